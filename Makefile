@@ -1,0 +1,169 @@
+# libplan build. `make help` lists the targets.
+#
+# Everything builds out of tree under $(BUILD) (default build/); the sanitizer
+# run uses build-asan/. Dependencies are Debian packages; `make deps` installs
+# the missing ones when run as root and otherwise prints the apt-get line.
+
+PREFIX ?= /usr/local
+BUILD ?= build
+CC ?= cc
+SAN ?= 0
+FUZZ_SECONDS ?= 30
+
+PKGS := yaml-0.1 libxxhash
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhash)
+
+WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
+        -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
+OPT ?= -O2 -g
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) $(WARN) \
+              -Ilibplan/include -Ilibplan/src $(PKG_CFLAGS) $(CFLAGS)
+LDLIBS_ALL := $(PKG_LIBS) -lm $(LDLIBS)
+
+ifeq ($(SAN),1)
+CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+SOVERSION := 0
+LIB_SRC := $(sort $(wildcard libplan/src/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC := $(sort $(wildcard cli/*.c))
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+HEADERS := $(sort $(wildcard libplan/include/libplan/*.h))
+HEADER_CHECKS := $(HEADERS:libplan/include/libplan/%.h=$(BUILD)/headers/%.o)
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+STATIC := $(BUILD)/libplan.a
+SHARED := $(BUILD)/libplan.so.$(SOVERSION)
+TOOL := $(BUILD)/plan
+
+.PHONY: all help deps test check-unit check-headers check-conformance \
+        check-cli check-corpus demo bench asan fuzz fmt lint install clean \
+        tests-build
+
+all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL)
+
+help:
+	@echo "make            build libplan.a, libplan.so and the plan tool"
+	@echo "make deps       install missing Debian packages (root) or say which"
+	@echo "make test       every test: unit, headers, conformance, CLI, sanitizers"
+	@echo "make demo       validate, hash and show the examples"
+	@echo "make bench      run the benchmarks (bench/)"
+	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
+	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
+	@echo "make fmt        clang-format the C sources"
+	@echo "make lint       cppcheck over the C sources"
+	@echo "make install    install under PREFIX (default /usr/local)"
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libplan.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/libplan.so: $(SHARED)
+	ln -sf libplan.so.$(SOVERSION) $@
+
+$(TOOL): $(CLI_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/unit/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL) -lcmocka
+
+# Each public header must compile on its own.
+$(BUILD)/headers/%.o: libplan/include/libplan/%.h
+	@mkdir -p $(dir $@)
+	printf '#include "libplan/%s.h"\n' $* > $(BUILD)/headers/$*.c
+	$(CC) $(CFLAGS_ALL) -c $(BUILD)/headers/$*.c -o $@
+
+$(BUILD)/bench/%: bench/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
+
+tests-build: all $(UNIT_BIN) $(HEADER_CHECKS)
+
+check-headers: $(HEADER_CHECKS)
+	@echo "headers: $(words $(HEADER_CHECKS)) compile alone"
+
+check-unit: $(UNIT_BIN)
+	@sh tests/run_unit.sh $(UNIT_BIN)
+
+check-conformance: $(TOOL)
+	@sh tests/conformance/run.sh $(TOOL)
+
+check-corpus: $(TOOL)
+	@sh tests/corpus/run.sh $(TOOL)
+
+check-cli: $(TOOL)
+	@sh tests/cli/run.sh $(TOOL)
+
+# The README's test command. Order: cheap to expensive.
+test: deps
+	$(MAKE) tests-build
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli
+	$(MAKE) asan
+	@echo "make test: all suites passed"
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus
+
+demo: deps all
+	@sh examples/demo.sh $(TOOL)
+
+bench: all $(BENCH_BIN)
+	@sh bench/run.sh $(BUILD)
+
+FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+fuzz:
+	@mkdir -p build-fuzz
+	@for f in $(FUZZ_SRC); do \
+	  n=$$(basename $$f .c); \
+	  clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
+	    -fsanitize=fuzzer,address,undefined -Ilibplan/include -Ilibplan/src \
+	    $$f $(LIB_SRC) -o build-fuzz/$$n $(LDLIBS_ALL) || exit 1; \
+	  mkdir -p build-fuzz/$$n.corpus; \
+	  ./build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -rss_limit_mb=2048 -timeout=10 build-fuzz/$$n.corpus tests/fuzz/seeds || exit 1; \
+	done
+	@echo "fuzz: no findings"
+
+FMT_FILES := $(shell find libplan cli tests bench -name '*.[ch]' 2>/dev/null)
+fmt:
+	clang-format -i $(FMT_FILES)
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+	  --std=c11 --inline-suppr -Ilibplan/include -Ilibplan/src \
+	  --suppress=missingIncludeSystem libplan/src cli
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/libplan \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libplan.so
+	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/libplan/
+	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)|g' \
+	  libplan/libplan.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libplan.pc
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

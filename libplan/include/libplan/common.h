@@ -1,0 +1,101 @@
+/* libplan: status codes, versions and the thread-local last error.
+ *
+ * Conventions for the whole API (see docs/architecture.md):
+ * - every function that can fail returns int: PLAN_OK (0) or a negative
+ *   PLAN_E* code; the out-parameter comes first and is named `out`;
+ * - an object returned through `**out` is owned by the caller and freed with
+ *   the type's own free function, which accepts NULL;
+ * - a pointer returned as a value is borrowed from its parent object;
+ * - on failure the last error of the calling thread holds a message and,
+ *   where the failure is about input, the file, line and column (1-based).
+ */
+#ifndef LIBPLAN_COMMON_H
+#define LIBPLAN_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Library version (semantic versioning; separate from the format version). */
+#define PLAN_VERSION_MAJOR 0
+#define PLAN_VERSION_MINOR 1
+#define PLAN_VERSION_PATCH 0
+#define PLAN_VERSION_STRING "0.1.0"
+#define PLAN_VERSION_NUMBER \
+  (PLAN_VERSION_MAJOR * 10000 + PLAN_VERSION_MINOR * 100 + PLAN_VERSION_PATCH)
+
+/* ABI version: bumped with every incompatible change of the public API;
+ * it is the SONAME suffix (libplan.so.N) and what bindings check at load. */
+#define PLAN_ABI_VERSION 0
+
+/* Plan format version this library writes, and the newest it reads. */
+#define PLAN_FORMAT_MAJOR 0
+#define PLAN_FORMAT_MINOR 1
+#define PLAN_FORMAT_STRING "0.1"
+
+/* Status codes. Every failing call returns one of these. */
+enum {
+  PLAN_OK = 0,
+  PLAN_ENOMEM = -1,     /* an allocation failed */
+  PLAN_EIO = -2,        /* a file could not be read or written */
+  PLAN_ESYNTAX = -3,    /* not well-formed YAML (or not UTF-8) */
+  PLAN_ESCHEMA = -4,    /* wrong structure: unknown field, wrong type, missing field */
+  PLAN_EVERSION = -5,   /* a format version this library cannot read */
+  PLAN_EINVALID = -6,   /* well-formed but meaningless: unknown op, dangling name,
+                           cycle, bad shape, illegal placement spelling */
+  PLAN_ELIMIT = -7,     /* over a documented limit: nesting, size, count */
+  PLAN_EUSAGE = -8,     /* bad argument from the caller */
+  PLAN_ENOTFOUND = -9,  /* a named object does not exist */
+  PLAN_EUNSUPPORTED = -10 /* valid, but not available here */
+};
+
+/* Short stable name of a status code ("ok", "nomem", "io", "syntax",
+ * "schema", "version", "invalid", "limit", "usage", "notfound",
+ * "unsupported"), as used in conformance vectors. Never NULL. */
+const char *plan_status_name(int status);
+
+/* The calling thread's last error. Fields are never NULL: message is "" and
+ * file is "" when unset; line and column are 1-based, 0 when unknown. The
+ * struct is valid until the next libplan call on this thread. */
+typedef struct plan_error {
+  int code;
+  const char *message;
+  const char *file;
+  int line;
+  int column;
+} plan_error;
+
+const plan_error *plan_error_last(void);
+void plan_error_clear(void);
+
+/* Formats the last error as "file:line:col: error: message" into buf
+ * (always NUL-terminated, truncated to size). Returns buf. */
+char *plan_error_format(char *buf, size_t size);
+
+/* Runtime versions. */
+const char *plan_version_string(void);
+int plan_version_number(void);
+int plan_abi_version(void);
+
+/* A 128-bit content hash (XXH3-128). Printed as "xxh3:" followed by the 32
+ * hex digits of its big-endian canonical form. */
+typedef struct plan_hash {
+  uint64_t high;
+  uint64_t low;
+} plan_hash;
+
+#define PLAN_HASH_STRLEN 38 /* "xxh3:" + 32 hex + NUL */
+
+/* Writes the printed form into buf (at least PLAN_HASH_STRLEN bytes). */
+char *plan_hash_format(plan_hash h, char *buf);
+/* Parses "xxh3:<32 hex>". Returns PLAN_OK or PLAN_EINVALID. */
+int plan_hash_parse(plan_hash *out, const char *text);
+int plan_hash_equal(plan_hash a, plan_hash b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

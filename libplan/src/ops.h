@@ -1,0 +1,172 @@
+/* The op registry: one table with every op kind's name, arity, attribute
+ * schema, shape/dtype inference and factor-based sharding rule (Shardy
+ * style; shared/OPS.md is the worked table). Kernels are not here: each
+ * runner keeps its own table indexed by plan_op_kind.
+ *
+ * Adding an op: add the enum value before PLAN_OP_COUNT, add its row to the
+ * table in ops.c (a static_assert there fails until every table is filled),
+ * write its infer and rule functions, and add it to tests/unit/test_ops.c. */
+#ifndef LIBPLAN_OPS_H
+#define LIBPLAN_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+typedef enum plan_op_kind {
+  PLAN_OP_MATMUL,
+  PLAN_OP_LINEAR,
+  PLAN_OP_ADD,
+  PLAN_OP_SUB,
+  PLAN_OP_MUL,
+  PLAN_OP_DIV,
+  PLAN_OP_SCALE,
+  PLAN_OP_RELU,
+  PLAN_OP_GELU,
+  PLAN_OP_SILU,
+  PLAN_OP_TANH,
+  PLAN_OP_EXP,
+  PLAN_OP_SOFTMAX,
+  PLAN_OP_LAYERNORM,
+  PLAN_OP_RMSNORM,
+  PLAN_OP_EMBEDDING,
+  PLAN_OP_TRANSPOSE,
+  PLAN_OP_PERMUTE,
+  PLAN_OP_RESHAPE,
+  PLAN_OP_REDUCE_SUM,
+  PLAN_OP_REDUCE_MEAN,
+  PLAN_OP_SPLIT,
+  PLAN_OP_CONCAT,
+  PLAN_OP_CROSS_ENTROPY,
+  PLAN_OP_COUNT
+} plan_op_kind;
+
+#define PLAN_MAX_OPERANDS 16 /* inputs + outputs of one op */
+#define PLAN_MAX_ATTRS 4
+
+typedef struct plan_attr_spec {
+  const char *name;
+  plan_attr_type type;
+  bool required;
+  int64_t def_i;   /* INT default */
+  double def_f;    /* FLOAT default */
+  bool def_b;      /* BOOL default */
+  const char *def_s; /* STRING default */
+  /* INTS default: always the empty list */
+} plan_attr_spec;
+
+/* The shapes an op sees: ranks, dims and dtypes of its inputs (and, after
+ * inference, outputs). Attribute values are the op's plan_attr_val array in
+ * the order of the kind's schema. */
+typedef struct plan_shape {
+  int rank;
+  int64_t dims[PLAN_MAX_RANK];
+  plan_dtype dtype;
+} plan_shape;
+
+/* How partial (P) inputs pass through an op, per mesh axis. */
+typedef enum plan_partial_rule {
+  PLAN_PARTIAL_NONE,     /* not linear: any P input is illegal (relu, softmax..) */
+  PLAN_PARTIAL_PASS,     /* data movement (transpose, reshape, split..): any P
+                            passes through unchanged */
+  PLAN_PARTIAL_UNARY,    /* linear unary (scale, reduce_*): P(sum|avg) passes;
+                            scale also passes P(max|min) when factor >= 0 */
+  PLAN_PARTIAL_ADDITIVE, /* add, sub, concat: all inputs P with the same
+                            sum|avg, or none */
+  PLAN_PARTIAL_PRODUCT,  /* matmul, mul: exactly one of inputs 0/1 P(sum|avg),
+                            the other R */
+  PLAN_PARTIAL_DIVIDEND, /* div: input 0 may be P(sum|avg), input 1 must be R */
+  PLAN_PARTIAL_LINEAR,   /* linear: one of x/w P(sum|avg) and the other R;
+                            then the bias (if any) must be P of the same kind */
+  PLAN_PARTIAL_TABLE     /* embedding: the table may be P(sum|avg), ids R */
+} plan_partial_rule;
+
+typedef struct plan_op_info {
+  const char *name;
+  int min_in, max_in;   /* max -1: up to PLAN_MAX_OPERANDS - 1 */
+  int min_out, max_out; /* max -1: decided by attributes (split) */
+  const plan_attr_spec *attrs;
+  int nattrs;
+  plan_partial_rule partial;
+  /* Validates attributes against input shapes and fills outputs.
+   * nout is the number of outputs the op declares. On a problem writes a
+   * one-line reason into err (size errsz) and returns PLAN_EINVALID. */
+  int (*infer)(const plan_shape *in, int nin, const plan_attr_val *attrs,
+               plan_shape *out, int nout, char *err, size_t errsz);
+} plan_op_info;
+
+/* The registry row of a kind; NULL when out of range. */
+const plan_op_info *plan_op_info_get(int kind);
+/* Kind from name ("matmul"), -1 when unknown. */
+int plan_op_kind_from_name(const char *name);
+const char *plan_op_kind_name(int kind);
+
+/* ---- factor-based sharding rules ------------------------------------------ */
+
+typedef enum plan_factor_kind {
+  PLAN_FACTOR_FREE,
+  PLAN_FACTOR_REDUCTION,        /* sharding gives P(reduce) results */
+  PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
+  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
+} plan_factor_kind;
+
+#define PLAN_RULE_MAX_FACTORS 32
+#define PLAN_RULE_MAX_COMPOUND 4
+
+typedef struct plan_factor {
+  int64_t size;
+  uint8_t kind;   /* plan_factor_kind */
+  uint8_t reduce; /* plan_reduce of the result for REDUCTION / MASKED */
+  /* A reduction whose result may also be stated as P(avg) when the factor is
+   * evenly sharded (reduce_mean). */
+  bool avg_if_even;
+} plan_factor;
+
+typedef struct plan_rule_operand {
+  int rank;
+  /* Factors of each dim, major to minor. nf[d] == 0: the dim carries no
+   * factor (a broadcast size-1 dim); it may not be sharded. A merged dim
+   * (reshape) carries several factors; sharding it shards its major factor. */
+  int8_t nf[PLAN_MAX_RANK];
+  int8_t f[PLAN_MAX_RANK][PLAN_RULE_MAX_COMPOUND];
+  /* An input that lacks a reduction factor but is added after the reduction
+   * (linear's bias): it must be P along axes that shard that factor. */
+  bool additive;
+} plan_rule_operand;
+
+typedef struct plan_rule {
+  int nfactors;
+  plan_factor factors[PLAN_RULE_MAX_FACTORS];
+  int nin, nout;
+  plan_rule_operand operand[PLAN_MAX_OPERANDS]; /* inputs then outputs */
+} plan_rule;
+
+/* Builds the sharding rule of an op instance from its (inferred) shapes.
+ * Returns PLAN_OK, or PLAN_EINVALID with a reason in err. */
+int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
+                 const plan_shape *outs, int nout, const plan_attr_val *attrs,
+                 char *err, size_t errsz);
+
+/* Given the placements of an op's inputs on a mesh, derives the placements
+ * of its outputs under the rule (free factors carry their sharding, sharded
+ * reductions give P, partial inputs pass by the kind's partial rule).
+ * mesh_sizes[a] is the size of mesh axis a (needed for compound-dim
+ * divisibility and even-shard checks). Returns PLAN_OK, or PLAN_EINVALID with
+ * the first reason the inputs are illegal, e.g.
+ * "input 1 shards dim 0 (factor k) along tp but input 0 does not". */
+int plan_rule_infer_out(const plan_rule *rule, int kind,
+                        const plan_attr_val *attrs,
+                        const plan_placement *in, const int64_t *mesh_sizes,
+                        const char *const *axis_names,
+                        plan_placement *out, char *err, size_t errsz);
+
+/* Checks a whole strategy: inputs legal and outputs equal to what the rule
+ * derives (P(avg) accepted for P(sum) where the factor allows it).
+ * Returns PLAN_OK or PLAN_EINVALID with a reason. */
+int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
+                    const plan_placement *in, const plan_placement *out,
+                    const int64_t *mesh_sizes, const char *const *axis_names,
+                    char *err, size_t errsz);
+
+#endif

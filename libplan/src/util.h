@@ -1,0 +1,112 @@
+/* Internal helpers shared by the core: arena allocation, growable byte
+ * buffers, a string -> int map, and setting the thread-local last error.
+ * Nothing here is public API. */
+#ifndef LIBPLAN_UTIL_H
+#define LIBPLAN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libplan/common.h"
+
+#if defined(__GNUC__)
+#define PLAN_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PLAN_PRINTF(a, b)
+#endif
+
+/* ---- last error ---------------------------------------------------------- */
+
+/* Sets the calling thread's last error and returns `code`, so callers can
+ * write `return plan_fail(PLAN_EINVALID, file, line, col, "...")`. */
+int plan_fail(int code, const char *file, int line, int col, const char *fmt,
+              ...) PLAN_PRINTF(5, 6);
+/* Same, without a position. */
+int plan_failf(int code, const char *fmt, ...) PLAN_PRINTF(2, 3);
+/* PLAN_ENOMEM with a fixed message (never allocates). */
+int plan_oom(void);
+
+/* ---- arena --------------------------------------------------------------- */
+
+/* A bump allocator: many small allocations freed together. Blocks grow
+ * geometrically; an allocation never moves. */
+typedef struct plan_arena_block plan_arena_block;
+typedef struct plan_arena {
+  plan_arena_block *head;
+  size_t used_total; /* bytes handed out, for memory accounting */
+} plan_arena;
+
+void plan_arena_init(plan_arena *a);
+void plan_arena_free(plan_arena *a);
+/* Zeroed memory aligned to 16 bytes; NULL on allocation failure. */
+void *plan_arena_alloc(plan_arena *a, size_t size);
+/* Copies s (len bytes) and NUL-terminates; NULL on failure. */
+char *plan_arena_strndup(plan_arena *a, const char *s, size_t len);
+char *plan_arena_strdup(plan_arena *a, const char *s);
+/* printf into the arena. */
+char *plan_arena_printf(plan_arena *a, const char *fmt, ...) PLAN_PRINTF(2, 3);
+
+/* ---- growable buffer ----------------------------------------------------- */
+
+typedef struct plan_buf {
+  char *data; /* NUL-terminated when len > 0 or after plan_buf_cstr */
+  size_t len;
+  size_t cap;
+  bool failed; /* set on the first allocation failure; later appends no-op */
+} plan_buf;
+
+void plan_buf_init(plan_buf *b);
+void plan_buf_free(plan_buf *b);
+void plan_buf_reset(plan_buf *b);
+void plan_buf_append(plan_buf *b, const void *data, size_t len);
+void plan_buf_puts(plan_buf *b, const char *s);
+void plan_buf_putc(plan_buf *b, char c);
+void plan_buf_printf(plan_buf *b, const char *fmt, ...) PLAN_PRINTF(2, 3);
+/* Returns the contents as a C string ("" when empty, never NULL unless
+ * failed). */
+const char *plan_buf_cstr(plan_buf *b);
+
+/* ---- string map ---------------------------------------------------------- */
+
+/* Open-addressing map from NUL-terminated keys (not copied: the caller keeps
+ * them alive, usually in an arena) to int values. */
+typedef struct plan_strmap {
+  const char **keys;
+  int *vals;
+  size_t cap; /* power of two or 0 */
+  size_t count;
+} plan_strmap;
+
+void plan_strmap_init(plan_strmap *m);
+void plan_strmap_free(plan_strmap *m);
+/* Inserts or replaces. Returns PLAN_OK or PLAN_ENOMEM. */
+int plan_strmap_put(plan_strmap *m, const char *key, int val);
+/* Returns the value, or -1 when absent. */
+int plan_strmap_get(const plan_strmap *m, const char *key);
+int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);
+
+/* ---- numbers and names --------------------------------------------------- */
+
+/* Shortest decimal that reads back to the same double: C's %.Ng with the
+ * smallest N in 1..17 that round-trips, in the C locale. buf >= 32 bytes.
+ * NaN and infinities print as "nan", "inf", "-inf". */
+char *plan_format_double(double v, char *buf);
+/* Strict parsers over a whole string: no leading/trailing space, no empty.
+ * Integers: optional sign, decimal digits, no leading zeros beyond "0";
+ * underscores are not accepted. Return false on any deviation or overflow. */
+bool plan_parse_int64(const char *s, size_t len, int64_t *out);
+/* Floats: YAML 1.2 core spelling (decimal, optional exponent), plus ".inf",
+ * "-.inf", ".nan" and their capitalised forms. */
+bool plan_parse_double(const char *s, size_t len, double *out);
+/* Overflow-checked arithmetic. Return false on overflow. */
+bool plan_mul_i64(int64_t a, int64_t b, int64_t *out);
+bool plan_add_i64(int64_t a, int64_t b, int64_t *out);
+
+/* Glob match over names: '*' matches any run of characters (dots included,
+ * so "layers.0.*" matches every op under layers.0), '?' one character,
+ * '[abc]' / '[a-z]' one character of a set. */
+bool plan_glob_match(const char *pattern, const char *name);
+bool plan_is_glob(const char *s);
+
+#endif
