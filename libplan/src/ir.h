@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "libplan/common.h"
+#include "libplan/plan.h"
+#include "libplan/program.h"
 #include "util.h"
 
 #define PLAN_MAX_RANK 8
@@ -121,10 +123,11 @@ typedef struct plan_op {
   uint64_t sig;
 } plan_op;
 
-typedef struct plan_program_ir {
+struct plan_program {
   plan_arena arena;
   const char *file; /* for diagnostics; "" when built in memory */
   const char *name;
+  int version_major, version_minor; /* format version of its document */
   plan_tensor *tensors;
   int ntensors;
   plan_op *ops; /* in topological order after load */
@@ -132,11 +135,13 @@ typedef struct plan_program_ir {
   int *outputs;
   int noutputs;
   int loss; /* tensor index or -1 */
+  bool outputs_explicit; /* `outputs:` written (else: unconsumed tensors) */
+  plan_pos outputs_pos, loss_pos;
   plan_strmap tensor_by_name;
   plan_strmap op_by_name;
   struct plan_ext *ext; /* x- keys of the program mapping */
   plan_pos pos;
-} plan_program_ir;
+};
 
 /* ---- generic values (provenance, x- extension keys) ----------------------- */
 
@@ -194,7 +199,7 @@ typedef struct plan_submesh {
   plan_pos pos;
 } plan_submesh;
 
-typedef struct plan_mesh_ir {
+typedef struct plan_mesh {
   int naxes;
   const char *axis_names[PLAN_MAX_MESH_AXES];
   int64_t axis_sizes[PLAN_MAX_MESH_AXES];
@@ -210,7 +215,7 @@ typedef struct plan_mesh_ir {
   plan_pos pos;
   plan_pos axes_pos;
   plan_pos devices_pos;
-} plan_mesh_ir;
+} plan_mesh;
 
 /* ---- placements ------------------------------------------------------------ */
 
@@ -386,14 +391,25 @@ typedef struct plan_program_ref {
   plan_pos pos;
 } plan_program_ref;
 
-typedef struct plan_plan_ir {
+/* A name or glob pattern used in a plan section, kept so validation can
+ * report names that match nothing (a vanished op, a typo). */
+typedef struct plan_name_use {
+  const char *pattern;
+  const char *section; /* "strategies", "placements", "regions", ... */
+  bool is_glob;
+  bool tensors;  /* names tensors (else ops) */
+  int matches;
+  plan_pos pos;
+} plan_name_use;
+
+struct plan_plan {
   plan_arena arena;
   const char *file; /* for diagnostics */
   int version_major, version_minor; /* as read from the file */
-  plan_program_ir *program;         /* owned */
+  plan_program *program;         /* owned */
   bool program_inline;
   plan_program_ref ref; /* valid when !program_inline */
-  plan_mesh_ir mesh;
+  plan_mesh mesh;
   bool has_mesh;
   plan_tensor_pl *placements; /* per tensor index (inputs, params, consts) */
   plan_tensor_pl *out_pl;     /* per program output position */
@@ -405,6 +421,8 @@ typedef struct plan_plan_ir {
   plan_value *provenance; /* NULL when absent; a generic map */
   plan_ext *ext;          /* top-level x- keys */
   plan_pos mesh_pos;
-} plan_plan_ir;
+  plan_name_use *uses; /* malloc'd */
+  int nuses, cap_uses;
+};
 
 #endif

@@ -121,6 +121,8 @@ typedef struct plan_factor {
   /* A reduction whose result may also be stated as P(avg) when the factor is
    * evenly sharded (reduce_mean). */
   bool avg_if_even;
+  /* Short name for messages ("m", "k", "b0", "v"); NUL-terminated. */
+  char name[8];
 } plan_factor;
 
 typedef struct plan_rule_operand {

@@ -1,0 +1,50 @@
+/* The `plan` command-line tool: shared helpers of the verbs. */
+#ifndef PLAN_CLI_H
+#define PLAN_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "libplan/libplan.h"
+
+/* Exit codes, the same for every verb. */
+enum {
+  EXIT_OK = 0,        /* ok / equal */
+  EXIT_NEGATIVE = 1,  /* validation findings, differences found */
+  EXIT_BAD_INPUT = 2, /* unreadable input or bad usage */
+  EXIT_CANNOT_RUN = 3 /* the check cannot run here */
+};
+
+typedef struct cli_verb {
+  const char *name;
+  const char *summary;
+  const char *usage; /* full --help text */
+  int (*run)(int argc, char **argv);
+} cli_verb;
+
+/* Prints the last libplan error as "plan: file:line:col: error: msg" and
+ * returns EXIT_BAD_INPUT (or EXIT_CANNOT_RUN for PLAN_EUNSUPPORTED). */
+int cli_fail_last(void);
+/* Prints a usage error for `verb` and returns EXIT_BAD_INPUT. */
+int cli_usage(const char *verb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* True when argv has -h or --help. */
+bool cli_wants_help(int argc, char **argv);
+/* Prints findings, one per line: "file:line:col: severity: message [code]". */
+void cli_print_diags(FILE *f, const plan_diags *d);
+/* Prints findings as a JSON document (schema "libplan-findings/1"). */
+void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);
+
+int cmd_validate(int argc, char **argv);
+int cmd_fmt(int argc, char **argv);
+int cmd_hash(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+
+extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
+    usage_diff[];
+
+#endif

@@ -1,0 +1,145 @@
+/* `plan`: the command-line tool over libplan. Dispatches verbs, prints
+ * errors with positions, and maps outcomes to the shared exit codes. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const cli_verb verbs[] = {
+    {"validate", "check a plan statically (rules, shapes, mesh, pipeline)",
+     usage_validate, cmd_validate},
+    {"fmt", "rewrite a plan in canonical layout", usage_fmt, cmd_fmt},
+    {"hash", "print content hashes (plan, program, mesh, provenance)",
+     usage_hash, cmd_hash},
+    {"show", "print a readable table of ops, shapes, placements, stages",
+     usage_show, cmd_show},
+    {"diff", "semantic differences between two plans", usage_diff, cmd_diff},
+};
+
+static void print_help(FILE *f) {
+  fprintf(f,
+          "usage: plan VERB [options] FILE...\n"
+          "\n"
+          "libplan %s, plan format %s. Verbs:\n",
+          plan_version_string(), PLAN_FORMAT_STRING);
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+    fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
+  fprintf(f,
+          "\n"
+          "Every verb takes --help. Exit codes: 0 ok, 1 negative verdict\n"
+          "(findings or differences), 2 unreadable input or bad usage,\n"
+          "3 cannot run here.\n");
+}
+
+int cli_fail_last(void) {
+  char buf[2048];
+  fprintf(stderr, "plan: %s\n", plan_error_format(buf, sizeof buf));
+  return plan_error_last()->code == PLAN_EUNSUPPORTED ? EXIT_CANNOT_RUN
+                                                      : EXIT_BAD_INPUT;
+}
+
+int cli_usage(const char *verb, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "plan %s: ", verb);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(see 'plan %s --help')\n", verb);
+  return EXIT_BAD_INPUT;
+}
+
+bool cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--"))
+      break;
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+      return true;
+  }
+  return false;
+}
+
+static const char *sev_name(plan_severity s) {
+  return s == PLAN_SEV_ERROR ? "error" : s == PLAN_SEV_WARNING ? "warning" : "note";
+}
+
+void cli_print_diags(FILE *f, const plan_diags *d) {
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    if (g->file[0] && g->line)
+      fprintf(f, "%s:%d:%d: ", g->file, g->line, g->column);
+    else if (g->file[0])
+      fprintf(f, "%s: ", g->file);
+    fprintf(f, "%s: %s [%s]\n", sev_name(g->severity), g->message, g->code);
+  }
+}
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict) {
+  fprintf(f, "{\"schema\": \"libplan-findings/1\", \"verdict\": ");
+  json_str(f, verdict);
+  fprintf(f, ", \"findings\": [");
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    fprintf(f, "%s\n  {\"severity\": \"%s\", \"code\": ", i ? "," : "",
+            sev_name(g->severity));
+    json_str(f, g->code);
+    fprintf(f, ", \"object\": ");
+    json_str(f, g->object);
+    fprintf(f, ", \"file\": ");
+    json_str(f, g->file);
+    fprintf(f, ", \"line\": %d, \"column\": %d, \"message\": ", g->line,
+            g->column);
+    json_str(f, g->message);
+    fputc('}', f);
+  }
+  fprintf(f, "]}\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    print_help(stderr);
+    return EXIT_BAD_INPUT;
+  }
+  const char *v = argv[1];
+  if (!strcmp(v, "-h") || !strcmp(v, "--help") || !strcmp(v, "help")) {
+    if (argc > 2 && strcmp(v, "help") == 0) {
+      for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+        if (!strcmp(verbs[i].name, argv[2])) {
+          fputs(verbs[i].usage, stdout);
+          return EXIT_OK;
+        }
+    }
+    print_help(stdout);
+    return EXIT_OK;
+  }
+  if (!strcmp(v, "--version") || !strcmp(v, "version")) {
+    printf("plan (libplan) %s, plan format %s\n", plan_version_string(),
+           PLAN_FORMAT_STRING);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+    if (!strcmp(verbs[i].name, v)) {
+      if (cli_wants_help(argc - 1, argv + 1)) {
+        fputs(verbs[i].usage, stdout);
+        return EXIT_OK;
+      }
+      return verbs[i].run(argc - 1, argv + 1);
+    }
+  fprintf(stderr, "plan: unknown verb '%s'\n\n", v);
+  print_help(stderr);
+  return EXIT_BAD_INPUT;
+}

@@ -1,0 +1,10 @@
+/* libplan: the umbrella header. Include this, or the module headers. */
+#ifndef LIBPLAN_LIBPLAN_H
+#define LIBPLAN_LIBPLAN_H
+
+#include "common.h"
+#include "diag.h"
+#include "plan.h"
+#include "program.h"
+
+#endif

@@ -1,0 +1,125 @@
+/* libplan: plans: loading, saving, hashing, validation, diff and drift.
+ *
+ * A plan is the set of parallelization decisions for one program: the mesh,
+ * placements of inputs and parameters, a strategy per op, pipeline, training
+ * and regions, plus provenance (spec/plan-format.md). */
+#ifndef LIBPLAN_PLAN_H
+#define LIBPLAN_PLAN_H
+
+#include "common.h"
+#include "diag.h"
+#include "program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plan_plan plan_plan;
+
+/* ---- load and save ------------------------------------------------------- */
+
+/* Reads a plan file. A program given by path is resolved relative to the plan
+ * file's folder and read too. On failure returns a negative status (see
+ * common.h) with the last error naming file, line and column; *out = NULL.
+ * Only well-formedness is checked here (structure, names, shapes, placement
+ * spellings); plan_validate judges the decisions. */
+int plan_load(plan_plan **out, const char *path);
+/* Same from memory. `name` is used in messages; a program path is resolved
+ * relative to `base_dir` (NULL: the current directory). */
+int plan_load_buffer(plan_plan **out, const char *data, size_t len,
+                     const char *name, const char *base_dir);
+void plan_free(plan_plan *p);
+
+/* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
+typedef struct plan_write_options {
+  unsigned int version;  /* PLAN_WRITE_OPTIONS_VERSION */
+  int self_contained;    /* embed the program (and everything replay needs) */
+} plan_write_options;
+#define PLAN_WRITE_OPTIONS_VERSION 1
+#define PLAN_WRITE_OPTIONS_INIT {PLAN_WRITE_OPTIONS_VERSION, 0}
+
+/* Writes the plan in canonical layout (the `plan fmt` output) into a newly
+ * allocated NUL-terminated buffer; the caller frees *out with free(). */
+int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
+                      const plan_write_options *opts);
+/* Writes to `path` atomically: a temporary file in the same folder, fsync,
+ * rename. Nothing is changed when it fails. */
+int plan_save(const plan_plan *p, const char *path,
+              const plan_write_options *opts);
+
+/* Writes `len` bytes atomically to `path` (temporary file, fsync, rename). */
+int plan_write_file_atomic(const char *path, const void *data, size_t len);
+
+/* ---- hashes -------------------------------------------------------------- */
+
+typedef enum plan_part {
+  PLAN_PART_PLAN = 0,       /* decisions + mesh + program hash */
+  PLAN_PART_PROGRAM = 1,
+  PLAN_PART_MESH = 2,
+  PLAN_PART_PROVENANCE = 3
+} plan_part;
+
+/* Content hash of one part. PLAN_ENOTFOUND for a part the plan lacks
+ * (provenance, or a mesh in a program-only document). */
+int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
+/* The canonical encoding that is hashed (spec/canonical-form.md), newly
+ * allocated; free with free(). */
+int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
+
+/* ---- views --------------------------------------------------------------- */
+
+/* Borrowed: valid while the plan lives. */
+const plan_program *plan_get_program(const plan_plan *p);
+/* 1 when the file holds a mesh (a plan), 0 for a program-only document. */
+int plan_has_mesh(const plan_plan *p);
+const char *plan_file(const plan_plan *p);
+
+/* Mesh: axes in order (major to minor), sizes, and the physical device of
+ * each logical rank (ranks row-major over the axes). -1 / NULL when out of
+ * range or the document has no mesh. */
+int plan_mesh_axis_count(const plan_plan *p);
+const char *plan_mesh_axis_name(const plan_plan *p, int axis);
+int64_t plan_mesh_axis_size(const plan_plan *p, int axis);
+int64_t plan_mesh_device_count(const plan_plan *p);
+int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
+
+/* Placements in canonical compact form ("S(0)R", ...), written into buf
+ * (NUL-terminated, truncated to size; 128 bytes always suffice).
+ * plan_tensor_placement: how an input, param or const is stored (all R when
+ * the plan says nothing). plan_op_placement: how op `op` consumes input
+ * `slot` (output = 0) or produces output `slot` (output = 1) under its
+ * strategy. PLAN_ENOTFOUND when the op has no strategy or an index is out of
+ * range. */
+int plan_tensor_placement(char *buf, size_t size, const plan_plan *p,
+                          int tensor);
+int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
+                      int output, int slot);
+/* Pipeline stage of an op; -1 when the plan has no pipeline or the op is in
+ * no stage. Number of stages (0 without a pipeline). */
+int plan_op_stage(const plan_plan *p, int op);
+int plan_stage_count(const plan_plan *p);
+
+/* ---- validation, diff, drift --------------------------------------------- */
+
+/* Static validation (no numerics): strategies legal under each op's factor
+ * rule, shapes and divisibility, partials into non-linear ops, mesh and
+ * device order, pipeline stages and schedules, regions, training fields.
+ * Always returns PLAN_OK with findings in *out unless an allocation fails;
+ * a negative verdict is any finding of severity PLAN_SEV_ERROR. */
+int plan_validate(plan_diags **out, const plan_plan *p);
+
+/* Drift report: compares the program the plan was made for (its inline
+ * program, or the signatures it recorded) with `edited`. Findings name every
+ * op and tensor that changed, appeared or vanished; errors where the plan no
+ * longer applies (a named op changed, an op lacks a strategy). */
+int plan_drift(plan_diags **out, const plan_plan *p, const plan_program *edited);
+
+/* Semantic diff: ops, tensors, placements, strategies, mesh axes, devices,
+ * stages, schedule, training and regions that differ between a and b. No
+ * findings means the plans are equal in content (provenance aside). */
+int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

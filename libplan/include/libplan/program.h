@@ -1,0 +1,57 @@
+/* libplan: programs, the single-device computation a plan distributes.
+ *
+ * A program is a DAG of named ops over named tensors (spec/plan-format.md,
+ * "program"). It can be read from a standalone program file, or taken from a
+ * plan. Programs are immutable once loaded. */
+#ifndef LIBPLAN_PROGRAM_H
+#define LIBPLAN_PROGRAM_H
+
+#include "common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct plan_program plan_program;
+
+/* Loads a standalone program file (`libplan: "0.1"` and `program:`) or the
+ * program of a plan file. On failure returns a negative status and sets the
+ * last error with file, line and column; *out is set to NULL. */
+int plan_program_load(plan_program **out, const char *path);
+/* Same, from memory; `name` is used in error messages. */
+int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
+                             const char *name);
+void plan_program_free(plan_program *p);
+
+/* Content hash of the program's canonical form. */
+int plan_program_hash(plan_hash *out, const plan_program *p);
+
+/* Read-only views. Index arguments out of range give NULL / -1. Strings are
+ * borrowed from the program. Ops are in topological order. */
+const char *plan_program_name(const plan_program *p);
+int plan_program_op_count(const plan_program *p);
+int plan_program_tensor_count(const plan_program *p);
+const char *plan_program_op_name(const plan_program *p, int op);
+const char *plan_program_op_kind(const plan_program *p, int op);
+/* Tensor index of input / output `slot` of an op; -1 when out of range. */
+int plan_program_op_input(const plan_program *p, int op, int slot);
+int plan_program_op_output(const plan_program *p, int op, int slot);
+int plan_program_op_find(const plan_program *p, const char *name);
+const char *plan_program_tensor_name(const plan_program *p, int tensor);
+int plan_program_tensor_find(const plan_program *p, const char *name);
+/* Rank of a tensor; dims written into dims[0..rank) when dims != NULL and
+ * max >= rank. Returns -1 for a bad index. */
+int plan_program_tensor_shape(const plan_program *p, int tensor, int64_t *dims,
+                              int max);
+/* "f32", "bf16", ...; "input", "param", "const", "activation", "output". */
+const char *plan_program_tensor_dtype(const plan_program *p, int tensor);
+const char *plan_program_tensor_role(const plan_program *p, int tensor);
+/* 64-bit signature hash of an op or tensor (kind/shape/dtype/attributes/
+ * input names), as recorded by plans for drift reports. */
+uint64_t plan_program_op_signature(const plan_program *p, int op);
+uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

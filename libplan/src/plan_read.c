@@ -1,0 +1,555 @@
+/* Reading a plan document: version, program (inline or by path), mesh,
+ * placements, strategies and output placements; the other sections are in
+ * plan_sections.c. Loading checks well-formedness only; plan_validate judges
+ * the decisions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "plan_int.h"
+
+static const char *const top_keys[] = {
+    "libplan",  "program",  "mesh",    "placements", "strategies",
+    "outputs",  "pipeline", "training", "regions",   "provenance", NULL};
+static const char *const ref_keys[] = {"path", "hash", "signatures", NULL};
+static const char *const sig_keys[] = {"ops", "tensors", NULL};
+static const char *const strategy_keys[] = {"in", "out", NULL};
+
+/* ---- placements ------------------------------------------------------------ */
+
+int read_placement(const plan_reader *rd, const plan_ynode *n,
+                   const plan_mesh *m, int rank, plan_placement *out) {
+  char err[160];
+  int rc;
+  if (n->kind == PLAN_Y_SCALAR) {
+    size_t off = 0;
+    if (plan_placement_parse(out, n->u.scalar.text, n->u.scalar.len, m->naxes,
+                             err, sizeof err, &off)) {
+      int col = n->col + (int)off + (n->u.scalar.style == PLAN_Y_QUOTED);
+      return plan_fail(PLAN_EINVALID, rd->file, n->line, col,
+                       "placement '%.60s': %s", n->u.scalar.text, err);
+    }
+  } else if (n->kind == PLAN_Y_MAP) {
+    /* {dp: S(0), tp: R, order: {0: [tp, dp]}} */
+    plan_placement_replicated(out, m->naxes);
+    for (int a = 0; a < m->naxes; a++)
+      out->ax[a].level = -1;
+    const plan_ynode *order = NULL;
+    for (size_t i = 0; i < n->u.map.count; i++) {
+      const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+      if (!strcmp(k->u.scalar.text, "order")) {
+        order = v;
+        continue;
+      }
+      int a = mesh_axis_find(m, k->u.scalar.text);
+      if (a < 0)
+        return rd_fail(rd, k, PLAN_EINVALID, "no mesh axis '%.40s'",
+                       k->u.scalar.text);
+      if ((rc = rd_expect_scalar(rd, v, "a placement entry")))
+        return rc;
+      plan_placement one;
+      size_t off = 0;
+      if (plan_placement_parse(&one, v->u.scalar.text, v->u.scalar.len, 1, err,
+                               sizeof err, &off))
+        return plan_fail(PLAN_EINVALID, rd->file, v->line, v->col + (int)off,
+                         "placement '%.60s': %s", v->u.scalar.text, err);
+      out->ax[a] = one.ax[0];
+    }
+    if (order) {
+      if ((rc = rd_expect_map(rd, order, "order")))
+        return rc;
+      for (size_t i = 0; i < order->u.map.count; i++) {
+        const plan_ynode *k = order->u.map.pairs[i].key;
+        const plan_ynode *v = order->u.map.pairs[i].value;
+        int64_t dim;
+        if ((rc = rd_int(rd, k, "an order dim", &dim)))
+          return rc;
+        const char **axes;
+        int cnt;
+        if ((rc = rd_name_list(rd, v, "an axis name", &axes, &cnt)))
+          return rc;
+        for (int j = 0; j < cnt; j++) {
+          int a = mesh_axis_find(m, axes[j]);
+          if (a < 0)
+            return rd_fail(rd, v, PLAN_EINVALID, "no mesh axis '%s'", axes[j]);
+          if (out->ax[a].kind != PLAN_PL_S || out->ax[a].dim != dim)
+            return rd_fail(rd, v, PLAN_EINVALID,
+                           "order lists axis %s for dim %lld, but %s does not "
+                           "shard dim %lld",
+                           axes[j], (long long)dim, axes[j], (long long)dim);
+          out->ax[a].level = (int8_t)j;
+        }
+      }
+    }
+  } else {
+    return rd_fail(rd, n, PLAN_ESCHEMA,
+                   "a placement is a string like S(0)R or a map like "
+                   "{dp: S(0), tp: R}");
+  }
+  if (plan_placement_normalize(out, rank, err, sizeof err))
+    return rd_fail(rd, n, PLAN_EINVALID, "placement: %s", err);
+  return PLAN_OK;
+}
+
+/* ---- name uses ------------------------------------------------------------- */
+
+int plan_record_use(plan_plan *p, const char *pattern, const char *section,
+                    bool tensors, plan_pos pos) {
+  if (p->nuses == p->cap_uses) {
+    int cap = p->cap_uses ? p->cap_uses * 2 : 16;
+    plan_name_use *u = realloc(p->uses, sizeof *u * (size_t)cap);
+    if (!u)
+      return plan_oom();
+    p->uses = u;
+    p->cap_uses = cap;
+  }
+  plan_name_use *u = &p->uses[p->nuses];
+  u->pattern = pattern;
+  u->section = section;
+  u->is_glob = plan_is_glob(pattern);
+  u->tensors = tensors;
+  u->matches = 0;
+  u->pos = pos;
+  return p->nuses++;
+}
+
+int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
+                 plan_pos pos, plan_op_fn fn, void *ctx) {
+  int u = plan_record_use(p, pattern, section, false, pos);
+  if (u < 0)
+    return u;
+  const plan_program *prog = p->program;
+  int matches = 0, rc;
+  if (!p->uses[u].is_glob) {
+    int op = plan_strmap_get(&prog->op_by_name, pattern);
+    if (op >= 0) {
+      matches = 1;
+      if ((rc = fn(op, ctx)))
+        return rc;
+    }
+  } else {
+    for (int op = 0; op < prog->nops; op++)
+      if (plan_glob_match(pattern, prog->ops[op].name)) {
+        matches++;
+        if ((rc = fn(op, ctx)))
+          return rc;
+      }
+  }
+  p->uses[u].matches = matches;
+  return matches;
+}
+
+/* ---- program reference ----------------------------------------------------- */
+
+static int read_sig_map(const plan_reader *rd, const plan_ynode *n,
+                        const char ***names, uint64_t **sigs, int *count) {
+  int rc = rd_expect_map(rd, n, "signatures");
+  if (rc)
+    return rc;
+  *count = (int)n->u.map.count;
+  *names = plan_arena_alloc(rd->arena, sizeof(char *) * (n->u.map.count + 1));
+  *sigs = plan_arena_alloc(rd->arena, sizeof(uint64_t) * (n->u.map.count + 1));
+  if (!*names || !*sigs)
+    return plan_oom();
+  for (size_t i = 0; i < n->u.map.count; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+    if ((rc = rd_name(rd, k, "a name", &(*names)[i])) ||
+        (rc = rd_expect_scalar(rd, v, "a signature")))
+      return rc;
+    const char *t = v->u.scalar.text;
+    uint64_t s = 0;
+    if (v->u.scalar.len != 16)
+      return rd_fail(rd, v, PLAN_EINVALID, "a signature is 16 hex digits");
+    for (int j = 0; j < 16; j++) {
+      char c = t[j];
+      int d = c >= '0' && c <= '9'   ? c - '0'
+              : c >= 'a' && c <= 'f' ? c - 'a' + 10
+              : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                     : -1;
+      if (d < 0)
+        return rd_fail(rd, v, PLAN_EINVALID, "a signature is 16 hex digits");
+      s = s << 4 | (uint64_t)d;
+    }
+    (*sigs)[i] = s;
+  }
+  return PLAN_OK;
+}
+
+static int read_file_all(const char *path, char **data, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return plan_failf(PLAN_EIO, "cannot read '%s': %s", path, strerror(errno));
+  plan_buf b;
+  plan_buf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+    plan_buf_append(&b, chunk, n);
+    if (b.len > (1u << 30)) {
+      fclose(f);
+      plan_buf_free(&b);
+      return plan_failf(PLAN_ELIMIT, "'%s' is larger than 1 GiB", path);
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err || b.failed) {
+    plan_buf_free(&b);
+    return err ? plan_failf(PLAN_EIO, "cannot read '%s'", path) : plan_oom();
+  }
+  *len = b.len;
+  *data = b.data ? b.data : calloc(1, 1);
+  return *data ? PLAN_OK : plan_oom();
+}
+
+static int read_program_ref(const plan_reader *rd, const plan_ynode *n,
+                            plan_plan *p, const char *base_dir) {
+  int rc = rd_check_keys(rd, n, ref_keys, "program", NULL);
+  if (rc)
+    return rc;
+  plan_program_ref *r = &p->ref;
+  r->pos = rd_pos(n);
+  const plan_ynode *pathn = plan_ymap_get(n, "path"), *v;
+  if ((rc = rd_name(rd, pathn, "program path", &r->path)))
+    return rc;
+  if ((v = plan_ymap_get(n, "hash"))) {
+    if ((rc = rd_expect_scalar(rd, v, "program hash")))
+      return rc;
+    if (plan_hash_parse(&r->hash, v->u.scalar.text))
+      return rd_fail(rd, v, PLAN_EINVALID,
+                     "program hash must be xxh3:<32 hex digits>");
+    r->has_hash = true;
+  }
+  if ((v = plan_ymap_get(n, "signatures"))) {
+    if ((rc = rd_expect_map(rd, v, "signatures")) ||
+        (rc = rd_check_keys(rd, v, sig_keys, "signatures", NULL)))
+      return rc;
+    const plan_ynode *s;
+    if ((s = plan_ymap_get(v, "ops")) &&
+        (rc = read_sig_map(rd, s, &r->op_names, &r->op_sigs, &r->nops)))
+      return rc;
+    if ((s = plan_ymap_get(v, "tensors")) &&
+        (rc = read_sig_map(rd, s, &r->tensor_names, &r->tensor_sigs,
+                           &r->ntensors)))
+      return rc;
+  }
+  char *full = r->path[0] == '/' || !base_dir || !base_dir[0]
+                   ? plan_arena_strdup(rd->arena, r->path)
+                   : plan_arena_printf(rd->arena, "%s/%s", base_dir, r->path);
+  if (!full)
+    return plan_oom();
+  char *data = NULL;
+  size_t len = 0;
+  if ((rc = read_file_all(full, &data, &len)))
+    return plan_fail(rc, rd->file, pathn->line, pathn->col,
+                     "program '%s': %s", r->path, plan_error_last()->message);
+  rc = plan_program_load_buffer(&p->program, data, len, full);
+  free(data);
+  return rc;
+}
+
+/* ---- placements, strategies, outputs ---------------------------------------- */
+
+static int read_tensor_placements(const plan_reader *rd, const plan_ynode *n,
+                                  plan_plan *p) {
+  int rc = rd_expect_map(rd, n, "placements");
+  if (rc)
+    return rc;
+  const plan_program *prog = p->program;
+  for (size_t i = 0; i < n->u.map.count; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+    const char *name;
+    if ((rc = rd_name(rd, k, "a tensor name", &name)))
+      return rc;
+    int u = plan_record_use(p, name, "placements", true, rd_pos(k));
+    if (u < 0)
+      return u;
+    int t = plan_strmap_get(&prog->tensor_by_name, name);
+    if (t < 0)
+      continue; /* reported by validation (and drift) */
+    p->uses[u].matches = 1;
+    if (prog->tensors[t].producer >= 0)
+      return rd_fail(rd, k, PLAN_EINVALID,
+                     "placements are for inputs, params and consts; '%s' is "
+                     "produced by op '%s' (its placement is the op's "
+                     "strategy)",
+                     name, prog->ops[prog->tensors[t].producer].name);
+    plan_tensor_pl *tp = &p->placements[t];
+    if ((rc = read_placement(rd, v, &p->mesh, prog->tensors[t].rank, &tp->pl)))
+      return rc;
+    tp->set = true;
+    tp->pos = rd_pos(k);
+  }
+  return PLAN_OK;
+}
+
+typedef struct strategy_ctx {
+  const plan_reader *rd;
+  plan_plan *p;
+  const plan_ynode *key, *value;
+  const char *pattern; /* NULL for an exact name */
+} strategy_ctx;
+
+static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
+                               const plan_plan *p, const int *tensors,
+                               int count, const char *what,
+                               plan_placement **out) {
+  const plan_program *prog = p->program;
+  int have = n->kind == PLAN_Y_SEQ ? (int)n->u.seq.count : 1;
+  if (have != count)
+    return rd_fail(rd, n, PLAN_EINVALID, "%s lists %d placement%s, the op has %d",
+                   what, have, have == 1 ? "" : "s", count);
+  *out = plan_arena_alloc(rd->arena, sizeof(plan_placement) * (size_t)count);
+  if (!*out)
+    return plan_oom();
+  for (int i = 0; i < count; i++) {
+    const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
+    int rc = read_placement(rd, e, &p->mesh, prog->tensors[tensors[i]].rank,
+                            &(*out)[i]);
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+static int apply_strategy(int opi, void *vctx) {
+  strategy_ctx *c = vctx;
+  plan_strategy *s = &c->p->strategies[opi];
+  const plan_op *op = &c->p->program->ops[opi];
+  if (s->set) {
+    if (!c->pattern)
+      return PLAN_OK; /* exact names are applied last and win; see below */
+    if (!s->pattern)
+      return PLAN_OK;
+    return rd_fail(c->rd, c->key, PLAN_EINVALID,
+                   "op '%s' matches both '%s' and '%s'; give it its own entry",
+                   op->name, s->pattern, c->pattern);
+  }
+  const plan_ynode *n = c->value;
+  int rc;
+  if ((rc = rd_expect_map(c->rd, n, "a strategy ({in: [..], out: [..]})")) ||
+      (rc = rd_check_keys(c->rd, n, strategy_keys, "a strategy", NULL)))
+    return rc;
+  const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
+  if (!in || !out)
+    return rd_fail(c->rd, n, PLAN_ESCHEMA, "a strategy needs 'in' and 'out'");
+  if ((rc = read_placement_list(c->rd, in, c->p, op->in, op->nin, "in", &s->in)) ||
+      (rc = read_placement_list(c->rd, out, c->p, op->out, op->nout, "out",
+                                &s->out)))
+    return plan_fail(plan_error_last()->code, plan_error_last()->file,
+                     plan_error_last()->line, plan_error_last()->column,
+                     "strategy of op '%s': %s", op->name,
+                     plan_error_last()->message);
+  s->set = true;
+  s->pos = rd_pos(c->key);
+  s->pattern = c->pattern;
+  return PLAN_OK;
+}
+
+static int read_strategies(const plan_reader *rd, const plan_ynode *n,
+                           plan_plan *p) {
+  int rc = rd_expect_map(rd, n, "strategies");
+  if (rc)
+    return rc;
+  /* Exact names first, so they take precedence over any glob. */
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < n->u.map.count; i++) {
+      const plan_ynode *k = n->u.map.pairs[i].key;
+      const char *name;
+      if ((rc = rd_name(rd, k, "an op name or pattern", &name)))
+        return rc;
+      bool glob = plan_is_glob(name);
+      if (glob != (pass == 1))
+        continue;
+      strategy_ctx c = {rd, p, k, n->u.map.pairs[i].value, glob ? name : NULL};
+      if ((rc = plan_for_ops(p, name, "strategies", rd_pos(k), apply_strategy,
+                             &c)) < 0)
+        return rc;
+    }
+  return PLAN_OK;
+}
+
+static int read_output_placements(const plan_reader *rd, const plan_ynode *n,
+                                  plan_plan *p) {
+  int rc = rd_expect_map(rd, n, "outputs");
+  if (rc)
+    return rc;
+  const plan_program *prog = p->program;
+  for (size_t i = 0; i < n->u.map.count; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key;
+    const char *name;
+    if ((rc = rd_name(rd, k, "an output name", &name)))
+      return rc;
+    int u = plan_record_use(p, name, "outputs", true, rd_pos(k));
+    if (u < 0)
+      return u;
+    int slot = -1;
+    for (int j = 0; j < prog->noutputs; j++)
+      if (!strcmp(prog->tensors[prog->outputs[j]].name, name))
+        slot = j;
+    if (slot < 0)
+      continue; /* validation reports it */
+    p->uses[u].matches = 1;
+    plan_tensor_pl *tp = &p->out_pl[slot];
+    if ((rc = read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
+                             prog->tensors[prog->outputs[slot]].rank, &tp->pl)))
+      return rc;
+    tp->set = true;
+    tp->pos = rd_pos(k);
+  }
+  return PLAN_OK;
+}
+
+/* ---- the document ------------------------------------------------------------- */
+
+static int alloc_per_program(plan_plan *p) {
+  const plan_program *prog = p->program;
+  p->placements = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) * (size_t)(prog->ntensors + 1));
+  p->out_pl = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) * (size_t)(prog->noutputs + 1));
+  p->strategies = plan_arena_alloc(&p->arena, sizeof(plan_strategy) * (size_t)(prog->nops + 1));
+  if (!p->placements || !p->out_pl || !p->strategies)
+    return plan_oom();
+  return PLAN_OK;
+}
+
+static int read_document(plan_plan *p, const plan_ydoc *doc,
+                         const char *base_dir) {
+  plan_reader rd = {p->file, 0, 0, &p->arena};
+  const plan_ynode *root = doc->root, *v;
+  int rc;
+  if ((rc = read_version(&rd, root)) ||
+      (rc = rd_check_keys(&rd, root, top_keys, "the document", &p->ext)))
+    return rc;
+  p->version_major = rd.ver_major;
+  p->version_minor = rd.ver_minor;
+  if (!(v = plan_ymap_get(root, "program")))
+    return rd_fail(&rd, root, PLAN_ESCHEMA, "the document has no 'program'");
+  if ((rc = rd_expect_map(&rd, v, "program")))
+    return rc;
+  if (plan_ymap_get(v, "path")) {
+    p->program_inline = false;
+    if ((rc = read_program_ref(&rd, v, p, base_dir)))
+      return rc;
+  } else {
+    p->program_inline = true;
+    if (!(p->program = program_new(p->file)))
+      return plan_oom();
+    plan_reader prd = rd;
+    prd.arena = &p->program->arena;
+    if ((rc = program_read(&prd, v, p->program)) ||
+        (rc = program_finish(&prd, p->program)))
+      return rc;
+  }
+  if ((rc = alloc_per_program(p)))
+    return rc;
+  if (!(v = plan_ymap_get(root, "mesh"))) {
+    /* A program-only document: nothing else may be present. */
+    static const char *const need_mesh[] = {"placements", "strategies", "outputs",
+                                            "pipeline", "training", "regions", NULL};
+    for (const char *const *k = need_mesh; *k; k++)
+      if (plan_ymap_get(root, *k))
+        return rd_fail(&rd, root, PLAN_ESCHEMA,
+                       "'%s' needs a 'mesh' in the same document", *k);
+  } else {
+    p->has_mesh = true;
+    p->mesh_pos = rd_pos(v);
+    if ((rc = mesh_read(&rd, v, &p->mesh)))
+      return rc;
+    if ((v = plan_ymap_get(root, "placements")) &&
+        (rc = read_tensor_placements(&rd, v, p)))
+      return rc;
+    if ((v = plan_ymap_get(root, "strategies")) &&
+        (rc = read_strategies(&rd, v, p)))
+      return rc;
+    if ((v = plan_ymap_get(root, "outputs")) &&
+        (rc = read_output_placements(&rd, v, p)))
+      return rc;
+  }
+  return plan_sections_read(&rd, root, p);
+}
+
+static plan_plan *plan_new(const char *file) {
+  plan_plan *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  plan_arena_init(&p->arena);
+  p->file = plan_arena_strdup(&p->arena, file ? file : "");
+  p->pipeline.axis = -1;
+  if (!p->file) {
+    plan_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+int plan_load_buffer(plan_plan **out, const char *data, size_t len,
+                     const char *name, const char *base_dir) {
+  *out = NULL;
+  plan_error_clear();
+  if (!data && len)
+    return plan_failf(PLAN_EUSAGE, "plan_load_buffer: NULL data");
+  plan_ydoc doc;
+  int rc = plan_ydoc_parse_buffer(&doc, data ? data : "", len, name ? name : "");
+  if (rc)
+    return rc;
+  plan_plan *p = plan_new(name);
+  if (!p) {
+    plan_ydoc_free(&doc);
+    return plan_oom();
+  }
+  rc = read_document(p, &doc, base_dir);
+  plan_ydoc_free(&doc);
+  if (rc) {
+    plan_free(p);
+    return rc;
+  }
+  *out = p;
+  return PLAN_OK;
+}
+
+int plan_load(plan_plan **out, const char *path) {
+  *out = NULL;
+  plan_error_clear();
+  if (!path)
+    return plan_failf(PLAN_EUSAGE, "plan_load: NULL path");
+  char *data = NULL;
+  size_t len = 0;
+  int rc = read_file_all(path, &data, &len);
+  if (rc)
+    return plan_fail(rc, path, 0, 0, "%s", plan_error_last()->message);
+  /* Resolve a program path relative to the plan's folder. */
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  if (slash && (size_t)(slash - path) < sizeof dir) {
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = 0;
+    if (!dir[0])
+      strcpy(dir, "/");
+  } else {
+    dir[0] = 0;
+  }
+  rc = plan_load_buffer(out, data, len, path, dir);
+  free(data);
+  return rc;
+}
+
+void plan_free(plan_plan *p) {
+  if (!p)
+    return;
+  plan_program_free(p->program);
+  free(p->uses);
+  plan_arena_free(&p->arena);
+  free(p);
+}
+
+plan_program *plan_take_program(plan_plan *p) {
+  plan_program *prog = p->program;
+  p->program = NULL;
+  return prog;
+}
+
+const plan_program *plan_get_program(const plan_plan *p) { return p->program; }
+int plan_has_mesh(const plan_plan *p) { return p->has_mesh; }
+const char *plan_file(const plan_plan *p) { return p->file; }

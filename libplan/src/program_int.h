@@ -1,0 +1,28 @@
+/* Internal entry points of the program module, shared by the plan reader. */
+#ifndef LIBPLAN_PROGRAM_INT_H
+#define LIBPLAN_PROGRAM_INT_H
+
+#include "ir.h"
+#include "ops.h"
+#include "reader.h"
+
+/* A new empty program (arena and maps initialised); NULL on OOM. */
+plan_program *program_new(const char *file);
+/* Reads the `program:` mapping into p (allocated with program_new; the
+ * reader's arena must be &p->arena). */
+int program_read(const plan_reader *rd, const plan_ynode *n, plan_program *p);
+/* Orders ops topologically, checks roles, infers shapes and dtypes, decides
+ * outputs and computes signatures. Errors carry positions. */
+int program_finish(const plan_reader *rd, plan_program *p);
+int read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t);
+int program_fill_attr_defaults(const plan_op_info *info, plan_attr_val *attrs);
+/* Reads the `libplan:` version field of a document into rd. */
+int read_version(plan_reader *rd, const plan_ynode *root);
+
+/* Takes the program out of a plan (the plan keeps a NULL program). */
+plan_program *plan_take_program(plan_plan *p);
+
+/* Signatures (canon.c). */
+void canon_program_sigs(plan_program *p);
+
+#endif
