@@ -112,6 +112,12 @@ typedef struct plan_tensor {
   uint64_t sig; /* signature hash, see plan_program_compute_sigs */
 } plan_tensor;
 
+typedef struct plan_pending_in {
+  int op, slot;
+  const char *name;
+  plan_pos pos;
+} plan_pending_in;
+
 typedef struct plan_op {
   const char *name;
   int kind; /* plan_op_kind (ops.h) */
@@ -128,10 +134,14 @@ struct plan_program {
   const char *file; /* for diagnostics; "" when built in memory */
   const char *name;
   int version_major, version_minor; /* format version of its document */
-  plan_tensor *tensors;
-  int ntensors;
+  plan_tensor *tensors; /* malloc'd, grows while reading */
+  int ntensors, cap_tensors;
   plan_op *ops; /* in topological order after load */
-  int nops;
+  int nops, cap_ops;
+  /* Inputs named before their producer was read, bound when the program is
+   * finished (malloc'd; freed then). */
+  struct plan_pending_in *pending;
+  int npending, cap_pending;
   int *outputs;
   int noutputs;
   int loss; /* tensor index or -1 */

@@ -1,91 +1,15 @@
 /* The op registry (ggml style): one row per plan_op_kind, indexed by the
- * enum, with the attribute schema and the shape/dtype inference of each op.
- * The sharding rules built from the inferred shapes are in sharding.c; the
- * worked table they follow is shared/OPS.md.
- *
- * Inference functions never allocate and keep no state: every result goes
- * into the caller's plan_shape array and every problem into a one-line
- * reason ("matmul: contracting dims differ: 16 vs 32"). */
+ * enum, with each op's name, arity, attribute schema, partial rule and shape
+ * inference (ops_infer.c). The sharding rules built from the inferred shapes
+ * are in sharding_rules.c and sharding.c; the worked table they follow is
+ * shared/OPS.md. */
 #include "ops.h"
 
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
-/* ---- small helpers -------------------------------------------------------- */
+#include "ops_int.h"
 
-static int fail(char *err, size_t errsz, const char *fmt, ...)
-    PLAN_PRINTF(3, 4);
-static int fail(char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVALID;
-}
-
-#define SHAPE_STRLEN (PLAN_MAX_RANK * 22 + 4)
-
-/* "[4, 6]" for messages. */
-static const char *fmt_dims(const int64_t *dims, int rank, char *buf) {
-  size_t n = 0;
-  buf[n++] = '[';
-  for (int d = 0; d < rank; d++)
-    n += (size_t)snprintf(buf + n, SHAPE_STRLEN - n, "%s%lld", d ? ", " : "",
-                          (long long)dims[d]);
-  buf[n++] = ']';
-  buf[n] = '\0';
-  return buf;
-}
-
-/* Resolves a dim attribute (negative counts from the end) against rank. */
-static bool norm_dim(int64_t d, int rank, int *out) {
-  if (d < -(int64_t)rank || d >= (int64_t)rank)
-    return false;
-  *out = (int)(d < 0 ? d + rank : d);
-  return true;
-}
-
-static bool dtype_ok(plan_dtype t) {
-  return (int)t >= 0 && t < PLAN_DTYPE_COUNT;
-}
-
-/* The attribute values may be NULL for an op built in memory: every field
- * then takes the schema default. With values, the loader has already filled
- * the defaults of absent scalars (program_fill_attr_defaults). */
-static int64_t attr_int(const plan_attr_val *a, const plan_attr_spec *s,
-                        int i) {
-  return a ? a[i].i : s[i].def_i;
-}
-static double attr_float(const plan_attr_val *a, const plan_attr_spec *s,
-                         int i) {
-  return a ? a[i].f : s[i].def_f;
-}
-static bool attr_bool(const plan_attr_val *a, const plan_attr_spec *s, int i) {
-  return a ? a[i].b : s[i].def_b;
-}
-static const char *attr_string(const plan_attr_val *a, const plan_attr_spec *s,
-                               int i) {
-  return a && a[i].s ? a[i].s : s[i].def_s;
-}
-/* An INTS attribute: false when absent (neither written nor given a list). A
- * written empty list (`shape: []`) is present. */
-static bool attr_ints(const plan_attr_val *a, int i, const int64_t **v,
-                      int *n) {
-  if (!a || (!a[i].present && a[i].nints <= 0)) {
-    *v = NULL;
-    *n = 0;
-    return false;
-  }
-  *v = a[i].ints;
-  *n = a[i].nints > 0 && a[i].ints ? a[i].nints : 0;
-  return true;
-}
-
-/* ---- attribute schemas ---------------------------------------------------- */
+/* ---- attribute schemas --------------------------------------------------- */
 
 static const plan_attr_spec matmul_attrs[] = {
     {.name = "transpose_a", .type = PLAN_ATTR_BOOL},
@@ -98,7 +22,7 @@ static const plan_attr_spec gelu_attrs[] = {
     {.name = "approximate", .type = PLAN_ATTR_STRING, .def_s = "none"},
 };
 static const plan_attr_spec softmax_attrs[] = {
-    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1},
+    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1, .is_dim = true},
 };
 static const plan_attr_spec layernorm_attrs[] = {
     {.name = "eps", .type = PLAN_ATTR_FLOAT, .def_f = 1e-5},
@@ -109,57 +33,25 @@ static const plan_attr_spec rmsnorm_attrs[] = {
 /* dims defaults to [-2, -1]; an INTS default is always the empty list in the
  * schema, so the absent list stands for it. */
 static const plan_attr_spec transpose_attrs[] = {
-    {.name = "dims", .type = PLAN_ATTR_INTS},
+    {.name = "dims", .type = PLAN_ATTR_INTS, .is_dim = true},
 };
 static const plan_attr_spec permute_attrs[] = {
-    {.name = "perm", .type = PLAN_ATTR_INTS, .required = true},
+    {.name = "perm", .type = PLAN_ATTR_INTS, .required = true, .is_dim = true},
 };
 static const plan_attr_spec reshape_attrs[] = {
     {.name = "shape", .type = PLAN_ATTR_INTS, .required = true},
 };
 static const plan_attr_spec reduce_attrs[] = {
-    {.name = "dims", .type = PLAN_ATTR_INTS, .required = true},
+    {.name = "dims", .type = PLAN_ATTR_INTS, .required = true, .is_dim = true},
     {.name = "keepdim", .type = PLAN_ATTR_BOOL},
 };
 static const plan_attr_spec split_attrs[] = {
-    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1},
+    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1, .is_dim = true},
     {.name = "sizes", .type = PLAN_ATTR_INTS, .required = true},
 };
 static const plan_attr_spec concat_attrs[] = {
-    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1},
+    {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1, .is_dim = true},
 };
-
-/* ---- inference functions (declared here so the table can follow) -------- */
-
-#define INFER_ARGS                                                             \
-  const plan_shape *in, int nin, const plan_attr_val *attrs, plan_shape *out,  \
-      int nout, char *err, size_t errsz
-#define INFER_DECL(fn) static int fn(INFER_ARGS)
-
-INFER_DECL(infer_matmul);
-INFER_DECL(infer_linear);
-INFER_DECL(infer_add);
-INFER_DECL(infer_sub);
-INFER_DECL(infer_mul);
-INFER_DECL(infer_div);
-INFER_DECL(infer_scale);
-INFER_DECL(infer_relu);
-INFER_DECL(infer_gelu);
-INFER_DECL(infer_silu);
-INFER_DECL(infer_tanh);
-INFER_DECL(infer_exp);
-INFER_DECL(infer_softmax);
-INFER_DECL(infer_layernorm);
-INFER_DECL(infer_rmsnorm);
-INFER_DECL(infer_embedding);
-INFER_DECL(infer_transpose);
-INFER_DECL(infer_permute);
-INFER_DECL(infer_reshape);
-INFER_DECL(infer_reduce_sum);
-INFER_DECL(infer_reduce_mean);
-INFER_DECL(infer_split);
-INFER_DECL(infer_concat);
-INFER_DECL(infer_cross_entropy);
 
 #define ATTRS(a) a, (int)(sizeof a / sizeof a[0])
 
@@ -168,54 +60,55 @@ INFER_DECL(infer_cross_entropy);
  * end, a short table (caught by the static_assert below). */
 static const plan_op_info op_table[] = {
     [PLAN_OP_MATMUL] = {"matmul", 2, 2, 1, 1, ATTRS(matmul_attrs),
-                        PLAN_PARTIAL_PRODUCT, infer_matmul},
+                        PLAN_PARTIAL_PRODUCT, plan_infer_matmul},
     [PLAN_OP_LINEAR] = {"linear", 2, 3, 1, 1, NULL, 0, PLAN_PARTIAL_LINEAR,
-                        infer_linear},
+                        plan_infer_linear},
     [PLAN_OP_ADD] = {"add", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_ADDITIVE,
-                     infer_add},
+                     plan_infer_add},
     [PLAN_OP_SUB] = {"sub", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_ADDITIVE,
-                     infer_sub},
+                     plan_infer_sub},
     [PLAN_OP_MUL] = {"mul", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_PRODUCT,
-                     infer_mul},
+                     plan_infer_mul},
     [PLAN_OP_DIV] = {"div", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_DIVIDEND,
-                     infer_div},
+                     plan_infer_div},
     [PLAN_OP_SCALE] = {"scale", 1, 1, 1, 1, ATTRS(scale_attrs),
-                       PLAN_PARTIAL_UNARY, infer_scale},
+                       PLAN_PARTIAL_UNARY, plan_infer_scale},
     [PLAN_OP_RELU] = {"relu", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
-                      infer_relu},
+                      plan_infer_relu},
     [PLAN_OP_GELU] = {"gelu", 1, 1, 1, 1, ATTRS(gelu_attrs), PLAN_PARTIAL_NONE,
-                      infer_gelu},
+                      plan_infer_gelu},
     [PLAN_OP_SILU] = {"silu", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
-                      infer_silu},
+                      plan_infer_silu},
     [PLAN_OP_TANH] = {"tanh", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
-                      infer_tanh},
-    [PLAN_OP_EXP] = {"exp", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE, infer_exp},
+                      plan_infer_tanh},
+    [PLAN_OP_EXP] = {"exp", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
+                     plan_infer_exp},
     [PLAN_OP_SOFTMAX] = {"softmax", 1, 1, 1, 1, ATTRS(softmax_attrs),
-                         PLAN_PARTIAL_NONE, infer_softmax},
+                         PLAN_PARTIAL_NONE, plan_infer_softmax},
     [PLAN_OP_LAYERNORM] = {"layernorm", 2, 3, 1, 1, ATTRS(layernorm_attrs),
-                           PLAN_PARTIAL_NONE, infer_layernorm},
+                           PLAN_PARTIAL_NONE, plan_infer_layernorm},
     [PLAN_OP_RMSNORM] = {"rmsnorm", 2, 2, 1, 1, ATTRS(rmsnorm_attrs),
-                         PLAN_PARTIAL_NONE, infer_rmsnorm},
-    [PLAN_OP_EMBEDDING] = {"embedding", 2, 2, 1, 1, NULL, 0,
-                           PLAN_PARTIAL_TABLE, infer_embedding},
+                         PLAN_PARTIAL_NONE, plan_infer_rmsnorm},
+    [PLAN_OP_EMBEDDING] = {"embedding", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_TABLE,
+                           plan_infer_embedding},
     [PLAN_OP_TRANSPOSE] = {"transpose", 1, 1, 1, 1, ATTRS(transpose_attrs),
-                           PLAN_PARTIAL_PASS, infer_transpose},
+                           PLAN_PARTIAL_PASS, plan_infer_transpose},
     [PLAN_OP_PERMUTE] = {"permute", 1, 1, 1, 1, ATTRS(permute_attrs),
-                         PLAN_PARTIAL_PASS, infer_permute},
+                         PLAN_PARTIAL_PASS, plan_infer_permute},
     [PLAN_OP_RESHAPE] = {"reshape", 1, 1, 1, 1, ATTRS(reshape_attrs),
-                         PLAN_PARTIAL_PASS, infer_reshape},
+                         PLAN_PARTIAL_PASS, plan_infer_reshape},
     [PLAN_OP_REDUCE_SUM] = {"reduce_sum", 1, 1, 1, 1, ATTRS(reduce_attrs),
-                            PLAN_PARTIAL_UNARY, infer_reduce_sum},
+                            PLAN_PARTIAL_UNARY, plan_infer_reduce_sum},
     [PLAN_OP_REDUCE_MEAN] = {"reduce_mean", 1, 1, 1, 1, ATTRS(reduce_attrs),
-                             PLAN_PARTIAL_UNARY, infer_reduce_mean},
+                             PLAN_PARTIAL_UNARY, plan_infer_reduce_mean},
     /* split: as many outputs as `sizes` has entries (max_out -1). */
     [PLAN_OP_SPLIT] = {"split", 1, 1, 1, -1, ATTRS(split_attrs),
-                       PLAN_PARTIAL_PASS, infer_split},
+                       PLAN_PARTIAL_PASS, plan_infer_split},
     /* concat: one or more inputs (max_in -1). */
     [PLAN_OP_CONCAT] = {"concat", 1, -1, 1, 1, ATTRS(concat_attrs),
-                        PLAN_PARTIAL_ADDITIVE, infer_concat},
+                        PLAN_PARTIAL_ADDITIVE, plan_infer_concat},
     [PLAN_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 2, 1, 1, NULL, 0,
-                               PLAN_PARTIAL_NONE, infer_cross_entropy},
+                               PLAN_PARTIAL_NONE, plan_infer_cross_entropy},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == PLAN_OP_COUNT,
@@ -241,592 +134,4 @@ const char *plan_op_kind_name(int kind) {
   if (kind < 0 || kind >= PLAN_OP_COUNT)
     return "unknown";
   return op_table[kind].name;
-}
-
-/* ---- shared checks -------------------------------------------------------- */
-
-/* Checks what every inference needs before looking at the op: arities
- * (the function pointer may be called without the loader's checks), sane
- * input shapes and known dtypes. want_out < 0: the op checks nout itself. */
-static int prelude(int kind, const plan_shape *in, int nin, plan_shape *out,
-                   int nout, int want_out, char *err, size_t errsz) {
-  const plan_op_info *info = &op_table[kind];
-  int max_in = info->max_in < 0 ? PLAN_MAX_OPERANDS - 1 : info->max_in;
-  if (nin < info->min_in || nin > max_in || (nin > 0 && !in)) {
-    if (info->min_in == max_in)
-      return fail(err, errsz, "%s takes %d input%s, not %d", info->name,
-                  info->min_in, info->min_in == 1 ? "" : "s", nin);
-    return fail(err, errsz, "%s takes %d to %d inputs, not %d", info->name,
-                info->min_in, max_in, nin);
-  }
-  if (want_out >= 0 && nout != want_out)
-    return fail(err, errsz, "%s gives %d output%s, not %d", info->name,
-                want_out, want_out == 1 ? "" : "s", nout);
-  if (nout < 1 || nin + nout > PLAN_MAX_OPERANDS)
-    return fail(err, errsz, "%s: %d outputs is out of range", info->name,
-                nout);
-  if (!out)
-    return fail(err, errsz, "%s: no output shapes to fill", info->name);
-  for (int i = 0; i < nin; i++) {
-    const plan_shape *s = &in[i];
-    if (s->rank < 0 || s->rank > PLAN_MAX_RANK)
-      return fail(err, errsz, "%s: input %d has rank %d (at most %d)",
-                  info->name, i, s->rank, PLAN_MAX_RANK);
-    if (!dtype_ok(s->dtype))
-      return fail(err, errsz, "%s: input %d has an unknown dtype (%d)",
-                  info->name, i, (int)s->dtype);
-    int64_t n = 1;
-    for (int d = 0; d < s->rank; d++) {
-      if (s->dims[d] < 0)
-        return fail(err, errsz, "%s: input %d dim %d is negative (%lld)",
-                    info->name, i, d, (long long)s->dims[d]);
-      if (!plan_mul_i64(n, s->dims[d], &n))
-        return fail(err, errsz, "%s: input %d has more elements than int64",
-                    info->name, i);
-    }
-  }
-  /* Outputs start zeroed so unused dims never carry garbage into hashes. */
-  memset(out, 0, sizeof *out * (size_t)nout);
-  return PLAN_OK;
-}
-
-/* Output element counts must fit int64 (a matmul of [2^32, 1] x [1, 2^32]
- * has fine inputs and an unrepresentable output). */
-static int finish(int kind, const plan_shape *out, int nout, char *err,
-                  size_t errsz) {
-  for (int o = 0; o < nout; o++) {
-    int64_t n = 1;
-    for (int d = 0; d < out[o].rank; d++)
-      if (!plan_mul_i64(n, out[o].dims[d], &n))
-        return fail(err, errsz, "%s: output %d has more elements than int64",
-                    op_table[kind].name, o);
-  }
-  return PLAN_OK;
-}
-
-/* Inputs selected by `mask` must be floating point and of one dtype, which
- * becomes *dt. */
-static int float_inputs(int kind, const plan_shape *in, int nin, unsigned mask,
-                        plan_dtype *dt, char *err, size_t errsz) {
-  const char *op = op_table[kind].name;
-  int first = -1;
-  for (int i = 0; i < nin; i++) {
-    if (!(mask >> i & 1u))
-      continue;
-    if (!plan_dtype_is_float(in[i].dtype))
-      return fail(err, errsz, "%s: input %d must be floating point, not %s",
-                  op, i, plan_dtype_name(in[i].dtype));
-    if (first < 0)
-      first = i;
-    else if (in[i].dtype != in[first].dtype)
-      return fail(err, errsz, "%s: inputs %d and %d differ in dtype: %s vs %s",
-                  op, first, i, plan_dtype_name(in[first].dtype),
-                  plan_dtype_name(in[i].dtype));
-  }
-  *dt = in[first < 0 ? 0 : first].dtype;
-  return PLAN_OK;
-}
-
-static int int_input(int kind, const plan_shape *in, int i, const char *what,
-                     char *err, size_t errsz) {
-  if (plan_dtype_is_float(in[i].dtype))
-    return fail(err, errsz, "%s: %s (input %d) must be an integer tensor, not %s",
-                op_table[kind].name, what, i, plan_dtype_name(in[i].dtype));
-  return PLAN_OK;
-}
-
-static void copy_shape(plan_shape *dst, const plan_shape *src) {
-  dst->rank = src->rank;
-  for (int d = 0; d < src->rank; d++)
-    dst->dims[d] = src->dims[d];
-  dst->dtype = src->dtype;
-}
-
-/* Numpy broadcasting of two dim lists aligned at the right. On a clash sets
- * *bad to the output dim index and returns false. */
-static bool broadcast(const int64_t *a, int ra, const int64_t *b, int rb,
-                      int64_t *o, int *ro, int *bad) {
-  int r = ra > rb ? ra : rb;
-  for (int j = 0; j < r; j++) {
-    int ja = j - (r - ra), jb = j - (r - rb);
-    int64_t da = ja >= 0 ? a[ja] : 1, db = jb >= 0 ? b[jb] : 1;
-    if (da != db && da != 1 && db != 1) {
-      *bad = j;
-      return false;
-    }
-    o[j] = da == 1 ? db : da;
-  }
-  *ro = r;
-  return true;
-}
-
-/* ---- matmul, linear ------------------------------------------------------- */
-
-static int infer_matmul(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_MATMUL, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(PLAN_OP_MATMUL, in, nin, 3u, &dt, err, errsz)))
-    return rc;
-  const plan_shape *a = &in[0], *b = &in[1];
-  for (int i = 0; i < 2; i++)
-    if (in[i].rank < 2)
-      return fail(err, errsz,
-                  "matmul: input %d must have rank >= 2 ([.., m, k] / "
-                  "[.., k, n]), not %d",
-                  i, in[i].rank);
-  bool ta = attr_bool(attrs, matmul_attrs, 0);
-  bool tb = attr_bool(attrs, matmul_attrs, 1);
-  int ra = a->rank, rb = b->rank;
-  int64_t m = a->dims[ta ? ra - 1 : ra - 2], ka = a->dims[ta ? ra - 2 : ra - 1];
-  int64_t kb = b->dims[tb ? rb - 1 : rb - 2], n = b->dims[tb ? rb - 2 : rb - 1];
-  if (ka != kb)
-    return fail(err, errsz, "matmul: contracting dims differ: %lld vs %lld",
-                (long long)ka, (long long)kb);
-  int nb, bad;
-  if (!broadcast(a->dims, ra - 2, b->dims, rb - 2, out->dims, &nb, &bad)) {
-    char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz, "matmul: batch dims do not broadcast: %s vs %s",
-                fmt_dims(a->dims, ra - 2, sa), fmt_dims(b->dims, rb - 2, sb));
-  }
-  out->rank = nb + 2;
-  out->dims[nb] = m;
-  out->dims[nb + 1] = n;
-  out->dtype = dt;
-  return finish(PLAN_OP_MATMUL, out, nout, err, errsz);
-}
-
-static int infer_linear(INFER_ARGS) {
-  (void)attrs;
-  int rc = prelude(PLAN_OP_LINEAR, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(PLAN_OP_LINEAR, in, nin, 7u, &dt, err, errsz)))
-    return rc;
-  const plan_shape *x = &in[0], *w = &in[1];
-  if (x->rank < 1)
-    return fail(err, errsz, "linear: x must have rank >= 1 ([.., k])");
-  if (w->rank != 2)
-    return fail(err, errsz, "linear: w must be [n, k], not rank %d", w->rank);
-  int64_t k = x->dims[x->rank - 1];
-  if (w->dims[1] != k)
-    return fail(err, errsz,
-                "linear: contracting dims differ: x has k = %lld, w is "
-                "[%lld, %lld] ([n, k])",
-                (long long)k, (long long)w->dims[0], (long long)w->dims[1]);
-  int64_t n = w->dims[0];
-  if (nin == 3 && (in[2].rank != 1 || in[2].dims[0] != n)) {
-    char s[SHAPE_STRLEN];
-    return fail(err, errsz, "linear: bias must be [%lld], not %s",
-                (long long)n, fmt_dims(in[2].dims, in[2].rank, s));
-  }
-  copy_shape(out, x);
-  out->dims[x->rank - 1] = n;
-  out->dtype = dt;
-  return finish(PLAN_OP_LINEAR, out, nout, err, errsz);
-}
-
-/* ---- elementwise ---------------------------------------------------------- */
-
-static int infer_binary(int kind, INFER_ARGS) {
-  (void)attrs;
-  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(kind, in, nin, 3u, &dt, err, errsz)))
-    return rc;
-  int bad;
-  if (!broadcast(in[0].dims, in[0].rank, in[1].dims, in[1].rank, out->dims,
-                 &out->rank, &bad)) {
-    char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz, "%s: shapes do not broadcast: %s vs %s",
-                op_table[kind].name, fmt_dims(in[0].dims, in[0].rank, sa),
-                fmt_dims(in[1].dims, in[1].rank, sb));
-  }
-  out->dtype = dt;
-  return finish(kind, out, nout, err, errsz);
-}
-
-static int infer_add(INFER_ARGS) {
-  return infer_binary(PLAN_OP_ADD, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_sub(INFER_ARGS) {
-  return infer_binary(PLAN_OP_SUB, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_mul(INFER_ARGS) {
-  return infer_binary(PLAN_OP_MUL, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_div(INFER_ARGS) {
-  return infer_binary(PLAN_OP_DIV, in, nin, attrs, out, nout, err, errsz);
-}
-
-static int infer_unary(int kind, INFER_ARGS) {
-  (void)attrs;
-  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(kind, in, nin, 1u, &dt, err, errsz)))
-    return rc;
-  copy_shape(out, &in[0]);
-  return PLAN_OK;
-}
-
-static int infer_scale(INFER_ARGS) {
-  int rc = infer_unary(PLAN_OP_SCALE, in, nin, attrs, out, nout, err, errsz);
-  if (rc)
-    return rc;
-  double f = attr_float(attrs, scale_attrs, 0);
-  if (!isfinite(f))
-    return fail(err, errsz, "scale: factor must be a finite number");
-  return PLAN_OK;
-}
-static int infer_relu(INFER_ARGS) {
-  return infer_unary(PLAN_OP_RELU, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_gelu(INFER_ARGS) {
-  int rc = infer_unary(PLAN_OP_GELU, in, nin, attrs, out, nout, err, errsz);
-  if (rc)
-    return rc;
-  const char *s = attr_string(attrs, gelu_attrs, 0);
-  if (strcmp(s, "none") && strcmp(s, "tanh"))
-    return fail(err, errsz,
-                "gelu: approximate must be \"none\" or \"tanh\", not \"%.40s\"",
-                s);
-  return PLAN_OK;
-}
-static int infer_silu(INFER_ARGS) {
-  return infer_unary(PLAN_OP_SILU, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_tanh(INFER_ARGS) {
-  return infer_unary(PLAN_OP_TANH, in, nin, attrs, out, nout, err, errsz);
-}
-static int infer_exp(INFER_ARGS) {
-  return infer_unary(PLAN_OP_EXP, in, nin, attrs, out, nout, err, errsz);
-}
-
-static int infer_softmax(INFER_ARGS) {
-  int rc = infer_unary(PLAN_OP_SOFTMAX, in, nin, attrs, out, nout, err, errsz);
-  if (rc)
-    return rc;
-  int64_t d = attr_int(attrs, softmax_attrs, 0);
-  int dim;
-  if (!norm_dim(d, in[0].rank, &dim))
-    return fail(err, errsz, "softmax: dim %lld is out of range for rank %d",
-                (long long)d, in[0].rank);
-  return PLAN_OK;
-}
-
-/* ---- normalisation -------------------------------------------------------- */
-
-static int infer_norm(int kind, const plan_attr_spec *spec, INFER_ARGS) {
-  const char *op = op_table[kind].name;
-  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(kind, in, nin, (1u << nin) - 1, &dt, err, errsz)))
-    return rc;
-  const plan_shape *x = &in[0];
-  if (x->rank < 1)
-    return fail(err, errsz, "%s: x must have rank >= 1 ([.., d])", op);
-  int64_t d = x->dims[x->rank - 1];
-  for (int i = 1; i < nin; i++)
-    if (in[i].rank != 1 || in[i].dims[0] != d) {
-      char s[SHAPE_STRLEN];
-      return fail(err, errsz, "%s: %s must be [%lld], not %s", op,
-                  i == 1 ? "weight" : "bias", (long long)d,
-                  fmt_dims(in[i].dims, in[i].rank, s));
-    }
-  double eps = attr_float(attrs, spec, 0);
-  if (!isfinite(eps) || eps < 0)
-    return fail(err, errsz, "%s: eps must be a finite number >= 0", op);
-  copy_shape(out, x);
-  return PLAN_OK;
-}
-
-static int infer_layernorm(INFER_ARGS) {
-  return infer_norm(PLAN_OP_LAYERNORM, layernorm_attrs, in, nin, attrs, out,
-                    nout, err, errsz);
-}
-static int infer_rmsnorm(INFER_ARGS) {
-  return infer_norm(PLAN_OP_RMSNORM, rmsnorm_attrs, in, nin, attrs, out, nout,
-                    err, errsz);
-}
-
-/* ---- embedding ------------------------------------------------------------ */
-
-static int infer_embedding(INFER_ARGS) {
-  (void)attrs;
-  int rc = prelude(PLAN_OP_EMBEDDING, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(PLAN_OP_EMBEDDING, in, nin, 1u, &dt, err, errsz)) ||
-      (rc = int_input(PLAN_OP_EMBEDDING, in, 1, "ids", err, errsz)))
-    return rc;
-  const plan_shape *t = &in[0], *ids = &in[1];
-  if (t->rank != 2)
-    return fail(err, errsz, "embedding: table must be [v, d], not rank %d",
-                t->rank);
-  if (ids->rank + 1 > PLAN_MAX_RANK)
-    return fail(err, errsz, "embedding: ids of rank %d give a result of rank "
-                "%d (at most %d)", ids->rank, ids->rank + 1, PLAN_MAX_RANK);
-  copy_shape(out, ids);
-  out->dims[ids->rank] = t->dims[1];
-  out->rank = ids->rank + 1;
-  out->dtype = dt;
-  return finish(PLAN_OP_EMBEDDING, out, nout, err, errsz);
-}
-
-/* ---- data movement ------------------------------------------------------- */
-
-static int infer_transpose(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_TRANSPOSE, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  static const int64_t def[2] = {-2, -1};
-  const int64_t *v;
-  int n;
-  if (!attr_ints(attrs, 0, &v, &n)) {
-    v = def;
-    n = 2;
-  }
-  if (n != 2)
-    return fail(err, errsz, "transpose: dims must name exactly two dims, not %d",
-                n);
-  int d0, d1, r = in[0].rank;
-  if (!norm_dim(v[0], r, &d0) || !norm_dim(v[1], r, &d1))
-    return fail(err, errsz, "transpose: dims [%lld, %lld] are out of range "
-                "for rank %d", (long long)v[0], (long long)v[1], r);
-  if (d0 == d1)
-    return fail(err, errsz, "transpose: dims [%lld, %lld] name the same dim",
-                (long long)v[0], (long long)v[1]);
-  copy_shape(out, &in[0]);
-  out->dims[d0] = in[0].dims[d1];
-  out->dims[d1] = in[0].dims[d0];
-  return PLAN_OK;
-}
-
-static int infer_permute(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_PERMUTE, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  const int64_t *v;
-  int n, r = in[0].rank;
-  if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "permute: attribute perm is required");
-  if (n != r)
-    return fail(err, errsz, "permute: perm has %d entries for rank %d", n, r);
-  bool seen[PLAN_MAX_RANK] = {false};
-  copy_shape(out, &in[0]);
-  for (int j = 0; j < n; j++) {
-    int d;
-    if (!norm_dim(v[j], r, &d))
-      return fail(err, errsz, "permute: perm entry %lld is out of range for "
-                  "rank %d", (long long)v[j], r);
-    if (seen[d])
-      return fail(err, errsz, "permute: perm names dim %d twice", d);
-    seen[d] = true;
-    out->dims[j] = in[0].dims[d];
-  }
-  return PLAN_OK;
-}
-
-static int infer_reshape(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_RESHAPE, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  const int64_t *v;
-  int n;
-  if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "reshape: attribute shape is required");
-  if (n > PLAN_MAX_RANK)
-    return fail(err, errsz, "reshape: shape has rank %d (at most %d)", n,
-                PLAN_MAX_RANK);
-  int64_t count = 1, known = 1;
-  for (int d = 0; d < in[0].rank; d++)
-    plan_mul_i64(count, in[0].dims[d], &count); /* fits: prelude checked */
-  int infer_at = -1;
-  for (int j = 0; j < n; j++) {
-    if (v[j] == -1) {
-      if (infer_at >= 0)
-        return fail(err, errsz, "reshape: shape has more than one -1");
-      infer_at = j;
-      continue;
-    }
-    if (v[j] < 1)
-      return fail(err, errsz,
-                  "reshape: shape entries must be positive or -1, not %lld",
-                  (long long)v[j]);
-    if (!plan_mul_i64(known, v[j], &known))
-      return fail(err, errsz, "reshape: shape has more elements than int64");
-  }
-  char si[SHAPE_STRLEN], so[SHAPE_STRLEN];
-  for (int j = 0; j < n; j++)
-    out->dims[j] = v[j];
-  out->rank = n;
-  if (infer_at >= 0) {
-    if (count % known)
-      return fail(err, errsz, "reshape: cannot infer the -1 in %s: %lld "
-                  "elements of %s are not a multiple of %lld",
-                  fmt_dims(v, n, so), (long long)count,
-                  fmt_dims(in[0].dims, in[0].rank, si), (long long)known);
-    out->dims[infer_at] = count / known;
-  } else if (known != count) {
-    return fail(err, errsz, "reshape: cannot reshape %s (%lld elements) to "
-                "%s (%lld elements)", fmt_dims(in[0].dims, in[0].rank, si),
-                (long long)count, fmt_dims(v, n, so), (long long)known);
-  }
-  out->dtype = in[0].dtype;
-  return PLAN_OK;
-}
-
-/* ---- reductions ----------------------------------------------------------- */
-
-static int infer_reduce(int kind, INFER_ARGS) {
-  const char *op = op_table[kind].name;
-  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(kind, in, nin, 1u, &dt, err, errsz)))
-    return rc;
-  const int64_t *v;
-  int n, r = in[0].rank;
-  if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "%s: attribute dims is required", op);
-  if (n == 0)
-    return fail(err, errsz, "%s: dims must name at least one dim", op);
-  bool red[PLAN_MAX_RANK] = {false};
-  for (int j = 0; j < n; j++) {
-    int d;
-    if (!norm_dim(v[j], r, &d))
-      return fail(err, errsz, "%s: dim %lld is out of range for rank %d", op,
-                  (long long)v[j], r);
-    if (red[d])
-      return fail(err, errsz, "%s: dims name dim %d twice", op, d);
-    red[d] = true;
-  }
-  bool keep = attr_bool(attrs, reduce_attrs, 1);
-  out->rank = 0;
-  for (int d = 0; d < r; d++) {
-    if (!red[d])
-      out->dims[out->rank++] = in[0].dims[d];
-    else if (keep)
-      out->dims[out->rank++] = 1;
-  }
-  out->dtype = dt;
-  return PLAN_OK;
-}
-
-static int infer_reduce_sum(INFER_ARGS) {
-  return infer_reduce(PLAN_OP_REDUCE_SUM, in, nin, attrs, out, nout, err,
-                      errsz);
-}
-static int infer_reduce_mean(INFER_ARGS) {
-  return infer_reduce(PLAN_OP_REDUCE_MEAN, in, nin, attrs, out, nout, err,
-                      errsz);
-}
-
-/* ---- split, concat -------------------------------------------------------- */
-
-static int infer_split(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_SPLIT, in, nin, out, nout, -1, err, errsz);
-  if (rc)
-    return rc;
-  const int64_t *v;
-  int n, r = in[0].rank, dim;
-  if (!attr_ints(attrs, 1, &v, &n))
-    return fail(err, errsz, "split: attribute sizes is required");
-  if (n < 1)
-    return fail(err, errsz, "split: sizes must have at least one entry");
-  if (n != nout)
-    return fail(err, errsz, "split: sizes has %d entries but the op has %d "
-                "output%s", n, nout, nout == 1 ? "" : "s");
-  int64_t d = attr_int(attrs, split_attrs, 0);
-  if (!norm_dim(d, r, &dim))
-    return fail(err, errsz, "split: dim %lld is out of range for rank %d",
-                (long long)d, r);
-  int64_t sum = 0;
-  for (int j = 0; j < n; j++) {
-    if (v[j] < 1)
-      return fail(err, errsz, "split: sizes must be positive, not %lld",
-                  (long long)v[j]);
-    if (!plan_add_i64(sum, v[j], &sum))
-      return fail(err, errsz, "split: sizes overflow int64");
-  }
-  if (sum != in[0].dims[dim])
-    return fail(err, errsz, "split: sizes add up to %lld but dim %d has size "
-                "%lld", (long long)sum, dim, (long long)in[0].dims[dim]);
-  for (int j = 0; j < n; j++) {
-    copy_shape(&out[j], &in[0]);
-    out[j].dims[dim] = v[j];
-  }
-  return PLAN_OK;
-}
-
-static int infer_concat(INFER_ARGS) {
-  int rc = prelude(PLAN_OP_CONCAT, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  int r = in[0].rank, dim;
-  int64_t d = attr_int(attrs, concat_attrs, 0);
-  if (!norm_dim(d, r, &dim))
-    return fail(err, errsz, "concat: dim %lld is out of range for rank %d",
-                (long long)d, r);
-  int64_t sum = 0;
-  char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-  for (int i = 0; i < nin; i++) {
-    if (in[i].dtype != in[0].dtype)
-      return fail(err, errsz, "concat: inputs 0 and %d differ in dtype: %s vs "
-                  "%s", i, plan_dtype_name(in[0].dtype),
-                  plan_dtype_name(in[i].dtype));
-    bool same = in[i].rank == r;
-    for (int j = 0; same && j < r; j++)
-      same = j == dim || in[i].dims[j] == in[0].dims[j];
-    if (!same)
-      return fail(err, errsz, "concat: input %d is %s but input 0 is %s (only "
-                  "dim %d may differ)", i, fmt_dims(in[i].dims, in[i].rank, sa),
-                  fmt_dims(in[0].dims, r, sb), dim);
-    if (!plan_add_i64(sum, in[i].dims[dim], &sum))
-      return fail(err, errsz, "concat: dim %d overflows int64", dim);
-  }
-  copy_shape(out, &in[0]);
-  out->dims[dim] = sum;
-  return finish(PLAN_OP_CONCAT, out, nout, err, errsz);
-}
-
-/* ---- loss ----------------------------------------------------------------- */
-
-static int infer_cross_entropy(INFER_ARGS) {
-  (void)attrs;
-  int rc = prelude(PLAN_OP_CROSS_ENTROPY, in, nin, out, nout, 1, err, errsz);
-  if (rc)
-    return rc;
-  plan_dtype dt;
-  if ((rc = float_inputs(PLAN_OP_CROSS_ENTROPY, in, nin, 1u, &dt, err,
-                         errsz)) ||
-      (rc = int_input(PLAN_OP_CROSS_ENTROPY, in, 1, "labels", err, errsz)))
-    return rc;
-  const plan_shape *lg = &in[0], *lb = &in[1];
-  if (lg->rank < 1)
-    return fail(err, errsz, "cross_entropy: logits must have rank >= 1 "
-                "([.., c])");
-  bool same = lb->rank == lg->rank - 1;
-  for (int d = 0; same && d < lb->rank; d++)
-    same = lb->dims[d] == lg->dims[d];
-  if (!same) {
-    char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz, "cross_entropy: labels must be %s (logits "
-                "without the class dim), not %s",
-                fmt_dims(lg->dims, lg->rank - 1, sa),
-                fmt_dims(lb->dims, lb->rank, sb));
-  }
-  out->rank = 0;
-  out->dtype = dt;
-  return PLAN_OK;
 }

@@ -54,6 +54,10 @@ typedef struct plan_attr_spec {
   bool def_b;      /* BOOL default */
   const char *def_s; /* STRING default */
   /* INTS default: always the empty list */
+  /* The value names dims of input 0 (negative counts from the end): loading
+   * rewrites it to dims >= 0, so `dim: -1` and `dim: 1` on a rank-2 input
+   * are the same program (and hash alike). */
+  bool is_dim;
 } plan_attr_spec;
 
 /* The shapes an op sees: ranks, dims and dtypes of its inputs (and, after

@@ -252,37 +252,46 @@ static int read_program_ref(const plan_reader *rd, const plan_ynode *n,
 
 /* ---- placements, strategies, outputs ---------------------------------------- */
 
+/* One entry of `placements`. */
+static int read_placement_entry(const plan_reader *rd, plan_plan *p,
+                                const plan_ynode *k, const plan_ynode *v) {
+  const plan_program *prog = p->program;
+  const char *name;
+  int rc;
+  if ((rc = rd_name(rd, k, "a tensor name", &name)))
+    return rc;
+  int u = plan_record_use(p, name, "placements", true, rd_pos(k));
+  if (u < 0)
+    return u;
+  int t = plan_strmap_get(&prog->tensor_by_name, name);
+  if (t < 0)
+    return PLAN_OK; /* reported by validation (and drift) */
+  p->uses[u].matches = 1;
+  if (prog->tensors[t].producer >= 0)
+    return rd_fail(rd, k, PLAN_EINVALID,
+                   "placements are for inputs, params and consts; '%s' is "
+                   "produced by op '%s' (its placement is the op's "
+                   "strategy)",
+                   name, prog->ops[prog->tensors[t].producer].name);
+  plan_tensor_pl *tp = &p->placements[t];
+  if (tp->set)
+    return rd_fail(rd, k, PLAN_EINVALID,
+                   "the placement of '%s' is given twice (first at line %d)",
+                   name, tp->pos.line);
+  if ((rc = read_placement(rd, v, &p->mesh, prog->tensors[t].rank, &tp->pl)))
+    return rc;
+  tp->set = true;
+  tp->pos = rd_pos(k);
+  return PLAN_OK;
+}
+
 static int read_tensor_placements(const plan_reader *rd, const plan_ynode *n,
                                   plan_plan *p) {
   int rc = rd_expect_map(rd, n, "placements");
-  if (rc)
-    return rc;
-  const plan_program *prog = p->program;
-  for (size_t i = 0; i < n->u.map.count; i++) {
-    const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
-    const char *name;
-    if ((rc = rd_name(rd, k, "a tensor name", &name)))
-      return rc;
-    int u = plan_record_use(p, name, "placements", true, rd_pos(k));
-    if (u < 0)
-      return u;
-    int t = plan_strmap_get(&prog->tensor_by_name, name);
-    if (t < 0)
-      continue; /* reported by validation (and drift) */
-    p->uses[u].matches = 1;
-    if (prog->tensors[t].producer >= 0)
-      return rd_fail(rd, k, PLAN_EINVALID,
-                     "placements are for inputs, params and consts; '%s' is "
-                     "produced by op '%s' (its placement is the op's "
-                     "strategy)",
-                     name, prog->ops[prog->tensors[t].producer].name);
-    plan_tensor_pl *tp = &p->placements[t];
-    if ((rc = read_placement(rd, v, &p->mesh, prog->tensors[t].rank, &tp->pl)))
-      return rc;
-    tp->set = true;
-    tp->pos = rd_pos(k);
-  }
-  return PLAN_OK;
+  for (size_t i = 0; !rc && i < n->u.map.count; i++)
+    rc = read_placement_entry(rd, p, n->u.map.pairs[i].key,
+                              n->u.map.pairs[i].value);
+  return rc;
 }
 
 typedef struct strategy_ctx {
@@ -318,14 +327,19 @@ static int apply_strategy(int opi, void *vctx) {
   strategy_ctx *c = vctx;
   plan_strategy *s = &c->p->strategies[opi];
   const plan_op *op = &c->p->program->ops[opi];
+  /* Exact names win over patterns whatever the order they come in. */
   if (s->set) {
-    if (!c->pattern)
-      return PLAN_OK; /* exact names are applied last and win; see below */
-    if (!s->pattern)
+    if (!c->pattern && !s->pattern)
+      return rd_fail(c->rd, c->key, PLAN_EINVALID,
+                     "the strategy of op '%s' is given twice (first at line %d)",
+                     op->name, s->pos.line);
+    if (c->pattern && !s->pattern)
       return PLAN_OK;
-    return rd_fail(c->rd, c->key, PLAN_EINVALID,
-                   "op '%s' matches both '%s' and '%s'; give it its own entry",
-                   op->name, s->pattern, c->pattern);
+    if (c->pattern && s->pattern)
+      return rd_fail(c->rd, c->key, PLAN_EINVALID,
+                     "op '%s' matches both '%s' and '%s'; give it its own "
+                     "entry",
+                     op->name, s->pattern, c->pattern);
   }
   const plan_ynode *n = c->value;
   int rc;
@@ -348,27 +362,26 @@ static int apply_strategy(int opi, void *vctx) {
   return PLAN_OK;
 }
 
+/* One entry of `strategies`: an op name or a glob. */
+static int read_strategy_entry(const plan_reader *rd, plan_plan *p,
+                               const plan_ynode *k, const plan_ynode *v) {
+  const char *name;
+  int rc;
+  if ((rc = rd_name(rd, k, "an op name or pattern", &name)))
+    return rc;
+  bool glob = plan_is_glob(name);
+  strategy_ctx c = {rd, p, k, v, glob ? name : NULL};
+  rc = plan_for_ops(p, name, "strategies", rd_pos(k), apply_strategy, &c);
+  return rc < 0 ? rc : PLAN_OK;
+}
+
 static int read_strategies(const plan_reader *rd, const plan_ynode *n,
                            plan_plan *p) {
   int rc = rd_expect_map(rd, n, "strategies");
-  if (rc)
-    return rc;
-  /* Exact names first, so they take precedence over any glob. */
-  for (int pass = 0; pass < 2; pass++)
-    for (size_t i = 0; i < n->u.map.count; i++) {
-      const plan_ynode *k = n->u.map.pairs[i].key;
-      const char *name;
-      if ((rc = rd_name(rd, k, "an op name or pattern", &name)))
-        return rc;
-      bool glob = plan_is_glob(name);
-      if (glob != (pass == 1))
-        continue;
-      strategy_ctx c = {rd, p, k, n->u.map.pairs[i].value, glob ? name : NULL};
-      if ((rc = plan_for_ops(p, name, "strategies", rd_pos(k), apply_strategy,
-                             &c)) < 0)
-        return rc;
-    }
-  return PLAN_OK;
+  for (size_t i = 0; !rc && i < n->u.map.count; i++)
+    rc = read_strategy_entry(rd, p, n->u.map.pairs[i].key,
+                             n->u.map.pairs[i].value);
+  return rc;
 }
 
 static int read_output_placements(const plan_reader *rd, const plan_ynode *n,
@@ -414,29 +427,43 @@ static int alloc_per_program(plan_plan *p) {
   return PLAN_OK;
 }
 
-static int read_document(plan_plan *p, const plan_ydoc *doc,
-                         const char *base_dir) {
-  plan_reader rd = {p->file, 0, 0, &p->arena};
-  const plan_ynode *root = doc->root, *v;
+/* Loading streams: the big collections (ops, tensors, strategies,
+ * placements) are read item by item while libyaml parses, so a 100k-op plan
+ * never exists whole as a YAML tree. Anything that arrives before what it
+ * needs (a strategy before the program, say) stays in the tree and is read
+ * when the parse is over. */
+typedef struct load_ctx {
+  plan_plan *p;
+  plan_reader rd;
+  const char *base_dir;
+  bool have_version, program_done, mesh_done;
+} load_ctx;
+
+static const char *const load_streams[] = {"program/tensors", "program/ops",
+                                           "strategies", "placements", NULL};
+
+static int ensure_program(load_ctx *c) {
+  if (!c->p->program && !(c->p->program = program_new(c->p->file)))
+    return plan_oom();
+  return PLAN_OK;
+}
+
+static int load_program(load_ctx *c, const plan_ynode *v) {
+  plan_plan *p = c->p;
   int rc;
-  if ((rc = read_version(&rd, root)) ||
-      (rc = rd_check_keys(&rd, root, top_keys, "the document", &p->ext)))
-    return rc;
-  p->version_major = rd.ver_major;
-  p->version_minor = rd.ver_minor;
-  if (!(v = plan_ymap_get(root, "program")))
-    return rd_fail(&rd, root, PLAN_ESCHEMA, "the document has no 'program'");
-  if ((rc = rd_expect_map(&rd, v, "program")))
+  if ((rc = rd_expect_map(&c->rd, v, "program")))
     return rc;
   if (plan_ymap_get(v, "path")) {
     p->program_inline = false;
-    if ((rc = read_program_ref(&rd, v, p, base_dir)))
+    plan_program_free(p->program);
+    p->program = NULL;
+    if ((rc = read_program_ref(&c->rd, v, p, c->base_dir)))
       return rc;
   } else {
     p->program_inline = true;
-    if (!(p->program = program_new(p->file)))
-      return plan_oom();
-    plan_reader prd = rd;
+    if ((rc = ensure_program(c)))
+      return rc;
+    plan_reader prd = c->rd;
     prd.arena = &p->program->arena;
     if ((rc = program_read(&prd, v, p->program)) ||
         (rc = program_finish(&prd, p->program)))
@@ -444,30 +471,103 @@ static int read_document(plan_plan *p, const plan_ydoc *doc,
   }
   if ((rc = alloc_per_program(p)))
     return rc;
+  c->program_done = true;
+  return PLAN_OK;
+}
+
+static int load_mesh(load_ctx *c, const plan_ynode *v) {
+  c->p->has_mesh = true;
+  c->p->mesh_pos = rd_pos(v);
+  c->mesh_done = true;
+  return mesh_read(&c->rd, v, &c->p->mesh);
+}
+
+static int on_item(void *vctx, const plan_yitem *it) {
+  load_ctx *c = vctx;
+  plan_plan *p = c->p;
+  int rc;
+  if (!it->key && !it->path[0])
+    return 0;
+  if (!it->path[0]) { /* a root entry is complete */
+    const char *key = it->key->u.scalar.text;
+    if (!strcmp(key, "libplan")) {
+      plan_ynode root = {.kind = PLAN_Y_MAP};
+      plan_ypair pair = {(plan_ynode *)it->key, (plan_ynode *)it->value};
+      root.u.map.pairs = &pair;
+      root.u.map.count = 1;
+      if ((rc = read_version(&c->rd, &root)))
+        return rc;
+      p->version_major = c->rd.ver_major;
+      p->version_minor = c->rd.ver_minor;
+      c->have_version = true;
+    } else if (c->have_version && !strcmp(key, "program")) {
+      if ((rc = load_program(c, it->value)))
+        return rc;
+    } else if (c->have_version && !strcmp(key, "mesh")) {
+      if ((rc = load_mesh(c, it->value)))
+        return rc;
+    }
+    return 0; /* root entries stay in the tree */
+  }
+  if (!c->have_version)
+    return 0;
+  if (!strcmp(it->path, "program/ops") || !strcmp(it->path, "program/tensors")) {
+    if ((rc = ensure_program(c)))
+      return rc;
+    plan_reader prd = c->rd;
+    prd.arena = &p->program->arena;
+    rc = it->key ? program_add_tensor(&prd, p->program, it->key, it->value)
+                 : program_add_op(&prd, p->program, it->value);
+    return rc ? rc : 1;
+  }
+  if (!c->program_done || !c->mesh_done)
+    return 0;
+  rc = !strcmp(it->path, "strategies")
+           ? read_strategy_entry(&c->rd, p, it->key, it->value)
+           : read_placement_entry(&c->rd, p, it->key, it->value);
+  return rc ? rc : 1;
+}
+
+/* What streaming left in the tree. */
+static int read_rest(load_ctx *c, const plan_ydoc *doc) {
+  plan_plan *p = c->p;
+  plan_reader *rd = &c->rd;
+  const plan_ynode *root = doc->root, *v;
+  int rc;
+  if (!c->have_version) {
+    if ((rc = read_version(rd, root)))
+      return rc;
+    p->version_major = rd->ver_major;
+    p->version_minor = rd->ver_minor;
+  }
+  if ((rc = rd_check_keys(rd, root, top_keys, "the document", &p->ext)))
+    return rc;
+  if (!(v = plan_ymap_get(root, "program")))
+    return rd_fail(rd, root, PLAN_ESCHEMA, "the document has no 'program'");
+  if (!c->program_done && (rc = load_program(c, v)))
+    return rc;
   if (!(v = plan_ymap_get(root, "mesh"))) {
     /* A program-only document: nothing else may be present. */
     static const char *const need_mesh[] = {"placements", "strategies", "outputs",
                                             "pipeline", "training", "regions", NULL};
     for (const char *const *k = need_mesh; *k; k++)
       if (plan_ymap_get(root, *k))
-        return rd_fail(&rd, root, PLAN_ESCHEMA,
+        return rd_fail(rd, root, PLAN_ESCHEMA,
                        "'%s' needs a 'mesh' in the same document", *k);
   } else {
-    p->has_mesh = true;
-    p->mesh_pos = rd_pos(v);
-    if ((rc = mesh_read(&rd, v, &p->mesh)))
+    if (!c->mesh_done && (rc = load_mesh(c, v)))
       return rc;
     if ((v = plan_ymap_get(root, "placements")) &&
-        (rc = read_tensor_placements(&rd, v, p)))
+        (rc = read_tensor_placements(rd, v, p)))
       return rc;
     if ((v = plan_ymap_get(root, "strategies")) &&
-        (rc = read_strategies(&rd, v, p)))
+        (rc = read_strategies(rd, v, p)))
       return rc;
     if ((v = plan_ymap_get(root, "outputs")) &&
-        (rc = read_output_placements(&rd, v, p)))
+        (rc = read_output_placements(rd, v, p)))
       return rc;
   }
-  return plan_sections_read(&rd, root, p);
+  return plan_sections_read(rd, root, p);
 }
 
 static plan_plan *plan_new(const char *file) {
@@ -490,16 +590,15 @@ int plan_load_buffer(plan_plan **out, const char *data, size_t len,
   plan_error_clear();
   if (!data && len)
     return plan_failf(PLAN_EUSAGE, "plan_load_buffer: NULL data");
-  plan_ydoc doc;
-  int rc = plan_ydoc_parse_buffer(&doc, data ? data : "", len, name ? name : "");
-  if (rc)
-    return rc;
   plan_plan *p = plan_new(name);
-  if (!p) {
-    plan_ydoc_free(&doc);
+  if (!p)
     return plan_oom();
-  }
-  rc = read_document(p, &doc, base_dir);
+  load_ctx c = {p, {p->file, 0, 0, &p->arena}, base_dir, false, false, false};
+  plan_ydoc doc;
+  int rc = plan_ydoc_parse_stream(&doc, data ? data : "", len, p->file,
+                                  load_streams, on_item, &c);
+  if (!rc)
+    rc = read_rest(&c, &doc);
   plan_ydoc_free(&doc);
   if (rc) {
     plan_free(p);

@@ -79,6 +79,7 @@ void plan_program_free(plan_program *p) {
     return;
   free(p->tensors);
   free(p->ops);
+  free(p->pending);
   plan_strmap_free(&p->tensor_by_name);
   plan_strmap_free(&p->op_by_name);
   plan_arena_free(&p->arena);
@@ -243,6 +244,35 @@ static void shape_str(const int64_t *dims, int rank, char *buf, size_t sz) {
     snprintf(buf + u, sz - u, "]");
 }
 
+/* Rewrites dim attributes to their non-negative form (transpose's absent
+ * dims become the last two), so equivalent spellings are one program. */
+static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
+  const plan_op_info *info = plan_op_info_get(op->kind);
+  for (int k = 0; k < info->nattrs; k++) {
+    if (!info->attrs[k].is_dim)
+      continue;
+    plan_attr_val *a = &op->attrs[k];
+    if (info->attrs[k].type == PLAN_ATTR_INT) {
+      if (a->i < 0)
+        a->i += rank;
+      continue;
+    }
+    if (a->nints == 0 && op->kind == PLAN_OP_TRANSPOSE && rank >= 2) {
+      a->ints = plan_arena_alloc(&p->arena, 2 * sizeof(int64_t));
+      if (!a->ints)
+        return plan_oom();
+      a->ints[0] = rank - 2;
+      a->ints[1] = rank - 1;
+      a->nints = 2;
+      continue;
+    }
+    for (int i = 0; i < a->nints; i++)
+      if (a->ints[i] < 0)
+        a->ints[i] += rank;
+  }
+  return PLAN_OK;
+}
+
 static int infer_shapes(const plan_reader *rd, plan_program *p) {
   plan_shape in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   char err[256];
@@ -260,6 +290,8 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
     if (info->infer(in, op->nin, op->attrs, out, op->nout, err, sizeof err))
       return plan_fail(PLAN_EINVALID, rd->file, op->pos.line, op->pos.col,
                        "op '%s' (%s): %s", op->name, info->name, err);
+    if (op->nin && normalize_dim_attrs(p, op, in[0].rank))
+      return plan_oom();
     for (int k = 0; k < op->nout; k++) {
       plan_tensor *t = &p->tensors[op->out[k]];
       if (t->declared) {

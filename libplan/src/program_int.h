@@ -11,6 +11,11 @@ plan_program *program_new(const char *file);
 /* Reads the `program:` mapping into p (allocated with program_new; the
  * reader's arena must be &p->arena). */
 int program_read(const plan_reader *rd, const plan_ynode *n, plan_program *p);
+/* One op / one tensor declaration, for streaming readers (program_read
+ * reads whatever they left in the tree). */
+int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n);
+int program_add_tensor(const plan_reader *rd, plan_program *p,
+                       const plan_ynode *key, const plan_ynode *value);
 /* Orders ops topologically, checks roles, infers shapes and dtypes, decides
  * outputs and computes signatures. Errors carry positions. */
 int program_finish(const plan_reader *rd, plan_program *p);

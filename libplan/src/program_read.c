@@ -157,13 +157,41 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
   return PLAN_OK;
 }
 
+/* Grows a malloc'd array to hold `need` elements, zeroing the new part. */
+static int grow(void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap)
+    return PLAN_OK;
+  if (need > INT32_MAX / 4)
+    return plan_failf(PLAN_ELIMIT, "more than %d ops or tensors", INT32_MAX / 4);
+  int ncap = *cap ? *cap : 16;
+  while (ncap < need)
+    ncap *= 2;
+  void *n = realloc(*arr, elem * (size_t)ncap);
+  if (!n)
+    return plan_oom();
+  memset((char *)n + elem * (size_t)*cap, 0, elem * (size_t)(ncap - *cap));
+  *arr = n;
+  *cap = ncap;
+  return PLAN_OK;
+}
+
+static int new_tensor(plan_program *p, int *out) {
+  int rc = grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
+                sizeof(plan_tensor));
+  if (rc)
+    return rc;
+  *out = p->ntensors++;
+  return PLAN_OK;
+}
+
 /* Creates the tensor `name` for an op output (or finds its declaration). */
 static int bind_output(const plan_reader *rd, plan_program *p,
                        const plan_ynode *at, const char *name, int op,
                        int slot, int *out) {
-  int ti = plan_strmap_get(&p->tensor_by_name, name);
+  int ti = plan_strmap_get(&p->tensor_by_name, name), rc;
   if (ti < 0) {
-    ti = p->ntensors++;
+    if ((rc = new_tensor(p, &ti)))
+      return rc;
     plan_tensor *t = &p->tensors[ti];
     t->name = name;
     t->producer = -1;
@@ -253,12 +281,14 @@ static int read_attrs(const plan_reader *rd, plan_op *op,
   return PLAN_OK;
 }
 
-/* First pass over one op: name, kind, outputs, attributes. Inputs are bound
- * in a second pass, once every output tensor exists. */
-static int read_op(const plan_reader *rd, plan_program *p, const plan_ynode *n,
-                   int idx) {
+/* Reads one op: name, kind, outputs, attributes and inputs. An input whose
+ * producer has not been read yet is bound when the program is finished. */
+int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) {
+  int rc, idx = p->nops;
+  if ((rc = grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op))))
+    return rc;
+  p->nops++;
   plan_op *op = &p->ops[idx];
-  int rc;
   if ((rc = rd_expect_map(rd, n, "an op")))
     return rc;
   if ((rc = rd_check_keys(rd, n, op_keys, "an op", NULL)))
@@ -269,9 +299,10 @@ static int read_op(const plan_reader *rd, plan_program *p, const plan_ynode *n,
     return rd_fail(rd, n, PLAN_ESCHEMA, "an op needs a 'name'");
   if ((rc = rd_name(rd, v, "an op name", &op->name)))
     return rc;
-  if (plan_strmap_get(&p->op_by_name, op->name) >= 0)
-    return rd_fail(rd, v, PLAN_EINVALID, "op name '%s' is used twice",
-                   op->name);
+  int prev = plan_strmap_get(&p->op_by_name, op->name);
+  if (prev >= 0)
+    return rd_fail(rd, v, PLAN_EINVALID, "op name '%s' is used twice (first at line %d)",
+                   op->name, p->ops[prev].pos.line);
   if (plan_strmap_put(&p->op_by_name, op->name, idx))
     return plan_oom();
   if (!(v = plan_ymap_get(n, "op")))
@@ -300,23 +331,16 @@ static int read_op(const plan_reader *rd, plan_program *p, const plan_ynode *n,
     if ((rc = bind_output(rd, p, v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v,
                           names[i], idx, i, &op->out[i])))
       return rc;
+  op = &p->ops[idx]; /* bind_output may not move ops, but stay safe */
   if ((info->min_out >= 0 && cnt < info->min_out) ||
       (info->max_out >= 0 && cnt > info->max_out))
     return rd_fail(rd, v, PLAN_EINVALID, "%s takes %d output%s, not %d",
                    info->name, info->min_out, info->min_out == 1 ? "" : "s",
                    cnt);
-  return read_attrs(rd, op, info, plan_ymap_get(n, "attrs"), n);
-}
-
-static int bind_inputs(const plan_reader *rd, plan_program *p,
-                       const plan_ynode *n, int idx) {
-  plan_op *op = &p->ops[idx];
-  const plan_op_info *info = plan_op_info_get(op->kind);
-  const plan_ynode *v = plan_ymap_get(n, "in");
-  if (!v)
+  if ((rc = read_attrs(rd, op, info, plan_ymap_get(n, "attrs"), n)))
+    return rc;
+  if (!(v = plan_ymap_get(n, "in")))
     return rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs 'in'", op->name);
-  const char **names;
-  int cnt, rc;
   if ((rc = rd_name_list(rd, v, "an input name", &names, &cnt)))
     return rc;
   int max_in = info->max_in < 0 ? PLAN_MAX_OPERANDS - op->nout : info->max_in;
@@ -333,16 +357,46 @@ static int bind_inputs(const plan_reader *rd, plan_program *p,
   if (!op->in)
     return plan_oom();
   for (int i = 0; i < cnt; i++) {
-    int ti = plan_strmap_get(&p->tensor_by_name, names[i]);
-    if (ti < 0)
-      return rd_fail(rd, v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v,
-                     PLAN_EINVALID,
-                     "op '%s' reads '%s', which is neither declared nor "
-                     "produced by an op",
-                     op->name, names[i]);
-    op->in[i] = ti;
+    op->in[i] = plan_strmap_get(&p->tensor_by_name, names[i]);
+    if (op->in[i] >= 0)
+      continue;
+    if ((rc = grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
+                   sizeof(plan_pending_in))))
+      return rc;
+    plan_pending_in *pi = &p->pending[p->npending++];
+    pi->op = idx;
+    pi->slot = i;
+    pi->name = names[i];
+    pi->pos = rd_pos(v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v);
   }
   return PLAN_OK;
+}
+
+/* Reads one entry of `tensors`. The tensor may already exist as the output
+ * of an op read earlier: the declaration then names its dims. */
+int program_add_tensor(const plan_reader *rd, plan_program *p,
+                       const plan_ynode *key, const plan_ynode *value) {
+  plan_tensor tmp;
+  memset(&tmp, 0, sizeof tmp);
+  int rc = read_tensor(rd, key, value, &tmp);
+  if (rc)
+    return rc;
+  int ti = plan_strmap_get(&p->tensor_by_name, tmp.name);
+  if (ti >= 0) {
+    plan_tensor *t = &p->tensors[ti];
+    if (t->declared)
+      return rd_fail(rd, key, PLAN_EINVALID,
+                     "tensor '%s' is declared twice (first at line %d)",
+                     tmp.name, t->pos.line);
+    tmp.producer = t->producer;
+    tmp.producer_slot = t->producer_slot;
+    *t = tmp;
+    return PLAN_OK;
+  }
+  if ((rc = new_tensor(p, &ti)))
+    return rc;
+  p->tensors[ti] = tmp;
+  return plan_strmap_put(&p->tensor_by_name, tmp.name, ti) ? plan_oom() : PLAN_OK;
 }
 
 int program_read(const plan_reader *rd, const plan_ynode *n,
@@ -368,37 +422,28 @@ int program_read(const plan_reader *rd, const plan_ynode *n,
     return rd_fail(rd, n, PLAN_ESCHEMA, "program needs 'ops'");
   if ((rc = rd_expect_seq(rd, on, "ops")))
     return rc;
-  size_t ndecl = tn ? tn->u.map.count : 0;
-  size_t nops = on->u.seq.count;
-  if (nops > INT32_MAX / 32 || ndecl > INT32_MAX / 32)
-    return rd_fail(rd, on, PLAN_ELIMIT, "too many ops or tensors");
-  /* Upper bound of tensors: declarations plus every op output. */
-  size_t cap = ndecl;
-  for (size_t i = 0; i < nops; i++) {
-    const plan_ynode *o = on->u.seq.items[i];
-    const plan_ynode *out = o->kind == PLAN_Y_MAP ? plan_ymap_get(o, "out") : NULL;
-    cap += out && out->kind == PLAN_Y_SEQ ? out->u.seq.count : 1;
+  /* What a streaming reader consumed is gone from the tree; the rest is
+   * read here. */
+  for (size_t i = 0; tn && i < tn->u.map.count; i++)
+    if ((rc = program_add_tensor(rd, p, tn->u.map.pairs[i].key,
+                                 tn->u.map.pairs[i].value)))
+      return rc;
+  for (size_t i = 0; i < on->u.seq.count; i++)
+    if ((rc = program_add_op(rd, p, on->u.seq.items[i])))
+      return rc;
+  for (int i = 0; i < p->npending; i++) {
+    const plan_pending_in *pi = &p->pending[i];
+    int ti = plan_strmap_get(&p->tensor_by_name, pi->name);
+    if (ti < 0)
+      return plan_fail(PLAN_EINVALID, rd->file, pi->pos.line, pi->pos.col,
+                       "op '%s' reads '%s', which is neither declared nor "
+                       "produced by an op",
+                       p->ops[pi->op].name, pi->name);
+    p->ops[pi->op].in[pi->slot] = ti;
   }
-  p->tensors = calloc(cap + 1, sizeof(plan_tensor));
-  p->ops = calloc(nops + 1, sizeof(plan_op));
-  if (!p->tensors || !p->ops)
-    return plan_oom();
-  p->nops = (int)nops;
-  for (size_t i = 0; i < ndecl; i++) {
-    const plan_ypair *pr = &tn->u.map.pairs[i];
-    plan_tensor *t = &p->tensors[p->ntensors];
-    if ((rc = read_tensor(rd, pr->key, pr->value, t)))
-      return rc;
-    if (plan_strmap_put(&p->tensor_by_name, t->name, p->ntensors))
-      return plan_oom();
-    p->ntensors++;
-  }
-  for (size_t i = 0; i < nops; i++)
-    if ((rc = read_op(rd, p, on->u.seq.items[i], (int)i)))
-      return rc;
-  for (size_t i = 0; i < nops; i++)
-    if ((rc = bind_inputs(rd, p, on->u.seq.items[i], (int)i)))
-      return rc;
+  free(p->pending);
+  p->pending = NULL;
+  p->npending = p->cap_pending = 0;
   if ((v = plan_ymap_get(n, "outputs"))) {
     const char **names;
     int cnt;

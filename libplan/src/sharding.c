@@ -54,15 +54,14 @@ typedef struct judge {
   const int64_t *mesh_sizes;
   int naxes;
   const char *ax[PLAN_MAX_MESH_AXES]; /* axis names for messages */
-  char ax_buf[PLAN_MAX_MESH_AXES][16];
+  char ax_buf[PLAN_MAX_MESH_AXES][20];
   axis_src src[PLAN_MAX_MESH_AXES];
   char *err;
   size_t errsz;
 } judge;
 
 static const char *red_name(int r) {
-  static const char *const names[PLAN_RED_COUNT] = {"sum", "avg", "max",
-                                                    "min"};
+  static const char *const names[PLAN_RED_COUNT] = {"sum", "avg", "max", "min"};
   return r >= 0 && r < PLAN_RED_COUNT ? names[r] : "?";
 }
 
@@ -120,8 +119,8 @@ static int shard_axis(judge *j, int a, int first_s) {
       if (r->factors[F].kind == PLAN_FACTOR_NEED_REPLICATION) {
         if (r->nin == 1)
           return fail(j->err, j->errsz,
-                      "%s: dim %d must be replicated (sharded along %s)", op,
-                      d, ax);
+                      "%s: dim %d must be replicated (sharded along %s)", op, d,
+                      ax);
         return fail(j->err, j->errsz,
                     "%s: dim %d of input %d must be replicated (sharded "
                     "along %s)",
@@ -135,6 +134,8 @@ static int shard_axis(judge *j, int a, int first_s) {
                   r->factors[fi].name);
     }
   }
+  if (F < 0) /* first_s is S, so this cannot happen */
+    return fail(j->err, j->errsz, "%s: no sharded input along %s", op, ax);
   const plan_factor *pf = &r->factors[F];
   const char *fn = pf->name;
   bool reduction =
@@ -247,8 +248,8 @@ static int partial_axis(judge *j, int a, int first_p) {
       double f = j->attrs ? j->attrs[0].f : j->info->attrs[0].def_f;
       if (!(f >= 0))
         return fail(j->err, j->errsz,
-                    "scale: %s along %s passes only a factor >= 0, not %g",
-                    pks, ax, f);
+                    "scale: %s along %s passes only a factor >= 0, not %g", pks,
+                    ax, f);
     }
     break;
   case PLAN_PARTIAL_PRODUCT:
@@ -307,8 +308,8 @@ static int partial_axis(judge *j, int a, int first_p) {
   return PLAN_OK;
 }
 
-static const char *axes_str(const judge *j, const int *axes, int n,
-                            char *buf, size_t size) {
+static const char *axes_str(const judge *j, const int *axes, int n, char *buf,
+                            size_t size) {
   size_t k = 0;
   buf[0] = '\0';
   for (int t = 0; t < n && k < size; t++)
@@ -417,8 +418,8 @@ static int judge_run(judge *j) {
                 op, r->nin, r->nout);
   j->naxes = j->in[0].naxes;
   if (j->naxes > PLAN_MAX_MESH_AXES)
-    return fail(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op,
-                j->naxes, PLAN_MAX_MESH_AXES);
+    return fail(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op, j->naxes,
+                PLAN_MAX_MESH_AXES);
   for (int i = 0; i < r->nin; i++) {
     if (j->in[i].naxes != j->naxes)
       return fail(j->err, j->errsz,
@@ -427,13 +428,12 @@ static int judge_run(judge *j) {
                   op, i, j->in[i].naxes, j->naxes);
     for (int a = 0; a < j->naxes; a++) {
       const plan_axis_pl *e = &j->in[i].ax[a];
-      if (e->kind > PLAN_PL_P || (e->kind == PLAN_PL_P &&
-                                  e->reduce >= PLAN_RED_COUNT))
+      if (e->kind > PLAN_PL_P ||
+          (e->kind == PLAN_PL_P && e->reduce >= PLAN_RED_COUNT))
         return fail(j->err, j->errsz,
                     "%s: input %d has an unknown placement along %s", op, i,
                     j->ax[a]);
-      if (e->kind == PLAN_PL_S &&
-          (e->dim < 0 || e->dim >= r->operand[i].rank))
+      if (e->kind == PLAN_PL_S && (e->dim < 0 || e->dim >= r->operand[i].rank))
         return fail(j->err, j->errsz,
                     "%s: input %d is S(%d) along %s but has rank %d", op, i,
                     e->dim, j->ax[a], r->operand[i].rank);
@@ -475,9 +475,8 @@ static int judge_run(judge *j) {
 
 static int judge_init(judge *j, const plan_rule *rule, int kind,
                       const plan_attr_val *attrs, const plan_placement *in,
-                      const int64_t *mesh_sizes,
-                      const char *const *axis_names, plan_placement *out,
-                      char *err, size_t errsz) {
+                      const int64_t *mesh_sizes, const char *const *axis_names,
+                      plan_placement *out, char *err, size_t errsz) {
   memset(j, 0, sizeof *j);
   j->err = err;
   j->errsz = errsz;
@@ -555,8 +554,7 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
           out[o].ax[a].reduce != PLAN_RED_AVG || !mesh_sizes)
         continue;
       if (plan_placement_dim_even(&in[s->input], s->dim,
-                                  dim_size(rule, s->input, s->dim),
-                                  mesh_sizes))
+                                  dim_size(rule, s->input, s->dim), mesh_sizes))
         e->reduce = PLAN_RED_AVG;
       else
         uneven = true;

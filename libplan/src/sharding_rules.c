@@ -25,6 +25,22 @@ static int fail(char *err, size_t errsz, const char *fmt, ...) {
   return PLAN_EINVALID;
 }
 
+#define SHAPE_STRLEN (PLAN_MAX_RANK * 22 + 4)
+
+/* "[4, 6]" for messages; ranks out of range print as "[?]". */
+static const char *fmt_shape(const plan_shape *s, char *buf) {
+  if (s->rank < 0 || s->rank > PLAN_MAX_RANK)
+    return strcpy(buf, "[?]");
+  size_t n = 0;
+  buf[n++] = '[';
+  for (int d = 0; d < s->rank; d++)
+    n += (size_t)snprintf(buf + n, SHAPE_STRLEN - n, "%s%lld", d ? ", " : "",
+                          (long long)s->dims[d]);
+  buf[n++] = ']';
+  buf[n] = '\0';
+  return buf;
+}
+
 /* Operand indices: inputs 0..nin-1, then outputs. */
 #define OUT(r, o) ((r)->nin + (o))
 
@@ -40,11 +56,10 @@ static int factor(plan_rule *r, int64_t size, plan_factor_kind kind,
   f->kind = (uint8_t)kind;
   f->reduce = PLAN_RED_SUM;
   /* name (at most 4 chars) then idx (0..99): fits name[8]. */
-  size_t n = 0;
-  while (n < 4 && name[n]) {
-    f->name[n] = name[n];
-    n++;
-  }
+  size_t n = strlen(name);
+  if (n > 4)
+    n = 4;
+  memcpy(f->name, name, n);
   if (idx >= 10)
     f->name[n++] = (char)('0' + idx / 10 % 10);
   if (idx >= 0)
@@ -123,8 +138,8 @@ static int rule_linear(plan_rule *r, const plan_shape *in, int nin) {
 static void same_shape(plan_rule *r, const plan_shape *x, int special,
                        plan_factor_kind kind) {
   for (int d = 0; d < x->rank; d++) {
-    int f = factor(r, x->dims[d], d == special ? kind : PLAN_FACTOR_FREE, "d",
-                   d);
+    int f =
+        factor(r, x->dims[d], d == special ? kind : PLAN_FACTOR_FREE, "d", d);
     carry(r, 0, d, f);
     carry(r, OUT(r, 0), d, f);
   }
@@ -235,8 +250,8 @@ static int rule_reshape(plan_rule *r, const plan_shape *x,
       int one_dim = idx[s_one][s_one ? j0 : i0];
       for (int t = 0; t < n_many; t++) {
         int d = idx[s_many][first + t];
-        int f = factor(r, sh[s_many]->dims[d], PLAN_FACTOR_FREE, "r",
-                       r->nfactors);
+        int f =
+            factor(r, sh[s_many]->dims[d], PLAN_FACTOR_FREE, "r", r->nfactors);
         carry(r, opnd[s_many], d, f);
         carry(r, opnd[s_one], one_dim, f);
       }
@@ -314,8 +329,8 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
                  char *err, size_t errsz) {
   const plan_op_info *info = plan_op_info_get(kind);
   if (!out || !info)
-    return fail(err, errsz, "plan_op_rule: %s", out ? "unknown op kind"
-                                                    : "no rule to fill");
+    return fail(err, errsz, "plan_op_rule: %s",
+                out ? "unknown op kind" : "no rule to fill");
   if (nout < 1 || nout > PLAN_MAX_OPERANDS || nin < 0 ||
       nin + nout > PLAN_MAX_OPERANDS)
     return fail(err, errsz, "%s: %d inputs and %d outputs are out of range",
@@ -328,10 +343,12 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     bool same = outs[o].rank == inferred[o].rank;
     for (int d = 0; same && d < inferred[o].rank; d++)
       same = outs[o].dims[d] == inferred[o].dims[d];
-    if (!same)
-      return fail(err, errsz,
-                  "%s: output %d has rank %d, dims not as the op infers them",
-                  info->name, o, outs[o].rank);
+    if (!same) {
+      char a[SHAPE_STRLEN], b[SHAPE_STRLEN];
+      return fail(err, errsz, "%s: output %d is %s but the op gives %s",
+                  info->name, o, fmt_shape(&outs[o], a),
+                  fmt_shape(&inferred[o], b));
+    }
   }
   memset(out, 0, sizeof *out);
   out->nin = nin;
@@ -366,8 +383,7 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     same_shape(out, &in[0], -1, PLAN_FACTOR_FREE);
     break;
   case PLAN_OP_SOFTMAX:
-    same_shape(out, &in[0],
-               norm_dim(attrs ? attrs[0].i : -1, in[0].rank),
+    same_shape(out, &in[0], norm_dim(attrs ? attrs[0].i : -1, in[0].rank),
                PLAN_FACTOR_NEED_REPLICATION);
     break;
   case PLAN_OP_LAYERNORM:
@@ -409,8 +425,7 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     for (int o = 0; o < nin + nout; o++) {
       const plan_shape *s = o < nin ? &in[o] : &inferred[o - nin];
       carry(out, o, fused,
-            factor(out, s->dims[fused], PLAN_FACTOR_NEED_REPLICATION, "f",
-                   o));
+            factor(out, s->dims[fused], PLAN_FACTOR_NEED_REPLICATION, "f", o));
     }
     break;
   }

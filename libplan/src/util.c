@@ -51,6 +51,27 @@ void plan_arena_free(plan_arena *a) {
   a->used_total = 0;
 }
 
+void plan_arena_reset(plan_arena *a) {
+  plan_arena_block *keep = NULL, *b = a->head;
+  for (; b; b = b->next)
+    if (!keep || b->size > keep->size)
+      keep = b;
+  b = a->head;
+  while (b) {
+    plan_arena_block *next = b->next;
+    if (b != keep)
+      free(b);
+    b = next;
+  }
+  if (keep) {
+    memset(block_data(keep), 0, keep->used);
+    keep->used = 0;
+    keep->next = NULL;
+  }
+  a->head = keep;
+  a->used_total = 0;
+}
+
 void *plan_arena_alloc(plan_arena *a, size_t size) {
   if (size == 0)
     size = 1; /* still a distinct, valid pointer */

@@ -41,6 +41,10 @@ void plan_arena_init(plan_arena *a);
 void plan_arena_free(plan_arena *a);
 /* Zeroed memory aligned to 16 bytes; NULL on allocation failure. */
 void *plan_arena_alloc(plan_arena *a, size_t size);
+/* Forgets every allocation but keeps the largest block for reuse (zeroed
+ * again), so a scratch arena cycles without returning memory to the
+ * system. */
+void plan_arena_reset(plan_arena *a);
 /* Copies s (len bytes) and NUL-terminates; NULL on failure. */
 char *plan_arena_strndup(plan_arena *a, const char *s, size_t len);
 char *plan_arena_strdup(plan_arena *a, const char *s);

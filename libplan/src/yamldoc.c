@@ -61,11 +61,32 @@ typedef struct yd_keytab {
   size_t count;
 } yd_keytab;
 
+/* Where new nodes and text go: the document's arena, or the scratch arena
+ * that holds one streamed item at a time. */
+typedef struct yd_cursor {
+  plan_arena *arena;
+  plan_ynode *slab;
+  size_t slab_left, slab_next;
+  char *chunk;
+  size_t chunk_left, chunk_next;
+} yd_cursor;
+
+/* What an open collection is to a streaming caller. */
+enum {
+  YD_PLAIN = 0,  /* nothing: its children are built into the tree */
+  YD_ROOT = 1,   /* the root mapping: fn hears of each completed entry */
+  YD_PREFIX = 2, /* on the way to a stream: its path prefixes one */
+  YD_STREAM = 3  /* a stream: each item is built in scratch, handed to fn,
+                    and dropped when fn consumes it */
+};
+
 /* An open collection. */
 typedef struct yd_frame {
   plan_ynode *node;
   size_t base; /* index in the child stack of its first child */
   yd_keytab keys;
+  int role;           /* YD_* */
+  char path[128];     /* "program/ops": keys from the root, for streams */
 } yd_frame;
 
 typedef struct yd_state {
@@ -81,10 +102,13 @@ typedef struct yd_state {
   int depth;
 
   size_t nodes;
-  plan_ynode *slab;
-  size_t slab_left, slab_next;
-  char *chunk;
-  size_t chunk_left, chunk_next;
+  yd_cursor main, scratch, *cur;
+  plan_arena scratch_arena;
+  int item_depth; /* depth of the stream whose item is in scratch; 0: none */
+
+  const char *const *streams; /* NULL-terminated paths, or NULL */
+  plan_ystream_fn fn;
+  void *ctx;
 
   uint64_t seed;
   int ndocs;
@@ -335,17 +359,17 @@ static int parser_open(yaml_parser_t *p, const char **data, size_t *len,
 
 static plan_ynode *new_node(yd_state *st, plan_ynode_kind kind, yaml_mark_t m) {
   plan_ynode *n;
-  if (!st->slab_left) {
-    st->slab =
-        plan_arena_alloc(&st->doc->arena, st->slab_next * sizeof(plan_ynode));
-    if (!st->slab)
+  yd_cursor *c = st->cur;
+  if (!c->slab_left) {
+    c->slab = plan_arena_alloc(c->arena, c->slab_next * sizeof(plan_ynode));
+    if (!c->slab)
       return NULL;
-    st->slab_left = st->slab_next;
-    if (st->slab_next < YD_SLAB_MAX)
-      st->slab_next *= 2;
+    c->slab_left = c->slab_next;
+    if (c->slab_next < YD_SLAB_MAX)
+      c->slab_next *= 2;
   }
-  n = st->slab++;
-  st->slab_left--;
+  n = c->slab++;
+  c->slab_left--;
   n->kind = kind;
   n->line = mark_line(m);
   n->col = mark_col(m);
@@ -356,23 +380,24 @@ static plan_ynode *new_node(yd_state *st, plan_ynode_kind kind, yaml_mark_t m) {
 static char *copy_text(yd_state *st, const char *s, size_t len) {
   size_t need = len + 1;
   char *p;
-  if (need > st->chunk_next / 4)
-    return plan_arena_strndup(&st->doc->arena, s, len);
-  if (need > st->chunk_left) {
-    st->chunk = plan_arena_alloc(&st->doc->arena, st->chunk_next);
-    if (!st->chunk) {
-      st->chunk_left = 0;
+  yd_cursor *c = st->cur;
+  if (need > c->chunk_next / 4)
+    return plan_arena_strndup(c->arena, s, len);
+  if (need > c->chunk_left) {
+    c->chunk = plan_arena_alloc(c->arena, c->chunk_next);
+    if (!c->chunk) {
+      c->chunk_left = 0;
       return NULL;
     }
-    st->chunk_left = st->chunk_next;
-    if (st->chunk_next < YD_CHUNK_MAX)
-      st->chunk_next *= 2;
+    c->chunk_left = c->chunk_next;
+    if (c->chunk_next < YD_CHUNK_MAX)
+      c->chunk_next *= 2;
   }
-  p = st->chunk;
+  p = c->chunk;
   memcpy(p, s, len);
   p[len] = '\0';
-  st->chunk += need;
-  st->chunk_left -= need;
+  c->chunk += need;
+  c->chunk_left -= need;
   return p;
 }
 
@@ -490,10 +515,144 @@ static int attach(yd_state *st, plan_ynode *n, yaml_mark_t m) {
     int rc;
     if (n->kind != PLAN_Y_SCALAR)
       return fail_at(st, PLAN_ESCHEMA, m, "mapping keys must be scalars");
-    if ((rc = check_key(st, f, n)) != PLAN_OK)
+    /* A stream's entries are dropped as they are consumed, so the caller
+     * checks their keys for duplicates (it sees every one). */
+    if (f->role != YD_STREAM && (rc = check_key(st, f, n)) != PLAN_OK)
       return rc;
   }
   return push(st, n);
+}
+
+/* ---- streaming ------------------------------------------------------------ */
+
+/* A node is about to start: if it begins an item of a stream, build that
+ * item in the scratch arena. */
+static void item_begin(yd_state *st) {
+  if (st->item_depth || st->depth == 0)
+    return;
+  yd_frame *f = &st->frames[st->depth - 1];
+  if (f->role != YD_STREAM)
+    return;
+  if (f->node->kind == PLAN_Y_MAP && (st->top - f->base) % 2 != 0)
+    return; /* a value: the item began with its key */
+  st->cur = &st->scratch;
+  st->item_depth = st->depth;
+}
+
+static void scratch_reset(yd_state *st) {
+  plan_arena_reset(&st->scratch_arena);
+  st->scratch.slab_left = 0;
+  st->scratch.chunk_left = 0;
+  st->cur = &st->main;
+  st->item_depth = 0;
+}
+
+/* Copies a subtree out of scratch into the document's arena. */
+static plan_ynode *copy_tree(yd_state *st, const plan_ynode *n) {
+  yaml_mark_t m = {0, 0, 0};
+  plan_ynode *c = new_node(st, n->kind, m);
+  if (!c)
+    return NULL;
+  c->line = n->line;
+  c->col = n->col;
+  if (n->kind == PLAN_Y_SCALAR) {
+    c->u.scalar = n->u.scalar;
+    if (!(c->u.scalar.text = copy_text(st, n->u.scalar.text, n->u.scalar.len)))
+      return NULL;
+  } else if (n->kind == PLAN_Y_SEQ) {
+    c->u.seq.count = n->u.seq.count;
+    if (n->u.seq.count) {
+      c->u.seq.items = plan_arena_alloc(st->cur->arena,
+                                        n->u.seq.count * sizeof(plan_ynode *));
+      if (!c->u.seq.items)
+        return NULL;
+      for (size_t i = 0; i < n->u.seq.count; i++)
+        if (!(c->u.seq.items[i] = copy_tree(st, n->u.seq.items[i])))
+          return NULL;
+    }
+  } else {
+    c->u.map.count = n->u.map.count;
+    if (n->u.map.count) {
+      c->u.map.pairs = plan_arena_alloc(st->cur->arena,
+                                        n->u.map.count * sizeof(plan_ypair));
+      if (!c->u.map.pairs)
+        return NULL;
+      for (size_t i = 0; i < n->u.map.count; i++)
+        if (!(c->u.map.pairs[i].key = copy_tree(st, n->u.map.pairs[i].key)) ||
+            !(c->u.map.pairs[i].value = copy_tree(st, n->u.map.pairs[i].value)))
+          return NULL;
+    }
+  }
+  return c;
+}
+
+/* A node has just completed. If it completes a stream item, hand the item
+ * to the caller: consumed items leave the tree, kept ones move to the
+ * document's arena. Completed entries of the root mapping are reported
+ * too. */
+static int item_end(yd_state *st) {
+  if (st->depth == 0 || !st->fn)
+    return PLAN_OK;
+  yd_frame *f = &st->frames[st->depth - 1];
+  bool is_map = f->node->kind == PLAN_Y_MAP;
+  size_t n = st->top - f->base;
+  if (is_map && n % 2 != 0)
+    return PLAN_OK; /* only a key so far */
+  bool streamed = st->item_depth == st->depth;
+  if (!streamed && f->role != YD_ROOT)
+    return PLAN_OK;
+  plan_yitem item;
+  item.path = f->path;
+  item.key = is_map ? st->stack[st->top - 2] : NULL;
+  item.value = st->stack[st->top - 1];
+  int rc = st->fn(st->ctx, &item);
+  if (rc < 0)
+    return rc;
+  if (rc == 1) {
+    st->top -= is_map ? 2 : 1;
+  } else if (streamed) {
+    st->cur = &st->main;
+    for (size_t k = st->top - (is_map ? 2 : 1); k < st->top; k++)
+      if (!(st->stack[k] = copy_tree(st, st->stack[k])))
+        return plan_oom();
+  }
+  if (streamed)
+    scratch_reset(st);
+  return PLAN_OK;
+}
+
+/* The role and path of a collection opening as the newest child of the
+ * innermost frame. */
+static void frame_role(yd_state *st, yd_frame *nf, plan_ynode_kind kind) {
+  nf->role = YD_PLAIN;
+  nf->path[0] = 0;
+  if (!st->fn)
+    return;
+  if (st->depth == 0) {
+    nf->role = kind == PLAN_Y_MAP ? YD_ROOT : YD_PLAIN;
+    return;
+  }
+  const yd_frame *f = &st->frames[st->depth - 1];
+  if ((f->role != YD_ROOT && f->role != YD_PREFIX) || f->node->kind != PLAN_Y_MAP)
+    return;
+  const plan_ynode *key = st->stack[st->top - 2];
+  size_t fl = strlen(f->path), kl = key->u.scalar.len;
+  size_t pl = fl + (fl ? 1 : 0) + kl;
+  if (pl >= sizeof nf->path)
+    return; /* deeper than any stream */
+  memcpy(nf->path, f->path, fl);
+  if (fl)
+    nf->path[fl] = '/';
+  memcpy(nf->path + pl - kl, key->u.scalar.text, kl);
+  nf->path[pl] = 0;
+  for (const char *const *sp = st->streams; sp && *sp; sp++) {
+    if (!strcmp(*sp, nf->path)) {
+      nf->role = YD_STREAM;
+      return;
+    }
+    if (!strncmp(*sp, nf->path, pl) && (*sp)[pl] == '/')
+      nf->role = YD_PREFIX;
+  }
 }
 
 /* Validates an explicit tag for a node of the given kind. Only the core
@@ -562,6 +721,7 @@ static int on_scalar(yd_state *st, const yaml_event_t *ev) {
     return fail_at(st, PLAN_ESYNTAX, m, "scalar contains a NUL character");
   if ((rc = count_node(st, m)))
     return rc;
+  item_begin(st);
   if (!(n = new_node(st, PLAN_Y_SCALAR, m)))
     return plan_oom();
   if (!(n->u.scalar.text = copy_text(st, value, len)))
@@ -581,7 +741,9 @@ static int on_scalar(yd_state *st, const yaml_event_t *ev) {
     n->u.scalar.style = PLAN_Y_PLAIN;
     break;
   }
-  return attach(st, n, m);
+  if ((rc = attach(st, n, m)))
+    return rc;
+  return item_end(st);
 }
 
 static int on_start(yd_state *st, const yaml_event_t *ev,
@@ -606,11 +768,14 @@ static int on_start(yd_state *st, const yaml_event_t *ev,
                    PLAN_YAML_MAX_DEPTH);
   if ((rc = count_node(st, m)))
     return rc;
+  item_begin(st);
   if (!(n = new_node(st, kind, m)))
     return plan_oom();
   if ((rc = attach(st, n, m)))
     return rc;
-  f = &st->frames[st->depth++];
+  f = &st->frames[st->depth];
+  frame_role(st, f, kind);
+  st->depth++;
   f->node = n;
   f->base = st->top;
   f->keys.slots = NULL;
@@ -631,7 +796,7 @@ static int on_end(yd_state *st) {
     size_t npairs = count / 2; /* libyaml always closes a key with a value */
     if (npairs) {
       plan_ypair *pairs =
-          plan_arena_alloc(&st->doc->arena, npairs * sizeof *pairs);
+          plan_arena_alloc(st->cur->arena, npairs * sizeof *pairs);
       if (!pairs)
         return plan_oom();
       for (size_t i = 0; i < npairs; i++) {
@@ -644,7 +809,7 @@ static int on_end(yd_state *st) {
   } else {
     if (count) {
       plan_ynode **items =
-          plan_arena_alloc(&st->doc->arena, count * sizeof *items);
+          plan_arena_alloc(st->cur->arena, count * sizeof *items);
       if (!items)
         return plan_oom();
       memcpy(items, kids, count * sizeof *items);
@@ -656,7 +821,7 @@ static int on_end(yd_state *st) {
   f->keys.slots = NULL;
   st->top = f->base;
   st->depth--;
-  return PLAN_OK;
+  return item_end(st);
 }
 
 static int on_event(yd_state *st, const yaml_event_t *ev, bool *done) {
@@ -708,6 +873,12 @@ static int build(yd_state *st) {
 
 int plan_ydoc_parse_buffer(plan_ydoc *doc, const char *data, size_t len,
                            const char *name) {
+  return plan_ydoc_parse_stream(doc, data, len, name, NULL, NULL, NULL);
+}
+
+int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
+                           const char *name, const char *const *streams,
+                           plan_ystream_fn fn, void *ctx) {
   yd_state *st;
   int rc;
 
@@ -734,8 +905,17 @@ int plan_ydoc_parse_buffer(plan_ydoc *doc, const char *data, size_t len,
   }
   st->doc = doc;
   st->name = name;
-  st->slab_next = YD_SLAB_MIN;
-  st->chunk_next = YD_CHUNK_MIN;
+  st->main.arena = &doc->arena;
+  st->main.slab_next = YD_SLAB_MIN;
+  st->main.chunk_next = YD_CHUNK_MIN;
+  plan_arena_init(&st->scratch_arena);
+  st->scratch.arena = &st->scratch_arena;
+  st->scratch.slab_next = YD_SLAB_MIN;
+  st->scratch.chunk_next = YD_CHUNK_MIN;
+  st->cur = &st->main;
+  st->streams = streams;
+  st->fn = fn;
+  st->ctx = ctx;
   /* Seeding the key hash per parse from addresses (randomised by ASLR)
    * keeps crafted colliding keys from making big mappings quadratic,
    * without global state. */
@@ -757,6 +937,7 @@ int plan_ydoc_parse_buffer(plan_ydoc *doc, const char *data, size_t len,
     free(st->frames[i].keys.slots);
   free(st->stack);
   yaml_parser_delete(&st->parser);
+  plan_arena_free(&st->scratch_arena);
   free(st);
   if (rc != PLAN_OK)
     plan_ydoc_free(doc);

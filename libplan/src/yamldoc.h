@@ -89,6 +89,26 @@ int plan_ydoc_parse_buffer(plan_ydoc *doc, const char *data, size_t len,
                            const char *name);
 void plan_ydoc_free(plan_ydoc *doc);
 
+/* Streaming parse, so large documents never exist whole in memory.
+ * `streams` is a NULL-terminated list of key paths from the root
+ * ("program/ops", "strategies"): each item of those collections (a sequence
+ * item, or a mapping entry's key and value) is built in a scratch area and
+ * handed to fn as soon as it completes; when fn returns 1 the item is
+ * consumed and leaves the tree (its memory is reused for the next item), 0
+ * keeps it in the tree, a negative status aborts the parse. fn also hears of
+ * every completed entry of the root mapping (path ""), in file order, so a
+ * reader can act on `program` before `strategies` arrive. Duplicate keys of
+ * a stream mapping are the caller's to check. */
+typedef struct plan_yitem {
+  const char *path;         /* the stream ("program/ops"), "" for root entries */
+  const plan_ynode *key;    /* mapping entries; NULL for sequence items */
+  const plan_ynode *value;
+} plan_yitem;
+typedef int (*plan_ystream_fn)(void *ctx, const plan_yitem *item);
+int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
+                           const char *name, const char *const *streams,
+                           plan_ystream_fn fn, void *ctx);
+
 /* Parses only libyaml's event stream, building nothing: the baseline of the
  * load benchmark. Returns PLAN_OK or PLAN_ESYNTAX/PLAN_EIO. */
 int plan_ydoc_scan_events(const char *path, size_t *nevents);

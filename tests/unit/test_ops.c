@@ -1,10 +1,13 @@
-/* Unit tests for ops.c: the registry table and the shape/dtype inference of
- * every op, on good and bad shapes and attributes. */
+/* Unit tests for ops.c and ops_infer.c: the registry table and the
+ * shape/dtype inference of every op, on good and bad shapes and attributes. */
+/* cmocka needs these first, in this order. */
+/* clang-format off */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+/* clang-format on */
 
 #include <math.h>
 #include <stdio.h>
@@ -12,7 +15,7 @@
 
 #include "ops.h"
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------- */
 
 static plan_shape mk(plan_dtype dt, int rank, const int64_t *dims) {
   plan_shape s;
@@ -69,8 +72,8 @@ static void expect_shape(int o, plan_dtype dt, int rank, const int64_t *dims) {
   for (int d = rank; d < PLAN_MAX_RANK; d++)
     assert_int_equal(g_out[o].dims[d], 0);
 }
-#define EXPECT(o, dt, ...) expect_shape(o, dt, NDIMS(__VA_ARGS__), \
-                                        (int64_t[]){__VA_ARGS__})
+#define EXPECT(o, dt, ...)                                                     \
+  expect_shape(o, dt, NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 static void expect_ok(int rc) {
   if (rc != PLAN_OK)
@@ -85,7 +88,7 @@ static void expect_err(int rc, const char *needle) {
   assert_null(strchr(g_err, '\n')); /* one line */
 }
 
-/* ---- registry ------------------------------------------------------------- */
+/* ---- registry ------------------------------------------------------------ */
 
 static void test_registry_rows(void **state) {
   (void)state;
@@ -208,7 +211,7 @@ static void test_registry_attr_schemas(void **state) {
   assert_int_equal(plan_op_info_get(PLAN_OP_RMSNORM)->max_in, 2);
 }
 
-/* ---- matmul, linear ------------------------------------------------------- */
+/* ---- matmul, linear ------------------------------------------------------ */
 
 static void test_matmul(void **state) {
   (void)state;
@@ -305,7 +308,7 @@ static void test_linear(void **state) {
              "linear takes 2 to 3 inputs, not 4");
 }
 
-/* ---- elementwise ---------------------------------------------------------- */
+/* ---- elementwise --------------------------------------------------------- */
 
 static void test_binary(void **state) {
   (void)state;
@@ -339,8 +342,8 @@ static void test_binary(void **state) {
 
 static void test_unary(void **state) {
   (void)state;
-  static const int kinds[] = {PLAN_OP_SCALE, PLAN_OP_RELU, PLAN_OP_GELU,
-                              PLAN_OP_SILU, PLAN_OP_TANH, PLAN_OP_EXP,
+  static const int kinds[] = {PLAN_OP_SCALE,  PLAN_OP_RELU, PLAN_OP_GELU,
+                              PLAN_OP_SILU,   PLAN_OP_TANH, PLAN_OP_EXP,
                               PLAN_OP_SOFTMAX};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     plan_attr_val a[PLAN_MAX_ATTRS];
@@ -367,7 +370,8 @@ static void test_scale_gelu_attrs(void **state) {
   a[0].f = -0.5;
   expect_ok(run(PLAN_OP_SCALE, in, 1, a, 1));
   a[0].f = NAN;
-  expect_err(run(PLAN_OP_SCALE, in, 1, a, 1), "scale: factor must be a finite number");
+  expect_err(run(PLAN_OP_SCALE, in, 1, a, 1),
+             "scale: factor must be a finite number");
   a[0].f = INFINITY;
   expect_err(run(PLAN_OP_SCALE, in, 1, a, 1), "finite");
   defaults(PLAN_OP_GELU, a);
@@ -378,6 +382,8 @@ static void test_scale_gelu_attrs(void **state) {
   a[0].s = "fast";
   expect_err(run(PLAN_OP_GELU, in, 1, a, 1),
              "gelu: approximate must be \"none\" or \"tanh\", not \"fast\"");
+  a[0].s = "two\nlines";
+  expect_err(run(PLAN_OP_GELU, in, 1, a, 1), "not \"two?lines\"");
   a[0].s = NULL; /* unset: the default */
   expect_ok(run(PLAN_OP_GELU, in, 1, a, 1));
 }
@@ -401,7 +407,7 @@ static void test_softmax(void **state) {
   expect_err(run(PLAN_OP_SOFTMAX, in, 1, a, 1), "out of range for rank 0");
 }
 
-/* ---- normalisation -------------------------------------------------------- */
+/* ---- normalisation ------------------------------------------------------- */
 
 static void test_norms(void **state) {
   (void)state;
@@ -436,7 +442,7 @@ static void test_norms(void **state) {
   expect_err(run(PLAN_OP_LAYERNORM, in, 2, a, 1), "x must have rank >= 1");
 }
 
-/* ---- embedding ------------------------------------------------------------ */
+/* ---- embedding ----------------------------------------------------------- */
 
 static void test_embedding(void **state) {
   (void)state;
@@ -465,7 +471,7 @@ static void test_embedding(void **state) {
   expect_err(run(PLAN_OP_EMBEDDING, in, 2, NULL, 1), "result of rank 9");
 }
 
-/* ---- data movement -------------------------------------------------------- */
+/* ---- data movement ------------------------------------------------------- */
 
 static void test_transpose(void **state) {
   (void)state;
@@ -588,7 +594,7 @@ static void test_reshape(void **state) {
   EXPECT(0, PLAN_F32, 3, 0);
 }
 
-/* ---- reductions ----------------------------------------------------------- */
+/* ---- reductions ---------------------------------------------------------- */
 
 static void test_reduce(void **state) {
   (void)state;
@@ -629,7 +635,7 @@ static void test_reduce(void **state) {
   }
 }
 
-/* ---- split, concat -------------------------------------------------------- */
+/* ---- split, concat ------------------------------------------------------- */
 
 static void test_split(void **state) {
   (void)state;
@@ -711,7 +717,7 @@ static void test_concat(void **state) {
   expect_err(run(PLAN_OP_CONCAT, in, 2, a, 1), "concat: dim 0 overflows int64");
 }
 
-/* ---- loss ----------------------------------------------------------------- */
+/* ---- loss ---------------------------------------------------------------- */
 
 static void test_cross_entropy(void **state) {
   (void)state;
@@ -740,7 +746,7 @@ static void test_cross_entropy(void **state) {
              "logits must have rank >= 1");
 }
 
-/* ---- input validation shared by all ops ----------------------------------- */
+/* ---- input validation shared by all ops ---------------------------------- */
 
 static void test_bad_inputs(void **state) {
   (void)state;
@@ -758,8 +764,8 @@ static void test_bad_inputs(void **state) {
              "input 0 has more elements than int64");
   /* Every op rejects a missing output array without crashing. */
   plan_shape ok[1] = {SH(PLAN_F32, 4)};
-  expect_err(plan_op_info_get(PLAN_OP_RELU)->infer(ok, 1, NULL, NULL, 1, g_err,
-                                                   sizeof g_err),
+  expect_err(plan_op_info_get(PLAN_OP_RELU)
+                 ->infer(ok, 1, NULL, NULL, 1, g_err, sizeof g_err),
              "relu: no output shapes to fill");
   /* err may be NULL. */
   assert_int_equal(
