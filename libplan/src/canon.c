@@ -203,7 +203,7 @@ static void cj_names(cj *c, const plan_program *prog, const int *t, int n) {
 
 static bool has_dim_names(const plan_tensor *t) {
   for (int d = 0; d < t->rank; d++)
-    if (t->dim_names[d])
+    if (t->dim_names && t->dim_names[d])
       return true;
   return false;
 }

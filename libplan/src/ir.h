@@ -96,8 +96,9 @@ typedef struct plan_attr_val {
 typedef struct plan_tensor {
   const char *name;
   int rank;
-  int64_t dims[PLAN_MAX_RANK];
-  const char *dim_names[PLAN_MAX_RANK]; /* NULL where unnamed */
+  int64_t *dims;          /* rank entries (arena) */
+  const char **dim_names; /* NULL when no dim is named; else rank entries,
+                             NULL where unnamed */
   plan_dtype dtype;
   plan_role role;
   bool declared; /* listed under program.tensors */
@@ -142,6 +143,8 @@ struct plan_program {
    * finished (malloc'd; freed then). */
   struct plan_pending_in *pending;
   int npending, cap_pending;
+  /* Shared attribute arrays of ops that write no attrs, per op kind. */
+  plan_attr_val *default_attrs[32];
   int *outputs;
   int noutputs;
   int loss; /* tensor index or -1 */
@@ -412,6 +415,18 @@ typedef struct plan_name_use {
   plan_pos pos;
 } plan_name_use;
 
+typedef struct plan_intern_slot {
+  uint64_t hash;
+  int n;
+  plan_placement *arr;
+} plan_intern_slot;
+
+/* Shared placement lists of strategies (a hash set; see plan_read.c). */
+typedef struct plan_intern {
+  plan_intern_slot *slots; /* malloc'd */
+  size_t cap, count;
+} plan_intern;
+
 struct plan_plan {
   plan_arena arena;
   const char *file; /* for diagnostics */
@@ -433,6 +448,7 @@ struct plan_plan {
   plan_pos mesh_pos;
   plan_name_use *uses; /* malloc'd */
   int nuses, cap_uses;
+  plan_intern intern;
 };
 
 #endif

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "libplan/plan.h"
 #include "plan_int.h"
 
@@ -43,6 +45,8 @@ int read_placement(const plan_reader *rd, const plan_ynode *n,
         order = v;
         continue;
       }
+      if (!strncmp(k->u.scalar.text, "x-", 2))
+        continue; /* extension keys are allowed in every mapping */
       int a = mesh_axis_find(m, k->u.scalar.text);
       if (a < 0)
         return rd_fail(rd, k, PLAN_EINVALID, "no mesh axis '%.40s'",
@@ -106,7 +110,9 @@ int plan_record_use(plan_plan *p, const char *pattern, const char *section,
     p->cap_uses = cap;
   }
   plan_name_use *u = &p->uses[p->nuses];
-  u->pattern = pattern;
+  u->pattern = plan_arena_strdup(&p->arena, pattern);
+  if (!u->pattern)
+    return plan_oom();
   u->section = section;
   u->is_glob = plan_is_glob(pattern);
   u->tensors = tensors;
@@ -117,19 +123,21 @@ int plan_record_use(plan_plan *p, const char *pattern, const char *section,
 
 int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
                  plan_pos pos, plan_op_fn fn, void *ctx) {
+  const plan_program *prog = p->program;
+  int matches = 0, rc;
+  if (!plan_is_glob(pattern)) {
+    /* An exact name that resolves needs no record (a 100k-op plan has
+     * 100k of them); a miss is kept for validation to report. */
+    int op = plan_strmap_get(&prog->op_by_name, pattern);
+    if (op >= 0)
+      return (rc = fn(op, ctx)) ? rc : 1;
+    rc = plan_record_use(p, pattern, section, false, pos);
+    return rc < 0 ? rc : 0;
+  }
   int u = plan_record_use(p, pattern, section, false, pos);
   if (u < 0)
     return u;
-  const plan_program *prog = p->program;
-  int matches = 0, rc;
-  if (!p->uses[u].is_glob) {
-    int op = plan_strmap_get(&prog->op_by_name, pattern);
-    if (op >= 0) {
-      matches = 1;
-      if ((rc = fn(op, ctx)))
-        return rc;
-    }
-  } else {
+  {
     for (int op = 0; op < prog->nops; op++)
       if (plan_glob_match(pattern, prog->ops[op].name)) {
         matches++;
@@ -275,8 +283,8 @@ static int read_placement_entry(const plan_reader *rd, plan_plan *p,
                    name, prog->ops[prog->tensors[t].producer].name);
   plan_tensor_pl *tp = &p->placements[t];
   if (tp->set)
-    return rd_fail(rd, k, PLAN_EINVALID,
-                   "the placement of '%s' is given twice (first at line %d)",
+    return rd_fail(rd, k, PLAN_ESCHEMA,
+                   "duplicate key '%s' (first at line %d)",
                    name, tp->pos.line);
   if ((rc = read_placement(rd, v, &p->mesh, prog->tensors[t].rank, &tp->pl)))
     return rc;
@@ -304,23 +312,61 @@ typedef struct strategy_ctx {
 static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
                                const plan_plan *p, const int *tensors,
                                int count, const char *what,
-                               plan_placement **out) {
+                               plan_placement *out) {
   const plan_program *prog = p->program;
   int have = n->kind == PLAN_Y_SEQ ? (int)n->u.seq.count : 1;
   if (have != count)
     return rd_fail(rd, n, PLAN_EINVALID, "%s lists %d placement%s, the op has %d",
                    what, have, have == 1 ? "" : "s", count);
-  *out = plan_arena_alloc(rd->arena, sizeof(plan_placement) * (size_t)count);
-  if (!*out)
-    return plan_oom();
   for (int i = 0; i < count; i++) {
     const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
     int rc = read_placement(rd, e, &p->mesh, prog->tensors[tensors[i]].rank,
-                            &(*out)[i]);
+                            &out[i]);
     if (rc)
       return rc;
   }
   return PLAN_OK;
+}
+
+/* Strategies repeat (every layer's q projection has the same one), so equal
+ * placement lists are stored once and shared. */
+static plan_placement *intern_placements(plan_plan *p, const plan_placement *v,
+                                         int n) {
+  size_t bytes = sizeof(plan_placement) * (size_t)n;
+  uint64_t h = XXH3_64bits(v, bytes) ^ (uint64_t)n;
+  plan_intern *t = &p->intern;
+  if ((t->count + 1) * 2 > t->cap) {
+    size_t ncap = t->cap ? t->cap * 2 : 64;
+    plan_intern_slot *ns = calloc(ncap, sizeof *ns);
+    if (!ns) {
+      plan_oom();
+      return NULL;
+    }
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slots[i].arr) {
+        size_t j = t->slots[i].hash & (ncap - 1);
+        while (ns[j].arr)
+          j = (j + 1) & (ncap - 1);
+        ns[j] = t->slots[i];
+      }
+    free(t->slots);
+    t->slots = ns;
+    t->cap = ncap;
+  }
+  size_t j = h & (t->cap - 1);
+  for (; t->slots[j].arr; j = (j + 1) & (t->cap - 1))
+    if (t->slots[j].hash == h && t->slots[j].n == n &&
+        !memcmp(t->slots[j].arr, v, bytes))
+      return t->slots[j].arr;
+  plan_placement *arr = plan_arena_alloc(&p->arena, bytes);
+  if (!arr)
+    return NULL;
+  memcpy(arr, v, bytes);
+  t->slots[j].hash = h;
+  t->slots[j].n = n;
+  t->slots[j].arr = arr;
+  t->count++;
+  return arr;
 }
 
 static int apply_strategy(int opi, void *vctx) {
@@ -330,8 +376,8 @@ static int apply_strategy(int opi, void *vctx) {
   /* Exact names win over patterns whatever the order they come in. */
   if (s->set) {
     if (!c->pattern && !s->pattern)
-      return rd_fail(c->rd, c->key, PLAN_EINVALID,
-                     "the strategy of op '%s' is given twice (first at line %d)",
+      return rd_fail(c->rd, c->key, PLAN_ESCHEMA,
+                     "duplicate key '%s' (first at line %d)",
                      op->name, s->pos.line);
     if (c->pattern && !s->pattern)
       return PLAN_OK;
@@ -349,13 +395,20 @@ static int apply_strategy(int opi, void *vctx) {
   const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
   if (!in || !out)
     return rd_fail(c->rd, n, PLAN_ESCHEMA, "a strategy needs 'in' and 'out'");
-  if ((rc = read_placement_list(c->rd, in, c->p, op->in, op->nin, "in", &s->in)) ||
+  plan_placement tmp[PLAN_MAX_OPERANDS];
+  memset(tmp, 0, sizeof tmp); /* interning compares bytes */
+  if ((rc = read_placement_list(c->rd, in, c->p, op->in, op->nin, "in", tmp)) ||
       (rc = read_placement_list(c->rd, out, c->p, op->out, op->nout, "out",
-                                &s->out)))
+                                tmp + op->nin)))
     return plan_fail(plan_error_last()->code, plan_error_last()->file,
                      plan_error_last()->line, plan_error_last()->column,
                      "strategy of op '%s': %s", op->name,
                      plan_error_last()->message);
+  plan_placement *arr = intern_placements(c->p, tmp, op->nin + op->nout);
+  if (!arr)
+    return plan_oom();
+  s->in = arr;
+  s->out = arr + op->nin;
   s->set = true;
   s->pos = rd_pos(c->key);
   s->pattern = c->pattern;
@@ -365,11 +418,13 @@ static int apply_strategy(int opi, void *vctx) {
 /* One entry of `strategies`: an op name or a glob. */
 static int read_strategy_entry(const plan_reader *rd, plan_plan *p,
                                const plan_ynode *k, const plan_ynode *v) {
-  const char *name;
   int rc;
-  if ((rc = rd_name(rd, k, "an op name or pattern", &name)))
+  if ((rc = rd_check_name(rd, k, "an op name or pattern")))
     return rc;
+  const char *name = k->u.scalar.text; /* copied only where kept */
   bool glob = plan_is_glob(name);
+  if (glob && !(name = plan_arena_strdup(&p->arena, name)))
+    return plan_oom();
   strategy_ctx c = {rd, p, k, v, glob ? name : NULL};
   rc = plan_for_ops(p, name, "strategies", rd_pos(k), apply_strategy, &c);
   return rc < 0 ? rc : PLAN_OK;
@@ -511,6 +566,11 @@ static int on_item(void *vctx, const plan_yitem *it) {
   }
   if (!c->have_version)
     return 0;
+  /* A collection of the wrong kind (ops as a mapping, strategies as a
+   * sequence) stays in the tree, where the type error is reported. */
+  bool want_key = strcmp(it->path, "program/ops") != 0;
+  if (want_key != (it->key != NULL))
+    return 0;
   if (!strcmp(it->path, "program/ops") || !strcmp(it->path, "program/tensors")) {
     if ((rc = ensure_program(c)))
       return rc;
@@ -639,6 +699,7 @@ void plan_free(plan_plan *p) {
     return;
   plan_program_free(p->program);
   free(p->uses);
+  free(p->intern.slots);
   plan_arena_free(&p->arena);
   free(p);
 }

@@ -9,6 +9,8 @@
 
 /* ---- name tables --------------------------------------------------------- */
 
+_Static_assert(PLAN_OP_COUNT <= 32, "plan_program.default_attrs is sized 32");
+
 static const char *const dtype_names[] = {"f64", "f32", "bf16", "f16", "i64",
                                           "i32"};
 _Static_assert(sizeof dtype_names / sizeof *dtype_names == PLAN_DTYPE_COUNT,
@@ -251,6 +253,15 @@ static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
   for (int k = 0; k < info->nattrs; k++) {
     if (!info->attrs[k].is_dim)
       continue;
+    if (op->attrs == p->default_attrs[op->kind]) {
+      /* shared defaults: give the op its own copy before changing it */
+      plan_attr_val *own = plan_arena_alloc(&p->arena, sizeof(plan_attr_val) *
+                                                           (size_t)info->nattrs);
+      if (!own)
+        return plan_oom();
+      memcpy(own, op->attrs, sizeof(plan_attr_val) * (size_t)info->nattrs);
+      op->attrs = own;
+    }
     plan_attr_val *a = &op->attrs[k];
     if (info->attrs[k].type == PLAN_ATTR_INT) {
       if (a->i < 0)
@@ -269,6 +280,12 @@ static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
     for (int i = 0; i < a->nints; i++)
       if (a->ints[i] < 0)
         a->ints[i] += rank;
+    /* a swap of two dims is symmetric: [1, 0] is [0, 1] */
+    if (op->kind == PLAN_OP_TRANSPOSE && a->nints == 2 && a->ints[0] > a->ints[1]) {
+      int64_t t = a->ints[0];
+      a->ints[0] = a->ints[1];
+      a->ints[1] = t;
+    }
   }
   return PLAN_OK;
 }
@@ -282,7 +299,7 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
     for (int j = 0; j < op->nin; j++) {
       const plan_tensor *t = &p->tensors[op->in[j]];
       in[j].rank = t->rank;
-      memcpy(in[j].dims, t->dims, sizeof t->dims);
+      memcpy(in[j].dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
       in[j].dtype = t->dtype;
     }
     memset(out, 0, sizeof out);
@@ -309,7 +326,10 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
         }
       } else {
         t->rank = out[k].rank;
-        memcpy(t->dims, out[k].dims, sizeof t->dims);
+        t->dims = plan_arena_alloc(&p->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
+        if (!t->dims)
+          return plan_oom();
+        memcpy(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
         t->dtype = out[k].dtype;
       }
     }
@@ -440,6 +460,13 @@ done:
 
 int program_finish(const plan_reader *rd, plan_program *p) {
   int rc;
+  if (p->ntensors < p->cap_tensors) { /* give the growth slack back */
+    plan_tensor *t = realloc(p->tensors, sizeof(plan_tensor) * (size_t)(p->ntensors + 1));
+    if (t) {
+      p->tensors = t;
+      p->cap_tensors = p->ntensors + 1;
+    }
+  }
   if ((rc = topo_sort(rd, p)))
     return rc;
   if ((rc = infer_shapes(rd, p)))

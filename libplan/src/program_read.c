@@ -55,11 +55,22 @@ int read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) {
     return rd_fail(rd, n, PLAN_ELIMIT, "rank %zu is over the limit of %d",
                    n->u.seq.count, PLAN_MAX_RANK);
   t->rank = (int)n->u.seq.count;
+  t->dims = plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
+  if (!t->dims)
+    return plan_oom();
   int64_t elems = 1;
   for (int d = 0; d < t->rank; d++) {
     const plan_ynode *e = n->u.seq.items[d];
-    if ((rc = read_dim(rd, e, &t->dims[d], &t->dim_names[d])))
+    const char *dn;
+    if ((rc = read_dim(rd, e, &t->dims[d], &dn)))
       return rc;
+    if (dn && !t->dim_names) {
+      t->dim_names = plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)t->rank);
+      if (!t->dim_names)
+        return plan_oom();
+    }
+    if (dn)
+      t->dim_names[d] = dn;
     if (!plan_mul_i64(elems, t->dims[d], &elems))
       return rd_fail(rd, e, PLAN_EINVALID,
                      "the shape's element count overflows int64");
@@ -165,7 +176,7 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
     return plan_failf(PLAN_ELIMIT, "more than %d ops or tensors", INT32_MAX / 4);
   int ncap = *cap ? *cap : 16;
   while (ncap < need)
-    ncap *= 2;
+    ncap += ncap / 2; /* 1.5x: less slack at the peak of a big load */
   void *n = realloc(*arr, elem * (size_t)ncap);
   if (!n)
     return plan_oom();
@@ -184,14 +195,19 @@ static int new_tensor(plan_program *p, int *out) {
   return PLAN_OK;
 }
 
-/* Creates the tensor `name` for an op output (or finds its declaration). */
+/* Creates the tensor named by `at` for an op output (or finds its
+ * declaration). */
 static int bind_output(const plan_reader *rd, plan_program *p,
-                       const plan_ynode *at, const char *name, int op,
-                       int slot, int *out) {
-  int ti = plan_strmap_get(&p->tensor_by_name, name), rc;
+                       const plan_ynode *at, int op, int slot, int *out) {
+  int ti = plan_strmap_getn(&p->tensor_by_name, at->u.scalar.text,
+                            at->u.scalar.len), rc;
+  const char *name;
   if (ti < 0) {
     if ((rc = new_tensor(p, &ti)))
       return rc;
+    if (!(name = plan_arena_strndup(rd->arena, at->u.scalar.text,
+                                    at->u.scalar.len)))
+      return plan_oom();
     plan_tensor *t = &p->tensors[ti];
     t->name = name;
     t->producer = -1;
@@ -203,7 +219,7 @@ static int bind_output(const plan_reader *rd, plan_program *p,
   plan_tensor *t = &p->tensors[ti];
   if (t->producer >= 0)
     return rd_fail(rd, at, PLAN_EINVALID,
-                   "tensor '%s' is produced twice (also by op '%s')", name,
+                   "tensor '%s' is produced twice (also by op '%s')", t->name,
                    p->ops[t->producer].name);
   t->producer = op;
   t->producer_slot = slot;
@@ -247,19 +263,41 @@ int program_fill_attr_defaults(const plan_op_info *info, plan_attr_val *attrs) {
   return PLAN_OK;
 }
 
-static int read_attrs(const plan_reader *rd, plan_op *op,
+static plan_attr_val *default_attrs(const plan_reader *rd, plan_program *p,
+                                    int kind) {
+  if (!p->default_attrs[kind]) {
+    const plan_op_info *info = plan_op_info_get(kind);
+    plan_attr_val *a = plan_arena_alloc(rd->arena, sizeof(plan_attr_val) *
+                                                       (size_t)(info->nattrs + 1));
+    if (!a)
+      return NULL;
+    program_fill_attr_defaults(info, a);
+    p->default_attrs[kind] = a;
+  }
+  return p->default_attrs[kind];
+}
+
+static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
                       const plan_op_info *info, const plan_ynode *n,
                       const plan_ynode *opnode) {
+  int rc;
+  if (!n) {
+    /* Ops without attrs share one default array per kind (copied before
+     * anything changes it, see program.c). */
+    op->attrs = default_attrs(rd, p, op->kind);
+    return op->attrs ? PLAN_OK : plan_oom();
+  }
   op->attrs = plan_arena_alloc(rd->arena, sizeof(plan_attr_val) *
                                               (size_t)(info->nattrs + 1));
   if (!op->attrs)
     return plan_oom();
   program_fill_attr_defaults(info, op->attrs);
-  int rc;
   if (n) {
     if ((rc = rd_expect_map(rd, n, "attrs")))
       return rc;
     for (size_t i = 0; i < n->u.map.count; i++) {
+      if (!strncmp(n->u.map.pairs[i].key->u.scalar.text, "x-", 2))
+        continue; /* extension keys are kept nowhere but allowed */
       const plan_ynode *k = n->u.map.pairs[i].key;
       int found = -1;
       for (int j = 0; j < info->nattrs; j++)
@@ -314,11 +352,11 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     return rd_fail(rd, v, PLAN_EINVALID, "unknown op kind '%.60s'",
                    v->u.scalar.text);
   const plan_op_info *info = plan_op_info_get(op->kind);
-  const char **names;
+  const plan_ynode *const *items;
   int cnt;
   if (!(v = plan_ymap_get(n, "out")))
     return rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs 'out'", op->name);
-  if ((rc = rd_name_list(rd, v, "an output name", &names, &cnt)))
+  if ((rc = rd_name_nodes(rd, v, "an output name", &items, &cnt)))
     return rc;
   if (cnt < 1 || cnt > PLAN_MAX_OPERANDS)
     return rd_fail(rd, v, PLAN_EINVALID, "op '%s' has %d outputs", op->name,
@@ -328,20 +366,18 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
   if (!op->out)
     return plan_oom();
   for (int i = 0; i < cnt; i++)
-    if ((rc = bind_output(rd, p, v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v,
-                          names[i], idx, i, &op->out[i])))
+    if ((rc = bind_output(rd, p, items ? items[i] : v, idx, i, &op->out[i])))
       return rc;
-  op = &p->ops[idx]; /* bind_output may not move ops, but stay safe */
   if ((info->min_out >= 0 && cnt < info->min_out) ||
       (info->max_out >= 0 && cnt > info->max_out))
     return rd_fail(rd, v, PLAN_EINVALID, "%s takes %d output%s, not %d",
                    info->name, info->min_out, info->min_out == 1 ? "" : "s",
                    cnt);
-  if ((rc = read_attrs(rd, op, info, plan_ymap_get(n, "attrs"), n)))
+  if ((rc = read_attrs(rd, p, op, info, plan_ymap_get(n, "attrs"), n)))
     return rc;
   if (!(v = plan_ymap_get(n, "in")))
     return rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs 'in'", op->name);
-  if ((rc = rd_name_list(rd, v, "an input name", &names, &cnt)))
+  if ((rc = rd_name_nodes(rd, v, "an input name", &items, &cnt)))
     return rc;
   int max_in = info->max_in < 0 ? PLAN_MAX_OPERANDS - op->nout : info->max_in;
   if (cnt < info->min_in || cnt > max_in) {
@@ -357,7 +393,9 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
   if (!op->in)
     return plan_oom();
   for (int i = 0; i < cnt; i++) {
-    op->in[i] = plan_strmap_get(&p->tensor_by_name, names[i]);
+    const plan_ynode *e = items ? items[i] : v;
+    op->in[i] = plan_strmap_getn(&p->tensor_by_name, e->u.scalar.text,
+                                 e->u.scalar.len);
     if (op->in[i] >= 0)
       continue;
     if ((rc = grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
@@ -366,8 +404,10 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     plan_pending_in *pi = &p->pending[p->npending++];
     pi->op = idx;
     pi->slot = i;
-    pi->name = names[i];
-    pi->pos = rd_pos(v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v);
+    pi->pos = rd_pos(e);
+    if (!(pi->name = plan_arena_strndup(rd->arena, e->u.scalar.text,
+                                        e->u.scalar.len)))
+      return plan_oom();
   }
   return PLAN_OK;
 }
@@ -385,8 +425,8 @@ int program_add_tensor(const plan_reader *rd, plan_program *p,
   if (ti >= 0) {
     plan_tensor *t = &p->tensors[ti];
     if (t->declared)
-      return rd_fail(rd, key, PLAN_EINVALID,
-                     "tensor '%s' is declared twice (first at line %d)",
+      return rd_fail(rd, key, PLAN_ESCHEMA,
+                     "duplicate key '%s' (first at line %d)",
                      tmp.name, t->pos.line);
     tmp.producer = t->producer;
     tmp.producer_slot = t->producer_slot;

@@ -132,6 +132,15 @@ int rd_string(const plan_reader *rd, const plan_ynode *n, const char *what,
 
 int rd_name(const plan_reader *rd, const plan_ynode *n, const char *what,
             const char **out) {
+  int rc = rd_check_name(rd, n, what);
+  if (rc)
+    return rc;
+  *out = plan_arena_strndup(rd->arena, n->u.scalar.text, n->u.scalar.len);
+  return *out ? PLAN_OK : plan_oom();
+}
+
+int rd_check_name(const plan_reader *rd, const plan_ynode *n,
+                  const char *what) {
   int rc = rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
@@ -147,8 +156,7 @@ int rd_name(const plan_reader *rd, const plan_ynode *n, const char *what,
       return rd_fail(rd, n, PLAN_ESCHEMA,
                      "%s contains a control character", what);
   }
-  *out = plan_arena_strndup(rd->arena, n->u.scalar.text, len);
-  return *out ? PLAN_OK : plan_oom();
+  return PLAN_OK;
 }
 
 int rd_int(const plan_reader *rd, const plan_ynode *n, const char *what,
@@ -240,6 +248,28 @@ int rd_name_list(const plan_reader *rd, const plan_ynode *n, const char *what,
     if ((rc = rd_name(rd, n->u.seq.items[i], what, &v[i])))
       return rc;
   *out = v;
+  *count = (int)n->u.seq.count;
+  return PLAN_OK;
+}
+
+int rd_name_nodes(const plan_reader *rd, const plan_ynode *n, const char *what,
+                  const plan_ynode *const **items, int *count) {
+  int rc;
+  if (n->kind == PLAN_Y_SCALAR) {
+    if ((rc = rd_check_name(rd, n, what)))
+      return rc;
+    *items = NULL; /* the one name is n itself */
+    *count = 1;
+    return PLAN_OK;
+  }
+  if ((rc = rd_expect_seq(rd, n, what)))
+    return rc;
+  if (n->u.seq.count > (size_t)INT32_MAX / 8)
+    return rd_fail(rd, n, PLAN_ELIMIT, "%s is too long", what);
+  for (size_t i = 0; i < n->u.seq.count; i++)
+    if ((rc = rd_check_name(rd, n->u.seq.items[i], what)))
+      return rc;
+  *items = (const plan_ynode *const *)n->u.seq.items;
   *count = (int)n->u.seq.count;
   return PLAN_OK;
 }

@@ -38,6 +38,12 @@ int rd_string(const plan_reader *rd, const plan_ynode *n, const char *what,
 /* A name: non-empty, at most PLAN_MAX_NAME bytes, no control characters. */
 int rd_name(const plan_reader *rd, const plan_ynode *n, const char *what,
             const char **out);
+/* The same checks without copying the text. */
+int rd_check_name(const plan_reader *rd, const plan_ynode *n, const char *what);
+/* The nodes of a name list (a sequence, or one scalar), checked as names
+ * and not copied: item i is (*items ? (*items)[i] : n). */
+int rd_name_nodes(const plan_reader *rd, const plan_ynode *n, const char *what,
+                  const plan_ynode *const **items, int *count);
 int rd_int(const plan_reader *rd, const plan_ynode *n, const char *what,
            int64_t *out);
 /* A finite number (ints accepted); NaN and infinities are refused. */

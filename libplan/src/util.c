@@ -72,17 +72,21 @@ void plan_arena_reset(plan_arena *a) {
   a->used_total = 0;
 }
 
-void *plan_arena_alloc(plan_arena *a, size_t size) {
+/* Allocations are aligned where they start, not padded where they end, so
+ * strings (align 1) pack tightly between aligned structs. */
+static void *arena_alloc(plan_arena *a, size_t size, size_t align) {
   if (size == 0)
     size = 1; /* still a distinct, valid pointer */
   if (size > SIZE_MAX / 2) {
     plan_oom();
     return NULL;
   }
-  size = (size + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
   plan_arena_block *b = a->head;
-  if (!b || b->size - b->used < size) {
-    size_t bsize = b ? b->size * 2 : ARENA_MIN_BLOCK;
+  size_t off = b ? (b->used + align - 1) & ~(align - 1) : 0;
+  if (!b || off > b->size || b->size - off < size) {
+    /* blocks double up to 1 MiB, so the last one wastes little */
+    size_t bsize = !b ? ARENA_MIN_BLOCK
+                   : b->size < ((size_t)1 << 20) ? b->size * 2 : b->size;
     if (bsize < size)
       bsize = size;
     if (bsize > SIZE_MAX - ARENA_HDR) {
@@ -107,11 +111,16 @@ void *plan_arena_alloc(plan_arena *a, size_t size) {
       a->head = nb;
     }
     b = nb;
+    off = 0;
   }
-  void *p = block_data(b) + b->used;
-  b->used += size;
+  void *p = block_data(b) + off;
+  b->used = off + size;
   a->used_total += size;
   return p;
+}
+
+void *plan_arena_alloc(plan_arena *a, size_t size) {
+  return arena_alloc(a, size, ARENA_ALIGN);
 }
 
 char *plan_arena_strndup(plan_arena *a, const char *s, size_t len) {
@@ -119,7 +128,7 @@ char *plan_arena_strndup(plan_arena *a, const char *s, size_t len) {
     plan_oom();
     return NULL;
   }
-  char *p = plan_arena_alloc(a, len + 1);
+  char *p = arena_alloc(a, len + 1, 1);
   if (!p)
     return NULL;
   if (len)
@@ -239,6 +248,7 @@ const char *plan_buf_cstr(plan_buf *b) {
 void plan_strmap_init(plan_strmap *m) {
   m->keys = NULL;
   m->vals = NULL;
+  m->hashes = NULL;
   m->cap = 0;
   m->count = 0;
 }
@@ -248,6 +258,7 @@ void plan_strmap_free(plan_strmap *m) {
     return;
   free((void *)m->keys);
   free(m->vals);
+  free(m->hashes);
   plan_strmap_init(m);
 }
 
@@ -263,12 +274,16 @@ static bool key_eq(const char *k, const char *key, size_t len) {
   return k[len] == '\0';
 }
 
-/* Slot holding `key`, or the empty slot where it would go. cap > 0. */
-static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len) {
+/* Slot holding `key` (hash h), or the empty slot where it would go. */
+static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len,
+                          size_t h) {
   size_t mask = m->cap - 1;
-  size_t i = strmap_hash(key, len) & mask;
-  while (m->keys[i] && !key_eq(m->keys[i], key, len))
-    i = (i + 1) & mask; /* linear probing; load <= 3/4 keeps runs short */
+  size_t i = h & mask;
+  uint32_t h32 = (uint32_t)(h >> 32);
+  /* linear probing; load <= 1/2 keeps runs short, and the stored hash
+   * spares most key comparisons */
+  while (m->keys[i] && (m->hashes[i] != h32 || !key_eq(m->keys[i], key, len)))
+    i = (i + 1) & mask;
   return i;
 }
 
@@ -278,44 +293,52 @@ static int strmap_grow(plan_strmap *m) {
     return plan_oom();
   const char **nkeys = calloc(ncap, sizeof *nkeys);
   int *nvals = malloc(ncap * sizeof *nvals);
-  if (!nkeys || !nvals) {
+  uint32_t *nh = malloc(ncap * sizeof *nh);
+  if (!nkeys || !nvals || !nh) {
     free((void *)nkeys);
     free(nvals);
+    free(nh);
     return plan_oom();
   }
   plan_strmap old = *m;
   m->keys = nkeys;
   m->vals = nvals;
+  m->hashes = nh;
   m->cap = ncap;
   for (size_t i = 0; i < old.cap; i++) {
     if (!old.keys[i])
       continue;
-    size_t j = strmap_slot(m, old.keys[i], strlen(old.keys[i]));
+    size_t h = strmap_hash(old.keys[i], strlen(old.keys[i]));
+    size_t j = strmap_slot(m, old.keys[i], strlen(old.keys[i]), h);
     m->keys[j] = old.keys[i];
     m->vals[j] = old.vals[i];
+    m->hashes[j] = (uint32_t)(h >> 32);
   }
   free((void *)old.keys);
   free(old.vals);
+  free(old.hashes);
   return PLAN_OK;
 }
 
 int plan_strmap_put(plan_strmap *m, const char *key, int val) {
   size_t len = strlen(key);
+  size_t h = strmap_hash(key, len);
   if (m->cap) {
-    size_t i = strmap_slot(m, key, len);
+    size_t i = strmap_slot(m, key, len, h);
     if (m->keys[i]) {
       m->vals[i] = val;
       return PLAN_OK;
     }
   }
-  if ((m->count + 1) * 4 > m->cap * 3) {
+  if ((m->count + 1) * 2 > m->cap) {
     int rc = strmap_grow(m);
     if (rc != PLAN_OK)
       return rc;
   }
-  size_t i = strmap_slot(m, key, len);
+  size_t i = strmap_slot(m, key, len, h);
   m->keys[i] = key;
   m->vals[i] = val;
+  m->hashes[i] = (uint32_t)(h >> 32);
   m->count++;
   return PLAN_OK;
 }
@@ -323,7 +346,7 @@ int plan_strmap_put(plan_strmap *m, const char *key, int val) {
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len) {
   if (!m->cap)
     return -1;
-  size_t i = strmap_slot(m, key, len);
+  size_t i = strmap_slot(m, key, len, strmap_hash(key, len));
   return m->keys[i] ? m->vals[i] : -1;
 }
 

@@ -78,6 +78,7 @@ const char *plan_buf_cstr(plan_buf *b);
 typedef struct plan_strmap {
   const char **keys;
   int *vals;
+  uint32_t *hashes; /* per slot, so probes rarely touch the key text */
   size_t cap; /* power of two or 0 */
   size_t count;
 } plan_strmap;

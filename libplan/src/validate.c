@@ -30,7 +30,7 @@ static const char *plfile(const vctx *v) { return v->p->file; }
 
 static void tensor_shape(const plan_tensor *t, plan_shape *s) {
   s->rank = t->rank;
-  memcpy(s->dims, t->dims, sizeof t->dims);
+  memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
   s->dtype = t->dtype;
 }
 
@@ -278,7 +278,14 @@ static void check_grid(vctx *v, int ranks) {
         FIND(v, PLAN_SEV_ERROR, "schedule.order", obj,
              pp->grid[r][at[PLAN_ACT_W][c]].pos, plfile(v),
              "%dW%lld runs before %dI%lld", s, (long long)mb, s, (long long)mb);
-      /* send/recv pairs: stage s sends to s+1 forward, to s-1 backward */
+      /* send/recv pairs: stage s sends to s+1 forward, to s-1 backward;
+       * the ends of the pipeline have no partner */
+      if ((s + 1 == ns && (seen[PLAN_ACT_SEND_F][c] || seen[PLAN_ACT_RECV_B][c])) ||
+          (s == 0 && (seen[PLAN_ACT_RECV_F][c] || seen[PLAN_ACT_SEND_B][c])))
+        FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
+             "stage %d is an end of the pipeline: it has no partner to %s", s,
+             s == 0 ? "receive forward from or send backward to"
+                    : "send forward to or receive backward from");
       if (s + 1 < ns && seen[PLAN_ACT_SEND_F][c] !=
                             seen[PLAN_ACT_RECV_F][c + (size_t)nmb])
         FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
@@ -329,6 +336,28 @@ static void check_pipeline(vctx *v) {
   }
   int ranks = 0;
   if (pp->axis >= 0) {
+    /* each stage lives on one index of the pp axis: nothing is split or
+     * partial along it */
+    int a = pp->axis;
+    for (int t = 0; t < prog->ntensors; t++)
+      if (v->p->placements[t].set && v->p->placements[t].pl.ax[a].kind != PLAN_PL_R)
+        FIND(v, PLAN_SEV_ERROR, "pipeline.axis", prog->tensors[t].name,
+             v->p->placements[t].pos, plfile(v),
+             "'%s' is not R along the pipeline axis '%s'", prog->tensors[t].name,
+             m->axis_names[a]);
+    for (int i = 0; i < prog->nops; i++) {
+      const plan_strategy *s = &v->p->strategies[i];
+      bool bad = false;
+      for (int j = 0; s->set && j < prog->ops[i].nin; j++)
+        bad |= s->in[j].ax[a].kind != PLAN_PL_R;
+      for (int j = 0; s->set && j < prog->ops[i].nout; j++)
+        bad |= s->out[j].ax[a].kind != PLAN_PL_R;
+      if (bad)
+        FIND(v, PLAN_SEV_ERROR, "pipeline.axis", prog->ops[i].name, s->pos,
+             plfile(v),
+             "the strategy of op '%s' is not R along the pipeline axis '%s'",
+             prog->ops[i].name, m->axis_names[a]);
+    }
     ranks = (int)m->axis_sizes[pp->axis];
     bool interleaved = pp->schedule == PLAN_SCHED_INTERLEAVED_1F1B;
     if (pp->nstages % ranks != 0 || (!interleaved && pp->schedule != PLAN_SCHED_EXPLICIT &&
@@ -355,7 +384,7 @@ static void check_pipeline(vctx *v) {
       continue;
     int bd = 0;
     for (int d = 0; d < x->rank; d++)
-      if (x->dim_names[d] && !strcmp(x->dim_names[d], "batch"))
+      if (x->dim_names && x->dim_names[d] && !strcmp(x->dim_names[d], "batch"))
         bd = d;
     if (x->dims[bd] % pp->microbatches != 0)
       FIND(v, PLAN_SEV_ERROR, "pipeline.microbatches", x->name, x->pos, pfile(v),

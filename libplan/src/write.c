@@ -225,7 +225,7 @@ static void w_shape(plan_buf *b, const plan_tensor *t) {
   for (int d = 0; d < t->rank; d++) {
     if (d)
       plan_buf_puts(b, ", ");
-    if (t->dim_names[d]) {
+    if (t->dim_names && t->dim_names[d]) {
       char buf[96];
       snprintf(buf, sizeof buf, "%s=%lld", t->dim_names[d], (long long)t->dims[d]);
       w_str(b, buf);
@@ -309,7 +309,7 @@ static bool tensor_written(const plan_tensor *t) {
   if (t->producer < 0)
     return true;
   for (int d = 0; d < t->rank; d++)
-    if (t->dim_names[d])
+    if (t->dim_names && t->dim_names[d])
       return true;
   return false;
 }

@@ -541,8 +541,12 @@ static void item_begin(yd_state *st) {
 
 static void scratch_reset(yd_state *st) {
   plan_arena_reset(&st->scratch_arena);
+  /* Start small again: a reset zeroes what was carved, so an item should
+   * carve about what it uses. */
   st->scratch.slab_left = 0;
   st->scratch.chunk_left = 0;
+  st->scratch.slab_next = YD_SLAB_MIN;
+  st->scratch.chunk_next = YD_CHUNK_MIN;
   st->cur = &st->main;
   st->item_depth = 0;
 }

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs the load benchmark: generates a large transformer plan into bench/out/
+# (once; again when the generator changes), checks that `plan validate`
+# accepts it, and runs bench_load on it. `make bench` calls this.
+#
+# usage: bench/run.sh [BUILD_DIR]      (default: build)
+# environment: BENCH_OPS   ops in the generated plan (default 100000)
+#              BENCH_REPS  timed runs per step, best and median shown (5)
+#              BENCH_ARGS  extra gen_plan.py options (e.g. "--sp --qkv fused")
+set -eu
+
+BUILD=${1:-build}
+HERE=$(cd "$(dirname "$0")" && pwd)
+OPS=${BENCH_OPS:-100000}
+REPS=${BENCH_REPS:-5}
+ARGS=${BENCH_ARGS:-}
+OUT=$HERE/out
+TAG=$(printf '%s' "$ARGS" | tr -c 'A-Za-z0-9' '-' | sed 's/--*/-/g; s/^-//; s/-$//')
+PLAN=$OUT/plan-$OPS${TAG:+-$TAG}.yaml
+TOOL=$BUILD/plan
+BENCH=$BUILD/bench/bench_load
+
+for f in "$TOOL" "$BENCH"; do
+  if [ ! -x "$f" ]; then
+    echo "bench/run.sh: $f is missing; run 'make bench'" >&2
+    exit 1
+  fi
+done
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "bench/run.sh: python3 is needed to generate the plan" >&2
+  exit 1
+fi
+
+mkdir -p "$OUT"
+if [ ! -s "$PLAN" ] || [ "$HERE/gen_plan.py" -nt "$PLAN" ]; then
+  # shellcheck disable=SC2086 # ARGS is a list of options
+  python3 "$HERE/gen_plan.py" --ops "$OPS" $ARGS -o "$PLAN.tmp"
+  mv "$PLAN.tmp" "$PLAN"
+fi
+
+# The benchmark is only meaningful on a plan the tool accepts.
+if ! "$TOOL" validate "$PLAN" >"$OUT/validate.txt" 2>&1; then
+  tail -n 5 "$OUT/validate.txt" >&2
+  echo "bench/run.sh: $PLAN does not validate" >&2
+  exit 1
+fi
+tail -n 1 "$OUT/validate.txt"
+
+# The tool itself, as a user runs it (GNU time gives its peak RSS).
+if [ -x /usr/bin/time ] && /usr/bin/time -f '' true >/dev/null 2>&1; then
+  /usr/bin/time -f "plan validate: %e s wall, peak RSS %M KiB" \
+    "$TOOL" validate "$PLAN" >/dev/null
+fi
+echo
+
+"$BENCH" "$PLAN" -n "$REPS"
