@@ -35,7 +35,7 @@ static void cj_str(cj *c, const char *s) {
   const char *run = s;
   for (; *s; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (ch >= 0x20 && ch != '"' && ch != '\\')
+    if (ch >= 0x20 && ch != '"' && ch != '\\') /* the common case */
       continue;
     plan_buf_append(b, run, (size_t)(s - run));
     if (ch == '"' || ch == '\\') {
@@ -71,7 +71,18 @@ static void cj_sep(cj *c, bool *first) {
   *first = false;
 }
 
-static void cj_int(cj *c, int64_t v) { plan_buf_printf(c->b, "%lld", (long long)v); }
+/* Decimal without printf: encodings print hundreds of thousands of ints. */
+static void cj_int(cj *c, int64_t v) {
+  char buf[24], *e = buf + sizeof buf, *s = e;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    *--s = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0)
+    *--s = '-';
+  plan_buf_append(c->b, s, (size_t)(e - s));
+}
 
 static void cj_num(cj *c, double v) {
   char buf[40];
@@ -94,6 +105,54 @@ static int named_cmp(const void *a, const void *b) {
   return strcmp(((const named *)a)->name, ((const named *)b)->name);
 }
 
+/* Multikey quicksort (Bentley and Sedgewick, "Fast algorithms for sorting
+ * and searching strings", 1997): names like layers.17.attn.q share long
+ * prefixes, which strcmp-based sorts compare again and again. Partitions on
+ * one byte at a time; byte order, as the canonical form wants. */
+static void swap_named(named *a, named *b) {
+  named t = *a;
+  *a = *b;
+  *b = t;
+}
+
+static unsigned char byte_at(const named *x, size_t d) {
+  return (unsigned char)x->name[d];
+}
+
+static void mkqsort(named *v, size_t n, size_t d) {
+  while (n > 1) {
+    if (n < 12) { /* insertion sort on the rest of the strings */
+      for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(v[j - 1].name + d, v[j].name + d) > 0; j--)
+          swap_named(&v[j - 1], &v[j]);
+      return;
+    }
+    swap_named(&v[0], &v[n / 2]);
+    unsigned char pivot = byte_at(&v[0], d);
+    size_t lt = 0, gt = n, i = 1;
+    /* v[0..lt) < pivot, v[lt..i) == pivot, v[gt..n) > pivot */
+    lt = 0;
+    i = 0;
+    while (i < gt) {
+      unsigned char c = byte_at(&v[i], d);
+      if (c < pivot)
+        swap_named(&v[lt++], &v[i++]);
+      else if (c > pivot)
+        swap_named(&v[i], &v[--gt]);
+      else
+        i++;
+    }
+    mkqsort(v, lt, d);
+    mkqsort(v + gt, n - gt, d);
+    if (pivot == 0)
+      return; /* the equal part ended its strings: all equal */
+    /* continue on the equal part, one byte deeper (a loop, not recursion) */
+    v += lt;
+    n = gt - lt;
+    d++;
+  }
+}
+
 /* An array of (name, index) sorted by name; NULL on OOM. */
 static named *sorted_names(int n, const char *(*get)(const void *, int),
                            const void *ctx) {
@@ -104,7 +163,7 @@ static named *sorted_names(int n, const char *(*get)(const void *, int),
     v[i].name = get(ctx, i);
     v[i].idx = i;
   }
-  qsort(v, (size_t)n, sizeof(named), named_cmp);
+  mkqsort(v, (size_t)n, 0);
   return v;
 }
 
@@ -245,8 +304,11 @@ static void cj_tensor(cj *c, const plan_tensor *t, bool full) {
   }
   if (t->has_range) {
     cj_key(c, &first, "range");
-    plan_buf_printf(c->b, "[%lld,%lld]", (long long)t->range_lo,
-                    (long long)t->range_hi);
+    plan_buf_putc(c->b, '[');
+    cj_int(c, t->range_lo);
+    plan_buf_putc(c->b, ',');
+    cj_int(c, t->range_hi);
+    plan_buf_putc(c->b, ']');
   }
   if (leaf && t->role != PLAN_ROLE_INPUT) {
     cj_key(c, &first, "role");
@@ -283,16 +345,33 @@ static bool outputs_are_default(const plan_program *p, char *consumed) {
   return true;
 }
 
-static int cj_program(cj *c, const plan_program *p) {
-  named *ops = sorted_names(p->nops, op_name_of, p);
-  named *tens = sorted_names(p->ntensors, tensor_name_of, p);
-  char *consumed = calloc((size_t)p->ntensors + 1, 1);
-  if (!ops || !tens || !consumed) {
-    free(ops);
-    free(tens);
-    free(consumed);
+/* Ops and tensors sorted by name: computed once per encoding and shared by
+ * the program and plan parts (sorting 100k names is most of a hash). */
+typedef struct order {
+  named *ops, *tens;
+} order;
+
+static int order_make(order *o, const plan_program *p) {
+  o->ops = sorted_names(p->nops, op_name_of, p);
+  o->tens = sorted_names(p->ntensors, tensor_name_of, p);
+  if (!o->ops || !o->tens) {
+    free(o->ops);
+    free(o->tens);
     return plan_oom();
   }
+  return PLAN_OK;
+}
+
+static void order_free(order *o) {
+  free(o->ops);
+  free(o->tens);
+}
+
+static int cj_program(cj *c, const plan_program *p, const order *ord) {
+  const named *ops = ord->ops, *tens = ord->tens;
+  char *consumed = calloc((size_t)p->ntensors + 1, 1);
+  if (!consumed)
+    return plan_oom();
   bool first = true;
   plan_buf_putc(c->b, '{');
   if (p->loss >= 0) {
@@ -349,8 +428,6 @@ static int cj_program(cj *c, const plan_program *p) {
     cj_flush(c);
   }
   plan_buf_puts(c->b, "}}");
-  free(ops);
-  free(tens);
   free(consumed);
   return PLAN_OK;
 }
@@ -415,12 +492,12 @@ static void cj_hardware(cj *c, const plan_mesh *m) {
     cj_key(c, &first, "flops");
     plan_buf_putc(c->b, '{');
     /* dtype names in byte order */
-    static const plan_dtype order[] = {PLAN_BF16, PLAN_F16, PLAN_F32,
+    static const plan_dtype by_name[] = {PLAN_BF16, PLAN_F16, PLAN_F32,
                                        PLAN_F64,  PLAN_I32, PLAN_I64};
-    for (size_t k = 0; k < sizeof order / sizeof *order; k++)
-      if (h->flops[order[k]] != 0) {
-        cj_key(c, &f, plan_dtype_name(order[k]));
-        cj_num(c, h->flops[order[k]]);
+    for (size_t k = 0; k < sizeof by_name / sizeof *by_name; k++)
+      if (h->flops[by_name[k]] != 0) {
+        cj_key(c, &f, plan_dtype_name(by_name[k]));
+        cj_num(c, h->flops[by_name[k]]);
       }
     plan_buf_putc(c->b, '}');
   }
@@ -820,19 +897,16 @@ static void cj_regions(cj *c, const plan_plan *p, const named *ops) {
   plan_buf_putc(c->b, '}');
 }
 
-static int cj_plan(cj *c, const plan_plan *p) {
+static int program_hash_ord(plan_hash *out, const plan_program *prog,
+                            const order *ord);
+
+static int cj_plan(cj *c, const plan_plan *p, const order *ord) {
   const plan_program *prog = p->program;
   plan_hash ph;
-  int rc = plan_program_hash(&ph, prog);
+  int rc = program_hash_ord(&ph, prog, ord);
   if (rc)
     return rc;
-  named *ops = sorted_names(prog->nops, op_name_of, prog);
-  named *tens = sorted_names(prog->ntensors, tensor_name_of, prog);
-  if (!ops || !tens) {
-    free(ops);
-    free(tens);
-    return plan_oom();
-  }
+  const named *ops = ord->ops, *tens = ord->tens;
   bool first = true;
   plan_buf_putc(c->b, '{');
   cj_key(c, &first, "libplan");
@@ -915,8 +989,6 @@ static int cj_plan(cj *c, const plan_plan *p) {
   }
   plan_buf_putc(c->b, '}');
 done:
-  free(ops);
-  free(tens);
   return rc;
 }
 
@@ -950,47 +1022,53 @@ int canon_section(plan_buf *b, const plan_plan *p, const char *which) {
 
 /* ---- entry points ----------------------------------------------------------------------- */
 
+static int encode_program(cj *c, const plan_program *prog, const order *ord) {
+  /* the program's own document version, so a program hashes the same
+   * inline, by path or standalone */
+  plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"program\":",
+                  prog->version_major, prog->version_minor);
+  int rc = cj_program(c, prog, ord);
+  if (rc)
+    return rc;
+  plan_buf_putc(c->b, '}');
+  return PLAN_OK;
+}
+
 static int encode(cj *c, const plan_plan *p, const plan_program *prog,
                   plan_part part) {
   int vmaj = p ? p->version_major : prog->version_major;
   int vmin = p ? p->version_minor : prog->version_minor;
+  order ord;
+  int rc;
   switch (part) {
   case PLAN_PART_PLAN:
     if (!p->has_mesh)
       return plan_failf(PLAN_ENOTFOUND, "a program-only document has no plan part");
-    return cj_plan(c, p);
+    if ((rc = order_make(&ord, prog)))
+      return rc;
+    rc = cj_plan(c, p, &ord);
+    order_free(&ord);
+    return rc;
   case PLAN_PART_PROGRAM:
-    /* the program's own document version, so a program hashes the same
-     * inline, by path or standalone */
-    plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"program\":",
-                    prog->version_major, prog->version_minor);
-    {
-      int rc = cj_program(c, prog);
-      if (rc)
-        return rc;
-    }
-    plan_buf_putc(c->b, '}');
-    return PLAN_OK;
+    if ((rc = order_make(&ord, prog)))
+      return rc;
+    rc = encode_program(c, prog, &ord);
+    order_free(&ord);
+    return rc;
   case PLAN_PART_MESH:
     if (!p->has_mesh)
       return plan_failf(PLAN_ENOTFOUND, "the document has no mesh");
     plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"mesh\":", vmaj, vmin);
-    {
-      int rc = cj_mesh(c, &p->mesh);
-      if (rc)
-        return rc;
-    }
+    if ((rc = cj_mesh(c, &p->mesh)))
+      return rc;
     plan_buf_putc(c->b, '}');
     return PLAN_OK;
   case PLAN_PART_PROVENANCE:
     if (!p->provenance)
       return plan_failf(PLAN_ENOTFOUND, "the plan has no provenance");
     plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"provenance\":", vmaj, vmin);
-    {
-      int rc = cj_value(c, p->provenance);
-      if (rc)
-        return rc;
-    }
+    if ((rc = cj_value(c, p->provenance)))
+      return rc;
     plan_buf_putc(c->b, '}');
     return PLAN_OK;
   }
@@ -1005,8 +1083,15 @@ int canon_encode(plan_buf *b, const plan_plan *p, plan_part part) {
   return rc;
 }
 
-static int hash_of(plan_hash *out, const plan_plan *p, const plan_program *prog,
-                   plan_part part) {
+/* Hashes what `enc` writes, streaming it into XXH3-128. */
+typedef struct hash_job {
+  const plan_plan *p;
+  const plan_program *prog;
+  plan_part part;
+  const order *ord; /* for the program part inside a plan */
+} hash_job;
+
+static int hash_run(plan_hash *out, const hash_job *j) {
   plan_buf b;
   plan_buf_init(&b);
   XXH3_state_t *hs = XXH3_createState();
@@ -1014,7 +1099,8 @@ static int hash_of(plan_hash *out, const plan_plan *p, const plan_program *prog,
     return plan_oom();
   XXH3_128bits_reset(hs);
   cj c = {&b, hs};
-  int rc = encode(&c, p, prog, part);
+  int rc = j->ord ? encode_program(&c, j->prog, j->ord)
+                  : encode(&c, j->p, j->prog, j->part);
   if (!rc && b.failed)
     rc = plan_oom();
   if (!rc) {
@@ -1028,16 +1114,24 @@ static int hash_of(plan_hash *out, const plan_plan *p, const plan_program *prog,
   return rc;
 }
 
+static int program_hash_ord(plan_hash *out, const plan_program *prog,
+                            const order *ord) {
+  hash_job j = {NULL, prog, PLAN_PART_PROGRAM, ord};
+  return hash_run(out, &j);
+}
+
 int plan_program_hash(plan_hash *out, const plan_program *prog) {
   if (!out || !prog)
     return plan_failf(PLAN_EUSAGE, "plan_program_hash: NULL argument");
-  return hash_of(out, NULL, prog, PLAN_PART_PROGRAM);
+  hash_job j = {NULL, prog, PLAN_PART_PROGRAM, NULL};
+  return hash_run(out, &j);
 }
 
 int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part) {
   if (!out || !p)
     return plan_failf(PLAN_EUSAGE, "plan_hash_part: NULL argument");
-  return hash_of(out, p, p->program, part);
+  hash_job j = {p, p->program, part, NULL};
+  return hash_run(out, &j);
 }
 
 int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part) {

@@ -30,6 +30,7 @@ typedef struct sigset {
 
 static int sigset_from_program(sigset *s, const plan_program *prog, bool ops) {
   memset(s, 0, sizeof *s);
+  program_sigs(prog);
   s->n = ops ? prog->nops : prog->ntensors;
   s->own = malloc(sizeof(uint64_t) * ((size_t)s->n + 1));
   s->own_names = malloc(sizeof(char *) * ((size_t)s->n + 1));
@@ -79,6 +80,7 @@ static int drift_kind(plan_diags *d, const plan_plan *p, sigset *old,
   int rc = PLAN_OK;
   const char *pf = p->file, *ef = edited->file;
   plan_pos none = {0, 0};
+  program_sigs(edited);
   int n = ops ? edited->nops : edited->ntensors;
   char *seen = calloc((size_t)old->n + 1, 1);
   if (!seen)
@@ -181,7 +183,8 @@ typedef struct dctx {
 static const plan_pos nopos = {0, 0};
 
 static void diff_program(dctx *c) {
-  const plan_program *pa = c->a->program, *pb = c->b->program;
+  const plan_program *pa = program_sigs(c->a->program),
+                     *pb = program_sigs(c->b->program);
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
     if (k < 0)

@@ -143,6 +143,7 @@ struct plan_program {
    * finished (malloc'd; freed then). */
   struct plan_pending_in *pending;
   int npending, cap_pending;
+  bool sigs_done; /* signatures are computed on first use (program_sigs) */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
   plan_attr_val *default_attrs[32];
   int *outputs;

@@ -365,28 +365,48 @@ static bool dim_reordered(const plan_placement *p, int dim) {
   return false;
 }
 
+/* Small writers instead of snprintf: canonical encodings format a
+ * placement per operand of every op. Each entry needs at most 12 bytes. */
+static char *put_s(char *at, const char *s) {
+  while (*s)
+    *at++ = *s++;
+  return at;
+}
+
+static char *put_i(char *at, int v) {
+  char tmp[8];
+  int n = 0;
+  unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+  if (v < 0)
+    *at++ = '-';
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u && n < (int)sizeof tmp);
+  while (n)
+    *at++ = tmp[--n];
+  return at;
+}
+
 char *plan_placement_format(const plan_placement *p, char *buf) {
-  size_t o = 0;
-  buf[0] = '\0';
+  char *at = buf;
   for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++) {
     const plan_axis_pl *e = &p->ax[a];
-    char *at = buf + o;
-    size_t room = PLAN_PLACEMENT_STRLEN - o;
-    int n;
     if (e->kind == PLAN_PL_S) {
+      at = put_i(put_s(at, "S("), e->dim);
       if (dim_reordered(p, e->dim))
-        n = snprintf(at, room, "S(%d:%d)", e->dim, effective_level(p, a));
-      else
-        n = snprintf(at, room, "S(%d)", e->dim);
+        at = put_i(put_s(at, ":"), effective_level(p, a));
+      at = put_s(at, ")");
     } else if (e->kind == PLAN_PL_P) {
-      n = snprintf(at, room, "P(%s)",
-                   e->reduce < PLAN_RED_COUNT ? reduce_names[e->reduce] : "?");
+      at = put_s(put_s(put_s(at, "P("), e->reduce < PLAN_RED_COUNT
+                                            ? reduce_names[e->reduce]
+                                            : "?"),
+                 ")");
     } else {
-      n = snprintf(at, room, "%s", e->kind == PLAN_PL_R ? "R" : "?");
+      at = put_s(at, e->kind == PLAN_PL_R ? "R" : "?");
     }
-    if (n > 0)
-      o += (size_t)n < room ? (size_t)n : room - 1;
   }
+  *at = '\0';
   return buf;
 }
 

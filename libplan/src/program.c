@@ -473,7 +473,6 @@ int program_finish(const plan_reader *rd, plan_program *p) {
     return rc;
   if ((rc = decide_roles(rd, p)))
     return rc;
-  canon_program_sigs(p);
   return PLAN_OK;
 }
 
@@ -612,9 +611,20 @@ const char *plan_program_tensor_dtype(const plan_program *p, int t) {
 const char *plan_program_tensor_role(const plan_program *p, int t) {
   return t >= 0 && t < p->ntensors ? plan_role_name(p->tensors[t].role) : NULL;
 }
+const plan_program *program_sigs(const plan_program *p) {
+  if (p && !p->sigs_done) {
+    plan_program *m = (plan_program *)p; /* a cache, see program_int.h */
+    canon_program_sigs(m);
+    m->sigs_done = true;
+  }
+  return p;
+}
+
 uint64_t plan_program_op_signature(const plan_program *p, int op) {
+  program_sigs(p);
   return op >= 0 && op < p->nops ? p->ops[op].sig : 0;
 }
 uint64_t plan_program_tensor_signature(const plan_program *p, int t) {
+  program_sigs(p);
   return t >= 0 && t < p->ntensors ? p->tensors[t].sig : 0;
 }

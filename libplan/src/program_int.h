@@ -27,7 +27,11 @@ int read_version(plan_reader *rd, const plan_ynode *root);
 /* Takes the program out of a plan (the plan keeps a NULL program). */
 plan_program *plan_take_program(plan_plan *p);
 
-/* Signatures (canon.c). */
+/* Signatures (canon.c). program_sigs computes them on first use: loading
+ * a 100k-op plan should not pay for what only drift reports need. The
+ * first use mutates the program, so a program shared between threads should
+ * have one signature read (plan_program_op_signature) before it is shared. */
 void canon_program_sigs(plan_program *p);
+const plan_program *program_sigs(const plan_program *p);
 
 #endif

@@ -208,7 +208,7 @@ static bool buf_reserve(plan_buf *b, size_t extra) {
   return true;
 }
 
-void plan_buf_append(plan_buf *b, const void *data, size_t len) {
+void plan_buf_append_slow(plan_buf *b, const void *data, size_t len) {
   if (!buf_reserve(b, len))
     return;
   if (len)
@@ -221,7 +221,6 @@ void plan_buf_puts(plan_buf *b, const char *s) {
   plan_buf_append(b, s, strlen(s));
 }
 
-void plan_buf_putc(plan_buf *b, char c) { plan_buf_append(b, &c, 1); }
 
 void plan_buf_printf(plan_buf *b, const char *fmt, ...) {
   va_list ap;
@@ -278,8 +277,8 @@ static bool key_eq(const char *k, const char *key, size_t len) {
 static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len,
                           size_t h) {
   size_t mask = m->cap - 1;
-  size_t i = h & mask;
-  uint32_t h32 = (uint32_t)(h >> 32);
+  uint32_t h32 = (uint32_t)h;
+  size_t i = h32 & mask;
   /* linear probing; load <= 1/2 keeps runs short, and the stored hash
    * spares most key comparisons */
   while (m->keys[i] && (m->hashes[i] != h32 || !key_eq(m->keys[i], key, len)))
@@ -308,11 +307,13 @@ static int strmap_grow(plan_strmap *m) {
   for (size_t i = 0; i < old.cap; i++) {
     if (!old.keys[i])
       continue;
-    size_t h = strmap_hash(old.keys[i], strlen(old.keys[i]));
-    size_t j = strmap_slot(m, old.keys[i], strlen(old.keys[i]), h);
+    /* the stored hash places the key: no rehash, no key reads */
+    size_t j = old.hashes[i] & (ncap - 1);
+    while (m->keys[j])
+      j = (j + 1) & (ncap - 1);
     m->keys[j] = old.keys[i];
     m->vals[j] = old.vals[i];
-    m->hashes[j] = (uint32_t)(h >> 32);
+    m->hashes[j] = old.hashes[i];
   }
   free((void *)old.keys);
   free(old.vals);
@@ -338,7 +339,7 @@ int plan_strmap_put(plan_strmap *m, const char *key, int val) {
   size_t i = strmap_slot(m, key, len, h);
   m->keys[i] = key;
   m->vals[i] = val;
-  m->hashes[i] = (uint32_t)(h >> 32);
+  m->hashes[i] = (uint32_t)h;
   m->count++;
   return PLAN_OK;
 }
@@ -381,11 +382,18 @@ char *plan_format_double(double v, char *buf) {
   /* Try precisions in increasing order; 17 always round-trips a binary64.
    * Both snprintf and strtod use the current locale, so the round-trip
    * check is consistent; only the final text is converted to C form. */
-  for (int prec = 1; prec <= 17; prec++) {
-    snprintf(buf, 32, "%.*g", prec, v);
+  /* If precision p round-trips, so does every p' > p (printf rounds
+   * correctly), so the smallest one is found by bisection. */
+  int lo = 1, hi = 17;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    snprintf(buf, 32, "%.*g", mid, v);
     if (strtod(buf, NULL) == v)
-      break;
+      hi = mid;
+    else
+      lo = mid + 1;
   }
+  snprintf(buf, 32, "%.*g", lo, v);
   to_c_decimal_point(buf);
   return buf;
 }

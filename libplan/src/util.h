@@ -63,9 +63,27 @@ typedef struct plan_buf {
 void plan_buf_init(plan_buf *b);
 void plan_buf_free(plan_buf *b);
 void plan_buf_reset(plan_buf *b);
-void plan_buf_append(plan_buf *b, const void *data, size_t len);
+void plan_buf_append_slow(plan_buf *b, const void *data, size_t len);
+/* The common case (room left) inline: encoders append millions of times. */
+static inline void plan_buf_append(plan_buf *b, const void *data, size_t len) {
+  if (!b->failed && b->len + len < b->cap && len < b->cap) {
+    for (size_t i = 0; i < len; i++)
+      b->data[b->len + i] = ((const char *)data)[i];
+    b->len += len;
+    b->data[b->len] = '\0';
+    return;
+  }
+  plan_buf_append_slow(b, data, len);
+}
+static inline void plan_buf_putc(plan_buf *b, char c) {
+  if (!b->failed && b->len + 1 < b->cap) {
+    b->data[b->len++] = c;
+    b->data[b->len] = '\0';
+    return;
+  }
+  plan_buf_append_slow(b, &c, 1);
+}
 void plan_buf_puts(plan_buf *b, const char *s);
-void plan_buf_putc(plan_buf *b, char c);
 void plan_buf_printf(plan_buf *b, const char *fmt, ...) PLAN_PRINTF(2, 3);
 /* Returns the contents as a C string ("" when empty, never NULL unless
  * failed). */

@@ -382,7 +382,7 @@ static void w_program(plan_buf *b, const plan_program *p) {
 
 static void w_program_ref(plan_buf *b, const plan_plan *p) {
   const plan_program_ref *r = &p->ref;
-  const plan_program *prog = p->program;
+  const plan_program *prog = program_sigs(p->program);
   char hbuf[PLAN_HASH_STRLEN];
   plan_hash h = r->hash;
   if (!r->has_hash)

@@ -181,6 +181,7 @@ static void test_program_sections(void **state) {
   assert_int_equal(dims[1], 8);
   assert_string_equal(plan_program_tensor_dtype(g, ids), "i64");
   assert_string_equal(plan_program_tensor_role(g, ids), "input");
+  assert_non_null(g->tensors[ids].dim_names);
   assert_string_equal(g->tensors[ids].dim_names[0], "batch");
   assert_string_equal(g->tensors[ids].dim_names[1], "seq");
   assert_true(g->tensors[ids].has_range);
@@ -189,7 +190,7 @@ static void test_program_sections(void **state) {
   int labels = tensor(p, "labels");
   assert_string_equal(plan_program_tensor_role(g, labels), "input");
   assert_string_equal(plan_program_tensor_dtype(g, labels), "i32");
-  assert_null(g->tensors[labels].dim_names[0]);
+  assert_null(g->tensors[labels].dim_names); /* no named dim */
   assert_int_equal(g->tensors[labels].range_lo, -1);
   assert_string_equal(plan_program_tensor_dtype(g, tensor(p, "emb")), "bf16");
   assert_string_equal(plan_program_tensor_role(g, tensor(p, "emb")), "param");
@@ -641,6 +642,16 @@ static void test_strategies(void **state) {
   assert_op_pl(p, "l1.a", 1, 0, "S(0)");
   assert_op_pl(p, "l0.b", 1, 0, "S(1)");
   assert_op_pl(p, "l1.b", 1, 0, "S(1)");
+  plan_free(p);
+
+  /* An exact name wins over a glob written before it, also when the glob's
+   * placements would not fit that op (it has another number of inputs). */
+  p = load_ok(HDR PROG MESH22
+              "strategies:\n"
+              "  \"*\": {in: [S(0)R], out: S(0)R}\n"
+              "  mm: {in: [S(0)R, RS(1)], out: S(0)S(1)}\n");
+  assert_op_pl(p, "mm", 0, 1, "RS(1)");
+  assert_op_pl(p, "act", 1, 0, "S(0)R");
   plan_free(p);
 
   /* A strategy-less op: the view says so. */
