@@ -144,6 +144,7 @@ struct plan_program {
   struct plan_pending_in *pending;
   int npending, cap_pending;
   bool sigs_done; /* signatures are computed on first use (program_sigs) */
+  int recent[8];  /* the last tensors created: most inputs are among them */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
   plan_attr_val *default_attrs[32];
   int *outputs;
@@ -450,6 +451,7 @@ struct plan_plan {
   plan_name_use *uses; /* malloc'd */
   int nuses, cap_uses;
   plan_intern intern;
+  int next_op; /* where the next exact strategy name is likely to be */
 };
 
 #endif

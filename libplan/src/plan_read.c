@@ -128,9 +128,13 @@ int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
   if (!plan_is_glob(pattern)) {
     /* An exact name that resolves needs no record (a 100k-op plan has
      * 100k of them); a miss is kept for validation to report. */
-    int op = plan_strmap_get(&prog->op_by_name, pattern);
-    if (op >= 0)
+    int op = p->next_op < prog->nops && !strcmp(prog->ops[p->next_op].name, pattern)
+                 ? p->next_op /* strategies usually follow the ops' order */
+                 : plan_strmap_get(&prog->op_by_name, pattern);
+    if (op >= 0) {
+      p->next_op = op + 1;
       return (rc = fn(op, ctx)) ? rc : 1;
+    }
     rc = plan_record_use(p, pattern, section, false, pos);
     return rc < 0 ? rc : 0;
   }

@@ -192,29 +192,42 @@ static int new_tensor(plan_program *p, int *out) {
   if (rc)
     return rc;
   *out = p->ntensors++;
+  p->recent[*out % 8] = *out;
   return PLAN_OK;
+}
+
+/* A tensor by name: the recently created ones first (an op usually reads
+ * what the ops just before it made; on a 100k-op program the map probe is a
+ * cache miss), then the map. */
+static int find_tensor(const plan_program *p, const plan_ynode *n) {
+  for (int k = 0; k < 8 && k < p->ntensors; k++) {
+    int t = p->recent[k];
+    if (!strcmp(p->tensors[t].name, n->u.scalar.text))
+      return t;
+  }
+  return plan_strmap_getn(&p->tensor_by_name, n->u.scalar.text, n->u.scalar.len);
 }
 
 /* Creates the tensor named by `at` for an op output (or finds its
  * declaration). */
 static int bind_output(const plan_reader *rd, plan_program *p,
                        const plan_ynode *at, int op, int slot, int *out) {
-  int ti = plan_strmap_getn(&p->tensor_by_name, at->u.scalar.text,
-                            at->u.scalar.len), rc;
-  const char *name;
+  int ti, rc;
+  const char *name = plan_arena_strndup(rd->arena, at->u.scalar.text,
+                                        at->u.scalar.len);
+  if (!name)
+    return plan_oom();
+  /* one probe: insert, or find the declaration */
+  if ((rc = plan_strmap_insert(&p->tensor_by_name, name, p->ntensors, &ti)))
+    return rc;
   if (ti < 0) {
     if ((rc = new_tensor(p, &ti)))
       return rc;
-    if (!(name = plan_arena_strndup(rd->arena, at->u.scalar.text,
-                                    at->u.scalar.len)))
-      return plan_oom();
     plan_tensor *t = &p->tensors[ti];
     t->name = name;
     t->producer = -1;
     t->role = PLAN_ROLE_COUNT;
     t->pos = rd_pos(at);
-    if (plan_strmap_put(&p->tensor_by_name, name, ti))
-      return plan_oom();
   }
   plan_tensor *t = &p->tensors[ti];
   if (t->producer >= 0)
@@ -337,12 +350,12 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     return rd_fail(rd, n, PLAN_ESCHEMA, "an op needs a 'name'");
   if ((rc = rd_name(rd, v, "an op name", &op->name)))
     return rc;
-  int prev = plan_strmap_get(&p->op_by_name, op->name);
+  int prev;
+  if ((rc = plan_strmap_insert(&p->op_by_name, op->name, idx, &prev)))
+    return rc;
   if (prev >= 0)
     return rd_fail(rd, v, PLAN_EINVALID, "op name '%s' is used twice (first at line %d)",
                    op->name, p->ops[prev].pos.line);
-  if (plan_strmap_put(&p->op_by_name, op->name, idx))
-    return plan_oom();
   if (!(v = plan_ymap_get(n, "op")))
     return rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs an 'op' kind", op->name);
   if ((rc = rd_expect_scalar(rd, v, "op kind")))
@@ -394,8 +407,7 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     return plan_oom();
   for (int i = 0; i < cnt; i++) {
     const plan_ynode *e = items ? items[i] : v;
-    op->in[i] = plan_strmap_getn(&p->tensor_by_name, e->u.scalar.text,
-                                 e->u.scalar.len);
+    op->in[i] = find_tensor(p, e);
     if (op->in[i] >= 0)
       continue;
     if ((rc = grow((void **)&p->pending, &p->cap_pending, p->npending + 1,

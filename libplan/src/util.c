@@ -273,17 +273,23 @@ static bool key_eq(const char *k, const char *key, size_t len) {
   return k[len] == '\0';
 }
 
+/* The stored hash of a used slot is never 0, so probes read only the dense
+ * hash array until a hash matches (the key array and text are cache misses
+ * on big maps). */
+static uint32_t slot_hash(size_t h) { return (uint32_t)h | 1u; }
+
 /* Slot holding `key` (hash h), or the empty slot where it would go. */
 static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len,
                           size_t h) {
   size_t mask = m->cap - 1;
-  uint32_t h32 = (uint32_t)h;
-  size_t i = h32 & mask;
-  /* linear probing; load <= 1/2 keeps runs short, and the stored hash
-   * spares most key comparisons */
-  while (m->keys[i] && (m->hashes[i] != h32 || !key_eq(m->keys[i], key, len)))
-    i = (i + 1) & mask;
-  return i;
+  uint32_t h32 = slot_hash(h);
+  size_t i = (size_t)(h32 >> 1) & mask;
+  /* linear probing; load <= 1/2 keeps runs short */
+  for (;; i = (i + 1) & mask) {
+    uint32_t s = m->hashes[i];
+    if (!s || (s == h32 && key_eq(m->keys[i], key, len)))
+      return i;
+  }
 }
 
 static int strmap_grow(plan_strmap *m) {
@@ -292,7 +298,7 @@ static int strmap_grow(plan_strmap *m) {
     return plan_oom();
   const char **nkeys = calloc(ncap, sizeof *nkeys);
   int *nvals = malloc(ncap * sizeof *nvals);
-  uint32_t *nh = malloc(ncap * sizeof *nh);
+  uint32_t *nh = calloc(ncap, sizeof *nh);
   if (!nkeys || !nvals || !nh) {
     free((void *)nkeys);
     free(nvals);
@@ -308,8 +314,8 @@ static int strmap_grow(plan_strmap *m) {
     if (!old.keys[i])
       continue;
     /* the stored hash places the key: no rehash, no key reads */
-    size_t j = old.hashes[i] & (ncap - 1);
-    while (m->keys[j])
+    size_t j = (size_t)(old.hashes[i] >> 1) & (ncap - 1);
+    while (m->hashes[j])
       j = (j + 1) & (ncap - 1);
     m->keys[j] = old.keys[i];
     m->vals[j] = old.vals[i];
@@ -322,24 +328,30 @@ static int strmap_grow(plan_strmap *m) {
 }
 
 int plan_strmap_put(plan_strmap *m, const char *key, int val) {
+  int old;
+  int rc = plan_strmap_insert(m, key, val, &old);
+  if (rc == PLAN_OK && old >= 0) /* replace */
+    m->vals[strmap_slot(m, key, strlen(key), strmap_hash(key, strlen(key)))] = val;
+  return rc;
+}
+
+int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old) {
   size_t len = strlen(key);
   size_t h = strmap_hash(key, len);
-  if (m->cap) {
-    size_t i = strmap_slot(m, key, len, h);
-    if (m->keys[i]) {
-      m->vals[i] = val;
-      return PLAN_OK;
-    }
-  }
   if ((m->count + 1) * 2 > m->cap) {
     int rc = strmap_grow(m);
     if (rc != PLAN_OK)
       return rc;
   }
   size_t i = strmap_slot(m, key, len, h);
+  if (m->hashes[i]) {
+    *old = m->vals[i];
+    return PLAN_OK;
+  }
+  *old = -1;
   m->keys[i] = key;
   m->vals[i] = val;
-  m->hashes[i] = (uint32_t)h;
+  m->hashes[i] = slot_hash(h);
   m->count++;
   return PLAN_OK;
 }
@@ -348,7 +360,7 @@ int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len) {
   if (!m->cap)
     return -1;
   size_t i = strmap_slot(m, key, len, strmap_hash(key, len));
-  return m->keys[i] ? m->vals[i] : -1;
+  return m->hashes[i] ? m->vals[i] : -1;
 }
 
 int plan_strmap_get(const plan_strmap *m, const char *key) {

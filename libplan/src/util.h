@@ -105,6 +105,9 @@ void plan_strmap_init(plan_strmap *m);
 void plan_strmap_free(plan_strmap *m);
 /* Inserts or replaces. Returns PLAN_OK or PLAN_ENOMEM. */
 int plan_strmap_put(plan_strmap *m, const char *key, int val);
+/* Inserts key -> val unless the key is there: then *old is its value and
+ * nothing changes; else *old = -1. One probe. PLAN_OK or PLAN_ENOMEM. */
+int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old);
 /* Returns the value, or -1 when absent. */
 int plan_strmap_get(const plan_strmap *m, const char *key);
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);

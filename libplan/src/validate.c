@@ -3,6 +3,7 @@
  * codes is in spec/plan-format.md, "Validation". */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "libplan/plan.h"
 #include "ops.h"
@@ -125,6 +126,97 @@ static bool any_partial(const plan_placement *p) {
   return false;
 }
 
+/* Ops of repeated layers are the same check again (same kind, shapes,
+ * attributes and strategy): a set of the exact inputs of checks that
+ * passed lets validation of a 100k-op plan run each distinct one once. */
+typedef struct passed_set {
+  uint64_t *hash;
+  size_t *off, *len; /* into keys */
+  size_t cap, count;
+  plan_buf keys;
+} passed_set;
+
+static void check_key(plan_buf *k, const plan_program *prog, const plan_op *op,
+                      const plan_strategy *s) {
+  const plan_op_info *info = plan_op_info_get(op->kind);
+  plan_buf_reset(k);
+  plan_buf_append(k, &op->kind, sizeof op->kind);
+  plan_buf_append(k, &op->nin, sizeof op->nin);
+  plan_buf_append(k, &op->nout, sizeof op->nout);
+  for (int j = 0; j < op->nin + op->nout; j++) {
+    const plan_tensor *t = &prog->tensors[j < op->nin ? op->in[j] : op->out[j - op->nin]];
+    plan_buf_append(k, &t->rank, sizeof t->rank);
+    plan_buf_append(k, &t->dtype, sizeof t->dtype);
+    plan_buf_append(k, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  }
+  plan_buf_append(k, s->in, sizeof(plan_placement) * (size_t)op->nin);
+  plan_buf_append(k, s->out, sizeof(plan_placement) * (size_t)op->nout);
+  for (int a = 0; a < info->nattrs; a++) {
+    const plan_attr_val *x = &op->attrs[a];
+    plan_buf_append(k, &x->i, sizeof x->i);
+    plan_buf_append(k, &x->f, sizeof x->f);
+    plan_buf_append(k, &x->b, sizeof x->b);
+    plan_buf_append(k, &x->nints, sizeof x->nints);
+    if (x->nints > 0)
+      plan_buf_append(k, x->ints, sizeof(int64_t) * (size_t)x->nints);
+    if (x->s)
+      plan_buf_puts(k, x->s);
+    plan_buf_putc(k, 0);
+  }
+}
+
+/* Returns true when the key is in the set; else adds it when add. */
+static bool passed_has(passed_set *ps, const plan_buf *k, bool add) {
+  uint64_t h = XXH3_64bits(k->data, k->len);
+  if (ps->cap) {
+    for (size_t i = h & (ps->cap - 1); ps->len[i]; i = (i + 1) & (ps->cap - 1))
+      if (ps->hash[i] == h && ps->len[i] == k->len &&
+          !memcmp(ps->keys.data + ps->off[i], k->data, k->len))
+        return true;
+  }
+  if (!add)
+    return false;
+  if ((ps->count + 1) * 2 > ps->cap) {
+    size_t ncap = ps->cap ? ps->cap * 2 : 64;
+    uint64_t *nh = calloc(ncap, sizeof *nh);
+    size_t *no = calloc(ncap, sizeof *no), *nl = calloc(ncap, sizeof *nl);
+    if (!nh || !no || !nl) {
+      free(nh);
+      free(no);
+      free(nl);
+      return false; /* no memo: the check just runs again next time */
+    }
+    for (size_t i = 0; i < ps->cap; i++)
+      if (ps->len[i]) {
+        size_t j = ps->hash[i] & (ncap - 1);
+        while (nl[j])
+          j = (j + 1) & (ncap - 1);
+        nh[j] = ps->hash[i];
+        no[j] = ps->off[i];
+        nl[j] = ps->len[i];
+      }
+    free(ps->hash);
+    free(ps->off);
+    free(ps->len);
+    ps->hash = nh;
+    ps->off = no;
+    ps->len = nl;
+    ps->cap = ncap;
+  }
+  size_t i = h & (ps->cap - 1);
+  while (ps->len[i])
+    i = (i + 1) & (ps->cap - 1);
+  size_t off = ps->keys.len;
+  plan_buf_append(&ps->keys, k->data, k->len);
+  if (ps->keys.failed)
+    return false;
+  ps->hash[i] = h;
+  ps->off[i] = off;
+  ps->len[i] = k->len;
+  ps->count++;
+  return false;
+}
+
 static void check_strategies(vctx *v) {
   const plan_program *prog = v->prog;
   const plan_mesh *m = &v->p->mesh;
@@ -135,6 +227,11 @@ static void check_strategies(vctx *v) {
     v->rc = plan_oom();
     return;
   }
+  passed_set ps;
+  memset(&ps, 0, sizeof ps);
+  plan_buf_init(&ps.keys);
+  plan_buf key;
+  plan_buf_init(&key);
   for (int i = 0; i < prog->nops; i++) {
     const plan_op *op = &prog->ops[i];
     const plan_strategy *s = &v->p->strategies[i];
@@ -159,6 +256,9 @@ static void check_strategies(vctx *v) {
         continue;
       }
     }
+    check_key(&key, prog, op, s);
+    if (!key.failed && passed_has(&ps, &key, false))
+      continue;
     for (int j = 0; j < op->nin; j++)
       tensor_shape(&prog->tensors[op->in[j]], &in[j]);
     for (int j = 0; j < op->nout; j++)
@@ -171,6 +271,7 @@ static void check_strategies(vctx *v) {
       continue;
     }
     err[0] = 0;
+    size_t before = plan_diags_count(v->d);
     if (plan_rule_check(rule, op->kind, op->attrs, s->in, s->out, m->axis_sizes,
                         m->axis_names, err, sizeof err))
       FIND(v, PLAN_SEV_ERROR, "strategy.illegal", op->name, s->pos, plfile(v),
@@ -179,8 +280,16 @@ static void check_strategies(vctx *v) {
     for (int j = 0; j < op->nout; j++)
       check_shards_fit(v, "output placement", op->name,
                        &prog->tensors[op->out[j]], &s->out[j], s->pos);
+    /* only clean checks are remembered: every op with a finding reports */
+    if (!key.failed && plan_diags_count(v->d) == before)
+      passed_has(&ps, &key, true);
   }
   free(rule);
+  free(ps.hash);
+  free(ps.off);
+  free(ps.len);
+  plan_buf_free(&ps.keys);
+  plan_buf_free(&key);
 }
 
 /* ---- pipeline --------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 /* clang-format on */
 
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1562,6 +1563,49 @@ static void test_program_by_path(void **state) {
   assert_string_equal(plan_error_last()->file, plan_path);
 }
 
+/* ---- the bad-input corpus ------------------------------------------------------------ */
+
+/* tests/corpus/run.sh checks exit codes and positions through the tool;
+ * here the status code of each file is checked too. */
+static void test_corpus_codes(void **state) {
+  (void)state;
+  glob_t g;
+  int grc = glob("tests/corpus/bad/*.yaml", 0, NULL, &g);
+  if (grc)
+    print_message("no tests/corpus/bad: run from the repository root\n");
+  assert_int_equal(grc, 0);
+  int bad = 0;
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    const char *path = g.gl_pathv[i];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char first[256] = "", code[32] = "";
+    int line = 0, col = 0;
+    if (!fgets(first, sizeof first, f) ||
+        sscanf(first, "# expect: %31s %d %d", code, &line, &col) != 3)
+      fail_msg("%s: the first line is not '# expect: CODE LINE COL'", path);
+    fclose(f);
+    plan_plan *p = NULL;
+    int rc = plan_load(&p, path);
+    const plan_error *e = plan_error_last();
+    if (rc == PLAN_OK) { /* accepted: wrong, and reported below */
+      plan_free(p);
+      p = NULL;
+    }
+    if (strcmp(plan_status_name(rc), code) || e->line != line ||
+        e->column != col || strcmp(e->file, path)) {
+      print_message("%s: wanted %s %d:%d, got %s %s:%d:%d: %s\n", path, code,
+                    line, col, plan_status_name(rc), e->file, e->line,
+                    e->column, e->message);
+      bad++;
+    }
+    assert_null(p);
+  }
+  assert_true(g.gl_pathc >= 20);
+  globfree(&g);
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_program_sections),
@@ -1588,6 +1632,7 @@ int main(void) {
       cmocka_unit_test(test_yaml_errors),
       cmocka_unit_test(test_section_shapes),
       cmocka_unit_test(test_duplicate_keys),
+      cmocka_unit_test(test_corpus_codes),
       cmocka_unit_test_setup_teardown(test_program_by_path, setup_tmp,
                                       teardown_tmp),
   };

@@ -1,0 +1,314 @@
+#!/bin/sh
+# Tests of the `plan` tool: every verb, its options, its exit codes (0 ok,
+# 1 negative verdict, 2 unreadable input or bad usage), --help, and what bad
+# input gets (FILE:LINE:COL: error:, exit 2, nothing written or changed).
+#
+# usage: sh tests/cli/run.sh PATH/TO/plan
+# Prints "cli: N passed, M failed" and exits non-zero when anything failed.
+
+plan=${1:?usage: run.sh PATH/TO/plan}
+case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
+root=$(cd "$(dirname "$0")/../.." && pwd)
+ex=$root/examples
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-cli.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+passed=0
+failed=0
+out=$tmp/out
+err=$tmp/err
+
+ok() {
+  passed=$((passed + 1))
+}
+
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+  if [ -s "$out" ]; then echo "  stdout:"; sed -n '1,8s/^/    /p' "$out"; fi
+  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
+}
+
+# run CMD...: runs the tool with stdout and stderr captured; sets $rc.
+run() {
+  "$plan" "$@" >"$out" 2>"$err"
+  rc=$?
+}
+
+# expect RC NAME CMD...: the tool exits with RC.
+expect() {
+  want=$1
+  name=$2
+  shift 2
+  run "$@"
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
+}
+
+# has FILE TEXT NAME: FILE contains the fixed string TEXT.
+has() {
+  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2' in $(basename "$1")"; fi
+}
+
+lacks() {
+  if grep -F -e "$2" "$1" >/dev/null 2>&1; then bad "$3: unexpected '$2'"; else ok; fi
+}
+
+same() { # FILE1 FILE2 NAME
+  if cmp -s "$1" "$2"; then ok; else bad "$3: $(basename "$1") and $(basename "$2") differ"; fi
+}
+
+absent() { # PATH NAME
+  if [ -e "$1" ]; then bad "$2: $1 exists"; else ok; fi
+}
+
+mlp=$ex/mlp-megatron.plan.yaml
+bypath=$ex/mlp-by-path.plan.yaml
+progfile=$ex/mlp-program.yaml
+for f in "$mlp" "$bypath" "$progfile"; do
+  [ -r "$f" ] || { echo "cli: missing $f"; exit 2; }
+done
+
+# ---- inputs made here ------------------------------------------------------
+
+# A plan with a validation error (an op without a strategy).
+cat >"$tmp/findings.yaml" <<'EOF'
+libplan: "0.1"
+program:
+  tensors:
+    x: {shape: [8, 16]}
+  ops:
+    - {name: a, op: relu, in: [x], out: y}
+    - {name: b, op: tanh, in: [y], out: z}
+mesh:
+  axes: [dp=2]
+strategies:
+  a: {in: [S(0)], out: S(0)}
+EOF
+
+# Unreadable inputs, each with the position the error must name.
+cat >"$tmp/bad-yaml.yaml" <<'EOF'
+libplan: "0.1"
+program: {ops: [
+EOF
+printf 'libplan: "0.1"\nprogram:\n  tensors:\n    x: {shape: [8], colour: red}\n  ops: []\n' >"$tmp/bad-schema.yaml"
+printf 'libplan: "0.1"\nprogram:\n  tensors:\n    x: {shape: [8]}\n  ops:\n    - {name: a, op: nope, in: [x], out: y}\n' >"$tmp/bad-op.yaml"
+printf 'libplan: "7.0"\nprogram: {ops: []}\n' >"$tmp/bad-version.yaml"
+
+# ---- the tool itself -------------------------------------------------------
+
+expect 2 "no arguments" # usage to stderr
+has "$err" "usage:" "no arguments"
+expect 0 "--help" --help
+has "$out" "usage: plan VERB" "--help"
+expect 0 "help VERB" help fmt
+has "$out" "usage: plan fmt" "help VERB"
+expect 0 "--version" --version
+has "$out" "plan (libplan)" "--version"
+expect 2 "unknown verb" frobnicate "$mlp"
+has "$err" "unknown verb 'frobnicate'" "unknown verb"
+
+for verb in validate fmt hash show diff; do
+  expect 0 "$verb --help" $verb --help
+  has "$out" "usage: plan $verb" "$verb --help"
+  expect 0 "$verb -h" $verb -h "$mlp"
+  has "$out" "usage:" "$verb -h"
+  expect 2 "$verb unknown option" $verb --no-such-option "$mlp"
+  has "$err" "unknown option '--no-such-option'" "$verb unknown option"
+  # a missing file is unreadable input
+  if [ $verb = diff ]; then
+    expect 2 "$verb missing file" $verb "$tmp/none.yaml" "$mlp"
+  else
+    expect 2 "$verb missing file" $verb "$tmp/none.yaml"
+  fi
+  has "$err" "none.yaml" "$verb missing file"
+  # every kind of bad input: FILE:LINE:COL: error:, exit 2
+  for spec in bad-yaml.yaml:3:1 bad-schema.yaml:4:21 bad-op.yaml:6:21 bad-version.yaml:1:10; do
+    f=${spec%%:*}
+    pos=${spec#*:}
+    if [ $verb = diff ]; then
+      expect 2 "$verb $f" $verb "$mlp" "$tmp/$f"
+    else
+      expect 2 "$verb $f" $verb "$tmp/$f"
+    fi
+    has "$err" "$tmp/$f:$pos: error:" "$verb $f"
+    if [ -s "$out" ] && [ $verb != validate ]; then bad "$verb $f: wrote to stdout"; else ok; fi
+  done
+done
+
+# ---- validate -----------------------------------------------------------------
+
+for f in "$ex"/*.yaml; do
+  expect 0 "validate $(basename "$f")" validate "$f"
+  has "$out" "valid (0 errors" "validate $(basename "$f")"
+done
+expect 1 "validate findings" validate "$tmp/findings.yaml"
+has "$out" "$tmp/findings.yaml:7:7: error: op 'b' (tanh) has no strategy [strategy.missing]" "validate findings"
+has "$out" "invalid (1 error" "validate findings"
+# the worst outcome of several files decides
+expect 1 "validate two files" validate "$mlp" "$tmp/findings.yaml"
+expect 2 "validate bad and findings" validate "$tmp/findings.yaml" "$tmp/bad-op.yaml"
+has "$out" "invalid" "validate bad and findings" # the readable one was still judged
+expect 0 "validate --format json" validate --format json "$mlp"
+has "$out" '"schema": "libplan-findings/1"' "validate --format json"
+has "$out" '"verdict": "valid"' "validate --format json"
+expect 1 "validate --format json findings" validate --format json "$tmp/findings.yaml"
+has "$out" '"code": "strategy.missing"' "validate --format json findings"
+has "$out" '"line": 7' "validate --format json findings"
+expect 2 "validate --format xml" validate --format xml "$mlp"
+expect 2 "validate no file" validate
+# drift against an edited program
+sed 's/op: gelu,   in: \[h\],     out: a}/op: gelu, in: [h], out: a, attrs: {approximate: tanh}}/' \
+  "$progfile" >"$tmp/edited.yaml"
+if cmp -s "$progfile" "$tmp/edited.yaml"; then bad "could not edit $progfile"; fi
+expect 0 "validate --program same" validate --program "$progfile" "$mlp"
+expect 1 "validate --program edited" validate --program "$tmp/edited.yaml" "$mlp"
+has "$out" "[drift.changed]" "validate --program edited"
+has "$out" "mlp.act" "validate --program edited"
+expect 2 "validate --program bad" validate --program "$tmp/bad-op.yaml" "$mlp"
+# a by-path plan whose program changed: a warning and the drift report
+mkdir "$tmp/repo"
+cp "$bypath" "$tmp/repo/plan.yaml"
+cp "$tmp/edited.yaml" "$tmp/repo/mlp-program.yaml"
+expect 1 "validate changed program" validate "$tmp/repo/plan.yaml"
+has "$out" "[program.changed]" "validate changed program"
+has "$out" "[drift.changed]" "validate changed program"
+
+# ---- fmt ------------------------------------------------------------------------
+
+expect 0 "fmt" fmt "$mlp"
+cp "$out" "$tmp/canon.yaml"
+has "$tmp/canon.yaml" 'libplan: "0.1"' "fmt"
+lacks "$tmp/canon.yaml" "#" "fmt drops comments"
+expect 0 "fmt --check canonical" fmt --check "$tmp/canon.yaml"
+expect 1 "fmt --check not canonical" fmt --check "$mlp"
+has "$out" "not in canonical layout" "fmt --check not canonical"
+expect 0 "fmt of fmt" fmt "$tmp/canon.yaml"
+same "$out" "$tmp/canon.yaml" "fmt is idempotent"
+# -o writes what stdout gets
+expect 0 "fmt -o" fmt -o "$tmp/o.yaml" "$mlp"
+same "$tmp/o.yaml" "$tmp/canon.yaml" "fmt -o"
+if [ -s "$out" ]; then bad "fmt -o wrote to stdout"; else ok; fi
+# --in-place
+cp "$mlp" "$tmp/inplace.yaml"
+expect 0 "fmt --in-place" fmt --in-place "$tmp/inplace.yaml"
+same "$tmp/inplace.yaml" "$tmp/canon.yaml" "fmt --in-place"
+# the same hashes before and after
+run hash --part all "$mlp"; cp "$out" "$tmp/h1"
+run hash --part all "$tmp/canon.yaml"; cp "$out" "$tmp/h2"
+same "$tmp/h1" "$tmp/h2" "fmt keeps hashes"
+# every example: fmt output is canonical and keeps the hashes (written
+# beside a copy of it, so that a program by path resolves)
+mkdir "$tmp/ex"
+cp "$ex"/*.yaml "$tmp/ex/"
+for f in "$tmp"/ex/*.yaml; do
+  b=$(basename "$f")
+  expect 0 "fmt -o $b" fmt -o "$tmp/ex/fmt-$b" "$f"
+  expect 0 "fmt --check of fmt $b" fmt --check "$tmp/ex/fmt-$b"
+  run hash --part all "$f"; cp "$out" "$tmp/h1"
+  run hash --part all "$tmp/ex/fmt-$b"; cp "$out" "$tmp/h2"
+  same "$tmp/h1" "$tmp/h2" "fmt keeps the hashes of $b"
+done
+# --self-contained: the program inline, the same hashes, no other file needed
+expect 0 "fmt --self-contained" fmt --self-contained "$bypath"
+cp "$out" "$tmp/sc.yaml"
+lacks "$tmp/sc.yaml" "path:" "fmt --self-contained"
+has "$tmp/sc.yaml" "ops:" "fmt --self-contained"
+run hash --part all "$bypath"; cp "$out" "$tmp/h1"
+run hash --part all "$tmp/sc.yaml"; cp "$out" "$tmp/h2"
+same "$tmp/h1" "$tmp/h2" "fmt --self-contained keeps hashes"
+expect 0 "fmt of by-path" fmt "$bypath"
+has "$out" "path: mlp-program.yaml" "fmt of by-path keeps the path"
+has "$out" "signatures:" "fmt of by-path records signatures"
+# usage errors
+expect 2 "fmt -o and --check" fmt -o "$tmp/x.yaml" --check "$mlp"
+absent "$tmp/x.yaml" "fmt -o and --check"
+expect 2 "fmt -o and --in-place" fmt -o "$tmp/x.yaml" --in-place "$mlp"
+expect 2 "fmt two files" fmt "$mlp" "$bypath"
+expect 2 "fmt no file" fmt
+# bad input: nothing written, nothing changed
+for f in bad-yaml.yaml bad-schema.yaml bad-op.yaml bad-version.yaml; do
+  expect 2 "fmt -o from $f" fmt -o "$tmp/never-$f" "$tmp/$f"
+  absent "$tmp/never-$f" "fmt -o from $f"
+  cp "$tmp/$f" "$tmp/keep-$f"
+  expect 2 "fmt --in-place $f" fmt --in-place "$tmp/keep-$f"
+  same "$tmp/keep-$f" "$tmp/$f" "fmt --in-place $f leaves it"
+done
+# a failed write leaves no file either
+expect 2 "fmt -o into a missing folder" fmt -o "$tmp/no/such/dir/x.yaml" "$mlp"
+has "$err" "error:" "fmt -o into a missing folder"
+expect 0 "fmt -o over a file" fmt -o "$tmp/o.yaml" "$bypath"
+has "$tmp/o.yaml" "path: mlp-program.yaml" "fmt -o over a file"
+# no temporary files left behind
+leftovers=$(ls -a "$tmp" | grep '\.tmp\.' || true)
+if [ -n "$leftovers" ]; then bad "temporary files left: $leftovers"; else ok; fi
+
+# ---- hash -----------------------------------------------------------------------
+
+expect 0 "hash" hash "$mlp"
+if grep -E -x 'xxh3:[0-9a-f]{32}' "$out" >/dev/null && [ "$(wc -l <"$out")" -eq 1 ]; then ok; else bad "hash prints one xxh3:<32 hex>"; fi
+cp "$out" "$tmp/plan-hash"
+expect 0 "hash --part plan" hash --part plan "$mlp"
+same "$out" "$tmp/plan-hash" "hash defaults to the plan part"
+expect 0 "hash by path" hash "$bypath"
+same "$out" "$tmp/plan-hash" "a plan hashes alike inline and by path"
+expect 0 "hash --part all" hash --part all "$mlp"
+for part in plan program mesh provenance; do
+  if grep -E "^$part +xxh3:[0-9a-f]{32}\$" "$out" >/dev/null; then ok; else bad "hash --part all: no $part line"; fi
+done
+expect 0 "hash --part program" hash --part program "$mlp"
+cp "$out" "$tmp/prog-hash"
+expect 0 "hash of a program file" hash "$progfile"
+same "$out" "$tmp/prog-hash" "a program hashes alike standalone and inline"
+expect 0 "hash --part all of a program file" hash --part all "$progfile"
+has "$out" "program" "hash --part all of a program file"
+lacks "$out" "mesh" "hash --part all of a program file"
+expect 2 "hash --part mesh of a program file" hash --part mesh "$progfile"
+has "$err" "error:" "hash --part mesh of a program file"
+expect 2 "hash --part provenance without one" hash --part provenance "$tmp/findings.yaml"
+expect 2 "hash --part bogus" hash --part bogus "$mlp"
+expect 2 "hash two files" hash "$mlp" "$bypath"
+expect 2 "hash no file" hash
+expect 0 "hash --canonical" hash --canonical --part mesh "$mlp"
+has "$out" '{"libplan":"0.1","mesh":{"axes":["dp=2","tp=2"]}}' "hash --canonical"
+expect 0 "hash --canonical --part all" hash --canonical --part all "$mlp"
+if [ "$(grep -c '^{"libplan":' "$out")" -eq 4 ]; then ok; else bad "hash --canonical --part all: 4 encodings"; fi
+# the encoding printed is what is hashed: a changed placement changes it
+sed 's/w1: RS(1)/w1: RR/' "$mlp" >"$tmp/changed.yaml"
+run hash "$tmp/changed.yaml"
+if cmp -s "$out" "$tmp/plan-hash"; then bad "a changed placement keeps the plan hash"; else ok; fi
+run hash --part program "$tmp/changed.yaml"
+same "$out" "$tmp/prog-hash" "a changed placement keeps the program hash"
+
+# ---- show -----------------------------------------------------------------------
+
+for f in "$ex"/*.yaml; do
+  expect 0 "show $(basename "$f")" show "$f"
+done
+expect 0 "show mlp" show "$mlp"
+for word in mlp.fc1 mlp.act mlp.fc2 "S(0)P(sum)" "dp=2" xxh3:; do
+  has "$out" "$word" "show mlp"
+done
+expect 2 "show two files" show "$mlp" "$bypath"
+expect 2 "show no file" show
+
+# ---- diff -----------------------------------------------------------------------
+
+expect 0 "diff same" diff "$mlp" "$mlp"
+has "$out" "no differences" "diff same"
+expect 0 "diff inline vs by path" diff "$mlp" "$bypath"
+expect 0 "diff vs canonical" diff "$mlp" "$tmp/canon.yaml"
+expect 1 "diff changed placement" diff "$mlp" "$tmp/changed.yaml"
+has "$out" "placement" "diff changed placement"
+has "$out" "w1" "diff changed placement"
+expect 1 "diff --format json" diff --format json "$mlp" "$tmp/changed.yaml"
+has "$out" '"code": "diff.placement"' "diff --format json"
+has "$out" '"verdict": "different"' "diff --format json"
+expect 0 "diff --format json same" diff --format json "$mlp" "$mlp"
+has "$out" '"verdict": "same"' "diff --format json same"
+expect 1 "diff changed program" diff "$mlp" "$tmp/findings.yaml"
+expect 2 "diff one file" diff "$mlp"
+expect 2 "diff three files" diff "$mlp" "$mlp" "$mlp"
+expect 2 "diff --format xml" diff --format xml "$mlp" "$mlp"
+
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
