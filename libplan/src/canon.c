@@ -9,6 +9,7 @@
  *
  * Large encodings are hashed as they are produced (a streaming XXH3 state fed
  * every 64 KiB) so hashing a 100k-op plan needs no second copy of it. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -20,6 +21,11 @@
 typedef struct cj {
   plan_buf *b;
   XXH3_state_t *hs; /* when set, the buffer is flushed into it */
+  /* the last floats printed: repeated layers repeat their attributes, and
+   * the shortest round-trip spelling takes several printf/strtod rounds */
+  double fval[4];
+  char ftext[4][40];
+  int fnext, fcount;
 } cj;
 
 static void cj_flush(cj *c) {
@@ -33,10 +39,12 @@ static void cj_str(cj *c, const char *s) {
   plan_buf *b = c->b;
   plan_buf_putc(b, '"');
   const char *run = s;
-  for (; *s; s++) {
+  for (;; s++) {
     unsigned char ch = (unsigned char)*s;
-    if (ch >= 0x20 && ch != '"' && ch != '\\') /* the common case */
-      continue;
+    if (ch > '\\' || (ch >= 0x20 && ch != '"' && ch != '\\'))
+      continue; /* the common case: one compare for letters */
+    if (!ch)
+      break;
     plan_buf_append(b, run, (size_t)(s - run));
     if (ch == '"' || ch == '\\') {
       plan_buf_putc(b, '\\');
@@ -85,8 +93,17 @@ static void cj_int(cj *c, int64_t v) {
 }
 
 static void cj_num(cj *c, double v) {
-  char buf[40];
-  plan_buf_puts(c->b, plan_format_double(v, buf));
+  for (int i = 0; i < c->fcount; i++)
+    if (c->fval[i] == v && (v != 0 || signbit(c->fval[i]) == signbit(v))) {
+      plan_buf_puts(c->b, c->ftext[i]);
+      return;
+    }
+  int k = c->fnext;
+  c->fnext = (c->fnext + 1) % 4;
+  if (c->fcount < 4)
+    c->fcount++;
+  c->fval[k] = v;
+  plan_buf_puts(c->b, plan_format_double(v, c->ftext[k]));
 }
 
 static void cj_pl(cj *c, const plan_placement *p) {
@@ -99,6 +116,7 @@ static void cj_pl(cj *c, const plan_placement *p) {
 typedef struct named {
   const char *name;
   int idx;
+  uint64_t key; /* sorting scratch, see mkqsort */
 } named;
 
 static int named_cmp(const void *a, const void *b) {
@@ -106,35 +124,52 @@ static int named_cmp(const void *a, const void *b) {
 }
 
 /* Multikey quicksort (Bentley and Sedgewick, "Fast algorithms for sorting
- * and searching strings", 1997): names like layers.17.attn.q share long
- * prefixes, which strcmp-based sorts compare again and again. Partitions on
- * one byte at a time; byte order, as the canonical form wants. */
+ * and searching strings", 1997) on 8-byte chunks: names like
+ * layers.17.attn.q share long prefixes, which strcmp-based sorts compare
+ * again and again, and chasing each name's pointer per byte is a cache miss.
+ * Each entry carries the 8 bytes of its name at the current depth as a
+ * big-endian integer (zero past the end), so partitions compare integers and
+ * the names are read once per 8 bytes of depth. Byte order, as the canonical
+ * form wants. */
 static void swap_named(named *a, named *b) {
   named t = *a;
   *a = *b;
   *b = t;
 }
 
-static unsigned char byte_at(const named *x, size_t d) {
-  return (unsigned char)x->name[d];
+static uint64_t chunk_at(const char *s, size_t d) {
+  uint64_t k = 0;
+  size_t n = strnlen(s, d + 8);
+  for (size_t i = 0; i < 8; i++)
+    k = k << 8 | (d + i < n ? (unsigned char)s[d + i] : 0);
+  return k;
 }
 
+static void load_chunks(named *v, size_t n, size_t d) {
+  for (size_t i = 0; i < n; i++)
+    v[i].key = chunk_at(v[i].name, d);
+}
+
+/* v[0..n) all share the first d bytes and carry chunk d in .key */
 static void mkqsort(named *v, size_t n, size_t d) {
   while (n > 1) {
-    if (n < 12) { /* insertion sort on the rest of the strings */
+    if (n < 8) { /* insertion sort: key, then the rest of the strings */
       for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(v[j - 1].name + d, v[j].name + d) > 0; j--)
+        for (size_t j = i; j > 0; j--) {
+          const named *x = &v[j - 1], *y = &v[j];
+          if (x->key < y->key ||
+              (x->key == y->key && strcmp(x->name + d, y->name + d) <= 0))
+            break;
           swap_named(&v[j - 1], &v[j]);
+        }
       return;
     }
     swap_named(&v[0], &v[n / 2]);
-    unsigned char pivot = byte_at(&v[0], d);
-    size_t lt = 0, gt = n, i = 1;
+    uint64_t pivot = v[0].key;
+    size_t lt = 0, gt = n, i = 0;
     /* v[0..lt) < pivot, v[lt..i) == pivot, v[gt..n) > pivot */
-    lt = 0;
-    i = 0;
     while (i < gt) {
-      unsigned char c = byte_at(&v[i], d);
+      uint64_t c = v[i].key;
       if (c < pivot)
         swap_named(&v[lt++], &v[i++]);
       else if (c > pivot)
@@ -144,12 +179,13 @@ static void mkqsort(named *v, size_t n, size_t d) {
     }
     mkqsort(v, lt, d);
     mkqsort(v + gt, n - gt, d);
-    if (pivot == 0)
-      return; /* the equal part ended its strings: all equal */
-    /* continue on the equal part, one byte deeper (a loop, not recursion) */
+    if ((pivot & 0xff) == 0)
+      return; /* the equal names end inside this chunk: all equal */
+    /* the equal part, 8 bytes deeper (a loop, not recursion) */
     v += lt;
     n = gt - lt;
-    d++;
+    d += 8;
+    load_chunks(v, n, d);
   }
 }
 
@@ -163,6 +199,7 @@ static named *sorted_names(int n, const char *(*get)(const void *, int),
     v[i].name = get(ctx, i);
     v[i].idx = i;
   }
+  load_chunks(v, (size_t)n, 0);
   mkqsort(v, (size_t)n, 0);
   return v;
 }
@@ -234,7 +271,7 @@ static void cj_attrs(cj *c, const plan_op *op) {
       }
       break;
     case PLAN_ATTR_INTS:
-      if (a->nints > 0) {
+      if (a->present || a->nints > 0) { /* `shape: []` is written */
         cj_key(c, &first, s->name);
         plan_buf_putc(c->b, '[');
         for (int i = 0; i < a->nints; i++) {
@@ -437,7 +474,7 @@ static int cj_program(cj *c, const plan_program *p, const order *ord) {
 void canon_program_sigs(plan_program *p) {
   plan_buf b;
   plan_buf_init(&b);
-  cj c = {&b, NULL};
+  cj c = {.b = &b};
   for (int t = 0; t < p->ntensors; t++) {
     plan_buf_reset(&b);
     cj_str(&c, p->tensors[t].name);
@@ -995,7 +1032,7 @@ done:
 /* One section's canonical encoding: "mesh", "training", "pipeline",
  * "regions" (empty when absent). Used by diff to compare sections. */
 int canon_section(plan_buf *b, const plan_plan *p, const char *which) {
-  cj c = {b, NULL};
+  cj c = {.b = b};
   const plan_program *prog = p->program;
   int rc = PLAN_OK;
   if (!strcmp(which, "mesh"))
@@ -1076,7 +1113,7 @@ static int encode(cj *c, const plan_plan *p, const plan_program *prog,
 }
 
 int canon_encode(plan_buf *b, const plan_plan *p, plan_part part) {
-  cj c = {b, NULL};
+  cj c = {.b = b};
   int rc = encode(&c, p, p->program, part);
   if (!rc && b->failed)
     rc = plan_oom();
@@ -1098,7 +1135,7 @@ static int hash_run(plan_hash *out, const hash_job *j) {
   if (!hs)
     return plan_oom();
   XXH3_128bits_reset(hs);
-  cj c = {&b, hs};
+  cj c = {.b = &b, .hs = hs};
   int rc = j->ord ? encode_program(&c, j->prog, j->ord)
                   : encode(&c, j->p, j->prog, j->part);
   if (!rc && b.failed)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "libplan/common.h"
 
@@ -67,8 +68,7 @@ void plan_buf_append_slow(plan_buf *b, const void *data, size_t len);
 /* The common case (room left) inline: encoders append millions of times. */
 static inline void plan_buf_append(plan_buf *b, const void *data, size_t len) {
   if (!b->failed && b->len + len < b->cap && len < b->cap) {
-    for (size_t i = 0; i < len; i++)
-      b->data[b->len + i] = ((const char *)data)[i];
+    memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = '\0';
     return;

@@ -5,6 +5,7 @@
  * Also the atomic file write every saver uses. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,8 @@ static void w_num(plan_buf *b, double v) {
     plan_buf_puts(b, ".inf");
   else if (v < -1.7976931348623157e308)
     plan_buf_puts(b, "-.inf");
+  else if (v == 0 && signbit(v))
+    plan_buf_puts(b, "-0.0"); /* "-0" would read back as the integer 0 */
   else
     plan_buf_puts(b, plan_format_double(v, buf));
 }
@@ -271,8 +274,8 @@ static void w_attrs(plan_buf *b, const plan_op *op) {
     case PLAN_ATTR_STRING:
       def = !a->s || (s->def_s && !strcmp(a->s, s->def_s));
       break;
-    default:
-      def = a->nints == 0;
+    default: /* a written empty list (reshape to a scalar) is not absent */
+      def = !a->present && a->nints <= 0;
     }
     if (def)
       continue;
@@ -355,7 +358,8 @@ static void w_program(plan_buf *b, const plan_program *p) {
     }
     plan_buf_puts(b, "}\n");
   }
-  plan_buf_puts(b, "  ops:\n");
+  /* an empty block would read back as null */
+  plan_buf_puts(b, p->nops ? "  ops:\n" : "  ops: []\n");
   for (int i = 0; i < p->nops; i++) {
     const plan_op *op = &p->ops[i];
     plan_buf_puts(b, "    - {name: ");
@@ -392,14 +396,14 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
   plan_buf_printf(b, "\n  hash: \"%s\"\n  signatures:\n", plan_hash_format(h, hbuf));
   /* the signatures of the program the plan was made for: as recorded, or
    * the current program's when none were */
-  plan_buf_puts(b, "    ops:\n");
   if (r->nops || r->ntensors) {
+    plan_buf_puts(b, r->nops ? "    ops:\n" : "    ops: {}\n");
     for (int i = 0; i < r->nops; i++) {
       indent(b, 6);
       w_str(b, r->op_names[i]);
       plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)r->op_sigs[i]);
     }
-    plan_buf_puts(b, "    tensors:\n");
+    plan_buf_puts(b, r->ntensors ? "    tensors:\n" : "    tensors: {}\n");
     for (int i = 0; i < r->ntensors; i++) {
       indent(b, 6);
       w_str(b, r->tensor_names[i]);
@@ -407,12 +411,13 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
     }
     return;
   }
+  plan_buf_puts(b, prog->nops ? "    ops:\n" : "    ops: {}\n");
   for (int i = 0; i < prog->nops; i++) {
     indent(b, 6);
     w_str(b, prog->ops[i].name);
     plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)prog->ops[i].sig);
   }
-  plan_buf_puts(b, "    tensors:\n");
+  plan_buf_puts(b, prog->ntensors ? "    tensors:\n" : "    tensors: {}\n");
   for (int i = 0; i < prog->ntensors; i++) {
     indent(b, 6);
     w_str(b, prog->tensors[i].name);

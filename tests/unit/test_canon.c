@@ -434,6 +434,7 @@ static void test_invariance_defaults(void **state) {
       {"op: softmax, in: [a2], out: s}", "op: softmax, in: [a2], out: s, attrs: {dim: 1}}"},
       {"in: [x, w], out: h}", "in: [x, w], out: h, attrs: {transpose_a: false, transpose_b: false}}"},
       {"in: [x, w], out: h}", "in: [x, w], out: [h]}"},
+      {"op: tanh, in: [a], out: a2}", "op: tanh, in: a, out: a2}"},
       /* mesh */
       {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: iota\n"},
       {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: [0, 1, 2, 3]\n"},
@@ -890,11 +891,27 @@ static void test_round_trip_odd_values(void **state) {
       "  ops:\n    - {name: r, op: reshape, in: [x], out: y, attrs: {shape: []}}\n",
       "libplan: \"0.1\"\nprogram:\n  tensors:\n    x: {shape: [4]}\n"
       "  ops:\n    - {name: s, op: scale, in: [x], out: y, attrs: {factor: 1e-300}}\n"
-      "    - {name: t, op: scale, in: [y], out: z, attrs: {factor: 12345678.9}}\n",
+      "    - {name: t, op: scale, in: [y], out: z, attrs: {factor: 12345678.9}}\n"
+      "    - {name: u, op: scale, in: [z], out: v, attrs: {factor: -0.0}}\n",
+      /* a permutation of a scalar: another written empty list */
+      "libplan: \"0.1\"\nprogram:\n  tensors:\n    x: {shape: []}\n"
+      "  ops:\n    - {name: p, op: permute, in: [x], out: y, attrs: {perm: []}}\n",
+      /* generic values: negative zero stays a float, integral floats and
+       * ints hash alike */
+      "libplan: \"0.1\"\nprogram: {ops: []}\n"
+      "provenance: {z: -0.0, f: 2.0, i: 2, big: 1e300, small: -5e-324}\n",
   };
   for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
     plan_plan *p = load_text(texts[i], NULL);
     round_trip(p, "odd.yaml", NULL, 0);
+    char *w = write_plan(p, 0);
+    if (i == 0)
+      assert_non_null(strstr(w, "shape: []"));
+    if (i == 2)
+      assert_non_null(strstr(w, "perm: []"));
+    if (i == 3)
+      assert_non_null(strstr(w, "z: -0.0"));
+    free(w);
     plan_free(p);
   }
 }
