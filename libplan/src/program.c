@@ -217,8 +217,8 @@ static int topo_sort(const plan_reader *rd, plan_program *p) {
     if (p->tensors[t].producer >= 0)
       p->tensors[t].producer = indeg[p->tensors[t].producer];
   for (int k = 0; k < n; k++)
-    if (plan_strmap_put(&p->op_by_name, sorted[k].name, k)) {
-      rc = plan_oom();
+    if (order[k] != k && plan_strmap_put(&p->op_by_name, sorted[k].name, k)) {
+      rc = plan_oom(); /* only ops that moved need their index updated */
       goto done;
     }
   free(p->ops);

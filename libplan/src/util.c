@@ -328,11 +328,17 @@ static int strmap_grow(plan_strmap *m) {
 }
 
 int plan_strmap_put(plan_strmap *m, const char *key, int val) {
+  size_t len = strlen(key);
+  size_t h = strmap_hash(key, len);
+  if (m->cap) {
+    size_t i = strmap_slot(m, key, len, h);
+    if (m->hashes[i]) { /* replace */
+      m->vals[i] = val;
+      return PLAN_OK;
+    }
+  }
   int old;
-  int rc = plan_strmap_insert(m, key, val, &old);
-  if (rc == PLAN_OK && old >= 0) /* replace */
-    m->vals[strmap_slot(m, key, strlen(key), strmap_hash(key, strlen(key)))] = val;
-  return rc;
+  return plan_strmap_insert(m, key, val, &old);
 }
 
 int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old) {

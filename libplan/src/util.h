@@ -67,7 +67,7 @@ void plan_buf_reset(plan_buf *b);
 void plan_buf_append_slow(plan_buf *b, const void *data, size_t len);
 /* The common case (room left) inline: encoders append millions of times. */
 static inline void plan_buf_append(plan_buf *b, const void *data, size_t len) {
-  if (!b->failed && b->len + len < b->cap && len < b->cap) {
+  if (len <= 64 && !b->failed && b->len + len < b->cap) {
     memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = '\0';
