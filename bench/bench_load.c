@@ -84,7 +84,8 @@ static void read_all(const char *path, char **data, size_t *len) {
   fclose(f);
 }
 
-/* ---- the steps ------------------------------------------------------------ */
+/* ---- the steps ------------------------------------------------------------
+ */
 
 static void step_scan(void) {
   size_t n;
@@ -109,7 +110,9 @@ static size_t step_full(void) {
   return errors;
 }
 
-static void step_full_void(void) { (void)step_full(); }
+static void step_full_void(void) {
+  (void)step_full();
+}
 
 static void step_read(void) {
   char *d;
@@ -182,7 +185,8 @@ static void step_load_free(void) {
     g_free_best = t2 - t1;
 }
 
-/* ---- timing ----------------------------------------------------------------- */
+/* ---- timing -----------------------------------------------------------------
+ */
 
 typedef struct timing {
   double best, median;
@@ -206,7 +210,8 @@ static timing measure(void (*fn)(void), int reps) {
   return r;
 }
 
-/* ---- memory, in fresh children ------------------------------------------------ */
+/* ---- memory, in fresh children
+ * ------------------------------------------------ */
 
 static long maxrss_kib(void) {
   struct rusage ru;
@@ -322,18 +327,22 @@ static long child_run(const char *self, const char *mode, char *out,
 
 static long field(const char *text, const char *name) {
   size_t n = strlen(name);
-  for (const char *s = text; s && *s; s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL)
+  for (const char *s = text; s && *s;
+       s = strchr(s, '\n') ? strchr(s, '\n') + 1 : NULL)
     if (!strncmp(s, name, n) && s[n] == ' ')
       return atol(s + n + 1);
   return -1;
 }
 
-/* ---- main ------------------------------------------------------------------------- */
+/* ---- main
+ * ------------------------------------------------------------------------- */
 
-static const char *verdict(int ok) { return ok ? "PASS" : "FAIL"; }
+static const char *verdict(int ok) {
+  return ok ? "PASS" : "FAIL";
+}
 
 static void row(const char *what, timing t, double ref, const char *note) {
-  printf("%-46s %9.1f %9.1f %7.1f%%%s\n", what, t.best * 1e3, t.median * 1e3,
+  printf("%-46s %9.2f %9.2f %7.1f%%%s\n", what, t.best * 1e3, t.median * 1e3,
          100.0 * t.best / ref, note);
 }
 

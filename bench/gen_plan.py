@@ -53,7 +53,8 @@ def main(argv=None):
     ap.add_argument("--heads", type=int, default=32)
     ap.add_argument("--ffn", type=int, default=11008)
     ap.add_argument("--vocab", type=int, default=32000)
-    ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--dtype", choices=["f64", "f32", "bf16", "f16"],
+                    default="bf16")
     a = ap.parse_args(argv)
 
     B, S, H, NH, F, V = a.batch, a.seq, a.hidden, a.heads, a.ffn, a.vocab

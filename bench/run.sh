@@ -32,7 +32,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 
 mkdir -p "$OUT"
-if [ ! -s "$PLAN" ] || [ "$HERE/gen_plan.py" -nt "$PLAN" ]; then
+if [ ! -s "$PLAN" ] || [ -n "$(find "$HERE/gen_plan.py" -newer "$PLAN")" ]; then
   # shellcheck disable=SC2086 # ARGS is a list of options
   python3 "$HERE/gen_plan.py" --ops "$OPS" $ARGS -o "$PLAN.tmp"
   mv "$PLAN.tmp" "$PLAN"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <xxhash.h>
 
@@ -78,7 +79,10 @@ int read_placement(const plan_reader *rd, const plan_ynode *n,
           int a = mesh_axis_find(m, axes[j]);
           if (a < 0)
             return rd_fail(rd, v, PLAN_EINVALID, "no mesh axis '%s'", axes[j]);
-          if (out->ax[a].kind != PLAN_PL_S || out->ax[a].dim != dim)
+          /* dims count from the end when negative, on either side */
+          int64_t want = dim < 0 ? dim + rank : dim;
+          int have = out->ax[a].dim < 0 ? out->ax[a].dim + rank : out->ax[a].dim;
+          if (out->ax[a].kind != PLAN_PL_S || have != want)
             return rd_fail(rd, v, PLAN_EINVALID,
                            "order lists axis %s for dim %lld, but %s does not "
                            "shard dim %lld",
@@ -195,6 +199,28 @@ static int read_file_all(const char *path, char **data, size_t *len) {
     return plan_failf(PLAN_EIO, "cannot read '%s': %s", path, strerror(errno));
   plan_buf b;
   plan_buf_init(&b);
+  /* one read of the whole file when its size is known (the usual case) */
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size < ((off_t)1 << 30)) {
+    size_t want = (size_t)st.st_size;
+    char *buf = malloc(want + 1);
+    if (!buf) {
+      fclose(f);
+      return plan_oom();
+    }
+    size_t got = fread(buf, 1, want, f);
+    int c = got == want ? fgetc(f) : EOF;
+    if (got == want && c == EOF && !ferror(f)) {
+      fclose(f);
+      buf[want] = '\0';
+      *data = buf;
+      *len = want;
+      return PLAN_OK;
+    }
+    free(buf);
+    rewind(f); /* the file changed under us: read it the slow way */
+  }
   char chunk[65536];
   size_t n;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
@@ -437,9 +463,14 @@ static int read_strategy_entry(const plan_reader *rd, plan_plan *p,
 static int read_strategies(const plan_reader *rd, const plan_ynode *n,
                            plan_plan *p) {
   int rc = rd_expect_map(rd, n, "strategies");
-  for (size_t i = 0; !rc && i < n->u.map.count; i++)
-    rc = read_strategy_entry(rd, p, n->u.map.pairs[i].key,
-                             n->u.map.pairs[i].value);
+  /* exact names first, then patterns (see on_item) */
+  for (int pass = 0; !rc && pass < 2; pass++)
+    for (size_t i = 0; !rc && i < n->u.map.count; i++) {
+      const plan_ynode *k = n->u.map.pairs[i].key;
+      if (plan_is_glob(k->u.scalar.text) != (pass == 1))
+        continue;
+      rc = read_strategy_entry(rd, p, k, n->u.map.pairs[i].value);
+    }
   return rc;
 }
 
@@ -585,6 +616,11 @@ static int on_item(void *vctx, const plan_yitem *it) {
     return rc ? rc : 1;
   }
   if (!c->program_done || !c->mesh_done)
+    return 0;
+  /* Patterns wait in the tree until every exact name is in (read_rest):
+   * an exact name wins over them wherever it is written, also where the
+   * pattern's placements would not fit the op or two patterns overlap. */
+  if (!strcmp(it->path, "strategies") && plan_is_glob(it->key->u.scalar.text))
     return 0;
   rc = !strcmp(it->path, "strategies")
            ? read_strategy_entry(&c->rd, p, it->key, it->value)

@@ -180,7 +180,8 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
   void *n = realloc(*arr, elem * (size_t)ncap);
   if (!n)
     return plan_oom();
-  memset((char *)n + elem * (size_t)*cap, 0, elem * (size_t)(ncap - *cap));
+  /* not zeroed here: each element is cleared when it is taken, so the slack
+   * is never touched (no page faults, no resident memory) */
   *arr = n;
   *cap = ncap;
   return PLAN_OK;
@@ -192,6 +193,7 @@ static int new_tensor(plan_program *p, int *out) {
   if (rc)
     return rc;
   *out = p->ntensors++;
+  memset(&p->tensors[*out], 0, sizeof(plan_tensor));
   p->recent[*out % 8] = *out;
   return PLAN_OK;
 }
@@ -295,6 +297,12 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
                       const plan_ynode *opnode) {
   int rc;
   if (!n) {
+    /* a missing required attribute is a schema error, as below */
+    for (int j = 0; j < info->nattrs; j++)
+      if (info->attrs[j].required)
+        return rd_fail(rd, opnode, PLAN_ESCHEMA,
+                       "op '%s' (%s) needs the attribute '%s'", op->name,
+                       info->name, info->attrs[j].name);
     /* Ops without attrs share one default array per kind (copied before
      * anything changes it, see program.c). */
     op->attrs = default_attrs(rd, p, op->kind);
@@ -340,6 +348,7 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     return rc;
   p->nops++;
   plan_op *op = &p->ops[idx];
+  memset(op, 0, sizeof *op);
   if ((rc = rd_expect_map(rd, n, "an op")))
     return rc;
   if ((rc = rd_check_keys(rd, n, op_keys, "an op", NULL)))

@@ -51,7 +51,7 @@ void plan_arena_free(plan_arena *a) {
   a->used_total = 0;
 }
 
-void plan_arena_reset(plan_arena *a) {
+static void arena_keep_largest(plan_arena *a, bool zero) {
   plan_arena_block *keep = NULL, *b = a->head;
   for (; b; b = b->next)
     if (!keep || b->size > keep->size)
@@ -64,13 +64,17 @@ void plan_arena_reset(plan_arena *a) {
     b = next;
   }
   if (keep) {
-    memset(block_data(keep), 0, keep->used);
+    if (zero)
+      memset(block_data(keep), 0, keep->used);
     keep->used = 0;
     keep->next = NULL;
   }
   a->head = keep;
   a->used_total = 0;
 }
+
+void plan_arena_reset(plan_arena *a) { arena_keep_largest(a, true); }
+void plan_arena_recycle(plan_arena *a) { arena_keep_largest(a, false); }
 
 /* Allocations are aligned where they start, not padded where they end, so
  * strings (align 1) pack tightly between aligned structs. */
@@ -245,9 +249,7 @@ const char *plan_buf_cstr(plan_buf *b) {
 /* ---- string map ---------------------------------------------------------- */
 
 void plan_strmap_init(plan_strmap *m) {
-  m->keys = NULL;
-  m->vals = NULL;
-  m->hashes = NULL;
+  m->slots = NULL;
   m->cap = 0;
   m->count = 0;
 }
@@ -255,9 +257,7 @@ void plan_strmap_init(plan_strmap *m) {
 void plan_strmap_free(plan_strmap *m) {
   if (!m)
     return;
-  free((void *)m->keys);
-  free(m->vals);
-  free(m->hashes);
+  free(m->slots);
   plan_strmap_init(m);
 }
 
@@ -267,15 +267,12 @@ static size_t strmap_hash(const char *key, size_t len) {
 
 /* True when the NUL-terminated `k` equals the len bytes at `key`. */
 static bool key_eq(const char *k, const char *key, size_t len) {
-  for (size_t i = 0; i < len; i++)
-    if (k[i] != key[i] || k[i] == '\0')
-      return false;
-  return k[len] == '\0';
+  return strncmp(k, key, len) == 0 && k[len] == '\0';
 }
 
-/* The stored hash of a used slot is never 0, so probes read only the dense
- * hash array until a hash matches (the key array and text are cache misses
- * on big maps). */
+/* The stored hash of a used slot is never 0. A slot holds hash, value and
+ * key pointer together, so a probe touches one cache line; the key text is
+ * read only when the hash matches. */
 static uint32_t slot_hash(size_t h) { return (uint32_t)h | 1u; }
 
 /* Slot holding `key` (hash h), or the empty slot where it would go. */
@@ -284,46 +281,34 @@ static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len,
   size_t mask = m->cap - 1;
   uint32_t h32 = slot_hash(h);
   size_t i = (size_t)(h32 >> 1) & mask;
-  /* linear probing; load <= 1/2 keeps runs short */
+  /* linear probing; load <= 2/3 keeps runs short */
   for (;; i = (i + 1) & mask) {
-    uint32_t s = m->hashes[i];
-    if (!s || (s == h32 && key_eq(m->keys[i], key, len)))
+    const plan_strmap_slot *s = &m->slots[i];
+    if (!s->hash || (s->hash == h32 && key_eq(s->key, key, len)))
       return i;
   }
 }
 
 static int strmap_grow(plan_strmap *m) {
   size_t ncap = m->cap ? m->cap * 2 : 16;
-  if (ncap < m->cap || ncap > SIZE_MAX / sizeof(const char *))
+  if (ncap < m->cap || ncap > SIZE_MAX / sizeof(plan_strmap_slot))
     return plan_oom();
-  const char **nkeys = calloc(ncap, sizeof *nkeys);
-  int *nvals = malloc(ncap * sizeof *nvals);
-  uint32_t *nh = calloc(ncap, sizeof *nh);
-  if (!nkeys || !nvals || !nh) {
-    free((void *)nkeys);
-    free(nvals);
-    free(nh);
+  plan_strmap_slot *ns = calloc(ncap, sizeof *ns);
+  if (!ns)
     return plan_oom();
-  }
-  plan_strmap old = *m;
-  m->keys = nkeys;
-  m->vals = nvals;
-  m->hashes = nh;
-  m->cap = ncap;
-  for (size_t i = 0; i < old.cap; i++) {
-    if (!old.keys[i])
+  for (size_t i = 0; i < m->cap; i++) {
+    const plan_strmap_slot *s = &m->slots[i];
+    if (!s->hash)
       continue;
     /* the stored hash places the key: no rehash, no key reads */
-    size_t j = (size_t)(old.hashes[i] >> 1) & (ncap - 1);
-    while (m->hashes[j])
+    size_t j = (size_t)(s->hash >> 1) & (ncap - 1);
+    while (ns[j].hash)
       j = (j + 1) & (ncap - 1);
-    m->keys[j] = old.keys[i];
-    m->vals[j] = old.vals[i];
-    m->hashes[j] = old.hashes[i];
+    ns[j] = *s;
   }
-  free((void *)old.keys);
-  free(old.vals);
-  free(old.hashes);
+  free(m->slots);
+  m->slots = ns;
+  m->cap = ncap;
   return PLAN_OK;
 }
 
@@ -332,8 +317,8 @@ int plan_strmap_put(plan_strmap *m, const char *key, int val) {
   size_t h = strmap_hash(key, len);
   if (m->cap) {
     size_t i = strmap_slot(m, key, len, h);
-    if (m->hashes[i]) { /* replace */
-      m->vals[i] = val;
+    if (m->slots[i].hash) { /* replace */
+      m->slots[i].val = val;
       return PLAN_OK;
     }
   }
@@ -344,20 +329,21 @@ int plan_strmap_put(plan_strmap *m, const char *key, int val) {
 int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old) {
   size_t len = strlen(key);
   size_t h = strmap_hash(key, len);
-  if ((m->count + 1) * 2 > m->cap) {
+  if ((m->count + 1) * 3 > m->cap * 2) {
     int rc = strmap_grow(m);
     if (rc != PLAN_OK)
       return rc;
   }
   size_t i = strmap_slot(m, key, len, h);
-  if (m->hashes[i]) {
-    *old = m->vals[i];
+  plan_strmap_slot *s = &m->slots[i];
+  if (s->hash) {
+    *old = s->val;
     return PLAN_OK;
   }
   *old = -1;
-  m->keys[i] = key;
-  m->vals[i] = val;
-  m->hashes[i] = slot_hash(h);
+  s->hash = slot_hash(h);
+  s->val = val;
+  s->key = key;
   m->count++;
   return PLAN_OK;
 }
@@ -366,7 +352,7 @@ int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len) {
   if (!m->cap)
     return -1;
   size_t i = strmap_slot(m, key, len, strmap_hash(key, len));
-  return m->hashes[i] ? m->vals[i] : -1;
+  return m->slots[i].hash ? m->slots[i].val : -1;
 }
 
 int plan_strmap_get(const plan_strmap *m, const char *key) {

@@ -46,6 +46,9 @@ void *plan_arena_alloc(plan_arena *a, size_t size);
  * again), so a scratch arena cycles without returning memory to the
  * system. */
 void plan_arena_reset(plan_arena *a);
+/* Like plan_arena_reset without zeroing: memory handed out afterwards holds
+ * old bytes. For scratch use whose every field is written. */
+void plan_arena_recycle(plan_arena *a);
 /* Copies s (len bytes) and NUL-terminates; NULL on failure. */
 char *plan_arena_strndup(plan_arena *a, const char *s, size_t len);
 char *plan_arena_strdup(plan_arena *a, const char *s);
@@ -93,10 +96,14 @@ const char *plan_buf_cstr(plan_buf *b);
 
 /* Open-addressing map from NUL-terminated keys (not copied: the caller keeps
  * them alive, usually in an arena) to int values. */
+typedef struct plan_strmap_slot {
+  uint32_t hash; /* 0: empty */
+  int val;
+  const char *key;
+} plan_strmap_slot;
+
 typedef struct plan_strmap {
-  const char **keys;
-  int *vals;
-  uint32_t *hashes; /* per slot, so probes rarely touch the key text */
+  plan_strmap_slot *slots;
   size_t cap; /* power of two or 0 */
   size_t count;
 } plan_strmap;

@@ -573,6 +573,7 @@ static void w_training(plan_buf *b, const plan_plan *p) {
   const plan_program *prog = p->program;
   static const char *const sync_names[PLAN_SYNC_COUNT] = {
       "auto", "all_reduce", "reduce_scatter", "none"};
+  size_t start = b->len;
   plan_buf_puts(b, "training:\n");
   if (tr->optimizer != PLAN_OPT_NONE) {
     bool adam = tr->optimizer == PLAN_OPT_ADAM;
@@ -650,6 +651,12 @@ static void w_training(plan_buf *b, const plan_plan *p) {
     plan_buf_putc(b, '\n');
   }
   w_ext(b, tr->ext, 2);
+  if (!b->failed && b->len == start + strlen("training:\n")) {
+    /* all defaults: an empty block would read back as null, not as the
+     * training mode the section's presence selects */
+    b->len = start;
+    plan_buf_puts(b, "training: {}\n");
+  }
 }
 
 static void w_boundaries(plan_buf *b, const char *key, const plan_program *prog,

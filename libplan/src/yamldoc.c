@@ -540,7 +540,7 @@ static void item_begin(yd_state *st) {
 }
 
 static void scratch_reset(yd_state *st) {
-  plan_arena_reset(&st->scratch_arena);
+  plan_arena_recycle(&st->scratch_arena);
   /* Start small again: a reset zeroes what was carved, so an item should
    * carve about what it uses. */
   st->scratch.slab_left = 0;
@@ -798,6 +798,7 @@ static int on_end(yd_state *st) {
 
   if (n->kind == PLAN_Y_MAP) {
     size_t npairs = count / 2; /* libyaml always closes a key with a value */
+    n->u.map.pairs = NULL; /* scratch memory is not zeroed */
     if (npairs) {
       plan_ypair *pairs =
           plan_arena_alloc(st->cur->arena, npairs * sizeof *pairs);
@@ -811,6 +812,7 @@ static int on_end(yd_state *st) {
     }
     n->u.map.count = npairs;
   } else {
+    n->u.seq.items = NULL;
     if (count) {
       plan_ynode **items =
           plan_arena_alloc(st->cur->arena, count * sizeof *items);
