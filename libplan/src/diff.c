@@ -67,7 +67,16 @@ static bool strategy_glob_covers(const plan_plan *p, const char *name) {
   return false;
 }
 
+/* The plan decides for a tensor when it stores it in a chosen placement,
+ * delivers it as an output in one, or names it in training. */
 static bool plan_names_tensor(const plan_plan *p, const char *name) {
+  const plan_program *prog = p->program;
+  int t = plan_strmap_get(&prog->tensor_by_name, name);
+  if (t >= 0 && p->has_mesh && p->placements[t].set)
+    return true;
+  for (int i = 0; t >= 0 && p->has_mesh && i < prog->noutputs; i++)
+    if (prog->outputs[i] == t && p->out_pl[i].set)
+      return true;
   for (int i = 0; i < p->nuses; i++)
     if (p->uses[i].tensors && !p->uses[i].is_glob &&
         !strcmp(p->uses[i].pattern, name))
@@ -373,9 +382,13 @@ int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b) {
     diff_mesh(&c);
     if (a->mesh.naxes == b->mesh.naxes)
       diff_decisions(&c);
+    size_t before = plan_diags_count(d);
     diff_stages(&c);
-    if (a->pipeline.present && b->pipeline.present &&
-        a->pipeline.schedule == b->pipeline.schedule)
+    /* The rest of the pipeline (axis, submeshes, an explicit grid), only
+     * when the stages, microbatches and schedule kind agree: a moved op is
+     * reported as that, not also as a changed schedule. */
+    if (plan_diags_count(d) == before && a->pipeline.present &&
+        b->pipeline.present && a->pipeline.schedule == b->pipeline.schedule)
       diff_section(&c, "pipeline", "diff.schedule");
     diff_section(&c, "training", "diff.training");
     diff_section(&c, "regions", "diff.regions");

@@ -107,6 +107,7 @@ typedef struct plan_tensor {
   plan_recipe recipe;
   double recipe_theta; /* rope: base, default 10000 */
   double recipe_fill;  /* causal_mask: masked value, default -1e9 */
+  struct plan_ext *ext; /* x- keys of the declaration */
   int producer;        /* op index, -1 for leaves */
   int producer_slot;   /* which output of the producer */
   plan_pos pos;
@@ -126,6 +127,7 @@ typedef struct plan_op {
   int *in;  /* tensor indices */
   int *out; /* tensor indices */
   plan_attr_val *attrs; /* one per attribute of the kind's schema */
+  struct plan_ext *ext;  /* x- keys of the op */
   plan_pos pos;
   uint64_t sig;
 } plan_op;
@@ -451,6 +453,7 @@ struct plan_plan {
   plan_name_use *uses; /* malloc'd */
   int nuses, cap_uses;
   plan_intern intern;
+  plan_strmap use_keys; /* "section:name" of recorded uses, for duplicates */
   int next_op; /* where the next exact strategy name is likely to be */
 };
 

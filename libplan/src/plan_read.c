@@ -105,6 +105,19 @@ int read_placement(const plan_reader *rd, const plan_ynode *n,
 
 int plan_record_use(plan_plan *p, const char *pattern, const char *section,
                     bool tensors, plan_pos pos) {
+  /* The streamed mappings (strategies, placements) are consumed entry by
+   * entry, so their duplicate keys are caught here and where the entry is
+   * applied, not by the YAML reader. */
+  if (!strcmp(section, "strategies") || !strcmp(section, "placements")) {
+    char *key = plan_arena_printf(&p->arena, "%s:%s", section, pattern);
+    int first;
+    if (!key || plan_strmap_insert(&p->use_keys, key, p->nuses, &first))
+      return plan_oom();
+    if (first >= 0)
+      return plan_fail(PLAN_ESCHEMA, p->file, pos.line, pos.col,
+                       "duplicate key '%s' (first at line %d)", pattern,
+                       p->uses[first].pos.line);
+  }
   if (p->nuses == p->cap_uses) {
     int cap = p->cap_uses ? p->cap_uses * 2 : 16;
     plan_name_use *u = realloc(p->uses, sizeof *u * (size_t)cap);
@@ -298,13 +311,11 @@ static int read_placement_entry(const plan_reader *rd, plan_plan *p,
   int rc;
   if ((rc = rd_name(rd, k, "a tensor name", &name)))
     return rc;
-  int u = plan_record_use(p, name, "placements", true, rd_pos(k));
-  if (u < 0)
-    return u;
   int t = plan_strmap_get(&prog->tensor_by_name, name);
-  if (t < 0)
-    return PLAN_OK; /* reported by validation (and drift) */
-  p->uses[u].matches = 1;
+  if (t < 0) { /* reported by validation (and drift) */
+    int u = plan_record_use(p, name, "placements", true, rd_pos(k));
+    return u < 0 ? u : PLAN_OK;
+  }
   if (prog->tensors[t].producer >= 0)
     return rd_fail(rd, k, PLAN_EINVALID,
                    "placements are for inputs, params and consts; '%s' is "
@@ -739,6 +750,7 @@ void plan_free(plan_plan *p) {
     return;
   plan_program_free(p->program);
   free(p->uses);
+  plan_strmap_free(&p->use_keys);
   free(p->intern.slots);
   plan_arena_free(&p->arena);
   free(p);

@@ -118,7 +118,7 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
   t->recipe_fill = -1e9;
   if ((rc = rd_expect_map(rd, n, "a tensor declaration")))
     return rc;
-  if ((rc = rd_check_keys(rd, n, tensor_keys, "a tensor declaration", NULL)))
+  if ((rc = rd_check_keys(rd, n, tensor_keys, "a tensor declaration", &t->ext)))
     return rc;
   const plan_ynode *v = plan_ymap_get(n, "shape");
   if (!v)
@@ -351,7 +351,7 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
   memset(op, 0, sizeof *op);
   if ((rc = rd_expect_map(rd, n, "an op")))
     return rc;
-  if ((rc = rd_check_keys(rd, n, op_keys, "an op", NULL)))
+  if ((rc = rd_check_keys(rd, n, op_keys, "an op", &op->ext)))
     return rc;
   op->pos = rd_pos(n);
   const plan_ynode *v = plan_ymap_get(n, "name");

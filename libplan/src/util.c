@@ -391,13 +391,15 @@ char *plan_format_double(double v, char *buf) {
   int lo = 1, hi = 17;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    snprintf(buf, 32, "%.*g", mid, v);
+    if (snprintf(buf, 32, "%.*g", mid, v) >= 32)
+      break; /* cannot happen for %.17g of a double; keeps -O1 quiet */
     if (strtod(buf, NULL) == v)
       hi = mid;
     else
       lo = mid + 1;
   }
-  snprintf(buf, 32, "%.*g", lo, v);
+  if (snprintf(buf, 32, "%.*g", lo, v) >= 32)
+    buf[31] = '\0';
   to_c_decimal_point(buf);
   return buf;
 }

@@ -210,6 +210,50 @@ static void w_value(plan_buf *b, const plan_value *v, int ind) {
   }
 }
 
+/* Flow style, for x- keys inside the one-line ops and tensors. */
+static void w_value_flow(plan_buf *b, const plan_value *v) {
+  switch (v->kind) {
+  case PLAN_V_NULL:
+    plan_buf_puts(b, "null");
+    return;
+  case PLAN_V_BOOL:
+    plan_buf_puts(b, v->b ? "true" : "false");
+    return;
+  case PLAN_V_INT:
+    plan_buf_printf(b, "%lld", (long long)v->i);
+    return;
+  case PLAN_V_FLOAT:
+    w_num(b, v->f);
+    return;
+  case PLAN_V_STRING:
+    w_str(b, v->s); /* quoted whenever not a safe plain scalar */
+    return;
+  case PLAN_V_SEQ:
+  case PLAN_V_MAP:
+    plan_buf_putc(b, v->kind == PLAN_V_SEQ ? '[' : '{');
+    for (int i = 0; i < v->n; i++) {
+      if (i)
+        plan_buf_puts(b, ", ");
+      if (v->kind == PLAN_V_MAP) {
+        w_str(b, v->keys[i]);
+        plan_buf_puts(b, ": ");
+      }
+      w_value_flow(b, v->items[i]);
+    }
+    plan_buf_putc(b, v->kind == PLAN_V_SEQ ? ']' : '}');
+    return;
+  }
+}
+
+static void w_ext_flow(plan_buf *b, const plan_ext *e) {
+  for (int i = 0; e && i < e->n; i++) {
+    plan_buf_puts(b, ", ");
+    w_str(b, e->keys[i]);
+    plan_buf_puts(b, ": ");
+    w_value_flow(b, e->vals[i]);
+  }
+}
+
 static void w_ext(plan_buf *b, const plan_ext *e, int ind) {
   if (!e)
     return;
@@ -309,7 +353,7 @@ static void w_attrs(plan_buf *b, const plan_op *op) {
 }
 
 static bool tensor_written(const plan_tensor *t) {
-  if (t->producer < 0)
+  if (t->producer < 0 || t->ext)
     return true;
   for (int d = 0; d < t->rank; d++)
     if (t->dim_names && t->dim_names[d])
@@ -356,6 +400,7 @@ static void w_program(plan_buf *b, const plan_program *p) {
       }
       plan_buf_putc(b, '}');
     }
+    w_ext_flow(b, t->ext);
     plan_buf_puts(b, "}\n");
   }
   /* an empty block would read back as null */
@@ -369,6 +414,7 @@ static void w_program(plan_buf *b, const plan_program *p) {
     plan_buf_puts(b, ", out: ");
     w_names(b, p, op->out, op->nout, true);
     w_attrs(b, op);
+    w_ext_flow(b, op->ext);
     plan_buf_puts(b, "}\n");
   }
   if (p->outputs_explicit || p->noutputs) {

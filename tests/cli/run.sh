@@ -239,7 +239,7 @@ has "$err" "error:" "fmt -o into a missing folder"
 expect 0 "fmt -o over a file" fmt -o "$tmp/o.yaml" "$bypath"
 has "$tmp/o.yaml" "path: mlp-program.yaml" "fmt -o over a file"
 # no temporary files left behind
-leftovers=$(ls -a "$tmp" | grep '\.tmp\.' || true)
+leftovers=$(find "$tmp" -name '*.tmp.*')
 if [ -n "$leftovers" ]; then bad "temporary files left: $leftovers"; else ok; fi
 
 # ---- hash -----------------------------------------------------------------------
