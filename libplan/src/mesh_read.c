@@ -6,7 +6,7 @@
 
 #include "plan_int.h"
 
-#define PLAN_MAX_DEVICES (1 << 24)
+#define PLAN_MAX_DEVICES (1 << 22)
 
 static const char *const mesh_keys[] = {"axes",      "devices",  "devices_per_host",
                                         "submeshes", "hardware", NULL};

@@ -101,7 +101,8 @@ typedef struct yd_state {
   yd_frame frames[PLAN_YAML_MAX_DEPTH];
   int depth;
 
-  size_t nodes;
+  size_t nodes, max_nodes;
+  size_t item_nodes; /* nodes of the stream item being built */
   yd_cursor main, scratch, *cur;
   plan_arena scratch_arena;
   int item_depth; /* depth of the stream whose item is in scratch; 0: none */
@@ -614,6 +615,7 @@ static int item_end(yd_state *st) {
     return rc;
   if (rc == 1) {
     st->top -= is_map ? 2 : 1;
+    st->nodes -= st->item_nodes;
   } else if (streamed) {
     st->cur = &st->main;
     for (size_t k = st->top - (is_map ? 2 : 1); k < st->top; k++)
@@ -622,6 +624,7 @@ static int item_end(yd_state *st) {
   }
   if (streamed)
     scratch_reset(st);
+  st->item_nodes = 0;
   return PLAN_OK;
 }
 
@@ -694,11 +697,15 @@ static int check_tag(const yd_state *st, const yaml_char_t *tag,
   return fail_at(st, PLAN_ESCHEMA, m, "unsupported tag '%s'", text);
 }
 
+/* Counts nodes held in memory: a consumed stream item gives its nodes back,
+ * so the limit bounds memory, not the length of a streamed file. */
 static int count_node(yd_state *st, yaml_mark_t m) {
-  if (st->nodes >= PLAN_YAML_MAX_NODES)
-    return fail_at(st, PLAN_ELIMIT, m, "more than %u nodes in the document",
-                   (unsigned)PLAN_YAML_MAX_NODES);
+  if (st->nodes >= st->max_nodes)
+    return fail_at(st, PLAN_ELIMIT, m, "more than %zu nodes in the document",
+                   st->max_nodes);
   st->nodes++;
+  if (st->item_depth || (st->depth && st->frames[st->depth - 1].role == YD_STREAM))
+    st->item_nodes++;
   return PLAN_OK;
 }
 
@@ -885,6 +892,13 @@ int plan_ydoc_parse_buffer(plan_ydoc *doc, const char *data, size_t len,
 int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
                            const char *name, const char *const *streams,
                            plan_ystream_fn fn, void *ctx) {
+  return plan_ydoc_parse_limited(doc, data, len, name, streams, fn, ctx,
+                                 PLAN_YAML_MAX_NODES);
+}
+
+int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
+                            const char *name, const char *const *streams,
+                            plan_ystream_fn fn, void *ctx, size_t max_nodes) {
   yd_state *st;
   int rc;
 
@@ -922,6 +936,7 @@ int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
   st->streams = streams;
   st->fn = fn;
   st->ctx = ctx;
+  st->max_nodes = max_nodes;
   /* Seeding the key hash per parse from addresses (randomised by ASLR)
    * keeps crafted colliding keys from making big mappings quadratic,
    * without global state. */

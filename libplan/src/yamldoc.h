@@ -4,7 +4,8 @@
  * - anchors and aliases are refused (no alias bombs; plans use name patterns);
  * - nesting deeper than PLAN_YAML_MAX_DEPTH is refused;
  * - a scalar longer than PLAN_YAML_MAX_SCALAR bytes is refused;
- * - more than PLAN_YAML_MAX_NODES nodes is refused;
+ * - more than PLAN_YAML_MAX_NODES nodes held at once is refused (streamed
+ *   items that were consumed no longer count);
  * - duplicate mapping keys are refused (at the second key);
  * - mapping keys must be scalars;
  * - libyaml's own checks: UTF-8, control characters (NUL), tabs as
@@ -26,7 +27,7 @@
 
 #define PLAN_YAML_MAX_DEPTH 64
 #define PLAN_YAML_MAX_SCALAR (1u << 20)      /* 1 MiB */
-#define PLAN_YAML_MAX_NODES (64u * 1024 * 1024)
+#define PLAN_YAML_MAX_NODES ((size_t)8 * 1024 * 1024)
 
 typedef enum plan_ynode_kind {
   PLAN_Y_SCALAR = 1,
@@ -108,6 +109,10 @@ typedef int (*plan_ystream_fn)(void *ctx, const plan_yitem *item);
 int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
                            const char *name, const char *const *streams,
                            plan_ystream_fn fn, void *ctx);
+/* The same with another node limit (tests use a small one). */
+int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
+                            const char *name, const char *const *streams,
+                            plan_ystream_fn fn, void *ctx, size_t max_nodes);
 
 /* Parses only libyaml's event stream, building nothing: the baseline of the
  * load benchmark. Returns PLAN_OK or PLAN_ESYNTAX/PLAN_EIO. */
