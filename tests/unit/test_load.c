@@ -509,7 +509,7 @@ static void test_mesh_errors(void **state) {
                        "  hardware: {links: {pp: {bandwidth: 1}}}\n",
               PLAN_EINVALID, 11, 22, "no mesh axis 'pp'");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=4096, tp=4096, ep=4096]\n",
-              PLAN_ELIMIT, 10, 28, "more than");
+              PLAN_ELIMIT, 10, 19, "more than");
 }
 
 /* ---- placements -------------------------------------------------------------- */
