@@ -22,7 +22,8 @@ const char usage_fmt[] =
     "usage: plan fmt [-o OUT | --in-place | --check] [--self-contained] FILE\n"
     "\n"
     "Rewrites FILE in canonical layout: fixed key order, one line per op and\n"
-    "strategy, canonical placement spellings, name patterns expanded, defaults\n"
+    "strategy, canonical placement spellings, name patterns expanded, "
+    "defaults\n"
     "omitted. Writes to standard output unless -o or --in-place; files are\n"
     "written atomically (temporary file, fsync, rename).\n"
     "  -o OUT            write to OUT\n"
@@ -32,14 +33,17 @@ const char usage_fmt[] =
     "Exit: 0 done, 1 not canonical (--check), 2 unreadable input.\n";
 
 const char usage_hash[] =
-    "usage: plan hash [--part plan|program|mesh|provenance|all] [--canonical] FILE\n"
+    "usage: plan hash [--part plan|program|mesh|provenance|all] [--canonical] "
+    "FILE\n"
     "\n"
     "Prints the XXH3-128 content hash of a part, as xxh3:<32 hex digits>.\n"
     "The plan hash covers the program (by its hash), the mesh and every\n"
     "decision; provenance and x- keys are not part of it. Hashes ignore key\n"
-    "order, layout, comments and equivalent spellings (spec/canonical-form.md).\n"
+    "order, layout, comments and equivalent spellings "
+    "(spec/canonical-form.md).\n"
     "  --part P      plan (default for plans), program (default for program\n"
-    "                files), mesh, provenance, or all (one 'part hash' per line)\n"
+    "                files), mesh, provenance, or all (one 'part hash' per "
+    "line)\n"
     "  --canonical   print the canonical encoding instead of its hash\n"
     "Exit: 0 printed, 2 unreadable input or a part the file does not have.\n";
 
@@ -76,8 +80,8 @@ int cmd_validate(int argc, char **argv) {
   }
   if (nfiles == 0 || (strcmp(format, "text") && strcmp(format, "json"))) {
     free(files);
-    return cli_usage("validate", nfiles ? "--format is text or json"
-                                        : "no file given");
+    return cli_usage("validate",
+                     nfiles ? "--format is text or json" : "no file given");
   }
   plan_program *ed = NULL;
   if (edited && plan_program_load(&ed, edited)) {
@@ -120,8 +124,9 @@ int cmd_validate(int argc, char **argv) {
       printf("%s: %s (%zu error%s, %zu warning%s)\n", files[f],
              errors ? "invalid" : "valid", errors, errors == 1 ? "" : "s",
              plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors,
-             plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors == 1 ? ""
-                                                                          : "s");
+             plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors == 1
+                 ? ""
+                 : "s");
     }
     if (errors && worst < EXIT_NEGATIVE)
       worst = EXIT_NEGATIVE;
@@ -242,7 +247,8 @@ int cmd_hash(int argc, char **argv) {
       if (!strcmp(part, part_names[k]))
         which = k;
     if (which < 0)
-      return cli_usage("hash", "--part is plan, program, mesh, provenance or all");
+      return cli_usage("hash",
+                       "--part is plan, program, mesh, provenance or all");
   }
   plan_plan *p;
   int rc = load_or_fail(&p, file);
@@ -253,8 +259,10 @@ int cmd_hash(int argc, char **argv) {
   for (int k = 0; k < 4; k++) {
     if (!all && k != which)
       continue;
-    if (all && ((k == PLAN_PART_PROVENANCE && plan_hash_part(&(plan_hash){0, 0}, p, k)) ||
-                ((k == PLAN_PART_PLAN || k == PLAN_PART_MESH) && !plan_has_mesh(p))))
+    if (all &&
+        ((k == PLAN_PART_PROVENANCE &&
+          plan_hash_part(&(plan_hash){0, 0}, p, k)) ||
+         ((k == PLAN_PART_PLAN || k == PLAN_PART_MESH) && !plan_has_mesh(p))))
       continue;
     if (canonical) {
       char *text;

@@ -25,11 +25,10 @@ static void print_help(FILE *f) {
           plan_version_string(), PLAN_FORMAT_STRING);
   for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
     fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].summary);
-  fprintf(f,
-          "\n"
-          "Every verb takes --help. Exit codes: 0 ok, 1 negative verdict\n"
-          "(findings or differences), 2 unreadable input or bad usage,\n"
-          "3 cannot run here.\n");
+  fprintf(f, "\n"
+             "Every verb takes --help. Exit codes: 0 ok, 1 negative verdict\n"
+             "(findings or differences), 2 unreadable input or bad usage,\n"
+             "3 cannot run here.\n");
 }
 
 int cli_fail_last(void) {
@@ -60,7 +59,9 @@ bool cli_wants_help(int argc, char **argv) {
 }
 
 static const char *sev_name(plan_severity s) {
-  return s == PLAN_SEV_ERROR ? "error" : s == PLAN_SEV_WARNING ? "warning" : "note";
+  return s == PLAN_SEV_ERROR     ? "error"
+         : s == PLAN_SEV_WARNING ? "warning"
+                                 : "note";
 }
 
 void cli_print_diags(FILE *f, const plan_diags *d) {

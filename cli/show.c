@@ -11,7 +11,8 @@ const char usage_show[] =
     "usage: plan show FILE\n"
     "\n"
     "Prints the program and mesh at a glance, then one row per tensor that\n"
-    "the plan stores (inputs, params, consts: shape, dtype, placement) and one\n"
+    "the plan stores (inputs, params, consts: shape, dtype, placement) and "
+    "one\n"
     "row per op in topological order (kind, input and output shapes with the\n"
     "placements the strategy gives them, pipeline stage).\n"
     "Exit: 0 printed, 2 unreadable input.\n";
@@ -21,7 +22,8 @@ static void shape_of(const plan_program *prog, int t, char *buf, size_t sz) {
   int r = plan_program_tensor_shape(prog, t, dims, 16);
   size_t u = (size_t)snprintf(buf, sz, "[");
   for (int d = 0; d < r && u < sz; d++)
-    u += (size_t)snprintf(buf + u, sz - u, "%s%lld", d ? "," : "", (long long)dims[d]);
+    u += (size_t)snprintf(buf + u, sz - u, "%s%lld", d ? "," : "",
+                          (long long)dims[d]);
   if (u < sz)
     snprintf(buf + u, sz - u, "]");
 }
@@ -106,8 +108,9 @@ int cmd_show(int argc, char **argv) {
     shape_of(prog, t, shape, sizeof shape);
     if (plan_has_mesh(p))
       plan_tensor_placement(pl, sizeof pl, p, t);
-    printf("%-*s  %-18s %-6s %-7s %s\n", wname, plan_program_tensor_name(prog, t),
-           shape, plan_program_tensor_dtype(prog, t), role, pl);
+    printf("%-*s  %-18s %-6s %-7s %s\n", wname,
+           plan_program_tensor_name(prog, t), shape,
+           plan_program_tensor_dtype(prog, t), role, pl);
   }
   int wop = 2;
   for (int i = 0; i < nops; i++) {

@@ -111,7 +111,8 @@ static void cj_pl(cj *c, const plan_placement *p) {
   cj_str(c, plan_placement_format(p, buf));
 }
 
-/* ---- sorting names ---------------------------------------------------------- */
+/* ---- sorting names ----------------------------------------------------------
+ */
 
 typedef struct named {
   const char *name;
@@ -224,7 +225,8 @@ static void cj_op_set(cj *c, const plan_program *prog, const named *byname,
   plan_buf_putc(c->b, ']');
 }
 
-/* ---- program ------------------------------------------------------------------ */
+/* ---- program
+ * ------------------------------------------------------------------ */
 
 static void cj_attrs(cj *c, const plan_op *op) {
   const plan_op_info *info = plan_op_info_get(op->kind);
@@ -237,7 +239,8 @@ static void cj_attrs(cj *c, const plan_op *op) {
     order[i] = i;
   for (int i = 1; i < n; i++)
     for (int j = i; j > 0 && strcmp(info->attrs[order[j - 1]].name,
-                                    info->attrs[order[j]].name) > 0; j--) {
+                                    info->attrs[order[j]].name) > 0;
+         j--) {
       int t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
@@ -469,7 +472,8 @@ static int cj_program(cj *c, const plan_program *p, const order *ord) {
   return PLAN_OK;
 }
 
-/* ---- signatures ------------------------------------------------------------------- */
+/* ---- signatures
+ * ------------------------------------------------------------------- */
 
 void canon_program_sigs(plan_program *p) {
   plan_buf b;
@@ -498,7 +502,8 @@ void canon_program_sigs(plan_program *p) {
   plan_buf_free(&b);
 }
 
-/* ---- mesh ------------------------------------------------------------------------- */
+/* ---- mesh
+ * ------------------------------------------------------------------------- */
 
 static void cj_link(cj *c, bool *first, const char *key, const plan_link *l) {
   if (l->bandwidth == 0 && l->latency == 0)
@@ -530,7 +535,7 @@ static void cj_hardware(cj *c, const plan_mesh *m) {
     plan_buf_putc(c->b, '{');
     /* dtype names in byte order */
     static const plan_dtype by_name[] = {PLAN_BF16, PLAN_F16, PLAN_F32,
-                                       PLAN_F64,  PLAN_I32, PLAN_I64};
+                                         PLAN_F64,  PLAN_I32, PLAN_I64};
     for (size_t k = 0; k < sizeof by_name / sizeof *by_name; k++)
       if (h->flops[by_name[k]] != 0) {
         cj_key(c, &f, plan_dtype_name(by_name[k]));
@@ -547,7 +552,7 @@ static void cj_hardware(cj *c, const plan_mesh *m) {
     bool f = true;
     cj_key(c, &first, "links");
     plan_buf_putc(c->b, '{');
-    named ax[PLAN_MAX_MESH_AXES];
+    named ax[PLAN_MAX_MESH_AXES] = {{NULL, 0, 0}};
     for (int a = 0; a < m->naxes; a++) {
       ax[a].name = m->axis_names[a];
       ax[a].idx = a;
@@ -620,7 +625,7 @@ static int cj_mesh(cj *c, const plan_mesh *m) {
       const plan_submesh *sm = &m->submeshes[s[i].idx];
       cj_key(c, &f, sm->name);
       plan_buf_putc(c->b, '{');
-      named ax[PLAN_MAX_MESH_AXES];
+      named ax[PLAN_MAX_MESH_AXES] = {{NULL, 0, 0}};
       int n = 0;
       for (int a = 0; a < m->naxes; a++)
         if (sm->index[a] >= 0) {
@@ -642,7 +647,8 @@ static int cj_mesh(cj *c, const plan_mesh *m) {
   return PLAN_OK;
 }
 
-/* ---- generic values (provenance) ---------------------------------------------------- */
+/* ---- generic values (provenance)
+ * ---------------------------------------------------- */
 
 static int cj_value(cj *c, const plan_value *v) {
   switch (v->kind) {
@@ -696,7 +702,9 @@ static int cj_value(cj *c, const plan_value *v) {
   return PLAN_OK;
 }
 
-/* ---- plan ---------------------------------------------------------------------------- */
+/* ---- plan
+ * ----------------------------------------------------------------------------
+ */
 
 static void cj_optimizer(cj *c, bool *first, const plan_training *tr) {
   if (tr->optimizer == PLAN_OPT_NONE)
@@ -901,7 +909,8 @@ static void cj_regions(cj *c, const plan_plan *p, const named *ops) {
     idx[i] = i;
   for (int i = 1; i < n; i++)
     for (int j = i; j > 0 && strcmp(p->regions[idx[j - 1]].name,
-                                    p->regions[idx[j]].name) > 0; j--) {
+                                    p->regions[idx[j]].name) > 0;
+         j--) {
       int t = idx[j];
       idx[j] = idx[j - 1];
       idx[j - 1] = t;
@@ -953,7 +962,8 @@ static int cj_plan(cj *c, const plan_plan *p, const order *ord) {
     goto done;
   bool anyout = false;
   for (int i = 0; i < prog->noutputs; i++)
-    anyout |= p->out_pl[i].set && !plan_placement_is_replicated(&p->out_pl[i].pl);
+    anyout |=
+        p->out_pl[i].set && !plan_placement_is_replicated(&p->out_pl[i].pl);
   if (anyout) {
     bool f = true;
     cj_key(c, &first, "outputs");
@@ -974,7 +984,8 @@ static int cj_plan(cj *c, const plan_plan *p, const order *ord) {
   }
   bool anypl = false;
   for (int t = 0; t < prog->ntensors; t++)
-    anypl |= p->placements[t].set && !plan_placement_is_replicated(&p->placements[t].pl);
+    anypl |= p->placements[t].set &&
+             !plan_placement_is_replicated(&p->placements[t].pl);
   if (anypl) {
     bool f = true;
     cj_key(c, &first, "placements");
@@ -1057,13 +1068,15 @@ int canon_section(plan_buf *b, const plan_plan *p, const char *which) {
   return rc;
 }
 
-/* ---- entry points ----------------------------------------------------------------------- */
+/* ---- entry points
+ * ----------------------------------------------------------------------- */
 
 static int encode_program(cj *c, const plan_program *prog, const order *ord) {
   /* the program's own document version, so a program hashes the same
    * inline, by path or standalone */
-  plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"program\":",
-                  prog->version_major, prog->version_minor);
+  plan_buf_printf(c->b,
+                  "{\"libplan\":\"%d.%d\",\"program\":", prog->version_major,
+                  prog->version_minor);
   int rc = cj_program(c, prog, ord);
   if (rc)
     return rc;
@@ -1080,7 +1093,8 @@ static int encode(cj *c, const plan_plan *p, const plan_program *prog,
   switch (part) {
   case PLAN_PART_PLAN:
     if (!p->has_mesh)
-      return plan_failf(PLAN_ENOTFOUND, "a program-only document has no plan part");
+      return plan_failf(PLAN_ENOTFOUND,
+                        "a program-only document has no plan part");
     if ((rc = order_make(&ord, prog)))
       return rc;
     rc = cj_plan(c, p, &ord);
@@ -1171,7 +1185,8 @@ int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part) {
   return hash_run(out, &j);
 }
 
-int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part) {
+int plan_canonical(char **out, size_t *len, const plan_plan *p,
+                   plan_part part) {
   *out = NULL;
   plan_buf b;
   plan_buf_init(&b);

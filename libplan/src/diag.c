@@ -43,7 +43,9 @@ void plan_diags_free(plan_diags *d) {
   free(d);
 }
 
-size_t plan_diags_count(const plan_diags *d) { return d ? d->count : 0; }
+size_t plan_diags_count(const plan_diags *d) {
+  return d ? d->count : 0;
+}
 
 const plan_diag *plan_diags_get(const plan_diags *d, size_t i) {
   if (!d || i >= d->count)
@@ -122,7 +124,9 @@ int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
   return PLAN_OK;
 }
 
-static int cmp_int(int a, int b) { return (a > b) - (a < b); }
+static int cmp_int(int a, int b) {
+  return (a > b) - (a < b);
+}
 
 static int cmp_entry(const void *pa, const void *pb) {
   const diag_entry *a = pa, *b = pb;

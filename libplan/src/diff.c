@@ -16,7 +16,8 @@
       *(rcp) = rc_;                                                            \
   } while (0)
 
-/* ---- drift ------------------------------------------------------------------- */
+/* ---- drift
+ * ------------------------------------------------------------------- */
 
 /* The names and signatures of the program a plan was made for. */
 typedef struct sigset {
@@ -160,7 +161,8 @@ done:
   return rc;
 }
 
-int plan_drift(plan_diags **out, const plan_plan *p, const plan_program *edited) {
+int plan_drift(plan_diags **out, const plan_plan *p,
+               const plan_program *edited) {
   *out = NULL;
   if (!p || !edited)
     return plan_failf(PLAN_EUSAGE, "plan_drift: NULL argument");
@@ -177,7 +179,9 @@ int plan_drift(plan_diags **out, const plan_plan *p, const plan_program *edited)
   return PLAN_OK;
 }
 
-/* ---- diff --------------------------------------------------------------------------- */
+/* ---- diff
+ * ---------------------------------------------------------------------------
+ */
 
 typedef struct dctx {
   plan_diags *d;
@@ -278,13 +282,15 @@ static void diff_decisions(dctx *c) {
     plan_placement ra, rb;
     plan_placement_replicated(&ra, c->a->mesh.naxes);
     plan_placement_replicated(&rb, c->b->mesh.naxes);
-    const plan_placement *qa = c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
-    const plan_placement *qb = c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
+    const plan_placement *qa =
+        c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
+    const plan_placement *qb =
+        c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
     pl_list(qa, 1, x, sizeof x);
     pl_list(qb, 1, y, sizeof y);
     if (strcmp(x, y))
-      DIFF(c, "diff.placement", pb->tensors[t].name, "placement of '%s': %s -> %s",
-           pb->tensors[t].name, x, y);
+      DIFF(c, "diff.placement", pb->tensors[t].name,
+           "placement of '%s': %s -> %s", pb->tensors[t].name, x, y);
   }
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
@@ -311,7 +317,8 @@ static void diff_decisions(dctx *c) {
   }
   for (int i = 0; i < pb->noutputs; i++)
     for (int k = 0; k < pa->noutputs; k++) {
-      if (strcmp(pa->tensors[pa->outputs[k]].name, pb->tensors[pb->outputs[i]].name))
+      if (strcmp(pa->tensors[pa->outputs[k]].name,
+                 pb->tensors[pb->outputs[i]].name))
         continue;
       plan_placement ra, rb;
       plan_placement_replicated(&ra, c->a->mesh.naxes);
@@ -346,8 +353,9 @@ static void diff_stages(dctx *c) {
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
     if (k >= 0 && qa->op_stage[k] != qb->op_stage[i])
-      DIFF(c, "diff.stage", pb->ops[i].name, "op '%s' moves from stage %d to %d",
-           pb->ops[i].name, qa->op_stage[k], qb->op_stage[i]);
+      DIFF(c, "diff.stage", pb->ops[i].name,
+           "op '%s' moves from stage %d to %d", pb->ops[i].name,
+           qa->op_stage[k], qb->op_stage[i]);
   }
 }
 

@@ -32,8 +32,8 @@ static _Thread_local plan_error tls_view;
 
 const char *plan_status_name(int status) {
   static const char *const names[] = {
-      "ok",     "nomem",   "io",    "syntax", "schema",   "version",
-      "invalid", "limit",  "usage", "notfound", "unsupported"};
+      "ok",      "nomem", "io",    "syntax",   "schema",     "version",
+      "invalid", "limit", "usage", "notfound", "unsupported"};
   if (status > 0 || status < PLAN_EUNSUPPORTED)
     return "unknown";
   return names[-status];
@@ -133,9 +133,15 @@ char *plan_error_format(char *buf, size_t size) {
 
 /* ---- versions ------------------------------------------------------------ */
 
-const char *plan_version_string(void) { return PLAN_VERSION_STRING; }
-int plan_version_number(void) { return PLAN_VERSION_NUMBER; }
-int plan_abi_version(void) { return PLAN_ABI_VERSION; }
+const char *plan_version_string(void) {
+  return PLAN_VERSION_STRING;
+}
+int plan_version_number(void) {
+  return PLAN_VERSION_NUMBER;
+}
+int plan_abi_version(void) {
+  return PLAN_ABI_VERSION;
+}
 
 /* ---- hashes -------------------------------------------------------------- */
 

@@ -70,7 +70,8 @@ typedef struct plan_pos {
   int col;
 } plan_pos;
 
-/* ---- op attributes -------------------------------------------------------- */
+/* ---- op attributes --------------------------------------------------------
+ */
 
 typedef enum plan_attr_type {
   PLAN_ATTR_INT,
@@ -91,7 +92,8 @@ typedef struct plan_attr_val {
   plan_pos pos;
 } plan_attr_val;
 
-/* ---- program -------------------------------------------------------------- */
+/* ---- program --------------------------------------------------------------
+ */
 
 typedef struct plan_tensor {
   const char *name;
@@ -101,15 +103,15 @@ typedef struct plan_tensor {
                              NULL where unnamed */
   plan_dtype dtype;
   plan_role role;
-  bool declared; /* listed under program.tensors */
+  bool declared;  /* listed under program.tensors */
   bool has_range; /* integer inputs: values in [range_lo, range_hi) */
   int64_t range_lo, range_hi;
   plan_recipe recipe;
-  double recipe_theta; /* rope: base, default 10000 */
-  double recipe_fill;  /* causal_mask: masked value, default -1e9 */
+  double recipe_theta;  /* rope: base, default 10000 */
+  double recipe_fill;   /* causal_mask: masked value, default -1e9 */
   struct plan_ext *ext; /* x- keys of the declaration */
-  int producer;        /* op index, -1 for leaves */
-  int producer_slot;   /* which output of the producer */
+  int producer;         /* op index, -1 for leaves */
+  int producer_slot;    /* which output of the producer */
   plan_pos pos;
   uint64_t sig; /* signature hash, see plan_program_compute_sigs */
 } plan_tensor;
@@ -124,10 +126,10 @@ typedef struct plan_op {
   const char *name;
   int kind; /* plan_op_kind (ops.h) */
   int nin, nout;
-  int *in;  /* tensor indices */
-  int *out; /* tensor indices */
+  int *in;              /* tensor indices */
+  int *out;             /* tensor indices */
   plan_attr_val *attrs; /* one per attribute of the kind's schema */
-  struct plan_ext *ext;  /* x- keys of the op */
+  struct plan_ext *ext; /* x- keys of the op */
   plan_pos pos;
   uint64_t sig;
 } plan_op;
@@ -137,7 +139,7 @@ struct plan_program {
   const char *file; /* for diagnostics; "" when built in memory */
   const char *name;
   int version_major, version_minor; /* format version of its document */
-  plan_tensor *tensors; /* malloc'd, grows while reading */
+  plan_tensor *tensors;             /* malloc'd, grows while reading */
   int ntensors, cap_tensors;
   plan_op *ops; /* in topological order after load */
   int nops, cap_ops;
@@ -151,7 +153,7 @@ struct plan_program {
   plan_attr_val *default_attrs[32];
   int *outputs;
   int noutputs;
-  int loss; /* tensor index or -1 */
+  int loss;              /* tensor index or -1 */
   bool outputs_explicit; /* `outputs:` written (else: unconsumed tensors) */
   plan_pos outputs_pos, loss_pos;
   plan_strmap tensor_by_name;
@@ -160,7 +162,8 @@ struct plan_program {
   plan_pos pos;
 };
 
-/* ---- generic values (provenance, x- extension keys) ----------------------- */
+/* ---- generic values (provenance, x- extension keys) -----------------------
+ */
 
 typedef enum plan_value_kind {
   PLAN_V_NULL,
@@ -179,7 +182,7 @@ typedef struct plan_value {
   double f;
   const char *s; /* STRING */
   bool block;    /* STRING written as a block scalar (kept for readability) */
-  int n;                    /* SEQ items / MAP entries */
+  int n;         /* SEQ items / MAP entries */
   struct plan_value **items; /* SEQ: n items; MAP: n values */
   const char **keys;         /* MAP: n keys, in file order */
 } plan_value;
@@ -191,7 +194,8 @@ typedef struct plan_ext {
   plan_value **vals;
 } plan_ext;
 
-/* ---- mesh ----------------------------------------------------------------- */
+/* ---- mesh -----------------------------------------------------------------
+ */
 
 typedef struct plan_link {
   double bandwidth; /* bytes/s, 0 = unset */
@@ -199,10 +203,10 @@ typedef struct plan_link {
 } plan_link;
 
 typedef struct plan_hardware {
-  const char *name;          /* NULL when not given */
+  const char *name;               /* NULL when not given */
   double flops[PLAN_DTYPE_COUNT]; /* peak FLOP/s per dtype, 0 = unset */
-  double memory;             /* bytes per device */
-  double memory_bandwidth;   /* bytes/s */
+  double memory;                  /* bytes per device */
+  double memory_bandwidth;        /* bytes/s */
   plan_link intra_host;
   plan_link inter_host;
   plan_link axis_link[PLAN_MAX_MESH_AXES]; /* per mesh axis override */
@@ -234,7 +238,8 @@ typedef struct plan_mesh {
   plan_pos devices_pos;
 } plan_mesh;
 
-/* ---- placements ------------------------------------------------------------ */
+/* ---- placements ------------------------------------------------------------
+ */
 
 typedef enum plan_pl_kind {
   PLAN_PL_R = 0,
@@ -254,9 +259,9 @@ typedef enum plan_reduce {
 typedef struct plan_axis_pl {
   uint8_t kind;   /* plan_pl_kind */
   uint8_t reduce; /* plan_reduce, for P */
-  int8_t dim;     /* for S: tensor dim (normalised to >= 0 once rank is known) */
-  int8_t level;   /* for S: nesting level among the axes sharding `dim`,
-                     0 = major. Default: order of the mesh axes. */
+  int8_t dim;   /* for S: tensor dim (normalised to >= 0 once rank is known) */
+  int8_t level; /* for S: nesting level among the axes sharding `dim`,
+                   0 = major. Default: order of the mesh axes. */
 } plan_axis_pl;
 
 /* A placement over the whole mesh: one entry per mesh axis, in mesh order. */
@@ -265,7 +270,8 @@ typedef struct plan_placement {
   plan_axis_pl ax[PLAN_MAX_MESH_AXES];
 } plan_placement;
 
-/* ---- plan ------------------------------------------------------------------ */
+/* ---- plan ------------------------------------------------------------------
+ */
 
 typedef struct plan_strategy {
   bool set;
@@ -276,7 +282,7 @@ typedef struct plan_strategy {
 } plan_strategy;
 
 typedef enum plan_grad_sync {
-  PLAN_SYNC_AUTO,           /* all-reduce where the gradient is partial */
+  PLAN_SYNC_AUTO, /* all-reduce where the gradient is partial */
   PLAN_SYNC_ALL_REDUCE,
   PLAN_SYNC_REDUCE_SCATTER, /* ZeRO / FSDP: sharded gradient and state */
   PLAN_SYNC_NONE,           /* user asserts no sync is needed */
@@ -304,8 +310,8 @@ typedef struct plan_training {
   int64_t steps; /* optimizer steps a verification runs, default 1 */
   /* dtype policy; -1 = same as the tensor */
   int param_dtype, compute_dtype, grad_dtype, accum_dtype;
-  double clip_grad_norm; /* 0 = off */
-  double loss_scale;     /* 1 = off */
+  double clip_grad_norm;    /* 0 = off */
+  double loss_scale;        /* 1 = off */
   plan_param_train *params; /* per tensor index (only params used) */
   bool *recompute;          /* per op index */
   plan_pos pos;
@@ -322,10 +328,10 @@ typedef enum plan_schedule_kind {
 } plan_schedule_kind;
 
 typedef enum plan_action_kind {
-  PLAN_ACT_F,      /* forward */
-  PLAN_ACT_B,      /* full backward */
-  PLAN_ACT_I,      /* backward, input gradient half */
-  PLAN_ACT_W,      /* backward, weight gradient half */
+  PLAN_ACT_F, /* forward */
+  PLAN_ACT_B, /* full backward */
+  PLAN_ACT_I, /* backward, input gradient half */
+  PLAN_ACT_W, /* backward, weight gradient half */
   PLAN_ACT_SEND_F,
   PLAN_ACT_RECV_F,
   PLAN_ACT_SEND_B,
@@ -343,16 +349,16 @@ typedef struct plan_action {
 typedef struct plan_stage {
   const char **patterns; /* op names or globs as written */
   int npatterns;
-  int submesh;  /* index into mesh submeshes, -1 = from the pipeline axis */
+  int submesh; /* index into mesh submeshes, -1 = from the pipeline axis */
   plan_pos pos;
 } plan_stage;
 
 typedef struct plan_pipeline {
   bool present;
-  int axis;            /* mesh axis index of the pp axis, -1 = none */
+  int axis; /* mesh axis index of the pp axis, -1 = none */
   plan_stage *stages;
   int nstages;
-  int *op_stage;       /* per op index: stage, -1 = none (resolved) */
+  int *op_stage; /* per op index: stage, -1 = none (resolved) */
   int64_t microbatches;
   plan_schedule_kind schedule;
   /* explicit grid: one action list per pipeline rank */
@@ -381,7 +387,7 @@ typedef struct plan_region {
   plan_region_kind kind;
   const char **patterns;
   int npatterns;
-  bool *ops; /* per op index: member (resolved) */
+  bool *ops;                       /* per op index: member (resolved) */
   plan_boundary *inputs, *outputs; /* manual regions */
   int ninputs, noutputs;
   const char *body; /* manual: Lua source, kept as text */
@@ -414,7 +420,7 @@ typedef struct plan_name_use {
   const char *pattern;
   const char *section; /* "strategies", "placements", "regions", ... */
   bool is_glob;
-  bool tensors;  /* names tensors (else ops) */
+  bool tensors; /* names tensors (else ops) */
   int matches;
   plan_pos pos;
 } plan_name_use;
@@ -433,9 +439,9 @@ typedef struct plan_intern {
 
 struct plan_plan {
   plan_arena arena;
-  const char *file; /* for diagnostics */
+  const char *file;                 /* for diagnostics */
   int version_major, version_minor; /* as read from the file */
-  plan_program *program;         /* owned */
+  plan_program *program;            /* owned */
   bool program_inline;
   plan_program_ref ref; /* valid when !program_inline */
   plan_mesh mesh;
@@ -454,7 +460,7 @@ struct plan_plan {
   int nuses, cap_uses;
   plan_intern intern;
   plan_strmap use_keys; /* "section:name" of recorded uses, for duplicates */
-  int next_op; /* where the next exact strategy name is likely to be */
+  int next_op;          /* where the next exact strategy name is likely to be */
 };
 
 #endif

@@ -8,11 +8,11 @@
 
 #define PLAN_MAX_DEVICES (1 << 22)
 
-static const char *const mesh_keys[] = {"axes",      "devices",  "devices_per_host",
-                                        "submeshes", "hardware", NULL};
-static const char *const hw_keys[] = {"name",       "flops",      "memory",
-                                      "memory_bandwidth", "intra_host",
-                                      "inter_host", "links",      NULL};
+static const char *const mesh_keys[] = {
+    "axes", "devices", "devices_per_host", "submeshes", "hardware", NULL};
+static const char *const hw_keys[] = {
+    "name",       "flops",      "memory", "memory_bandwidth",
+    "intra_host", "inter_host", "links",  NULL};
 static const char *const link_keys[] = {"bandwidth", "latency", NULL};
 static const char *const iota_keys[] = {"iota", "transpose", NULL};
 
@@ -172,7 +172,8 @@ static int read_devices(const plan_reader *rd, const plan_ynode *n,
   m->devices_pos = rd_pos(n);
   if (plan_yscalar_is(n, "iota"))
     return PLAN_OK; /* identity: devices stays NULL */
-  m->devices = plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)m->ndevices);
+  m->devices =
+      plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)m->ndevices);
   if (!m->devices)
     return plan_oom();
   int rc;
@@ -197,8 +198,7 @@ static int read_devices(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-static int read_link(const plan_reader *rd, const plan_ynode *n,
-                     plan_link *l) {
+static int read_link(const plan_reader *rd, const plan_ynode *n, plan_link *l) {
   int rc = rd_expect_map(rd, n, "a link");
   if (rc || (rc = rd_check_keys(rd, n, link_keys, "a link", NULL)))
     return rc;
@@ -225,7 +225,8 @@ static int read_hardware(const plan_reader *rd, const plan_ynode *n,
   h->pos = rd_pos(n);
   m->hardware = h;
   const plan_ynode *v;
-  if ((v = plan_ymap_get(n, "name")) && (rc = rd_name(rd, v, "hardware name", &h->name)))
+  if ((v = plan_ymap_get(n, "name")) &&
+      (rc = rd_name(rd, v, "hardware name", &h->name)))
     return rc;
   if ((v = plan_ymap_get(n, "flops"))) {
     if ((rc = rd_expect_map(rd, v, "flops")))
@@ -243,16 +244,19 @@ static int read_hardware(const plan_reader *rd, const plan_ynode *n,
                        "flops must be >= 0");
     }
   }
-  if ((v = plan_ymap_get(n, "memory")) && (rc = rd_number(rd, v, "memory", &h->memory)))
+  if ((v = plan_ymap_get(n, "memory")) &&
+      (rc = rd_number(rd, v, "memory", &h->memory)))
     return rc;
   if ((v = plan_ymap_get(n, "memory_bandwidth")) &&
       (rc = rd_number(rd, v, "memory_bandwidth", &h->memory_bandwidth)))
     return rc;
   if (h->memory < 0 || h->memory_bandwidth < 0)
     return rd_fail(rd, n, PLAN_EINVALID, "hardware figures must be >= 0");
-  if ((v = plan_ymap_get(n, "intra_host")) && (rc = read_link(rd, v, &h->intra_host)))
+  if ((v = plan_ymap_get(n, "intra_host")) &&
+      (rc = read_link(rd, v, &h->intra_host)))
     return rc;
-  if ((v = plan_ymap_get(n, "inter_host")) && (rc = read_link(rd, v, &h->inter_host)))
+  if ((v = plan_ymap_get(n, "inter_host")) &&
+      (rc = read_link(rd, v, &h->inter_host)))
     return rc;
   if ((v = plan_ymap_get(n, "links"))) {
     if ((rc = rd_expect_map(rd, v, "links")))
@@ -276,7 +280,8 @@ static int read_submeshes(const plan_reader *rd, const plan_ynode *n,
   if (rc)
     return rc;
   m->nsubmeshes = (int)n->u.map.count;
-  m->submeshes = plan_arena_alloc(rd->arena, sizeof(plan_submesh) * (n->u.map.count + 1));
+  m->submeshes =
+      plan_arena_alloc(rd->arena, sizeof(plan_submesh) * (n->u.map.count + 1));
   if (!m->submeshes)
     return plan_oom();
   for (size_t i = 0; i < n->u.map.count; i++) {
@@ -293,16 +298,17 @@ static int read_submeshes(const plan_reader *rd, const plan_ynode *n,
       const plan_ynode *ak = v->u.map.pairs[j].key;
       int a = mesh_axis_find(m, ak->u.scalar.text);
       if (a < 0)
-        return rd_fail(rd, ak, PLAN_EINVALID, "submesh '%s': no mesh axis '%.40s'",
-                       s->name, ak->u.scalar.text);
+        return rd_fail(rd, ak, PLAN_EINVALID,
+                       "submesh '%s': no mesh axis '%.40s'", s->name,
+                       ak->u.scalar.text);
       int64_t idx;
       if ((rc = rd_int(rd, v->u.map.pairs[j].value, "a submesh index", &idx)))
         return rc;
       if (idx < 0 || idx >= m->axis_sizes[a])
-        return rd_fail(rd, v->u.map.pairs[j].value, PLAN_EINVALID,
-                       "submesh '%s': index %lld is outside axis %s (size %lld)",
-                       s->name, (long long)idx, m->axis_names[a],
-                       (long long)m->axis_sizes[a]);
+        return rd_fail(
+            rd, v->u.map.pairs[j].value, PLAN_EINVALID,
+            "submesh '%s': index %lld is outside axis %s (size %lld)", s->name,
+            (long long)idx, m->axis_names[a], (long long)m->axis_sizes[a]);
       s->index[a] = idx;
     }
   }

@@ -49,9 +49,9 @@ typedef struct plan_attr_spec {
   const char *name;
   plan_attr_type type;
   bool required;
-  int64_t def_i;   /* INT default */
-  double def_f;    /* FLOAT default */
-  bool def_b;      /* BOOL default */
+  int64_t def_i;     /* INT default */
+  double def_f;      /* FLOAT default */
+  bool def_b;        /* BOOL default */
   const char *def_s; /* STRING default */
   /* INTS default: always the empty list */
   /* The value names dims of input 0 (negative counts from the end): loading
@@ -71,11 +71,11 @@ typedef struct plan_shape {
 
 /* How partial (P) inputs pass through an op, per mesh axis. */
 typedef enum plan_partial_rule {
-  PLAN_PARTIAL_NONE,     /* not linear: any P input is illegal (relu, softmax..) */
-  PLAN_PARTIAL_PASS,     /* data movement (transpose, reshape, split..): any P
-                            passes through unchanged */
-  PLAN_PARTIAL_UNARY,    /* linear unary (scale, reduce_*): P(sum|avg) passes;
-                            scale also passes P(max|min) when factor >= 0 */
+  PLAN_PARTIAL_NONE,  /* not linear: any P input is illegal (relu, softmax..) */
+  PLAN_PARTIAL_PASS,  /* data movement (transpose, reshape, split..): any P
+                         passes through unchanged */
+  PLAN_PARTIAL_UNARY, /* linear unary (scale, reduce_*): P(sum|avg) passes;
+                         scale also passes P(max|min) when factor >= 0 */
   PLAN_PARTIAL_ADDITIVE, /* add, sub, concat: all inputs P with the same
                             sum|avg, or none */
   PLAN_PARTIAL_PRODUCT,  /* matmul, mul: exactly one of inputs 0/1 P(sum|avg),
@@ -106,7 +106,8 @@ const plan_op_info *plan_op_info_get(int kind);
 int plan_op_kind_from_name(const char *name);
 const char *plan_op_kind_name(int kind);
 
-/* ---- factor-based sharding rules ------------------------------------------ */
+/* ---- factor-based sharding rules ------------------------------------------
+ */
 
 typedef enum plan_factor_kind {
   PLAN_FACTOR_FREE,
@@ -162,10 +163,10 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
  * the first reason the inputs are illegal, e.g.
  * "input 1 shards dim 0 (factor k) along tp but input 0 does not". */
 int plan_rule_infer_out(const plan_rule *rule, int kind,
-                        const plan_attr_val *attrs,
-                        const plan_placement *in, const int64_t *mesh_sizes,
-                        const char *const *axis_names,
-                        plan_placement *out, char *err, size_t errsz);
+                        const plan_attr_val *attrs, const plan_placement *in,
+                        const int64_t *mesh_sizes,
+                        const char *const *axis_names, plan_placement *out,
+                        char *err, size_t errsz);
 
 /* Checks a whole strategy: inputs legal and outputs equal to what the rule
  * derives (P(avg) accepted for P(sum) where the factor allows it).

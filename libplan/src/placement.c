@@ -37,7 +37,9 @@ static void skip_ws(cursor *c) {
     c->i++;
 }
 
-static bool at_end(const cursor *c) { return c->i >= c->len; }
+static bool at_end(const cursor *c) {
+  return c->i >= c->len;
+}
 
 /* Consumes `word` if the text continues with it. */
 static bool eat(cursor *c, const char *word) {
@@ -85,7 +87,8 @@ static bool parse_dim_spec(cursor *c, plan_axis_pl *e, char *err,
     return false;
   }
   if (d < -PLAN_MAX_RANK || d >= PLAN_MAX_RANK) {
-    set_err(err, errsz, "dim %lld is out of range (tensors have at most %d dims)",
+    set_err(err, errsz,
+            "dim %lld is out of range (tensors have at most %d dims)",
             (long long)d, PLAN_MAX_RANK);
     return false;
   }

@@ -39,6 +39,7 @@ int canon_encode(plan_buf *b, const plan_plan *p, plan_part part);
 int canon_section(plan_buf *b, const plan_plan *p, const char *which);
 
 /* Drift findings of `edited` against the program p was made for (diff.c). */
-int plan_drift_into(plan_diags *d, const plan_plan *p, const plan_program *edited);
+int plan_drift_into(plan_diags *d, const plan_plan *p,
+                    const plan_program *edited);
 
 #endif

@@ -14,13 +14,14 @@
 #include "plan_int.h"
 
 static const char *const top_keys[] = {
-    "libplan",  "program",  "mesh",    "placements", "strategies",
-    "outputs",  "pipeline", "training", "regions",   "provenance", NULL};
+    "libplan",  "program",  "mesh",    "placements", "strategies", "outputs",
+    "pipeline", "training", "regions", "provenance", NULL};
 static const char *const ref_keys[] = {"path", "hash", "signatures", NULL};
 static const char *const sig_keys[] = {"ops", "tensors", NULL};
 static const char *const strategy_keys[] = {"in", "out", NULL};
 
-/* ---- placements ------------------------------------------------------------ */
+/* ---- placements ------------------------------------------------------------
+ */
 
 int read_placement(const plan_reader *rd, const plan_ynode *n,
                    const plan_mesh *m, int rank, plan_placement *out) {
@@ -81,7 +82,8 @@ int read_placement(const plan_reader *rd, const plan_ynode *n,
             return rd_fail(rd, v, PLAN_EINVALID, "no mesh axis '%s'", axes[j]);
           /* dims count from the end when negative, on either side */
           int64_t want = dim < 0 ? dim + rank : dim;
-          int have = out->ax[a].dim < 0 ? out->ax[a].dim + rank : out->ax[a].dim;
+          int have =
+              out->ax[a].dim < 0 ? out->ax[a].dim + rank : out->ax[a].dim;
           if (out->ax[a].kind != PLAN_PL_S || have != want)
             return rd_fail(rd, v, PLAN_EINVALID,
                            "order lists axis %s for dim %lld, but %s does not "
@@ -101,7 +103,8 @@ int read_placement(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-/* ---- name uses ------------------------------------------------------------- */
+/* ---- name uses -------------------------------------------------------------
+ */
 
 int plan_record_use(plan_plan *p, const char *pattern, const char *section,
                     bool tensors, plan_pos pos) {
@@ -145,9 +148,10 @@ int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
   if (!plan_is_glob(pattern)) {
     /* An exact name that resolves needs no record (a 100k-op plan has
      * 100k of them); a miss is kept for validation to report. */
-    int op = p->next_op < prog->nops && !strcmp(prog->ops[p->next_op].name, pattern)
-                 ? p->next_op /* strategies usually follow the ops' order */
-                 : plan_strmap_get(&prog->op_by_name, pattern);
+    int op =
+        p->next_op < prog->nops && !strcmp(prog->ops[p->next_op].name, pattern)
+            ? p->next_op /* strategies usually follow the ops' order */
+            : plan_strmap_get(&prog->op_by_name, pattern);
     if (op >= 0) {
       p->next_op = op + 1;
       return (rc = fn(op, ctx)) ? rc : 1;
@@ -170,7 +174,8 @@ int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
   return matches;
 }
 
-/* ---- program reference ----------------------------------------------------- */
+/* ---- program reference -----------------------------------------------------
+ */
 
 static int read_sig_map(const plan_reader *rd, const plan_ynode *n,
                         const char ***names, uint64_t **sigs, int *count) {
@@ -294,14 +299,15 @@ static int read_program_ref(const plan_reader *rd, const plan_ynode *n,
   char *data = NULL;
   size_t len = 0;
   if ((rc = read_file_all(full, &data, &len)))
-    return plan_fail(rc, rd->file, pathn->line, pathn->col,
-                     "program '%s': %s", r->path, plan_error_last()->message);
+    return plan_fail(rc, rd->file, pathn->line, pathn->col, "program '%s': %s",
+                     r->path, plan_error_last()->message);
   rc = plan_program_load_buffer(&p->program, data, len, full);
   free(data);
   return rc;
 }
 
-/* ---- placements, strategies, outputs ---------------------------------------- */
+/* ---- placements, strategies, outputs ----------------------------------------
+ */
 
 /* One entry of `placements`. */
 static int read_placement_entry(const plan_reader *rd, plan_plan *p,
@@ -324,8 +330,7 @@ static int read_placement_entry(const plan_reader *rd, plan_plan *p,
                    name, prog->ops[prog->tensors[t].producer].name);
   plan_tensor_pl *tp = &p->placements[t];
   if (tp->set)
-    return rd_fail(rd, k, PLAN_ESCHEMA,
-                   "duplicate key '%s' (first at line %d)",
+    return rd_fail(rd, k, PLAN_ESCHEMA, "duplicate key '%s' (first at line %d)",
                    name, tp->pos.line);
   if ((rc = read_placement(rd, v, &p->mesh, prog->tensors[t].rank, &tp->pl)))
     return rc;
@@ -357,8 +362,9 @@ static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
   const plan_program *prog = p->program;
   int have = n->kind == PLAN_Y_SEQ ? (int)n->u.seq.count : 1;
   if (have != count)
-    return rd_fail(rd, n, PLAN_EINVALID, "%s lists %d placement%s, the op has %d",
-                   what, have, have == 1 ? "" : "s", count);
+    return rd_fail(rd, n, PLAN_EINVALID,
+                   "%s lists %d placement%s, the op has %d", what, have,
+                   have == 1 ? "" : "s", count);
   for (int i = 0; i < count; i++) {
     const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
     int rc = read_placement(rd, e, &p->mesh, prog->tensors[tensors[i]].rank,
@@ -418,8 +424,8 @@ static int apply_strategy(int opi, void *vctx) {
   if (s->set) {
     if (!c->pattern && !s->pattern)
       return rd_fail(c->rd, c->key, PLAN_ESCHEMA,
-                     "duplicate key '%s' (first at line %d)",
-                     op->name, s->pos.line);
+                     "duplicate key '%s' (first at line %d)", op->name,
+                     s->pos.line);
     if (c->pattern && !s->pattern)
       return PLAN_OK;
     if (c->pattern && s->pattern)
@@ -516,13 +522,17 @@ static int read_output_placements(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-/* ---- the document ------------------------------------------------------------- */
+/* ---- the document
+ * ------------------------------------------------------------- */
 
 static int alloc_per_program(plan_plan *p) {
   const plan_program *prog = p->program;
-  p->placements = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) * (size_t)(prog->ntensors + 1));
-  p->out_pl = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) * (size_t)(prog->noutputs + 1));
-  p->strategies = plan_arena_alloc(&p->arena, sizeof(plan_strategy) * (size_t)(prog->nops + 1));
+  p->placements = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) *
+                                                  (size_t)(prog->ntensors + 1));
+  p->out_pl = plan_arena_alloc(&p->arena, sizeof(plan_tensor_pl) *
+                                              (size_t)(prog->noutputs + 1));
+  p->strategies = plan_arena_alloc(&p->arena, sizeof(plan_strategy) *
+                                                  (size_t)(prog->nops + 1));
   if (!p->placements || !p->out_pl || !p->strategies)
     return plan_oom();
   return PLAN_OK;
@@ -617,7 +627,8 @@ static int on_item(void *vctx, const plan_yitem *it) {
   bool want_key = strcmp(it->path, "program/ops") != 0;
   if (want_key != (it->key != NULL))
     return 0;
-  if (!strcmp(it->path, "program/ops") || !strcmp(it->path, "program/tensors")) {
+  if (!strcmp(it->path, "program/ops") ||
+      !strcmp(it->path, "program/tensors")) {
     if ((rc = ensure_program(c)))
       return rc;
     plan_reader prd = c->rd;
@@ -659,8 +670,9 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
     return rc;
   if (!(v = plan_ymap_get(root, "mesh"))) {
     /* A program-only document: nothing else may be present. */
-    static const char *const need_mesh[] = {"placements", "strategies", "outputs",
-                                            "pipeline", "training", "regions", NULL};
+    static const char *const need_mesh[] = {
+        "placements", "strategies", "outputs", "pipeline",
+        "training",   "regions",    NULL};
     for (const char *const *k = need_mesh; *k; k++)
       if (plan_ymap_get(root, *k))
         return rd_fail(rd, root, PLAN_ESCHEMA,
@@ -762,6 +774,12 @@ plan_program *plan_take_program(plan_plan *p) {
   return prog;
 }
 
-const plan_program *plan_get_program(const plan_plan *p) { return p->program; }
-int plan_has_mesh(const plan_plan *p) { return p->has_mesh; }
-const char *plan_file(const plan_plan *p) { return p->file; }
+const plan_program *plan_get_program(const plan_plan *p) {
+  return p->program;
+}
+int plan_has_mesh(const plan_plan *p) {
+  return p->has_mesh;
+}
+const char *plan_file(const plan_plan *p) {
+  return p->file;
+}

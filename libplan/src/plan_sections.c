@@ -7,16 +7,16 @@
 #include "plan_int.h"
 
 static const char *const training_keys[] = {
-    "optimizer", "steps", "dtypes", "grad_sync", "optimizer_state",
+    "optimizer", "steps",          "dtypes",     "grad_sync", "optimizer_state",
     "recompute", "clip_grad_norm", "loss_scale", NULL};
 static const char *const optimizer_keys[] = {
     "kind", "lr", "momentum", "beta1", "beta2", "eps", "weight_decay", NULL};
 static const char *const dtype_keys[] = {"param", "compute", "grad", "accum",
                                          NULL};
-static const char *const pipeline_keys[] = {"axis", "stages", "microbatches",
-                                            "schedule", "grid", NULL};
+static const char *const pipeline_keys[] = {
+    "axis", "stages", "microbatches", "schedule", "grid", NULL};
 static const char *const stage_keys[] = {"ops", "submesh", NULL};
-static const char *const region_keys[] = {"name", "kind", "ops", "inputs",
+static const char *const region_keys[] = {"name",    "kind", "ops", "inputs",
                                           "outputs", "body", NULL};
 
 static const char *const optimizer_names[PLAN_OPT_COUNT] = {"none", "sgd",
@@ -54,7 +54,8 @@ static int for_tensors(plan_plan *p, const char *pattern, const char *section,
   return matches;
 }
 
-/* ---- training ---------------------------------------------------------------- */
+/* ---- training
+ * ---------------------------------------------------------------- */
 
 typedef struct train_ctx {
   const plan_reader *rd;
@@ -109,8 +110,10 @@ static int read_optimizer(const plan_reader *rd, const plan_ynode *n,
     return rc;
   const plan_ynode *k = plan_ymap_get(n, "kind");
   if (!k)
-    return rd_fail(rd, n, PLAN_ESCHEMA, "optimizer needs a 'kind' (sgd or adam)");
-  if ((rc = rd_enum(rd, k, "optimizer", optimizer_names, PLAN_OPT_COUNT, &kind)))
+    return rd_fail(rd, n, PLAN_ESCHEMA,
+                   "optimizer needs a 'kind' (sgd or adam)");
+  if ((rc =
+           rd_enum(rd, k, "optimizer", optimizer_names, PLAN_OPT_COUNT, &kind)))
     return rc;
   tr->optimizer = (plan_optimizer)kind;
   if (kind == PLAN_OPT_ADAM)
@@ -125,9 +128,9 @@ static int read_optimizer(const plan_reader *rd, const plan_ynode *n,
     const plan_ynode *v = plan_ymap_get(n, nums[i].key);
     if (!v)
       continue;
-    if (kind == PLAN_OPT_SGD && (!strcmp(nums[i].key, "beta1") ||
-                                 !strcmp(nums[i].key, "beta2") ||
-                                 !strcmp(nums[i].key, "eps")))
+    if (kind == PLAN_OPT_SGD &&
+        (!strcmp(nums[i].key, "beta1") || !strcmp(nums[i].key, "beta2") ||
+         !strcmp(nums[i].key, "eps")))
       return rd_fail(rd, v, PLAN_ESCHEMA, "sgd has no '%s'", nums[i].key);
     if (kind == PLAN_OPT_ADAM && !strcmp(nums[i].key, "momentum"))
       return rd_fail(rd, v, PLAN_ESCHEMA, "adam has no 'momentum' (use beta1)");
@@ -149,7 +152,8 @@ static int read_training(const plan_reader *rd, const plan_ynode *n,
     return rc;
   tr->present = true;
   tr->pos = rd_pos(n);
-  tr->params = plan_arena_alloc(rd->arena, sizeof(plan_param_train) * (size_t)(prog->ntensors + 1));
+  tr->params = plan_arena_alloc(rd->arena, sizeof(plan_param_train) *
+                                               (size_t)(prog->ntensors + 1));
   tr->recompute = plan_arena_alloc(rd->arena, (size_t)prog->nops + 1);
   if (!tr->params || !tr->recompute)
     return plan_oom();
@@ -239,7 +243,8 @@ static int read_training(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-/* ---- pipeline ------------------------------------------------------------------ */
+/* ---- pipeline
+ * ------------------------------------------------------------------ */
 
 static const char *const action_words[PLAN_ACT_COUNT] = {
     "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"};
@@ -290,7 +295,8 @@ static int read_grid_row(const plan_reader *rd, const plan_ynode *n,
     int cap = 1;
     for (const char *c = s; *c; c++)
       cap += *c == ' ';
-    plan_action *acts = plan_arena_alloc(rd->arena, sizeof(plan_action) * (size_t)cap);
+    plan_action *acts =
+        plan_arena_alloc(rd->arena, sizeof(plan_action) * (size_t)cap);
     if (!acts)
       return plan_oom();
     int cnt = 0;
@@ -304,12 +310,14 @@ static int read_grid_row(const plan_reader *rd, const plan_ynode *n,
       if (j > i) {
         if (plan_action_parse(&acts[cnt], s + i, j - i))
           return plan_fail(PLAN_EINVALID, rd->file, n->line,
-                           n->col + (int)i + (n->u.scalar.style == PLAN_Y_QUOTED),
+                           n->col + (int)i +
+                               (n->u.scalar.style == PLAN_Y_QUOTED),
                            "action '%.*s' is not STAGE ACTION MICROBATCH (e.g. "
                            "0F1, 2B0, 1I3, 1W3, 0SEND_F2)",
                            (int)(j - i), s + i);
         acts[cnt].pos.line = n->line;
-        acts[cnt].pos.col = n->col + (int)i + (n->u.scalar.style == PLAN_Y_QUOTED);
+        acts[cnt].pos.col =
+            n->col + (int)i + (n->u.scalar.style == PLAN_Y_QUOTED);
         cnt++;
       }
       i = j;
@@ -320,7 +328,8 @@ static int read_grid_row(const plan_reader *rd, const plan_ynode *n,
   }
   if ((rc = rd_expect_seq(rd, n, "a grid row")))
     return rc;
-  plan_action *acts = plan_arena_alloc(rd->arena, sizeof(plan_action) * (n->u.seq.count + 1));
+  plan_action *acts =
+      plan_arena_alloc(rd->arena, sizeof(plan_action) * (n->u.seq.count + 1));
   if (!acts)
     return plan_oom();
   for (size_t i = 0; i < n->u.seq.count; i++) {
@@ -372,7 +381,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
       return rc;
     pp->axis = mesh_axis_find(&p->mesh, v->u.scalar.text);
     if (pp->axis < 0)
-      return rd_fail(rd, v, PLAN_EINVALID, "pipeline axis '%.40s' is not a mesh axis",
+      return rd_fail(rd, v, PLAN_EINVALID,
+                     "pipeline axis '%.40s' is not a mesh axis",
                      v->u.scalar.text);
   }
   if ((v = plan_ymap_get(n, "microbatches"))) {
@@ -397,20 +407,25 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   }
   if (grid) {
     pp->schedule_pos = rd_pos(grid);
-    if ((rc = rd_expect_seq(rd, grid, "grid (one row of actions per pipeline rank)")))
+    if ((rc = rd_expect_seq(rd, grid,
+                            "grid (one row of actions per pipeline rank)")))
       return rc;
     if (grid->u.seq.count > 65536)
       return rd_fail(rd, grid, PLAN_ELIMIT, "grid has too many rows");
     pp->grid_ranks = (int)grid->u.seq.count;
-    pp->grid = plan_arena_alloc(rd->arena, sizeof(plan_action *) * (grid->u.seq.count + 1));
-    pp->grid_len = plan_arena_alloc(rd->arena, sizeof(int) * (grid->u.seq.count + 1));
+    pp->grid = plan_arena_alloc(rd->arena, sizeof(plan_action *) *
+                                               (grid->u.seq.count + 1));
+    pp->grid_len =
+        plan_arena_alloc(rd->arena, sizeof(int) * (grid->u.seq.count + 1));
     if (!pp->grid || !pp->grid_len)
       return plan_oom();
     for (size_t r = 0; r < grid->u.seq.count; r++)
-      if ((rc = read_grid_row(rd, grid->u.seq.items[r], &pp->grid[r], &pp->grid_len[r])))
+      if ((rc = read_grid_row(rd, grid->u.seq.items[r], &pp->grid[r],
+                              &pp->grid_len[r])))
         return rc;
   }
-  pp->op_stage = plan_arena_alloc(rd->arena, sizeof(int) * (size_t)(prog->nops + 1));
+  pp->op_stage =
+      plan_arena_alloc(rd->arena, sizeof(int) * (size_t)(prog->nops + 1));
   if (!pp->op_stage)
     return plan_oom();
   for (int i = 0; i < prog->nops; i++)
@@ -422,7 +437,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   if (v->u.seq.count < 1 || v->u.seq.count > 65536)
     return rd_fail(rd, v, PLAN_EINVALID, "a pipeline has 1 to 65536 stages");
   pp->nstages = (int)v->u.seq.count;
-  pp->stages = plan_arena_alloc(rd->arena, sizeof(plan_stage) * (v->u.seq.count + 1));
+  pp->stages =
+      plan_arena_alloc(rd->arena, sizeof(plan_stage) * (v->u.seq.count + 1));
   if (!pp->stages)
     return plan_oom();
   for (int s = 0; s < pp->nstages; s++) {
@@ -460,7 +476,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-/* ---- regions ------------------------------------------------------------------- */
+/* ---- regions
+ * ------------------------------------------------------------------- */
 
 typedef struct region_ctx {
   plan_region *r;
@@ -477,7 +494,8 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
   if (rc)
     return rc;
   *count = (int)n->u.map.count;
-  *out = plan_arena_alloc(rd->arena, sizeof(plan_boundary) * (n->u.map.count + 1));
+  *out =
+      plan_arena_alloc(rd->arena, sizeof(plan_boundary) * (n->u.map.count + 1));
   if (!*out)
     return plan_oom();
   for (size_t i = 0; i < n->u.map.count; i++) {
@@ -486,7 +504,8 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
     b->tensor = plan_strmap_get(&p->program->tensor_by_name, k->u.scalar.text);
     b->pos = rd_pos(k);
     if (b->tensor < 0)
-      return rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'", k->u.scalar.text);
+      return rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'",
+                     k->u.scalar.text);
     if ((rc = read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
                              p->program->tensors[b->tensor].rank, &b->pl)))
       return rc;
@@ -500,7 +519,8 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
   if (rc)
     return rc;
   p->nregions = (int)n->u.seq.count;
-  p->regions = plan_arena_alloc(rd->arena, sizeof(plan_region) * (n->u.seq.count + 1));
+  p->regions =
+      plan_arena_alloc(rd->arena, sizeof(plan_region) * (n->u.seq.count + 1));
   if (!p->regions)
     return plan_oom();
   for (int i = 0; i < p->nregions; i++) {
@@ -520,10 +540,10 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
                        r->name);
     int kind;
     if (!(v = plan_ymap_get(rn, "kind")))
-      return rd_fail(rd, rn, PLAN_ESCHEMA, "region '%s' needs a 'kind' (pinned or manual)",
-                     r->name);
-    if ((rc = rd_enum(rd, v, "region kind", region_kind_names, PLAN_REGION_COUNT,
-                      &kind)))
+      return rd_fail(rd, rn, PLAN_ESCHEMA,
+                     "region '%s' needs a 'kind' (pinned or manual)", r->name);
+    if ((rc = rd_enum(rd, v, "region kind", region_kind_names,
+                      PLAN_REGION_COUNT, &kind)))
       return rc;
     r->kind = (plan_region_kind)kind;
     if (!(v = plan_ymap_get(rn, "ops")))
@@ -537,7 +557,8 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
       return plan_oom();
     for (int j = 0; j < r->npatterns; j++) {
       region_ctx c = {r};
-      const plan_ynode *at = opsn->kind == PLAN_Y_SEQ ? opsn->u.seq.items[j] : opsn;
+      const plan_ynode *at =
+          opsn->kind == PLAN_Y_SEQ ? opsn->u.seq.items[j] : opsn;
       if ((rc = plan_for_ops(p, r->patterns[j], "regions", rd_pos(at),
                              set_member, &c)) < 0)
         return rc;
@@ -553,8 +574,8 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
       continue;
     }
     if (!body)
-      return rd_fail(rd, rn, PLAN_ESCHEMA, "manual region '%s' needs a Lua 'body'",
-                     r->name);
+      return rd_fail(rd, rn, PLAN_ESCHEMA,
+                     "manual region '%s' needs a Lua 'body'", r->name);
     if ((rc = rd_string(rd, body, "body", &r->body)))
       return rc;
     if (in && (rc = read_boundaries(rd, in, p, &r->inputs, &r->ninputs)))
@@ -565,7 +586,8 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-/* ---- all sections ------------------------------------------------------------------ */
+/* ---- all sections
+ * ------------------------------------------------------------------ */
 
 int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
                        plan_plan *p) {

@@ -11,8 +11,8 @@
 
 _Static_assert(PLAN_OP_COUNT <= 32, "plan_program.default_attrs is sized 32");
 
-static const char *const dtype_names[] = {"f64", "f32", "bf16", "f16", "i64",
-                                          "i32"};
+static const char *const dtype_names[] = {"f64", "f32", "bf16",
+                                          "f16", "i64", "i32"};
 _Static_assert(sizeof dtype_names / sizeof *dtype_names == PLAN_DTYPE_COUNT,
                "dtype name table");
 static const int dtype_sizes[] = {8, 4, 2, 2, 8, 4};
@@ -22,9 +22,8 @@ static const char *const role_names[] = {"input", "param", "const",
                                          "activation", "output"};
 _Static_assert(sizeof role_names / sizeof *role_names == PLAN_ROLE_COUNT,
                "role name table");
-static const char *const recipe_names[] = {"none",     "zeros",    "ones",
-                                           "causal_mask", "rope_cos",
-                                           "rope_sin"};
+static const char *const recipe_names[] = {
+    "none", "zeros", "ones", "causal_mask", "rope_cos", "rope_sin"};
 _Static_assert(sizeof recipe_names / sizeof *recipe_names == PLAN_RECIPE_COUNT,
                "recipe name table");
 
@@ -53,12 +52,15 @@ int plan_role_from_name(const char *s) {
 int plan_recipe_from_name(const char *s) {
   return lookup(recipe_names, PLAN_RECIPE_COUNT, s);
 }
-bool plan_dtype_is_float(plan_dtype t) { return t <= PLAN_F16; }
+bool plan_dtype_is_float(plan_dtype t) {
+  return t <= PLAN_F16;
+}
 int plan_dtype_size(plan_dtype t) {
   return (unsigned)t < PLAN_DTYPE_COUNT ? dtype_sizes[t] : 0;
 }
 
-/* ---- construction ---------------------------------------------------------- */
+/* ---- construction ----------------------------------------------------------
+ */
 
 plan_program *program_new(const char *file) {
   plan_program *p = calloc(1, sizeof *p);
@@ -88,7 +90,8 @@ void plan_program_free(plan_program *p) {
   free(p);
 }
 
-/* ---- topological order ----------------------------------------------------- */
+/* ---- topological order -----------------------------------------------------
+ */
 
 /* Min-heap of op indices, so among ready ops the earliest in the file comes
  * first: a file already in topological order keeps its order exactly. */
@@ -234,7 +237,8 @@ done:
   return rc;
 }
 
-/* ---- shapes ------------------------------------------------------------------ */
+/* ---- shapes
+ * ------------------------------------------------------------------ */
 
 static void shape_str(const int64_t *dims, int rank, char *buf, size_t sz) {
   size_t u = 0;
@@ -255,8 +259,8 @@ static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
       continue;
     if (op->attrs == p->default_attrs[op->kind]) {
       /* shared defaults: give the op its own copy before changing it */
-      plan_attr_val *own = plan_arena_alloc(&p->arena, sizeof(plan_attr_val) *
-                                                           (size_t)info->nattrs);
+      plan_attr_val *own = plan_arena_alloc(
+          &p->arena, sizeof(plan_attr_val) * (size_t)info->nattrs);
       if (!own)
         return plan_oom();
       memcpy(own, op->attrs, sizeof(plan_attr_val) * (size_t)info->nattrs);
@@ -281,7 +285,8 @@ static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
       if (a->ints[i] < 0)
         a->ints[i] += rank;
     /* a swap of two dims is symmetric: [1, 0] is [0, 1] */
-    if (op->kind == PLAN_OP_TRANSPOSE && a->nints == 2 && a->ints[0] > a->ints[1]) {
+    if (op->kind == PLAN_OP_TRANSPOSE && a->nints == 2 &&
+        a->ints[0] > a->ints[1]) {
       int64_t t = a->ints[0];
       a->ints[0] = a->ints[1];
       a->ints[1] = t;
@@ -312,8 +317,9 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
     for (int k = 0; k < op->nout; k++) {
       plan_tensor *t = &p->tensors[op->out[k]];
       if (t->declared) {
-        bool same = t->rank == out[k].rank && t->dtype == out[k].dtype &&
-                    !memcmp(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
+        bool same =
+            t->rank == out[k].rank && t->dtype == out[k].dtype &&
+            !memcmp(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
         if (!same) {
           char a[128], b[128];
           shape_str(t->dims, t->rank, a, sizeof a);
@@ -326,7 +332,8 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
         }
       } else {
         t->rank = out[k].rank;
-        t->dims = plan_arena_alloc(&p->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
+        t->dims = plan_arena_alloc(&p->arena,
+                                   sizeof(int64_t) * (size_t)(t->rank + 1));
         if (!t->dims)
           return plan_oom();
         memcpy(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
@@ -337,7 +344,8 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
   return PLAN_OK;
 }
 
-/* ---- roles, outputs, loss ------------------------------------------------------ */
+/* ---- roles, outputs, loss
+ * ------------------------------------------------------ */
 
 static int check_recipe(const plan_reader *rd, const plan_tensor *t) {
   if (t->recipe == PLAN_RECIPE_NONE)
@@ -349,11 +357,13 @@ static int check_recipe(const plan_reader *rd, const plan_tensor *t) {
                      t->name, plan_role_name(t->role));
   if (!plan_dtype_is_float(t->dtype))
     return plan_fail(PLAN_EINVALID, rd->file, t->pos.line, t->pos.col,
-                     "recipe %s needs a float dtype", plan_recipe_name(t->recipe));
+                     "recipe %s needs a float dtype",
+                     plan_recipe_name(t->recipe));
   if (t->recipe == PLAN_RECIPE_CAUSAL_MASK && t->rank < 2)
     return plan_fail(PLAN_EINVALID, rd->file, t->pos.line, t->pos.col,
                      "causal_mask needs rank >= 2 ([.., s, t])");
-  if ((t->recipe == PLAN_RECIPE_ROPE_COS || t->recipe == PLAN_RECIPE_ROPE_SIN) &&
+  if ((t->recipe == PLAN_RECIPE_ROPE_COS ||
+       t->recipe == PLAN_RECIPE_ROPE_SIN) &&
       (t->rank != 2 || t->dims[1] % 2 != 0))
     return plan_fail(PLAN_EINVALID, rd->file, t->pos.line, t->pos.col,
                      "%s needs shape [seq, dim] with an even dim",
@@ -444,8 +454,7 @@ static int decide_roles(const plan_reader *rd, plan_program *p) {
   if (p->loss >= 0) {
     plan_tensor *t = &p->tensors[p->loss];
     if (t->producer < 0 || t->rank != 0 || !plan_dtype_is_float(t->dtype)) {
-      rc = plan_fail(PLAN_EINVALID, rd->file, p->loss_pos.line,
-                     p->loss_pos.col,
+      rc = plan_fail(PLAN_EINVALID, rd->file, p->loss_pos.line, p->loss_pos.col,
                      "loss '%s' must be a scalar (shape []) float tensor "
                      "produced by an op",
                      t->name);
@@ -461,7 +470,8 @@ done:
 int program_finish(const plan_reader *rd, plan_program *p) {
   int rc;
   if (p->ntensors < p->cap_tensors) { /* give the growth slack back */
-    plan_tensor *t = realloc(p->tensors, sizeof(plan_tensor) * (size_t)(p->ntensors + 1));
+    plan_tensor *t =
+        realloc(p->tensors, sizeof(plan_tensor) * (size_t)(p->ntensors + 1));
     if (t) {
       p->tensors = t;
       p->cap_tensors = p->ntensors + 1;
@@ -476,7 +486,8 @@ int program_finish(const plan_reader *rd, plan_program *p) {
   return PLAN_OK;
 }
 
-/* ---- documents --------------------------------------------------------------- */
+/* ---- documents
+ * --------------------------------------------------------------- */
 
 int read_version(plan_reader *rd, const plan_ynode *root) {
   int rc = rd_expect_map(rd, root, "the document");
@@ -484,9 +495,10 @@ int read_version(plan_reader *rd, const plan_ynode *root) {
     return rc;
   const plan_ynode *v = plan_ymap_get(root, "libplan");
   if (!v)
-    return rd_fail(rd, root, PLAN_ESCHEMA,
-                   "not a libplan file: the first key must be 'libplan: \"%s\"'",
-                   PLAN_FORMAT_STRING);
+    return rd_fail(
+        rd, root, PLAN_ESCHEMA,
+        "not a libplan file: the first key must be 'libplan: \"%s\"'",
+        PLAN_FORMAT_STRING);
   if ((rc = rd_expect_scalar(rd, v, "libplan version")))
     return rc;
   const char *t = v->u.scalar.text;
@@ -522,10 +534,9 @@ int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
     return plan_oom();
   }
   plan_reader rd = {p->file, 0, 0, &p->arena};
-  static const char *const top_keys[] = {"libplan", "program", "mesh",
-                                         "placements", "strategies", "outputs",
-                                         "pipeline", "training", "regions",
-                                         "provenance", NULL};
+  static const char *const top_keys[] = {
+      "libplan",  "program",  "mesh",    "placements", "strategies", "outputs",
+      "pipeline", "training", "regions", "provenance", NULL};
   const plan_ynode *pn;
   if ((rc = read_version(&rd, doc.root)))
     goto fail;
@@ -565,11 +576,18 @@ int plan_program_load(plan_program **out, const char *path) {
   return *out ? PLAN_OK : plan_oom();
 }
 
-/* ---- views --------------------------------------------------------------------- */
+/* ---- views
+ * --------------------------------------------------------------------- */
 
-const char *plan_program_name(const plan_program *p) { return p->name; }
-int plan_program_op_count(const plan_program *p) { return p->nops; }
-int plan_program_tensor_count(const plan_program *p) { return p->ntensors; }
+const char *plan_program_name(const plan_program *p) {
+  return p->name;
+}
+int plan_program_op_count(const plan_program *p) {
+  return p->nops;
+}
+int plan_program_tensor_count(const plan_program *p) {
+  return p->ntensors;
+}
 
 const char *plan_program_op_name(const plan_program *p, int op) {
   return op >= 0 && op < p->nops ? p->ops[op].name : NULL;
@@ -606,7 +624,8 @@ int plan_program_tensor_shape(const plan_program *p, int t, int64_t *dims,
   return x->rank;
 }
 const char *plan_program_tensor_dtype(const plan_program *p, int t) {
-  return t >= 0 && t < p->ntensors ? plan_dtype_name(p->tensors[t].dtype) : NULL;
+  return t >= 0 && t < p->ntensors ? plan_dtype_name(p->tensors[t].dtype)
+                                   : NULL;
 }
 const char *plan_program_tensor_role(const plan_program *p, int t) {
   return t >= 0 && t < p->ntensors ? plan_role_name(p->tensors[t].role) : NULL;

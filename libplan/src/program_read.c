@@ -7,10 +7,10 @@
 #include "ops.h"
 #include "program_int.h"
 
-static const char *const program_keys[] = {"name", "tensors", "ops", "outputs",
-                                           "loss", NULL};
-static const char *const tensor_keys[] = {"shape", "dtype", "role", "range",
-                                          "init", NULL};
+static const char *const program_keys[] = {"name",    "tensors", "ops",
+                                           "outputs", "loss",    NULL};
+static const char *const tensor_keys[] = {"shape", "dtype", "role",
+                                          "range", "init",  NULL};
 static const char *const op_keys[] = {"name", "op", "in", "out", "attrs", NULL};
 static const char *const init_keys[] = {"recipe", "theta", "fill", NULL};
 
@@ -55,7 +55,8 @@ int read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) {
     return rd_fail(rd, n, PLAN_ELIMIT, "rank %zu is over the limit of %d",
                    n->u.seq.count, PLAN_MAX_RANK);
   t->rank = (int)n->u.seq.count;
-  t->dims = plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
+  t->dims =
+      plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
   if (!t->dims)
     return plan_oom();
   int64_t elems = 1;
@@ -65,7 +66,8 @@ int read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) {
     if ((rc = read_dim(rd, e, &t->dims[d], &dn)))
       return rc;
     if (dn && !t->dim_names) {
-      t->dim_names = plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)t->rank);
+      t->dim_names =
+          plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)t->rank);
       if (!t->dim_names)
         return plan_oom();
     }
@@ -173,7 +175,8 @@ static int grow(void **arr, int *cap, int need, size_t elem) {
   if (need <= *cap)
     return PLAN_OK;
   if (need > INT32_MAX / 4)
-    return plan_failf(PLAN_ELIMIT, "more than %d ops or tensors", INT32_MAX / 4);
+    return plan_failf(PLAN_ELIMIT, "more than %d ops or tensors",
+                      INT32_MAX / 4);
   int ncap = *cap ? *cap : 16;
   while (ncap < need)
     ncap += ncap / 2; /* 1.5x: less slack at the peak of a big load */
@@ -207,7 +210,8 @@ static int find_tensor(const plan_program *p, const plan_ynode *n) {
     if (!strcmp(p->tensors[t].name, n->u.scalar.text))
       return t;
   }
-  return plan_strmap_getn(&p->tensor_by_name, n->u.scalar.text, n->u.scalar.len);
+  return plan_strmap_getn(&p->tensor_by_name, n->u.scalar.text,
+                          n->u.scalar.len);
 }
 
 /* Creates the tensor named by `at` for an op output (or finds its
@@ -215,8 +219,8 @@ static int find_tensor(const plan_program *p, const plan_ynode *n) {
 static int bind_output(const plan_reader *rd, plan_program *p,
                        const plan_ynode *at, int op, int slot, int *out) {
   int ti, rc;
-  const char *name = plan_arena_strndup(rd->arena, at->u.scalar.text,
-                                        at->u.scalar.len);
+  const char *name =
+      plan_arena_strndup(rd->arena, at->u.scalar.text, at->u.scalar.len);
   if (!name)
     return plan_oom();
   /* one probe: insert, or find the declaration */
@@ -282,8 +286,8 @@ static plan_attr_val *default_attrs(const plan_reader *rd, plan_program *p,
                                     int kind) {
   if (!p->default_attrs[kind]) {
     const plan_op_info *info = plan_op_info_get(kind);
-    plan_attr_val *a = plan_arena_alloc(rd->arena, sizeof(plan_attr_val) *
-                                                       (size_t)(info->nattrs + 1));
+    plan_attr_val *a = plan_arena_alloc(
+        rd->arena, sizeof(plan_attr_val) * (size_t)(info->nattrs + 1));
     if (!a)
       return NULL;
     program_fill_attr_defaults(info, a);
@@ -342,7 +346,8 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
 
 /* Reads one op: name, kind, outputs, attributes and inputs. An input whose
  * producer has not been read yet is bound when the program is finished. */
-int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) {
+int program_add_op(const plan_reader *rd, plan_program *p,
+                   const plan_ynode *n) {
   int rc, idx = p->nops;
   if ((rc = grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op))))
     return rc;
@@ -363,8 +368,9 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
   if ((rc = plan_strmap_insert(&p->op_by_name, op->name, idx, &prev)))
     return rc;
   if (prev >= 0)
-    return rd_fail(rd, v, PLAN_EINVALID, "op name '%s' is used twice (first at line %d)",
-                   op->name, p->ops[prev].pos.line);
+    return rd_fail(rd, v, PLAN_EINVALID,
+                   "op name '%s' is used twice (first at line %d)", op->name,
+                   p->ops[prev].pos.line);
   if (!(v = plan_ymap_get(n, "op")))
     return rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs an 'op' kind", op->name);
   if ((rc = rd_expect_scalar(rd, v, "op kind")))
@@ -426,8 +432,8 @@ int program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n) 
     pi->op = idx;
     pi->slot = i;
     pi->pos = rd_pos(e);
-    if (!(pi->name = plan_arena_strndup(rd->arena, e->u.scalar.text,
-                                        e->u.scalar.len)))
+    if (!(pi->name =
+              plan_arena_strndup(rd->arena, e->u.scalar.text, e->u.scalar.len)))
       return plan_oom();
   }
   return PLAN_OK;
@@ -447,8 +453,8 @@ int program_add_tensor(const plan_reader *rd, plan_program *p,
     plan_tensor *t = &p->tensors[ti];
     if (t->declared)
       return rd_fail(rd, key, PLAN_ESCHEMA,
-                     "duplicate key '%s' (first at line %d)",
-                     tmp.name, t->pos.line);
+                     "duplicate key '%s' (first at line %d)", tmp.name,
+                     t->pos.line);
     tmp.producer = t->producer;
     tmp.producer_slot = t->producer_slot;
     *t = tmp;
@@ -457,11 +463,11 @@ int program_add_tensor(const plan_reader *rd, plan_program *p,
   if ((rc = new_tensor(p, &ti)))
     return rc;
   p->tensors[ti] = tmp;
-  return plan_strmap_put(&p->tensor_by_name, tmp.name, ti) ? plan_oom() : PLAN_OK;
+  return plan_strmap_put(&p->tensor_by_name, tmp.name, ti) ? plan_oom()
+                                                           : PLAN_OK;
 }
 
-int program_read(const plan_reader *rd, const plan_ynode *n,
-                 plan_program *p) {
+int program_read(const plan_reader *rd, const plan_ynode *n, plan_program *p) {
   int rc;
   if ((rc = rd_expect_map(rd, n, "program")))
     return rc;
@@ -473,7 +479,8 @@ int program_read(const plan_reader *rd, const plan_ynode *n,
   p->version_minor = rd->ver_minor;
   const plan_ynode *v;
   p->name = "";
-  if ((v = plan_ymap_get(n, "name")) && (rc = rd_string(rd, v, "program name", &p->name)))
+  if ((v = plan_ymap_get(n, "name")) &&
+      (rc = rd_string(rd, v, "program name", &p->name)))
     return rc;
   const plan_ynode *tn = plan_ymap_get(n, "tensors");
   const plan_ynode *on = plan_ymap_get(n, "ops");

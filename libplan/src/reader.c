@@ -1,6 +1,7 @@
 /* Schema-directed reading of YAML trees; see reader.h. */
 #include "reader.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,8 +70,10 @@ static int ext_add(const plan_reader *rd, plan_ext **ext, const char *key,
   }
   plan_ext *e = *ext;
   /* Extension keys are rare: grow by reallocating in the arena. */
-  const char **keys = plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)(e->n + 1));
-  plan_value **vals = plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(e->n + 1));
+  const char **keys =
+      plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)(e->n + 1));
+  plan_value **vals =
+      plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(e->n + 1));
   if (!keys || !vals)
     return plan_oom();
   if (e->n) {
@@ -153,8 +156,8 @@ int rd_check_name(const plan_reader *rd, const plan_ynode *n,
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)n->u.scalar.text[i];
     if (c < 0x20 || c == 0x7f)
-      return rd_fail(rd, n, PLAN_ESCHEMA,
-                     "%s contains a control character", what);
+      return rd_fail(rd, n, PLAN_ESCHEMA, "%s contains a control character",
+                     what);
   }
   return PLAN_OK;
 }
@@ -183,7 +186,7 @@ int rd_number(const plan_reader *rd, const plan_ynode *n, const char *what,
                    what, n->u.scalar.text);
   if (*out != *out)
     return rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a number, not NaN", what);
-  if (*out > 1.7976931348623157e308 || *out < -1.7976931348623157e308)
+  if (isinf(*out))
     return rd_fail(rd, n, PLAN_ESCHEMA, "%s must be finite", what);
   return PLAN_OK;
 }
@@ -212,7 +215,8 @@ int rd_int_list(const plan_reader *rd, const plan_ynode *n, const char *what,
   if (n->u.seq.count > (size_t)max)
     return rd_fail(rd, n, PLAN_ELIMIT, "%s has more than %d entries", what,
                    max);
-  int64_t *v = plan_arena_alloc(rd->arena, sizeof(int64_t) * (n->u.seq.count + 1));
+  int64_t *v =
+      plan_arena_alloc(rd->arena, sizeof(int64_t) * (n->u.seq.count + 1));
   if (!v)
     return plan_oom();
   for (size_t i = 0; i < n->u.seq.count; i++)
@@ -241,7 +245,8 @@ int rd_name_list(const plan_reader *rd, const plan_ynode *n, const char *what,
     return rc;
   if (n->u.seq.count > (size_t)INT32_MAX / 8)
     return rd_fail(rd, n, PLAN_ELIMIT, "%s is too long", what);
-  const char **v = plan_arena_alloc(rd->arena, sizeof(char *) * (n->u.seq.count + 1));
+  const char **v =
+      plan_arena_alloc(rd->arena, sizeof(char *) * (n->u.seq.count + 1));
   if (!v)
     return plan_oom();
   for (size_t i = 0; i < n->u.seq.count; i++)
@@ -327,7 +332,8 @@ int rd_value(const plan_reader *rd, const plan_ynode *n, plan_value **out) {
   if (n->kind == PLAN_Y_SEQ) {
     v->kind = PLAN_V_SEQ;
     v->n = (int)n->u.seq.count;
-    v->items = plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(v->n + 1));
+    v->items =
+        plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(v->n + 1));
     if (!v->items)
       return plan_oom();
     for (int i = 0; i < v->n; i++)
@@ -337,13 +343,15 @@ int rd_value(const plan_reader *rd, const plan_ynode *n, plan_value **out) {
   }
   v->kind = PLAN_V_MAP;
   v->n = (int)n->u.map.count;
-  v->items = plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(v->n + 1));
+  v->items =
+      plan_arena_alloc(rd->arena, sizeof(plan_value *) * (size_t)(v->n + 1));
   v->keys = plan_arena_alloc(rd->arena, sizeof(char *) * (size_t)(v->n + 1));
   if (!v->items || !v->keys)
     return plan_oom();
   for (int i = 0; i < v->n; i++) {
     const plan_ynode *k = n->u.map.pairs[i].key;
-    v->keys[i] = plan_arena_strndup(rd->arena, k->u.scalar.text, k->u.scalar.len);
+    v->keys[i] =
+        plan_arena_strndup(rd->arena, k->u.scalar.text, k->u.scalar.len);
     if (!v->keys[i])
       return plan_oom();
     if ((rc = rd_value(rd, n->u.map.pairs[i].value, &v->items[i])))
@@ -372,6 +380,7 @@ int rd_enum(const plan_reader *rd, const plan_ynode *n, const char *what,
     if (w > 0)
       used += (size_t)w;
   }
-  return rd_fail(rd, n, PLAN_ESCHEMA, "unknown %s '%.60s' (expected one of: %s)",
-                 what, n->u.scalar.text, list);
+  return rd_fail(rd, n, PLAN_ESCHEMA,
+                 "unknown %s '%.60s' (expected one of: %s)", what,
+                 n->u.scalar.text, list);
 }

@@ -9,9 +9,9 @@
 #include "yamldoc.h"
 
 typedef struct plan_reader {
-  const char *file;      /* for messages */
+  const char *file;         /* for messages */
   int ver_major, ver_minor; /* the file's format version */
-  plan_arena *arena;     /* where values read are copied */
+  plan_arena *arena;        /* where values read are copied */
 } plan_reader;
 
 /* Sets the last error at `at` (NULL: no position) and returns code. */

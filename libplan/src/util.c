@@ -26,7 +26,7 @@ struct plan_arena_block {
 
 /* The header is padded so that data starts 16-byte aligned (malloc gives at
  * least that on the platforms we target). */
-#define ARENA_HDR \
+#define ARENA_HDR                                                              \
   ((sizeof(plan_arena_block) + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1))
 
 static unsigned char *block_data(plan_arena_block *b) {
@@ -73,8 +73,12 @@ static void arena_keep_largest(plan_arena *a, bool zero) {
   a->used_total = 0;
 }
 
-void plan_arena_reset(plan_arena *a) { arena_keep_largest(a, true); }
-void plan_arena_recycle(plan_arena *a) { arena_keep_largest(a, false); }
+void plan_arena_reset(plan_arena *a) {
+  arena_keep_largest(a, true);
+}
+void plan_arena_recycle(plan_arena *a) {
+  arena_keep_largest(a, false);
+}
 
 /* Allocations are aligned where they start, not padded where they end, so
  * strings (align 1) pack tightly between aligned structs. */
@@ -89,8 +93,9 @@ static void *arena_alloc(plan_arena *a, size_t size, size_t align) {
   size_t off = b ? (b->used + align - 1) & ~(align - 1) : 0;
   if (!b || off > b->size || b->size - off < size) {
     /* blocks double up to 1 MiB, so the last one wastes little */
-    size_t bsize = !b ? ARENA_MIN_BLOCK
-                   : b->size < ((size_t)1 << 20) ? b->size * 2 : b->size;
+    size_t bsize = !b                            ? ARENA_MIN_BLOCK
+                   : b->size < ((size_t)1 << 20) ? b->size * 2
+                                                 : b->size;
     if (bsize < size)
       bsize = size;
     if (bsize > SIZE_MAX - ARENA_HDR) {
@@ -225,7 +230,6 @@ void plan_buf_puts(plan_buf *b, const char *s) {
   plan_buf_append(b, s, strlen(s));
 }
 
-
 void plan_buf_printf(plan_buf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -273,7 +277,9 @@ static bool key_eq(const char *k, const char *key, size_t len) {
 /* The stored hash of a used slot is never 0. A slot holds hash, value and
  * key pointer together, so a probe touches one cache line; the key text is
  * read only when the hash matches. */
-static uint32_t slot_hash(size_t h) { return (uint32_t)h | 1u; }
+static uint32_t slot_hash(size_t h) {
+  return (uint32_t)h | 1u;
+}
 
 /* Slot holding `key` (hash h), or the empty slot where it would go. */
 static size_t strmap_slot(const plan_strmap *m, const char *key, size_t len,
@@ -434,7 +440,9 @@ bool plan_parse_int64(const char *s, size_t len, int64_t *out) {
   return true;
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 /* Length of the run of digits at s[i..len). */
 static size_t digits(const char *s, size_t i, size_t len) {
@@ -630,4 +638,6 @@ bool plan_glob_match(const char *pattern, const char *name) {
   return *p == '\0';
 }
 
-bool plan_is_glob(const char *s) { return strpbrk(s, "*?[") != NULL; }
+bool plan_is_glob(const char *s) {
+  return strpbrk(s, "*?[") != NULL;
+}

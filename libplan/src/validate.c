@@ -26,8 +26,12 @@ typedef struct vctx {
 
 /* Positions of ops and tensors are in the program's file (the plan's own file
  * when inline). */
-static const char *pfile(const vctx *v) { return v->prog->file; }
-static const char *plfile(const vctx *v) { return v->p->file; }
+static const char *pfile(const vctx *v) {
+  return v->prog->file;
+}
+static const char *plfile(const vctx *v) {
+  return v->p->file;
+}
 
 static void tensor_shape(const plan_tensor *t, plan_shape *s) {
   s->rank = t->rank;
@@ -35,7 +39,8 @@ static void tensor_shape(const plan_tensor *t, plan_shape *s) {
   s->dtype = t->dtype;
 }
 
-/* ---- mesh --------------------------------------------------------------------- */
+/* ---- mesh
+ * --------------------------------------------------------------------- */
 
 static int cmp_i64(const void *a, const void *b) {
   int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -64,7 +69,8 @@ static void check_mesh(vctx *v) {
   free(s);
 }
 
-/* ---- names ---------------------------------------------------------------------- */
+/* ---- names
+ * ---------------------------------------------------------------------- */
 
 static void check_uses(vctx *v) {
   for (int i = 0; i < v->p->nuses; i++) {
@@ -82,7 +88,8 @@ static void check_uses(vctx *v) {
   }
 }
 
-/* ---- placements and strategies ---------------------------------------------------- */
+/* ---- placements and strategies
+ * ---------------------------------------------------- */
 
 static void check_shards_fit(vctx *v, const char *what, const char *name,
                              const plan_tensor *t, const plan_placement *pl,
@@ -144,7 +151,8 @@ static void check_key(plan_buf *k, const plan_program *prog, const plan_op *op,
   plan_buf_append(k, &op->nin, sizeof op->nin);
   plan_buf_append(k, &op->nout, sizeof op->nout);
   for (int j = 0; j < op->nin + op->nout; j++) {
-    const plan_tensor *t = &prog->tensors[j < op->nin ? op->in[j] : op->out[j - op->nin]];
+    const plan_tensor *t =
+        &prog->tensors[j < op->nin ? op->in[j] : op->out[j - op->nin]];
     plan_buf_append(k, &t->rank, sizeof t->rank);
     plan_buf_append(k, &t->dtype, sizeof t->dtype);
     plan_buf_append(k, t->dims, sizeof(int64_t) * (size_t)t->rank);
@@ -292,9 +300,12 @@ static void check_strategies(vctx *v) {
   plan_buf_free(&key);
 }
 
-/* ---- pipeline --------------------------------------------------------------------- */
+/* ---- pipeline
+ * --------------------------------------------------------------------- */
 
-static int owner_rank(int stage, int ranks) { return ranks > 0 ? stage % ranks : 0; }
+static int owner_rank(int stage, int ranks) {
+  return ranks > 0 ? stage % ranks : 0;
+}
 
 static void check_grid(vctx *v, int ranks) {
   const plan_pipeline *pp = &v->p->pipeline;
@@ -307,8 +318,9 @@ static void check_grid(vctx *v, int ranks) {
   ranks = pp->grid_ranks;
   if ((int64_t)ns * nmb > 50000000) {
     FIND(v, PLAN_SEV_ERROR, "schedule.grid", "pipeline", pp->schedule_pos,
-         plfile(v), "the grid is too large to check (%d stages x %lld microbatches)",
-         ns, (long long)nmb);
+         plfile(v),
+         "the grid is too large to check (%d stages x %lld microbatches)", ns,
+         (long long)nmb);
     return;
   }
   /* position of each compute action: [kind][stage * nmb + mb] = rank/index */
@@ -357,12 +369,14 @@ static void check_grid(vctx *v, int ranks) {
       char obj[64];
       snprintf(obj, sizeof obj, "stage %d microbatch %lld", s, (long long)mb);
       int r = owner_rank(s, ranks);
-      plan_pos rp = r < ranks && pp->grid_len[r] ? pp->grid[r][0].pos : pp->schedule_pos;
+      plan_pos rp =
+          r < ranks && pp->grid_len[r] ? pp->grid[r][0].pos : pp->schedule_pos;
       bool f = seen[PLAN_ACT_F][c], b = seen[PLAN_ACT_B][c],
            in = seen[PLAN_ACT_I][c], w = seen[PLAN_ACT_W][c];
       if (!f)
         FIND(v, PLAN_SEV_ERROR, "schedule.incomplete", obj, rp, plfile(v),
-             "rank %d never runs the forward of stage %d, microbatch %lld (%dF%lld)",
+             "rank %d never runs the forward of stage %d, microbatch %lld "
+             "(%dF%lld)",
              r, s, (long long)mb, s, (long long)mb);
       if (!b && !(in && w))
         FIND(v, PLAN_SEV_ERROR, "schedule.incomplete", obj, rp, plfile(v),
@@ -371,10 +385,11 @@ static void check_grid(vctx *v, int ranks) {
              r, s, (long long)mb, s, (long long)mb, s, (long long)mb, s,
              (long long)mb);
       if (b && (in || w))
-        FIND(v, PLAN_SEV_ERROR, "schedule.duplicate", obj, rp, plfile(v),
-             "stage %d microbatch %lld has both a full backward (B) and a split "
-             "one (I/W)",
-             s, (long long)mb);
+        FIND(
+            v, PLAN_SEV_ERROR, "schedule.duplicate", obj, rp, plfile(v),
+            "stage %d microbatch %lld has both a full backward (B) and a split "
+            "one (I/W)",
+            s, (long long)mb);
       if (f && b && at[PLAN_ACT_B][c] < at[PLAN_ACT_F][c])
         FIND(v, PLAN_SEV_ERROR, "schedule.order", obj,
              pp->grid[r][at[PLAN_ACT_B][c]].pos, plfile(v),
@@ -389,19 +404,20 @@ static void check_grid(vctx *v, int ranks) {
              "%dW%lld runs before %dI%lld", s, (long long)mb, s, (long long)mb);
       /* send/recv pairs: stage s sends to s+1 forward, to s-1 backward;
        * the ends of the pipeline have no partner */
-      if ((s + 1 == ns && (seen[PLAN_ACT_SEND_F][c] || seen[PLAN_ACT_RECV_B][c])) ||
+      if ((s + 1 == ns &&
+           (seen[PLAN_ACT_SEND_F][c] || seen[PLAN_ACT_RECV_B][c])) ||
           (s == 0 && (seen[PLAN_ACT_RECV_F][c] || seen[PLAN_ACT_SEND_B][c])))
         FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
              "stage %d is an end of the pipeline: it has no partner to %s", s,
              s == 0 ? "receive forward from or send backward to"
                     : "send forward to or receive backward from");
-      if (s + 1 < ns && seen[PLAN_ACT_SEND_F][c] !=
-                            seen[PLAN_ACT_RECV_F][c + (size_t)nmb])
+      if (s + 1 < ns &&
+          seen[PLAN_ACT_SEND_F][c] != seen[PLAN_ACT_RECV_F][c + (size_t)nmb])
         FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
              "%dSEND_F%lld and %dRECV_F%lld do not pair up", s, (long long)mb,
              s + 1, (long long)mb);
-      if (s > 0 && seen[PLAN_ACT_SEND_B][c] !=
-                       seen[PLAN_ACT_RECV_B][c - (size_t)nmb])
+      if (s > 0 &&
+          seen[PLAN_ACT_SEND_B][c] != seen[PLAN_ACT_RECV_B][c - (size_t)nmb])
         FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
              "%dSEND_B%lld and %dRECV_B%lld do not pair up", s, (long long)mb,
              s - 1, (long long)mb);
@@ -423,8 +439,8 @@ static void check_pipeline(vctx *v) {
     const plan_op *op = &prog->ops[i];
     int s = pp->op_stage[i];
     if (s == -1)
-      FIND(v, PLAN_SEV_ERROR, "pipeline.unassigned", op->name, op->pos, pfile(v),
-           "op '%s' is in no pipeline stage", op->name);
+      FIND(v, PLAN_SEV_ERROR, "pipeline.unassigned", op->name, op->pos,
+           pfile(v), "op '%s' is in no pipeline stage", op->name);
     else if (s < -1)
       FIND(v, PLAN_SEV_ERROR, "pipeline.duplicate", op->name, op->pos, pfile(v),
            "op '%s' is claimed by two pipeline stages (stage %d and a later "
@@ -435,8 +451,8 @@ static void check_pipeline(vctx *v) {
     for (int j = 0; j < op->nin; j++) {
       int pr = prog->tensors[op->in[j]].producer;
       if (pr >= 0 && pp->op_stage[pr] > s)
-        FIND(v, PLAN_SEV_ERROR, "pipeline.order", op->name,
-             pp->stages[s].pos, plfile(v),
+        FIND(v, PLAN_SEV_ERROR, "pipeline.order", op->name, pp->stages[s].pos,
+             plfile(v),
              "op '%s' (stage %d) reads '%s' from op '%s' in the later stage "
              "%d",
              op->name, s, prog->tensors[op->in[j]].name, prog->ops[pr].name,
@@ -449,11 +465,12 @@ static void check_pipeline(vctx *v) {
      * partial along it */
     int a = pp->axis;
     for (int t = 0; t < prog->ntensors; t++)
-      if (v->p->placements[t].set && v->p->placements[t].pl.ax[a].kind != PLAN_PL_R)
+      if (v->p->placements[t].set &&
+          v->p->placements[t].pl.ax[a].kind != PLAN_PL_R)
         FIND(v, PLAN_SEV_ERROR, "pipeline.axis", prog->tensors[t].name,
              v->p->placements[t].pos, plfile(v),
-             "'%s' is not R along the pipeline axis '%s'", prog->tensors[t].name,
-             m->axis_names[a]);
+             "'%s' is not R along the pipeline axis '%s'",
+             prog->tensors[t].name, m->axis_names[a]);
     for (int i = 0; i < prog->nops; i++) {
       const plan_strategy *s = &v->p->strategies[i];
       bool bad = false;
@@ -469,8 +486,9 @@ static void check_pipeline(vctx *v) {
     }
     ranks = (int)m->axis_sizes[pp->axis];
     bool interleaved = pp->schedule == PLAN_SCHED_INTERLEAVED_1F1B;
-    if (pp->nstages % ranks != 0 || (!interleaved && pp->schedule != PLAN_SCHED_EXPLICIT &&
-                                     pp->nstages != ranks) ||
+    if (pp->nstages % ranks != 0 ||
+        (!interleaved && pp->schedule != PLAN_SCHED_EXPLICIT &&
+         pp->nstages != ranks) ||
         (interleaved && pp->nstages < 2 * ranks))
       FIND(v, PLAN_SEV_ERROR, "pipeline.stages", "pipeline", pp->pos, plfile(v),
            "%d stages on a pipeline axis '%s' of size %d: %s", pp->nstages,
@@ -496,7 +514,8 @@ static void check_pipeline(vctx *v) {
       if (x->dim_names && x->dim_names[d] && !strcmp(x->dim_names[d], "batch"))
         bd = d;
     if (x->dims[bd] % pp->microbatches != 0)
-      FIND(v, PLAN_SEV_ERROR, "pipeline.microbatches", x->name, x->pos, pfile(v),
+      FIND(v, PLAN_SEV_ERROR, "pipeline.microbatches", x->name, x->pos,
+           pfile(v),
            "input '%s' has batch %lld (dim %d), not divisible into %lld "
            "microbatches",
            x->name, (long long)x->dims[bd], bd, (long long)pp->microbatches);
@@ -505,7 +524,8 @@ static void check_pipeline(vctx *v) {
     check_grid(v, pp->axis >= 0 ? ranks : 0);
 }
 
-/* ---- regions and training ------------------------------------------------------------- */
+/* ---- regions and training
+ * ------------------------------------------------------------- */
 
 static void check_regions(vctx *v) {
   const plan_program *prog = v->prog;
@@ -528,7 +548,8 @@ static void check_regions(vctx *v) {
     /* boundary tensors must cross the region's edge */
     for (int k = 0; k < r->ninputs + r->noutputs; k++) {
       bool is_in = k < r->ninputs;
-      const plan_boundary *b = is_in ? &r->inputs[k] : &r->outputs[k - r->ninputs];
+      const plan_boundary *b =
+          is_in ? &r->inputs[k] : &r->outputs[k - r->ninputs];
       const plan_tensor *t = &prog->tensors[b->tensor];
       bool ok = false;
       if (is_in) {
@@ -568,7 +589,9 @@ static void check_training(vctx *v) {
   }
 }
 
-/* ---- entry ---------------------------------------------------------------------------------- */
+/* ---- entry
+ * ----------------------------------------------------------------------------------
+ */
 
 int plan_validate(plan_diags **out, const plan_plan *p) {
   *out = NULL;
@@ -591,7 +614,8 @@ int plan_validate(plan_diags **out, const plan_plan *p) {
            plfile(&v),
            "program '%s' has changed since the plan was made (recorded %s, now "
            "%s); the drift report follows",
-           p->ref.path, plan_hash_format(p->ref.hash, a), plan_hash_format(h, b));
+           p->ref.path, plan_hash_format(p->ref.hash, a),
+           plan_hash_format(h, b));
       if (!v.rc)
         v.rc = plan_drift_into(d, p, p->program);
     }

@@ -16,17 +16,17 @@
 #include "ops.h"
 #include "plan_int.h"
 
-/* ---- scalars -------------------------------------------------------------- */
+/* ---- scalars --------------------------------------------------------------
+ */
 
 static bool looks_typed(const char *s) {
   int64_t i;
   double d;
   size_t n = strlen(s);
-  static const char *const words[] = {"",     "~",     "null", "Null", "NULL",
-                                      "true", "True",  "TRUE", "false",
-                                      "False", "FALSE", "yes", "no",   "on",
-                                      "off",  "Yes",   "No",   "On",   "Off",
-                                      "y",    "n",     "Y",    "N",    NULL};
+  static const char *const words[] = {
+      "",      "~",     "null",  "Null", "NULL", "true", "True", "TRUE",
+      "false", "False", "FALSE", "yes",  "no",   "on",   "off",  "Yes",
+      "No",    "On",    "Off",   "y",    "n",    "Y",    "N",    NULL};
   for (const char *const *w = words; *w; w++)
     if (!strcmp(s, *w))
       return true;
@@ -265,7 +265,8 @@ static void w_ext(plan_buf *b, const plan_ext *e, int ind) {
   }
 }
 
-/* ---- program -------------------------------------------------------------------- */
+/* ---- program
+ * -------------------------------------------------------------------- */
 
 static void w_shape(plan_buf *b, const plan_tensor *t) {
   plan_buf_putc(b, '[');
@@ -274,7 +275,8 @@ static void w_shape(plan_buf *b, const plan_tensor *t) {
       plan_buf_puts(b, ", ");
     if (t->dim_names && t->dim_names[d]) {
       char buf[96];
-      snprintf(buf, sizeof buf, "%s=%lld", t->dim_names[d], (long long)t->dims[d]);
+      snprintf(buf, sizeof buf, "%s=%lld", t->dim_names[d],
+               (long long)t->dims[d]);
       w_str(b, buf);
     } else {
       plan_buf_printf(b, "%lld", (long long)t->dims[d]);
@@ -439,7 +441,8 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
     plan_program_hash(&h, prog);
   plan_buf_puts(b, "program:\n  path: ");
   w_str(b, r->path);
-  plan_buf_printf(b, "\n  hash: \"%s\"\n  signatures:\n", plan_hash_format(h, hbuf));
+  plan_buf_printf(b, "\n  hash: \"%s\"\n  signatures:\n",
+                  plan_hash_format(h, hbuf));
   /* the signatures of the program the plan was made for: as recorded, or
    * the current program's when none were */
   if (r->nops || r->ntensors) {
@@ -453,7 +456,8 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
     for (int i = 0; i < r->ntensors; i++) {
       indent(b, 6);
       w_str(b, r->tensor_names[i]);
-      plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)r->tensor_sigs[i]);
+      plan_buf_printf(b, ": \"%016llx\"\n",
+                      (unsigned long long)r->tensor_sigs[i]);
     }
     return;
   }
@@ -467,11 +471,13 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
   for (int i = 0; i < prog->ntensors; i++) {
     indent(b, 6);
     w_str(b, prog->tensors[i].name);
-    plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)prog->tensors[i].sig);
+    plan_buf_printf(b, ": \"%016llx\"\n",
+                    (unsigned long long)prog->tensors[i].sig);
   }
 }
 
-/* ---- mesh ------------------------------------------------------------------------- */
+/* ---- mesh
+ * ------------------------------------------------------------------------- */
 
 static void w_link(plan_buf *b, const char *key, const plan_link *l, int ind) {
   if (l->bandwidth == 0 && l->latency == 0)
@@ -497,7 +503,8 @@ static void w_mesh(plan_buf *b, const plan_mesh *m) {
     plan_buf_puts(b, "]\n");
   }
   if (m->devices_per_host)
-    plan_buf_printf(b, "  devices_per_host: %lld\n", (long long)m->devices_per_host);
+    plan_buf_printf(b, "  devices_per_host: %lld\n",
+                    (long long)m->devices_per_host);
   if (m->nsubmeshes) {
     plan_buf_puts(b, "  submeshes:\n");
     for (int i = 0; i < m->nsubmeshes; i++) {
@@ -557,9 +564,11 @@ static void w_mesh(plan_buf *b, const plan_mesh *m) {
   w_ext(b, m->ext, 2);
 }
 
-/* ---- plan sections ------------------------------------------------------------------- */
+/* ---- plan sections
+ * ------------------------------------------------------------------- */
 
-static void w_op_list(plan_buf *b, const plan_program *prog, const bool *flags) {
+static void w_op_list(plan_buf *b, const plan_program *prog,
+                      const bool *flags) {
   plan_buf_putc(b, '[');
   bool first = true;
   for (int i = 0; i < prog->nops; i++)
@@ -652,7 +661,8 @@ static void w_training(plan_buf *b, const plan_plan *p) {
     if (dts[i] >= 0) {
       plan_buf_puts(b, anyd ? ", " : "  dtypes: {");
       anyd = true;
-      plan_buf_printf(b, "%s: %s", dkeys[i], plan_dtype_name((plan_dtype)dts[i]));
+      plan_buf_printf(b, "%s: %s", dkeys[i],
+                      plan_dtype_name((plan_dtype)dts[i]));
     }
   if (anyd)
     plan_buf_puts(b, "}\n");
@@ -740,9 +750,11 @@ static void w_regions(plan_buf *b, const plan_plan *p) {
   }
 }
 
-static int w_plan(plan_buf *b, const plan_plan *p, const plan_write_options *o) {
+static int w_plan(plan_buf *b, const plan_plan *p,
+                  const plan_write_options *o) {
   const plan_program *prog = p->program;
-  plan_buf_printf(b, "libplan: \"%d.%d\"\n", p->version_major, p->version_minor);
+  plan_buf_printf(b, "libplan: \"%d.%d\"\n", p->version_major,
+                  p->version_minor);
   if (p->program_inline || (o && o->self_contained))
     w_program(b, prog);
   else
@@ -851,7 +863,8 @@ int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
   return PLAN_OK;
 }
 
-/* ---- atomic writes ----------------------------------------------------------------------- */
+/* ---- atomic writes
+ * ----------------------------------------------------------------------- */
 
 int plan_write_file_atomic(const char *path, const void *data, size_t len) {
   if (!path)

@@ -85,8 +85,8 @@ typedef struct yd_frame {
   plan_ynode *node;
   size_t base; /* index in the child stack of its first child */
   yd_keytab keys;
-  int role;           /* YD_* */
-  char path[128];     /* "program/ops": keys from the root, for streams */
+  int role;       /* YD_* */
+  char path[128]; /* "program/ops": keys from the root, for streams */
 } yd_frame;
 
 typedef struct yd_state {
@@ -524,7 +524,8 @@ static int attach(yd_state *st, plan_ynode *n, yaml_mark_t m) {
   return push(st, n);
 }
 
-/* ---- streaming ------------------------------------------------------------ */
+/* ---- streaming ------------------------------------------------------------
+ */
 
 /* A node is about to start: if it begins an item of a stream, build that
  * item in the scratch arena. */
@@ -578,8 +579,8 @@ static plan_ynode *copy_tree(yd_state *st, const plan_ynode *n) {
   } else {
     c->u.map.count = n->u.map.count;
     if (n->u.map.count) {
-      c->u.map.pairs = plan_arena_alloc(st->cur->arena,
-                                        n->u.map.count * sizeof(plan_ypair));
+      c->u.map.pairs =
+          plan_arena_alloc(st->cur->arena, n->u.map.count * sizeof(plan_ypair));
       if (!c->u.map.pairs)
         return NULL;
       for (size_t i = 0; i < n->u.map.count; i++)
@@ -640,7 +641,8 @@ static void frame_role(yd_state *st, yd_frame *nf, plan_ynode_kind kind) {
     return;
   }
   const yd_frame *f = &st->frames[st->depth - 1];
-  if ((f->role != YD_ROOT && f->role != YD_PREFIX) || f->node->kind != PLAN_Y_MAP)
+  if ((f->role != YD_ROOT && f->role != YD_PREFIX) ||
+      f->node->kind != PLAN_Y_MAP)
     return;
   const plan_ynode *key = st->stack[st->top - 2];
   size_t fl = strlen(f->path), kl = key->u.scalar.len;
@@ -704,7 +706,8 @@ static int count_node(yd_state *st, yaml_mark_t m) {
     return fail_at(st, PLAN_ELIMIT, m, "more than %zu nodes in the document",
                    st->max_nodes);
   st->nodes++;
-  if (st->item_depth || (st->depth && st->frames[st->depth - 1].role == YD_STREAM))
+  if (st->item_depth ||
+      (st->depth && st->frames[st->depth - 1].role == YD_STREAM))
     st->item_nodes++;
   return PLAN_OK;
 }
@@ -805,7 +808,7 @@ static int on_end(yd_state *st) {
 
   if (n->kind == PLAN_Y_MAP) {
     size_t npairs = count / 2; /* libyaml always closes a key with a value */
-    n->u.map.pairs = NULL; /* scratch memory is not zeroed */
+    n->u.map.pairs = NULL;     /* scratch memory is not zeroed */
     if (npairs) {
       plan_ypair *pairs =
           plan_arena_alloc(st->cur->arena, npairs * sizeof *pairs);

@@ -26,7 +26,7 @@
 #include "util.h"
 
 #define PLAN_YAML_MAX_DEPTH 64
-#define PLAN_YAML_MAX_SCALAR (1u << 20)      /* 1 MiB */
+#define PLAN_YAML_MAX_SCALAR (1u << 20) /* 1 MiB */
 #define PLAN_YAML_MAX_NODES ((size_t)8 * 1024 * 1024)
 
 typedef enum plan_ynode_kind {
@@ -101,8 +101,8 @@ void plan_ydoc_free(plan_ydoc *doc);
  * reader can act on `program` before `strategies` arrive. Duplicate keys of
  * a stream mapping are the caller's to check. */
 typedef struct plan_yitem {
-  const char *path;         /* the stream ("program/ops"), "" for root entries */
-  const plan_ynode *key;    /* mapping entries; NULL for sequence items */
+  const char *path;      /* the stream ("program/ops"), "" for root entries */
+  const plan_ynode *key; /* mapping entries; NULL for sequence items */
   const plan_ynode *value;
 } plan_yitem;
 typedef int (*plan_ystream_fn)(void *ctx, const plan_yitem *item);

@@ -84,8 +84,8 @@ static void print_canonical_diff(const char *a, const char *b, int part) {
 static void assert_same_hashes(const char *a, const char *b) {
   hashes ha = hashes_of_text(a), hb = hashes_of_text(b);
   for (int k = 0; k < NPARTS; k++) {
-    bool same = ha.rc[k] == hb.rc[k] &&
-                (ha.rc[k] || plan_hash_equal(ha.h[k], hb.h[k]));
+    bool same =
+        ha.rc[k] == hb.rc[k] && (ha.rc[k] || plan_hash_equal(ha.h[k], hb.h[k]));
     if (!same)
       print_canonical_diff(a, b, k);
     assert_int_equal(ha.rc[k], hb.rc[k]);
@@ -126,14 +126,15 @@ static void assert_edit_changes(const char *base, const char *old,
     bool differs = !plan_hash_equal(ha.h[k], hb.h[k]);
     bool want = (changed >> k) & 1;
     if (differs != want)
-      print_message("edit '%s' -> '%s': %s hash %s\n", old, new,
-                    part_names[k], differs ? "changed" : "did not change");
+      print_message("edit '%s' -> '%s': %s hash %s\n", old, new, part_names[k],
+                    differs ? "changed" : "did not change");
     assert_int_equal(differs, want);
   }
   free(text);
 }
 
-/* ---- plans used throughout --------------------------------------------------- */
+/* ---- plans used throughout
+ * --------------------------------------------------- */
 
 /* The reference text: block and flow mixed, comments, defaults omitted. */
 static const char base_a[] =
@@ -177,12 +178,14 @@ static const char base_a[] =
  * defaults written out, globs, an identity device list, inferred tensors
  * declared, x- keys. */
 static const char variant_a1[] =
-    "provenance: {tags: [a, b], cost: 0.0015, seed: 7, strategy: hand, x-note: 1}\n"
+    "provenance: {tags: [a, b], cost: 0.0015, seed: 7, strategy: hand, x-note: "
+    "1}\n"
     "regions: [{ops: l0.act, kind: pinned, name: pin}]\n"
     "training: {grad_sync: {\"w*\": all_reduce}, steps: 1, loss_scale: 1.0,"
     " clip_grad_norm: 1.0, optimizer: {lr: 0.00001, kind: adam, beta1: 0.9,"
     " beta2: 0.999, eps: 1.0e-08}}\n"
-    "strategies: {l0.ce: {out: Partial() R, in: [Shard(0) Replicate(), S(-1)R]},"
+    "strategies: {l0.ce: {out: Partial() R, in: [Shard(0) Replicate(), "
+    "S(-1)R]},"
     " \"l0.act*\": {out: [S(0)S(1)], in: S(0)S(-1)},"
     " l0.sm: {out: S(0)R, in: [{dp: S(0)}]},"
     " l0.fc: {out: {tp: S(1), dp: S(0)}, in: [S(-2)R, R S(1)]}}\n"
@@ -192,8 +195,10 @@ static const char variant_a1[] =
     "  loss: L\n"
     "  outputs: [L]\n"
     "  ops:\n"
-    "    - {out: a, in: h, op: gelu, name: l0.act, attrs: {approximate: none}}\n"
-    "    - {out: h, in: [x, w], op: matmul, name: l0.fc, attrs: {transpose_a: false}}\n"
+    "    - {out: a, in: h, op: gelu, name: l0.act, attrs: {approximate: "
+    "none}}\n"
+    "    - {out: h, in: [x, w], op: matmul, name: l0.fc, attrs: {transpose_a: "
+    "false}}\n"
     "    - {name: l0.act2, op: tanh, in: [a], out: [a2]}\n"
     "    - {name: l0.ce, op: cross_entropy, in: [s, lab], out: L}\n"
     "    - {name: l0.sm, op: softmax, in: [a2], out: s, attrs: {dim: 1}}\n"
@@ -286,27 +291,26 @@ static const char variant_a2[] =
     "    - b\n";
 
 /* A pipeline plan and its variants. */
-static const char base_b[] =
-    "libplan: \"0.1\"\n"
-    "program:\n"
-    "  tensors:\n"
-    "    x: {shape: [8, 16]}\n"
-    "  ops:\n"
-    "    - {name: s0.a, op: relu, in: [x], out: a}\n"
-    "    - {name: s0.b, op: exp, in: [a], out: b}\n"
-    "    - {name: s1.c, op: tanh, in: [b], out: c}\n"
-    "mesh:\n"
-    "  axes: [pp=2, dp=2]\n"
-    "  submeshes: {first: {pp: 0}, second: {pp: 1}}\n"
-    "strategies:\n"
-    "  s0.a: {in: [RS(0)], out: RS(0)}\n"
-    "  s0.b: {in: [RS(0)], out: RS(0)}\n"
-    "  s1.c: {in: [RS(0)], out: RS(0)}\n"
-    "pipeline:\n"
-    "  axis: pp\n"
-    "  stages:\n"
-    "    - {ops: [s0.a, s0.b]}\n"
-    "    - {ops: [s1.c]}\n";
+static const char base_b[] = "libplan: \"0.1\"\n"
+                             "program:\n"
+                             "  tensors:\n"
+                             "    x: {shape: [8, 16]}\n"
+                             "  ops:\n"
+                             "    - {name: s0.a, op: relu, in: [x], out: a}\n"
+                             "    - {name: s0.b, op: exp, in: [a], out: b}\n"
+                             "    - {name: s1.c, op: tanh, in: [b], out: c}\n"
+                             "mesh:\n"
+                             "  axes: [pp=2, dp=2]\n"
+                             "  submeshes: {first: {pp: 0}, second: {pp: 1}}\n"
+                             "strategies:\n"
+                             "  s0.a: {in: [RS(0)], out: RS(0)}\n"
+                             "  s0.b: {in: [RS(0)], out: RS(0)}\n"
+                             "  s1.c: {in: [RS(0)], out: RS(0)}\n"
+                             "pipeline:\n"
+                             "  axis: pp\n"
+                             "  stages:\n"
+                             "    - {ops: [s0.a, s0.b]}\n"
+                             "    - {ops: [s1.c]}\n";
 
 static const char variant_b1[] =
     "libplan: \"0.1\"\n"
@@ -329,7 +333,8 @@ static const char variant_b1[] =
     "  tensors:\n"
     "    x: {shape: [8, 16], dtype: f32, role: input}\n";
 
-/* ---- (1) invariance ------------------------------------------------------------ */
+/* ---- (1) invariance
+ * ------------------------------------------------------------ */
 
 static void test_invariance_plan_a(void **state) {
   (void)state;
@@ -344,8 +349,7 @@ static void test_invariance_plan_a(void **state) {
 static void test_invariance_numbers(void **state) {
   (void)state;
   static const char *const lrs[] = {"1e-5",   "0.00001", "1.0e-05", "1E-5",
-                                    "+1e-05", "10e-6",   "0.1e-4",
-                                    "\"1e-5\""};
+                                    "+1e-05", "10e-6",   "0.1e-4",  "\"1e-5\""};
   char old[] = "lr: 1e-5";
   for (size_t i = 0; i < sizeof lrs / sizeof *lrs; i++) {
     char new[64];
@@ -429,23 +433,33 @@ static void test_invariance_defaults(void **state) {
       {"    x: {shape: [batch=8, 16]}\n",
        "    x: {shape: [batch=8, 16], dtype: f32, role: input}\n"},
       {"  loss: L\n", "  loss: L\n  outputs: [L]\n"},
-      {"op: gelu, in: [h], out: a}", "op: gelu, in: [h], out: a, attrs: {approximate: none}}"},
-      {"op: softmax, in: [a2], out: s}", "op: softmax, in: [a2], out: s, attrs: {dim: -1}}"},
-      {"op: softmax, in: [a2], out: s}", "op: softmax, in: [a2], out: s, attrs: {dim: 1}}"},
-      {"in: [x, w], out: h}", "in: [x, w], out: h, attrs: {transpose_a: false, transpose_b: false}}"},
+      {"op: gelu, in: [h], out: a}",
+       "op: gelu, in: [h], out: a, attrs: {approximate: none}}"},
+      {"op: softmax, in: [a2], out: s}",
+       "op: softmax, in: [a2], out: s, attrs: {dim: -1}}"},
+      {"op: softmax, in: [a2], out: s}",
+       "op: softmax, in: [a2], out: s, attrs: {dim: 1}}"},
+      {"in: [x, w], out: h}",
+       "in: [x, w], out: h, attrs: {transpose_a: false, transpose_b: false}}"},
       {"in: [x, w], out: h}", "in: [x, w], out: [h]}"},
       {"op: tanh, in: [a], out: a2}", "op: tanh, in: a, out: a2}"},
       /* mesh */
       {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: iota\n"},
-      {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: [0, 1, 2, 3]\n"},
-      {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: [[0, 1], [2, 3]]\n"},
-      {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2]}\n"},
-      {"  axes: [dp=2, tp=2]\n", "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2], transpose: [0, 1]}\n"},
+      {"  axes: [dp=2, tp=2]\n",
+       "  axes: [dp=2, tp=2]\n  devices: [0, 1, 2, 3]\n"},
+      {"  axes: [dp=2, tp=2]\n",
+       "  axes: [dp=2, tp=2]\n  devices: [[0, 1], [2, 3]]\n"},
+      {"  axes: [dp=2, tp=2]\n",
+       "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2]}\n"},
+      {"  axes: [dp=2, tp=2]\n",
+       "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2], transpose: [0, 1]}\n"},
       /* decisions: all-R placements and output placements say nothing */
       {"regions:\n", "outputs:\n  L: RR\nregions:\n"},
       /* training */
-      {"  clip_grad_norm: 1\n", "  clip_grad_norm: 1\n  steps: 1\n  loss_scale: 1\n"},
-      {"{kind: adam, lr: 1e-5}", "{kind: adam, lr: 1e-5, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0}"},
+      {"  clip_grad_norm: 1\n",
+       "  clip_grad_norm: 1\n  steps: 1\n  loss_scale: 1\n"},
+      {"{kind: adam, lr: 1e-5}", "{kind: adam, lr: 1e-5, beta1: 0.9, beta2: "
+                                 "0.999, eps: 1e-8, weight_decay: 0}"},
   };
   for (size_t i = 0; i < sizeof eq / sizeof *eq; i++) {
     char *t = edit(base_a, eq[i].old, eq[i].new);
@@ -453,13 +467,15 @@ static void test_invariance_defaults(void **state) {
     free(t);
   }
   /* an all-R placement of a leaf is the default storage */
-  char *t = edit(base_b, "strategies:\n", "placements:\n  x: RR\nstrategies:\n");
+  char *t =
+      edit(base_b, "strategies:\n", "placements:\n  x: RR\nstrategies:\n");
   assert_same_hashes(base_b, t);
   free(t);
   t = edit(base_b, "strategies:\n", "placements: {x: {pp: R}}\nstrategies:\n");
   assert_same_hashes(base_b, t);
   free(t);
-  t = edit(base_b, "strategies:\n", "placements: {}\noutputs: {}\nregions: []\nstrategies:\n");
+  t = edit(base_b, "strategies:\n",
+           "placements: {}\noutputs: {}\nregions: []\nstrategies:\n");
   assert_same_hashes(base_b, t);
   free(t);
 }
@@ -468,27 +484,36 @@ static void test_invariance_pipeline(void **state) {
   (void)state;
   assert_same_hashes(base_b, variant_b1);
   /* submesh stages: a stage's submesh named, or listed in another order */
-  char *t1 = edit(base_b, "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
-                  "  stages:\n    - {ops: [s0.a, s0.b], submesh: first}\n    - {ops: [s1.c], submesh: second}\n");
-  char *t2 = edit(base_b, "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
-                  "  stages:\n    - {submesh: first, ops: [s0.b, s0.a]}\n    - {submesh: second, ops: \"s1.*\"}\n");
+  char *t1 = edit(
+      base_b,
+      "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
+      "  stages:\n    - {ops: [s0.a, s0.b], submesh: first}\n    - {ops: "
+      "[s1.c], submesh: second}\n");
+  char *t2 = edit(
+      base_b,
+      "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
+      "  stages:\n    - {submesh: first, ops: [s0.b, s0.a]}\n    - {submesh: "
+      "second, ops: \"s1.*\"}\n");
   assert_same_hashes(t1, t2);
   free(t1);
   free(t2);
   /* an explicit grid: rows as strings or lists, schedule: explicit or not */
   const char *grid_old = "  axis: pp\n";
-  char *g1 = edit(base_b, grid_old,
-                  "  axis: pp\n  microbatches: 2\n"
-                  "  grid:\n    - \"0F0 0F1 0B0 0B1\"\n    - \"1F0 1B0 1F1 1B1\"\n");
+  char *g1 =
+      edit(base_b, grid_old,
+           "  axis: pp\n  microbatches: 2\n"
+           "  grid:\n    - \"0F0 0F1 0B0 0B1\"\n    - \"1F0 1B0 1F1 1B1\"\n");
   char *g2 = edit(base_b, grid_old,
                   "  axis: pp\n  microbatches: 2\n  schedule: explicit\n"
                   "  grid: [[0F0, 0F1, 0B0, 0B1], [1F0, 1B0, 1F1, 1B1]]\n");
-  char *g3 = edit(base_b, grid_old,
-                  "  axis: pp\n  microbatches: 2\n"
-                  "  grid:\n    - \" 0F0  0F1 0B0 0B1 \"\n    - [1F0, 1B0, 1F1, 1B1]\n");
-  char *g4 = edit(base_b, grid_old,
-                  "  axis: pp\n  microbatches: 2\n"
-                  "  grid:\n    - \"0F0 0B0 0F1 0B1\"\n    - \"1F0 1B0 1F1 1B1\"\n");
+  char *g3 = edit(
+      base_b, grid_old,
+      "  axis: pp\n  microbatches: 2\n"
+      "  grid:\n    - \" 0F0  0F1 0B0 0B1 \"\n    - [1F0, 1B0, 1F1, 1B1]\n");
+  char *g4 =
+      edit(base_b, grid_old,
+           "  axis: pp\n  microbatches: 2\n"
+           "  grid:\n    - \"0F0 0B0 0F1 0B1\"\n    - \"1F0 1B0 1F1 1B1\"\n");
   assert_same_hashes(g1, g2);
   assert_same_hashes(g1, g3);
   /* the order of actions is a decision */
@@ -500,7 +525,8 @@ static void test_invariance_pipeline(void **state) {
   free(g4);
 }
 
-/* ---- (2) sensitivity -------------------------------------------------------------- */
+/* ---- (2) sensitivity
+ * -------------------------------------------------------------- */
 
 static void test_sensitivity(void **state) {
   (void)state;
@@ -520,10 +546,11 @@ static void test_sensitivity(void **state) {
   assert_edit_changes(b, "kind: pinned, ops: [l0.act]",
                       "kind: pinned, ops: [l0.act2]", P_PLAN);
   assert_edit_changes(b, "{name: pin,", "{name: pin2,", P_PLAN);
-  assert_edit_changes(b, "regions:\n  - {name: pin, kind: pinned, ops: [l0.act]}\n",
-                      "", P_PLAN);
-  assert_edit_changes(b, "regions:\n",
-                      "outputs:\n  L: RP(sum)\nregions:\n", P_PLAN);
+  assert_edit_changes(
+      b, "regions:\n  - {name: pin, kind: pinned, ops: [l0.act]}\n", "",
+      P_PLAN);
+  assert_edit_changes(b, "regions:\n", "outputs:\n  L: RP(sum)\nregions:\n",
+                      P_PLAN);
   /* the mesh: mesh and plan */
   assert_edit_changes(b, "axes: [dp=2, tp=2]", "axes: [dp=4, tp=2]",
                       P_MESH | P_PLAN);
@@ -532,9 +559,10 @@ static void test_sensitivity(void **state) {
   assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
                       "  axes: [dp=2, tp=2]\n  devices: [1, 0, 2, 3]\n",
                       P_MESH | P_PLAN);
-  assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
-                      "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2], transpose: [1, 0]}\n",
-                      P_MESH | P_PLAN);
+  assert_edit_changes(
+      b, "  axes: [dp=2, tp=2]\n",
+      "  axes: [dp=2, tp=2]\n  devices: {iota: [2, 2], transpose: [1, 0]}\n",
+      P_MESH | P_PLAN);
   assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
                       "  axes: [dp=2, tp=2]\n  devices_per_host: 2\n",
                       P_MESH | P_PLAN);
@@ -562,8 +590,8 @@ static void test_sensitivity(void **state) {
   assert_edit_changes(b, "seed: 7", "seed: 8", P_PROV);
   assert_edit_changes(b, "tags: [a, b]", "tags: [b, a]", P_PROV);
   assert_edit_changes(b, "seed: 7", "seed: \"7\"", P_PROV);
-  assert_edit_changes(b, "strategy: hand", "strategy: hand, verdict: {ok: true}",
-                      P_PROV);
+  assert_edit_changes(b, "strategy: hand",
+                      "strategy: hand, verdict: {ok: true}", P_PROV);
   /* x- keys and comments: nothing */
   assert_edit_changes(b, "mesh:\n", "x-later: 1\nmesh:\n", 0);
   assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
@@ -574,19 +602,20 @@ static void test_sensitivity(void **state) {
                       P_PLAN | P_PROGRAM | P_MESH | P_PROV);
 
   /* pipeline decisions */
-  assert_edit_changes(base_b, "    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
-                      "    - {ops: [s0.a]}\n    - {ops: [s0.b, s1.c]}\n",
-                      P_PLAN);
+  assert_edit_changes(
+      base_b, "    - {ops: [s0.a, s0.b]}\n    - {ops: [s1.c]}\n",
+      "    - {ops: [s0.a]}\n    - {ops: [s0.b, s1.c]}\n", P_PLAN);
   assert_edit_changes(base_b, "  axis: pp\n", "  axis: pp\n  microbatches: 2\n",
                       P_PLAN);
   assert_edit_changes(base_b, "  axis: pp\n", "  axis: pp\n  schedule: gpipe\n",
                       P_PLAN);
-  assert_edit_changes(base_b, "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n",
-                      "  stages:\n    - {ops: [s0.a, s0.b], submesh: first}\n",
-                      P_PLAN);
+  assert_edit_changes(
+      base_b, "  axis: pp\n  stages:\n    - {ops: [s0.a, s0.b]}\n",
+      "  stages:\n    - {ops: [s0.a, s0.b], submesh: first}\n", P_PLAN);
 }
 
-/* ---- (3) a program inline, standalone and by path ------------------------------------ */
+/* ---- (3) a program inline, standalone and by path
+ * ------------------------------------ */
 
 static char tmpdir[64];
 
@@ -684,7 +713,8 @@ static void test_program_three_ways(void **state) {
   plan_free(inline_plan);
 }
 
-/* ---- (4) round trips ----------------------------------------------------------------- */
+/* ---- (4) round trips
+ * ----------------------------------------------------------------- */
 
 static char *write_plan(const plan_plan *p, int self_contained) {
   plan_write_options o = PLAN_WRITE_OPTIONS_INIT;
@@ -701,8 +731,8 @@ static char *write_plan(const plan_plan *p, int self_contained) {
 static void assert_hashes_equal(const hashes *a, const hashes *b,
                                 const char *what) {
   for (int k = 0; k < NPARTS; k++) {
-    bool same = a->rc[k] == b->rc[k] &&
-                (a->rc[k] || plan_hash_equal(a->h[k], b->h[k]));
+    bool same =
+        a->rc[k] == b->rc[k] && (a->rc[k] || plan_hash_equal(a->h[k], b->h[k]));
     if (!same)
       print_message("%s: %s hash differs\n", what, part_names[k]);
     assert_true(same);
@@ -793,21 +823,28 @@ static void test_round_trip_rich(void **state) {
       "    ids: {shape: [batch=4, seq=8], dtype: i64, range: [-5, 32]}\n"
       "    emb: {shape: [32, 16], dtype: bf16, role: param}\n"
       "    w: {shape: [16, 48], dtype: bf16, role: param}\n"
-      "    mask: {shape: [8, 8], role: const, init: {recipe: causal_mask, fill: -1e4}}\n"
-      "    cs: {shape: [8, 16], role: const, init: {recipe: rope_cos, theta: 5e5}}\n"
+      "    mask: {shape: [8, 8], role: const, init: {recipe: causal_mask, "
+      "fill: -1e4}}\n"
+      "    cs: {shape: [8, 16], role: const, init: {recipe: rope_cos, theta: "
+      "5e5}}\n"
       "    z: {shape: [], dtype: f64, role: const, init: zeros}\n"
       "    \"y\": {shape: [2], role: param}\n"
       "  ops:\n"
       "    - {name: embed, op: embedding, in: [emb, ids], out: h0}\n"
-      "    - {name: \"sc:1\", op: scale, in: [h0], out: h1, attrs: {factor: -0.25}}\n"
-      "    - {name: qkv, op: matmul, in: [h1, w], out: h2, attrs: {transpose_b: false}}\n"
-      "    - {name: split, op: split, in: [h2], out: [q, k, v], attrs: {sizes: [16, 16, 16]}}\n"
+      "    - {name: \"sc:1\", op: scale, in: [h0], out: h1, attrs: {factor: "
+      "-0.25}}\n"
+      "    - {name: qkv, op: matmul, in: [h1, w], out: h2, attrs: "
+      "{transpose_b: false}}\n"
+      "    - {name: split, op: split, in: [h2], out: [q, k, v], attrs: {sizes: "
+      "[16, 16, 16]}}\n"
       "    - {name: kt, op: transpose, in: [k], out: kT}\n"
       "    - {name: s, op: matmul, in: [q, kT], out: s}\n"
       "    - {name: sm, op: softmax, in: [s], out: p}\n"
       "    - {name: pv, op: matmul, in: [p, v], out: o}\n"
-      "    - {name: r, op: reshape, in: [o], out: flat, attrs: {shape: [4, -1]}}\n"
-      "    - {name: m, op: reduce_mean, in: [flat], out: mean, attrs: {dims: [-1], keepdim: true}}\n"
+      "    - {name: r, op: reshape, in: [o], out: flat, attrs: {shape: [4, "
+      "-1]}}\n"
+      "    - {name: m, op: reduce_mean, in: [flat], out: mean, attrs: {dims: "
+      "[-1], keepdim: true}}\n"
       "  outputs: [mean, q]\n"
       "mesh:\n"
       "  axes: [pp=2, dp=2, tp=2]\n"
@@ -867,7 +904,8 @@ static void test_round_trip_rich(void **state) {
       "provenance:\n"
       "  tool: {name: plan, version: 0.1.0}\n"
       "  numbers: [1, -2, 3.5, 1e300, -0.0, .inf]\n"
-      "  strings: [\"1\", \"true\", \"null\", \"\", \"a: b\", \"#c\", \"- d\", \"x\\ty\", \"multi\\nline\"]\n"
+      "  strings: [\"1\", \"true\", \"null\", \"\", \"a: b\", \"#c\", \"- d\", "
+      "\"x\\ty\", \"multi\\nline\"]\n"
       "  nothing: null\n"
       "  empty_map: {}\n"
       "  empty_seq: []\n"
@@ -888,20 +926,25 @@ static void test_round_trip_odd_values(void **state) {
    * (an empty list), floats that need exponents, negative zero. */
   static const char *const texts[] = {
       "libplan: \"0.1\"\nprogram:\n  tensors:\n    x: {shape: [1, 1]}\n"
-      "  ops:\n    - {name: r, op: reshape, in: [x], out: y, attrs: {shape: []}}\n",
+      "  ops:\n    - {name: r, op: reshape, in: [x], out: y, attrs: {shape: "
+      "[]}}\n",
       "libplan: \"0.1\"\nprogram:\n  tensors:\n    x: {shape: [4]}\n"
-      "  ops:\n    - {name: s, op: scale, in: [x], out: y, attrs: {factor: 1e-300}}\n"
-      "    - {name: t, op: scale, in: [y], out: z, attrs: {factor: 12345678.9}}\n"
+      "  ops:\n    - {name: s, op: scale, in: [x], out: y, attrs: {factor: "
+      "1e-300}}\n"
+      "    - {name: t, op: scale, in: [y], out: z, attrs: {factor: "
+      "12345678.9}}\n"
       "    - {name: u, op: scale, in: [z], out: v, attrs: {factor: -0.0}}\n",
       /* a permutation of a scalar: another written empty list */
       "libplan: \"0.1\"\nprogram:\n  tensors:\n    x: {shape: []}\n"
-      "  ops:\n    - {name: p, op: permute, in: [x], out: y, attrs: {perm: []}}\n",
+      "  ops:\n    - {name: p, op: permute, in: [x], out: y, attrs: {perm: "
+      "[]}}\n",
       /* generic values: negative zero stays a float, integral floats and
        * ints hash alike */
       "libplan: \"0.1\"\nprogram: {ops: []}\n"
       "provenance: {z: -0.0, f: 2.0, i: 2, big: 1e300, small: -5e-324}\n",
       /* a training section with every field at its default */
-      "libplan: \"0.1\"\nprogram: {ops: []}\nmesh: {axes: [dp=1]}\ntraining: {}\n",
+      "libplan: \"0.1\"\nprogram: {ops: []}\nmesh: {axes: [dp=1]}\ntraining: "
+      "{}\n",
   };
   for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
     plan_plan *p = load_text(texts[i], NULL);
@@ -920,7 +963,8 @@ static void test_round_trip_odd_values(void **state) {
   }
 }
 
-/* ---- (5) x- keys ------------------------------------------------------------------------ */
+/* ---- (5) x- keys
+ * ------------------------------------------------------------------------ */
 
 static const char with_x[] =
     "libplan: \"0.1\"\n"
@@ -1011,7 +1055,8 @@ static void test_x_keys_in_ops_and_tensors(void **state) {
   assert_true(op_kept);
 }
 
-/* ---- (6) golden encodings and the hash format ----------------------------------------------- */
+/* ---- (6) golden encodings and the hash format
+ * ----------------------------------------------- */
 
 /* examples/mlp-megatron.plan.yaml as it was when the goldens were made. */
 static const char mlp_text[] =
@@ -1051,8 +1096,10 @@ static const char mlp_text[] =
 static const char golden_program[] =
     "{\"libplan\":\"0.1\",\"program\":{\"name\":\"mlp\",\"ops\":{"
     "\"mlp.act\":{\"attrs\":{},\"in\":[\"h\"],\"op\":\"gelu\",\"out\":[\"a\"]},"
-    "\"mlp.fc1\":{\"attrs\":{},\"in\":[\"x\",\"w1\"],\"op\":\"matmul\",\"out\":[\"h\"]},"
-    "\"mlp.fc2\":{\"attrs\":{},\"in\":[\"a\",\"w2\"],\"op\":\"matmul\",\"out\":[\"y\"]}},"
+    "\"mlp.fc1\":{\"attrs\":{},\"in\":[\"x\",\"w1\"],\"op\":\"matmul\",\"out\":"
+    "[\"h\"]},"
+    "\"mlp.fc2\":{\"attrs\":{},\"in\":[\"a\",\"w2\"],\"op\":\"matmul\",\"out\":"
+    "[\"y\"]}},"
     "\"tensors\":{\"w1\":{\"role\":\"param\",\"shape\":[16,64]},"
     "\"w2\":{\"role\":\"param\",\"shape\":[64,16]},"
     "\"x\":{\"names\":[\"batch\",\"hidden\"],\"shape\":[8,16]}}}}";
@@ -1062,13 +1109,15 @@ static const char golden_plan[] =
     "\"placements\":{\"w1\":\"RS(1)\",\"w2\":\"RS(0)\",\"x\":\"S(0)R\"},"
     "\"program\":\"xxh3:fb2804fc461faadca74d690e14a26454\","
     "\"regions\":{\"act-by-hand\":{\"kind\":\"pinned\",\"ops\":[\"mlp.act\"]}},"
-    "\"strategies\":{\"mlp.act\":{\"in\":[\"S(0)S(1)\"],\"out\":[\"S(0)S(1)\"]},"
+    "\"strategies\":{\"mlp.act\":{\"in\":[\"S(0)S(1)\"],\"out\":[\"S(0)S(1)\"]}"
+    ","
     "\"mlp.fc1\":{\"in\":[\"S(0)R\",\"RS(1)\"],\"out\":[\"S(0)S(1)\"]},"
     "\"mlp.fc2\":{\"in\":[\"S(0)S(1)\",\"RS(0)\"],\"out\":[\"S(0)P(sum)\"]}}}";
 static const char golden_mesh[] =
     "{\"libplan\":\"0.1\",\"mesh\":{\"axes\":[\"dp=2\",\"tp=2\"]}}";
 static const char golden_provenance[] =
-    "{\"libplan\":\"0.1\",\"provenance\":{\"seed\":0,\"strategy\":\"megatron\"}}";
+    "{\"libplan\":\"0.1\",\"provenance\":{\"seed\":0,\"strategy\":\"megatron\"}"
+    "}";
 static const char *const golden_hashes[NPARTS] = {
     "xxh3:da4210eb148a2c9ddab5bdc179538a04",
     "xxh3:fb2804fc461faadca74d690e14a26454",

@@ -23,9 +23,9 @@ static void test_empty(void **state) {
   plan_diags_free(NULL);
   assert_int_equal(plan_diags_count(NULL), 0);
   assert_int_equal(plan_diags_new(NULL), PLAN_EUSAGE);
-  assert_int_equal(plan_diags_add(NULL, PLAN_SEV_NOTE, "x", NULL, NULL, 0, 0,
-                                  "m"),
-                   PLAN_EUSAGE);
+  assert_int_equal(
+      plan_diags_add(NULL, PLAN_SEV_NOTE, "x", NULL, NULL, 0, 0, "m"),
+      PLAN_EUSAGE);
 }
 
 static void test_add_copies(void **state) {
@@ -53,9 +53,9 @@ static void test_add_copies(void **state) {
   assert_int_equal(g->column, 4);
 
   /* NULL strings become "", negative positions 0. */
-  assert_int_equal(plan_diags_add(d, PLAN_SEV_NOTE, NULL, NULL, NULL, -3, -1,
-                                  NULL),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_diags_add(d, PLAN_SEV_NOTE, NULL, NULL, NULL, -3, -1, NULL),
+      PLAN_OK);
   g = plan_diags_get(d, 1);
   assert_string_equal(g->code, "");
   assert_string_equal(g->object, "");
@@ -72,8 +72,8 @@ static void test_counts_and_growth(void **state) {
   plan_diags *d;
   assert_int_equal(plan_diags_new(&d), PLAN_OK);
   for (int i = 0; i < 3000; i++)
-    assert_int_equal(plan_diags_add(d, (plan_severity)(i % 3), "c", "o", "f",
-                                    i, 1, "finding %d", i),
+    assert_int_equal(plan_diags_add(d, (plan_severity)(i % 3), "c", "o", "f", i,
+                                    1, "finding %d", i),
                      PLAN_OK);
   assert_int_equal(plan_diags_count(d), 3000);
   assert_int_equal(plan_diags_count_at_least(d, PLAN_SEV_NOTE), 3000);
@@ -95,20 +95,16 @@ static void test_sort(void **state) {
     int line, col;
     const char *code, *object, *msg;
   } in[] = {
-      {"b.yaml", 1, 1, "x", "o9", "m"},
-      {"a.yaml", 10, 1, "x", "o5", "m"},
-      {"a.yaml", 2, 5, "x", "o3", "m"},
-      {"a.yaml", 2, 1, "z", "o2", "m"},
-      {"a.yaml", 2, 1, "y", "o1", "m"},
-      {"", 7, 7, "x", "o0", "m"},
-      {"a.yaml", 2, 5, "x", "o4", "m"},
-      {"a.yaml", 10, 1, "x", "o5", "a"},
+      {"b.yaml", 1, 1, "x", "o9", "m"}, {"a.yaml", 10, 1, "x", "o5", "m"},
+      {"a.yaml", 2, 5, "x", "o3", "m"}, {"a.yaml", 2, 1, "z", "o2", "m"},
+      {"a.yaml", 2, 1, "y", "o1", "m"}, {"", 7, 7, "x", "o0", "m"},
+      {"a.yaml", 2, 5, "x", "o4", "m"}, {"a.yaml", 10, 1, "x", "o5", "a"},
   };
   size_t n = sizeof in / sizeof in[0];
   for (size_t i = 0; i < n; i++)
-    assert_int_equal(plan_diags_add(d, PLAN_SEV_ERROR, in[i].code,
-                                    in[i].object, in[i].file, in[i].line,
-                                    in[i].col, "%s", in[i].msg),
+    assert_int_equal(plan_diags_add(d, PLAN_SEV_ERROR, in[i].code, in[i].object,
+                                    in[i].file, in[i].line, in[i].col, "%s",
+                                    in[i].msg),
                      PLAN_OK);
   plan_diags_sort(d);
   const char *want_obj[] = {"o0", "o1", "o2", "o3", "o4", "o5", "o5", "o9"};

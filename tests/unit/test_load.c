@@ -47,7 +47,8 @@ static plan_plan *load_ok(const char *text) {
   int rc = load_n(&p, text, strlen(text));
   if (rc != PLAN_OK) {
     char buf[1200];
-    print_message("unexpected failure: %s\n", plan_error_format(buf, sizeof buf));
+    print_message("unexpected failure: %s\n",
+                  plan_error_format(buf, sizeof buf));
   }
   assert_int_equal(rc, PLAN_OK);
   assert_non_null(p);
@@ -111,9 +112,9 @@ static void assert_tensor_pl(const plan_plan *p, const char *name,
 static void assert_op_pl(const plan_plan *p, const char *name, int output,
                          int slot, const char *want) {
   char buf[128];
-  assert_int_equal(plan_op_placement(buf, sizeof buf, p, op(p, name), output,
-                                     slot),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_op_placement(buf, sizeof buf, p, op(p, name), output, slot),
+      PLAN_OK);
   assert_string_equal(buf, want);
 }
 
@@ -136,17 +137,19 @@ static const plan_value *ext_get(const plan_ext *e, const char *key) {
 
 /* ---- program ------------------------------------------------------------- */
 
-static const char program_text[] =
-    HDR
+static const char program_text[] = HDR
     "program:\n"
     "  name: tiny\n"
     "  tensors:\n"
-    "    ids: {shape: [batch=4, seq=8], dtype: i64, role: input, range: [0, 32]}\n"
+    "    ids: {shape: [batch=4, seq=8], dtype: i64, role: input, range: [0, "
+    "32]}\n"
     "    labels: {shape: [4], dtype: i32, range: [-1, 16]}\n"
     "    emb: {shape: [32, 16], dtype: bf16, role: param}\n"
     "    w: {shape: [16, 48], dtype: bf16, role: param}\n"
-    "    mask: {shape: [8, 8], role: const, init: {recipe: causal_mask, fill: -1e4}}\n"
-    "    cs: {shape: [8, 16], role: const, init: {recipe: rope_cos, theta: 5e5}}\n"
+    "    mask: {shape: [8, 8], role: const, init: {recipe: causal_mask, fill: "
+    "-1e4}}\n"
+    "    cs: {shape: [8, 16], role: const, init: {recipe: rope_cos, theta: "
+    "5e5}}\n"
     "    sn: {shape: [8, 16], role: const, init: rope_sin}\n"
     "    one: {shape: [], dtype: f64, role: const, init: ones}\n"
     "    h3: {shape: [4, 32], dtype: bf16}\n"
@@ -155,16 +158,22 @@ static const char program_text[] =
     "    - {name: loss, op: cross_entropy, in: [logits, labels], out: L}\n"
     "    - {name: embed, op: embedding, in: [emb, ids], out: h0}\n"
     "    - {name: cast, op: scale, in: [h0], out: h1, attrs: {factor: 0.5}}\n"
-    "    - {name: qkv, op: matmul, in: [h1, w], out: h2, attrs: {transpose_b: false}}\n"
-    "    - {name: split, op: split, in: [h2], out: [q, k, v], attrs: {dim: -1, sizes: [16, 16, 16]}}\n"
-    "    - {name: kt, op: transpose, in: [k], out: kT, attrs: {dims: [-2, -1]}}\n"
+    "    - {name: qkv, op: matmul, in: [h1, w], out: h2, attrs: {transpose_b: "
+    "false}}\n"
+    "    - {name: split, op: split, in: [h2], out: [q, k, v], attrs: {dim: -1, "
+    "sizes: [16, 16, 16]}}\n"
+    "    - {name: kt, op: transpose, in: [k], out: kT, attrs: {dims: [-2, "
+    "-1]}}\n"
     "    - {name: sc, op: matmul, in: [q, kT], out: s}\n"
     "    - {name: sm, op: softmax, in: [s], out: p, attrs: {dim: -1}}\n"
     "    - {name: pv, op: matmul, in: [p, v], out: o}\n"
     "    - {name: cat, op: concat, in: [o, q], out: oq, attrs: {dim: 2}}\n"
-    "    - {name: red, op: reduce_sum, in: [oq], out: h3, attrs: {dims: [1], keepdim: false}}\n"
-    "    - {name: act, op: gelu, in: [h3], out: logits, attrs: {approximate: tanh}}\n"
-    "    - {name: flat, op: reshape, in: [logits], out: flat, attrs: {shape: [-1]}}\n"
+    "    - {name: red, op: reduce_sum, in: [oq], out: h3, attrs: {dims: [1], "
+    "keepdim: false}}\n"
+    "    - {name: act, op: gelu, in: [h3], out: logits, attrs: {approximate: "
+    "tanh}}\n"
+    "    - {name: flat, op: reshape, in: [logits], out: flat, attrs: {shape: "
+    "[-1]}}\n"
     "  outputs: [L, flat]\n"
     "  loss: L\n";
 
@@ -334,15 +343,14 @@ static void test_default_outputs(void **state) {
   (void)state;
   /* No `outputs:`: every produced tensor nothing consumes, in topological
    * order of the producers; role: output keeps a consumed one. */
-  plan_plan *p = load_ok(HDR
-                         "program:\n"
-                         "  tensors:\n"
-                         "    x: {shape: [4]}\n"
-                         "    b: {shape: [4], role: output}\n"
-                         "  ops:\n"
-                         "    - {name: o2, op: relu, in: [b], out: c}\n"
-                         "    - {name: o1, op: exp, in: [x], out: b}\n"
-                         "    - {name: o3, op: tanh, in: [x], out: d}\n");
+  plan_plan *p = load_ok(HDR "program:\n"
+                             "  tensors:\n"
+                             "    x: {shape: [4]}\n"
+                             "    b: {shape: [4], role: output}\n"
+                             "  ops:\n"
+                             "    - {name: o2, op: relu, in: [b], out: c}\n"
+                             "    - {name: o1, op: exp, in: [x], out: b}\n"
+                             "    - {name: o3, op: tanh, in: [x], out: d}\n");
   const plan_program *g = plan_get_program(p);
   assert_false(g->outputs_explicit);
   assert_int_equal(g->noutputs, 3);
@@ -353,7 +361,8 @@ static void test_default_outputs(void **state) {
   plan_free(p);
 }
 
-/* ---- mesh ------------------------------------------------------------------ */
+/* ---- mesh ------------------------------------------------------------------
+ */
 
 static plan_plan *load_mesh(const char *mesh_body) {
   char text[4096];
@@ -471,14 +480,17 @@ static void test_mesh_errors(void **state) {
               "size >= 1");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, dp=2]\n", PLAN_EINVALID, 10, 16,
               "named twice");
-  expect_fail(HDR PROG "mesh:\n  axes: []\n", PLAN_ELIMIT, 10, 9, "1 to 8 axes");
+  expect_fail(HDR PROG "mesh:\n  axes: []\n", PLAN_ELIMIT, 10, 9,
+              "1 to 8 axes");
   expect_fail(HDR PROG "mesh:\n  devices: iota\n", PLAN_ESCHEMA, 10, 3,
               "mesh needs 'axes");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, 1, 2]\n",
               PLAN_EINVALID, 11, 12, "lists 3 ids but the mesh has 4");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, 1, 2, 3, 4]\n",
+  expect_fail(HDR PROG
+              "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, 1, 2, 3, 4]\n",
               PLAN_EINVALID, 11, 25, "more device ids");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, -1, 2, 3]\n",
+  expect_fail(HDR PROG
+              "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, -1, 2, 3]\n",
               PLAN_EINVALID, 11, 16, "negative");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, x, 2, 3]\n",
               PLAN_ESCHEMA, 11, 16, "integer");
@@ -495,9 +507,11 @@ static void test_mesh_errors(void **state) {
               PLAN_ESCHEMA, 11, 27, "unknown field 'order'");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices_per_host: 0\n",
               PLAN_EINVALID, 11, 21, ">= 1");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  submeshes: {a: {pp: 0}}\n",
+  expect_fail(HDR PROG
+              "mesh:\n  axes: [dp=2, tp=2]\n  submeshes: {a: {pp: 0}}\n",
               PLAN_EINVALID, 11, 19, "no mesh axis 'pp'");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  submeshes: {a: {dp: 2}}\n",
+  expect_fail(HDR PROG
+              "mesh:\n  axes: [dp=2, tp=2]\n  submeshes: {a: {dp: 2}}\n",
               PLAN_EINVALID, 11, 23, "outside axis dp");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n"
                        "  hardware: {flops: {f8: 1}}\n",
@@ -512,14 +526,14 @@ static void test_mesh_errors(void **state) {
               PLAN_ELIMIT, 10, 19, "more than");
 }
 
-/* ---- placements -------------------------------------------------------------- */
+/* ---- placements
+ * -------------------------------------------------------------- */
 
 static void test_placements(void **state) {
   (void)state;
-  plan_plan *p = load_ok(HDR PROG MESH22
-                         "placements:\n"
-                         "  x: {dp: S(0), tp: R}\n"
-                         "  w: Replicate() Shard(-1)\n");
+  plan_plan *p = load_ok(HDR PROG MESH22 "placements:\n"
+                                         "  x: {dp: S(0), tp: R}\n"
+                                         "  w: Replicate() Shard(-1)\n");
   assert_tensor_pl(p, "x", "S(0)R");
   assert_tensor_pl(p, "w", "RS(1)");
   assert_int_equal(p->placements[tensor(p, "x")].pos.line, 12);
@@ -539,10 +553,9 @@ static void test_placements(void **state) {
   plan_free(p);
 
   /* The same nesting in compact form; mesh order needs no level. */
-  p = load_ok(HDR PROG MESH22
-              "placements:\n"
-              "  x: S(0:1)S(0:0)\n"
-              "  w: S(-2)S(0)\n");
+  p = load_ok(HDR PROG MESH22 "placements:\n"
+                              "  x: S(0:1)S(0:0)\n"
+                              "  w: S(-2)S(0)\n");
   assert_tensor_pl(p, "x", "S(0:1)S(0:0)");
   assert_tensor_pl(p, "w", "S(0)S(0)");
   plan_free(p);
@@ -557,13 +570,13 @@ static void test_placements(void **state) {
 static void test_placement_errors(void **state) {
   (void)state;
   /* The column points into the string at the offending entry. */
-  expect_fail(HDR PROG MESH22 "placements:\n  x: RS(x)\n", PLAN_EINVALID, 12,
-              7, "decimal integer");
+  expect_fail(HDR PROG MESH22 "placements:\n  x: RS(x)\n", PLAN_EINVALID, 12, 7,
+              "decimal integer");
   /* quoted: one more for the quote */
   expect_fail(HDR PROG MESH22 "placements:\n  x: \"R Q\"\n", PLAN_EINVALID, 12,
               9, "unknown placement entry");
-  expect_fail(HDR PROG MESH22 "placements:\n  x: RP(prod)\n", PLAN_EINVALID,
-              12, 7, "unknown reduce op 'prod'");
+  expect_fail(HDR PROG MESH22 "placements:\n  x: RP(prod)\n", PLAN_EINVALID, 12,
+              7, "unknown reduce op 'prod'");
   /* wrong number of axes: at the first extra entry, or the end */
   expect_fail(HDR PROG MESH22 "placements:\n  x: RRS(0)\n", PLAN_EINVALID, 12,
               8, "3 entries but the mesh has 2 axes");
@@ -579,8 +592,8 @@ static void test_placement_errors(void **state) {
               11, "unknown placement entry");
   expect_fail(HDR PROG MESH22 "placements:\n  x: {pp: R}\n", PLAN_EINVALID, 12,
               7, "no mesh axis 'pp'");
-  expect_fail(HDR PROG MESH22 "placements:\n  x: {dp: [R]}\n", PLAN_ESCHEMA,
-              12, 11, "must be a scalar");
+  expect_fail(HDR PROG MESH22 "placements:\n  x: {dp: [R]}\n", PLAN_ESCHEMA, 12,
+              11, "must be a scalar");
   expect_fail(HDR PROG MESH22
               "placements:\n  x: {dp: S(0), tp: R, order: {0: [tp, dp]}}\n",
               PLAN_EINVALID, 12, 35, "tp does not shard dim 0");
@@ -591,7 +604,8 @@ static void test_placement_errors(void **state) {
               "produced by op 'mm'");
 }
 
-/* ---- strategies ----------------------------------------------------------- */
+/* ---- strategies -----------------------------------------------------------
+ */
 
 #define LAYERS                                                                 \
   "program:\n"                                                                 \
@@ -606,10 +620,10 @@ static void test_placement_errors(void **state) {
 static void test_strategies(void **state) {
   (void)state;
   /* exact names, a single-output `out` given bare or as a list */
-  plan_plan *p = load_ok(HDR PROG MESH22
-                         "strategies:\n"
-                         "  mm: {in: [S(0)R, RS(1)], out: [S(0)S(1)]}\n"
-                         "  act: {in: S(0)S(1), out: S(0)S(1)}\n");
+  plan_plan *p =
+      load_ok(HDR PROG MESH22 "strategies:\n"
+                              "  mm: {in: [S(0)R, RS(1)], out: [S(0)S(1)]}\n"
+                              "  act: {in: S(0)S(1), out: S(0)S(1)}\n");
   assert_op_pl(p, "mm", 0, 0, "S(0)R");
   assert_op_pl(p, "mm", 0, 1, "RS(1)");
   assert_op_pl(p, "mm", 1, 0, "S(0)S(1)");
@@ -624,10 +638,10 @@ static void test_strategies(void **state) {
   /* A glob covers every op it matches; exact names win over globs wherever
    * they are written. */
   p = load_ok(HDR LAYERS "mesh:\n  axes: [dp=2]\n"
-              "strategies:\n"
-              "  l1.b: {in: [R], out: R}\n"
-              "  \"l*\": {in: [S(0)], out: S(0)}\n"
-              "  l0.a: {in: [S(1)], out: S(1)}\n");
+                         "strategies:\n"
+                         "  l1.b: {in: [R], out: R}\n"
+                         "  \"l*\": {in: [S(0)], out: S(0)}\n"
+                         "  l0.a: {in: [S(1)], out: S(1)}\n");
   assert_op_pl(p, "l0.a", 1, 0, "S(1)");
   assert_op_pl(p, "l0.b", 1, 0, "S(0)");
   assert_op_pl(p, "l1.a", 1, 0, "S(0)");
@@ -638,10 +652,10 @@ static void test_strategies(void **state) {
 
   /* Globs that do not overlap; ?, [] and * */
   p = load_ok(HDR LAYERS "mesh:\n  axes: [dp=2]\n"
-              "strategies:\n"
-              "  \"l?.a\": {in: [S(0)], out: S(0)}\n"
-              "  \"l[01].b\": {in: [S(1)], out: S(1)}\n"
-              "  \"nothing.*\": {in: [R], out: R}\n");
+                         "strategies:\n"
+                         "  \"l?.a\": {in: [S(0)], out: S(0)}\n"
+                         "  \"l[01].b\": {in: [S(1)], out: S(1)}\n"
+                         "  \"nothing.*\": {in: [R], out: R}\n");
   assert_op_pl(p, "l0.a", 1, 0, "S(0)");
   assert_op_pl(p, "l1.a", 1, 0, "S(0)");
   assert_op_pl(p, "l0.b", 1, 0, "S(1)");
@@ -650,10 +664,9 @@ static void test_strategies(void **state) {
 
   /* An exact name wins over a glob written before it, also when the glob's
    * placements would not fit that op (it has another number of inputs). */
-  p = load_ok(HDR PROG MESH22
-              "strategies:\n"
-              "  \"*\": {in: [S(0)R], out: S(0)R}\n"
-              "  mm: {in: [S(0)R, RS(1)], out: S(0)S(1)}\n");
+  p = load_ok(HDR PROG MESH22 "strategies:\n"
+                              "  \"*\": {in: [S(0)R], out: S(0)R}\n"
+                              "  mm: {in: [S(0)R, RS(1)], out: S(0)S(1)}\n");
   assert_op_pl(p, "mm", 0, 1, "RS(1)");
   assert_op_pl(p, "act", 1, 0, "S(0)R");
   plan_free(p);
@@ -670,16 +683,16 @@ static void test_strategy_errors(void **state) {
   /* Two globs claiming one op without an exact entry: an error at the
    * second, naming both patterns and the op. */
   expect_fail(HDR LAYERS "mesh:\n  axes: [dp=2]\n"
-              "strategies:\n"
-              "  \"l0.*\": {in: [R], out: R}\n"
-              "  \"*.a\": {in: [R], out: R}\n",
+                         "strategies:\n"
+                         "  \"l0.*\": {in: [R], out: R}\n"
+                         "  \"*.a\": {in: [R], out: R}\n",
               PLAN_EINVALID, 14, 3, "op 'l0.a' matches both 'l0.*' and '*.a'");
   /* ... unless an exact entry settles it */
   plan_plan *p = load_ok(HDR LAYERS "mesh:\n  axes: [dp=2]\n"
-                         "strategies:\n"
-                         "  \"l0.*\": {in: [R], out: R}\n"
-                         "  \"*.a\": {in: [S(0)], out: S(0)}\n"
-                         "  l0.a: {in: [S(1)], out: S(1)}\n");
+                                    "strategies:\n"
+                                    "  \"l0.*\": {in: [R], out: R}\n"
+                                    "  \"*.a\": {in: [S(0)], out: S(0)}\n"
+                                    "  l0.a: {in: [S(1)], out: S(1)}\n");
   assert_op_pl(p, "l0.a", 1, 0, "S(1)");
   assert_op_pl(p, "l0.b", 1, 0, "R");
   assert_op_pl(p, "l1.a", 1, 0, "S(0)");
@@ -692,22 +705,22 @@ static void test_strategy_errors(void **state) {
   expect_fail(HDR PROG MESH22
               "strategies:\n  mm: {in: [RR, RR], out: RR, cost: 1}\n",
               PLAN_ESCHEMA, 12, 31, "unknown field 'cost'");
-  expect_fail(HDR PROG MESH22 "strategies:\n  mm: [RR, RR]\n", PLAN_ESCHEMA,
-              12, 7, "a strategy");
+  expect_fail(HDR PROG MESH22 "strategies:\n  mm: [RR, RR]\n", PLAN_ESCHEMA, 12,
+              7, "a strategy");
   /* a bad spelling inside a strategy names the op and points into the
    * string */
   expect_fail(HDR PROG MESH22 "strategies:\n  act: {in: [S(0)X], out: RR}\n",
               PLAN_EINVALID, 12, 18, "strategy of op 'act'");
 }
 
-/* ---- outputs -------------------------------------------------------------------- */
+/* ---- outputs
+ * -------------------------------------------------------------------- */
 
 static void test_output_placements(void **state) {
   (void)state;
-  plan_plan *p = load_ok(HDR PROG MESH22
-                         "outputs:\n"
-                         "  z: {dp: S(0)}\n"
-                         "  nothing: RR\n");
+  plan_plan *p = load_ok(HDR PROG MESH22 "outputs:\n"
+                                         "  z: {dp: S(0)}\n"
+                                         "  nothing: RR\n");
   assert_true(p->out_pl[0].set);
   char buf[64];
   assert_string_equal(plan_placement_format(&p->out_pl[0].pl, buf), "S(0)R");
@@ -725,7 +738,8 @@ static void test_output_placements(void **state) {
               "out of range");
 }
 
-/* ---- training --------------------------------------------------------------------- */
+/* ---- training
+ * --------------------------------------------------------------------- */
 
 #define TRAIN_PROG                                                             \
   "program:\n"                                                                 \
@@ -742,16 +756,17 @@ static void test_output_placements(void **state) {
 
 static void test_training(void **state) {
   (void)state;
-  plan_plan *p = load_ok(HDR TRAIN_PROG MESH22
-                         "training:\n"
-                         "  optimizer: {kind: adam, lr: 3e-4, beta2: 0.95, weight_decay: 0.1}\n"
-                         "  steps: 3\n"
-                         "  dtypes: {param: f32, compute: bf16, grad: f32, accum: f64}\n"
-                         "  grad_sync: {\"w*\": reduce_scatter, w2: all_reduce}\n"
-                         "  optimizer_state: {\"w*\": S(0)R}\n"
-                         "  recompute: [\"fc*\"]\n"
-                         "  clip_grad_norm: 1.0\n"
-                         "  loss_scale: 1024\n");
+  plan_plan *p = load_ok(
+      HDR TRAIN_PROG MESH22
+      "training:\n"
+      "  optimizer: {kind: adam, lr: 3e-4, beta2: 0.95, weight_decay: 0.1}\n"
+      "  steps: 3\n"
+      "  dtypes: {param: f32, compute: bf16, grad: f32, accum: f64}\n"
+      "  grad_sync: {\"w*\": reduce_scatter, w2: all_reduce}\n"
+      "  optimizer_state: {\"w*\": S(0)R}\n"
+      "  recompute: [\"fc*\"]\n"
+      "  clip_grad_norm: 1.0\n"
+      "  loss_scale: 1024\n");
   const plan_training *tr = &p->training;
   assert_true(tr->present);
   assert_int_equal(tr->pos.line, 16);
@@ -785,7 +800,8 @@ static void test_training(void **state) {
   plan_free(p);
 
   /* defaults: sgd lr 0.01, one step, no dtype policy */
-  p = load_ok(HDR TRAIN_PROG MESH22 "training:\n  optimizer: {kind: sgd, momentum: 0.9}\n");
+  p = load_ok(HDR TRAIN_PROG MESH22
+              "training:\n  optimizer: {kind: sgd, momentum: 0.9}\n");
   assert_int_equal(p->training.optimizer, PLAN_OPT_SGD);
   assert_true(p->training.lr == 0.01);
   assert_true(p->training.momentum == 0.9);
@@ -818,8 +834,7 @@ static void test_training_errors(void **state) {
   expect_fail(HDR TRAIN_PROG MESH22
               "training:\n  optimizer: {kind: sgd, beta1: 0.9}\n",
               PLAN_ESCHEMA, 16, 33, "sgd has no 'beta1'");
-  expect_fail(HDR TRAIN_PROG MESH22
-              "training:\n  optimizer: {kind: lamb}\n",
+  expect_fail(HDR TRAIN_PROG MESH22 "training:\n  optimizer: {kind: lamb}\n",
               PLAN_ESCHEMA, 16, 21, "unknown optimizer 'lamb'");
   expect_fail(HDR TRAIN_PROG MESH22 "training:\n  optimizer: {lr: 1}\n",
               PLAN_ESCHEMA, 16, 14, "needs a 'kind'");
@@ -837,7 +852,8 @@ static void test_training_errors(void **state) {
               3, "unknown field 'clip' in training");
 }
 
-/* ---- pipeline ----------------------------------------------------------------------- */
+/* ---- pipeline
+ * ----------------------------------------------------------------------- */
 
 #define PP_MESH "mesh:\n  axes: [pp=2, dp=1]\n"
 
@@ -848,14 +864,13 @@ static void test_pipeline_named(void **state) {
   for (int k = 0; k < 4; k++) {
     char text[2048];
     snprintf(text, sizeof text,
-             HDR LAYERS PP_MESH
-             "pipeline:\n"
-             "  axis: pp\n"
-             "  microbatches: 4\n"
-             "  schedule: %s\n"
-             "  stages:\n"
-             "    - {ops: [\"l0.*\"]}\n"
-             "    - {ops: \"l1.*\"}\n",
+             HDR LAYERS PP_MESH "pipeline:\n"
+                                "  axis: pp\n"
+                                "  microbatches: 4\n"
+                                "  schedule: %s\n"
+                                "  stages:\n"
+                                "    - {ops: [\"l0.*\"]}\n"
+                                "    - {ops: \"l1.*\"}\n",
              names[k]);
     plan_plan *p = load_ok(text);
     assert_int_equal(p->pipeline.schedule, k);
@@ -871,12 +886,13 @@ static void test_pipeline_named(void **state) {
   }
 
   /* defaults: 1f1b, one microbatch; stages on submeshes, no axis */
-  plan_plan *p = load_ok(HDR LAYERS
-                         "mesh:\n  axes: [pp=2]\n  submeshes: {a: {pp: 0}, b: {pp: 1}}\n"
-                         "pipeline:\n"
-                         "  stages:\n"
-                         "    - {ops: [l0.a, l0.b], submesh: a}\n"
-                         "    - {ops: [l1.a, l1.b], submesh: b}\n");
+  plan_plan *p =
+      load_ok(HDR LAYERS
+              "mesh:\n  axes: [pp=2]\n  submeshes: {a: {pp: 0}, b: {pp: 1}}\n"
+              "pipeline:\n"
+              "  stages:\n"
+              "    - {ops: [l0.a, l0.b], submesh: a}\n"
+              "    - {ops: [l1.a, l1.b], submesh: b}\n");
   assert_int_equal(p->pipeline.schedule, PLAN_SCHED_1F1B);
   assert_int_equal(p->pipeline.microbatches, 1);
   assert_int_equal(p->pipeline.axis, -1);
@@ -959,27 +975,33 @@ static void test_pipeline_errors(void **state) {
   expect_fail(HDR LAYERS PP_MESH
               "pipeline:\n  schedule: 2f2b\n  stages: [{ops: [l0.a]}]\n",
               PLAN_ESCHEMA, 13, 13, "unknown schedule '2f2b'");
-  expect_fail(HDR LAYERS PP_MESH "pipeline:\n  axis: tp\n  stages: [{ops: [l0.a]}]\n",
+  expect_fail(HDR LAYERS PP_MESH
+              "pipeline:\n  axis: tp\n  stages: [{ops: [l0.a]}]\n",
               PLAN_EINVALID, 13, 9, "not a mesh axis");
-  expect_fail(HDR LAYERS PP_MESH "pipeline:\n  microbatches: 1.5\n  stages: [{ops: [l0.a]}]\n",
+  expect_fail(HDR LAYERS PP_MESH
+              "pipeline:\n  microbatches: 1.5\n  stages: [{ops: [l0.a]}]\n",
               PLAN_ESCHEMA, 13, 17, "integer");
-  expect_fail(HDR LAYERS PP_MESH "pipeline:\n  microbatches: 0\n  stages: [{ops: [l0.a]}]\n",
+  expect_fail(HDR LAYERS PP_MESH
+              "pipeline:\n  microbatches: 0\n  stages: [{ops: [l0.a]}]\n",
               PLAN_EINVALID, 13, 17, "1 to 1000000");
   expect_fail(HDR LAYERS PP_MESH "pipeline:\n  axis: pp\n", PLAN_ESCHEMA, 13, 3,
               "needs 'stages'");
   expect_fail(HDR LAYERS PP_MESH "pipeline:\n  stages: []\n", PLAN_EINVALID, 13,
               11, "1 to 65536 stages");
-  expect_fail(HDR LAYERS PP_MESH "pipeline:\n  stages: [{ops: [l0.a], submesh: s}]\n",
+  expect_fail(HDR LAYERS PP_MESH
+              "pipeline:\n  stages: [{ops: [l0.a], submesh: s}]\n",
               PLAN_EINVALID, 13, 35, "no submesh 's'");
   expect_fail(HDR LAYERS PP_MESH "pipeline:\n  stages: [{op: [l0.a]}]\n",
               PLAN_ESCHEMA, 13, 13, "unknown field 'op' in a stage");
 }
 
-/* ---- regions ------------------------------------------------------------------------- */
+/* ---- regions
+ * ------------------------------------------------------------------------- */
 
 static void test_regions(void **state) {
   (void)state;
-  plan_plan *p = load_ok(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
+  plan_plan *p =
+      load_ok(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
                          "regions:\n"
                          "  - {name: pin, kind: pinned, ops: [\"l0.*\"]}\n"
                          "  - name: hand\n"
@@ -1016,43 +1038,46 @@ static void test_regions(void **state) {
 static void test_region_errors(void **state) {
   (void)state;
   expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
-              "regions:\n  - {name: a, kind: pinned, ops: [l0.a]}\n"
-              "  - {name: a, kind: pinned, ops: [l0.b]}\n",
+                         "regions:\n  - {name: a, kind: pinned, ops: [l0.a]}\n"
+                         "  - {name: a, kind: pinned, ops: [l0.b]}\n",
               PLAN_EINVALID, 14, 12, "defined twice");
-  expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
+  expect_fail(HDR LAYERS
+              "mesh:\n  axes: [tp=2]\n"
               "regions:\n  - {name: a, kind: pinned, ops: [l0.a], body: x}\n",
               PLAN_ESCHEMA, 13, 48, "for manual regions");
   expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
-              "regions:\n  - {name: a, kind: manual, ops: [l0.a]}\n",
+                         "regions:\n  - {name: a, kind: manual, ops: [l0.a]}\n",
               PLAN_ESCHEMA, 13, 5, "needs a Lua 'body'");
   expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
-              "regions:\n  - {name: a, kind: auto, ops: [l0.a]}\n",
+                         "regions:\n  - {name: a, kind: auto, ops: [l0.a]}\n",
               PLAN_ESCHEMA, 13, 21, "unknown region kind 'auto'");
-  expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
+  expect_fail(HDR LAYERS
+              "mesh:\n  axes: [tp=2]\n"
               "regions:\n  - {name: a, kind: manual, ops: [l0.a], body: x,"
               " inputs: {nope: R}}\n",
               PLAN_EINVALID, 13, 60, "no tensor 'nope'");
   expect_fail(HDR LAYERS "mesh:\n  axes: [tp=2]\n"
-              "regions:\n  - {kind: pinned, ops: [l0.a]}\n",
+                         "regions:\n  - {kind: pinned, ops: [l0.a]}\n",
               PLAN_ESCHEMA, 13, 5, "needs a 'name'");
 }
 
-/* ---- provenance and x- keys ------------------------------------------------------------- */
+/* ---- provenance and x- keys
+ * ------------------------------------------------------------- */
 
 static void test_provenance(void **state) {
   (void)state;
-  plan_plan *p = load_ok(HDR PROG MESH22
-                         "provenance:\n"
-                         "  tool: {name: plan, version: 0.1.0}\n"
-                         "  seed: 7\n"
-                         "  cost: 1.5e-3\n"
-                         "  quoted: \"7\"\n"
-                         "  ok: true\n"
-                         "  none: ~\n"
-                         "  tags: [a, 2, 2.5]\n"
-                         "  typed: !!str 12\n"
-                         "  script: |\n"
-                         "    print(1)\n");
+  plan_plan *p =
+      load_ok(HDR PROG MESH22 "provenance:\n"
+                              "  tool: {name: plan, version: 0.1.0}\n"
+                              "  seed: 7\n"
+                              "  cost: 1.5e-3\n"
+                              "  quoted: \"7\"\n"
+                              "  ok: true\n"
+                              "  none: ~\n"
+                              "  tags: [a, 2, 2.5]\n"
+                              "  typed: !!str 12\n"
+                              "  script: |\n"
+                              "    print(1)\n");
   const plan_value *v = p->provenance;
   assert_non_null(v);
   assert_int_equal(v->kind, PLAN_V_MAP);
@@ -1092,35 +1117,37 @@ static void test_x_keys(void **state) {
   (void)state;
   /* x- keys are accepted in every schema mapping; those of the top level,
    * program, mesh, pipeline, training and regions are kept. */
-  plan_plan *p = load_ok(HDR
-                         "x-top: {a: 1}\n"
-                         "program:\n"
-                         "  x-prog: note\n"
-                         "  tensors:\n"
-                         "    x: {shape: [8, 16], x-t: 1}\n"
-                         "    c: {shape: [2], role: const, init: {recipe: ones, x-i: 1}}\n"
-                         "  ops:\n"
-                         "    - {name: l0.a, op: relu, in: [x], out: a0, x-o: 2, attrs: {x-a: 1}}\n"
-                         "    - {name: l1.a, op: relu, in: [a0], out: a1}\n"
-                         "mesh:\n"
-                         "  axes: [pp=2]\n"
-                         "  x-mesh: [1, 2]\n"
-                         "  hardware: {memory: 1, x-h: 3, links: {pp: {bandwidth: 1, x-l: 1}}}\n"
-                         "placements:\n"
-                         "  x: {pp: R, x-p: 1}\n"
-                         "strategies:\n"
-                         "  \"l*\": {in: [R], out: R, x-s: 1}\n"
-                         "pipeline:\n"
-                         "  axis: pp\n"
-                         "  stages: [{ops: [l0.a], x-st: 1}, {ops: [l1.a]}]\n"
-                         "  x-pipe: true\n"
-                         "training:\n"
-                         "  x-train: 3\n"
-                         "  optimizer: {kind: sgd, x-opt: 1}\n"
-                         "  dtypes: {param: f32, x-d: 1}\n"
-                         "regions:\n"
-                         "  - {name: r, kind: pinned, ops: [l0.a], x-r: 4}\n"
-                         "provenance: {seed: 1, x-prov: 5}\n");
+  plan_plan *p = load_ok(
+      HDR
+      "x-top: {a: 1}\n"
+      "program:\n"
+      "  x-prog: note\n"
+      "  tensors:\n"
+      "    x: {shape: [8, 16], x-t: 1}\n"
+      "    c: {shape: [2], role: const, init: {recipe: ones, x-i: 1}}\n"
+      "  ops:\n"
+      "    - {name: l0.a, op: relu, in: [x], out: a0, x-o: 2, attrs: {x-a: "
+      "1}}\n"
+      "    - {name: l1.a, op: relu, in: [a0], out: a1}\n"
+      "mesh:\n"
+      "  axes: [pp=2]\n"
+      "  x-mesh: [1, 2]\n"
+      "  hardware: {memory: 1, x-h: 3, links: {pp: {bandwidth: 1, x-l: 1}}}\n"
+      "placements:\n"
+      "  x: {pp: R, x-p: 1}\n"
+      "strategies:\n"
+      "  \"l*\": {in: [R], out: R, x-s: 1}\n"
+      "pipeline:\n"
+      "  axis: pp\n"
+      "  stages: [{ops: [l0.a], x-st: 1}, {ops: [l1.a]}]\n"
+      "  x-pipe: true\n"
+      "training:\n"
+      "  x-train: 3\n"
+      "  optimizer: {kind: sgd, x-opt: 1}\n"
+      "  dtypes: {param: f32, x-d: 1}\n"
+      "regions:\n"
+      "  - {name: r, kind: pinned, ops: [l0.a], x-r: 4}\n"
+      "provenance: {seed: 1, x-prov: 5}\n");
   assert_int_equal(ext_get(p->ext, "x-top")->kind, PLAN_V_MAP);
   assert_string_equal(ext_get(p->program->ext, "x-prog")->s, "note");
   assert_int_equal(ext_get(p->mesh.ext, "x-mesh")->n, 2);
@@ -1132,32 +1159,32 @@ static void test_x_keys(void **state) {
   assert_true(p->mesh.hardware->memory == 1);
   assert_true(p->mesh.hardware->axis_link[0].bandwidth == 1);
   assert_tensor_pl(p, "x", "R");
-  assert_int_equal(p->program->tensors[tensor(p, "c")].recipe, PLAN_RECIPE_ONES);
+  assert_int_equal(p->program->tensors[tensor(p, "c")].recipe,
+                   PLAN_RECIPE_ONES);
   plan_free(p);
 }
 
-/* ---- versions and unknown fields --------------------------------------------------------- */
+/* ---- versions and unknown fields
+ * --------------------------------------------------------- */
 
 static void test_versions(void **state) {
   (void)state;
   /* unknown fields: schema errors at the key */
   expect_fail(HDR PROG MESH22 "strategy: {}\n", PLAN_ESCHEMA, 11, 1,
               "unknown field 'strategy' in the document");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], layout: nchw}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
-              PLAN_ESCHEMA, 4, 21, "unknown field 'layout' in a tensor declaration");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y, device: 0}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], layout: nchw}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+              PLAN_ESCHEMA, 4, 21,
+              "unknown field 'layout' in a tensor declaration");
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y, device: 0}]\n",
               PLAN_ESCHEMA, 5, 44, "unknown field 'device' in an op");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n"
-              "  inputs: [x]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n"
+                  "  inputs: [x]\n",
               PLAN_ESCHEMA, 6, 3, "unknown field 'inputs' in program");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2]\n  topology: ring\n", PLAN_ESCHEMA,
-              11, 3, "unknown field 'topology' in mesh");
+  expect_fail(HDR PROG "mesh:\n  axes: [dp=2]\n  topology: ring\n",
+              PLAN_ESCHEMA, 11, 3, "unknown field 'topology' in mesh");
 
   /* a newer minor version: readable when every field is known ... */
   plan_plan *p = load_ok("libplan: \"0.9\"\n" PROG MESH22);
@@ -1184,7 +1211,8 @@ static void test_versions(void **state) {
   /* not a version */
   expect_fail("libplan: \"one\"\n" PROG, PLAN_EVERSION, 1, 10, "MAJOR.MINOR");
   expect_fail("libplan: \"0.1.2\"\n" PROG, PLAN_EVERSION, 1, 10, "MAJOR.MINOR");
-  expect_fail("libplan: [0, 1]\n" PROG, PLAN_ESCHEMA, 1, 10, "must be a scalar");
+  expect_fail("libplan: [0, 1]\n" PROG, PLAN_ESCHEMA, 1, 10,
+              "must be a scalar");
   /* an unquoted version still reads as text */
   p = load_ok("libplan: 0.1\n" PROG);
   assert_int_equal(p->version_minor, 1);
@@ -1195,195 +1223,176 @@ static void test_versions(void **state) {
   expect_fail(HDR, PLAN_ESCHEMA, 1, 1, "no 'program'");
 }
 
-/* ---- program errors ------------------------------------------------------------------------ */
+/* ---- program errors
+ * ------------------------------------------------------------------------ */
 
 static void test_program_errors(void **state) {
   (void)state;
   /* unknown op kind: at the kind */
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n    - {name: a, op: frobnicate, in: [x], out: y}\n",
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n    - {name: a, op: frobnicate, in: [x], out: y}\n",
               PLAN_EINVALID, 6, 21, "unknown op kind 'frobnicate'");
   /* dangling reference: at the name */
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n    - {name: a, op: add, in: [x, ghost], out: y}\n",
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n    - {name: a, op: add, in: [x, ghost], out: y}\n",
               PLAN_EINVALID, 6, 34, "reads 'ghost', which is neither declared");
   /* a cycle: at an op on it */
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n"
-              "    - {name: a, op: add, in: [x, c], out: b}\n"
-              "    - {name: b, op: relu, in: [b], out: c}\n",
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n"
+                  "    - {name: a, op: add, in: [x, c], out: b}\n"
+                  "    - {name: b, op: relu, in: [b], out: c}\n",
               PLAN_EINVALID, 6, 7, "cycle");
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n"
-              "    - {name: a, op: relu, in: [x], out: y}\n"
-              "    - {name: self, op: relu, in: [z], out: z}\n",
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n"
+                  "    - {name: a, op: relu, in: [x], out: y}\n"
+                  "    - {name: self, op: relu, in: [z], out: z}\n",
               PLAN_EINVALID, 7, 7, "op 'self' depends on its own output");
   /* duplicate op names: at the second name */
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n"
-              "    - {name: a, op: relu, in: [x], out: y}\n"
-              "    - {name: a, op: relu, in: [y], out: z}\n",
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n"
+                  "    - {name: a, op: relu, in: [x], out: y}\n"
+                  "    - {name: a, op: relu, in: [y], out: z}\n",
               PLAN_EINVALID, 7, 14, "op name 'a' is used twice");
   /* a tensor produced twice: at the second producer's output */
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8]}\n"
-              "  ops:\n"
-              "    - {name: a, op: relu, in: [x], out: y}\n"
-              "    - {name: b, op: tanh, in: [x], out: y}\n",
-              PLAN_EINVALID, 7, 41, "tensor 'y' is produced twice (also by op 'a')");
-  expect_fail(HDR
-              "program:\n"
-              "  tensors:\n    x: {shape: [8], role: input}\n    w: {shape: [8]}\n"
-              "  ops:\n"
-              "    - {name: a, op: relu, in: [w], out: x}\n",
-              PLAN_EINVALID, 4, 5, "declared as input but op 'a' produces it");
+  expect_fail(HDR "program:\n"
+                  "  tensors:\n    x: {shape: [8]}\n"
+                  "  ops:\n"
+                  "    - {name: a, op: relu, in: [x], out: y}\n"
+                  "    - {name: b, op: tanh, in: [x], out: y}\n",
+              PLAN_EINVALID, 7, 41,
+              "tensor 'y' is produced twice (also by op 'a')");
+  expect_fail(
+      HDR "program:\n"
+          "  tensors:\n    x: {shape: [8], role: input}\n    w: {shape: [8]}\n"
+          "  ops:\n"
+          "    - {name: a, op: relu, in: [w], out: x}\n",
+      PLAN_EINVALID, 4, 5, "declared as input but op 'a' produces it");
   /* negative dim: at the entry */
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8, -3]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8, -3]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 20, "negative dimension -3");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [batch=-3]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [batch=-3]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 17, "negative dimension");
   /* element-count overflow: at the dim that overflows */
-  expect_fail(HDR
-              "program:\n  tensors:\n"
-              "    x: {shape: [4294967296, 4294967296]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n"
+                  "    x: {shape: [4294967296, 4294967296]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 29, "overflows int64");
-  expect_fail(HDR
-              "program:\n  tensors:\n"
-              "    x: {shape: [99999999999999999999]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n"
+                  "    x: {shape: [99999999999999999999]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 17, "integer SIZE");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
-              PLAN_ELIMIT, 4, 16, "rank 9");
+  expect_fail(
+      HDR "program:\n  tensors:\n    x: {shape: [1, 1, 1, 1, 1, 1, 1, 1, 1]}\n"
+          "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+      PLAN_ELIMIT, 4, 16, "rank 9");
   /* wrong types */
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: 8}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: 8}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 16, "shape must be a sequence");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8.5]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8.5]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 17, "integer SIZE");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], dtype: f128}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], dtype: f128}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 28, "unknown dtype 'f128'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], role: weight}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], role: weight}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 27, "unknown role 'weight'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: [8]\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: [8]\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 8, "must be a mapping");
   expect_fail(HDR "program:\n  tensors: {}\n", PLAN_ESCHEMA, 3, 3,
               "program needs 'ops'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: matmul, in: x, out: y, attrs: {transpose_b: yes}}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: matmul, in: x, out: y, attrs: "
+                  "{transpose_b: yes}}]\n",
               PLAN_ESCHEMA, 5, 67, "true or false");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: softmax, in: x, out: y, attrs: {dim: last}}]\n",
-              PLAN_ESCHEMA, 5, 60, "integer");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: scale, in: x, out: y, attrs: {factor: .nan}}]\n",
-              PLAN_ESCHEMA, 5, 61, "NaN");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y, attrs: {alpha: 1}}]\n",
-              PLAN_ESCHEMA, 5, 52, "relu has no attribute 'alpha'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: reshape, in: x, out: y}]\n",
+  expect_fail(
+      HDR
+      "program:\n  tensors:\n    x: {shape: [8]}\n"
+      "  ops: [{name: a, op: softmax, in: x, out: y, attrs: {dim: last}}]\n",
+      PLAN_ESCHEMA, 5, 60, "integer");
+  expect_fail(
+      HDR
+      "program:\n  tensors:\n    x: {shape: [8]}\n"
+      "  ops: [{name: a, op: scale, in: x, out: y, attrs: {factor: .nan}}]\n",
+      PLAN_ESCHEMA, 5, 61, "NaN");
+  expect_fail(
+      HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+          "  ops: [{name: a, op: relu, in: x, out: y, attrs: {alpha: 1}}]\n",
+      PLAN_ESCHEMA, 5, 52, "relu has no attribute 'alpha'");
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: reshape, in: x, out: y}]\n",
               PLAN_ESCHEMA, 5, 9, "needs the attribute 'shape'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: [x, x], out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: [x, x], out: y}]\n",
               PLAN_EINVALID, 5, 33, "relu takes 1 input, not 2");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 5, 9, "needs a 'name'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x}]\n",
               PLAN_ESCHEMA, 5, 9, "needs 'out'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: \"\", op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: \"\", op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 5, 16, "must not be empty");
   /* shape and dtype inference failures are at the op */
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8, 4]}\n    w: {shape: [5, 2]}\n"
-              "  ops: [{name: a, op: matmul, in: [x, w], out: y}]\n",
-              PLAN_EINVALID, 6, 9, "op 'a' (matmul)");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n    y: {shape: [9]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
-              PLAN_EINVALID, 5, 5, "declared f32 [9] but op 'a' makes it f32 [8]");
+  expect_fail(
+      HDR
+      "program:\n  tensors:\n    x: {shape: [8, 4]}\n    w: {shape: [5, 2]}\n"
+      "  ops: [{name: a, op: matmul, in: [x, w], out: y}]\n",
+      PLAN_EINVALID, 6, 9, "op 'a' (matmul)");
+  expect_fail(
+      HDR "program:\n  tensors:\n    x: {shape: [8]}\n    y: {shape: [9]}\n"
+          "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+      PLAN_EINVALID, 5, 5, "declared f32 [9] but op 'a' makes it f32 [8]");
   /* ranges, recipes, roles */
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], range: [0, 4]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], range: [0, 4]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 28, "range is for integer tensors");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], dtype: i32, range: [4, 4]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
-              PLAN_EINVALID, 4, 40, "LOW < HIGH");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], init: zeros}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(
+      HDR
+      "program:\n  tensors:\n    x: {shape: [8], dtype: i32, range: [4, 4]}\n"
+      "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+      PLAN_EINVALID, 4, 40, "LOW < HIGH");
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], init: zeros}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 5, "recipes are for role: const");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8], role: const, init: {recipe: noise}}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8], role: const, "
+                  "init: {recipe: noise}}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 4, 49, "unknown init recipe 'noise'");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8, 3], role: const, init: rope_cos}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8, 3], role: const, "
+                  "init: rope_cos}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n",
               PLAN_EINVALID, 4, 5, "even dim");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n"
-              "  outputs: [y, nope]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n"
+                  "  outputs: [y, nope]\n",
               PLAN_EINVALID, 6, 16, "output 'nope' is not a tensor");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n"
-              "  outputs: [x]\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n"
+                  "  outputs: [x]\n",
               PLAN_EINVALID, 6, 12, "output 'x' is a input");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n"
-              "  loss: y\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n"
+                  "  loss: y\n",
               PLAN_EINVALID, 6, 9, "must be a scalar");
-  expect_fail(HDR
-              "program:\n  tensors:\n    x: {shape: [8]}\n"
-              "  ops: [{name: a, op: relu, in: x, out: y}]\n"
-              "  loss: q\n",
+  expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                  "  ops: [{name: a, op: relu, in: x, out: y}]\n"
+                  "  loss: q\n",
               PLAN_EINVALID, 6, 9, "loss 'q' is not a tensor");
 }
 
-/* ---- YAML-level errors through the plan loader ---------------------------------------------- */
+/* ---- YAML-level errors through the plan loader
+ * ---------------------------------------------- */
 
 static void test_yaml_errors(void **state) {
   (void)state;
@@ -1402,7 +1411,8 @@ static void test_yaml_errors(void **state) {
   assert_null(p);
 }
 
-/* ---- big sections: wrong shapes and duplicate keys --------------------------------------------- */
+/* ---- big sections: wrong shapes and duplicate keys
+ * --------------------------------------------- */
 
 /* Loading `text` fails with ESCHEMA or EINVALID at line:col (the second of
  * two equal keys: either a duplicate-key error or a "given twice" one). */
@@ -1435,8 +1445,8 @@ static void test_section_shapes(void **state) {
               "must be a mapping");
   expect_fail(HDR "strategies: [mm]\n" PROG MESH22, PLAN_ESCHEMA, 2, 13,
               "must be a mapping");
-  expect_fail(HDR "program:\n  tensors: [x]\n  ops: []\n", PLAN_ESCHEMA, 3,
-              12, "tensors must be a mapping");
+  expect_fail(HDR "program:\n  tensors: [x]\n  ops: []\n", PLAN_ESCHEMA, 3, 12,
+              "tensors must be a mapping");
   expect_fail(HDR "program:\n  ops: {a: {op: relu}}\n", PLAN_ESCHEMA, 3, 8,
               "ops must be a sequence");
 }
@@ -1445,26 +1455,29 @@ static void test_duplicate_keys(void **state) {
   (void)state;
   /* Duplicate keys are refused at the second key, also in the big
    * sections and also when the name matches nothing. */
-  expect_dup(HDR PROG MESH22
-             "strategies: {mm: {in: [RR, RR], out: RR}, mm: {in: [RR, RR], out: RR}}\n",
+  expect_dup(HDR PROG MESH22 "strategies: {mm: {in: [RR, RR], out: RR}, mm: "
+                             "{in: [RR, RR], out: RR}}\n",
              11, 43);
-  expect_dup(HDR PROG MESH22
-             "strategies: {nope: {in: [RR], out: RR}, nope: {in: [RR], out: RR}}\n",
-             11, 41);
-  expect_dup(HDR PROG MESH22
-             "strategies: {\"m*\": {in: [RR, RR], out: RR}, \"m*\": {in: [RR, RR], out: RR}}\n",
+  expect_dup(
+      HDR PROG MESH22
+      "strategies: {nope: {in: [RR], out: RR}, nope: {in: [RR], out: RR}}\n",
+      11, 41);
+  expect_dup(HDR PROG MESH22 "strategies: {\"m*\": {in: [RR, RR], out: RR}, "
+                             "\"m*\": {in: [RR, RR], out: RR}}\n",
              11, 45);
   expect_dup(HDR PROG MESH22 "placements: {x: RR, x: RR}\n", 11, 21);
   expect_dup(HDR PROG MESH22 "placements: {q: RR, q: RR}\n", 11, 21);
   expect_dup(HDR PROG MESH22 "outputs: {z: RR, z: RR}\n", 11, 18);
-  expect_dup(HDR "program:\n  tensors:\n    x: {shape: [8]}\n    x: {shape: [8]}\n"
+  expect_dup(HDR
+             "program:\n  tensors:\n    x: {shape: [8]}\n    x: {shape: [8]}\n"
              "  ops: [{name: a, op: relu, in: x, out: y}]\n",
              5, 5);
   /* before the program and mesh, too */
   expect_dup(HDR "placements: {x: RR, x: RR}\n" PROG MESH22, 2, 21);
 }
 
-/* ---- program by path -------------------------------------------------------------------------- */
+/* ---- program by path
+ * -------------------------------------------------------------------------- */
 
 static char tmpdir[64];
 
@@ -1514,8 +1527,8 @@ static void test_program_by_path(void **state) {
   /* an absolute path ignores base_dir; a recorded hash and signatures are
    * read */
   plan_program *g = NULL;
-  assert_int_equal(plan_program_load_buffer(&g, HDR PROG, strlen(HDR PROG), "g"),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_program_load_buffer(&g, HDR PROG, strlen(HDR PROG), "g"), PLAN_OK);
   assert_int_equal(plan_program_hash(&h2, g), PLAN_OK);
   assert_true(plan_hash_equal(h1, h2));
   char hb[PLAN_HASH_STRLEN], text2[1024];
@@ -1525,9 +1538,9 @@ static void test_program_by_path(void **state) {
                "    tensors: {x: \"00000000000000ff\"}\n" MESH22,
            path, plan_hash_format(h2, hb),
            (unsigned long long)plan_program_op_signature(g, 0));
-  assert_int_equal(plan_load_buffer(&p, text2, strlen(text2), "t.yaml",
-                                    "/nonexistent"),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_load_buffer(&p, text2, strlen(text2), "t.yaml", "/nonexistent"),
+      PLAN_OK);
   assert_true(p->ref.has_hash);
   assert_true(plan_hash_equal(p->ref.hash, h2));
   assert_int_equal(p->ref.nops, 1);
@@ -1549,12 +1562,13 @@ static void test_program_by_path(void **state) {
   plan_program_free(g);
 
   /* a missing program file: an I/O error at the path node */
-  expect_fail(HDR "program:\n  path: models/none.yaml\n" MESH22, PLAN_EIO, 3,
-              9, "models/none.yaml");
+  expect_fail(HDR "program:\n  path: models/none.yaml\n" MESH22, PLAN_EIO, 3, 9,
+              "models/none.yaml");
   /* an error inside the program file names that file */
   char bad[256];
   snprintf(bad, sizeof bad, "%s/models/bad.yaml", tmpdir);
-  write_file(bad, HDR "program:\n  ops:\n    - {name: a, op: nope, in: [], out: y}\n");
+  write_file(bad, HDR
+             "program:\n  ops:\n    - {name: a, op: nope, in: [], out: y}\n");
   char text3[512];
   snprintf(text3, sizeof text3, HDR "program:\n  path: %s\n" MESH22, bad);
   expect_fail_in(text3, PLAN_EINVALID, bad, 4, 21, "unknown op kind 'nope'");
@@ -1563,7 +1577,8 @@ static void test_program_by_path(void **state) {
            HDR "program:\n  path: %s\n  hash: \"xxh3:12\"\n" MESH22, path);
   expect_fail(text3, PLAN_EINVALID, 4, 9, "xxh3:<32 hex digits>");
   snprintf(text3, sizeof text3,
-           HDR "program:\n  path: %s\n  signatures: {ops: {mm: \"zz\"}}\n" MESH22,
+           HDR
+           "program:\n  path: %s\n  signatures: {ops: {mm: \"zz\"}}\n" MESH22,
            path);
   expect_fail(text3, PLAN_EINVALID, 4, 26, "16 hex digits");
   snprintf(text3, sizeof text3,
@@ -1576,7 +1591,8 @@ static void test_program_by_path(void **state) {
   assert_string_equal(plan_error_last()->file, plan_path);
 }
 
-/* ---- the bad-input corpus ------------------------------------------------------------ */
+/* ---- the bad-input corpus
+ * ------------------------------------------------------------ */
 
 /* tests/corpus/run.sh checks exit codes and positions through the tool;
  * here the status code of each file is checked too. */

@@ -82,9 +82,9 @@ static void test_parse_spellings(void **state) {
 static void test_parse_keeps_raw(void **state) {
   (void)state;
   plan_placement p;
-  assert_int_equal(plan_placement_parse(&p, "S(-1)S(0:1)RP(max)", 18, 4, NULL,
-                                        0, NULL),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_placement_parse(&p, "S(-1)S(0:1)RP(max)", 18, 4, NULL, 0, NULL),
+      PLAN_OK);
   assert_int_equal(p.naxes, 4);
   assert_int_equal(p.ax[0].kind, PLAN_PL_S);
   assert_int_equal(p.ax[0].dim, -1);
@@ -265,8 +265,8 @@ static void check_2d(const char *text, int64_t size, int64_t d0, int64_t d1,
       int64_t coord[2] = {i, j}, off = -1, len = -1;
       plan_placement_dim_range(&p, 0, size, mesh, coord, &off, &len);
       if (off != want_off[r] || len != want_len[r])
-        fail_msg("%s size %lld rank %d: [%lld +%lld], want [%lld +%lld]",
-                 text, (long long)size, r, (long long)off, (long long)len,
+        fail_msg("%s size %lld rank %d: [%lld +%lld], want [%lld +%lld]", text,
+                 (long long)size, r, (long long)off, (long long)len,
                  (long long)want_off[r], (long long)want_len[r]);
     }
 }

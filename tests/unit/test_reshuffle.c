@@ -1,8 +1,8 @@
 /* The acceptance test for hash invariance: every example (the .yaml files of
- * examples/, and the valid conformance vectors in spec/vectors/valid/ when present)
- * is parsed with libyaml into an event tree, rewritten several ways that keep
- * its meaning, emitted with libyaml's emitter, loaded again, and must give
- * the same hash for every part as the original file. The rewrites:
+ * examples/, and the valid conformance vectors in spec/vectors/valid/ when
+ * present) is parsed with libyaml into an event tree, rewritten several ways
+ * that keep its meaning, emitted with libyaml's emitter, loaded again, and must
+ * give the same hash for every part as the original file. The rewrites:
  * - the key order of every mapping reversed, or rotated;
  * - every collection in block style, or in flow style, or alternating;
  * - strings re-quoted (only scalars that are not numbers, booleans or null:
@@ -29,7 +29,8 @@
 #include "libplan/libplan.h"
 #include "util.h"
 
-/* ---- an event tree ---------------------------------------------------------- */
+/* ---- an event tree ----------------------------------------------------------
+ */
 
 typedef enum { N_SCALAR, N_SEQ, N_MAP } nkind;
 
@@ -93,8 +94,8 @@ static node *read_node(yaml_parser_t *p, yaml_event_t *ev) {
   case YAML_MAPPING_START_EVENT: {
     bool map = ev->type == YAML_MAPPING_START_EVENT;
     n = node_new(map ? N_MAP : N_SEQ);
-    n->tag = dup_tag(map ? ev->data.mapping_start.tag
-                         : ev->data.sequence_start.tag);
+    n->tag =
+        dup_tag(map ? ev->data.mapping_start.tag : ev->data.sequence_start.tag);
     yaml_event_delete(ev);
     for (;;) {
       yaml_event_t kid;
@@ -140,10 +141,21 @@ static node *parse_text(const char *text, size_t len) {
   return root;
 }
 
-/* ---- rewrites --------------------------------------------------------------------- */
+/* ---- rewrites
+ * --------------------------------------------------------------------- */
 
-typedef enum { KEYS_KEEP, KEYS_REVERSE, KEYS_ROTATE, KEYS_ROTATE_HALF } keys_mode;
-typedef enum { STYLE_KEEP, STYLE_BLOCK, STYLE_FLOW, STYLE_ALTERNATE } style_mode;
+typedef enum {
+  KEYS_KEEP,
+  KEYS_REVERSE,
+  KEYS_ROTATE,
+  KEYS_ROTATE_HALF
+} keys_mode;
+typedef enum {
+  STYLE_KEEP,
+  STYLE_BLOCK,
+  STYLE_FLOW,
+  STYLE_ALTERNATE
+} style_mode;
 
 typedef struct variant {
   const char *name;
@@ -159,8 +171,8 @@ static const variant variants[] = {
     {"reversed keys, block, quoted, respelled, comments", KEYS_REVERSE,
      STYLE_BLOCK, true, true, true, 4},
     {"rotated keys, flow", KEYS_ROTATE, STYLE_FLOW, false, false, true, 2},
-    {"reversed keys, alternating styles, quoted", KEYS_REVERSE,
-     STYLE_ALTERNATE, true, false, false, 3},
+    {"reversed keys, alternating styles, quoted", KEYS_REVERSE, STYLE_ALTERNATE,
+     true, false, false, 3},
     {"keys rotated by half, original styles, respelled", KEYS_ROTATE_HALF,
      STYLE_KEEP, false, true, false, 2},
     {"rotated keys, flow, quoted, respelled", KEYS_ROTATE, STYLE_FLOW, true,
@@ -196,8 +208,8 @@ static void rotate_pairs(node *m, size_t r) {
 
 /* Does libplan's reader type this plain scalar (null, bool, int, float)? */
 static bool is_typed(const char *s, size_t len) {
-  static const char *const words[] = {"",     "~",     "null",  "Null",
-                                      "NULL", "true",  "True",  "TRUE",
+  static const char *const words[] = {"",      "~",     "null",  "Null",
+                                      "NULL",  "true",  "True",  "TRUE",
                                       "false", "False", "FALSE", NULL};
   for (const char *const *w = words; *w; w++)
     if (!strcmp(s, *w))
@@ -285,7 +297,8 @@ static void rewrite(node *n, const variant *v, bool is_root) {
   }
 }
 
-/* ---- emitting ------------------------------------------------------------------------ */
+/* ---- emitting
+ * ------------------------------------------------------------------------ */
 
 typedef struct outbuf {
   char *data;
@@ -422,7 +435,8 @@ static bool has_multiline_scalar(const node *n) {
   return false;
 }
 
-/* ---- the test ------------------------------------------------------------------------ */
+/* ---- the test
+ * ------------------------------------------------------------------------ */
 
 typedef struct hashes {
   int rc[4];
@@ -503,8 +517,8 @@ static int check_file(const char *path) {
     rc = plan_load_buffer(&q, text, strlen(text), path, dir);
     if (rc) {
       char buf[1200];
-      print_message("%s (%s) does not load: %s\n--- text:\n%s\n", path,
-                    v->name, plan_error_format(buf, sizeof buf), text);
+      print_message("%s (%s) does not load: %s\n--- text:\n%s\n", path, v->name,
+                    plan_error_format(buf, sizeof buf), text);
     }
     assert_int_equal(rc, PLAN_OK);
     hashes h1 = hashes_of(q);

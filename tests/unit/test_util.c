@@ -110,7 +110,8 @@ static void test_error_format(void **state) {
   assert_string_equal(plan_error_format(buf, sizeof buf),
                       "p.yaml:4: error: oops");
   plan_fail(PLAN_EINVALID, "p.yaml", 0, 0, "oops");
-  assert_string_equal(plan_error_format(buf, sizeof buf), "p.yaml: error: oops");
+  assert_string_equal(plan_error_format(buf, sizeof buf),
+                      "p.yaml: error: oops");
   plan_failf(PLAN_EINVALID, "oops");
   assert_string_equal(plan_error_format(buf, sizeof buf), "error: oops");
   plan_fail(PLAN_EINVALID, "", 2, 5, "oops");
@@ -159,8 +160,8 @@ static void test_hash_text(void **state) {
                       "xxh3:00000000000000000000000000000001");
 
   plan_hash p = {0, 0};
-  assert_int_equal(
-      plan_hash_parse(&p, "xxh3:0123456789ABCDEFfedcba9876543210"), PLAN_OK);
+  assert_int_equal(plan_hash_parse(&p, "xxh3:0123456789ABCDEFfedcba9876543210"),
+                   PLAN_OK);
   assert_true(plan_hash_equal(p, h));
   assert_false(plan_hash_equal(p, z));
 
@@ -442,11 +443,11 @@ static void test_parse_double(void **state) {
   longnum[sizeof longnum - 1] = '\0';
   check_pd(longnum, 1.0);
 
-  const char *bad[] = {"",      "-",    "+",     ".",      "e3",   "1e",
-                       "1e+",   "1.e",  " 1",    "1 ",     "1,5",  "0x10",
-                       "inf",   "nan",  "-.nan", ".iNf",   ".infinity",
-                       "1_000", "--1",  "1.2.3", "1e3.5",  "Infinity",
-                       "NaN",   "+-1",  "1f",    ".e1"};
+  const char *bad[] = {
+      "",         "-",    "+",         ".",     "e3",   "1e",    "1e+",
+      "1.e",      " 1",   "1 ",        "1,5",   "0x10", "inf",   "nan",
+      "-.nan",    ".iNf", ".infinity", "1_000", "--1",  "1.2.3", "1e3.5",
+      "Infinity", "NaN",  "+-1",       "1f",    ".e1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     check_pd_bad(bad[i]);
   /* The length bounds the input: trailing text beyond it is ignored. */
@@ -474,9 +475,23 @@ static void test_parse_int64(void **state) {
   check_pi("-42", -42);
   check_pi("9223372036854775807", INT64_MAX);
   check_pi("-9223372036854775808", INT64_MIN);
-  const char *bad[] = {"",    "-",   "+",   "007", "00",  "-01", " 1", "1 ",
-                       "1.0", "1e3", "0x1", "1_0", "--1", "+-1", "a",
-                       "9223372036854775808", "-9223372036854775809",
+  const char *bad[] = {"",
+                       "-",
+                       "+",
+                       "007",
+                       "00",
+                       "-01",
+                       " 1",
+                       "1 ",
+                       "1.0",
+                       "1e3",
+                       "0x1",
+                       "1_0",
+                       "--1",
+                       "+-1",
+                       "a",
+                       "9223372036854775808",
+                       "-9223372036854775809",
                        "99999999999999999999"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int64_t v = 99;

@@ -147,7 +147,8 @@ static void assert_clean(const plan_diags *d) {
   assert_int_equal(plan_diags_count(d), 0);
 }
 
-/* ---- valid plans ---------------------------------------------------------- */
+/* ---- valid plans ----------------------------------------------------------
+ */
 
 static void test_valid(void **state) {
   (void)state;
@@ -179,12 +180,14 @@ static void test_valid(void **state) {
   assert_null(d);
 }
 
-/* ---- strategies ------------------------------------------------------------- */
+/* ---- strategies -------------------------------------------------------------
+ */
 
 static void test_strategy_findings(void **state) {
   (void)state;
   /* strategy.missing: at the op, in the program's file */
-  const char *t = HDR PROG MESH22 "strategies:\n  mm: {in: [S(0)R, RS(1)], out: S(0)S(1)}\n";
+  const char *t = HDR PROG MESH22
+      "strategies:\n  mm: {in: [S(0)R, RS(1)], out: S(0)S(1)}\n";
   plan_diags *d = validate(t);
   expect(d, "strategy.missing", PLAN_SEV_ERROR, "act", "t.yaml",
          line_of(t, "{name: act"), col_of(t, "{name: act"), "no strategy");
@@ -193,10 +196,9 @@ static void test_strategy_findings(void **state) {
   plan_diags_free(d);
 
   /* strategy.partial: relu consuming a partial sum */
-  t = HDR PROG MESH22
-      "strategies:\n"
-      "  mm: {in: [S(0)S(1), RS(0)], out: S(0)P(sum)}\n"
-      "  act: {in: [S(0)P(sum)], out: S(0)R}\n";
+  t = HDR PROG MESH22 "strategies:\n"
+                      "  mm: {in: [S(0)S(1), RS(0)], out: S(0)P(sum)}\n"
+                      "  act: {in: [S(0)P(sum)], out: S(0)R}\n";
   d = validate(t);
   const plan_diag *g = expect(d, "strategy.partial", PLAN_SEV_ERROR, "act",
                               "t.yaml", line_of(t, "  act:"), 0, "relu");
@@ -221,10 +223,9 @@ static void test_strategy_findings(void **state) {
   }
 
   /* strategy.illegal: the reason names the op and its kind */
-  t = HDR PROG MESH22
-      "strategies:\n"
-      "  mm: {in: [S(0)R, RS(1)], out: S(0)R}\n"
-      "  act: {in: [S(0)R], out: S(0)R}\n";
+  t = HDR PROG MESH22 "strategies:\n"
+                      "  mm: {in: [S(0)R, RS(1)], out: S(0)R}\n"
+                      "  act: {in: [S(0)R], out: S(0)R}\n";
   d = validate(t);
   g = expect(d, "strategy.illegal", PLAN_SEV_ERROR, "mm", "t.yaml",
              line_of(t, "  mm:"), 3, "op 'mm' (matmul)");
@@ -232,10 +233,9 @@ static void test_strategy_findings(void **state) {
   assert_int_equal(count_code(d, "strategy.illegal"), 1);
   plan_diags_free(d);
   /* sharding the contracted dim on one input only */
-  t = HDR PROG MESH22
-      "strategies:\n"
-      "  mm: {in: [RS(1), RR], out: RP(sum)}\n"
-      "  act: {in: [RR], out: RR}\n";
+  t = HDR PROG MESH22 "strategies:\n"
+                      "  mm: {in: [RS(1), RR], out: RP(sum)}\n"
+                      "  act: {in: [RR], out: RR}\n";
   d = validate(t);
   expect(d, "strategy.illegal", PLAN_SEV_ERROR, "mm", "t.yaml",
          line_of(t, "  mm:"), 0, "matmul");
@@ -273,20 +273,22 @@ static void test_strategy_findings(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- mesh, names, tensors ---------------------------------------------------- */
+/* ---- mesh, names, tensors
+ * ---------------------------------------------------- */
 
 static void test_mesh_and_names(void **state) {
   (void)state;
-  const char *t = HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, 3, 3, 1]\n"
-      GOOD_STRATEGIES;
+  const char *t = HDR PROG
+      "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, 3, 3, 1]\n" GOOD_STRATEGIES;
   plan_diags *d = validate(t);
   expect(d, "mesh.devices", PLAN_SEV_ERROR, "mesh", "t.yaml",
          line_of(t, "devices:"), col_of(t, "[0, 3"), "device 3 appears twice");
   assert_int_equal(plan_diags_count(d), 1);
   plan_diags_free(d);
   /* a permutation is fine */
-  d = validate(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [3, 0, 2, 1]\n"
-                   GOOD_STRATEGIES);
+  d = validate(
+      HDR PROG
+      "mesh:\n  axes: [dp=2, tp=2]\n  devices: [3, 0, 2, 1]\n" GOOD_STRATEGIES);
   assert_clean(d);
   plan_diags_free(d);
 
@@ -336,7 +338,8 @@ static void test_mesh_and_names(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- pipeline ------------------------------------------------------------------ */
+/* ---- pipeline
+ * ------------------------------------------------------------------ */
 
 #define LAYERS                                                                 \
   "program:\n"                                                                 \
@@ -366,7 +369,8 @@ static void test_pipeline_findings(void **state) {
       "  stages: [{ops: [l0.a, l0.b, l1.a]}, {ops: [l1.a]}]\n";
   d = validate(t);
   expect(d, "pipeline.unassigned", PLAN_SEV_ERROR, "l1.b", "t.yaml",
-         line_of(t, "{name: l1.b"), col_of(t, "{name: l1.b"), "no pipeline stage");
+         line_of(t, "{name: l1.b"), col_of(t, "{name: l1.b"),
+         "no pipeline stage");
   expect(d, "pipeline.duplicate", PLAN_SEV_ERROR, "l1.a", "t.yaml",
          line_of(t, "{name: l1.a"), 0, "two pipeline stages");
   plan_diags_free(d);
@@ -399,7 +403,8 @@ static void test_pipeline_findings(void **state) {
   plan_diags_free(d);
   t = HDR LAYERS PP_MESH PP_STRATS
       "pipeline:\n  axis: pp\n  schedule: interleaved-1f1b\n"
-      "  stages: [{ops: [l0.a]}, {ops: [l0.b]}, {ops: [l1.a]}, {ops: [l1.b]}]\n";
+      "  stages: [{ops: [l0.a]}, {ops: [l0.b]}, {ops: [l1.a]}, {ops: "
+      "[l1.b]}]\n";
   d = validate(t);
   assert_clean(d);
   plan_diags_free(d);
@@ -413,8 +418,10 @@ static void test_pipeline_findings(void **state) {
          line_of(t, "    - {ops: [\"l0"), 0, "stage 0");
   assert_int_equal(count_code(d, "pipeline.placement"), 2);
   plan_diags_free(d);
-  d = validate(HDR LAYERS "mesh:\n  axes: [pp=2, dp=2]\n  submeshes: {s0: {pp: 0}, s1: {pp: 1}}\n"
-               PP_STRATS "pipeline:\n  stages:\n    - {ops: [\"l0.*\"], submesh: s0}\n"
+  d = validate(HDR LAYERS
+               "mesh:\n  axes: [pp=2, dp=2]\n  submeshes: {s0: {pp: 0}, s1: "
+               "{pp: 1}}\n" PP_STRATS
+               "pipeline:\n  stages:\n    - {ops: [\"l0.*\"], submesh: s0}\n"
                "    - {ops: [\"l1.*\"], submesh: s1}\n");
   assert_clean(d);
   plan_diags_free(d);
@@ -429,14 +436,13 @@ static void test_pipeline_findings(void **state) {
   plan_diags_free(d);
 
   /* pipeline.axis: sharded along the pipeline axis */
-  t = HDR LAYERS PP_MESH
-      "placements:\n  x: S(0)R\n"
-      "strategies:\n"
-      "  \"l0.*\": {in: [RS(0)], out: RS(0)}\n"
-      "  l1.a: {in: [S(0)R], out: S(0)R}\n"
-      "  l1.b: {in: [RS(0)], out: RS(0)}\n"
-      "pipeline:\n  axis: pp\n"
-      "  stages: [{ops: [\"l0.*\"]}, {ops: [\"l1.*\"]}]\n";
+  t = HDR LAYERS PP_MESH "placements:\n  x: S(0)R\n"
+                         "strategies:\n"
+                         "  \"l0.*\": {in: [RS(0)], out: RS(0)}\n"
+                         "  l1.a: {in: [S(0)R], out: S(0)R}\n"
+                         "  l1.b: {in: [RS(0)], out: RS(0)}\n"
+                         "pipeline:\n  axis: pp\n"
+                         "  stages: [{ops: [\"l0.*\"]}, {ops: [\"l1.*\"]}]\n";
   d = validate(t);
   expect(d, "pipeline.axis", PLAN_SEV_ERROR, "x", "t.yaml",
          line_of(t, "  x: S(0)R"), 3, "pipeline axis 'pp'");
@@ -446,14 +452,15 @@ static void test_pipeline_findings(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- explicit schedules ------------------------------------------------------------ */
+/* ---- explicit schedules
+ * ------------------------------------------------------------ */
 
 /* A 2-stage pipeline over pp=2 with 2 microbatches; `grid` rows follow. */
 #define GRID_PLAN                                                              \
   HDR LAYERS PP_MESH PP_STRATS                                                 \
-  "pipeline:\n  axis: pp\n  microbatches: 2\n"                                 \
-  "  stages: [{ops: [\"l0.*\"]}, {ops: [\"l1.*\"]}]\n"                         \
-  "  grid:\n"
+      "pipeline:\n  axis: pp\n  microbatches: 2\n"                             \
+      "  stages: [{ops: [\"l0.*\"]}, {ops: [\"l1.*\"]}]\n"                     \
+      "  grid:\n"
 
 static plan_diags *validate_grid(const char *rows, char *text, size_t size) {
   snprintf(text, size, "%s%s", GRID_PLAN, rows);
@@ -469,9 +476,10 @@ static void test_schedule_findings(void **state) {
                                 t, sizeof t);
   assert_clean(d);
   plan_diags_free(d);
-  d = validate_grid("    - \"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1\"\n"
-                    "    - [1RECV_F0, 1F0, 1B0, 1SEND_B0, 1RECV_F1, 1F1, 1B1, 1SEND_B1]\n",
-                    t, sizeof t);
+  d = validate_grid(
+      "    - \"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0 0RECV_B1 0B1\"\n"
+      "    - [1RECV_F0, 1F0, 1B0, 1SEND_B0, 1RECV_F1, 1F1, 1B1, 1SEND_B1]\n",
+      t, sizeof t);
   assert_clean(d);
   plan_diags_free(d);
   /* split backward: I then W */
@@ -580,7 +588,8 @@ static void test_schedule_findings(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- regions and training --------------------------------------------------------------- */
+/* ---- regions and training
+ * --------------------------------------------------------------- */
 
 static void test_region_and_training_findings(void **state) {
   (void)state;
@@ -669,7 +678,8 @@ static void test_region_and_training_findings(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- findings are sorted and positioned -------------------------------------------------- */
+/* ---- findings are sorted and positioned
+ * -------------------------------------------------- */
 
 static void test_sorted(void **state) {
   (void)state;
@@ -687,7 +697,9 @@ static void test_sorted(void **state) {
   plan_diags_free(d);
 }
 
-/* ---- drift ------------------------------------------------------------------------------ */
+/* ---- drift
+ * ------------------------------------------------------------------------------
+ */
 
 static const char mlp_prog[] =
     "program:\n"
@@ -755,8 +767,9 @@ static void test_drift(void **state) {
   assert_clean(d);
   plan_diags_free(d);
   /* the same program written otherwise: nothing */
-  char *e = edit(mlp_prog, "    x:  {shape: [batch=8, hidden=16]}\n",
-                 "    x:  {shape: [batch=8, hidden=16], dtype: f32, role: input}\n");
+  char *e =
+      edit(mlp_prog, "    x:  {shape: [batch=8, hidden=16]}\n",
+           "    x:  {shape: [batch=8, hidden=16], dtype: f32, role: input}\n");
   d = drift_of(e);
   assert_clean(d);
   plan_diags_free(d);
@@ -778,7 +791,8 @@ static void test_drift(void **state) {
 
   /* an op added without a strategy: drift.added error (its output tensor is
    * a note) */
-  e = edit(mlp_prog, "out: y}\n", "out: y}\n    - {name: mlp.out, op: relu, in: [y], out: z}\n");
+  e = edit(mlp_prog, "out: y}\n",
+           "out: y}\n    - {name: mlp.out, op: relu, in: [y], out: z}\n");
   d = drift_of(e);
   snprintf(text, sizeof text, HDR "%s", e);
   expect(d, "drift.added", PLAN_SEV_ERROR, "mlp.out", "edited.yaml",
@@ -790,7 +804,8 @@ static void test_drift(void **state) {
   free(e);
 
   /* an op removed: drift.removed warning */
-  e = edit(mlp_prog, "    - {name: mlp.fc2, op: matmul, in: [a, w2], out: y}\n", "");
+  e = edit(mlp_prog, "    - {name: mlp.fc2, op: matmul, in: [a, w2], out: y}\n",
+           "");
   d = drift_of(e);
   expect(d, "drift.removed", PLAN_SEV_WARNING, "mlp.fc2", "t.yaml", 0, 0,
          "gone");
@@ -820,7 +835,8 @@ static void test_drift(void **state) {
   assert_int_equal(plan_drift(&d, NULL, NULL), PLAN_EUSAGE);
 }
 
-/* ---- a program by path that changed ------------------------------------------------------- */
+/* ---- a program by path that changed
+ * ------------------------------------------------------- */
 
 static char tmpdir[64];
 
@@ -852,7 +868,8 @@ static void test_program_changed(void **state) {
   snprintf(text, sizeof text, HDR "%s", mlp_prog);
   write_file(prog_path, text);
   /* a by-path plan, written out so that it records hash and signatures */
-  snprintf(text, sizeof text, HDR "program: {path: mlp.yaml}\n%s", mlp_decisions);
+  snprintf(text, sizeof text, HDR "program: {path: mlp.yaml}\n%s",
+           mlp_decisions);
   plan_plan *p = NULL;
   assert_int_equal(plan_load_buffer(&p, text, strlen(text), plan_path, tmpdir),
                    PLAN_OK);
@@ -888,7 +905,8 @@ static void test_program_changed(void **state) {
   free(e);
 
   /* an op the recorded program lacked: drift from the recorded signatures */
-  e = edit(mlp_prog, "out: y}\n", "out: y}\n    - {name: mlp.out, op: relu, in: [y], out: z}\n");
+  e = edit(mlp_prog, "out: y}\n",
+           "out: y}\n    - {name: mlp.out, op: relu, in: [y], out: z}\n");
   snprintf(text, sizeof text, HDR "%s", e);
   write_file(prog_path, text);
   assert_int_equal(plan_load(&p, plan_path), PLAN_OK);
@@ -904,7 +922,9 @@ static void test_program_changed(void **state) {
   free(written);
 }
 
-/* ---- diff --------------------------------------------------------------------------------- */
+/* ---- diff
+ * ---------------------------------------------------------------------------------
+ */
 
 static plan_diags *diff_texts(const char *a, const char *b) {
   plan_plan *pa = load(a), *pb = load(b);
@@ -988,9 +1008,10 @@ static void test_diff(void **state) {
   expect_one_diff(base, "op: gelu, in: [h], out: a}",
                   "op: gelu, in: [h], out: a, attrs: {approximate: tanh}}",
                   "diff.op", "mlp.act");
-  expect_one_diff(base, "    x:  {shape: [batch=8, hidden=16]}\n",
-                  "    x:  {shape: [batch=8, hidden=16]}\n    extra: {shape: [2]}\n",
-                  "diff.tensor", "extra");
+  expect_one_diff(
+      base, "    x:  {shape: [batch=8, hidden=16]}\n",
+      "    x:  {shape: [batch=8, hidden=16]}\n    extra: {shape: [2]}\n",
+      "diff.tensor", "extra");
 
   /* a strategy removed */
   char *b = edit(base, "  mlp.act: {in: [S(0)S(1)], out: S(0)S(1)}\n", "");
@@ -1021,7 +1042,8 @@ static void test_diff_pipeline(void **state) {
                   "diff.pipeline", "pipeline");
   /* what only the pipeline section shows: an explicit grid's order */
   char *g = edit(base, "  microbatches: 2\n",
-                 "  microbatches: 2\n  grid: [\"0F0 0F1 0B0 0B1\", \"1F0 1B0 1F1 1B1\"]\n");
+                 "  microbatches: 2\n  grid: [\"0F0 0F1 0B0 0B1\", \"1F0 1B0 "
+                 "1F1 1B1\"]\n");
   expect_one_diff(g, "\"0F0 0F1 0B0 0B1\"", "\"0F0 0B0 0F1 0B1\"",
                   "diff.schedule", "pipeline");
   free(g);

@@ -113,7 +113,9 @@ static void gen_put(gen *g, const char *s, size_t n) {
   g->s[g->len] = '\0';
 }
 
-static void gen_puts(gen *g, const char *s) { gen_put(g, s, strlen(s)); }
+static void gen_puts(gen *g, const char *s) {
+  gen_put(g, s, strlen(s));
+}
 
 static void gen_printf(gen *g, const char *fmt, ...) PLAN_PRINTF(2, 3);
 static void gen_printf(gen *g, const char *fmt, ...) {
@@ -706,9 +708,9 @@ static void test_node_limit(void **state) {
   text[len] = '\0';
   plan_ydoc doc;
   /* n scalars + the sequence = n + 1 nodes */
-  assert_int_equal(plan_ydoc_parse_limited(&doc, text, len, "t.yaml", NULL,
-                                           NULL, NULL, n),
-                   PLAN_ELIMIT);
+  assert_int_equal(
+      plan_ydoc_parse_limited(&doc, text, len, "t.yaml", NULL, NULL, NULL, n),
+      PLAN_ELIMIT);
   assert_int_equal(plan_error_last()->line, 1);
   assert_int_equal(plan_error_last()->column, (int)(2 * n));
   assert_non_null(strstr(plan_error_last()->message, "more than"));
@@ -741,7 +743,8 @@ static int log_item(void *ctx, const plan_yitem *it) {
     return 0;
   }
   l->items++;
-  if (it->value->kind == PLAN_Y_SCALAR && !strcmp(it->value->u.scalar.text, "keep")) {
+  if (it->value->kind == PLAN_Y_SCALAR &&
+      !strcmp(it->value->u.scalar.text, "keep")) {
     l->kept++;
     return 0;
   }
@@ -782,7 +785,8 @@ static void test_stream_node_limit(void **state) {
   char text[8192];
   size_t len = (size_t)snprintf(text, sizeof text, "s:\n");
   for (int i = 0; i < 300; i++)
-    len += (size_t)snprintf(text + len, sizeof text - len, "  - [%d, %d]\n", i, i);
+    len +=
+        (size_t)snprintf(text + len, sizeof text - len, "  - [%d, %d]\n", i, i);
   static const char *const streams[] = {"s", NULL};
   stream_log l;
   memset(&l, 0, sizeof l);
@@ -793,9 +797,9 @@ static void test_stream_node_limit(void **state) {
   assert_int_equal(l.items, 300);
   plan_ydoc_free(&doc);
   /* without streaming the same text is over the limit */
-  assert_int_equal(plan_ydoc_parse_limited(&doc, text, len, "t.yaml", NULL,
-                                           NULL, NULL, 50),
-                   PLAN_ELIMIT);
+  assert_int_equal(
+      plan_ydoc_parse_limited(&doc, text, len, "t.yaml", NULL, NULL, NULL, 50),
+      PLAN_ELIMIT);
 }
 
 /* ---- files --------------------------------------------------------------- */

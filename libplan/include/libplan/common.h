@@ -24,7 +24,7 @@ extern "C" {
 #define PLAN_VERSION_MINOR 1
 #define PLAN_VERSION_PATCH 0
 #define PLAN_VERSION_STRING "0.1.0"
-#define PLAN_VERSION_NUMBER \
+#define PLAN_VERSION_NUMBER                                                    \
   (PLAN_VERSION_MAJOR * 10000 + PLAN_VERSION_MINOR * 100 + PLAN_VERSION_PATCH)
 
 /* ABI version: bumped with every incompatible change of the public API;
@@ -39,16 +39,17 @@ extern "C" {
 /* Status codes. Every failing call returns one of these. */
 enum {
   PLAN_OK = 0,
-  PLAN_ENOMEM = -1,     /* an allocation failed */
-  PLAN_EIO = -2,        /* a file could not be read or written */
-  PLAN_ESYNTAX = -3,    /* not well-formed YAML (or not UTF-8) */
-  PLAN_ESCHEMA = -4,    /* wrong structure: unknown field, wrong type, missing field */
-  PLAN_EVERSION = -5,   /* a format version this library cannot read */
-  PLAN_EINVALID = -6,   /* well-formed but meaningless: unknown op, dangling name,
-                           cycle, bad shape, illegal placement spelling */
-  PLAN_ELIMIT = -7,     /* over a documented limit: nesting, size, count */
-  PLAN_EUSAGE = -8,     /* bad argument from the caller */
-  PLAN_ENOTFOUND = -9,  /* a named object does not exist */
+  PLAN_ENOMEM = -1,  /* an allocation failed */
+  PLAN_EIO = -2,     /* a file could not be read or written */
+  PLAN_ESYNTAX = -3, /* not well-formed YAML (or not UTF-8) */
+  PLAN_ESCHEMA =
+      -4, /* wrong structure: unknown field, wrong type, missing field */
+  PLAN_EVERSION = -5, /* a format version this library cannot read */
+  PLAN_EINVALID = -6, /* well-formed but meaningless: unknown op, dangling name,
+                         cycle, bad shape, illegal placement spelling */
+  PLAN_ELIMIT = -7,   /* over a documented limit: nesting, size, count */
+  PLAN_EUSAGE = -8,   /* bad argument from the caller */
+  PLAN_ENOTFOUND = -9,    /* a named object does not exist */
   PLAN_EUNSUPPORTED = -10 /* valid, but not available here */
 };
 

@@ -32,11 +32,12 @@ void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
 typedef struct plan_write_options {
-  unsigned int version;  /* PLAN_WRITE_OPTIONS_VERSION */
-  int self_contained;    /* embed the program (and everything replay needs) */
+  unsigned int version; /* PLAN_WRITE_OPTIONS_VERSION */
+  int self_contained;   /* embed the program (and everything replay needs) */
 } plan_write_options;
 #define PLAN_WRITE_OPTIONS_VERSION 1
-#define PLAN_WRITE_OPTIONS_INIT {PLAN_WRITE_OPTIONS_VERSION, 0}
+#define PLAN_WRITE_OPTIONS_INIT                                                \
+  { PLAN_WRITE_OPTIONS_VERSION, 0 }
 
 /* Writes the plan in canonical layout (the `plan fmt` output) into a newly
  * allocated NUL-terminated buffer; the caller frees *out with free(). */
@@ -53,7 +54,7 @@ int plan_write_file_atomic(const char *path, const void *data, size_t len);
 /* ---- hashes -------------------------------------------------------------- */
 
 typedef enum plan_part {
-  PLAN_PART_PLAN = 0,       /* decisions + mesh + program hash */
+  PLAN_PART_PLAN = 0, /* decisions + mesh + program hash */
   PLAN_PART_PROGRAM = 1,
   PLAN_PART_MESH = 2,
   PLAN_PART_PROVENANCE = 3
@@ -112,7 +113,8 @@ int plan_validate(plan_diags **out, const plan_plan *p);
  * program, or the signatures it recorded) with `edited`. Findings name every
  * op and tensor that changed, appeared or vanished; errors where the plan no
  * longer applies (a named op changed, an op lacks a strategy). */
-int plan_drift(plan_diags **out, const plan_plan *p, const plan_program *edited);
+int plan_drift(plan_diags **out, const plan_plan *p,
+               const plan_program *edited);
 
 /* Semantic diff: ops, tensors, placements, strategies, mesh axes, devices,
  * stages, schedule, training and regions that differ between a and b. No
