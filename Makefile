@@ -17,9 +17,9 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhas
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
-CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) $(WARN) \
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
               -Ilibplan/include -Ilibplan/src $(PKG_CFLAGS) $(CFLAGS)
-LDLIBS_ALL := $(PKG_LIBS) -lm $(LDLIBS)
+LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 
 ifeq ($(SAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer \

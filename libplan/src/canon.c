@@ -391,9 +391,29 @@ typedef struct order {
   named *ops, *tens;
 } order;
 
+/* The sorted order, from the program's prepared permutation if it has one. */
+static named *prepared_names(int n, const int *perm,
+                             const char *(*get)(const void *, int),
+                             const void *ctx) {
+  named *v = malloc(sizeof(named) * ((size_t)n + 1));
+  if (!v)
+    return NULL;
+  for (int i = 0; i < n; i++) {
+    v[i].idx = perm[i];
+    v[i].name = get(ctx, perm[i]);
+    v[i].key = 0;
+  }
+  return v;
+}
+
 static int order_make(order *o, const plan_program *p) {
-  o->ops = sorted_names(p->nops, op_name_of, p);
-  o->tens = sorted_names(p->ntensors, tensor_name_of, p);
+  if (p->ops_by_name && p->tensors_by_name) {
+    o->ops = prepared_names(p->nops, p->ops_by_name, op_name_of, p);
+    o->tens = prepared_names(p->ntensors, p->tensors_by_name, tensor_name_of, p);
+  } else {
+    o->ops = sorted_names(p->nops, op_name_of, p);
+    o->tens = sorted_names(p->ntensors, tensor_name_of, p);
+  }
   if (!o->ops || !o->tens) {
     free(o->ops);
     free(o->tens);
@@ -476,6 +496,15 @@ static int cj_program(cj *c, const plan_program *p, const order *ord) {
  * ------------------------------------------------------------------- */
 
 void canon_program_sigs(plan_program *p) {
+  p->op_sigs = calloc((size_t)p->nops + 1, sizeof(uint64_t));
+  p->tensor_sigs = calloc((size_t)p->ntensors + 1, sizeof(uint64_t));
+  if (!p->op_sigs || !p->tensor_sigs) {
+    /* no memory: every signature reads as 0 (drift then reports changes) */
+    free(p->op_sigs);
+    free(p->tensor_sigs);
+    p->op_sigs = p->tensor_sigs = NULL;
+    return;
+  }
   plan_buf b;
   plan_buf_init(&b);
   cj c = {.b = &b};
@@ -483,7 +512,7 @@ void canon_program_sigs(plan_program *p) {
     plan_buf_reset(&b);
     cj_str(&c, p->tensors[t].name);
     cj_tensor(&c, &p->tensors[t], true);
-    p->tensors[t].sig = XXH3_64bits(b.data, b.len);
+    p->tensor_sigs[t] = XXH3_64bits(b.data, b.len);
   }
   for (int i = 0; i < p->nops; i++) {
     const plan_op *op = &p->ops[i];
@@ -495,7 +524,7 @@ void canon_program_sigs(plan_program *p) {
       cj_str(&c, t->name);
       cj_tensor(&c, t, true);
     }
-    p->ops[i].sig = XXH3_64bits(b.data, b.len);
+    p->op_sigs[i] = XXH3_64bits(b.data, b.len);
   }
   /* On OOM the signatures degrade to hashes of partial text; the buffer
    * records the failure and loads report it through other allocations. */
@@ -949,7 +978,8 @@ static int program_hash_ord(plan_hash *out, const plan_program *prog,
 static int cj_plan(cj *c, const plan_plan *p, const order *ord) {
   const plan_program *prog = p->program;
   plan_hash ph;
-  int rc = program_hash_ord(&ph, prog, ord);
+  int rc = prog->hash_cached ? (ph = prog->hash, PLAN_OK)
+                              : program_hash_ord(&ph, prog, ord);
   if (rc)
     return rc;
   const named *ops = ord->ops, *tens = ord->tens;
@@ -1174,8 +1204,42 @@ static int program_hash_ord(plan_hash *out, const plan_program *prog,
 int plan_program_hash(plan_hash *out, const plan_program *prog) {
   if (!out || !prog)
     return plan_failf(PLAN_EUSAGE, "plan_program_hash: NULL argument");
+  if (prog->hash_cached) {
+    *out = prog->hash;
+    return PLAN_OK;
+  }
   hash_job j = {NULL, prog, PLAN_PART_PROGRAM, NULL};
   return hash_run(out, &j);
+}
+
+int canon_program_prepare(plan_program *p) {
+  order o;
+  int rc = order_make(&o, p);
+  if (rc)
+    return rc;
+  int *ops = malloc(sizeof(int) * ((size_t)p->nops + 1));
+  int *tens = malloc(sizeof(int) * ((size_t)p->ntensors + 1));
+  if (!ops || !tens) {
+    free(ops);
+    free(tens);
+    order_free(&o);
+    return plan_oom();
+  }
+  for (int i = 0; i < p->nops; i++)
+    ops[i] = o.ops[i].idx;
+  for (int i = 0; i < p->ntensors; i++)
+    tens[i] = o.tens[i].idx;
+  if ((rc = program_hash_ord(&p->hash, p, &o))) {
+    free(ops);
+    free(tens);
+    order_free(&o);
+    return rc;
+  }
+  order_free(&o);
+  p->ops_by_name = ops;
+  p->tensors_by_name = tens;
+  p->hash_cached = true;
+  return PLAN_OK;
 }
 
 int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part) {

@@ -19,6 +19,13 @@
 /* ---- drift
  * ------------------------------------------------------------------- */
 
+static uint64_t op_sig(const plan_program *p, int i) {
+  return p->op_sigs ? p->op_sigs[i] : 0;
+}
+static uint64_t tensor_sig(const plan_program *p, int i) {
+  return p->tensor_sigs ? p->tensor_sigs[i] : 0;
+}
+
 /* The names and signatures of the program a plan was made for. */
 typedef struct sigset {
   int n;
@@ -38,7 +45,7 @@ static int sigset_from_program(sigset *s, const plan_program *prog, bool ops) {
   if (!s->own || !s->own_names)
     return plan_oom();
   for (int i = 0; i < s->n; i++) {
-    s->own[i] = ops ? prog->ops[i].sig : prog->tensors[i].sig;
+    s->own[i] = ops ? op_sig(prog, i) : tensor_sig(prog, i);
     s->own_names[i] = ops ? prog->ops[i].name : prog->tensors[i].name;
   }
   s->sigs = s->own;
@@ -98,7 +105,7 @@ static int drift_kind(plan_diags *d, const plan_plan *p, sigset *old,
   const char *what = ops ? "op" : "tensor";
   for (int i = 0; i < n; i++) {
     const char *name = ops ? edited->ops[i].name : edited->tensors[i].name;
-    uint64_t sig = ops ? edited->ops[i].sig : edited->tensors[i].sig;
+    uint64_t sig = ops ? op_sig(edited, i) : tensor_sig(edited, i);
     plan_pos pos = ops ? edited->ops[i].pos : edited->tensors[i].pos;
     int k = plan_strmap_get(&old->map, name);
     if (k < 0) {
@@ -203,7 +210,7 @@ static void diff_program(dctx *c) {
     if (k < 0)
       DIFF(c, "diff.op", pb->ops[i].name, "op '%s' added (%s)", pb->ops[i].name,
            plan_op_kind_name(pb->ops[i].kind));
-    else if (pa->ops[k].sig != pb->ops[i].sig)
+    else if (op_sig(pa, k) != op_sig(pb, i))
       DIFF(c, "diff.op", pb->ops[i].name, "op '%s' changed", pb->ops[i].name);
   }
   for (int i = 0; i < pa->nops; i++)
@@ -214,7 +221,7 @@ static void diff_program(dctx *c) {
     if (k < 0)
       DIFF(c, "diff.tensor", pb->tensors[i].name, "tensor '%s' added",
            pb->tensors[i].name);
-    else if (pa->tensors[k].sig != pb->tensors[i].sig)
+    else if (tensor_sig(pa, k) != tensor_sig(pb, i))
       DIFF(c, "diff.tensor", pb->tensors[i].name,
            "tensor '%s' changed (shape, dtype, role or init)",
            pb->tensors[i].name);

@@ -113,7 +113,6 @@ typedef struct plan_tensor {
   int producer;         /* op index, -1 for leaves */
   int producer_slot;    /* which output of the producer */
   plan_pos pos;
-  uint64_t sig; /* signature hash, see plan_program_compute_sigs */
 } plan_tensor;
 
 typedef struct plan_pending_in {
@@ -131,7 +130,6 @@ typedef struct plan_op {
   plan_attr_val *attrs; /* one per attribute of the kind's schema */
   struct plan_ext *ext; /* x- keys of the op */
   plan_pos pos;
-  uint64_t sig;
 } plan_op;
 
 struct plan_program {
@@ -148,6 +146,13 @@ struct plan_program {
   struct plan_pending_in *pending;
   int npending, cap_pending;
   bool sigs_done; /* signatures are computed on first use (program_sigs) */
+  uint64_t *op_sigs, *tensor_sigs; /* per op / tensor, malloc'd then */
+  /* Filled while a pipelined load reads the rest of the plan (the worker
+   * would wait for the parser anyway): the program hash and the ops and
+   * tensors in name order, which every later hash reuses. */
+  bool hash_cached;
+  plan_hash hash;
+  int *ops_by_name, *tensors_by_name; /* malloc'd; NULL when not prepared */
   int recent[8];  /* the last tensors created: most inputs are among them */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
   plan_attr_val *default_attrs[32];

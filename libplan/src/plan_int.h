@@ -8,6 +8,13 @@
 #include "program_int.h"
 #include "reader.h"
 
+/* How plan_load_buffer reads: pipelined on a second thread for documents
+ * of PLAN_PIPE_MIN_BYTES or more (AUTO), or forced either way (tests). */
+enum { PLAN_LOAD_AUTO = 0, PLAN_LOAD_SEQUENTIAL = 1, PLAN_LOAD_PIPED = 2 };
+#define PLAN_PIPE_MIN_BYTES ((size_t)1 << 20)
+int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
+                          const char *name, const char *base_dir, int mode);
+
 int mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m);
 int mesh_axis_find(const plan_mesh *m, const char *name);
 

@@ -3,6 +3,7 @@
  * plan_sections.c. Loading checks well-formedness only; plan_validate judges
  * the decisions. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "libplan/plan.h"
 #include "plan_int.h"
+#include "ypipe.h"
 
 static const char *const top_keys[] = {
     "libplan",  "program",  "mesh",    "placements", "strategies", "outputs",
@@ -543,12 +545,80 @@ static int alloc_per_program(plan_plan *p) {
  * never exists whole as a YAML tree. Anything that arrives before what it
  * needs (a strategy before the program, say) stays in the tree and is read
  * when the parse is over. */
+typedef struct deferred_item {
+  const char *path;
+  plan_ynode *key, *value;
+} deferred_item;
+
 typedef struct load_ctx {
   plan_plan *p;
   plan_reader rd;
   const char *base_dir;
   bool have_version, program_done, mesh_done;
+  /* Pipelined loads cannot leave an item in the tree for later: items that
+   * must wait are copied here instead and read at the same point. */
+  bool piped;
+  /* the program's hash and name order, computed on a third thread while
+   * the parser and the reader go on (see load_program) */
+  pthread_t prep_thread;
+  bool prep_running;
+  int prep_rc;
+  plan_error prep_err;
+  char prep_msg[1024], prep_file[512];
+  plan_arena defer_arena;
+  deferred_item *deferred;
+  int ndeferred, cap_deferred;
 } load_ctx;
+
+/* An item read later: kept in the tree, or copied aside when pipelined.
+ * Returns the callback's answer (0: keep, 1: consumed) or a status. */
+static int defer_item(load_ctx *c, const plan_yitem *it) {
+  if (!c->piped)
+    return 0;
+  if (c->ndeferred == c->cap_deferred) {
+    int cap = c->cap_deferred ? c->cap_deferred * 2 : 64;
+    deferred_item *d = realloc(c->deferred, sizeof *d * (size_t)cap);
+    if (!d)
+      return plan_oom();
+    c->deferred = d;
+    c->cap_deferred = cap;
+  }
+  deferred_item *d = &c->deferred[c->ndeferred];
+  d->path = it->path;
+  d->key = it->key ? plan_ynode_copy(&c->defer_arena, it->key) : NULL;
+  d->value = plan_ynode_copy(&c->defer_arena, it->value);
+  if ((it->key && !d->key) || !d->value)
+    return plan_oom();
+  c->ndeferred++;
+  return 1;
+}
+
+/* Reads the deferred items of one stream; for strategies, exact names in a
+ * first pass and patterns in a second, as read_strategies does. */
+static int read_deferred(load_ctx *c, const char *path) {
+  int rc = PLAN_OK;
+  plan_plan *p = c->p;
+  bool strat = !strcmp(path, "strategies");
+  for (int pass = 0; !rc && pass < (strat ? 2 : 1); pass++)
+    for (int i = 0; !rc && i < c->ndeferred; i++) {
+      deferred_item *d = &c->deferred[i];
+      if (strcmp(d->path, path))
+        continue;
+      if (strat && plan_is_glob(d->key->u.scalar.text) != (pass == 1))
+        continue;
+      if (!strcmp(path, "program/ops") || !strcmp(path, "program/tensors")) {
+        plan_reader prd = c->rd;
+        prd.arena = &p->program->arena;
+        rc = d->key ? program_add_tensor(&prd, p->program, d->key, d->value)
+                    : program_add_op(&prd, p->program, d->value);
+      } else if (strat) {
+        rc = read_strategy_entry(&c->rd, p, d->key, d->value);
+      } else {
+        rc = read_placement_entry(&c->rd, p, d->key, d->value);
+      }
+    }
+  return rc;
+}
 
 static const char *const load_streams[] = {"program/tensors", "program/ops",
                                            "strategies", "placements", NULL};
@@ -556,6 +626,28 @@ static const char *const load_streams[] = {"program/tensors", "program/ops",
 static int ensure_program(load_ctx *c) {
   if (!c->p->program && !(c->p->program = program_new(c->p->file)))
     return plan_oom();
+  return PLAN_OK;
+}
+
+static void *prepare_main(void *arg) {
+  load_ctx *c = arg;
+  c->prep_rc = canon_program_prepare(c->p->program);
+  if (c->prep_rc) { /* keep the error: it belongs to this thread */
+    const plan_error *e = plan_error_last();
+    snprintf(c->prep_msg, sizeof c->prep_msg, "%s", e->message);
+    snprintf(c->prep_file, sizeof c->prep_file, "%s", e->file);
+  }
+  return NULL;
+}
+
+/* Joins the preparing thread; its error, if any, becomes this thread's. */
+static int prepare_join(load_ctx *c) {
+  if (!c->prep_running)
+    return PLAN_OK;
+  pthread_join(c->prep_thread, NULL);
+  c->prep_running = false;
+  if (c->prep_rc)
+    return plan_fail(c->prep_rc, c->prep_file, 0, 0, "%s", c->prep_msg);
   return PLAN_OK;
 }
 
@@ -579,6 +671,16 @@ static int load_program(load_ctx *c, const plan_ynode *v) {
     if ((rc = program_read(&prd, v, p->program)) ||
         (rc = program_finish(&prd, p->program)))
       return rc;
+    /* Pipelined, the program is final long before the parse ends: its
+     * hash and name order (most of any later plan hash) are computed on a
+     * third thread meanwhile. It only reads the program; the reader goes
+     * on writing the plan's own tables. */
+    if (c->piped) {
+      if (pthread_create(&c->prep_thread, NULL, prepare_main, c) == 0)
+        c->prep_running = true;
+      else if ((rc = canon_program_prepare(p->program)))
+        return rc;
+    }
   }
   if ((rc = alloc_per_program(p)))
     return rc;
@@ -620,13 +722,15 @@ static int on_item(void *vctx, const plan_yitem *it) {
     }
     return 0; /* root entries stay in the tree */
   }
-  if (!c->have_version)
-    return 0;
   /* A collection of the wrong kind (ops as a mapping, strategies as a
-   * sequence) stays in the tree, where the type error is reported. */
+   * sequence) stays in the tree, where the type error is reported; when
+   * pipelined its items are dropped (the collection node, left empty,
+   * still carries the type and position for that error). */
   bool want_key = strcmp(it->path, "program/ops") != 0;
   if (want_key != (it->key != NULL))
-    return 0;
+    return c->piped ? 1 : 0;
+  if (!c->have_version)
+    return defer_item(c, it);
   if (!strcmp(it->path, "program/ops") ||
       !strcmp(it->path, "program/tensors")) {
     if ((rc = ensure_program(c)))
@@ -638,12 +742,12 @@ static int on_item(void *vctx, const plan_yitem *it) {
     return rc ? rc : 1;
   }
   if (!c->program_done || !c->mesh_done)
-    return 0;
+    return defer_item(c, it);
   /* Patterns wait in the tree until every exact name is in (read_rest):
    * an exact name wins over them wherever it is written, also where the
    * pattern's placements would not fit the op or two patterns overlap. */
   if (!strcmp(it->path, "strategies") && plan_is_glob(it->key->u.scalar.text))
-    return 0;
+    return defer_item(c, it);
   rc = !strcmp(it->path, "strategies")
            ? read_strategy_entry(&c->rd, p, it->key, it->value)
            : read_placement_entry(&c->rd, p, it->key, it->value);
@@ -666,6 +770,11 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
     return rc;
   if (!(v = plan_ymap_get(root, "program")))
     return rd_fail(rd, root, PLAN_ESCHEMA, "the document has no 'program'");
+  if (!c->program_done && c->ndeferred) {
+    if ((rc = ensure_program(c)) || (rc = read_deferred(c, "program/tensors")) ||
+        (rc = read_deferred(c, "program/ops")))
+      return rc;
+  }
   if (!c->program_done && (rc = load_program(c, v)))
     return rc;
   if (!(v = plan_ymap_get(root, "mesh"))) {
@@ -680,11 +789,20 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
   } else {
     if (!c->mesh_done && (rc = load_mesh(c, v)))
       return rc;
-    if ((v = plan_ymap_get(root, "placements")) &&
-        (rc = read_tensor_placements(rd, v, p)))
+    const plan_ynode *pl = plan_ymap_get(root, "placements");
+    const plan_ynode *st = plan_ymap_get(root, "strategies");
+    /* a wrong-kind collection reports its type first, as unpiped */
+    if (pl && (rc = rd_expect_map(rd, pl, "placements")))
       return rc;
-    if ((v = plan_ymap_get(root, "strategies")) &&
-        (rc = read_strategies(rd, v, p)))
+    if (st && (rc = rd_expect_map(rd, st, "strategies")))
+      return rc;
+    if ((rc = read_deferred(c, "placements")))
+      return rc;
+    if (pl && (rc = read_tensor_placements(rd, pl, p)))
+      return rc;
+    if ((rc = read_deferred(c, "strategies")))
+      return rc;
+    if (st && (rc = read_strategies(rd, st, p)))
       return rc;
     if ((v = plan_ymap_get(root, "outputs")) &&
         (rc = read_output_placements(rd, v, p)))
@@ -709,6 +827,11 @@ static plan_plan *plan_new(const char *file) {
 
 int plan_load_buffer(plan_plan **out, const char *data, size_t len,
                      const char *name, const char *base_dir) {
+  return plan_load_buffer_mode(out, data, len, name, base_dir, PLAN_LOAD_AUTO);
+}
+
+int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
+                          const char *name, const char *base_dir, int mode) {
   *out = NULL;
   plan_error_clear();
   if (!data && len)
@@ -716,13 +839,41 @@ int plan_load_buffer(plan_plan **out, const char *data, size_t len,
   plan_plan *p = plan_new(name);
   if (!p)
     return plan_oom();
-  load_ctx c = {p, {p->file, 0, 0, &p->arena}, base_dir, false, false, false};
+  load_ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.rd.file = p->file;
+  c.rd.arena = &p->arena;
+  c.base_dir = base_dir;
+  plan_arena_init(&c.defer_arena);
   plan_ydoc doc;
-  int rc = plan_ydoc_parse_stream(&doc, data ? data : "", len, p->file,
-                                  load_streams, on_item, &c);
+  int rc;
+  plan_ypipe *pipe = NULL;
+  /* Big documents are read on a second thread while libyaml parses; small
+   * ones are not worth the thread. */
+  if (mode == PLAN_LOAD_PIPED ||
+      (mode == PLAN_LOAD_AUTO && len >= PLAN_PIPE_MIN_BYTES))
+    if (plan_ypipe_start(&pipe, on_item, &c) != PLAN_OK)
+      pipe = NULL; /* no thread here: read sequentially */
+  if (pipe) {
+    c.piped = true;
+    rc = plan_ydoc_parse_piped(&doc, data ? data : "", len, p->file,
+                               load_streams, pipe);
+    rc = plan_ypipe_finish(pipe, rc);
+  } else {
+    rc = plan_ydoc_parse_stream(&doc, data ? data : "", len, p->file,
+                                load_streams, on_item, &c);
+  }
   if (!rc)
     rc = read_rest(&c, &doc);
+  /* the hash thread overlapped the rest of the load; it is joined on every
+   * path before the program can be freed */
+  int prc = prepare_join(&c);
+  if (!rc)
+    rc = prc;
   plan_ydoc_free(&doc);
+  free(c.deferred);
+  plan_arena_free(&c.defer_arena);
   if (rc) {
     plan_free(p);
     return rc;

@@ -84,6 +84,10 @@ void plan_program_free(plan_program *p) {
   free(p->tensors);
   free(p->ops);
   free(p->pending);
+  free(p->ops_by_name);
+  free(p->tensors_by_name);
+  free(p->op_sigs);
+  free(p->tensor_sigs);
   plan_strmap_free(&p->tensor_by_name);
   plan_strmap_free(&p->op_by_name);
   plan_arena_free(&p->arena);
@@ -332,8 +336,8 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
         }
       } else {
         t->rank = out[k].rank;
-        t->dims = plan_arena_alloc(&p->arena,
-                                   sizeof(int64_t) * (size_t)(t->rank + 1));
+        t->dims = plan_arena_alloc_align(&p->arena,
+                                   sizeof(int64_t) * (size_t)(t->rank + 1), 8);
         if (!t->dims)
           return plan_oom();
         memcpy(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
@@ -641,9 +645,9 @@ const plan_program *program_sigs(const plan_program *p) {
 
 uint64_t plan_program_op_signature(const plan_program *p, int op) {
   program_sigs(p);
-  return op >= 0 && op < p->nops ? p->ops[op].sig : 0;
+  return op >= 0 && op < p->nops && p->op_sigs ? p->op_sigs[op] : 0;
 }
 uint64_t plan_program_tensor_signature(const plan_program *p, int t) {
   program_sigs(p);
-  return t >= 0 && t < p->ntensors ? p->tensors[t].sig : 0;
+  return t >= 0 && t < p->ntensors && p->tensor_sigs ? p->tensor_sigs[t] : 0;
 }

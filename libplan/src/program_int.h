@@ -32,6 +32,8 @@ plan_program *plan_take_program(plan_plan *p);
  * first use mutates the program, so a program shared between threads should
  * have one signature read (plan_program_op_signature) before it is shared. */
 void canon_program_sigs(plan_program *p);
+/* Computes and keeps the program hash and name order (canon.c). */
+int canon_program_prepare(plan_program *p);
 const plan_program *program_sigs(const plan_program *p);
 
 #endif

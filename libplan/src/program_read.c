@@ -56,7 +56,7 @@ int read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) {
                    n->u.seq.count, PLAN_MAX_RANK);
   t->rank = (int)n->u.seq.count;
   t->dims =
-      plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1));
+      plan_arena_alloc_align(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1), 8);
   if (!t->dims)
     return plan_oom();
   int64_t elems = 1;
@@ -390,7 +390,7 @@ int program_add_op(const plan_reader *rd, plan_program *p,
     return rd_fail(rd, v, PLAN_EINVALID, "op '%s' has %d outputs", op->name,
                    cnt);
   op->nout = cnt;
-  op->out = plan_arena_alloc(rd->arena, sizeof(int) * (size_t)cnt);
+  op->out = plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)cnt, 4);
   if (!op->out)
     return plan_oom();
   for (int i = 0; i < cnt; i++)
@@ -417,7 +417,7 @@ int program_add_op(const plan_reader *rd, plan_program *p,
                    info->name, info->min_in, max_in, cnt);
   }
   op->nin = cnt;
-  op->in = plan_arena_alloc(rd->arena, sizeof(int) * (size_t)(cnt + 1));
+  op->in = plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)(cnt + 1), 4);
   if (!op->in)
     return plan_oom();
   for (int i = 0; i < cnt; i++) {

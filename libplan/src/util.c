@@ -132,6 +132,10 @@ void *plan_arena_alloc(plan_arena *a, size_t size) {
   return arena_alloc(a, size, ARENA_ALIGN);
 }
 
+void *plan_arena_alloc_align(plan_arena *a, size_t size, size_t align) {
+  return arena_alloc(a, size, align && align <= ARENA_ALIGN ? align : ARENA_ALIGN);
+}
+
 char *plan_arena_strndup(plan_arena *a, const char *s, size_t len) {
   if (len == SIZE_MAX) {
     plan_oom();

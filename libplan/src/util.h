@@ -42,6 +42,9 @@ void plan_arena_init(plan_arena *a);
 void plan_arena_free(plan_arena *a);
 /* Zeroed memory aligned to 16 bytes; NULL on allocation failure. */
 void *plan_arena_alloc(plan_arena *a, size_t size);
+/* Zeroed memory aligned to `align` (a power of two, at most 16): small
+ * arrays of ints pack tighter than the default 16. */
+void *plan_arena_alloc_align(plan_arena *a, size_t size, size_t align);
 /* Forgets every allocation but keeps the largest block for reuse (zeroed
  * again), so a scratch arena cycles without returning memory to the
  * system. */

@@ -465,14 +465,14 @@ static void w_program_ref(plan_buf *b, const plan_plan *p) {
   for (int i = 0; i < prog->nops; i++) {
     indent(b, 6);
     w_str(b, prog->ops[i].name);
-    plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)prog->ops[i].sig);
+    plan_buf_printf(b, ": \"%016llx\"\n", (unsigned long long)plan_program_op_signature(prog, i));
   }
   plan_buf_puts(b, prog->ntensors ? "    tensors:\n" : "    tensors: {}\n");
   for (int i = 0; i < prog->ntensors; i++) {
     indent(b, 6);
     w_str(b, prog->tensors[i].name);
     plan_buf_printf(b, ": \"%016llx\"\n",
-                    (unsigned long long)prog->tensors[i].sig);
+                    (unsigned long long)plan_program_tensor_signature(prog, i));
   }
 }
 

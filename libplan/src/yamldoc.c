@@ -16,6 +16,7 @@
  *   seeded hash table once a mapping grows past YD_LINEAR_KEYS keys, so a
  *   mapping costs O(n) expected however large it is. */
 #include "yamldoc.h"
+#include "ypipe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,6 +109,7 @@ typedef struct yd_state {
   int item_depth; /* depth of the stream whose item is in scratch; 0: none */
 
   const char *const *streams; /* NULL-terminated paths, or NULL */
+  struct plan_ypipe *pipe;    /* items go to a worker thread (ypipe.h) */
   plan_ystream_fn fn;
   void *ctx;
 
@@ -596,8 +598,44 @@ static plan_ynode *copy_tree(yd_state *st, const plan_ynode *n) {
  * to the caller: consumed items leave the tree, kept ones move to the
  * document's arena. Completed entries of the root mapping are reported
  * too. */
+/* Pipelined: every item is handed over (streamed ones are consumed: the
+ * worker owns them now), and items keep accumulating in the pipeline's
+ * batch arena instead of a recycled scratch. */
+static int item_piped(yd_state *st, bool streamed, bool is_map) {
+  plan_yitem item;
+  yd_frame *f = &st->frames[st->depth - 1];
+  item.path = f->path;
+  if (streamed) /* the frame's path buffer changes later: use the stream's */
+    for (const char *const *sp = st->streams; *sp; sp++)
+      if (!strcmp(*sp, f->path))
+        item.path = *sp;
+  if (!streamed)
+    item.path = "";
+  item.key = is_map ? st->stack[st->top - 2] : NULL;
+  item.value = st->stack[st->top - 1];
+  plan_arena *before = plan_ypipe_arena(st->pipe);
+  int rc = plan_ypipe_push(st->pipe, &item);
+  if (rc < 0)
+    return rc;
+  if (streamed) {
+    st->top -= is_map ? 2 : 1;
+    st->nodes -= st->item_nodes;
+    st->cur = &st->main;
+    st->item_depth = 0;
+    if (plan_ypipe_arena(st->pipe) != before) { /* a new batch */
+      st->scratch.arena = plan_ypipe_arena(st->pipe);
+      st->scratch.slab_left = 0;
+      st->scratch.chunk_left = 0;
+      st->scratch.slab_next = YD_SLAB_MIN;
+      st->scratch.chunk_next = YD_CHUNK_MIN;
+    }
+  }
+  st->item_nodes = 0;
+  return PLAN_OK;
+}
+
 static int item_end(yd_state *st) {
-  if (st->depth == 0 || !st->fn)
+  if (st->depth == 0 || (!st->fn && !st->pipe))
     return PLAN_OK;
   yd_frame *f = &st->frames[st->depth - 1];
   bool is_map = f->node->kind == PLAN_Y_MAP;
@@ -607,6 +645,8 @@ static int item_end(yd_state *st) {
   bool streamed = st->item_depth == st->depth;
   if (!streamed && f->role != YD_ROOT)
     return PLAN_OK;
+  if (st->pipe)
+    return item_piped(st, streamed, is_map);
   plan_yitem item;
   item.path = f->path;
   item.key = is_map ? st->stack[st->top - 2] : NULL;
@@ -634,7 +674,7 @@ static int item_end(yd_state *st) {
 static void frame_role(yd_state *st, yd_frame *nf, plan_ynode_kind kind) {
   nf->role = YD_PLAIN;
   nf->path[0] = 0;
-  if (!st->fn)
+  if (!st->fn && !st->pipe)
     return;
   if (st->depth == 0) {
     nf->role = kind == PLAN_Y_MAP ? YD_ROOT : YD_PLAIN;
@@ -899,9 +939,28 @@ int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
                                  PLAN_YAML_MAX_NODES);
 }
 
+static int parse_common(plan_ydoc *doc, const char *data, size_t len,
+                        const char *name, const char *const *streams,
+                        plan_ystream_fn fn, void *ctx, size_t max_nodes,
+                        struct plan_ypipe *pipe);
+
 int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
                             const char *name, const char *const *streams,
                             plan_ystream_fn fn, void *ctx, size_t max_nodes) {
+  return parse_common(doc, data, len, name, streams, fn, ctx, max_nodes, NULL);
+}
+
+int plan_ydoc_parse_piped(plan_ydoc *doc, const char *data, size_t len,
+                          const char *name, const char *const *streams,
+                          struct plan_ypipe *pipe) {
+  return parse_common(doc, data, len, name, streams, NULL, NULL,
+                      PLAN_YAML_MAX_NODES, pipe);
+}
+
+static int parse_common(plan_ydoc *doc, const char *data, size_t len,
+                        const char *name, const char *const *streams,
+                        plan_ystream_fn fn, void *ctx, size_t max_nodes,
+                        struct plan_ypipe *pipe) {
   yd_state *st;
   int rc;
 
@@ -940,6 +999,9 @@ int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
   st->fn = fn;
   st->ctx = ctx;
   st->max_nodes = max_nodes;
+  st->pipe = pipe;
+  if (pipe)
+    st->scratch.arena = plan_ypipe_arena(pipe);
   /* Seeding the key hash per parse from addresses (randomised by ASLR)
    * keeps crafted colliding keys from making big mappings quadratic,
    * without global state. */
@@ -1060,4 +1122,35 @@ bool plan_yscalar_is_null(const plan_ynode *n) {
   return n->u.scalar.len == 0 || strcmp(t, "~") == 0 ||
          strcmp(t, "null") == 0 || strcmp(t, "Null") == 0 ||
          strcmp(t, "NULL") == 0;
+}
+
+plan_ynode *plan_ynode_copy(plan_arena *a, const plan_ynode *n) {
+  plan_ynode *c = plan_arena_alloc(a, sizeof *c);
+  if (!c)
+    return NULL;
+  *c = *n;
+  if (n->kind == PLAN_Y_SCALAR) {
+    if (!(c->u.scalar.text = plan_arena_strndup(a, n->u.scalar.text,
+                                                n->u.scalar.len)))
+      return NULL;
+  } else if (n->kind == PLAN_Y_SEQ) {
+    if (n->u.seq.count) {
+      c->u.seq.items = plan_arena_alloc(a, n->u.seq.count * sizeof(plan_ynode *));
+      if (!c->u.seq.items)
+        return NULL;
+      for (size_t i = 0; i < n->u.seq.count; i++)
+        if (!(c->u.seq.items[i] = plan_ynode_copy(a, n->u.seq.items[i])))
+          return NULL;
+    }
+  } else if (n->u.map.count) {
+    c->u.map.pairs = plan_arena_alloc(a, n->u.map.count * sizeof(plan_ypair));
+    if (!c->u.map.pairs)
+      return NULL;
+    for (size_t i = 0; i < n->u.map.count; i++)
+      if (!(c->u.map.pairs[i].key = plan_ynode_copy(a, n->u.map.pairs[i].key)) ||
+          !(c->u.map.pairs[i].value =
+                plan_ynode_copy(a, n->u.map.pairs[i].value)))
+        return NULL;
+  }
+  return c;
 }

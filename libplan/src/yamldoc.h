@@ -109,6 +109,14 @@ typedef int (*plan_ystream_fn)(void *ctx, const plan_yitem *item);
 int plan_ydoc_parse_stream(plan_ydoc *doc, const char *data, size_t len,
                            const char *name, const char *const *streams,
                            plan_ystream_fn fn, void *ctx);
+/* Pipelined streaming (ypipe.h): items and root entries go to the pipe's
+ * worker in document order; every streamed item is consumed. */
+struct plan_ypipe;
+int plan_ydoc_parse_piped(plan_ydoc *doc, const char *data, size_t len,
+                          const char *name, const char *const *streams,
+                          struct plan_ypipe *pipe);
+/* Deep copy of a subtree into an arena (NULL on allocation failure). */
+plan_ynode *plan_ynode_copy(plan_arena *a, const plan_ynode *n);
 /* The same with another node limit (tests use a small one). */
 int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
                             const char *name, const char *const *streams,
