@@ -1025,8 +1025,12 @@ static int parse_common(plan_ydoc *doc, const char *data, size_t len,
   yaml_parser_delete(&st->parser);
   plan_arena_free(&st->scratch_arena);
   free(st);
-  if (rc != PLAN_OK)
+  if (rc != PLAN_OK) {
+    /* the worker may still be reading root entries in the document */
+    if (pipe)
+      plan_ypipe_drain(pipe);
     plan_ydoc_free(doc);
+  }
   return rc;
 }
 

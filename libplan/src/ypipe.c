@@ -166,6 +166,15 @@ int plan_ypipe_push(plan_ypipe *p, const plan_yitem *item) {
   return rc;
 }
 
+void plan_ypipe_drain(plan_ypipe *p) {
+  pthread_mutex_lock(&p->mu);
+  if (p->nlocal)
+    flush(p);
+  while (p->head != p->tail)
+    pthread_cond_wait(&p->can_push, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+}
+
 int plan_ypipe_finish(plan_ypipe *p, int parse_rc) {
   pthread_mutex_lock(&p->mu);
   if (p->nlocal)

@@ -29,6 +29,11 @@ plan_arena *plan_ypipe_arena(plan_ypipe *p);
  * the parse should then stop. */
 int plan_ypipe_push(plan_ypipe *p, const plan_yitem *item);
 
+/* Waits until the worker has taken and finished every item pushed so far
+ * (it may still read them until then). Used before memory that root
+ * entries live in is freed. */
+void plan_ypipe_drain(plan_ypipe *p);
+
 /* Ends the pipeline: lets the worker finish the items it has, joins it and
  * frees everything. parse_rc is the parser's own result. Returns the first
  * error in document order (re-raised in this thread) or PLAN_OK. */
