@@ -882,7 +882,35 @@ int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
   return PLAN_OK;
 }
 
+static int load_mode_of(const plan_load_options *o, int *mode) {
+  *mode = PLAN_LOAD_AUTO;
+  if (!o)
+    return PLAN_OK;
+  if (o->version != PLAN_LOAD_OPTIONS_VERSION)
+    return plan_failf(PLAN_EUSAGE, "plan_load_options version %u is not %d",
+                      o->version, PLAN_LOAD_OPTIONS_VERSION);
+  if (o->threads < 0 || o->threads > 1)
+    return plan_failf(PLAN_EUSAGE, "plan_load_options.threads is 0 or 1");
+  *mode = o->threads == 1 ? PLAN_LOAD_SEQUENTIAL : PLAN_LOAD_AUTO;
+  return PLAN_OK;
+}
+
+int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
+                         const char *name, const char *base_dir,
+                         const plan_load_options *opts) {
+  int mode, rc;
+  *out = NULL;
+  if ((rc = load_mode_of(opts, &mode)))
+    return rc;
+  return plan_load_buffer_mode(out, data, len, name, base_dir, mode);
+}
+
 int plan_load(plan_plan **out, const char *path) {
+  return plan_load_ext(out, path, NULL);
+}
+
+int plan_load_ext(plan_plan **out, const char *path,
+                  const plan_load_options *opts) {
   *out = NULL;
   plan_error_clear();
   if (!path)
@@ -903,7 +931,7 @@ int plan_load(plan_plan **out, const char *path) {
   } else {
     dir[0] = 0;
   }
-  rc = plan_load_buffer(out, data, len, path, dir);
+  rc = plan_load_buffer_ext(out, data, len, path, dir, opts);
   free(data);
   return rc;
 }

@@ -161,10 +161,40 @@ static void test_big_plans_agree(void **state) {
   }
 }
 
+static void test_load_options(void **state) {
+  (void)state;
+  size_t len;
+  char *data = big_plan(3000, -1, "none", &len);
+  plan_load_options one = PLAN_LOAD_OPTIONS_INIT, dflt = PLAN_LOAD_OPTIONS_INIT;
+  one.threads = 1;
+  plan_plan *a, *b;
+  assert_int_equal(plan_load_buffer_ext(&a, data, len, "big.yaml", NULL, &one),
+                   PLAN_OK);
+  assert_int_equal(plan_load_buffer_ext(&b, data, len, "big.yaml", NULL, &dflt),
+                   PLAN_OK);
+  plan_hash ha, hb;
+  assert_int_equal(plan_hash_part(&ha, a, PLAN_PART_PLAN), PLAN_OK);
+  assert_int_equal(plan_hash_part(&hb, b, PLAN_PART_PLAN), PLAN_OK);
+  assert_true(plan_hash_equal(ha, hb));
+  plan_free(a);
+  plan_free(b);
+  plan_load_options bad = PLAN_LOAD_OPTIONS_INIT;
+  bad.version = 99;
+  assert_int_equal(plan_load_buffer_ext(&a, data, len, "big.yaml", NULL, &bad),
+                   PLAN_EUSAGE);
+  assert_null(a);
+  bad.version = PLAN_LOAD_OPTIONS_VERSION;
+  bad.threads = 7;
+  assert_int_equal(plan_load_buffer_ext(&a, data, len, "big.yaml", NULL, &bad),
+                   PLAN_EUSAGE);
+  free(data);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_files_agree),
       cmocka_unit_test(test_big_plans_agree),
+      cmocka_unit_test(test_load_options),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

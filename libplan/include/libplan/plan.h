@@ -28,6 +28,26 @@ int plan_load(plan_plan **out, const char *path);
  * relative to `base_dir` (NULL: the current directory). */
 int plan_load_buffer(plan_plan **out, const char *data, size_t len,
                      const char *name, const char *base_dir);
+
+/* Options for loading. Initialise with PLAN_LOAD_OPTIONS_INIT.
+ * threads: 0 lets the library read documents of 1 MiB or more with two
+ * helper threads (one runs the readers while libyaml parses, one hashes the
+ * program once it is complete); both are joined before the call returns
+ * and the result is the same as on one thread. 1 keeps all work on the
+ * calling thread. */
+typedef struct plan_load_options {
+  unsigned int version; /* PLAN_LOAD_OPTIONS_VERSION */
+  int threads;
+} plan_load_options;
+#define PLAN_LOAD_OPTIONS_VERSION 1
+#define PLAN_LOAD_OPTIONS_INIT {PLAN_LOAD_OPTIONS_VERSION, 0}
+
+/* plan_load / plan_load_buffer with options (NULL: the defaults). */
+int plan_load_ext(plan_plan **out, const char *path,
+                  const plan_load_options *opts);
+int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
+                         const char *name, const char *base_dir,
+                         const plan_load_options *opts);
 void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
