@@ -93,6 +93,10 @@ static void cj_int(cj *c, int64_t v) {
 }
 
 static void cj_num(cj *c, double v) {
+  if (v == 0) { /* -0.0 and 0.0 are the same number here */
+    plan_buf_putc(c->b, '0');
+    return;
+  }
   for (int i = 0; i < c->fcount; i++)
     if (c->fval[i] == v && (v != 0 || signbit(c->fval[i]) == signbit(v))) {
       plan_buf_puts(c->b, c->ftext[i]);

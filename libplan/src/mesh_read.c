@@ -60,6 +60,10 @@ static int read_axes(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
     if (!plan_parse_int64(eq + 1, strlen(eq + 1), &size) || size < 1)
       return rd_fail(rd, e, PLAN_EINVALID,
                      "mesh axis '%.40s' needs a size >= 1", t);
+    if ((size_t)(eq - t) == 5 && !strncmp(t, "order", 5))
+      return rd_fail(rd, e, PLAN_EINVALID,
+                     "'order' is reserved (the map form of a placement uses "
+                     "it for the nesting order); name the axis otherwise");
     m->axis_names[a] = plan_arena_strndup(rd->arena, t, (size_t)(eq - t));
     if (!m->axis_names[a])
       return plan_oom();
@@ -172,6 +176,11 @@ static int read_devices(const plan_reader *rd, const plan_ynode *n,
   m->devices_pos = rd_pos(n);
   if (plan_yscalar_is(n, "iota"))
     return PLAN_OK; /* identity: devices stays NULL */
+  if (n->kind == PLAN_Y_SCALAR)
+    return rd_fail(rd, n, PLAN_ESCHEMA,
+                   "devices must be 'iota', a (nested) list of device ids, or "
+                   "{iota: [..], transpose: [..]}, not '%.40s'",
+                   n->u.scalar.text);
   m->devices =
       plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)m->ndevices);
   if (!m->devices)

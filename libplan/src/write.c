@@ -154,7 +154,14 @@ static void w_text(plan_buf *b, const char *s, int ind) {
 /* Generic values in block style (provenance, x- keys). */
 static void w_value(plan_buf *b, const plan_value *v, int ind);
 
-static void w_value_inline(plan_buf *b, const plan_value *v, int ind) {
+/* A value after "key:" or "-": scalars follow on the same line after
+ * `lead` (a space), collections start on the next lines. No trailing
+ * spaces. */
+static void w_value_inline(plan_buf *b, const plan_value *v, int ind,
+                           const char *lead) {
+  bool nested = (v->kind == PLAN_V_SEQ || v->kind == PLAN_V_MAP) && v->n > 0;
+  if (!nested)
+    plan_buf_puts(b, lead);
   switch (v->kind) {
   case PLAN_V_NULL:
     plan_buf_puts(b, "null\n");
@@ -179,7 +186,7 @@ static void w_value_inline(plan_buf *b, const plan_value *v, int ind) {
     return;
   case PLAN_V_SEQ:
   case PLAN_V_MAP:
-    if (v->n == 0) {
+    if (!nested) {
       plan_buf_puts(b, v->kind == PLAN_V_SEQ ? "[]\n" : "{}\n");
       return;
     }
@@ -193,19 +200,12 @@ static void w_value(plan_buf *b, const plan_value *v, int ind) {
   for (int i = 0; i < v->n; i++) {
     indent(b, ind);
     if (v->kind == PLAN_V_SEQ) {
-      plan_buf_puts(b, "- ");
-      const plan_value *it = v->items[i];
-      if ((it->kind == PLAN_V_MAP || it->kind == PLAN_V_SEQ) && it->n) {
-        /* nested collection: put it on the next lines */
-        plan_buf_putc(b, '\n');
-        w_value(b, it, ind + 2);
-      } else {
-        w_value_inline(b, it, ind + 2);
-      }
+      plan_buf_putc(b, '-');
+      w_value_inline(b, v->items[i], ind + 2, " ");
     } else {
       w_str(b, v->keys[i]);
-      plan_buf_puts(b, ": ");
-      w_value_inline(b, v->items[i], ind + 2);
+      plan_buf_putc(b, ':');
+      w_value_inline(b, v->items[i], ind + 2, " ");
     }
   }
 }
@@ -260,8 +260,8 @@ static void w_ext(plan_buf *b, const plan_ext *e, int ind) {
   for (int i = 0; i < e->n; i++) {
     indent(b, ind);
     w_str(b, e->keys[i]);
-    plan_buf_puts(b, ": ");
-    w_value_inline(b, e->vals[i], ind + 2);
+    plan_buf_putc(b, ':');
+    w_value_inline(b, e->vals[i], ind + 2, " ");
   }
 }
 
@@ -833,7 +833,7 @@ static int w_plan(plan_buf *b, const plan_plan *p,
 tail:
   if (p->provenance) {
     plan_buf_puts(b, "provenance:");
-    w_value_inline(b, p->provenance, 2);
+    w_value_inline(b, p->provenance, 2, " ");
   }
   w_ext(b, p->ext, 0);
   return PLAN_OK;

@@ -495,7 +495,7 @@ static void test_mesh_errors(void **state) {
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, x, 2, 3]\n",
               PLAN_ESCHEMA, 11, 16, "integer");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: ring\n",
-              PLAN_ESCHEMA, 11, 12, "a device id");
+              PLAN_ESCHEMA, 11, 12, "devices must be 'iota'");
   expect_fail(HDR PROG
               "mesh:\n  axes: [dp=2, tp=2]\n  devices: {iota: [2, 3]}\n",
               PLAN_EINVALID, 11, 19, "hold 6 devices but the mesh has 4");
