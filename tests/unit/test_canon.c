@@ -371,6 +371,12 @@ static void test_invariance_numbers(void **state) {
   t = edit(base_a, "seed: 7", "seed: 7.0");
   assert_same_hashes(base_a, t);
   free(t);
+  /* zero has one spelling whatever its sign */
+  char *z0 = edit(base_a, "clip_grad_norm: 1\n", "clip_grad_norm: 0\n");
+  char *z1 = edit(base_a, "clip_grad_norm: 1\n", "clip_grad_norm: -0.0\n");
+  assert_same_hashes(z0, z1);
+  free(z0);
+  free(z1);
 }
 
 static void test_invariance_placements(void **state) {

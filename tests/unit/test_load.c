@@ -494,6 +494,8 @@ static void test_mesh_errors(void **state) {
               PLAN_EINVALID, 11, 16, "negative");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: [0, x, 2, 3]\n",
               PLAN_ESCHEMA, 11, 16, "integer");
+  expect_fail(HDR PROG "mesh:\n  axes: [dp=2, order=2]\n", PLAN_EINVALID, 10,
+              16, "reserved");
   expect_fail(HDR PROG "mesh:\n  axes: [dp=2, tp=2]\n  devices: ring\n",
               PLAN_ESCHEMA, 11, 12, "devices must be 'iota'");
   expect_fail(HDR PROG
