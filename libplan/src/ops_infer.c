@@ -11,31 +11,9 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static int fail(char *err, size_t errsz, const char *fmt, ...)
-    PLAN_PRINTF(3, 4);
-static int fail(char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVALID;
-}
 
-#define SHAPE_STRLEN (PLAN_MAX_RANK * 22 + 4)
-
-/* "[4, 6]" for messages. */
-static const char *fmt_dims(const int64_t *dims, int rank, char *buf) {
-  size_t n = 0;
-  buf[n++] = '[';
-  for (int d = 0; d < rank; d++)
-    n += (size_t)snprintf(buf + n, SHAPE_STRLEN - n, "%s%lld", d ? ", " : "",
-                          (long long)dims[d]);
-  buf[n++] = ']';
-  buf[n] = '\0';
-  return buf;
-}
+#define SHAPE_STRLEN PLAN_DIMS_STRLEN
+#define fmt_dims plan_format_dims
 
 /* Resolves a dim attribute (negative counts from the end) against rank. */
 static bool norm_dim(int64_t d, int rank, int *out) {
@@ -95,33 +73,33 @@ static int prelude(int kind, const plan_shape *in, int nin, plan_shape *out,
   int max_in = info->max_in < 0 ? PLAN_MAX_OPERANDS - 1 : info->max_in;
   if (nin < info->min_in || nin > max_in || (nin > 0 && !in)) {
     if (info->min_in == max_in)
-      return fail(err, errsz, "%s takes %d input%s, not %d", info->name,
+      return plan_errf(err, errsz, "%s takes %d input%s, not %d", info->name,
                   info->min_in, info->min_in == 1 ? "" : "s", nin);
-    return fail(err, errsz, "%s takes %d to %d inputs, not %d", info->name,
+    return plan_errf(err, errsz, "%s takes %d to %d inputs, not %d", info->name,
                 info->min_in, max_in, nin);
   }
   if (want_out >= 0 && nout != want_out)
-    return fail(err, errsz, "%s gives %d output%s, not %d", info->name,
+    return plan_errf(err, errsz, "%s gives %d output%s, not %d", info->name,
                 want_out, want_out == 1 ? "" : "s", nout);
   if (nout < 1 || nin + nout > PLAN_MAX_OPERANDS)
-    return fail(err, errsz, "%s: %d outputs is out of range", info->name, nout);
+    return plan_errf(err, errsz, "%s: %d outputs is out of range", info->name, nout);
   if (!out)
-    return fail(err, errsz, "%s: no output shapes to fill", info->name);
+    return plan_errf(err, errsz, "%s: no output shapes to fill", info->name);
   for (int i = 0; i < nin; i++) {
     const plan_shape *s = &in[i];
     if (s->rank < 0 || s->rank > PLAN_MAX_RANK)
-      return fail(err, errsz, "%s: input %d has rank %d (at most %d)",
+      return plan_errf(err, errsz, "%s: input %d has rank %d (at most %d)",
                   info->name, i, s->rank, PLAN_MAX_RANK);
     if (!dtype_ok(s->dtype))
-      return fail(err, errsz, "%s: input %d has an unknown dtype (%d)",
+      return plan_errf(err, errsz, "%s: input %d has an unknown dtype (%d)",
                   info->name, i, (int)s->dtype);
     int64_t n = 1;
     for (int d = 0; d < s->rank; d++) {
       if (s->dims[d] < 0)
-        return fail(err, errsz, "%s: input %d dim %d is negative (%lld)",
+        return plan_errf(err, errsz, "%s: input %d dim %d is negative (%lld)",
                     info->name, i, d, (long long)s->dims[d]);
       if (!plan_mul_i64(n, s->dims[d], &n))
-        return fail(err, errsz, "%s: input %d has more elements than int64",
+        return plan_errf(err, errsz, "%s: input %d has more elements than int64",
                     info->name, i);
     }
   }
@@ -138,7 +116,7 @@ static int finish(int kind, const plan_shape *out, int nout, char *err,
     int64_t n = 1;
     for (int d = 0; d < out[o].rank; d++)
       if (!plan_mul_i64(n, out[o].dims[d], &n))
-        return fail(err, errsz, "%s: output %d has more elements than int64",
+        return plan_errf(err, errsz, "%s: output %d has more elements than int64",
                     plan_op_kind_name(kind), o);
   }
   return PLAN_OK;
@@ -154,12 +132,12 @@ static int float_inputs(int kind, const plan_shape *in, int nin, unsigned mask,
     if (!(mask >> i & 1u))
       continue;
     if (!plan_dtype_is_float(in[i].dtype))
-      return fail(err, errsz, "%s: input %d must be floating point, not %s", op,
+      return plan_errf(err, errsz, "%s: input %d must be floating point, not %s", op,
                   i, plan_dtype_name(in[i].dtype));
     if (first < 0)
       first = i;
     else if (in[i].dtype != in[first].dtype)
-      return fail(err, errsz, "%s: inputs %d and %d differ in dtype: %s vs %s",
+      return plan_errf(err, errsz, "%s: inputs %d and %d differ in dtype: %s vs %s",
                   op, first, i, plan_dtype_name(in[first].dtype),
                   plan_dtype_name(in[i].dtype));
   }
@@ -170,7 +148,7 @@ static int float_inputs(int kind, const plan_shape *in, int nin, unsigned mask,
 static int int_input(int kind, const plan_shape *in, int i, const char *what,
                      char *err, size_t errsz) {
   if (plan_dtype_is_float(in[i].dtype))
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "%s: %s (input %d) must be an integer tensor, not %s",
                 plan_op_kind_name(kind), what, i, plan_dtype_name(in[i].dtype));
   return PLAN_OK;
@@ -213,7 +191,7 @@ int plan_infer_matmul(PLAN_INFER_ARGS) {
   const plan_shape *a = &in[0], *b = &in[1];
   for (int i = 0; i < 2; i++)
     if (in[i].rank < 2)
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "matmul: input %d must have rank >= 2 ([.., m, k] / "
                   "[.., k, n]), not %d",
                   i, in[i].rank);
@@ -223,12 +201,12 @@ int plan_infer_matmul(PLAN_INFER_ARGS) {
   int64_t m = a->dims[ta ? ra - 1 : ra - 2], ka = a->dims[ta ? ra - 2 : ra - 1];
   int64_t kb = b->dims[tb ? rb - 1 : rb - 2], n = b->dims[tb ? rb - 2 : rb - 1];
   if (ka != kb)
-    return fail(err, errsz, "matmul: contracting dims differ: %lld vs %lld",
+    return plan_errf(err, errsz, "matmul: contracting dims differ: %lld vs %lld",
                 (long long)ka, (long long)kb);
   int nb, bad;
   if (!broadcast(a->dims, ra - 2, b->dims, rb - 2, out->dims, &nb, &bad)) {
     char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz, "matmul: batch dims do not broadcast: %s vs %s",
+    return plan_errf(err, errsz, "matmul: batch dims do not broadcast: %s vs %s",
                 fmt_dims(a->dims, ra - 2, sa), fmt_dims(b->dims, rb - 2, sb));
   }
   out->rank = nb + 2;
@@ -248,19 +226,19 @@ int plan_infer_linear(PLAN_INFER_ARGS) {
     return rc;
   const plan_shape *x = &in[0], *w = &in[1];
   if (x->rank < 1)
-    return fail(err, errsz, "linear: x must have rank >= 1 ([.., k])");
+    return plan_errf(err, errsz, "linear: x must have rank >= 1 ([.., k])");
   if (w->rank != 2)
-    return fail(err, errsz, "linear: w must be [n, k], not rank %d", w->rank);
+    return plan_errf(err, errsz, "linear: w must be [n, k], not rank %d", w->rank);
   int64_t k = x->dims[x->rank - 1];
   if (w->dims[1] != k)
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "linear: contracting dims differ: x has k = %lld, w is "
                 "[%lld, %lld] ([n, k])",
                 (long long)k, (long long)w->dims[0], (long long)w->dims[1]);
   int64_t n = w->dims[0];
   if (nin == 3 && (in[2].rank != 1 || in[2].dims[0] != n)) {
     char s[SHAPE_STRLEN];
-    return fail(err, errsz, "linear: bias must be [%lld], not %s", (long long)n,
+    return plan_errf(err, errsz, "linear: bias must be [%lld], not %s", (long long)n,
                 fmt_dims(in[2].dims, in[2].rank, s));
   }
   copy_shape(out, x);
@@ -283,7 +261,7 @@ static int infer_binary(int kind, PLAN_INFER_ARGS) {
   if (!broadcast(in[0].dims, in[0].rank, in[1].dims, in[1].rank, out->dims,
                  &out->rank, &bad)) {
     char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz, "%s: shapes do not broadcast: %s vs %s",
+    return plan_errf(err, errsz, "%s: shapes do not broadcast: %s vs %s",
                 plan_op_kind_name(kind), fmt_dims(in[0].dims, in[0].rank, sa),
                 fmt_dims(in[1].dims, in[1].rank, sb));
   }
@@ -322,7 +300,7 @@ int plan_infer_scale(PLAN_INFER_ARGS) {
     return rc;
   double f = attr_float(attrs, SPEC(PLAN_OP_SCALE), 0);
   if (!isfinite(f))
-    return fail(err, errsz, "scale: factor must be a finite number");
+    return plan_errf(err, errsz, "scale: factor must be a finite number");
   return PLAN_OK;
 }
 int plan_infer_relu(PLAN_INFER_ARGS) {
@@ -340,7 +318,7 @@ int plan_infer_gelu(PLAN_INFER_ARGS) {
     for (; n < sizeof q - 1 && s[n]; n++)
       q[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
     q[n] = '\0';
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "gelu: approximate must be \"none\" or \"tanh\", not \"%s\"",
                 q);
   }
@@ -363,7 +341,7 @@ int plan_infer_softmax(PLAN_INFER_ARGS) {
   int64_t d = attr_int(attrs, SPEC(PLAN_OP_SOFTMAX), 0);
   int dim;
   if (!norm_dim(d, in[0].rank, &dim))
-    return fail(err, errsz, "softmax: dim %lld is out of range for rank %d",
+    return plan_errf(err, errsz, "softmax: dim %lld is out of range for rank %d",
                 (long long)d, in[0].rank);
   return PLAN_OK;
 }
@@ -380,18 +358,18 @@ static int infer_norm(int kind, const plan_attr_spec *spec, PLAN_INFER_ARGS) {
     return rc;
   const plan_shape *x = &in[0];
   if (x->rank < 1)
-    return fail(err, errsz, "%s: x must have rank >= 1 ([.., d])", op);
+    return plan_errf(err, errsz, "%s: x must have rank >= 1 ([.., d])", op);
   int64_t d = x->dims[x->rank - 1];
   for (int i = 1; i < nin; i++)
     if (in[i].rank != 1 || in[i].dims[0] != d) {
       char s[SHAPE_STRLEN];
-      return fail(err, errsz, "%s: %s must be [%lld], not %s", op,
+      return plan_errf(err, errsz, "%s: %s must be [%lld], not %s", op,
                   i == 1 ? "weight" : "bias", (long long)d,
                   fmt_dims(in[i].dims, in[i].rank, s));
     }
   double eps = attr_float(attrs, spec, 0);
   if (!isfinite(eps) || eps < 0)
-    return fail(err, errsz, "%s: eps must be a finite number >= 0", op);
+    return plan_errf(err, errsz, "%s: eps must be a finite number >= 0", op);
   copy_shape(out, x);
   return PLAN_OK;
 }
@@ -418,10 +396,10 @@ int plan_infer_embedding(PLAN_INFER_ARGS) {
     return rc;
   const plan_shape *t = &in[0], *ids = &in[1];
   if (t->rank != 2)
-    return fail(err, errsz, "embedding: table must be [v, d], not rank %d",
+    return plan_errf(err, errsz, "embedding: table must be [v, d], not rank %d",
                 t->rank);
   if (ids->rank + 1 > PLAN_MAX_RANK)
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "embedding: ids of rank %d give a result of rank "
                 "%d (at most %d)",
                 ids->rank, ids->rank + 1, PLAN_MAX_RANK);
@@ -446,16 +424,16 @@ int plan_infer_transpose(PLAN_INFER_ARGS) {
     n = 2;
   }
   if (n != 2)
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "transpose: dims must name exactly two dims, not %d", n);
   int d0, d1, r = in[0].rank;
   if (!norm_dim(v[0], r, &d0) || !norm_dim(v[1], r, &d1))
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "transpose: dims [%lld, %lld] are out of range "
                 "for rank %d",
                 (long long)v[0], (long long)v[1], r);
   if (d0 == d1)
-    return fail(err, errsz, "transpose: dims [%lld, %lld] name the same dim",
+    return plan_errf(err, errsz, "transpose: dims [%lld, %lld] name the same dim",
                 (long long)v[0], (long long)v[1]);
   copy_shape(out, &in[0]);
   out->dims[d0] = in[0].dims[d1];
@@ -470,20 +448,20 @@ int plan_infer_permute(PLAN_INFER_ARGS) {
   const int64_t *v;
   int n, r = in[0].rank;
   if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "permute: attribute perm is required");
+    return plan_errf(err, errsz, "permute: attribute perm is required");
   if (n != r)
-    return fail(err, errsz, "permute: perm has %d entries for rank %d", n, r);
+    return plan_errf(err, errsz, "permute: perm has %d entries for rank %d", n, r);
   bool seen[PLAN_MAX_RANK] = {false};
   copy_shape(out, &in[0]);
   for (int j = 0; j < n; j++) {
     int d;
     if (!norm_dim(v[j], r, &d))
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "permute: perm entry %lld is out of range for "
                   "rank %d",
                   (long long)v[j], r);
     if (seen[d])
-      return fail(err, errsz, "permute: perm names dim %d twice", d);
+      return plan_errf(err, errsz, "permute: perm names dim %d twice", d);
     seen[d] = true;
     out->dims[j] = in[0].dims[d];
   }
@@ -497,9 +475,9 @@ int plan_infer_reshape(PLAN_INFER_ARGS) {
   const int64_t *v;
   int n;
   if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "reshape: attribute shape is required");
+    return plan_errf(err, errsz, "reshape: attribute shape is required");
   if (n > PLAN_MAX_RANK)
-    return fail(err, errsz, "reshape: shape has rank %d (at most %d)", n,
+    return plan_errf(err, errsz, "reshape: shape has rank %d (at most %d)", n,
                 PLAN_MAX_RANK);
   int64_t count = 1, known = 1;
   for (int d = 0; d < in[0].rank; d++)
@@ -508,16 +486,16 @@ int plan_infer_reshape(PLAN_INFER_ARGS) {
   for (int j = 0; j < n; j++) {
     if (v[j] == -1) {
       if (infer_at >= 0)
-        return fail(err, errsz, "reshape: shape has more than one -1");
+        return plan_errf(err, errsz, "reshape: shape has more than one -1");
       infer_at = j;
       continue;
     }
     if (v[j] < 1)
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "reshape: shape entries must be positive or -1, not %lld",
                   (long long)v[j]);
     if (!plan_mul_i64(known, v[j], &known))
-      return fail(err, errsz, "reshape: shape has more elements than int64");
+      return plan_errf(err, errsz, "reshape: shape has more elements than int64");
   }
   char si[SHAPE_STRLEN], so[SHAPE_STRLEN];
   for (int j = 0; j < n; j++)
@@ -525,14 +503,14 @@ int plan_infer_reshape(PLAN_INFER_ARGS) {
   out->rank = n;
   if (infer_at >= 0) {
     if (count % known)
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "reshape: cannot infer the -1 in %s: %lld "
                   "elements of %s are not a multiple of %lld",
                   fmt_dims(v, n, so), (long long)count,
                   fmt_dims(in[0].dims, in[0].rank, si), (long long)known);
     out->dims[infer_at] = count / known;
   } else if (known != count) {
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "reshape: cannot reshape %s (%lld elements) to "
                 "%s (%lld elements)",
                 fmt_dims(in[0].dims, in[0].rank, si), (long long)count,
@@ -555,17 +533,17 @@ static int infer_reduce(int kind, PLAN_INFER_ARGS) {
   const int64_t *v;
   int n, r = in[0].rank;
   if (!attr_ints(attrs, 0, &v, &n))
-    return fail(err, errsz, "%s: attribute dims is required", op);
+    return plan_errf(err, errsz, "%s: attribute dims is required", op);
   if (n == 0)
-    return fail(err, errsz, "%s: dims must name at least one dim", op);
+    return plan_errf(err, errsz, "%s: dims must name at least one dim", op);
   bool red[PLAN_MAX_RANK] = {false};
   for (int j = 0; j < n; j++) {
     int d;
     if (!norm_dim(v[j], r, &d))
-      return fail(err, errsz, "%s: dim %lld is out of range for rank %d", op,
+      return plan_errf(err, errsz, "%s: dim %lld is out of range for rank %d", op,
                   (long long)v[j], r);
     if (red[d])
-      return fail(err, errsz, "%s: dims name dim %d twice", op, d);
+      return plan_errf(err, errsz, "%s: dims name dim %d twice", op, d);
     red[d] = true;
   }
   bool keep = attr_bool(attrs, SPEC(PLAN_OP_REDUCE_SUM), 1);
@@ -598,28 +576,28 @@ int plan_infer_split(PLAN_INFER_ARGS) {
   const int64_t *v;
   int n, r = in[0].rank, dim;
   if (!attr_ints(attrs, 1, &v, &n))
-    return fail(err, errsz, "split: attribute sizes is required");
+    return plan_errf(err, errsz, "split: attribute sizes is required");
   if (n < 1)
-    return fail(err, errsz, "split: sizes must have at least one entry");
+    return plan_errf(err, errsz, "split: sizes must have at least one entry");
   if (n != nout)
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "split: sizes has %d entries but the op has %d "
                 "output%s",
                 n, nout, nout == 1 ? "" : "s");
   int64_t d = attr_int(attrs, SPEC(PLAN_OP_SPLIT), 0);
   if (!norm_dim(d, r, &dim))
-    return fail(err, errsz, "split: dim %lld is out of range for rank %d",
+    return plan_errf(err, errsz, "split: dim %lld is out of range for rank %d",
                 (long long)d, r);
   int64_t sum = 0;
   for (int j = 0; j < n; j++) {
     if (v[j] < 1)
-      return fail(err, errsz, "split: sizes must be positive, not %lld",
+      return plan_errf(err, errsz, "split: sizes must be positive, not %lld",
                   (long long)v[j]);
     if (!plan_add_i64(sum, v[j], &sum))
-      return fail(err, errsz, "split: sizes overflow int64");
+      return plan_errf(err, errsz, "split: sizes overflow int64");
   }
   if (sum != in[0].dims[dim])
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "split: sizes add up to %lld but dim %d has size "
                 "%lld",
                 (long long)sum, dim, (long long)in[0].dims[dim]);
@@ -637,13 +615,13 @@ int plan_infer_concat(PLAN_INFER_ARGS) {
   int r = in[0].rank, dim;
   int64_t d = attr_int(attrs, SPEC(PLAN_OP_CONCAT), 0);
   if (!norm_dim(d, r, &dim))
-    return fail(err, errsz, "concat: dim %lld is out of range for rank %d",
+    return plan_errf(err, errsz, "concat: dim %lld is out of range for rank %d",
                 (long long)d, r);
   int64_t sum = 0;
   char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
   for (int i = 0; i < nin; i++) {
     if (in[i].dtype != in[0].dtype)
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "concat: inputs 0 and %d differ in dtype: %s vs "
                   "%s",
                   i, plan_dtype_name(in[0].dtype),
@@ -652,13 +630,13 @@ int plan_infer_concat(PLAN_INFER_ARGS) {
     for (int j = 0; same && j < r; j++)
       same = j == dim || in[i].dims[j] == in[0].dims[j];
     if (!same)
-      return fail(err, errsz,
+      return plan_errf(err, errsz,
                   "concat: input %d is %s but input 0 is %s (only "
                   "dim %d may differ)",
                   i, fmt_dims(in[i].dims, in[i].rank, sa),
                   fmt_dims(in[0].dims, r, sb), dim);
     if (!plan_add_i64(sum, in[i].dims[dim], &sum))
-      return fail(err, errsz, "concat: dim %d overflows int64", dim);
+      return plan_errf(err, errsz, "concat: dim %d overflows int64", dim);
   }
   copy_shape(out, &in[0]);
   out->dims[dim] = sum;
@@ -679,7 +657,7 @@ int plan_infer_cross_entropy(PLAN_INFER_ARGS) {
     return rc;
   const plan_shape *lg = &in[0], *lb = &in[1];
   if (lg->rank < 1)
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "cross_entropy: logits must have rank >= 1 "
                 "([.., c])");
   bool same = lb->rank == lg->rank - 1;
@@ -687,7 +665,7 @@ int plan_infer_cross_entropy(PLAN_INFER_ARGS) {
     same = lb->dims[d] == lg->dims[d];
   if (!same) {
     char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "cross_entropy: labels must be %s (logits "
                 "without the class dim), not %s",
                 fmt_dims(lg->dims, lg->rank - 1, sa),

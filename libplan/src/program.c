@@ -244,15 +244,6 @@ done:
 /* ---- shapes
  * ------------------------------------------------------------------ */
 
-static void shape_str(const int64_t *dims, int rank, char *buf, size_t sz) {
-  size_t u = 0;
-  u += (size_t)snprintf(buf, sz, "[");
-  for (int d = 0; d < rank && u < sz; d++)
-    u += (size_t)snprintf(buf + u, sz - u, "%s%lld", d ? ", " : "",
-                          (long long)dims[d]);
-  if (u < sz)
-    snprintf(buf + u, sz - u, "]");
-}
 
 /* Rewrites dim attributes to their non-negative form (transpose's absent
  * dims become the last two), so equivalent spellings are one program. */
@@ -325,9 +316,9 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
             t->rank == out[k].rank && t->dtype == out[k].dtype &&
             !memcmp(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
         if (!same) {
-          char a[128], b[128];
-          shape_str(t->dims, t->rank, a, sizeof a);
-          shape_str(out[k].dims, out[k].rank, b, sizeof b);
+          char a[PLAN_DIMS_STRLEN], b[PLAN_DIMS_STRLEN];
+          plan_format_dims(t->dims, t->rank, a);
+          plan_format_dims(out[k].dims, out[k].rank, b);
           return plan_fail(PLAN_EINVALID, rd->file, t->pos.line, t->pos.col,
                            "tensor '%s' is declared %s %s but op '%s' makes "
                            "it %s %s",

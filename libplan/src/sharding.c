@@ -23,17 +23,6 @@
 
 #include "placement.h"
 
-static int fail(char *err, size_t errsz, const char *fmt, ...)
-    PLAN_PRINTF(3, 4);
-static int fail(char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVALID;
-}
 
 /* What produced the entry of the outputs along one axis: the factor sharded
  * there (-1 when none) and an input dim sharding it, kept so plan_rule_check
@@ -106,7 +95,7 @@ static int shard_axis(judge *j, int a, int first_s) {
     if (e->kind != PLAN_PL_S)
       continue;
     if (r->operand[i].nf[e->dim] == 0)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input %d dim %d is a broadcast size-1 dim and cannot "
                   "be sharded (S(%d) along %s)",
                   op, i, e->dim, e->dim, ax);
@@ -118,16 +107,16 @@ static int shard_axis(judge *j, int a, int first_s) {
        * (split/concat parts) differ too, and would hide the reason. */
       if (r->factors[F].kind == PLAN_FACTOR_NEED_REPLICATION) {
         if (r->nin == 1)
-          return fail(j->err, j->errsz,
+          return plan_errf(j->err, j->errsz,
                       "%s: dim %d must be replicated (sharded along %s)", op, d,
                       ax);
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: dim %d of input %d must be replicated (sharded "
                     "along %s)",
                     op, d, first_s, ax);
       }
     } else if (fi != F) {
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input %d shards dim %d (factor %s) along %s but input "
                   "%d shards dim %d (factor %s)",
                   op, first_s, d, r->factors[F].name, ax, i, e->dim,
@@ -135,7 +124,7 @@ static int shard_axis(judge *j, int a, int first_s) {
     }
   }
   if (F < 0) /* first_s is S, so this cannot happen */
-    return fail(j->err, j->errsz, "%s: no sharded input along %s", op, ax);
+    return plan_errf(j->err, j->errsz, "%s: no sharded input along %s", op, ax);
   const plan_factor *pf = &r->factors[F];
   const char *fn = pf->name;
   bool reduction =
@@ -149,26 +138,26 @@ static int shard_axis(judge *j, int a, int first_s) {
       /* Only an additive input may hold P beside a sharded reduction. */
       if (has ||
           !(r->operand[i].additive && reduction && e->reduce == pf->reduce))
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d is %s along %s while input %d shards dim "
                     "%d (factor %s) there; along one axis the inputs are "
                     "either sharded or partial",
                     op, i, entry_str(e, eb), ax, first_s, d, fn);
     } else if (has) {
       if (!major)
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d shards dim %d (factor %s) along %s, but "
                     "input %d holds factor %s as the minor part of dim %d, "
                     "which cannot be sharded alone",
                     op, first_s, d, fn, ax, i, fn, cd);
       if (e->kind != PLAN_PL_S)
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d shards dim %d (factor %s) along %s but "
                     "input %d does not (it is %s there)",
                     op, first_s, d, fn, ax, i, entry_str(e, eb));
     } else if (r->operand[i].additive && reduction) {
       /* R: each rank would add the whole value to its partial result. */
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input %d must be P(%s) along %s because factor %s (dim "
                   "%d of input %d) is sharded there; as R it would be added "
                   "on every rank",
@@ -187,12 +176,12 @@ static int shard_axis(judge *j, int a, int first_s) {
       continue;
     }
     if (!has)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: factor %s (dim %d of input %d) is sharded along %s but "
                   "output %d has no dim for it",
                   op, fn, d, first_s, ax, o);
     if (!major)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: factor %s (dim %d of input %d) is sharded along %s but "
                   "output %d holds it as the minor part of dim %d, which S "
                   "cannot express",
@@ -217,7 +206,7 @@ static int partial_axis(judge *j, int a, int first_p) {
   const char *pks = entry_str(&j->in[first_p].ax[a], eb2);
   switch (j->info->partial) {
   case PLAN_PARTIAL_NONE:
-    return fail(j->err, j->errsz,
+    return plan_errf(j->err, j->errsz,
                 "%s: input %d is %s along %s, but %s is not linear: reduce it "
                 "first",
                 op, first_p, pks, ax, op);
@@ -226,13 +215,13 @@ static int partial_axis(judge *j, int a, int first_p) {
     for (int i = 0; i < r->nin; i++) {
       const plan_axis_pl *e = &j->in[i].ax[a];
       if (e->kind != PLAN_PL_P || e->reduce != pk)
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d is %s along %s while input %d is %s: %s "
                     "needs every input partial in the same way, or none",
                     op, i, entry_str(e, eb), ax, first_p, pks, op);
     }
     if (j->info->partial == PLAN_PARTIAL_ADDITIVE && !linear_reduce(pk))
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: %s along %s does not pass through %s; only P(sum) and "
                   "P(avg) do",
                   op, pks, ax, op);
@@ -240,14 +229,14 @@ static int partial_axis(judge *j, int a, int first_p) {
   case PLAN_PARTIAL_UNARY:
     if (!linear_reduce(pk)) {
       if (j->kind != PLAN_OP_SCALE)
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: %s along %s does not pass through %s; only P(sum) "
                     "and P(avg) do",
                     op, pks, ax, op);
       /* max/min commute with scaling only by a non-negative factor. */
       double f = j->attrs ? j->attrs[0].f : j->info->attrs[0].def_f;
       if (!(f >= 0))
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "scale: %s along %s passes only a factor >= 0, not %g", pks,
                     ax, f);
     }
@@ -256,13 +245,13 @@ static int partial_axis(judge *j, int a, int first_p) {
   case PLAN_PARTIAL_LINEAR: {
     const plan_axis_pl *in1 = &j->in[1].ax[a];
     if (in0->kind == PLAN_PL_P && in1->kind == PLAN_PL_P)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: inputs 0 and 1 are both partial along %s; the product "
                   "of partial values is not partial: reduce one first",
                   op, ax);
     if (in0->kind != PLAN_PL_P && in1->kind != PLAN_PL_P)
       /* Only linear's bias can be partial here. */
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: the bias (input %d) is %s along %s but neither x nor w "
                   "is; the sum over ranks would multiply x w by their number",
                   op, first_p, pks, ax);
@@ -270,14 +259,14 @@ static int partial_axis(judge *j, int a, int first_p) {
     pk = j->in[p].ax[a].reduce;
     pks = entry_str(&j->in[p].ax[a], eb2);
     if (!linear_reduce(pk))
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input %d is %s along %s; only P(sum) and P(avg) pass "
                   "through %s",
                   op, p, pks, ax, op);
     if (r->nin == 3) {
       const plan_axis_pl *e = &j->in[2].ax[a];
       if (e->kind != PLAN_PL_P || e->reduce != pk)
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: the bias (input 2) must be %s along %s like input "
                     "%d, not %s; else it is added once per rank",
                     op, pks, ax, p, entry_str(e, eb));
@@ -287,7 +276,7 @@ static int partial_axis(judge *j, int a, int first_p) {
   case PLAN_PARTIAL_DIVIDEND:
   case PLAN_PARTIAL_TABLE:
     if (j->in[1].ax[a].kind == PLAN_PL_P)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   j->info->partial == PLAN_PARTIAL_DIVIDEND
                       ? "%s: the divisor (input 1) is %s along %s; only the "
                         "dividend may be partial"
@@ -295,7 +284,7 @@ static int partial_axis(judge *j, int a, int first_p) {
                         "table may be partial",
                   op, entry_str(&j->in[1].ax[a], eb), ax);
     if (!linear_reduce(pk))
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
                   "through %s",
                   op, pks, ax, op);
@@ -344,7 +333,7 @@ static int order_levels(judge *j) {
         same = axes[t] == ref_axes[t];
       if (!same) {
         char b1[PLAN_MAX_MESH_AXES * 20], b2[PLAN_MAX_MESH_AXES * 20];
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: inputs %d and %d shard factor %s in different "
                     "nesting orders: [%s] vs [%s]",
                     j->info->name, ref, i, r->factors[F].name,
@@ -398,7 +387,7 @@ static int compound_check(judge *j, int opnd, const plan_placement *p) {
       continue;
     char b[PLAN_MAX_MESH_AXES * 20];
     bool is_in = opnd < r->nin;
-    return fail(j->err, j->errsz,
+    return plan_errf(j->err, j->errsz,
                 "%s: dim %d of %s %d is compound (major part %s of size "
                 "%lld); sharding it along [%s] (%lld shards) needs %lld to "
                 "divide by %lld",
@@ -414,15 +403,15 @@ static int judge_run(judge *j) {
   const plan_rule *r = j->rule;
   const char *op = j->info->name;
   if (r->nin < 1 || r->nout < 1 || r->nin + r->nout > PLAN_MAX_OPERANDS)
-    return fail(j->err, j->errsz, "%s: the rule has %d inputs and %d outputs",
+    return plan_errf(j->err, j->errsz, "%s: the rule has %d inputs and %d outputs",
                 op, r->nin, r->nout);
   j->naxes = j->in[0].naxes;
   if (j->naxes > PLAN_MAX_MESH_AXES)
-    return fail(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op, j->naxes,
+    return plan_errf(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op, j->naxes,
                 PLAN_MAX_MESH_AXES);
   for (int i = 0; i < r->nin; i++) {
     if (j->in[i].naxes != j->naxes)
-      return fail(j->err, j->errsz,
+      return plan_errf(j->err, j->errsz,
                   "%s: input %d has a placement over %d mesh axes, input 0 "
                   "over %d",
                   op, i, j->in[i].naxes, j->naxes);
@@ -430,11 +419,11 @@ static int judge_run(judge *j) {
       const plan_axis_pl *e = &j->in[i].ax[a];
       if (e->kind > PLAN_PL_P ||
           (e->kind == PLAN_PL_P && e->reduce >= PLAN_RED_COUNT))
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d has an unknown placement along %s", op, i,
                     j->ax[a]);
       if (e->kind == PLAN_PL_S && (e->dim < 0 || e->dim >= r->operand[i].rank))
-        return fail(j->err, j->errsz,
+        return plan_errf(j->err, j->errsz,
                     "%s: input %d is S(%d) along %s but has rank %d", op, i,
                     e->dim, j->ax[a], r->operand[i].rank);
     }
@@ -482,7 +471,7 @@ static int judge_init(judge *j, const plan_rule *rule, int kind,
   j->errsz = errsz;
   j->info = plan_op_info_get(kind);
   if (!rule || !in || !out || !j->info || rule->nin < 1) {
-    fail(err, errsz, "sharding rule: %s",
+    plan_errf(err, errsz, "sharding rule: %s",
          j->info ? "missing rule, inputs or outputs" : "unknown op kind");
     return PLAN_EUSAGE;
   }
@@ -533,7 +522,7 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
   if (rc)
     return rc;
   if (!out) {
-    fail(err, errsz, "%s: no output placements to check", j.info->name);
+    plan_errf(err, errsz, "%s: no output placements to check", j.info->name);
     return PLAN_EUSAGE;
   }
   if ((rc = judge_run(&j)))
@@ -562,7 +551,7 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
     if (plan_placement_equal(&alt, &out[o]))
       continue;
     char b1[PLAN_PLACEMENT_STRLEN], b2[PLAN_PLACEMENT_STRLEN];
-    return fail(err, errsz,
+    return plan_errf(err, errsz,
                 "%s: output %d should be %s but the strategy says %s%s",
                 j.info->name, o, plan_placement_format(&want[o], b1),
                 plan_placement_format(&out[o], b2),

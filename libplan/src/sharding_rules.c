@@ -13,32 +13,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fail(char *err, size_t errsz, const char *fmt, ...)
-    PLAN_PRINTF(3, 4);
-static int fail(char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return PLAN_EINVALID;
-}
 
-#define SHAPE_STRLEN (PLAN_MAX_RANK * 22 + 4)
+#define SHAPE_STRLEN PLAN_DIMS_STRLEN
 
-/* "[4, 6]" for messages; ranks out of range print as "[?]". */
+/* "[4, 6]" for messages. */
 static const char *fmt_shape(const plan_shape *s, char *buf) {
-  if (s->rank < 0 || s->rank > PLAN_MAX_RANK)
-    return strcpy(buf, "[?]");
-  size_t n = 0;
-  buf[n++] = '[';
-  for (int d = 0; d < s->rank; d++)
-    n += (size_t)snprintf(buf + n, SHAPE_STRLEN - n, "%s%lld", d ? ", " : "",
-                          (long long)s->dims[d]);
-  buf[n++] = ']';
-  buf[n] = '\0';
-  return buf;
+  return plan_format_dims(s->dims, s->rank, buf);
 }
 
 /* Operand indices: inputs 0..nin-1, then outputs. */
@@ -329,11 +309,11 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
                  char *err, size_t errsz) {
   const plan_op_info *info = plan_op_info_get(kind);
   if (!out || !info)
-    return fail(err, errsz, "plan_op_rule: %s",
+    return plan_errf(err, errsz, "plan_op_rule: %s",
                 out ? "unknown op kind" : "no rule to fill");
   if (nout < 1 || nout > PLAN_MAX_OPERANDS || nin < 0 ||
       nin + nout > PLAN_MAX_OPERANDS)
-    return fail(err, errsz, "%s: %d inputs and %d outputs are out of range",
+    return plan_errf(err, errsz, "%s: %d inputs and %d outputs are out of range",
                 info->name, nin, nout);
   plan_shape inferred[PLAN_MAX_OPERANDS];
   int rc = info->infer(in, nin, attrs, inferred, nout, err, errsz);
@@ -345,7 +325,7 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
       same = outs[o].dims[d] == inferred[o].dims[d];
     if (!same) {
       char a[SHAPE_STRLEN], b[SHAPE_STRLEN];
-      return fail(err, errsz, "%s: output %d is %s but the op gives %s",
+      return plan_errf(err, errsz, "%s: output %d is %s but the op gives %s",
                   info->name, o, fmt_shape(&outs[o], a),
                   fmt_shape(&inferred[o], b));
     }
@@ -439,7 +419,7 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   /* The op set needs at most 23 factors (concat of 15 rank-8 inputs), so a
    * full table means factor() ran out and a factor is missing. */
   if (rc || out->nfactors >= PLAN_RULE_MAX_FACTORS)
-    return fail(err, errsz, "%s: cannot build the sharding rule (%d factors)",
+    return plan_errf(err, errsz, "%s: cannot build the sharding rule (%d factors)",
                 info->name, out->nfactors);
   return PLAN_OK;
 }

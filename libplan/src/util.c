@@ -645,3 +645,28 @@ bool plan_glob_match(const char *pattern, const char *name) {
 bool plan_is_glob(const char *s) {
   return strpbrk(s, "*?[") != NULL;
 }
+
+/* ---- short messages ------------------------------------------------------- */
+
+int plan_errf(char *err, size_t errsz, const char *fmt, ...) {
+  if (err && errsz) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+  }
+  return PLAN_EINVALID;
+}
+
+char *plan_format_dims(const int64_t *dims, int rank, char *buf) {
+  if (rank < 0 || rank > 8)
+    return strcpy(buf, "[?]");
+  size_t n = 0;
+  buf[n++] = '[';
+  for (int d = 0; d < rank; d++)
+    n += (size_t)snprintf(buf + n, PLAN_DIMS_STRLEN - n, "%s%lld",
+                          d ? ", " : "", (long long)dims[d]);
+  buf[n++] = ']';
+  buf[n] = '\0';
+  return buf;
+}

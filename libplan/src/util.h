@@ -122,6 +122,17 @@ int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old);
 int plan_strmap_get(const plan_strmap *m, const char *key);
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);
 
+/* ---- short messages --------------------------------------------------------- */
+
+/* Writes a one-line reason into err (size errsz; err may be NULL) and
+ * returns PLAN_EINVALID: the error style of the op registry and rules. */
+int plan_errf(char *err, size_t errsz, const char *fmt, ...) PLAN_PRINTF(3, 4);
+
+/* "[4, 6]" for messages; a rank out of range prints as "[?]". buf holds
+ * PLAN_DIMS_STRLEN bytes. */
+#define PLAN_DIMS_STRLEN (8 * 22 + 4)
+char *plan_format_dims(const int64_t *dims, int rank, char *buf);
+
 /* ---- numbers and names --------------------------------------------------- */
 
 /* Shortest decimal that reads back to the same double: C's %.Ng with the
