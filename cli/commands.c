@@ -14,7 +14,8 @@ const char usage_validate[] =
     "and training fields. With --program, also reports how EDITED differs\n"
     "from the program the plan was made for (drift report).\n"
     "\n"
-    "Findings print as FILE:LINE:COL: SEVERITY: MESSAGE [CODE].\n"
+    "Findings print as FILE:LINE:COL: SEVERITY: MESSAGE [CODE], then a\n"
+    "summary line per file with its content hash (plan, or program).\n"
     "Exit: 0 valid (warnings allowed), 1 findings of severity error,\n"
     "2 unreadable input or bad usage.\n";
 
@@ -121,12 +122,16 @@ int cmd_validate(int argc, char **argv) {
       cli_print_diags_json(stdout, d, errors ? "invalid" : "valid");
     } else {
       cli_print_diags(stdout, d);
-      printf("%s: %s (%zu error%s, %zu warning%s)\n", files[f],
+      size_t warnings = plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors;
+      /* the content hash, so a CI log says which plan was judged */
+      plan_hash h;
+      char hb[PLAN_HASH_STRLEN] = "";
+      if (plan_hash_part(&h, p, plan_has_mesh(p) ? PLAN_PART_PLAN
+                                                 : PLAN_PART_PROGRAM) == PLAN_OK)
+        plan_hash_format(h, hb);
+      printf("%s: %s (%zu error%s, %zu warning%s) %s\n", files[f],
              errors ? "invalid" : "valid", errors, errors == 1 ? "" : "s",
-             plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors,
-             plan_diags_count_at_least(d, PLAN_SEV_WARNING) - errors == 1
-                 ? ""
-                 : "s");
+             warnings, warnings == 1 ? "" : "s", hb);
     }
     if (errors && worst < EXIT_NEGATIVE)
       worst = EXIT_NEGATIVE;
