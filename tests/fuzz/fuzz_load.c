@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "libplan/libplan.h"
+#include "plan_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -46,10 +47,44 @@ static void load_error_ok(int rc) {
     CHECK(e->line >= 1 && e->column >= 1);
 }
 
+/* The pipelined loader (a reader thread beside the parser) must give the
+ * same answer as the sequential one on any input: same status, same error
+ * position and message, same hashes. Checked on every input: fuzz inputs
+ * are small, so the default would never pipeline them. */
+static void pipeline_agrees(const uint8_t *data, size_t size, int rc_seq,
+                            const plan_plan *seq) {
+  char msg[1024];
+  const plan_error *e = plan_error_last();
+  int line = e->line, col = e->column;
+  strncpy(msg, e->message, sizeof msg - 1);
+  msg[sizeof msg - 1] = 0;
+  plan_plan *q = NULL;
+  int rc = plan_load_buffer_mode(&q, (const char *)data, size, "fuzz.yaml",
+                                 "/nonexistent", PLAN_LOAD_PIPED);
+  if (rc == PLAN_ENOMEM || rc_seq == PLAN_ENOMEM) {
+    plan_free(q);
+    return;
+  }
+  CHECK(rc == rc_seq);
+  if (rc != PLAN_OK) {
+    e = plan_error_last();
+    CHECK(e->line == line && e->column == col && !strcmp(e->message, msg));
+    return;
+  }
+  int r1[NPARTS], r2[NPARTS];
+  plan_hash h1[NPARTS], h2[NPARTS];
+  hash_all(seq, r1, h1);
+  hash_all(q, r2, h2);
+  for (int k = 0; k < NPARTS; k++)
+    CHECK(r1[k] == r2[k] && plan_hash_equal(h1[k], h2[k]));
+  plan_free(q);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   plan_plan *p = NULL;
-  int rc = plan_load_buffer(&p, (const char *)data, size, "fuzz.yaml",
-                            "/nonexistent");
+  int rc = plan_load_buffer_mode(&p, (const char *)data, size, "fuzz.yaml",
+                                 "/nonexistent", PLAN_LOAD_SEQUENTIAL);
+  pipeline_agrees(data, size, rc, p);
   if (rc != PLAN_OK) {
     CHECK(p == NULL);
     load_error_ok(rc);
