@@ -10,15 +10,15 @@ CC ?= cc
 SAN ?= 0
 FUZZ_SECONDS ?= 30
 
-PKGS := yaml-0.1 libxxhash
+PKGS := yaml-0.1 libxxhash openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhash)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhash -lopenblas)
 
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
-              -Ilibplan/include -Ilibplan/src -Iverifier $(PKG_CFLAGS) $(CFLAGS)
+              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 
 ifeq ($(SAN),1)
@@ -28,7 +28,7 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 SOVERSION := 0
-LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c))
+LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/cpu/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)

@@ -11,7 +11,7 @@
 #include "placement.h"
 
 static const char *const kind_names[] = {
-    "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
     "slice",      "zero_non_owner", "relabel"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == PLAN_REDIST_COUNT,
                "kind_names must name every plan_redist_kind");
@@ -238,9 +238,9 @@ static bool apply_step(plan_placement *p, const plan_redist_step *s) {
     return true;
   case PLAN_REDIST_REDUCE_SCATTER:
   case PLAN_REDIST_SLICE:
-    if (s->kind == PLAN_REDIST_SLICE ? e->kind != PLAN_PL_R
-                                     : e->kind != PLAN_PL_P ||
-                                           e->reduce != s->reduce)
+    if (s->kind == PLAN_REDIST_SLICE
+            ? e->kind != PLAN_PL_R
+            : e->kind != PLAN_PL_P || e->reduce != s->reduce)
       return false;
     add_minor(p, s->axis, s->dim);
     return true;
@@ -304,7 +304,9 @@ static void push(plan_redist_plan *out, plan_redist_kind kind, int axis,
 static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
                            const plan_placement *dst, int rank) {
   int naxes = cur->naxes;
-  for (;;) {
+  /* Each pass adds or removes a sharding; the bound only guards the array
+   * against a planner bug (the replay then reports it). */
+  while (out->nsteps < 2 * PLAN_MAX_MESH_AXES) {
     int a, d;
     for (a = 0; a < naxes; a++)
       if (cur->ax[a].kind != PLAN_PL_S && can_add(cur, dst, a))
@@ -312,8 +314,7 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
     if (a < naxes) {
       const plan_axis_pl *e = &cur->ax[a];
       if (e->kind == PLAN_PL_P)
-        push(out, PLAN_REDIST_REDUCE_SCATTER, a, dst->ax[a].dim, -1,
-             e->reduce);
+        push(out, PLAN_REDIST_REDUCE_SCATTER, a, dst->ax[a].dim, -1, e->reduce);
       else
         push(out, PLAN_REDIST_SLICE, a, dst->ax[a].dim, -1, PLAN_RED_SUM);
       apply_step(cur, &out->steps[out->nsteps - 1]);
@@ -353,8 +354,8 @@ static int64_t local_elems(const plan_placement *p, const int64_t *shape,
 }
 
 static int check_placement(const plan_placement *p, const char *which,
-                           int naxes, int rank, plan_placement *out,
-                           char *err, size_t errsz) {
+                           int naxes, int rank, plan_placement *out, char *err,
+                           size_t errsz) {
   if (!p)
     return plan_errf(err, errsz, "redistribute: no %s placement", which);
   if (p->naxes != naxes)
@@ -364,8 +365,8 @@ static int check_placement(const plan_placement *p, const char *which,
                      which, p->naxes, naxes);
   for (int a = 0; a < naxes; a++) {
     const plan_axis_pl *e = &p->ax[a];
-    if (e->kind > PLAN_PL_P || (e->kind == PLAN_PL_P &&
-                                e->reduce >= PLAN_RED_COUNT))
+    if (e->kind > PLAN_PL_P ||
+        (e->kind == PLAN_PL_P && e->reduce >= PLAN_RED_COUNT))
       return plan_errf(err, errsz,
                        "redistribute: %s placement: bad entry on axis %d",
                        which, a);
@@ -373,8 +374,7 @@ static int check_placement(const plan_placement *p, const char *which,
   *out = *p;
   char why[160];
   if (plan_placement_normalize(out, rank, why, sizeof why) != PLAN_OK)
-    return plan_errf(err, errsz, "redistribute: %s placement: %s", which,
-                     why);
+    return plan_errf(err, errsz, "redistribute: %s placement: %s", which, why);
   return PLAN_OK;
 }
 
@@ -403,9 +403,8 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
                        (long long)shape[d]);
   for (int a = 0; a < naxes; a++)
     if (mesh_sizes[a] < 1)
-      return plan_errf(err, errsz,
-                       "redistribute: mesh axis %d has size %lld", a,
-                       (long long)mesh_sizes[a]);
+      return plan_errf(err, errsz, "redistribute: mesh axis %d has size %lld",
+                       a, (long long)mesh_sizes[a]);
   int rc = check_placement(src, "source", naxes, rank, &out->src, err, errsz);
   if (rc == PLAN_OK)
     rc = check_placement(dst, "target", naxes, rank, &out->dst, err, errsz);
@@ -482,10 +481,9 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
   }
   if (!plan_placement_equal(&p, to)) {
     char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
-    return plan_errf(err, errsz,
-                     "redistribute: internal error: plan ends at %s, not %s",
-                     plan_placement_format(&p, a),
-                     plan_placement_format(to, b));
+    return plan_errf(
+        err, errsz, "redistribute: internal error: plan ends at %s, not %s",
+        plan_placement_format(&p, a), plan_placement_format(to, b));
   }
   return PLAN_OK;
 }

@@ -310,5 +310,19 @@ expect 2 "diff one file" diff "$mlp"
 expect 2 "diff three files" diff "$mlp" "$mlp" "$mlp"
 expect 2 "diff --format xml" diff --format xml "$mlp" "$mlp"
 
+# ---- verify -----------------------------------------------------------------
+expect 0 "verify exact" verify "$mlp"
+has "$out" "EQUAL (exact mode" "verify exact"
+has "$out" "1 all_reduce" "verify exact"
+expect 0 "verify float" verify --mode float --seed 7 "$mlp"
+has "$out" "EQUAL (float mode, seed 7" "verify float"
+expect 2 "verify --mode bogus" verify --mode bogus "$mlp"
+expect 3 "verify --runner cuda" verify --runner cuda "$mlp"
+expect 3 "verify a pipeline (not lowered yet)" verify "$ex/pipeline-1f1b.plan.yaml"
+expect 1 "verify an invalid plan" verify "$tmp/findings.yaml"
+has "$out" "not verified" "verify an invalid plan"
+expect 0 "verify --help" verify --help
+has "$out" "usage: plan verify" "verify --help"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

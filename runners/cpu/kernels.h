@@ -1,0 +1,112 @@
+/* The CPU runner's kernels: one local op of the registry (ops.h) on
+ * rank-local tensor blocks.
+ *
+ * Every kernel runs on a rank's block of each tensor (its shard), so an op
+ * whose result depends on global sizes (reduce_mean, cross_entropy) or
+ * positions (embedding over a row-sharded table) reads them from the view's
+ * global_dims and offset. The rank's partial results are combined later by
+ * collectives; the local semantics of each op are chosen so that summing the
+ * partials of P(sum) outputs gives the global result (shared/OPS.md):
+ *
+ *  - elementwise (with numpy broadcasting), unary, matmul (batched, with
+ *    broadcasting and transposes), linear, softmax, layernorm, rmsnorm,
+ *    transpose, permute: the plain op on the local blocks;
+ *  - reshape, split, concat: the plain op on the local blocks with the
+ *    outputs' local dims given by the caller (the attributes name global
+ *    sizes; the caller guarantees the local shapes are consistent);
+ *  - reduce_sum: the local sum over the reduced dims;
+ *  - reduce_mean: the local sum divided by the GLOBAL size of the reduced dims
+ *    (in[0].global_dims), so the ranks' partials sum to the global mean;
+ *  - embedding: the table block holds rows [offset[0], offset[0] + dims[0])
+ *    of the vocabulary; ids are global; an id outside the local rows gives a
+ *    zero row (the masked partial);
+ *  - cross_entropy: sum over the local batch elements of
+ *    (logsumexp(logits) - logits[label]) divided by the GLOBAL batch count
+ *    (the product of in[1].global_dims); the classes are whole on the rank.
+ *
+ * Dtypes: F64 is computed in double and F32 in float (matmul and linear
+ * through OpenBLAS dgemm / sgemm). BF16 and F16 are emulated: stored as
+ * float, computed in float, and every result rounded to the format
+ * (round to nearest even; F16 overflows to infinity and has subnormals).
+ * Integer tensors (I64 and I32, both stored as int64_t) are embedding ids,
+ * cross_entropy labels, and may go through the data-movement ops.
+ *
+ * Exact mode (verifier `exact`, an F64 mode): the result of an op that is
+ * not exactly representable is rounded to the dyadic grid 2^-dyadic_bits
+ * (plan_dyadic_round), so that every later sum is exact in any order:
+ *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm: every output;
+ *  - the per-sample losses of cross_entropy, before they are summed;
+ *  - div, reduce_mean and cross_entropy's division by the global count: an
+ *    element whose quotient is inexact in double;
+ *  - scale: every element when the factor has more than 24 significant
+ *    bits (0.1); else (2^-k, 0.75, 3) an element whose product is inexact.
+ * An exact result of few bits (x / 4, a scale by 0.5, a mean over 8
+ * elements) is kept as is, even off the grid: rounding it would break the
+ * sum of partials (round(a/4) + round(b/4) != round((a+b)/4)), and a short
+ * dyadic value keeps later sums exact just as well.
+ * Exact mode rounds F64 outputs only; other dtypes ignore it.
+ *
+ * Determinism: loop orders are fixed, so a kernel gives bit-identical results
+ * for identical inputs and shapes. OpenBLAS is deterministic for a given
+ * thread count; the library never changes OpenBLAS's (process-global) thread
+ * count: the runner sets OPENBLAS_NUM_THREADS or calls
+ * openblas_set_num_threads once at startup, which is its decision.
+ *
+ * Kernels keep no state, allocate nothing and are thread-safe. */
+#ifndef LIBPLAN_RUNNERS_CPU_KERNELS_H
+#define LIBPLAN_RUNNERS_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir.h"
+
+/* A rank-local tensor block, row-major and contiguous. */
+typedef struct plan_view {
+  plan_dtype dtype; /* F64, F32, BF16, F16 stored as float; I64, I32 stored
+                       as int64_t */
+  int rank;
+  int64_t dims[PLAN_MAX_RANK];        /* local extents */
+  int64_t global_dims[PLAN_MAX_RANK]; /* the global tensor's dims; a 0 entry
+                                         where dims[d] > 0 means "unknown:
+                                         the same as dims[d]" */
+  int64_t offset[PLAN_MAX_RANK];      /* where the block starts globally */
+  void *data; /* double* for F64; float* for F32/BF16/F16; int64_t* for
+                 integers; may be NULL for an empty block */
+} plan_view;
+
+typedef struct plan_kernel_ctx {
+  bool exact;      /* exact mode: see above */
+  int dyadic_bits; /* the grid 2^-dyadic_bits; 0 selects the default, 10 */
+} plan_kernel_ctx;
+
+#define PLAN_KERNEL_DYADIC_BITS 10
+
+/* Runs op `kind` (plan_op_kind) with attribute values `attrs` (the kind's
+ * schema order, as in ops.c; NULL: the schema defaults) on the local blocks
+ * in[0..nin) and writes out[0..nout), whose dims, dtype and data the caller
+ * has set (the local result shapes: e.g. the local matmul of the local
+ * blocks). Outputs must not overlap inputs. ctx NULL: float mode.
+ *
+ * Returns PLAN_OK; PLAN_EINVALID when the shapes, dtypes or attributes do not
+ * fit the op (or an id/label is out of range); PLAN_EUNSUPPORTED for a dtype
+ * the kernel lacks; PLAN_ELIMIT for a matrix too large for BLAS's int;
+ * PLAN_EUSAGE for a bad argument. On failure a one-line reason is written
+ * into err (size errsz; err may be NULL) and the outputs are unspecified. */
+int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
+                    int nin, plan_view *out, int nout,
+                    const plan_kernel_ctx *ctx, char *err, size_t errsz);
+
+/* Whether op `kind` has a kernel for outputs of `dtype` (every op for the
+ * float dtypes; transpose, permute, reshape, split and concat also for the
+ * integer dtypes). */
+bool plan_cpu_supports(int kind, plan_dtype dtype);
+
+/* Rounds x to the nearest bf16 / f16 value (ties to even; NaN stays NaN,
+ * f16 overflows to +-infinity beyond 65504 and keeps subnormals). The
+ * kernels apply these to every BF16 / F16 result. */
+float plan_round_bf16(float x);
+float plan_round_f16(float x);
+
+#endif

@@ -1,0 +1,189 @@
+/* The numerical verifier: every forward example verifies equal in both
+ * modes, and bugs injected into lowered programs (the bug corpus of issue
+ * 3, first entries) are caught with the right first divergent op and
+ * diagnosis. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "libplan/verify.h"
+#include "lower.h"
+#include "plan_int.h"
+#include "verify_int.h"
+
+static plan_plan *load(const char *path) {
+  plan_plan *p = NULL;
+  if (plan_load(&p, path)) {
+    char buf[512];
+    fprintf(stderr, "%s\n", plan_error_format(buf, sizeof buf));
+  }
+  assert_non_null(p);
+  return p;
+}
+
+static void test_examples_equal(void **state) {
+  (void)state;
+  static const char *const files[] = {"examples/mlp-megatron.plan.yaml",
+                                      "examples/mlp-by-path.plan.yaml",
+                                      "examples/transformer-block.plan.yaml",
+                                      "examples/moe-experts.plan.yaml"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+    for (int mode = 0; mode < 2; mode++)
+      for (uint64_t seed = 0; seed < 3; seed++) {
+        plan_plan *p = load(files[i]);
+        plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+        o.mode = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
+        o.seed = seed;
+        plan_verify_report *r;
+        assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+        if (!plan_verify_report_equal(r))
+          fprintf(stderr, "%s", plan_verify_report_text(r));
+        assert_true(plan_verify_report_equal(r));
+        assert_null(plan_verify_report_first_op(r));
+        plan_verify_report_free(r);
+        plan_free(p);
+      }
+}
+
+static void test_collective_counts(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/transformer-block.plan.yaml");
+  plan_verify_report *r;
+  assert_int_equal(plan_verify(&r, p, NULL), PLAN_OK);
+  /* sequence parallel: an all-gather before each column-parallel block and
+   * a reduce-scatter after each row-parallel one */
+  assert_int_equal(plan_verify_report_collectives(r, "all_gather"), 2);
+  assert_int_equal(plan_verify_report_collectives(r, "reduce_scatter"), 2);
+  assert_int_equal(plan_verify_report_collectives(r, "all_reduce"), 0);
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+/* The first REDIST step of `kind` in a lowered program. */
+static plan_lstep *find_step(plan_lowered *l, plan_redist_kind kind) {
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_REDIST &&
+        l->steps[i].redist.kind == kind)
+      return &l->steps[i];
+  return NULL;
+}
+
+typedef void (*mutation)(plan_lowered *l);
+
+static plan_verify_report *run_mutated(const char *file, mutation m,
+                                       plan_plan **pp) {
+  plan_plan *p = load(file);
+  plan_lowered *l;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  m(l);
+  plan_verify_report *r;
+  assert_int_equal(plan_verify_lowered(&r, p, l, NULL), PLAN_OK);
+  *pp = p;
+  return r;
+}
+
+/* Bug: the all-reduce after the row-parallel matmul is dropped: each rank
+ * keeps its partial sum. */
+static void drop_all_reduce(plan_lowered *l) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_REDUCE);
+  assert_non_null(s);
+  s->redist.kind = PLAN_REDIST_RELABEL; /* copies, reduces nothing */
+}
+
+static void test_dropped_all_reduce(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/mlp-megatron.plan.yaml", drop_all_reduce, &p);
+  assert_false(plan_verify_report_equal(r));
+  assert_string_equal(plan_verify_report_first_tensor(r), "y");
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "'tp'"));
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+/* Bug: a mean where a sum was needed. */
+static void mean_not_sum(plan_lowered *l) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_REDUCE);
+  assert_non_null(s);
+  s->redist.reduce = PLAN_RED_AVG;
+}
+
+static void test_mean_where_sum(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/mlp-megatron.plan.yaml", mean_not_sum, &p);
+  assert_false(plan_verify_report_equal(r));
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "1/2"));
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+/* Bug: the reduce-scatter after the attention projection runs over the
+ * wrong mesh axis (dp instead of tp). */
+static void wrong_axis(plan_lowered *l) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_REDUCE_SCATTER);
+  assert_non_null(s);
+  s->redist.axis = 0;
+}
+
+static void test_wrong_axis(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/transformer-block.plan.yaml", wrong_axis, &p);
+  assert_false(plan_verify_report_equal(r));
+  /* the projection's own output is right; its first consumer is not */
+  assert_string_equal(plan_verify_report_first_op(r), "block.res1");
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+/* Bug: an all-gather that leaves a shard behind (zeros where another
+ * member's piece belongs). */
+static void skip_gather(plan_lowered *l) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_GATHER);
+  assert_non_null(s);
+  s->redist.kind = PLAN_REDIST_RELABEL; /* keeps only its own piece */
+}
+
+static void test_gather_left_out(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/transformer-block.plan.yaml", skip_gather, &p);
+  assert_false(plan_verify_report_equal(r));
+  assert_string_equal(plan_verify_report_first_op(r), "block.attn.qkv");
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+static void test_not_lowered_yet(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/pipeline-1f1b.plan.yaml");
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify(&r, p, NULL), PLAN_EUNSUPPORTED);
+  assert_null(r);
+  plan_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_examples_equal),
+      cmocka_unit_test(test_collective_counts),
+      cmocka_unit_test(test_dropped_all_reduce),
+      cmocka_unit_test(test_mean_where_sum),
+      cmocka_unit_test(test_wrong_axis),
+      cmocka_unit_test(test_gather_left_out),
+      cmocka_unit_test(test_not_lowered_yet),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

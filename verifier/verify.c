@@ -1,0 +1,769 @@
+/* Numerical verification (libplan/verify.h): lower the plan, run it on
+ * simulated ranks with the CPU kernels, run the reference program, and
+ * compare every tensor from every replica.
+ *
+ * All values are kept as doubles between steps (f32, bf16 and f16 values and
+ * integers up to 2^53 are exact in a double) and converted to the kernel's
+ * dtype around each op, so one executor serves both modes. Collectives are
+ * executed by global index: a rank's new block takes each element from the
+ * group member whose old block holds it, or reduces over the members, in
+ * coordinate order (a fixed order: runs repeat bit for bit). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inputs.h"
+#include "kernels.h"
+#include "libplan/verify.h"
+#include "lower.h"
+#include "ops.h"
+#include "placement.h"
+#include "plan_int.h"
+#include "verify_int.h"
+
+/* ---- blocks ----------------------------------------------------------------- */
+
+typedef struct block {
+  int64_t local[PLAN_MAX_RANK], offset[PLAN_MAX_RANK];
+  int64_t n;
+  double *data;
+} block;
+
+typedef struct vctx {
+  const plan_plan *p;
+  const plan_program *prog;
+  const plan_mesh *m;
+  plan_lowered *low;
+  const plan_verify_options *o;
+  int64_t nranks;
+  int64_t (*coords)[PLAN_MAX_MESH_AXES];
+  block **bufs;   /* [buffer][rank] */
+  double **ref;   /* [tensor]: the reference run */
+  plan_buf text;
+  int equal;
+  const char *first_op, *first_tensor;
+  char diagnosis[512];
+} vctx;
+
+static int64_t count_of(const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++)
+    n *= dims[d];
+  return n;
+}
+
+static int64_t rank_at(const plan_mesh *m, const int64_t *coord) {
+  int64_t r = 0;
+  for (int a = 0; a < m->naxes; a++)
+    r = r * m->axis_sizes[a] + coord[a];
+  return r;
+}
+
+static void layout(const vctx *c, const plan_placement *pl, int tensor,
+                   int64_t r, block *b) {
+  const plan_tensor *t = &c->prog->tensors[tensor];
+  plan_redist_local_layout(pl, t->dims, t->rank, c->m->axis_sizes,
+                           c->coords[r], b->local, b->offset);
+  b->n = count_of(b->local, t->rank);
+}
+
+/* Global row-major index of local element k of a block. */
+static int64_t global_index(const plan_tensor *t, const block *b, int64_t k) {
+  int64_t idx[PLAN_MAX_RANK], g = 0;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = b->local[d] ? k % b->local[d] : 0;
+    k = b->local[d] ? k / b->local[d] : 0;
+  }
+  for (int d = 0; d < t->rank; d++)
+    g = g * t->dims[d] + b->offset[d] + idx[d];
+  return g;
+}
+
+/* Local index of global element g in block b, or -1 when b lacks it. */
+static int64_t local_index(const plan_tensor *t, const block *b, int64_t g) {
+  int64_t idx[PLAN_MAX_RANK];
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = g % t->dims[d];
+    g /= t->dims[d];
+  }
+  int64_t k = 0;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t i = idx[d] - b->offset[d];
+    if (i < 0 || i >= b->local[d])
+      return -1;
+    k = k * b->local[d] + i;
+  }
+  return k;
+}
+
+/* ---- inputs ----------------------------------------------------------------- */
+
+static double recipe_value(const plan_tensor *t, int64_t g, bool exact) {
+  int64_t idx[PLAN_MAX_RANK];
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = g % t->dims[d];
+    g /= t->dims[d];
+  }
+  double v = 0;
+  switch (t->recipe) {
+  case PLAN_RECIPE_ONES:
+    return 1;
+  case PLAN_RECIPE_CAUSAL_MASK:
+    return idx[t->rank - 1] <= idx[t->rank - 2] ? 0 : t->recipe_fill;
+  case PLAN_RECIPE_ROPE_COS:
+  case PLAN_RECIPE_ROPE_SIN: {
+    int64_t half = t->dims[1] / 2, i = idx[1] % half;
+    double ang = (double)idx[0] * pow(t->recipe_theta, -2.0 * (double)i /
+                                                           (double)t->dims[1]);
+    v = t->recipe == PLAN_RECIPE_ROPE_COS ? cos(ang) : sin(ang);
+    return exact ? plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS) : v;
+  }
+  default:
+    return 0;
+  }
+}
+
+static void fill_leaf(const vctx *c, int tensor, block *b) {
+  const plan_tensor *t = &c->prog->tensors[tensor];
+  bool exact = c->o->mode == PLAN_VERIFY_EXACT;
+  plan_input_spec spec = {exact ? PLAN_INPUT_EXACT : PLAN_INPUT_FLOAT, 0, 0};
+  if (!plan_dtype_is_float(t->dtype)) {
+    spec.kind = PLAN_INPUT_INT;
+    spec.lo = t->has_range ? t->range_lo : 0;
+    spec.hi = t->has_range ? t->range_hi : 2;
+    /* indices into a dim need a range that fits it; validation warns */
+  }
+  uint64_t key = plan_input_tensor_key(t->name);
+  for (int64_t k = 0; k < b->n; k++) {
+    int64_t g = global_index(t, b, k);
+    if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
+      b->data[k] = recipe_value(t, g, exact);
+    else
+      b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
+  }
+  /* float mode: inputs in the tensor's own precision */
+  if (!exact && (t->dtype == PLAN_BF16 || t->dtype == PLAN_F16))
+    for (int64_t k = 0; k < b->n; k++)
+      b->data[k] = t->dtype == PLAN_BF16 ? plan_round_bf16((float)b->data[k])
+                                         : plan_round_f16((float)b->data[k]);
+}
+
+/* ---- running ops ------------------------------------------------------------ */
+
+static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
+  if (!plan_dtype_is_float(t->dtype))
+    return PLAN_I64;
+  return c->o->mode == PLAN_VERIFY_EXACT ? PLAN_F64 : t->dtype;
+}
+
+static void *to_kernel(plan_dtype kd, const double *src, int64_t n) {
+  size_t es = kd == PLAN_F64 || kd == PLAN_I64 ? 8 : 4;
+  void *d = malloc(es * (size_t)(n > 0 ? n : 1));
+  if (!d)
+    return NULL;
+  for (int64_t i = 0; i < n; i++) {
+    if (kd == PLAN_F64)
+      ((double *)d)[i] = src[i];
+    else if (kd == PLAN_I64)
+      ((int64_t *)d)[i] = (int64_t)src[i];
+    else
+      ((float *)d)[i] = (float)src[i];
+  }
+  return d;
+}
+
+static void from_kernel(plan_dtype kd, const void *src, double *dst,
+                        int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = kd == PLAN_F64   ? ((const double *)src)[i]
+             : kd == PLAN_I64 ? (double)((const int64_t *)src)[i]
+                              : (double)((const float *)src)[i];
+}
+
+static void set_view(plan_view *v, const plan_tensor *t, plan_dtype kd,
+                     const block *b) {
+  memset(v, 0, sizeof *v);
+  v->dtype = kd;
+  v->rank = t->rank;
+  for (int d = 0; d < t->rank; d++) {
+    v->dims[d] = b->local[d];
+    v->global_dims[d] = t->dims[d];
+    v->offset[d] = b->offset[d];
+  }
+}
+
+/* One op on blocks: ins[j] / outs[k] are the blocks of the operands. */
+static int run_op(vctx *c, const plan_op *op, block *const *ins,
+                  block *const *outs) {
+  plan_view vin[PLAN_MAX_OPERANDS], vout[PLAN_MAX_OPERANDS];
+  void *mem[PLAN_MAX_OPERANDS * 2] = {NULL};
+  int nm = 0, rc = PLAN_OK;
+  char err[256] = "";
+  for (int j = 0; j < op->nin; j++) {
+    const plan_tensor *t = &c->prog->tensors[op->in[j]];
+    plan_dtype kd = kernel_dtype(c, t);
+    set_view(&vin[j], t, kd, ins[j]);
+    if (!(vin[j].data = mem[nm++] = to_kernel(kd, ins[j]->data, ins[j]->n)))
+      rc = plan_oom();
+  }
+  for (int k = 0; k < op->nout; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    plan_dtype kd = kernel_dtype(c, t);
+    set_view(&vout[k], t, kd, outs[k]);
+    if (!(vout[k].data = mem[nm++] = to_kernel(kd, outs[k]->data, outs[k]->n)))
+      rc = plan_oom();
+  }
+  plan_kernel_ctx kc = {c->o->mode == PLAN_VERIFY_EXACT, 0};
+  if (!rc && plan_cpu_kernel(op->kind, op->attrs, vin, op->nin, vout, op->nout,
+                             &kc, err, sizeof err))
+    rc = plan_failf(PLAN_EINVALID, "op '%s': %s", op->name, err);
+  for (int k = 0; !rc && k < op->nout; k++)
+    from_kernel(vout[k].dtype, vout[k].data, outs[k]->data, outs[k]->n);
+  for (int i = 0; i < nm; i++)
+    free(mem[i]);
+  return rc;
+}
+
+static int alloc_block(block *b) {
+  b->data = calloc((size_t)(b->n > 0 ? b->n : 1), sizeof(double));
+  return b->data ? PLAN_OK : plan_oom();
+}
+
+/* ---- collectives ------------------------------------------------------------ */
+
+static double reduce2(plan_reduce op, double a, double b) {
+  switch (op) {
+  case PLAN_RED_MAX:
+    return a > b ? a : b;
+  case PLAN_RED_MIN:
+    return a < b ? a : b;
+  default:
+    return a + b;
+  }
+}
+
+static int run_redist(vctx *c, const plan_lstep *s) {
+  const plan_redist_step *st = &s->redist;
+  const plan_lbuf *ob = &c->low->bufs[s->out[0]];
+  const plan_tensor *t = &c->prog->tensors[ob->tensor];
+  block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
+  int a = st->axis;
+  int64_t k = c->m->axis_sizes[a];
+  for (int64_t r = 0; r < c->nranks; r++) {
+    block *d = &dst[r];
+    int64_t coord[PLAN_MAX_MESH_AXES];
+    memcpy(coord, c->coords[r], sizeof coord);
+    bool reduce = st->kind == PLAN_REDIST_ALL_REDUCE ||
+                  st->kind == PLAN_REDIST_REDUCE_SCATTER;
+    for (int64_t e = 0; e < d->n; e++) {
+      int64_t g = global_index(t, d, e);
+      if (st->kind == PLAN_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
+        d->data[e] = 0;
+        continue;
+      }
+      if (st->kind == PLAN_REDIST_ZERO_NON_OWNER ||
+          st->kind == PLAN_REDIST_RELABEL) {
+        int64_t li = local_index(t, &src[r], g);
+        d->data[e] = li >= 0 ? src[r].data[li] : 0;
+        continue;
+      }
+      double acc = 0;
+      bool have = false;
+      for (int64_t m = 0; m < k; m++) { /* the group, in coordinate order */
+        coord[a] = m;
+        const block *sb = &src[rank_at(c->m, coord)];
+        int64_t li = local_index(t, sb, g);
+        if (li < 0)
+          continue;
+        if (!reduce) {
+          acc = sb->data[li];
+          have = true;
+          break;
+        }
+        acc = have ? reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
+        have = true;
+      }
+      if (reduce && st->reduce == PLAN_RED_AVG)
+        acc /= (double)k;
+      if (!have)
+        return plan_failf(PLAN_EINVALID,
+                          "%s of '%s': no rank of the group holds an element",
+                          plan_redist_kind_name(st->kind), t->name);
+      d->data[e] = acc;
+    }
+  }
+  return PLAN_OK;
+}
+
+/* ---- the two runs ----------------------------------------------------------- */
+
+static int run_lowered(vctx *c) {
+  const plan_lowered *l = c->low;
+  c->bufs = calloc((size_t)l->nbufs + 1, sizeof(block *));
+  if (!c->bufs)
+    return plan_oom();
+  for (int b = 0; b < l->nbufs; b++) {
+    c->bufs[b] = calloc((size_t)c->nranks, sizeof(block));
+    if (!c->bufs[b])
+      return plan_oom();
+    for (int64_t r = 0; r < c->nranks; r++) {
+      layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
+      if (alloc_block(&c->bufs[b][r]))
+        return PLAN_ENOMEM;
+    }
+  }
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *s = &l->steps[i];
+    int rc = PLAN_OK;
+    if (s->kind == PLAN_LSTEP_INPUT) {
+      const plan_lbuf *b = &l->bufs[s->out[0]];
+      for (int64_t r = 0; r < c->nranks; r++) {
+        block *blk = &c->bufs[s->out[0]][r];
+        fill_leaf(c, b->tensor, blk);
+        /* a leaf stored as a partial sum: the owner holds it */
+        for (int a = 0; a < c->m->naxes; a++)
+          if (b->pl.ax[a].kind == PLAN_PL_P &&
+              b->pl.ax[a].reduce == PLAN_RED_SUM && c->coords[r][a] != 0)
+            memset(blk->data, 0, sizeof(double) * (size_t)blk->n);
+      }
+    } else if (s->kind == PLAN_LSTEP_REDIST) {
+      rc = run_redist(c, s);
+    } else {
+      const plan_op *op = &c->prog->ops[s->op];
+      for (int64_t r = 0; r < c->nranks && !rc; r++) {
+        block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
+        for (int j = 0; j < s->nin; j++)
+          ins[j] = &c->bufs[s->in[j]][r];
+        for (int k = 0; k < s->nout; k++)
+          outs[k] = &c->bufs[s->out[k]][r];
+        rc = run_op(c, op, ins, outs);
+      }
+    }
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+static int run_reference(vctx *c) {
+  const plan_program *prog = c->prog;
+  c->ref = calloc((size_t)prog->ntensors + 1, sizeof(double *));
+  if (!c->ref)
+    return plan_oom();
+  block *whole = calloc((size_t)prog->ntensors + 1, sizeof(block));
+  if (!whole)
+    return plan_oom();
+  int rc = PLAN_OK;
+  for (int t = 0; t < prog->ntensors && !rc; t++) {
+    const plan_tensor *x = &prog->tensors[t];
+    memcpy(whole[t].local, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    whole[t].n = count_of(x->dims, x->rank);
+    if ((rc = alloc_block(&whole[t])))
+      break;
+    if (x->producer < 0)
+      fill_leaf(c, t, &whole[t]);
+  }
+  for (int i = 0; i < prog->nops && !rc; i++) {
+    const plan_op *op = &prog->ops[i];
+    block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
+    for (int j = 0; j < op->nin; j++)
+      ins[j] = &whole[op->in[j]];
+    for (int k = 0; k < op->nout; k++)
+      outs[k] = &whole[op->out[k]];
+    rc = run_op(c, op, ins, outs);
+  }
+  for (int t = 0; t < prog->ntensors; t++)
+    c->ref[t] = whole[t].data; /* kept; freed with the context */
+  free(whole);
+  return rc;
+}
+
+/* ---- comparing -------------------------------------------------------------- */
+
+typedef struct diff {
+  int64_t mismatches, compared;
+  double max_abs, max_rel;
+  int64_t at; /* global index of the largest abs error */
+  double got, want;
+} diff;
+
+static void default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+                        double *atol) {
+  *rtol = c->o->rtol;
+  *atol = c->o->atol;
+  if (*rtol > 0 || *atol > 0)
+    return;
+  switch (t->dtype) { /* torch.testing.assert_close defaults */
+  case PLAN_F64:
+    *rtol = 1e-7, *atol = 1e-7;
+    break;
+  case PLAN_BF16:
+    *rtol = 1.6e-2, *atol = 1e-5;
+    break;
+  case PLAN_F16:
+    *rtol = 1e-3, *atol = 1e-5;
+    break;
+  default:
+    *rtol = 1.3e-6, *atol = 1e-5;
+  }
+}
+
+static void compare_value(const vctx *c, const plan_tensor *t, double got,
+                          double want, int64_t g, diff *df) {
+  df->compared++;
+  bool bad;
+  double ab = fabs(got - want);
+  if (c->o->mode == PLAN_VERIFY_EXACT || !plan_dtype_is_float(t->dtype)) {
+    bad = !(got == want);
+  } else {
+    double rtol, atol;
+    default_tol(c, t, &rtol, &atol);
+    bad = !(ab <= atol + rtol * fabs(want));
+  }
+  if (!bad)
+    return;
+  df->mismatches++;
+  double rel = want != 0 ? ab / fabs(want) : ab;
+  if (df->mismatches == 1 || ab > df->max_abs) {
+    df->max_abs = ab;
+    df->at = g;
+    df->got = got;
+    df->want = want;
+  }
+  if (rel > df->max_rel)
+    df->max_rel = rel;
+}
+
+/* The reduced block of the group of ranks that differ from `base` only on
+ * the partial axes pa[from..np): reduced one axis at a time, last first. */
+static void group_value(const vctx *c, int buf, const int *pa, int np,
+                        int from, int64_t *coord, int64_t li, double *out) {
+  if (from == np) {
+    *out = c->bufs[buf][rank_at(c->m, coord)].data[li];
+    return;
+  }
+  int a = pa[from];
+  plan_reduce op = (plan_reduce)c->low->bufs[buf].pl.ax[a].reduce;
+  int64_t keep = coord[a];
+  double acc = 0;
+  for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
+    coord[a] = m;
+    double v;
+    group_value(c, buf, pa, np, from + 1, coord, li, &v);
+    acc = m ? reduce2(op, acc, v) : v;
+  }
+  if (op == PLAN_RED_AVG)
+    acc /= (double)c->m->axis_sizes[a];
+  coord[a] = keep;
+  *out = acc;
+}
+
+/* Compares every replica of buffer `buf` with the reference. */
+static void compare_buffer(const vctx *c, int buf, diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int pa[PLAN_MAX_MESH_AXES], np = 0;
+  for (int a = 0; a < c->m->naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_P)
+      pa[np++] = a;
+  memset(df, 0, sizeof *df);
+  for (int64_t r = 0; r < c->nranks; r++) {
+    bool leader = true; /* one representative per partial group */
+    for (int i = 0; i < np; i++)
+      leader &= c->coords[r][pa[i]] == 0;
+    if (!leader)
+      continue;
+    const block *b = &c->bufs[buf][r];
+    int64_t coord[PLAN_MAX_MESH_AXES];
+    memcpy(coord, c->coords[r], sizeof coord);
+    for (int64_t e = 0; e < b->n; e++) {
+      double v;
+      group_value(c, buf, pa, np, 0, coord, e, &v);
+      int64_t g = global_index(t, b, e);
+      compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
+    }
+  }
+}
+
+/* The usual causes, from the numbers (DESIGN §3). */
+static void diagnose(vctx *c, int buf, const diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const double *ref = c->ref[lb->tensor];
+  c->diagnosis[0] = 0;
+  /* partial sums: along an R axis, the ranks' blocks sum to the reference */
+  for (int a = 0; a < c->m->naxes; a++) {
+    if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
+      continue;
+    bool all = true, any = false, differ = false;
+    for (int64_t r = 0; r < c->nranks && all; r++) {
+      if (c->coords[r][a] != 0)
+        continue;
+      const block *b = &c->bufs[buf][r];
+      int64_t coord[PLAN_MAX_MESH_AXES];
+      memcpy(coord, c->coords[r], sizeof coord);
+      for (int64_t e = 0; e < b->n && all; e++) {
+        double s = 0, first = b->data[e];
+        for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
+          coord[a] = m;
+          double v = c->bufs[buf][rank_at(c->m, coord)].data[e];
+          s += v;
+          differ |= v != first;
+        }
+        double want = ref[global_index(t, b, e)];
+        all = fabs(s - want) <= 1e-6 * (1 + fabs(want));
+        any = true;
+      }
+    }
+    /* identical replicas are a wrong reduction, not a missing one */
+    if (all && any && differ) {
+      snprintf(c->diagnosis, sizeof c->diagnosis,
+               "the ranks along '%s' hold partial sums of '%s': their sum is "
+               "the reference, so a reduction over '%s' (an all-reduce) is "
+               "missing",
+               c->m->axis_names[a], t->name, c->m->axis_names[a]);
+      return;
+    }
+  }
+  /* a constant ratio equal to an axis size (naming every axis that size) */
+  if (df->want != 0) {
+    double ratio = df->got / df->want;
+    for (int inv = 0; inv < 2; inv++) {
+      char axes[256] = "";
+      size_t u = 0;
+      double k = 0;
+      for (int a = 0; a < c->m->naxes; a++) {
+        double ka = (double)c->m->axis_sizes[a];
+        if (ka < 2)
+          continue;
+        bool hit = inv ? fabs(ratio * ka - 1) < 1e-9 : fabs(ratio - ka) < 1e-9 * ka;
+        if (hit && (k == 0 || ka == k) && u < sizeof axes - 70) {
+          k = ka;
+          u += (size_t)snprintf(axes + u, sizeof axes - u, "%s'%s'",
+                                u ? " or " : "", c->m->axis_names[a]);
+        }
+      }
+      if (k == 0)
+        continue;
+      if (!inv)
+        snprintf(c->diagnosis, sizeof c->diagnosis,
+                 "values are %g times the reference, the size of axis %s: a "
+                 "reduction too many (a sum where a mean was needed, or a "
+                 "value counted once per rank)",
+                 k, axes);
+      else
+        snprintf(c->diagnosis, sizeof c->diagnosis,
+                 "values are 1/%g of the reference, the size of axis %s: a "
+                 "mean where a sum was needed, or a reduction missing",
+                 k, axes);
+      return;
+    }
+  }
+  if (df->got == 0 && df->want != 0)
+    snprintf(c->diagnosis, sizeof c->diagnosis,
+             "zeros where the reference has values: a shard from the wrong "
+             "group or rank, or a contribution that never arrived");
+}
+
+static void report_tensor(vctx *c, const char *what, const char *opname,
+                          int buf, const diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  char pl[PLAN_PLACEMENT_STRLEN];
+  plan_placement_format(&lb->pl, pl);
+  if (!df->mismatches)
+    return;
+  if (c->equal) {
+    c->equal = 0;
+    c->first_op = opname;
+    c->first_tensor = t->name;
+    diagnose(c, buf, df);
+  }
+  plan_buf_printf(&c->text,
+                  "NOT EQUAL %s '%s' (%s, as %s): %lld of %lld elements "
+                  "differ; largest abs error %g at global index %lld (got "
+                  "%.17g, want %.17g); largest rel error %g\n",
+                  what, t->name, opname, pl, (long long)df->mismatches,
+                  (long long)df->compared, df->max_abs, (long long)df->at,
+                  df->got, df->want, df->max_rel);
+}
+
+static int compare_all(vctx *c) {
+  const plan_program *prog = c->prog;
+  for (int i = 0; i < prog->nops; i++)
+    for (int k = 0; k < prog->ops[i].nout; k++) {
+      int b = c->low->produced[prog->ops[i].out[k]];
+      diff df;
+      compare_buffer(c, b, &df);
+      report_tensor(c, "tensor", prog->ops[i].name, b, &df);
+    }
+  for (int k = 0; k < prog->noutputs; k++) {
+    diff df;
+    compare_buffer(c, c->low->delivered[k], &df);
+    report_tensor(c, "output", "as delivered", c->low->delivered[k], &df);
+  }
+  return PLAN_OK;
+}
+
+/* ---- report ----------------------------------------------------------------- */
+
+struct plan_verify_report {
+  int equal;
+  char *text;
+  char *first_op, *first_tensor, *diagnosis;
+  int collectives[PLAN_REDIST_COUNT];
+};
+
+static char *dup_or_empty(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  char *d = malloc(n + 1);
+  if (d) {
+    if (n)
+      memcpy(d, s, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+static void free_ctx(vctx *c) {
+  if (c->bufs && c->low)
+    for (int b = 0; b < c->low->nbufs; b++) {
+      if (!c->bufs[b])
+        continue;
+      for (int64_t r = 0; r < c->nranks; r++)
+        free(c->bufs[b][r].data);
+      free(c->bufs[b]);
+    }
+  free(c->bufs);
+  if (c->ref)
+    for (int t = 0; t < c->prog->ntensors; t++)
+      free(c->ref[t]);
+  free(c->ref);
+  free(c->coords);
+  plan_buf_free(&c->text);
+  plan_lowered_free(c->low);
+}
+
+int plan_verify(plan_verify_report **out, const plan_plan *p,
+                const plan_verify_options *opts) {
+  *out = NULL;
+  if (!out || !p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
+  plan_lowered *low;
+  int rc = plan_lower(&low, p);
+  if (rc)
+    return rc;
+  return plan_verify_lowered(out, p, low, opts);
+}
+
+int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
+                        plan_lowered *low, const plan_verify_options *opts) {
+  *out = NULL;
+  plan_verify_options dflt = PLAN_VERIFY_OPTIONS_INIT;
+  if (!opts)
+    opts = &dflt;
+  if (opts->version != PLAN_VERIFY_OPTIONS_VERSION) {
+    plan_lowered_free(low);
+    return plan_failf(PLAN_EUSAGE, "plan_verify_options version %u is not %d",
+                      opts->version, PLAN_VERIFY_OPTIONS_VERSION);
+  }
+  vctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.prog = p->program;
+  c.m = &p->mesh;
+  c.o = opts;
+  c.equal = 1;
+  c.low = low; /* owned from here: freed with the context */
+  plan_buf_init(&c.text);
+  int rc;
+  c.nranks = c.m->ndevices;
+  c.coords = calloc((size_t)c.nranks, sizeof *c.coords);
+  if (!c.coords) {
+    free_ctx(&c);
+    return plan_oom();
+  }
+  for (int64_t r = 0; r < c.nranks; r++) {
+    int64_t x = r;
+    for (int a = c.m->naxes - 1; a >= 0; a--) {
+      c.coords[r][a] = x % c.m->axis_sizes[a];
+      x /= c.m->axis_sizes[a];
+    }
+  }
+  if ((rc = run_reference(&c)) || (rc = run_lowered(&c)) ||
+      (rc = compare_all(&c))) {
+    free_ctx(&c);
+    return rc;
+  }
+  plan_verify_report *rep = calloc(1, sizeof *rep);
+  if (!rep) {
+    free_ctx(&c);
+    return plan_oom();
+  }
+  rep->equal = c.equal;
+  memcpy(rep->collectives, c.low->collectives, sizeof rep->collectives);
+  plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
+                  p->file, c.equal ? "EQUAL" : "NOT EQUAL",
+                  opts->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
+                  (unsigned long long)opts->seed, (long long)c.nranks);
+  bool first = true;
+  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
+    if (c.low->collectives[k] && k != PLAN_REDIST_SLICE &&
+        k != PLAN_REDIST_RELABEL && k != PLAN_REDIST_ZERO_NON_OWNER) {
+      plan_buf_printf(&c.text, "%s%d %s", first ? "" : ", ",
+                      c.low->collectives[k],
+                      plan_redist_kind_name((plan_redist_kind)k));
+      first = false;
+    }
+  plan_buf_printf(&c.text, "%s)\n", first ? "no collectives" : "");
+  if (!c.equal) {
+    plan_buf_printf(&c.text, "first divergent op: %s (tensor '%s')\n",
+                    c.first_op, c.first_tensor);
+    if (c.diagnosis[0])
+      plan_buf_printf(&c.text, "diagnosis: %s\n", c.diagnosis);
+  }
+  rep->text = dup_or_empty(plan_buf_cstr(&c.text));
+  rep->first_op = dup_or_empty(c.first_op);
+  rep->first_tensor = dup_or_empty(c.first_tensor);
+  rep->diagnosis = dup_or_empty(c.diagnosis);
+  free_ctx(&c);
+  if (!rep->text || !rep->first_op || !rep->first_tensor || !rep->diagnosis) {
+    plan_verify_report_free(rep);
+    return plan_oom();
+  }
+  *out = rep;
+  return PLAN_OK;
+}
+
+void plan_verify_report_free(plan_verify_report *r) {
+  if (!r)
+    return;
+  free(r->text);
+  free(r->first_op);
+  free(r->first_tensor);
+  free(r->diagnosis);
+  free(r);
+}
+
+int plan_verify_report_equal(const plan_verify_report *r) { return r->equal; }
+const char *plan_verify_report_text(const plan_verify_report *r) {
+  return r->text;
+}
+const char *plan_verify_report_first_op(const plan_verify_report *r) {
+  return r->equal ? NULL : r->first_op;
+}
+const char *plan_verify_report_first_tensor(const plan_verify_report *r) {
+  return r->equal ? NULL : r->first_tensor;
+}
+const char *plan_verify_report_diagnosis(const plan_verify_report *r) {
+  return r->diagnosis;
+}
+int plan_verify_report_collectives(const plan_verify_report *r,
+                                   const char *kind) {
+  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
+    if (!strcmp(plan_redist_kind_name((plan_redist_kind)k), kind))
+      return r->collectives[k];
+  return 0;
+}
