@@ -8,7 +8,8 @@
 #include "libplan/verify.h"
 
 const char usage_verify[] =
-    "usage: plan verify [--mode exact|float] [--seed N] [--runner cpu] PLAN\n"
+    "usage: plan verify [--mode exact|float] [--seed N] [--runner cpu]\n"
+    "                   [--report text|yaml|json|junit [--out FILE]] PLAN\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
     "the CPU runner (every rank simulated in this process) and runs the\n"
@@ -21,12 +22,15 @@ const char usage_verify[] =
     "  --mode float  random inputs in each tensor's dtype; per-dtype tolerances\n"
     "  --seed N      input seed (default 0)\n"
     "  --runner cpu  the only runner built here\n"
+    "  --report F    the report's format: text (default), yaml or json (schema\n"
+    "                libplan-verify/1), junit (XML for CI)\n"
+    "  --out FILE    write the report to FILE (atomically) instead of stdout\n"
     "Forward plans only for now (training steps and pipelines: exit 3).\n"
     "Exit: 0 equal, 1 not equal or invalid plan, 2 unreadable input or bad\n"
     "usage, 3 cannot run here.\n";
 
 int cmd_verify(int argc, char **argv) {
-  const char *file = NULL;
+  const char *file = NULL, *format = "text", *outfile = NULL;
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
@@ -42,6 +46,13 @@ int cmd_verify(int argc, char **argv) {
       o.seed = strtoull(argv[++i], &end, 10);
       if (*end)
         return cli_usage("verify", "--seed takes a number");
+    } else if (!strcmp(argv[i], "--report") && i + 1 < argc) {
+      format = argv[++i];
+      if (strcmp(format, "text") && strcmp(format, "yaml") &&
+          strcmp(format, "json") && strcmp(format, "junit"))
+        return cli_usage("verify", "--report is text, yaml, json or junit");
+    } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+      outfile = argv[++i];
     } else if (!strcmp(argv[i], "--runner") && i + 1 < argc) {
       if (strcmp(argv[++i], "cpu")) {
         fprintf(stderr, "plan verify: runner '%s' is not available here "
@@ -83,7 +94,27 @@ int cmd_verify(int argc, char **argv) {
     plan_free(p);
     return cli_fail_last(); /* 3 for what cannot run here, else 2 */
   }
-  fputs(plan_verify_report_text(r), stdout);
+  char *text;
+  size_t len;
+  if (plan_verify_report_write(&text, &len, r, format)) {
+    plan_verify_report_free(r);
+    plan_free(p);
+    return cli_fail_last();
+  }
+  if (outfile) {
+    if (plan_write_file_atomic(outfile, text, len)) {
+      free(text);
+      plan_verify_report_free(r);
+      plan_free(p);
+      return cli_fail_last();
+    }
+    /* the verdict still goes to the terminal */
+    printf("%s: %s (report in %s)\n", file,
+           plan_verify_report_equal(r) ? "EQUAL" : "NOT EQUAL", outfile);
+  } else {
+    fwrite(text, 1, len, stdout);
+  }
+  free(text);
   rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
   plan_verify_report_free(r);
   plan_free(p);

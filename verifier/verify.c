@@ -42,6 +42,9 @@ typedef struct vctx {
   block **bufs;   /* [buffer][rank] */
   double **ref;   /* [tensor]: the reference run */
   plan_buf text;
+  plan_vrecord *recs; /* every compared tensor, in topological order */
+  int nrecs, cap_recs;
+  plan_arena rec_arena;
   int equal;
   const char *first_op, *first_tensor;
   char diagnosis[512];
@@ -573,6 +576,31 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN];
   plan_placement_format(&lb->pl, pl);
+  if (c->nrecs == c->cap_recs) {
+    int cap = c->cap_recs ? c->cap_recs * 2 : 64;
+    plan_vrecord *n = realloc(c->recs, sizeof *n * (size_t)cap);
+    if (n) {
+      c->recs = n;
+      c->cap_recs = cap;
+    }
+  }
+  if (c->nrecs < c->cap_recs) { /* on OOM the record is left out */
+    plan_vrecord *r = &c->recs[c->nrecs++];
+    r->what = what;
+    r->op = plan_arena_strdup(&c->rec_arena, opname);
+    r->tensor = plan_arena_strdup(&c->rec_arena, t->name);
+    r->placement = plan_arena_strdup(&c->rec_arena, pl);
+    r->dtype = plan_dtype_name(t->dtype);
+    r->mismatches = df->mismatches;
+    r->compared = df->compared;
+    r->max_abs = df->max_abs;
+    r->max_rel = df->max_rel;
+    r->at = df->at;
+    r->got = df->got;
+    r->want = df->want;
+    if (!r->op || !r->tensor || !r->placement)
+      c->nrecs--;
+  }
   if (!df->mismatches)
     return;
   if (c->equal) {
@@ -609,12 +637,6 @@ static int compare_all(vctx *c) {
 
 /* ---- report ----------------------------------------------------------------- */
 
-struct plan_verify_report {
-  int equal;
-  char *text;
-  char *first_op, *first_tensor, *diagnosis;
-  int collectives[PLAN_REDIST_COUNT];
-};
 
 static char *dup_or_empty(const char *s) {
   size_t n = s ? strlen(s) : 0;
@@ -643,6 +665,8 @@ static void free_ctx(vctx *c) {
   free(c->ref);
   free(c->coords);
   plan_buf_free(&c->text);
+  free(c->recs);
+  plan_arena_free(&c->rec_arena);
   plan_lowered_free(c->low);
 }
 
@@ -678,6 +702,7 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
   c.equal = 1;
   c.low = low; /* owned from here: freed with the context */
   plan_buf_init(&c.text);
+  plan_arena_init(&c.rec_arena);
   int rc;
   c.nranks = c.m->ndevices;
   c.coords = calloc((size_t)c.nranks, sizeof *c.coords);
@@ -704,6 +729,17 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
   }
   rep->equal = c.equal;
   memcpy(rep->collectives, c.low->collectives, sizeof rep->collectives);
+  rep->mode = opts->mode;
+  rep->seed = opts->seed;
+  rep->ranks = c.nranks;
+  /* the records move to the report, with their strings */
+  rep->recs = c.recs;
+  rep->nrecs = c.nrecs;
+  rep->arena = c.rec_arena;
+  c.recs = NULL;
+  c.nrecs = 0;
+  plan_arena_init(&c.rec_arena);
+  rep->file = dup_or_empty(p->file);
   plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
                   p->file, c.equal ? "EQUAL" : "NOT EQUAL",
                   opts->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
@@ -725,6 +761,11 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
       plan_buf_printf(&c.text, "diagnosis: %s\n", c.diagnosis);
   }
   rep->text = dup_or_empty(plan_buf_cstr(&c.text));
+  if (!rep->file) {
+    free_ctx(&c);
+    plan_verify_report_free(rep);
+    return plan_oom();
+  }
   rep->first_op = dup_or_empty(c.first_op);
   rep->first_tensor = dup_or_empty(c.first_tensor);
   rep->diagnosis = dup_or_empty(c.diagnosis);
@@ -740,6 +781,9 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
 void plan_verify_report_free(plan_verify_report *r) {
   if (!r)
     return;
+  free(r->file);
+  free(r->recs);
+  plan_arena_free(&r->arena);
   free(r->text);
   free(r->first_op);
   free(r->first_tensor);

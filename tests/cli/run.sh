@@ -321,6 +321,13 @@ expect 3 "verify --runner cuda" verify --runner cuda "$mlp"
 expect 3 "verify a pipeline (not lowered yet)" verify "$ex/pipeline-1f1b.plan.yaml"
 expect 1 "verify an invalid plan" verify "$tmp/findings.yaml"
 has "$out" "not verified" "verify an invalid plan"
+expect 0 "verify --report json" verify --report json "$mlp"
+has "$out" '"schema": "libplan-verify/1"' "verify --report json"
+has "$out" '"verdict": "equal"' "verify --report json"
+expect 0 "verify --report junit --out" verify --report junit --out "$tmp/r.xml" "$mlp"
+has "$(cat "$tmp/r.xml")" '<testsuite name="plan verify' "verify --report junit --out"
+has "$(cat "$tmp/r.xml")" 'failures="0"' "verify --report junit --out"
+expect 2 "verify --report pdf" verify --report pdf "$mlp"
 expect 0 "verify --help" verify --help
 has "$out" "usage: plan verify" "verify --help"
 

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libplan/plan.h"
@@ -166,6 +167,32 @@ static void test_gather_left_out(void **state) {
   plan_free(p);
 }
 
+static void test_reports(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/mlp-megatron.plan.yaml", drop_all_reduce, &p);
+  char *t;
+  size_t n;
+  assert_int_equal(plan_verify_report_write(&t, &n, r, "json"), PLAN_OK);
+  assert_non_null(strstr(t, "\"schema\": \"libplan-verify/1\""));
+  assert_non_null(strstr(t, "\"verdict\": \"not_equal\""));
+  assert_non_null(strstr(t, "\"diagnosis\": \"the ranks along 'tp'"));
+  assert_int_equal(strlen(t), n);
+  free(t);
+  assert_int_equal(plan_verify_report_write(&t, &n, r, "yaml"), PLAN_OK);
+  assert_non_null(strstr(t, "verdict: not_equal\n"));
+  free(t);
+  assert_int_equal(plan_verify_report_write(&t, &n, r, "junit"), PLAN_OK);
+  assert_non_null(strstr(t, "failures=\"1\""));
+  assert_non_null(strstr(t, "<failure message="));
+  free(t);
+  assert_int_equal(plan_verify_report_write(&t, &n, r, "pdf"), PLAN_EUSAGE);
+  assert_null(t);
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
 static void test_not_lowered_yet(void **state) {
   (void)state;
   plan_plan *p = load("examples/pipeline-1f1b.plan.yaml");
@@ -183,6 +210,7 @@ int main(void) {
       cmocka_unit_test(test_mean_where_sum),
       cmocka_unit_test(test_wrong_axis),
       cmocka_unit_test(test_gather_left_out),
+      cmocka_unit_test(test_reports),
       cmocka_unit_test(test_not_lowered_yet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -59,6 +59,13 @@ const char *plan_verify_report_diagnosis(const plan_verify_report *r);
 int plan_verify_report_collectives(const plan_verify_report *r,
                                    const char *kind);
 
+/* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
+ * verdict, mode, seed, ranks, collective counts, the first divergence with
+ * its diagnosis, and one entry per compared tensor), or "junit" (one test
+ * case per compared tensor). Newly allocated; free with free(). */
+int plan_verify_report_write(char **out, size_t *len,
+                             const plan_verify_report *r, const char *format);
+
 #ifdef __cplusplus
 }
 #endif
