@@ -110,6 +110,7 @@ check-conformance: $(TOOL)
 
 check-corpus: $(TOOL)
 	@sh tests/corpus/run.sh $(TOOL)
+	@sh tests/corpus/lowered/run.sh $(TOOL)
 
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)

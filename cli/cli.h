@@ -38,7 +38,14 @@ void cli_print_diags(FILE *f, const plan_diags *d);
 /* Prints findings as a JSON document (schema "libplan-findings/1"). */
 void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);
 
+/* The whole file, NUL-terminated (free with free()); NULL with the last
+ * error set when it cannot be read. */
+char *cli_read_file(const char *path, size_t *len);
+/* The folder of a path ("." when none). */
+void cli_dirname(const char *path, char *out, size_t size);
+
 int cmd_validate(int argc, char **argv);
+int cmd_lower(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_hash(int argc, char **argv);
 int cmd_show(int argc, char **argv);
@@ -46,6 +53,6 @@ int cmd_diff(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 
 extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
-    usage_diff[], usage_verify[];
+    usage_diff[], usage_verify[], usage_lower[];
 
 #endif

@@ -6,16 +6,21 @@
 
 #include "cli.h"
 #include "libplan/verify.h"
+#include "lower.h"
+#include "verify_int.h"
 
 const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--seed N] [--runner cpu]\n"
-    "                   [--report text|yaml|json|junit [--out FILE]] PLAN\n"
+    "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
     "the CPU runner (every rank simulated in this process) and runs the\n"
     "single-device program on the same kernels; then compares every tensor\n"
     "the plan produces, from every replica, and names the first divergent op\n"
-    "in topological order with a diagnosis of the usual causes.\n"
+    "in topological order with a diagnosis of the usual causes. A lowered\n"
+    "program (spec/lowered-format.md: from 'plan lower', by hand or by another\n"
+    "tool) is run as it is: the contract is that it computes the reference\n"
+    "program under its declared layouts.\n"
     "  --mode exact  small-integer inputs in f64; inexact results rounded to a\n"
     "                dyadic grid in both runs, so results must be identical\n"
     "                (the default)\n"
@@ -28,6 +33,34 @@ const char usage_verify[] =
     "Forward plans only for now (training steps and pipelines: exit 3).\n"
     "Exit: 0 equal, 1 not equal or invalid plan, 2 unreadable input or bad\n"
     "usage, 3 cannot run here.\n";
+
+/* Writes the report (to stdout or atomically to outfile), frees it and
+ * returns the verdict's exit code. */
+static int cli_emit_report(plan_verify_report *r, const char *file,
+                           const char *format, const char *outfile) {
+  char *text;
+  size_t len;
+  if (plan_verify_report_write(&text, &len, r, format)) {
+    plan_verify_report_free(r);
+    return cli_fail_last();
+  }
+  if (outfile) {
+    if (plan_write_file_atomic(outfile, text, len)) {
+      free(text);
+      plan_verify_report_free(r);
+      return cli_fail_last();
+    }
+    /* the verdict still goes to the terminal */
+    printf("%s: %s (report in %s)\n", file,
+           plan_verify_report_equal(r) ? "EQUAL" : "NOT EQUAL", outfile);
+  } else {
+    fwrite(text, 1, len, stdout);
+  }
+  free(text);
+  int rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
+  plan_verify_report_free(r);
+  return rc;
+}
 
 int cmd_verify(int argc, char **argv) {
   const char *file = NULL, *format = "text", *outfile = NULL;
@@ -69,6 +102,25 @@ int cmd_verify(int argc, char **argv) {
   }
   if (!file)
     return cli_usage("verify", "no plan given");
+  /* a lowered program runs as written */
+  size_t flen = 0;
+  char *fdata = cli_read_file(file, &flen);
+  if (!fdata)
+    return cli_fail_last();
+  if (plan_is_lowered_text(fdata, flen)) {
+    plan_lowered *l;
+    char dir[4096];
+    cli_dirname(file, dir, sizeof dir);
+    int lrc = plan_lowered_load_buffer(&l, fdata, flen, file, dir);
+    free(fdata);
+    if (lrc)
+      return cli_fail_last();
+    plan_verify_report *lr;
+    if (plan_verify_lowered(&lr, l->plan, l, &o))
+      return cli_fail_last();
+    return cli_emit_report(lr, file, format, outfile);
+  }
+  free(fdata);
   plan_plan *p;
   if (plan_load(&p, file))
     return cli_fail_last();
@@ -94,29 +146,7 @@ int cmd_verify(int argc, char **argv) {
     plan_free(p);
     return cli_fail_last(); /* 3 for what cannot run here, else 2 */
   }
-  char *text;
-  size_t len;
-  if (plan_verify_report_write(&text, &len, r, format)) {
-    plan_verify_report_free(r);
-    plan_free(p);
-    return cli_fail_last();
-  }
-  if (outfile) {
-    if (plan_write_file_atomic(outfile, text, len)) {
-      free(text);
-      plan_verify_report_free(r);
-      plan_free(p);
-      return cli_fail_last();
-    }
-    /* the verdict still goes to the terminal */
-    printf("%s: %s (report in %s)\n", file,
-           plan_verify_report_equal(r) ? "EQUAL" : "NOT EQUAL", outfile);
-  } else {
-    fwrite(text, 1, len, stdout);
-  }
-  free(text);
-  rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
-  plan_verify_report_free(r);
+  rc = cli_emit_report(r, file, format, outfile);
   plan_free(p);
   return rc;
 }

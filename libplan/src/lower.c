@@ -226,6 +226,7 @@ done:
 void plan_lowered_free(plan_lowered *l) {
   if (!l)
     return;
+  plan_free(l->own_plan);
   free(l->bufs);
   free(l->steps);
   free(l->produced);

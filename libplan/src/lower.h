@@ -38,6 +38,7 @@ typedef struct plan_lstep {
 
 typedef struct plan_lowered {
   const plan_plan *plan;
+  plan_plan *own_plan; /* a lowered file's program and mesh (else NULL) */
   plan_arena arena;
   plan_lbuf *bufs;
   int nbufs, cap_bufs;
@@ -55,5 +56,17 @@ typedef struct plan_lowered {
  * a redistribution cannot be planned, PLAN_ENOMEM. */
 int plan_lower(plan_lowered **out, const plan_plan *p);
 void plan_lowered_free(plan_lowered *l);
+
+/* The lowered program as YAML (spec/lowered-format.md); newly allocated. */
+int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
+/* Reads a lowered program (a document whose first key is
+ * `libplan-lowered`). Collective steps must fit their buffers' placements;
+ * errors carry file, line and column. */
+int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
+                             const char *name, const char *base_dir);
+/* Content hash of the lowered program's canonical encoding. */
+int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
+/* Whether a document starts as a lowered program (its first key). */
+bool plan_is_lowered_text(const char *data, size_t len);
 
 #endif

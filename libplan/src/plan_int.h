@@ -15,6 +15,11 @@ enum { PLAN_LOAD_AUTO = 0, PLAN_LOAD_SEQUENTIAL = 1, PLAN_LOAD_PIPED = 2 };
 int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
                           const char *name, const char *base_dir, int mode);
 
+/* A plan from an already parsed root mapping (no streaming): the lowered
+ * program reader uses it for its `program` and `mesh`. */
+int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
+                   const char *base_dir);
+
 int mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m);
 int mesh_axis_find(const plan_mesh *m, const char *name);
 
@@ -40,6 +45,11 @@ int plan_action_parse(plan_action *a, const char *s, size_t len);
 /* Reads training, pipeline, regions and provenance. */
 int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
                        plan_plan *p);
+
+/* The `program:` (inline or by reference) and `mesh:` sections of a plan,
+ * as plan_write_buffer writes them (write.c). */
+void write_program_and_mesh(plan_buf *b, const plan_plan *p,
+                            bool self_contained);
 
 /* Canonical encodings (canon.c). */
 int canon_encode(plan_buf *b, const plan_plan *p, plan_part part);

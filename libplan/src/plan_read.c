@@ -830,6 +830,36 @@ int plan_load_buffer(plan_plan **out, const char *data, size_t len,
   return plan_load_buffer_mode(out, data, len, name, base_dir, PLAN_LOAD_AUTO);
 }
 
+int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
+                   const char *base_dir) {
+  *out = NULL;
+  plan_plan *p = plan_new(file);
+  if (!p)
+    return plan_oom();
+  load_ctx c;
+  memset(&c, 0, sizeof c);
+  c.p = p;
+  c.rd.file = p->file;
+  c.rd.arena = &p->arena;
+  c.base_dir = base_dir;
+  plan_arena_init(&c.defer_arena);
+  plan_ydoc doc;
+  memset(&doc, 0, sizeof doc);
+  doc.root = (plan_ynode *)root;
+  int rc = read_rest(&c, &doc);
+  int prc = prepare_join(&c);
+  if (!rc)
+    rc = prc;
+  free(c.deferred);
+  plan_arena_free(&c.defer_arena);
+  if (rc) {
+    plan_free(p);
+    return rc;
+  }
+  *out = p;
+  return PLAN_OK;
+}
+
 int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
                           const char *name, const char *base_dir, int mode) {
   *out = NULL;

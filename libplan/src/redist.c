@@ -215,6 +215,15 @@ static void add_minor(plan_placement *p, int a, int d) {
 
 /* Applies step s to placement p; false when its precondition fails (an
  * internal error: the planner only emits steps that apply). */
+static bool apply_step(plan_placement *p, const plan_redist_step *s);
+
+bool plan_redist_apply(plan_placement *p, const plan_redist_step *s) {
+  if (s->axis < 0 || s->axis >= p->naxes || (int)s->kind < 0 ||
+      s->kind >= PLAN_REDIST_COUNT)
+    return false;
+  return apply_step(p, s);
+}
+
 static bool apply_step(plan_placement *p, const plan_redist_step *s) {
   plan_axis_pl *e = &p->ax[s->axis];
   int axes[PLAN_MAX_MESH_AXES], m;

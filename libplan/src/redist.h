@@ -43,6 +43,7 @@
 #ifndef LIBPLAN_REDIST_H
 #define LIBPLAN_REDIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -110,6 +111,12 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
                       int dtype_size, const int64_t *mesh_sizes, int naxes,
                       const plan_placement *src, const plan_placement *dst,
                       char *err, size_t errsz);
+
+/* Applies step s to placement *p (what the step turns it into); false when
+ * the step does not apply to *p (an all-gather over an axis that does not
+ * shard its dim at the minor-most level, an all-reduce of a non-partial
+ * axis...). Used to check hand-written lowered programs. *p normalised. */
+bool plan_redist_apply(plan_placement *p, const plan_redist_step *s);
 
 /* The local layout of the rank at mesh coordinates coord: for each of the
  * `rank` dims, its local length local_shape[d] and the global offset

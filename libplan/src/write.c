@@ -750,6 +750,16 @@ static void w_regions(plan_buf *b, const plan_plan *p) {
   }
 }
 
+void write_program_and_mesh(plan_buf *b, const plan_plan *p,
+                            bool self_contained) {
+  if (p->program_inline || self_contained)
+    w_program(b, p->program);
+  else
+    w_program_ref(b, p);
+  if (p->has_mesh)
+    w_mesh(b, &p->mesh);
+}
+
 static int w_plan(plan_buf *b, const plan_plan *p,
                   const plan_write_options *o) {
   const plan_program *prog = p->program;

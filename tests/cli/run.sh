@@ -328,6 +328,16 @@ expect 0 "verify --report junit --out" verify --report junit --out "$tmp/r.xml" 
 has "$tmp/r.xml" '<testsuite name="plan verify' "verify --report junit --out"
 has "$tmp/r.xml" 'failures="0"' "verify --report junit --out"
 expect 2 "verify --report pdf" verify --report pdf "$mlp"
+expect 0 "lower -o" lower -o "$tmp/mlp.lowered.yaml" "$mlp"
+has "$tmp/mlp.lowered.yaml" 'libplan-lowered: "0.1"' "lower -o"
+has "$tmp/mlp.lowered.yaml" "collective: all_reduce, axis: tp" "lower -o"
+expect 0 "verify a lowered program" verify "$tmp/mlp.lowered.yaml"
+has "$out" "EQUAL" "verify a lowered program"
+expect 0 "hash a lowered program" hash "$tmp/mlp.lowered.yaml"
+has "$out" "xxh3:" "hash a lowered program"
+expect 3 "lower a pipeline (not yet)" lower "$ex/pipeline-1f1b.plan.yaml"
+expect 1 "lower an invalid plan" lower "$tmp/findings.yaml"
+expect 0 "lower --help" lower --help
 expect 0 "verify --help" verify --help
 has "$out" "usage: plan verify" "verify --help"
 

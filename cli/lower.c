@@ -1,0 +1,107 @@
+/* `plan lower`: the plan's lowered program as a file, and helpers the
+ * verbs that read lowered programs share. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "lower.h"
+#include "plan_int.h"
+
+const char usage_lower[] =
+    "usage: plan lower [-o FILE] PLAN\n"
+    "\n"
+    "Lowers PLAN to the SPMD program every rank runs: distributed buffers\n"
+    "(a tensor in a placement), steps (inputs, local ops, collectives along\n"
+    "one mesh axis), the layout of every tensor and the outputs as\n"
+    "delivered (spec/lowered-format.md). Writes to standard output, or\n"
+    "atomically to FILE. 'plan verify' runs the result; 'plan hash' prints\n"
+    "its content hash.\n"
+    "Exit: 0 written, 1 the plan is invalid, 2 unreadable input or bad usage,\n"
+    "3 not lowered here yet (training, pipelines, manual regions).\n";
+
+char *cli_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    plan_failf(PLAN_EIO, "cannot read '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  plan_buf b;
+  plan_buf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    plan_buf_append(&b, chunk, n);
+  int err = ferror(f);
+  fclose(f);
+  if (err || b.failed) {
+    plan_buf_free(&b);
+    plan_failf(err ? PLAN_EIO : PLAN_ENOMEM, "cannot read '%s'", path);
+    return NULL;
+  }
+  plan_buf_cstr(&b);
+  *len = b.len;
+  return b.data ? b.data : calloc(1, 1);
+}
+
+void cli_dirname(const char *path, char *out, size_t size) {
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (!slash)
+    snprintf(out, size, ".");
+  else if (n == 0)
+    snprintf(out, size, "/");
+  else
+    snprintf(out, size, "%.*s", (int)n, path);
+}
+
+int cmd_lower(int argc, char **argv) {
+  const char *file = NULL, *out = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-o") && i + 1 < argc)
+      out = argv[++i];
+    else if (argv[i][0] == '-' && argv[i][1])
+      return cli_usage("lower", "unknown option '%s'", argv[i]);
+    else if (file)
+      return cli_usage("lower", "one plan at a time");
+    else
+      file = argv[i];
+  }
+  if (!file)
+    return cli_usage("lower", "no plan given");
+  plan_plan *p;
+  if (plan_load(&p, file))
+    return cli_fail_last();
+  plan_diags *d = NULL;
+  if (plan_validate(&d, p)) {
+    plan_free(p);
+    return cli_fail_last();
+  }
+  if (plan_diags_count_at_least(d, PLAN_SEV_ERROR)) {
+    cli_print_diags(stderr, d);
+    fprintf(stderr, "plan lower: %s is invalid: not lowered\n", file);
+    plan_diags_free(d);
+    plan_free(p);
+    return EXIT_NEGATIVE;
+  }
+  plan_diags_free(d);
+  plan_lowered *l;
+  if (plan_lower(&l, p)) {
+    plan_free(p);
+    return cli_fail_last();
+  }
+  char *text;
+  size_t len;
+  int rc = plan_lowered_write(&text, &len, l);
+  plan_lowered_free(l);
+  plan_free(p);
+  if (rc)
+    return cli_fail_last();
+  if (out)
+    rc = plan_write_file_atomic(out, text, len) ? cli_fail_last() : EXIT_OK;
+  else
+    rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
+  free(text);
+  return rc;
+}
