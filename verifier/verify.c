@@ -302,6 +302,30 @@ static int run_redist(vctx *c, const plan_lstep *s) {
 
 /* ---- the two runs ----------------------------------------------------------- */
 
+/* reduce_mean's kernel divides a rank's local sum by the GLOBAL count, the
+ * partial a P(sum) output wants. An output stated P(avg) along axes that
+ * split a reduced dim wants each rank's local MEAN (legal when the split is
+ * even): local sum / (global count / those axes' sizes), i.e. the kernel's
+ * result times the product of those sizes. */
+static double mean_avg_scale(const vctx *c, const plan_lstep *s,
+                             const plan_op *op) {
+  if (op->kind != PLAN_OP_REDUCE_MEAN || !op->attrs)
+    return 1;
+  const plan_placement *in = &c->low->bufs[s->in[0]].pl;
+  const plan_placement *out = &c->low->bufs[s->out[0]].pl;
+  const plan_attr_val *dims = &op->attrs[0];
+  double f = 1;
+  for (int a = 0; a < c->m->naxes; a++) {
+    if (out->ax[a].kind != PLAN_PL_P || out->ax[a].reduce != PLAN_RED_AVG ||
+        in->ax[a].kind != PLAN_PL_S)
+      continue;
+    for (int i = 0; i < dims->nints; i++)
+      if (dims->ints[i] == in->ax[a].dim)
+        f *= (double)c->m->axis_sizes[a];
+  }
+  return f;
+}
+
 static int run_lowered(vctx *c) {
   const plan_lowered *l = c->low;
   c->bufs = calloc((size_t)l->nbufs + 1, sizeof(block *));
@@ -335,6 +359,7 @@ static int run_lowered(vctx *c) {
       rc = run_redist(c, s);
     } else {
       const plan_op *op = &c->prog->ops[s->op];
+      double scale = mean_avg_scale(c, s, op);
       for (int64_t r = 0; r < c->nranks && !rc; r++) {
         block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
         for (int j = 0; j < s->nin; j++)
@@ -342,6 +367,8 @@ static int run_lowered(vctx *c) {
         for (int k = 0; k < s->nout; k++)
           outs[k] = &c->bufs[s->out[k]][r];
         rc = run_op(c, op, ins, outs);
+        for (int64_t e = 0; !rc && scale != 1 && e < outs[0]->n; e++)
+          outs[0]->data[e] *= scale;
       }
     }
     if (rc)
