@@ -18,7 +18,7 @@ WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
-              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu $(PKG_CFLAGS) $(CFLAGS)
+              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 
 ifeq ($(SAN),1)
@@ -137,7 +137,7 @@ fuzz:
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
 	  clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -Ilibplan/include -Ilibplan/src -Iverifier \
+	    -fsanitize=fuzzer,address,undefined -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
 	    $$f $(LIB_SRC) -o build-fuzz/$$n $(LDLIBS_ALL) || exit 1; \
 	  mkdir -p build-fuzz/$$n.corpus; \
 	  ./build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -145,14 +145,14 @@ fuzz:
 	done
 	@echo "fuzz: no findings"
 
-FMT_FILES := $(shell find libplan verifier cli tests bench -name '*.[ch]' 2>/dev/null)
+FMT_FILES := $(shell find libplan verifier runners cli tests bench -name '*.[ch]' 2>/dev/null)
 fmt:
 	clang-format -i $(FMT_FILES)
 
 lint:
 	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
 	  --std=c11 --inline-suppr -Ilibplan/include -Ilibplan/src \
-	  --suppress=missingIncludeSystem libplan/src verifier cli
+	  --suppress=missingIncludeSystem libplan/src verifier runners cli
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/libplan \

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "libplan/verify.h"
 #include "lower.h"
+#include "runner.h"
 #include "verify_int.h"
 
 const char usage_verify[] =
@@ -87,11 +88,8 @@ int cmd_verify(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       outfile = argv[++i];
     } else if (!strcmp(argv[i], "--runner") && i + 1 < argc) {
-      if (strcmp(argv[++i], "cpu")) {
-        fprintf(stderr, "plan verify: runner '%s' is not available here "
-                        "(only 'cpu' is built)\n", argv[i]);
-        return EXIT_CANNOT_RUN;
-      }
+      if (!plan_runner_find(argv[++i]))
+        return cli_fail_last(); /* exit 3 with the reason */
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_usage("verify", "unknown option '%s'", argv[i]);
     } else if (file) {

@@ -16,6 +16,7 @@
 
 #include "inputs.h"
 #include "kernels.h"
+#include "runner.h"
 #include "libplan/verify.h"
 #include "lower.h"
 #include "ops.h"
@@ -37,6 +38,7 @@ typedef struct vctx {
   const plan_mesh *m;
   plan_lowered *low;
   const plan_verify_options *o;
+  const plan_runner_vtable *runner;
   int64_t nranks;
   int64_t (*coords)[PLAN_MAX_MESH_AXES];
   block **bufs;   /* [buffer][rank] */
@@ -219,8 +221,8 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
       rc = plan_oom();
   }
   plan_kernel_ctx kc = {c->o->mode == PLAN_VERIFY_EXACT, 0};
-  if (!rc && plan_cpu_kernel(op->kind, op->attrs, vin, op->nin, vout, op->nout,
-                             &kc, err, sizeof err))
+  if (!rc && c->runner->run_op(op->kind, op->attrs, vin, op->nin, vout,
+                              op->nout, &kc, err, sizeof err))
     rc = plan_failf(PLAN_EINVALID, "op '%s': %s", op->name, err);
   for (int k = 0; !rc && k < op->nout; k++)
     from_kernel(vout[k].dtype, vout[k].data, outs[k]->data, outs[k]->n);
@@ -728,6 +730,13 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
   c.o = opts;
   c.equal = 1;
   c.low = low; /* owned from here: freed with the context */
+  c.runner = plan_cpu_runner();
+  if (c.runner->api_version != PLAN_RUNNER_API_VERSION) {
+    plan_lowered_free(low);
+    return plan_failf(PLAN_EUNSUPPORTED, "runner '%s' has API version %d, not %d",
+                      c.runner->name, c.runner->api_version,
+                      PLAN_RUNNER_API_VERSION);
+  }
   plan_buf_init(&c.text);
   plan_arena_init(&c.rec_arena);
   int rc;
