@@ -76,7 +76,7 @@ static void layout(const vctx *c, const plan_placement *pl, int tensor,
 
 /* Global row-major index of local element k of a block. */
 static int64_t global_index(const plan_tensor *t, const block *b, int64_t k) {
-  int64_t idx[PLAN_MAX_RANK], g = 0;
+  int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = b->local[d] ? k % b->local[d] : 0;
     k = b->local[d] ? k / b->local[d] : 0;
@@ -88,7 +88,7 @@ static int64_t global_index(const plan_tensor *t, const block *b, int64_t k) {
 
 /* Local index of global element g in block b, or -1 when b lacks it. */
 static int64_t local_index(const plan_tensor *t, const block *b, int64_t g) {
-  int64_t idx[PLAN_MAX_RANK];
+  int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];
     g /= t->dims[d];
@@ -106,7 +106,7 @@ static int64_t local_index(const plan_tensor *t, const block *b, int64_t g) {
 /* ---- inputs ----------------------------------------------------------------- */
 
 static double recipe_value(const plan_tensor *t, int64_t g, bool exact) {
-  int64_t idx[PLAN_MAX_RANK];
+  int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];
     g /= t->dims[d];
@@ -701,8 +701,10 @@ static void free_ctx(vctx *c) {
 
 int plan_verify(plan_verify_report **out, const plan_plan *p,
                 const plan_verify_options *opts) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_verify: no place for the report");
   *out = NULL;
-  if (!out || !p || !p->has_mesh)
+  if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
   plan_lowered *low;
   int rc = plan_lower(&low, p);

@@ -276,7 +276,7 @@ static int check_infer(int kind, const plan_attr_val *attrs,
 /* out[j..] = in[perm..]: out dim j is in dim perm[j]. */
 static void permute_copy(const void *src, void *dst, size_t esz, int rank,
                          const int64_t *in_dims, const int *perm) {
-  int64_t istr[PLAN_MAX_RANK], ostr[PLAN_MAX_RANK], odims[PLAN_MAX_RANK];
+  int64_t istr[PLAN_MAX_RANK] = {0}, ostr[PLAN_MAX_RANK] = {0}, odims[PLAN_MAX_RANK];
   int64_t s = 1, n = prod(in_dims, 0, rank);
   for (int d = rank - 1; d >= 0; d--) {
     istr[d] = s;

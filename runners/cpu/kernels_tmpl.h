@@ -242,9 +242,11 @@ static void F(cross_entropy)(const void *vl, const int64_t *labels,
     for (int64_t i = 1; i < c; i++)
       if (row[i] > m)
         m = row[i];
+    /* the maximum contributes exp(0) = 1, so s >= 1 and its log is finite */
     R s = 0;
     for (int64_t i = 0; i < c; i++)
       s += MF(exp)(row[i] - m);
+    s = s < 1 ? 1 : s;
     /* per-sample loss on the grid first: the sum over samples (and over
      * ranks) is then exact in any order */
     total += F(grid)(m + MF(log)(s) - row[labels[r]], bits);
