@@ -2,44 +2,69 @@
  * for every op kind of the registry, on meshes [2,2], [2,2,2] and [1,2]
  * (a size-1 axis), with even and uneven shapes (dims 3 and 5), every input
  * placement per operand and mesh axis out of {R, S(d) for each dim, P(sum),
- * P(avg), P(max)} is judged by the op's factor rule (plan_rule_infer_out)
- * and then checked end to end on a one-op plan built as YAML text:
+ * P(avg), P(max)} is judged by the op's factor rule (plan_rule_infer_out
+ * derives the outputs) and then checked end to end on plans built as YAML
+ * text:
  *
  *  (1) inputs the rule accepts: the strategy (inputs, derived outputs) must
- *      validate without errors and plan_verify must report EQUAL in exact
- *      and in float mode. The op's inputs are stored in the strategy's input
- *      placements, the output is delivered R (the verifier redistributes).
- *      Each legal strategy is verified a second time with every input
- *      stored R, so the verifier has to redistribute the inputs too.
+ *      validate without errors, and plan_verify must report EQUAL in exact
+ *      and in float mode on a one-op plan whose inputs are stored in the
+ *      strategy's input placements and whose outputs are delivered R (the
+ *      verifier redistributes). Each legal strategy is verified again
+ *      - with every input stored R, so the inputs are redistributed too
+ *        (exact mode only, float where exact mode is skipped);
+ *      - with genuinely partial inputs (plan_yaml_partial): a leaf stored
+ *        P(sum) holds the whole value on one rank and zeros elsewhere, and
+ *        P(avg) the same value everywhere, which would hide a wrong
+ *        reduction; so each P(sum|avg) input is made by a reduce_sum /
+ *        reduce_mean over a sharded trailing dim, every rank holding a
+ *        different part.
  *  (2) inputs the rule refuses: plan_validate must report strategy.illegal
- *      or strategy.partial for the op.
- *  (3) wrong outputs: for each legal input combination, the derived output
- *      placement is mutated one mesh axis at a time; what plan_rule_check
- *      accepts (P(avg) for an evenly sharded reduce_mean) is verified as in
- *      (1), what it refuses is checked as in (2).
- * Where several mesh axes shard one dim, the reversed nesting order (S(d:k))
- * is tried as well, on all inputs and on input 0 alone.
+ *      or strategy.partial for the op (checked in batches: flush_refused).
+ *  (3) outputs: for each legal input combination, reduce_mean's P(sum)
+ *      output axes are stated P(avg) in every combination, and the derived
+ *      output is mutated one mesh axis at a time (R, S(0), S(last),
+ *      P(sum), P(avg), P(max)); what plan_rule_check accepts is verified as
+ *      in (1), what it refuses is checked as in (2).
+ * Where several mesh axes shard one dim, every nesting order (S(d:k)) is
+ * tried as well, on all inputs and on input 0 alone (then the orders
+ * disagree).
  *
- * Bounds: on the 2-axis meshes every combination is checked. On the 3-axis
- * mesh every legal combination is verified, but the refused combinations
- * (which outnumber the legal ones by 50-1000 to 1) are validated on a
- * deterministic sample of at most REFUSE_CAP_3AXIS per op case (a fixed
- * multiplicative hash of the combination's index), and the wrong-output
- * mutations of (3) touch one mesh axis per combination (chosen by its
- * index). Both keep the run near a few seconds and under ASan within
- * `make asan`'s budget.
+ * Enumeration and bounds (run_case): the legal strategies are found
+ * without walking the whole space, from the legal columns of each mesh
+ * axis. On the 2-axis meshes every refused combination is checked too. On
+ * the 3-axis mesh every legal strategy is verified, but the refused
+ * combinations (up to 6^9 per case) are validated on a deterministic sample
+ * of REFUSE_CAP_3AXIS per case (a fixed multiplicative hash of a counter),
+ * and the wrong-output mutations of (3) touch one mesh axis per
+ * combination (chosen by its index). That keeps the run near 10 s (about
+ * 50 s under ASan).
  *
  * Exact mode compares with ==; the kernels round inexact results to a dyadic
  * grid, so a mean or cross_entropy over a count that is not a power of two
  * cannot be bit exact when the reduced dim is sharded (round(S/3) differs
  * from the sum of round(S_r/3)). Cases marked INEXACT_MEAN therefore skip
  * exact mode for the strategies that shard a reduction factor (float mode
- * still runs); the power-of-two cases cover exact mode for those ops.
+ * still runs); the power-of-two cases cover exact mode for those ops. For
+ * the same reason, ops that round (ROUNDS: div, a scale by 0.1, a mean over
+ * 3 or 6) skip exact mode with genuinely partial inputs: each rank rounds
+ * its own part.
  *
  * Division: exact-mode inputs are integers in [-3, 3], so a divisor holds
  * zeros for most seeds (0/0 is NaN and NaN != NaN, even on one device).
  * Cases marked NONZERO_IN1 run with the first seed that gives input 1 no
  * zero in either mode.
+ *
+ * Environment (for debugging): SWEEP_ONLY=PREFIX runs the cases whose label
+ * starts with PREFIX; SWEEP_VERBOSE=1 prints a line per case and mesh;
+ * SWEEP_SEED=N verifies with seed N (default 0); SWEEP_ALL=1 includes the
+ * cases marked KNOWN_BUG.
+ *
+ * Bugs this sweep found: reduce_mean with its reduced dim sharded and the
+ * output stated P(avg) (legal when even) verified at 1/k of the reference
+ * (x [4, 8], dims [1], mesh [tp=2], in S(1), out P(avg)): the kernel
+ * divides a rank's sum by the global count, a P(sum) partial; fixed in the
+ * verifier's executor (commit 9e8e86a). Open: see KNOWN_BUG in the table.
  *
  * The last line printed is the summary:
  *   sweep: N legal strategies verified equal (exact+float), M illegal
@@ -67,7 +92,13 @@
 
 enum {
   INEXACT_MEAN = 1, /* a mean over a count that is not a power of two */
-  NONZERO_IN1 = 2   /* input 1 is a divisor: pick a seed without zeros */
+  NONZERO_IN1 = 2,  /* input 1 is a divisor: pick a seed without zeros */
+  ROUNDS = 4,       /* exact mode rounds the op's inexact results (div, a
+                       scale by 0.1, a mean over 3 or 6): no exact mode
+                       with genuinely partial inputs */
+  KNOWN_BUG = 8     /* fails because of a reported library bug: left out of
+                       the default run (SWEEP_ALL=1 runs it); the bug is
+                       named at the case */
 };
 
 typedef struct tspec {
@@ -87,53 +118,56 @@ typedef struct opcase {
   unsigned flags;
 } opcase;
 
+/* clang-format off */
 #define I64(n, s, r) {n, s, "i64", r}
 #define F(n, s) {n, s, NULL, 0}
 
 static const opcase cases[] = {
     /* matmul: plain, uneven, transposes, batched with a 2-D rhs, batched */
     {"matmul", "matmul", NULL, 2, {F("a", "[4, 6]"), F("b", "[6, 8]")}, 1, 0},
-    {"matmul.uneven", "matmul", NULL, 2, {F("a", "[3, 5]"), F("b", "[5, 3]")},
-     1, 0},
-    {"matmul.ta", "matmul", "{transpose_a: true}", 2,
-     {F("a", "[6, 4]"), F("b", "[6, 8]")}, 1, 0},
-    {"matmul.tb", "matmul", "{transpose_b: true}", 2,
-     {F("a", "[4, 6]"), F("b", "[8, 6]")}, 1, 0},
-    {"matmul.tab.uneven", "matmul", "{transpose_a: true, transpose_b: true}",
-     2, {F("a", "[5, 3]"), F("b", "[3, 5]")}, 1, 0},
-    {"matmul.batched.rhs2d", "matmul", NULL, 2,
-     {F("a", "[2, 4, 6]"), F("b", "[6, 8]")}, 1, 0},
-    {"matmul.batched.rhs2d.uneven", "matmul", NULL, 2,
-     {F("a", "[3, 5, 4]"), F("b", "[4, 3]")}, 1, 0},
-    {"matmul.batched", "matmul", NULL, 2,
-     {F("a", "[2, 4, 6]"), F("b", "[2, 6, 4]")}, 1, 0},
+    {"matmul.uneven", "matmul", NULL, 2, {F("a", "[3, 5]"), F("b", "[5, 3]")}, 1, 0},
+    {"matmul.ta", "matmul", "{transpose_a: true}", 2, {F("a", "[6, 4]"), F("b", "[6, 8]")}, 1, 0},
+    {"matmul.tb", "matmul", "{transpose_b: true}", 2, {F("a", "[4, 6]"), F("b", "[8, 6]")}, 1, 0},
+    {"matmul.tab.uneven", "matmul", "{transpose_a: true, transpose_b: true}", 2, {F("a", "[5, 3]"), F("b", "[3, 5]")}, 1, 0},
+    {"matmul.batched.rhs2d", "matmul", NULL, 2, {F("a", "[2, 4, 6]"), F("b", "[6, 8]")}, 1, 0},
+    {"matmul.batched.rhs2d.uneven", "matmul", NULL, 2, {F("a", "[3, 5, 4]"), F("b", "[4, 3]")}, 1, 0},
+    {"matmul.batched", "matmul", NULL, 2, {F("a", "[2, 4, 6]"), F("b", "[2, 6, 4]")}, 1, 0},
+    {"matmul.bcastbatch", "matmul", NULL, 2, {F("a", "[1, 4, 6]"), F("b", "[2, 6, 4]")}, 1, 0},
+    {"matmul.f64", "matmul", NULL, 2, {{"a", "[4, 6]", "f64", 0}, {"b", "[6, 8]", "f64", 0}}, 1, 0},
+    /* KNOWN_BUG (float-mode tolerance): a bf16 or f16 contraction split over
+     * ranks is compared with assert_close's per-dtype tolerances (bf16 rtol
+     * 1.6e-2), but each rank rounds its partial sum to the dtype before the
+     * all-reduce, so a correct plan differs from the single-device result
+     * by several ulps (and relatively without bound where the sum cancels):
+     * matmul a [4, 16] x b [16, 8] in bf16 on [tp=2], in [S(1), S(0)], out
+     * P(sum): NOT EQUAL in float mode, seed 0, y[31] got -0.28125 want
+     * -0.275390625 (3 of 32 elements). DESIGN §3's bound for low precision
+     * (|lowered - ref64| <= c |ref_lowp - ref64| + atol) and its depth-aware
+     * norm bound are not implemented; f32 shows the same for long sums
+     * (k = 4096 split in 2: rel error 6e-6 > 1.3e-6). */
+    {"matmul.bf16", "matmul", NULL, 2, {{"a", "[4, 16]", "bf16", 0}, {"b", "[16, 8]", "bf16", 0}}, 1, KNOWN_BUG},
+    {"matmul.f16", "matmul", NULL, 2, {{"a", "[4, 16]", "f16", 0}, {"b", "[16, 8]", "f16", 0}}, 1, KNOWN_BUG},
     /* linear with and without bias */
     {"linear", "linear", NULL, 2, {F("x", "[4, 6]"), F("w", "[8, 6]")}, 1, 0},
-    {"linear.bias", "linear", NULL, 3,
-     {F("x", "[4, 6]"), F("w", "[8, 6]"), F("bias", "[8]")}, 1, 0},
-    {"linear.bias.uneven", "linear", NULL, 3,
-     {F("x", "[5, 3]"), F("w", "[3, 3]"), F("bias", "[3]")}, 1, 0},
-    {"linear.batched", "linear", NULL, 2,
-     {F("x", "[2, 3, 4]"), F("w", "[5, 4]")}, 1, 0},
+    {"linear.bias", "linear", NULL, 3, {F("x", "[4, 6]"), F("w", "[8, 6]"), F("bias", "[8]")}, 1, 0},
+    {"linear.bias.uneven", "linear", NULL, 3, {F("x", "[5, 3]"), F("w", "[3, 3]"), F("bias", "[3]")}, 1, 0},
+    {"linear.batched", "linear", NULL, 2, {F("x", "[2, 3, 4]"), F("w", "[5, 4]")}, 1, 0},
     /* elementwise binary, with broadcasting */
     {"add", "add", NULL, 2, {F("a", "[4, 6]"), F("b", "[4, 6]")}, 1, 0},
     {"add.bcast", "add", NULL, 2, {F("a", "[4, 6]"), F("b", "[6]")}, 1, 0},
-    {"add.bcast1.uneven", "add", NULL, 2, {F("a", "[3, 5]"), F("b", "[1, 5]")},
-     1, 0},
+    {"add.bcast1.uneven", "add", NULL, 2, {F("a", "[3, 5]"), F("b", "[1, 5]")}, 1, 0},
+    {"add.bcast.both", "add", NULL, 2, {F("a", "[4, 1]"), F("b", "[1, 6]")}, 1, 0},
     {"sub.uneven", "sub", NULL, 2, {F("a", "[3, 5]"), F("b", "[3, 5]")}, 1, 0},
     {"sub.bcast", "sub", NULL, 2, {F("a", "[4, 6]"), F("b", "[4, 1]")}, 1, 0},
     {"mul", "mul", NULL, 2, {F("a", "[4, 6]"), F("b", "[4, 6]")}, 1, 0},
-    {"mul.bcast.uneven", "mul", NULL, 2, {F("a", "[3, 5]"), F("b", "[5]")}, 1,
-     0},
-    {"div", "div", NULL, 2, {F("a", "[4, 6]"), F("b", "[4, 6]")}, 1,
-     NONZERO_IN1},
-    {"div.bcast.uneven", "div", NULL, 2, {F("a", "[3, 5]"), F("b", "[1, 5]")},
-     1, NONZERO_IN1},
-    /* scale: exact factor, negative factor (P(max) refused), inexact factor */
+    {"mul.bcast.uneven", "mul", NULL, 2, {F("a", "[3, 5]"), F("b", "[5]")}, 1, 0},
+    {"div", "div", NULL, 2, {F("a", "[4, 6]"), F("b", "[4, 6]")}, 1, NONZERO_IN1 | ROUNDS},
+    {"div.bcast.uneven", "div", NULL, 2, {F("a", "[3, 5]"), F("b", "[1, 5]")}, 1, NONZERO_IN1 | ROUNDS},
+    /* scale: exact, negative (P(max) refused), inexact and zero factors */
     {"scale", "scale", "{factor: 0.5}", 1, {F("x", "[4, 6]")}, 1, 0},
-    {"scale.neg.uneven", "scale", "{factor: -1.5}", 1, {F("x", "[3, 5]")}, 1,
-     0},
-    {"scale.inexact", "scale", "{factor: 0.1}", 1, {F("x", "[4, 6]")}, 1, 0},
+    {"scale.neg.uneven", "scale", "{factor: -1.5}", 1, {F("x", "[3, 5]")}, 1, 0},
+    {"scale.inexact", "scale", "{factor: 0.1}", 1, {F("x", "[4, 6]")}, 1, ROUNDS},
+    {"scale.zero.uneven", "scale", "{factor: 0}", 1, {F("x", "[3, 5]")}, 1, 0},
     /* unary non-linear */
     {"relu", "relu", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
     {"relu.rank3.uneven", "relu", NULL, 1, {F("x", "[2, 3, 5]")}, 1, 0},
@@ -142,71 +176,57 @@ static const opcase cases[] = {
     {"silu", "silu", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
     {"tanh.uneven", "tanh", NULL, 1, {F("x", "[3, 5]")}, 1, 0},
     {"exp", "exp", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
-    /* softmax on the last and the first dim */
+    /* softmax on the last, the first and a middle dim */
     {"softmax", "softmax", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
     {"softmax.dim0.uneven", "softmax", "{dim: 0}", 1, {F("x", "[3, 5]")}, 1, 0},
+    {"softmax.rank3.uneven", "softmax", "{dim: 1}", 1, {F("x", "[2, 3, 5]")}, 1, 0},
+    {"softmax.bf16", "softmax", NULL, 1, {{"x", "[4, 6]", "bf16", 0}}, 1, 0},
     /* norms */
-    {"layernorm", "layernorm", NULL, 3,
-     {F("x", "[4, 6]"), F("w", "[6]"), F("bias", "[6]")}, 1, 0},
-    {"layernorm.nobias.uneven", "layernorm", NULL, 2,
-     {F("x", "[3, 5]"), F("w", "[5]")}, 1, 0},
+    {"layernorm", "layernorm", NULL, 3, {F("x", "[4, 6]"), F("w", "[6]"), F("bias", "[6]")}, 1, 0},
+    {"layernorm.nobias.uneven", "layernorm", NULL, 2, {F("x", "[3, 5]"), F("w", "[5]")}, 1, 0},
     {"rmsnorm", "rmsnorm", NULL, 2, {F("x", "[4, 6]"), F("w", "[6]")}, 1, 0},
-    {"rmsnorm.rank3.uneven", "rmsnorm", NULL, 2,
-     {F("x", "[2, 3, 5]"), F("w", "[5]")}, 1, 0},
+    {"rmsnorm.f16", "rmsnorm", NULL, 2, {{"x", "[4, 6]", "f16", 0}, {"w", "[6]", "f16", 0}}, 1, 0},
+    {"rmsnorm.rank3.uneven", "rmsnorm", NULL, 2, {F("x", "[2, 3, 5]"), F("w", "[5]")}, 1, 0},
     /* embedding: ids need a range */
-    {"embedding", "embedding", NULL, 2,
-     {F("table", "[8, 4]"), I64("ids", "[2, 3]", 8)}, 1, 0},
-    {"embedding.uneven", "embedding", NULL, 2,
-     {F("table", "[5, 3]"), I64("ids", "[3]", 5)}, 1, 0},
+    {"embedding", "embedding", NULL, 2, {F("table", "[8, 4]"), I64("ids", "[2, 3]", 8)}, 1, 0},
+    {"embedding.uneven", "embedding", NULL, 2, {F("table", "[5, 3]"), I64("ids", "[3]", 5)}, 1, 0},
+    {"embedding.rows5", "embedding", NULL, 2, {F("table", "[5, 4]"), I64("ids", "[2, 3]", 5)}, 1, 0},
     /* data movement */
     {"transpose", "transpose", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
     {"transpose.uneven", "transpose", NULL, 1, {F("x", "[3, 5]")}, 1, 0},
-    {"transpose.rank3", "transpose", "{dims: [0, 2]}", 1,
-     {F("x", "[2, 3, 5]")}, 1, 0},
-    {"permute", "permute", "{perm: [2, 0, 1]}", 1, {F("x", "[2, 3, 4]")}, 1,
-     0},
+    {"transpose.rank3", "transpose", "{dims: [0, 2]}", 1, {F("x", "[2, 3, 5]")}, 1, 0},
+    {"permute", "permute", "{perm: [2, 0, 1]}", 1, {F("x", "[2, 3, 4]")}, 1, 0},
+    {"transpose.rank4", "transpose", "{dims: [1, 3]}", 1, {F("x", "[2, 3, 2, 5]")}, 1, 0},
     {"reshape.merge", "reshape", "{shape: [24]}", 1, {F("x", "[4, 6]")}, 1, 0},
     {"reshape.split", "reshape", "{shape: [4, 6]}", 1, {F("x", "[24]")}, 1, 0},
-    {"reshape.merge.uneven", "reshape", "{shape: [15]}", 1, {F("x", "[3, 5]")},
-     1, 0},
-    {"reshape.split.uneven", "reshape", "{shape: [3, 5]}", 1, {F("x", "[15]")},
-     1, 0},
-    {"reshape.merge.lead", "reshape", "{shape: [6, 4]}", 1,
-     {F("x", "[2, 3, 4]")}, 1, 0},
-    {"reshape.regroup", "reshape", "{shape: [6, 4]}", 1, {F("x", "[4, 6]")}, 1,
-     0},
-    {"reshape.unit", "reshape", "{shape: [4, 1, 6]}", 1, {F("x", "[4, 6]")}, 1,
-     0},
+    {"reshape.merge.uneven", "reshape", "{shape: [15]}", 1, {F("x", "[3, 5]")}, 1, 0},
+    {"reshape.split.uneven", "reshape", "{shape: [3, 5]}", 1, {F("x", "[15]")}, 1, 0},
+    {"reshape.merge.lead", "reshape", "{shape: [6, 4]}", 1, {F("x", "[2, 3, 4]")}, 1, 0},
+    {"reshape.split.lead", "reshape", "{shape: [2, 3, 4]}", 1, {F("x", "[6, 4]")}, 1, 0},
+    {"reshape.unit.in", "reshape", "{shape: [4, 6]}", 1, {F("x", "[4, 1, 6]")}, 1, 0},
+    {"reshape.regroup", "reshape", "{shape: [6, 4]}", 1, {F("x", "[4, 6]")}, 1, 0},
+    {"reshape.unit", "reshape", "{shape: [4, 1, 6]}", 1, {F("x", "[4, 6]")}, 1, 0},
     /* reductions */
     {"reduce_sum", "reduce_sum", "{dims: [1]}", 1, {F("x", "[4, 6]")}, 1, 0},
-    {"reduce_sum.keepdim.uneven", "reduce_sum", "{dims: [0], keepdim: true}",
-     1, {F("x", "[3, 5]")}, 1, 0},
-    {"reduce_sum.all", "reduce_sum", "{dims: [0, 1]}", 1, {F("x", "[4, 6]")}, 1,
-     0},
-    {"reduce_mean.pow2", "reduce_mean", "{dims: [1]}", 1, {F("x", "[4, 8]")},
-     1, 0},
-    {"reduce_mean.all.pow2", "reduce_mean", "{dims: [0, 1]}", 1,
-     {F("x", "[2, 4]")}, 1, 0},
-    {"reduce_mean.uneven", "reduce_mean", "{dims: [0]}", 1, {F("x", "[3, 5]")},
-     1, INEXACT_MEAN},
-    {"reduce_mean.keepdim", "reduce_mean", "{dims: [1], keepdim: true}", 1,
-     {F("x", "[4, 6]")}, 1, INEXACT_MEAN},
+    {"reduce_sum.keepdim.uneven", "reduce_sum", "{dims: [0], keepdim: true}", 1, {F("x", "[3, 5]")}, 1, 0},
+    {"reduce_sum.all", "reduce_sum", "{dims: [0, 1]}", 1, {F("x", "[4, 6]")}, 1, 0},
+    {"reduce_sum.bf16", "reduce_sum", "{dims: [1]}", 1, {{"x", "[4, 16]", "bf16", 0}}, 1, KNOWN_BUG}, /* as matmul.bf16 */
+    {"reduce_mean.pow2", "reduce_mean", "{dims: [1]}", 1, {F("x", "[4, 8]")}, 1, 0},
+    {"reduce_mean.all.pow2", "reduce_mean", "{dims: [0, 1]}", 1, {F("x", "[2, 4]")}, 1, 0},
+    {"reduce_mean.uneven", "reduce_mean", "{dims: [0]}", 1, {F("x", "[3, 5]")}, 1, INEXACT_MEAN | ROUNDS},
+    {"reduce_mean.keepdim", "reduce_mean", "{dims: [1], keepdim: true}", 1, {F("x", "[4, 6]")}, 1, INEXACT_MEAN | ROUNDS},
     /* split and concat */
     {"split", "split", "{dim: -1, sizes: [2, 4]}", 1, {F("x", "[4, 6]")}, 2, 0},
-    {"split.dim0.uneven", "split", "{dim: 0, sizes: [1, 2]}", 1,
-     {F("x", "[3, 5]")}, 2, 0},
+    {"split.dim0.uneven", "split", "{dim: 0, sizes: [1, 2]}", 1, {F("x", "[3, 5]")}, 2, 0},
     {"split.three", "split", "{sizes: [1, 2, 3]}", 1, {F("x", "[4, 6]")}, 3, 0},
     {"concat", "concat", NULL, 2, {F("a", "[4, 2]"), F("b", "[4, 4]")}, 1, 0},
-    {"concat.dim0.three.uneven", "concat", "{dim: 0}", 3,
-     {F("a", "[1, 5]"), F("b", "[2, 5]"), F("c", "[2, 5]")}, 1, 0},
+    {"concat.dim0.three.uneven", "concat", "{dim: 0}", 3, {F("a", "[1, 5]"), F("b", "[2, 5]"), F("c", "[2, 5]")}, 1, 0},
     /* cross entropy: labels need a range */
-    {"cross_entropy.pow2", "cross_entropy", NULL, 2,
-     {F("logits", "[4, 8]"), I64("labels", "[4]", 8)}, 1, 0},
-    {"cross_entropy.rank3.pow2", "cross_entropy", NULL, 2,
-     {F("logits", "[2, 4, 5]"), I64("labels", "[2, 4]", 5)}, 1, 0},
-    {"cross_entropy.uneven", "cross_entropy", NULL, 2,
-     {F("logits", "[3, 5]"), I64("labels", "[3]", 5)}, 1, INEXACT_MEAN},
+    {"cross_entropy.pow2", "cross_entropy", NULL, 2, {F("logits", "[4, 8]"), I64("labels", "[4]", 8)}, 1, 0},
+    {"cross_entropy.rank3.pow2", "cross_entropy", NULL, 2, {F("logits", "[2, 4, 5]"), I64("labels", "[2, 4]", 5)}, 1, 0},
+    {"cross_entropy.uneven", "cross_entropy", NULL, 2, {F("logits", "[3, 5]"), I64("labels", "[3]", 5)}, 1, INEXACT_MEAN | ROUNDS},
 };
+/* clang-format on */
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 typedef struct meshspec {
@@ -225,21 +245,14 @@ static const meshspec meshes[] = {
  * (see the header: a deterministic sample). */
 #define REFUSE_CAP_3AXIS 1500
 
-/* Known library bugs, left out of the default run (each was reported; run
- * with SWEEP_ALL=1 in the environment to include them). An entry matches a
- * legal strategy by case label, mesh label and the strategy as text
- * ("in: [..] out: [..]", the canonical compact forms), where a NULL field
- * matches anything; the reason names the bug. */
-typedef struct known_bug {
-  const char *label, *mesh, *strategy;
-  const char *reason;
-} known_bug;
-
-static const known_bug known_bugs[] = {
-    {NULL, NULL, NULL, NULL},
-};
-
 /* ---- the sweep's state --------------------------------------------------- */
+
+#define REFUSE_BATCH 128
+
+typedef struct pending {
+  plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+  char reason[200];
+} pending;
 
 typedef struct sweep {
   const opcase *c;
@@ -255,18 +268,24 @@ typedef struct sweep {
   plan_rule rule;
   plan_plan *base;
   plan_buf yaml;
+  pending pend[REFUSE_BATCH]; /* refused strategies not yet validated */
+  int npend;
   /* counts */
-  long legal, refused, verified_exact, verified_float, exact_skipped,
-      stored_r, known_skipped, wrong_out_legal, failures;
+  long legal, refused, verified_exact, verified_float, exact_skipped, stored_r,
+      genuine, genuine_float_only, wrong_out_legal, failures;
 } sweep;
 
-static int max_fail_print = 100000;
+/* Failures printed in full; the rest are only counted. */
+static int max_fail_print = 40;
 
 static void failf(sweep *s, const char *fmt, ...) PLAN_PRINTF(2, 3);
 static void failf(sweep *s, const char *fmt, ...) {
   s->failures++;
-  if (max_fail_print-- <= 0)
+  if (max_fail_print-- <= 0) {
+    if (max_fail_print == -1)
+      fprintf(stderr, "SWEEP: further failures are counted, not printed\n");
     return;
+  }
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "SWEEP FAILURE [%s on %s]: ", s->c->label, s->m->label);
@@ -298,17 +317,9 @@ static const char *strategy_str(const sweep *s, const plan_placement *in,
   return buf;
 }
 
-/* The one-op plan as YAML. store: the storage placements of the inputs
- * (NULL: R); in/out: the strategy (NULL: all R). */
-static const char *plan_yaml(sweep *s, const plan_placement *store,
-                             const plan_placement *in,
-                             const plan_placement *out) {
+/* The program's header and tensor declarations. */
+static void tensors_yaml(const sweep *s, plan_buf *b) {
   const opcase *c = s->c;
-  plan_buf *b = &s->yaml;
-  char pb[PLAN_PLACEMENT_STRLEN];
-  plan_placement r;
-  plan_placement_replicated(&r, s->naxes);
-  plan_buf_reset(b);
   plan_buf_printf(b, "libplan: \"0.1\"\nprogram:\n  name: sweep\n  tensors:\n");
   bool first_float = true;
   for (int i = 0; i < c->nin; i++) {
@@ -324,16 +335,55 @@ static const char *plan_yaml(sweep *s, const plan_placement *store,
       plan_buf_printf(b, ", range: [0, %d]", t->range);
     plan_buf_puts(b, "}\n");
   }
-  plan_buf_printf(b, "  ops:\n    - {name: op, op: %s, in: [", c->op);
+  plan_buf_puts(b, "  ops:\n");
+}
+
+/* One op of the program: `name`, producing `prefix`0, `prefix`1, ... */
+static void op_yaml(const sweep *s, plan_buf *b, const char *name,
+                    const char *prefix) {
+  const opcase *c = s->c;
+  plan_buf_printf(b, "    - {name: %s, op: %s, in: [", name, c->op);
   for (int i = 0; i < c->nin; i++)
     plan_buf_printf(b, "%s%s", i ? ", " : "", c->in[i].name);
   plan_buf_puts(b, "], out: [");
   for (int o = 0; o < c->nout; o++)
-    plan_buf_printf(b, "%sy%d", o ? ", " : "", o);
+    plan_buf_printf(b, "%s%s%d", o ? ", " : "", prefix, o);
   plan_buf_puts(b, "]");
   if (c->attrs)
     plan_buf_printf(b, ", attrs: %s", c->attrs);
-  plan_buf_puts(b, "}\n  outputs: [");
+  plan_buf_puts(b, "}\n");
+}
+
+static void strategy_yaml(const sweep *s, plan_buf *b, const char *name,
+                          const plan_placement *in, const plan_placement *out) {
+  char pb[PLAN_PLACEMENT_STRLEN];
+  plan_placement r;
+  plan_placement_replicated(&r, s->naxes);
+  plan_buf_printf(b, "  %s: {in: [", name);
+  for (int i = 0; i < s->c->nin; i++)
+    plan_buf_printf(b, "%s\"%s\"", i ? ", " : "", pl_str(in ? &in[i] : &r, pb));
+  plan_buf_puts(b, "], out: [");
+  for (int o = 0; o < s->c->nout; o++)
+    plan_buf_printf(b, "%s\"%s\"", o ? ", " : "",
+                    pl_str(out ? &out[o] : &r, pb));
+  plan_buf_puts(b, "]}\n");
+}
+
+/* The one-op plan as YAML. store: the storage placements of the inputs
+ * (NULL: R); in/out: the strategy (NULL: all R); the outputs are delivered
+ * R. */
+static const char *plan_yaml(sweep *s, const plan_placement *store,
+                             const plan_placement *in,
+                             const plan_placement *out) {
+  const opcase *c = s->c;
+  plan_buf *b = &s->yaml;
+  char pb[PLAN_PLACEMENT_STRLEN];
+  plan_placement r;
+  plan_placement_replicated(&r, s->naxes);
+  plan_buf_reset(b);
+  tensors_yaml(s, b);
+  op_yaml(s, b, "op", "y");
+  plan_buf_puts(b, "  outputs: [");
   for (int o = 0; o < c->nout; o++)
     plan_buf_printf(b, "%sy%d", o ? ", " : "", o);
   plan_buf_printf(b, "]\nmesh:\n  axes: %s\n  devices: iota\nplacements:\n",
@@ -341,14 +391,124 @@ static const char *plan_yaml(sweep *s, const plan_placement *store,
   for (int i = 0; i < c->nin; i++)
     plan_buf_printf(b, "  %s: \"%s\"\n", c->in[i].name,
                     pl_str(store ? &store[i] : &r, pb));
-  plan_buf_puts(b, "strategies:\n  op: {in: [");
-  for (int i = 0; i < c->nin; i++)
-    plan_buf_printf(b, "%s\"%s\"", i ? ", " : "", pl_str(in ? &in[i] : &r, pb));
-  plan_buf_puts(b, "], out: [");
+  plan_buf_puts(b, "strategies:\n");
+  strategy_yaml(s, b, "op", in, out);
+  plan_buf_puts(b, "outputs:\n");
   for (int o = 0; o < c->nout; o++)
-    plan_buf_printf(b, "%s\"%s\"", o ? ", " : "",
-                    pl_str(out ? &out[o] : &r, pb));
-  plan_buf_puts(b, "]}\noutputs:\n");
+    plan_buf_printf(b, "  y%d: \"%s\"\n", o, pl_str(&r, pb));
+  return plan_buf_cstr(b);
+}
+
+/* Levels of every sharded dim renumbered 0..n-1 in their present order,
+ * entries with level -1 (new) going minor-most. */
+static void renumber_levels(plan_placement *p) {
+  for (int d = 0; d < PLAN_MAX_RANK; d++) {
+    int axes[PLAN_MAX_MESH_AXES], n = 0;
+    for (int a = 0; a < p->naxes; a++)
+      if (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d)
+        axes[n++] = a;
+    for (int t = 0; t < n; t++)
+      if (p->ax[axes[t]].level < 0)
+        p->ax[axes[t]].level = (int8_t)(PLAN_MAX_MESH_AXES + t);
+    for (int t = 1; t < n; t++) /* insertion sort by level */
+      for (int u = t; u > 0 && p->ax[axes[u - 1]].level > p->ax[axes[u]].level;
+           u--) {
+        int x = axes[u];
+        axes[u] = axes[u - 1];
+        axes[u - 1] = x;
+      }
+    for (int t = 0; t < n; t++)
+      p->ax[axes[t]].level = (int8_t)t;
+  }
+}
+
+/* The plan with genuinely partial inputs: every input i in `mask` (its
+ * strategy placement P(sum) or P(avg) along some axes, never P(max)) is
+ * produced by a first op, reduce_sum (reduce_mean when some axis is P(avg))
+ * over a trailing dim of a leaf `<name>_u` (its size twice the device
+ * count, so every split of it is even, as P(avg) needs), which is
+ * sharded along exactly those axes: each rank then holds a different
+ * partial value, where a leaf stored as P(sum) holds the whole value on one
+ * rank and zeros elsewhere (P(avg): the same value everywhere), which would
+ * pass a wrong reduction unnoticed. */
+static const char *plan_yaml_partial(sweep *s, const plan_placement *in,
+                                     const plan_placement *out, unsigned mask) {
+  const opcase *c = s->c;
+  plan_buf *b = &s->yaml;
+  char pb[PLAN_PLACEMENT_STRLEN];
+  plan_placement r, u[PLAN_MAX_OPERANDS];
+  plan_placement_replicated(&r, s->naxes);
+  bool mean[PLAN_MAX_OPERANDS] = {false};
+  int64_t ndev = 1;
+  for (int a = 0; a < s->naxes; a++)
+    ndev *= s->mesh_sizes[a];
+  for (int i = 0; i < c->nin; i++) {
+    if (!(mask >> i & 1))
+      continue;
+    u[i] = in[i];
+    for (int a = 0; a < s->naxes; a++) {
+      plan_axis_pl *e = &u[i].ax[a];
+      if (e->kind != PLAN_PL_P)
+        continue;
+      mean[i] |= e->reduce == PLAN_RED_AVG;
+      *e = (plan_axis_pl){PLAN_PL_S, 0, (int8_t)s->in_rank[i], -1};
+    }
+    char err[160];
+    renumber_levels(&u[i]);
+    assert_int_equal(
+        plan_placement_normalize(&u[i], s->in_rank[i] + 1, err, sizeof err),
+        PLAN_OK);
+  }
+  plan_buf_reset(b);
+  plan_buf_printf(b, "libplan: \"0.1\"\nprogram:\n  name: sweep\n  tensors:\n");
+  bool first_float = true;
+  for (int i = 0; i < c->nin; i++) {
+    const tspec *t = &c->in[i];
+    const char *role = t->range > 0 || first_float ? "input" : "param";
+    if (t->range <= 0)
+      first_float = false;
+    if (mask >> i & 1) {
+      size_t n = strlen(t->shape); /* "[4, 6]" -> "[4, 6, K]" */
+      plan_buf_printf(b,
+                      "    %s_u: {shape: %.*s, %lld], dtype: %s, role: %s}\n",
+                      t->name, (int)(n - 1), t->shape, (long long)(2 * ndev),
+                      t->dtype ? t->dtype : "f32", role);
+      continue;
+    }
+    plan_buf_printf(b, "    %s: {shape: %s, dtype: %s, role: %s", t->name,
+                    t->shape, t->dtype ? t->dtype : "f32", role);
+    if (t->range > 0)
+      plan_buf_printf(b, ", range: [0, %d]", t->range);
+    plan_buf_puts(b, "}\n");
+  }
+  plan_buf_puts(b, "  ops:\n");
+  for (int i = 0; i < c->nin; i++)
+    if (mask >> i & 1)
+      plan_buf_printf(b,
+                      "    - {name: mk%d, op: %s, in: [%s_u], out: [%s], "
+                      "attrs: {dims: [%d]}}\n",
+                      i, mean[i] ? "reduce_mean" : "reduce_sum", c->in[i].name,
+                      c->in[i].name, s->in_rank[i]);
+  op_yaml(s, b, "op", "y");
+  plan_buf_puts(b, "  outputs: [");
+  for (int o = 0; o < c->nout; o++)
+    plan_buf_printf(b, "%sy%d", o ? ", " : "", o);
+  plan_buf_printf(b, "]\nmesh:\n  axes: %s\n  devices: iota\nplacements:\n",
+                  s->m->axes);
+  for (int i = 0; i < c->nin; i++) {
+    if (mask >> i & 1)
+      plan_buf_printf(b, "  %s_u: \"%s\"\n", c->in[i].name, pl_str(&u[i], pb));
+    else
+      plan_buf_printf(b, "  %s: \"%s\"\n", c->in[i].name, pl_str(&in[i], pb));
+  }
+  plan_buf_puts(b, "strategies:\n");
+  for (int i = 0; i < c->nin; i++)
+    if (mask >> i & 1) {
+      plan_buf_printf(b, "  mk%d: {in: [\"%s\"], ", i, pl_str(&u[i], pb));
+      plan_buf_printf(b, "out: [\"%s\"]}\n", pl_str(&in[i], pb));
+    }
+  strategy_yaml(s, b, "op", in, out);
+  plan_buf_puts(b, "outputs:\n");
   for (int o = 0; o < c->nout; o++)
     plan_buf_printf(b, "  y%d: \"%s\"\n", o, pl_str(&r, pb));
   return plan_buf_cstr(b);
@@ -408,21 +568,6 @@ static bool shards_reduction(const sweep *s, const plan_placement *in) {
   return false;
 }
 
-static const known_bug *known(const sweep *s, const char *strategy) {
-  if (getenv("SWEEP_ALL"))
-    return NULL;
-  for (size_t k = 0; k < sizeof known_bugs / sizeof *known_bugs; k++) {
-    const known_bug *b = &known_bugs[k];
-    if (!b->reason)
-      continue;
-    if ((!b->label || !strcmp(b->label, s->c->label)) &&
-        (!b->mesh || !strcmp(b->mesh, s->m->label)) &&
-        (!b->strategy || !strcmp(b->strategy, strategy)))
-      return b;
-  }
-  return NULL;
-}
-
 static void verify_one(sweep *s, const plan_plan *p, int mode,
                        const char *what) {
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
@@ -453,10 +598,6 @@ static void check_legal(sweep *s, const plan_placement *in,
                         const plan_placement *out) {
   char what[512];
   strategy_str(s, in, out, what, sizeof what);
-  if (known(s, what)) {
-    s->known_skipped++;
-    return;
-  }
   s->legal++;
   plan_plan *p = load_yaml(s, plan_yaml(s, in, in, out));
   if (!p)
@@ -484,28 +625,114 @@ static void check_legal(sweep *s, const plan_placement *in,
   char what2[560];
   snprintf(what2, sizeof what2, "%s (inputs stored R)", what);
   s->stored_r++;
-  if (exact)
+  /* one mode suffices for the data movement */
+  verify_one(s, p, exact ? 0 : 1, what2);
+  plan_free(p);
+  /* again with genuinely partial inputs (plan_yaml_partial) */
+  unsigned mask = 0;
+  bool pmax = false;
+  for (int i = 0; i < s->nin; i++)
+    for (int a = 0; a < s->naxes; a++)
+      if (in[i].ax[a].kind == PLAN_PL_P) {
+        mask |= 1u << i;
+        pmax |= in[i].ax[a].reduce == PLAN_RED_MAX;
+      }
+  if (!mask || pmax)
+    return;
+  p = load_yaml(s, plan_yaml_partial(s, in, out, mask));
+  if (!p)
+    return;
+  if (validate_errors(s, p, &serr, first, sizeof first))
+    failf(s, "%s (genuine partials): validation says %s", what, first);
+  snprintf(what2, sizeof what2, "%s (genuinely partial inputs)", what);
+  s->genuine++;
+  /* each rank rounds its own partial: round(a/3) + round(b/3) is not
+   * round((a+b)/3), so exact mode cannot hold (the header) */
+  if (exact && !(s->c->flags & ROUNDS))
     verify_one(s, p, 0, what2);
+  else
+    s->genuine_float_only++;
   verify_one(s, p, 1, what2);
   plan_free(p);
 }
 
-/* A strategy the rule refuses: validation must refuse it too. */
+/* Strategies the rule refuses: validation must refuse them too. They are
+ * checked in batches of REFUSE_BATCH, as one plan whose program holds one
+ * copy of the op per strategy (op0, op1, ..., all reading the same inputs,
+ * stored R), and every copy must get its own strategy.illegal or
+ * strategy.partial finding. Validation judges each op's strategy on its
+ * own, so this is the one-op check at a fraction of the parsing cost (the
+ * refused strategies outnumber the legal ones 25 to 1). */
+static void flush_refused(sweep *s) {
+  if (s->npend == 0)
+    return;
+  plan_buf *b = &s->yaml;
+  char name[32], prefix[32];
+  plan_buf_reset(b);
+  tensors_yaml(s, b);
+  for (int k = 0; k < s->npend; k++) {
+    snprintf(name, sizeof name, "op%d", k);
+    snprintf(prefix, sizeof prefix, "y%d_", k);
+    op_yaml(s, b, name, prefix);
+  }
+  plan_buf_printf(b, "mesh:\n  axes: %s\n  devices: iota\nstrategies:\n",
+                  s->m->axes);
+  for (int k = 0; k < s->npend; k++) {
+    snprintf(name, sizeof name, "op%d", k);
+    strategy_yaml(s, b, name, s->pend[k].in, s->pend[k].out);
+  }
+  int n = s->npend;
+  s->npend = 0;
+  plan_plan *p = load_yaml(s, plan_buf_cstr(b));
+  if (!p)
+    return;
+  bool refused[REFUSE_BATCH] = {false};
+  plan_diags *d = NULL;
+  if (plan_validate(&d, p)) {
+    failf(s, "plan_validate failed");
+    plan_free(p);
+    return;
+  }
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    int k;
+    if (g->severity == PLAN_SEV_ERROR &&
+        (!strcmp(g->code, "strategy.illegal") ||
+         !strcmp(g->code, "strategy.partial")) &&
+        sscanf(g->object, "op%d", &k) == 1 && k >= 0 && k < n)
+      refused[k] = true;
+  }
+  plan_diags_free(d);
+  plan_free(p);
+  for (int k = 0; k < n; k++) {
+    if (refused[k])
+      continue;
+    /* say it again as a one-op plan, with the inputs stored as consumed */
+    const pending *q = &s->pend[k];
+    char what[512], first[512];
+    bool serr = false;
+    p = load_yaml(s, plan_yaml(s, q->in, q->in, q->out));
+    if (p)
+      validate_errors(s, p, &serr, first, sizeof first);
+    failf(s,
+          "%s: the rule refuses it (%s) but validation reports no "
+          "strategy.illegal/strategy.partial for it in a batch plan (as a "
+          "one-op plan: %s)",
+          strategy_str(s, q->in, q->out, what, sizeof what), q->reason,
+          serr ? "refused" : "not refused either");
+    plan_free(p);
+  }
+}
+
 static void check_refused(sweep *s, const plan_placement *in,
                           const plan_placement *out, const char *reason) {
   s->refused++;
-  plan_plan *p = load_yaml(s, plan_yaml(s, in, in, out));
-  if (!p)
-    return;
-  bool serr;
-  char first[512], what[512];
-  validate_errors(s, p, &serr, first, sizeof first);
-  if (!serr)
-    failf(s, "%s: the rule refuses it (%s) but validation reports no "
-          "strategy.illegal/strategy.partial%s%s",
-          strategy_str(s, in, out, what, sizeof what), reason,
-          first[0] ? "; first error: " : "", first);
-  plan_free(p);
+  pending *q = &s->pend[s->npend++];
+  memcpy(q->in, in, sizeof(plan_placement) * (size_t)s->nin);
+  memcpy(q->out, out, sizeof(plan_placement) * (size_t)s->nout);
+  snprintf(q->reason, sizeof q->reason, "%s", reason);
+  if (s->npend == REFUSE_BATCH)
+    flush_refused(s);
 }
 
 /* Entry alternatives for the wrong-output mutations. */
@@ -533,9 +760,52 @@ static bool entry_equal(const plan_axis_pl *a, const plan_axis_pl *b) {
   return true;
 }
 
+/* Checks output placements w for inputs `in`: accepted by plan_rule_check
+ * -> verified, refused -> must be refused by validation. */
+static void check_outputs(sweep *s, const plan_placement *in,
+                          const plan_placement *w) {
+  char err[320] = "";
+  if (plan_rule_check(&s->rule, s->kind, s->attrs, in, w, s->mesh_sizes,
+                      s->axis_names, err, sizeof err) == PLAN_OK) {
+    s->wrong_out_legal++;
+    check_legal(s, in, w);
+  } else {
+    check_refused(s, in, w, err);
+  }
+}
+
+static bool has_avg_factor(const sweep *s) {
+  for (int f = 0; f < s->rule.nfactors; f++)
+    if (s->rule.factors[f].avg_if_even)
+      return true;
+  return false;
+}
+
+/* reduce_mean: every non-empty set of the P(sum) output axes stated P(avg)
+ * instead (legal where the reduced dim is evenly sharded along them). */
+static void avg_outputs(sweep *s, const plan_placement *in,
+                        const plan_placement *out) {
+  int axes[PLAN_MAX_MESH_AXES], n = 0;
+  for (int a = 0; a < s->naxes; a++)
+    if (out[0].ax[a].kind == PLAN_PL_P && out[0].ax[a].reduce == PLAN_RED_SUM)
+      axes[n++] = a;
+  for (unsigned mask = 1; mask < (1u << n); mask++) {
+    plan_placement w[PLAN_MAX_OPERANDS];
+    memcpy(w, out, sizeof(plan_placement) * (size_t)s->nout);
+    for (int t = 0; t < n; t++)
+      if (mask >> t & 1)
+        w[0].ax[axes[t]].reduce = PLAN_RED_AVG;
+    check_outputs(s, in, w);
+  }
+}
+
+/* Wrong outputs: the derived output with one mesh axis changed. */
 static void wrong_outputs(sweep *s, const plan_placement *in,
                           const plan_placement *out, uint64_t idx) {
   char err[320];
+  bool avg = has_avg_factor(s);
+  if (avg)
+    avg_outputs(s, in, out);
   for (int o = 0; o < s->nout; o++)
     for (int a = 0; a < s->naxes; a++) {
       if (s->naxes > 2 && (uint64_t)a != idx % (uint64_t)s->naxes)
@@ -545,30 +815,23 @@ static void wrong_outputs(sweep *s, const plan_placement *in,
       for (int t = 0; t < n; t++) {
         if (entry_equal(&alt[t], &out[o].ax[a]))
           continue;
+        if (avg && out[o].ax[a].kind == PLAN_PL_P &&
+            out[o].ax[a].reduce == PLAN_RED_SUM && alt[t].kind == PLAN_PL_P &&
+            alt[t].reduce == PLAN_RED_AVG)
+          continue; /* avg_outputs did it */
         plan_placement w[PLAN_MAX_OPERANDS];
         memcpy(w, out, sizeof(plan_placement) * (size_t)s->nout);
         w[o].ax[a] = alt[t];
-        /* reset levels so normalisation gives the default nesting */
-        for (int b = 0; b < s->naxes; b++)
-          if (w[o].ax[b].kind == PLAN_PL_S)
-            w[o].ax[b].level = -1;
+        renumber_levels(&w[o]);
         if (plan_placement_normalize(&w[o], s->out_rank[o], err, sizeof err))
-          continue;
-        err[0] = 0;
-        if (plan_rule_check(&s->rule, s->kind, s->attrs, in, w, s->mesh_sizes,
-                            s->axis_names, err, sizeof err) == PLAN_OK) {
-          s->wrong_out_legal++;
-          check_legal(s, in, w);
-        } else {
-          check_refused(s, in, w, err);
-        }
+          continue; /* S(d) beyond the rank: not a placement */
+        check_outputs(s, in, w);
       }
     }
 }
 
 /* Judges one input combination and checks it. */
-static void judge(sweep *s, const plan_placement *in, uint64_t idx,
-                  bool sample_refused) {
+static void judge(sweep *s, const plan_placement *in, uint64_t idx) {
   plan_placement out[PLAN_MAX_OPERANDS];
   char err[320] = "";
   int rc = plan_rule_infer_out(&s->rule, s->kind, s->attrs, in, s->mesh_sizes,
@@ -579,7 +842,8 @@ static void judge(sweep *s, const plan_placement *in, uint64_t idx,
     if (plan_rule_check(&s->rule, s->kind, s->attrs, in, out, s->mesh_sizes,
                         s->axis_names, e2, sizeof e2)) {
       char what[512];
-      failf(s, "%s: derived by plan_rule_infer_out, refused by "
+      failf(s,
+            "%s: derived by plan_rule_infer_out, refused by "
             "plan_rule_check: %s",
             strategy_str(s, in, out, what, sizeof what), e2);
       return;
@@ -588,10 +852,8 @@ static void judge(sweep *s, const plan_placement *in, uint64_t idx,
     wrong_outputs(s, in, out, idx);
     return;
   }
-  if (!sample_refused)
-    return;
   plan_placement r[PLAN_MAX_OPERANDS];
-  for (int o = 0; o < s->nout; o++)
+  for (int o = 0; o < PLAN_MAX_OPERANDS; o++)
     plan_placement_replicated(&r[o], s->naxes);
   /* the rule refuses the inputs, so no output makes the strategy legal */
   check_refused(s, in, r, err);
@@ -608,30 +870,16 @@ static plan_axis_pl candidate(int r, int c) {
   return (plan_axis_pl){PLAN_PL_P, red[c - r - 1], 0, -1};
 }
 
-/* Reverses the nesting order of every dim sharded by several axes; true
- * when something changed. */
-static bool reverse_nesting(plan_placement *p, int rank) {
-  bool changed = false;
-  for (int d = 0; d < rank; d++) {
-    int axes[PLAN_MAX_MESH_AXES];
-    int n = plan_placement_dim_axes(p, d, axes);
-    if (n < 2)
-      continue;
-    for (int t = 0; t < n; t++)
-      p->ax[axes[t]].level = (int8_t)(n - 1 - t);
-    changed = true;
-  }
-  return changed;
-}
-
 static uint64_t first_seed(const sweep *s) {
+  const char *env = getenv("SWEEP_SEED");
+  uint64_t base = env ? strtoull(env, NULL, 10) : 0;
   if (!(s->c->flags & NONZERO_IN1))
-    return 0;
+    return base;
   uint64_t key = plan_input_tensor_key(s->c->in[1].name);
   int64_t n = 1;
   for (int d = 0; d < s->in_rank[1]; d++)
     n *= s->in_dims[1][d];
-  for (uint64_t seed = 0; seed < 1000000; seed++) {
+  for (uint64_t seed = base; seed < base + 1000000; seed++) {
     bool ok = true;
     for (int m = 0; m < 2 && ok; m++) {
       plan_input_spec sp = {m ? PLAN_INPUT_FLOAT : PLAN_INPUT_EXACT, 0, 0};
@@ -641,7 +889,7 @@ static uint64_t first_seed(const sweep *s) {
     if (ok)
       return seed;
   }
-  return 0;
+  return base;
 }
 
 static bool setup(sweep *s) {
@@ -688,55 +936,185 @@ static bool setup(sweep *s) {
   return true;
 }
 
+/* Decodes column `col` (one entry per input along one axis) into axis a of
+ * the placements `in`. */
+static void set_column(const sweep *s, plan_placement *in, int a,
+                       uint64_t col) {
+  for (int i = 0; i < s->nin; i++) {
+    uint64_t nc = (uint64_t)s->in_rank[i] + 4;
+    in[i].ax[a] = candidate(s->in_rank[i], (int)(col % nc));
+    col /= nc;
+  }
+}
+
+/* Normalises fresh placements (levels -1: mesh order); false on error. */
+static bool normalize_all(sweep *s, plan_placement *in) {
+  char err[320];
+  for (int i = 0; i < s->nin; i++)
+    if (plan_placement_normalize(&in[i], s->in_rank[i], err, sizeof err)) {
+      failf(s, "a candidate does not normalise: %s", err);
+      return false;
+    }
+  return true;
+}
+
+/* Permutation pi (0 <= pi < n!) of 0..n-1, in lexicographic order. */
+static void nth_perm(int n, int pi, int *out) {
+  int left[PLAN_MAX_MESH_AXES], fact = 1;
+  for (int t = 0; t < n; t++) {
+    left[t] = t;
+    fact *= t + 1;
+  }
+  for (int t = 0; t < n; t++) {
+    fact /= n - t;
+    int k = pi / fact;
+    pi %= fact;
+    out[t] = left[k];
+    for (int u = k; u < n - t - 1; u++)
+      left[u] = left[u + 1];
+  }
+}
+
+/* Nesting order number pi (mod n!) for every dim that n >= 2 axes shard;
+ * returns the largest such n (0: none). */
+static int permute_nesting(plan_placement *p, int rank, int pi) {
+  int most = 0;
+  for (int d = 0; d < rank; d++) {
+    int axes[PLAN_MAX_MESH_AXES], q[PLAN_MAX_MESH_AXES];
+    int n = plan_placement_dim_axes(p, d, axes), fact = 1;
+    if (n < 2)
+      continue;
+    for (int t = 2; t <= n; t++)
+      fact *= t;
+    nth_perm(n, pi % fact, q);
+    for (int t = 0; t < n; t++)
+      p->ax[axes[t]].level = (int8_t)q[t];
+    most = n > most ? n : most;
+  }
+  return most;
+}
+
+/* Judges a combination in every nesting order of the dims several axes
+ * shard (the same order on all inputs), and with input 0 alone reordered
+ * (the orders disagree). */
+static void judge_variants(sweep *s, const plan_placement *in, uint64_t idx) {
+  judge(s, in, idx);
+  plan_placement v[PLAN_MAX_OPERANDS];
+  int most = 0, nmulti = 0;
+  for (int i = 0; i < s->nin; i++) {
+    v[i] = in[i];
+    int n = permute_nesting(&v[i], s->in_rank[i], 0);
+    most = n > most ? n : most;
+    nmulti += n > 0;
+  }
+  if (most < 2)
+    return;
+  int orders = 1;
+  for (int t = 2; t <= most; t++)
+    orders *= t;
+  for (int pi = 1; pi < orders; pi++) {
+    memcpy(v, in, sizeof(plan_placement) * (size_t)s->nin);
+    for (int i = 0; i < s->nin; i++)
+      permute_nesting(&v[i], s->in_rank[i], pi);
+    judge(s, v, idx);
+    if (nmulti > 1) {
+      memcpy(v + 1, in + 1, sizeof(plan_placement) * (size_t)(s->nin - 1));
+      judge(s, v, idx);
+    }
+  }
+}
+
+/* The enumeration. Along each mesh axis the rule judges the inputs' entries
+ * (a "column") on their own; only the nesting order and compound dims are
+ * judged across axes, and those checks only refuse. So a combination can be
+ * legal only if each of its columns is legal on a one-axis mesh of that
+ * axis's size, and the legal combinations are exactly the legal ones among
+ * the products of legal columns: those are all judged (with their
+ * nesting-order variants), which finds every legal strategy without
+ * walking the whole space (6^9 combinations for a 3-input op on 3 axes).
+ * The combinations with an illegal column are all checked on 2-axis meshes
+ * and sampled (REFUSE_CAP_3AXIS, deterministic) on larger ones. */
 static void run_case(sweep *s) {
   if (!setup(s))
     return;
-  int ncand[PLAN_MAX_OPERANDS];
-  uint64_t total = 1;
-  for (int i = 0; i < s->nin; i++) {
-    ncand[i] = s->in_rank[i] + 4;
-    for (int a = 0; a < s->naxes; a++)
-      total *= (uint64_t)ncand[i];
+  uint64_t ncol = 1;
+  for (int i = 0; i < s->nin; i++)
+    ncol *= (uint64_t)s->in_rank[i] + 4;
+  /* legal columns per axis */
+  uint64_t *legal_cols[PLAN_MAX_MESH_AXES] = {NULL};
+  int nlegal[PLAN_MAX_MESH_AXES] = {0};
+  unsigned char *col_ok[PLAN_MAX_MESH_AXES] = {NULL};
+  for (int a = 0; a < s->naxes; a++) {
+    legal_cols[a] = calloc(ncol, sizeof(uint64_t));
+    col_ok[a] = calloc(ncol, 1);
+    assert_non_null(legal_cols[a]);
+    assert_non_null(col_ok[a]);
+    nlegal[a] = 0;
+    for (uint64_t c = 0; c < ncol; c++) {
+      plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+      for (int i = 0; i < s->nin; i++)
+        in[i].naxes = 1;
+      set_column(s, in, 0, c);
+      if (!normalize_all(s, in))
+        continue;
+      char err[320];
+      int64_t size = s->mesh_sizes[a];
+      if (plan_rule_infer_out(&s->rule, s->kind, s->attrs, in, &size,
+                              &s->axis_names[a], out, err,
+                              sizeof err) == PLAN_OK) {
+        legal_cols[a][nlegal[a]++] = c;
+        col_ok[a][c] = 1;
+      }
+    }
   }
-  uint64_t stride = 1;
-  if (s->naxes > 2 && total > REFUSE_CAP_3AXIS)
-    stride = (total + REFUSE_CAP_3AXIS - 1) / REFUSE_CAP_3AXIS;
-  char err[320];
-  for (uint64_t idx = 0; idx < total; idx++) {
+  /* every product of legal columns */
+  uint64_t nprod = 1;
+  for (int a = 0; a < s->naxes; a++)
+    nprod *= (uint64_t)nlegal[a];
+  for (uint64_t k = 0; k < nprod; k++) {
+    plan_placement in[PLAN_MAX_OPERANDS];
+    uint64_t x = k, idx = 0, mul = 1;
+    for (int i = 0; i < s->nin; i++)
+      in[i].naxes = (uint8_t)s->naxes;
+    for (int a = 0; a < s->naxes; a++) {
+      uint64_t c = legal_cols[a][x % (uint64_t)nlegal[a]];
+      x /= (uint64_t)nlegal[a];
+      set_column(s, in, a, c);
+      idx += c * mul;
+      mul *= ncol;
+    }
+    if (normalize_all(s, in))
+      judge_variants(s, in, idx);
+  }
+  /* combinations with an illegal column: refused */
+  uint64_t total = 1;
+  for (int a = 0; a < s->naxes; a++)
+    total *= ncol;
+  bool all = s->naxes <= 2 || total <= REFUSE_CAP_3AXIS;
+  uint64_t n = all ? total : REFUSE_CAP_3AXIS;
+  for (uint64_t j = 0; j < n; j++) {
+    /* the sample: a fixed multiplicative hash of j, modulo the space */
+    uint64_t idx = all ? j : (j * UINT64_C(0x9E3779B97F4A7C15) >> 11) % total;
     plan_placement in[PLAN_MAX_OPERANDS];
     uint64_t x = idx;
-    bool ok = true;
-    for (int i = 0; i < s->nin; i++) {
-      in[i].naxes = (uint8_t)s->naxes;
-      for (int a = 0; a < s->naxes; a++) {
-        in[i].ax[a] = candidate(s->in_rank[i], (int)(x % (uint64_t)ncand[i]));
-        x /= (uint64_t)ncand[i];
-      }
-      ok = ok && !plan_placement_normalize(&in[i], s->in_rank[i], err,
-                                           sizeof err);
-    }
-    if (!ok) {
-      failf(s, "candidate %llu does not normalise: %s",
-            (unsigned long long)idx, err);
-      continue;
-    }
-    bool sample = stride == 1 ||
-                  (idx * UINT64_C(0x9E3779B97F4A7C15) >> 20) % stride == 0;
-    judge(s, in, idx, sample);
-    /* reversed nesting where several axes shard one dim */
-    plan_placement rev[PLAN_MAX_OPERANDS];
-    memcpy(rev, in, sizeof(plan_placement) * (size_t)s->nin);
-    int nrev = 0;
+    bool bad = false;
     for (int i = 0; i < s->nin; i++)
-      nrev += reverse_nesting(&rev[i], s->in_rank[i]);
-    if (nrev == 0)
-      continue;
-    judge(s, rev, idx, sample);
-    if (nrev > 1) { /* input 0 alone reversed: the orders disagree */
-      memcpy(rev + 1, in + 1, sizeof(plan_placement) * (size_t)(s->nin - 1));
-      if (reverse_nesting(&rev[0], s->in_rank[0]))
-        judge(s, rev, idx, sample);
+      in[i].naxes = (uint8_t)s->naxes;
+    for (int a = 0; a < s->naxes; a++) {
+      uint64_t c = x % ncol;
+      x /= ncol;
+      bad |= !col_ok[a][c];
+      set_column(s, in, a, c);
     }
+    if (!bad) /* a product of legal columns: judged above */
+      continue;
+    if (normalize_all(s, in))
+      judge(s, in, idx);
+  }
+  flush_refused(s);
+  for (int a = 0; a < s->naxes; a++) {
+    free(legal_cols[a]);
+    free(col_ok[a]);
   }
 }
 
@@ -747,30 +1125,44 @@ static void test_op_rule_sweep(void **state) {
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   long legal = 0, refused = 0, vexact = 0, vfloat = 0, skipped = 0,
-       stored_r = 0, known_sk = 0, wrong_legal = 0, failures = 0;
+       stored_r = 0, genuine = 0, genuine_fo = 0, known_sk = 0, wrong_legal = 0,
+       failures = 0;
   bool kinds[PLAN_OP_COUNT] = {false};
+  int ncases = 0;
   const char *only = getenv("SWEEP_ONLY"); /* a case label prefix, to debug */
   for (int ci = 0; ci < NCASES; ci++) {
     if (only && strncmp(cases[ci].label, only, strlen(only)))
       continue;
+    if ((cases[ci].flags & KNOWN_BUG) && !getenv("SWEEP_ALL")) {
+      known_sk++;
+      continue;
+    }
+    ncases++;
     for (int mi = 0; mi < NMESHES; mi++) {
-      sweep s;
+      static sweep s; /* large: the pending batch */
       memset(&s, 0, sizeof s);
       s.c = &cases[ci];
       s.m = &meshes[mi];
+      struct timespec c0, c1;
+      clock_gettime(CLOCK_MONOTONIC, &c0);
       run_case(&s);
+      clock_gettime(CLOCK_MONOTONIC, &c1);
       if (s.base)
         kinds[s.kind] = true;
       if (getenv("SWEEP_VERBOSE"))
-        printf("  %-30s %-8s legal %5ld refused %6ld (exact skipped %ld)\n",
-               s.c->label, s.m->label, s.legal, s.refused, s.exact_skipped);
+        printf("  %-30s %-8s legal %5ld refused %6ld (exact skipped %ld) "
+               "%.2f s\n",
+               s.c->label, s.m->label, s.legal, s.refused, s.exact_skipped,
+               (double)(c1.tv_sec - c0.tv_sec) +
+                   1e-9 * (double)(c1.tv_nsec - c0.tv_nsec));
       legal += s.legal;
       refused += s.refused;
       vexact += s.verified_exact;
       vfloat += s.verified_float;
       skipped += s.exact_skipped;
       stored_r += s.stored_r;
-      known_sk += s.known_skipped;
+      genuine += s.genuine;
+      genuine_fo += s.genuine_float_only;
       wrong_legal += s.wrong_out_legal;
       failures += s.failures;
       plan_free(s.base);
@@ -781,18 +1173,20 @@ static void test_op_rule_sweep(void **state) {
   for (int k = 0; k < PLAN_OP_COUNT; k++)
     nkinds += kinds[k];
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs =
-      (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   printf("sweep: %ld verifications in exact mode, %ld in float mode (%ld "
          "strategies float only: a non-power-of-two mean with its reduced dim "
-         "sharded; %ld strategies also verified with inputs stored R; %ld "
-         "accepted wrong-output variants); %ld known-bug strategies left "
-         "out; %ld failures; %.1f s\n",
-         vexact, vfloat, skipped, stored_r, wrong_legal, known_sk, failures,
-         secs);
+         "sharded; %ld strategies also verified with inputs stored R, %ld "
+         "with genuinely partial inputs (%ld of them float only); %ld accepted "
+         "wrong-output "
+         "variants); %ld known-bug cases left out (KNOWN_BUG); %ld failures; "
+         "%.1f s\n",
+         vexact, vfloat, skipped, stored_r, genuine, genuine_fo, wrong_legal,
+         known_sk, failures, secs);
   printf("sweep: %ld legal strategies verified equal (exact+float), %ld "
          "illegal refused, over %d ops (%d cases x %d meshes)\n",
-         legal, refused, nkinds, NCASES, NMESHES);
+         legal, refused, nkinds, ncases, NMESHES);
   if (!only)
     assert_int_equal(nkinds, PLAN_OP_COUNT);
   assert_int_equal(failures, 0);
