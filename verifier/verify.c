@@ -43,6 +43,9 @@ typedef struct vctx {
   int64_t (*coords)[PLAN_MAX_MESH_AXES];
   block **bufs;   /* [buffer][rank] */
   double **ref;   /* [tensor]: the reference run */
+  double **ref64; /* [tensor]: float mode, the reference run in f64, when
+                     the program has f32/bf16/f16 tensors; else NULL */
+  bool force64;   /* run every float kernel in f64 (for ref64) */
   plan_buf text;
   plan_vrecord *recs; /* every compared tensor, in topological order */
   int nrecs, cap_recs;
@@ -160,7 +163,7 @@ static void fill_leaf(const vctx *c, int tensor, block *b) {
 static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return PLAN_I64;
-  return c->o->mode == PLAN_VERIFY_EXACT ? PLAN_F64 : t->dtype;
+  return c->o->mode == PLAN_VERIFY_EXACT || c->force64 ? PLAN_F64 : t->dtype;
 }
 
 static void *to_kernel(plan_dtype kd, const double *src, int64_t n) {
@@ -379,10 +382,11 @@ static int run_lowered(vctx *c) {
   return PLAN_OK;
 }
 
-static int run_reference(vctx *c) {
+/* The program on one device, every tensor whole, into *dst[tensor]. */
+static int run_reference(vctx *c, double ***dst) {
   const plan_program *prog = c->prog;
-  c->ref = calloc((size_t)prog->ntensors + 1, sizeof(double *));
-  if (!c->ref)
+  double **ref = *dst = calloc((size_t)prog->ntensors + 1, sizeof(double *));
+  if (!ref)
     return plan_oom();
   block *whole = calloc((size_t)prog->ntensors + 1, sizeof(block));
   if (!whole)
@@ -407,15 +411,37 @@ static int run_reference(vctx *c) {
     rc = run_op(c, op, ins, outs);
   }
   for (int t = 0; t < prog->ntensors; t++)
-    c->ref[t] = whole[t].data; /* kept; freed with the context */
+    ref[t] = whole[t].data; /* kept; freed with the context */
   free(whole);
+  return rc;
+}
+
+/* Float mode: the f64 reference of the low-precision bound, when the
+ * program has f32, bf16 or f16 tensors. */
+static int run_reference64(vctx *c) {
+  if (c->o->mode != PLAN_VERIFY_FLOAT)
+    return PLAN_OK;
+  bool lowp = false;
+  for (int t = 0; t < c->prog->ntensors; t++)
+    lowp |= plan_dtype_is_float(c->prog->tensors[t].dtype) &&
+            c->prog->tensors[t].dtype != PLAN_F64;
+  if (!lowp)
+    return PLAN_OK;
+  c->force64 = true;
+  int rc = run_reference(c, &c->ref64);
+  c->force64 = false;
   return rc;
 }
 
 /* ---- comparing -------------------------------------------------------------- */
 
+/* The slack of float mode's low-precision bound (low_precision_bound). */
+#define PLAN_VERIFY_LOWP_FACTOR 4.0
+
 typedef struct diff {
   int64_t mismatches, compared;
+  double err64, base64; /* float mode: sum of squares of got - ref64 and of
+                           ref - ref64 over the compared elements */
   double max_abs, max_rel;
   int64_t at; /* global index of the largest abs error */
   double got, want;
@@ -447,7 +473,10 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
   df->compared++;
   bool bad;
   double ab = fabs(got - want);
-  if (c->o->mode == PLAN_VERIFY_EXACT || !plan_dtype_is_float(t->dtype)) {
+  if (isnan(got) && isnan(want)) {
+    bad = false; /* the program makes a NaN here too (0/0 from its inputs) */
+  } else if (c->o->mode == PLAN_VERIFY_EXACT ||
+             !plan_dtype_is_float(t->dtype)) {
     bad = !(got == want);
   } else {
     double rtol, atol;
@@ -515,6 +544,12 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
       group_value(c, buf, pa, np, 0, coord, e, &v);
       int64_t g = global_index(t, b, e);
       compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
+      if (c->ref64 && c->ref64[lb->tensor]) {
+        double r64 = c->ref64[lb->tensor][g], dg = v - r64,
+               dr = c->ref[lb->tensor][g] - r64;
+        df->err64 += dg * dg;
+        df->base64 += dr * dr;
+      }
     }
   }
 }
@@ -525,18 +560,27 @@ static void diagnose(vctx *c, int buf, const diff *df) {
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
   c->diagnosis[0] = 0;
+  /* how close a sum of partials must come: in float mode the ranks rounded
+   * their partials to the dtype, so the test is on norms, with the slack
+   * of the low-precision bound */
+  double rtol = 1e-6, atol = 1e-6;
+  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
+    default_tol(c, t, &rtol, &atol);
+    rtol *= PLAN_VERIFY_LOWP_FACTOR;
+  }
   /* partial sums: along an R axis, the ranks' blocks sum to the reference */
   for (int a = 0; a < c->m->naxes; a++) {
     if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
       continue;
-    bool all = true, any = false, differ = false;
-    for (int64_t r = 0; r < c->nranks && all; r++) {
+    bool any = false, differ = false;
+    double err2 = 0, want2 = 0, n = 0;
+    for (int64_t r = 0; r < c->nranks; r++) {
       if (c->coords[r][a] != 0)
         continue;
       const block *b = &c->bufs[buf][r];
       int64_t coord[PLAN_MAX_MESH_AXES];
       memcpy(coord, c->coords[r], sizeof coord);
-      for (int64_t e = 0; e < b->n && all; e++) {
+      for (int64_t e = 0; e < b->n; e++) {
         double s = 0, first = b->data[e];
         for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
           coord[a] = m;
@@ -545,10 +589,13 @@ static void diagnose(vctx *c, int buf, const diff *df) {
           differ |= v != first;
         }
         double want = ref[global_index(t, b, e)];
-        all = fabs(s - want) <= 1e-6 * (1 + fabs(want));
+        err2 += (s - want) * (s - want);
+        want2 += want * want;
+        n++;
         any = true;
       }
     }
+    bool all = sqrt(err2) <= rtol * sqrt(want2) + atol * sqrt(n);
     /* identical replicas are a wrong reduction, not a missing one */
     if (all && any && differ) {
       snprintf(c->diagnosis, sizeof c->diagnosis,
@@ -599,6 +646,24 @@ static void diagnose(vctx *c, int buf, const diff *df) {
              "group or rank, or a contribution that never arrived");
 }
 
+/* DESIGN §3: a float-mode mismatch in f32, bf16 or f16 is accepted when the
+ * distributed run is not much worse than the single-device run in the same
+ * dtype, both measured against an f64 reference (Frobenius norms):
+ *   |got - ref64| <= LOWP_FACTOR * |ref - ref64| + atol * sqrt(n).
+ * Ranks that round their partial sums to bf16 before an all-reduce differ
+ * from the reference element by element, yet are no less accurate. A real
+ * bug (a missing reduction, a wrong shard) is far outside this bound
+ * (PLAN_VERIFY_LOWP_FACTOR, above). */
+static bool low_precision_bound(const vctx *c, const plan_tensor *t,
+                                const diff *df) {
+  if (!c->ref64 || !c->ref64[t - c->prog->tensors] || t->dtype == PLAN_F64)
+    return false;
+  double rtol, atol;
+  default_tol(c, t, &rtol, &atol);
+  return sqrt(df->err64) <= PLAN_VERIFY_LOWP_FACTOR * sqrt(df->base64) +
+                                atol * sqrt((double)df->compared);
+}
+
 static void report_tensor(vctx *c, const char *what, const char *opname,
                           int buf, const diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
@@ -629,6 +694,21 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
     r->want = df->want;
     if (!r->op || !r->tensor || !r->placement)
       c->nrecs--;
+  }
+  if (df->mismatches && low_precision_bound(c, t, df)) {
+    plan_buf_printf(&c->text,
+                    "within bound %s '%s' (%s, as %s): %lld of %lld elements "
+                    "are outside the %s tolerance, but the error against an "
+                    "f64 reference, %g, is within %g times the "
+                    "single-device program's own, %g\n",
+                    what, t->name, opname, pl, (long long)df->mismatches,
+                    (long long)df->compared, plan_dtype_name(t->dtype),
+                    sqrt(df->err64), PLAN_VERIFY_LOWP_FACTOR,
+                    sqrt(df->base64));
+    if (c->nrecs && c->recs[c->nrecs - 1].tensor &&
+        c->recs[c->nrecs - 1].what == what)
+      c->recs[c->nrecs - 1].mismatches = 0;
+    return;
   }
   if (!df->mismatches)
     return;
@@ -688,6 +768,10 @@ static void free_ctx(vctx *c) {
       free(c->bufs[b]);
     }
   free(c->bufs);
+  if (c->ref64)
+    for (int t = 0; t < c->prog->ntensors; t++)
+      free(c->ref64[t]);
+  free(c->ref64);
   if (c->ref)
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref[t]);
@@ -755,7 +839,8 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
       x /= c.m->axis_sizes[a];
     }
   }
-  if ((rc = run_reference(&c)) || (rc = run_lowered(&c)) ||
+  if ((rc = run_reference(&c, &c.ref)) || (rc = run_reference64(&c)) ||
+      (rc = run_lowered(&c)) ||
       (rc = compare_all(&c))) {
     free_ctx(&c);
     return rc;

@@ -38,8 +38,9 @@
  *  - the per-sample losses of cross_entropy, before they are summed;
  *  - div, reduce_mean and cross_entropy's division by the global count: an
  *    element whose quotient is inexact in double;
- *  - scale: every element when the factor has more than 24 significant
- *    bits (0.1); else (2^-k, 0.75, 3) an element whose product is inexact.
+ *  - scale: a factor of more than 24 significant bits (0.1) is rounded once
+ *    to 11 significant bits, so the op stays linear over partial sums; then,
+ *    as for 2^-k, 0.75 or 3, an element whose product is inexact.
  * An exact result of few bits (x / 4, a scale by 0.5, a mean over 8
  * elements) is kept as is, even off the grid: rounding it would break the
  * sum of partials (round(a/4) + round(b/4) != round((a+b)/4)), and a short

@@ -85,13 +85,18 @@ static void F(unary)(int kind, const void *vx, void *vo, int64_t n,
   const R half = (R)0.5, one = (R)1;
   switch (kind) {
   case PLAN_OP_SCALE: {
+    /* exact mode rounds a long factor (0.1) once to 11 significant bits,
+     * not each product: the scale stays linear, so a rank's partial sum
+     * scales to its share of the scaled sum, and small factors keep their
+     * size */
     R f = (R)param;
-    if (bits >= 0 && !plan_short_dyadic(param)) /* 0.1: every product */
-      for (int64_t i = 0; i < n; i++)
-        o[i] = F(grid)(x[i] * f, bits);
-    else /* 2^-k, 0.75, 3: the inexact products */
-      for (int64_t i = 0; i < n; i++)
-        o[i] = F(prod)(x[i], f, bits);
+    if (bits >= 0 && !plan_short_dyadic(param)) {
+      int e;
+      double m = frexp(param, &e);
+      f = (R)ldexp(nearbyint(ldexp(m, 11)), e - 11);
+    }
+    for (int64_t i = 0; i < n; i++)
+      o[i] = F(prod)(x[i], f, bits);
     break;
   }
   case PLAN_OP_RELU:

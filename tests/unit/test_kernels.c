@@ -1198,13 +1198,22 @@ static void test_exact_quotients(void **state) {
   assert_true(got->v[1] == 0.75);
   assert_true(got->v[2] == 1.0 / 4096); /* exact: not rounded to 0 */
   assert_true(got->v[3] == plan_dyadic_round(-2.0 / 7, 10));
-  /* scale: by 0.1 rounded, by 2^-12 exact */
+  /* scale: by 0.1, the factor rounded once to 11 significant bits
+   * (0.1 = 1638.4 * 2^-14 -> 1638 * 2^-14), so the op stays linear; by
+   * 2^-12 exact */
   plan_attr_val *at = attrs_new();
   at[0].f = 0.1;
   assert_int_equal(run_k(PLAN_OP_SCALE, at, PLAN_F64, &a, 1, &got, 1, &ctx),
                    PLAN_OK);
   for (int i = 0; i < 4; i++)
-    assert_true(got->v[i] == plan_dyadic_round(av[i] * 0.1, 10));
+    assert_true(got->v[i] == av[i] * (1638 * 0x1p-14));
+  /* linear: the scale of a sum is the sum of the scales */
+  const double part[4] = {1.5, -2.25, 0.75, 3};
+  memcpy(a->v, part, sizeof part);
+  assert_int_equal(run_k(PLAN_OP_SCALE, at, PLAN_F64, &a, 1, &got, 1, &ctx),
+                   PLAN_OK);
+  assert_true(got->v[0] + got->v[1] == (part[0] + part[1]) * (1638 * 0x1p-14));
+  memcpy(a->v, av, sizeof av);
   at[0].f = 0x1p-12;
   assert_int_equal(run_k(PLAN_OP_SCALE, at, PLAN_F64, &a, 1, &got, 1, &ctx),
                    PLAN_OK);

@@ -228,6 +228,51 @@ static void test_lowered_files(void **state) {
   }
 }
 
+/* Float mode, bf16: the ranks round their partial sums to bf16 before the
+ * all-reduce, so a correct row-parallel matmul differs element by element
+ * from the single-device program, but it is accepted by the f64-reference
+ * bound. The bound must not forgive a real bug: the same plan with its
+ * all-reduce dropped stays NOT EQUAL. */
+static const char rowpar_bf16[] =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  name: rowpar\n"
+    "  tensors:\n"
+    "    a: {shape: [4, 16], dtype: bf16, role: input}\n"
+    "    b: {shape: [16, 8], dtype: bf16, role: param}\n"
+    "  ops:\n"
+    "    - {name: mm, op: matmul, in: [a, b], out: y}\n"
+    "  outputs: [y]\n"
+    "mesh: {axes: [tp=2]}\n"
+    "placements: {a: S(1), b: S(0)}\n"
+    "strategies:\n"
+    "  mm: {in: [S(1), S(0)], out: P(sum)}\n";
+
+static void test_low_precision_bound(void **state) {
+  (void)state;
+  plan_plan *p = NULL;
+  assert_int_equal(plan_load_buffer(&p, rowpar_bf16, strlen(rowpar_bf16),
+                                    "rowpar.plan.yaml", "."),
+                   PLAN_OK);
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  o.mode = PLAN_VERIFY_FLOAT;
+  plan_verify_report *r;
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  assert_true(plan_verify_report_equal(r));
+  /* seed 0 puts elements outside bf16's per-element tolerance */
+  assert_non_null(strstr(plan_verify_report_text(r), "within bound"));
+  plan_verify_report_free(r);
+
+  plan_lowered *l;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  drop_all_reduce(l);
+  assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
 static void test_not_lowered_yet(void **state) {
   (void)state;
   plan_plan *p = load("examples/pipeline-1f1b.plan.yaml");
@@ -242,6 +287,7 @@ int main(void) {
       cmocka_unit_test(test_examples_equal),
       cmocka_unit_test(test_collective_counts),
       cmocka_unit_test(test_dropped_all_reduce),
+      cmocka_unit_test(test_low_precision_bound),
       cmocka_unit_test(test_mean_where_sum),
       cmocka_unit_test(test_wrong_axis),
       cmocka_unit_test(test_gather_left_out),
