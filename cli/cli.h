@@ -7,6 +7,8 @@
 
 #include "libplan/libplan.h"
 
+typedef struct plan_lowered plan_lowered; /* lower.h */
+
 /* Exit codes, the same for every verb. */
 enum {
   EXIT_OK = 0,        /* ok / equal */
@@ -41,6 +43,10 @@ void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);
 /* The whole file, NUL-terminated (free with free()); NULL with the last
  * error set when it cannot be read. */
 char *cli_read_file(const char *path, size_t *len);
+/* Loads FILE when it is a lowered program: 1 with *out set; 0 when FILE is
+ * something else (a plan or a program); -1 with the last error set when it
+ * cannot be read or is a malformed lowered program. */
+int cli_load_lowered(const char *file, plan_lowered **out);
 /* The folder of a path ("." when none). */
 void cli_dirname(const char *path, char *out, size_t size);
 

@@ -257,28 +257,20 @@ int cmd_hash(int argc, char **argv) {
                        "--part is plan, program, mesh, provenance or all");
   }
   /* a lowered program has one hash: its content */
-  size_t flen = 0;
-  char *fdata = cli_read_file(file, &flen);
-  if (!fdata)
+  plan_lowered *l;
+  int lowered = cli_load_lowered(file, &l);
+  if (lowered < 0)
     return cli_fail_last();
-  if (plan_is_lowered_text(fdata, flen)) {
-    plan_lowered *l;
-    char dir[4096];
-    cli_dirname(file, dir, sizeof dir);
-    int lrc = plan_lowered_load_buffer(&l, fdata, flen, file, dir);
-    free(fdata);
-    if (lrc)
-      return cli_fail_last();
+  if (lowered) {
     plan_hash lh;
     char hb[PLAN_HASH_STRLEN];
-    lrc = plan_lowered_hash(&lh, l);
+    int lrc = plan_lowered_hash(&lh, l);
     plan_lowered_free(l);
     if (lrc)
       return cli_fail_last();
     printf("%s\n", plan_hash_format(lh, hb));
     return EXIT_OK;
   }
-  free(fdata);
   plan_plan *p;
   int rc = load_or_fail(&p, file);
   if (rc)

@@ -40,9 +40,26 @@ char *cli_read_file(const char *path, size_t *len) {
     plan_failf(err ? PLAN_EIO : PLAN_ENOMEM, "cannot read '%s'", path);
     return NULL;
   }
-  plan_buf_cstr(&b);
-  *len = b.len;
-  return b.data ? b.data : calloc(1, 1);
+  char *data = NULL;
+  if (plan_buf_take(&b, &data, len))
+    plan_failf(PLAN_ENOMEM, "cannot read '%s'", path);
+  return data;
+}
+
+int cli_load_lowered(const char *file, plan_lowered **out) {
+  size_t flen = 0;
+  char *fdata = cli_read_file(file, &flen);
+  if (!fdata)
+    return -1;
+  int lowered = plan_is_lowered_text(fdata, flen);
+  if (lowered) {
+    char dir[4096];
+    cli_dirname(file, dir, sizeof dir);
+    if (plan_lowered_load_buffer(out, fdata, flen, file, dir))
+      lowered = -1;
+  }
+  free(fdata);
+  return lowered;
 }
 
 void cli_dirname(const char *path, char *out, size_t size) {

@@ -103,24 +103,16 @@ int cmd_verify(int argc, char **argv) {
   if (!file)
     return cli_usage("verify", "no plan given");
   /* a lowered program runs as written */
-  size_t flen = 0;
-  char *fdata = cli_read_file(file, &flen);
-  if (!fdata)
+  plan_lowered *l;
+  int lowered = cli_load_lowered(file, &l);
+  if (lowered < 0)
     return cli_fail_last();
-  if (plan_is_lowered_text(fdata, flen)) {
-    plan_lowered *l;
-    char dir[4096];
-    cli_dirname(file, dir, sizeof dir);
-    int lrc = plan_lowered_load_buffer(&l, fdata, flen, file, dir);
-    free(fdata);
-    if (lrc)
-      return cli_fail_last();
+  if (lowered) {
     plan_verify_report *lr;
     if (plan_verify_lowered(&lr, l->plan, l, &o))
       return cli_fail_last();
     return cli_emit_report(lr, file, format, outfile);
   }
-  free(fdata);
   plan_plan *p;
   if (plan_load(&p, file))
     return cli_fail_last();

@@ -179,13 +179,5 @@ int plan_verify_report_write(char **out, size_t *len,
     return plan_failf(PLAN_EUSAGE,
                       "report format '%s' is not text, yaml, json or junit",
                       format);
-  plan_buf_cstr(&b);
-  if (b.failed) {
-    plan_buf_free(&b);
-    return plan_oom();
-  }
-  *out = b.data;
-  if (len)
-    *len = b.len;
-  return PLAN_OK;
+  return plan_buf_take(&b, out, len);
 }

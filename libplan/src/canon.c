@@ -1263,13 +1263,5 @@ int plan_canonical(char **out, size_t *len, const plan_plan *p,
     plan_buf_free(&b);
     return rc;
   }
-  plan_buf_cstr(&b);
-  if (b.failed) {
-    plan_buf_free(&b);
-    return plan_oom();
-  }
-  *out = b.data;
-  if (len)
-    *len = b.len;
-  return PLAN_OK;
+  return plan_buf_take(&b, out, len);
 }

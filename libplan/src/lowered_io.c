@@ -140,15 +140,7 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   if (prog->noutputs)
     plan_buf_puts(&b, "}\n");
   free_names(names, l->nbufs);
-  plan_buf_cstr(&b);
-  if (b.failed) {
-    plan_buf_free(&b);
-    return plan_oom();
-  }
-  *out = b.data;
-  if (len)
-    *len = b.len;
-  return PLAN_OK;
+  return plan_buf_take(&b, out, len);
 }
 
 /* ---- hash -------------------------------------------------------------------- */

@@ -254,6 +254,20 @@ const char *plan_buf_cstr(plan_buf *b) {
   return b->data ? b->data : "";
 }
 
+int plan_buf_take(plan_buf *b, char **out, size_t *len) {
+  if (!b->failed && !b->data && !(b->data = calloc(1, 1)))
+    b->failed = true;
+  if (b->failed) {
+    plan_buf_free(b);
+    return plan_oom();
+  }
+  *out = b->data;
+  if (len)
+    *len = b->len;
+  memset(b, 0, sizeof *b);
+  return PLAN_OK;
+}
+
 /* ---- string map ---------------------------------------------------------- */
 
 void plan_strmap_init(plan_strmap *m) {

@@ -94,6 +94,10 @@ void plan_buf_printf(plan_buf *b, const char *fmt, ...) PLAN_PRINTF(2, 3);
 /* Returns the contents as a C string ("" when empty, never NULL unless
  * failed). */
 const char *plan_buf_cstr(plan_buf *b);
+/* Hands the text to the caller (*out: NUL-terminated, allocated even when
+ * empty; *len unless NULL) and leaves b empty; when an append failed, frees
+ * b and returns PLAN_ENOMEM with *out untouched. */
+int plan_buf_take(plan_buf *b, char **out, size_t *len);
 
 /* ---- string map ---------------------------------------------------------- */
 

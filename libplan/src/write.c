@@ -860,17 +860,11 @@ int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
   plan_buf b;
   plan_buf_init(&b);
   int rc = w_plan(&b, p, opts);
-  plan_buf_cstr(&b);
-  if (!rc && b.failed)
-    rc = plan_oom();
   if (rc) {
     plan_buf_free(&b);
     return rc;
   }
-  *out = b.data;
-  if (len)
-    *len = b.len;
-  return PLAN_OK;
+  return plan_buf_take(&b, out, len);
 }
 
 /* ---- atomic writes
