@@ -285,6 +285,14 @@ static int run_redist(vctx *c, const plan_lstep *s) {
         int64_t li = local_index(t, sb, g);
         if (li < 0)
           continue;
+        if (s->group_order) { /* position m holds the block of order[m] */
+          coord[a] = s->group_order[m];
+          sb = &src[rank_at(c->m, coord)];
+          if (li >= sb->n) /* the reader allows even pieces only */
+            return plan_failf(PLAN_EINVALID,
+                              "all_gather of '%s': its order needs even "
+                              "pieces", t->name);
+        }
         if (!reduce) {
           acc = sb->data[li];
           have = true;
@@ -554,6 +562,117 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
   }
 }
 
+/* The global value of buffer `buf` as one replica holds it (partial axes
+ * reduced), into out[global index]. */
+static void global_value(const vctx *c, int buf, double *out) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int pa[PLAN_MAX_MESH_AXES], np = 0;
+  for (int a = 0; a < c->m->naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_P)
+      pa[np++] = a;
+  for (int64_t r = c->nranks - 1; r >= 0; r--) { /* rank 0's copy last */
+    bool leader = true;
+    for (int i = 0; i < np; i++)
+      leader &= c->coords[r][pa[i]] == 0;
+    if (!leader)
+      continue;
+    const block *b = &c->bufs[buf][r];
+    int64_t coord[PLAN_MAX_MESH_AXES];
+    memcpy(coord, c->coords[r], sizeof coord);
+    for (int64_t e = 0; e < b->n; e++)
+      group_value(c, buf, pa, np, 0, coord, e, &out[global_index(t, b, e)]);
+  }
+}
+
+/* Whether piece i of `x` equals piece j of `y`: pieces are the k equal
+ * slices of dim d (outer x dim x inner layout). */
+static bool piece_equal(const double *x, int64_t i, const double *y,
+                        int64_t j, int64_t outer, int64_t len, int64_t chunk,
+                        int64_t inner, double rtol, double atol) {
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t q = 0; q < chunk * inner; q++) {
+      double u = x[(o * len + i * chunk) * inner + q],
+             v = y[(o * len + j * chunk) * inner + q];
+      if (!(u == v || fabs(u - v) <= atol + rtol * fabs(v)))
+        return false;
+    }
+  return true;
+}
+
+/* Pieces in the wrong place: along some dim, cut into k equal pieces for k
+ * an axis size, every piece equals a piece of the reference, but not its
+ * own (an all-gather in the wrong rank order, shards from the wrong ranks),
+ * or two pieces are copies of one reference piece (a duplicated shard). */
+static bool diagnose_pieces(vctx *c, int buf) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int64_t n = count_of(t->dims, t->rank);
+  if (n <= 0 || n > (1 << 22))
+    return false;
+  double *got = malloc(sizeof(double) * (size_t)n);
+  if (!got)
+    return false;
+  global_value(c, buf, got);
+  const double *ref = c->ref[lb->tensor];
+  double rtol = 0, atol = 0;
+  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
+    default_tol(c, t, &rtol, &atol);
+  bool found = false;
+  for (int d = 0; d < t->rank && !found; d++)
+    for (int a = 0; a < c->m->naxes && !found; a++) {
+      int64_t k = c->m->axis_sizes[a];
+      if (k < 2 || k > 64 || t->dims[d] % k)
+        continue;
+      int64_t len = t->dims[d], chunk = len / k, outer = 1, inner = 1;
+      for (int e = 0; e < d; e++)
+        outer *= t->dims[e];
+      for (int e = d + 1; e < t->rank; e++)
+        inner *= t->dims[e];
+      int64_t src[64];
+      bool all = true, moved = false;
+      for (int64_t i = 0; i < k && all; i++) {
+        src[i] = -1;
+        for (int64_t j = 0; j < k && src[i] < 0; j++)
+          if (piece_equal(got, i, ref, j, outer, len, chunk, inner, rtol, atol))
+            src[i] = j;
+        all = src[i] >= 0;
+        moved |= src[i] != i;
+      }
+      if (!all || !moved)
+        continue;
+      char list[256] = "";
+      size_t u = 0;
+      for (int64_t i = 0; i < k && u < sizeof list - 40; i++)
+        if (src[i] != i)
+          u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld<-%lld",
+                                u ? ", " : "", (long long)i,
+                                (long long)src[i]);
+      char axes[160] = "";
+      size_t v = 0;
+      for (int b = 0; b < c->m->naxes && v < sizeof axes - 70; b++)
+        if (c->m->axis_sizes[b] == k)
+          v += (size_t)snprintf(axes + v, sizeof axes - v, "%s'%s'",
+                                v ? " or " : "", c->m->axis_names[b]);
+      bool dup = false;
+      for (int64_t i = 0; i < k; i++)
+        for (int64_t j = i + 1; j < k; j++)
+          dup |= src[i] == src[j];
+      snprintf(c->diagnosis, sizeof c->diagnosis,
+               dup ? "dim %d of '%s' in %lld pieces (the size of axis %s): "
+                     "pieces hold copies of other pieces (%s): a shard "
+                     "duplicated, one taken from the wrong rank"
+                   : "dim %d of '%s' in %lld pieces (the size of axis %s): "
+                     "the pieces are in the wrong order (%s, piece<-reference "
+                     "piece): an all-gather in the wrong rank order, or "
+                     "shards from the wrong ranks",
+               d, t->name, (long long)k, axes, list);
+      found = true;
+    }
+  free(got);
+  return found;
+}
+
 /* The usual causes, from the numbers (DESIGN §3). */
 static void diagnose(vctx *c, int buf, const diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
@@ -640,6 +759,8 @@ static void diagnose(vctx *c, int buf, const diff *df) {
       return;
     }
   }
+  if (diagnose_pieces(c, buf))
+    return;
   if (df->got == 0 && df->want != 0)
     snprintf(c->diagnosis, sizeof c->diagnosis,
              "zeros where the reference has values: a shard from the wrong "

@@ -34,6 +34,9 @@ typedef struct plan_lstep {
   int *in;     /* buffer indices */
   int *out;
   plan_redist_step redist; /* REDIST */
+  int64_t *group_order; /* ALL_GATHER from a lowered file: the coordinate
+                           whose block lands at each position of the
+                           concatenation; NULL: coordinate order */
 } plan_lstep;
 
 typedef struct plan_lowered {

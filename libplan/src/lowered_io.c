@@ -112,6 +112,13 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
         plan_buf_printf(&b, ", dim: %d", r->dim);
       if (r->kind == PLAN_REDIST_ALL_TO_ALL)
         plan_buf_printf(&b, ", to_dim: %d", r->to_dim);
+      if (s->group_order) {
+        plan_buf_puts(&b, ", order: [");
+        for (int64_t m = 0; m < p->mesh.axis_sizes[r->axis]; m++)
+          plan_buf_printf(&b, "%s%lld", m ? ", " : "",
+                          (long long)s->group_order[m]);
+        plan_buf_putc(&b, ']');
+      }
       plan_buf_puts(&b, ", in: ");
       qstr(&b, names[s->in[0]]);
       plan_buf_puts(&b, ", out: ");
@@ -278,6 +285,57 @@ static int enum_of(const plan_reader *rd, const plan_ynode *n, const char *what,
   return rd_enum(rd, n, what, names, count, out);
 }
 
+/* `order` of an all_gather: a permutation of the axis's coordinates, the
+ * block of coordinate order[i] landing at position i. Pieces must be the
+ * same size (the gathered dim splits evenly over every axis sharding it),
+ * so that a block fits any position. */
+static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
+                            int in_buf) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  int64_t k = m->axis_sizes[st->axis], *ord;
+  int cnt, rc;
+  if (st->kind != PLAN_REDIST_ALL_GATHER)
+    return rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' is for an all_gather only");
+  if (k > 64)
+    return rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' is for axes of up to 64 ranks; '%s' has %lld",
+                   m->axis_names[st->axis], (long long)k);
+  if ((rc = rd_int_list(&r->rd, x, "order", &ord, &cnt, 64)))
+    return rc;
+  if (cnt != k)
+    return rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' has %d coordinates; axis '%s' has %lld", cnt,
+                   m->axis_names[st->axis], (long long)k);
+  s->group_order = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)k);
+  if (!s->group_order)
+    return plan_oom();
+  uint64_t seen = 0;
+  for (int64_t i = 0; i < k; i++) {
+    if (ord[i] < 0 || ord[i] >= k || (seen >> ord[i] & 1))
+      return rd_fail(&r->rd, x, PLAN_EINVALID,
+                     "'order' must be a permutation of 0..%lld",
+                     (long long)k - 1);
+    seen |= 1ull << ord[i];
+    s->group_order[i] = ord[i];
+  }
+  const plan_lbuf *b = &l->bufs[in_buf];
+  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
+  int64_t split = 1;
+  for (int a = 0; a < m->naxes; a++)
+    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim)
+      split *= m->axis_sizes[a];
+  if (t->dims[st->dim] % split)
+    return rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' needs even pieces: dim %d of '%s' (%lld) does "
+                   "not split evenly %lld ways",
+                   st->dim, t->name, (long long)t->dims[st->dim],
+                   (long long)split);
+  return PLAN_OK;
+}
+
 static int read_step(lreader *r, const plan_ynode *n, int idx) {
   plan_lowered *l = r->l;
   const plan_plan *p = l->plan;
@@ -339,7 +397,7 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     }
   } else if ((v = plan_ymap_get(n, "collective"))) {
     static const char *const k[] = {"collective", "axis", "reduce", "dim",
-                                    "to_dim", "in", "out", NULL};
+                                    "to_dim", "order", "in", "out", NULL};
     if ((rc = rd_check_keys(rd, n, k, "a collective step", NULL)))
       return rc;
     int kind, red = PLAN_RED_SUM;
@@ -392,6 +450,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
                      plan_placement_format(&l->bufs[ins[0]].pl, a),
                      plan_placement_format(&l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
+    if ((x = plan_ymap_get(n, "order")) &&
+        (rc = read_group_order(r, x, s, ins[0])))
+      return rc;
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
     l->collectives[kind]++;

@@ -167,6 +167,67 @@ static void test_gather_left_out(void **state) {
   plan_free(p);
 }
 
+/* Bug: the first all-gather concatenates the group in reverse rank order;
+ * and a variant where every position gets rank 0's block. */
+static void set_gather_order(plan_lowered *l, bool duplicate) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_GATHER);
+  assert_non_null(s);
+  int64_t k = l->plan->mesh.axis_sizes[s->redist.axis];
+  s->group_order = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)k);
+  assert_non_null(s->group_order);
+  for (int64_t m = 0; m < k; m++)
+    s->group_order[m] = duplicate ? 0 : k - 1 - m;
+}
+static void reverse_gather(plan_lowered *l) { set_gather_order(l, false); }
+static void duplicate_gather(plan_lowered *l) { set_gather_order(l, true); }
+
+static void test_gather_order(void **state) {
+  (void)state;
+  mutation ms[2] = {reverse_gather, duplicate_gather};
+  const char *words[2] = {"wrong order", "copies of other pieces"};
+  for (int i = 0; i < 2; i++) {
+    plan_plan *p;
+    plan_verify_report *r =
+        run_mutated("examples/transformer-block.plan.yaml", ms[i], &p);
+    assert_false(plan_verify_report_equal(r));
+    /* the gathered activations feed the QKV projection first */
+    assert_non_null(strstr(plan_verify_report_first_op(r), "qkv"));
+    if (!strstr(plan_verify_report_diagnosis(r), words[i]))
+      fprintf(stderr, "%s\n", plan_verify_report_diagnosis(r));
+    assert_non_null(strstr(plan_verify_report_diagnosis(r), words[i]));
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+}
+
+/* A group order survives writing and reading, counts in the hash, and is
+ * run as written. */
+static void test_gather_order_file(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/transformer-block.plan.yaml");
+  plan_lowered *l, *l2;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  plan_hash h0, h1;
+  assert_int_equal(plan_lowered_hash(&h0, l), PLAN_OK);
+  reverse_gather(l);
+  assert_int_equal(plan_lowered_hash(&h1, l), PLAN_OK);
+  assert_false(plan_hash_equal(h0, h1));
+  char *text;
+  size_t n;
+  assert_int_equal(plan_lowered_write(&text, &n, l), PLAN_OK);
+  assert_non_null(strstr(text, "order: [1, 0]"));
+  assert_int_equal(plan_lowered_load_buffer(&l2, text, n, "low.yaml", "examples"),
+                   PLAN_OK);
+  plan_lowered_free(l);
+  plan_verify_report *r;
+  assert_int_equal(plan_verify_lowered(&r, l2->plan, l2, NULL), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "wrong order"));
+  plan_verify_report_free(r);
+  free(text);
+  plan_free(p);
+}
+
 static void test_reports(void **state) {
   (void)state;
   plan_plan *p;
@@ -287,6 +348,8 @@ int main(void) {
       cmocka_unit_test(test_examples_equal),
       cmocka_unit_test(test_collective_counts),
       cmocka_unit_test(test_dropped_all_reduce),
+      cmocka_unit_test(test_gather_order),
+      cmocka_unit_test(test_gather_order_file),
       cmocka_unit_test(test_low_precision_bound),
       cmocka_unit_test(test_mean_where_sum),
       cmocka_unit_test(test_wrong_axis),
