@@ -1,12 +1,18 @@
 #!/bin/sh
 # Runs the load benchmark: generates a large transformer plan into bench/out/
 # (once; again when the generator changes), checks that `plan validate`
-# accepts it, and runs bench_load on it. `make bench` calls this.
+# accepts it, and runs bench_load on it. Then runs the verifier benchmark
+# (bench_verify), which writes its own plan. `make bench` calls this.
 #
 # usage: bench/run.sh [BUILD_DIR]      (default: build)
 # environment: BENCH_OPS   ops in the generated plan (default 100000)
 #              BENCH_REPS  timed runs per step, best and median shown (5)
 #              BENCH_ARGS  extra gen_plan.py options (e.g. "--sp --qkv fused")
+#              BENCH_VERIFY       0 skips bench_verify (default 1)
+#              BENCH_VERIFY_ARGS  bench_verify options (default: the full
+#                                 size, phases summed only, "--quick"); the
+#                                 scaled-down run (seq 128) adds the phase
+#                                 breakdown
 set -eu
 
 BUILD=${1:-build}
@@ -19,8 +25,11 @@ TAG=$(printf '%s' "$ARGS" | tr -c 'A-Za-z0-9' '-' | sed 's/--*/-/g; s/^-//; s/-$
 PLAN=$OUT/plan-$OPS${TAG:+-$TAG}.yaml
 TOOL=$BUILD/plan
 BENCH=$BUILD/bench/bench_load
+VBENCH=$BUILD/bench/bench_verify
+VERIFY=${BENCH_VERIFY:-1}
+VARGS=${BENCH_VERIFY_ARGS:---quick}
 
-for f in "$TOOL" "$BENCH"; do
+for f in "$TOOL" "$BENCH" "$VBENCH"; do
   if [ ! -x "$f" ]; then
     echo "bench/run.sh: $f is missing; run 'make bench'" >&2
     exit 1
@@ -54,3 +63,13 @@ fi
 echo
 
 "$BENCH" "$PLAN" -n "$REPS"
+
+if [ "$VERIFY" != 0 ]; then
+  echo
+  echo "== verifier: full size =="
+  # shellcheck disable=SC2086 # VARGS is a list of options
+  "$VBENCH" $VARGS
+  echo
+  echo "== verifier: scaled down (seq 128), with the phase breakdown =="
+  "$VBENCH" --seq 128
+fi
