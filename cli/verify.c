@@ -11,7 +11,7 @@
 #include "verify_int.h"
 
 const char usage_verify[] =
-    "usage: plan verify [--mode exact|float] [--seed N] [--runner cpu]\n"
+    "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner cpu]\n"
     "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
@@ -28,6 +28,8 @@ const char usage_verify[] =
     "  --mode float  random inputs in each tensor's dtype; per-dtype tolerances,\n"
     "                and for f32/bf16/f16 a bound against an f64 reference\n"
     "                (no worse than 4x the single-device program's error)\n"
+    "  --dtype T     float mode (implied) with every float tensor in T: f64,\n"
+    "                f32, bf16 or f16, to check a plan at another precision\n"
     "  --seed N      input seed (default 0)\n"
     "  --runner cpu  the only runner built here\n"
     "  --report F    the report's format: text (default), yaml or json (schema\n"
@@ -68,6 +70,7 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
 int cmd_verify(int argc, char **argv) {
   const char *file = NULL, *format = "text", *outfile = NULL;
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  bool mode_given = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
@@ -77,6 +80,12 @@ int cmd_verify(int argc, char **argv) {
         o.mode = PLAN_VERIFY_FLOAT;
       else
         return cli_usage("verify", "--mode is exact or float");
+      mode_given = true;
+    } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+      o.dtype = argv[++i];
+      if (strcmp(o.dtype, "f64") && strcmp(o.dtype, "f32") &&
+          strcmp(o.dtype, "bf16") && strcmp(o.dtype, "f16"))
+        return cli_usage("verify", "--dtype is f64, f32, bf16 or f16");
     } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
       char *end;
       o.seed = strtoull(argv[++i], &end, 10);
@@ -102,6 +111,10 @@ int cmd_verify(int argc, char **argv) {
   }
   if (!file)
     return cli_usage("verify", "no plan given");
+  if (o.dtype && mode_given && o.mode == PLAN_VERIFY_EXACT)
+    return cli_usage("verify", "--dtype needs float mode (exact mode is f64)");
+  if (o.dtype)
+    o.mode = PLAN_VERIFY_FLOAT;
   /* a lowered program runs as written */
   plan_lowered *l;
   int lowered = cli_load_lowered(file, &l);

@@ -46,6 +46,8 @@ typedef struct vctx {
   double **ref64; /* [tensor]: float mode, the reference run in f64, when
                      the program has f32/bf16/f16 tensors; else NULL */
   bool force64;   /* run every float kernel in f64 (for ref64) */
+  int dtype;      /* float mode, --dtype: the dtype of every float tensor;
+                     -1: each tensor's own */
   plan_buf text;
   plan_vrecord *recs; /* every compared tensor, in topological order */
   int nrecs, cap_recs;
@@ -133,6 +135,12 @@ static double recipe_value(const plan_tensor *t, int64_t g, bool exact) {
   }
 }
 
+/* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
+static plan_dtype run_dtype(const vctx *c, const plan_tensor *t) {
+  return c->dtype >= 0 && plan_dtype_is_float(t->dtype) ? (plan_dtype)c->dtype
+                                                         : t->dtype;
+}
+
 static void fill_leaf(const vctx *c, int tensor, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
   bool exact = c->o->mode == PLAN_VERIFY_EXACT;
@@ -152,9 +160,10 @@ static void fill_leaf(const vctx *c, int tensor, block *b) {
       b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
   }
   /* float mode: inputs in the tensor's own precision */
-  if (!exact && (t->dtype == PLAN_BF16 || t->dtype == PLAN_F16))
+  plan_dtype dt = run_dtype(c, t);
+  if (!exact && (dt == PLAN_BF16 || dt == PLAN_F16))
     for (int64_t k = 0; k < b->n; k++)
-      b->data[k] = t->dtype == PLAN_BF16 ? plan_round_bf16((float)b->data[k])
+      b->data[k] = dt == PLAN_BF16 ? plan_round_bf16((float)b->data[k])
                                          : plan_round_f16((float)b->data[k]);
 }
 
@@ -163,7 +172,8 @@ static void fill_leaf(const vctx *c, int tensor, block *b) {
 static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return PLAN_I64;
-  return c->o->mode == PLAN_VERIFY_EXACT || c->force64 ? PLAN_F64 : t->dtype;
+  return c->o->mode == PLAN_VERIFY_EXACT || c->force64 ? PLAN_F64
+                                                      : run_dtype(c, t);
 }
 
 static void *to_kernel(plan_dtype kd, const double *src, int64_t n) {
@@ -432,7 +442,7 @@ static int run_reference64(vctx *c) {
   bool lowp = false;
   for (int t = 0; t < c->prog->ntensors; t++)
     lowp |= plan_dtype_is_float(c->prog->tensors[t].dtype) &&
-            c->prog->tensors[t].dtype != PLAN_F64;
+            run_dtype(c, &c->prog->tensors[t]) != PLAN_F64;
   if (!lowp)
     return PLAN_OK;
   c->force64 = true;
@@ -449,7 +459,9 @@ static int run_reference64(vctx *c) {
 typedef struct diff {
   int64_t mismatches, compared;
   double err64, base64; /* float mode: sum of squares of got - ref64 and of
-                           ref - ref64 over the compared elements */
+                           ref - ref64 over the compared finite elements */
+  bool nonfinite;       /* an infinity or NaN where the reference differs:
+                           no norm bound can excuse it */
   double max_abs, max_rel;
   int64_t at; /* global index of the largest abs error */
   double got, want;
@@ -461,7 +473,7 @@ static void default_tol(const vctx *c, const plan_tensor *t, double *rtol,
   *atol = c->o->atol;
   if (*rtol > 0 || *atol > 0)
     return;
-  switch (t->dtype) { /* torch.testing.assert_close defaults */
+  switch (run_dtype(c, t)) { /* torch.testing.assert_close defaults */
   case PLAN_F64:
     *rtol = 1e-7, *atol = 1e-7;
     break;
@@ -481,8 +493,9 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
   df->compared++;
   bool bad;
   double ab = fabs(got - want);
-  if (isnan(got) && isnan(want)) {
-    bad = false; /* the program makes a NaN here too (0/0 from its inputs) */
+  if (got == want || (isnan(got) && isnan(want))) {
+    bad = false; /* identical, infinities included; or a NaN the program
+                    makes too (0/0 from its inputs) */
   } else if (c->o->mode == PLAN_VERIFY_EXACT ||
              !plan_dtype_is_float(t->dtype)) {
     bad = !(got == want);
@@ -553,10 +566,14 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
       int64_t g = global_index(t, b, e);
       compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
       if (c->ref64 && c->ref64[lb->tensor]) {
-        double r64 = c->ref64[lb->tensor][g], dg = v - r64,
-               dr = c->ref[lb->tensor][g] - r64;
-        df->err64 += dg * dg;
-        df->base64 += dr * dr;
+        double r64 = c->ref64[lb->tensor][g], want = c->ref[lb->tensor][g],
+               dg = v - r64, dr = want - r64;
+        if (isfinite(v) && isfinite(want) && isfinite(r64)) {
+          df->err64 += dg * dg;
+          df->base64 += dr * dr;
+        } else if (!(v == want || (isnan(v) && isnan(want)))) {
+          df->nonfinite = true;
+        }
       }
     }
   }
@@ -777,7 +794,8 @@ static void diagnose(vctx *c, int buf, const diff *df) {
  * (PLAN_VERIFY_LOWP_FACTOR, above). */
 static bool low_precision_bound(const vctx *c, const plan_tensor *t,
                                 const diff *df) {
-  if (!c->ref64 || !c->ref64[t - c->prog->tensors] || t->dtype == PLAN_F64)
+  if (df->nonfinite || !c->ref64 || !c->ref64[t - c->prog->tensors] ||
+      run_dtype(c, t) == PLAN_F64)
     return false;
   double rtol, atol;
   default_tol(c, t, &rtol, &atol);
@@ -805,7 +823,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
     r->op = plan_arena_strdup(&c->rec_arena, opname);
     r->tensor = plan_arena_strdup(&c->rec_arena, t->name);
     r->placement = plan_arena_strdup(&c->rec_arena, pl);
-    r->dtype = plan_dtype_name(t->dtype);
+    r->dtype = plan_dtype_name(run_dtype(c, t));
     r->mismatches = df->mismatches;
     r->compared = df->compared;
     r->max_abs = df->max_abs;
@@ -823,7 +841,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
                     "f64 reference, %g, is within %g times the "
                     "single-device program's own, %g\n",
                     what, t->name, opname, pl, (long long)df->mismatches,
-                    (long long)df->compared, plan_dtype_name(t->dtype),
+                    (long long)df->compared, plan_dtype_name(run_dtype(c, t)),
                     sqrt(df->err64), PLAN_VERIFY_LOWP_FACTOR,
                     sqrt(df->base64));
     if (c->nrecs && c->recs[c->nrecs - 1].tensor &&
@@ -931,8 +949,19 @@ int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
     return plan_failf(PLAN_EUSAGE, "plan_verify_options version %u is not %d",
                       opts->version, PLAN_VERIFY_OPTIONS_VERSION);
   }
+  int dtype = -1;
+  if (opts->dtype) {
+    dtype = plan_dtype_from_name(opts->dtype);
+    if (dtype < 0 || !plan_dtype_is_float((plan_dtype)dtype)) {
+      plan_lowered_free(low);
+      return plan_failf(PLAN_EUSAGE,
+                        "dtype '%s' is not f64, f32, bf16 or f16",
+                        opts->dtype);
+    }
+  }
   vctx c;
   memset(&c, 0, sizeof c);
+  c.dtype = dtype;
   c.p = p;
   c.prog = p->program;
   c.m = &p->mesh;

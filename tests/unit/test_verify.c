@@ -52,6 +52,41 @@ static void test_examples_equal(void **state) {
       }
 }
 
+/* --dtype: every example verifies at bf16 and f16 in float mode (the
+ * low-precision bound decides), and only float dtypes are taken. */
+static void test_run_dtype(void **state) {
+  (void)state;
+  static const char *const files[] = {"examples/mlp-megatron.plan.yaml",
+                                      "examples/transformer-block.plan.yaml",
+                                      "examples/moe-experts.plan.yaml"};
+  static const char *const dts[] = {"bf16", "f16", "f64"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++)
+    for (size_t d = 0; d < 3; d++)
+      for (uint64_t seed = 0; seed < 2; seed++) {
+        plan_plan *p = load(files[i]);
+        plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+        o.mode = PLAN_VERIFY_FLOAT;
+        o.seed = seed;
+        o.dtype = dts[d];
+        plan_verify_report *r;
+        assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+        if (!plan_verify_report_equal(r))
+          fprintf(stderr, "%s %s: %s", files[i], dts[d],
+                  plan_verify_report_text(r));
+        assert_true(plan_verify_report_equal(r));
+        plan_verify_report_free(r);
+        plan_free(p);
+      }
+  plan_plan *p = load(files[0]);
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  o.mode = PLAN_VERIFY_FLOAT;
+  o.dtype = "i32";
+  plan_verify_report *r;
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_EUSAGE);
+  assert_null(r);
+  plan_free(p);
+}
+
 static void test_collective_counts(void **state) {
   (void)state;
   plan_plan *p = load("examples/transformer-block.plan.yaml");
@@ -347,6 +382,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_examples_equal),
       cmocka_unit_test(test_collective_counts),
+      cmocka_unit_test(test_run_dtype),
       cmocka_unit_test(test_dropped_all_reduce),
       cmocka_unit_test(test_gather_order),
       cmocka_unit_test(test_gather_order_file),

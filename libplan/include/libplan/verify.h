@@ -30,9 +30,14 @@ typedef struct plan_verify_options {
   plan_verify_mode mode;
   uint64_t seed;
   double rtol, atol; /* float mode; 0: the dtype's defaults (DESIGN §3) */
+  /* float mode: run every float tensor in this dtype ("f64", "f32",
+   * "bf16", "f16"), to check a plan at another precision; NULL: each
+   * tensor's own */
+  const char *dtype;
 } plan_verify_options;
-#define PLAN_VERIFY_OPTIONS_VERSION 1
-#define PLAN_VERIFY_OPTIONS_INIT {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0}
+#define PLAN_VERIFY_OPTIONS_VERSION 2
+#define PLAN_VERIFY_OPTIONS_INIT                                               \
+  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL}
 
 typedef struct plan_verify_report plan_verify_report;
 
