@@ -1,9 +1,11 @@
 #!/bin/sh
 # The examples tour, run by `make demo` as `sh examples/demo.sh build/plan`:
 # validates every examples/*.plan.yaml and prints its plan hash, checks the
-# standalone program file, then shows two plans as tables (the Megatron MLP
-# and the sequence-parallel transformer block). Exits non-zero when any
-# example fails validation or cannot be read.
+# standalone program file, verifies every example numerically (exact and
+# float mode; plans not lowered yet, such as pipelines, say so), then shows
+# two plans as tables (the Megatron MLP and the sequence-parallel
+# transformer block). Exits non-zero when any example fails validation or
+# verification, or cannot be read.
 set -u
 PLAN=${1:-build/plan}
 case $PLAN in */*) ;; *) PLAN=./$PLAN ;; esac
@@ -44,6 +46,23 @@ if ref=$("$PLAN" hash --part program "$DIR/mlp-by-path.plan.yaml" 2>&1); then
   printf '  %-28s program %s\n' mlp-by-path.plan.yaml "$ref"
 fi
 
+echo
+echo "== verify every example: lowered, run on simulated ranks, compared with the program"
+for f in "$DIR"/*.plan.yaml; do
+  name=$(basename "$f")
+  for mode in exact float; do
+    "$PLAN" verify --mode "$mode" "$f" >"$out" 2>&1
+    rc=$?
+    case $rc in
+      0) printf '  %-28s %-5s %s\n' "$name" "$mode" "$(tail -n 1 "$out" | sed 's/^[^:]*: //')" ;;
+      3) printf '  %-28s %-5s not run here: %s\n' "$name" "$mode" "$(tail -n 1 "$out" | sed 's/^plan: //; s/^error: //')" ;;
+      *) printf '  %-28s %-5s FAILED (exit %s)\n' "$name" "$mode" "$rc"
+         sed 's/^/    /' "$out"
+         fail=1 ;;
+    esac
+  done
+done
+
 for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
   echo
   echo "== plan show $f"
@@ -58,4 +77,4 @@ if [ "$fail" -ne 0 ]; then
   echo "demo: some examples FAILED"
   exit 1
 fi
-echo "demo: every example is valid"
+echo "demo: every example is valid, and every lowered one verifies equal"
