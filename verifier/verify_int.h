@@ -29,6 +29,10 @@ struct plan_verify_report {
   plan_vrecord *recs;
   int nrecs;
   plan_arena arena; /* the records' strings */
+  /* wall seconds of each phase (bench/bench_verify.c reads them): the
+   * reference run, the lowered run, the comparison (with the f64
+   * reference when one was needed) */
+  double seconds_reference, seconds_lowered, seconds_compare;
 };
 
 /* Takes ownership of `low` (freed before returning, on every path). */
