@@ -738,12 +738,50 @@ static bool diagnose_pieces(vctx *c, int buf) {
   return found;
 }
 
+/* A non-linear op run on partial sums: the step that wrote `buf` is an op
+ * whose kind passes no P input (gelu(a) + gelu(b) != gelu(a + b)), and one
+ * of its inputs is P along some axis. */
+static bool diagnose_partial_input(vctx *c, int buf) {
+  for (int i = 0; i < c->low->nsteps; i++) {
+    const plan_lstep *s = &c->low->steps[i];
+    if (s->kind != PLAN_LSTEP_OP || s->nout < 1)
+      continue;
+    bool writes = false;
+    for (int k = 0; k < s->nout; k++)
+      writes |= s->out[k] == buf;
+    if (!writes)
+      continue;
+    const plan_op *op = &c->prog->ops[s->op];
+    const plan_op_info *info = plan_op_info_get(op->kind);
+    if (!info || info->partial != PLAN_PARTIAL_NONE)
+      return false;
+    for (int j = 0; j < s->nin; j++) {
+      const plan_lbuf *ib = &c->low->bufs[s->in[j]];
+      for (int a = 0; a < c->m->naxes; a++)
+        if (ib->pl.ax[a].kind == PLAN_PL_P) {
+          snprintf(c->diagnosis, sizeof c->diagnosis,
+                   "op '%s' (%s, not linear) ran on partial values of '%s' "
+                   "(P along '%s'): its input must be reduced first (an "
+                   "all-reduce or reduce-scatter before it; statically, "
+                   "strategy.partial)",
+                   op->name, info->name,
+                   c->prog->tensors[ib->tensor].name, c->m->axis_names[a]);
+          return true;
+        }
+    }
+    return false;
+  }
+  return false;
+}
+
 /* The usual causes, from the numbers (DESIGN §3). */
 static void diagnose(vctx *c, int buf, const diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
   c->diagnosis[0] = 0;
+  if (diagnose_partial_input(c, buf))
+    return;
   /* how close a sum of partials must come: in float mode the ranks rounded
    * their partials to the dtype, so the test is on norms, with the slack
    * of the low-precision bound */
