@@ -582,20 +582,32 @@ static void group_value(const vctx *c, int buf, const int *pa, int np,
   *out = acc;
 }
 
+/* The mesh axes along which buffer lb is partial, into pa; their count. */
+static int partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
+  int np = 0;
+  for (int a = 0; a < naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_P)
+      pa[np++] = a;
+  return np;
+}
+
+/* Whether rank r is its partial group's representative (coordinate 0 on
+ * every partial axis): group_value reduces the group from there. */
+static bool partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
+  for (int i = 0; i < np; i++)
+    if (c->coords[r][pa[i]] != 0)
+      return false;
+  return true;
+}
+
 /* Compares every replica of buffer `buf` with the reference. */
 static void compare_buffer(const vctx *c, int buf, diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = 0;
-  for (int a = 0; a < c->m->naxes; a++)
-    if (lb->pl.ax[a].kind == PLAN_PL_P)
-      pa[np++] = a;
+  int pa[PLAN_MAX_MESH_AXES], np = partial_axes(lb, c->m->naxes, pa);
   memset(df, 0, sizeof *df);
   for (int64_t r = 0; r < c->nranks; r++) {
-    bool leader = true; /* one representative per partial group */
-    for (int i = 0; i < np; i++)
-      leader &= c->coords[r][pa[i]] == 0;
-    if (!leader)
+    if (!partial_leader(c, r, pa, np)) /* one representative per group */
       continue;
     const block *b = &c->bufs[buf][r];
     int64_t coord[PLAN_MAX_MESH_AXES];
@@ -632,15 +644,9 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
 static void global_value(const vctx *c, int buf, double *out) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = 0;
-  for (int a = 0; a < c->m->naxes; a++)
-    if (lb->pl.ax[a].kind == PLAN_PL_P)
-      pa[np++] = a;
+  int pa[PLAN_MAX_MESH_AXES], np = partial_axes(lb, c->m->naxes, pa);
   for (int64_t r = c->nranks - 1; r >= 0; r--) { /* rank 0's copy last */
-    bool leader = true;
-    for (int i = 0; i < np; i++)
-      leader &= c->coords[r][pa[i]] == 0;
-    if (!leader)
+    if (!partial_leader(c, r, pa, np))
       continue;
     const block *b = &c->bufs[buf][r];
     int64_t coord[PLAN_MAX_MESH_AXES];
