@@ -47,6 +47,12 @@ char *cli_read_file(const char *path, size_t *len);
  * something else (a plan or a program); -1 with the last error set when it
  * cannot be read or is a malformed lowered program. */
 int cli_load_lowered(const char *file, plan_lowered **out);
+/* Loads and validates a plan for a verb that runs it: EXIT_OK with *out
+ * set; when it has error findings, prints them and "FILE: invalid (N
+ * errors): not NOT_DONE" to f and returns EXIT_NEGATIVE; else the exit
+ * code of the load or validation failure. */
+int cli_load_valid(const char *file, FILE *f, const char *not_done,
+                   plan_plan **out);
 /* The folder of a path ("." when none). */
 void cli_dirname(const char *path, char *out, size_t size);
 

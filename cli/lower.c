@@ -73,6 +73,30 @@ void cli_dirname(const char *path, char *out, size_t size) {
     snprintf(out, size, "%.*s", (int)n, path);
 }
 
+int cli_load_valid(const char *file, FILE *f, const char *not_done,
+                   plan_plan **out) {
+  plan_plan *p;
+  if (plan_load(&p, file))
+    return cli_fail_last();
+  plan_diags *d = NULL;
+  if (plan_validate(&d, p)) {
+    plan_free(p);
+    return cli_fail_last();
+  }
+  size_t errors = plan_diags_count_at_least(d, PLAN_SEV_ERROR);
+  if (errors) {
+    cli_print_diags(f, d);
+    fprintf(f, "%s: invalid (%zu error%s): not %s\n", file, errors,
+            errors == 1 ? "" : "s", not_done);
+    plan_diags_free(d);
+    plan_free(p);
+    return EXIT_NEGATIVE;
+  }
+  plan_diags_free(d);
+  *out = p;
+  return EXIT_OK;
+}
+
 int cmd_lower(int argc, char **argv) {
   const char *file = NULL, *out = NULL;
   for (int i = 1; i < argc; i++) {
@@ -88,21 +112,9 @@ int cmd_lower(int argc, char **argv) {
   if (!file)
     return cli_usage("lower", "no plan given");
   plan_plan *p;
-  if (plan_load(&p, file))
-    return cli_fail_last();
-  plan_diags *d = NULL;
-  if (plan_validate(&d, p)) {
-    plan_free(p);
-    return cli_fail_last();
-  }
-  if (plan_diags_count_at_least(d, PLAN_SEV_ERROR)) {
-    cli_print_diags(stderr, d);
-    fprintf(stderr, "plan lower: %s is invalid: not lowered\n", file);
-    plan_diags_free(d);
-    plan_free(p);
-    return EXIT_NEGATIVE;
-  }
-  plan_diags_free(d);
+  int vrc = cli_load_valid(file, stderr, "lowered", &p);
+  if (vrc)
+    return vrc;
   plan_lowered *l;
   if (plan_lower(&l, p)) {
     plan_free(p);

@@ -126,25 +126,11 @@ int cmd_verify(int argc, char **argv) {
       return cli_fail_last();
     return cli_emit_report(lr, file, format, outfile);
   }
-  plan_plan *p;
-  if (plan_load(&p, file))
-    return cli_fail_last();
   /* the static checks first: an invalid plan is not run */
-  plan_diags *d = NULL;
-  if (plan_validate(&d, p)) {
-    plan_free(p);
-    return cli_fail_last();
-  }
-  size_t errors = plan_diags_count_at_least(d, PLAN_SEV_ERROR);
-  if (errors) {
-    cli_print_diags(stdout, d);
-    printf("%s: invalid (%zu error%s): not verified\n", file, errors,
-           errors == 1 ? "" : "s");
-    plan_diags_free(d);
-    plan_free(p);
-    return EXIT_NEGATIVE;
-  }
-  plan_diags_free(d);
+  plan_plan *p;
+  int vrc = cli_load_valid(file, stdout, "verified", &p);
+  if (vrc)
+    return vrc;
   plan_verify_report *r;
   int rc = plan_verify(&r, p, &o);
   if (rc) {

@@ -614,16 +614,17 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
     memcpy(coord, c->coords[r], sizeof coord);
     /* rows along the innermost dim are contiguous in both the block and
      * the global tensor: one index computation per row */
-    int64_t row = t->rank ? b->local[t->rank - 1] : 1, g0 = 0;
-    for (int64_t e = 0; e < b->n; e++) {
+    int64_t row = t->rank ? b->local[t->rank - 1] : 1;
+    for (int64_t e0 = 0, e = 0, g = 0; row > 0 && e < b->n; e++, g++) {
+      if (e == e0) { /* a new row */
+        g = global_index(t, b, e);
+        e0 += row;
+      }
       double v;
       if (np)
         group_value(c, buf, pa, np, 0, coord, e, &v);
       else
         v = b->data[e];
-      if (row <= 0 || e % row == 0)
-        g0 = global_index(t, b, e) - e;
-      int64_t g = g0 + e;
       compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
       if (c->ref64 && c->ref64[lb->tensor]) {
         double r64 = c->ref64[lb->tensor][g], want = c->ref[lb->tensor][g],

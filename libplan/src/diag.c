@@ -68,22 +68,6 @@ static const char *keep(plan_arena *a, const char *s) {
   return plan_arena_strdup(a, s);
 }
 
-static char *keep_vprintf(plan_arena *a, const char *fmt, va_list ap) {
-  va_list ap2;
-  va_copy(ap2, ap);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  char *p = NULL;
-  if (n >= 0) {
-    p = plan_arena_alloc(a, (size_t)n + 1);
-    if (p)
-      vsnprintf(p, (size_t)n + 1, fmt, ap2);
-  } else {
-    plan_failf(PLAN_EINVALID, "bad diagnostic format");
-  }
-  va_end(ap2);
-  return p;
-}
-
 int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
                    const char *object, const char *file, int line, int column,
                    const char *fmt, ...) {
@@ -110,7 +94,7 @@ int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
   if (fmt) {
     va_list ap;
     va_start(ap, fmt);
-    e.d.message = keep_vprintf(&d->strings, fmt, ap);
+    e.d.message = plan_arena_vprintf(&d->strings, fmt, ap);
     va_end(ap);
   } else {
     e.d.message = "";
@@ -118,7 +102,7 @@ int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
   /* A failed copy leaves some bytes in the arena; they are freed with it. */
   if (!e.d.code || !e.d.object || !e.d.file)
     return plan_oom();
-  if (!e.d.message) /* keep_vprintf set the last error: ENOMEM or EINVALID */
+  if (!e.d.message) /* plan_arena_vprintf set the last error: ENOMEM or EINVALID */
     return plan_error_last()->code;
   d->items[d->count++] = e;
   return PLAN_OK;

@@ -154,12 +154,10 @@ char *plan_arena_strdup(plan_arena *a, const char *s) {
   return plan_arena_strndup(a, s, strlen(s));
 }
 
-char *plan_arena_printf(plan_arena *a, const char *fmt, ...) {
-  va_list ap, ap2;
-  va_start(ap, fmt);
+char *plan_arena_vprintf(plan_arena *a, const char *fmt, va_list ap) {
+  va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
   char *p = NULL;
   if (n >= 0) {
     p = plan_arena_alloc(a, (size_t)n + 1);
@@ -169,6 +167,14 @@ char *plan_arena_printf(plan_arena *a, const char *fmt, ...) {
     plan_failf(PLAN_EINVALID, "bad format string");
   }
   va_end(ap2);
+  return p;
+}
+
+char *plan_arena_printf(plan_arena *a, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *p = plan_arena_vprintf(a, fmt, ap);
+  va_end(ap);
   return p;
 }
 

@@ -5,6 +5,7 @@
 #define LIBPLAN_UTIL_H
 
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -57,6 +58,7 @@ char *plan_arena_strndup(plan_arena *a, const char *s, size_t len);
 char *plan_arena_strdup(plan_arena *a, const char *s);
 /* printf into the arena. */
 char *plan_arena_printf(plan_arena *a, const char *fmt, ...) PLAN_PRINTF(2, 3);
+char *plan_arena_vprintf(plan_arena *a, const char *fmt, va_list ap);
 
 /* ---- growable buffer ----------------------------------------------------- */
 
