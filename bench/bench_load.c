@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "libplan/libplan.h"
 #include "plan_int.h"
 #include "yamldoc.h"
@@ -57,11 +58,7 @@ static char *g_data;
 static size_t g_len;
 static plan_plan *g_plan;
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now(); }
 
 static void die_last(const char *what) {
   const plan_error *e = plan_error_last();
@@ -307,46 +304,9 @@ static int child_main(const char *mode, const char *path) {
  * KiB, or -1. With out != NULL, the child's stdout is read into out. */
 static long child_run(const char *self, const char *mode, char *out,
                       size_t outsz) {
-  int fds[2] = {-1, -1};
-  if (out && pipe(fds))
-    return -1;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (pid == 0) {
-    if (out) {
-      dup2(fds[1], 1);
-      close(fds[0]);
-      close(fds[1]);
-    }
-    execl(self, self, "--child", mode, g_path, (char *)NULL);
-    _exit(127);
-  }
-  if (out) {
-    size_t n = 0;
-    ssize_t r;
-    close(fds[1]);
-    while (n + 1 < outsz && (r = read(fds[0], out + n, outsz - 1 - n)) != 0) {
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r < 0)
-        break;
-      n += (size_t)r;
-    }
-    out[n] = 0;
-    close(fds[0]);
-  }
-  int status;
-  struct rusage ru;
-  if (wait4(pid, &status, 0, &ru) != pid)
-    return -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "bench_load: child '%s' failed (status %d)\n", mode,
-            status);
-    return -1;
-  }
-  return ru.ru_maxrss;
+  char *const av[] = {(char *)self, "--child", (char *)mode, (char *)g_path,
+                      NULL};
+  return bench_child("bench_load", self, av, out, outsz);
 }
 
 static long field(const char *text, const char *name) {

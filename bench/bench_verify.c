@@ -66,6 +66,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "libplan/libplan.h"
 #include "kernels.h"
 #include "lower.h"
@@ -82,11 +83,7 @@ static size_cfg g_cfg = {8, 512, 1024, 16, 0, 2, 4};
 static int g_reps = 3;  /* matmul timings: best of */
 static int g_vreps = 1; /* children per phase: best of */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now(void) { return bench_now(); }
 
 static void die_last(const char *what) {
   const plan_error *e = plan_error_last();
@@ -472,51 +469,19 @@ typedef struct child_res {
 
 /* Re-executes this program as `--child MODE <the same options>`. */
 static int child_run(const char *mode, child_res *res) {
-  int fds[2];
-  if (pipe(fds))
+  char **av = calloc((size_t)g_argc + 3, sizeof *av);
+  if (!av)
     return -1;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0)
-    return -1;
-  if (pid == 0) {
-    char **av = calloc((size_t)g_argc + 3, sizeof *av);
-    if (!av)
-      _exit(127);
-    av[0] = g_argv[0];
-    av[1] = "--child";
-    av[2] = (char *)mode;
-    for (int i = 1; i < g_argc; i++)
-      av[i + 2] = g_argv[i];
-    dup2(fds[1], 1);
-    close(fds[0]);
-    close(fds[1]);
-    execv("/proc/self/exe", av);
-    _exit(127);
-  }
+  av[0] = g_argv[0];
+  av[1] = "--child";
+  av[2] = (char *)mode;
+  for (int i = 1; i < g_argc; i++)
+    av[i + 2] = g_argv[i];
   char out[512];
-  size_t n = 0;
-  ssize_t r;
-  close(fds[1]);
-  while (n + 1 < sizeof out &&
-         (r = read(fds[0], out + n, sizeof out - 1 - n)) != 0) {
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0)
-      break;
-    n += (size_t)r;
-  }
-  out[n] = 0;
-  close(fds[0]);
-  int status;
-  struct rusage ru;
-  if (wait4(pid, &status, 0, &ru) != pid)
+  long rss = bench_child("bench_verify", "/proc/self/exe", av, out, sizeof out);
+  free(av);
+  if (rss < 0)
     return -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    fprintf(stderr, "bench_verify: child '%s' failed (status %d)\n", mode,
-            status);
-    return -1;
-  }
   memset(res, 0, sizeof *res);
   const char *s;
   if ((s = strstr(out, "lower ")))
@@ -531,7 +496,7 @@ static int child_run(const char *mode, child_res *res) {
     res->phase_low = atof(s + 10);
   if ((s = strstr(out, "phase_cmp ")))
     res->phase_cmp = atof(s + 10);
-  res->rss_kib = ru.ru_maxrss;
+  res->rss_kib = rss;
   return 0;
 }
 
