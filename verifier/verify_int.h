@@ -39,4 +39,25 @@ struct plan_verify_report {
 int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
                         plan_lowered *low, const plan_verify_options *opts);
 
+/* One rank's block of a buffer in the lowered run: its local shape, its
+ * offset in the global tensor, and its values (row-major, as doubles). */
+typedef struct plan_vblock {
+  int64_t local[PLAN_MAX_RANK], offset[PLAN_MAX_RANK];
+  int64_t n;
+  double *data;
+} plan_vblock;
+
+/* Called after each step of the lowered run with every buffer's blocks,
+ * bufs[buffer][rank] (rank = row-major mesh coordinates). The bug corpus
+ * uses it to stand in for a faulty runner (a collective that unpads uneven
+ * shards wrongly): it may rewrite the blocks the step wrote. A non-zero
+ * return stops the run with that status. */
+typedef int (*plan_verify_step_hook)(void *user, const plan_lowered *low,
+                                     int step, plan_vblock *const *bufs);
+
+int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
+                               plan_lowered *low,
+                               const plan_verify_options *opts,
+                               plan_verify_step_hook hook, void *user);
+
 #endif

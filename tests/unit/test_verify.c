@@ -369,6 +369,86 @@ static void test_low_precision_bound(void **state) {
   plan_free(p);
 }
 
+/* A runner whose padded all-gather unpads uneven shards wrongly: it pads
+ * every block along the gathered dim to the chunk size, gathers, and then
+ * keeps piece lengths computed as "floor(n/k), the remainder on the last
+ * rank" instead of torch.chunk's: for 5 rows over 2 ranks it keeps 2 rows
+ * of the first piece and 3 of the second, the last of them padding. */
+static int unpad_wrongly(void *user, const plan_lowered *l, int step,
+                         plan_vblock *const *bufs) {
+  int *hits = user;
+  const plan_lstep *s = &l->steps[step];
+  if (s->kind != PLAN_LSTEP_REDIST || s->redist.kind != PLAN_REDIST_ALL_GATHER)
+    return 0;
+  const plan_mesh *m = &l->plan->mesh;
+  int64_t k = m->axis_sizes[s->redist.axis];
+  int dim = s->redist.dim;
+  const plan_tensor *t = &l->plan->program->tensors[l->bufs[s->out[0]].tensor];
+  int64_t len = t->dims[dim], chunk = (len + k - 1) / k;
+  if (t->rank != 2 || dim != 0 || len % k == 0 || m->naxes != 1)
+    return 0;
+  int64_t cols = t->dims[1];
+  for (int64_t r = 0; r < m->ndevices; r++) {
+    plan_vblock *out = &bufs[s->out[0]][r];
+    int64_t at = 0;
+    for (int64_t q = 0; q < k; q++) {
+      const plan_vblock *in = &bufs[s->in[0]][q];
+      int64_t keep = q < k - 1 ? len / k : len - (len / k) * (k - 1);
+      for (int64_t i = 0; i < keep && at < len; i++, at++)
+        for (int64_t j = 0; j < cols; j++) /* past the block: padding */
+          out->data[at * cols + j] =
+              i < in->local[0] && i < chunk ? in->data[i * cols + j] : 0;
+    }
+  }
+  (*hits)++;
+  return 0;
+}
+
+/* Bug: uneven shards unpadded wrongly by the runner's all-gather. The
+ * first op that reads the gathered rows diverges, and the diagnosis names
+ * the shift and the uneven shard it came from. */
+static void test_uneven_unpadded_wrongly(void **state) {
+  (void)state;
+  static const char text[] =
+      "libplan: \"0.1\"\n"
+      "program:\n"
+      "  name: uneven\n"
+      "  tensors:\n"
+      "    x: {shape: [5, 4], role: input}\n"
+      "    w: {shape: [4, 6], role: param}\n"
+      "  ops:\n"
+      "    - {name: mm, op: matmul, in: [x, w], out: y}\n"
+      "  outputs: [y]\n"
+      "mesh: {axes: [dp=2]}\n"
+      "placements: {x: S(0), w: R}\n"
+      "strategies:\n"
+      "  mm: {in: [R, R], out: R}\n";
+  plan_plan *p = NULL;
+  assert_int_equal(plan_load_buffer(&p, text, sizeof text - 1, "uneven.yaml", "."),
+                   PLAN_OK);
+  for (int bug = 0; bug < 2; bug++) {
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    int hits = 0;
+    plan_verify_report *r;
+    assert_int_equal(plan_verify_lowered_hooked(&r, p, l, NULL,
+                                                bug ? unpad_wrongly : NULL,
+                                                &hits),
+                     PLAN_OK);
+    assert_int_equal(hits, bug);
+    assert_int_equal(plan_verify_report_equal(r), !bug);
+    if (bug) {
+      assert_string_equal(plan_verify_report_first_op(r), "mm");
+      const char *d = plan_verify_report_diagnosis(r);
+      assert_non_null(strstr(d, "along dim 0 of 'y'"));
+      assert_non_null(strstr(d, "2<-3, 3<-4, 4<-zeros"));
+      assert_non_null(strstr(d, "'x' is sharded unevenly (dim 0, 5 over 'dp')"));
+    }
+    plan_verify_report_free(r);
+  }
+  plan_free(p);
+}
+
 static void test_not_lowered_yet(void **state) {
   (void)state;
   plan_plan *p = load("examples/pipeline-1f1b.plan.yaml");
@@ -392,6 +472,7 @@ int main(void) {
       cmocka_unit_test(test_gather_left_out),
       cmocka_unit_test(test_reports),
       cmocka_unit_test(test_lowered_files),
+      cmocka_unit_test(test_uneven_unpadded_wrongly),
       cmocka_unit_test(test_not_lowered_yet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,14 +14,18 @@ for f in "$DIR"/*.yaml; do
   out=$(timeout 20 "$PLAN" verify "$f" 2>&1); rc=$?
   case $want in
     not-equal*)
+      # the same answer in both modes
       rest=${want#not-equal }
       what=${rest%% *}; words=${rest#"$what"}; words=${words# }
-      if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "first divergent op: .*$what\|tensor '$what'" &&
-         { [ -z "$words" ] || printf '%s' "$out" | grep -qF "$words"; }; then
-        passed=$((passed+1))
-      else
-        failed=$((failed+1)); echo "FAIL: $(basename "$f"): wanted $want, got exit $rc:"; echo "$out"
-      fi ;;
+      for mode in exact float; do
+        out=$(timeout 20 "$PLAN" verify --mode $mode "$f" 2>&1); rc=$?
+        if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "first divergent op: .*$what\|tensor '$what'" &&
+           { [ -z "$words" ] || printf '%s' "$out" | grep -qF "$words"; }; then
+          passed=$((passed+1))
+        else
+          failed=$((failed+1)); echo "FAIL: $(basename "$f") ($mode mode): wanted $want, got exit $rc:"; echo "$out"
+        fi
+      done ;;
     exit\ 2*)
       words=${want#exit 2 }
       if [ "$rc" -eq 2 ] && printf '%s' "$out" | grep -qF "$words" &&
