@@ -12,6 +12,7 @@
 
 const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner cpu]\n"
+    "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]...\n"
     "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
@@ -31,6 +32,10 @@ const char usage_verify[] =
     "  --dtype T     float mode (implied) with every float tensor in T: f64,\n"
     "                f32, bf16 or f16, to check a plan at another precision\n"
     "  --seed N      input seed (default 0)\n"
+    "  --rtol X --atol Y  float mode: these tolerances for every tensor,\n"
+    "                instead of the dtype's\n"
+    "  --tol TENSOR=RTOL,ATOL  float mode: these for a tensor, or for the\n"
+    "                tensors a glob matches (\"attn.*\"); the first match wins\n"
     "  --runner cpu  the only runner built here\n"
     "  --report F    the report's format: text (default), yaml or json (schema\n"
     "                libplan-verify/1), junit (XML for CI)\n"
@@ -67,11 +72,51 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
   return rc;
 }
 
+/* A tolerance: a finite number >= 0, the whole argument. */
+static bool parse_tol(const char *s, char stop, double *out, const char **end) {
+  char *e;
+  *out = strtod(s, &e);
+  if (e == s || *e != stop || !(*out >= 0) || *out > 1e300)
+    return false;
+  *end = e;
+  return true;
+}
+
+#define CLI_MAX_TOLS 64
+
 int cmd_verify(int argc, char **argv) {
   const char *file = NULL, *format = "text", *outfile = NULL;
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
-  bool mode_given = false;
+  bool mode_given = false, tol_given = false;
+  plan_verify_tolerance tols[CLI_MAX_TOLS];
+  char tol_names[CLI_MAX_TOLS][256];
+  int ntols = 0;
+  o.tolerances = tols;
   for (int i = 1; i < argc; i++) {
+    const char *end;
+    if ((!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) &&
+        i + 1 < argc) {
+      bool r = argv[i][2] == 'r';
+      if (!parse_tol(argv[++i], 0, r ? &o.rtol : &o.atol, &end))
+        return cli_usage("verify", "%s takes a number >= 0", argv[i - 1]);
+      tol_given = true;
+      continue;
+    }
+    if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
+      const char *a = argv[++i], *eq = strchr(a, '=');
+      plan_verify_tolerance *t = &tols[ntols];
+      if (ntols == CLI_MAX_TOLS)
+        return cli_usage("verify", "at most %d --tol", CLI_MAX_TOLS);
+      if (!eq || eq == a || eq - a >= 256 ||
+          !parse_tol(eq + 1, ',', &t->rtol, &end) ||
+          !parse_tol(end + 1, 0, &t->atol, &end))
+        return cli_usage("verify", "--tol is TENSOR=RTOL,ATOL, not '%s'", a);
+      memcpy(tol_names[ntols], a, (size_t)(eq - a));
+      tol_names[ntols][eq - a] = 0;
+      t->tensor = tol_names[ntols++];
+      tol_given = true;
+      continue;
+    }
     if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
       if (!strcmp(m, "exact"))
@@ -87,9 +132,9 @@ int cmd_verify(int argc, char **argv) {
           strcmp(o.dtype, "bf16") && strcmp(o.dtype, "f16"))
         return cli_usage("verify", "--dtype is f64, f32, bf16 or f16");
     } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-      char *end;
-      o.seed = strtoull(argv[++i], &end, 10);
-      if (*end)
+      char *e;
+      o.seed = strtoull(argv[++i], &e, 10);
+      if (*e)
         return cli_usage("verify", "--seed takes a number");
     } else if (!strcmp(argv[i], "--report") && i + 1 < argc) {
       format = argv[++i];
@@ -115,6 +160,10 @@ int cmd_verify(int argc, char **argv) {
     return cli_usage("verify", "--dtype needs float mode (exact mode is f64)");
   if (o.dtype)
     o.mode = PLAN_VERIFY_FLOAT;
+  if (tol_given && o.mode != PLAN_VERIFY_FLOAT)
+    return cli_usage("verify", "tolerances need float mode (exact mode "
+                               "compares bits)");
+  o.ntolerances = ntols;
   /* a lowered program runs as written */
   plan_lowered *l;
   int lowered = cli_load_lowered(file, &l);

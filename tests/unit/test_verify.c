@@ -369,6 +369,72 @@ static void test_low_precision_bound(void **state) {
   plan_free(p);
 }
 
+/* The depth bound: with an elementwise tolerance far below the reduction
+ * order's rounding (rtol 1e-300), f32 and f64 plans still verify, each
+ * tensor within eps = 8 u sqrt(reduction length); a dropped all-reduce,
+ * under the same tolerance, does not. */
+static void test_depth_bound(void **state) {
+  (void)state;
+  static const char *const dts[] = {"f32", "f64"};
+  for (int d = 0; d < 2; d++) {
+    plan_plan *p = load("examples/transformer-block.plan.yaml");
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = PLAN_VERIFY_FLOAT;
+    o.rtol = 1e-300;
+    o.dtype = dts[d];
+    plan_verify_report *r;
+    assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+    if (!plan_verify_report_equal(r))
+      fprintf(stderr, "%s", plan_verify_report_text(r));
+    assert_true(plan_verify_report_equal(r));
+    if (d == 0) /* f32: the reduction order shows */
+      assert_non_null(strstr(plan_verify_report_text(r), "depth bound"));
+    plan_verify_report_free(r);
+    plan_free(p);
+
+    p = load("examples/mlp-megatron.plan.yaml");
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    drop_all_reduce(l);
+    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+    assert_false(plan_verify_report_equal(r));
+    assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+}
+
+/* Per-tensor tolerances: a glob that covers the broken tensor hides its
+ * mismatch (the first divergence moves on); one that covers another
+ * tensor changes nothing. Options of version 2 still work. */
+static void test_tensor_tolerances(void **state) {
+  (void)state;
+  for (int k = 0; k < 3; k++) {
+    plan_plan *p = load("examples/transformer-block.plan.yaml");
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    wrong_axis(l);
+    plan_verify_tolerance tol[] = {{"nothing.*", 0, 0},
+                                   {k == 1 ? "r*" : "h*", 1e9, 1e9}};
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = PLAN_VERIFY_FLOAT;
+    if (k == 2) {
+      o.version = 2; /* no tolerances field read */
+    } else {
+      o.tolerances = tol;
+      o.ntolerances = 2;
+    }
+    plan_verify_report *r;
+    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+    assert_false(plan_verify_report_equal(r));
+    /* r1 (block.res1) is the first wrong tensor; with r* loose, ln2's h2 */
+    assert_string_equal(plan_verify_report_first_op(r),
+                        k == 1 ? "block.ln2" : "block.res1");
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+}
+
 /* A runner whose padded all-gather unpads uneven shards wrongly: it pads
  * every block along the gathered dim to the chunk size, gathers, and then
  * keeps piece lengths computed as "floor(n/k), the remainder on the last
@@ -473,6 +539,8 @@ int main(void) {
       cmocka_unit_test(test_reports),
       cmocka_unit_test(test_lowered_files),
       cmocka_unit_test(test_uneven_unpadded_wrongly),
+      cmocka_unit_test(test_depth_bound),
+      cmocka_unit_test(test_tensor_tolerances),
       cmocka_unit_test(test_not_lowered_yet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,10 +34,22 @@ typedef struct plan_verify_options {
    * "bf16", "f16"), to check a plan at another precision; NULL: each
    * tensor's own */
   const char *dtype;
+  /* version 3: float mode, tolerances for some tensors: the first entry
+   * whose `tensor` (a name, or a glob such as "attn.*") matches a tensor
+   * replaces its rtol and atol (both, as given). */
+  const struct plan_verify_tolerance *tolerances;
+  int ntolerances;
 } plan_verify_options;
-#define PLAN_VERIFY_OPTIONS_VERSION 2
+
+typedef struct plan_verify_tolerance {
+  const char *tensor;
+  double rtol, atol;
+} plan_verify_tolerance;
+
+/* Versions 2 (without tolerances) and 3 are accepted. */
+#define PLAN_VERIFY_OPTIONS_VERSION 3
 #define PLAN_VERIFY_OPTIONS_INIT                                               \
-  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL}
+  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0}
 
 typedef struct plan_verify_report plan_verify_report;
 
@@ -63,6 +75,32 @@ const char *plan_verify_report_diagnosis(const plan_verify_report *r);
  * "all_reduce", "reduce_scatter", "all_to_all"): the count of that kind. */
 int plan_verify_report_collectives(const plan_verify_report *r,
                                    const char *kind);
+
+/* Shape reduction (DESIGN §3, after TrainVerify): a new plan whose program
+ * is smaller but keeps the sharding structure of `p`, so a plan of a real
+ * model size verifies in seconds. The mesh, placements and strategies are
+ * the same; every dim shrinks as far as these rules allow:
+ * - dims that the ops tie together (by their factor-based sharding rules)
+ *   get one size, and a merged dim is the product of its parts;
+ * - a dim sharded evenly over k ranks stays a multiple of k, with
+ *   min(n/k, 2) elements per shard; one sharded unevenly over one axis
+ *   keeps its torch.chunk pattern (full, partial and empty pieces) with
+ *   pieces of at least min(original, 2) elements; any other dim shrinks to
+ *   min(n, 2);
+ * - split/concat's split dim, a dim sharded unevenly over several axes, a
+ *   dim no rule describes, and every dim tied to one of them, keep their
+ *   size; integer ranges that index a dim (embedding ids, cross-entropy
+ *   labels: [lo, n)) follow it; reshape shapes and split sizes are
+ *   rewritten.
+ * The result is written and read back, so its shapes are inferred and
+ * checked like any loaded plan's. *summary (unless summary is NULL) is a
+ * one-line account, newly allocated (free with free()):
+ *   "reduced: batch 8->4, hidden 1024->2, ... (512x fewer elements)"
+ * Returns PLAN_OK; PLAN_EUNSUPPORTED for pipelines and manual regions;
+ * PLAN_EINVALID when the reduced plan does not load or validate while `p`
+ * does (a bug of the reduction; the message names the op); PLAN_ENOMEM;
+ * PLAN_EUSAGE for NULL arguments. */
+int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
 
 /* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
  * verdict, mode, seed, ranks, collective counts, the first divergence with
