@@ -7,12 +7,13 @@
 #include "cli.h"
 #include "libplan/verify.h"
 #include "lower.h"
+#include "reduce.h"
 #include "runner.h"
 #include "verify_int.h"
 
 const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner cpu]\n"
-    "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]...\n"
+    "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... [--reduce]\n"
     "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
@@ -32,6 +33,11 @@ const char usage_verify[] =
     "  --dtype T     float mode (implied) with every float tensor in T: f64,\n"
     "                f32, bf16 or f16, to check a plan at another precision\n"
     "  --seed N      input seed (default 0)\n"
+    "  --reduce      verify a smaller program with the same sharding structure:\n"
+    "                every sharded dim keeps its divisibility or its uneven\n"
+    "                shard pattern (at least 2 per shard where it had them),\n"
+    "                every other dim shrinks to 2; prints what was reduced\n"
+    "                (a lowered program: its program, steps unchanged)\n"
     "  --rtol X --atol Y  float mode: these tolerances for every tensor,\n"
     "                instead of the dtype's\n"
     "  --tol TENSOR=RTOL,ATOL  float mode: these for a tensor, or for the\n"
@@ -84,10 +90,19 @@ static bool parse_tol(const char *s, char stop, double *out, const char **end) {
 
 #define CLI_MAX_TOLS 64
 
+/* The reduction line goes before the verdict: on stdout beside a text
+ * report (or a report written to a file), else on stderr so that a YAML,
+ * JSON or JUnit report on stdout stays one document. */
+static void print_reduction(const char *sum, const char *format,
+                            const char *outfile) {
+  FILE *f = outfile || !strcmp(format, "text") ? stdout : stderr;
+  fprintf(f, "%s\n", sum);
+}
+
 int cmd_verify(int argc, char **argv) {
   const char *file = NULL, *format = "text", *outfile = NULL;
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
-  bool mode_given = false, tol_given = false;
+  bool mode_given = false, tol_given = false, reduce = false;
   plan_verify_tolerance tols[CLI_MAX_TOLS];
   char tol_names[CLI_MAX_TOLS][256];
   int ntols = 0;
@@ -136,6 +151,8 @@ int cmd_verify(int argc, char **argv) {
       o.seed = strtoull(argv[++i], &e, 10);
       if (*e)
         return cli_usage("verify", "--seed takes a number");
+    } else if (!strcmp(argv[i], "--reduce")) {
+      reduce = true;
     } else if (!strcmp(argv[i], "--report") && i + 1 < argc) {
       format = argv[++i];
       if (strcmp(format, "text") && strcmp(format, "yaml") &&
@@ -169,6 +186,17 @@ int cmd_verify(int argc, char **argv) {
   int lowered = cli_load_lowered(file, &l);
   if (lowered < 0)
     return cli_fail_last();
+  if (lowered && reduce) {
+    plan_lowered *rl;
+    char *sum;
+    int rrc = plan_reduce_lowered(&rl, &sum, l);
+    plan_lowered_free(l);
+    if (rrc)
+      return cli_fail_last();
+    print_reduction(sum, format, outfile);
+    free(sum);
+    l = rl;
+  }
   if (lowered) {
     plan_verify_report *lr;
     if (plan_verify_lowered(&lr, l->plan, l, &o))
@@ -180,6 +208,18 @@ int cmd_verify(int argc, char **argv) {
   int vrc = cli_load_valid(file, stdout, "verified", &p);
   if (vrc)
     return vrc;
+  if (reduce) {
+    plan_plan *rp;
+    char *sum;
+    if (plan_reduce_shapes(&rp, &sum, p)) {
+      plan_free(p);
+      return cli_fail_last(); /* 3 for pipelines, else 2 */
+    }
+    plan_free(p);
+    p = rp;
+    print_reduction(sum, format, outfile);
+    free(sum);
+  }
   plan_verify_report *r;
   int rc = plan_verify(&r, p, &o);
   if (rc) {
