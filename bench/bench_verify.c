@@ -524,11 +524,9 @@ static void fill_f(float *a, int64_t n, unsigned seed) {
   }
 }
 
-/* verifier/verify.c's to_kernel / from_kernel for an f32 kernel */
-static float *to_f32(const double *src, int64_t n) {
-  float *d = malloc(4 * (size_t)(n > 0 ? n : 1));
-  if (!d)
-    return NULL;
+/* verifier/verify.c's to_kernel / from_kernel for an f32 kernel: into
+ * the context's scratch buffer, which stays allocated from op to op */
+static float *to_f32(float *d, const double *src, int64_t n) {
   for (int64_t i = 0; i < n; i++)
     d[i] = (float)src[i];
   return d;
@@ -586,6 +584,13 @@ static int time_matmul(const plan_lowered *l, const plan_lstep *s,
     in[j].data = fin[j];
   }
   out[0].data = fout;
+  float *scratch[PLAN_MAX_OPERANDS + 1] = {NULL};
+  for (int j = 0; j <= s->nin && !rc; j++) {
+    int64_t n = j < s->nin ? n_in[j] : n_out;
+    if (!(scratch[j < s->nin ? j : PLAN_MAX_OPERANDS] =
+              calloc((size_t)(n > 0 ? n : 1), 4)))
+      rc = -1;
+  }
   memset(res, 0, sizeof *res);
   res->flops = 2.0 * (double)sh.m * (double)sh.n * (double)sh.k *
                (double)sh.batch;
@@ -603,24 +608,21 @@ static int time_matmul(const plan_lowered *l, const plan_lstep *s,
     }
     double t2 = now();
     /* the verifier's path (verifier/verify.c run_op): f32 copies of every
-     * operand, a zeroed f32 output block, the kernel, the result back to
-     * doubles, the copies freed */
+     * operand in the context's scratch buffers (allocated before the first
+     * op, reused: warm after it), the kernel into an f32 scratch output,
+     * the result back to the double block */
     plan_view vin[PLAN_MAX_OPERANDS], vout = out[0];
-    void *mem[PLAN_MAX_OPERANDS + 1] = {NULL};
-    int nm = 0;
     for (int j = 0; j < s->nin; j++) {
       vin[j] = in[j];
-      vin[j].data = mem[nm++] = to_f32(din[j], n_in[j]);
+      vin[j].data = to_f32(scratch[j], din[j], n_in[j]);
     }
-    vout.data = mem[nm++] = calloc((size_t)(n_out > 0 ? n_out : 1), 4);
+    vout.data = scratch[PLAN_MAX_OPERANDS];
     double t3 = now();
     if (rv->run_op(op->kind, op->attrs, vin, op->nin, &vout, 1, &kc, err,
                    sizeof err))
       rc = -1;
     double t4 = now();
     from_f32(vout.data, dout, n_out);
-    for (int i = 0; i < nm; i++)
-      free(mem[i]);
     double t5 = now();
     if (rep == 1 || t1 - t0 < res->raw)
       res->raw = t1 - t0;
@@ -635,6 +637,8 @@ static int time_matmul(const plan_lowered *l, const plan_lstep *s,
     free(fin[j]);
     free(din[j]);
   }
+  for (int j = 0; j <= PLAN_MAX_OPERANDS; j++)
+    free(scratch[j]);
   free(fout);
   free(dout);
   return rc;
