@@ -76,6 +76,9 @@ typedef struct vctx {
   bool *compared;
   bool *needs_cmp;    /* a layout or a delivered output */
   int *last_use;      /* the last step that reads it, -1 when none */
+  int *pending;       /* per tensor: its buffers still to compare; at 0,
+                         when all matched, its reference goes to the pool */
+  bool *mismatched;   /* per tensor */
   double cmp_seconds; /* time spent comparing during the lowered run */
   /* freed blocks, kept for reuse: fresh pages would be faulted in and
    * zeroed again for every buffer */
@@ -554,6 +557,15 @@ static int after_step(vctx *c, int i) {
       if (rc)
         return rc;
       c->compared[b] = true;
+      int t = c->low->bufs[b].tensor;
+      c->mismatched[t] |= c->diffs[b].mismatches != 0;
+      if (--c->pending[t] == 0 && !c->mismatched[t]) {
+        block whole = {.n = count_of(c->prog->tensors[t].dims,
+                                     c->prog->tensors[t].rank),
+                       .data = c->ref[t]};
+        give_block(c, &whole);
+        c->ref[t] = whole.data; /* NULL once pooled */
+      }
     }
   }
   for (int pass = 0; pass < 2; pass++) {
@@ -578,7 +590,10 @@ static int run_lowered(vctx *c) {
   c->compared = calloc(nb, sizeof(bool));
   c->needs_cmp = calloc(nb, sizeof(bool));
   c->last_use = malloc(nb * sizeof(int));
-  if (!c->bufs || !c->diffs || !c->compared || !c->needs_cmp || !c->last_use)
+  c->pending = calloc((size_t)c->prog->ntensors + 1, sizeof(int));
+  c->mismatched = calloc((size_t)c->prog->ntensors + 1, sizeof(bool));
+  if (!c->bufs || !c->diffs || !c->compared || !c->needs_cmp ||
+      !c->last_use || !c->pending || !c->mismatched)
     return plan_oom();
   for (int b = 0; b < l->nbufs; b++) {
     c->last_use[b] = -1;
@@ -593,6 +608,8 @@ static int run_lowered(vctx *c) {
       c->needs_cmp[l->produced[t]] = true;
   for (int k = 0; k < c->prog->noutputs; k++)
     c->needs_cmp[l->delivered[k]] = true;
+  for (int b = 0; b < l->nbufs; b++)
+    c->pending[l->bufs[b].tensor] += c->needs_cmp[b];
   for (int i = 0; i < l->nsteps; i++)
     for (int j = 0; j < l->steps[i].nin; j++)
       c->last_use[l->steps[i].in[j]] = i;
@@ -1736,6 +1753,8 @@ static void free_ctx(vctx *c) {
   free(c->compared);
   free(c->needs_cmp);
   free(c->last_use);
+  free(c->pending);
+  free(c->mismatched);
   if (c->ref64)
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref64[t]);
