@@ -1101,6 +1101,25 @@ static bool piece_equal(const double *x, int64_t i, const double *y,
   return true;
 }
 
+/* For a diagnosis: the global value of buffer buf (newly allocated; NULL
+ * when the tensor is too large to diagnose or memory is short) and the
+ * diagnoses' tolerances. */
+static double *diag_global(const vctx *c, int buf, double *rtol,
+                           double *atol) {
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  int64_t n = count_of(t->dims, t->rank);
+  *rtol = *atol = 0;
+  if (n <= 0 || n > (1 << 22))
+    return NULL;
+  double *got = malloc(sizeof(double) * (size_t)n);
+  if (!got)
+    return NULL;
+  global_value(c, buf, got);
+  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
+    diag_tol(c, t, rtol, atol);
+  return got;
+}
+
 /* Pieces in the wrong place: along some dim, cut into k equal pieces for k
  * an axis size, every piece equals a piece of the reference, but not its
  * own (an all-gather in the wrong rank order, shards from the wrong ranks),
@@ -1108,17 +1127,11 @@ static bool piece_equal(const double *x, int64_t i, const double *y,
 static bool diagnose_pieces(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int64_t n = count_of(t->dims, t->rank);
-  if (n <= 0 || n > (1 << 22))
-    return false;
-  double *got = malloc(sizeof(double) * (size_t)n);
+  double rtol, atol;
+  double *got = diag_global(c, buf, &rtol, &atol);
   if (!got)
     return false;
-  global_value(c, buf, got);
   const double *ref = c->ref[lb->tensor];
-  double rtol = 0, atol = 0;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    diag_tol(c, t, &rtol, &atol);
   bool found = false;
   for (int d = 0; d < t->rank && !found; d++)
     for (int a = 0; a < c->m->naxes && !found; a++) {
@@ -1227,16 +1240,11 @@ static bool diagnose_slices(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int64_t n = count_of(t->dims, t->rank);
-  if (n <= 0 || n > (1 << 22))
-    return false;
-  double *got = malloc(sizeof(double) * (size_t)n);
+  double rtol, atol;
+  double *got = diag_global(c, buf, &rtol, &atol);
   if (!got)
     return false;
-  global_value(c, buf, got);
   const double *ref = c->ref[lb->tensor];
-  double rtol = 0, atol = 0;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    diag_tol(c, t, &rtol, &atol);
   bool found = false;
   for (int d = 0; d < t->rank && !found; d++) {
     int64_t len = t->dims[d], outer = 1, inner = 1;
@@ -1338,7 +1346,10 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
     sh->rank = t->rank;
     memcpy(sh->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
     sh->dtype = t->dtype;
-    (o ? pout : pin)[k] = lb->pl;
+    if (o)
+      pout[k] = lb->pl;
+    else
+      pin[k] = lb->pl;
   }
   plan_rule *rule = malloc(sizeof *rule);
   char err[256] = "";

@@ -20,19 +20,13 @@
 #include "plan_int.h"
 #include "reduce.h"
 #include "verify_int.h"
+#include "verify_mutations.h"
 
 static void show_error(void) {
   char buf[512];
   fprintf(stderr, "%s\n", plan_error_format(buf, sizeof buf));
 }
 
-static plan_plan *load(const char *path) {
-  plan_plan *p = NULL;
-  if (plan_load(&p, path))
-    show_error();
-  assert_non_null(p);
-  return p;
-}
 
 static plan_plan *load_text(const char *text, const char *name) {
   plan_plan *p = NULL;
@@ -423,36 +417,9 @@ static void test_idempotent(void **state) {
 /* ---- bugs found at full size and reduced ------------------------------------
  */
 
-static plan_lstep *find_step(plan_lowered *l, plan_redist_kind kind) {
-  for (int i = 0; i < l->nsteps; i++)
-    if (l->steps[i].kind == PLAN_LSTEP_REDIST &&
-        l->steps[i].redist.kind == kind)
-      return &l->steps[i];
-  return NULL;
-}
 
-typedef void (*mutation)(plan_lowered *l);
 
-/* the all-reduce after the row-parallel matmul dropped */
-static void drop_all_reduce(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_REDUCE);
-  assert_non_null(s);
-  s->redist.kind = PLAN_REDIST_RELABEL;
-}
 
-/* the reduce-scatter after the attention projection over dp, not tp */
-static void wrong_axis(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_REDUCE_SCATTER);
-  assert_non_null(s);
-  s->redist.axis = 0;
-}
-
-/* the all-gather before the column-parallel matmul keeps only its piece */
-static void skip_gather(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_GATHER);
-  assert_non_null(s);
-  s->redist.kind = PLAN_REDIST_RELABEL;
-}
 
 static plan_verify_report *run_mutated(const plan_plan *p, mutation m,
                                        plan_verify_mode mode) {

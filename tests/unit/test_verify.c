@@ -17,16 +17,8 @@
 #include "lower.h"
 #include "plan_int.h"
 #include "verify_int.h"
+#include "verify_mutations.h"
 
-static plan_plan *load(const char *path) {
-  plan_plan *p = NULL;
-  if (plan_load(&p, path)) {
-    char buf[512];
-    fprintf(stderr, "%s\n", plan_error_format(buf, sizeof buf));
-  }
-  assert_non_null(p);
-  return p;
-}
 
 static void test_examples_equal(void **state) {
   (void)state;
@@ -101,16 +93,6 @@ static void test_collective_counts(void **state) {
   plan_free(p);
 }
 
-/* The first REDIST step of `kind` in a lowered program. */
-static plan_lstep *find_step(plan_lowered *l, plan_redist_kind kind) {
-  for (int i = 0; i < l->nsteps; i++)
-    if (l->steps[i].kind == PLAN_LSTEP_REDIST &&
-        l->steps[i].redist.kind == kind)
-      return &l->steps[i];
-  return NULL;
-}
-
-typedef void (*mutation)(plan_lowered *l);
 
 static plan_verify_report *run_mutated(const char *file, mutation m,
                                        plan_plan **pp) {
@@ -124,13 +106,6 @@ static plan_verify_report *run_mutated(const char *file, mutation m,
   return r;
 }
 
-/* Bug: the all-reduce after the row-parallel matmul is dropped: each rank
- * keeps its partial sum. */
-static void drop_all_reduce(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_REDUCE);
-  assert_non_null(s);
-  s->redist.kind = PLAN_REDIST_RELABEL; /* copies, reduces nothing */
-}
 
 static void test_dropped_all_reduce(void **state) {
   (void)state;
@@ -163,13 +138,6 @@ static void test_mean_where_sum(void **state) {
   plan_free(p);
 }
 
-/* Bug: the reduce-scatter after the attention projection runs over the
- * wrong mesh axis (dp instead of tp). */
-static void wrong_axis(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_REDUCE_SCATTER);
-  assert_non_null(s);
-  s->redist.axis = 0;
-}
 
 static void test_wrong_axis(void **state) {
   (void)state;
@@ -183,13 +151,6 @@ static void test_wrong_axis(void **state) {
   plan_free(p);
 }
 
-/* Bug: an all-gather that leaves a shard behind (zeros where another
- * member's piece belongs). */
-static void skip_gather(plan_lowered *l) {
-  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_GATHER);
-  assert_non_null(s);
-  s->redist.kind = PLAN_REDIST_RELABEL; /* keeps only its own piece */
-}
 
 static void test_gather_left_out(void **state) {
   (void)state;
@@ -344,6 +305,20 @@ static const char rowpar_bf16[] =
     "strategies:\n"
     "  mm: {in: [S(1), S(0)], out: P(sum)}\n";
 
+/* The all-reduce of p dropped is NOT EQUAL under options o, diagnosed as
+ * partial sums. */
+static void assert_partial_sums_caught(const plan_plan *p,
+                                       const plan_verify_options *o) {
+  plan_lowered *l;
+  plan_verify_report *r;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  drop_all_reduce(l);
+  assert_int_equal(plan_verify_lowered(&r, p, l, o), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
+  plan_verify_report_free(r);
+}
+
 static void test_low_precision_bound(void **state) {
   (void)state;
   plan_plan *p = NULL;
@@ -359,13 +334,7 @@ static void test_low_precision_bound(void **state) {
   assert_non_null(strstr(plan_verify_report_text(r), "within bound"));
   plan_verify_report_free(r);
 
-  plan_lowered *l;
-  assert_int_equal(plan_lower(&l, p), PLAN_OK);
-  drop_all_reduce(l);
-  assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
-  assert_false(plan_verify_report_equal(r));
-  assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
-  plan_verify_report_free(r);
+  assert_partial_sums_caught(p, &o);
   plan_free(p);
 }
 
@@ -393,13 +362,7 @@ static void test_depth_bound(void **state) {
     plan_free(p);
 
     p = load("examples/mlp-megatron.plan.yaml");
-    plan_lowered *l;
-    assert_int_equal(plan_lower(&l, p), PLAN_OK);
-    drop_all_reduce(l);
-    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
-    assert_false(plan_verify_report_equal(r));
-    assert_non_null(strstr(plan_verify_report_diagnosis(r), "partial sums"));
-    plan_verify_report_free(r);
+    assert_partial_sums_caught(p, &o);
     plan_free(p);
   }
 }
