@@ -20,6 +20,8 @@ OPT ?= -O2 -g
 CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
               -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 
 ifeq ($(SAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -36,6 +38,11 @@ UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 HEADERS := $(sort $(wildcard libplan/include/libplan/*.h))
 HEADER_CHECKS := $(HEADERS:libplan/include/libplan/%.h=$(BUILD)/headers/%.o)
+# The Lua module (lua/): linked into the tool and built as plan.so. Its Lua
+# sources (the search driver, lua/strategies/) are embedded as C.
+LUA_FILES := $(sort $(wildcard lua/*.lua lua/strategies/*.lua))
+LUA_OBJ := $(BUILD)/lua/plan_module.o $(BUILD)/gen/lua_sources.o
+LUA_MOD := $(BUILD)/plan.so
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -44,10 +51,10 @@ SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps test check-unit check-headers check-conformance \
-        check-cli check-corpus demo bench asan fuzz fmt lint install clean \
+        check-cli check-lua check-corpus demo bench asan fuzz fmt lint install clean \
         tests-build
 
-all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL)
+all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
 
 help:
 	@echo "make            build libplan.a, libplan.so and the plan tool"
@@ -80,8 +87,21 @@ $(SHARED): $(LIB_OBJ)
 $(BUILD)/libplan.so: $(SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
 
-$(TOOL): $(CLI_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+$(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) -Ilua
+
+$(BUILD)/gen/lua_sources.c: scripts/embed_lua.py $(LUA_FILES)
+	@mkdir -p $(dir $@)
+	python3 scripts/embed_lua.py $@ lua $(LUA_FILES)
+
+$(BUILD)/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
+	@$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(TOOL): $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS)
+
+# For a stock lua5.4 (`require "plan"`): the interpreter provides Lua itself.
+$(LUA_MOD): $(LUA_OBJ) $(STATIC)
+	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -115,15 +135,18 @@ check-corpus: $(TOOL)
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 
+check-lua: $(TOOL) $(LUA_MOD)
+	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
+
 # The README's test command. Order: cheap to expensive.
 test: deps
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-lua
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
 asan:
-	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-lua
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)

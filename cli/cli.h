@@ -57,6 +57,7 @@ int cli_load_valid(const char *file, FILE *f, const char *not_done,
 void cli_dirname(const char *path, char *out, size_t size);
 
 int cmd_validate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_lower(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_hash(int argc, char **argv);
@@ -65,6 +66,6 @@ int cmd_diff(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 
 extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
-    usage_diff[], usage_verify[], usage_lower[];
+    usage_diff[], usage_verify[], usage_lower[], usage_run[];
 
 #endif

@@ -1,0 +1,2 @@
+-- Placeholder, replaced by the search driver.
+return 0

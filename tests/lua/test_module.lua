@@ -1,0 +1,114 @@
+-- The plan module: objects, errors, the search primitives (strategies,
+-- apply, undo), validation, verification, saving. Raises on failure.
+local plan = require "plan"
+
+local function check(cond, what) if not cond then error(what, 2) end end
+local function raises(f, words)
+  local ok, err = pcall(f)
+  check(not ok, "expected an error containing '" .. words .. "'")
+  check(tostring(err):find(words, 1, true),
+        "error '" .. tostring(err) .. "' lacks '" .. words .. "'")
+end
+
+check(type(plan.version) == "string" and plan.version:match("^%d+%.%d+"),
+      "plan.version")
+
+-- recoverable failures: nil, message (with the file)
+local none, msg = plan.load("tests/lua/no-such-plan.yaml")
+check(none == nil and msg:find("no%-such%-plan.yaml"), "load failure")
+local bad, bmsg = plan.parse("libplan: \"0.1\"\nprogram: [", "bad.yaml")
+check(bad == nil and bmsg:find("bad.yaml:%d+:%d+"), "parse failure has a position")
+
+local p = assert(plan.load("examples/mlp-megatron.plan.yaml"))
+check(tostring(p):find("mesh dp=2 x tp=2", 1, true), "__tostring")
+local h0 = p:hash()
+check(h0:match("^xxh3:%x+$"), "hash")
+
+-- ops, tensors, mesh
+local ops = p:ops()
+check(#ops == 3 and ops[1] == "mlp.fc1", "ops in topological order")
+local fc2 = p:op("mlp.fc2")
+check(fc2.kind == "matmul" and fc2.inputs[2] == "w2" and fc2.index == 3, "op info")
+check(p:op(1).name == "mlp.fc1", "op by index")
+local x = p:tensor("x")
+check(x.shape[1] == 8 and x.shape[2] == 16 and x.role == "input", "tensor info")
+local mesh = p:mesh()
+check(#mesh == 2 and mesh[2].name == "tp" and mesh[2].size == 2, "mesh")
+raises(function() p:op("nope") end, "no op 'nope'")
+raises(function() p:tensor("nope") end, "no tensor 'nope'")
+
+-- the strategy space: all-R first, every entry legal, the plan's own in it
+local list = p:strategies("mlp.fc2")
+check(#list > 4, "several strategies")
+check(list[1]["in"][1] == "RR" and list[1].out[1] == "RR", "all-R first")
+local cur = p:strategy("mlp.fc2")
+local found = false
+for _, s in ipairs(list) do
+  if s["in"][1] == cur["in"][1] and s["in"][2] == cur["in"][2] and
+     s.out[1] == cur.out[1] then found = true end
+end
+check(found, "the plan's own strategy is listed")
+-- no listed strategy shards k without a partial output
+for _, s in ipairs(list) do
+  if s["in"][1]:find("S%(1%)") then check(s.out[1]:find("P"), "k sharded gives P") end
+end
+
+-- every listed strategy of every op validates when applied alone
+for _, name in ipairs(ops) do
+  for i, s in ipairs(p:strategies(name)) do
+    check(p:apply(name, s), "apply")
+    local ok, findings = p:validate()
+    check(ok, name .. " strategy " .. i .. ": " .. tostring(findings[1]))
+    check(p:undo(), "undo")
+  end
+end
+check(p:hash() == h0, "undo restores the plan")
+check(p:undo() == false, "nothing left to undo")
+
+-- a strategy that breaks the rule is applied as given and found by validate
+p:apply("mlp.act", {["in"] = {"S(0)P"}, out = {"S(0)P"}})
+local ok, findings = p:validate()
+check(not ok and findings[1]:find("strategy%."), "validate finds the bad strategy")
+p:undo()
+raises(function() p:apply("mlp.act", {["in"] = {"S(9)R"}, out = {"RR"}}) end,
+       "placement 'S(9)R'")
+raises(function() p:apply("mlp.act", {["in"] = {}, out = {"RR"}}) end,
+       "'in' has 0 placements")
+
+-- verification from Lua, and a wrong plan not equal
+local eq, text, info = p:verify{mode = "float", seed = 2}
+check(eq == true and text:find("EQUAL"), "verify equal")
+p:apply("mlp.fc2", {["in"] = {"S(0)S(1)", "RS(0)"}, out = {"S(0)R"}})
+local okv = p:validate()
+check(not okv, "an all-reduce-free row-parallel output is invalid")
+p:undo()
+
+-- placements, saving, text round trip
+check(p:placement("w1") == "RS(1)", "storage placement")
+p:set_placement("w1", "RR")
+check(p:placement("w1") == "RR", "set_placement")
+p:set_placement("w1", "RS(1)")
+check(p:hash() == h0, "placement restored")
+local path = os.tmpname()
+check(p:save(path, {self_contained = true}), "save")
+local q = assert(plan.load(path))
+check(q:hash() == h0, "saved plan has the same hash")
+os.remove(path)
+local t = p:text()
+check(t:find("strategies:", 1, true), "text")
+
+-- closing: methods refuse a closed plan, closing twice is harmless
+do
+  local r <close> = assert(plan.load("examples/mlp-megatron.plan.yaml"))
+  check(r:hash() == h0, "to-be-closed plan")
+end
+q:close()
+q:close()
+raises(function() q:hash() end, "the plan is closed")
+check(tostring(q) == "plan (closed)", "closed __tostring")
+
+-- an empty plan for a program on a mesh
+local e = assert(plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2,tp=4"})
+check(#e:mesh() == 2 and e:mesh()[2].size == 4, "plan.new mesh")
+check(e:strategy("mlp.fc1") == nil, "no decisions yet")
+print("test_module: ok")
