@@ -2,7 +2,8 @@
 # Runs the load benchmark: generates a large transformer plan into bench/out/
 # (once; again when the generator changes), checks that `plan validate`
 # accepts it, and runs bench_load on it. Then runs the verifier benchmark
-# (bench_verify), which writes its own plan. `make bench` calls this.
+# (bench_verify), which writes its own plan, and the schedule benchmark
+# (bench_schedule). `make bench` calls this.
 #
 # usage: bench/run.sh [BUILD_DIR]      (default: build)
 # environment: BENCH_OPS   ops in the generated plan (default 100000)
@@ -13,6 +14,7 @@
 #                                 size, phases summed only, "--quick"); the
 #                                 scaled-down run (seq 128) adds the phase
 #                                 breakdown
+#              BENCH_SCHEDULE     0 skips bench_schedule (default 1)
 set -eu
 
 BUILD=${1:-build}
@@ -28,8 +30,10 @@ BENCH=$BUILD/bench/bench_load
 VBENCH=$BUILD/bench/bench_verify
 VERIFY=${BENCH_VERIFY:-1}
 VARGS=${BENCH_VERIFY_ARGS:---quick}
+SBENCH=$BUILD/bench/bench_schedule
+SCHEDULE=${BENCH_SCHEDULE:-1}
 
-for f in "$TOOL" "$BENCH" "$VBENCH"; do
+for f in "$TOOL" "$BENCH" "$VBENCH" "$SBENCH"; do
   if [ ! -x "$f" ]; then
     echo "bench/run.sh: $f is missing; run 'make bench'" >&2
     exit 1
@@ -72,4 +76,10 @@ if [ "$VERIFY" != 0 ]; then
   echo
   echo "== verifier: scaled down (seq 128), with the phase breakdown =="
   "$VBENCH" --seq 128
+fi
+
+if [ "$SCHEDULE" != 0 ]; then
+  echo
+  echo "== schedules: 64 stages x 256 microbatches =="
+  "$SBENCH" -n "$REPS"
 fi

@@ -64,8 +64,9 @@ int cmd_hash(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_schedule(int argc, char **argv);
 
 extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
-    usage_diff[], usage_verify[], usage_lower[], usage_run[];
+    usage_diff[], usage_verify[], usage_lower[], usage_schedule[], usage_run[];
 
 #endif

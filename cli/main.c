@@ -19,6 +19,8 @@ static const cli_verb verbs[] = {
      usage_lower, cmd_lower},
     {"verify", "run the plan on simulated ranks and compare with the program",
      usage_verify, cmd_verify},
+    {"schedule", "simulate the pipeline schedule: bubble, memory, deadlocks",
+     usage_schedule, cmd_schedule},
     {"run", "run a Lua script with the plan module", usage_run, cmd_run},
 };
 

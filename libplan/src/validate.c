@@ -8,6 +8,7 @@
 #include "libplan/plan.h"
 #include "ops.h"
 #include "plan_int.h"
+#include "schedule.h"
 
 typedef struct vctx {
   const plan_plan *p;
@@ -303,132 +304,6 @@ static void check_strategies(vctx *v) {
 /* ---- pipeline
  * --------------------------------------------------------------------- */
 
-static int owner_rank(int stage, int ranks) {
-  return ranks > 0 ? stage % ranks : 0;
-}
-
-static void check_grid(vctx *v, int ranks) {
-  const plan_pipeline *pp = &v->p->pipeline;
-  int64_t nmb = pp->microbatches;
-  int ns = pp->nstages;
-  if (ranks > 0 && pp->grid_ranks != ranks)
-    FIND(v, PLAN_SEV_ERROR, "schedule.grid", "pipeline", pp->schedule_pos,
-         plfile(v), "the grid has %d rows but the pipeline has %d ranks",
-         pp->grid_ranks, ranks);
-  ranks = pp->grid_ranks;
-  if ((int64_t)ns * nmb > 50000000) {
-    FIND(v, PLAN_SEV_ERROR, "schedule.grid", "pipeline", pp->schedule_pos,
-         plfile(v),
-         "the grid is too large to check (%d stages x %lld microbatches)", ns,
-         (long long)nmb);
-    return;
-  }
-  /* position of each compute action: [kind][stage * nmb + mb] = rank/index */
-  size_t cells = (size_t)ns * (size_t)nmb;
-  int32_t *seen[PLAN_ACT_COUNT];
-  int32_t *at[PLAN_ACT_COUNT];
-  for (int k = 0; k < PLAN_ACT_COUNT; k++) {
-    seen[k] = calloc(cells + 1, sizeof(int32_t));
-    at[k] = calloc(cells + 1, sizeof(int32_t));
-  }
-  for (int k = 0; k < PLAN_ACT_COUNT; k++)
-    if (!seen[k] || !at[k]) {
-      v->rc = plan_oom();
-      goto done;
-    }
-  for (int r = 0; r < ranks; r++)
-    for (int i = 0; i < pp->grid_len[r]; i++) {
-      const plan_action *a = &pp->grid[r][i];
-      char act[64];
-      snprintf(act, sizeof act, "%d%s%d", a->stage, plan_action_word(a->kind),
-               a->microbatch);
-      if (a->stage >= ns || a->microbatch >= nmb) {
-        FIND(v, PLAN_SEV_ERROR, "schedule.action", act, a->pos, plfile(v),
-             "action %s on rank %d names stage %d / microbatch %d, but there "
-             "are %d stages and %lld microbatches",
-             act, r, a->stage, a->microbatch, ns, (long long)nmb);
-        continue;
-      }
-      if (owner_rank(a->stage, ranks) != r) {
-        FIND(v, PLAN_SEV_ERROR, "schedule.rank", act, a->pos, plfile(v),
-             "action %s is on rank %d, but stage %d runs on rank %d", act, r,
-             a->stage, owner_rank(a->stage, ranks));
-        continue;
-      }
-      size_t c = (size_t)a->stage * (size_t)nmb + (size_t)a->microbatch;
-      if (seen[a->kind][c]++) {
-        FIND(v, PLAN_SEV_ERROR, "schedule.duplicate", act, a->pos, plfile(v),
-             "action %s appears more than once", act);
-        continue;
-      }
-      at[a->kind][c] = i;
-    }
-  for (int s = 0; s < ns; s++)
-    for (int64_t mb = 0; mb < nmb; mb++) {
-      size_t c = (size_t)s * (size_t)nmb + (size_t)mb;
-      char obj[64];
-      snprintf(obj, sizeof obj, "stage %d microbatch %lld", s, (long long)mb);
-      int r = owner_rank(s, ranks);
-      plan_pos rp =
-          r < ranks && pp->grid_len[r] ? pp->grid[r][0].pos : pp->schedule_pos;
-      bool f = seen[PLAN_ACT_F][c], b = seen[PLAN_ACT_B][c],
-           in = seen[PLAN_ACT_I][c], w = seen[PLAN_ACT_W][c];
-      if (!f)
-        FIND(v, PLAN_SEV_ERROR, "schedule.incomplete", obj, rp, plfile(v),
-             "rank %d never runs the forward of stage %d, microbatch %lld "
-             "(%dF%lld)",
-             r, s, (long long)mb, s, (long long)mb);
-      if (!b && !(in && w))
-        FIND(v, PLAN_SEV_ERROR, "schedule.incomplete", obj, rp, plfile(v),
-             "rank %d never finishes the backward of stage %d, microbatch %lld "
-             "(needs %dB%lld, or %dI%lld and %dW%lld)",
-             r, s, (long long)mb, s, (long long)mb, s, (long long)mb, s,
-             (long long)mb);
-      if (b && (in || w))
-        FIND(
-            v, PLAN_SEV_ERROR, "schedule.duplicate", obj, rp, plfile(v),
-            "stage %d microbatch %lld has both a full backward (B) and a split "
-            "one (I/W)",
-            s, (long long)mb);
-      if (f && b && at[PLAN_ACT_B][c] < at[PLAN_ACT_F][c])
-        FIND(v, PLAN_SEV_ERROR, "schedule.order", obj,
-             pp->grid[r][at[PLAN_ACT_B][c]].pos, plfile(v),
-             "%dB%lld runs before %dF%lld", s, (long long)mb, s, (long long)mb);
-      if (f && in && at[PLAN_ACT_I][c] < at[PLAN_ACT_F][c])
-        FIND(v, PLAN_SEV_ERROR, "schedule.order", obj,
-             pp->grid[r][at[PLAN_ACT_I][c]].pos, plfile(v),
-             "%dI%lld runs before %dF%lld", s, (long long)mb, s, (long long)mb);
-      if (in && w && at[PLAN_ACT_W][c] < at[PLAN_ACT_I][c])
-        FIND(v, PLAN_SEV_ERROR, "schedule.order", obj,
-             pp->grid[r][at[PLAN_ACT_W][c]].pos, plfile(v),
-             "%dW%lld runs before %dI%lld", s, (long long)mb, s, (long long)mb);
-      /* send/recv pairs: stage s sends to s+1 forward, to s-1 backward;
-       * the ends of the pipeline have no partner */
-      if ((s + 1 == ns &&
-           (seen[PLAN_ACT_SEND_F][c] || seen[PLAN_ACT_RECV_B][c])) ||
-          (s == 0 && (seen[PLAN_ACT_RECV_F][c] || seen[PLAN_ACT_SEND_B][c])))
-        FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
-             "stage %d is an end of the pipeline: it has no partner to %s", s,
-             s == 0 ? "receive forward from or send backward to"
-                    : "send forward to or receive backward from");
-      if (s + 1 < ns &&
-          seen[PLAN_ACT_SEND_F][c] != seen[PLAN_ACT_RECV_F][c + (size_t)nmb])
-        FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
-             "%dSEND_F%lld and %dRECV_F%lld do not pair up", s, (long long)mb,
-             s + 1, (long long)mb);
-      if (s > 0 &&
-          seen[PLAN_ACT_SEND_B][c] != seen[PLAN_ACT_RECV_B][c - (size_t)nmb])
-        FIND(v, PLAN_SEV_ERROR, "schedule.sendrecv", obj, rp, plfile(v),
-             "%dSEND_B%lld and %dRECV_B%lld do not pair up", s, (long long)mb,
-             s - 1, (long long)mb);
-    }
-done:
-  for (int k = 0; k < PLAN_ACT_COUNT; k++) {
-    free(seen[k]);
-    free(at[k]);
-  }
-}
-
 static void check_pipeline(vctx *v) {
   const plan_pipeline *pp = &v->p->pipeline;
   const plan_program *prog = v->prog;
@@ -520,8 +395,13 @@ static void check_pipeline(vctx *v) {
            "microbatches",
            x->name, (long long)x->dims[bd], bd, (long long)pp->microbatches);
   }
-  if (pp->schedule == PLAN_SCHED_EXPLICIT)
-    check_grid(v, pp->axis >= 0 ? ranks : 0);
+  /* an explicit grid: the checks and simulation every schedule gets
+   * (schedule_sim.c) */
+  if (pp->schedule == PLAN_SCHED_EXPLICIT && !v->rc) {
+    int rc = schedule_validate_grid(v->d, v->p, pp->axis >= 0 ? ranks : 0);
+    if (rc)
+      v->rc = rc;
+  }
 }
 
 /* ---- regions and training

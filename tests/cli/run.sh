@@ -386,5 +386,87 @@ expect 0 "lower --help" lower --help
 expect 0 "verify --help" verify --help
 has "$out" "usage: plan verify" "verify --help"
 
+# ---- plan schedule ------------------------------------------------------------
+
+pp=$ex/pipeline-1f1b.plan.yaml
+pg=$ex/pipeline-grid.plan.yaml
+expect 0 "schedule 1f1b" schedule "$pp" --svg "$tmp/s.svg"
+has "$out" "1f1b, 4 stages on 4 ranks, 8 microbatches" "schedule 1f1b"
+has "$out" "rank 0: 0F0 0SEND_F0 0F1" "schedule 1f1b"
+has "$out" "peak activations per stage: 4 3 2 1" "schedule 1f1b"
+has "$out" "makespan 33, bubble 27.27%" "schedule 1f1b"
+has "$tmp/s.svg" "1f1b, 4 stages on 4 ranks, 8 microbatches, bubble 27.3%" "schedule --svg"
+expect 0 "schedule --format json" schedule --format json "$pp"
+cp "$out" "$tmp/s.json"
+# the picture is well formed XML and holds one box per action of the rows
+if command -v python3 >/dev/null 2>&1; then
+  if python3 - "$tmp/s.svg" "$tmp/s.json" >"$tmp/py.txt" 2>&1 <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+drawn = [e.get("data-action") for e in root.iter() if e.get("data-action")]
+doc = json.load(open(sys.argv[2]))
+assert doc["schema"] == "libplan-schedule/1" and doc["verdict"] == "ok", doc
+assert abs(doc["bubble"] - 9 / 33) < 1e-12, doc["bubble"]
+rows = [a for row in doc["grid"] for a in row.split()]
+assert sorted(drawn) == sorted(rows), (len(drawn), len(rows))
+assert len(set(rows)) == len(rows)
+PY
+  then ok; else bad "schedule --svg: not well formed or actions missing: $(cat "$tmp/py.txt")"; fi
+fi
+expect 0 "schedule --format yaml" schedule --format yaml "$pp"
+has "$out" 'schema: "libplan-schedule/1"' "schedule --format yaml"
+has "$out" '  - "0F0 0SEND_F0' "schedule --format yaml"
+expect 0 "schedule --schedule zb-h1" schedule --schedule zb-h1 "$pp"
+has "$out" "makespan 27, bubble 11.11%" "schedule --schedule zb-h1"
+has "$out" "peak pending W per stage: 1 2 3 4" "schedule --schedule zb-h1"
+expect 0 "schedule --schedule gpipe --microbatches 16" schedule --schedule gpipe --microbatches 16 "$pp"
+has "$out" "peak activations per stage: 16 16 16 16" "schedule gpipe"
+expect 0 "schedule --durations" schedule --durations F=1,B=1 "$pp"
+has "$out" "makespan 22," "schedule --durations"
+# the explicit grid runs, with blocking sends too (as its comment says)
+expect 0 "schedule a grid" schedule "$pg"
+has "$out" "explicit, 2 stages on 2 ranks, 4 microbatches" "schedule a grid"
+expect 0 "schedule a grid, blocking sends" schedule --sends blocking "$pg"
+# both ranks receive first: a deadlock, both ranks named, at the grid's line
+sed 's/"0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0B0/"0RECV_B0 0F0 0SEND_F0 0F1 0SEND_F1 0B0/' \
+  "$pg" >"$tmp/deadlock.plan.yaml"
+row0=$(grep -n '"0RECV_B0 0F0' "$tmp/deadlock.plan.yaml" | cut -d: -f1)
+expect 1 "schedule a deadlock" schedule "$tmp/deadlock.plan.yaml" --svg "$tmp/d.svg"
+has "$out" "$tmp/deadlock.plan.yaml:$row0:8: error: ranks 0 and 1 wait on each other" "schedule a deadlock"
+has "$out" "rank 0 waits at 0RECV_B0 for 1SEND_B0 on rank 1; rank 1 waits at 1RECV_F0 for 0SEND_F0 on rank 0" "schedule a deadlock"
+has "$out" "[schedule.deadlock]" "schedule a deadlock"
+has "$tmp/d.svg" "DEADLOCK" "schedule a deadlock --svg"
+expect 1 "validate a deadlock" validate "$tmp/deadlock.plan.yaml"
+has "$out" "[schedule.deadlock]" "validate a deadlock"
+# a grid that runs only while sends are buffered
+sed 's/"1RECV_F0 1F0 1RECV_F1 1B0 1SEND_B0 1F1/"1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1/' \
+  "$pg" >"$tmp/buffered.plan.yaml"
+expect 0 "schedule a grid that needs buffered sends" schedule "$tmp/buffered.plan.yaml"
+has "$out" "note: with blocking sends" "schedule a grid that needs buffered sends"
+has "$out" "[schedule.blocking]" "schedule a grid that needs buffered sends"
+expect 1 "schedule --sends blocking deadlocks" schedule --sends blocking "$tmp/buffered.plan.yaml"
+has "$out" "rank 0 waits at 0SEND_F1 for 1RECV_F1 on rank 1" "schedule --sends blocking deadlocks"
+expect 0 "validate a grid that needs buffered sends" validate "$tmp/buffered.plan.yaml"
+# invalid plans, wrong input, bad usage
+expect 1 "schedule an invalid plan" schedule "$tmp/findings.yaml"
+has "$out" "not scheduled" "schedule an invalid plan"
+expect 2 "schedule a plan without pipeline" schedule "$mlp"
+has "$err" "no pipeline" "schedule a plan without pipeline"
+expect 2 "schedule a missing file" schedule "$tmp/nope.yaml"
+expect 2 "schedule without a plan" schedule
+expect 2 "schedule --format xml" schedule --format xml "$pp"
+expect 2 "schedule --sends eager" schedule --sends eager "$pp"
+expect 2 "schedule --durations X=1" schedule --durations X=1 "$pp"
+expect 2 "schedule --durations F=-1" schedule --durations F=-1 "$pp"
+expect 2 "schedule --schedule 2f2b" schedule --schedule 2f2b "$pp"
+expect 2 "schedule --microbatches 0" schedule --microbatches 0 "$pp"
+expect 2 "schedule --microbatches on a grid" schedule --microbatches 8 "$pg"
+expect 2 "schedule --svg into a missing folder" schedule "$pp" --svg "$tmp/no/such/dir/x.svg"
+absent "$tmp/no/such/dir/x.svg" "schedule --svg into a missing folder"
+expect 0 "schedule --help" schedule --help
+has "$out" "usage: plan schedule" "schedule --help"
+expect 0 "help lists schedule" --help
+has "$out" "schedule" "help lists schedule"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -6,5 +6,6 @@
 #include "diag.h"
 #include "plan.h"
 #include "program.h"
+#include "schedule.h"
 
 #endif

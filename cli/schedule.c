@@ -1,0 +1,249 @@
+/* `plan schedule`: a plan's pipeline schedule, simulated: per-rank action
+ * rows, bubble fraction, peak activations, deadlocks with the ranks that
+ * wait on each other, and the timeline as an SVG picture. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "libplan/schedule.h"
+#include "util.h"
+
+const char usage_schedule[] =
+    "usage: plan schedule [--format text|yaml|json] [--svg FILE]\n"
+    "                     [--sends buffered|blocking] [--durations K=N,...]\n"
+    "                     [--schedule NAME] [--microbatches N] PLAN\n"
+    "\n"
+    "Builds the schedule of PLAN's pipeline (the named schedule generated\n"
+    "for its stages, ranks and microbatches, or its explicit grid), checks\n"
+    "it and simulates the ranks: each runs its actions in order, a forward\n"
+    "waits for the previous stage's, a backward for the next stage's, a\n"
+    "receive for its send. Prints each rank's actions, the bubble fraction\n"
+    "(idle time over total) per rank and overall, and the peak number of\n"
+    "live activations per stage (microbatches whose F ran and whose B or I\n"
+    "has not). A deadlock is reported with the cycle of ranks that wait on\n"
+    "each other, each at the action it waits at and for.\n"
+    "  --format F      text (default), yaml or json (schema\n"
+    "                  libplan-schedule/1: rows as a grid for a plan, stats,\n"
+    "                  and each action's start and end)\n"
+    "  --svg FILE      write the per-rank timeline as an SVG picture\n"
+    "                  (atomically), also after a deadlock\n"
+    "  --sends MODE    buffered (default): a send completes on its own, and a\n"
+    "                  note says whether blocking sends would deadlock;\n"
+    "                  blocking: a send waits for its receive\n"
+    "  --durations K=N,...  time units of F, B, I, W, SEND, RECV (or one of\n"
+    "                  SEND_F, RECV_F, SEND_B, RECV_B); default\n"
+    "                  F=1,B=2,I=1,W=1,SEND=0,RECV=0\n"
+    "  --schedule NAME generate gpipe, 1f1b, interleaved-1f1b or zb-h1 for\n"
+    "                  the plan's stages and ranks instead of its own\n"
+    "  --microbatches N  with a named schedule: this many microbatches\n"
+    "The plan is validated first (as 'plan validate'). Exit: 0 the schedule\n"
+    "runs, 1 invalid plan, schedule findings or a deadlock, 2 unreadable\n"
+    "input or bad usage.\n";
+
+/* "F=1,B=2,SEND=1": sets o->duration. False on a bad item. */
+static bool parse_durations(const char *text, plan_schedule_options *o,
+                            char *bad, size_t badsz) {
+  const char *p = text;
+  while (*p) {
+    const char *eq = strchr(p, '=');
+    const char *end = strchr(p, ',');
+    if (!end)
+      end = p + strlen(p);
+    if (!eq || eq > end) {
+      snprintf(bad, badsz, "'%.*s' is not KIND=N", (int)(end - p), p);
+      return false;
+    }
+    int64_t v;
+    if (!plan_parse_int64(eq + 1, (size_t)(end - eq - 1), &v) || v < 0 ||
+        v > ((int64_t)1 << 32)) {
+      snprintf(bad, badsz, "'%.*s' needs a whole number 0 to 2^32",
+               (int)(end - p), p);
+      return false;
+    }
+    size_t kl = (size_t)(eq - p);
+    bool found = false;
+    for (int k = 0; k < PLAN_ACTION_KIND_COUNT; k++) {
+      const char *w = plan_action_kind_name(k);
+      /* SEND and RECV name both directions */
+      bool both = (kl == 4 && !strncmp(p, w, 4) && strlen(w) == 6);
+      if ((strlen(w) == kl && !strncmp(p, w, kl)) || both) {
+        o->duration[k] = v;
+        found = true;
+      }
+    }
+    if (!found) {
+      snprintf(bad, badsz,
+               "unknown action kind '%.*s' (F, B, I, W, SEND, RECV, SEND_F, "
+               "RECV_F, SEND_B, RECV_B)",
+               (int)kl, p);
+      return false;
+    }
+    p = *end ? end + 1 : end;
+  }
+  return true;
+}
+
+static const char *base_name(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s ? s + 1 : path;
+}
+
+static int write_out(const plan_schedule *s, const char *format,
+                     const char *name, const char *path) {
+  char *text;
+  size_t len;
+  if (plan_schedule_write(&text, &len, s, format, name))
+    return cli_fail_last();
+  int rc = EXIT_OK;
+  if (path)
+    rc = plan_write_file_atomic(path, text, len) ? cli_fail_last() : EXIT_OK;
+  else if (fwrite(text, 1, len, stdout) != len)
+    rc = EXIT_BAD_INPUT;
+  free(text);
+  return rc;
+}
+
+static bool is_schedule_finding(const plan_diag *g) {
+  return !strncmp(g->code, "schedule.", 9);
+}
+
+/* Loads and validates the plan like cli_load_valid, except that the
+ * schedule's own findings are left to the simulation, which reports them
+ * again and still draws a schedule that deadlocks. */
+static int load_valid(const char *file, FILE *f, plan_plan **out) {
+  plan_plan *p;
+  *out = NULL;
+  if (plan_load(&p, file))
+    return cli_fail_last();
+  plan_diags *d = NULL;
+  if (plan_validate(&d, p)) {
+    plan_free(p);
+    return cli_fail_last();
+  }
+  size_t errors = 0;
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    errors += g->severity == PLAN_SEV_ERROR && !is_schedule_finding(g);
+  }
+  if (errors) {
+    cli_print_diags(f, d);
+    fprintf(f, "%s: invalid (%zu error%s): not scheduled\n", file, errors,
+            errors == 1 ? "" : "s");
+    plan_diags_free(d);
+    plan_free(p);
+    return EXIT_NEGATIVE;
+  }
+  plan_diags_free(d);
+  *out = p;
+  return EXIT_OK;
+}
+
+int cmd_schedule(int argc, char **argv) {
+  const char *file = NULL, *format = "text", *svg = NULL, *kind_name = NULL;
+  int64_t microbatches = 0;
+  plan_schedule_options o = PLAN_SCHEDULE_OPTIONS_INIT;
+  o.note_blocking = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool has = i + 1 < argc;
+    if (!strcmp(a, "--format") && has) {
+      format = argv[++i];
+      if (strcmp(format, "text") && strcmp(format, "yaml") &&
+          strcmp(format, "json"))
+        return cli_usage("schedule", "--format takes text, yaml or json");
+    } else if (!strcmp(a, "--svg") && has) {
+      svg = argv[++i];
+    } else if (!strcmp(a, "--sends") && has) {
+      const char *m = argv[++i];
+      if (!strcmp(m, "blocking"))
+        o.blocking_sends = 1;
+      else if (!strcmp(m, "buffered"))
+        o.blocking_sends = 0;
+      else
+        return cli_usage("schedule", "--sends takes buffered or blocking");
+    } else if (!strcmp(a, "--durations") && has) {
+      char bad[256];
+      if (!parse_durations(argv[++i], &o, bad, sizeof bad))
+        return cli_usage("schedule", "--durations: %s", bad);
+    } else if (!strcmp(a, "--schedule") && has) {
+      kind_name = argv[++i];
+      int k = plan_schedule_kind_from_name(kind_name);
+      if (k < 0 || k == PLAN_SCHEDULE_EXPLICIT)
+        return cli_usage("schedule",
+                         "--schedule takes gpipe, 1f1b, interleaved-1f1b or "
+                         "zb-h1, not '%s'",
+                         kind_name);
+    } else if (!strcmp(a, "--microbatches") && has) {
+      const char *n = argv[++i];
+      if (!plan_parse_int64(n, strlen(n), &microbatches) || microbatches < 1 ||
+          microbatches > 1000000)
+        return cli_usage("schedule", "--microbatches takes 1 to 1000000");
+    } else if (a[0] == '-' && a[1]) {
+      return cli_usage("schedule", "unknown option '%s'", a);
+    } else if (file) {
+      return cli_usage("schedule", "one plan at a time");
+    } else {
+      file = a;
+    }
+  }
+  if (!file)
+    return cli_usage("schedule", "no plan given");
+  bool text = !strcmp(format, "text");
+  FILE *msg = text ? stdout : stderr;
+  plan_plan *p;
+  int rc = load_valid(file, msg, &p);
+  if (rc)
+    return rc;
+  plan_schedule *s;
+  if (plan_schedule_from_plan(&s, p)) {
+    plan_free(p);
+    return cli_fail_last();
+  }
+  plan_free(p);
+  if (kind_name || microbatches) {
+    int kind = kind_name ? plan_schedule_kind_from_name(kind_name)
+                         : plan_schedule_kind_of(s);
+    if (kind == PLAN_SCHEDULE_EXPLICIT) {
+      plan_schedule_free(s);
+      return cli_usage("schedule",
+                       "%s has an explicit grid: --microbatches "
+                       "goes with a named schedule (--schedule)",
+                       file);
+    }
+    plan_schedule *g;
+    rc = plan_schedule_generate(
+        &g, kind, plan_schedule_ranks(s), plan_schedule_stages(s),
+        microbatches ? microbatches : plan_schedule_microbatches(s));
+    plan_schedule_free(s);
+    if (rc)
+      return cli_fail_last();
+    s = g;
+  }
+  plan_diags *d;
+  if (plan_schedule_simulate(&d, s, &o)) {
+    plan_schedule_free(s);
+    return cli_fail_last();
+  }
+  /* the findings after a text report (its last lines are the verdict),
+   * before a YAML or JSON one (on stderr) */
+  if (!text)
+    cli_print_diags(msg, d);
+  rc = write_out(s, format, file, NULL);
+  if (text)
+    cli_print_diags(msg, d);
+  size_t errors = plan_diags_count_at_least(d, PLAN_SEV_ERROR);
+  plan_diags_free(d);
+  plan_schedule_result res;
+  plan_schedule_result_get(&res, s);
+  if (!rc && svg && !res.simulated && !res.deadlock)
+    fprintf(msg, "no timeline: the schedule did not run\n");
+  else if (!rc && svg)
+    rc = write_out(s, "svg", base_name(file), svg);
+  if (!rc && text && svg && (res.simulated || res.deadlock))
+    printf("timeline written to %s\n", svg);
+  plan_schedule_free(s);
+  if (rc)
+    return rc;
+  return errors ? EXIT_NEGATIVE : EXIT_OK;
+}
