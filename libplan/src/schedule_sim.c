@@ -266,7 +266,7 @@ static int run_ranks(const sim *x, run_state *q, const int64_t *dur,
       int64_t i = q->pos[r];
       int kind = s->acts[i].kind;
       int64_t d = dependency(x, i, blocking);
-      if (blocking && is_comm(kind)) {
+      if (blocking && is_comm(kind) && d >= 0) {
         int p = rank_of(s, d);
         if (q->pos[p] != d || p == r) { /* the partner is not there yet */
           q->blocked[r] = d;
