@@ -155,7 +155,7 @@ struct plan_program {
   int *ops_by_name, *tensors_by_name; /* malloc'd; NULL when not prepared */
   int recent[8];  /* the last tensors created: most inputs are among them */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
-  plan_attr_val *default_attrs[32];
+  plan_attr_val *default_attrs[48];
   int *outputs;
   int noutputs;
   int loss;              /* tensor index or -1 */

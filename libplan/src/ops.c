@@ -52,6 +52,13 @@ static const plan_attr_spec split_attrs[] = {
 static const plan_attr_spec concat_attrs[] = {
     {.name = "dim", .type = PLAN_ATTR_INT, .def_i = -1, .is_dim = true},
 };
+static const plan_attr_spec expand_attrs[] = {
+    {.name = "shape", .type = PLAN_ATTR_INTS, .required = true},
+};
+/* The table's row count: the ids alone do not tell it. */
+static const plan_attr_spec embedding_grad_attrs[] = {
+    {.name = "rows", .type = PLAN_ATTR_INT, .required = true},
+};
 
 #define ATTRS(a) a, (int)(sizeof a / sizeof a[0])
 
@@ -109,6 +116,26 @@ static const plan_op_info op_table[] = {
                         PLAN_PARTIAL_ADDITIVE, plan_infer_concat},
     [PLAN_OP_CROSS_ENTROPY] = {"cross_entropy", 2, 2, 1, 1, NULL, 0,
                                PLAN_PARTIAL_NONE, plan_infer_cross_entropy},
+    [PLAN_OP_EXPAND] = {"expand", 1, 1, 1, 1, ATTRS(expand_attrs),
+                        PLAN_PARTIAL_PASS, plan_infer_expand},
+    /* The gradient ops take the output gradient first: (dy, x, ...). */
+    [PLAN_OP_RELU_GRAD] = {"relu_grad", 2, 2, 1, 1, NULL, 0,
+                           PLAN_PARTIAL_FIRST, plan_infer_relu_grad},
+    [PLAN_OP_GELU_GRAD] = {"gelu_grad", 2, 2, 1, 1, ATTRS(gelu_attrs),
+                           PLAN_PARTIAL_FIRST, plan_infer_gelu_grad},
+    [PLAN_OP_SILU_GRAD] = {"silu_grad", 2, 2, 1, 1, NULL, 0,
+                           PLAN_PARTIAL_FIRST, plan_infer_silu_grad},
+    [PLAN_OP_LAYERNORM_GRAD] = {"layernorm_grad", 3, 3, 1, 1,
+                                ATTRS(layernorm_attrs), PLAN_PARTIAL_FIRST,
+                                plan_infer_layernorm_grad},
+    [PLAN_OP_RMSNORM_GRAD] = {"rmsnorm_grad", 3, 3, 1, 1, ATTRS(rmsnorm_attrs),
+                              PLAN_PARTIAL_FIRST, plan_infer_rmsnorm_grad},
+    [PLAN_OP_EMBEDDING_GRAD] = {"embedding_grad", 2, 2, 1, 1,
+                                ATTRS(embedding_grad_attrs),
+                                PLAN_PARTIAL_FIRST, plan_infer_embedding_grad},
+    [PLAN_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 3, 3, 1, 1, NULL, 0,
+                                    PLAN_PARTIAL_FIRST,
+                                    plan_infer_cross_entropy_grad},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == PLAN_OP_COUNT,

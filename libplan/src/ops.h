@@ -39,6 +39,19 @@ typedef enum plan_op_kind {
   PLAN_OP_SPLIT,
   PLAN_OP_CONCAT,
   PLAN_OP_CROSS_ENTROPY,
+  /* Broadcasting a tensor to a larger shape (numpy rules): the backward of
+   * the reductions, and grouped-query attention's shared heads. */
+  PLAN_OP_EXPAND,
+  /* Gradient ops: the backward of an op whose derivative no composition of
+   * the ops above gives exactly (docs/training-and-pipelines.md, Autodiff).
+   * Input 0 is always the output gradient, and each is linear in it. */
+  PLAN_OP_RELU_GRAD,
+  PLAN_OP_GELU_GRAD,
+  PLAN_OP_SILU_GRAD,
+  PLAN_OP_LAYERNORM_GRAD,
+  PLAN_OP_RMSNORM_GRAD,
+  PLAN_OP_EMBEDDING_GRAD,
+  PLAN_OP_CROSS_ENTROPY_GRAD,
   PLAN_OP_COUNT
 } plan_op_kind;
 
@@ -83,7 +96,10 @@ typedef enum plan_partial_rule {
   PLAN_PARTIAL_DIVIDEND, /* div: input 0 may be P(sum|avg), input 1 must be R */
   PLAN_PARTIAL_LINEAR,   /* linear: one of x/w P(sum|avg) and the other R;
                             then the bias (if any) must be P of the same kind */
-  PLAN_PARTIAL_TABLE     /* embedding: the table may be P(sum|avg), ids R */
+  PLAN_PARTIAL_TABLE,    /* embedding: the table may be P(sum|avg), ids R */
+  PLAN_PARTIAL_FIRST     /* gradient ops: linear in input 0 (the output
+                            gradient), which may be P(sum|avg); every other
+                            input R */
 } plan_partial_rule;
 
 typedef struct plan_op_info {

@@ -306,11 +306,10 @@ int plan_infer_scale(PLAN_INFER_ARGS) {
 int plan_infer_relu(PLAN_INFER_ARGS) {
   return infer_unary(PLAN_OP_RELU, in, nin, attrs, out, nout, err, errsz);
 }
-int plan_infer_gelu(PLAN_INFER_ARGS) {
-  int rc = infer_unary(PLAN_OP_GELU, in, nin, attrs, out, nout, err, errsz);
-  if (rc)
-    return rc;
-  const char *s = attr_string(attrs, SPEC(PLAN_OP_GELU), 0);
+/* gelu and gelu_grad: `approximate` is "none" or "tanh". */
+static int check_approximate(int kind, const plan_attr_val *attrs, char *err,
+                             size_t errsz) {
+  const char *s = attr_string(attrs, SPEC(kind), 0);
   if (strcmp(s, "none") && strcmp(s, "tanh")) {
     /* Quoted with control characters masked: the reason stays one line. */
     char q[41];
@@ -319,10 +318,17 @@ int plan_infer_gelu(PLAN_INFER_ARGS) {
       q[n] = (unsigned char)s[n] < 0x20 || s[n] == 0x7f ? '?' : s[n];
     q[n] = '\0';
     return plan_errf(err, errsz,
-                "gelu: approximate must be \"none\" or \"tanh\", not \"%s\"",
-                q);
+                "%s: approximate must be \"none\" or \"tanh\", not \"%s\"",
+                plan_op_kind_name(kind), q);
   }
   return PLAN_OK;
+}
+
+int plan_infer_gelu(PLAN_INFER_ARGS) {
+  int rc = infer_unary(PLAN_OP_GELU, in, nin, attrs, out, nout, err, errsz);
+  if (rc)
+    return rc;
+  return check_approximate(PLAN_OP_GELU, attrs, err, errsz);
 }
 int plan_infer_silu(PLAN_INFER_ARGS) {
   return infer_unary(PLAN_OP_SILU, in, nin, attrs, out, nout, err, errsz);
@@ -673,5 +679,189 @@ int plan_infer_cross_entropy(PLAN_INFER_ARGS) {
   }
   out->rank = 0;
   out->dtype = dt;
+  return PLAN_OK;
+}
+
+/* ---- expand -------------------------------------------------------------- */
+
+int plan_infer_expand(PLAN_INFER_ARGS) {
+  int rc = prelude(PLAN_OP_EXPAND, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  const int64_t *v;
+  int n, r = in[0].rank;
+  if (!attr_ints(attrs, 0, &v, &n))
+    return plan_errf(err, errsz, "expand: attribute shape is required");
+  if (n > PLAN_MAX_RANK)
+    return plan_errf(err, errsz, "expand: shape has rank %d (at most %d)", n,
+                     PLAN_MAX_RANK);
+  char si[SHAPE_STRLEN], so[SHAPE_STRLEN];
+  if (n < r)
+    return plan_errf(err, errsz,
+                     "expand: shape %s has fewer dims than the input %s",
+                     fmt_dims(v, n, so), fmt_dims(in[0].dims, r, si));
+  for (int j = 0; j < n; j++) {
+    int ji = j - (n - r);
+    if (v[j] < 0)
+      return plan_errf(err, errsz,
+                       "expand: shape entries must be >= 0, not %lld",
+                       (long long)v[j]);
+    /* numpy broadcasting: an input dim is 1 or the size itself */
+    if (ji >= 0 && in[0].dims[ji] != 1 && in[0].dims[ji] != v[j])
+      return plan_errf(err, errsz,
+                       "expand: input %s does not broadcast to %s (dim %d is "
+                       "%lld, not 1 or %lld)",
+                       fmt_dims(in[0].dims, r, si), fmt_dims(v, n, so), ji,
+                       (long long)in[0].dims[ji], (long long)v[j]);
+    out->dims[j] = v[j];
+  }
+  out->rank = n;
+  out->dtype = in[0].dtype;
+  return finish(PLAN_OP_EXPAND, out, nout, err, errsz);
+}
+
+/* ---- gradient ops -------------------------------------------------------- */
+
+/* Inputs a and b have the same shape (no broadcasting). */
+static int same_dims(int kind, const plan_shape *in, int a, int b, char *err,
+                     size_t errsz) {
+  bool same = in[a].rank == in[b].rank;
+  for (int d = 0; same && d < in[a].rank; d++)
+    same = in[a].dims[d] == in[b].dims[d];
+  if (same)
+    return PLAN_OK;
+  char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
+  return plan_errf(err, errsz,
+                   "%s: inputs %d and %d must have one shape, not %s and %s",
+                   plan_op_kind_name(kind), a, b,
+                   fmt_dims(in[a].dims, in[a].rank, sa),
+                   fmt_dims(in[b].dims, in[b].rank, sb));
+}
+
+/* relu_grad, gelu_grad, silu_grad: (dy, x) -> dx, all one shape. */
+static int infer_act_grad(int kind, PLAN_INFER_ARGS) {
+  (void)attrs;
+  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  plan_dtype dt;
+  if ((rc = float_inputs(kind, in, nin, 3u, &dt, err, errsz)) ||
+      (rc = same_dims(kind, in, 0, 1, err, errsz)))
+    return rc;
+  copy_shape(out, &in[1]);
+  return PLAN_OK;
+}
+
+int plan_infer_relu_grad(PLAN_INFER_ARGS) {
+  return infer_act_grad(PLAN_OP_RELU_GRAD, in, nin, attrs, out, nout, err,
+                        errsz);
+}
+int plan_infer_gelu_grad(PLAN_INFER_ARGS) {
+  int rc = infer_act_grad(PLAN_OP_GELU_GRAD, in, nin, attrs, out, nout, err,
+                          errsz);
+  return rc ? rc : check_approximate(PLAN_OP_GELU_GRAD, attrs, err, errsz);
+}
+int plan_infer_silu_grad(PLAN_INFER_ARGS) {
+  return infer_act_grad(PLAN_OP_SILU_GRAD, in, nin, attrs, out, nout, err,
+                        errsz);
+}
+
+/* layernorm_grad, rmsnorm_grad: (dy, x, w) -> dx; the norm's own checks on
+ * (x, w) and dy shaped like x. */
+static int infer_norm_grad(int kind, int fwd, PLAN_INFER_ARGS) {
+  int rc = prelude(kind, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  plan_dtype dt;
+  if ((rc = float_inputs(kind, in, nin, 7u, &dt, err, errsz)) ||
+      (rc = same_dims(kind, in, 0, 1, err, errsz)))
+    return rc;
+  /* (x, w) as the forward norm sees them */
+  if ((rc = infer_norm(fwd, SPEC(kind), in + 1, 2, attrs, out, nout, err,
+                       errsz))) {
+    /* the forward names itself and counts x as input 0: say it again */
+    char why[200];
+    snprintf(why, sizeof why, "%s", err ? err : "");
+    const char *tail = strchr(why, ':');
+    return plan_errf(err, errsz, "%s%s", plan_op_kind_name(kind),
+                     tail ? tail : ": bad x or weight");
+  }
+  return PLAN_OK;
+}
+
+int plan_infer_layernorm_grad(PLAN_INFER_ARGS) {
+  return infer_norm_grad(PLAN_OP_LAYERNORM_GRAD, PLAN_OP_LAYERNORM, in, nin,
+                         attrs, out, nout, err, errsz);
+}
+int plan_infer_rmsnorm_grad(PLAN_INFER_ARGS) {
+  return infer_norm_grad(PLAN_OP_RMSNORM_GRAD, PLAN_OP_RMSNORM, in, nin, attrs,
+                         out, nout, err, errsz);
+}
+
+/* embedding_grad: (dy [b.., d], ids [b..]) -> [rows, d], the rows of dy
+ * summed into the rows their ids name. */
+int plan_infer_embedding_grad(PLAN_INFER_ARGS) {
+  int rc = prelude(PLAN_OP_EMBEDDING_GRAD, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  plan_dtype dt;
+  if ((rc = float_inputs(PLAN_OP_EMBEDDING_GRAD, in, nin, 1u, &dt, err,
+                         errsz)) ||
+      (rc = int_input(PLAN_OP_EMBEDDING_GRAD, in, 1, "ids", err, errsz)))
+    return rc;
+  const plan_shape *dy = &in[0], *ids = &in[1];
+  bool same = dy->rank == ids->rank + 1;
+  for (int d = 0; same && d < ids->rank; d++)
+    same = dy->dims[d] == ids->dims[d];
+  if (!same) {
+    char sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
+    return plan_errf(err, errsz,
+                     "embedding_grad: dy must be the ids' shape %s plus the "
+                     "embedding dim, not %s",
+                     fmt_dims(ids->dims, ids->rank, sb),
+                     fmt_dims(dy->dims, dy->rank, sa));
+  }
+  int64_t rows = attr_int(attrs, SPEC(PLAN_OP_EMBEDDING_GRAD), 0);
+  if (rows < 0)
+    return plan_errf(err, errsz, "embedding_grad: rows must be >= 0, not %lld",
+                     (long long)rows);
+  out->rank = 2;
+  out->dims[0] = rows;
+  out->dims[1] = dy->dims[dy->rank - 1];
+  out->dtype = dt;
+  return finish(PLAN_OP_EMBEDDING_GRAD, out, nout, err, errsz);
+}
+
+/* cross_entropy_grad: (dy [], logits [b.., c], labels [b..]) -> [b.., c]:
+ * dy (softmax(logits) - onehot(labels)) / count(b..). */
+int plan_infer_cross_entropy_grad(PLAN_INFER_ARGS) {
+  (void)attrs;
+  int rc =
+      prelude(PLAN_OP_CROSS_ENTROPY_GRAD, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  plan_dtype dt;
+  if ((rc = float_inputs(PLAN_OP_CROSS_ENTROPY_GRAD, in, nin, 3u, &dt, err,
+                         errsz)) ||
+      (rc = int_input(PLAN_OP_CROSS_ENTROPY_GRAD, in, 2, "labels", err,
+                      errsz)))
+    return rc;
+  if (in[0].rank != 0) {
+    char s[SHAPE_STRLEN];
+    return plan_errf(err, errsz,
+                     "cross_entropy_grad: dy (input 0) must be a scalar [], "
+                     "not %s",
+                     fmt_dims(in[0].dims, in[0].rank, s));
+  }
+  /* (logits, labels) as cross_entropy sees them */
+  plan_shape loss;
+  if ((rc = plan_infer_cross_entropy(in + 1, 2, NULL, &loss, 1, err, errsz))) {
+    char why[200];
+    snprintf(why, sizeof why, "%s", err ? err : "");
+    const char *tail = strchr(why, ':');
+    return plan_errf(err, errsz, "cross_entropy_grad%s",
+                     tail ? tail : ": bad logits or labels");
+  }
+  copy_shape(out, &in[1]);
   return PLAN_OK;
 }

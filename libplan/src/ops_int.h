@@ -35,5 +35,13 @@ int plan_infer_reduce_mean(PLAN_INFER_ARGS);
 int plan_infer_split(PLAN_INFER_ARGS);
 int plan_infer_concat(PLAN_INFER_ARGS);
 int plan_infer_cross_entropy(PLAN_INFER_ARGS);
+int plan_infer_expand(PLAN_INFER_ARGS);
+int plan_infer_relu_grad(PLAN_INFER_ARGS);
+int plan_infer_gelu_grad(PLAN_INFER_ARGS);
+int plan_infer_silu_grad(PLAN_INFER_ARGS);
+int plan_infer_layernorm_grad(PLAN_INFER_ARGS);
+int plan_infer_rmsnorm_grad(PLAN_INFER_ARGS);
+int plan_infer_embedding_grad(PLAN_INFER_ARGS);
+int plan_infer_cross_entropy_grad(PLAN_INFER_ARGS);
 
 #endif

@@ -9,7 +9,7 @@
 
 /* ---- name tables --------------------------------------------------------- */
 
-_Static_assert(PLAN_OP_COUNT <= 32, "plan_program.default_attrs is sized 32");
+_Static_assert(PLAN_OP_COUNT <= 48, "plan_program.default_attrs is sized 48");
 
 static const char *const dtype_names[] = {"f64", "f32", "bf16",
                                           "f16", "i64", "i32"};

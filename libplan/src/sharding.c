@@ -289,6 +289,24 @@ static int partial_axis(judge *j, int a, int first_p) {
                   "through %s",
                   op, pks, ax, op);
     break;
+  case PLAN_PARTIAL_FIRST:
+    if (first_p != 0)
+      return plan_errf(j->err, j->errsz,
+                  "%s: input %d is %s along %s; only the output gradient "
+                  "(input 0) may be partial",
+                  op, first_p, pks, ax);
+    for (int i = 1; i < r->nin; i++)
+      if (j->in[i].ax[a].kind == PLAN_PL_P)
+        return plan_errf(j->err, j->errsz,
+                    "%s: input %d is %s along %s; only the output gradient "
+                    "(input 0) may be partial",
+                    op, i, entry_str(&j->in[i].ax[a], eb), ax);
+    if (!linear_reduce(pk))
+      return plan_errf(j->err, j->errsz,
+                  "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
+                  "through %s",
+                  op, pks, ax, op);
+    break;
   }
   for (int o = 0; o < r->nout; o++) {
     j->out[o].ax[a].kind = PLAN_PL_P;
@@ -482,7 +500,8 @@ static int judge_init(judge *j, const plan_rule *rule, int kind,
   j->out = out;
   j->mesh_sizes = mesh_sizes;
   for (int a = 0; a < PLAN_MAX_MESH_AXES; a++) {
-    if (axis_names && axis_names[a] && a < in[0].naxes) {
+    /* axis_names has one entry per mesh axis: read no further */
+    if (a < in[0].naxes && axis_names && axis_names[a]) {
       j->ax[a] = axis_names[a];
     } else {
       snprintf(j->ax_buf[a], sizeof j->ax_buf[a], "axis %d", a);

@@ -304,6 +304,67 @@ static int rule_cross_entropy(plan_rule *r, const plan_shape *in) {
   return PLAN_OK;
 }
 
+/* expand: an output dim the input has at the same size shares its free
+ * factor; a broadcast dim (input size 1, or absent) gets a factor of its
+ * own that only the output carries (free: sharding the result of a
+ * broadcast is a slice of copies), and the input's size-1 dim carries
+ * nothing. */
+static int rule_expand(plan_rule *r, const plan_shape *x,
+                       const plan_shape *y) {
+  for (int j = 0; j < y->rank; j++) {
+    int ji = j - (y->rank - x->rank);
+    int f = factor(r, y->dims[j], PLAN_FACTOR_FREE, "d", j);
+    carry(r, OUT(r, 0), j, f);
+    if (ji >= 0 && x->dims[ji] == y->dims[j])
+      carry(r, 0, ji, f);
+  }
+  return PLAN_OK;
+}
+
+/* Gradient ops shaped like their forward: the factors of input 0 and the
+ * output (made by same_shape) are carried by input `also` dim for dim. */
+static void carry_like_first(plan_rule *r, int first_factor, int also,
+                             int rank) {
+  for (int d = 0; d < rank; d++)
+    carry(r, also, d, first_factor + d);
+}
+
+/* embedding_grad: dy [b.., d] x ids [b..] -> [v, d]. Rows of every sample
+ * are summed into the table: the b factors are reductions (P(sum)); v is the
+ * output's alone (free, never sharded by the inputs). */
+static int rule_embedding_grad(plan_rule *r, const plan_shape *in,
+                               const plan_shape *y) {
+  int rb = in[1].rank;
+  for (int d = 0; d < rb; d++) {
+    int b = factor(r, in[1].dims[d], PLAN_FACTOR_REDUCTION, "b", d);
+    carry(r, 0, d, b);
+    carry(r, 1, d, b);
+  }
+  int v = factor(r, y->dims[0], PLAN_FACTOR_FREE, "v", -1);
+  int dd = factor(r, y->dims[1], PLAN_FACTOR_FREE, "d", -1);
+  carry(r, OUT(r, 0), 0, v);
+  carry(r, 0, rb, dd);
+  carry(r, OUT(r, 0), 1, dd);
+  return PLAN_OK;
+}
+
+/* cross_entropy_grad: dy [] x logits [b.., c] x labels [b..] -> [b.., c]:
+ * each sample's row on its own (b free, the divisor is the global count),
+ * the classes whole (c need-replication); the scalar dy carries nothing. */
+static int rule_cross_entropy_grad(plan_rule *r, const plan_shape *in) {
+  int rl = in[1].rank;
+  for (int d = 0; d < rl - 1; d++) {
+    int b = factor(r, in[1].dims[d], PLAN_FACTOR_FREE, "b", d);
+    carry(r, 1, d, b);
+    carry(r, 2, d, b);
+    carry(r, OUT(r, 0), d, b);
+  }
+  int c = factor(r, in[1].dims[rl - 1], PLAN_FACTOR_NEED_REPLICATION, "c", -1);
+  carry(r, 1, rl - 1, c);
+  carry(r, OUT(r, 0), rl - 1, c);
+  return PLAN_OK;
+}
+
 int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
                  const plan_shape *outs, int nout, const plan_attr_val *attrs,
                  char *err, size_t errsz) {
@@ -411,6 +472,33 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   }
   case PLAN_OP_CROSS_ENTROPY:
     rc = rule_cross_entropy(out, in);
+    break;
+  case PLAN_OP_EXPAND:
+    rc = rule_expand(out, &in[0], y);
+    break;
+  case PLAN_OP_RELU_GRAD:
+  case PLAN_OP_GELU_GRAD:
+  case PLAN_OP_SILU_GRAD: {
+    /* elementwise: dy, x and dx share every factor */
+    int first = out->nfactors;
+    same_shape(out, &in[0], -1, PLAN_FACTOR_FREE);
+    carry_like_first(out, first, 1, in[1].rank);
+    break;
+  }
+  case PLAN_OP_LAYERNORM_GRAD:
+  case PLAN_OP_RMSNORM_GRAD: {
+    /* as the norm: the normalised dim whole on dy, x and dx; w carries it */
+    int first = out->nfactors, rx = in[0].rank;
+    same_shape(out, &in[0], rx - 1, PLAN_FACTOR_NEED_REPLICATION);
+    carry_like_first(out, first, 1, rx);
+    carry(out, 2, 0, first + rx - 1);
+    break;
+  }
+  case PLAN_OP_EMBEDDING_GRAD:
+    rc = rule_embedding_grad(out, in, y);
+    break;
+  case PLAN_OP_CROSS_ENTROPY_GRAD:
+    rc = rule_cross_entropy_grad(out, in);
     break;
   case PLAN_OP_COUNT:
     rc = PLAN_EINVALID;

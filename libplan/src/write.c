@@ -849,6 +849,19 @@ tail:
   return PLAN_OK;
 }
 
+int plan_program_write_buffer(char **out, size_t *len,
+                              const plan_program *p) {
+  if (!out || !p)
+    return plan_failf(PLAN_EUSAGE, "plan_program_write_buffer: NULL argument");
+  *out = NULL;
+  plan_buf b;
+  plan_buf_init(&b);
+  plan_buf_printf(&b, "libplan: \"%d.%d\"\n", PLAN_FORMAT_MAJOR,
+                  PLAN_FORMAT_MINOR);
+  w_program(&b, p);
+  return plan_buf_take(&b, out, len);
+}
+
 int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
                       const plan_write_options *opts) {
   if (!out || !p)

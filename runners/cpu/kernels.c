@@ -244,6 +244,63 @@ static int check_split(const plan_attr_val *attrs, const plan_view *in, int nin,
   return PLAN_OK;
 }
 
+/* expand: the attribute names the global shape, so the output's local dims
+ * are the caller's; each input dim (right-aligned) is 1 or the output's
+ * local dim. */
+static int check_expand(const plan_view *in, int nin, const plan_view *out,
+                        int nout, char *err, size_t errsz) {
+  if (nin != 1 || nout != 1)
+    return plan_errf(err, errsz, "expand takes 1 input and gives 1 output");
+  if (out->dtype != in->dtype)
+    return plan_errf(err, errsz, "expand: output is %s but input is %s",
+                     plan_dtype_name(out->dtype), plan_dtype_name(in->dtype));
+  bool ok = out->rank >= in->rank;
+  for (int d = 0; ok && d < in->rank; d++) {
+    int64_t o = out->dims[d + out->rank - in->rank];
+    ok = in->dims[d] == 1 || in->dims[d] == o;
+  }
+  if (!ok) {
+    char a[PLAN_DIMS_STRLEN], b[PLAN_DIMS_STRLEN];
+    return plan_errf(err, errsz,
+                     "expand: local block %s does not broadcast to %s",
+                     plan_format_dims(in->dims, in->rank, a),
+                     plan_format_dims(out->dims, out->rank, b));
+  }
+  return PLAN_OK;
+}
+
+/* embedding_grad: the output block holds rows [offset[0], offset[0] +
+ * dims[0]) of the table (the attribute names the global row count). */
+static int check_embedding_grad(const plan_view *in, int nin,
+                                const plan_view *out, int nout, char *err,
+                                size_t errsz) {
+  if (nin != 2 || nout != 1)
+    return plan_errf(err, errsz,
+                     "embedding_grad takes 2 inputs and gives 1 output");
+  const plan_view *dy = &in[0], *ids = &in[1];
+  if (!dtype_is_float(dy->dtype) || dtype_is_float(ids->dtype) ||
+      out->dtype != dy->dtype)
+    return plan_errf(err, errsz,
+                     "embedding_grad: dy and the output must be one float "
+                     "dtype and the ids integers (%s, %s -> %s)",
+                     plan_dtype_name(dy->dtype), plan_dtype_name(ids->dtype),
+                     plan_dtype_name(out->dtype));
+  bool ok = dy->rank == ids->rank + 1 && out->rank == 2 &&
+            out->dims[1] == dy->dims[dy->rank - 1];
+  for (int d = 0; ok && d < ids->rank; d++)
+    ok = dy->dims[d] == ids->dims[d];
+  if (!ok) {
+    char a[PLAN_DIMS_STRLEN], b[PLAN_DIMS_STRLEN], c[PLAN_DIMS_STRLEN];
+    return plan_errf(err, errsz,
+                     "embedding_grad: dy %s and ids %s do not give the block "
+                     "%s",
+                     plan_format_dims(dy->dims, dy->rank, a),
+                     plan_format_dims(ids->dims, ids->rank, b),
+                     plan_format_dims(out->dims, out->rank, c));
+  }
+  return PLAN_OK;
+}
+
 /* Every other op: the registry's inference on the local shapes must give
  * the outputs' local shapes. */
 static int check_infer(int kind, const plan_attr_val *attrs,
@@ -364,6 +421,40 @@ static void move_parts(const plan_view *whole, const plan_view *parts,
           memcpy(pp, wp, (size_t)prow * esz);
       }
     at += prow;
+  }
+}
+
+/* out = in broadcast to out's (local) dims, numpy style. */
+static void run_expand(const plan_view *in, plan_view *out) {
+  size_t esz = elem_size(in->dtype);
+  int r = out->rank;
+  int64_t n = count_of(out);
+  if (n == 0)
+    return;
+  if (r == 0) {
+    memcpy(out->data, in->data, esz);
+    return;
+  }
+  int64_t st[PLAN_MAX_RANK] = {0}, s = 1;
+  for (int d = in->rank - 1; d >= 0; d--) {
+    st[d + r - in->rank] = in->dims[d] == 1 ? 0 : s;
+    s *= in->dims[d];
+  }
+  int64_t inner = out->dims[r - 1], is = st[r - 1], outer = n / inner;
+  int64_t idx[PLAN_MAX_RANK] = {0}, p = 0;
+  const unsigned char *src = in->data;
+  unsigned char *dst = out->data;
+  for (int64_t q = 0; q < outer; q++) {
+    unsigned char *o = dst + (size_t)(q * inner) * esz;
+    for (int64_t i = 0; i < inner; i++)
+      memcpy(o + (size_t)i * esz, src + (size_t)(p + i * is) * esz, esz);
+    for (int d = r - 2; d >= 0; d--) {
+      p += st[d];
+      if (++idx[d] < out->dims[d])
+        break;
+      p -= st[d] * out->dims[d];
+      idx[d] = 0;
+    }
   }
 }
 
@@ -490,6 +581,56 @@ static int run_cross_entropy(const plan_typed_kernels *K, const plan_view *in,
   return PLAN_OK;
 }
 
+static int run_embedding_grad(const plan_typed_kernels *K, const plan_view *in,
+                              plan_view *out, char *err, size_t errsz) {
+  const plan_view *dy = &in[0], *ids = &in[1];
+  int64_t lo = out->offset[0], rows = out->dims[0];
+  int64_t vocab = global_dim(out, 0);
+  if (lo < 0 || lo + rows > vocab)
+    return plan_errf(err, errsz,
+                     "embedding_grad: output block rows [%lld, %lld) outside "
+                     "the table's %lld rows",
+                     (long long)lo, (long long)(lo + rows), (long long)vocab);
+  const int64_t *id = ids->data;
+  int64_t n = count_of(ids);
+  for (int64_t i = 0; i < n; i++)
+    if (id[i] < 0 || id[i] >= vocab)
+      return plan_errf(err, errsz,
+                       "embedding_grad: id %lld (element %lld) is outside the "
+                       "table's rows [0, %lld)",
+                       (long long)id[i], (long long)i, (long long)vocab);
+  K->embedding_grad(dy->data, id, n, lo, rows, out->dims[1], out->data);
+  return PLAN_OK;
+}
+
+static int run_cross_entropy_grad(const plan_typed_kernels *K,
+                                  const plan_view *in, plan_view *out, int bits,
+                                  char *err, size_t errsz) {
+  const plan_view *lg = &in[1], *lb = &in[2];
+  int64_t c = lg->dims[lg->rank - 1], rows = count_of(lb), g = 1;
+  const int64_t *label = lb->data;
+  for (int64_t i = 0; i < rows; i++)
+    if (label[i] < 0 || label[i] >= c)
+      return plan_errf(err, errsz,
+                       "cross_entropy_grad: label %lld (element %lld) is "
+                       "outside the classes [0, %lld)",
+                       (long long)label[i], (long long)i, (long long)c);
+  for (int d = 0; d < lb->rank; d++) {
+    int64_t gd = global_dim(lb, d);
+    if (gd < lb->dims[d])
+      return plan_errf(err, errsz,
+                       "cross_entropy_grad: labels dim %d is %lld locally but "
+                       "%lld globally",
+                       d, (long long)lb->dims[d], (long long)gd);
+    if (!plan_mul_i64(g, gd, &g))
+      return plan_errf(err, errsz,
+                       "cross_entropy_grad: global batch overflows");
+  }
+  K->cross_entropy_grad(in[0].data, lg->data, label, rows, c, (double)g,
+                        out->data, bits);
+  return PLAN_OK;
+}
+
 static bool fits_int(int64_t v) {
   return v <= INT_MAX;
 }
@@ -559,7 +700,7 @@ bool plan_cpu_supports(int kind, plan_dtype dtype) {
     return true;
   return kind == PLAN_OP_TRANSPOSE || kind == PLAN_OP_PERMUTE ||
          kind == PLAN_OP_RESHAPE || kind == PLAN_OP_SPLIT ||
-         kind == PLAN_OP_CONCAT;
+         kind == PLAN_OP_CONCAT || kind == PLAN_OP_EXPAND;
 }
 
 static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
@@ -630,6 +771,30 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
     return PLAN_OK;
   case PLAN_OP_CROSS_ENTROPY:
     return run_cross_entropy(K, in, out, bits, err, errsz);
+  case PLAN_OP_EXPAND:
+    run_expand(in, out);
+    return PLAN_OK;
+  case PLAN_OP_RELU_GRAD:
+  case PLAN_OP_SILU_GRAD:
+    K->act_grad(kind, in[0].data, in[1].data, out->data, count_of(out), 0,
+                bits);
+    return PLAN_OK;
+  case PLAN_OP_GELU_GRAD:
+    K->act_grad(kind, in[0].data, in[1].data, out->data, count_of(out),
+                strcmp(attr_string(attrs, kind, 0), "tanh") ? 0 : 1, bits);
+    return PLAN_OK;
+  case PLAN_OP_LAYERNORM_GRAD:
+  case PLAN_OP_RMSNORM_GRAD: {
+    int64_t d = in[1].dims[in[1].rank - 1];
+    K->norm_grad(kind, in[0].data, in[1].data, in[2].data, out->data,
+                 prod(in[1].dims, 0, in[1].rank - 1), d,
+                 attr_float(attrs, kind, 0), bits);
+    return PLAN_OK;
+  }
+  case PLAN_OP_EMBEDDING_GRAD:
+    return run_embedding_grad(K, in, out, err, errsz);
+  case PLAN_OP_CROSS_ENTROPY_GRAD:
+    return run_cross_entropy_grad(K, in, out, bits, err, errsz);
   case PLAN_OP_COUNT:
     break;
   }
@@ -664,6 +829,10 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
       return rc;
   if (kind == PLAN_OP_RESHAPE)
     rc = check_reshape(in, nin, out, nout, err, errsz);
+  else if (kind == PLAN_OP_EXPAND)
+    rc = check_expand(in, nin, out, nout, err, errsz);
+  else if (kind == PLAN_OP_EMBEDDING_GRAD)
+    rc = check_embedding_grad(in, nin, out, nout, err, errsz);
   else if (kind == PLAN_OP_SPLIT)
     rc = check_split(attrs, in, nin, out, nout, err, errsz);
   else

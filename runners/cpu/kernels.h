@@ -22,7 +22,17 @@
  *    zero row (the masked partial);
  *  - cross_entropy: sum over the local batch elements of
  *    (logsumexp(logits) - logits[label]) divided by the GLOBAL batch count
- *    (the product of in[1].global_dims); the classes are whole on the rank.
+ *    (the product of in[1].global_dims); the classes are whole on the rank;
+ *  - expand: the local block of the input broadcast to the output's local
+ *    dims (the attribute names the global shape, like reshape);
+ *  - relu_grad, gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad: the
+ *    plain op on the local blocks (the normalised dim whole);
+ *  - embedding_grad: the output block holds rows [offset[0], offset[0] +
+ *    dims[0]) of the table (global row count: out.global_dims[0]); each
+ *    local dy row is added to the row its id names when the block holds
+ *    it, so the ranks' blocks of a sample-sharded dy are partial sums;
+ *  - cross_entropy_grad: dy (softmax - onehot) over the local rows, divided
+ *    by the GLOBAL batch count (the product of in[2].global_dims).
  *
  * Dtypes: F64 is computed in double and F32 in float (matmul and linear
  * through OpenBLAS dgemm / sgemm). BF16 and F16 are emulated: stored as
@@ -34,7 +44,10 @@
  * Exact mode (verifier `exact`, an F64 mode): the result of an op that is
  * not exactly representable is rounded to the dyadic grid 2^-dyadic_bits
  * (plan_dyadic_round), so that every later sum is exact in any order:
- *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm: every output;
+ *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm, and the gradient
+ *    ops gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad and
+ *    cross_entropy_grad: every output (relu_grad, embedding_grad and
+ *    expand are exact);
  *  - the per-sample losses of cross_entropy, before they are summed;
  *  - div, reduce_mean and cross_entropy's division by the global count: an
  *    element whose quotient is inexact in double;
@@ -100,8 +113,8 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
                     const plan_kernel_ctx *ctx, char *err, size_t errsz);
 
 /* Whether op `kind` has a kernel for outputs of `dtype` (every op for the
- * float dtypes; transpose, permute, reshape, split and concat also for the
- * integer dtypes). */
+ * float dtypes; transpose, permute, reshape, split, concat and expand also
+ * for the integer dtypes). */
 bool plan_cpu_supports(int kind, plan_dtype dtype);
 
 /* Rounds x to the nearest bf16 / f16 value (ties to even; NaN stays NaN,

@@ -69,6 +69,22 @@ typedef struct plan_typed_kernels {
   /* out[rows, n] = x[rows, k] w[n, k]^T (+ bias[n]); bias may be NULL */
   void (*linear)(const void *x, const void *w, const void *bias, void *out,
                  int64_t rows, int64_t n, int64_t k);
+  /* kind: RELU_GRAD, GELU_GRAD (param 1: tanh approximation), SILU_GRAD:
+   * out = dy * f'(x), elementwise over n */
+  void (*act_grad)(int kind, const void *dy, const void *x, void *out,
+                   int64_t n, double param, int bits);
+  /* kind: LAYERNORM_GRAD or RMSNORM_GRAD: the input gradient over the last
+   * dim of [rows, d] */
+  void (*norm_grad)(int kind, const void *dy, const void *x, const void *w,
+                    void *out, int64_t rows, int64_t d, double eps, int bits);
+  /* out[rows, d] (table rows [lo, lo + rows)) = the dy rows [n, d] summed
+   * by id; ids outside the block are skipped */
+  void (*embedding_grad)(const void *dy, const int64_t *ids, int64_t n,
+                         int64_t lo, int64_t rows, int64_t d, void *out);
+  /* out[rows, c] = dy[0] (softmax(logits) - onehot(labels)) / count */
+  void (*cross_entropy_grad)(const void *dy, const void *logits,
+                             const int64_t *labels, int64_t rows, int64_t c,
+                             double count, void *out, int bits);
 } plan_typed_kernels;
 
 /* Exact mode: whether x has at most 24 significant bits (0, 2^k, 0.75 and 3

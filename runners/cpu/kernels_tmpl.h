@@ -314,7 +314,138 @@ static void F(linear)(const void *vx, const void *vw, const void *vbias,
        (int)k, w, (int)k, bias ? 1 : 0, o, (int)n);
 }
 
+/* ---- gradient ops -------------------------------------------------------- */
+
+static void F(act_grad)(int kind, const void *vdy, const void *vx, void *vo,
+                        int64_t n, double param, int bits) {
+  const R *dy = vdy, *x = vx;
+  R *o = vo;
+  const R half = (R)0.5, one = (R)1;
+  switch (kind) {
+  case PLAN_OP_RELU_GRAD:
+    /* 0 at x = 0, as torch's threshold_backward */
+    for (int64_t i = 0; i < n; i++)
+      o[i] = x[i] > 0 ? dy[i] : (R)0;
+    break;
+  case PLAN_OP_GELU_GRAD:
+    if (param != 0) {
+      /* d/dx [x/2 (1 + tanh u)], u = c (x + c3 x^3):
+       * (1 + t)/2 + x/2 (1 - t^2) c (1 + 3 c3 x^2) */
+      const R c = (R)0.79788456080286535588, c3 = (R)0.044715;
+      for (int64_t i = 0; i < n; i++) {
+        R v = x[i], t = MF(tanh)(c * (v + c3 * v * v * v));
+        R d = half * (one + t) +
+              half * v * (one - t * t) * c * (one + (R)3 * c3 * v * v);
+        o[i] = F(grid)(dy[i] * d, bits);
+      }
+    } else {
+      /* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
+      const R s = (R)0.70710678118654752440, p = (R)0.39894228040143267794;
+      for (int64_t i = 0; i < n; i++) {
+        R v = x[i];
+        R d = half * (one + MF(erf)(v * s)) + v * p * MF(exp)(-half * v * v);
+        o[i] = F(grid)(dy[i] * d, bits);
+      }
+    }
+    break;
+  default: /* PLAN_OP_SILU_GRAD: s (1 + x (1 - s)), s = sigmoid(x) */
+    for (int64_t i = 0; i < n; i++) {
+      R s = one / (one + MF(exp)(-x[i]));
+      o[i] = F(grid)(dy[i] * (s * (one + x[i] * (one - s))), bits);
+    }
+    break;
+  }
+}
+
+/* With xh = (x - mean) rstd (layernorm) or x rstd (rmsnorm) and g = dy w:
+ * layernorm: dx = rstd (g - mean(g) - xh mean(g xh));
+ * rmsnorm:   dx = rstd (g - xh mean(g xh)). */
+static void F(norm_grad)(int kind, const void *vdy, const void *vx,
+                         const void *vw, void *vo, int64_t rows, int64_t d,
+                         double eps, int bits) {
+  const R *dy = vdy, *x = vx, *w = vw;
+  R *o = vo;
+  if (d == 0)
+    return;
+  const R dd = (R)d, e = (R)eps, one = (R)1;
+  bool ln = kind == PLAN_OP_LAYERNORM_GRAD;
+  for (int64_t r = 0; r < rows; r++) {
+    const R *xx = x + r * d, *gy = dy + r * d;
+    R *oo = o + r * d;
+    /* the statistics as the forward kernel computes them */
+    R mean = 0, v = 0;
+    if (ln) {
+      R s = 0;
+      for (int64_t i = 0; i < d; i++)
+        s += xx[i];
+      mean = s / dd;
+      for (int64_t i = 0; i < d; i++)
+        v += (xx[i] - mean) * (xx[i] - mean);
+    } else {
+      for (int64_t i = 0; i < d; i++)
+        v += xx[i] * xx[i];
+    }
+    R rstd = one / MF(sqrt)(v / dd + e);
+    R sg = 0, sgx = 0;
+    for (int64_t i = 0; i < d; i++) {
+      R g = gy[i] * w[i];
+      sg += g;
+      sgx += g * (xx[i] - mean) * rstd;
+    }
+    R mg = ln ? sg / dd : (R)0, mgx = sgx / dd;
+    for (int64_t i = 0; i < d; i++) {
+      R xh = (xx[i] - mean) * rstd;
+      oo[i] = F(grid)(rstd * (gy[i] * w[i] - mg - xh * mgx), bits);
+    }
+  }
+}
+
+static void F(embedding_grad)(const void *vdy, const int64_t *ids, int64_t n,
+                              int64_t lo, int64_t rows, int64_t d, void *vo) {
+  const R *dy = vdy;
+  R *o = vo;
+  for (int64_t i = 0; i < rows * d; i++)
+    o[i] = 0;
+  /* in sample order: a row's sum is deterministic */
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = ids[i] - lo;
+    if (r < 0 || r >= rows)
+      continue;
+    R *oo = o + r * d;
+    const R *g = dy + i * d;
+    for (int64_t j = 0; j < d; j++)
+      oo[j] += g[j];
+  }
+}
+
+static void F(cross_entropy_grad)(const void *vdy, const void *vl,
+                                  const int64_t *labels, int64_t rows,
+                                  int64_t c, double count, void *vo,
+                                  int bits) {
+  const R *lg = vl;
+  R *o = vo;
+  /* dy / count once, as the forward divides its sum once */
+  R g = F(quot)(((const R *)vdy)[0], (R)count, bits);
+  for (int64_t r = 0; r < rows; r++) {
+    const R *row = lg + r * c;
+    R *oo = o + r * c;
+    R m = row[0];
+    for (int64_t i = 1; i < c; i++)
+      if (row[i] > m)
+        m = row[i];
+    R s = 0;
+    for (int64_t i = 0; i < c; i++) {
+      oo[i] = MF(exp)(row[i] - m);
+      s += oo[i];
+    }
+    s = s < 1 ? 1 : s;
+    for (int64_t i = 0; i < c; i++)
+      oo[i] = F(grid)((oo[i] / s - (i == labels[r] ? (R)1 : (R)0)) * g, bits);
+  }
+}
+
 const plan_typed_kernels TABLE = {
-    F(binary), F(unary),         F(softmax), F(norm),
-    F(reduce), F(cross_entropy), F(matmul),  F(linear),
+    F(binary),   F(unary),     F(softmax),        F(norm),
+    F(reduce),   F(cross_entropy), F(matmul),     F(linear),
+    F(act_grad), F(norm_grad), F(embedding_grad), F(cross_entropy_grad),
 };

@@ -1331,6 +1331,248 @@ static void test_empty(void **state) {
     assert_true(s->v[i] == 0.0);
 }
 
+/* ---- expand and the gradient ops --------------------------------------- */
+
+static void test_expand(void **state) {
+  (void)state;
+  for (int di = 0; di < 5; di++)
+    for (int s = 0; s < 6; s++) {
+      rstate = (uint64_t)(24000 + di * 10 + s);
+      int64_t od[PLAN_MAX_RANK], xd[PLAN_MAX_RANK];
+      int ro = (int)rint_in(1, 4), rx = (int)rint_in(0, ro);
+      rdims(od, ro, 1, 4);
+      for (int d = 0; d < rx; d++)
+        xd[d] = rint_in(0, 1) ? 1 : od[d + ro - rx];
+      bool ints = di == 4;
+      plan_dtype dt = ints ? PLAN_F64 : DTS[di];
+      tt *x = ints ? int_t(rx, xd, -5, 5) : rnd_t(dt, rx, xd);
+      tt *ref = mk(ro, od);
+      ref->int_dtype = x->int_dtype;
+      int64_t c[PLAN_MAX_RANK];
+      for (int64_t i = 0; i < ref->n; i++) {
+        unravel(i, od, ro, c);
+        ref->v[i] = at_bcast(x, c, ro);
+      }
+      plan_attr_val *a = attrs_new();
+      set_ints(&a[0], od, ro);
+      if (!ints) {
+        expect(PLAN_OP_EXPAND, a, dt, &x, 1, &ref, 1, 1);
+        continue;
+      }
+      tt *got = mk_like(ref);
+      got->int_dtype = PLAN_I64;
+      assert_int_equal(run_k(PLAN_OP_EXPAND, a, dt, &x, 1, &got, 1, NULL),
+                       PLAN_OK);
+      for (int64_t i = 0; i < got->n; i++)
+        assert_true(got->v[i] == ref->v[i]);
+    }
+  /* a local block: the broadcast dim sharded, the input whole */
+  const int64_t xd[2] = {1, 3}, gd[2] = {5, 3}, bd[2] = {2, 3};
+  rstate = 24100;
+  tt *x = rnd_t(PLAN_F64, 2, xd), *out = mk(2, bd);
+  out->has_block = true;
+  memcpy(out->gdims, gd, sizeof gd);
+  out->off[0] = 3;
+  plan_attr_val *a = attrs_new();
+  set_ints(&a[0], gd, 2);
+  assert_int_equal(run_k(PLAN_OP_EXPAND, a, PLAN_F64, &x, 1, &out, 1, NULL),
+                   PLAN_OK);
+  for (int64_t i = 0; i < out->n; i++)
+    assert_true(out->v[i] == x->v[i % 3]);
+  tt *bad = mk(2, (const int64_t[]){2, 4});
+  assert_int_equal(run_k(PLAN_OP_EXPAND, a, PLAN_F64, &x, 1, &bad, 1, NULL),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "does not broadcast"));
+}
+
+/* d/dx of relu, gelu (both forms) and silu in long double. */
+static double act_deriv(int kind, long double x, bool tanh_approx) {
+  if (kind == PLAN_OP_RELU_GRAD)
+    return x > 0 ? 1 : 0;
+  if (kind == PLAN_OP_SILU_GRAD) {
+    long double s = 1 / (1 + expl(-x));
+    return (double)(s * (1 + x * (1 - s)));
+  }
+  if (tanh_approx) {
+    long double c = sqrtl(2.0L / 3.14159265358979323846264L), c3 = 0.044715L;
+    long double t = tanhl(c * (x + c3 * x * x * x));
+    return (double)(0.5L * (1 + t) +
+                    0.5L * x * (1 - t * t) * c * (1 + 3 * c3 * x * x));
+  }
+  return (double)(0.5L * (1 + erfl(x / sqrtl(2.0L))) +
+                  x * expl(-x * x / 2) / sqrtl(2 * 3.14159265358979323846264L));
+}
+
+static void test_act_grads(void **state) {
+  (void)state;
+  static const int kinds[4] = {PLAN_OP_RELU_GRAD, PLAN_OP_GELU_GRAD,
+                               PLAN_OP_GELU_GRAD, PLAN_OP_SILU_GRAD};
+  for (int k = 0; k < 4; k++)
+    for (int di = 0; di < 4; di++) {
+      rstate = (uint64_t)(25000 + k * 10 + di);
+      plan_dtype dt = DTS[di];
+      int64_t dims[PLAN_MAX_RANK];
+      int r = (int)rint_in(0, 3);
+      rdims(dims, r, 1, 5);
+      tt *dy = rnd_t(dt, r, dims), *x = rnd_t(dt, r, dims), *ref = mk(r, dims);
+      for (int64_t i = 0; i < x->n; i++)
+        ref->v[i] = (double)((long double)dy->v[i] *
+                             act_deriv(kinds[k], x->v[i], k == 2));
+      plan_attr_val *a = attrs_new();
+      a[0].s = k == 2 ? "tanh" : "none";
+      tt *in[2] = {dy, x};
+      expect(kinds[k], kinds[k] == PLAN_OP_GELU_GRAD ? a : NULL, dt, in, 2,
+             &ref, 1, 4);
+    }
+}
+
+/* The norm gradients in every dtype agree with F64 (whose values the
+ * finite-difference test of autodiff checks), and are exactly zero where dy
+ * is. */
+static void test_norm_grads(void **state) {
+  (void)state;
+  for (int k = 0; k < 2; k++) {
+    int kind = k ? PLAN_OP_RMSNORM_GRAD : PLAN_OP_LAYERNORM_GRAD;
+    rstate = (uint64_t)(26000 + k);
+    const int64_t dims[3] = {2, 3, 6}, wd[1] = {6};
+    tt *dy = rnd_t(PLAN_BF16, 3, dims), *x = rnd_t(PLAN_BF16, 3, dims);
+    tt *w = rnd_t(PLAN_BF16, 1, wd), *in[3] = {dy, x, w};
+    tt *ref = mk(3, dims);
+    assert_int_equal(run_k(kind, NULL, PLAN_F64, in, 3, &ref, 1, NULL),
+                     PLAN_OK);
+    for (int di = 1; di < 4; di++)
+      expect(kind, NULL, DTS[di], in, 3, &ref, 1, 16);
+    /* the sum of a layernorm gradient over a row is zero */
+    if (kind == PLAN_OP_LAYERNORM_GRAD)
+      for (int64_t r = 0; r < 6; r++) {
+        double sum = 0;
+        for (int64_t i = 0; i < 6; i++)
+          sum += ref->v[r * 6 + i];
+        assert_true(fabs(sum) < 1e-12);
+      }
+    memset(dy->v, 0, sizeof(double) * (size_t)dy->n);
+    assert_int_equal(run_k(kind, NULL, PLAN_F64, in, 3, &ref, 1, NULL),
+                     PLAN_OK);
+    for (int64_t i = 0; i < ref->n; i++)
+      assert_true(ref->v[i] == 0.0);
+  }
+}
+
+/* embedding_grad sums dy rows by id; over a row-sharded output each block
+ * holds its own rows. */
+static void test_embedding_grad(void **state) {
+  (void)state;
+  for (int di = 0; di < 4; di++) {
+    plan_dtype dt = DTS[di];
+    rstate = (uint64_t)(27000 + di);
+    const int64_t dd[3] = {2, 5, 3}, idd[2] = {2, 5}, od[2] = {7, 3};
+    tt *dy = rnd_t(dt, 3, dd), *ids = int_t(2, idd, 0, 7), *ref = mk(2, od);
+    for (int64_t i = 0; i < ids->n; i++)
+      for (int j = 0; j < 3; j++)
+        ref->v[(int64_t)ids->v[i] * 3 + j] += dy->v[i * 3 + j];
+    plan_attr_val *a = attrs_new();
+    a[0].i = 7;
+    a[0].present = true;
+    tt *in[2] = {dy, ids};
+    expect(PLAN_OP_EMBEDDING_GRAD, a, dt, in, 2, &ref, 1, 10);
+    for (int h = 0; h < 2; h++) { /* rows [0, 4) and [4, 7) */
+      tt *blk = block_of(ref, 0, h ? 4 : 0, h ? 3 : 4), *got = mk_like(blk);
+      got->has_block = true;
+      memcpy(got->gdims, blk->gdims, sizeof got->gdims);
+      memcpy(got->off, blk->off, sizeof got->off);
+      assert_int_equal(
+          run_k(PLAN_OP_EMBEDDING_GRAD, a, dt, in, 2, &got, 1, NULL), PLAN_OK);
+      compare(got, blk, dt, 10, "embedding_grad block");
+    }
+  }
+  const int64_t dd[2] = {2, 3}, idd[1] = {2}, od[2] = {4, 3};
+  tt *dy = rnd_t(PLAN_F64, 2, dd), *ids = int_t(1, idd, 0, 4), *out = mk(2, od);
+  ids->v[0] = 4;
+  plan_attr_val *a = attrs_new();
+  a[0].i = 4;
+  tt *in[2] = {dy, ids};
+  assert_int_equal(
+      run_k(PLAN_OP_EMBEDDING_GRAD, a, PLAN_F64, in, 2, &out, 1, NULL),
+      PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "outside the table's rows"));
+}
+
+/* cross_entropy_grad: dy (softmax - onehot) / count, the count global over
+ * a split batch. */
+static void test_cross_entropy_grad(void **state) {
+  (void)state;
+  for (int di = 0; di < 4; di++) {
+    plan_dtype dt = DTS[di];
+    rstate = (uint64_t)(28000 + di);
+    const int64_t ld[2] = {6, 5}, bd[1] = {6}, sd[1] = {1};
+    tt *lg = rnd_t(dt, 2, ld), *lb = int_t(1, bd, 0, 5);
+    tt *dy = mk(0, sd);
+    dy->v[0] = quant(dt, 1.5);
+    tt *ref = mk(2, ld);
+    for (int r = 0; r < 6; r++) {
+      long double m = lg->v[r * 5], z = 0;
+      for (int i = 1; i < 5; i++)
+        m = fmaxl(m, lg->v[r * 5 + i]);
+      for (int i = 0; i < 5; i++)
+        z += expl(lg->v[r * 5 + i] - m);
+      for (int i = 0; i < 5; i++)
+        ref->v[r * 5 + i] =
+            (double)((expl(lg->v[r * 5 + i] - m) / z - (i == lb->v[r])) *
+                     (long double)dy->v[0] / 6);
+    }
+    tt *in[3] = {dy, lg, lb};
+    expect(PLAN_OP_CROSS_ENTROPY_GRAD, NULL, dt, in, 3, &ref, 1, 1);
+    for (int h = 0; h < 2; h++) { /* samples [0, 2) and [2, 6) */
+      tt *lgb = block_of(lg, 0, h ? 2 : 0, h ? 4 : 2);
+      tt *lbb = block_of(lb, 0, h ? 2 : 0, h ? 4 : 2);
+      tt *want = block_of(ref, 0, h ? 2 : 0, h ? 4 : 2), *got = mk_like(want);
+      tt *bin[3] = {dy, lgb, lbb};
+      assert_int_equal(
+          run_k(PLAN_OP_CROSS_ENTROPY_GRAD, NULL, dt, bin, 3, &got, 1, NULL),
+          PLAN_OK);
+      compare(got, want, dt, 1, "cross_entropy_grad block");
+    }
+  }
+}
+
+/* Exact mode rounds the inexact gradient ops to the grid; relu_grad,
+ * embedding_grad and expand stay exact. */
+static void test_exact_grads(void **state) {
+  (void)state;
+  plan_kernel_ctx ctx = {true, 0};
+  const int64_t dims[2] = {3, 7}, wd[1] = {7}, ld[1] = {3}, sd[1] = {1};
+  rstate = 29000;
+  tt *x = mk(2, dims), *dy = mk(2, dims), *w = mk(1, wd);
+  for (int64_t i = 0; i < x->n; i++) {
+    x->v[i] = (double)rint_in(-3, 3);
+    dy->v[i] = (double)rint_in(-3, 3);
+  }
+  for (int i = 0; i < 7; i++)
+    w->v[i] = (double)rint_in(-3, 3);
+  static const int kinds[5] = {PLAN_OP_GELU_GRAD, PLAN_OP_SILU_GRAD,
+                               PLAN_OP_LAYERNORM_GRAD, PLAN_OP_RMSNORM_GRAD,
+                               PLAN_OP_RELU_GRAD};
+  for (int k = 0; k < 5; k++) {
+    tt *in[3] = {dy, x, w}, *got = mk_like(x);
+    int nin = kinds[k] == PLAN_OP_LAYERNORM_GRAD ||
+                      kinds[k] == PLAN_OP_RMSNORM_GRAD
+                  ? 3
+                  : 2;
+    assert_int_equal(run_k(kinds[k], NULL, PLAN_F64, in, nin, &got, 1, &ctx),
+                     PLAN_OK);
+    for (int64_t i = 0; i < got->n; i++)
+      assert_true(on_grid(got->v[i], 10));
+  }
+  tt *lb = int_t(1, ld, 0, 7), *s = mk(0, sd), *got = mk_like(x);
+  s->v[0] = 1;
+  tt *in[3] = {s, x, lb};
+  assert_int_equal(
+      run_k(PLAN_OP_CROSS_ENTROPY_GRAD, NULL, PLAN_F64, in, 3, &got, 1, &ctx),
+      PLAN_OK);
+  for (int64_t i = 0; i < got->n; i++)
+    assert_true(on_grid(got->v[i], 10));
+}
+
 static void test_errors(void **state) {
   (void)state;
   const int64_t d23[2] = {2, 3}, d34[2] = {3, 4}, d25[2] = {2, 5};
@@ -1439,6 +1681,12 @@ int main(void) {
       T(test_exact_matmul),
       T(test_empty),
       T(test_errors),
+      T(test_expand),
+      T(test_act_grads),
+      T(test_norm_grads),
+      T(test_embedding_grad),
+      T(test_cross_entropy_grad),
+      T(test_exact_grads),
       T(test_every_op_supported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -150,6 +150,14 @@ static void test_registry_names_and_partials(void **state) {
       {PLAN_OP_SPLIT, "split", PLAN_PARTIAL_PASS},
       {PLAN_OP_CONCAT, "concat", PLAN_PARTIAL_ADDITIVE},
       {PLAN_OP_CROSS_ENTROPY, "cross_entropy", PLAN_PARTIAL_NONE},
+      {PLAN_OP_EXPAND, "expand", PLAN_PARTIAL_PASS},
+      {PLAN_OP_RELU_GRAD, "relu_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_GELU_GRAD, "gelu_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_SILU_GRAD, "silu_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_LAYERNORM_GRAD, "layernorm_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_RMSNORM_GRAD, "rmsnorm_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_EMBEDDING_GRAD, "embedding_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_CROSS_ENTROPY_GRAD, "cross_entropy_grad", PLAN_PARTIAL_FIRST},
   };
   assert_int_equal(sizeof want / sizeof want[0], PLAN_OP_COUNT);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -746,6 +754,103 @@ static void test_cross_entropy(void **state) {
              "logits must have rank >= 1");
 }
 
+/* ---- expand and the gradient ops ----------------------------------------- */
+
+static void test_expand(void **state) {
+  (void)state;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  int64_t shape[3] = {2, 4, 6};
+  defaults(PLAN_OP_EXPAND, a);
+  set_ints(&a[0], shape, 3);
+  plan_shape in[1] = {SH(PLAN_F32, 4, 1)};
+  expect_ok(run(PLAN_OP_EXPAND, in, 1, a, 1));
+  EXPECT(0, PLAN_F32, 2, 4, 6);
+  in[0] = SH(PLAN_I64, 6);
+  expect_ok(run(PLAN_OP_EXPAND, in, 1, a, 1));
+  EXPECT(0, PLAN_I64, 2, 4, 6);
+  in[0] = SCALAR(PLAN_F64);
+  expect_ok(run(PLAN_OP_EXPAND, in, 1, a, 1));
+  EXPECT(0, PLAN_F64, 2, 4, 6);
+  in[0] = SH(PLAN_F32, 3, 6);
+  expect_err(run(PLAN_OP_EXPAND, in, 1, a, 1),
+             "expand: input [3, 6] does not broadcast to [2, 4, 6] (dim 0 is "
+             "3, not 1 or 4)");
+  in[0] = SH(PLAN_F32, 1, 2, 4, 6);
+  expect_err(run(PLAN_OP_EXPAND, in, 1, a, 1), "fewer dims than the input");
+  defaults(PLAN_OP_EXPAND, a);
+  expect_err(run(PLAN_OP_EXPAND, in, 1, a, 1), "attribute shape is required");
+  int64_t neg[1] = {-1};
+  set_ints(&a[0], neg, 1);
+  in[0] = SH(PLAN_F32, 1);
+  expect_err(run(PLAN_OP_EXPAND, in, 1, a, 1), "must be >= 0");
+}
+
+static void test_grad_ops(void **state) {
+  (void)state;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  /* activation gradients: (dy, x) of one shape and float dtype */
+  plan_shape in[3] = {SH(PLAN_F32, 4, 6), SH(PLAN_F32, 4, 6), SH(PLAN_F32, 6)};
+  static const int acts[3] = {PLAN_OP_RELU_GRAD, PLAN_OP_GELU_GRAD,
+                              PLAN_OP_SILU_GRAD};
+  for (int i = 0; i < 3; i++) {
+    expect_ok(run(acts[i], in, 2, NULL, 1));
+    EXPECT(0, PLAN_F32, 4, 6);
+  }
+  in[1] = SH(PLAN_F32, 6);
+  expect_err(run(PLAN_OP_RELU_GRAD, in, 2, NULL, 1),
+             "relu_grad: inputs 0 and 1 must have one shape, not [4, 6] and "
+             "[6]");
+  in[1] = SH(PLAN_BF16, 4, 6);
+  expect_err(run(PLAN_OP_SILU_GRAD, in, 2, NULL, 1), "differ in dtype");
+  defaults(PLAN_OP_GELU_GRAD, a);
+  a[0].s = "fast";
+  in[1] = SH(PLAN_F32, 4, 6);
+  expect_err(run(PLAN_OP_GELU_GRAD, in, 2, a, 1),
+             "gelu_grad: approximate must be \"none\" or \"tanh\"");
+  /* norm gradients: (dy, x, w) */
+  expect_ok(run(PLAN_OP_LAYERNORM_GRAD, in, 3, NULL, 1));
+  EXPECT(0, PLAN_F32, 4, 6);
+  expect_ok(run(PLAN_OP_RMSNORM_GRAD, in, 3, NULL, 1));
+  in[2] = SH(PLAN_F32, 4);
+  expect_err(run(PLAN_OP_RMSNORM_GRAD, in, 3, NULL, 1),
+             "rmsnorm_grad: weight must be [6], not [4]");
+  expect_err(run(PLAN_OP_LAYERNORM_GRAD, in, 2, NULL, 1),
+             "layernorm_grad takes 3 inputs, not 2");
+  /* embedding_grad: (dy [b.., d], ids [b..]) -> [rows, d] */
+  defaults(PLAN_OP_EMBEDDING_GRAD, a);
+  a[0].i = 10;
+  in[0] = SH(PLAN_F32, 2, 3, 4);
+  in[1] = SH(PLAN_I64, 2, 3);
+  expect_ok(run(PLAN_OP_EMBEDDING_GRAD, in, 2, a, 1));
+  EXPECT(0, PLAN_F32, 10, 4);
+  in[1] = SH(PLAN_I64, 3, 2);
+  expect_err(run(PLAN_OP_EMBEDDING_GRAD, in, 2, a, 1),
+             "embedding_grad: dy must be the ids' shape [3, 2] plus the "
+             "embedding dim, not [2, 3, 4]");
+  in[1] = SH(PLAN_F32, 2, 3);
+  expect_err(run(PLAN_OP_EMBEDDING_GRAD, in, 2, a, 1),
+             "ids (input 1) must be an integer tensor");
+  a[0].i = -1;
+  in[1] = SH(PLAN_I64, 2, 3);
+  expect_err(run(PLAN_OP_EMBEDDING_GRAD, in, 2, a, 1), "rows must be >= 0");
+  /* cross_entropy_grad: (dy [], logits [b.., c], labels [b..]) */
+  in[0] = SCALAR(PLAN_F32);
+  in[1] = SH(PLAN_F32, 8, 10);
+  in[2] = SH(PLAN_I64, 8);
+  expect_ok(run(PLAN_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 1));
+  EXPECT(0, PLAN_F32, 8, 10);
+  in[2] = SH(PLAN_I64, 9);
+  expect_err(run(PLAN_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 1),
+             "cross_entropy_grad: labels must be [8]");
+  in[2] = SH(PLAN_F32, 8);
+  expect_err(run(PLAN_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 1),
+             "labels (input 2) must be an integer tensor");
+  in[0] = SH(PLAN_F32, 1);
+  in[2] = SH(PLAN_I64, 8);
+  expect_err(run(PLAN_OP_CROSS_ENTROPY_GRAD, in, 3, NULL, 1),
+             "dy (input 0) must be a scalar [], not [1]");
+}
+
 /* ---- input validation shared by all ops ---------------------------------- */
 
 static void test_bad_inputs(void **state) {
@@ -794,6 +899,8 @@ int main(void) {
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_concat),
       cmocka_unit_test(test_cross_entropy),
+      cmocka_unit_test(test_expand),
+      cmocka_unit_test(test_grad_ops),
       cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -685,12 +685,68 @@ static void test_uneven_and_small_axes(void **state) {
   expect_out(&c, IN("S(1)", "S(0)"), "P(sum)");
 }
 
+/* ---- expand and the gradient ops ----------------------------------------- */
+
+static void test_expand_rule(void **state) {
+  (void)state;
+  opcase c;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  int64_t to[3] = {2, 4, 6};
+  defaults(PLAN_OP_EXPAND, a);
+  set_ints(&a[0], to, 3);
+  plan_shape in[1] = {F32(4, 1)};
+  build(&c, PLAN_OP_EXPAND, in, 1, 1, a, &DPTP);
+  /* the kept dim carries its sharding; partial values pass */
+  expect_out(&c, IN("S(0)R"), "S(1)R");
+  expect_out(&c, IN("P(sum)P(avg)"), "P(sum)P(avg)");
+  /* a broadcast size-1 dim cannot be sharded */
+  expect_illegal(&c, IN("RS(1)"), "broadcast size-1 dim");
+}
+
+static void test_grad_op_rules(void **state) {
+  (void)state;
+  opcase c;
+  /* elementwise: dy and x shard alike; only dy may be partial */
+  plan_shape act[2] = {F32(4, 6), F32(4, 6)};
+  build(&c, PLAN_OP_GELU_GRAD, act, 2, 1, NULL, &DPTP);
+  expect_out(&c, IN("S(0)S(1)", "S(0)S(1)"), "S(0)S(1)");
+  expect_out(&c, IN("P(sum)R", "RR"), "P(sum)R");
+  expect_illegal(&c, IN("RR", "P(sum)R"),
+                 "only the output gradient (input 0) may be partial");
+  expect_illegal(&c, IN("P(max)R", "RR"), "only P(sum) and P(avg)");
+  expect_illegal(&c, IN("S(0)R", "RR"), "does not");
+  /* norms: the normalised dim whole */
+  plan_shape norm[3] = {F32(4, 6), F32(4, 6), F32(6)};
+  build(&c, PLAN_OP_LAYERNORM_GRAD, norm, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("S(0)R", "S(0)R", "RR"), "S(0)R");
+  expect_illegal(&c, IN("RS(1)", "RS(1)", "RS(0)"), "must be replicated");
+  /* embedding_grad: samples sharded give partial sums of the table */
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  defaults(PLAN_OP_EMBEDDING_GRAD, a);
+  a[0].i = 10;
+  plan_shape emb[2] = {F32(4, 3, 6), I64(4, 3)};
+  build(&c, PLAN_OP_EMBEDDING_GRAD, emb, 2, 1, a, &DPTP);
+  expect_out(&c, IN("S(0)S(1)", "S(0)S(1)"), "P(sum)P(sum)");
+  expect_out(&c, IN("RS(2)", "RR"), "RS(1)");
+  expect_out(&c, IN("P(sum)R", "RR"), "P(sum)R");
+  /* cross_entropy_grad: rows on their own, the classes whole */
+  plan_shape ce[3] = {mk(PLAN_F32, 0, NULL), F32(4, 6), I64(4)};
+  build(&c, PLAN_OP_CROSS_ENTROPY_GRAD, ce, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("RR", "S(0)R", "S(0)R"), "S(0)R");
+  expect_out(&c, IN("RP(sum)", "S(0)R", "S(0)R"), "S(0)P(sum)");
+  /* a partial dy beside sharded rows would mix the two on one rank */
+  expect_illegal(&c, IN("P(sum)R", "S(0)R", "S(0)R"),
+                 "either sharded or partial");
+  expect_illegal(&c, IN("RR", "RS(1)", "RR"), "must be replicated");
+}
+
 /* ---- every op: all-R in, all-R out; rule structure ----------------------- */
 
 static void test_all_ops_replicated(void **state) {
   (void)state;
   plan_attr_val a[PLAN_MAX_ATTRS];
   int64_t perm[2] = {1, 0}, shape[1] = {24}, dims[1] = {1}, sizes[2] = {2, 4};
+  int64_t expand_to[3] = {2, 4, 6};
   for (int k = 0; k < PLAN_OP_COUNT; k++) {
     defaults(k, a);
     plan_shape in[3] = {F32(4, 6), F32(4, 6), F32(6)};
@@ -736,11 +792,33 @@ static void test_all_ops_replicated(void **state) {
       nin = 1;
       nout = 2;
       break;
+    case PLAN_OP_EXPAND:
+      set_ints(&a[0], expand_to, 3);
+      nin = 1;
+      break;
+    case PLAN_OP_LAYERNORM_GRAD:
+    case PLAN_OP_RMSNORM_GRAD:
+      nin = 3;
+      break;
+    case PLAN_OP_EMBEDDING_GRAD:
+      in[0] = F32(4, 3, 6);
+      in[1] = I64(4, 3);
+      a[0].i = 10;
+      break;
+    case PLAN_OP_CROSS_ENTROPY_GRAD:
+      in[0] = mk(PLAN_F32, 0, NULL);
+      in[1] = F32(4, 6);
+      in[2] = I64(4);
+      nin = 3;
+      break;
     case PLAN_OP_ADD:
     case PLAN_OP_SUB:
     case PLAN_OP_MUL:
     case PLAN_OP_DIV:
     case PLAN_OP_CONCAT:
+    case PLAN_OP_RELU_GRAD:
+    case PLAN_OP_GELU_GRAD:
+    case PLAN_OP_SILU_GRAD:
       break;
     default:
       nin = 1;
@@ -890,6 +968,8 @@ int main(void) {
       cmocka_unit_test(test_cross_entropy),
       cmocka_unit_test(test_nesting_order),
       cmocka_unit_test(test_uneven_and_small_axes),
+      cmocka_unit_test(test_expand_rule),
+      cmocka_unit_test(test_grad_op_rules),
       cmocka_unit_test(test_all_ops_replicated),
       cmocka_unit_test(test_rule_factors),
       cmocka_unit_test(test_api_errors),

@@ -221,6 +221,21 @@ static const opcase cases[] = {
     {"cross_entropy.pow2", "cross_entropy", NULL, 2, {F("logits", "[4, 8]"), I64("labels", "[4]", 8)}, 1, 0},
     {"cross_entropy.rank3.pow2", "cross_entropy", NULL, 2, {F("logits", "[2, 4, 5]"), I64("labels", "[2, 4]", 5)}, 1, 0},
     {"cross_entropy.uneven", "cross_entropy", NULL, 2, {F("logits", "[3, 5]"), I64("labels", "[3]", 5)}, 1, INEXACT_MEAN | ROUNDS},
+    /* expand: a broadcast leading dim, a new leading dim, a column */
+    {"expand", "expand", "{shape: [4, 6]}", 1, {F("x", "[1, 6]")}, 1, 0},
+    {"expand.lead.uneven", "expand", "{shape: [3, 5]}", 1, {F("x", "[5]")}, 1, 0},
+    {"expand.col.uneven", "expand", "{shape: [3, 5]}", 1, {F("x", "[3, 1]")}, 1, 0},
+    /* gradient ops (autodiff): linear in dy (input 0), which alone may be
+     * partial; those that round in exact mode are ROUNDS */
+    {"relu_grad", "relu_grad", NULL, 2, {F("dy", "[4, 6]"), F("x", "[4, 6]")}, 1, 0},
+    {"gelu_grad.uneven", "gelu_grad", NULL, 2, {F("dy", "[3, 5]"), F("x", "[3, 5]")}, 1, ROUNDS},
+    {"gelu_grad.tanh", "gelu_grad", "{approximate: tanh}", 2, {F("dy", "[4, 6]"), F("x", "[4, 6]")}, 1, ROUNDS},
+    {"silu_grad", "silu_grad", NULL, 2, {F("dy", "[4, 6]"), F("x", "[4, 6]")}, 1, ROUNDS},
+    {"layernorm_grad.uneven", "layernorm_grad", NULL, 3, {F("dy", "[3, 5]"), F("x", "[3, 5]"), F("w", "[5]")}, 1, ROUNDS},
+    {"rmsnorm_grad", "rmsnorm_grad", NULL, 3, {F("dy", "[4, 6]"), F("x", "[4, 6]"), F("w", "[6]")}, 1, ROUNDS},
+    {"embedding_grad", "embedding_grad", "{rows: 8}", 2, {F("dy", "[2, 3, 4]"), I64("ids", "[2, 3]", 8)}, 1, 0},
+    {"embedding_grad.uneven", "embedding_grad", "{rows: 5}", 2, {F("dy", "[3, 3]"), I64("ids", "[3]", 5)}, 1, 0},
+    {"cross_entropy_grad.uneven", "cross_entropy_grad", NULL, 3, {F("dy", "[]"), F("logits", "[3, 5]"), I64("labels", "[3]", 5)}, 1, ROUNDS},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -464,11 +479,14 @@ static const char *plan_yaml_partial(sweep *s, const plan_placement *in,
     if (t->range <= 0)
       first_float = false;
     if (mask >> i & 1) {
-      size_t n = strlen(t->shape); /* "[4, 6]" -> "[4, 6, K]" */
+      /* "[4, 6]" -> "[4, 6, K]", "[]" -> "[K]" */
+      size_t n = strlen(t->shape);
+      bool scalar = !strcmp(t->shape, "[]");
       plan_buf_printf(b,
-                      "    %s_u: {shape: %.*s, %lld], dtype: %s, role: %s}\n",
-                      t->name, (int)(n - 1), t->shape, (long long)(2 * ndev),
-                      t->dtype ? t->dtype : "f32", role);
+                      "    %s_u: {shape: %.*s%s%lld], dtype: %s, role: %s}\n",
+                      t->name, (int)(n - 1), t->shape, scalar ? "" : ", ",
+                      (long long)(2 * ndev), t->dtype ? t->dtype : "f32",
+                      role);
       continue;
     }
     plan_buf_printf(b, "    %s: {shape: %s, dtype: %s, role: %s", t->name,

@@ -51,6 +51,41 @@ const char *plan_program_tensor_role(const plan_program *p, int tensor);
 uint64_t plan_program_op_signature(const plan_program *p, int op);
 uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
 
+/* Writes the program as a standalone program document (`libplan:` and
+ * `program:`, the layout of `plan fmt`) into a newly allocated,
+ * NUL-terminated buffer (*len bytes, unless len is NULL); free it with
+ * free(). Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
+int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
+
+/* ---- training programs (autodiff) ------------------------------------------
+ *
+ * plan_program_grad builds the training program of a program with a loss:
+ * its ops, then the backward ops (ordinary ops of the registry) that compute
+ * the gradient of the loss with respect to every param, named grad/<param>
+ * (docs/training-and-pipelines.md, "Autodiff", has the naming scheme and the
+ * rule of every op). The forward ops and tensors keep their indices; the
+ * outputs are the program's outputs, the loss and the gradients; the loss
+ * stays the loss. The seed of the backward pass is a const of ones named
+ * grad/<loss>. */
+
+typedef struct plan_grad_options {
+  unsigned int version; /* PLAN_GRAD_OPTIONS_VERSION */
+  /* nonzero: also the gradients of float inputs (grad/<input>) */
+  int inputs;
+} plan_grad_options;
+
+#define PLAN_GRAD_OPTIONS_VERSION 1
+#define PLAN_GRAD_OPTIONS_INIT {PLAN_GRAD_OPTIONS_VERSION, 0}
+
+/* The training program of `p` into *out (the caller frees it with
+ * plan_program_free); opts NULL: the defaults. Fails with PLAN_EINVALID when
+ * p has no loss, when a name the training program needs is taken by p, or
+ * when the loss depends on the point at which a gradient op is taken (a
+ * second derivative), with the op or tensor's position; PLAN_ENOMEM;
+ * PLAN_EUSAGE for a NULL argument or an unknown options version. */
+int plan_program_grad(plan_program **out, const plan_program *p,
+                      const plan_grad_options *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,526 @@
+/* The backward rule of every op kind of the registry: the ops that turn the
+ * gradient of an op's outputs into the gradients of its inputs. Each rule
+ * is written with ops of the registry; the table in
+ * docs/training-and-pipelines.md ("Autodiff") states them in formulas.
+ *
+ * Conventions: dy is the gradient of output 0 (dys[k] of output k); the
+ * forward tensors keep their indices in the training program, so op->in[j]
+ * and op->out[k] name them there. The main op of a gradient is named after
+ * the input (da, db, dx, dw, ...); the ops that shape it take a suffix
+ * (da.sum, da.shape). A gradient op is linear in its first input (the
+ * output gradient), and its rule covers that input and a norm's weight; the
+ * point it is taken at (x, logits) would need a second derivative, which is
+ * refused with the op's position. */
+#include <string.h>
+
+#include "autodiff_int.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* Contributes g (or passes a failure on). */
+static int give(ad_ctx *c, const plan_op *op, int slot, int g) {
+  return g < 0 ? g : ad_contribute(c, op->in[slot], g);
+}
+
+static const plan_attr_spec *spec_of(int kind) {
+  return plan_op_info_get(kind)->attrs;
+}
+static bool attr_b(const plan_op *op, int i) {
+  return op->attrs ? op->attrs[i].b : spec_of(op->kind)[i].def_b;
+}
+static int64_t attr_i(const plan_op *op, int i) {
+  return op->attrs ? op->attrs[i].i : spec_of(op->kind)[i].def_i;
+}
+static double attr_f(const plan_op *op, int i) {
+  return op->attrs ? op->attrs[i].f : spec_of(op->kind)[i].def_f;
+}
+
+static int rank_of(const ad_ctx *c, int t) {
+  return c->p->tensors[t].rank;
+}
+static int64_t dim_of(const ad_ctx *c, int t, int d) {
+  return c->p->tensors[t].dims[d];
+}
+/* Copies the dims of t into dims (PLAN_MAX_RANK entries). */
+static int dims_of(const ad_ctx *c, int t, int64_t *dims) {
+  const plan_tensor *x = &c->p->tensors[t];
+  memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+  return x->rank;
+}
+
+/* The product of every dim but the last. */
+static int64_t rows_of(const ad_ctx *c, int t) {
+  const plan_tensor *x = &c->p->tensors[t];
+  int64_t n = 1;
+  for (int d = 0; d + 1 < x->rank; d++)
+    n *= x->dims[d];
+  return n;
+}
+
+/* The op's own attributes (for a rule that applies the same kind again). */
+static const plan_attr_val *same_attrs(const plan_op *op) {
+  return op->attrs;
+}
+
+static int second_order(ad_ctx *c, const plan_op *op, int slot) {
+  return ad_fail(c,
+                 "the loss depends on input %d ('%s'), the point this "
+                 "gradient op is taken at; its gradient there is a second "
+                 "derivative, which autodiff does not build",
+                 slot, c->f->tensors[op->in[slot]].name);
+}
+
+/* ---- matmul, linear ------------------------------------------------------ */
+
+/* C = op(A) op(B) (op: transpose when ta / tb), batch dims broadcast:
+ *   dA = dC op(B)^T, stored transposed when ta: op(B) dC^T;
+ *   dB = op(A)^T dC, stored transposed when tb: dC^T op(A);
+ * then summed over the batch dims the operand was broadcast along. A 2-D B
+ * under a batched A (the usual weight) folds the batch into the rows
+ * instead: one [k, rows] x [rows, n] product, no batch of partial dBs. */
+static int bw_matmul(ad_ctx *c, const plan_op *op, int dc) {
+  int a = op->in[0], b = op->in[1];
+  bool ta = attr_b(op, 0), tb = attr_b(op, 1);
+  if (ad_wants(c, op, 0)) {
+    int g = ta ? ad_matmul(c, "da", b, dc, tb, true)
+               : ad_matmul(c, "da", dc, b, false, !tb);
+    if (g >= 0)
+      g = ad_unbroadcast(c, "da", g, a);
+    int rc = give(c, op, 0, g);
+    if (rc)
+      return rc;
+  }
+  if (!ad_wants(c, op, 1))
+    return PLAN_OK;
+  int ra = rank_of(c, a), rb = rank_of(c, b);
+  if (rb == 2 && ra > 2 && !ta) {
+    int64_t k = dim_of(c, a, ra - 1), n = dim_of(c, dc, ra - 1);
+    int64_t rows = rows_of(c, a);
+    int64_t ad[2] = {rows, k}, cd[2] = {rows, n};
+    int a2 = ad_reshape(c, "db.a", a, 2, ad);
+    int c2 = a2 < 0 ? a2 : ad_reshape(c, "db.dy", dc, 2, cd);
+    if (c2 < 0)
+      return c2;
+    return give(c, op, 1,
+                tb ? ad_matmul(c, "db", c2, a2, true, false)
+                   : ad_matmul(c, "db", a2, c2, true, false));
+  }
+  int g = tb ? ad_matmul(c, "db", dc, a, true, ta)
+             : ad_matmul(c, "db", a, dc, !ta, false);
+  if (g >= 0)
+    g = ad_unbroadcast(c, "db", g, b);
+  return give(c, op, 1, g);
+}
+
+/* y = x w^T + bias, x [b.., k], w [n, k]:
+ *   dx = dy w;  dw = dy^T x over every row;  dbias = dy summed over rows. */
+static int bw_linear(ad_ctx *c, const plan_op *op, int dy) {
+  int x = op->in[0], w = op->in[1], r = rank_of(c, dy), rc;
+  int64_t n = dim_of(c, w, 0), k = dim_of(c, w, 1);
+  if (ad_wants(c, op, 0)) {
+    int g;
+    if (r >= 2) {
+      g = ad_matmul(c, "dx", dy, w, false, false);
+    } else { /* [n] -> [1, n] x [n, k] -> [k] */
+      int64_t row[2] = {1, n};
+      g = ad_reshape(c, "dx.row", dy, 2, row);
+      if (g >= 0)
+        g = ad_matmul(c, "dx.mm", g, w, false, false);
+      if (g >= 0)
+        g = ad_reshape(c, "dx", g, 1, &k);
+    }
+    if ((rc = give(c, op, 0, g)))
+      return rc;
+  }
+  if (ad_wants(c, op, 1)) {
+    int64_t rows = rows_of(c, x);
+    int64_t yd[2] = {rows, n}, xd[2] = {rows, k};
+    int y2 = ad_reshape(c, "dw.dy", dy, 2, yd);
+    int x2 = y2 < 0 ? y2 : ad_reshape(c, "dw.x", x, 2, xd);
+    int g = x2 < 0 ? x2 : ad_matmul(c, "dw", y2, x2, true, false);
+    if ((rc = give(c, op, 1, g)))
+      return rc;
+  }
+  if (op->nin == 3 && ad_wants(c, op, 2))
+    return give(c, op, 2, ad_sum_rows(c, "db", dy));
+  return PLAN_OK;
+}
+
+/* ---- elementwise --------------------------------------------------------- */
+
+/* add: da = dy, db = dy; sub: db = -dy; each summed back to its operand's
+ * shape where it was broadcast. */
+static int bw_add_sub(ad_ctx *c, const plan_op *op, int dy, bool sub) {
+  int rc;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0, ad_unbroadcast(c, "da", dy, op->in[0]))))
+    return rc;
+  if (!ad_wants(c, op, 1))
+    return PLAN_OK;
+  int g = ad_unbroadcast(c, "db", dy, op->in[1]);
+  if (sub && g >= 0)
+    g = ad_scale(c, "db.neg", g, -1.0);
+  return give(c, op, 1, g);
+}
+
+/* mul: da = dy b, db = dy a (summed where broadcast). */
+static int bw_mul(ad_ctx *c, const plan_op *op, int dy) {
+  static const char *const part[2] = {"da", "db"};
+  for (int s = 0; s < 2; s++) {
+    if (!ad_wants(c, op, s))
+      continue;
+    int g = ad_binary(c, PLAN_OP_MUL, part[s], dy, op->in[1 - s]);
+    if (g >= 0)
+      g = ad_unbroadcast(c, part[s], g, op->in[s]);
+    int rc = give(c, op, s, g);
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+/* y = a / b: da = dy / b;  db = -dy a / b^2 = -(dy / b) y. */
+static int bw_div(ad_ctx *c, const plan_op *op, int dy) {
+  int q = ad_binary(c, PLAN_OP_DIV, "da", dy, op->in[1]);
+  if (q < 0)
+    return q;
+  int rc;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0, ad_unbroadcast(c, "da", q, op->in[0]))))
+    return rc;
+  if (!ad_wants(c, op, 1))
+    return PLAN_OK;
+  int g = ad_binary(c, PLAN_OP_MUL, "db", q, op->out[0]);
+  if (g >= 0)
+    g = ad_unbroadcast(c, "db", g, op->in[1]);
+  if (g >= 0)
+    g = ad_scale(c, "db.neg", g, -1.0);
+  return give(c, op, 1, g);
+}
+
+/* ---- unary --------------------------------------------------------------- */
+
+/* relu, gelu, silu: dx = dy f'(x), a gradient op of the registry. */
+static int bw_act(ad_ctx *c, const plan_op *op, int dy, int gkind) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(gkind, a);
+  if (op->kind == PLAN_OP_GELU && op->attrs)
+    a[0] = op->attrs[0]; /* approximate */
+  int in[2] = {dy, op->in[0]};
+  return give(c, op, 0, ad_op(c, gkind, "dx", a, in, 2));
+}
+
+/* y = tanh x: dx = dy (1 - y^2) = dy - (dy y) y. */
+static int bw_tanh(ad_ctx *c, const plan_op *op, int dy) {
+  int y = op->out[0];
+  int g = ad_binary(c, PLAN_OP_MUL, "dx.dyy", dy, y);
+  if (g >= 0)
+    g = ad_binary(c, PLAN_OP_MUL, "dx.dyyy", g, y);
+  if (g >= 0)
+    g = ad_binary(c, PLAN_OP_SUB, "dx", dy, g);
+  return give(c, op, 0, g);
+}
+
+/* y = softmax(x) along dim: dx = y (dy - sum_dim(dy y)). */
+static int bw_softmax(ad_ctx *c, const plan_op *op, int dy) {
+  int y = op->out[0];
+  int64_t dim = attr_i(op, 0);
+  if (dim < 0)
+    dim += rank_of(c, y);
+  int g = ad_binary(c, PLAN_OP_MUL, "dx.dyy", dy, y);
+  if (g >= 0)
+    g = ad_reduce_sum(c, "dx.sum", g, &dim, 1, true);
+  if (g >= 0)
+    g = ad_binary(c, PLAN_OP_SUB, "dx.sub", dy, g);
+  if (g >= 0)
+    g = ad_binary(c, PLAN_OP_MUL, "dx", y, g);
+  return give(c, op, 0, g);
+}
+
+/* ---- norms --------------------------------------------------------------- */
+
+/* A const of ones shaped like the normalised dim of x: the weight of the
+ * plain norm. */
+static int norm_ones(ad_ctx *c, int x, const char *part) {
+  int64_t d = dim_of(c, x, rank_of(c, x) - 1);
+  return ad_const(c, part, NULL, 1, &d, c->p->tensors[x].dtype,
+                  PLAN_RECIPE_ONES);
+}
+
+/* y = xh w (+ bias) with xh the normalised x (layernorm: (x - mean) rstd,
+ * rmsnorm: x rstd):
+ *   dx = layernorm_grad / rmsnorm_grad (dy, x, w);
+ *   dw = sum over rows of dy xh, with xh recomputed as the norm of x with
+ *        weight ones;  dbias = sum over rows of dy. */
+static int bw_norm(ad_ctx *c, const plan_op *op, int dy, int gkind) {
+  int x = op->in[0], rc;
+  if (ad_wants(c, op, 0)) {
+    plan_attr_val a[PLAN_MAX_ATTRS];
+    ad_attrs(gkind, a);
+    a[0].f = attr_f(op, 0); /* eps */
+    a[0].present = op->attrs && op->attrs[0].present;
+    int in[3] = {dy, x, op->in[1]};
+    if ((rc = give(c, op, 0, ad_op(c, gkind, "dx", a, in, 3))))
+      return rc;
+  }
+  if (ad_wants(c, op, 1)) {
+    int ones = norm_ones(c, x, "ones");
+    int in[2] = {x, ones};
+    int xh =
+        ones < 0 ? ones : ad_op(c, op->kind, "xhat", same_attrs(op), in, 2);
+    bool rows = rank_of(c, x) > 1;
+    int g =
+        xh < 0 ? xh : ad_binary(c, PLAN_OP_MUL, rows ? "dw.mul" : "dw", dy, xh);
+    if (g >= 0)
+      g = ad_sum_rows(c, "dw", g);
+    if ((rc = give(c, op, 1, g)))
+      return rc;
+  }
+  if (op->nin == 3 && ad_wants(c, op, 2))
+    return give(c, op, 2, ad_sum_rows(c, "db", dy));
+  return PLAN_OK;
+}
+
+/* ---- embedding, loss ----------------------------------------------------- */
+
+/* out = table[ids]: dtable = the rows of dy summed into the rows the ids
+ * name (embedding_grad); the ids are integers. */
+static int bw_embedding(ad_ctx *c, const plan_op *op, int dy) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_EMBEDDING_GRAD, a);
+  a[0].i = dim_of(c, op->in[0], 0);
+  a[0].present = true;
+  int in[2] = {dy, op->in[1]};
+  return give(c, op, 0, ad_op(c, PLAN_OP_EMBEDDING_GRAD, "dtable", a, in, 2));
+}
+
+/* loss = mean over samples of lse(logits) - logits[label]:
+ * dlogits = dloss (softmax(logits) - onehot(labels)) / samples. */
+static int bw_cross_entropy(ad_ctx *c, const plan_op *op, int dy) {
+  int in[3] = {dy, op->in[0], op->in[1]};
+  return give(c, op, 0,
+              ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "dlogits", NULL, in, 3));
+}
+
+/* ---- data movement ------------------------------------------------------- */
+
+/* transpose: the same swap; permute: the inverse permutation. */
+static int bw_permute(ad_ctx *c, const plan_op *op, int dy) {
+  if (op->kind == PLAN_OP_TRANSPOSE)
+    return give(c, op, 0,
+                ad_op(c, PLAN_OP_TRANSPOSE, "dx", same_attrs(op), &dy, 1));
+  int r = rank_of(c, dy);
+  int64_t inv[PLAN_MAX_RANK];
+  for (int j = 0; j < r; j++) {
+    int64_t pj = op->attrs[0].ints[j];
+    inv[pj < 0 ? pj + r : pj] = j;
+  }
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_PERMUTE, a);
+  ad_set_ints(&a[0], inv, r);
+  return give(c, op, 0, ad_op(c, PLAN_OP_PERMUTE, "dx", a, &dy, 1));
+}
+
+static int bw_reshape(ad_ctx *c, const plan_op *op, int dy) {
+  int64_t dims[PLAN_MAX_RANK];
+  int r = dims_of(c, op->in[0], dims);
+  return give(c, op, 0, ad_reshape(c, "dx", dy, r, dims));
+}
+
+/* reduce_sum: dx = dy broadcast back over the reduced dims (expand, after a
+ * reshape that puts the reduced dims back as 1 unless keepdim);
+ * reduce_mean: the same of dy / (elements per mean). */
+static int bw_reduce(ad_ctx *c, const plan_op *op, int dy) {
+  int x = op->in[0];
+  int64_t xd[PLAN_MAX_RANK], kd[PLAN_MAX_RANK];
+  int r = dims_of(c, x, xd);
+  memcpy(kd, xd, sizeof kd);
+  double count = 1;
+  const int64_t *dims = op->attrs[0].ints;
+  for (int i = 0; i < op->attrs[0].nints; i++) {
+    int d = (int)(dims[i] < 0 ? dims[i] + r : dims[i]);
+    count *= (double)xd[d];
+    kd[d] = 1;
+  }
+  int g = dy;
+  if (op->kind == PLAN_OP_REDUCE_MEAN)
+    g = ad_scale(c, "dx.mean", g, count > 0 ? 1.0 / count : 1.0);
+  if (g >= 0)
+    g = ad_reshape(c, "dx.shape", g, r, kd);
+  if (g < 0)
+    return g;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_EXPAND, a);
+  ad_set_ints(&a[0], xd, r);
+  return give(c, op, 0, ad_op(c, PLAN_OP_EXPAND, "dx", a, &g, 1));
+}
+
+/* split: dx = concat of the parts' gradients (zeros for a part without
+ * one, made by the caller). */
+static int bw_split(ad_ctx *c, const plan_op *op, const int *dys) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_CONCAT, a);
+  a[0].i = attr_i(op, 0);
+  a[0].present = true;
+  return give(c, op, 0, ad_op(c, PLAN_OP_CONCAT, "dx", a, dys, op->nout));
+}
+
+/* concat: each input's gradient is its slice of dy (one split). */
+static int bw_concat(ad_ctx *c, const plan_op *op, int dy) {
+  int64_t dim = attr_i(op, 0), sizes[PLAN_MAX_OPERANDS];
+  if (dim < 0)
+    dim += rank_of(c, dy);
+  for (int j = 0; j < op->nin; j++)
+    sizes[j] = dim_of(c, op->in[j], (int)dim);
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_SPLIT, a);
+  a[0].i = dim;
+  a[0].present = true;
+  ad_set_ints(&a[1], sizes, op->nin);
+  int parts[PLAN_MAX_OPERANDS];
+  int rc = ad_emit(c, PLAN_OP_SPLIT, "dx", a, &dy, 1, op->nin, parts);
+  if (rc < 0)
+    return rc;
+  for (int j = 0; j < op->nin; j++)
+    if (ad_wants(c, op, j) && (rc = give(c, op, j, parts[j])))
+      return rc;
+  return PLAN_OK;
+}
+
+/* expand: dx = dy summed over the broadcast dims. */
+static int bw_expand(ad_ctx *c, const plan_op *op, int dy) {
+  return give(c, op, 0, ad_unbroadcast(c, "dx", dy, op->in[0]));
+}
+
+/* ---- gradient ops -------------------------------------------------------- */
+
+/* relu_grad, gelu_grad, silu_grad: z = a f'(x) elementwise, so
+ * da = dz f'(x): the same op. */
+static int bw_act_grad(ad_ctx *c, const plan_op *op, int dz) {
+  if (ad_wants(c, op, 1))
+    return second_order(c, op, 1);
+  int in[2] = {dz, op->in[1]};
+  return give(c, op, 0, ad_op(c, op->kind, "da", same_attrs(op), in, 2));
+}
+
+/* layernorm_grad / rmsnorm_grad: z = J (w a), with J the Jacobian of the
+ * plain norm at x, which is symmetric; so da = w (J dz) and dw = sum over
+ * rows of a (J dz), where J dz is the same op with weight ones. */
+static int bw_norm_grad(ad_ctx *c, const plan_op *op, int dz) {
+  if (ad_wants(c, op, 1))
+    return second_order(c, op, 1);
+  int x = op->in[1], rc;
+  int ones = norm_ones(c, x, "ones");
+  int in[3] = {dz, x, ones};
+  int jg = ones < 0 ? ones : ad_op(c, op->kind, "jdz", same_attrs(op), in, 3);
+  if (jg < 0)
+    return jg;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0, ad_binary(c, PLAN_OP_MUL, "da", jg, op->in[2]))))
+    return rc;
+  if (!ad_wants(c, op, 2))
+    return PLAN_OK;
+  bool rows = rank_of(c, x) > 1;
+  int g = ad_binary(c, PLAN_OP_MUL, rows ? "dw.mul" : "dw", jg, op->in[0]);
+  if (g >= 0)
+    g = ad_sum_rows(c, "dw", g);
+  return give(c, op, 2, g);
+}
+
+/* embedding_grad sums rows by id; its adjoint gathers them: da =
+ * embedding(dz, ids). */
+static int bw_embedding_grad(ad_ctx *c, const plan_op *op, int dz) {
+  int in[2] = {dz, op->in[1]};
+  return give(c, op, 0, ad_op(c, PLAN_OP_EMBEDDING, "da", NULL, in, 2));
+}
+
+/* cross_entropy_grad: z = a G(logits) for the scalar a, so da = sum(dz G),
+ * with G the same op at a = 1. */
+static int bw_cross_entropy_grad(ad_ctx *c, const plan_op *op, int dz) {
+  if (ad_wants(c, op, 1))
+    return second_order(c, op, 1);
+  int one = ad_const(c, "one", NULL, 0, NULL, c->p->tensors[dz].dtype,
+                     PLAN_RECIPE_ONES);
+  int in[3] = {one, op->in[1], op->in[2]};
+  int g =
+      one < 0 ? one : ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "da.g", NULL, in, 3);
+  if (g >= 0)
+    g = ad_binary(c, PLAN_OP_MUL, "da.mul", dz, g);
+  int64_t all[PLAN_MAX_RANK];
+  int r = g < 0 ? 0 : rank_of(c, g);
+  for (int d = 0; d < r; d++)
+    all[d] = d;
+  if (g >= 0)
+    g = ad_reduce_sum(c, "da", g, all, r, false);
+  return give(c, op, 0, g);
+}
+
+/* ---- dispatch ------------------------------------------------------------ */
+
+int ad_backward(ad_ctx *c, const plan_op *op, const int *dy) {
+  switch ((plan_op_kind)op->kind) {
+  case PLAN_OP_MATMUL:
+    return bw_matmul(c, op, dy[0]);
+  case PLAN_OP_LINEAR:
+    return bw_linear(c, op, dy[0]);
+  case PLAN_OP_ADD:
+    return bw_add_sub(c, op, dy[0], false);
+  case PLAN_OP_SUB:
+    return bw_add_sub(c, op, dy[0], true);
+  case PLAN_OP_MUL:
+    return bw_mul(c, op, dy[0]);
+  case PLAN_OP_DIV:
+    return bw_div(c, op, dy[0]);
+  case PLAN_OP_SCALE:
+    return give(c, op, 0, ad_scale(c, "dx", dy[0], attr_f(op, 0)));
+  case PLAN_OP_RELU:
+    return bw_act(c, op, dy[0], PLAN_OP_RELU_GRAD);
+  case PLAN_OP_GELU:
+    return bw_act(c, op, dy[0], PLAN_OP_GELU_GRAD);
+  case PLAN_OP_SILU:
+    return bw_act(c, op, dy[0], PLAN_OP_SILU_GRAD);
+  case PLAN_OP_TANH:
+    return bw_tanh(c, op, dy[0]);
+  case PLAN_OP_EXP:
+    /* y = exp x: dx = dy y */
+    return give(c, op, 0, ad_binary(c, PLAN_OP_MUL, "dx", dy[0], op->out[0]));
+  case PLAN_OP_SOFTMAX:
+    return bw_softmax(c, op, dy[0]);
+  case PLAN_OP_LAYERNORM:
+    return bw_norm(c, op, dy[0], PLAN_OP_LAYERNORM_GRAD);
+  case PLAN_OP_RMSNORM:
+    return bw_norm(c, op, dy[0], PLAN_OP_RMSNORM_GRAD);
+  case PLAN_OP_EMBEDDING:
+    return bw_embedding(c, op, dy[0]);
+  case PLAN_OP_TRANSPOSE:
+  case PLAN_OP_PERMUTE:
+    return bw_permute(c, op, dy[0]);
+  case PLAN_OP_RESHAPE:
+    return bw_reshape(c, op, dy[0]);
+  case PLAN_OP_REDUCE_SUM:
+  case PLAN_OP_REDUCE_MEAN:
+    return bw_reduce(c, op, dy[0]);
+  case PLAN_OP_SPLIT:
+    return bw_split(c, op, dy);
+  case PLAN_OP_CONCAT:
+    return bw_concat(c, op, dy[0]);
+  case PLAN_OP_CROSS_ENTROPY:
+    return bw_cross_entropy(c, op, dy[0]);
+  case PLAN_OP_EXPAND:
+    return bw_expand(c, op, dy[0]);
+  case PLAN_OP_RELU_GRAD:
+  case PLAN_OP_GELU_GRAD:
+  case PLAN_OP_SILU_GRAD:
+    return bw_act_grad(c, op, dy[0]);
+  case PLAN_OP_LAYERNORM_GRAD:
+  case PLAN_OP_RMSNORM_GRAD:
+    return bw_norm_grad(c, op, dy[0]);
+  case PLAN_OP_EMBEDDING_GRAD:
+    return bw_embedding_grad(c, op, dy[0]);
+  case PLAN_OP_CROSS_ENTROPY_GRAD:
+    return bw_cross_entropy_grad(c, op, dy[0]);
+  case PLAN_OP_COUNT:
+    break;
+  }
+  return ad_fail(c, "no backward rule for op kind %d", op->kind);
+}
