@@ -83,3 +83,29 @@ if [ "$SCHEDULE" != 0 ]; then
   echo "== schedules: 64 stages x 256 microbatches =="
   "$SBENCH" -n "$REPS"
 fi
+
+# The cost model: evaluations per second and whole-plan pricing on
+# Llama-style stacks of 8 and 32 layers (BENCH_COST=0 skips it).
+if [ "${BENCH_COST:-1}" != 0 ]; then
+  CBENCH=$BUILD/bench/bench_cost
+  if [ ! -x "$CBENCH" ]; then
+    echo "bench/run.sh: $CBENCH is missing; run 'make bench'" >&2
+    exit 1
+  fi
+  echo
+  echo "== cost model: 8 and 32 layers on dp x tp = 2x4 and 8x8 =="
+  cost_plans=""
+  for spec in 8:2:4 8:8:8 32:2:4 32:8:8; do
+    l=${spec%%:*} rest=${spec#*:}
+    dp=${rest%%:*} tp=${rest#*:}
+    f=$OUT/llama-${l}l-dp$dp-tp$tp.yaml
+    if [ ! -s "$f" ] || [ -n "$(find "$HERE/gen_plan.py" -newer "$f")" ]; then
+      python3 "$HERE/gen_plan.py" --layers "$l" --dp "$dp" --tp "$tp" \
+        -o "$f.tmp" 2>/dev/null
+      mv "$f.tmp" "$f"
+    fi
+    cost_plans="$cost_plans $f"
+  done
+  # shellcheck disable=SC2086 # a list of files
+  "$CBENCH" -n "$REPS" $cost_plans
+fi

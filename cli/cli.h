@@ -69,4 +69,8 @@ int cmd_schedule(int argc, char **argv);
 extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
     usage_diff[], usage_verify[], usage_lower[], usage_schedule[], usage_run[];
 
+/* plan cost (cost.c) */
+int cmd_cost(int argc, char **argv);
+extern const char usage_cost[];
+
 #endif

@@ -15,6 +15,8 @@ static const cli_verb verbs[] = {
     {"show", "print a readable table of ops, shapes, placements, stages",
      usage_show, cmd_show},
     {"diff", "semantic differences between two plans", usage_diff, cmd_diff},
+    {"cost", "modeled step time per op and collective, memory, fit",
+     usage_cost, cmd_cost},
     {"lower", "write the plan's lowered program (rank-local steps)",
      usage_lower, cmd_lower},
     {"verify", "run the plan on simulated ranks and compare with the program",

@@ -468,5 +468,58 @@ has "$out" "usage: plan schedule" "schedule --help"
 expect 0 "help lists schedule" --help
 has "$out" "schedule" "help lists schedule"
 
+# ---- plan cost ----------------------------------------------------------------
+
+expect 0 "cost" cost "$mlp"
+has "$out" "step" "cost"
+has "$out" "memory per device" "cost"
+has "$out" "all_reduce" "cost"
+has "$out" "fits" "cost"
+expect 0 "cost --format json" cost --format json "$mlp"
+if command -v python3 >/dev/null 2>&1; then
+  if python3 -c 'import json,sys; d = json.load(sys.stdin); assert d["schema"] == "libplan-cost/1" and d["memory"]["fits"] and d["time"]["step"] > 0, d' <"$out"; then ok; else bad "cost --format json: does not parse"; fi
+fi
+expect 0 "cost --format yaml" cost --format yaml "$mlp"
+has "$out" 'schema: "libplan-cost/1"' "cost --format yaml"
+expect 0 "cost --hardware a100" cost --hardware a100 "$mlp"
+has "$out" "hardware a100-80gb" "cost --hardware a100"
+expect 0 "cost a pipeline" cost "$ex/pipeline-1f1b.plan.yaml"
+has "$out" "bubble" "cost a pipeline"
+has "$out" "grad_sync" "cost a pipeline"
+expect 2 "cost --hardware unknown" cost --hardware tpu9 "$mlp"
+has "$err" "unknown hardware" "cost --hardware unknown"
+expect 2 "cost --format xml" cost --format xml "$mlp"
+expect 2 "cost without a plan" cost
+expect 2 "cost an unknown option" cost --fast "$mlp"
+expect 2 "cost a missing file" cost "$tmp/nope.yaml"
+expect 2 "cost --set out of range" cost --set efficiency.matmul=2 "$mlp"
+expect 1 "cost an invalid plan" cost "$tmp/findings.yaml"
+has "$err" "not costed" "cost an invalid plan"
+sed 's/^  devices: iota$/  devices: iota\n  hardware: {name: h100-sxm, memory: 1000}/' "$mlp" >"$tmp/small.yaml"
+expect 1 "cost a plan that does not fit" cost "$tmp/small.yaml"
+has "$err" "does not fit" "cost a plan that does not fit"
+has "$out" "DOES NOT FIT" "cost a plan that does not fit"
+expect 0 "cost --hardware replaces the plan's" cost --hardware h100 "$tmp/small.yaml"
+sed 's/^  devices: iota$/  devices: iota\n  hardware: {name: my-box, memory: 1e9}/' "$mlp" >"$tmp/hw.yaml"
+expect 2 "cost with missing hardware figures" cost "$tmp/hw.yaml"
+has "$err" "hw.yaml:22:13: error: mesh.hardware lacks figures this plan needs: flops.f32, memory_bandwidth" "cost with missing hardware figures"
+cat >"$tmp/cal.yaml" <<'CAL'
+libplan-calibration: "0.1"
+ops:
+  matmul: {seconds: 0.25}
+collectives:
+  all_reduce: {bandwidth: 1e9}
+CAL
+expect 0 "cost --calibration" cost --calibration "$tmp/cal.yaml" "$mlp"
+has "$out" "250.00 ms" "cost --calibration"
+has "$out" "calibrated" "cost --calibration"
+printf 'libplan-calibration: "0.1"\nops:\n  matmul: {seconds: -1}\n' >"$tmp/badcal.yaml"
+expect 2 "cost --calibration with a bad figure" cost --calibration "$tmp/badcal.yaml" "$mlp"
+has "$err" "badcal.yaml:3:21: error:" "cost --calibration with a bad figure"
+expect 0 "cost --help" cost --help
+has "$out" "usage: plan cost" "cost --help"
+expect 0 "help lists cost" --help
+has "$out" "cost" "help lists cost"
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

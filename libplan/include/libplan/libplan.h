@@ -3,6 +3,7 @@
 #define LIBPLAN_LIBPLAN_H
 
 #include "common.h"
+#include "cost.h"
 #include "diag.h"
 #include "plan.h"
 #include "program.h"
