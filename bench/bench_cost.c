@@ -97,9 +97,9 @@ static int setup(bench *b) {
 }
 
 enum { OP_PLAN, OP_REPL, RD_PAIRS, RD_TO_R, CANDIDATE, NKINDS };
-static const char *const kind_names[NKINDS] = {
-    "op (plan)", "op (replicated)", "redist (pairs)", "redist (to R)",
-    "candidate"};
+static const char *const kind_names[NKINDS] = {"op (plan)", "op (replicated)",
+                                               "redist (pairs)",
+                                               "redist (to R)", "candidate"};
 
 /* One pass over the plan; returns the evaluations made. */
 static long pass(const bench *b, int kind) {
@@ -248,7 +248,8 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--hardware") && i + 1 < argc) {
       hw = argv[++i];
     } else if (argv[i][0] == '-') {
-      fprintf(stderr, "usage: bench_cost [-n REPS] [--hardware NAME] PLAN...\n");
+      fprintf(stderr,
+              "usage: bench_cost [-n REPS] [--hardware NAME] PLAN...\n");
       return 2;
     } else {
       nfiles++;

@@ -21,14 +21,19 @@ const char usage_cost[] =
     "device (parameters, gradients, optimizer state, saved activations net of\n"
     "recomputation, in-flight microbatches) against the device's capacity.\n"
     "The plan is validated first.\n"
-    "  --hardware NAME     a built-in profile: h100-sxm (h100), h200-sxm (h200),\n"
-    "                      a100-80gb (a100). Default: the plan's mesh.hardware,\n"
+    "  --hardware NAME     a built-in profile: h100-sxm (h100), h200-sxm "
+    "(h200),\n"
+    "                      a100-80gb (a100). Default: the plan's "
+    "mesh.hardware,\n"
     "                      else h100-sxm\n"
-    "  --calibration FILE  measured times that override the model (docs/cost.md)\n"
-    "  --set NAME=VALUE    a model parameter: efficiency.matmul, .other, .memory,\n"
+    "  --calibration FILE  measured times that override the model "
+    "(docs/cost.md)\n"
+    "  --set NAME=VALUE    a model parameter: efficiency.matmul, .other, "
+    ".memory,\n"
     "                      .link, kernel_floor, memory, memory_bandwidth,\n"
     "                      flops.DTYPE, intra_host.bandwidth, ...\n"
-    "  --format F          text (default), json or yaml (schema libplan-cost/1)\n"
+    "  --format F          text (default), json or yaml (schema "
+    "libplan-cost/1)\n"
     "Exit: 0 the plan fits, 1 it does not fit (the reason on stderr) or is\n"
     "invalid, 2 unreadable input or bad usage.\n";
 
@@ -61,12 +66,14 @@ int cmd_cost(int argc, char **argv) {
   }
   if (!file)
     return cli_usage("cost", "no plan given");
-  if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "yaml"))
+  if (strcmp(format, "text") && strcmp(format, "json") &&
+      strcmp(format, "yaml"))
     return cli_usage("cost", "unknown format '%s' (text, json or yaml)",
                      format);
   if (hw && !plan_cost_profile_resolve(hw))
-    return cli_usage("cost", "unknown hardware '%s' (h100-sxm, h200-sxm, "
-                             "a100-80gb and their short names)",
+    return cli_usage("cost",
+                     "unknown hardware '%s' (h100-sxm, h200-sxm, "
+                     "a100-80gb and their short names)",
                      hw);
   plan_plan *p;
   int rc = cli_load_valid(file, stderr, "costed", &p);
@@ -84,8 +91,7 @@ int cmd_cost(int argc, char **argv) {
     const char *eq = strchr(sets[i], '=');
     char name[128], *end = NULL;
     double v = eq ? strtod(eq + 1, &end) : 0;
-    if (!eq || (size_t)(eq - sets[i]) >= sizeof name || end == eq + 1 ||
-        *end) {
+    if (!eq || (size_t)(eq - sets[i]) >= sizeof name || end == eq + 1 || *end) {
       rc = cli_usage("cost", "--set wants NAME=NUMBER, not '%s'", sets[i]);
       goto done;
     }
@@ -100,7 +106,8 @@ int cmd_cost(int argc, char **argv) {
     rc = cli_fail_last();
     goto done;
   }
-  if (plan_cost_plan(&r, m, p) || plan_cost_report_write(&text, &len, r, format)) {
+  if (plan_cost_plan(&r, m, p) ||
+      plan_cost_report_write(&text, &len, r, format)) {
     rc = cli_fail_last();
     goto done;
   }

@@ -84,7 +84,7 @@ static void classify_kinds(plan_cost_model *m) {
   }
 }
 
-/* ---- derived figures ------------------------------------------------------ */
+/* ---- derived figures ----------------------------------------------------- */
 
 static double dtype_peak(const cost_hw *hw, int d) {
   if (hw->flops[d] > 0)
@@ -107,14 +107,16 @@ void cost_model_derive(plan_cost_model *m) {
     m->peak_matmul[d] = dtype_peak(hw, d) * m->eff_matmul;
     /* Ops other than matmuls run on the vector units: the f32 rate (or
      * the dtype's own when lower, f64 on some parts). */
-    double v = hw->flops[PLAN_F32] > 0 ? hw->flops[PLAN_F32] : dtype_peak(hw, d);
+    double v =
+        hw->flops[PLAN_F32] > 0 ? hw->flops[PLAN_F32] : dtype_peak(hw, d);
     if (hw->flops[d] > 0 && hw->flops[d] < v)
       v = hw->flops[d];
     m->peak_other[d] = v * m->eff_other;
   }
   m->mem_bw = hw->memory_bandwidth * m->eff_memory;
   for (int a = 0; a < m->naxes; a++) {
-    const plan_link *base = m->axis_inter[a] ? &hw->inter_host : &hw->intra_host;
+    const plan_link *base =
+        m->axis_inter[a] ? &hw->inter_host : &hw->intra_host;
     const plan_link *ov = &m->axis_override[a];
     cost_link *l = &m->link[a];
     l->source = m->axis_inter[a] ? COST_LINK_INTER : COST_LINK_INTRA;
@@ -162,7 +164,7 @@ static void topology(plan_cost_model *m, const plan_mesh *mesh) {
   }
 }
 
-/* ---- the model -------------------------------------------------------------- */
+/* ---- the model ----------------------------------------------------------- */
 
 static int copy_mesh(plan_cost_model *m, const plan_mesh *mesh) {
   m->naxes = mesh->naxes;
@@ -203,8 +205,8 @@ int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
   const plan_program *prog = p->program;
   m->nops = prog->nops;
   m->ntensors = prog->ntensors;
-  m->op_names = plan_arena_alloc(&m->arena,
-                                 sizeof(char *) * ((size_t)prog->nops + 1));
+  m->op_names =
+      plan_arena_alloc(&m->arena, sizeof(char *) * ((size_t)prog->nops + 1));
   m->op_kinds = malloc(sizeof(int) * ((size_t)prog->nops + 1));
   m->op_cal = malloc(sizeof(int) * ((size_t)prog->nops + 1));
   int rc = PLAN_OK;
@@ -259,23 +261,23 @@ int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p) {
     return plan_failf(PLAN_EUSAGE, "plan_cost_model_update_mesh: no model or "
                                    "no plan with a mesh");
   if (p->mesh.naxes != m->naxes)
-    return plan_failf(PLAN_EUSAGE, "plan_cost_model_update_mesh: the mesh has "
-                                   "%d axes, the model %d",
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_cost_model_update_mesh: the mesh has "
+                      "%d axes, the model %d",
                       p->mesh.naxes, m->naxes);
   for (int a = 0; a < m->naxes; a++)
     if (p->mesh.axis_sizes[a] != m->axis_sizes[a])
       return plan_failf(PLAN_EUSAGE,
                         "plan_cost_model_update_mesh: axis %s has size %lld, "
                         "the model's %lld",
-                        p->mesh.axis_names[a],
-                        (long long)p->mesh.axis_sizes[a],
+                        p->mesh.axis_names[a], (long long)p->mesh.axis_sizes[a],
                         (long long)m->axis_sizes[a]);
   copy_mesh(m, &p->mesh);
   cost_model_derive(m);
   return PLAN_OK;
 }
 
-/* ---- parameters by name ------------------------------------------------------ */
+/* ---- parameters by name -------------------------------------------------- */
 
 enum { PV_EFF, PV_POS, PV_NONNEG };
 
@@ -322,10 +324,9 @@ int plan_cost_model_set(plan_cost_model *m, const char *name, double value) {
   if (!slot)
     return plan_failf(PLAN_ENOTFOUND, "unknown cost model parameter '%s'",
                       name);
-  bool ok = isfinite(value) &&
-            (check == PV_EFF   ? value > 0 && value <= 1
-             : check == PV_POS ? value > 0
-                               : value >= 0);
+  bool ok = isfinite(value) && (check == PV_EFF   ? value > 0 && value <= 1
+                                : check == PV_POS ? value > 0
+                                                  : value >= 0);
   if (!ok)
     return plan_failf(PLAN_EINVALID, "cost model parameter %s = %g: %s", name,
                       value,
@@ -351,7 +352,7 @@ int plan_cost_model_get(double *out, const plan_cost_model *m,
   return PLAN_OK;
 }
 
-/* ---- local blocks --------------------------------------------------------------- */
+/* ---- local blocks -------------------------------------------------------- */
 
 plan_dtype cost_tensor_dtype(const plan_plan *p, int tensor) {
   const plan_tensor *t = &p->program->tensors[tensor];
@@ -404,7 +405,7 @@ static double local_dim(const plan_tensor *t, const plan_placement *pl,
   return local_len(t->dims[dim], div);
 }
 
-/* ---- ops ----------------------------------------------------------------------- */
+/* ---- ops ----------------------------------------------------------------- */
 
 double cost_cal_time(const cost_cal *c, double size, double base_floor) {
   (void)base_floor;
@@ -417,7 +418,8 @@ double cost_cal_time(const cost_cal *c, double size, double base_floor) {
     return y[0];
   for (int i = 1; i < c->n; i++)
     if (size <= x[i])
-      return y[i - 1] + (y[i] - y[i - 1]) * (size - x[i - 1]) / (x[i] - x[i - 1]);
+      return y[i - 1] +
+             (y[i] - y[i - 1]) * (size - x[i - 1]) / (x[i] - x[i - 1]);
   return y[c->n - 1] * size / x[c->n - 1];
 }
 
@@ -505,8 +507,9 @@ int cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
     if (c->mode == COST_CAL_FIXED)
       out->seconds = c->value / split;
     else if (c->mode == COST_CAL_RATE)
-      out->seconds = fmax(flops / c->value, m->mem_bw > 0 ? bytes / m->mem_bw : 0) +
-                     m->kernel_floor;
+      out->seconds =
+          fmax(flops / c->value, m->mem_bw > 0 ? bytes / m->mem_bw : 0) +
+          m->kernel_floor;
     else
       out->seconds = cost_cal_time(c, flops > 0 ? flops : bytes, 0);
     return PLAN_OK;
@@ -534,7 +537,7 @@ int plan_cost_op_seconds(double *out, const plan_cost_model *m,
   return rc;
 }
 
-/* ---- collectives --------------------------------------------------------------- */
+/* ---- collectives --------------------------------------------------------- */
 
 static double ceil_log2(int64_t k) {
   double r = 0;
@@ -566,7 +569,8 @@ void cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
     break;
   }
   double k = (double)ms[s->axis];
-  double send = (double)s->send_bytes / split, recv = (double)s->recv_bytes / split;
+  double send = (double)s->send_bytes / split,
+         recv = (double)s->recv_bytes / split;
   out->bytes = send;
   if (k <= 1)
     return;
@@ -672,7 +676,7 @@ int plan_cost_redist_seconds(double *out, const plan_cost_model *m,
   return PLAN_OK;
 }
 
-/* ---- string forms (the public API) ------------------------------------------- */
+/* ---- string forms (the public API) --------------------------------------- */
 
 static int parse_pl(plan_placement *out, const plan_plan *p, int tensor,
                     const char *text, const char *what) {
@@ -705,8 +709,7 @@ int plan_cost_op(double *out, const plan_cost_model *m, const plan_plan *p,
   for (int k = 0; outs && k < o->nout; k++)
     if ((rc = parse_pl(&op_[k], p, o->out[k], outs[k], "output")))
       return rc;
-  return plan_cost_op_seconds(out, m, p, op, in ? ip : NULL,
-                              outs ? op_ : NULL);
+  return plan_cost_op_seconds(out, m, p, op, in ? ip : NULL, outs ? op_ : NULL);
 }
 
 int plan_cost_redistribute(double *out, const plan_cost_model *m,

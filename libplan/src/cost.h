@@ -19,7 +19,7 @@
 #include "ops.h"
 #include "redist.h"
 
-/* ---- hardware --------------------------------------------------------------- */
+/* ---- hardware ------------------------------------------------------------ */
 
 typedef struct cost_hw {
   const char *name;               /* canonical name */
@@ -38,7 +38,7 @@ const cost_hw *cost_profile_find(const char *name);
 /* "h100-sxm, h200-sxm, a100-80gb" for messages. */
 const char *cost_profile_list(void);
 
-/* ---- op classes ---------------------------------------------------------------- */
+/* ---- op classes ---------------------------------------------------------- */
 
 typedef enum cost_class {
   COST_CLASS_POINTWISE, /* c FLOPs per output element */
@@ -52,7 +52,7 @@ typedef enum cost_class {
   COST_CLASS_COUNT
 } cost_class;
 
-/* ---- calibration ------------------------------------------------------------ */
+/* ---- calibration --------------------------------------------------------- */
 
 enum { COST_CAL_FIXED, COST_CAL_RATE, COST_CAL_TABLE };
 enum { COST_TARGET_NAME, COST_TARGET_GLOB, COST_TARGET_KIND, COST_TARGET_COLL };
@@ -63,16 +63,16 @@ enum { COST_TARGET_NAME, COST_TARGET_GLOB, COST_TARGET_KIND, COST_TARGET_COLL };
 #define COST_COLL_COUNT (PLAN_REDIST_COUNT + 1)
 
 typedef struct cost_cal {
-  const char *pattern; /* arena */
-  int target;          /* COST_TARGET_* */
-  int kind;            /* op kind or collective kind */
-  int mode;            /* COST_CAL_* */
-  double value;        /* FIXED: seconds; RATE: FLOP/s or bytes/s */
+  const char *pattern;         /* arena */
+  int target;                  /* COST_TARGET_* */
+  int kind;                    /* op kind or collective kind */
+  int mode;                    /* COST_CAL_* */
+  double value;                /* FIXED: seconds; RATE: FLOP/s or bytes/s */
   const double *sizes, *times; /* TABLE (arena) */
   int n;
 } cost_cal;
 
-/* ---- the model ------------------------------------------------------------------ */
+/* ---- the model ----------------------------------------------------------- */
 
 /* A link as priced: effective bandwidth (x efficiency) and latency. */
 typedef struct cost_link {
@@ -94,8 +94,8 @@ struct plan_cost_model {
   int64_t axis_sizes[PLAN_MAX_MESH_AXES];
   char axis_names[PLAN_MAX_MESH_AXES][65];
   int64_t ndevices;
-  int64_t devices_per_host; /* 0: one host */
-  int64_t hosts;            /* hosts the mesh's devices span */
+  int64_t devices_per_host;            /* 0: one host */
+  int64_t hosts;                       /* hosts the mesh's devices span */
   bool axis_inter[PLAN_MAX_MESH_AXES]; /* some group crosses hosts */
   cost_link link[PLAN_MAX_MESH_AXES];  /* resolved */
 
@@ -131,7 +131,7 @@ void cost_cal_match(plan_cost_model *m);
 /* A calibrated time for `size` units under entry c. */
 double cost_cal_time(const cost_cal *c, double size, double base_floor);
 
-/* ---- evaluation ------------------------------------------------------------------ */
+/* ---- evaluation ---------------------------------------------------------- */
 
 /* The dtype an op computes in and a tensor is held in under the plan's
  * dtype policy (training.dtypes), and its size in bytes. */
@@ -208,7 +208,7 @@ int plan_cost_redist_seconds(double *out, const plan_cost_model *m,
                              const plan_placement *from,
                              const plan_placement *to);
 
-/* ---- the pipeline schedule ---------------------------------------------------- */
+/* ---- the pipeline schedule ----------------------------------------------- */
 
 /* The pipeline's time for all microbatches (*step) and the part of it the
  * busiest rank waits (*bubble), from each stage's time for one
@@ -228,7 +228,7 @@ int cost_schedule_closed_form(double *step, double *bubble, const plan_plan *p,
                               const double *fwd, const double *bwd,
                               const double *wgt, int nstages);
 
-/* ---- reports -------------------------------------------------------------------- */
+/* ---- reports ------------------------------------------------------------- */
 
 /* Rows hold their strings (in the report's arena), so a report outlives
  * the plan it was made from. */
@@ -237,7 +237,7 @@ struct plan_cost_report {
   const char *file;
   const char *hardware;
   const char *program;
-  const char *mesh;      /* "dp=2 x tp=4" */
+  const char *mesh;       /* "dp=2 x tp=4" */
   const char *axis_links; /* "dp: inter_host, tp: intra_host" */
   int64_t devices, hosts, devices_per_host;
   bool training, pipeline;

@@ -150,11 +150,11 @@ int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
   return add_entry(m, pattern, COST_CAL_TABLE, 0, sizes, seconds, n);
 }
 
-/* ---- calibration files ---------------------------------------------------- */
+/* ---- calibration files --------------------------------------------------- */
 
 static const char *const root_keys[] = {"libplan-calibration", "hardware",
-                                        "parameters", "ops", "collectives",
-                                        NULL};
+                                        "parameters",          "ops",
+                                        "collectives",         NULL};
 
 /* One entry of `ops` or `collectives`: {seconds: X} | {RATE_KEY: X} |
  * {table: [[size, seconds], ...]}. */
@@ -179,8 +179,8 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
   const plan_ynode *n;
   double x;
   if ((n = plan_ymap_get(v, "seconds")) || (n = plan_ymap_get(v, rate_key))) {
-    if ((rc = rd_number(rd, n, n == plan_ymap_get(v, "seconds") ? "seconds"
-                                                                 : rate_key,
+    if ((rc = rd_number(rd, n,
+                        n == plan_ymap_get(v, "seconds") ? "seconds" : rate_key,
                         &x)))
       return rc;
     if (x <= 0)
@@ -266,10 +266,8 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
       if ((rc = plan_cost_model_set(m, k->u.scalar.text, d))) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", plan_error_last()->message);
-        return rd_fail(rd, rc == PLAN_ENOTFOUND ? k : x, rc == PLAN_ENOTFOUND
-                                                             ? PLAN_ESCHEMA
-                                                             : rc,
-                       "%s", msg);
+        return rd_fail(rd, rc == PLAN_ENOTFOUND ? k : x,
+                       rc == PLAN_ENOTFOUND ? PLAN_ESCHEMA : rc, "%s", msg);
       }
     }
   }

@@ -77,9 +77,9 @@ static const struct {
   const char *alias;
   int profile;
 } aliases[] = {
-    {"h100", 0},      {"h100-sxm5", 0},     {"h100-80gb", 0},
-    {"h100-sxm-80gb", 0}, {"h200", 1},      {"h200-141gb", 1},
-    {"a100", 2},      {"a100-sxm", 2},      {"a100-sxm4", 2},
+    {"h100", 0},          {"h100-sxm5", 0},      {"h100-80gb", 0},
+    {"h100-sxm-80gb", 0}, {"h200", 1},           {"h200-141gb", 1},
+    {"a100", 2},          {"a100-sxm", 2},       {"a100-sxm4", 2},
     {"a100-80gb-sxm", 2}, {"a100-sxm4-80gb", 2},
 };
 
@@ -93,7 +93,8 @@ const cost_hw *cost_profile_at(int i) {
 
 static bool same_name(const char *a, const char *b) {
   for (; *a && *b; a++, b++) {
-    char x = (char)tolower((unsigned char)*a), y = (char)tolower((unsigned char)*b);
+    char x = (char)tolower((unsigned char)*a),
+         y = (char)tolower((unsigned char)*b);
     if (x == '_')
       x = '-';
     if (y == '_')
@@ -133,7 +134,7 @@ const char *plan_cost_profile_resolve(const char *name) {
   return h ? h->name : NULL;
 }
 
-/* ---- a plan's own hardware ------------------------------------------------ */
+/* ---- a plan's own hardware ----------------------------------------------- */
 
 static void fill(double *v, double base) {
   if (*v == 0)

@@ -50,8 +50,8 @@ int cost_schedule_closed_form(double *step, double *bubble, const plan_plan *p,
     t[s % R] += fwd[s] + bwd[s];
     w[s % R] += wgt[s];
   }
-  double m = (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches
-                                                   : 1);
+  double m =
+      (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches : 1);
   double v = nstages > R ? (double)nstages / R : 1;
   double tmax = 0, sum = 0;
   int rmax = 0;
@@ -63,7 +63,8 @@ int cost_schedule_closed_form(double *step, double *bubble, const plan_plan *p,
     sum += t[r];
   }
   double fill = sum - tmax;
-  if (p->training.present && p->pipeline.schedule == PLAN_SCHED_INTERLEAVED_1F1B)
+  if (p->training.present &&
+      p->pipeline.schedule == PLAN_SCHED_INTERLEAVED_1F1B)
     fill /= v;
   else if (p->training.present && p->pipeline.schedule == PLAN_SCHED_ZB_H1) {
     fill = 0;
@@ -127,8 +128,7 @@ static int run_actions(double *step, double *bubble, double *inflight,
         int64_t j = a->microbatch, c = (int64_t)s * M + j;
         double dep = 0, dur = 0, *endp = NULL;
         bool ready = true;
-        if (s < 0 || s >= S || j < 0 || j >= M ||
-            a->kind >= PLAN_ACT_SEND_F) {
+        if (s < 0 || s >= S || j < 0 || j >= M || a->kind >= PLAN_ACT_SEND_F) {
           /* transfers are priced inside F and B */
         } else if (a->kind == PLAN_ACT_F) {
           if (s > 0)
@@ -185,8 +185,7 @@ static int run_actions(double *step, double *bubble, double *inflight,
 
 int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
                             const plan_plan *p, const double *fwd,
-                            const double *bwd, const double *wgt,
-                            int nstages) {
+                            const double *bwd, const double *wgt, int nstages) {
   *step = *bubble = 0;
   for (int s = 0; inflight && s < nstages; s++)
     inflight[s] = 1;
@@ -204,8 +203,8 @@ int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
     }
     /* not generated (too large, or stages that do not fit it): the closed
      * forms, GPipe's memory */
-    double m = (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches
-                                                     : 1);
+    double m =
+        (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches : 1);
     for (int s = 0; inflight && s < nstages; s++)
       inflight[s] = m;
   }

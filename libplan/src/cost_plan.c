@@ -26,7 +26,7 @@ typedef struct holders {
   struct hnode {
     plan_placement pl;
     int next;
-  } *nodes;
+  } * nodes;
   int n, cap;
 } holders;
 
@@ -110,8 +110,7 @@ static int add_coll(ctx *c, const char *phase, int tensor, int kind, int axis,
   plan_cost_report *r = c->r;
   if (r->ncolls == r->cap_colls) {
     int cap = r->cap_colls ? 2 * r->cap_colls : 64;
-    plan_cost_collective_info *n =
-        realloc(r->colls, sizeof *n * (size_t)cap);
+    plan_cost_collective_info *n = realloc(r->colls, sizeof *n * (size_t)cap);
     if (!n)
       return plan_oom();
     r->colls = n;
@@ -208,7 +207,7 @@ static int stage_transfer(ctx *c, int t, int ps, int s) {
                   c->split);
 }
 
-/* ---- training: which gradients need a sync --------------------------------- */
+/* ---- training: which gradients need a sync ------------------------------- */
 
 /* Per param, the axes along which its gradient is a partial sum: it is
  * replicated there, and a consumer computes on blocks split (or partial)
@@ -293,7 +292,7 @@ static int train_params(ctx *c) {
     int pes = plan_dtype_size(pdt), ges = plan_dtype_size(gdt);
     double master = pdt != PLAN_F32 ? 4 : 0; /* f32 master weights */
     s->grads += n_grad * ges;
-    double per = 0; /* optimizer state bytes per element */
+    double per = 0;                   /* optimizer state bytes per element */
     double touched = 2.0 * pes + ges; /* read and write p, read g */
     if (tr->optimizer == PLAN_OPT_ADAM) {
       per = 8 + master;
@@ -315,8 +314,8 @@ static int train_params(ctx *c) {
         from.ax[a].kind = PLAN_PL_P;
         from.ax[a].reduce = PLAN_RED_SUM;
       }
-    int rc = price_steps(c, "grad_sync", t, ges, &from, rs ? &state : &sp,
-                         &s->sync);
+    int rc =
+        price_steps(c, "grad_sync", t, ges, &from, rs ? &state : &sp, &s->sync);
     if (!rc && rs)
       rc = price_steps(c, "param_gather", t, pes, &state, &sp, &s->sync);
     if (rc)
@@ -328,7 +327,7 @@ static int train_params(ctx *c) {
   return PLAN_OK;
 }
 
-/* ---- memory -------------------------------------------------------------------- */
+/* ---- memory -------------------------------------------------------------- */
 
 static void leaf_memory(ctx *c) {
   const plan_plan *p = c->p;
@@ -390,7 +389,8 @@ static int live_memory(ctx *c) {
     stage_acc *s = &c->st[op_stage(p, i, c->nst)];
     bool view = c->m->kclass[o->kind] == COST_CLASS_VIEW;
     for (int k = 0; k < o->nout && !view; k++)
-      s->live += tensor_bytes(c, o->out[k], &p->strategies[i].out[k]) / c->split;
+      s->live +=
+          tensor_bytes(c, o->out[k], &p->strategies[i].out[k]) / c->split;
     if (s->live > s->live_peak)
       s->live_peak = s->live;
     /* free what dies here: inputs last used here, outputs never used */
@@ -402,18 +402,17 @@ static int live_memory(ctx *c) {
         continue;
       if (x->producer >= 0 &&
           c->m->kclass[prog->ops[x->producer].kind] == COST_CLASS_VIEW)
-        continue; /* freed with the tensor it views */
+        continue;   /* freed with the tensor it views */
       last[t] = -2; /* freed once even when an op reads it twice */
       plan_placement pl = produced_pl(p, t);
-      stage_acc *ps = x->producer >= 0
-                          ? &c->st[op_stage(p, x->producer, c->nst)]
-                          : s;
+      stage_acc *ps =
+          x->producer >= 0 ? &c->st[op_stage(p, x->producer, c->nst)] : s;
       ps->live -= tensor_bytes(c, t, &pl) / c->split;
     }
     for (int k = 0; k < o->nout && !view; k++)
       if (last[o->out[k]] < 0)
-        s->live -= tensor_bytes(c, o->out[k], &p->strategies[i].out[k]) /
-                   c->split;
+        s->live -=
+            tensor_bytes(c, o->out[k], &p->strategies[i].out[k]) / c->split;
   }
   free(last);
   return PLAN_OK;
@@ -461,7 +460,7 @@ static void saved_memory(ctx *c) {
   }
 }
 
-/* ---- the whole plan ---------------------------------------------------------- */
+/* ---- the whole plan ------------------------------------------------------ */
 
 static int check_plan(const plan_cost_model *m, const plan_plan *p) {
   if (!p->has_mesh)
@@ -508,7 +507,7 @@ static int describe(ctx *c) {
   r->hosts = m->hosts;
   r->devices_per_host = m->devices_per_host;
   r->training = p->training.present;
-  r->optimizer = !r->training                            ? ""
+  r->optimizer = !r->training                             ? ""
                  : p->training.optimizer == PLAN_OPT_ADAM ? "adam"
                  : p->training.optimizer == PLAN_OPT_SGD  ? "sgd"
                                                           : "none";
@@ -574,9 +573,8 @@ static int ops_and_redists(ctx *c) {
     row->bound = cost_bound_names[e.bound];
     if (train) {
       double b = 2 * e.seconds;
-      double rec = p->training.recompute && p->training.recompute[i]
-                       ? e.seconds
-                       : 0;
+      double rec =
+          p->training.recompute && p->training.recompute[i] ? e.seconds : 0;
       s->bwd += b;
       s->rec += rec;
       bool weights = false;
@@ -627,7 +625,8 @@ static int totals(ctx *c) {
   plan_cost_report *r = c->r;
   const plan_plan *p = c->p;
   double m = c->split;
-  double *inflight = plan_arena_alloc(&r->arena, sizeof(double) * (size_t)c->nst);
+  double *inflight =
+      plan_arena_alloc(&r->arena, sizeof(double) * (size_t)c->nst);
   if (!inflight)
     return plan_oom();
   for (int s = 0; s < c->nst; s++)
@@ -660,8 +659,8 @@ static int totals(ctx *c) {
         tail = a->sync + a->opt;
     }
     double step, bubble;
-    int rc = plan_cost_schedule_time(&step, &bubble, inflight, p, f, b, w,
-                                     c->nst);
+    int rc =
+        plan_cost_schedule_time(&step, &bubble, inflight, p, f, b, w, c->nst);
     free(f);
     if (rc)
       return rc;
@@ -740,8 +739,8 @@ int plan_cost_plan(plan_cost_report **out, const plan_cost_model *m,
   ctx c = {.m = m, .p = p, .r = r, .split = 1, .nst = 1};
   if (p->pipeline.present && p->pipeline.nstages > 0) {
     c.nst = p->pipeline.nstages;
-    c.split = (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches
-                                                    : 1);
+    c.split =
+        (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches : 1);
   }
   c.st = calloc((size_t)c.nst, sizeof *c.st);
   c.h.first = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));

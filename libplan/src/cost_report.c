@@ -87,7 +87,7 @@ int plan_cost_report_memory(plan_cost_memory_info *out,
   return PLAN_OK;
 }
 
-/* ---- text ---------------------------------------------------------------------- */
+/* ---- text ---------------------------------------------------------------- */
 
 static char *fmt_time(char *buf, size_t size, double s) {
   if (s == 0)
@@ -140,14 +140,12 @@ static void text_ops(plan_buf *b, const plan_cost_report *r) {
     char f[32], by[32], t[32], bt[32], st[16] = "";
     if (r->pipeline)
       snprintf(st, sizeof st, "%5d", o->stage);
-    plan_buf_printf(b, "  %-*.48s  %-*.20s %s %12s %12s %10s %10s  %s\n", wn,
-                    o->name, wk, o->kind, st,
-                    fmt_si(f, sizeof f, o->flops, "FLOP"),
-                    fmt_si(by, sizeof by, o->bytes, "B"),
-                    fmt_time(t, sizeof t, o->seconds),
-                    r->training ? fmt_time(bt, sizeof bt, o->backward_seconds)
-                                : "",
-                    o->bound);
+    plan_buf_printf(
+        b, "  %-*.48s  %-*.20s %s %12s %12s %10s %10s  %s\n", wn, o->name, wk,
+        o->kind, st, fmt_si(f, sizeof f, o->flops, "FLOP"),
+        fmt_si(by, sizeof by, o->bytes, "B"), fmt_time(t, sizeof t, o->seconds),
+        r->training ? fmt_time(bt, sizeof bt, o->backward_seconds) : "",
+        o->bound);
   }
 }
 
@@ -172,25 +170,29 @@ static void text_colls(plan_buf *b, const plan_cost_report *r) {
   for (int i = 0; i < r->ncolls; i++) {
     const plan_cost_collective_info *c = &r->colls[i];
     char by[32], t[32];
-    plan_buf_printf(
-        b, "  %-12s %-*.40s %-14s %-*.16s %5lld %-10s %-10s %11s %6.0f %10s  %s%s%s\n",
-        c->phase, wt, c->tensor, c->kind, wa, c->axis, (long long)c->group,
-        c->link, c->algorithm, fmt_si(by, sizeof by, c->bytes, "B"), c->calls,
-        fmt_time(t, sizeof t, c->seconds), c->from, c->from[0] ? " -> " : "",
-        c->to);
+    plan_buf_printf(b,
+                    "  %-12s %-*.40s %-14s %-*.16s %5lld %-10s %-10s %11s "
+                    "%6.0f %10s  %s%s%s\n",
+                    c->phase, wt, c->tensor, c->kind, wa, c->axis,
+                    (long long)c->group, c->link, c->algorithm,
+                    fmt_si(by, sizeof by, c->bytes, "B"), c->calls,
+                    fmt_time(t, sizeof t, c->seconds), c->from,
+                    c->from[0] ? " -> " : "", c->to);
   }
 }
 
 static void text_totals(plan_buf *b, const plan_cost_report *r) {
   char a[32], c[32], d[32];
   plan_buf_puts(b, "\ntime per step\n");
-  plan_buf_printf(b, "  compute       forward %s", fmt_time(a, sizeof a, r->compute_fwd));
+  plan_buf_printf(b, "  compute       forward %s",
+                  fmt_time(a, sizeof a, r->compute_fwd));
   if (r->training)
     plan_buf_printf(b, ", backward %s, recompute %s, optimizer %s",
                     fmt_time(c, sizeof c, r->compute_bwd),
                     fmt_time(d, sizeof d, r->recompute),
                     fmt_time(a, sizeof a, r->optimizer_s));
-  plan_buf_printf(b, "\n  collectives   forward %s", fmt_time(a, sizeof a, r->comm_fwd));
+  plan_buf_printf(b, "\n  collectives   forward %s",
+                  fmt_time(a, sizeof a, r->comm_fwd));
   if (r->training)
     plan_buf_printf(b, ", backward %s, gradient sync %s",
                     fmt_time(c, sizeof c, r->comm_bwd),
@@ -234,7 +236,8 @@ static void text_memory(plan_buf *b, const plan_cost_report *r) {
   }
   char p[32], c[32];
   if (r->capacity > 0)
-    plan_buf_printf(b, "  peak %s of %s: %s\n", fmt_si(p, sizeof p, r->peak, "B"),
+    plan_buf_printf(b, "  peak %s of %s: %s\n",
+                    fmt_si(p, sizeof p, r->peak, "B"),
                     fmt_si(c, sizeof c, r->capacity, "B"),
                     r->fits ? "fits" : "DOES NOT FIT");
   else
@@ -256,7 +259,8 @@ int cost_report_text(plan_buf *b, const plan_cost_report *r) {
                   r->hardware, r->mesh, (long long)r->devices, hosts,
                   r->axis_links);
   plan_buf_printf(b, "step: %s%s%s\n\n",
-                  r->training ? "training (forward, backward, optimizer " : "forward",
+                  r->training ? "training (forward, backward, optimizer "
+                              : "forward",
                   r->training ? r->optimizer : "", r->training ? ")" : "");
   text_ops(b, r);
   text_colls(b, r);
@@ -265,7 +269,7 @@ int cost_report_text(plan_buf *b, const plan_cost_report *r) {
   return PLAN_OK;
 }
 
-/* ---- json and yaml ----------------------------------------------------------- */
+/* ---- json and yaml ------------------------------------------------------- */
 
 static void json_str(plan_buf *b, const char *s) {
   plan_buf_putc(b, '"');
@@ -297,8 +301,8 @@ static void key(plan_buf *b, bool yaml, bool first, const char *k,
     plan_buf_printf(b, "%s\"%s\": ", first ? "" : ", ", k);
 }
 
-static void kv_num(plan_buf *b, bool yaml, bool first, const char *k,
-                   double v, const char *indent) {
+static void kv_num(plan_buf *b, bool yaml, bool first, const char *k, double v,
+                   const char *indent) {
   key(b, yaml, first, k, indent);
   num(b, v);
 }
@@ -352,8 +356,9 @@ int cost_report_json(plan_buf *b, const plan_cost_report *r, bool yaml) {
   plan_buf_puts(b, r->training ? "true" : "false");
   key(b, yaml, false, "pipeline", "");
   if (r->pipeline) {
-    plan_buf_printf(b, "{\"stages\": %d, \"microbatches\": %lld, "
-                       "\"schedule\": ",
+    plan_buf_printf(b,
+                    "{\"stages\": %d, \"microbatches\": %lld, "
+                    "\"schedule\": ",
                     r->nstages, (long long)r->microbatches);
     json_str(b, r->schedule);
     plan_buf_putc(b, '}');

@@ -74,7 +74,7 @@ static void unit_efficiency(plan_cost_model *m) {
   assert_int_equal(plan_cost_model_set(m, "efficiency.link", 1), PLAN_OK);
 }
 
-/* ---- compute ---------------------------------------------------------------- */
+/* ---- compute ------------------------------------------------------------- */
 
 static const char matmul_1dev[] =
     "libplan: \"0.1\"\n"
@@ -158,7 +158,8 @@ static const char small_ops[] =
     "  ops:\n"
     "    - {name: act, op: relu, in: [x], out: a}\n"
     "    - {name: sm, op: softmax, in: [a], out: s}\n"
-    "    - {name: rs, op: reshape, in: [s], out: v, attrs: {shape: [1000000]}}\n"
+    "    - {name: rs, op: reshape, in: [s], out: v, attrs: {shape: "
+    "[1000000]}}\n"
     "mesh: {axes: [tp=3]}\n"
     "placements: {x: S(0)}\n"
     "strategies:\n"
@@ -188,7 +189,7 @@ static void test_memory_bound_ops(void **state) {
   plan_free(p);
 }
 
-/* ---- collectives -------------------------------------------------------------- */
+/* ---- collectives --------------------------------------------------------- */
 
 static const char allreduce_plan[] =
     "libplan: \"0.1\"\n"
@@ -228,7 +229,8 @@ static void test_ring_allreduce(void **state) {
   plan_placement fz = pl(p, "P(sum)", 1), tz = pl(p, "R", 1);
   assert_int_equal(plan_cost_redist_seconds(&t, m, p, z, &fz, &tz), PLAN_OK);
   double nz = 256 * 4;
-  near(t, fmin(2 * (k - 1) * a + 2 * (k - 1) / k * nz / b, 2 * 3 * a + 2 * nz / b),
+  near(t,
+       fmin(2 * (k - 1) * a + 2 * (k - 1) / k * nz / b, 2 * 3 * a + 2 * nz / b),
        "small all-reduce");
   near(t, 2 * 3 * a + 2 * nz / b, "small all-reduce is a tree");
   /* all-gather: (k-1) alpha + (k-1)/k n / beta; reduce-scatter the same */
@@ -301,7 +303,8 @@ static void test_device_order(void **state) {
   assert_true(ma->link[0].source == COST_LINK_INTRA);
   /* the same all-reduce over tp */
   int y = tensor(inside, "y");
-  plan_placement from = pl(inside, "S(0)P(sum)", 3), to = pl(inside, "S(0)R", 3);
+  plan_placement from = pl(inside, "S(0)P(sum)", 3),
+                 to = pl(inside, "S(0)R", 3);
   double ti, ta;
   assert_int_equal(plan_cost_redist_seconds(&ti, mi, inside, y, &from, &to),
                    PLAN_OK);
@@ -341,15 +344,17 @@ static void test_device_order(void **state) {
   char *hw = strstr(c, "  devices_per_host: 8\n");
   assert_non_null(hw);
   char with[6000];
-  snprintf(with, sizeof with, "%.*s  devices_per_host: 8\n  hardware:\n"
-                              "    name: h100-sxm\n"
-                              "    links: {tp: {bandwidth: 100e9, latency: 1e-6}}\n%s",
+  snprintf(with, sizeof with,
+           "%.*s  devices_per_host: 8\n  hardware:\n"
+           "    name: h100-sxm\n"
+           "    links: {tp: {bandwidth: 100e9, latency: 1e-6}}\n%s",
            (int)(hw - c), c, hw + strlen("  devices_per_host: 8\n"));
   plan_plan *ov = load(with);
   plan_cost_model *mo = model(ov, NULL);
   assert_string_equal(plan_cost_model_hardware(mo), "h100-sxm");
   assert_true(mo->link[1].source == COST_LINK_AXIS);
-  assert_int_equal(plan_cost_redist_seconds(&t2, mo, ov, y, &from, &to), PLAN_OK);
+  assert_int_equal(plan_cost_redist_seconds(&t2, mo, ov, y, &from, &to),
+                   PLAN_OK);
   near(t2, 2 * (k - 1) * 1e-6 + 2 * (k - 1) / k * n / (100e9 * 0.8), "links");
   plan_cost_model_free(mo);
   plan_free(ov);
@@ -409,36 +414,37 @@ static void test_plan_sums(void **state) {
   plan_free(p);
 }
 
-/* ---- memory ---------------------------------------------------------------------- */
+/* ---- memory -------------------------------------------------------------- */
 
 static const char *train_mlp(char *buf, size_t size, const char *extra) {
-  snprintf(buf, size,
-           "libplan: \"0.1\"\n"
-           "program:\n"
-           "  tensors:\n"
-           "    x: {shape: [64, 128], dtype: f32}\n"
-           "    labels: {shape: [64], dtype: i64, range: [0, 10]}\n"
-           "    w1: {shape: [128, 256], dtype: f32, role: param}\n"
-           "    w2: {shape: [256, 10], dtype: f32, role: param}\n"
-           "  ops:\n"
-           "    - {name: fc1, op: matmul, in: [x, w1], out: h}\n"
-           "    - {name: act, op: relu, in: [h], out: a}\n"
-           "    - {name: fc2, op: matmul, in: [a, w2], out: logits}\n"
-           "    - {name: loss, op: cross_entropy, in: [logits, labels], out: l}\n"
-           "  loss: l\n"
-           "mesh:\n"
-           "  axes: [dp=2]\n"
-           "%s"
-           "placements: {x: S(0), labels: S(0)}\n"
-           "strategies:\n"
-           "  fc1: {in: [S(0), R], out: S(0)}\n"
-           "  act: {in: [S(0)], out: S(0)}\n"
-           "  fc2: {in: [S(0), R], out: S(0)}\n"
-           "  loss: {in: [S(0), S(0)], out: P(sum)}\n"
-           "outputs: {l: R}\n"
-           "training:\n"
-           "  optimizer: {kind: adam}\n",
-           extra);
+  snprintf(
+      buf, size,
+      "libplan: \"0.1\"\n"
+      "program:\n"
+      "  tensors:\n"
+      "    x: {shape: [64, 128], dtype: f32}\n"
+      "    labels: {shape: [64], dtype: i64, range: [0, 10]}\n"
+      "    w1: {shape: [128, 256], dtype: f32, role: param}\n"
+      "    w2: {shape: [256, 10], dtype: f32, role: param}\n"
+      "  ops:\n"
+      "    - {name: fc1, op: matmul, in: [x, w1], out: h}\n"
+      "    - {name: act, op: relu, in: [h], out: a}\n"
+      "    - {name: fc2, op: matmul, in: [a, w2], out: logits}\n"
+      "    - {name: loss, op: cross_entropy, in: [logits, labels], out: l}\n"
+      "  loss: l\n"
+      "mesh:\n"
+      "  axes: [dp=2]\n"
+      "%s"
+      "placements: {x: S(0), labels: S(0)}\n"
+      "strategies:\n"
+      "  fc1: {in: [S(0), R], out: S(0)}\n"
+      "  act: {in: [S(0)], out: S(0)}\n"
+      "  fc2: {in: [S(0), R], out: S(0)}\n"
+      "  loss: {in: [S(0), S(0)], out: P(sum)}\n"
+      "outputs: {l: R}\n"
+      "training:\n"
+      "  optimizer: {kind: adam}\n",
+      extra);
   return buf;
 }
 
@@ -535,8 +541,8 @@ static void test_memory_accounting(void **state) {
 static void test_does_not_fit(void **state) {
   (void)state;
   char a[4096];
-  plan_plan *p = load(train_mlp(
-      a, sizeof a, "  hardware: {name: h100-sxm, memory: 200000}\n"));
+  plan_plan *p = load(
+      train_mlp(a, sizeof a, "  hardware: {name: h100-sxm, memory: 200000}\n"));
   plan_cost_model *m = model(p, NULL);
   double v;
   assert_int_equal(plan_cost_model_get(&v, m, "memory"), PLAN_OK);
@@ -567,7 +573,7 @@ static void test_does_not_fit(void **state) {
   plan_free(p);
 }
 
-/* ---- profiles, parameters, the plan's hardware -------------------------------------- */
+/* ---- profiles, parameters, the plan's hardware --------------------------- */
 
 static void test_profiles(void **state) {
   (void)state;
@@ -685,7 +691,9 @@ static void test_bad_hardware(void **state) {
   unit_efficiency(m);
   double t;
   assert_int_equal(plan_cost_op_seconds(&t, m, p, 0, NULL, NULL), PLAN_OK);
-  near(t, fmax(2 * 64.0 * 32 * 64 / 10e12, (64.0 * 64 + 64 * 32 * 2) * 4 / 1e12) + 4e-6,
+  near(t,
+       fmax(2 * 64.0 * 32 * 64 / 10e12, (64.0 * 64 + 64 * 32 * 2) * 4 / 1e12) +
+           4e-6,
        "custom figures");
   plan_cost_model_free(m);
   plan_free(p);
@@ -705,7 +713,7 @@ static void test_bad_hardware(void **state) {
   assert_true(plan_error_last()->column > 0);
 }
 
-/* ---- calibration -------------------------------------------------------------------- */
+/* ---- calibration --------------------------------------------------------- */
 
 static void test_calibration(void **state) {
   (void)state;
@@ -736,22 +744,25 @@ static void test_calibration(void **state) {
   /* a table: linear between points, proportional past the last */
   plan_cost_model *m2 = model(p, "h100");
   const double sizes[] = {1e9, 1e12}, secs[] = {1e-5, 1e-2};
-  assert_int_equal(plan_cost_model_calibrate_table(m2, "matmul", sizes, secs, 2),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_cost_model_calibrate_table(m2, "matmul", sizes, secs, 2), PLAN_OK);
   assert_int_equal(plan_cost_op_seconds(&t, m2, p, 0, NULL, NULL), PLAN_OK);
   near(t, 1e-5 + (1e-2 - 1e-5) * (flops - 1e9) / (1e12 - 1e9), "table");
   const double bad[] = {1e9, 1e9};
   assert_int_equal(plan_cost_model_calibrate_table(m2, "matmul", bad, secs, 2),
                    PLAN_EINVALID);
-  assert_int_equal(plan_cost_model_calibrate(m2, "matmul", 1, 1), PLAN_EINVALID);
+  assert_int_equal(plan_cost_model_calibrate(m2, "matmul", 1, 1),
+                   PLAN_EINVALID);
   assert_int_equal(plan_cost_model_calibrate(m2, "", 1, 0), PLAN_EUSAGE);
   /* collectives: a measured bandwidth replaces the link's */
   int y = tensor(p, "y");
   plan_placement from = pl(p, "S(0)P(sum)", 3), to = pl(p, "S(0)R", 3);
-  assert_int_equal(plan_cost_model_calibrate(m2, "all_reduce", 0, 1e11), PLAN_OK);
+  assert_int_equal(plan_cost_model_calibrate(m2, "all_reduce", 0, 1e11),
+                   PLAN_OK);
   assert_int_equal(plan_cost_redist_seconds(&t, m2, p, y, &from, &to), PLAN_OK);
   double n = 8.0 * 2048 * 4096 * 2, k = 8;
-  near(t, 2 * (k - 1) * 2e-6 + 2 * (k - 1) / k * n / 1e11, "measured bus bandwidth");
+  near(t, 2 * (k - 1) * 2e-6 + 2 * (k - 1) / k * n / 1e11,
+       "measured bus bandwidth");
   plan_cost_model_free(m2);
 
   /* a calibration file */
@@ -765,9 +776,9 @@ static void test_calibration(void **state) {
       "  \"fc*\": {table: [[1e9, 1e-5], [1e12, 1e-2]]}\n"
       "collectives:\n"
       "  all_reduce: {seconds: 7e-3}\n";
-  assert_int_equal(plan_cost_model_load_calibration_buffer(m2, file,
-                                                           strlen(file), "c.yaml"),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_cost_model_load_calibration_buffer(m2, file, strlen(file), "c.yaml"),
+      PLAN_OK);
   assert_int_equal(plan_cost_op_seconds(&t, m2, p, 1, NULL, NULL), PLAN_OK);
   near(t, 3e-4, "file: fixed");
   assert_int_equal(plan_cost_op_seconds(&t, m2, p, 0, NULL, NULL), PLAN_OK);
@@ -804,27 +815,24 @@ static void test_calibration(void **state) {
   near(v, 1e-6, "unchanged after a failed load");
   assert_int_equal(plan_cost_op_seconds(&t, m2, p, 1, NULL, NULL), PLAN_OK);
   near(t, 3e-4, "entries unchanged");
-  static const char bad_key[] =
-      "libplan-calibration: \"0.1\"\n"
-      "collectives:\n"
-      "  all_reduce: {flops_per_second: 1e9}\n";
+  static const char bad_key[] = "libplan-calibration: \"0.1\"\n"
+                                "collectives:\n"
+                                "  all_reduce: {flops_per_second: 1e9}\n";
   assert_int_equal(plan_cost_model_load_calibration_buffer(
                        m2, bad_key, strlen(bad_key), "bad.yaml"),
                    PLAN_ESCHEMA);
   assert_int_equal(plan_error_last()->line, 3);
-  static const char bad_param[] =
-      "libplan-calibration: \"0.1\"\n"
-      "parameters:\n"
-      "  efficiency.memory: 2\n";
+  static const char bad_param[] = "libplan-calibration: \"0.1\"\n"
+                                  "parameters:\n"
+                                  "  efficiency.memory: 2\n";
   assert_int_equal(plan_cost_model_load_calibration_buffer(
                        m2, bad_param, strlen(bad_param), "bad.yaml"),
                    PLAN_EINVALID);
   assert_int_equal(plan_error_last()->line, 3);
   assert_int_equal(plan_error_last()->column, 22);
-  static const char bad_coll[] =
-      "libplan-calibration: \"0.1\"\n"
-      "collectives:\n"
-      "  broadcast: {seconds: 1}\n";
+  static const char bad_coll[] = "libplan-calibration: \"0.1\"\n"
+                                 "collectives:\n"
+                                 "  broadcast: {seconds: 1}\n";
   assert_int_equal(plan_cost_model_load_calibration_buffer(
                        m2, bad_coll, strlen(bad_coll), "bad.yaml"),
                    PLAN_EINVALID);
@@ -841,7 +849,7 @@ static void test_calibration(void **state) {
   plan_free(p);
 }
 
-/* ---- pipelines ------------------------------------------------------------------------- */
+/* ---- pipelines ----------------------------------------------------------- */
 
 static void test_schedule_formulas(void **state) {
   (void)state;
@@ -909,8 +917,9 @@ static void test_schedule_formulas(void **state) {
   p->training.present = false;
   double zero[4] = {0, 0, 0, 0};
   f[2] = 1;
-  assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, zero, zero, 4),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_cost_schedule_time(&step, &bubble, in, p, f, zero, zero, 4),
+      PLAN_OK);
   near(step, 8 + 3, "stream");
   near(in[0], 1, "forward only holds one");
   free(p);
@@ -949,7 +958,9 @@ static void test_pipeline_plan(void **state) {
   plan_free(p);
 }
 
-/* ---- misuse ---------------------------------------------------------------------------- */
+/* ---- misuse
+ * ----------------------------------------------------------------------------
+ */
 
 static void test_usage(void **state) {
   (void)state;

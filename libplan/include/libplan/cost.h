@@ -44,7 +44,7 @@ const char *plan_cost_profile_name(int i);
  * "H100-SXM5", "a100"; case does not matter), or NULL when unknown. */
 const char *plan_cost_profile_resolve(const char *name);
 
-/* ---- the model ------------------------------------------------------------- */
+/* ---- the model ----------------------------------------------------------- */
 
 /* A cost model for plans on p's mesh and program. `profile` names a built-in
  * profile (it replaces the plan's `mesh.hardware` entirely), or is NULL:
@@ -143,7 +143,7 @@ int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
                                             const char *data, size_t len,
                                             const char *name);
 
-/* ---- single evaluations (what a search asks) ------------------------------ */
+/* ---- single evaluations (what a search asks) ----------------------------- */
 
 /* Seconds op `op` takes on its local blocks (the slowest rank's, forward)
  * when it consumes its inputs in placements in[0..nin) and produces outs[]
@@ -157,7 +157,7 @@ int plan_cost_redistribute(double *out, const plan_cost_model *m,
                            const plan_plan *p, int tensor, const char *from,
                            const char *to);
 
-/* ---- the whole plan -------------------------------------------------------- */
+/* ---- the whole plan ------------------------------------------------------ */
 
 /* Prices p's step: forward compute and the redistributions lowering inserts
  * between producers and consumers (and to the output placements); when p
@@ -203,34 +203,34 @@ typedef struct plan_cost_op_info {
  * producer and consumer placements, to output placements, gradient
  * synchronisation and pipeline transfers. */
 typedef struct plan_cost_collective_info {
-  const char *phase;  /* "forward", "output", "grad_sync", "param_gather",
-                         "pipeline" */
-  const char *tensor; /* the tensor (a gradient sync: the parameter) */
-  const char *kind;   /* "all_gather", "all_reduce", "reduce_scatter",
-                         "all_to_all", "slice", "zero_non_owner", "relabel",
-                         "send" */
-  const char *axis;   /* the mesh axis of its groups ("" for send) */
-  const char *from, *to;  /* placements before and after ("" for send) */
-  int64_t group;          /* devices in a group */
-  const char *link;       /* "intra_host", "inter_host", "axis" (the plan's
-                             per-axis figures), "local", "calibrated" */
-  const char *algorithm;  /* "ring", "tree", "local", "p2p", "calibrated" */
-  double bytes;           /* sent by one rank per call */
-  double calls;           /* per step (microbatches) */
-  double seconds;         /* per step, all calls; forward only */
+  const char *phase;     /* "forward", "output", "grad_sync", "param_gather",
+                            "pipeline" */
+  const char *tensor;    /* the tensor (a gradient sync: the parameter) */
+  const char *kind;      /* "all_gather", "all_reduce", "reduce_scatter",
+                            "all_to_all", "slice", "zero_non_owner", "relabel",
+                            "send" */
+  const char *axis;      /* the mesh axis of its groups ("" for send) */
+  const char *from, *to; /* placements before and after ("" for send) */
+  int64_t group;         /* devices in a group */
+  const char *link;      /* "intra_host", "inter_host", "axis" (the plan's
+                            per-axis figures), "local", "calibrated" */
+  const char *algorithm; /* "ring", "tree", "local", "p2p", "calibrated" */
+  double bytes;          /* sent by one rank per call */
+  double calls;          /* per step (microbatches) */
+  double seconds;        /* per step, all calls; forward only */
 } plan_cost_collective_info;
 
 /* Memory of one device group: every device without a pipeline (stage -1),
  * else one row per stage (its devices hold the same blocks). Bytes. */
 typedef struct plan_cost_memory_info {
   int stage;
-  double parameters;  /* parameters and constants */
+  double parameters; /* parameters and constants */
   double gradients;
   double optimizer;   /* optimizer state (and f32 master weights) */
   double activations; /* saved for backward (training) or the live peak */
   double workspace;   /* the largest op's working set, recomputed segment */
   double total;
-  double inflight;    /* microbatches whose activations are held */
+  double inflight; /* microbatches whose activations are held */
 } plan_cost_memory_info;
 
 size_t plan_cost_report_op_count(const plan_cost_report *r);
