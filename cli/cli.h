@@ -58,6 +58,9 @@ void cli_dirname(const char *path, char *out, size_t size);
 
 int cmd_validate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+extern const char usage_search[], usage_replay[];
 int cmd_lower(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_hash(int argc, char **argv);

@@ -24,6 +24,10 @@ static const cli_verb verbs[] = {
     {"schedule", "simulate the pipeline schedule: bubble, memory, deadlocks",
      usage_schedule, cmd_schedule},
     {"run", "run a Lua script with the plan module", usage_run, cmd_run},
+    {"search", "search a plan for a program on a mesh (a Lua strategy)",
+     usage_search, cmd_search},
+    {"replay", "make a plan again from its provenance and compare",
+     usage_replay, cmd_replay},
 };
 
 static void print_help(FILE *f) {

@@ -12,15 +12,14 @@
 #include <lua.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#if defined(__has_include) && __has_include("libplan/cost.h")
-#define LPLAN_HAS_COST 1
 #include "libplan/cost.h"
 #include "cost.h"
-#endif
 #include "lower.h"
+#include "lua_sources.h"
 #include "placement.h"
 #include "plan_int.h"
 #include "plan_module.h"
@@ -40,10 +39,10 @@ typedef struct lplan {
   plan_plan *p;
   undo_entry *undo;
   int nundo, cap_undo;
-#ifdef LPLAN_HAS_COST
   plan_cost_model *cost; /* made on first use, for the plan's hardware */
-#endif
   char *cost_profile;
+  /* cost evaluations made through this plan (p:stats()) */
+  lua_Integer n_cost_op, n_cost_redist, n_cost_plan;
 } lplan;
 
 /* ---- helpers ----------------------------------------------------------------- */
@@ -568,7 +567,6 @@ static int m_set_placement(lua_State *L) {
   return 1;
 }
 
-#ifdef LPLAN_HAS_COST
 /* The cost model of this plan's mesh, made on first use (or when another
  * hardware profile is asked for). */
 static const plan_cost_model *cost_model(lua_State *L, lplan *lp,
@@ -597,6 +595,7 @@ static int m_cost_op(lua_State *L) {
   check_strategy(L, lp->p, o, 3, in, out);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 4, NULL));
   double s;
+  lp->n_cost_op++;
   if (!m || plan_cost_op_seconds(&s, m, lp->p, op, in, out))
     return push_fail(L);
   lua_pushnumber(L, s);
@@ -614,6 +613,7 @@ static int m_cost_redist(lua_State *L) {
   parse_placement(L, lp->p, luaL_checkstring(L, 4), rank, &b);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 5, NULL));
   double s;
+  lp->n_cost_redist++;
   if (!m || plan_cost_redist_seconds(&s, m, lp->p, t, &a, &b))
     return push_fail(L);
   lua_pushnumber(L, s);
@@ -626,6 +626,7 @@ static int m_cost(lua_State *L) {
   lplan *lp = live(L);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 2, NULL));
   plan_cost_report *r;
+  lp->n_cost_plan++;
   if (!m || plan_cost_plan(&r, m, lp->p))
     return push_fail(L);
   double step = plan_cost_report_step_seconds(r);
@@ -649,7 +650,6 @@ static int m_cost(lua_State *L) {
   return 1;
 }
 
-#endif
 
 static int m_lower(lua_State *L) {
   lplan *lp = live(L);
@@ -671,13 +671,219 @@ static int m_lower(lua_State *L) {
   return 1;
 }
 
+/* p:pinned(op): whether a pinned region holds the op (its strategy is a
+ * constraint every search keeps). */
+static int m_pinned(lua_State *L) {
+  lplan *lp = live(L);
+  int op = check_op(L, lp->p, 2);
+  bool pinned = false;
+  for (int i = 0; i < lp->p->nregions && !pinned; i++) {
+    const plan_region *r = &lp->p->regions[i];
+    pinned = r->kind == PLAN_REGION_PINNED && r->ops && r->ops[op];
+  }
+  lua_pushboolean(L, pinned);
+  return 1;
+}
+
+static void push_value(lua_State *L, const plan_value *v) {
+  luaL_checkstack(L, 4, "provenance too deep");
+  switch (v ? v->kind : PLAN_V_NULL) {
+  case PLAN_V_BOOL:
+    lua_pushboolean(L, v->b);
+    break;
+  case PLAN_V_INT:
+    lua_pushinteger(L, (lua_Integer)v->i);
+    break;
+  case PLAN_V_FLOAT:
+    lua_pushnumber(L, v->f);
+    break;
+  case PLAN_V_STRING:
+    lua_pushstring(L, v->s);
+    break;
+  case PLAN_V_SEQ:
+  case PLAN_V_MAP:
+    lua_createtable(L, v->kind == PLAN_V_SEQ ? v->n : 0,
+                    v->kind == PLAN_V_MAP ? v->n : 0);
+    for (int i = 0; i < v->n; i++) {
+      push_value(L, v->items[i]);
+      if (v->kind == PLAN_V_SEQ)
+        lua_rawseti(L, -2, i + 1);
+      else
+        lua_setfield(L, -2, v->keys[i]);
+    }
+    break;
+  default:
+    lua_pushnil(L);
+  }
+}
+
+/* p:provenance(): the provenance mapping as a table, or nil. */
+static int m_provenance(lua_State *L) {
+  lplan *lp = live(L);
+  if (!lp->p->provenance)
+    return 0;
+  push_value(L, lp->p->provenance);
+  return 1;
+}
+
+static int cmp_keys(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The Lua value at idx as a plan_value in the plan's arena (tables with
+ * keys 1..n are sequences, others maps with their keys sorted, so the
+ * result never depends on Lua's table order); raises on other types. */
+static plan_value *to_value(lua_State *L, plan_plan *p, int idx, int depth) {
+  idx = lua_absindex(L, idx);
+  if (depth > 16)
+    luaL_error(L, "provenance: nested too deep");
+  plan_value *v = plan_arena_alloc(&p->arena, sizeof *v);
+  if (!v)
+    luaL_error(L, "out of memory");
+  memset(v, 0, sizeof *v);
+  switch (lua_type(L, idx)) {
+  case LUA_TBOOLEAN:
+    v->kind = PLAN_V_BOOL;
+    v->b = lua_toboolean(L, idx);
+    return v;
+  case LUA_TNUMBER:
+    if (lua_isinteger(L, idx)) {
+      v->kind = PLAN_V_INT;
+      v->i = (int64_t)lua_tointeger(L, idx);
+    } else {
+      v->kind = PLAN_V_FLOAT;
+      v->f = lua_tonumber(L, idx);
+    }
+    return v;
+  case LUA_TSTRING:
+    v->kind = PLAN_V_STRING;
+    v->s = plan_arena_strdup(&p->arena, lua_tostring(L, idx));
+    if (!v->s)
+      luaL_error(L, "out of memory");
+    return v;
+  case LUA_TTABLE:
+    break;
+  default:
+    luaL_error(L, "provenance: a %s cannot be stored", luaL_typename(L, idx));
+  }
+  lua_Integer n = luaL_len(L, idx);
+  int count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    count++;
+    lua_pop(L, 1);
+  }
+  bool seq = count == n;
+  v->kind = seq ? PLAN_V_SEQ : PLAN_V_MAP;
+  v->n = count;
+  v->items = plan_arena_alloc(&p->arena, sizeof *v->items * (size_t)(count + 1));
+  if (!v->items)
+    luaL_error(L, "out of memory");
+  if (seq) {
+    for (int i = 0; i < count; i++) {
+      lua_rawgeti(L, idx, i + 1);
+      v->items[i] = to_value(L, p, -1, depth + 1);
+      lua_pop(L, 1);
+    }
+    return v;
+  }
+  v->keys = plan_arena_alloc(&p->arena, sizeof *v->keys * (size_t)(count + 1));
+  if (!v->keys)
+    luaL_error(L, "out of memory");
+  int k = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "provenance: map keys must be strings");
+    v->keys[k] = plan_arena_strdup(&p->arena, lua_tostring(L, -1));
+    if (!v->keys[k++])
+      luaL_error(L, "out of memory");
+  }
+  qsort(v->keys, (size_t)count, sizeof *v->keys, cmp_keys);
+  for (int i = 0; i < count; i++) {
+    lua_getfield(L, idx, v->keys[i]);
+    v->items[i] = to_value(L, p, -1, depth + 1);
+    lua_pop(L, 1);
+  }
+  return v;
+}
+
+/* p:set_provenance(table | nil): how the plan was made (a free mapping,
+ * hashed apart from the plan; spec §4.7). */
+static int m_set_provenance(lua_State *L) {
+  lplan *lp = live(L);
+  if (lua_isnoneornil(L, 2)) {
+    lp->p->provenance = NULL;
+    return 0;
+  }
+  luaL_checktype(L, 2, LUA_TTABLE);
+  plan_value *v = to_value(L, lp->p, 2, 0);
+  if (v->kind != PLAN_V_MAP && v->n)
+    return luaL_error(L, "provenance is a mapping");
+  v->kind = PLAN_V_MAP;
+  lp->p->provenance = v;
+  return 0;
+}
+
+/* p:diff(q): the semantic differences (strings; empty when the plans are
+ * equal in content). */
+static int m_diff(lua_State *L) {
+  lplan *lp = live(L);
+  lplan *lq = luaL_checkudata(L, 2, PLAN_MT);
+  if (!lq->p)
+    return luaL_error(L, "the other plan is closed");
+  plan_diags *d;
+  if (plan_diff(&d, lp->p, lq->p))
+    return push_fail(L);
+  cbox *b = box(L, d, (void (*)(void *))plan_diags_free);
+  size_t n = plan_diags_count(d);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    lua_pushfstring(L, "%s: %s", g->code, g->message);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  b->ptr = NULL;
+  plan_diags_free(d);
+  lua_remove(L, -2);
+  return 1;
+}
+
+/* p:outputs(): the program's outputs, in order. */
+static int m_outputs(lua_State *L) {
+  lplan *lp = live(L);
+  const plan_program *prog = lp->p->program;
+  push_names(L, prog, prog->outputs, prog->noutputs);
+  return 1;
+}
+
+/* p:clear_strategy(op): the op has no strategy (not undoable). */
+static int m_clear_strategy(lua_State *L) {
+  lplan *lp = live(L);
+  plan_clear_strategy(lp->p, check_op(L, lp->p, 2));
+  return 0;
+}
+
+/* p:stats(): {cost_op = n, cost_redist = n, cost_plan = n}, the cost
+ * evaluations made through this plan. */
+static int m_stats(lua_State *L) {
+  lplan *lp = live(L);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, lp->n_cost_op);
+  lua_setfield(L, -2, "cost_op");
+  lua_pushinteger(L, lp->n_cost_redist);
+  lua_setfield(L, -2, "cost_redist");
+  lua_pushinteger(L, lp->n_cost_plan);
+  lua_setfield(L, -2, "cost_plan");
+  return 1;
+}
+
 /* ---- metamethods ------------------------------------------------------------- */
 
 static int m_gc(lua_State *L) {
   lplan *lp = toplan(L);
-#ifdef LPLAN_HAS_COST
   plan_cost_model_free(lp->cost);
-#endif
   free(lp->cost_profile);
   free(lp->undo);
   plan_free(lp->p);
@@ -707,8 +913,41 @@ static int m_tostring(lua_State *L) {
   return 1;
 }
 
+/* plan.hash_text(s): "xxh3:<32 hex>" of a string (a strategy script's
+ * hash in provenance). */
+static int l_hash_text(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  XXH128_hash_t h = XXH3_128bits(s, len);
+  plan_hash ph = {h.high64, h.low64};
+  char buf[64];
+  lua_pushstring(L, plan_hash_format(ph, buf));
+  return 1;
+}
+
+/* plan.source(name): the text of an embedded Lua source ("search",
+ * "strategies/greedy"), or nil; plan.source() lists their names. */
+static int l_source(lua_State *L) {
+  if (lua_isnoneornil(L, 1)) {
+    lua_newtable(L);
+    for (int i = 0; plan_lua_sources[i].name; i++) {
+      lua_pushstring(L, plan_lua_sources[i].name);
+      lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+  }
+  const char *name = luaL_checkstring(L, 1);
+  for (int i = 0; plan_lua_sources[i].name; i++)
+    if (!strcmp(plan_lua_sources[i].name, name)) {
+      lua_pushstring(L, plan_lua_sources[i].text);
+      return 1;
+    }
+  return 0;
+}
+
 static const luaL_Reg module_fns[] = {
-    {"load", l_load}, {"parse", l_parse}, {"new", l_new}, {NULL, NULL}};
+    {"load", l_load},           {"parse", l_parse},   {"new", l_new},
+    {"hash_text", l_hash_text}, {"source", l_source}, {NULL, NULL}};
 
 static const luaL_Reg plan_methods[] = {
     {"hash", m_hash},
@@ -726,12 +965,17 @@ static const luaL_Reg plan_methods[] = {
     {"undo", m_undo},
     {"placement", m_placement},
     {"set_placement", m_set_placement},
-#ifdef LPLAN_HAS_COST
     {"cost", m_cost},
     {"cost_op", m_cost_op},
     {"cost_redist", m_cost_redist},
-#endif
     {"lower", m_lower},
+    {"pinned", m_pinned},
+    {"provenance", m_provenance},
+    {"set_provenance", m_set_provenance},
+    {"diff", m_diff},
+    {"outputs", m_outputs},
+    {"clear_strategy", m_clear_strategy},
+    {"stats", m_stats},
     {"close", m_gc},
     {NULL, NULL}};
 

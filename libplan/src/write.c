@@ -1,3 +1,4 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 /* Writing plans as YAML in the canonical layout (`plan fmt`): fixed section
  * and key order, one line per op and strategy, placements in their compact
  * spelling, patterns expanded, defaults left out. Reading the output back
@@ -926,11 +927,74 @@ int plan_write_file_atomic(const char *path, const void *data, size_t len) {
   return PLAN_OK;
 }
 
+/* The path of file `target` relative to the folder of file `from` (both
+ * as the process sees them), newly allocated; NULL when either cannot be
+ * resolved or memory is short. */
+static char *path_from(const char *from, const char *target) {
+  char *dir = strdup(from);
+  if (!dir)
+    return NULL;
+  char *slash = strrchr(dir, '/');
+  if (slash == dir)
+    dir[1] = 0;
+  else if (slash)
+    *slash = 0;
+  else
+    strcpy(dir, ".");
+  char *a = realpath(dir, NULL), *b = realpath(target, NULL), *out = NULL;
+  free(dir);
+  if (a && b) {
+    /* the longest common run of whole folders: a's components all match,
+     * or they match up to a '/' in both */
+    size_t la = strlen(a), i = 0, common = 0;
+    if (!strcmp(a, "/"))
+      la = 0; /* the root: every path of b is below it */
+    while (i < la && a[i] == b[i])
+      i++;
+    if (i == la && (b[i] == '/' || la == 0))
+      common = i;
+    else
+      for (common = i; common > 0 && a[common] != '/'; common--)
+        ;
+    size_t ups = 0;
+    for (size_t k = common; k < la; k++)
+      ups += a[k] == '/';
+    if (common < la)
+      ups += 1; /* the last component of a has no trailing '/' */
+    ups -= common < la && a[common] == '/' ? 1 : 0;
+    const char *rest = b + common + (b[common] == '/');
+    out = malloc(ups * 3 + strlen(rest) + 1);
+    if (out) {
+      out[0] = 0;
+      for (size_t k = 0; k < ups; k++)
+        strcat(out, "../");
+      strcat(out, rest);
+    }
+  }
+  free(a);
+  free(b);
+  return out;
+}
+
 int plan_save(const plan_plan *p, const char *path,
               const plan_write_options *opts) {
   char *text;
   size_t len;
-  int rc = plan_write_buffer(&text, &len, p, opts);
+  int rc;
+  /* a program by path is written relative to the new file's folder, so
+   * the saved plan finds it wherever it is saved */
+  char *rebased = NULL;
+  if (!p->program_inline && !(opts && opts->self_contained) && p->program &&
+      p->program->file && p->program->file[0])
+    rebased = path_from(path, p->program->file);
+  if (rebased) {
+    plan_plan moved = *p;
+    moved.ref.path = rebased;
+    rc = plan_write_buffer(&text, &len, &moved, opts);
+    free(rebased);
+  } else {
+    rc = plan_write_buffer(&text, &len, p, opts);
+  }
   if (rc)
     return rc;
   rc = plan_write_file_atomic(path, text, len);

@@ -23,5 +23,66 @@ for t in "$DIR"/test_*.lua; do
   fi
 done
 rm -f /tmp/lua-test.$$
+
+# plan search / plan replay from the command line
+tmp=$(mktemp -d)
+check() { # NAME WANT_RC CMD...
+  name=$1; want=$2; shift 2
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$want" ]; then passed=$((passed+1)); else
+    failed=$((failed+1)); echo "FAIL: $name: exit $rc, wanted $want"; echo "$out"; fi
+}
+has() { # NAME WORDS (in the last output)
+  if printf '%s' "$out" | grep -qF -- "$2"; then passed=$((passed+1)); else
+    failed=$((failed+1)); echo "FAIL: $1: output lacks '$2'"; echo "$out"; fi
+}
+for s in megatron greedy beam dp exhaustive; do
+  check "search $s" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy $s -o "$tmp/$s.yaml"
+  has "search $s" "strategy $s on dp=2,tp=2: modeled step"
+  check "verify $s" 0 "$PLAN" verify "$tmp/$s.yaml"
+  check "replay $s" 0 "$PLAN" replay "$tmp/$s.yaml"
+  has "replay $s" "replayed: xxh3:"
+done
+# a plan saved elsewhere still finds its program
+mkdir -p "$tmp/sub/deeper"
+check "search into a subfolder" 0 "$PLAN" search examples/mlp-program.yaml --mesh tp=2 --strategy greedy -o "$tmp/sub/deeper/p.yaml"
+check "validate it" 0 "$PLAN" validate "$tmp/sub/deeper/p.yaml"
+# a user strategy file, and a self-contained plan that replays without it
+cat > "$tmp/all-r.lua" <<'LUA'
+local util = ...
+return function(p, opts)
+  local placed = {}
+  for _, name in ipairs(p:ops()) do
+    local op = p:op(name)
+    if not p:pinned(name) then p:apply(name, p:strategies(name)[1]) end
+    util.record(p, op, p:strategy(name), placed)
+  end
+  return placed
+end
+LUA
+check "search with a file" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/all-r.lua" --self-contained -o "$tmp/user.yaml"
+has "search with a file" "strategy $tmp/all-r.lua"
+mv "$tmp/all-r.lua" "$tmp/all-r.moved"
+check "replay with the script inline" 0 "$PLAN" replay "$tmp/user.yaml"
+# a replay that does not match: a strategy edited by hand
+sed 's/mlp.act: {in: \[S(0)S(1)\], out: S(0)S(1)}/mlp.act: {in: [RR], out: RR}/' "$tmp/megatron.yaml" > "$tmp/edited.yaml"
+if ! cmp -s "$tmp/megatron.yaml" "$tmp/edited.yaml"; then
+  check "replay of an edited plan" 1 "$PLAN" replay "$tmp/edited.yaml"
+  has "replay of an edited plan" "replay differs"
+fi
+check "search: unknown strategy" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy nope -o "$tmp/x.yaml"
+has "search: unknown strategy" "no strategy 'nope'"
+check "search: no mesh" 2 "$PLAN" search examples/mlp-program.yaml -o "$tmp/x.yaml"
+check "search: no output" 2 "$PLAN" search examples/mlp-program.yaml --mesh dp=2
+check "search: exhaustive over its limit" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy exhaustive --limit 10 -o "$tmp/x.yaml"
+has "search: exhaustive over its limit" "more than 10 combinations"
+[ -e "$tmp/x.yaml" ] && { failed=$((failed+1)); echo "FAIL: a failed search wrote its output"; }
+# the hand-written Megatron example is what the megatron strategy makes
+check "replay the Megatron example" 0 "$PLAN" replay examples/mlp-megatron.plan.yaml
+has "replay the Megatron example" "replayed: xxh3:"
+check "replay: no search recorded" 2 "$PLAN" replay examples/moe-experts.plan.yaml
+check "run: a script's error" 1 "$PLAN" run "$DIR/data/raises.lua"
+has "run: a script's error" "stack traceback"
+rm -rf "$tmp"
 echo "lua: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,269 @@
+-- dp: exact for the searches' additive objective (util.objective), by
+-- dynamic programming over the ops in topological order.
+--
+-- The state after an op is where every live tensor stands (each tensor
+-- produced or placed and still to be read, with its placement): two
+-- partial plans that leave the same state have the same best future, so
+-- only the cheaper is kept (ties: the earlier). A transition costs the
+-- op's compute under a strategy plus bringing its inputs from where the
+-- state has them.
+--
+-- Layers solved once (AutoParallel's observation): the ops are cut where
+-- few tensors are live (between the layers of a model, the residual
+-- stream), and each segment between cuts gets a structural signature (op
+-- kinds, shapes, strategy lists, wiring, which tensors outlive it). The
+-- segment's own DP, from one entry state to every exit state, is solved
+-- once per (signature, entry state) and reused for every identical layer;
+-- the layers are then chained by a DP over the states at the cuts. Both
+-- levels are exact, so the result is the optimum of the whole objective.
+--
+-- Past `limit` states (default 20000) after an op, only the cheapest are
+-- kept and the result may not be optimal (a note says so).
+local util = ...
+
+return function(p, opts)
+  local max_states = tonumber(opts.limit) or 20000
+  local hw = opts.hardware
+  local ops = p:ops()
+  local n = #ops
+  local info, last, outputs = {}, {}, {}
+  for i, name in ipairs(ops) do
+    local op = p:op(name)
+    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
+    info[i] = {op = op, list = list, cost = {}}
+    for _, t in ipairs(op.inputs) do last[t] = i end
+  end
+  for _, t in ipairs(opts.outputs) do outputs[t] = true end
+  local function alive_after(t, i) return (last[t] or 0) > i or outputs[t] end
+
+  -- costs, each computed once
+  local redist_memo = {}
+  local function redist(t, from, to)
+    if from == to then return 0 end
+    local k = t .. "|" .. from .. "|" .. to
+    local c = redist_memo[k]
+    if c == nil then
+      c = p:cost_redist(t, from, to, hw)
+      redist_memo[k] = c
+    end
+    return c
+  end
+  local function op_cost(i, si)
+    local c = info[i].cost[si]
+    if c == nil then
+      c = p:cost_op(ops[i], info[i].list[si], hw)
+      info[i].cost[si] = c
+    end
+    return c
+  end
+
+  local function state_key(placed)
+    local names = {}
+    for t in pairs(placed) do names[#names + 1] = t end
+    table.sort(names) -- never pairs order
+    local parts = {}
+    for k, t in ipairs(names) do parts[k] = t .. "=" .. placed[t] end
+    return table.concat(parts, ";"), names
+  end
+
+  local exact = true
+  -- The DP over ops first..last from the entry states; returns the states
+  -- after `last` (each {cost, placed, back, si, op}).
+  local function run(first, last_op, states)
+    for i = first, last_op do
+      local op, list = info[i].op, info[i].list
+      local by_key, order = {}, {}
+      for _, st in ipairs(states) do
+        for si, s in ipairs(list) do
+          local c = st.cost + op_cost(i, si)
+          for j, t in ipairs(op.inputs) do
+            local from = st.placed[t]
+            if from then c = c + redist(t, from, s["in"][j]) end
+          end
+          local placed = {}
+          for t, pl in pairs(st.placed) do
+            if alive_after(t, i) then placed[t] = pl end
+          end
+          for j, t in ipairs(op.inputs) do
+            if placed[t] == nil and st.placed[t] == nil and alive_after(t, i) then
+              placed[t] = s["in"][j]
+            end
+          end
+          for k, t in ipairs(op.outputs) do
+            if alive_after(t, i) then placed[t] = s.out[k] end
+          end
+          local key = state_key(placed)
+          local old = by_key[key]
+          if old == nil or c < old.cost then
+            if old == nil then order[#order + 1] = key end
+            by_key[key] = {cost = c, placed = placed, back = st, si = si, op = i}
+          end
+        end
+      end
+      states = {}
+      for r, key in ipairs(order) do
+        states[r] = by_key[key]
+        states[r].rank = r
+      end
+      if #states > max_states then
+        table.sort(states, function(a, b)
+          if a.cost ~= b.cost then return a.cost < b.cost end
+          return a.rank < b.rank
+        end)
+        for r = #states, max_states + 1, -1 do states[r] = nil end
+        exact = false
+      end
+    end
+    return states
+  end
+
+  -- cuts: after op i when at most two tensors are live (the residual
+  -- stream, a constant every layer reads)
+  local live_count, produced = {}, {}
+  local segments, start = {}, 1
+  for i = 1, n do
+    for _, t in ipairs(info[i].op.inputs) do produced[t] = true end
+    for _, t in ipairs(info[i].op.outputs) do produced[t] = true end
+    local count = 0
+    for t in pairs(produced) do
+      if alive_after(t, i) then count = count + 1 end
+    end
+    live_count[i] = count
+    if count <= 2 or i == n then
+      segments[#segments + 1] = {first = start, last = i}
+      start = i + 1
+    end
+  end
+
+  -- a segment's structure, and the canonical names of the tensors it
+  -- touches: externals x1, x2... in first-use order, its outputs o<k>_<j>
+  local function describe(seg)
+    local canon, ext, parts = {}, {}, {}
+    local local_out = {}
+    for i = seg.first, seg.last do
+      local op = info[i].op
+      for k, t in ipairs(op.outputs) do local_out[t] = "o" .. (i - seg.first) .. "_" .. k end
+    end
+    for i = seg.first, seg.last do
+      local op = info[i].op
+      local sig = {op.kind}
+      for _, t in ipairs(op.inputs) do
+        local c = local_out[t]
+        if not c then
+          c = canon[t]
+          if not c then
+            ext[#ext + 1] = t
+            c = "x" .. #ext
+          end
+        end
+        canon[t] = c
+        local x = p:tensor(t)
+        sig[#sig + 1] = c .. ":" .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]" ..
+                        (alive_after(t, seg.last) and "+" or "-")
+      end
+      for _, t in ipairs(op.outputs) do
+        canon[t] = local_out[t]
+        local x = p:tensor(t)
+        sig[#sig + 1] = canon[t] .. ":" .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]" ..
+                        (alive_after(t, seg.last) and "+" or "-")
+      end
+      for _, s in ipairs(info[i].list) do
+        sig[#sig + 1] = table.concat(s["in"], ",") .. ">" .. table.concat(s.out, ",")
+      end
+      parts[#parts + 1] = table.concat(sig, " ")
+    end
+    seg.canon, seg.ext = canon, ext
+    seg.sig = table.concat(parts, "\n")
+    local actual = {}
+    for t, c in pairs(canon) do actual[c] = t end
+    seg.actual = actual
+  end
+  for _, seg in ipairs(segments) do describe(seg) end
+
+  -- the segment's DP from one entry state, in canonical names, memoized
+  local memo = {}
+  local function solve(seg, entry)
+    local placed = {}
+    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
+    local ekey = state_key(entry)
+    local m = memo[seg.sig]
+    if not m then m = {}; memo[seg.sig] = m end
+    if m[ekey] then return m[ekey] end
+    local finals = run(seg.first, seg.last, {{cost = 0, placed = placed}})
+    local results = {}
+    for r, st in ipairs(finals) do
+      local choice, s = {}, st
+      while s.op do
+        choice[s.op - seg.first + 1] = s.si
+        s = s.back
+      end
+      local exit = {}
+      for t, pl in pairs(st.placed) do
+        exit[seg.canon[t] or ("=" .. t)] = pl -- "=" marks a tensor the segment does not touch
+      end
+      results[r] = {cost = st.cost, exit = exit, choice = choice}
+    end
+    m[ekey] = results
+    return results
+  end
+
+  -- the chain over the cuts
+  local states = {{cost = 0, placed = {}}}
+  for _, seg in ipairs(segments) do
+    local by_key, order = {}, {}
+    for _, st in ipairs(states) do
+      local entry, pass = {}, {}
+      for t, pl in pairs(st.placed) do
+        local c = seg.canon[t]
+        if c then entry[c] = pl else pass[t] = pl end
+      end
+      for _, r in ipairs(solve(seg, entry)) do
+        local placed = {}
+        for t, pl in pairs(pass) do
+          if alive_after(t, seg.last) then placed[t] = pl end
+        end
+        for c, pl in pairs(r.exit) do
+          local t = c:sub(1, 1) == "=" and c:sub(2) or seg.actual[c]
+          placed[t] = pl
+        end
+        local c = st.cost + r.cost
+        local key = state_key(placed)
+        local old = by_key[key]
+        if old == nil or c < old.cost then
+          if old == nil then order[#order + 1] = key end
+          by_key[key] = {cost = c, placed = placed, back = st, seg = seg, choice = r.choice}
+        end
+      end
+    end
+    states = {}
+    for r, key in ipairs(order) do states[r] = by_key[key] end
+  end
+
+  -- the delivery of the outputs ends every path
+  local best, best_cost
+  for _, st in ipairs(states) do
+    local c = st.cost
+    for _, t in ipairs(opts.outputs) do
+      local from = st.placed[t]
+      c = c + redist(t, from, util.delivery(from))
+    end
+    if best_cost == nil or c < best_cost then best, best_cost = st, c end
+  end
+  if not exact then
+    io.stderr:write("dp: note: more than ", max_states,
+                    " states after an op; the cheapest were kept, so the ",
+                    "plan may not be optimal\n")
+  end
+  local choice = {}
+  while best.seg do
+    for k, si in pairs(best.choice) do choice[best.seg.first + k - 1] = si end
+    best = best.back
+  end
+  local placed = {}
+  for i, name in ipairs(ops) do
+    local s = info[i].list[choice[i]]
+    if not p:pinned(name) then p:apply(name, s) end
+    util.record(p, info[i].op, s, placed)
+  end
+  return placed
+end

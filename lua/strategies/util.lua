@@ -1,0 +1,104 @@
+-- Helpers shared by the built-in strategies (not a strategy itself).
+local util = {}
+
+-- The per-axis entries of a placement string: "S(0)RP(sum)" ->
+-- {"S(0)", "R", "P(sum)"}.
+function util.entries(pl)
+  local out, i = {}, 1
+  while i <= #pl do
+    local c = pl:sub(i, i)
+    if c == "R" or pl:sub(i + 1, i + 1) ~= "(" then
+      out[#out + 1] = c; i = i + 1
+    else
+      local j = pl:find(")", i, true)
+      out[#out + 1] = pl:sub(i, j); i = j + 1
+    end
+  end
+  return out
+end
+
+-- The index of the mesh axis named `name` (or nil).
+function util.axis(p, name)
+  for i, a in ipairs(p:mesh()) do
+    if a.name == name then return i end
+  end
+end
+
+-- Where each input of `op` stands before the op runs: the placement its
+-- producer's strategy made, the leaf's storage placement, or nil (a leaf
+-- not placed yet: free to take what the op wants).
+function util.current(p, op, placed)
+  local cur = {}
+  for j, t in ipairs(op.inputs) do cur[j] = placed[t] end
+  return cur
+end
+
+-- After op's strategy s is chosen: record where its outputs stand, and
+-- give each leaf input not placed yet the placement s wants (storage in
+-- the consumer's layout costs nothing).
+function util.record(p, op, s, placed)
+  for j, t in ipairs(op.inputs) do
+    if placed[t] == nil then
+      placed[t] = s["in"][j]
+      if not p:tensor(t).producer then p:set_placement(t, s["in"][j]) end
+    end
+  end
+  for k, t in ipairs(op.outputs) do placed[t] = s.out[k] end
+end
+
+-- The time of strategy s for op, with the redistributions of its inputs
+-- from where they stand.
+function util.step_cost(p, op, s, placed, hw)
+  local c = p:cost_op(op.name, s, hw)
+  for j, t in ipairs(op.inputs) do
+    local from = placed[t]
+    if from and from ~= s["in"][j] then
+      c = c + p:cost_redist(t, from, s["in"][j], hw)
+    end
+  end
+  return c
+end
+
+-- The time of delivering the program outputs: partial values reduced.
+function util.delivery(pl)
+  local e = util.entries(pl)
+  for i, x in ipairs(e) do
+    if x:sub(1, 1) == "P" then e[i] = "R" end
+  end
+  return table.concat(e)
+end
+
+function util.delivery_cost(p, outputs, placed, hw)
+  local c = 0
+  for _, t in ipairs(outputs) do
+    local to = util.delivery(placed[t])
+    if to ~= placed[t] then c = c + p:cost_redist(t, placed[t], to, hw) end
+  end
+  return c
+end
+
+-- The searches' objective, additive over ops so that exact strategies can
+-- decompose it: every op's compute under its strategy, plus every
+-- redistribution of an input from where it stands to where the op wants
+-- it (a leaf is stored where its first consumer wants it), plus delivering
+-- the outputs. choice[i] is the strategy of the i-th op.
+function util.objective(p, ops, choice, outputs, hw)
+  local placed, c = {}, 0
+  for i, name in ipairs(ops) do
+    local op = p:op(name)
+    c = c + util.step_cost(p, op, choice[i], placed, hw)
+    for j, t in ipairs(op.inputs) do
+      if placed[t] == nil then placed[t] = choice[i]["in"][j] end
+    end
+    for k, t in ipairs(op.outputs) do placed[t] = choice[i].out[k] end
+  end
+  return c + util.delivery_cost(p, outputs, placed, hw)
+end
+
+-- Program outputs are delivered where their producers leave them, except
+-- partial values, which are reduced (R on those axes).
+function util.deliver_outputs(p, placed, outputs)
+  for _, t in ipairs(outputs) do p:set_placement(t, util.delivery(placed[t])) end
+end
+
+return util

@@ -1,0 +1,3 @@
+local plan = require "plan"
+local p = assert(plan.load("examples/mlp-megatron.plan.yaml"))
+p:op("no-such-op")
