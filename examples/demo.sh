@@ -1,11 +1,14 @@
 #!/bin/sh
-# The examples tour, run by `make demo` as `sh examples/demo.sh build/plan`:
-# validates every examples/*.plan.yaml and prints its plan hash, checks the
-# standalone program file, verifies every example numerically (exact and
-# float mode; plans not lowered yet, such as pipelines, say so), then shows
-# two plans as tables (the Megatron MLP and the sequence-parallel
-# transformer block). Exits non-zero when any example fails validation or
-# verification, or cannot be read.
+# The demo, run by `make demo` as `sh examples/demo.sh build/plan`. First
+# the main job: search a plan for the transformer block's program on a
+# dp=2 x tp=2 mesh (the Megatron recipe, then the exact dynamic program,
+# priced on the H100 model), verify the found plan numerically on the CPU
+# runner's simulated ranks, print it with its modeled costs, and replay the
+# search from the plan's provenance. Then the examples tour: validate and
+# hash every examples/*.plan.yaml, verify every example (exact and float
+# mode; plans not lowered yet, such as pipelines, say so), draw a pipeline
+# schedule, and show two plans as tables. Exits non-zero when anything
+# fails. Its files go to DEMO_OUT (default build/demo).
 set -u
 PLAN=${1:-build/plan}
 case $PLAN in */*) ;; *) PLAN=./$PLAN ;; esac
@@ -18,6 +21,39 @@ fail=0
 out=$(mktemp) || exit 2
 trap 'rm -f "$out"' EXIT INT TERM
 
+OUTDIR=${DEMO_OUT:-build/demo}
+mkdir -p "$OUTDIR" || exit 2
+
+echo "== search a plan for the transformer block on dp=2 x tp=2 (H100 model)"
+for s in megatron dp; do
+  if "$PLAN" search "$DIR/transformer-block.plan.yaml" --strategy $s \
+       --hardware h100 -o "$OUTDIR/transformer-$s.plan.yaml" >"$out" 2>&1; then
+    sed 's/^/  /' "$out"
+  else
+    echo "  FAILED: plan search --strategy $s"; sed 's/^/    /' "$out"; fail=1
+  fi
+done
+found=$OUTDIR/transformer-dp.plan.yaml
+echo
+echo "== verify the found plan on the CPU runner (simulated ranks)"
+for mode in exact float; do
+  if "$PLAN" verify --mode $mode "$found" >"$out" 2>&1; then
+    printf '  %s\n' "$(tail -n 1 "$out")"
+  else
+    echo "  FAILED: plan verify --mode $mode"; sed 's/^/    /' "$out"; fail=1
+  fi
+done
+echo
+echo "== the found plan"
+"$PLAN" show "$found" || fail=1
+echo
+"$PLAN" cost --hardware h100 "$found" || fail=1
+echo
+echo "== replay the search from the plan's provenance"
+if "$PLAN" replay "$found" >"$out" 2>&1; then sed 's/^/  /' "$out"; else
+  echo "  FAILED: plan replay"; sed 's/^/    /' "$out"; fail=1; fi
+
+echo
 echo "== validate and hash every example plan"
 for f in "$DIR"/*.plan.yaml; do
   name=$(basename "$f")
@@ -63,6 +99,15 @@ for f in "$DIR"/*.plan.yaml; do
   done
 done
 
+echo
+echo "== the 1F1B pipeline schedule of pipeline-1f1b.plan.yaml"
+if "$PLAN" schedule "$DIR/pipeline-1f1b.plan.yaml" --svg "$OUTDIR/1f1b.svg" >"$out" 2>&1; then
+  sed 's/^/  /' "$out"
+  echo "  (picture: $OUTDIR/1f1b.svg)"
+else
+  echo "  FAILED: plan schedule"; sed 's/^/    /' "$out"; fail=1
+fi
+
 for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
   echo
   echo "== plan show $f"
@@ -77,4 +122,4 @@ if [ "$fail" -ne 0 ]; then
   echo "demo: some examples FAILED"
   exit 1
 fi
-echo "demo: every example is valid, and every lowered one verifies equal"
+echo "demo: the searched plan verifies equal and replays; every example is valid, and every lowered one verifies equal"
