@@ -17,8 +17,9 @@
 -- the layers are then chained by a DP over the states at the cuts. Both
 -- levels are exact, so the result is the optimum of the whole objective.
 --
--- Past `limit` states (default 20000) after an op, only the cheapest are
--- kept and the result may not be optimal (a note says so).
+-- Past `limit` states (default 20000) after an op or at a cut, only the
+-- cheapest are kept and the result may not be optimal (a note says so):
+-- `--limit 16` makes a fast, bounded search of a large model.
 local util = ...
 
 return function(p, opts)
@@ -67,36 +68,68 @@ return function(p, opts)
   end
 
   local exact = true
-  -- The DP over ops first..last from the entry states; returns the states
-  -- after `last` (each {cost, placed, back, si, op}).
-  local function run(first, last_op, states)
-    for i = first, last_op do
+
+  -- The DP over a segment's ops from one entry state. Within a segment
+  -- the live set after each op is the same for every state (liveness
+  -- depends only on the position), so a state is an array of placements
+  -- aligned with that set, and its key is their concatenation.
+  -- touched[t]: the segment reads or writes t. Returns the states after
+  -- the segment's last op, with their live tensors' names.
+  local function run(seg, touched, entry)
+    -- the live lists, and where each entry of the next one comes from
+    local before = {}
+    for t, _ in pairs(entry) do before[#before + 1] = t end
+    table.sort(before)
+    local arr = {}
+    for k, t in ipairs(before) do arr[k] = entry[t] end
+    local states = {{cost = 0, arr = arr}}
+    local live = before
+    for i = seg.first, seg.last do
       local op, list = info[i].op, info[i].list
+      local pos = {}
+      for k, t in ipairs(live) do pos[t] = k end
+      local nlive, src = {}, {}
+      local seen = {}
+      for k, t in ipairs(op.outputs) do
+        if alive_after(t, i) and not seen[t] then
+          nlive[#nlive + 1] = t; src[#nlive] = {"out", k}; seen[t] = true
+        end
+      end
+      for k, t in ipairs(live) do
+        if alive_after(t, i) and not seen[t] then
+          nlive[#nlive + 1] = t; src[#nlive] = {"prev", k}; seen[t] = true
+        end
+      end
+      for j, t in ipairs(op.inputs) do
+        if touched[t] and alive_after(t, i) and not seen[t] then
+          nlive[#nlive + 1] = t; src[#nlive] = {"in", j}; seen[t] = true
+        end
+      end
+      local inpos = {}
+      for j, t in ipairs(op.inputs) do inpos[j] = pos[t] end
       local by_key, order = {}, {}
+      local nn = #nlive
       for _, st in ipairs(states) do
+        local sarr = st.arr
         for si, s in ipairs(list) do
           local c = st.cost + op_cost(i, si)
+          local sin = s["in"]
           for j, t in ipairs(op.inputs) do
-            local from = st.placed[t]
-            if from then c = c + redist(t, from, s["in"][j]) end
+            local k = inpos[j]
+            if k then c = c + redist(t, sarr[k], sin[j]) end
           end
-          local placed = {}
-          for t, pl in pairs(st.placed) do
-            if alive_after(t, i) then placed[t] = pl end
+          local na = {}
+          for k = 1, nn do
+            local r = src[k]
+            if r[1] == "out" then na[k] = s.out[r[2]]
+            elseif r[1] == "prev" then na[k] = sarr[r[2]]
+            else na[k] = sin[r[2]] end
           end
-          for j, t in ipairs(op.inputs) do
-            if placed[t] == nil and st.placed[t] == nil and alive_after(t, i) then
-              placed[t] = s["in"][j]
-            end
-          end
-          for k, t in ipairs(op.outputs) do
-            if alive_after(t, i) then placed[t] = s.out[k] end
-          end
-          local key = state_key(placed)
+          local key = table.concat(na, ";")
           local old = by_key[key]
           if old == nil or c < old.cost then
             if old == nil then order[#order + 1] = key end
-            by_key[key] = {cost = c, placed = placed, back = st, si = si, op = i}
+            by_key[key] = {cost = c, arr = na, back = st, si = si, op = i}
           end
         end
       end
@@ -106,15 +139,16 @@ return function(p, opts)
         states[r].rank = r
       end
       if #states > max_states then
-        table.sort(states, function(a, b)
-          if a.cost ~= b.cost then return a.cost < b.cost end
-          return a.rank < b.rank
+        table.sort(states, function(x, y)
+          if x.cost ~= y.cost then return x.cost < y.cost end
+          return x.rank < y.rank
         end)
         for r = #states, max_states + 1, -1 do states[r] = nil end
         exact = false
       end
+      live = nlive
     end
-    return states
+    return states, live
   end
 
   -- cuts: after op i when at most two tensors are live (the residual
@@ -189,7 +223,7 @@ return function(p, opts)
     local m = memo[seg.sig]
     if not m then m = {}; memo[seg.sig] = m end
     if m[ekey] then return m[ekey] end
-    local finals = run(seg.first, seg.last, {{cost = 0, placed = placed}})
+    local finals, live = run(seg, seg.canon, placed)
     local results = {}
     for r, st in ipairs(finals) do
       local choice, s = {}, st
@@ -198,9 +232,7 @@ return function(p, opts)
         s = s.back
       end
       local exit = {}
-      for t, pl in pairs(st.placed) do
-        exit[seg.canon[t] or ("=" .. t)] = pl -- "=" marks a tensor the segment does not touch
-      end
+      for k, t in ipairs(live) do exit[seg.canon[t]] = st.arr[k] end
       results[r] = {cost = st.cost, exit = exit, choice = choice}
     end
     m[ekey] = results
@@ -222,10 +254,7 @@ return function(p, opts)
         for t, pl in pairs(pass) do
           if alive_after(t, seg.last) then placed[t] = pl end
         end
-        for c, pl in pairs(r.exit) do
-          local t = c:sub(1, 1) == "=" and c:sub(2) or seg.actual[c]
-          placed[t] = pl
-        end
+        for c, pl in pairs(r.exit) do placed[seg.actual[c]] = pl end
         local c = st.cost + r.cost
         local key = state_key(placed)
         local old = by_key[key]
@@ -236,7 +265,18 @@ return function(p, opts)
       end
     end
     states = {}
-    for r, key in ipairs(order) do states[r] = by_key[key] end
+    for r, key in ipairs(order) do
+      states[r] = by_key[key]
+      states[r].rank = r
+    end
+    if #states > max_states then
+      table.sort(states, function(x, y)
+        if x.cost ~= y.cost then return x.cost < y.cost end
+        return x.rank < y.rank
+      end)
+      for r = #states, max_states + 1, -1 do states[r] = nil end
+      exact = false
+    end
   end
 
   -- the delivery of the outputs ends every path
@@ -251,8 +291,8 @@ return function(p, opts)
   end
   if not exact then
     io.stderr:write("dp: note: more than ", max_states,
-                    " states after an op; the cheapest were kept, so the ",
-                    "plan may not be optimal\n")
+                    " states after an op or at a cut; the cheapest were ",
+                    "kept, so the plan may not be optimal\n")
   end
   local choice = {}
   while best.seg do
