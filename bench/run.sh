@@ -109,3 +109,11 @@ if [ "${BENCH_COST:-1}" != 0 ]; then
   # shellcheck disable=SC2086 # a list of files
   "$CBENCH" -n "$REPS" $cost_plans
 fi
+
+# The search: the fixed table of strategies on Llama-style programs
+# (BENCH_SEARCH=0 skips it).
+if [ "${BENCH_SEARCH:-1}" != 0 ]; then
+  echo
+  echo "== search: 8 and 32 layers on dp x tp = 2x4 and 8x8, H100 =="
+  sh "$HERE/bench_search.sh" "$BUILD"
+fi
