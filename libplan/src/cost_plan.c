@@ -124,10 +124,11 @@ static int add_coll(ctx *c, const char *phase, int tensor, int kind, int axis,
   ci->kind = kind == COST_COLL_SEND
                  ? "send"
                  : plan_redist_kind_name((plan_redist_kind)kind);
-  ci->axis = axis >= 0 ? c->m->axis_names[axis] : "";
+  /* copied: the report outlives the model it was priced with */
+  ci->axis = axis >= 0 ? dup(c, c->m->axis_names[axis]) : "";
   ci->from = from ? dup(c, plan_placement_format(from, a)) : "";
   ci->to = to ? dup(c, plan_placement_format(to, b)) : "";
-  if (!ci->tensor || !ci->from || !ci->to)
+  if (!ci->tensor || !ci->axis || !ci->from || !ci->to)
     return plan_oom();
   ci->group = axis >= 0 ? c->m->axis_sizes[axis] : 2;
   static const char *const links[] = {"intra_host", "inter_host", "axis"};
