@@ -51,7 +51,7 @@ SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps test check-unit check-headers check-conformance \
-        check-cli check-lua check-corpus demo bench asan fuzz fmt lint install clean \
+        check-cli check-lua check-python check-corpus wheel demo bench asan fuzz fmt lint install clean \
         tests-build
 
 all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
@@ -64,6 +64,7 @@ help:
 	@echo "make bench      run the benchmarks (bench/)"
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
+	@echo "make wheel      build the Python wheel (with libplan.so) in build/wheel"
 	@echo "make fmt        clang-format the C sources"
 	@echo "make lint       cppcheck over the C sources"
 	@echo "make install    install under PREFIX (default /usr/local)"
@@ -138,10 +139,19 @@ check-cli: $(TOOL)
 check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
 
+# The Python binding (bindings/python) against this build's libplan.so.
+check-python: $(SHARED) $(BUILD)/libplan.so $(TOOL)
+	@LIBPLAN_LIBRARY=$(abspath $(SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
+	  python3 tests/python/run.py
+
+# A wheel of the Python binding that carries libplan.so, in $(BUILD)/wheel.
+wheel: $(SHARED)
+	python3 bindings/python/build_backend.py --library $(SHARED) --out $(BUILD)/wheel
+
 # The README's test command. Order: cheap to expensive.
 test: deps
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-lua
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-lua check-python
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 

@@ -1,0 +1,213 @@
+"""Builds the libplan wheel: a PEP 517 backend, and a command for `make wheel`.
+
+No build package is needed: a wheel is a zip archive holding the package,
+a .dist-info folder (METADATA, WHEEL, RECORD) and, here, libplan.so.N beside
+the package's modules, where the binding looks first. The wheel is tagged
+py3-none-<platform>: the binding is pure Python over ctypes, the library is
+native. libplan.so links libyaml, xxHash and OpenBLAS dynamically; those
+come from the system.
+
+The library to carry is, in order: the `library` config setting
+(pip --config-settings library=PATH), $LIBPLAN_LIBRARY, or build/ of the
+source tree these files sit in (run `make` first).
+
+    python3 bindings/python/build_backend.py [--library PATH] [--out DIR]
+"""
+
+import base64
+import hashlib
+import io
+import os
+import re
+import sys
+import sysconfig
+import tarfile
+import zipfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+NAME = "libplan"
+ABI = 0  # libplan/_lib.py ABI_VERSION, the SONAME suffix
+SUMMARY = ("Distributed-training parallelization plans: load, validate, hash, "
+           "verify and price them (ctypes binding of libplan.so)")
+
+
+def version():
+    h = os.path.join(ROOT, "libplan", "include", "libplan", "common.h")
+    try:
+        with open(h) as f:
+            m = re.search(r'PLAN_VERSION_STRING "([^"]+)"', f.read())
+            if m:
+                return m.group(1)
+    except OSError:
+        pass
+    return "0.1.0"
+
+
+def find_library(config_settings=None):
+    lib = (config_settings or {}).get("library") or os.environ.get(
+        "LIBPLAN_LIBRARY")
+    if not lib:
+        for n in ("libplan.so.%d" % ABI, "libplan.so"):
+            c = os.path.join(ROOT, "build", n)
+            if os.path.exists(c):
+                lib = c
+                break
+    if not lib or not os.path.exists(lib):
+        raise RuntimeError(
+            "libplan.so not found (%s): run `make` in the source tree, or "
+            "name it with LIBPLAN_LIBRARY=PATH or --config-settings "
+            "library=PATH" % (lib or os.path.join(ROOT, "build")))
+    return os.path.realpath(lib)
+
+
+def tag():
+    plat = re.sub(r"[-.]", "_", sysconfig.get_platform())
+    return "py3-none-" + plat
+
+
+def metadata():
+    return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: %s\n"
+            "Requires-Python: >=3.8\nLicense: see the source distribution\n"
+            "Provides-Extra: numpy\nRequires-Dist: numpy; extra == \"numpy\"\n"
+            % (NAME, version(), SUMMARY))
+
+
+def wheel_info(tagname, pure=False):
+    return ("Wheel-Version: 1.0\nGenerator: libplan build_backend\n"
+            "Root-Is-Purelib: %s\nTag: %s\n" % ("true" if pure else "false",
+                                                 tagname))
+
+
+def _record_line(name, data):
+    d = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return "%s,sha256=%s,%d" % (name, d.decode(), len(data))
+
+
+def _package_files():
+    pkg = os.path.join(HERE, NAME)
+    for dirpath, dirnames, files in os.walk(pkg):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith(".py"):
+                full = os.path.join(dirpath, f)
+                yield os.path.relpath(full, HERE).replace(os.sep, "/"), full
+
+
+def _write_wheel(path, entries, distinfo):
+    """entries: [(name in the archive, bytes, mode)]."""
+    record = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, mode in entries:
+            zi = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            zi.external_attr = (mode & 0xFFFF) << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(zi, data)
+            record.append(_record_line(name, data))
+        record.append("%s/RECORD,," % distinfo)
+        zi = zipfile.ZipInfo("%s/RECORD" % distinfo,
+                             date_time=(2020, 1, 1, 0, 0, 0))
+        zi.external_attr = 0o644 << 16
+        z.writestr(zi, "\n".join(record) + "\n")
+
+
+def _distinfo_name():
+    return "%s-%s.dist-info" % (NAME, version())
+
+
+def build(out_dir, library=None, config_settings=None):
+    """Writes the wheel into out_dir; returns its file name."""
+    lib = library or find_library(config_settings)
+    t = tag()
+    distinfo = _distinfo_name()
+    entries = []
+    for name, full in _package_files():
+        with open(full, "rb") as f:
+            entries.append((name, f.read(), 0o644))
+    with open(lib, "rb") as f:
+        entries.append(("%s/libplan.so.%d" % (NAME, ABI), f.read(), 0o755))
+    entries.append(("%s/METADATA" % distinfo, metadata().encode(), 0o644))
+    entries.append(("%s/WHEEL" % distinfo, wheel_info(t).encode(), 0o644))
+    entries.append(("%s/top_level.txt" % distinfo, b"libplan\n", 0o644))
+    name = "%s-%s-%s.whl" % (NAME, version(), t)
+    os.makedirs(out_dir, exist_ok=True)
+    _write_wheel(os.path.join(out_dir, name), entries, distinfo)
+    return name
+
+
+# ---- PEP 517 / PEP 660 hooks ----------------------------------------------
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    d = os.path.join(metadata_directory, _distinfo_name())
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "METADATA"), "w") as f:
+        f.write(metadata())
+    with open(os.path.join(d, "WHEEL"), "w") as f:
+        f.write(wheel_info(tag()))
+    return _distinfo_name()
+
+
+prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    return build(wheel_directory, config_settings=config_settings)
+
+
+def build_editable(wheel_directory, config_settings=None,
+                   metadata_directory=None):
+    """An editable install: a .pth file that puts bindings/python on the
+    path; the library is then found in the source tree's build/."""
+    t = "py3-none-any"
+    distinfo = _distinfo_name()
+    entries = [("__editable__.libplan.pth", (HERE + "\n").encode(), 0o644),
+               ("%s/METADATA" % distinfo, metadata().encode(), 0o644),
+               ("%s/WHEEL" % distinfo, wheel_info(t, pure=True).encode(),
+                0o644)]
+    name = "%s-%s-%s.whl" % (NAME, version(), t)
+    _write_wheel(os.path.join(wheel_directory, name), entries, distinfo)
+    return name
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    base = "%s-%s" % (NAME, version())
+    name = base + ".tar.gz"
+    with tarfile.open(os.path.join(sdist_directory, name), "w:gz") as tf:
+        files = [("pyproject.toml", os.path.join(HERE, "pyproject.toml")),
+                 ("build_backend.py", os.path.join(HERE, "build_backend.py"))]
+        files += list(_package_files())
+        for arc, full in files:
+            tf.add(full, arcname="%s/%s" % (base, arc))
+        pkg = metadata().encode()
+        ti = tarfile.TarInfo("%s/PKG-INFO" % base)
+        ti.size = len(pkg)
+        tf.addfile(ti, io.BytesIO(pkg))
+    return name
+
+
+def main(argv):
+    import argparse
+    ap = argparse.ArgumentParser(description="build the libplan wheel")
+    ap.add_argument("--library", help="libplan.so to carry (default: "
+                    "$LIBPLAN_LIBRARY, else build/ of the source tree)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "build", "wheel"))
+    a = ap.parse_args(argv)
+    name = build(a.out, library=a.library and os.path.realpath(a.library))
+    print(os.path.join(a.out, name))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,43 @@
+"""libplan: distributed-training parallelization plans, from Python.
+
+A ctypes binding of libplan.so (no compiler, no required third-party
+package). Load a plan, check it, price it, verify it, and read the placement
+of every tensor and the strategy of every op:
+
+    import libplan
+    with libplan.load("examples/mlp-megatron.plan.yaml") as plan:
+        assert plan.validate().ok
+        print(plan.hash(), plan.mesh, plan.placements)
+        print(plan.verify().equal, plan.cost("h100").step_seconds)
+
+Failures raise libplan.Error subclasses carrying the library's message and
+the file, line and column of the input they are about. docs/python.md has
+the whole API.
+"""
+
+from ._lib import ABI_VERSION, LibraryError, check_abi, path as library_path
+from .errors import (Error, PlanError, NoMemoryError, FileError, ParseError,
+                     SchemaError, VersionError, InvalidError, DriftError,
+                     LimitError, UsageError, NotFoundError, UnsupportedError)
+from ._core import (Plan, Program, Mesh, Strategy, Finding, Findings, Match,
+                    Op, Tensor, PlanOp, PlanTensor, VerifyReport, CostReport,
+                    Schedule, load, parse, load_program, cost_profiles,
+                    version, abi_version)
+from .placements import Shard, Replicate, Partial
+from .placements import parse as parse_placement
+from .placements import format as format_placement
+from .builder import ProgramBuilder, make_plan
+
+__version__ = version()
+
+__all__ = [
+    "ABI_VERSION", "LibraryError", "library_path", "Error", "PlanError",
+    "NoMemoryError", "FileError", "ParseError", "SchemaError", "VersionError",
+    "InvalidError", "DriftError", "LimitError", "UsageError", "NotFoundError",
+    "UnsupportedError", "Plan", "Program", "Mesh", "Strategy", "Finding",
+    "Findings", "Match", "Op", "Tensor", "PlanOp", "PlanTensor",
+    "VerifyReport", "CostReport", "Schedule", "load", "parse", "load_program",
+    "cost_profiles", "version", "abi_version", "Shard", "Replicate",
+    "Partial", "parse_placement", "format_placement", "ProgramBuilder",
+    "make_plan",
+]

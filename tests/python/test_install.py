@@ -1,0 +1,175 @@
+"""Finding the library, the ABI check, numpy-free operation, the wheel."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import zipfile
+
+from util import BINDING, MLP, ROOT, libplan, python
+
+sys.path.insert(0, BINDING)
+import build_backend  # noqa: E402  (bindings/python/build_backend.py)
+
+HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+try:
+    import numpy  # noqa: F401
+    HAVE_NUMPY = True
+except ImportError:
+    HAVE_NUMPY = False
+
+
+class TestLibrary(unittest.TestCase):
+    def test_abi_check_names_both_versions(self):
+        from libplan import _lib
+        with self.assertRaises(libplan.LibraryError) as cm:
+            _lib.check_abi(_lib.lib, "libplan.so.test", expected=99)
+        msg = str(cm.exception)
+        self.assertIn("ABI version %d" % libplan.ABI_VERSION, msg)
+        self.assertIn("needs ABI 99", msg)
+        self.assertIsInstance(cm.exception, ImportError)
+
+    @unittest.skipUnless(HAVE_CC, "no C compiler to build a mismatched library")
+    def test_import_refuses_another_abi(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "fake.c")
+            so = os.path.join(tmp, "libplan.so.7")
+            with open(src, "w") as f:
+                f.write("int plan_abi_version(void) { return 7; }\n")
+            subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC",
+                            "-o", so, src], check=True)
+            r = python("import libplan", env={"LIBPLAN_LIBRARY": so})
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("LibraryError", r.stderr)
+            self.assertIn("has ABI version 7", r.stderr)
+            self.assertIn("needs ABI %d" % libplan.ABI_VERSION, r.stderr)
+
+    def test_missing_library_is_a_clear_import_error(self):
+        r = python("import libplan",
+                   env={"LIBPLAN_LIBRARY": "/no/such/libplan.so"})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("LIBPLAN_LIBRARY=/no/such/libplan.so cannot be loaded",
+                      r.stderr)
+
+    def test_not_libplan(self):
+        libc = None
+        for c in ("/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6",
+                  "/usr/lib/libm.so.6"):
+            if os.path.exists(c):
+                libc = c
+        if libc is None:
+            self.skipTest("no libm.so.6 at a known path")
+        r = python("import libplan", env={"LIBPLAN_LIBRARY": libc})
+        self.assertIn("is not libplan", r.stderr)
+
+    def test_found_in_tree(self):
+        if not os.path.exists(os.path.join(ROOT, "build", "libplan.so.%d"
+                                           % libplan.ABI_VERSION)):
+            self.skipTest("no build/libplan.so.%d in the source tree"
+                          % libplan.ABI_VERSION)
+        env = {"LIBPLAN_LIBRARY": ""}
+        r = python("import libplan; print(libplan.library_path)", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip().startswith(
+            os.path.join(ROOT, "build")), r.stdout)
+
+
+class TestNumpy(unittest.TestCase):
+    def test_works_without_numpy(self):
+        code = (
+            "import sys; sys.modules['numpy'] = None\n"
+            "import libplan\n"
+            "with libplan.load(%r) as p:\n"
+            "    assert p.validate().ok\n"
+            "    assert p.verify().equal\n"
+            "    assert p.cost().step_seconds > 0\n"
+            "    assert p.mesh.device_array() == [[0, 1], [2, 3]]\n"
+            "print('ok')\n" % MLP)
+        r = python(code)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "ok")
+
+    def test_no_numpy_import_by_default(self):
+        r = python("import sys, libplan\n"
+                   "p = libplan.load(%r); p.hash(); p.placements\n"
+                   "print('numpy' in sys.modules)" % MLP)
+        self.assertEqual(r.stdout.strip(), "False", r.stderr)
+
+    @unittest.skipUnless(HAVE_NUMPY, "numpy is not installed")
+    def test_numpy_device_array(self):
+        with libplan.load(MLP) as p:
+            a = p.mesh.device_array()
+            self.assertEqual(a.shape, (2, 2))
+            self.assertEqual(a.tolist(), [[0, 1], [2, 3]])
+
+
+class TestWheel(unittest.TestCase):
+    def test_wheel_carries_the_library_and_imports(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            name = build_backend.build(tmp, library=libplan.library_path)
+            whl = os.path.join(tmp, name)
+            self.assertRegex(name, r"^libplan-[\d.]+-py3-none-\w+\.whl$")
+            with zipfile.ZipFile(whl) as z:
+                names = z.namelist()
+                self.assertIn("libplan/libplan.so.%d" % libplan.ABI_VERSION,
+                              names)
+                self.assertIn("libplan/__init__.py", names)
+                info = [n for n in names if n.endswith(".dist-info/RECORD")]
+                self.assertEqual(len(info), 1)
+                record = z.read(info[0]).decode().splitlines()
+                self.assertEqual(len(record), len(names))
+                wheel = z.read(info[0].replace("RECORD", "WHEEL")).decode()
+                self.assertIn("Root-Is-Purelib: false", wheel)
+                site = os.path.join(tmp, "site")
+                z.extractall(site)
+            run = os.path.join(tmp, "elsewhere")
+            os.mkdir(run)
+            r = python("import libplan\n"
+                       "print(libplan.library_path)\n"
+                       "print(libplan.load(%r).hash())" % MLP,
+                       env={"LIBPLAN_LIBRARY": ""}, cwd=run, path=site)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lib, h = r.stdout.split()
+            self.assertEqual(lib, os.path.join(site, "libplan",
+                                               "libplan.so.%d"
+                                               % libplan.ABI_VERSION))
+            with libplan.load(MLP) as p:
+                self.assertEqual(h, p.hash())
+
+    def test_pip_install(self):
+        r = subprocess.run([sys.executable, "-m", "pip", "--version"],
+                           capture_output=True)
+        if r.returncode != 0:
+            self.skipTest("pip is not installed")
+        with tempfile.TemporaryDirectory() as tmp:
+            target = os.path.join(tmp, "target")
+            r = subprocess.run(
+                [sys.executable, "-m", "pip", "install", "--no-index",
+                 "--disable-pip-version-check", "--no-warn-script-location",
+                 "--target", target, BINDING],
+                capture_output=True, text=True, timeout=120,
+                env=dict(os.environ, LIBPLAN_LIBRARY=libplan.library_path,
+                         PIP_ROOT_USER_ACTION="ignore"))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = python("import libplan; print(libplan.library_path)",
+                       env={"LIBPLAN_LIBRARY": ""}, cwd=tmp, path=target)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.strip().startswith(target), r.stdout)
+
+
+class TestExample(unittest.TestCase):
+    def test_check_and_apply(self):
+        script = os.path.join(ROOT, "examples", "python", "check_and_apply.py")
+        prog = os.path.join(ROOT, "examples", "mlp-program.yaml")
+        r = subprocess.run([sys.executable, script, MLP, prog],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, PYTHONPATH=BINDING))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("matches", r.stdout)
+        self.assertIn("w1", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

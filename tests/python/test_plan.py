@@ -1,0 +1,391 @@
+"""Plans from Python: load, hash, views, validate, verify, cost, save."""
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+from util import (BLOCK, MLP, MLP_PROGRAM, PIPELINE, TOOL, libplan)
+
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+MLP_TEXT = read(MLP)
+FC2_GOOD = "mlp.fc2: {in: [S(0)S(1), RS(0)], out: S(0)P(sum)}"
+FC2_BAD = "mlp.fc2: {in: [S(0)S(1), RS(0)], out: S(0)R}"
+
+
+class TestLoad(unittest.TestCase):
+    def test_load_and_hash_match_the_tool(self):
+        with libplan.load(MLP) as p:
+            self.assertEqual(p.file, MLP)
+            self.assertTrue(p.has_mesh)
+            h = p.hash()
+            self.assertRegex(h, r"^xxh3:[0-9a-f]{32}$")
+            self.assertNotEqual(p.hash("program"), h)
+            self.assertEqual(p.program.hash(), p.hash("program"))
+        if os.access(TOOL, os.X_OK):
+            out = subprocess.run([TOOL, "hash", MLP], capture_output=True,
+                                 text=True).stdout.strip()
+            self.assertEqual(out, h)
+
+    def test_parse_equals_load(self):
+        with libplan.parse(MLP_TEXT, name="m.yaml",
+                           base_dir=os.path.dirname(MLP)) as p, \
+                libplan.load(MLP) as q:
+            self.assertEqual(p.hash(), q.hash())
+            self.assertEqual(p.diff(q), [])
+
+    def test_views(self):
+        with libplan.load(MLP) as p:
+            m = p.mesh
+            self.assertEqual(m.axes, ("dp", "tp"))
+            self.assertEqual(m.sizes, (2, 2))
+            self.assertEqual(m.devices, (0, 1, 2, 3))
+            self.assertEqual(m.shape, {"dp": 2, "tp": 2})
+            self.assertEqual(m.coords(3), (1, 1))
+            self.assertEqual(p.placements,
+                             {"x": "S(0)R", "w1": "RS(1)", "w2": "RS(0)"})
+            self.assertEqual(p.placement("w1"), "RS(1)")
+            self.assertEqual(p.placement_spec("w1"),
+                             (libplan.Replicate(), libplan.Shard(1)))
+            st = p.strategy("mlp.fc2")
+            self.assertEqual(st.inputs, ("S(0)S(1)", "RS(0)"))
+            self.assertEqual(st.outputs, ("S(0)P(sum)",))
+            self.assertEqual(st.parsed().outputs[0],
+                             (libplan.Shard(0), libplan.Partial("sum")))
+            ops = p.ops
+            self.assertEqual([o.name for o in ops],
+                             ["mlp.fc1", "mlp.act", "mlp.fc2"])
+            self.assertEqual(ops[0].inputs, ("x", "w1"))
+            self.assertEqual(ops[0].stage, -1)
+            t = {t.name: t for t in p.tensors}
+            self.assertEqual(t["w1"].shape, (16, 64))
+            self.assertEqual(t["w1"].role, "param")
+            self.assertIsNone(t["h"].placement)
+            self.assertEqual(p.program.shape("y"), (8, 16))
+            self.assertEqual(len(p.program), 3)
+            with self.assertRaises(libplan.NotFoundError):
+                p.placement("nope")
+            with self.assertRaises(libplan.NotFoundError):
+                p.strategy("nope")
+
+    def test_show(self):
+        with libplan.load(MLP) as p:
+            text = p.show()
+            self.assertIn("mlp.fc2  matmul  S(0)S(1) RS(0)  S(0)P(sum)", text)
+            self.assertIn("w1  RS(1)", text)
+        with libplan.load(PIPELINE) as p:
+            self.assertIn("stage", p.show())
+
+    def test_program(self):
+        with libplan.load_program(MLP_PROGRAM) as prog:
+            self.assertEqual(prog.op(0).kind, "matmul")
+            sig = prog.signatures()
+            self.assertIn("mlp.fc1", sig["ops"])
+            self.assertIn("w1", sig["tensors"])
+            text = prog.text()
+            with libplan.Program.parse(text) as again:
+                self.assertEqual(again.hash(), prog.hash())
+            self.assertIn("libplan.Program", repr(prog))
+
+    def test_pipeline_views_and_schedule(self):
+        with libplan.load(PIPELINE) as p:
+            self.assertGreater(p.stage_count, 1)
+            stages = {o.stage for o in p.ops}
+            self.assertEqual(stages, set(range(p.stage_count)))
+            with p.schedule() as s:
+                self.assertEqual(s.stages, p.stage_count)
+                found, res = s.simulate()
+                self.assertTrue(found.ok)
+                self.assertTrue(res["simulated"])
+                self.assertGreater(res["makespan"], 0)
+                self.assertEqual(s.actions(0)[0].kind, "F")
+                self.assertIn("<svg", s.write("svg"))
+        with libplan.Schedule.generate("gpipe", 2, 2, 4) as g:
+            self.assertEqual(g.kind, "gpipe")
+        with libplan.load(MLP) as p, self.assertRaises(libplan.NotFoundError):
+            p.schedule()
+
+
+class TestChecks(unittest.TestCase):
+    def test_validate(self):
+        with libplan.load(BLOCK) as p:
+            self.assertTrue(p.validate().ok)
+        with libplan.parse(MLP_TEXT.replace(FC2_GOOD, FC2_BAD), "bug.yaml",
+                           os.path.dirname(MLP)) as p:
+            found = p.validate()
+            self.assertFalse(found.ok)
+            f = found.errors[0]
+            self.assertEqual(f.code, "strategy.illegal")
+            self.assertEqual(f.object, "mlp.fc2")
+            self.assertEqual((f.file, f.line), ("bug.yaml", 29))
+            self.assertGreater(f.column, 0)
+            self.assertIn("bug.yaml:29:", str(f))
+
+    def test_verify(self):
+        with libplan.load(BLOCK) as p:
+            r = p.verify()
+            self.assertTrue(r.equal)
+            self.assertTrue(r)
+            self.assertIsNone(r.first_op)
+            self.assertGreater(r.collectives["all_gather"], 0)
+            self.assertIn("EQUAL", r.text)
+            self.assertEqual(r.to_dict()["verdict"], "equal")
+            self.assertTrue(p.verify(mode="float", seed=3, dtype="f64").equal)
+            self.assertTrue(p.verify(mode="float",
+                                     tolerances={"block.*": (1e-4, 1e-5)}))
+            with self.assertRaises(libplan.UsageError):
+                p.verify(mode="fuzzy")
+        with libplan.parse(MLP_TEXT.replace(FC2_GOOD, FC2_BAD), "bug.yaml",
+                           os.path.dirname(MLP)) as p:
+            r = p.verify()
+            self.assertFalse(r.equal)
+            self.assertEqual((r.first_op, r.first_tensor), ("mlp.fc2", "y"))
+            self.assertIn("all-reduce", r.diagnosis)
+            self.assertIn("mlp.fc2", repr(r))
+        with libplan.load(PIPELINE) as p:
+            with self.assertRaises(libplan.UnsupportedError):
+                p.verify()
+
+    def test_reduce_shapes(self):
+        with libplan.load(BLOCK) as p:
+            small, summary = p.reduce_shapes()
+            with small:
+                self.assertIn("reduced", summary)
+                self.assertTrue(small.verify().equal)
+
+    def test_cost(self):
+        with libplan.load(MLP) as p:
+            c = p.cost("h100")
+            self.assertEqual(c.hardware, "h100-sxm")
+            self.assertGreater(c.step_seconds, 0)
+            self.assertGreater(c.memory_peak, 0)
+            self.assertTrue(c.fits)
+            self.assertEqual([o.name for o in c.ops],
+                             ["mlp.fc1", "mlp.act", "mlp.fc2"])
+            self.assertEqual(c.collectives[0].kind, "all_reduce")
+            self.assertEqual(len(c.memory), 1)
+            d = json.loads(c.json)
+            self.assertIsInstance(d, dict)
+            self.assertIn("step", c.text)
+            slow = p.cost("h100", parameters={"kernel_floor": 1e-3})
+            self.assertGreater(slow.step_seconds, c.step_seconds)
+            with self.assertRaises(libplan.NotFoundError):
+                p.cost("no-such-gpu")
+            with self.assertRaises(libplan.NotFoundError):
+                p.cost(parameters={"no.such": 1})
+        self.assertIn("h100-sxm", libplan.cost_profiles())
+
+    def test_drift_and_check_program(self):
+        with libplan.load(MLP) as p:
+            self.assertEqual(p.drift(MLP_PROGRAM), [])
+            m = p.check_program(MLP_PROGRAM)
+            self.assertTrue(m.ok)
+            self.assertEqual(m.placements["w1"], "RS(1)")
+            self.assertEqual(m.strategies["mlp.fc1"].outputs, ("S(0)S(1)",))
+            edited = read(MLP_PROGRAM).replace("[64, 16]", "[64, 32]")
+            self.assertNotEqual(edited, read(MLP_PROGRAM))
+            with libplan.Program.parse(edited, "edited.yaml") as prog:
+                m = p.check_program(prog)
+                self.assertFalse(m.ok)
+                self.assertTrue(any(f.object in ("w2", "mlp.fc2")
+                                    for f in m.findings.errors))
+                with self.assertRaises(libplan.DriftError) as cm:
+                    p.check_program(prog, strict=True)
+                self.assertIsInstance(cm.exception, libplan.InvalidError)
+                self.assertTrue(cm.exception.findings)
+
+    def test_diff(self):
+        with libplan.load(MLP) as a, libplan.parse(
+                MLP_TEXT.replace("w2: RS(0)", "w2: RR"), "b.yaml",
+                os.path.dirname(MLP)) as b:
+            d = a.diff(b)
+            self.assertTrue(d)
+            self.assertTrue(any("w2" in f.message or f.object == "w2"
+                                for f in d))
+
+
+class TestSave(unittest.TestCase):
+    def test_save_text_roundtrip(self):
+        with tempfile.TemporaryDirectory() as tmp, libplan.load(BLOCK) as p:
+            out = os.path.join(tmp, "copy.plan.yaml")
+            p.save(out)
+            with libplan.load(out) as q:
+                self.assertEqual(q.hash(), p.hash())
+            self.assertEqual(read(out), p.text())
+            p.save(os.path.join(tmp, "full.yaml"), self_contained=True)
+            with libplan.parse(p.text(self_contained=True)) as q:
+                self.assertEqual(q.hash(), p.hash())
+            with self.assertRaises(libplan.FileError) as cm:
+                p.save(os.path.join(tmp, "no", "such", "dir.yaml"))
+            self.assertIsInstance(cm.exception, OSError)
+
+    def test_by_path_plan_saves_relative(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(os.path.dirname(MLP), "mlp-by-path.plan.yaml")
+            with libplan.load(src) as p:
+                out = os.path.join(tmp, "sub", "p.yaml")
+                os.makedirs(os.path.dirname(out))
+                p.save(out)
+                with libplan.load(out) as q:
+                    self.assertEqual(q.hash(), p.hash())
+
+
+class TestErrors(unittest.TestCase):
+    def test_broken_yaml_has_position(self):
+        with self.assertRaises(libplan.ParseError) as cm:
+            libplan.parse('libplan: "0.1"\nprogram: {tensors: {x: [}\n',
+                          name="broken.yaml")
+        e = cm.exception
+        self.assertEqual(e.code, -3)
+        self.assertEqual(e.status, "syntax")
+        self.assertEqual((e.file, e.line), ("broken.yaml", 2))
+        self.assertGreater(e.column, 0)
+        self.assertTrue(str(e).startswith("broken.yaml:2:%d: " % e.column))
+        self.assertIsInstance(e, libplan.PlanError)
+
+    def test_broken_file_has_position(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            f = os.path.join(tmp, "bad.yaml")
+            with open(f, "w") as fh:
+                fh.write('libplan: "0.1"\nprogram:\n  tensors:\n'
+                         '    x: {shape: [2], bogus: 1}\n  ops: []\n')
+            with self.assertRaises(libplan.SchemaError) as cm:
+                libplan.load(f)
+            self.assertEqual((cm.exception.file, cm.exception.line), (f, 4))
+            self.assertIsInstance(cm.exception, libplan.ParseError)
+
+    def test_codes(self):
+        cases = [
+            ('libplan: "9.0"\n', libplan.VersionError),
+            ('libplan: "0.1"\nprogram:\n  tensors: {x: {shape: [2]}}\n'
+             '  ops:\n    - {name: a, op: relu, in: [nope], out: y}\n',
+             libplan.InvalidError),
+        ]
+        for text, cls in cases:
+            with self.subTest(cls=cls.__name__):
+                with self.assertRaises(cls) as cm:
+                    libplan.parse(text, name="t.yaml")
+                self.assertGreater(cm.exception.line, 0)
+        with self.assertRaises(libplan.FileError) as cm:
+            libplan.load("/no/such/plan.yaml")
+        self.assertIsInstance(cm.exception, OSError)
+        self.assertEqual(cm.exception.code, -2)
+        with self.assertRaises(libplan.UsageError):
+            libplan.load(None)
+        with self.assertRaises(libplan.UsageError):
+            libplan.load(42)
+
+    def test_closed_handles(self):
+        p = libplan.load(MLP)
+        prog = p.program
+        p.close()
+        p.close()  # idempotent
+        self.assertTrue(p.closed)
+        self.assertIn("closed", repr(p))
+        for call in (p.hash, p.validate, p.verify, p.cost, lambda: p.mesh,
+                     lambda: p.ops, lambda: p.text()):
+            with self.assertRaises(libplan.UsageError):
+                call()
+        with libplan.load(MLP) as q:
+            with self.assertRaises(libplan.UsageError):
+                q.diff(p)
+        # A view keeps its plan alive on its own.
+        view = libplan.load(MLP).program
+        import gc
+        gc.collect()
+        self.assertEqual(view.op(0).name, "mlp.fc1")
+        del prog
+
+    def test_context_manager_closes_on_error(self):
+        try:
+            with libplan.load(MLP) as p:
+                raise KeyError("x")
+        except KeyError:
+            pass
+        self.assertTrue(p.closed)
+
+    def test_last_error_is_per_thread(self):
+        results = {}
+
+        def fail(i):
+            for _ in range(50):
+                try:
+                    libplan.parse("libplan: \"0.1\"\n" + "x" * i + ": [\n",
+                                  name="t%d.yaml" % i)
+                except libplan.Error as e:
+                    if e.file != "t%d.yaml" % i:
+                        results[i] = e.file
+                        return
+            results[i] = None
+
+        ts = [threading.Thread(target=fail, args=(i,)) for i in range(1, 5)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertEqual(results, {i: None for i in range(1, 5)})
+
+    def test_no_leak_over_many_cycles(self):
+        def rss():
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        for _ in range(200):
+            libplan.parse(MLP_TEXT, base_dir=os.path.dirname(MLP)).close()
+        before = rss()
+        for _ in range(3000):
+            with libplan.parse(MLP_TEXT, base_dir=os.path.dirname(MLP)) as p:
+                p.validate()
+            libplan.parse(MLP_TEXT, base_dir=os.path.dirname(MLP))  # by GC
+        grown = rss() - before
+        self.assertLess(grown, 8 << 20, "RSS grew %d bytes" % grown)
+
+
+class TestBuilder(unittest.TestCase):
+    def test_build_and_verify(self):
+        b = libplan.ProgramBuilder("mlp")
+        b.input("x", [("batch", 8), 16])
+        b.param("w1", [16, 64])
+        b.param("w2", [64, 16])
+        b.op("matmul", ["x", "w1"], "h", name="fc1")
+        b.op("gelu", "h", "a", name="act", approximate="tanh")
+        b.op("matmul", ["a", "w2"], "y", name="fc2")
+        with b.build() as prog:
+            self.assertEqual(prog.shape("y"), (8, 16))
+        S, R, P = libplan.Shard, libplan.Replicate, libplan.Partial
+        with libplan.make_plan(
+                b, {"dp": 2, "tp": 2},
+                placements={"x": "S(0)R", "w1": (R(), S(1)), "w2": "RS(0)"},
+                strategies={"fc1": (["S(0)R", "RS(1)"], "S(0)S(1)"),
+                            "act": (["S(0)S(1)"], "S(0)S(1)"),
+                            "fc2": ([(S(0), S(1)), "RS(0)"], (S(0), P()))},
+                outputs={"y": "S(0)R"}) as plan:
+            self.assertTrue(plan.validate().ok)
+            self.assertTrue(plan.verify().equal)
+            self.assertEqual(plan.strategy("fc2").outputs, ("S(0)P(sum)",))
+
+    def test_builder_errors_have_positions(self):
+        b = libplan.ProgramBuilder()
+        b.input("x", [4])
+        b.op("relu", ["missing"], "y", name="r")
+        with self.assertRaises(libplan.InvalidError) as cm:
+            b.build()
+        self.assertGreater(cm.exception.line, 0)
+
+
+class TestVersions(unittest.TestCase):
+    def test_versions(self):
+        self.assertEqual(libplan.abi_version(), libplan.ABI_VERSION)
+        self.assertRegex(libplan.__version__, r"^\d+\.\d+\.\d+$")
+        self.assertTrue(os.path.exists(libplan.library_path))
+
+
+if __name__ == "__main__":
+    unittest.main()
