@@ -9,21 +9,7 @@
 
 #define SCHEMA "libplan-verify/1"
 
-static void json_str(plan_buf *b, const char *s) {
-  plan_buf_putc(b, '"');
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      plan_buf_putc(b, '\\');
-      plan_buf_putc(b, (char)c);
-    } else if (c < 0x20) {
-      plan_buf_printf(b, "\\u%04x", c);
-    } else {
-      plan_buf_putc(b, (char)c);
-    }
-  }
-  plan_buf_putc(b, '"');
-}
+static void json_str(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
 
 /* Numbers: shortest round-trip spelling; non-finite values as null. */
 static void num(plan_buf *b, double v) {

@@ -271,21 +271,7 @@ int cost_report_text(plan_buf *b, const plan_cost_report *r) {
 
 /* ---- json and yaml ------------------------------------------------------- */
 
-static void json_str(plan_buf *b, const char *s) {
-  plan_buf_putc(b, '"');
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      plan_buf_putc(b, '\\');
-      plan_buf_putc(b, (char)c);
-    } else if (c < 0x20) {
-      plan_buf_printf(b, "\\u%04x", c);
-    } else {
-      plan_buf_putc(b, (char)c);
-    }
-  }
-  plan_buf_putc(b, '"');
-}
+static void json_str(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
 
 static void num(plan_buf *b, double v) {
   char buf[40];

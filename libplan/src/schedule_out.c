@@ -19,21 +19,7 @@ static bool is_compute(int kind) {
  */
 
 /* A double-quoted string for YAML and JSON alike (both read \" \\ \uXXXX). */
-static void put_quoted(plan_buf *b, const char *s) {
-  plan_buf_putc(b, '"');
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      plan_buf_putc(b, '\\');
-      plan_buf_putc(b, (char)c);
-    } else if (c < 0x20) {
-      plan_buf_printf(b, "\\u%04x", c);
-    } else {
-      plan_buf_putc(b, (char)c);
-    }
-  }
-  plan_buf_putc(b, '"');
-}
+static void put_quoted(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
 
 static void put_double(plan_buf *b, double v) {
   char buf[32];

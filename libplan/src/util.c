@@ -690,3 +690,19 @@ char *plan_format_dims(const int64_t *dims, int rank, char *buf) {
   buf[n] = '\0';
   return buf;
 }
+
+void plan_buf_quoted(plan_buf *b, const char *s) {
+  plan_buf_putc(b, '"');
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      plan_buf_putc(b, '\\');
+      plan_buf_putc(b, (char)c);
+    } else if (c < 0x20) {
+      plan_buf_printf(b, "\\u%04x", c);
+    } else {
+      plan_buf_putc(b, (char)c);
+    }
+  }
+  plan_buf_putc(b, '"');
+}

@@ -139,6 +139,10 @@ int plan_errf(char *err, size_t errsz, const char *fmt, ...) PLAN_PRINTF(3, 4);
 #define PLAN_DIMS_STRLEN (8 * 22 + 4)
 char *plan_format_dims(const int64_t *dims, int rank, char *buf);
 
+/* A double-quoted string that JSON and YAML both read: '"' and '\\' escaped,
+ * control characters as \\uXXXX, everything else as is (UTF-8 passes). */
+void plan_buf_quoted(plan_buf *b, const char *s);
+
 /* ---- numbers and names --------------------------------------------------- */
 
 /* Shortest decimal that reads back to the same double: C's %.Ng with the

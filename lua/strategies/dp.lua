@@ -69,6 +69,25 @@ return function(p, opts)
 
   local exact = true
 
+  -- The states made by a step, in the order they were first made; past
+  -- max_states, only the cheapest (ties: the earlier).
+  local function kept(by_key, order)
+    local states = {}
+    for r, key in ipairs(order) do
+      states[r] = by_key[key]
+      states[r].rank = r
+    end
+    if #states > max_states then
+      table.sort(states, function(x, y)
+        if x.cost ~= y.cost then return x.cost < y.cost end
+        return x.rank < y.rank
+      end)
+      for r = #states, max_states + 1, -1 do states[r] = nil end
+      exact = false
+    end
+    return states
+  end
+
   -- The DP over a segment's ops from one entry state. Within a segment
   -- the live set after each op is the same for every state (liveness
   -- depends only on the position), so a state is an array of placements
@@ -133,19 +152,7 @@ return function(p, opts)
           end
         end
       end
-      states = {}
-      for r, key in ipairs(order) do
-        states[r] = by_key[key]
-        states[r].rank = r
-      end
-      if #states > max_states then
-        table.sort(states, function(x, y)
-          if x.cost ~= y.cost then return x.cost < y.cost end
-          return x.rank < y.rank
-        end)
-        for r = #states, max_states + 1, -1 do states[r] = nil end
-        exact = false
-      end
+      states = kept(by_key, order)
       live = nlive
     end
     return states, live
@@ -264,19 +271,7 @@ return function(p, opts)
         end
       end
     end
-    states = {}
-    for r, key in ipairs(order) do
-      states[r] = by_key[key]
-      states[r].rank = r
-    end
-    if #states > max_states then
-      table.sort(states, function(x, y)
-        if x.cost ~= y.cost then return x.cost < y.cost end
-        return x.rank < y.rank
-      end)
-      for r = #states, max_states + 1, -1 do states[r] = nil end
-      exact = false
-    end
+    states = kept(by_key, order)
   end
 
   -- the delivery of the outputs ends every path
