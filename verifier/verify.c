@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autodiff.h"
 #include "inputs.h"
 #include "kernels.h"
 #include "runner.h"
@@ -95,6 +96,21 @@ typedef struct vctx {
   int equal;
   const char *first_op, *first_tensor;
   char diagnosis[1024];
+  /* A training step (low->train), run `steps` times: the optimizer's
+   * state between runs, per param (verify_train.c's job, kept here as the
+   * verifier's context): */
+  int step, nsteps;
+  bool *keep_ref; /* [tensor]: reference values the update reads */
+  bool *keep_buf; /* [buffer]: blocks the update reads */
+  double **leaf_ref;  /* [tensor]: a param's reference value this step */
+  double ***leaf_blk; /* [tensor][rank]: its storage blocks this step */
+  double ***master;   /* [param][rank]: master blocks (master placement) */
+  double ***mom;      /* [param][rank]: momentum blocks */
+  double **ref_mom;   /* [param]: the reference's momentum */
+  int *master_buf;    /* [param]: a buffer of the master placement */
+  /* exact mode, a training step: [op] the backward ops whose results both
+   * runs round to the dyadic grid (see setup_train) */
+  bool *grid_op;
 } vctx;
 
 static int64_t count_of(const int64_t *dims, int rank) {
@@ -319,6 +335,12 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
     rc = plan_failf(PLAN_EINVALID, "op '%s': %s", op->name, err);
   for (int k = 0; !rc && k < op->nout; k++)
     from_kernel(vout[k].dtype, vout[k].data, outs[k]->data, outs[k]->n);
+  if (!rc && c->grid_op && c->grid_op[op - c->prog->ops])
+    for (int k = 0; k < op->nout; k++)
+      if (plan_dtype_is_float(c->prog->tensors[op->out[k]].dtype))
+        for (int64_t e = 0; e < outs[k]->n; e++)
+          outs[k]->data[e] =
+              plan_dyadic_round(outs[k]->data[e], PLAN_KERNEL_DYADIC_BITS);
   return rc;
 }
 
@@ -559,7 +581,8 @@ static int after_step(vctx *c, int i) {
       c->compared[b] = true;
       int t = c->low->bufs[b].tensor;
       c->mismatched[t] |= c->diffs[b].mismatches != 0;
-      if (--c->pending[t] == 0 && !c->mismatched[t]) {
+      if (--c->pending[t] == 0 && !c->mismatched[t] &&
+          !(c->keep_ref && c->keep_ref[t])) {
         block whole = {.n = count_of(c->prog->tensors[t].dims,
                                      c->prog->tensors[t].rank),
                        .data = c->ref[t]};
@@ -572,7 +595,7 @@ static int after_step(vctx *c, int i) {
     int n = pass ? s->nout : s->nin;
     for (int k = 0; k < n; k++) {
       int b = pass ? s->out[k] : s->in[k];
-      if (c->last_use[b] > i ||
+      if (c->last_use[b] > i || (c->keep_buf && c->keep_buf[b]) ||
           (c->needs_cmp[b] && (!c->compared[b] || c->diffs[b].mismatches)))
         continue;
       for (int64_t r = 0; r < c->nranks; r++)
@@ -633,7 +656,10 @@ static int run_lowered(vctx *c) {
         while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
                          memcmp(rb[q].local, blk->local, sizeof blk->local)))
           q++;
-        if (q < r)
+        if (c->leaf_blk && c->leaf_blk[b->tensor])
+          memcpy(blk->data, c->leaf_blk[b->tensor][r],
+                 sizeof(double) * (size_t)blk->n);
+        else if (q < r)
           memcpy(blk->data, rb[q].data, sizeof(double) * (size_t)blk->n);
         else
           fill_leaf(c, b->tensor, blk);
@@ -685,7 +711,10 @@ static int run_reference(vctx *c, double ***dst) {
     whole[t].n = count_of(x->dims, x->rank);
     if ((rc = alloc_block(&whole[t])))
       break;
-    if (x->producer < 0)
+    if (x->producer < 0 && c->leaf_ref && c->leaf_ref[t])
+      memcpy(whole[t].data, c->leaf_ref[t],
+             sizeof(double) * (size_t)whole[t].n);
+    else if (x->producer < 0)
       fill_leaf(c, t, &whole[t]);
   }
   for (int i = 0; i < prog->nops && !rc; i++) {
@@ -1732,6 +1761,213 @@ static int compare_all(vctx *c) {
   return PLAN_OK;
 }
 
+/* ---- training steps -------------------------------------------------------- */
+
+/* A training step's verification runs the training program `steps` times.
+ * After each run the optimizer updates the reference's params from the
+ * reference gradients, and every rank's master blocks of each param from
+ * its blocks of the synced gradient (the gradient as lowering delivered
+ * it, in the master placement); the updated params are compared, every
+ * replica, and the next run starts from them: the reference from its own,
+ * every rank from its own storage blocks (the master blocks themselves
+ * when master and storage placements agree, else gathered from the master
+ * blocks, as the all-gather after a ZeRO/FSDP update would). */
+
+/* A value in the param's precision: exact mode's dyadic grid, float mode's
+ * dtype. */
+static double param_round(const vctx *c, const plan_tensor *t, double v) {
+  if (c->o->mode == PLAN_VERIFY_EXACT)
+    return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
+  switch (run_dtype(c, t)) {
+  case PLAN_F32:
+    return (double)(float)v;
+  case PLAN_BF16:
+    return plan_round_bf16((float)v);
+  case PLAN_F16:
+    return plan_round_f16((float)v);
+  default:
+    return v;
+  }
+}
+
+/* SGD (torch's): g += wd w; m = momentum m + g (when momentum); w -= lr m. */
+static double sgd(const vctx *c, const plan_tensor *t, double w, double g,
+                  double *m) {
+  const plan_training *o = &c->p->training;
+  g += o->weight_decay * w;
+  if (o->momentum != 0) {
+    *m = param_round(c, t, o->momentum * *m + g);
+    g = *m;
+  }
+  return param_round(c, t, w - o->lr * g);
+}
+
+static double ***new_blocks(int n) { return calloc((size_t)n + 1, sizeof(double **)); }
+
+/* Per param: a buffer of the master placement (for comparing the updated
+ * params), and the reference values and blocks the update reads kept. */
+static int setup_train(vctx *c) {
+  plan_lowered *l = c->low;
+  const plan_ltrain *tr = l->train;
+  int np = tr->nparams;
+  size_t nt = (size_t)c->prog->ntensors + 1;
+  plan_lbuf *nb = realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
+  if (!nb)
+    return plan_oom();
+  l->bufs = nb;
+  l->cap_bufs = l->nbufs + np + 1;
+  c->keep_ref = calloc(nt, sizeof(bool));
+  c->leaf_ref = calloc(nt, sizeof(double *));
+  c->leaf_blk = new_blocks(c->prog->ntensors);
+  c->master = new_blocks(np);
+  c->mom = new_blocks(np);
+  c->ref_mom = calloc((size_t)np + 1, sizeof(double *));
+  c->master_buf = malloc(sizeof(int) * ((size_t)np + 1));
+  c->keep_buf = calloc((size_t)(l->nbufs + np + 1), sizeof(bool));
+  /* Exact mode keeps sums exact in any order while values stay short
+   * dyadics. A backward pass multiplies activations by activations
+   * (softmax's backward, attention's dq and dk, weight gradients), so each
+   * such product makes the grid finer, and a deep chain runs out of the
+   * 53 bits of a double: the order of a sum then shows in the last bit.
+   * So in a training step both runs round the results of every backward
+   * op the lowered program computes whole (no partial input or output) to
+   * the grid; where partial sums flow, ops stay linear and unrounded, as
+   * in a forward program. */
+  if (c->o->mode == PLAN_VERIFY_EXACT && tr->map) {
+    if (!(c->grid_op = calloc((size_t)c->prog->nops + 1, sizeof(bool))))
+      return plan_oom();
+    for (int i = tr->map->nfwd_ops; i < c->prog->nops; i++)
+      c->grid_op[i] = true;
+    for (int i = 0; i < l->nsteps; i++) {
+      const plan_lstep *st = &l->steps[i];
+      if (st->kind != PLAN_LSTEP_OP)
+        continue;
+      for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < (pass ? st->nout : st->nin); j++)
+          if (partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
+                           c->m->naxes, NULL))
+            c->grid_op[st->op] = false;
+    }
+  }
+  if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master ||
+      !c->mom || !c->ref_mom || !c->master_buf || !c->keep_buf)
+    return plan_oom();
+  for (int i = 0; i < np; i++) {
+    c->master_buf[i] = l->nbufs;
+    l->bufs[l->nbufs].tensor = tr->param[i];
+    l->bufs[l->nbufs++].pl = tr->master[i];
+    c->keep_ref[tr->param[i]] = true;
+    c->keep_ref[c->prog->outputs[tr->grad_out[i]]] = true;
+    c->keep_buf[l->produced[tr->param[i]]] = true;
+    c->keep_buf[l->delivered[tr->grad_out[i]]] = true;
+  }
+  return PLAN_OK;
+}
+
+static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
+  if (*dst)
+    return PLAN_OK;
+  if (!(*dst = calloc((size_t)c->nranks, sizeof(double *))))
+    return plan_oom();
+  for (int64_t r = 0; r < c->nranks; r++) {
+    int64_t n = c->bufs[buf][r].n;
+    if (!((*dst)[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(double))))
+      return plan_oom();
+  }
+  return PLAN_OK;
+}
+
+/* One param's update on every rank, compared; its next storage blocks. */
+static int update_param(vctx *c, int i, const char *label) {
+  const plan_ltrain *tr = c->low->train;
+  int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
+  const plan_tensor *x = &c->prog->tensors[t];
+  int64_t n = count_of(x->dims, x->rank);
+  int mb = c->master_buf[i], gb = c->low->delivered[tr->grad_out[i]];
+  int sb = c->low->produced[t];
+  bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
+  int rc;
+  /* the reference */
+  if (!c->ref_mom[i] && !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double))))
+    return plan_oom();
+  if (!c->leaf_ref[t] && !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
+    return plan_oom();
+  for (int64_t e = 0; e < n; e++)
+    c->ref[t][e] = sgd(c, x, c->ref[t][e], c->ref[gt][e], &c->ref_mom[i][e]);
+  memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
+  /* the ranks: master blocks start as the param's first values */
+  if ((rc = ensure_buffer(c, mb, true)))
+    return rc;
+  if (!c->master[i]) {
+    if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
+        (rc = alloc_rank_blocks(c, &c->mom[i], mb)))
+      return rc;
+    for (int64_t r = 0; r < c->nranks; r++) {
+      block b = c->bufs[mb][r];
+      b.data = c->master[i][r];
+      if (same)
+        memcpy(b.data, c->bufs[sb][r].data, sizeof(double) * (size_t)b.n);
+      else
+        fill_leaf(c, t, &b);
+    }
+  }
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *g = &c->bufs[gb][r];
+    block *m = &c->bufs[mb][r];
+    if (g->n != m->n)
+      return plan_failf(PLAN_EINVALID,
+                        "param '%s': its synced gradient is not laid out "
+                        "like its master copy",
+                        x->name);
+    for (int64_t e = 0; e < m->n; e++)
+      c->master[i][r][e] = sgd(c, x, c->master[i][r][e], g->data[e],
+                               &c->mom[i][r][e]);
+    memcpy(m->data, c->master[i][r], sizeof(double) * (size_t)m->n);
+  }
+  if (c->ref64) { /* the f64 reference knows the old values only */
+    free(c->ref64[t]);
+    c->ref64[t] = NULL;
+  }
+  diff df;
+  compare_buffer(c, mb, &df);
+  report_tensor(c, "param", label, mb, &df);
+  /* the next step's storage blocks */
+  if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
+    return rc;
+  double *glob = NULL;
+  if (!same) { /* gathered from the master blocks */
+    if (!(glob = malloc(sizeof(double) * ((size_t)n + 1))))
+      return plan_oom();
+    for (int64_t r = c->nranks - 1; r >= 0; r--)
+      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+        glob[global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
+  }
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *sbk = &c->bufs[sb][r];
+    for (int64_t e = 0; e < sbk->n; e++)
+      c->leaf_blk[t][r][e] =
+          same ? c->master[i][r][e] : glob[global_index(x, sbk, e)];
+  }
+  free(glob);
+  return PLAN_OK;
+}
+
+static int optimizer_step(vctx *c) {
+  const plan_ltrain *tr = c->low->train;
+  if (c->p->training.optimizer == PLAN_OPT_NONE)
+    return PLAN_OK;
+  const char *label =
+      plan_arena_printf(&c->rec_arena, "sgd step %d", c->step + 1);
+  if (!label)
+    return plan_oom();
+  for (int i = 0; i < tr->nparams; i++) {
+    int rc = update_param(c, i, label);
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
 /* ---- report ----------------------------------------------------------------- */
 
 
@@ -1746,7 +1982,8 @@ static char *dup_or_empty(const char *s) {
   return d;
 }
 
-static void free_ctx(vctx *c) {
+/* What one run (of several training steps) allocates. */
+static void free_run(vctx *c) {
   if (c->bufs && c->low)
     for (int b = 0; b < c->low->nbufs; b++) {
       if (!c->bufs[b])
@@ -1756,10 +1993,6 @@ static void free_ctx(vctx *c) {
       free(c->bufs[b]);
     }
   free(c->bufs);
-  for (int i = 0; i < c->npool; i++)
-    free(c->pool[i]);
-  free(c->pool);
-  free(c->pool_n);
   free(c->diffs);
   free(c->compared);
   free(c->needs_cmp);
@@ -1774,11 +2007,50 @@ static void free_ctx(vctx *c) {
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref[t]);
   free(c->ref);
-  free(c->coords);
   free(c->rtol);
   free(c->atol);
   free(c->depth);
   free(c->rms);
+  c->bufs = NULL;
+  c->diffs = NULL;
+  c->compared = c->needs_cmp = c->mismatched = NULL;
+  c->last_use = c->pending = NULL;
+  c->ref64 = c->ref = NULL;
+  c->rtol = c->atol = c->depth = c->rms = NULL;
+}
+
+static void free_blocks(double ***b, int n, int64_t nranks) {
+  for (int i = 0; b && i < n; i++) {
+    for (int64_t r = 0; b[i] && r < nranks; r++)
+      free(b[i][r]);
+    free(b[i]);
+  }
+  free(b);
+}
+
+static void free_ctx(vctx *c) {
+  free_run(c);
+  for (int i = 0; i < c->npool; i++)
+    free(c->pool[i]);
+  free(c->pool);
+  free(c->pool_n);
+  free(c->coords);
+  if (c->low && c->low->train) {
+    int np = c->low->train->nparams;
+    free_blocks(c->master, np, c->nranks);
+    free_blocks(c->mom, np, c->nranks);
+    free_blocks(c->leaf_blk, c->prog->ntensors, c->nranks);
+    for (int i = 0; c->ref_mom && i < np; i++)
+      free(c->ref_mom[i]);
+    for (int t = 0; c->leaf_ref && t < c->prog->ntensors; t++)
+      free(c->leaf_ref[t]);
+  }
+  free(c->ref_mom);
+  free(c->leaf_ref);
+  free(c->keep_ref);
+  free(c->keep_buf);
+  free(c->master_buf);
+  free(c->grid_op);
   for (int i = 0; i < PLAN_MAX_OPERANDS * 2; i++)
     free(c->scratch[i]);
   plan_buf_free(&c->text);
@@ -1839,9 +2111,9 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   vctx c;
   memset(&c, 0, sizeof c);
   c.dtype = dtype;
-  c.p = p;
-  c.prog = p->program;
-  c.m = &p->mesh;
+  c.p = low->plan ? low->plan : p; /* a training step: its own plan */
+  c.prog = c.p->program;
+  c.m = &c.p->mesh;
   c.o = opts;
   c.equal = 1;
   c.low = low; /* owned from here: freed with the context */
@@ -1870,15 +2142,31 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
       x /= c.m->axis_sizes[a];
     }
   }
-  double t[4];
-  t[0] = seconds_now();
-  if (!(rc = run_reference(&c, &c.ref)) && !(rc = init_tolerances(&c))) {
-    t[1] = seconds_now();
-    if (!(rc = run_lowered(&c))) { /* comparing as it goes */
-      t[2] = seconds_now();
-      rc = compare_all(&c);
-      t[3] = seconds_now();
-    }
+  double secs[3] = {0, 0, 0};
+  c.nsteps = 1;
+  rc = PLAN_OK;
+  if (low->train) {
+    c.nsteps = c.p->training.steps > 1 ? (int)c.p->training.steps : 1;
+    rc = setup_train(&c);
+  }
+  for (c.step = 0; !rc && c.step < c.nsteps; c.step++) {
+    if (c.step)
+      free_run(&c);
+    double t0 = seconds_now();
+    if ((rc = run_reference(&c, &c.ref)) || (rc = init_tolerances(&c)))
+      break;
+    double t1 = seconds_now();
+    if ((rc = run_lowered(&c))) /* comparing as it goes */
+      break;
+    double t2 = seconds_now();
+    rc = compare_all(&c);
+    if (!rc && c.equal && low->train)
+      rc = optimizer_step(&c);
+    secs[0] += t1 - t0;
+    secs[1] += t2 - t1;
+    secs[2] += seconds_now() - t2;
+    if (!c.equal)
+      break;
   }
   if (rc) {
     free_ctx(&c);
@@ -1890,9 +2178,9 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     return plan_oom();
   }
   rep->equal = c.equal;
-  rep->seconds_reference = t[1] - t[0];
-  rep->seconds_lowered = t[2] - t[1] - c.cmp_seconds;
-  rep->seconds_compare = t[3] - t[2] + c.cmp_seconds;
+  rep->seconds_reference = secs[0];
+  rep->seconds_lowered = secs[1] - c.cmp_seconds;
+  rep->seconds_compare = secs[2] + c.cmp_seconds;
   memcpy(rep->collectives, c.low->collectives, sizeof rep->collectives);
   rep->mode = opts->mode;
   rep->seed = opts->seed;
@@ -1905,6 +2193,19 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   c.nrecs = 0;
   plan_arena_init(&c.rec_arena);
   rep->file = dup_or_empty(p->file);
+  if (low->train) {
+    const plan_training *o = &c.p->training;
+    if (o->optimizer == PLAN_OPT_NONE)
+      plan_buf_printf(&c.text, "training: gradients of %d params, no "
+                      "optimizer\n", low->train->nparams);
+    else
+      plan_buf_printf(&c.text,
+                      "training: %d of %d sgd steps (lr %g, momentum %g, "
+                      "weight decay %g) on %d params, compared: loss, every "
+                      "gradient, updated params on every replica\n",
+                      c.equal ? c.nsteps : c.step + 1, c.nsteps, o->lr,
+                      o->momentum, o->weight_decay, low->train->nparams);
+  }
   plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
                   p->file, c.equal ? "EQUAL" : "NOT EQUAL",
                   opts->mode == PLAN_VERIFY_EXACT ? "exact" : "float",

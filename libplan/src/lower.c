@@ -115,30 +115,13 @@ static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
   return cur;
 }
 
-int plan_lower(plan_lowered **out, const plan_plan *p) {
-  *out = NULL;
-  if (!p || !p->has_mesh)
-    return plan_failf(PLAN_EUSAGE, "plan_lower: a plan with a mesh is needed");
-  if (p->training.present || p->pipeline.present)
-    return plan_failf(PLAN_EUNSUPPORTED,
-                      "lowering of training steps and pipelines is not "
-                      "available yet: forward plans only");
-  for (int r = 0; r < p->nregions; r++)
-    if (p->regions[r].kind == PLAN_REGION_MANUAL)
-      return plan_failf(PLAN_EUNSUPPORTED,
-                        "manual region '%s': lowering manual regions is not "
-                        "available yet",
-                        p->regions[r].name);
+/* The steps of l->plan (forward ops, or a training program as one): its
+ * leaves in their storage placements, its ops in program order with the
+ * redistributions their strategies need, its outputs as the plan delivers
+ * them. */
+int plan_lower_steps(plan_lowered *l) {
+  const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
-  for (int i = 0; i < prog->nops; i++)
-    if (!p->strategies[i].set)
-      return plan_failf(PLAN_EINVALID, "op '%s' has no strategy",
-                        prog->ops[i].name);
-  plan_lowered *l = calloc(1, sizeof *l);
-  if (!l)
-    return plan_oom();
-  l->plan = p;
-  plan_arena_init(&l->arena);
   holders h = {NULL, NULL, 0};
   int rc = PLAN_OK;
   l->produced = calloc((size_t)prog->ntensors + 1, sizeof(int));
@@ -215,6 +198,36 @@ int plan_lower(plan_lowered **out, const plan_plan *p) {
 done:
   free(h.first);
   free(h.next);
+  return rc;
+}
+
+int plan_lower(plan_lowered **out, const plan_plan *p) {
+  *out = NULL;
+  if (!p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_lower: a plan with a mesh is needed");
+  if (p->pipeline.present)
+    return plan_failf(PLAN_EUNSUPPORTED,
+                      "lowering of pipelines is not available yet: plans "
+                      "without a pipeline only");
+  for (int r = 0; r < p->nregions; r++)
+    if (p->regions[r].kind == PLAN_REGION_MANUAL)
+      return plan_failf(PLAN_EUNSUPPORTED,
+                        "manual region '%s': lowering manual regions is not "
+                        "available yet",
+                        p->regions[r].name);
+  const plan_program *prog = p->program;
+  for (int i = 0; i < prog->nops; i++)
+    if (!p->strategies[i].set)
+      return plan_failf(PLAN_EINVALID, "op '%s' has no strategy",
+                        prog->ops[i].name);
+  if (p->training.present)
+    return plan_lower_train(out, p);
+  plan_lowered *l = calloc(1, sizeof *l);
+  if (!l)
+    return plan_oom();
+  l->plan = p;
+  plan_arena_init(&l->arena);
+  int rc = plan_lower_steps(l);
   if (rc) {
     plan_lowered_free(l);
     return rc;
@@ -227,6 +240,7 @@ void plan_lowered_free(plan_lowered *l) {
   if (!l)
     return;
   plan_free(l->own_plan);
+  plan_ltrain_free(l->train);
   free(l->bufs);
   free(l->steps);
   free(l->produced);

@@ -5,8 +5,11 @@
  * program, which buffer holds it and in which placement, so a verifier can
  * reassemble the global tensor from the ranks' blocks.
  *
- * This is the in-memory form; forward programs only (training and pipeline
- * schedules come with issue 4). */
+ * A plan with a `training` section lowers its training step: the training
+ * program of autodiff (forward ops, then backward ops) with a strategy for
+ * every backward op derived from its forward op's (lower_train.c), and each
+ * param's gradient delivered where its optimizer update runs (the gradient
+ * sync). Pipeline schedules are not lowered yet. */
 #ifndef LIBPLAN_LOWER_H
 #define LIBPLAN_LOWER_H
 
@@ -39,6 +42,25 @@ typedef struct plan_lstep {
                            concatenation; NULL: coordinate order */
 } plan_lstep;
 
+struct plan_grad_map;
+
+/* A lowered training step: what the optimizer updates, and where. */
+typedef struct plan_ltrain {
+  struct plan_grad_map *map; /* training program vs forward program */
+  int loss;                  /* the loss tensor */
+  int nparams;
+  int *param;    /* [nparams]: float params (tensor indices) */
+  int *grad_out; /* [nparams]: the output slot delivering its synced
+                    gradient, in the master placement */
+  /* [nparams]: where the update runs, and where the master copy of the
+   * param and its optimizer state live: the param's storage placement
+   * (all-reduce, auto, none) or its optimizer_state placement
+   * (reduce_scatter: ZeRO/FSDP, the next step's param is all-gathered
+   * from the master) */
+  plan_placement *master;
+  plan_grad_sync *sync;
+} plan_ltrain;
+
 typedef struct plan_lowered {
   const plan_plan *plan;
   plan_plan *own_plan; /* a lowered file's program and mesh (else NULL) */
@@ -52,13 +74,23 @@ typedef struct plan_lowered {
   int *delivered; /* per program output slot: the buffer in the output
                      placement */
   int collectives[PLAN_REDIST_COUNT]; /* steps of each kind */
+  plan_ltrain *train; /* a training step; NULL for a forward program */
 } plan_lowered;
 
-/* Lowers a validated plan. Returns PLAN_OK, PLAN_EUNSUPPORTED for what is
- * not lowered yet (training, pipelines, manual regions), PLAN_EINVALID when
- * a redistribution cannot be planned, PLAN_ENOMEM. */
+/* Lowers a validated plan. A training plan lowers its training step, whose
+ * program (l->plan->program) is the training program, owned by l. Returns
+ * PLAN_OK, PLAN_EUNSUPPORTED for what is not lowered yet (pipelines, manual
+ * regions, the training features lower_train.c refuses), PLAN_EINVALID when
+ * a redistribution cannot be planned or a gradient cannot be synced as the
+ * plan says, PLAN_ENOMEM. `p` must outlive the result. */
 int plan_lower(plan_lowered **out, const plan_plan *p);
 void plan_lowered_free(plan_lowered *l);
+
+/* Internal to lowering: the steps of l->plan (lower.c), and the training
+ * step of p (lower_train.c). */
+int plan_lower_steps(plan_lowered *l);
+int plan_lower_train(plan_lowered **out, const plan_plan *p);
+void plan_ltrain_free(plan_ltrain *t);
 
 /* The lowered program as YAML (spec/lowered-format.md); newly allocated. */
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);

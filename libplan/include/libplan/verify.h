@@ -5,8 +5,10 @@
  * blocks (every replica, partial sums reduced) and compared with the
  * reference, in topological order, so the first divergent op is named.
  *
- * Forward plans for now: training steps and pipelines come with issue 4,
- * and verifying them returns PLAN_EUNSUPPORTED. */
+ * A plan with a `training` section runs its training step `steps` times:
+ * the loss, every gradient and the SGD-updated params on every replica are
+ * compared as well (docs/training-and-pipelines.md, Training). Pipelines,
+ * and the training features lowering refuses, return PLAN_EUNSUPPORTED. */
 #ifndef LIBPLAN_VERIFY_H
 #define LIBPLAN_VERIFY_H
 
