@@ -74,6 +74,9 @@ class TestLoad(unittest.TestCase):
             with self.assertRaises(libplan.NotFoundError):
                 p.placement("nope")
             with self.assertRaises(libplan.NotFoundError):
+                p.placement(99)
+            self.assertEqual(p.placement(1), "RS(1)")
+            with self.assertRaises(libplan.NotFoundError):
                 p.strategy("nope")
 
     def test_show(self):
@@ -291,7 +294,8 @@ class TestErrors(unittest.TestCase):
         self.assertTrue(p.closed)
         self.assertIn("closed", repr(p))
         for call in (p.hash, p.validate, p.verify, p.cost, lambda: p.mesh,
-                     lambda: p.ops, lambda: p.text()):
+                     lambda: p.ops, lambda: p.text(),
+                     lambda: p.placement("w1"), lambda: p.placements):
             with self.assertRaises(libplan.UsageError):
                 call()
         with libplan.load(MLP) as q:
@@ -370,6 +374,22 @@ class TestBuilder(unittest.TestCase):
             self.assertTrue(plan.validate().ok)
             self.assertTrue(plan.verify().equal)
             self.assertEqual(plan.strategy("fc2").outputs, ("S(0)P(sum)",))
+
+    def test_training_program(self):
+        b = libplan.ProgramBuilder("m")
+        b.input("x", [4, 8])
+        b.param("w", [8, 2])
+        b.op("matmul", ["x", "w"], "y", name="mm")
+        b.op("reduce_sum", ["y"], "l", name="sum", dims=[0, 1])
+        b.loss("l")
+        with b.build() as p, p.grad() as g:
+            self.assertEqual(g.shape("grad/w"), (8, 2))
+            self.assertEqual(g.op(0).name, "mm")
+        b = libplan.ProgramBuilder()
+        b.input("x", [2])
+        b.op("relu", "x", "y", name="r")
+        with b.build() as p, self.assertRaises(libplan.InvalidError):
+            p.grad()
 
     def test_builder_errors_have_positions(self):
         b = libplan.ProgramBuilder()

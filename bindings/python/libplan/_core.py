@@ -2,7 +2,7 @@
 
 import ctypes
 import json
-import os
+import threading
 from collections import namedtuple
 
 from . import _lib
@@ -322,12 +322,27 @@ class PlanTensor(namedtuple("PlanTensor", "index name shape dtype role "
     __slots__ = ()
 
 
+_LEAVES = (b"input", b"param", b"const")
+_tensor_placement = fn.tensor_placement
+_tls = threading.local()
+
+
+def _buffer():
+    """A per-thread 128-byte buffer for placements (ctypes lets other
+    threads run during a call, so one buffer per plan would race)."""
+    b = getattr(_tls, "buf", None)
+    if b is None:
+        b = _tls.buf = ctypes.create_string_buffer(128)
+    return b
+
+
 class Plan(_Handle):
     """A loaded plan. Use `libplan.load(path)` or `libplan.parse(text)`;
     free it with close() or a `with` block (or let it be collected)."""
 
     _free = staticmethod(lambda p: fn.free(p))
     _kind = "plan"
+    _names = None  # tensor name -> index, built on the first lookup
 
     @classmethod
     def load(cls, path, threads=0):
@@ -402,10 +417,19 @@ class Plan(_Handle):
     def _tensor_index(self, key):
         if isinstance(key, int):
             return key
-        i = fn.program_tensor_find(fn.get_program(self._h), enc(key))
-        if i < 0:
-            raise NotFoundError("no tensor %r in the plan" % (key,))
-        return i
+        names = self._names
+        if names is None:
+            # one pass over the names, then dict lookups: cheaper than a C
+            # lookup per call once a caller asks for more than a few
+            prog = fn.get_program(self._h)
+            name = fn.program_tensor_name
+            names = self._names = {
+                name(prog, i).decode("utf-8"): i
+                for i in range(fn.program_tensor_count(prog))}
+        try:
+            return names[key]
+        except (KeyError, TypeError):
+            raise NotFoundError("no tensor %r in the plan" % (key,)) from None
 
     def _op_index(self, key):
         if isinstance(key, int):
@@ -418,8 +442,14 @@ class Plan(_Handle):
     def placement(self, tensor):
         """The stored placement of an input, param or const (compact form;
         all R when the plan says nothing)."""
-        buf = ctypes.create_string_buffer(256)
-        check(fn.tensor_placement(buf, 256, self._h, self._tensor_index(tensor)))
+        h = self._ptr or self._h  # (self._h raises when closed)
+        i = tensor if type(tensor) is int else self._tensor_index(tensor)
+        try:
+            buf = _tls.buf
+        except AttributeError:
+            buf = _buffer()
+        if _tensor_placement(buf, 128, h, i) < 0:
+            check(-9)
         return buf.value.decode()
 
     def placement_spec(self, tensor):
@@ -476,8 +506,19 @@ class Plan(_Handle):
     def placements(self):
         """{tensor name: compact placement} for every input, param and
         const."""
-        return {t.name: t.placement for t in self.tensors
-                if t.placement is not None}
+        h = self._h
+        if not fn.has_mesh(h):
+            return {}
+        prog = fn.get_program(h)
+        buf = _buffer()
+        role, name, get = (fn.program_tensor_role, fn.program_tensor_name,
+                           fn.tensor_placement)
+        out = {}
+        for i in range(fn.program_tensor_count(prog)):
+            if role(prog, i) in _LEAVES:
+                check(get(buf, 128, h, i))
+                out[name(prog, i).decode("utf-8")] = buf.value.decode()
+        return out
 
     @property
     def strategies(self):
