@@ -157,6 +157,13 @@ class TestChecks(unittest.TestCase):
             with self.assertRaises(libplan.UnsupportedError):
                 p.verify()
 
+    def test_verify_training_step(self):
+        path = os.path.join(os.path.dirname(MLP), "mlp-train.plan.yaml")
+        if not os.path.exists(path):
+            self.skipTest("no examples/mlp-train.plan.yaml")
+        with libplan.load(path) as p:
+            self.assertTrue(p.verify().equal)
+
     def test_reduce_shapes(self):
         with libplan.load(BLOCK) as p:
             small, summary = p.reduce_shapes()

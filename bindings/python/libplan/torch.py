@@ -11,7 +11,7 @@ everything that needs torch itself raises UnsupportedError there.
 import operator
 
 from . import placements as _pl
-from ._core import Plan, Program
+from ._core import Plan
 from .builder import ProgramBuilder
 from .errors import UnsupportedError, UsageError
 
