@@ -1877,8 +1877,20 @@ static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
   return PLAN_OK;
 }
 
-/* One param's update on every rank, compared; its next storage blocks. */
-static int update_param(vctx *c, int i, const char *label) {
+/* A gradient scaled by clipping's coefficient (rounded to the grid in exact
+ * mode: both runs the same way). */
+static double clipped(const vctx *c, double g, double coef) {
+  if (coef == 1)
+    return g;
+  return c->o->mode == PLAN_VERIFY_EXACT
+             ? plan_dyadic_round(g * coef, PLAN_KERNEL_DYADIC_BITS)
+             : g * coef;
+}
+
+/* One param's update on every rank, compared; its next storage blocks.
+ * coef_ref and coef[rank]: clipping's coefficients. */
+static int update_param(vctx *c, int i, const char *label, double coef_ref,
+                        const double *coef) {
   const plan_ltrain *tr = c->low->train;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
   const plan_tensor *x = &c->prog->tensors[t];
@@ -1893,7 +1905,8 @@ static int update_param(vctx *c, int i, const char *label) {
   if (!c->leaf_ref[t] && !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
     return plan_oom();
   for (int64_t e = 0; e < n; e++)
-    c->ref[t][e] = sgd(c, x, c->ref[t][e], c->ref[gt][e], &c->ref_mom[i][e]);
+    c->ref[t][e] = sgd(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
+                       &c->ref_mom[i][e]);
   memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
   /* the ranks: master blocks start as the param's first values */
   if ((rc = ensure_buffer(c, mb, true)))
@@ -1920,7 +1933,8 @@ static int update_param(vctx *c, int i, const char *label) {
                         "like its master copy",
                         x->name);
     for (int64_t e = 0; e < m->n; e++)
-      c->master[i][r][e] = sgd(c, x, c->master[i][r][e], g->data[e],
+      c->master[i][r][e] = sgd(c, x, c->master[i][r][e],
+                               clipped(c, g->data[e], coef[r]),
                                &c->mom[i][r][e]);
     memcpy(m->data, c->master[i][r], sizeof(double) * (size_t)m->n);
   }
@@ -1952,20 +1966,92 @@ static int update_param(vctx *c, int i, const char *label) {
   return PLAN_OK;
 }
 
+/* Gradient clipping by global norm (torch's clip_grad_norm_: the
+ * gradients scaled by min(1, max / (norm + 1e-6))). The reference's norm is
+ * over its whole gradients; each rank sums the squares of its blocks of
+ * every synced gradient over the ranks along that param's norm axes (the
+ * all-reduce a runner would do), so each element counts once when lowering
+ * chose the axes right. norm[rank] and coef[rank]. */
+static double clip_norms(vctx *c, double *norm, double *coef) {
+  const plan_ltrain *tr = c->low->train;
+  double max = c->p->training.clip_grad_norm, ref2 = 0;
+  for (int64_t r = 0; r < c->nranks; r++)
+    norm[r] = 0;
+  for (int i = 0; i < tr->nparams; i++) {
+    int gt = c->prog->outputs[tr->grad_out[i]];
+    const plan_tensor *x = &c->prog->tensors[gt];
+    int64_t n = count_of(x->dims, x->rank);
+    for (int64_t e = 0; e < n; e++)
+      ref2 += c->ref[gt][e] * c->ref[gt][e];
+    int gb = c->low->delivered[tr->grad_out[i]];
+    for (int64_t q = 0; q < c->nranks; q++) {
+      const block *g = &c->bufs[gb][q];
+      double s = 0;
+      for (int64_t e = 0; e < g->n; e++)
+        s += g->data[e] * g->data[e];
+      for (int64_t r = 0; r < c->nranks; r++) { /* q in r's group? */
+        bool same = true;
+        for (int a = 0; a < c->m->naxes && same; a++)
+          same = (tr->norm_axes[i] >> a & 1u) ||
+                 c->coords[q][a] == c->coords[r][a];
+        if (same)
+          norm[r] += s;
+      }
+    }
+  }
+  for (int64_t r = 0; r < c->nranks; r++) {
+    norm[r] = sqrt(norm[r]);
+    coef[r] = fmin(1, max / (norm[r] + 1e-6));
+  }
+  return sqrt(ref2);
+}
+
 static int optimizer_step(vctx *c) {
   const plan_ltrain *tr = c->low->train;
   if (c->p->training.optimizer == PLAN_OPT_NONE)
     return PLAN_OK;
   const char *label =
       plan_arena_printf(&c->rec_arena, "sgd step %d", c->step + 1);
-  if (!label)
+  double *norm = malloc(sizeof(double) * (size_t)c->nranks);
+  double *coef = malloc(sizeof(double) * (size_t)c->nranks);
+  if (!label || !norm || !coef) {
+    free(norm);
+    free(coef);
     return plan_oom();
-  for (int i = 0; i < tr->nparams; i++) {
-    int rc = update_param(c, i, label);
-    if (rc)
-      return rc;
   }
-  return PLAN_OK;
+  double ref_norm = 0, coef_ref = 1;
+  for (int64_t r = 0; r < c->nranks; r++)
+    coef[r] = 1;
+  if (c->p->training.clip_grad_norm > 0) {
+    ref_norm = clip_norms(c, norm, coef);
+    coef_ref = fmin(1, c->p->training.clip_grad_norm / (ref_norm + 1e-6));
+  }
+  int rc = PLAN_OK;
+  bool was_equal = c->equal;
+  for (int i = 0; i < tr->nparams && !rc; i++)
+    rc = update_param(c, i, label, coef_ref, coef);
+  /* a wrong update after right gradients: a wrong norm says why */
+  for (int64_t r = 0; !rc && was_equal && !c->equal &&
+                      c->p->training.clip_grad_norm > 0 && r < c->nranks;
+       r++) {
+    double rt = c->o->mode == PLAN_VERIFY_EXACT ? 0 : 1e-5;
+    if (fabs(norm[r] - ref_norm) <= rt * ref_norm)
+      continue;
+    double sq = ref_norm > 0 ? norm[r] * norm[r] / (ref_norm * ref_norm) : 0;
+    snprintf(c->diagnosis, sizeof c->diagnosis,
+             "gradient clipping: the global gradient norm on rank %lld is "
+             "%.17g, the reference's %.17g; its square is %g times the "
+             "reference's: %s",
+             (long long)r, norm[r], ref_norm, sq,
+             sq > 1 ? "squares of replicated gradients summed over their "
+                      "replicas (a replica counted more than once)"
+                    : "squares of sharded gradients left out (a shard not "
+                      "counted)");
+    break;
+  }
+  free(norm);
+  free(coef);
+  return rc;
 }
 
 /* ---- report ----------------------------------------------------------------- */
@@ -2201,10 +2287,12 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     else
       plan_buf_printf(&c.text,
                       "training: %d of %d sgd steps (lr %g, momentum %g, "
-                      "weight decay %g) on %d params, compared: loss, every "
-                      "gradient, updated params on every replica\n",
+                      "weight decay %g, clip %g) on %d params, compared: "
+                      "loss, every gradient, updated params on every "
+                      "replica\n",
                       c.equal ? c.nsteps : c.step + 1, c.nsteps, o->lr,
-                      o->momentum, o->weight_decay, low->train->nparams);
+                      o->momentum, o->weight_decay, o->clip_grad_norm,
+                      low->train->nparams);
   }
   plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
                   p->file, c.equal ? "EQUAL" : "NOT EQUAL",

@@ -59,6 +59,10 @@ typedef struct plan_ltrain {
    * from the master) */
   plan_placement *master;
   plan_grad_sync *sync;
+  /* [nparams]: gradient clipping by global norm, the mesh axes (bit a for
+   * axis a) along which the ranks' sums of squares of the synced gradient
+   * are summed: those that shard it (each replica counted once) */
+  unsigned *norm_axes;
 } plan_ltrain;
 
 typedef struct plan_lowered {

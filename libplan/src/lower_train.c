@@ -41,6 +41,7 @@ void plan_ltrain_free(plan_ltrain *t) {
   free(t->grad_out);
   free(t->master);
   free(t->sync);
+  free(t->norm_axes);
   free(t);
 }
 
@@ -56,8 +57,6 @@ static int refuse_unsupported(const plan_plan *p) {
   const char *what = NULL;
   if (tr->optimizer == PLAN_OPT_ADAM)
     what = "the adam optimizer (sgd is verified)";
-  else if (tr->clip_grad_norm != 0)
-    what = "gradient clipping (clip_grad_norm)";
   else if (tr->loss_scale != 1)
     what = "loss scaling (loss_scale other than 1)";
   const plan_program *prog = p->program;
@@ -275,7 +274,8 @@ static int build(tctx *c, plan_lowered *l) {
   tr->grad_out = malloc(n * sizeof(int));
   tr->master = malloc(n * sizeof(plan_placement));
   tr->sync = malloc(n * sizeof(plan_grad_sync));
-  if (!tr->param || !tr->grad_out || !tr->master || !tr->sync)
+  tr->norm_axes = calloc(n, sizeof(unsigned));
+  if (!tr->param || !tr->grad_out || !tr->master || !tr->sync || !tr->norm_axes)
     return plan_oom();
   tr->loss = fwd->loss;
   /* output placements: forward outputs as the plan says, the loss
@@ -301,6 +301,9 @@ static int build(tctx *c, plan_lowered *l) {
         return rc;
       tp->out_pl[k].set = true;
       tp->out_pl[k].pl = deliver;
+      for (int a = 0; a < deliver.naxes; a++)
+        if (deliver.ax[a].kind == PLAN_PL_S)
+          tr->norm_axes[i] |= 1u << a;
       break;
     }
   }

@@ -276,8 +276,6 @@ static void test_refusals(void **state) {
   } cases[] = {
       {"{kind: sgd, lr: 0.125, momentum: 0.5}", "{kind: adam}",
        PLAN_EUNSUPPORTED, "adam"},
-      {"steps: 2", "steps: 2\n  clip_grad_norm: 1.0", PLAN_EUNSUPPORTED,
-       "clip_grad_norm"},
       {"steps: 2", "steps: 2\n  loss_scale: 4", PLAN_EUNSUPPORTED,
        "loss_scale"},
       {"steps: 2", "steps: 2\n  dtypes: {compute: bf16}", PLAN_EUNSUPPORTED,
@@ -446,6 +444,39 @@ static void test_sync_none(void **state) {
   free(t);
 }
 
+/* Bug: clipping by global norm that counts replicas twice: the squares of
+ * w1's gradient (RS(1): sharded over tp, replicated over dp) summed over dp
+ * as well as tp. */
+static void clip_counts_replicas(plan_lowered *l) {
+  for (int i = 0; i < l->train->nparams; i++)
+    if (!strcmp(l->plan->program->tensors[l->train->param[i]].name, "w1")) {
+      assert_int_equal(l->train->norm_axes[i], 2u); /* tp only */
+      l->train->norm_axes[i] |= 1u;                 /* and dp */
+    }
+}
+
+static void test_clip_counts_replicas_twice(void **state) {
+  (void)state;
+  char *t = read_text(MLP);
+  t = replace(t, "steps: 2", "steps: 2\n  clip_grad_norm: 1.0");
+  plan_plan *p = load_text(t);
+  expect_equal(p, "clip");
+  for (int mode = 0; mode < 2; mode++) {
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    clip_counts_replicas(l);
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
+    plan_verify_report *r;
+    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+    expect_bug(r, "sgd step 1", "w1", "gradient clipping",
+               "a replica counted more than once");
+    plan_verify_report_free(r);
+  }
+  plan_free(p);
+  free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_examples_equal),
@@ -458,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_grads_scaled_twice),
       cmocka_unit_test(test_grads_summed_not_averaged),
       cmocka_unit_test(test_sync_none),
+      cmocka_unit_test(test_clip_counts_replicas_twice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
