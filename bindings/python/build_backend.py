@@ -9,9 +9,12 @@ come from the system.
 
 The library to carry is, in order: the `library` config setting
 (pip --config-settings library=PATH), $LIBPLAN_LIBRARY, or build/ of the
-source tree these files sit in (run `make` first).
+source tree these files sit in (run `make` first). The `plan` tool beside
+that library goes in too, as libplan/bin/plan (libplan.search runs it);
+`tool=none` (--tool none) leaves it out.
 
-    python3 bindings/python/build_backend.py [--library PATH] [--out DIR]
+    python3 bindings/python/build_backend.py [--library PATH] [--tool PATH]
+                                             [--out DIR]
 """
 
 import base64
@@ -19,6 +22,7 @@ import hashlib
 import io
 import os
 import re
+import stat
 import sys
 import sysconfig
 import tarfile
@@ -100,14 +104,16 @@ def _write_wheel(path, entries, distinfo):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data, mode in entries:
             zi = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            zi.external_attr = (mode & 0xFFFF) << 16
+            # a regular file's full st_mode: installers keep the x bits
+            # only of entries marked S_IFREG
+            zi.external_attr = (stat.S_IFREG | mode) << 16
             zi.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(zi, data)
             record.append(_record_line(name, data))
         record.append("%s/RECORD,," % distinfo)
         zi = zipfile.ZipInfo("%s/RECORD" % distinfo,
                              date_time=(2020, 1, 1, 0, 0, 0))
-        zi.external_attr = 0o644 << 16
+        zi.external_attr = (stat.S_IFREG | 0o644) << 16
         z.writestr(zi, "\n".join(record) + "\n")
 
 
@@ -115,9 +121,22 @@ def _distinfo_name():
     return "%s-%s.dist-info" % (NAME, version())
 
 
-def build(out_dir, library=None, config_settings=None):
+def find_tool(lib, config_settings=None):
+    """The `plan` tool to carry (libplan.search runs it): the `tool` config
+    setting, else `plan` beside the library; None when there is none or
+    the setting is "none"."""
+    tool = (config_settings or {}).get("tool")
+    if tool == "none":
+        return None
+    tool = tool or os.path.join(os.path.dirname(lib), "plan")
+    return tool if os.path.isfile(tool) and os.access(tool, os.X_OK) else None
+
+
+def build(out_dir, library=None, config_settings=None, tool=None):
     """Writes the wheel into out_dir; returns its file name."""
     lib = library or find_library(config_settings)
+    if tool is None:
+        tool = find_tool(lib, config_settings)
     t = tag()
     distinfo = _distinfo_name()
     entries = []
@@ -126,6 +145,9 @@ def build(out_dir, library=None, config_settings=None):
             entries.append((name, f.read(), 0o644))
     with open(lib, "rb") as f:
         entries.append(("%s/libplan.so.%d" % (NAME, ABI), f.read(), 0o755))
+    if tool and tool != "none":
+        with open(tool, "rb") as f:
+            entries.append(("%s/bin/plan" % NAME, f.read(), 0o755))
     entries.append(("%s/METADATA" % distinfo, metadata().encode(), 0o644))
     entries.append(("%s/WHEEL" % distinfo, wheel_info(t).encode(), 0o644))
     entries.append(("%s/top_level.txt" % distinfo, b"libplan\n", 0o644))
@@ -203,8 +225,11 @@ def main(argv):
     ap.add_argument("--library", help="libplan.so to carry (default: "
                     "$LIBPLAN_LIBRARY, else build/ of the source tree)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "wheel"))
+    ap.add_argument("--tool", help="the plan tool to carry (default: plan "
+                    "beside the library; 'none' leaves it out)")
     a = ap.parse_args(argv)
-    name = build(a.out, library=a.library and os.path.realpath(a.library))
+    name = build(a.out, library=a.library and os.path.realpath(a.library),
+                 tool=a.tool)
     print(os.path.join(a.out, name))
     return 0
 

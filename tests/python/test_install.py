@@ -108,7 +108,8 @@ class TestNumpy(unittest.TestCase):
 class TestWheel(unittest.TestCase):
     def test_wheel_carries_the_library_and_imports(self):
         with tempfile.TemporaryDirectory() as tmp:
-            name = build_backend.build(tmp, library=libplan.library_path)
+            name = build_backend.build(tmp, library=libplan.library_path,
+                                       tool=libplan.find_tool())
             whl = os.path.join(tmp, name)
             self.assertRegex(name, r"^libplan-[\d.]+-py3-none-\w+\.whl$")
             with zipfile.ZipFile(whl) as z:
@@ -122,16 +123,25 @@ class TestWheel(unittest.TestCase):
                 self.assertEqual(len(record), len(names))
                 wheel = z.read(info[0].replace("RECORD", "WHEEL")).decode()
                 self.assertIn("Root-Is-Purelib: false", wheel)
+                self.assertIn("libplan/bin/plan", names)
                 site = os.path.join(tmp, "site")
-                z.extractall(site)
+                for zi in z.infolist():  # as an installer does: modes kept
+                    z.extract(zi, site)
+                    mode = (zi.external_attr >> 16) & 0o7777
+                    if mode:
+                        os.chmod(os.path.join(site, zi.filename), mode)
             run = os.path.join(tmp, "elsewhere")
             os.mkdir(run)
             r = python("import libplan\n"
                        "print(libplan.library_path)\n"
-                       "print(libplan.load(%r).hash())" % MLP,
-                       env={"LIBPLAN_LIBRARY": ""}, cwd=run, path=site)
+                       "print(libplan.load(%r).hash())\n"
+                       "print(libplan.find_tool())" % MLP,
+                       env={"LIBPLAN_LIBRARY": "", "LIBPLAN_TOOL": "",
+                            "PATH": "/usr/bin:/bin"}, cwd=run, path=site)
             self.assertEqual(r.returncode, 0, r.stderr)
-            lib, h = r.stdout.split()
+            lib, h, tool = r.stdout.split()
+            self.assertEqual(tool, os.path.join(site, "libplan", "bin",
+                                                "plan"))
             self.assertEqual(lib, os.path.join(site, "libplan",
                                                "libplan.so.%d"
                                                % libplan.ABI_VERSION))
@@ -157,6 +167,8 @@ class TestWheel(unittest.TestCase):
                        env={"LIBPLAN_LIBRARY": ""}, cwd=tmp, path=target)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertTrue(r.stdout.strip().startswith(target), r.stdout)
+            tool = os.path.join(target, "libplan", "bin", "plan")
+            self.assertTrue(os.access(tool, os.X_OK), tool)
 
 
 class TestExample(unittest.TestCase):

@@ -643,6 +643,12 @@ class Plan(_Handle):
         finally:
             fn.cost_model_free(m)
 
+    def replay(self, tool=None):
+        """Makes the plan again from its provenance with the `plan` tool:
+        (same hash, message). See libplan.search."""
+        from ._search import replay
+        return replay(self, tool)
+
     def schedule(self):
         """The pipeline schedule (NotFoundError without a pipeline)."""
         out = ctypes.c_void_p()
