@@ -105,9 +105,12 @@ typedef struct vctx {
   double **leaf_ref;  /* [tensor]: a param's reference value this step */
   double ***leaf_blk; /* [tensor][rank]: its storage blocks this step */
   double ***master;   /* [param][rank]: master blocks (master placement) */
-  double ***mom;      /* [param][rank]: momentum blocks */
+  double ***mom;      /* [param][rank]: momentum (Adam: first moment) */
+  double ***vel;      /* [param][rank]: Adam's second moment */
   double **ref_mom;   /* [param]: the reference's momentum */
+  double **ref_vel;
   int *master_buf;    /* [param]: a buffer of the master placement */
+  const char *label_m, *label_v; /* this step's Adam state records */
   /* exact mode, a training step: [op] the backward ops whose results both
    * runs round to the dyadic grid (see setup_train) */
   bool *grid_op;
@@ -1790,13 +1793,30 @@ static double param_round(const vctx *c, const plan_tensor *t, double v) {
   }
 }
 
-/* SGD (torch's): g += wd w; m = momentum m + g (when momentum); w -= lr m. */
-static double sgd(const vctx *c, const plan_tensor *t, double w, double g,
-                  double *m) {
+/* One optimizer update of w by gradient g, as torch's: SGD (g += wd w;
+ * m = momentum m + g when momentum; w -= lr m) or Adam (g += wd w;
+ * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= lr mhat / (sqrt(vhat)
+ * + eps) with the bias corrections of step c->step + 1). The param is
+ * rounded to its precision; the state to the param's dtype in float mode,
+ * and not at all in exact mode (both runs compute it alike from equal
+ * gradients, and the grid would flush a small second moment to 0). */
+static double state_round(const vctx *c, const plan_tensor *t, double v) {
+  return c->o->mode == PLAN_VERIFY_EXACT ? v : param_round(c, t, v);
+}
+
+static double opt_update(const vctx *c, const plan_tensor *t, double w,
+                         double g, double *m, double *v) {
   const plan_training *o = &c->p->training;
   g += o->weight_decay * w;
+  if (o->optimizer == PLAN_OPT_ADAM) {
+    double k = (double)(c->step + 1);
+    *m = state_round(c, t, o->beta1 * *m + (1 - o->beta1) * g);
+    *v = state_round(c, t, o->beta2 * *v + (1 - o->beta2) * g * g);
+    double mh = *m / (1 - pow(o->beta1, k)), vh = *v / (1 - pow(o->beta2, k));
+    return param_round(c, t, w - o->lr * mh / (sqrt(vh) + o->eps));
+  }
   if (o->momentum != 0) {
-    *m = param_round(c, t, o->momentum * *m + g);
+    *m = state_round(c, t, o->momentum * *m + g);
     g = *m;
   }
   return param_round(c, t, w - o->lr * g);
@@ -1821,7 +1841,9 @@ static int setup_train(vctx *c) {
   c->leaf_blk = new_blocks(c->prog->ntensors);
   c->master = new_blocks(np);
   c->mom = new_blocks(np);
+  c->vel = new_blocks(np);
   c->ref_mom = calloc((size_t)np + 1, sizeof(double *));
+  c->ref_vel = calloc((size_t)np + 1, sizeof(double *));
   c->master_buf = malloc(sizeof(int) * ((size_t)np + 1));
   c->keep_buf = calloc((size_t)(l->nbufs + np + 1), sizeof(bool));
   /* Exact mode keeps sums exact in any order while values stay short
@@ -1829,14 +1851,15 @@ static int setup_train(vctx *c) {
    * (softmax's backward, attention's dq and dk, weight gradients), so each
    * such product makes the grid finer, and a deep chain runs out of the
    * 53 bits of a double: the order of a sum then shows in the last bit.
-   * So in a training step both runs round the results of every backward
-   * op the lowered program computes whole (no partial input or output) to
-   * the grid; where partial sums flow, ops stay linear and unrounded, as
-   * in a forward program. */
+   * And after an update the params are no longer integers. So in a
+   * training step both runs round the results of every op the lowered
+   * program computes whole (no partial input or output) to the grid; where
+   * partial sums flow, ops stay linear and unrounded, as in a forward
+   * program. */
   if (c->o->mode == PLAN_VERIFY_EXACT && tr->map) {
     if (!(c->grid_op = calloc((size_t)c->prog->nops + 1, sizeof(bool))))
       return plan_oom();
-    for (int i = tr->map->nfwd_ops; i < c->prog->nops; i++)
+    for (int i = 0; i < c->prog->nops; i++)
       c->grid_op[i] = true;
     for (int i = 0; i < l->nsteps; i++) {
       const plan_lstep *st = &l->steps[i];
@@ -1850,7 +1873,8 @@ static int setup_train(vctx *c) {
     }
   }
   if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master ||
-      !c->mom || !c->ref_mom || !c->master_buf || !c->keep_buf)
+      !c->mom || !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf ||
+      !c->keep_buf)
     return plan_oom();
   for (int i = 0; i < np; i++) {
     c->master_buf[i] = l->nbufs;
@@ -1900,20 +1924,25 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
   int rc;
   /* the reference */
-  if (!c->ref_mom[i] && !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double))))
+  if ((!c->ref_mom[i] &&
+       !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double)))) ||
+      (!c->ref_vel[i] &&
+       !(c->ref_vel[i] = calloc((size_t)n + 1, sizeof(double)))))
     return plan_oom();
   if (!c->leaf_ref[t] && !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
     return plan_oom();
   for (int64_t e = 0; e < n; e++)
-    c->ref[t][e] = sgd(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
-                       &c->ref_mom[i][e]);
+    c->ref[t][e] =
+        opt_update(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
+                   &c->ref_mom[i][e], &c->ref_vel[i][e]);
   memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
   /* the ranks: master blocks start as the param's first values */
   if ((rc = ensure_buffer(c, mb, true)))
     return rc;
   if (!c->master[i]) {
     if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
-        (rc = alloc_rank_blocks(c, &c->mom[i], mb)))
+        (rc = alloc_rank_blocks(c, &c->mom[i], mb)) ||
+        (rc = alloc_rank_blocks(c, &c->vel[i], mb)))
       return rc;
     for (int64_t r = 0; r < c->nranks; r++) {
       block b = c->bufs[mb][r];
@@ -1933,9 +1962,9 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                         "like its master copy",
                         x->name);
     for (int64_t e = 0; e < m->n; e++)
-      c->master[i][r][e] = sgd(c, x, c->master[i][r][e],
-                               clipped(c, g->data[e], coef[r]),
-                               &c->mom[i][r][e]);
+      c->master[i][r][e] = opt_update(c, x, c->master[i][r][e],
+                                      clipped(c, g->data[e], coef[r]),
+                                      &c->mom[i][r][e], &c->vel[i][r][e]);
     memcpy(m->data, c->master[i][r], sizeof(double) * (size_t)m->n);
   }
   if (c->ref64) { /* the f64 reference knows the old values only */
@@ -1944,7 +1973,41 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   }
   diff df;
   compare_buffer(c, mb, &df);
+  /* Float mode, Adam: each element's step is normalised by its own second
+   * moment, so rounding noise in a gradient near zero can move it by up to
+   * lr either way (DESIGN §3). The params are then accepted within 2 lr,
+   * the moments (which keep the gradient's scale) carry the check, and the
+   * next step starts every rank from the reference's params. */
+  bool adam_float = c->p->training.optimizer == PLAN_OPT_ADAM &&
+                    c->o->mode == PLAN_VERIFY_FLOAT;
+  if (adam_float && df.mismatches &&
+      df.max_abs <= 2 * c->p->training.lr * (1 + 1e-6)) {
+    plan_buf_printf(&c->text,
+                    "within bound param '%s' (%s): %lld of %lld elements "
+                    "are outside the tolerance, by at most %g, within 2 lr "
+                    "(Adam's normalised step); the moments are compared\n",
+                    x->name, label, (long long)df.mismatches,
+                    (long long)df.compared, df.max_abs);
+    df.mismatches = 0;
+  }
   report_tensor(c, "param", label, mb, &df);
+  /* Adam's update hides a gradient's scale (DESIGN §3): its state shows it,
+   * compared in the master buffer against the reference's state */
+  for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2;
+       st++) {
+    double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
+    for (int64_t r = 0; r < c->nranks; r++)
+      memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
+             sizeof(double) * (size_t)c->bufs[mb][r].n);
+    c->ref[t] = want;
+    compare_buffer(c, mb, &df);
+    report_tensor(c, st ? "state v" : "state m",
+                  st ? c->label_v : c->label_m, mb, &df);
+    c->ref[t] = keep;
+  }
+  for (int64_t r = 0; r < c->nranks; r++)
+    memcpy(c->bufs[mb][r].data, c->master[i][r],
+           sizeof(double) * (size_t)c->bufs[mb][r].n);
   /* the next step's storage blocks */
   if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
     return rc;
@@ -1956,11 +2019,17 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
         glob[global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
   }
+  if (adam_float) /* every rank restarts from the reference's params */
+    for (int64_t r = 0; r < c->nranks; r++)
+      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+        c->master[i][r][e] = c->ref[t][global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
     const block *sbk = &c->bufs[sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
       c->leaf_blk[t][r][e] =
-          same ? c->master[i][r][e] : glob[global_index(x, sbk, e)];
+          adam_float ? c->ref[t][global_index(x, sbk, e)]
+          : same     ? c->master[i][r][e]
+                     : glob[global_index(x, sbk, e)];
   }
   free(glob);
   return PLAN_OK;
@@ -2010,11 +2079,16 @@ static int optimizer_step(vctx *c) {
   const plan_ltrain *tr = c->low->train;
   if (c->p->training.optimizer == PLAN_OPT_NONE)
     return PLAN_OK;
-  const char *label =
-      plan_arena_printf(&c->rec_arena, "sgd step %d", c->step + 1);
+  bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
+  const char *label = plan_arena_printf(&c->rec_arena, "%s step %d",
+                                        adam ? "adam" : "sgd", c->step + 1);
+  c->label_m = plan_arena_printf(&c->rec_arena,
+                                 "adam step %d: first moment", c->step + 1);
+  c->label_v = plan_arena_printf(&c->rec_arena,
+                                 "adam step %d: second moment", c->step + 1);
   double *norm = malloc(sizeof(double) * (size_t)c->nranks);
   double *coef = malloc(sizeof(double) * (size_t)c->nranks);
-  if (!label || !norm || !coef) {
+  if (!label || !c->label_m || !c->label_v || !norm || !coef) {
     free(norm);
     free(coef);
     return plan_oom();
@@ -2125,13 +2199,17 @@ static void free_ctx(vctx *c) {
     int np = c->low->train->nparams;
     free_blocks(c->master, np, c->nranks);
     free_blocks(c->mom, np, c->nranks);
+    free_blocks(c->vel, np, c->nranks);
     free_blocks(c->leaf_blk, c->prog->ntensors, c->nranks);
     for (int i = 0; c->ref_mom && i < np; i++)
       free(c->ref_mom[i]);
+    for (int i = 0; c->ref_vel && i < np; i++)
+      free(c->ref_vel[i]);
     for (int t = 0; c->leaf_ref && t < c->prog->ntensors; t++)
       free(c->leaf_ref[t]);
   }
   free(c->ref_mom);
+  free(c->ref_vel);
   free(c->leaf_ref);
   free(c->keep_ref);
   free(c->keep_buf);
@@ -2284,6 +2362,15 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     if (o->optimizer == PLAN_OPT_NONE)
       plan_buf_printf(&c.text, "training: gradients of %d params, no "
                       "optimizer\n", low->train->nparams);
+    else if (o->optimizer == PLAN_OPT_ADAM)
+      plan_buf_printf(&c.text,
+                      "training: %d of %d adam steps (lr %g, betas %g %g, "
+                      "eps %g, weight decay %g, clip %g) on %d params, "
+                      "compared: loss, every gradient, updated params and "
+                      "both moments on every replica\n",
+                      c.equal ? c.nsteps : c.step + 1, c.nsteps, o->lr,
+                      o->beta1, o->beta2, o->eps, o->weight_decay,
+                      o->clip_grad_norm, low->train->nparams);
     else
       plan_buf_printf(&c.text,
                       "training: %d of %d sgd steps (lr %g, momentum %g, "
