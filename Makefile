@@ -22,6 +22,9 @@ CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
+# CBC (coinor-libcbc-dev), the ilp strategy's solver: the Lua frontend only.
+CBC_CFLAGS := $(shell pkg-config --cflags cbc 2>/dev/null || echo -I/usr/include/coin)
+CBC_LIBS := $(shell pkg-config --libs cbc 2>/dev/null || echo -lCbcSolver -lCbc -lCgl -lOsiClp -lClp -lOsi -lCoinUtils)
 
 ifeq ($(SAN),1)
 CFLAGS_ALL += -fsanitize=address,undefined -fno-omit-frame-pointer \
@@ -41,7 +44,8 @@ HEADER_CHECKS := $(HEADERS:libplan/include/libplan/%.h=$(BUILD)/headers/%.o)
 # The Lua module (lua/): linked into the tool and built as plan.so. Its Lua
 # sources (the search driver, lua/strategies/) are embedded as C.
 LUA_FILES := $(sort $(wildcard lua/*.lua lua/strategies/*.lua))
-LUA_OBJ := $(BUILD)/lua/plan_module.o $(BUILD)/gen/lua_sources.o
+LUA_OBJ := $(BUILD)/lua/plan_module.o $(BUILD)/lua/plan_milp.o \
+           $(BUILD)/gen/lua_sources.o
 LUA_MOD := $(BUILD)/plan.so
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
@@ -88,7 +92,7 @@ $(SHARED): $(LIB_OBJ)
 $(BUILD)/libplan.so: $(SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
 
-$(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) -Ilua
+$(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) $(CBC_CFLAGS) -Ilua
 
 $(BUILD)/gen/lua_sources.c: scripts/embed_lua.py $(LUA_FILES)
 	@mkdir -p $(dir $@)
@@ -98,11 +102,11 @@ $(BUILD)/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
 	@$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(TOOL): $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
 
 # For a stock lua5.4 (`require "plan"`): the interpreter provides Lua itself.
 $(LUA_MOD): $(LUA_OBJ) $(STATIC)
-	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL)
+	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	@mkdir -p $(dir $@)

@@ -18,13 +18,16 @@ const char usage_search[] =
     "\n"
     "Searches a plan for PROGRAM on a mesh (or makes again every decision of\n"
     "PLAN but its pinned regions), with a built-in strategy (megatron,\n"
-    "greedy, beam, exhaustive; default greedy) or a Lua file (docs/lua.md),\n"
+    "greedy, beam, dp, ilp, exhaustive; default greedy) or a Lua file\n"
+    "(docs/lua.md),\n"
     "priced by the cost model (--hardware h100, h200, a100; default the\n"
     "plan's own or h100). Writes the plan with its provenance (strategy,\n"
     "script hash, parameters, seed, library version, modeled cost), so\n"
     "'plan replay' can make it again.\n"
     "  --width N    beam's width (default 8)\n"
-    "  --limit N    exhaustive's most combinations (default 100000)\n"
+    "  --limit N    dp's most states per step (default 20000), exhaustive's\n"
+    "               most combinations (default 100000)\n"
+    "  --seconds N  ilp's solver time limit (default 60)\n"
     "Exit: 0 written, 1 the strategy failed or made an invalid plan,\n"
     "2 unreadable input or bad usage.\n";
 
@@ -47,11 +50,12 @@ static const char *driver(void) {
 #define MAX_ARGS 16
 
 int cmd_search(int argc, char **argv) {
-  static const char *const valued[] = {"--mesh", "--strategy", "--hardware",
-                                       "--seed", "--width", "--limit", "-o",
-                                       NULL};
-  static const char *const keys[] = {"mesh", "strategy", "hardware", "seed",
-                                     "width", "limit", "out", NULL};
+  static const char *const valued[] = {"--mesh",  "--strategy", "--hardware",
+                                       "--seed",  "--width",    "--limit",
+                                       "-o",      "--seconds",  NULL};
+  static const char *const keys[] = {"mesh",  "strategy", "hardware", "seed",
+                                     "width", "limit",    "out",      "seconds",
+                                     NULL};
   char buf[MAX_ARGS][1100];
   char *args[MAX_ARGS];
   int n = 0;

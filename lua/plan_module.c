@@ -22,6 +22,7 @@
 #include "lua_sources.h"
 #include "placement.h"
 #include "plan_int.h"
+#include "plan_milp.h"
 #include "plan_module.h"
 #include "strategy_space.h"
 
@@ -1003,5 +1004,6 @@ int luaopen_plan(lua_State *L) {
   createmeta(L);
   lua_pushstring(L, plan_version_string());
   lua_setfield(L, -2, "version");
+  plan_milp_register(L);
   return 1;
 }

@@ -68,7 +68,7 @@ local function run_search(p, opts)
   strip(p)
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,
-                 outputs = p:outputs()}
+                 seconds = opts.seconds, outputs = p:outputs()}
   local t0 = os.clock()
   local placed = fn(p, sopts)
   local seconds = os.clock() - t0
@@ -85,6 +85,7 @@ local function run_search(p, opts)
   }
   if opts.width then prov.search.width = tonumber(opts.width) end
   if opts.limit then prov.search.limit = tonumber(opts.limit) end
+  if opts.seconds then prov.search.seconds = tonumber(opts.seconds) end
   if opts.self_contained == "1" and opts.strategy:match("%.lua$") then
     prov.script_text = src
   end
@@ -115,7 +116,8 @@ if args.mode == "replay" then
                            rec.search.hardware or nil,
                 mesh = rec.search and rec.search.mesh,
                 width = rec.search and rec.search.width,
-                limit = rec.search and rec.search.limit}
+                limit = rec.search and rec.search.limit,
+                seconds = rec.search and rec.search.seconds}
   if rec.script_text and opts.strategy:match("%.lua$") then
     local f = io.open(opts.strategy, "r")
     if not f then -- the script travels in the self-contained form

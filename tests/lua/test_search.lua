@@ -1,7 +1,7 @@
 -- The built-in strategies through the search driver's pieces: each makes
 -- a valid plan that verifies equal; megatron reproduces the Megatron MLP;
--- dp equals exhaustive on graphs small enough for it and is never worse
--- than megatron; pinned ops are kept by every strategy; searches repeat.
+-- dp and ilp equal exhaustive on graphs small enough for it and are never
+-- worse than megatron; pinned ops are kept by every strategy; searches repeat.
 local plan = require "plan"
 
 local function check(cond, what) if not cond then error(what, 2) end end
@@ -32,7 +32,7 @@ local function objective(p)
   return util.objective(p, p:ops(), choice, p:outputs(), "h100")
 end
 
-local names = {"megatron", "greedy", "beam", "dp", "exhaustive"}
+local names = {"megatron", "greedy", "beam", "dp", "ilp", "exhaustive"}
 local programs = {
   {"examples/mlp-program.yaml", "dp=2,tp=2"},
   {"examples/mlp-program.yaml", "tp=4"},
@@ -50,8 +50,12 @@ for _, case in ipairs(programs) do
           name .. ": not deterministic")
   end
   local what = case[1] .. " on " .. case[2]
-  check(math.abs(cost.dp - cost.exhaustive) <= 1e-12 * cost.exhaustive,
-        what .. ": dp " .. cost.dp .. " ~= exhaustive " .. cost.exhaustive)
+  for _, exact in ipairs{"dp", "ilp"} do
+    check(math.abs(cost[exact] - cost.exhaustive) <= 1e-9 * cost.exhaustive,
+          what .. ": " .. exact .. " " .. cost[exact] .. " ~= exhaustive " ..
+          cost.exhaustive)
+  end
+  check(cost.ilp <= cost.megatron * (1 + 1e-9), what .. ": ilp worse than megatron")
   for _, name in ipairs(names) do
     check(cost.exhaustive <= cost[name] * (1 + 1e-12),
           what .. ": " .. name .. " beats the oracle")

@@ -1,0 +1,155 @@
+/* plan.milp: a 0/1 (or bounded integer) linear program solved by CBC,
+ * through its C interface (Debian's coinor-libcbc-dev), for the exact
+ * `ilp` strategy (lua/strategies/ilp.lua), as AutoParallel solves its
+ * sharding ILP with CBC. Part of the Lua frontend only: the core library
+ * never depends on a solver.
+ *
+ *   plan.milp{
+ *     obj  = {c1, ..., cn},           -- minimised; n columns
+ *     lower = {...}, upper = {...},   -- optional, default 0 and 1
+ *     integer = {true, false, ...},   -- optional, default all integer
+ *     rows = {{cols = {j...}, coefs = {a...}, sense = "=" | "<=" | ">=",
+ *              rhs = b}, ...},        -- 1-based column indices
+ *     seconds = limit,                -- optional
+ *   } --> {x = {...}, objective = v, optimal = bool} | nil, message
+ *
+ * The model lives in a box with __gc, so an error raised while the tables
+ * are read frees it; scratch arrays are Lua userdata. */
+#include <Cbc_C_Interface.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <math.h>
+#include <string.h>
+
+#include "plan_milp.h"
+
+#define MODEL_MT "libplan.cbc"
+
+typedef struct cbc_box {
+  Cbc_Model *m;
+} cbc_box;
+
+static int box_gc(lua_State *L) {
+  cbc_box *b = luaL_checkudata(L, 1, MODEL_MT);
+  if (b->m)
+    Cbc_deleteModel(b->m);
+  b->m = NULL;
+  return 0;
+}
+
+/* t[i] as a number, or dflt when t is not a table or t[i] is nil. */
+static double field_num(lua_State *L, int t, int i, double dflt) {
+  if (lua_type(L, t) != LUA_TTABLE)
+    return dflt;
+  lua_rawgeti(L, t, i);
+  double v = lua_isnil(L, -1) ? dflt : luaL_checknumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static int l_milp(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (lua_getfield(L, 1, "obj") != LUA_TTABLE)
+    return luaL_error(L, "milp: 'obj' must be a list of numbers");
+  int obj = lua_gettop(L);
+  lua_Integer n = luaL_len(L, obj);
+  if (n < 1 || n > 10000000)
+    return luaL_error(L, "milp: %d columns", (int)n);
+  lua_getfield(L, 1, "lower");
+  int lo = lua_gettop(L);
+  lua_getfield(L, 1, "upper");
+  int hi = lua_gettop(L);
+  lua_getfield(L, 1, "integer");
+  int integ = lua_gettop(L);
+
+  cbc_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->m = NULL;
+  luaL_setmetatable(L, MODEL_MT);
+  if (!(b->m = Cbc_newModel()))
+    return luaL_error(L, "milp: out of memory");
+  Cbc_setLogLevel(b->m, 0);
+  for (lua_Integer j = 1; j <= n; j++) {
+    double c = field_num(L, obj, (int)j, 0);
+    double l = field_num(L, lo, (int)j, 0), u = field_num(L, hi, (int)j, 1);
+    int is_int = 1;
+    if (lua_type(L, integ) == LUA_TTABLE) {
+      lua_rawgeti(L, integ, (int)j);
+      is_int = lua_isnil(L, -1) || lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+    if (!isfinite(c) || !(l <= u))
+      return luaL_error(L, "milp: column %d: bad objective or bounds", (int)j);
+    Cbc_addCol(b->m, "", l, u, c, (char)is_int, 0, NULL, NULL);
+  }
+  if (lua_getfield(L, 1, "rows") == LUA_TTABLE) {
+    int rows = lua_gettop(L);
+    lua_Integer nr = luaL_len(L, rows);
+    for (lua_Integer r = 1; r <= nr; r++) {
+      lua_rawgeti(L, rows, (int)r);
+      int row = lua_gettop(L);
+      luaL_checktype(L, row, LUA_TTABLE);
+      lua_getfield(L, row, "cols");
+      lua_getfield(L, row, "coefs");
+      int cols = row + 1, coefs = row + 2;
+      luaL_checktype(L, cols, LUA_TTABLE);
+      luaL_checktype(L, coefs, LUA_TTABLE);
+      lua_Integer nz = luaL_len(L, cols);
+      if (luaL_len(L, coefs) != nz)
+        return luaL_error(L, "milp: row %d: cols and coefs differ in length",
+                          (int)r);
+      int *idx = lua_newuserdatauv(L, sizeof(int) * (size_t)(nz + 1), 0);
+      double *val = lua_newuserdatauv(L, sizeof(double) * (size_t)(nz + 1), 0);
+      for (lua_Integer k = 1; k <= nz; k++) {
+        lua_Integer j = (lua_Integer)field_num(L, cols, (int)k, 0);
+        if (j < 1 || j > n)
+          return luaL_error(L, "milp: row %d: no column %d", (int)r, (int)j);
+        idx[k - 1] = (int)(j - 1);
+        val[k - 1] = field_num(L, coefs, (int)k, 0);
+      }
+      lua_getfield(L, row, "sense");
+      const char *sense = luaL_optstring(L, -1, "=");
+      char s = !strcmp(sense, "<=") ? 'L' : !strcmp(sense, ">=") ? 'G'
+               : !strcmp(sense, "=")  ? 'E'
+                                      : 0;
+      if (!s)
+        return luaL_error(L, "milp: row %d: sense '%s'", (int)r, sense);
+      lua_getfield(L, row, "rhs");
+      double rhs = luaL_optnumber(L, -1, 0);
+      Cbc_addRow(b->m, "", (int)nz, idx, val, s, rhs);
+      lua_settop(L, rows);
+    }
+  }
+  lua_getfield(L, 1, "seconds");
+  if (!lua_isnil(L, -1))
+    Cbc_setMaximumSeconds(b->m, luaL_checknumber(L, -1));
+  lua_pop(L, 1);
+  int status = Cbc_solve(b->m);
+  const double *x = Cbc_getColSolution(b->m);
+  if (status != 0 || !x || Cbc_isProvenInfeasible(b->m)) {
+    lua_pushnil(L);
+    lua_pushstring(L, Cbc_isProvenInfeasible(b->m) ? "milp: infeasible"
+                                                    : "milp: no solution");
+    return 2;
+  }
+  lua_createtable(L, 0, 3);
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer j = 0; j < n; j++) {
+    lua_pushnumber(L, x[j]);
+    lua_rawseti(L, -2, j + 1);
+  }
+  lua_setfield(L, -2, "x");
+  lua_pushnumber(L, Cbc_getObjValue(b->m));
+  lua_setfield(L, -2, "objective");
+  lua_pushboolean(L, Cbc_isProvenOptimal(b->m));
+  lua_setfield(L, -2, "optimal");
+  return 1;
+}
+
+void plan_milp_register(lua_State *L) {
+  luaL_newmetatable(L, MODEL_MT);
+  lua_pushcfunction(L, box_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_milp);
+  lua_setfield(L, -2, "milp");
+}

@@ -1,0 +1,115 @@
+-- ilp: exact for the searches' additive objective (util.objective) by an
+-- integer linear program solved by CBC (plan.milp), as AutoParallel
+-- solves its sharding problem.
+--
+--   x[i][s] = 1 when op i takes strategy s      sum over s of x[i][s] = 1
+--   z[e][a][b] >= X(e, a) + Y(e, b) - 1, z >= 0  (a redistribution a -> b)
+--
+-- For each input e of an op (a tensor t): X(e, a) sums the x of the
+-- strategies that leave t at placement a (its producer's, or for a leaf
+-- read again, the strategies of its first consumer that store it at a),
+-- Y(e, b) sums the x of the consumer's strategies that want it at b. A
+-- leaf's first read costs nothing (it is stored where wanted). Minimised:
+-- the ops' compute, each z times the time of its redistribution, and the
+-- delivery of the outputs. `seconds` bounds the solver (default 60); a
+-- note says when the optimum was not proven.
+local plan = require "plan"
+local util = ...
+
+return function(p, opts)
+  local hw = opts.hardware
+  local ops = p:ops()
+  local info, producer, first_use = {}, {}, {}
+  local obj, rows = {}, {}
+  local function col(c) obj[#obj + 1] = c; return #obj end
+  for i, name in ipairs(ops) do
+    local op = p:op(name)
+    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
+    local xs = {}
+    for si, s in ipairs(list) do xs[si] = col(p:cost_op(name, s, hw)) end
+    info[i] = {op = op, list = list, x = xs}
+    local ones = {}
+    for si = 1, #list do ones[si] = 1 end
+    rows[#rows + 1] = {cols = xs, coefs = ones, sense = "=", rhs = 1}
+    for k, t in ipairs(op.outputs) do producer[t] = {i, k} end
+  end
+  -- the x columns of op i grouped by a placement: pick(s) gives it
+  local function groups(i, pick)
+    local g, order = {}, {}
+    for si, s in ipairs(info[i].list) do
+      local pl = pick(s)
+      if not g[pl] then g[pl] = {}; order[#order + 1] = pl end
+      table.insert(g[pl], info[i].x[si])
+    end
+    return g, order
+  end
+  for i = 1, #ops do
+    local op = info[i].op
+    for j, t in ipairs(op.inputs) do
+      local from, forder
+      local pr = producer[t]
+      if pr then
+        from, forder = groups(pr[1], function(s) return s.out[pr[2]] end)
+      elseif first_use[t] then
+        local f = first_use[t]
+        from, forder = groups(f[1], function(s) return s["in"][f[2]] end)
+      else
+        first_use[t] = {i, j}
+      end
+      if from then
+        local to, torder = groups(i, function(s) return s["in"][j] end)
+        for _, a in ipairs(forder) do
+          for _, b in ipairs(torder) do
+            local c = a ~= b and p:cost_redist(t, a, b, hw) or 0
+            if c > 0 then
+              local z = col(c)
+              local cols, coefs = {z}, {1}
+              for _, x in ipairs(from[a]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
+              for _, x in ipairs(to[b]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
+              rows[#rows + 1] = {cols = cols, coefs = coefs, sense = ">=", rhs = -1}
+            end
+          end
+        end
+      end
+    end
+  end
+  -- delivering the outputs: a cost on the producer's strategies
+  for _, t in ipairs(opts.outputs) do
+    local i, k = producer[t][1], producer[t][2]
+    for si, s in ipairs(info[i].list) do
+      local from = s.out[k]
+      local to = util.delivery(from)
+      if to ~= from then
+        local x = info[i].x[si]
+        obj[x] = obj[x] + p:cost_redist(t, from, to, hw)
+      end
+    end
+  end
+  -- in microseconds: seconds-sized coefficients fall under the solver's
+  -- tolerances
+  local n = #obj
+  for c = 1, n do obj[c] = obj[c] * 1e6 end
+  local lower, upper, integer = {}, {}, {}
+  for c = 1, n do lower[c] = 0; upper[c] = 1; integer[c] = false end
+  for i = 1, #ops do
+    for _, x in ipairs(info[i].x) do integer[x] = true end
+  end
+  local r, err = plan.milp{obj = obj, lower = lower, upper = upper,
+                          integer = integer, rows = rows,
+                          seconds = tonumber(opts.seconds) or 60}
+  if not r then error("ilp: " .. err, 0) end
+  if not r.optimal then
+    io.stderr:write("ilp: note: the solver stopped before proving the optimum\n")
+  end
+  local placed = {}
+  for i, name in ipairs(ops) do
+    local best, bv
+    for si, x in ipairs(info[i].x) do
+      if bv == nil or r.x[x] > bv then best, bv = si, r.x[x] end
+    end
+    local s = info[i].list[best]
+    if not p:pinned(name) then p:apply(name, s) end
+    util.record(p, info[i].op, s, placed)
+  end
+  return placed
+end
