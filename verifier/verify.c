@@ -1876,6 +1876,21 @@ static int setup_train(vctx *c) {
       !c->mom || !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf ||
       !c->keep_buf)
     return plan_oom();
+  /* loss scaling: the backward pass starts from loss_scale, not 1 (the
+   * seed grad/<loss>, replicated: one element on every rank) */
+  double ls = c->p->training.loss_scale;
+  if (ls != 1 && tr->map && tr->map->seed >= 0) {
+    int sd = tr->map->seed;
+    if (!(c->leaf_ref[sd] = malloc(sizeof(double))) ||
+        !(c->leaf_blk[sd] = calloc((size_t)c->nranks, sizeof(double *))))
+      return plan_oom();
+    c->leaf_ref[sd][0] = ls;
+    for (int64_t r = 0; r < c->nranks; r++) {
+      if (!(c->leaf_blk[sd][r] = malloc(sizeof(double))))
+        return plan_oom();
+      c->leaf_blk[sd][r][0] = ls;
+    }
+  }
   for (int i = 0; i < np; i++) {
     c->master_buf[i] = l->nbufs;
     l->bufs[l->nbufs].tensor = tr->param[i];
@@ -2068,11 +2083,12 @@ static double clip_norms(vctx *c, double *norm, double *coef) {
       }
     }
   }
+  double u = 1 / c->p->training.loss_scale; /* norms of unscaled grads */
   for (int64_t r = 0; r < c->nranks; r++) {
-    norm[r] = sqrt(norm[r]);
+    norm[r] = sqrt(norm[r]) * u;
     coef[r] = fmin(1, max / (norm[r] + 1e-6));
   }
-  return sqrt(ref2);
+  return sqrt(ref2) * u;
 }
 
 static int optimizer_step(vctx *c) {
@@ -2100,6 +2116,11 @@ static int optimizer_step(vctx *c) {
     ref_norm = clip_norms(c, norm, coef);
     coef_ref = fmin(1, c->p->training.clip_grad_norm / (ref_norm + 1e-6));
   }
+  /* loss scaling: the gradients are unscaled before clipping's factor */
+  double u = 1 / c->p->training.loss_scale;
+  coef_ref *= u;
+  for (int64_t r = 0; r < c->nranks; r++)
+    coef[r] *= u;
   int rc = PLAN_OK;
   bool was_equal = c->equal;
   for (int i = 0; i < tr->nparams && !rc; i++)
@@ -2365,21 +2386,21 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     else if (o->optimizer == PLAN_OPT_ADAM)
       plan_buf_printf(&c.text,
                       "training: %d of %d adam steps (lr %g, betas %g %g, "
-                      "eps %g, weight decay %g, clip %g) on %d params, "
-                      "compared: loss, every gradient, updated params and "
-                      "both moments on every replica\n",
+                      "eps %g, weight decay %g, clip %g, loss scale %g) on "
+                      "%d params, compared: loss, every gradient, updated "
+                      "params and both moments on every replica\n",
                       c.equal ? c.nsteps : c.step + 1, c.nsteps, o->lr,
                       o->beta1, o->beta2, o->eps, o->weight_decay,
-                      o->clip_grad_norm, low->train->nparams);
+                      o->clip_grad_norm, o->loss_scale, low->train->nparams);
     else
       plan_buf_printf(&c.text,
                       "training: %d of %d sgd steps (lr %g, momentum %g, "
-                      "weight decay %g, clip %g) on %d params, compared: "
-                      "loss, every gradient, updated params on every "
-                      "replica\n",
+                      "weight decay %g, clip %g, loss scale %g) on %d "
+                      "params, compared: loss, every gradient, updated "
+                      "params on every replica\n",
                       c.equal ? c.nsteps : c.step + 1, c.nsteps, o->lr,
                       o->momentum, o->weight_decay, o->clip_grad_norm,
-                      low->train->nparams);
+                      o->loss_scale, low->train->nparams);
   }
   plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
                   p->file, c.equal ? "EQUAL" : "NOT EQUAL",

@@ -55,8 +55,6 @@ static void shape_of(const plan_tensor *t, plan_shape *s) {
 static int refuse_unsupported(const plan_plan *p) {
   const plan_training *tr = &p->training;
   const char *what = NULL;
-  if (tr->loss_scale != 1)
-    what = "loss scaling (loss_scale other than 1)";
   const plan_program *prog = p->program;
   int dts[4] = {tr->param_dtype, tr->compute_dtype, tr->grad_dtype,
                 tr->accum_dtype};

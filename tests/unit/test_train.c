@@ -274,8 +274,6 @@ static void test_refusals(void **state) {
     int code;
     const char *msg;
   } cases[] = {
-      {"steps: 2", "steps: 2\n  loss_scale: 4", PLAN_EUNSUPPORTED,
-       "loss_scale"},
       {"steps: 2", "steps: 2\n  dtypes: {compute: bf16}", PLAN_EUNSUPPORTED,
        "dtype policy"},
   };
@@ -518,6 +516,47 @@ static void test_adam(void **state) {
   free(t);
 }
 
+/* Loss scaling: the backward pass starts from loss_scale (the seed on every
+ * rank), the gradients compared scaled, unscaled before clipping and the
+ * update; a power of two and not. */
+static int seed_is_scaled(void *user, const plan_lowered *l, int step,
+                          plan_vblock *const *bufs) {
+  const plan_lstep *s = &l->steps[step];
+  if (s->kind == PLAN_LSTEP_INPUT &&
+      !strcmp(tensor_of(l, s->out[0]), "grad/loss")) {
+    for (int64_t r = 0; r < l->plan->mesh.ndevices; r++)
+      assert_true(bufs[s->out[0]][r].data[0] == l->plan->training.loss_scale);
+    ++*(int *)user;
+  }
+  return 0;
+}
+
+static void test_loss_scale(void **state) {
+  (void)state;
+  static const char *const scales[] = {"1024", "3"};
+  for (int i = 0; i < 2; i++) {
+    char *t = read_text(MLP);
+    char with[96];
+    snprintf(with, sizeof with,
+             "steps: 2\n  loss_scale: %s\n  clip_grad_norm: 1.0", scales[i]);
+    t = replace(t, "steps: 2", with);
+    plan_plan *p = load_text(t);
+    expect_equal(p, "loss scale");
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    int hits = 0;
+    plan_verify_report *r;
+    assert_int_equal(
+        plan_verify_lowered_hooked(&r, p, l, NULL, seed_is_scaled, &hits),
+        PLAN_OK);
+    assert_true(plan_verify_report_equal(r));
+    assert_int_equal(hits, 2); /* both steps */
+    plan_verify_report_free(r);
+    plan_free(p);
+    free(t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_examples_equal),
@@ -532,6 +571,7 @@ int main(void) {
       cmocka_unit_test(test_sync_none),
       cmocka_unit_test(test_clip_counts_replicas_twice),
       cmocka_unit_test(test_adam),
+      cmocka_unit_test(test_loss_scale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

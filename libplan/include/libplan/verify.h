@@ -8,7 +8,7 @@
  * A plan with a `training` section runs its training step `steps` times:
  * the loss, every gradient and the SGD-updated params on every replica are
  * compared as well (docs/training-and-pipelines.md, Training). Pipelines,
- * and the training features lowering refuses, return PLAN_EUNSUPPORTED. */
+ * and dtype policies, return PLAN_EUNSUPPORTED. */
 #ifndef LIBPLAN_VERIFY_H
 #define LIBPLAN_VERIFY_H
 
