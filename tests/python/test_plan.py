@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -314,6 +315,47 @@ class TestErrors(unittest.TestCase):
         gc.collect()
         self.assertEqual(view.op(0).name, "mlp.fc1")
         del prog
+
+    def test_wrong_arguments_raise_library_errors(self):
+        # every call, every kind of wrong argument: a libplan.Error, never
+        # another exception and never a crash
+        p = libplan.load(MLP)
+        self.addCleanup(p.close)
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        cwd = os.getcwd()
+        os.chdir(tmp)  # where save(b"\xff\xfe") writes
+        self.addCleanup(os.chdir, cwd)
+        bad = [None, 3.5, object(), b"\xff\xfe", "", -1, 10 ** 30, ["x"]]
+        calls = {
+            "load": libplan.load, "parse": libplan.parse,
+            "hash": p.hash, "canonical": p.canonical, "save": p.save,
+            "placement": p.placement, "strategy": p.strategy,
+            "stage": p.stage, "drift": p.drift, "diff": p.diff,
+            "check_program": p.check_program,
+            "verify mode": lambda a: p.verify(mode=a),
+            "verify seed": lambda a: p.verify(seed=a),
+            "verify dtype": lambda a: p.verify(mode="float", dtype=a),
+            "verify tolerances": lambda a: p.verify(mode="float",
+                                                    tolerances=a),
+            "cost": p.cost, "cost parameters": lambda a: p.cost(parameters=a),
+            "Program.load": libplan.Program.load,
+            "op": p.program.op, "tensor": p.program.tensor,
+            "shape": p.program.shape,
+            "Schedule.generate": lambda a: libplan.Schedule.generate(a, 2, 2,
+                                                                     2),
+            "Schedule.generate ranks": lambda a: libplan.Schedule.generate(
+                "gpipe", a, 2, 2),
+            "parse_placement": lambda a: libplan.parse_placement(
+                a if not isinstance(a, list) else 0),
+        }
+        for name, call in calls.items():
+            for a in bad:
+                with self.subTest(call=name, arg=a):
+                    try:
+                        call(a)
+                    except libplan.Error:
+                        pass
 
     def test_context_manager_closes_on_error(self):
         try:

@@ -7,6 +7,13 @@ import unittest
 
 from util import MLP, MLP_PROGRAM, libplan, python
 
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
 try:
     libplan.find_tool()
     HAVE_TOOL = True
@@ -40,6 +47,16 @@ class TestSearch(unittest.TestCase):
         with libplan.load(MLP) as p, libplan.search(p, strategy="greedy") as q:
             self.assertEqual(q.mesh, p.mesh)
             self.assertTrue(q.validate().ok)
+
+    def test_lower(self):
+        with libplan.load(MLP) as p:
+            text = p.lower()
+            self.assertIn("all_reduce", text)
+            self.assertEqual(libplan.lower(MLP), text)
+        with libplan.parse(read(MLP).replace("out: S(0)P(sum)}", "out: S(0)R}"),
+                           "bug.yaml", os.path.dirname(MLP)) as p:
+            with self.assertRaises(libplan.InvalidError):
+                p.lower()
 
     def test_failures(self):
         with self.assertRaises(libplan.InvalidError) as cm:

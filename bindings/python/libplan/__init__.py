@@ -27,7 +27,7 @@ from .placements import Shard, Replicate, Partial
 from .placements import parse as parse_placement
 from .placements import format as format_placement
 from .builder import ProgramBuilder, make_plan
-from ._search import find_tool, search, replay
+from ._search import find_tool, search, replay, lower
 
 __version__ = version()
 
@@ -40,5 +40,5 @@ __all__ = [
     "VerifyReport", "CostReport", "Schedule", "load", "parse", "load_program",
     "cost_profiles", "version", "abi_version", "Shard", "Replicate",
     "Partial", "parse_placement", "format_placement", "ProgramBuilder",
-    "make_plan", "find_tool", "search", "replay",
+    "make_plan", "find_tool", "search", "replay", "lower",
 ]

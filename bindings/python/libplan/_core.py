@@ -18,6 +18,27 @@ _PARTS = {"plan": 0, "program": 1, "mesh": 2, "provenance": 3}
 _COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
 
 
+def _int(v, what):
+    """An integer argument, or UsageError."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            v = v.__index__()
+        except (AttributeError, TypeError):
+            raise UsageError("%s must be an integer, not %s"
+                             % (what, type(v).__name__)) from None
+    return v
+
+
+def _mapping(v, what):
+    """A dict-like argument (None: empty), or UsageError."""
+    if v is None:
+        return {}
+    if not hasattr(v, "items"):
+        raise UsageError("%s must be a mapping, not %s"
+                         % (what, type(v).__name__))
+    return v
+
+
 def _need(name):
     f = getattr(fn, name, None)
     if f is None:
@@ -372,7 +393,7 @@ class Plan(_Handle):
     def hash(self, part="plan"):
         """Content hash of a part ("plan", "program", "mesh", "provenance")
         as "xxh3:<32 hex>"."""
-        if part not in _PARTS:
+        if not isinstance(part, str) or part not in _PARTS:
             raise UsageError("unknown part %r (plan, program, mesh, "
                              "provenance)" % (part,))
         h = _lib.Hash()
@@ -381,7 +402,7 @@ class Plan(_Handle):
 
     def canonical(self, part="plan"):
         """The canonical JSON encoding a part's hash is taken of."""
-        if part not in _PARTS:
+        if not isinstance(part, str) or part not in _PARTS:
             raise UsageError("unknown part %r" % (part,))
         return _take_out(fn.canonical, self._h, _PARTS[part])
 
@@ -604,15 +625,23 @@ class Plan(_Handle):
         tensor name or glob: (rtol, atol)} (float mode)."""
         if mode not in ("exact", "float"):
             raise UsageError("mode must be 'exact' or 'float', not %r" % (mode,))
-        tol = list((tolerances or {}).items())
+        seed = _int(seed, "seed")
+        if not 0 <= seed < 1 << 64:
+            raise UsageError("seed must lie in [0, 2^64)")
+        tol = list(_mapping(tolerances, "tolerances").items())
         arr = (_lib.VerifyTolerance * max(1, len(tol)))()
         keep = []
-        for i, (name, (rt, at)) in enumerate(tol):
-            keep.append(enc(name))
-            arr[i] = _lib.VerifyTolerance(keep[-1], rt, at)
-        opts = _lib.VerifyOptions(3, 0 if mode == "exact" else 1, seed, rtol,
-                                  atol, None if dtype is None else enc(dtype),
-                                  arr if tol else None, len(tol))
+        try:
+            for i, (name, (rt, at)) in enumerate(tol):
+                keep.append(enc(name))
+                arr[i] = _lib.VerifyTolerance(keep[-1], float(rt), float(at))
+            opts = _lib.VerifyOptions(3, 0 if mode == "exact" else 1, seed,
+                                      float(rtol), float(atol),
+                                      None if dtype is None else enc(dtype),
+                                      arr if tol else None, len(tol))
+        except (TypeError, ValueError) as e:
+            raise UsageError("verify: %s (tolerances are {tensor: (rtol, "
+                             "atol)})" % e) from None
         out = ctypes.c_void_p()
         check(_need("verify")(ctypes.byref(out), self._h, ctypes.byref(opts)))
         return VerifyReport(out.value)
@@ -633,8 +662,13 @@ class Plan(_Handle):
         check(_need("cost_model_new")(ctypes.byref(m), self._h,
                                       None if hardware is None else enc(hardware)))
         try:
-            for k, v in (parameters or {}).items():
-                check(fn.cost_model_set(m, enc(k), float(v)))
+            for k, v in _mapping(parameters, "parameters").items():
+                try:
+                    v = float(v)
+                except (TypeError, ValueError):
+                    raise UsageError("cost parameter %s: %r is not a number"
+                                     % (k, v)) from None
+                check(fn.cost_model_set(m, enc(k), v))
             if calibration is not None:
                 check(fn.cost_model_load_calibration(m, enc(calibration)))
             out = ctypes.c_void_p()
@@ -648,6 +682,12 @@ class Plan(_Handle):
         (same hash, message). See libplan.search."""
         from ._search import replay
         return replay(self, tool)
+
+    def lower(self, tool=None):
+        """The lowered SPMD program as text (runs `plan lower`; see
+        libplan.search for how the tool is found)."""
+        from ._search import lower
+        return lower(self, tool)
 
     def schedule(self):
         """The pipeline schedule (NotFoundError without a pipeline)."""
@@ -813,10 +853,16 @@ class Schedule(_Handle):
     @classmethod
     def generate(cls, kind, ranks, stages, microbatches):
         """A named schedule ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")."""
-        k = fn.schedule_kind_from_name(enc(kind))
+        k = fn.schedule_kind_from_name(enc(kind)) if isinstance(kind, str) \
+            else -1
         if k < 0:
             raise UsageError("unknown schedule %r" % (kind,))
         out = ctypes.c_void_p()
+        ranks, stages = _int(ranks, "ranks"), _int(stages, "stages")
+        microbatches = _int(microbatches, "microbatches")
+        if not all(-2**31 <= v < 2**31 for v in (ranks, stages)) or \
+                not -2**63 <= microbatches < 2**63:
+            raise UsageError("ranks, stages or microbatches out of range")
         check(fn.schedule_generate(ctypes.byref(out), k, ranks, stages,
                                    microbatches))
         return cls(out.value)

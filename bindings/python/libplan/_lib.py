@@ -316,15 +316,16 @@ def take_string(ptr, length=None):
         return ""
     try:
         if length is not None:
-            return ctypes.string_at(ptr, length).decode("utf-8")
-        return ctypes.string_at(ptr).decode("utf-8")
+            return ctypes.string_at(ptr, length).decode("utf-8", "replace")
+        return ctypes.string_at(ptr).decode("utf-8", "replace")
     finally:
         free(ptr)
 
 
 def s(b):
     """A borrowed C string as str ("" for NULL)."""
-    return b.decode("utf-8") if b else ""
+    # "replace": a message may quote a path or input that is not UTF-8
+    return b.decode("utf-8", "replace") if b else ""
 
 
 def enc(text):

@@ -1,4 +1,4 @@
-"""Plan search and replay through the `plan` tool.
+"""Plan search, replay and lowering through the `plan` tool.
 
 The search strategies are Lua (lua/search.lua and lua/strategies/) run by
 the tool's embedded interpreter; the C API has no search entry point, so
@@ -19,7 +19,7 @@ from ._core import Plan, Program
 from .builder import ProgramBuilder
 from .errors import InvalidError, UnsupportedError, UsageError
 
-__all__ = ["find_tool", "search", "replay"]
+__all__ = ["find_tool", "search", "replay", "lower"]
 
 
 def find_tool(tool=None):
@@ -139,3 +139,27 @@ def replay(plan, tool=None):
         if rc not in (0, 1):
             raise _fail(UsageError, -8, "plan replay", msg)
         return rc == 0, out.strip() or msg
+
+
+def lower(plan, tool=None):
+    """The SPMD program every rank runs (spec/lowered-format.md), as text:
+    `plan lower`. InvalidError for an invalid plan, UnsupportedError for
+    what is not lowered yet."""
+    exe = find_tool(tool)
+    with tempfile.TemporaryDirectory(prefix="libplan-lower-") as tmp:
+        if isinstance(plan, Plan):
+            path = os.path.join(tmp, "plan.yaml")
+            with open(path, "w") as f:
+                f.write(plan.text(self_contained=True))
+        else:
+            path = os.fspath(plan)
+        out = os.path.join(tmp, "lowered.yaml")
+        rc, _, msg = _run([exe, "lower", "-o", out, path])
+        if rc == 1:
+            raise _fail(InvalidError, -6, "plan lower", msg)
+        if rc == 3:
+            raise _fail(UnsupportedError, -10, "plan lower", msg)
+        if rc != 0:
+            raise _fail(UsageError, -8, "plan lower", msg)
+        with open(out) as f:
+            return f.read()

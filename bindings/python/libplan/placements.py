@@ -82,8 +82,8 @@ class Partial(Placement):
 
     def __init__(self, reduce_op="sum"):
         if reduce_op not in ("sum", "avg", "max", "min"):
-            raise ValueError("Partial: reduce_op must be sum, avg, max or min, "
-                             "not %r" % (reduce_op,))
+            raise _usage("Partial: reduce_op must be sum, avg, max or min, "
+                         "not %r" % (reduce_op,))
         self.reduce_op = reduce_op
 
     def is_partial(self):
@@ -109,18 +109,25 @@ _TOKEN = re.compile(r"""\s*(?:
     )\s*,?""", re.VERBOSE)
 
 
+def _usage(msg):
+    from .errors import UsageError  # a ValueError too
+    return UsageError(msg)
+
+
 def parse(text):
     """Parses a compact or long spelling into a tuple of placements, one per
     mesh axis: parse("S(0)P(sum)") == (Shard(0), Partial("sum"))."""
     if isinstance(text, (tuple, list)):
         return tuple(text)
+    if not isinstance(text, str):
+        raise _usage("a placement is a str such as 'S(0)R', not %s"
+                     % type(text).__name__)
     out = []
     pos = 0
-    text = str(text)
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ValueError("bad placement %r at column %d" % (text, pos + 1))
+            raise _usage("bad placement %r at column %d" % (text, pos + 1))
         if m.group("r"):
             out.append(Replicate())
         elif m.group("sd") is not None:
@@ -154,15 +161,15 @@ def local_shape_and_offset(shape, placement, mesh_sizes, coords):
     replicated entries keep the whole dim."""
     pl = parse(placement)
     if len(pl) != len(mesh_sizes) or len(coords) != len(mesh_sizes):
-        raise ValueError("placement %r has %d entries for a %d-axis mesh"
-                         % (format(pl), len(pl), len(mesh_sizes)))
+        raise _usage("placement %r has %d entries for a %d-axis mesh"
+                     % (format(pl), len(pl), len(mesh_sizes)))
     rank = len(shape)
     by_dim = {}
     for axis, p in enumerate(pl):
         if isinstance(p, Shard):
             d = p.dim + rank if p.dim < 0 else p.dim
             if not 0 <= d < rank:
-                raise ValueError("S(%d) on a rank-%d tensor" % (p.dim, rank))
+                raise _usage("S(%d) on a rank-%d tensor" % (p.dim, rank))
             by_dim.setdefault(d, []).append((p.level if p.level is not None
                                              else axis, axis))
     size = list(shape)
