@@ -37,15 +37,21 @@ SUMMARY = ("Distributed-training parallelization plans: load, validate, hash, "
 
 
 def version():
-    h = os.path.join(ROOT, "libplan", "include", "libplan", "common.h")
-    try:
-        with open(h) as f:
-            m = re.search(r'PLAN_VERSION_STRING "([^"]+)"', f.read())
-            if m:
-                return m.group(1)
-    except OSError:
-        pass
-    return "0.1.0"
+    """PLAN_VERSION_STRING of the source tree's common.h, or, in an
+    unpacked sdist, the version its PKG-INFO records."""
+    for path, pattern in (
+            (os.path.join(ROOT, "libplan", "include", "libplan", "common.h"),
+             r'PLAN_VERSION_STRING "([^"]+)"'),
+            (os.path.join(HERE, "PKG-INFO"), r"(?m)^Version: (\S+)$")):
+        try:
+            with open(path) as f:
+                m = re.search(pattern, f.read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
+    raise RuntimeError("no version: neither %s nor PKG-INFO is there"
+                       % os.path.join(ROOT, "libplan", "include"))
 
 
 def find_library(config_settings=None):

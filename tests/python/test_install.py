@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 import zipfile
@@ -147,6 +148,21 @@ class TestWheel(unittest.TestCase):
                                                % libplan.ABI_VERSION))
             with libplan.load(MLP) as p:
                 self.assertEqual(h, p.hash())
+
+    def test_sdist_builds_a_wheel(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            name = build_backend.build_sdist(tmp)
+            with tarfile.open(os.path.join(tmp, name)) as tf:
+                tf.extractall(tmp)
+            src = os.path.join(tmp, name[:-len(".tar.gz")])
+            self.assertTrue(os.path.exists(os.path.join(src, "PKG-INFO")))
+            r = python("import build_backend as b\n"
+                       "print(b.build_wheel(%r))" % tmp,
+                       env={"LIBPLAN_LIBRARY": libplan.library_path},
+                       cwd=src, path=src)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(r.stdout.strip().endswith(".whl"), r.stdout)
+            self.assertIn(build_backend.version(), r.stdout)
 
     def test_pip_install(self):
         r = subprocess.run([sys.executable, "-m", "pip", "--version"],

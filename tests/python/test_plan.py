@@ -386,6 +386,24 @@ class TestErrors(unittest.TestCase):
             t.join()
         self.assertEqual(results, {i: None for i in range(1, 5)})
 
+    def test_shared_plan_on_threads(self):
+        with libplan.load(BLOCK) as p:
+            p.program.signatures()  # fills the cache before sharing
+            results = []
+
+            def work():
+                for _ in range(5):
+                    results.append(p.verify(mode="float").equal and
+                                   p.cost().step_seconds > 0 and
+                                   p.check_program(p.program).ok)
+
+            ts = [threading.Thread(target=work) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            self.assertEqual(results, [True] * 20)
+
     def test_no_leak_over_many_cycles(self):
         def rss():
             with open("/proc/self/statm") as f:
