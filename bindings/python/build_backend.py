@@ -190,7 +190,8 @@ def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
-def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+def build_wheel(wheel_directory, config_settings=None,
+                metadata_directory=None):
     return build(wheel_directory, config_settings=config_settings)
 
 

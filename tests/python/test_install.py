@@ -32,7 +32,8 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("needs ABI 99", msg)
         self.assertIsInstance(cm.exception, ImportError)
 
-    @unittest.skipUnless(HAVE_CC, "no C compiler to build a mismatched library")
+    @unittest.skipUnless(HAVE_CC,
+                         "no C compiler to build a mismatched library")
     def test_import_refuses_another_abi(self):
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "fake.c")

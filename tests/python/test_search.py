@@ -53,8 +53,8 @@ class TestSearch(unittest.TestCase):
             text = p.lower()
             self.assertIn("all_reduce", text)
             self.assertEqual(libplan.lower(MLP), text)
-        with libplan.parse(read(MLP).replace("out: S(0)P(sum)}", "out: S(0)R}"),
-                           "bug.yaml", os.path.dirname(MLP)) as p:
+        bug = read(MLP).replace("out: S(0)P(sum)}", "out: S(0)R}")
+        with libplan.parse(bug, "bug.yaml", os.path.dirname(MLP)) as p:
             with self.assertRaises(libplan.InvalidError):
                 p.lower()
 

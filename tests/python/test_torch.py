@@ -13,7 +13,8 @@ NEED_TORCH = "torch (with torch.distributed.tensor) is not installed"
 class TestPlacements(unittest.TestCase):
     def test_parse_and_format(self):
         S, R, P = libplan.Shard, libplan.Replicate, libplan.Partial
-        self.assertEqual(libplan.parse_placement("S(0)P(sum)"), (S(0), P("sum")))
+        self.assertEqual(libplan.parse_placement("S(0)P(sum)"),
+                         (S(0), P("sum")))
         self.assertEqual(libplan.parse_placement("Shard(1), Replicate()"),
                          (S(1), R()))
         self.assertEqual(libplan.parse_placement("S(0:1)S(0:0)"),

@@ -99,7 +99,8 @@ class _Handle:
 
 # ---- findings --------------------------------------------------------------
 
-Finding = namedtuple("Finding", "severity code message file line column object")
+Finding = namedtuple("Finding",
+                     "severity code message file line column object")
 Finding.__doc__ = ("One finding of validation, drift or diff: severity "
                    "('note', 'warning', 'error'), a stable dotted code, the "
                    "message, the position (1-based; 0 unknown) and the op or "
@@ -135,7 +136,8 @@ def _findings(call, *args):
         out = Findings()
         for i in range(fn.diags_count(d)):
             x = fn.diags_get(d, i).contents
-            sev = _SEVERITY[x.severity] if 0 <= x.severity < 3 else str(x.severity)
+            sev = (_SEVERITY[x.severity] if 0 <= x.severity < 3
+                   else str(x.severity))
             out.append(Finding(sev, s(x.code), s(x.message), s(x.file), x.line,
                                x.column, s(x.object)))
         return out
@@ -216,7 +218,8 @@ class Program(_Handle):
     def tensor(self, key):
         """A tensor by index or name (NotFoundError when there is none)."""
         h = self._h
-        i = key if isinstance(key, int) else fn.program_tensor_find(h, enc(key))
+        i = (key if isinstance(key, int)
+             else fn.program_tensor_find(h, enc(key)))
         if not 0 <= i < fn.program_tensor_count(h):
             raise NotFoundError("no tensor %r in the program" % (key,))
         return Tensor(i, s(fn.program_tensor_name(h, i)), self.shape(i),
@@ -225,7 +228,8 @@ class Program(_Handle):
 
     def shape(self, key):
         h = self._h
-        i = key if isinstance(key, int) else fn.program_tensor_find(h, enc(key))
+        i = (key if isinstance(key, int)
+             else fn.program_tensor_find(h, enc(key)))
         dims = (ctypes.c_int64 * 8)()
         r = fn.program_tensor_shape(h, i, dims, 8)
         if r < 0:
@@ -238,7 +242,8 @@ class Program(_Handle):
 
     @property
     def tensors(self):
-        return [self.tensor(i) for i in range(fn.program_tensor_count(self._h))]
+        n = fn.program_tensor_count(self._h)
+        return [self.tensor(i) for i in range(n)]
 
     def signatures(self):
         """{"ops": {name: int}, "tensors": {name: int}}: the 64-bit
@@ -624,7 +629,8 @@ class Plan(_Handle):
         and returns a VerifyReport. mode "exact" or "float"; tolerances: {
         tensor name or glob: (rtol, atol)} (float mode)."""
         if mode not in ("exact", "float"):
-            raise UsageError("mode must be 'exact' or 'float', not %r" % (mode,))
+            raise UsageError("mode must be 'exact' or 'float', not %r"
+                             % (mode,))
         seed = _int(seed, "seed")
         if not 0 <= seed < 1 << 64:
             raise UsageError("seed must lie in [0, 2^64)")
@@ -659,8 +665,8 @@ class Plan(_Handle):
         such as "h100", or None: the plan's own hardware, else H100);
         parameters: {name: value} (docs/cost.md); calibration: a file."""
         m = ctypes.c_void_p()
-        check(_need("cost_model_new")(ctypes.byref(m), self._h,
-                                      None if hardware is None else enc(hardware)))
+        hw = None if hardware is None else enc(hardware)
+        check(_need("cost_model_new")(ctypes.byref(m), self._h, hw))
         try:
             for k, v in _mapping(parameters, "parameters").items():
                 try:
@@ -758,8 +764,9 @@ class VerifyReport(_Handle):
 
 CostOp = namedtuple("CostOp", "name kind stage flops bytes seconds "
                               "backward_seconds bound")
-CostCollective = namedtuple("CostCollective", "phase tensor kind axis from_ to "
-                            "group link algorithm bytes calls seconds")
+CostCollective = namedtuple("CostCollective",
+                            "phase tensor kind axis from_ to group link "
+                            "algorithm bytes calls seconds")
 CostMemory = namedtuple("CostMemory", "stage parameters gradients optimizer "
                         "activations workspace total inflight")
 
@@ -911,8 +918,9 @@ class Schedule(_Handle):
     def __repr__(self):
         if self.closed:
             return "<libplan.Schedule closed>"
-        return "<libplan.Schedule %s: %d stages on %d ranks, %d microbatches>" \
-            % (self.kind, self.stages, self.ranks, self.microbatches)
+        return ("<libplan.Schedule %s: %d stages on %d ranks, %d "
+                "microbatches>" % (self.kind, self.stages, self.ranks,
+                                   self.microbatches))
 
 
 def load(path, threads=0):

@@ -32,8 +32,8 @@ def _candidates():
     out = []
     for name in (_SONAME, "libplan.so"):
         out.append(("beside the package", os.path.join(_HERE, name)))
-    tree = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))),
-                        "build")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    tree = os.path.join(root, "build")
     for name in (_SONAME, "libplan.so"):
         out.append(("the source tree's build/", os.path.join(tree, name)))
     return out, False
@@ -101,7 +101,8 @@ free.argtypes = [ctypes.c_void_p]
 
 c_int, c_int64, c_uint64, c_double = (ctypes.c_int, ctypes.c_int64,
                                       ctypes.c_uint64, ctypes.c_double)
-c_char_p, c_void_p, c_size_t = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t
+c_char_p, c_void_p = ctypes.c_char_p, ctypes.c_void_p
+c_size_t = ctypes.c_size_t
 P = ctypes.POINTER
 
 
@@ -133,22 +134,25 @@ class VerifyTolerance(ctypes.Structure):
 
 
 class VerifyOptions(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint), ("mode", c_int), ("seed", c_uint64),
+    _fields_ = [("version", ctypes.c_uint), ("mode", c_int),
+                ("seed", c_uint64),
                 ("rtol", c_double), ("atol", c_double), ("dtype", c_char_p),
                 ("tolerances", P(VerifyTolerance)), ("ntolerances", c_int)]
 
 
 class CostOpInfo(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("kind", c_char_p), ("stage", c_int),
-                ("flops", c_double), ("bytes", c_double), ("seconds", c_double),
+                ("flops", c_double), ("bytes", c_double),
+                ("seconds", c_double),
                 ("backward_seconds", c_double), ("bound", c_char_p)]
 
 
 class CostCollectiveInfo(ctypes.Structure):
     _fields_ = [("phase", c_char_p), ("tensor", c_char_p), ("kind", c_char_p),
                 ("axis", c_char_p), ("from_", c_char_p), ("to", c_char_p),
-                ("group", c_int64), ("link", c_char_p), ("algorithm", c_char_p),
-                ("bytes", c_double), ("calls", c_double), ("seconds", c_double)]
+                ("group", c_int64), ("link", c_char_p),
+                ("algorithm", c_char_p), ("bytes", c_double),
+                ("calls", c_double), ("seconds", c_double)]
 
 
 class CostMemoryInfo(ctypes.Structure):
@@ -231,7 +235,8 @@ _PROTOS = {
     "plan_mesh_device_count": (c_int64, [vp]),
     "plan_mesh_device": (c_int64, [vp, c_int64]),
     "plan_tensor_placement": (c_int, [c_char_p, c_size_t, vp, c_int]),
-    "plan_op_placement": (c_int, [c_char_p, c_size_t, vp, c_int, c_int, c_int]),
+    "plan_op_placement": (c_int, [c_char_p, c_size_t, vp, c_int, c_int,
+                                  c_int]),
     "plan_op_stage": (c_int, [vp, c_int]),
     "plan_stage_count": (c_int, [vp]),
     "plan_validate": (c_int, [pp, vp]),
@@ -270,7 +275,8 @@ _PROTOS = {
     "plan_cost_report_op_count": (c_size_t, [vp]),
     "plan_cost_report_op": (c_int, [P(CostOpInfo), vp, c_size_t]),
     "plan_cost_report_collective_count": (c_size_t, [vp]),
-    "plan_cost_report_collective": (c_int, [P(CostCollectiveInfo), vp, c_size_t]),
+    "plan_cost_report_collective": (c_int, [P(CostCollectiveInfo), vp,
+                                            c_size_t]),
     "plan_cost_report_memory_count": (c_size_t, [vp]),
     "plan_cost_report_memory": (c_int, [P(CostMemoryInfo), vp, c_size_t]),
     "plan_cost_report_write": (c_int, [ps, P(c_size_t), vp, c_char_p]),

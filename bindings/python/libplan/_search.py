@@ -29,7 +29,8 @@ def find_tool(tool=None):
     here = os.path.dirname(os.path.realpath(_lib.path)) if os.path.sep in \
         _lib.path else None
     if here:
-        cands += [os.path.join(here, "plan"), os.path.join(here, "bin", "plan")]
+        cands += [os.path.join(here, "plan"),
+                  os.path.join(here, "bin", "plan")]
     for c in cands:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c

@@ -46,8 +46,9 @@ def _dtensor():
 def _require():
     dt = _dtensor()
     if dt is None:
-        raise UnsupportedError("this needs torch with torch.distributed.tensor "
-                               "(torch is not installed here)")
+        raise UnsupportedError("this needs torch with "
+                               "torch.distributed.tensor (torch is not "
+                               "installed here)")
     return dt
 
 
@@ -155,7 +156,8 @@ def apply(module, plan, mesh=None):
         spec = to_dtensor_placements(plan.placement(qname), param.dim(),
                                      as_tuples=False)
         if any(p.is_partial() for p in spec):
-            raise UsageError("parameter %s is placed as a partial value" % qname)
+            raise UsageError("parameter %s is placed as a partial value"
+                             % qname)
         owner = module
         path = qname.split(".")
         for part in path[:-1]:
@@ -207,7 +209,8 @@ def program_from_module(module, example_inputs, name=None):
     def meta(node):
         tm = node.meta.get("tensor_meta")
         if tm is None:
-            raise UnsupportedError("fx node %s has no tensor shape" % node.name)
+            raise UnsupportedError("fx node %s has no tensor shape"
+                                   % node.name)
         return list(tm.shape), _dtype(tm.dtype)
 
     def param(qname):
@@ -251,8 +254,9 @@ def program_from_module(module, example_inputs, name=None):
                      node.name, name=node.target)
             elif kind in _UNARY_MODULES:
                 attrs = {}
-                if kind == "GELU" and getattr(m, "approximate", "none") != "none":
-                    attrs["approximate"] = m.approximate
+                approx = getattr(m, "approximate", "none")
+                if kind == "GELU" and approx != "none":
+                    attrs["approximate"] = approx
                 b.op(_UNARY_MODULES[kind], [x], node.name, name=node.target,
                      **attrs)
             else:
