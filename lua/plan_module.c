@@ -10,6 +10,8 @@
  * before the first call that can raise. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -215,6 +217,27 @@ static int l_parse(lua_State *L) {
   return 1;
 }
 
+/* Whether text is a mesh shape "name=size[,name=size...]" (names are
+ * identifiers, sizes positive integers). */
+static bool mesh_shape_ok(const char *s) {
+  while (*s) {
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+      return false;
+    while (*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+           (*s >= '0' && *s <= '9'))
+      s++;
+    if (*s++ != '=' || *s < '1' || *s > '9')
+      return false;
+    while (*s >= '0' && *s <= '9')
+      s++;
+    if (*s == ',' && s[1])
+      s++;
+    else if (*s)
+      return false;
+  }
+  return true;
+}
+
 /* plan.new{program = PATH, mesh = "dp=2,tp=4"}: an empty plan for a
  * program file on a mesh (no decisions yet). */
 static int l_new(lua_State *L) {
@@ -223,10 +246,25 @@ static int l_new(lua_State *L) {
   const char *prog = luaL_checkstring(L, -1);
   lua_getfield(L, 1, "mesh");
   const char *mesh = luaL_checkstring(L, -1);
+  if (!mesh[0] || !mesh_shape_ok(mesh))
+    return luaL_error(L, "plan.new: mesh '%s' is not NAME=SIZE[,NAME=SIZE...]",
+                      mesh);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "libplan: \"0.1\"\nprogram: {path: \"");
-  luaL_addstring(&b, prog);
+  for (const char *s = prog; *s; s++) { /* a YAML double-quoted string */
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      luaL_addchar(&b, '\\');
+      luaL_addchar(&b, (char)c);
+    } else if (c < 0x20) {
+      char esc[8];
+      snprintf(esc, sizeof esc, "\\x%02x", c);
+      luaL_addstring(&b, esc);
+    } else {
+      luaL_addchar(&b, (char)c);
+    }
+  }
   luaL_addstring(&b, "\"}\nmesh: {axes: [");
   for (const char *s = mesh; *s; s++) /* "dp=2,tp=4" -> dp=2, tp=4 */
     if (*s == ',')

@@ -111,4 +111,18 @@ check(tostring(q) == "plan (closed)", "closed __tostring")
 local e = assert(plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2,tp=4"})
 check(#e:mesh() == 2 and e:mesh()[2].size == 4, "plan.new mesh")
 check(e:strategy("mlp.fc1") == nil, "no decisions yet")
+raises(function() plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2]}\nx: 1"} end,
+       "is not NAME=SIZE")
+local np, nmsg = plan.new{program = 'no"such\nprogram.yaml', mesh = "dp=2"}
+check(np == nil and nmsg:find("<plan.new>:%d+:%d+"), "plan.new with a strange path")
+
+-- a MILP through CBC
+local r = assert(plan.milp{obj = {0, 0, 5}, integer = {true, true, false},
+  rows = {{cols = {1}, coefs = {1}, sense = "=", rhs = 1},
+          {cols = {2}, coefs = {1}, sense = "=", rhs = 1},
+          {cols = {3, 1, 2}, coefs = {1, -1, -1}, sense = ">=", rhs = -1}}})
+check(r.optimal and r.objective == 5 and r.x[3] == 1, "milp")
+local nr, nrm = plan.milp{obj = {1}, rows = {{cols = {1}, coefs = {1}, sense = ">=", rhs = 2}}}
+check(nr == nil and nrm:find("infeasible"), "milp infeasible")
+raises(function() plan.milp{obj = {1}, rows = {{cols = {2}, coefs = {1}}}} end, "no column 2")
 print("test_module: ok")
