@@ -1,4 +1,4 @@
-/* The op-rule sweep (issue 3 item 10, after DTensor's strategy validation):
+/* The op-rule sweep (after DTensor's strategy validation):
  * for every op kind of the registry, on meshes [2,2], [2,2,2] and [1,2]
  * (a size-1 axis), with even and uneven shapes (dims 3 and 5), every input
  * placement per operand and mesh axis out of {R, S(d) for each dim, P(sum),
