@@ -111,8 +111,8 @@ typedef struct vctx {
   double **ref_vel;
   int *master_buf;    /* [param]: a buffer of the master placement */
   const char *label_m, *label_v; /* this step's Adam state records */
-  /* exact mode, a training step: [op] the backward ops whose results both
-   * runs round to the dyadic grid (see setup_train) */
+  /* exact mode: [op] the ops whose results both runs round to the dyadic
+   * grid (see setup_grid) */
   bool *grid_op;
 } vctx;
 
@@ -1824,6 +1824,37 @@ static double opt_update(const vctx *c, const plan_tensor *t, double w,
 
 static double ***new_blocks(int n) { return calloc((size_t)n + 1, sizeof(double **)); }
 
+static int setup_grid(vctx *c) {
+  const plan_lowered *l = c->low;
+  /* Exact mode keeps sums exact in any order while values stay short
+   * dyadics. A backward pass multiplies activations by activations
+   * (softmax's backward, attention's dq and dk, weight gradients), so each
+   * such product makes the grid finer, and a deep chain runs out of the
+   * 53 bits of a double: the order of a sum then shows in the last bit.
+   * And after an update the params are no longer integers. So both runs
+   * round the results of every op the lowered program computes whole (no
+   * partial input or output) to the grid (a result already on it, as most
+   * forward results are, is unchanged); where partial sums flow, ops stay
+   * linear and unrounded, so a rank's partial still sums to its share. */
+  if (c->o->mode == PLAN_VERIFY_EXACT) {
+    if (!(c->grid_op = calloc((size_t)c->prog->nops + 1, sizeof(bool))))
+      return plan_oom();
+    for (int i = 0; i < c->prog->nops; i++)
+      c->grid_op[i] = true;
+    for (int i = 0; i < l->nsteps; i++) {
+      const plan_lstep *st = &l->steps[i];
+      if (st->kind != PLAN_LSTEP_OP)
+        continue;
+      for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < (pass ? st->nout : st->nin); j++)
+          if (partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
+                           c->m->naxes, NULL))
+            c->grid_op[st->op] = false;
+    }
+  }
+  return PLAN_OK;
+}
+
 /* Per param: a buffer of the master placement (for comparing the updated
  * params), and the reference values and blocks the update reads kept. */
 static int setup_train(vctx *c) {
@@ -1846,32 +1877,6 @@ static int setup_train(vctx *c) {
   c->ref_vel = calloc((size_t)np + 1, sizeof(double *));
   c->master_buf = malloc(sizeof(int) * ((size_t)np + 1));
   c->keep_buf = calloc((size_t)(l->nbufs + np + 1), sizeof(bool));
-  /* Exact mode keeps sums exact in any order while values stay short
-   * dyadics. A backward pass multiplies activations by activations
-   * (softmax's backward, attention's dq and dk, weight gradients), so each
-   * such product makes the grid finer, and a deep chain runs out of the
-   * 53 bits of a double: the order of a sum then shows in the last bit.
-   * And after an update the params are no longer integers. So in a
-   * training step both runs round the results of every op the lowered
-   * program computes whole (no partial input or output) to the grid; where
-   * partial sums flow, ops stay linear and unrounded, as in a forward
-   * program. */
-  if (c->o->mode == PLAN_VERIFY_EXACT && tr->map) {
-    if (!(c->grid_op = calloc((size_t)c->prog->nops + 1, sizeof(bool))))
-      return plan_oom();
-    for (int i = 0; i < c->prog->nops; i++)
-      c->grid_op[i] = true;
-    for (int i = 0; i < l->nsteps; i++) {
-      const plan_lstep *st = &l->steps[i];
-      if (st->kind != PLAN_LSTEP_OP)
-        continue;
-      for (int pass = 0; pass < 2; pass++)
-        for (int j = 0; j < (pass ? st->nout : st->nin); j++)
-          if (partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
-                           c->m->naxes, NULL))
-            c->grid_op[st->op] = false;
-    }
-  }
   if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master ||
       !c->mom || !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf ||
       !c->keep_buf)
@@ -2329,8 +2334,8 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   }
   double secs[3] = {0, 0, 0};
   c.nsteps = 1;
-  rc = PLAN_OK;
-  if (low->train) {
+  rc = setup_grid(&c);
+  if (!rc && low->train) {
     c.nsteps = c.p->training.steps > 1 ? (int)c.p->training.steps : 1;
     rc = setup_train(&c);
   }
