@@ -97,8 +97,7 @@ typedef struct vctx {
   const char *first_op, *first_tensor;
   char diagnosis[1024];
   /* A training step (low->train), run `steps` times: the optimizer's
-   * state between runs, per param (verify_train.c's job, kept here as the
-   * verifier's context): */
+   * state between runs, per param (see "training steps" below): */
   int step, nsteps;
   bool *keep_ref; /* [tensor]: reference values the update reads */
   bool *keep_buf; /* [buffer]: blocks the update reads */

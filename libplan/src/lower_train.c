@@ -22,7 +22,7 @@
  *   same computation, shared/OPS.md) gets no collective on it.
  *
  * The optimizer step is not lowered into ops: the verifier applies it to
- * every rank's master blocks (verify_train.c). */
+ * every rank's master blocks (verifier/verify.c, "training steps"). */
 #include <stdlib.h>
 #include <string.h>
 
