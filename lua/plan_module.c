@@ -217,24 +217,15 @@ static int l_parse(lua_State *L) {
   return 1;
 }
 
-/* Whether text is a mesh shape "name=size[,name=size...]" (names are
- * identifiers, sizes positive integers). */
+/* Whether a mesh shape ("dp=2,tp=4") holds only what a shape may: names,
+ * sizes, '=' and ','; the plan reader then judges it (with a position), and
+ * nothing in it can add YAML structure. */
 static bool mesh_shape_ok(const char *s) {
-  while (*s) {
-    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+  for (; *s; s++)
+    if (!(*s == '_' || *s == '=' || *s == ',' || *s == ' ' ||
+          (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9')))
       return false;
-    while (*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-           (*s >= '0' && *s <= '9'))
-      s++;
-    if (*s++ != '=' || *s < '1' || *s > '9')
-      return false;
-    while (*s >= '0' && *s <= '9')
-      s++;
-    if (*s == ',' && s[1])
-      s++;
-    else if (*s)
-      return false;
-  }
   return true;
 }
 
@@ -246,9 +237,12 @@ static int l_new(lua_State *L) {
   const char *prog = luaL_checkstring(L, -1);
   lua_getfield(L, 1, "mesh");
   const char *mesh = luaL_checkstring(L, -1);
-  if (!mesh[0] || !mesh_shape_ok(mesh))
-    return luaL_error(L, "plan.new: mesh '%s' is not NAME=SIZE[,NAME=SIZE...]",
-                      mesh);
+  if (!mesh[0] || !mesh_shape_ok(mesh)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "plan.new: mesh '%s' is not NAME=SIZE[,NAME=SIZE...]",
+                    mesh);
+    return 2;
+  }
   luaL_Buffer b;
   luaL_buffinit(L, &b);
   luaL_addstring(&b, "libplan: \"0.1\"\nprogram: {path: \"");

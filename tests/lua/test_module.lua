@@ -111,8 +111,10 @@ check(tostring(q) == "plan (closed)", "closed __tostring")
 local e = assert(plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2,tp=4"})
 check(#e:mesh() == 2 and e:mesh()[2].size == 4, "plan.new mesh")
 check(e:strategy("mlp.fc1") == nil, "no decisions yet")
-raises(function() plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2]}\nx: 1"} end,
-       "is not NAME=SIZE")
+local bm, bmm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2]}\nx: 1"}
+check(bm == nil and bmm:find("is not NAME=SIZE", 1, true), "plan.new refuses YAML in a mesh")
+local bx, bxm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=x"}
+check(bx == nil and bxm:find("<plan.new>:%d+:%d+"), "a bad size is found with a position")
 local np, nmsg = plan.new{program = 'no"such\nprogram.yaml', mesh = "dp=2"}
 check(np == nil and nmsg:find("<plan.new>:%d+:%d+"), "plan.new with a strange path")
 
