@@ -54,7 +54,7 @@ STATIC := $(BUILD)/libplan.a
 SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
-.PHONY: all help deps test check-unit check-headers check-conformance \
+.PHONY: all help deps deps-python test check-unit check-headers check-conformance \
         check-cli check-lua check-python check-corpus wheel demo bench asan fuzz fmt lint install clean \
         tests-build
 
@@ -75,6 +75,9 @@ help:
 
 deps:
 	@sh scripts/deps.sh
+
+deps-python:
+	@sh scripts/deps-python.sh
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -153,7 +156,7 @@ wheel: $(SHARED)
 	python3 bindings/python/build_backend.py --library $(SHARED) --out $(BUILD)/wheel
 
 # The README's test command. Order: cheap to expensive.
-test: deps
+test: deps deps-python
 	$(MAKE) tests-build
 	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-lua check-python
 	$(MAKE) asan
