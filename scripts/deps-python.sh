@@ -1,12 +1,15 @@
 #!/bin/sh
-# Installs the Python packages the tests use, when missing: PyTorch, for the
-# libplan.torch bridge's tests (CPU, gloo). pip installs it; when it cannot,
-# those tests skip and say why, and the rest of the suite still runs.
-if python3 -c "import torch" >/dev/null 2>&1; then
-  exit 0
-fi
-echo "deps: installing torch with pip (for the PyTorch bridge's tests)"
-if ! python3 -m pip install --quiet --disable-pip-version-check torch; then
-  echo "deps: torch could not be installed; the PyTorch bridge's tests will skip" >&2
-fi
+# Installs the Python packages the tests use, when missing: pytest (the
+# runner of tests/python; without it they run under unittest) and PyTorch,
+# for the libplan.torch bridge's tests (CPU, gloo). pip installs them; when
+# it cannot, the suite still runs and the torch tests skip and say why.
+for mod in pytest torch; do
+  if python3 -c "import $mod" >/dev/null 2>&1; then
+    continue
+  fi
+  echo "deps: installing $mod with pip (for the Python tests)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check "$mod"; then
+    echo "deps: $mod could not be installed; the Python tests go on without it" >&2
+  fi
+done
 exit 0

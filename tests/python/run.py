@@ -1,8 +1,10 @@
-"""Runs tests/python/test_*.py (stdlib unittest) and prints the count of
-tests passed and, apart, of tests skipped with their reasons (skips are not
-passes). Exit status 1 when any test fails.
+"""Runs tests/python/test_*.py: with pytest when it is installed (the test
+command installs it), else with the standard library's unittest (the tests
+are unittest cases, which pytest runs too). Either way the count of tests
+passed is printed and, apart, the tests skipped with their reasons (skips
+are not passes). Exit status 1 when any test fails.
 
-    python3 tests/python/run.py [-v]
+    python3 tests/python/run.py [-v] [--unittest]
 """
 
 import os
@@ -15,6 +17,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def main():
     sys.path.insert(0, HERE)
+    if "--unittest" not in sys.argv[1:]:
+        try:
+            import pytest
+        except ImportError:
+            pytest = None
+        if pytest is not None:
+            args = [HERE, "-q", "-rs", "-p", "no:cacheprovider"]
+            if "-v" in sys.argv[1:]:
+                args.append("-v")
+            return 0 if pytest.main(args) == 0 else 1
     verbosity = 2 if "-v" in sys.argv[1:] else 1
     suite = unittest.defaultTestLoader.discover(HERE, pattern="test_*.py",
                                                 top_level_dir=HERE)
