@@ -130,6 +130,303 @@ class TestTorch(unittest.TestCase):
             self.assertEqual(p.shape("fc1.weight"), (64, 16))
 
 
+
+def _block(d=16, heads=2, seq=8):
+    """A pre-norm transformer block: fused QKV laid out heads-major (the
+    48 output rows are [head, (q|k|v), 8], so a column split over tp hands
+    each rank whole heads), a causal mask buffer, a GELU MLP."""
+    import torch
+    from torch import nn
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads, self.hd = heads, d // heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d, bias=False)
+            self.register_buffer("mask", torch.triu(
+                torch.full((seq, seq), -1e9), diagonal=1))
+
+        def forward(self, x):
+            B, T, C = x.shape
+            qkv = self.qkv(x).view(B, T, self.heads, 3 * self.hd)
+            q, k, v = qkv.permute(0, 2, 1, 3).chunk(3, dim=-1)
+            att = (q @ k.transpose(-2, -1)) * (self.hd ** -0.5)
+            att = torch.softmax(att + self.mask, dim=-1)
+            y = (att @ v).permute(0, 2, 1, 3).reshape(B, T, C)
+            return self.proj(y)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(d, 4 * d)
+            self.act = nn.GELU()
+            self.fc2 = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = Attention()
+            self.ln2 = nn.LayerNorm(d)
+            self.mlp = MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    return Block()
+
+
+# Megatron tensor parallelism with sequence parallelism on dp=2 x tp=2, as in
+# examples/transformer-block.plan.yaml, on the traced block's names: dp
+# splits the batch; tp the sequence in the norms and residual adds, the heads
+# in attention, the MLP's hidden dim. The row-parallel fc2's bias is P(sum)
+# on tp: added once to the partial sums.
+_SP, _HEADS, _COL = "S(0)S(1)", "S(0)S(1)", "S(0)S(2)"
+_BLOCK_PLACEMENTS = {
+    "x": _SP, "ln1.weight": "RR", "ln1.bias": "RR",
+    "attn.qkv.weight": "RS(0)", "attn.qkv.bias": "RS(0)", "attn.mask": "RR",
+    "attn.proj.weight": "RS(1)", "ln2.weight": "RR", "ln2.bias": "RR",
+    "mlp.fc1.weight": "RS(0)", "mlp.fc1.bias": "RS(0)",
+    "mlp.fc2.weight": "RS(1)", "mlp.fc2.bias": "RP(sum)"}
+_BLOCK_STRATEGIES = {
+    "ln1": ([_SP, "RR", "RR"], _SP),
+    "attn.qkv": (["S(0)R", "RS(0)", "RS(0)"], _COL),
+    "attn.view": ([_COL], _COL),
+    "attn.permute": ([_COL], _HEADS),
+    "attn.chunk": ([_HEADS], [_HEADS] * 3),
+    "attn.matmul": ([_HEADS, _HEADS], _HEADS),
+    "attn.mul": ([_HEADS], _HEADS),
+    "attn.add": ([_HEADS, "RR"], _HEADS),
+    "attn.softmax": ([_HEADS], _HEADS),
+    "attn.matmul_1": ([_HEADS, _HEADS], _HEADS),
+    "attn.permute_1": ([_HEADS], _COL),
+    "attn.reshape": ([_COL], _COL),
+    "attn.proj": ([_COL, "RS(1)"], "S(0)P(sum)"),
+    "add_1": ([_SP, _SP], _SP),
+    "ln2": ([_SP, "RR", "RR"], _SP),
+    "mlp.fc1": (["S(0)R", "RS(0)", "RS(0)"], _COL),
+    "mlp.act": ([_COL], _COL),
+    "mlp.fc2": ([_COL, "RS(1)", "RP(sum)"], "S(0)P(sum)"),
+    "add_2": ([_SP, _SP], _SP)}
+
+
+def _reference_run(prog, leaves, output):
+    """Runs `prog` on one device with libplan's CPU kernels, the leaves
+    given (name -> torch tensor; the rest as the verifier fills them, consts
+    by their recipe), and returns `output` as a float64 tensor, or None
+    when the library does not export the verifier's reference run
+    (plan_ref_run_*, verifier/train_ref.h: internal entry points, not the
+    public API, used here only to compare with torch)."""
+    import ctypes
+    import torch
+    lib = ctypes.CDLL(libplan.library_path)
+    if not hasattr(lib, "plan_ref_run_new"):
+        return None
+
+    class Options(ctypes.Structure):  # plan_ref_options
+        _fields_ = [("mode", ctypes.c_int), ("seed", ctypes.c_uint64),
+                    ("dtype", ctypes.c_int)]
+
+    lib.plan_ref_run_new.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                     ctypes.c_void_p, ctypes.POINTER(Options)]
+    lib.plan_ref_run_values.restype = ctypes.POINTER(ctypes.c_double)
+    lib.plan_ref_run_values.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.plan_ref_run_count.restype = ctypes.c_int64
+    lib.plan_ref_run_count.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.plan_ref_run_exec.argtypes = [ctypes.c_void_p]
+    lib.plan_ref_run_free.argtypes = [ctypes.c_void_p]
+    run = ctypes.c_void_p()
+    # float mode, each tensor in its own dtype (f32, as torch runs it)
+    if lib.plan_ref_run_new(ctypes.byref(run), prog._h,
+                            ctypes.byref(Options(1, 0, -1))) != 0:
+        raise AssertionError("plan_ref_run_new failed")
+    try:
+        for name, t in leaves.items():
+            i = prog.tensor(name).index
+            flat = t.detach().double().reshape(-1)
+            assert lib.plan_ref_run_count(run, i) == flat.numel(), name
+            buf = lib.plan_ref_run_values(run, i)
+            for j, v in enumerate(flat.tolist()):
+                buf[j] = v
+        if lib.plan_ref_run_exec(run) != 0:
+            raise AssertionError("plan_ref_run_exec failed")
+        i = prog.tensor(output).index
+        buf = lib.plan_ref_run_values(run, i)
+        vals = [buf[j] for j in range(lib.plan_ref_run_count(run, i))]
+        return torch.tensor(vals, dtype=torch.float64).reshape(
+            prog.shape(output))
+    finally:
+        lib.plan_ref_run_free(run)
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestTraceBlock(unittest.TestCase):
+    """A pre-norm transformer block traced with torch.fx: the program
+    loads and validates, equals the module on one device, and a Megatron +
+    sequence-parallel plan on dp=2 x tp=2 (and one libplan.search finds)
+    verifies equal in exact and float mode."""
+
+    @classmethod
+    def setUpClass(cls):
+        import torch
+        torch.manual_seed(0)
+        cls.module = _block()
+        cls.x = torch.randn(4, 8, 16)
+        cls.prog = lt.program_from_module(cls.module, (cls.x,))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prog.close()
+
+    def test_trace_block(self):
+        p = self.prog
+        self.assertEqual([o.name for o in p.ops], [
+            "ln1", "attn.qkv", "attn.view", "attn.permute", "attn.chunk",
+            "attn.matmul", "attn.mul", "attn.add", "attn.softmax",
+            "attn.matmul_1", "attn.permute_1", "attn.reshape", "attn.proj",
+            "add_1", "ln2", "mlp.fc1", "mlp.act", "mlp.fc2", "add_2"])
+        kinds = {o.name: o.kind for o in p.ops}
+        self.assertEqual(kinds["attn.chunk"], "split")
+        self.assertEqual(kinds["attn.mul"], "scale")
+        self.assertEqual(kinds["attn.view"], "reshape")
+        self.assertEqual(p.op("attn.chunk").outputs,
+                         ("chunk.0", "chunk.1", "chunk.2"))
+        self.assertEqual(p.shape("chunk.0"), (4, 2, 8, 8))
+        self.assertEqual(p.shape("attn.qkv.weight"), (48, 16))
+        mask = p.tensor("attn.mask")
+        self.assertEqual((mask.role, mask.shape), ("const", (8, 8)))
+        text = p.text()
+        self.assertIn("recipe: causal_mask", text)
+        self.assertIn("transpose_b: true", text)   # k.transpose folded
+        self.assertIn("factor: 0.35355339", text)  # hd ** -0.5
+        self.assertEqual(p.shape("add_2"), (4, 8, 16))
+        with libplan.parse(text) as doc:
+            self.assertTrue(doc.validate().ok)
+
+    def test_block_computes_the_module(self):
+        import torch
+        leaves = dict(self.module.named_parameters())
+        leaves["x"] = self.x
+        got = _reference_run(self.prog, leaves, "add_2")
+        if got is None:
+            self.skipTest("the library does not export plan_ref_run_*")
+        with torch.no_grad():
+            want = self.module(self.x).double()
+        self.assertLess(float((got - want).abs().max()), 1e-5)
+
+    def test_megatron_plan_verifies(self):
+        with libplan.make_plan(self.prog, {"dp": 2, "tp": 2},
+                               placements=_BLOCK_PLACEMENTS,
+                               strategies=_BLOCK_STRATEGIES,
+                               outputs={"add_2": _SP}) as plan:
+            self.assertTrue(plan.validate().ok, plan.validate())
+            for mode in ("exact", "float"):
+                r = plan.verify(mode=mode)
+                self.assertTrue(r.equal, "%s: %s" % (mode, r.text))
+                # ln -> qkv / fc1 gather the sequence; proj / fc2's partial
+                # sums are reduce-scattered onto it
+                self.assertEqual(r.collectives["all_gather"], 2)
+                self.assertEqual(r.collectives["reduce_scatter"], 2)
+
+    def test_wrong_bias_placement_is_caught(self):
+        # fc2's bias replicated on tp would be added once per rank
+        st = dict(_BLOCK_STRATEGIES)
+        st["mlp.fc2"] = ([_COL, "RS(1)", "RR"], "S(0)P(sum)")
+        with libplan.make_plan(self.prog, {"dp": 2, "tp": 2},
+                               placements=_BLOCK_PLACEMENTS, strategies=st,
+                               outputs={"add_2": _SP}) as plan:
+            self.assertFalse(plan.validate().ok)
+            r = plan.verify()
+            self.assertFalse(r.equal)
+            self.assertEqual(r.first_op, "mlp.fc2")
+
+    def test_searched_plan_verifies(self):
+        try:
+            plan = libplan.search(self.prog, {"dp": 2, "tp": 2},
+                                  strategy="megatron")
+        except libplan.UnsupportedError as e:  # no plan tool here
+            self.skipTest(str(e))
+        with plan:
+            self.assertTrue(plan.validate().ok)
+            for mode in ("exact", "float"):
+                self.assertTrue(plan.verify(mode=mode).equal, mode)
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestTraceErrors(unittest.TestCase):
+    """What the converter cannot express raises UnsupportedError naming
+    the fx node and its module path; it never writes a wrong program."""
+
+    def trace_fails(self, body, *want, buffer=None):
+        import torch
+
+        class Inner(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+                if buffer is not None:
+                    self.register_buffer("buf", buffer)
+
+            def forward(self, x):
+                return body(self, self.fc(x))
+
+        class Outer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+
+            def forward(self, x):
+                return self.inner(x)
+
+        with self.assertRaises(libplan.UnsupportedError) as cm:
+            lt.program_from_module(Outer(), (torch.randn(2, 4),))
+        for w in want:
+            self.assertIn(w, str(cm.exception))
+
+    def test_unsupported_function(self):
+        import torch
+        self.trace_fails(lambda m, h: torch.sigmoid(h),
+                         "fx node sigmoid", "in module inner",
+                         "no libplan op")
+
+    def test_tensor_plus_number(self):
+        self.trace_fails(lambda m, h: h + 1.0, "fx node add",
+                         "in module inner", "number 1.0")
+
+    def test_buffer_without_recipe(self):
+        import torch
+        self.trace_fails(lambda m, h: h + m.buf, "fx node inner_buf",
+                         "buffer inner.buf", "recipe",
+                         buffer=torch.arange(4.0))
+
+    def test_inplace_on_a_read_value(self):
+        import torch.nn.functional as F
+        self.trace_fails(lambda m, h: F.relu(h, inplace=True) + h,
+                         "fx node relu",
+                         "in place", "other nodes read")
+
+    def test_unsupported_module(self):
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv1d(4, 4, 1)
+
+            def forward(self, x):
+                return self.conv(x)
+
+        with self.assertRaises(libplan.UnsupportedError) as cm:
+            lt.program_from_module(M(), (torch.randn(2, 4, 3),))
+        self.assertIn("in module conv", str(cm.exception))
+        self.assertIn("Conv1d", str(cm.exception))
+
+
 def _mlp(hidden):
     import torch
 

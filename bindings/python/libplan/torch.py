@@ -8,8 +8,6 @@ repo's planning code runs (and is testable) on a machine without torch;
 everything that needs torch itself raises UnsupportedError there.
 """
 
-import operator
-
 from . import placements as _pl
 from ._core import Plan
 from .builder import ProgramBuilder
@@ -178,125 +176,613 @@ _UNARY_MODULES = {"GELU": "gelu", "ReLU": "relu", "SiLU": "silu",
                   "Tanh": "tanh"}
 _UNARY_FUNCS = {"gelu": "gelu", "relu": "relu", "silu": "silu", "tanh": "tanh",
                 "exp": "exp"}
-_BINARY = {operator.add: "add", operator.sub: "sub", operator.mul: "mul",
-           operator.truediv: "div", operator.matmul: "matmul"}
-_BINARY_NAMES = {"add": "add", "sub": "sub", "mul": "mul", "div": "div",
-                 "matmul": "matmul"}
+_BINARY = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub",
+           "mul": "mul", "imul": "mul", "truediv": "div", "itruediv": "div",
+           "div": "div"}
+_MATMUL = ("matmul", "bmm")
+# Pure reshapes of a row-major tensor: libplan's reshape, to the traced shape.
+_RESHAPES = ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze")
+# No-ops on values.
+_ALIASES = ("contiguous", "clone", "detach")
+# Ops whose result may share storage with their input.
+_VIEWS = _RESHAPES + _ALIASES + (
+    "permute", "transpose", "t", "chunk", "split", "getitem", "getattr",
+    "expand", "expand_as", "broadcast_to", "dropout")
+_SCALAR_OPS = {"getitem", "add", "sub", "mul", "truediv", "floordiv", "pow",
+               "neg", "mod"}
 
 
-def _dtype(t):
-    return _DTYPES.get(str(t).replace("torch.", ""), "f32")
+def _dtype(t, what="a tensor"):
+    d = _DTYPES.get(str(t).replace("torch.", ""))
+    if d is None:
+        raise UnsupportedError("%s has dtype %s, which libplan has no "
+                               "spelling for (f64 f32 bf16 f16 i64 i32)"
+                               % (what, t))
+    return d
+
+
+class _Lazy:
+    """A transpose not yet written: matmul folds one of its last two dims
+    into transpose_a/transpose_b; any other consumer writes the op."""
+
+    def __init__(self, node, src, dims, opname):
+        self.node, self.src, self.dims, self.opname = node, src, dims, opname
+        self.written = None
+
+
+class _Opaque:
+    """A value the converter did not compute (a Python value only a shape
+    argument uses): using it as anything else raises."""
+
+    def __init__(self, node):
+        self.node = node
+
+
+def _const_init(t):
+    """The const recipe whose values equal tensor t, or None."""
+    import torch
+    if not t.is_floating_point():
+        return None
+    if t.numel() and bool((t == 0).all()):
+        return "zeros"
+    if t.numel() and bool((t == 1).all()):
+        return "ones"
+    if t.dim() >= 2 and t.shape[-1] >= 2 and t.shape[-2] >= 1:
+        s, n = t.shape[-2], t.shape[-1]
+        fill = float(t.reshape(-1, s, n)[0, 0, 1])
+        if fill != fill or fill in (float("inf"), float("-inf")):
+            return None
+        upper = torch.ones(s, n, dtype=torch.bool).triu(1)
+        want = torch.zeros(s, n, dtype=t.dtype).masked_fill(upper, fill)
+        if bool((t == want).all()):
+            return "causal_mask" if fill == -1e9 else \
+                {"recipe": "causal_mask", "fill": fill}
+    return None
+
+
+class _Converter:
+    def __init__(self, gm, builder):
+        self.gm, self.b = gm, builder
+        self.mods = dict(gm.named_modules())
+        self.params = dict(gm.named_parameters())
+        self.buffers = dict(gm.named_buffers())
+        self.vals = {}       # fx node name -> tensor name, _Lazy, value
+        self.declared = {}   # qualified name -> tensor name (params, consts)
+        self.opnames = set()
+        self.produced = {}   # tensor name -> fx node (for the shape check)
+        self.node = None
+
+    # -- errors and names --
+    def path(self, node):
+        if node.op == "call_module":
+            return node.target
+        stack = node.meta.get("nn_module_stack") or {}
+        if not stack:
+            return ""
+        last = list(stack.items())[-1]
+        v = last[1]
+        return v[0] if isinstance(v, tuple) else last[0]
+
+    def fail(self, why, node=None):
+        node = node or self.node
+        t = node.target
+        tname = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+        raise UnsupportedError("fx node %s (%s %s) in module %s: %s"
+                               % (node.name, node.op, tname,
+                                  self.path(node) or "<root>", why))
+
+    def opname(self, node):
+        p = self.path(node)
+        if node.op == "call_module":
+            cands = [p, "%s.%s" % (p, node.name)]
+        else:
+            cands = ["%s.%s" % (p, node.name) if p else node.name]
+        cands.append(node.name)
+        for c in cands:
+            if c not in self.opnames:
+                self.opnames.add(c)
+                return c
+        i = 1
+        while "%s_%d" % (node.name, i) in self.opnames:
+            i += 1
+        self.opnames.add("%s_%d" % (node.name, i))
+        return "%s_%d" % (node.name, i)
+
+    # -- shapes --
+    def meta(self, node):
+        tm = node.meta.get("tensor_meta")
+        if tm is None or not hasattr(tm, "shape"):
+            self.fail("the traced value is not a single tensor", node)
+        return [int(d) for d in tm.shape], _dtype(tm.dtype,
+                                                  "fx node %s" % node.name)
+
+    # -- values --
+    def value(self, a):
+        """A Python argument with fx nodes replaced by their values."""
+        import torch.fx
+        if isinstance(a, torch.fx.Node):
+            return self.vals[a.name]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.value(x) for x in a)
+        if isinstance(a, dict):
+            return {k: self.value(v) for k, v in a.items()}
+        return a
+
+    def is_tensor(self, v):
+        return isinstance(v, (str, _Lazy))
+
+    def tensor(self, a, what="input"):
+        v = self.value(a)
+        if isinstance(v, _Lazy):
+            if v.written is None:
+                v.written = v.node.name
+                self.b.op("transpose", [v.src], v.written, name=v.opname,
+                          dims=list(v.dims))
+                self.produced[v.written] = v.node
+            return v.written
+        if isinstance(v, str):
+            return v
+        if isinstance(v, _Opaque):
+            self.fail("its %s comes from fx node %s, which the converter "
+                      "cannot evaluate" % (what, v.node.name))
+        self.fail("its %s is %r, not a tensor of the graph" % (what, v))
+
+    def number(self, a, what):
+        v = self.value(a)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail("its %s must be a Python number, not %r" % (what, v))
+        return v
+
+    def arg(self, node, i, kw, default=None):
+        if len(node.args) > i:
+            return node.args[i]
+        return node.kwargs.get(kw, default)
+
+    def param(self, qname, node=None):
+        if qname in self.declared:
+            return self.declared[qname]
+        if qname in self.params:
+            t = self.params[qname]
+            self.b.param(qname, list(t.shape), _dtype(t.dtype, qname))
+        else:
+            t = self.buffers.get(qname)
+            if t is None:
+                try:
+                    obj = self.gm
+                    for part in qname.split("."):
+                        obj = getattr(obj, part)
+                    t = obj
+                except AttributeError:
+                    t = None
+            import torch
+            if not isinstance(t, torch.Tensor):
+                self.fail("attribute %s is not a parameter or tensor buffer"
+                          % qname, node)
+            init = _const_init(t.detach())
+            if init is None:
+                self.fail("buffer %s holds values no const recipe produces "
+                          "(zeros, ones, causal_mask with a finite fill)"
+                          % qname, node)
+            self.b.const(qname, list(t.shape), _dtype(t.dtype, qname),
+                         init=init)
+        self.declared[qname] = qname
+        return qname
+
+    def emit(self, kind, ins, attrs=None, node=None):
+        node = node or self.node
+        self.b.op(kind, ins, node.name, name=self.opname(node),
+                  **(attrs or {}))
+        self.produced[node.name] = node
+        self.vals[node.name] = node.name
+
+    # -- the graph --
+    def run(self):
+        outputs = []
+        for node in self.gm.graph.nodes:
+            self.node = node
+            if node.op == "placeholder":
+                shape, dt = self.meta(node)
+                self.b.input(node.name, shape, dt)
+                self.vals[node.name] = node.name
+            elif node.op == "get_attr":
+                self.vals[node.name] = self.param(node.target, node)
+            elif node.op == "call_module":
+                self.module(node)
+            elif node.op in ("call_function", "call_method"):
+                self.function(node)
+            elif node.op == "output":
+                res = node.args[0]
+                res = res if isinstance(res, (tuple, list)) else [res]
+                outputs = [self.tensor(r, "output") for r in res]
+                for o in outputs:
+                    if o not in self.produced:
+                        self.fail("output %s is a leaf of the graph (an "
+                                  "input, param or buffer, passed through); "
+                                  "a libplan output is produced by an op" % o)
+        return outputs
+
+    def module(self, node):
+        m = self.mods[node.target]
+        kind = type(m).__name__
+        t = node.target
+        if len(node.args) != 1 or node.kwargs:
+            self.fail("a module called with other than one positional "
+                      "argument")
+        if kind in ("Identity", "Dropout") and (kind == "Identity" or
+                                                 not m.training or m.p == 0):
+            self.vals[node.name] = self.tensor(node.args[0])
+            return
+        if kind == "Dropout":
+            self.fail("dropout (p=%g) while training has no libplan op: "
+                      "trace the module in eval mode" % m.p)
+        if getattr(m, "inplace", False):
+            self.check_inplace(node)
+        x = self.tensor(node.args[0])
+        if kind == "Linear":
+            ins = [x, self.param(t + ".weight")]
+            if m.bias is not None:
+                ins.append(self.param(t + ".bias"))
+            self.emit("linear", ins)
+        elif kind in ("LayerNorm", "RMSNorm"):
+            if len(m.normalized_shape) != 1:
+                self.fail("normalizes %d dims; libplan's %s normalizes the "
+                          "last one" % (len(m.normalized_shape), kind.lower()))
+            if getattr(m, "weight", None) is None:
+                self.fail("has no weight (elementwise_affine=False)")
+            ins = [x, self.param(t + ".weight")]
+            if kind == "LayerNorm" and getattr(m, "bias", None) is not None:
+                ins.append(self.param(t + ".bias"))
+            eps = m.eps
+            if eps is None:  # RMSNorm's default: the dtype's epsilon
+                import torch
+                eps = torch.finfo(self.gm.get_parameter(
+                    t + ".weight").dtype).eps
+            self.emit(kind.lower(), ins, {"eps": float(eps)})
+        elif kind == "Embedding":
+            if m.max_norm is not None:
+                self.fail("max_norm renormalizes rows; libplan's embedding "
+                          "does not")
+            decl = self.b._tensors.get(x)
+            if decl is not None and decl.get("role") == "input" and \
+                    "range" not in decl:
+                decl["range"] = [0, m.num_embeddings]
+            self.emit("embedding", [self.param(t + ".weight"), x])
+        elif kind in _UNARY_MODULES:
+            attrs = {}
+            approx = getattr(m, "approximate", "none")
+            if kind == "GELU" and approx != "none":
+                attrs["approximate"] = approx
+            self.emit(_UNARY_MODULES[kind], [x], attrs)
+        elif kind == "Softmax":
+            if m.dim is None:
+                self.fail("nn.Softmax without a dim (torch's implicit dim)")
+            self.emit("softmax", [x], {"dim": m.dim})
+        else:
+            self.fail("module type %s has no libplan op" % kind)
+
+    def function(self, node):
+        t = node.target
+        tname = t if isinstance(t, str) else getattr(t, "__name__", str(t))
+        args = [self.value(a) for a in node.args]
+        # Python arithmetic on shapes and numbers: computed here
+        if tname in _SCALAR_OPS and not isinstance(t, str) and \
+                getattr(t, "__module__", "") in ("_operator", "operator") \
+                and not any(self.is_tensor(a) for a in args):
+            if any(isinstance(a, _Opaque) for a in args):
+                self.vals[node.name] = _Opaque(node)
+            else:
+                self.vals[node.name] = t(*args)
+            return
+        if tname == "getattr" and len(args) == 2 and self.is_tensor(args[0]):
+            if args[1] == "shape":
+                import torch
+                self.vals[node.name] = torch.Size(self.meta(node.args[0])[0])
+                return
+            rank = len(self.meta(node.args[0])[0])
+            if (args[1] == "T" and rank == 2) or (args[1] == "mT" and
+                                                   rank >= 2):
+                self.vals[node.name] = _Lazy(node, self.tensor(node.args[0]),
+                                             [rank - 2, rank - 1],
+                                             self.opname(node))
+                return
+            self.fail("tensor attribute %r has no libplan op" % (args[1],))
+        if tname == "size" and node.op == "call_method":
+            shape = self.meta(node.args[0])[0]
+            d = self.arg(node, 1, "dim")
+            import torch
+            self.vals[node.name] = torch.Size(shape) if d is None \
+                else shape[self.number(d, "dim")]
+            return
+        if tname == "dim" and node.op == "call_method":
+            self.vals[node.name] = len(self.meta(node.args[0])[0])
+            return
+        if tname == "getitem":
+            self.getitem(node, args)
+            return
+        handler = getattr(self, "f_" + tname, None)
+        if tname in _BINARY:
+            if tname.startswith("i"):
+                self.check_inplace(node)
+            self.binary(node, _BINARY[tname], args)
+        elif tname in _MATMUL:
+            self.matmul(node)
+        elif tname in _UNARY_FUNCS:
+            attrs = {}
+            approx = node.kwargs.get("approximate", "none")
+            if tname == "gelu" and approx != "none":
+                attrs["approximate"] = approx
+            if node.kwargs.get("inplace"):
+                self.check_inplace(node)
+            self.emit(_UNARY_FUNCS[tname], [self.tensor(node.args[0])], attrs)
+        elif tname in _RESHAPES:
+            self.emit("reshape", [self.tensor(node.args[0])],
+                      {"shape": self.meta(node)[0]})
+        elif tname in _ALIASES:
+            self.vals[node.name] = self.tensor(node.args[0])
+        elif handler is not None:
+            handler(node)
+        else:
+            self.fail("no libplan op for it")
+
+    def check_inplace(self, node):
+        """An in-place op writes its first input: the program's functional
+        op equals it only when nothing else reads that input and it is not
+        a view of another tensor (nor a leaf)."""
+        import torch.fx
+        src = node.args[0] if node.args else None
+        if not isinstance(src, torch.fx.Node):
+            return
+        view = src.op in ("placeholder", "get_attr") or (
+            src.op == "call_module" and type(self.mods[src.target]).__name__
+            in ("Identity", "Dropout")) or (
+            src.op in ("call_function", "call_method") and
+            (src.target if isinstance(src.target, str) else
+             getattr(src.target, "__name__", "")) in _VIEWS)
+        if view or len(src.users) != 1:
+            self.fail("it writes %s in place, which %s; the program would "
+                      "differ from the module" % (
+                          src.name, "is a view or a leaf" if view else
+                          "other nodes read"))
+
+    def getitem(self, node, args):
+        seq, idx = args
+        if isinstance(seq, (list, tuple)) and not self.is_tensor(seq):
+            if isinstance(idx, (int, slice)):
+                self.vals[node.name] = seq[idx]
+                return
+        elif self.is_tensor(seq):
+            items = idx if isinstance(idx, tuple) else (idx,)
+            whole = all(i is Ellipsis or (isinstance(i, slice) and
+                                          i.step in (None, 1))
+                        for i in items)
+            if whole and self.meta(node)[0] == self.meta(node.args[0])[0]:
+                self.vals[node.name] = self.tensor(node.args[0])
+                return
+            self.fail("indexing a tensor (other than a slice keeping every "
+                      "element) has no libplan op")
+        if isinstance(seq, _Opaque):
+            self.fail("it indexes fx node %s, which the converter cannot "
+                      "evaluate" % seq.node.name)
+        self.vals[node.name] = _Opaque(node)
+
+    def binary(self, node, kind, args):
+        if node.kwargs.get("alpha", 1) != 1 or \
+                node.kwargs.get("rounding_mode"):
+            self.fail("alpha / rounding_mode have no libplan op")
+        a, b = args[0], args[1]
+        if self.is_tensor(a) and self.is_tensor(b):
+            self.emit(kind, [self.tensor(node.args[0]),
+                             self.tensor(node.args[1])])
+            return
+        if kind == "mul" and (self.is_tensor(a) or self.is_tensor(b)):
+            x = 0 if self.is_tensor(a) else 1
+            factor = self.number(node.args[1 - x], "factor")
+            self.emit("scale", [self.tensor(node.args[x])],
+                      {"factor": float(factor)})
+            return
+        if kind == "div" and self.is_tensor(a):
+            d = self.number(node.args[1], "divisor")
+            if d == 0:
+                self.fail("division by zero")
+            self.emit("scale", [self.tensor(node.args[0])],
+                      {"factor": 1.0 / float(d)})
+            return
+        self.fail("%s of a tensor and the number %r has no libplan op "
+                  "(only tensor * number and tensor / number, as scale)"
+                  % (kind, b if self.is_tensor(a) else a))
+
+    def matmul(self, node):
+        va, vb = self.value(node.args[0]), self.value(node.args[1])
+        attrs, ins = {}, []
+        for i, (v, flag) in enumerate([(va, "transpose_a"),
+                                       (vb, "transpose_b")]):
+            if isinstance(v, _Lazy) and v.written is None:
+                rank = len(self.meta(v.node)[0])
+                d = sorted(x % rank for x in v.dims)
+                if rank >= 2 and d == [rank - 2, rank - 1]:
+                    attrs[flag] = True
+                    ins.append(v.src)
+                    continue
+            ins.append(self.tensor(node.args[i]))
+        for a, i in zip(node.args[:2], range(2)):
+            if len(self.meta(a)[0]) < 2:
+                self.fail("matmul of a 1-D tensor has no libplan op "
+                          "(input %d)" % i)
+        self.emit("matmul", ins, attrs)
+
+    # -- torch functions and tensor methods, by name --
+    def f_softmax(self, node):
+        if node.kwargs.get("dtype") is not None or (
+                node.op == "call_method" and len(node.args) > 2):
+            self.fail("softmax with a dtype has no libplan op")
+        dim = self.arg(node, 1, "dim")
+        if dim is None:
+            self.fail("softmax without a dim (torch's implicit dim)")
+        self.emit("softmax", [self.tensor(node.args[0])],
+                  {"dim": self.number(dim, "dim")})
+
+    def f_transpose(self, node):
+        rank = len(self.meta(node)[0])
+        dims = [self.number(self.arg(node, 1, "dim0"), "dim0"),
+                self.number(self.arg(node, 2, "dim1"), "dim1")]
+        self.vals[node.name] = _Lazy(node, self.tensor(node.args[0]),
+                                     [d % rank for d in dims],
+                                     self.opname(node))
+
+    def f_t(self, node):
+        if len(self.meta(node)[0]) != 2:
+            self.fail(".t() of a tensor that is not 2-D")
+        self.vals[node.name] = _Lazy(node, self.tensor(node.args[0]), [0, 1],
+                                     self.opname(node))
+
+    def f_permute(self, node):
+        perm = node.args[1:] if len(node.args) > 2 else \
+            self.arg(node, 1, "dims")
+        perm = [self.number(p, "perm") for p in self.value(perm)]
+        self.emit("permute", [self.tensor(node.args[0])], {"perm": perm})
+
+    def f_expand(self, node):
+        self.emit("expand", [self.tensor(node.args[0])],
+                  {"shape": self.meta(node)[0]})
+
+    f_expand_as = f_expand
+    f_broadcast_to = f_expand
+
+    def _split(self, node, default_dim):
+        x = self.tensor(node.args[0])
+        dim = self.number(self.arg(node, 2, "dim", default_dim), "dim")
+        metas = node.meta.get("tensor_meta")
+        if not isinstance(metas, (list, tuple)):
+            self.fail("the traced value is not a list of tensors")
+        rank = len(metas[0].shape)
+        sizes = [int(m.shape[dim % rank]) for m in metas]
+        outs = ["%s.%d" % (node.name, i) for i in range(len(sizes))]
+        self.b.op("split", [x], outs, name=self.opname(node), dim=dim,
+                  sizes=sizes)
+        for o in outs:
+            self.produced[o] = None
+        self.vals[node.name] = tuple(outs)
+
+    def f_chunk(self, node):
+        self._split(node, 0)
+
+    def f_split(self, node):
+        self._split(node, 0)
+
+    def f_cat(self, node):
+        names = [self.tensor(a) for a in self.arg(node, 0, "tensors")]
+        dim = self.arg(node, 1, "dim", 0)
+        self.emit("concat", names, {"dim": self.number(dim, "dim")})
+
+    f_concat = f_cat
+
+    def _reduce(self, node, kind):
+        if self.arg(node, 3, "dtype") is not None:
+            self.fail("a reduction with a dtype has no libplan op")
+        rank = len(self.meta(node.args[0])[0])
+        dims = self.value(self.arg(node, 1, "dim"))
+        if dims is None:
+            dims = list(range(rank))
+        elif isinstance(dims, int):
+            dims = [dims]
+        dims = [self.number(d, "dim") for d in dims]
+        keep = bool(self.value(self.arg(node, 2, "keepdim", False)))
+        self.emit(kind, [self.tensor(node.args[0])],
+                  {"dims": dims, "keepdim": keep})
+
+    def f_sum(self, node):
+        self._reduce(node, "reduce_sum")
+
+    def f_mean(self, node):
+        self._reduce(node, "reduce_mean")
+
+    def f_neg(self, node):
+        self.emit("scale", [self.tensor(node.args[0])], {"factor": -1.0})
+
+    def f_dropout(self, node):
+        p = self.value(self.arg(node, 1, "p", 0.5))
+        training = self.value(self.arg(node, 2, "training", True))
+        if training and p:
+            self.fail("dropout while training has no libplan op")
+        self.vals[node.name] = self.tensor(node.args[0])
+
+    def f_linear(self, node):
+        ins = [self.tensor(node.args[0]), self.tensor(node.args[1], "weight")]
+        bias = self.arg(node, 2, "bias")
+        if bias is not None:
+            ins.append(self.tensor(bias, "bias"))
+        self.emit("linear", ins)
+
+    def f_layer_norm(self, node):
+        ns = self.value(self.arg(node, 1, "normalized_shape"))
+        if len(ns) != 1:
+            self.fail("layer_norm over %d dims; libplan's normalizes the "
+                      "last one" % len(ns))
+        w, b = self.arg(node, 2, "weight"), self.arg(node, 3, "bias")
+        if w is None:
+            self.fail("layer_norm without a weight has no libplan op")
+        ins = [self.tensor(node.args[0]), self.tensor(w, "weight")]
+        if b is not None:
+            ins.append(self.tensor(b, "bias"))
+        eps = self.number(self.arg(node, 4, "eps", 1e-5), "eps")
+        self.emit("layernorm", ins, {"eps": float(eps)})
 
 
 def program_from_module(module, example_inputs, name=None):
-    """Traces `module` with torch.fx and returns the libplan Program of its
-    forward: op names are module paths (call_function nodes: the fx node's
-    name), params keep their qualified names, inputs their argument names.
-    Supported: nn.Linear, nn.LayerNorm, nn.Embedding, GELU/ReLU/SiLU/Tanh
-    (modules and functions), + - * / @, torch.matmul, softmax, transpose,
-    permute, reshape/view. Other nodes raise UnsupportedError naming the
-    node. Needs torch."""
+    """Traces `module` with torch.fx (symbolic_trace, then ShapeProp on
+    `example_inputs`) and returns the libplan Program of its forward.
+
+    Names: a module's op is named by its path ("attn.qkv"); a function or
+    method call by its module's path and the fx node's name
+    ("attn.softmax"); params keep their qualified names ("attn.qkv.weight"),
+    buffers become consts of that name, inputs keep their argument names,
+    and produced tensors are named by their fx nodes.
+
+    Supported (see docs/python.md): nn.Linear, nn.LayerNorm, nn.RMSNorm,
+    nn.Embedding, nn.GELU/ReLU/SiLU/Tanh/Softmax, nn.Dropout (p=0 or eval)
+    and nn.Identity; + - * / between tensors (broadcasting), tensor * number
+    and tensor / number (scale), @ / matmul / bmm (a transpose of the last
+    two dims folds into transpose_a/transpose_b), softmax, gelu/relu/silu/
+    tanh/exp, transpose/t/.T/.mT, permute, reshape/view/flatten/unflatten/
+    squeeze/unsqueeze, expand, chunk/split, cat, sum/mean, neg,
+    F.linear, F.layer_norm, contiguous/clone/detach, in-place forms when
+    nothing else reads the value written; Python arithmetic on
+    shapes (x.shape, x.size()). A buffer becomes a const when a recipe
+    gives its values (zeros, ones, causal_mask with a finite fill).
+    Anything else raises UnsupportedError naming the fx node, its target
+    and its module path. Needs torch."""
     _require()
     import torch.fx
     from torch.fx.passes.shape_prop import ShapeProp
 
-    gm = torch.fx.symbolic_trace(module)
-    ShapeProp(gm).propagate(*example_inputs)
+    what = type(module).__name__
+    try:
+        gm = torch.fx.symbolic_trace(module)
+    except Exception as e:
+        raise UnsupportedError("torch.fx cannot trace %s: %s"
+                               % (what, str(e).splitlines()[0] if str(e)
+                                  else type(e).__name__)) from e
+    try:
+        ShapeProp(gm).propagate(*example_inputs)
+    except Exception as e:
+        raise UsageError("%s does not run on the example inputs: %s"
+                         % (what, str(e).splitlines()[0] if str(e)
+                            else type(e).__name__)) from e
     b = ProgramBuilder(name or type(module).__name__)
-    names = {}
-    mods = dict(gm.named_modules())
-
-    def meta(node):
-        tm = node.meta.get("tensor_meta")
-        if tm is None:
-            raise UnsupportedError("fx node %s has no tensor shape"
-                                   % node.name)
-        return list(tm.shape), _dtype(tm.dtype)
-
-    def param(qname):
-        if qname not in names:
-            t = gm.get_parameter(qname) if hasattr(gm, "get_parameter") else \
-                dict(gm.named_parameters())[qname]
-            b.param(qname, list(t.shape), _dtype(t.dtype))
-            names[qname] = qname
-        return qname
-
-    def arg(a):
-        if not hasattr(a, "name") or a.name not in names:
-            raise UnsupportedError("fx argument %r is not a tensor of the "
-                                   "graph" % (a,))
-        return names[a.name]
-
-    outputs = []
-    for node in gm.graph.nodes:
-        if node.op == "placeholder":
-            shape, dt = meta(node)
-            b.input(node.name, shape, dt)
-            names[node.name] = node.name
-        elif node.op == "get_attr":
-            names[node.name] = param(node.target)
-        elif node.op == "call_module":
-            m = mods[node.target]
-            kind = type(m).__name__
-            x = arg(node.args[0])
-            if kind == "Linear":
-                ins = [x, param(node.target + ".weight")]
-                if m.bias is not None:
-                    ins.append(param(node.target + ".bias"))
-                b.op("linear", ins, node.name, name=node.target)
-            elif kind == "LayerNorm":
-                ins = [x, param(node.target + ".weight")]
-                if getattr(m, "bias", None) is not None:
-                    ins.append(param(node.target + ".bias"))
-                b.op("layernorm", ins, node.name, name=node.target, eps=m.eps)
-            elif kind == "Embedding":
-                b.op("embedding", [param(node.target + ".weight"), x],
-                     node.name, name=node.target)
-            elif kind in _UNARY_MODULES:
-                attrs = {}
-                approx = getattr(m, "approximate", "none")
-                if kind == "GELU" and approx != "none":
-                    attrs["approximate"] = approx
-                b.op(_UNARY_MODULES[kind], [x], node.name, name=node.target,
-                     **attrs)
-            else:
-                raise UnsupportedError("module %s (%s) has no libplan op"
-                                       % (node.target, kind))
-            names[node.name] = node.name
-        elif node.op in ("call_function", "call_method"):
-            t = node.target
-            tname = t if isinstance(t, str) else getattr(t, "__name__", str(t))
-            if t in _BINARY or tname in _BINARY_NAMES:
-                kind = _BINARY.get(t) or _BINARY_NAMES[tname]
-                b.op(kind, [arg(node.args[0]), arg(node.args[1])], node.name,
-                     name=node.name)
-            elif tname in _UNARY_FUNCS:
-                b.op(_UNARY_FUNCS[tname], [arg(node.args[0])], node.name,
-                     name=node.name)
-            elif tname == "softmax":
-                dim = node.kwargs.get("dim", node.args[1] if len(node.args) > 1
-                                      else -1)
-                b.op("softmax", [arg(node.args[0])], node.name, name=node.name,
-                     dim=dim)
-            elif tname == "transpose":
-                b.op("transpose", [arg(node.args[0])], node.name,
-                     name=node.name, dims=[node.args[1], node.args[2]])
-            elif tname == "permute":
-                perm = node.args[1:] if len(node.args) > 2 else node.args[1]
-                b.op("permute", [arg(node.args[0])], node.name, name=node.name,
-                     perm=list(perm))
-            elif tname in ("reshape", "view"):
-                shape, _ = meta(node)
-                b.op("reshape", [arg(node.args[0])], node.name, name=node.name,
-                     shape=shape)
-            else:
-                raise UnsupportedError("fx node %s (%s) has no libplan op"
-                                       % (node.name, tname))
-            names[node.name] = node.name
-        elif node.op == "output":
-            res = node.args[0]
-            res = res if isinstance(res, (tuple, list)) else [res]
-            outputs = [arg(r) for r in res]
+    conv = _Converter(gm, b)
+    outputs = conv.run()
     if outputs:
         b.outputs(outputs)
-    return b.build(name="<fx:%s>" % (name or type(module).__name__))
+    prog = b.build(name="<fx:%s>" % (name or type(module).__name__))
+    # every traced shape and dtype must be the one libplan infers
+    for tname, node in conv.produced.items():
+        if node is None:
+            continue
+        want = conv.meta(node)
+        t = prog.tensor(tname)
+        got = ([int(d) for d in t.shape], t.dtype)
+        if want != got:
+            prog.close()
+            conv.fail("libplan infers %s %s for it, torch traced %s %s"
+                      % (got[1], got[0], want[1], want[0]), node)
+    return prog
