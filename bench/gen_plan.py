@@ -24,7 +24,12 @@ with an embedding (vocab parallel) in front and final norm, lm head and
 cross-entropy loss behind. Output is deterministic: the same arguments give
 the same bytes.
 
-usage: gen_plan.py [-o FILE] [--ops N] [--dp 4] [--tp 8] [--sp]
+With --pp P > 1 the mesh gets a third axis, pp, every placement R along
+it, and a pipeline section: the layers split evenly over P stages (the
+embedding in the first, the final norm, head and loss in the last), 1F1B
+over 2P microbatches.
+
+usage: gen_plan.py [-o FILE] [--ops N] [--dp 4] [--tp 8] [--pp 1] [--sp]
                    [--qkv separate|fused] ...
 """
 
@@ -43,6 +48,8 @@ def main(argv=None):
                     help="number of layers (overrides --ops)")
     ap.add_argument("--dp", type=int, default=4)
     ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--pp", type=int, default=1,
+                    help="pipeline stages along a third mesh axis, pp")
     ap.add_argument("--sp", action="store_true",
                     help="sequence parallel: the residual stream and the "
                          "norms are sharded on the sequence dim over tp")
@@ -238,8 +245,23 @@ def main(argv=None):
         w("    - %s\n" % line)
     w("  outputs: [loss.out]\n")
     w("  loss: loss.out\n")
+    pp = a.pp
+    if pp > 1:
+        if L % pp or B % (2 * pp * dp):
+            sys.exit("gen_plan: --pp must divide the layers, and 2 x pp x dp "
+                     "the batch")
+        # every placement R along pp: one more entry per placement
+        def add_pp(text):
+            import re
+            return re.sub(r"((?:R|S\(\d+\)|P\(\w+\)){2})(?![RSP(])",
+                          lambda m: m.group(1) + "R", text)
+        placements[:] = [(n, add_pp(pl)) for n, pl in placements]
+        strategies[:] = [(n, add_pp(st)) for n, st in strategies]
     w("mesh:\n")
-    w("  axes: [dp=%d, tp=%d]\n" % (dp, tp))
+    if pp > 1:
+        w("  axes: [dp=%d, tp=%d, pp=%d]\n" % (dp, tp, pp))
+    else:
+        w("  axes: [dp=%d, tp=%d]\n" % (dp, tp))
     w("  devices: iota\n")
     w("placements:\n")
     for n, pl in placements:
@@ -248,7 +270,18 @@ def main(argv=None):
     for n, s in strategies:
         w("  %s: %s\n" % (n, s))
     w("outputs:\n")
-    w("  loss.out: RR\n")
+    w("  loss.out: %s\n" % ("RRR" if pp > 1 else "RR"))
+    if pp > 1:
+        per = L // pp
+        w("pipeline:\n  axis: pp\n  stages:\n")
+        for st in range(pp):
+            globs = ['"layers.%d.*"' % l for l in range(st * per, (st + 1) * per)]
+            if st == 0:
+                globs.insert(0, "embed")
+            if st == pp - 1:
+                globs += ["final_norm", "lm_head", "loss"]
+            w("    - {ops: [%s]}\n" % ", ".join(globs))
+        w("  microbatches: %d\n  schedule: 1f1b\n" % (2 * pp))
     w("provenance: {strategy: megatron%s, tool: bench/gen_plan.py, "
       "layers: %d, seed: 0}\n" % ("-sp" if a.sp else "", L))
     if out is not sys.stdout:
