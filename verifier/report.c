@@ -92,6 +92,8 @@ static void write_json(plan_buf *b, const plan_verify_report *r, bool yaml) {
     json_str(b, v->placement);
     plan_buf_puts(b, ", \"dtype\": ");
     json_str(b, v->dtype);
+    if (v->step)
+      plan_buf_printf(b, ", \"step\": %d", v->step);
     plan_buf_printf(b, ", \"compared\": %lld, \"mismatches\": %lld",
                     (long long)v->compared, (long long)v->mismatches);
     if (v->mismatches) {
@@ -128,6 +130,8 @@ static void write_junit(plan_buf *b, const plan_verify_report *r) {
     xml_str(b, v->op);
     plan_buf_puts(b, ": ");
     xml_str(b, v->tensor);
+    if (v->step)
+      plan_buf_printf(b, " (step %d)", v->step);
     plan_buf_puts(b, "\"");
     if (!v->mismatches) {
       plan_buf_puts(b, "/>\n");

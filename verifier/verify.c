@@ -1652,6 +1652,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
   if (c->nrecs < c->cap_recs) { /* on OOM the record is left out */
     plan_vrecord *r = &c->recs[c->nrecs++];
     r->what = what;
+    r->step = c->low->train ? c->step + 1 : 0;
     r->op = plan_arena_strdup(&c->rec_arena, opname);
     r->tensor = plan_arena_strdup(&c->rec_arena, t->name);
     r->placement = plan_arena_strdup(&c->rec_arena, pl);

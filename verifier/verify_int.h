@@ -14,6 +14,7 @@ typedef struct plan_vrecord {
   double max_abs, max_rel;
   int64_t at; /* global index of the largest abs error */
   double got, want;
+  int step; /* a training step's number (1, 2...), 0 for a forward plan */
 } plan_vrecord;
 
 struct plan_verify_report {
