@@ -7,7 +7,8 @@
  * dtype around each op, so one executor serves both modes. Collectives are
  * executed by global index: a rank's new block takes each element from the
  * group member whose old block holds it, or reduces over the members, in
- * coordinate order (a fixed order: runs repeat bit for bit). */
+ * coordinate order (a fixed order: runs repeat bit for bit). The context
+ * is in vctx.h; the diagnoses of a divergence are in diagnose.c. */
 #include <math.h>
 #include <stddef.h>
 #include <stdarg.h>
@@ -27,118 +28,32 @@
 #include "plan_int.h"
 #include "verify_int.h"
 
-/* ---- blocks ----------------------------------------------------------------- */
+#include "vctx.h"
 
-typedef plan_vblock block;
-
-/* The comparison of one buffer with the reference. */
-typedef struct diff {
-  int64_t mismatches, compared;
-  double err64, base64; /* float mode: sum of squares of got - ref64 and of
-                           ref - ref64 over the compared finite elements */
-  bool nonfinite;       /* an infinity or NaN where the reference differs:
-                           no norm bound can excuse it */
-  double max_abs, max_rel;
-  int64_t at; /* global index of the largest abs error */
-  double got, want;
-  /* float mode, for the depth bound: sums of squares of got - ref and of
-   * ref, the largest |got - ref| / (|ref| + RMS(ref)) outside tolerance,
-   * and whether a mismatch was not finite */
-  double err2, ref2, max_scaled;
-  bool bad_nonfinite;
-} diff;
-
-typedef struct vctx {
-  const plan_plan *p;
-  const plan_program *prog;
-  const plan_mesh *m;
-  plan_lowered *low;
-  const plan_verify_options *o;
-  plan_verify_step_hook hook; /* a faulty runner's stand-in, or NULL */
-  void *hook_user;
-  const plan_runner_vtable *runner;
-  int64_t nranks;
-  int64_t (*coords)[PLAN_MAX_MESH_AXES];
-  block **bufs;   /* [buffer][rank] */
-  double **ref;   /* [tensor]: the reference run */
-  double **ref64; /* [tensor]: float mode, the reference run in f64, when
-                     the program has f32/bf16/f16 tensors; else NULL */
-  bool force64;   /* run every float kernel in f64 (for ref64) */
-  int dtype;      /* float mode, --dtype: the dtype of every float tensor;
-                     -1: each tensor's own */
-  /* float mode, per tensor: the tolerances, and for the depth bound the
-   * reduction length along the deepest path from the inputs and the RMS
-   * of the reference */
-  double *rtol, *atol, *depth, *rms;
-  /* The lowered run compares each buffer when its step has written it,
-   * and hands back the blocks of a buffer once no later step reads it
-   * (unless it mismatched: the diagnosis reads it). Per buffer: */
-  diff *diffs;        /* its comparison, when compared */
-  bool *compared;
-  bool *needs_cmp;    /* a layout or a delivered output */
-  int *last_use;      /* the last step that reads it, -1 when none */
-  int *pending;       /* per tensor: its buffers still to compare; at 0,
-                         when all matched, its reference goes to the pool */
-  bool *mismatched;   /* per tensor */
-  double cmp_seconds; /* time spent comparing during the lowered run */
-  /* freed blocks, kept for reuse: fresh pages would be faulted in and
-   * zeroed again for every buffer */
-  double **pool;
-  int64_t *pool_n;
-  int npool, cap_pool;
-  /* run_op's operand copies in the kernels' dtypes: inputs, then outputs */
-  void *scratch[PLAN_MAX_OPERANDS * 2];
-  size_t scratch_cap[PLAN_MAX_OPERANDS * 2];
-  plan_buf text;
-  plan_vrecord *recs; /* every compared tensor, in topological order */
-  int nrecs, cap_recs;
-  plan_arena rec_arena;
-  int equal;
-  const char *first_op, *first_tensor;
-  char diagnosis[1024];
-  /* A training step (low->train), run `steps` times: the optimizer's
-   * state between runs, per param (see "training steps" below): */
-  int step, nsteps;
-  bool *keep_ref; /* [tensor]: reference values the update reads */
-  bool *keep_buf; /* [buffer]: blocks the update reads */
-  double **leaf_ref;  /* [tensor]: a param's reference value this step */
-  double ***leaf_blk; /* [tensor][rank]: its storage blocks this step */
-  double ***master;   /* [param][rank]: master blocks (master placement) */
-  double ***mom;      /* [param][rank]: momentum (Adam: first moment) */
-  double ***vel;      /* [param][rank]: Adam's second moment */
-  double **ref_mom;   /* [param]: the reference's momentum */
-  double **ref_vel;
-  int *master_buf;    /* [param]: a buffer of the master placement */
-  const char *label_m, *label_v; /* this step's Adam state records */
-  /* exact mode: [op] the ops whose results both runs round to the dyadic
-   * grid (see setup_grid) */
-  bool *grid_op;
-} vctx;
-
-static int64_t count_of(const int64_t *dims, int rank) {
+int64_t vx_count_of(const int64_t *dims, int rank) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++)
     n *= dims[d];
   return n;
 }
 
-static int64_t rank_at(const plan_mesh *m, const int64_t *coord) {
+int64_t vx_rank_at(const plan_mesh *m, const int64_t *coord) {
   int64_t r = 0;
   for (int a = 0; a < m->naxes; a++)
     r = r * m->axis_sizes[a] + coord[a];
   return r;
 }
 
-static void layout(const vctx *c, const plan_placement *pl, int tensor,
+void vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                    int64_t r, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
   plan_redist_local_layout(pl, t->dims, t->rank, c->m->axis_sizes,
                            c->coords[r], b->local, b->offset);
-  b->n = count_of(b->local, t->rank);
+  b->n = vx_count_of(b->local, t->rank);
 }
 
 /* Global row-major index of local element k of a block. */
-static int64_t global_index(const plan_tensor *t, const block *b, int64_t k) {
+int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
   int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = b->local[d] ? k % b->local[d] : 0;
@@ -200,7 +115,7 @@ static double seconds_now(void) {
 }
 
 /* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
-static plan_dtype run_dtype(const vctx *c, const plan_tensor *t) {
+plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t) {
   return c->dtype >= 0 && plan_dtype_is_float(t->dtype) ? (plan_dtype)c->dtype
                                                          : t->dtype;
 }
@@ -217,14 +132,14 @@ static void fill_leaf(const vctx *c, int tensor, block *b) {
   }
   uint64_t key = plan_input_tensor_key(t->name);
   for (int64_t k = 0; k < b->n; k++) {
-    int64_t g = global_index(t, b, k);
+    int64_t g = vx_global_index(t, b, k);
     if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
       b->data[k] = recipe_value(t, g, exact);
     else
       b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
   }
   /* float mode: inputs in the tensor's own precision */
-  plan_dtype dt = run_dtype(c, t);
+  plan_dtype dt = vx_run_dtype(c, t);
   if (!exact && (dt == PLAN_BF16 || dt == PLAN_F16))
     for (int64_t k = 0; k < b->n; k++)
       b->data[k] = dt == PLAN_BF16 ? plan_round_bf16((float)b->data[k])
@@ -237,7 +152,7 @@ static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return PLAN_I64;
   return c->o->mode == PLAN_VERIFY_EXACT || c->force64 ? PLAN_F64
-                                                      : run_dtype(c, t);
+                                                      : vx_run_dtype(c, t);
 }
 
 /* A scratch buffer of the context, grown as needed and reused from op to
@@ -393,7 +308,7 @@ static void give_block(vctx *c, block *b) {
 }
 
 /* The mesh axes along which buffer lb is partial, into pa; their count. */
-static int partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
+int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
   int np = 0;
   for (int a = 0; a < naxes; a++)
     if (lb->pl.ax[a].kind == PLAN_PL_P) {
@@ -434,8 +349,8 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
     memcpy(coord, c->coords[r], sizeof coord);
     for (int64_t m = 0; m < k; m++) {
       coord[a] = m;
-      const block *sb = &src[rank_at(c->m, coord)];
-      if (sb->n != d->n || dst[rank_at(c->m, coord)].n != d->n)
+      const block *sb = &src[vx_rank_at(c->m, coord)];
+      if (sb->n != d->n || dst[vx_rank_at(c->m, coord)].n != d->n)
         return plan_failf(PLAN_EINVALID,
                           "all_reduce: the group's blocks differ in size");
       double *x = d->data;
@@ -454,7 +369,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
         d->data[e] /= (double)k;
     for (int64_t m = 1; m < k; m++) {
       coord[a] = m;
-      memcpy(dst[rank_at(c->m, coord)].data, d->data,
+      memcpy(dst[vx_rank_at(c->m, coord)].data, d->data,
              sizeof(double) * (size_t)d->n);
     }
   }
@@ -477,7 +392,7 @@ static int run_redist(vctx *c, const plan_lstep *s) {
     bool reduce = st->kind == PLAN_REDIST_ALL_REDUCE ||
                   st->kind == PLAN_REDIST_REDUCE_SCATTER;
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t g = global_index(t, d, e);
+      int64_t g = vx_global_index(t, d, e);
       if (st->kind == PLAN_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
         d->data[e] = 0;
         continue;
@@ -492,13 +407,13 @@ static int run_redist(vctx *c, const plan_lstep *s) {
       bool have = false;
       for (int64_t m = 0; m < k; m++) { /* the group, in coordinate order */
         coord[a] = m;
-        const block *sb = &src[rank_at(c->m, coord)];
+        const block *sb = &src[vx_rank_at(c->m, coord)];
         int64_t li = local_index(t, sb, g);
         if (li < 0)
           continue;
         if (s->group_order) { /* position m holds the block of order[m] */
           coord[a] = s->group_order[m];
-          sb = &src[rank_at(c->m, coord)];
+          sb = &src[vx_rank_at(c->m, coord)];
           if (li >= sb->n) /* the reader allows even pieces only */
             return plan_failf(PLAN_EINVALID,
                               "all_gather of '%s': its order needs even "
@@ -585,7 +500,7 @@ static int after_step(vctx *c, int i) {
       c->mismatched[t] |= c->diffs[b].mismatches != 0;
       if (--c->pending[t] == 0 && !c->mismatched[t] &&
           !(c->keep_ref && c->keep_ref[t])) {
-        block whole = {.n = count_of(c->prog->tensors[t].dims,
+        block whole = {.n = vx_count_of(c->prog->tensors[t].dims,
                                      c->prog->tensors[t].rank),
                        .data = c->ref[t]};
         give_block(c, &whole);
@@ -626,7 +541,7 @@ static int run_lowered(vctx *c) {
     if (!c->bufs[b])
       return plan_oom();
     for (int64_t r = 0; r < c->nranks; r++)
-      layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
+      vx_layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
   }
   for (int t = 0; t < c->prog->ntensors; t++)
     if (l->produced[t] >= 0)
@@ -653,7 +568,7 @@ static int run_lowered(vctx *c) {
         block *blk = &c->bufs[s->out[0]][r];
         /* a replica: copy the first rank's block that has the same place
          * (not for a partial leaf, zeroed on non-owners below) */
-        int64_t q = partial_axes(b, c->m->naxes, NULL) ? r : 0;
+        int64_t q = vx_partial_axes(b, c->m->naxes, NULL) ? r : 0;
         block *rb = c->bufs[s->out[0]];
         while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
                          memcmp(rb[q].local, blk->local, sizeof blk->local)))
@@ -710,7 +625,7 @@ static int run_reference(vctx *c, double ***dst) {
   for (int t = 0; t < prog->ntensors && !rc; t++) {
     const plan_tensor *x = &prog->tensors[t];
     memcpy(whole[t].local, x->dims, sizeof(int64_t) * (size_t)x->rank);
-    whole[t].n = count_of(x->dims, x->rank);
+    whole[t].n = vx_count_of(x->dims, x->rank);
     if ((rc = alloc_block(&whole[t])))
       break;
     if (x->producer < 0 && c->leaf_ref && c->leaf_ref[t])
@@ -742,7 +657,7 @@ static int run_reference64(vctx *c) {
   bool lowp = false;
   for (int t = 0; t < c->prog->ntensors; t++)
     lowp |= plan_dtype_is_float(c->prog->tensors[t].dtype) &&
-            run_dtype(c, &c->prog->tensors[t]) != PLAN_F64;
+            vx_run_dtype(c, &c->prog->tensors[t]) != PLAN_F64;
   if (!lowp)
     return PLAN_OK;
   c->force64 = true;
@@ -753,8 +668,6 @@ static int run_reference64(vctx *c) {
 
 /* ---- comparing -------------------------------------------------------------- */
 
-/* The slack of float mode's low-precision bound (low_precision_bound). */
-#define PLAN_VERIFY_LOWP_FACTOR 4.0
 /* The slack of float mode's depth bound (depth_bound). */
 #define PLAN_VERIFY_DEPTH_FACTOR 8.0
 
@@ -792,10 +705,10 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   *atol = c->o->atol;
   if (*rtol > 0 || *atol > 0)
     return;
-  dtype_tol(run_dtype(c, t), rtol, atol);
+  dtype_tol(vx_run_dtype(c, t), rtol, atol);
 }
 
-static void default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
                         double *atol) {
   int i = (int)(t - c->prog->tensors);
   *rtol = c->rtol[i];
@@ -805,11 +718,11 @@ static void default_tol(const vctx *c, const plan_tensor *t, double *rtol,
 /* The diagnoses' test of "equal up to float noise": the tensor's tolerance,
  * at least the dtype's (a tolerance tightened for the comparison must not
  * make a sum of partials look unlike the reference). */
-static void diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
                      double *atol) {
   double r, a;
-  default_tol(c, t, rtol, atol);
-  dtype_tol(run_dtype(c, t), &r, &a);
+  vx_default_tol(c, t, rtol, atol);
+  dtype_tol(vx_run_dtype(c, t), &r, &a);
   *rtol = fmax(*rtol, r);
   *atol = fmax(*atol, a);
 }
@@ -857,7 +770,7 @@ static int init_tolerances(vctx *c) {
   for (int t = 0; t < prog->ntensors; t++) {
     tolerance_of(c, &prog->tensors[t], &c->rtol[t], &c->atol[t]);
     const plan_tensor *x = &prog->tensors[t];
-    int64_t cnt = count_of(x->dims, x->rank);
+    int64_t cnt = vx_count_of(x->dims, x->rank);
     double s = 0;
     for (int64_t i = 0; c->ref[t] && i < cnt; i++)
       if (isfinite(c->ref[t][i]))
@@ -895,7 +808,7 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
     bad = !(got == want);
   } else {
     double rtol, atol;
-    default_tol(c, t, &rtol, &atol);
+    vx_default_tol(c, t, &rtol, &atol);
     bad = !(ab <= atol + rtol * fabs(want));
     if (isfinite(ab)) {
       df->err2 += ab * ab;
@@ -925,10 +838,10 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
 
 /* The reduced block of the group of ranks that differ from `base` only on
  * the partial axes pa[from..np): reduced one axis at a time, last first. */
-static void group_value(const vctx *c, int buf, const int *pa, int np,
+void vx_group_value(const vctx *c, int buf, const int *pa, int np,
                         int from, int64_t *coord, int64_t li, double *out) {
   if (from == np) {
-    *out = c->bufs[buf][rank_at(c->m, coord)].data[li];
+    *out = c->bufs[buf][vx_rank_at(c->m, coord)].data[li];
     return;
   }
   int a = pa[from];
@@ -938,7 +851,7 @@ static void group_value(const vctx *c, int buf, const int *pa, int np,
   for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
     coord[a] = m;
     double v;
-    group_value(c, buf, pa, np, from + 1, coord, li, &v);
+    vx_group_value(c, buf, pa, np, from + 1, coord, li, &v);
     acc = m ? reduce2(op, acc, v) : v;
   }
   if (op == PLAN_RED_AVG)
@@ -950,7 +863,7 @@ static void group_value(const vctx *c, int buf, const int *pa, int np,
 
 /* Whether rank r is its partial group's representative (coordinate 0 on
  * every partial axis): group_value reduces the group from there. */
-static bool partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
+bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
   for (int i = 0; i < np; i++)
     if (c->coords[r][pa[i]] != 0)
       return false;
@@ -961,10 +874,10 @@ static bool partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
 static void compare_buffer(const vctx *c, int buf, diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = partial_axes(lb, c->m->naxes, pa);
+  int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
   memset(df, 0, sizeof *df);
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!partial_leader(c, r, pa, np)) /* one representative per group */
+    if (!vx_partial_leader(c, r, pa, np)) /* one representative per group */
       continue;
     const block *b = &c->bufs[buf][r];
     int64_t coord[PLAN_MAX_MESH_AXES];
@@ -974,12 +887,12 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;
     for (int64_t e0 = 0, e = 0, g = 0; row > 0 && e < b->n; e++, g++) {
       if (e == e0) { /* a new row */
-        g = global_index(t, b, e);
+        g = vx_global_index(t, b, e);
         e0 += row;
       }
       double v;
       if (np)
-        group_value(c, buf, pa, np, 0, coord, e, &v);
+        vx_group_value(c, buf, pa, np, 0, coord, e, &v);
       else
         v = b->data[e];
       compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
@@ -997,597 +910,6 @@ static void compare_buffer(const vctx *c, int buf, diff *df) {
   }
 }
 
-/* The global value of buffer `buf` as one replica holds it (partial axes
- * reduced), into out[global index], reading the blocks as placement `as`
- * (the declared one, or a candidate with the same local shapes). */
-static void global_value_as(const vctx *c, int buf, const plan_placement *as,
-                            double *out) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = partial_axes(lb, c->m->naxes, pa);
-  for (int64_t r = c->nranks - 1; r >= 0; r--) { /* rank 0's copy last */
-    if (!partial_leader(c, r, pa, np))
-      continue;
-    block b;
-    layout(c, as, lb->tensor, r, &b);
-    int64_t coord[PLAN_MAX_MESH_AXES];
-    memcpy(coord, c->coords[r], sizeof coord);
-    for (int64_t e = 0; e < b.n; e++)
-      group_value(c, buf, pa, np, 0, coord, e, &out[global_index(t, &b, e)]);
-  }
-}
-
-static void global_value(const vctx *c, int buf, double *out) {
-  global_value_as(c, buf, &c->low->bufs[buf].pl, out);
-}
-
-/* Whether got equals the reference of tensor t everywhere (within the
- * comparison's tolerance). */
-static bool all_close(const vctx *c, const plan_tensor *t, const double *got,
-                      const double *ref, int64_t n) {
-  double rtol = 0, atol = 0;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    diag_tol(c, t, &rtol, &atol);
-  for (int64_t i = 0; i < n; i++)
-    if (!(got[i] == ref[i] || (isnan(got[i]) && isnan(ref[i])) ||
-          fabs(got[i] - ref[i]) <= atol + rtol * fabs(ref[i])))
-      return false;
-  return true;
-}
-
-/* Whether every rank's block under placement `a` has the same shape as
- * under `b`. */
-static bool same_local_shapes(const vctx *c, int tensor,
-                              const plan_placement *a,
-                              const plan_placement *b) {
-  const plan_tensor *t = &c->prog->tensors[tensor];
-  for (int64_t r = 0; r < c->nranks; r++) {
-    block x, y;
-    layout(c, a, tensor, r, &x);
-    layout(c, b, tensor, r, &y);
-    if (memcmp(x.local, y.local, sizeof(int64_t) * (size_t)t->rank))
-      return false;
-  }
-  return true;
-}
-
-/* A shard on the wrong dim (or nested in the wrong order): the blocks, read
- * as another placement with the same local shapes (the S axes moved to
- * other dims, or the nesting of a dim's axes reversed), are the reference.
- * A transpose whose output placement did not move with its dims, say. */
-static bool diagnose_layout(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int64_t n = count_of(t->dims, t->rank);
-  int sa[PLAN_MAX_MESH_AXES], ns = 0;
-  for (int a = 0; a < c->m->naxes; a++)
-    if (lb->pl.ax[a].kind == PLAN_PL_S)
-      sa[ns++] = a;
-  if (!ns || t->rank < 1 || n <= 0 || n > (1 << 22))
-    return false;
-  int64_t ncand = 1;
-  for (int i = 0; i < ns && ncand <= 4096; i++)
-    ncand *= t->rank;
-  if (ncand > 4096)
-    return false;
-  double *got = malloc(sizeof(double) * (size_t)n);
-  if (!got)
-    return false;
-  bool found = false;
-  for (int64_t k = 0; k < ncand * 2 && !found; k++) {
-    plan_placement cand = lb->pl;
-    int64_t code = k / 2;
-    for (int i = 0; i < ns; i++, code /= t->rank) {
-      cand.ax[sa[i]].dim = (int8_t)(code % t->rank);
-      cand.ax[sa[i]].level = -1;
-    }
-    char err[128];
-    if (plan_placement_normalize(&cand, t->rank, err, sizeof err))
-      continue;
-    if (k % 2) { /* the nesting of every multi-axis dim reversed */
-      bool multi = false;
-      for (int d = 0; d < t->rank; d++) {
-        int axes[PLAN_MAX_MESH_AXES], na = plan_placement_dim_axes(&cand, d, axes);
-        for (int i = 0; i < na; i++)
-          cand.ax[axes[i]].level = (int8_t)(na - 1 - i);
-        multi |= na > 1;
-      }
-      if (!multi)
-        continue;
-    }
-    if (plan_placement_equal(&cand, &lb->pl) ||
-        !same_local_shapes(c, lb->tensor, &cand, &lb->pl))
-      continue;
-    global_value_as(c, buf, &cand, got);
-    if (!all_close(c, t, got, c->ref[lb->tensor], n))
-      continue;
-    char want[PLAN_PLACEMENT_STRLEN], have[PLAN_PLACEMENT_STRLEN];
-    plan_placement_format(&cand, have);
-    plan_placement_format(&lb->pl, want);
-    snprintf(c->diagnosis, sizeof c->diagnosis,
-             k % 2 ? "the blocks hold '%s' as %s, but the buffer declares %s: "
-                     "the shards of a dim nest in the wrong order"
-                   : "the blocks hold '%s' as %s, but the buffer declares %s: "
-                     "a shard on the wrong dim (a placement that did not "
-                     "follow the op's dims)",
-             t->name, have, want);
-    found = true;
-  }
-  free(got);
-  return found;
-}
-
-/* Whether piece i of `x` equals piece j of `y`: pieces are the k equal
- * slices of dim d (outer x dim x inner layout). */
-static bool piece_equal(const double *x, int64_t i, const double *y,
-                        int64_t j, int64_t outer, int64_t len, int64_t chunk,
-                        int64_t inner, double rtol, double atol) {
-  for (int64_t o = 0; o < outer; o++)
-    for (int64_t q = 0; q < chunk * inner; q++) {
-      double u = x[(o * len + i * chunk) * inner + q],
-             v = y[(o * len + j * chunk) * inner + q];
-      if (!(u == v || fabs(u - v) <= atol + rtol * fabs(v)))
-        return false;
-    }
-  return true;
-}
-
-/* For a diagnosis: the global value of buffer buf (newly allocated; NULL
- * when the tensor is too large to diagnose or memory is short) and the
- * diagnoses' tolerances. */
-static double *diag_global(const vctx *c, int buf, double *rtol,
-                           double *atol) {
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
-  int64_t n = count_of(t->dims, t->rank);
-  *rtol = *atol = 0;
-  if (n <= 0 || n > (1 << 22))
-    return NULL;
-  double *got = malloc(sizeof(double) * (size_t)n);
-  if (!got)
-    return NULL;
-  global_value(c, buf, got);
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    diag_tol(c, t, rtol, atol);
-  return got;
-}
-
-/* Pieces in the wrong place: along some dim, cut into k equal pieces for k
- * an axis size, every piece equals a piece of the reference, but not its
- * own (an all-gather in the wrong rank order, shards from the wrong ranks),
- * or two pieces are copies of one reference piece (a duplicated shard). */
-static bool diagnose_pieces(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  double rtol, atol;
-  double *got = diag_global(c, buf, &rtol, &atol);
-  if (!got)
-    return false;
-  const double *ref = c->ref[lb->tensor];
-  bool found = false;
-  for (int d = 0; d < t->rank && !found; d++)
-    for (int a = 0; a < c->m->naxes && !found; a++) {
-      int64_t k = c->m->axis_sizes[a];
-      if (k < 2 || k > 64 || t->dims[d] % k)
-        continue;
-      int64_t len = t->dims[d], chunk = len / k, outer = 1, inner = 1;
-      for (int e = 0; e < d; e++)
-        outer *= t->dims[e];
-      for (int e = d + 1; e < t->rank; e++)
-        inner *= t->dims[e];
-      int64_t src[64];
-      bool all = true, moved = false;
-      for (int64_t i = 0; i < k && all; i++) {
-        src[i] = -1;
-        for (int64_t j = 0; j < k && src[i] < 0; j++)
-          if (piece_equal(got, i, ref, j, outer, len, chunk, inner, rtol, atol))
-            src[i] = j;
-        all = src[i] >= 0;
-        moved |= src[i] != i;
-      }
-      if (!all || !moved)
-        continue;
-      char list[256] = "";
-      size_t u = 0;
-      for (int64_t i = 0; i < k && u < sizeof list - 40; i++)
-        if (src[i] != i)
-          u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld<-%lld",
-                                u ? ", " : "", (long long)i,
-                                (long long)src[i]);
-      char axes[160] = "";
-      size_t v = 0;
-      for (int b = 0; b < c->m->naxes && v < sizeof axes - 70; b++)
-        if (c->m->axis_sizes[b] == k)
-          v += (size_t)snprintf(axes + v, sizeof axes - v, "%s'%s'",
-                                v ? " or " : "", c->m->axis_names[b]);
-      bool dup = false;
-      for (int64_t i = 0; i < k; i++)
-        for (int64_t j = i + 1; j < k; j++)
-          dup |= src[i] == src[j];
-      snprintf(c->diagnosis, sizeof c->diagnosis,
-               dup ? "dim %d of '%s' in %lld pieces (the size of axis %s): "
-                     "pieces hold copies of other pieces (%s): a shard "
-                     "duplicated, one taken from the wrong rank"
-                   : "dim %d of '%s' in %lld pieces (the size of axis %s): "
-                     "the pieces are in the wrong order (%s, piece<-reference "
-                     "piece): an all-gather in the wrong rank order, or "
-                     "shards from the wrong ranks",
-               d, t->name, (long long)k, axes, list);
-      found = true;
-    }
-  free(got);
-  return found;
-}
-
-/* The op step that wrote buffer `buf`, or NULL (an input or a collective). */
-static const plan_lstep *writer_op(const vctx *c, int buf) {
-  for (int i = 0; i < c->low->nsteps; i++) {
-    const plan_lstep *s = &c->low->steps[i];
-    for (int k = 0; k < s->nout; k++)
-      if (s->out[k] == buf)
-        return s->kind == PLAN_LSTEP_OP ? s : NULL;
-  }
-  return NULL;
-}
-
-/* A buffer upstream of `buf` (itself, or an input of the steps that led to
- * it, a few steps back) that is sharded unevenly: described into why. */
-static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
-                            size_t whysz) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  for (int d = 0; d < t->rank; d++) {
-    int axes[PLAN_MAX_MESH_AXES], na = plan_placement_dim_axes(&lb->pl, d, axes);
-    if (na && !plan_placement_dim_even(&lb->pl, d, t->dims[d],
-                                       c->m->axis_sizes)) {
-      snprintf(why, whysz,
-               "'%s' is sharded unevenly (dim %d, %lld over '%s'%s)", t->name,
-               d, (long long)t->dims[d], c->m->axis_names[axes[0]],
-               na > 1 ? " and more" : "");
-      return true;
-    }
-  }
-  if (depth <= 0)
-    return false;
-  for (int i = 0; i < c->low->nsteps; i++) {
-    const plan_lstep *s = &c->low->steps[i];
-    bool writes = false;
-    for (int k = 0; k < s->nout; k++)
-      writes |= s->out[k] == buf;
-    if (!writes)
-      continue;
-    for (int j = 0; j < s->nin; j++)
-      if (uneven_upstream(c, s->in[j], depth - 1, why, whysz))
-        return true;
-    return false;
-  }
-  return false;
-}
-
-/* A roll, shift or permutation along a dim: every slice of the tensor along
- * dim d is a slice of the reference (or zeros), some displaced. Seen where
- * an uneven shard was unpadded wrongly (the pad lands inside the tensor and
- * the rows after it move), or a gather took the wrong offsets. */
-static bool diagnose_slices(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int64_t n = count_of(t->dims, t->rank);
-  double rtol, atol;
-  double *got = diag_global(c, buf, &rtol, &atol);
-  if (!got)
-    return false;
-  const double *ref = c->ref[lb->tensor];
-  bool found = false;
-  for (int d = 0; d < t->rank && !found; d++) {
-    int64_t len = t->dims[d], outer = 1, inner = 1;
-    if (len < 2 || len > 4096 || n * len > ((int64_t)1 << 26))
-      continue;
-    for (int e = 0; e < d; e++)
-      outer *= t->dims[e];
-    for (int e = d + 1; e < t->rank; e++)
-      inner *= t->dims[e];
-    char list[256] = "";
-    size_t u = 0;
-    bool all = true, moved = false;
-    for (int64_t i = 0; i < len && all; i++) {
-      int64_t src = -1;
-      if (piece_equal(got, i, ref, i, outer, len, 1, inner, rtol, atol))
-        continue;
-      for (int64_t j = 0; j < len && src < 0; j++)
-        if (j != i &&
-            piece_equal(got, i, ref, j, outer, len, 1, inner, rtol, atol))
-          src = j;
-      bool zero = true;
-      for (int64_t o = 0; o < outer && zero && src < 0; o++)
-        for (int64_t q = 0; q < inner && zero; q++)
-          zero = got[(o * len + i) * inner + q] == 0;
-      all = src >= 0 || zero;
-      moved = true;
-      if (u < sizeof list - 40) {
-        if (src >= 0)
-          u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld<-%lld",
-                                u ? ", " : "", (long long)i, (long long)src);
-        else
-          u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld<-zeros",
-                                u ? ", " : "", (long long)i);
-      }
-    }
-    if (!all || !moved)
-      continue;
-    int w = snprintf(c->diagnosis, sizeof c->diagnosis,
-                     "along dim %d of '%s' the slices are the reference's, "
-                     "displaced (%s; slice<-reference slice): a roll, shift "
-                     "or permutation along the dim",
-                     d, t->name, list);
-    char why[300];
-    if (w > 0 && (size_t)w < sizeof c->diagnosis &&
-        uneven_upstream(c, buf, 6, why, sizeof why))
-      snprintf(c->diagnosis + w, sizeof c->diagnosis - (size_t)w,
-               "; %s: an uneven shard padded or unpadded wrongly", why);
-    found = true;
-  }
-  free(got);
-  return found;
-}
-
-/* A non-linear op run on partial sums: the step that wrote `buf` is an op
- * whose kind passes no P input (gelu(a) + gelu(b) != gelu(a + b)), and one
- * of its inputs is P along some axis. */
-static bool diagnose_partial_input(vctx *c, int buf) {
-  const plan_lstep *s = writer_op(c, buf);
-  if (!s)
-    return false;
-  const plan_op *op = &c->prog->ops[s->op];
-  const plan_op_info *info = plan_op_info_get(op->kind);
-  if (!info || info->partial != PLAN_PARTIAL_NONE)
-    return false;
-  for (int j = 0; j < s->nin; j++) {
-    const plan_lbuf *ib = &c->low->bufs[s->in[j]];
-    for (int a = 0; a < c->m->naxes; a++)
-      if (ib->pl.ax[a].kind == PLAN_PL_P) {
-        snprintf(c->diagnosis, sizeof c->diagnosis,
-                 "op '%s' (%s, not linear) ran on partial values of '%s' "
-                 "(P along '%s'): its input must be reduced first (an "
-                 "all-reduce or reduce-scatter before it; statically, "
-                 "strategy.partial)",
-                 op->name, info->name, c->prog->tensors[ib->tensor].name,
-                 c->m->axis_names[a]);
-        return true;
-      }
-  }
-  return false;
-}
-
-/* The op step that wrote `buf` ran on blocks its sharding rule does not
- * allow (the static check a lowered file skips): the rule's reason into
- * why, or false. A fused dim split while sharded lands here (the rule
- * makes a split dim need-replication). */
-static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
-  const plan_lstep *s = writer_op(c, buf);
-  if (!s)
-    return false;
-  const plan_op *op = &c->prog->ops[s->op];
-  plan_shape in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
-  plan_placement pin[PLAN_MAX_OPERANDS], pout[PLAN_MAX_OPERANDS];
-  for (int j = 0; j < s->nin + s->nout; j++) {
-    bool o = j >= s->nin;
-    int k = o ? j - s->nin : j;
-    const plan_lbuf *lb = &c->low->bufs[o ? s->out[k] : s->in[k]];
-    const plan_tensor *t = &c->prog->tensors[lb->tensor];
-    plan_shape *sh = o ? &out[k] : &in[k];
-    sh->rank = t->rank;
-    memcpy(sh->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-    sh->dtype = t->dtype;
-    if (o)
-      pout[k] = lb->pl;
-    else
-      pin[k] = lb->pl;
-  }
-  plan_rule *rule = malloc(sizeof *rule);
-  char err[256] = "";
-  bool bad = false;
-  if (rule &&
-      !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs, err,
-                    sizeof err)) {
-    err[0] = 0;
-    bad = plan_rule_check(rule, op->kind, op->attrs, pin, pout,
-                          c->m->axis_sizes, c->m->axis_names, err,
-                          sizeof err) != PLAN_OK;
-  }
-  free(rule);
-  if (bad)
-    snprintf(why, whysz, "op '%s' ran on blocks its sharding rule does not "
-                         "allow (%s)",
-             op->name, err);
-  return bad;
-}
-
-/* Whether block b of tensor t equals the reference (within tolerance). */
-static bool block_matches(const vctx *c, const plan_tensor *t, const block *b,
-                          double rtol, double atol) {
-  const double *ref = c->ref[t - c->prog->tensors];
-  for (int64_t e = 0; e < b->n; e++) {
-    double v = b->data[e], want = ref[global_index(t, b, e)];
-    if (!(v == want || (isnan(v) && isnan(want)) ||
-          fabs(v - want) <= atol + rtol * fabs(want)))
-      return false;
-  }
-  return true;
-}
-
-/* Replicas that drift apart: along an R axis, the copies in a group differ
- * from each other. Names a rank that holds the reference and one that does
- * not, when there are such, and the step's broken rule when there is one. */
-static bool diagnose_drift(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  double rtol = 0, atol = 0;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    diag_tol(c, t, &rtol, &atol);
-  for (int a = 0; a < c->m->naxes; a++) {
-    if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
-      continue;
-    int64_t groups = 0, drifted = 0, good = -1, bad = -1;
-    for (int64_t r = 0; r < c->nranks; r++) {
-      if (c->coords[r][a] != 0)
-        continue;
-      groups++;
-      const block *b0 = &c->bufs[buf][r];
-      int64_t coord[PLAN_MAX_MESH_AXES];
-      memcpy(coord, c->coords[r], sizeof coord);
-      bool differ = false;
-      for (int64_t m = 1; m < c->m->axis_sizes[a]; m++) {
-        coord[a] = m;
-        const block *b = &c->bufs[buf][rank_at(c->m, coord)];
-        for (int64_t e = 0; e < b->n && !differ; e++)
-          differ = !(b->data[e] == b0->data[e] ||
-                     (isnan(b->data[e]) && isnan(b0->data[e])));
-      }
-      if (!differ)
-        continue;
-      drifted++;
-      for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
-        coord[a] = m;
-        int64_t q = rank_at(c->m, coord);
-        bool ok = block_matches(c, t, &c->bufs[buf][q], rtol, atol);
-        if (ok && good < 0)
-          good = q;
-        if (!ok && bad < 0)
-          bad = q;
-      }
-    }
-    if (!drifted)
-      continue;
-    int w = snprintf(c->diagnosis, sizeof c->diagnosis,
-                     "the replicas of '%s' along '%s' drifted apart: they "
-                     "differ from each other in %lld of %lld groups",
-                     t->name, c->m->axis_names[a], (long long)drifted,
-                     (long long)groups);
-    if (good >= 0 && bad >= 0 && w > 0 && (size_t)w < sizeof c->diagnosis)
-      w += snprintf(c->diagnosis + w, sizeof c->diagnosis - (size_t)w,
-                    " (rank %lld holds the reference, rank %lld does not)",
-                    (long long)good, (long long)bad);
-    char why[400];
-    if (w > 0 && (size_t)w < sizeof c->diagnosis &&
-        rule_violation(c, buf, why, sizeof why))
-      snprintf(c->diagnosis + w, sizeof c->diagnosis - (size_t)w, "; %s",
-               why);
-    return true;
-  }
-  return false;
-}
-
-/* The usual causes, from the numbers (DESIGN §3). */
-static void diagnose(vctx *c, int buf, const diff *df) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  const double *ref = c->ref[lb->tensor];
-  c->diagnosis[0] = 0;
-  if (diagnose_partial_input(c, buf))
-    return;
-  /* how close a sum of partials must come: in float mode the ranks rounded
-   * their partials to the dtype, so the test is on norms, with the slack
-   * of the low-precision bound */
-  double rtol = 1e-6, atol = 1e-6;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
-    diag_tol(c, t, &rtol, &atol);
-    rtol *= PLAN_VERIFY_LOWP_FACTOR;
-  }
-  /* partial sums: along an R axis, the ranks' blocks sum to the reference */
-  for (int a = 0; a < c->m->naxes; a++) {
-    if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
-      continue;
-    bool any = false, differ = false;
-    double err2 = 0, want2 = 0, n = 0;
-    for (int64_t r = 0; r < c->nranks; r++) {
-      if (c->coords[r][a] != 0)
-        continue;
-      const block *b = &c->bufs[buf][r];
-      int64_t coord[PLAN_MAX_MESH_AXES];
-      memcpy(coord, c->coords[r], sizeof coord);
-      for (int64_t e = 0; e < b->n; e++) {
-        double s = 0, first = b->data[e];
-        for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
-          coord[a] = m;
-          double v = c->bufs[buf][rank_at(c->m, coord)].data[e];
-          s += v;
-          differ |= v != first;
-        }
-        double want = ref[global_index(t, b, e)];
-        err2 += (s - want) * (s - want);
-        want2 += want * want;
-        n++;
-        any = true;
-      }
-    }
-    bool all = sqrt(err2) <= rtol * sqrt(want2) + atol * sqrt(n);
-    /* identical replicas are a wrong reduction, not a missing one */
-    if (all && any && differ) {
-      snprintf(c->diagnosis, sizeof c->diagnosis,
-               "the ranks along '%s' hold partial sums of '%s': their sum is "
-               "the reference, so a reduction over '%s' (an all-reduce) is "
-               "missing",
-               c->m->axis_names[a], t->name, c->m->axis_names[a]);
-      return;
-    }
-  }
-  if (diagnose_drift(c, buf))
-    return;
-  /* a constant ratio equal to an axis size (naming every axis that size) */
-  if (df->want != 0) {
-    double ratio = df->got / df->want;
-    /* exact mode: the ratio is exact; float mode: within the dtype's
-     * tolerance (the same slack as the partial sums) */
-    double rt = c->o->mode == PLAN_VERIFY_FLOAT ? rtol : 1e-9;
-    for (int inv = 0; inv < 2; inv++) {
-      char axes[256] = "";
-      size_t u = 0;
-      double k = 0;
-      for (int a = 0; a < c->m->naxes; a++) {
-        double ka = (double)c->m->axis_sizes[a];
-        if (ka < 2)
-          continue;
-        bool hit = inv ? fabs(ratio * ka - 1) < rt : fabs(ratio - ka) < rt * ka;
-        if (hit && (k == 0 || ka == k) && u < sizeof axes - 70) {
-          k = ka;
-          u += (size_t)snprintf(axes + u, sizeof axes - u, "%s'%s'",
-                                u ? " or " : "", c->m->axis_names[a]);
-        }
-      }
-      if (k == 0)
-        continue;
-      if (!inv)
-        snprintf(c->diagnosis, sizeof c->diagnosis,
-                 "values are %g times the reference, the size of axis %s: a "
-                 "reduction too many (a sum where a mean was needed, or a "
-                 "value counted once per rank)",
-                 k, axes);
-      else
-        snprintf(c->diagnosis, sizeof c->diagnosis,
-                 "values are 1/%g of the reference, the size of axis %s: a "
-                 "mean where a sum was needed, or a reduction missing",
-                 k, axes);
-      return;
-    }
-  }
-  if (diagnose_layout(c, buf) || diagnose_pieces(c, buf) ||
-      diagnose_slices(c, buf))
-    return;
-  char why[400];
-  if (rule_violation(c, buf, why, sizeof why)) {
-    const plan_op *op = &c->prog->ops[writer_op(c, buf)->op];
-    bool fused = op->kind == PLAN_OP_SPLIT || op->kind == PLAN_OP_CONCAT;
-    snprintf(c->diagnosis, sizeof c->diagnosis, "%s%s", why,
-             fused ? ": the fused dim is sharded, so each rank's block holds "
-                     "a mix of the parts (the fused-QKV bug): split before "
-                     "sharding, or gather first"
-                   : "");
-    return;
-  }
-  if (df->got == 0 && df->want != 0)
-    snprintf(c->diagnosis, sizeof c->diagnosis,
-             "zeros where the reference has values: a shard from the wrong "
-             "group or rank, or a contribution that never arrived");
-}
 
 /* DESIGN §3: a float-mode mismatch in f32, bf16 or f16 is accepted when the
  * distributed run is not much worse than the single-device run in the same
@@ -1596,14 +918,14 @@ static void diagnose(vctx *c, int buf, const diff *df) {
  * Ranks that round their partial sums to bf16 before an all-reduce differ
  * from the reference element by element, yet are no less accurate. A real
  * bug (a missing reduction, a wrong shard) is far outside this bound
- * (PLAN_VERIFY_LOWP_FACTOR, above). */
+ * (PLAN_VERIFY_LOWP_FACTOR, vctx.h). */
 static bool low_precision_bound(const vctx *c, const plan_tensor *t,
                                 const diff *df) {
   if (df->nonfinite || !c->ref64 || !c->ref64[t - c->prog->tensors] ||
-      run_dtype(c, t) == PLAN_F64)
+      vx_run_dtype(c, t) == PLAN_F64)
     return false;
   double rtol, atol;
-  default_tol(c, t, &rtol, &atol);
+  vx_default_tol(c, t, &rtol, &atol);
   return sqrt(df->err64) <= PLAN_VERIFY_LOWP_FACTOR * sqrt(df->base64) +
                                 atol * sqrt((double)df->compared);
 }
@@ -1617,7 +939,7 @@ static bool low_precision_bound(const vctx *c, const plan_tensor *t,
  * away). bf16 and f16 are left to the low-precision bound: their u makes
  * such a bound too loose to catch a dropped reduction. */
 static double depth_eps(const vctx *c, const plan_tensor *t) {
-  double u = depth_unit(run_dtype(c, t));
+  double u = depth_unit(vx_run_dtype(c, t));
   return PLAN_VERIFY_DEPTH_FACTOR * u *
          sqrt(fmax(c->depth[t - c->prog->tensors], 1));
 }
@@ -1656,7 +978,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
     r->op = plan_arena_strdup(&c->rec_arena, opname);
     r->tensor = plan_arena_strdup(&c->rec_arena, t->name);
     r->placement = plan_arena_strdup(&c->rec_arena, pl);
-    r->dtype = plan_dtype_name(run_dtype(c, t));
+    r->dtype = plan_dtype_name(vx_run_dtype(c, t));
     r->mismatches = df->mismatches;
     r->compared = df->compared;
     r->max_abs = df->max_abs;
@@ -1675,7 +997,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
                     "%.3g (Frobenius) and %.3g (largest), is within the "
                     "depth bound %.3g (reduction length %g)\n",
                     what, t->name, opname, pl, (long long)df->mismatches,
-                    (long long)df->compared, plan_dtype_name(run_dtype(c, t)),
+                    (long long)df->compared, plan_dtype_name(vx_run_dtype(c, t)),
                     df->ref2 > 0 ? sqrt(df->err2 / df->ref2) : 0,
                     df->max_scaled, depth_eps(c, t),
                     c->depth[lb->tensor]);
@@ -1689,7 +1011,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
                     "f64 reference, %g, is within %g times the "
                     "single-device program's own, %g\n",
                     what, t->name, opname, pl, (long long)df->mismatches,
-                    (long long)df->compared, plan_dtype_name(run_dtype(c, t)),
+                    (long long)df->compared, plan_dtype_name(vx_run_dtype(c, t)),
                     sqrt(df->err64), PLAN_VERIFY_LOWP_FACTOR,
                     sqrt(df->base64));
     accepted(c, what);
@@ -1701,7 +1023,7 @@ static void report_tensor(vctx *c, const char *what, const char *opname,
     c->equal = 0;
     c->first_op = opname;
     c->first_tensor = t->name;
-    diagnose(c, buf, df);
+    vx_diagnose(c, buf, df);
   }
   plan_buf_printf(&c->text,
                   "NOT EQUAL %s '%s' (%s, as %s): %lld of %lld elements "
@@ -1719,7 +1041,7 @@ static int compare_one(vctx *c, int buf, diff *df) {
   compare_buffer(c, buf, df);
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   if (!df->mismatches || c->ref64 || c->o->mode != PLAN_VERIFY_FLOAT ||
-      !plan_dtype_is_float(t->dtype) || run_dtype(c, t) == PLAN_F64 ||
+      !plan_dtype_is_float(t->dtype) || vx_run_dtype(c, t) == PLAN_F64 ||
       depth_bound(c, t, df))
     return PLAN_OK;
   int rc = run_reference64(c);
@@ -1781,7 +1103,7 @@ static int compare_all(vctx *c) {
 static double param_round(const vctx *c, const plan_tensor *t, double v) {
   if (c->o->mode == PLAN_VERIFY_EXACT)
     return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
-  switch (run_dtype(c, t)) {
+  switch (vx_run_dtype(c, t)) {
   case PLAN_F32:
     return (double)(float)v;
   case PLAN_BF16:
@@ -1847,7 +1169,7 @@ static int setup_grid(vctx *c) {
         continue;
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < (pass ? st->nout : st->nin); j++)
-          if (partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
+          if (vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
                            c->m->naxes, NULL))
             c->grid_op[st->op] = false;
     }
@@ -1938,7 +1260,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   const plan_ltrain *tr = c->low->train;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
   const plan_tensor *x = &c->prog->tensors[t];
-  int64_t n = count_of(x->dims, x->rank);
+  int64_t n = vx_count_of(x->dims, x->rank);
   int mb = c->master_buf[i], gb = c->low->delivered[tr->grad_out[i]];
   int sb = c->low->produced[t];
   bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
@@ -2037,19 +1359,19 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
       return plan_oom();
     for (int64_t r = c->nranks - 1; r >= 0; r--)
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
-        glob[global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
+        glob[vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
   }
   if (adam_float) /* every rank restarts from the reference's params */
     for (int64_t r = 0; r < c->nranks; r++)
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
-        c->master[i][r][e] = c->ref[t][global_index(x, &c->bufs[mb][r], e)];
+        c->master[i][r][e] = c->ref[t][vx_global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
     const block *sbk = &c->bufs[sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
       c->leaf_blk[t][r][e] =
-          adam_float ? c->ref[t][global_index(x, sbk, e)]
+          adam_float ? c->ref[t][vx_global_index(x, sbk, e)]
           : same     ? c->master[i][r][e]
-                     : glob[global_index(x, sbk, e)];
+                     : glob[vx_global_index(x, sbk, e)];
   }
   free(glob);
   return PLAN_OK;
@@ -2069,7 +1391,7 @@ static double clip_norms(vctx *c, double *norm, double *coef) {
   for (int i = 0; i < tr->nparams; i++) {
     int gt = c->prog->outputs[tr->grad_out[i]];
     const plan_tensor *x = &c->prog->tensors[gt];
-    int64_t n = count_of(x->dims, x->rank);
+    int64_t n = vx_count_of(x->dims, x->rank);
     for (int64_t e = 0; e < n; e++)
       ref2 += c->ref[gt][e] * c->ref[gt][e];
     int gb = c->low->delivered[tr->grad_out[i]];

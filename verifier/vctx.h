@@ -1,0 +1,139 @@
+/* The verifier's context, shared by its files: verify.c (the runs, the
+ * comparison, training steps, reports) and diagnose.c (the usual causes
+ * of a divergence). Internal to verifier/. */
+#ifndef LIBPLAN_VERIFIER_VCTX_H
+#define LIBPLAN_VERIFIER_VCTX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lower.h"
+#include "plan_int.h"
+#include "runner.h"
+#include "verify_int.h"
+
+/* ---- blocks ----------------------------------------------------------------- */
+
+typedef plan_vblock block;
+
+/* The comparison of one buffer with the reference. */
+typedef struct diff {
+  int64_t mismatches, compared;
+  double err64, base64; /* float mode: sum of squares of got - ref64 and of
+                           ref - ref64 over the compared finite elements */
+  bool nonfinite;       /* an infinity or NaN where the reference differs:
+                           no norm bound can excuse it */
+  double max_abs, max_rel;
+  int64_t at; /* global index of the largest abs error */
+  double got, want;
+  /* float mode, for the depth bound: sums of squares of got - ref and of
+   * ref, the largest |got - ref| / (|ref| + RMS(ref)) outside tolerance,
+   * and whether a mismatch was not finite */
+  double err2, ref2, max_scaled;
+  bool bad_nonfinite;
+} diff;
+
+typedef struct vctx {
+  const plan_plan *p;
+  const plan_program *prog;
+  const plan_mesh *m;
+  plan_lowered *low;
+  const plan_verify_options *o;
+  plan_verify_step_hook hook; /* a faulty runner's stand-in, or NULL */
+  void *hook_user;
+  const plan_runner_vtable *runner;
+  int64_t nranks;
+  int64_t (*coords)[PLAN_MAX_MESH_AXES];
+  block **bufs;   /* [buffer][rank] */
+  double **ref;   /* [tensor]: the reference run */
+  double **ref64; /* [tensor]: float mode, the reference run in f64, when
+                     the program has f32/bf16/f16 tensors; else NULL */
+  bool force64;   /* run every float kernel in f64 (for ref64) */
+  int dtype;      /* float mode, --dtype: the dtype of every float tensor;
+                     -1: each tensor's own */
+  /* float mode, per tensor: the tolerances, and for the depth bound the
+   * reduction length along the deepest path from the inputs and the RMS
+   * of the reference */
+  double *rtol, *atol, *depth, *rms;
+  /* The lowered run compares each buffer when its step has written it,
+   * and hands back the blocks of a buffer once no later step reads it
+   * (unless it mismatched: the diagnosis reads it). Per buffer: */
+  diff *diffs;        /* its comparison, when compared */
+  bool *compared;
+  bool *needs_cmp;    /* a layout or a delivered output */
+  int *last_use;      /* the last step that reads it, -1 when none */
+  int *pending;       /* per tensor: its buffers still to compare; at 0,
+                         when all matched, its reference goes to the pool */
+  bool *mismatched;   /* per tensor */
+  double cmp_seconds; /* time spent comparing during the lowered run */
+  /* freed blocks, kept for reuse: fresh pages would be faulted in and
+   * zeroed again for every buffer */
+  double **pool;
+  int64_t *pool_n;
+  int npool, cap_pool;
+  /* run_op's operand copies in the kernels' dtypes: inputs, then outputs */
+  void *scratch[PLAN_MAX_OPERANDS * 2];
+  size_t scratch_cap[PLAN_MAX_OPERANDS * 2];
+  plan_buf text;
+  plan_vrecord *recs; /* every compared tensor, in topological order */
+  int nrecs, cap_recs;
+  plan_arena rec_arena;
+  int equal;
+  const char *first_op, *first_tensor;
+  char diagnosis[1024];
+  /* A training step (low->train), run `steps` times: the optimizer's
+   * state between runs, per param (see "training steps" below): */
+  int step, nsteps;
+  bool *keep_ref; /* [tensor]: reference values the update reads */
+  bool *keep_buf; /* [buffer]: blocks the update reads */
+  double **leaf_ref;  /* [tensor]: a param's reference value this step */
+  double ***leaf_blk; /* [tensor][rank]: its storage blocks this step */
+  double ***master;   /* [param][rank]: master blocks (master placement) */
+  double ***mom;      /* [param][rank]: momentum (Adam: first moment) */
+  double ***vel;      /* [param][rank]: Adam's second moment */
+  double **ref_mom;   /* [param]: the reference's momentum */
+  double **ref_vel;
+  int *master_buf;    /* [param]: a buffer of the master placement */
+  const char *label_m, *label_v; /* this step's Adam state records */
+  /* exact mode: [op] the ops whose results both runs round to the dyadic
+   * grid (see setup_grid) */
+  bool *grid_op;
+} vctx;
+
+/* The slack of float mode's low-precision bound (verify.c's
+ * low_precision_bound; the partial-sums diagnosis allows the same). */
+#define PLAN_VERIFY_LOWP_FACTOR 4.0
+
+/* ---- shared by verify.c and diagnose.c --------------------------------------- */
+
+int64_t vx_count_of(const int64_t *dims, int rank);
+/* The rank at mesh coordinates (row-major). */
+int64_t vx_rank_at(const plan_mesh *m, const int64_t *coord);
+/* Rank r's block of `tensor` under placement pl: its shape and offset. */
+void vx_layout(const vctx *c, const plan_placement *pl, int tensor, int64_t r,
+               block *b);
+/* Global row-major index of local element k of a block. */
+int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k);
+/* The mesh axes along which buffer lb is partial, into pa (may be NULL);
+ * their count. */
+int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa);
+/* Whether rank r has coordinate 0 on every partial axis pa[0..np). */
+bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
+/* The reduced value of local element li over the group of ranks that
+ * differ from coord only on the partial axes pa[from..np). */
+void vx_group_value(const vctx *c, int buf, const int *pa, int np, int from,
+                    int64_t *coord, int64_t li, double *out);
+/* The dtype tensor t runs in (--dtype, or its own). */
+plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t);
+/* Tensor t's comparison tolerances; the diagnoses' (at least the
+ * dtype's). */
+void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+                    double *atol);
+void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+                 double *atol);
+
+/* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
+ * into c->diagnosis. */
+void vx_diagnose(vctx *c, int buf, const diff *df);
+
+#endif
