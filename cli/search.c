@@ -14,7 +14,7 @@ const char usage_search[] =
     "usage: plan search PROGRAM --mesh dp=2,tp=4 [--strategy NAME|FILE.lua]\n"
     "                   [--hardware NAME] [--seed N] [--width N] [--limit N]\n"
     "                   [--self-contained] -o PLAN\n"
-    "       plan search PLAN [options] -o PLAN\n"
+    "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "\n"
     "Searches a plan for PROGRAM on a mesh (or makes again every decision of\n"
     "PLAN but its pinned regions), with a built-in strategy (megatron,\n"
@@ -28,6 +28,8 @@ const char usage_search[] =
     "  --limit N    dp's most states per step (default 20000), exhaustive's\n"
     "               most combinations (default 100000)\n"
     "  --seconds N  ilp's solver time limit (default 60)\n"
+    "  --devices search  also choose the device order (each order of the\n"
+    "               mesh axes over the devices) by the modeled step time\n"
     "Exit: 0 written, 1 the strategy failed or made an invalid plan,\n"
     "2 unreadable input or bad usage.\n";
 
@@ -50,11 +52,12 @@ static const char *driver(void) {
 #define MAX_ARGS 16
 
 int cmd_search(int argc, char **argv) {
-  static const char *const valued[] = {"--mesh",  "--strategy", "--hardware",
-                                       "--seed",  "--width",    "--limit",
-                                       "-o",      "--seconds",  NULL};
-  static const char *const keys[] = {"mesh",  "strategy", "hardware", "seed",
-                                     "width", "limit",    "out",      "seconds",
+  static const char *const valued[] = {
+      "--mesh", "--strategy", "--hardware", "--seed", "--width",
+      "--limit", "-o", "--seconds", "--devices", NULL};
+  static const char *const keys[] = {"mesh",  "strategy", "hardware",
+                                     "seed",  "width",    "limit",
+                                     "out",   "seconds",  "devices",
                                      NULL};
   char buf[MAX_ARGS][1100];
   char *args[MAX_ARGS];

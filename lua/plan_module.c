@@ -883,6 +883,48 @@ static int m_diff(lua_State *L) {
   return 1;
 }
 
+/* p:devices(): the physical device of each logical rank (row-major over
+ * the mesh axes), a list. */
+static int m_devices(lua_State *L) {
+  lplan *lp = live(L);
+  const plan_mesh *m = &lp->p->mesh;
+  lua_createtable(L, (int)m->ndevices, 0);
+  for (int64_t r = 0; r < m->ndevices; r++) {
+    lua_pushinteger(L, m->devices ? m->devices[r] : r);
+    lua_rawseti(L, -2, r + 1);
+  }
+  return 1;
+}
+
+/* p:set_devices(list | nil): a new device order (a permutation of
+ * 0..n-1; nil: iota); the costs follow it. */
+static int m_set_devices(lua_State *L) {
+  lplan *lp = live(L);
+  int64_t n = lp->p->mesh.ndevices;
+  int rc;
+  if (lua_isnoneornil(L, 2)) {
+    rc = plan_set_mesh_devices(lp->p, NULL);
+  } else {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (luaL_len(L, 2) != n)
+      return luaL_error(L, "set_devices: %d devices for a mesh of %d",
+                        (int)luaL_len(L, 2), (int)n);
+    int64_t *d = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n + 1), 0);
+    for (int64_t r = 0; r < n; r++) {
+      lua_rawgeti(L, 2, r + 1);
+      d[r] = (int64_t)luaL_checkinteger(L, -1);
+      lua_pop(L, 1);
+    }
+    rc = plan_set_mesh_devices(lp->p, d);
+  }
+  if (!rc && lp->cost)
+    rc = plan_cost_model_update_mesh(lp->cost, lp->p);
+  if (rc)
+    return push_fail(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* p:outputs(): the program's outputs, in order. */
 static int m_outputs(lua_State *L) {
   lplan *lp = live(L);
@@ -1007,6 +1049,8 @@ static const luaL_Reg plan_methods[] = {
     {"set_provenance", m_set_provenance},
     {"diff", m_diff},
     {"outputs", m_outputs},
+    {"devices", m_devices},
+    {"set_devices", m_set_devices},
     {"clear_strategy", m_clear_strategy},
     {"stats", m_stats},
     {"close", m_gc},

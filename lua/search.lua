@@ -62,10 +62,59 @@ local function strip(p)
   for _, t in ipairs(p:outputs()) do p:set_placement(t, nil) end
 end
 
+-- Every order of the mesh axes over the physical devices (iota first):
+-- device(rank) is the rank's coordinates read in that axis order. Returns
+-- a list of device lists.
+local function axis_orders(p)
+  local mesh, n = p:mesh(), 1
+  for _, a in ipairs(mesh) do n = n * a.size end
+  local perms = {}
+  local function permute(prefix, rest)
+    if #rest == 0 then perms[#perms + 1] = prefix; return end
+    for i = 1, #rest do
+      local np, nr = {table.unpack(prefix)}, {table.unpack(rest)}
+      np[#np + 1] = table.remove(nr, i)
+      permute(np, nr)
+    end
+  end
+  local all = {}
+  for i = 1, #mesh do all[i] = i end
+  permute({}, all)
+  local orders = {}
+  for k, perm in ipairs(perms) do
+    local devs = {}
+    for r = 0, n - 1 do
+      local coord, x = {}, r
+      for a = #mesh, 1, -1 do coord[a] = x % mesh[a].size; x = x // mesh[a].size end
+      local d = 0
+      for _, a in ipairs(perm) do d = d * mesh[a].size + coord[a] end
+      devs[r + 1] = d
+    end
+    orders[k] = devs
+  end
+  return orders
+end
+
+-- Placement as a search decision: the device order (of the axis orders)
+-- under which the plan's modeled step is least; ties keep the earlier
+-- (iota first).
+local function search_devices(p, hw)
+  local best, best_cost
+  for k, devs in ipairs(axis_orders(p)) do
+    if k == 1 then p:set_devices(nil) else p:set_devices(devs) end
+    local c = p:cost(hw)
+    if c and (best_cost == nil or c.step < best_cost) then
+      best, best_cost = k, c.step
+    end
+  end
+  if best == 1 then p:set_devices(nil) else p:set_devices(axis_orders(p)[best]) end
+end
+
 -- Runs the strategy on p; returns the provenance table to record.
 local function run_search(p, opts)
   local fn, src = strategy_fn(opts.strategy)
   strip(p)
+  if opts.devices == "search" then p:set_devices(nil) end
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,
                  seconds = opts.seconds, outputs = p:outputs()}
@@ -76,6 +125,7 @@ local function run_search(p, opts)
     error("search: strategy '" .. opts.strategy .. "' returned no placements", 0)
   end
   util.deliver_outputs(p, placed, p:outputs())
+  if opts.devices == "search" then search_devices(p, opts.hardware) end
   local prov = {
     tool = "libplan " .. plan.version,
     strategy = opts.strategy,
@@ -86,6 +136,7 @@ local function run_search(p, opts)
   if opts.width then prov.search.width = tonumber(opts.width) end
   if opts.limit then prov.search.limit = tonumber(opts.limit) end
   if opts.seconds then prov.search.seconds = tonumber(opts.seconds) end
+  if opts.devices == "search" then prov.search.devices = "search" end
   if opts.self_contained == "1" and opts.strategy:match("%.lua$") then
     prov.script_text = src
   end
@@ -117,7 +168,8 @@ if args.mode == "replay" then
                 mesh = rec.search and rec.search.mesh,
                 width = rec.search and rec.search.width,
                 limit = rec.search and rec.search.limit,
-                seconds = rec.search and rec.search.seconds}
+                seconds = rec.search and rec.search.seconds,
+                devices = rec.search and rec.search.devices}
   if rec.script_text and opts.strategy:match("%.lua$") then
     local f = io.open(opts.strategy, "r")
     if not f then -- the script travels in the self-contained form

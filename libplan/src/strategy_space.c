@@ -213,3 +213,33 @@ int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl) {
   memset(&tp->pos, 0, sizeof tp->pos);
   return PLAN_OK;
 }
+
+int plan_set_mesh_devices(plan_plan *p, const int64_t *devices) {
+  plan_mesh *m = &p->mesh;
+  if (!p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_set_mesh_devices: no mesh");
+  if (!devices) {
+    m->devices = NULL;
+    return PLAN_OK;
+  }
+  int64_t n = m->ndevices;
+  bool *seen = calloc((size_t)n + 1, sizeof(bool));
+  if (!seen)
+    return plan_oom();
+  for (int64_t r = 0; r < n; r++) {
+    if (devices[r] < 0 || devices[r] >= n || seen[devices[r]]) {
+      free(seen);
+      return plan_failf(PLAN_EINVALID,
+                        "device order: %lld is not a permutation of 0..%lld",
+                        (long long)devices[r], (long long)(n - 1));
+    }
+    seen[devices[r]] = true;
+  }
+  free(seen);
+  int64_t *copy = plan_arena_alloc(&p->arena, sizeof(int64_t) * (size_t)n);
+  if (!copy)
+    return plan_oom();
+  memcpy(copy, devices, sizeof(int64_t) * (size_t)n);
+  m->devices = copy;
+  return PLAN_OK;
+}

@@ -40,4 +40,10 @@ int plan_set_placement(plan_plan *p, int tensor, const plan_placement *pl);
 /* Sets the delivered placement of program output k (pl NULL: R). */
 int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl);
 
+/* Sets the mesh's device order: devices[r] is the physical device of
+ * logical rank r (row-major over the axes), a permutation of 0..n-1;
+ * devices NULL restores iota. Placement is a search decision too: which
+ * devices a collective's group spans sets its links (the cost model). */
+int plan_set_mesh_devices(plan_plan *p, const int64_t *devices);
+
 #endif

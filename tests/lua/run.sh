@@ -80,6 +80,23 @@ has "search: exhaustive over its limit" "more than 10 combinations"
 # the hand-written Megatron example is what the megatron strategy makes
 check "replay the Megatron example" 0 "$PLAN" replay examples/mlp-megatron.plan.yaml
 has "replay the Megatron example" "replayed: xxh3:"
+# placement as a search decision: tp=4 inside a host of 4 devices
+cat > "$tmp/hosts.yaml" <<YAML
+libplan: "0.1"
+program: {path: "$(pwd)/examples/mlp-program.yaml"}
+mesh:
+  axes: [tp=4, dp=2]
+  devices_per_host: 4
+YAML
+check "search, device order kept" 0 "$PLAN" search "$tmp/hosts.yaml" --strategy megatron --hardware h100 -o "$tmp/h1.yaml"
+kept=$(printf '%s' "$out" | sed -n 's/.*modeled step \([0-9.]*\) ms.*/\1/p')
+check "search --devices search" 0 "$PLAN" search "$tmp/hosts.yaml" --strategy megatron --hardware h100 --devices search -o "$tmp/h2.yaml"
+moved=$(printf '%s' "$out" | sed -n 's/.*modeled step \([0-9.]*\) ms.*/\1/p')
+if awk "BEGIN { exit !($moved < $kept) }"; then passed=$((passed+1)); else
+  failed=$((failed+1)); echo "FAIL: the device order search did not lower the step ($kept -> $moved ms)"; fi
+out=$(cat "$tmp/h2.yaml"); has "the searched device order" "devices: [0, 4, 1, 5, 2, 6, 3, 7]"
+check "replay with a device order" 0 "$PLAN" replay "$tmp/h2.yaml"
+check "verify with a device order" 0 "$PLAN" verify "$tmp/h2.yaml"
 check "replay: no search recorded" 2 "$PLAN" replay examples/moe-experts.plan.yaml
 check "run: a script's error" 1 "$PLAN" run "$DIR/data/raises.lua"
 has "run: a script's error" "stack traceback"
