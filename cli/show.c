@@ -1,21 +1,27 @@
 /* `plan show`: a readable table of the plan: mesh, tensors with their
  * storage placements, and every op with its shapes, placements and stage.
  * Built only on the public API. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "libplan/cost.h"
 
 const char usage_show[] =
-    "usage: plan show FILE\n"
+    "usage: plan show [--cost] [--hardware NAME] FILE\n"
     "\n"
     "Prints the program and mesh at a glance, then one row per tensor that\n"
     "the plan stores (inputs, params, consts: shape, dtype, placement) and "
     "one\n"
     "row per op in topological order (kind, input and output shapes with the\n"
     "placements the strategy gives them, pipeline stage).\n"
-    "Exit: 0 printed, 2 unreadable input.\n";
+    "  --cost           also the modeled time of each op, the collectives\n"
+    "                   lowering inserts, and the step (docs/cost.md)\n"
+    "  --hardware NAME  the profile to price on (implies --cost; default the\n"
+    "                   plan's own hardware, else h100)\n"
+    "Exit: 0 printed, 2 unreadable input (or a plan the cost model refuses).\n";
 
 static void shape_of(const plan_program *prog, int t, char *buf, size_t sz) {
   int64_t dims[16];
@@ -53,9 +59,29 @@ static void operands(const plan_plan *p, int op, int output, char *buf,
   }
 }
 
+/* A duration in the unit that reads best. */
+static void print_seconds(double s) {
+  if (s >= 1)
+    printf("%9.3f s ", s);
+  else if (s >= 1e-3)
+    printf("%9.3f ms", s * 1e3);
+  else
+    printf("%9.3f us", s * 1e6);
+}
+
 int cmd_show(int argc, char **argv) {
-  const char *file = NULL;
+  const char *file = NULL, *hardware = NULL;
+  bool cost = false;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--cost")) {
+      cost = true;
+      continue;
+    }
+    if (!strcmp(argv[i], "--hardware") && i + 1 < argc) {
+      hardware = argv[++i];
+      cost = true;
+      continue;
+    }
     if (argv[i][0] == '-' && argv[i][1])
       return cli_usage("show", "unknown option '%s'", argv[i]);
     if (file)
@@ -67,6 +93,18 @@ int cmd_show(int argc, char **argv) {
   plan_plan *p;
   if (plan_load(&p, file))
     return cli_fail_last();
+  plan_cost_model *model = NULL;
+  plan_cost_report *report = NULL;
+  if (cost && (!plan_has_mesh(p) ||
+               plan_cost_model_new(&model, p, hardware) ||
+               plan_cost_plan(&report, model, p))) {
+    if (!plan_has_mesh(p))
+      cli_usage("show", "--cost needs a plan with a mesh");
+    int rc = plan_has_mesh(p) ? cli_fail_last() : EXIT_BAD_INPUT;
+    plan_cost_model_free(model);
+    plan_free(p);
+    return rc;
+  }
   const plan_program *prog = plan_get_program(p);
   plan_hash h;
   char hb[PLAN_HASH_STRLEN];
@@ -119,17 +157,44 @@ int cmd_show(int argc, char **argv) {
       wop = l;
   }
   bool staged = plan_stage_count(p) > 0;
-  printf("\n%s%-*s  %-13s %s  ->  %s\n", staged ? "stage " : "", wop, "op",
-         "kind", "inputs", "outputs");
+  bool timed = report && plan_cost_report_op_count(report) == (size_t)nops;
+  printf("\n%s%s%-*s  %-13s %s  ->  %s\n", staged ? "stage " : "",
+         timed ? "     modeled  " : "", wop, "op", "kind", "inputs",
+         "outputs");
   char ins[2048], outs[1024];
   for (int i = 0; i < nops; i++) {
     operands(p, i, 0, ins, sizeof ins);
     operands(p, i, 1, outs, sizeof outs);
     if (staged)
       printf("%5d ", plan_op_stage(p, i));
+    plan_cost_op_info oi;
+    if (timed && !plan_cost_report_op(&oi, report, (size_t)i)) {
+      print_seconds(oi.seconds);
+      printf("  ");
+    }
     printf("%-*s  %-13s %s  ->  %s\n", wop, plan_program_op_name(prog, i),
            plan_program_op_kind(prog, i), ins, outs);
   }
+  if (report) {
+    size_t nc = plan_cost_report_collective_count(report);
+    printf("\n     modeled  collective (%zu)\n", nc);
+    for (size_t k = 0; k < nc; k++) {
+      plan_cost_collective_info ci;
+      if (plan_cost_report_collective(&ci, report, k))
+        continue;
+      print_seconds(ci.seconds);
+      printf("  %-14s %-4s %s %s -> %s (%s)\n", ci.kind, ci.axis, ci.tensor,
+             ci.from, ci.to, ci.phase);
+    }
+    printf("\nstep ");
+    print_seconds(plan_cost_report_step_seconds(report));
+    printf(" modeled on %s; peak memory %.2f GiB per device%s\n",
+           plan_cost_model_hardware(model),
+           plan_cost_report_memory_peak(report) / 1073741824.0,
+           plan_cost_report_fits(report) ? "" : " (does not fit)");
+  }
+  plan_cost_report_free(report);
+  plan_cost_model_free(model);
   plan_free(p);
   return EXIT_OK;
 }

@@ -290,6 +290,15 @@ for word in mlp.fc1 mlp.act mlp.fc2 "S(0)P(sum)" "dp=2" xxh3:; do
 done
 expect 2 "show two files" show "$mlp" "$bypath"
 expect 2 "show no file" show
+expect 0 "show --cost" show --cost "$mlp"
+has "$out" "modeled  collective (1)" "show --cost lists the collectives"
+has "$out" "all_reduce     tp   y S(0)P(sum) -> S(0)R (output)" "show --cost: the output's all-reduce"
+has "$out" "modeled on h100-sxm" "show --cost: the step and the profile"
+expect 0 "show --hardware a100" show --hardware a100 "$mlp"
+has "$out" "modeled on a100-80gb" "show --hardware"
+expect 2 "show --cost without a mesh" show --cost "$ex/mlp-program.yaml"
+has "$err" "needs a plan with a mesh" "show --cost without a mesh"
+expect 2 "show --hardware unknown" show --hardware tpu9 "$mlp"
 
 # ---- diff -----------------------------------------------------------------------
 
