@@ -215,6 +215,12 @@ args.mesh = args.mesh or (function()
   return table.concat(parts, ",")
 end)()
 args.strategy = args.strategy or "greedy"
+-- a strategy that cannot be read or compiled is bad input (exit 2)
+local loaded, lerr = pcall(strategy_fn, args.strategy)
+if not loaded then
+  io.stderr:write("plan search: ", tostring(lerr), "\n")
+  return 2
+end
 local prov, seconds = run_search(p, args)
 check_valid(p, "plan search")
 local c, cerr = p:cost(args.hardware)

@@ -70,8 +70,14 @@ if ! cmp -s "$tmp/megatron.yaml" "$tmp/edited.yaml"; then
   check "replay of an edited plan" 1 "$PLAN" replay "$tmp/edited.yaml"
   has "replay of an edited plan" "replay differs"
 fi
-check "search: unknown strategy" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy nope -o "$tmp/x.yaml"
+check "search: unknown strategy" 2 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy nope -o "$tmp/x.yaml"
 has "search: unknown strategy" "no strategy 'nope'"
+printf 'return function(p, opts\n' > "$tmp/broken.lua"
+check "search: a strategy that does not compile" 2 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/broken.lua" -o "$tmp/x.yaml"
+has "search: a strategy that does not compile" "broken.lua:"
+printf 'return function(p, opts) error("gave up") end\n' > "$tmp/fails.lua"
+check "search: a strategy that raises" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/fails.lua" -o "$tmp/x.yaml"
+has "search: a strategy that raises" "gave up"
 check "search: no mesh" 2 "$PLAN" search examples/mlp-program.yaml -o "$tmp/x.yaml"
 check "search: no output" 2 "$PLAN" search examples/mlp-program.yaml --mesh dp=2
 check "search: exhaustive over its limit" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy exhaustive --limit 10 -o "$tmp/x.yaml"

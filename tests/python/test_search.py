@@ -59,7 +59,7 @@ class TestSearch(unittest.TestCase):
                 p.lower()
 
     def test_failures(self):
-        with self.assertRaises(libplan.InvalidError) as cm:
+        with self.assertRaises(libplan.UsageError) as cm:
             libplan.search(MLP_PROGRAM, {"dp": 2}, strategy="no-such")
         self.assertIn("no strategy 'no-such'", str(cm.exception))
         with self.assertRaises(libplan.UsageError) as cm:
