@@ -1,6 +1,7 @@
 /* The verifier's context, shared by its files: verify.c (the runs, the
- * comparison, training steps, reports) and diagnose.c (the usual causes
- * of a divergence). Internal to verifier/. */
+ * comparison, reports), diagnose.c (the usual causes of a divergence) and
+ * verify_train.c (a training step's optimizer update). Internal to
+ * verifier/. */
 #ifndef LIBPLAN_VERIFIER_VCTX_H
 #define LIBPLAN_VERIFIER_VCTX_H
 
@@ -132,8 +133,24 @@ void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
 void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
                  double *atol);
 
+/* Fills rank's block of leaf `tensor` with the verifier's inputs. */
+void vx_fill_leaf(const vctx *c, int tensor, block *b);
+/* Every block of buffer b allocated (zeros when fresh and `zero`). */
+int vx_ensure_buffer(vctx *c, int b, bool zero);
+/* Compares every replica of buffer buf with the reference, into *df. */
+void vx_compare_buffer(const vctx *c, int buf, diff *df);
+/* Records and prints the comparison of buffer buf ("tensor" or "output",
+ * for op opname); the first mismatch sets the first divergent op. */
+void vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,
+                      const diff *df);
+
 /* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
  * into c->diagnosis. */
 void vx_diagnose(vctx *c, int buf, const diff *df);
+
+/* verify_train.c: a training step's setup and its optimizer update. */
+int vx_setup_grid(vctx *c);
+int vx_setup_train(vctx *c);
+int vx_optimizer_step(vctx *c);
 
 #endif

@@ -1,0 +1,406 @@
+/* Training steps (low->train): the optimizer update applied after each
+ * run to the reference and to every rank's master blocks (SGD with
+ * momentum and weight decay, Adam, clipping by global norm, loss scaling),
+ * the exact-mode grid of the ops computed whole, and the comparison of the
+ * updated params and optimizer state on every replica. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "inputs.h"
+#include "kernels.h"
+#include "placement.h"
+#include "vctx.h"
+
+/* ---- training steps -------------------------------------------------------- */
+
+/* A training step's verification runs the training program `steps` times.
+ * After each run the optimizer updates the reference's params from the
+ * reference gradients, and every rank's master blocks of each param from
+ * its blocks of the synced gradient (the gradient as lowering delivered
+ * it, in the master placement); the updated params are compared, every
+ * replica, and the next run starts from them: the reference from its own,
+ * every rank from its own storage blocks (the master blocks themselves
+ * when master and storage placements agree, else gathered from the master
+ * blocks, as the all-gather after a ZeRO/FSDP update would). */
+
+/* A value in the param's precision: exact mode's dyadic grid, float mode's
+ * dtype. */
+static double param_round(const vctx *c, const plan_tensor *t, double v) {
+  if (c->o->mode == PLAN_VERIFY_EXACT)
+    return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
+  switch (vx_run_dtype(c, t)) {
+  case PLAN_F32:
+    return (double)(float)v;
+  case PLAN_BF16:
+    return plan_round_bf16((float)v);
+  case PLAN_F16:
+    return plan_round_f16((float)v);
+  default:
+    return v;
+  }
+}
+
+/* One optimizer update of w by gradient g, as torch's: SGD (g += wd w;
+ * m = momentum m + g when momentum; w -= lr m) or Adam (g += wd w;
+ * m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; w -= lr mhat / (sqrt(vhat)
+ * + eps) with the bias corrections of step c->step + 1). The param is
+ * rounded to its precision; the state to the param's dtype in float mode,
+ * and not at all in exact mode (both runs compute it alike from equal
+ * gradients, and the grid would flush a small second moment to 0). */
+static double state_round(const vctx *c, const plan_tensor *t, double v) {
+  return c->o->mode == PLAN_VERIFY_EXACT ? v : param_round(c, t, v);
+}
+
+static double opt_update(const vctx *c, const plan_tensor *t, double w,
+                         double g, double *m, double *v) {
+  const plan_training *o = &c->p->training;
+  g += o->weight_decay * w;
+  if (o->optimizer == PLAN_OPT_ADAM) {
+    double k = (double)(c->step + 1);
+    *m = state_round(c, t, o->beta1 * *m + (1 - o->beta1) * g);
+    *v = state_round(c, t, o->beta2 * *v + (1 - o->beta2) * g * g);
+    double mh = *m / (1 - pow(o->beta1, k)), vh = *v / (1 - pow(o->beta2, k));
+    return param_round(c, t, w - o->lr * mh / (sqrt(vh) + o->eps));
+  }
+  if (o->momentum != 0) {
+    *m = state_round(c, t, o->momentum * *m + g);
+    g = *m;
+  }
+  return param_round(c, t, w - o->lr * g);
+}
+
+static double ***new_blocks(int n) { return calloc((size_t)n + 1, sizeof(double **)); }
+
+int vx_setup_grid(vctx *c) {
+  const plan_lowered *l = c->low;
+  /* Exact mode keeps sums exact in any order while values stay short
+   * dyadics. A backward pass multiplies activations by activations
+   * (softmax's backward, attention's dq and dk, weight gradients), so each
+   * such product makes the grid finer, and a deep chain runs out of the
+   * 53 bits of a double: the order of a sum then shows in the last bit.
+   * And after an update the params are no longer integers. So both runs
+   * round the results of every op the lowered program computes whole (no
+   * partial input or output) to the grid (a result already on it, as most
+   * forward results are, is unchanged); where partial sums flow, ops stay
+   * linear and unrounded, so a rank's partial still sums to its share. */
+  if (c->o->mode == PLAN_VERIFY_EXACT) {
+    if (!(c->grid_op = calloc((size_t)c->prog->nops + 1, sizeof(bool))))
+      return plan_oom();
+    for (int i = 0; i < c->prog->nops; i++)
+      c->grid_op[i] = true;
+    for (int i = 0; i < l->nsteps; i++) {
+      const plan_lstep *st = &l->steps[i];
+      if (st->kind != PLAN_LSTEP_OP)
+        continue;
+      for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < (pass ? st->nout : st->nin); j++)
+          if (vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
+                           c->m->naxes, NULL))
+            c->grid_op[st->op] = false;
+    }
+  }
+  return PLAN_OK;
+}
+
+/* Per param: a buffer of the master placement (for comparing the updated
+ * params), and the reference values and blocks the update reads kept. */
+int vx_setup_train(vctx *c) {
+  plan_lowered *l = c->low;
+  const plan_ltrain *tr = l->train;
+  int np = tr->nparams;
+  size_t nt = (size_t)c->prog->ntensors + 1;
+  plan_lbuf *nb = realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
+  if (!nb)
+    return plan_oom();
+  l->bufs = nb;
+  l->cap_bufs = l->nbufs + np + 1;
+  c->keep_ref = calloc(nt, sizeof(bool));
+  c->leaf_ref = calloc(nt, sizeof(double *));
+  c->leaf_blk = new_blocks(c->prog->ntensors);
+  c->master = new_blocks(np);
+  c->mom = new_blocks(np);
+  c->vel = new_blocks(np);
+  c->ref_mom = calloc((size_t)np + 1, sizeof(double *));
+  c->ref_vel = calloc((size_t)np + 1, sizeof(double *));
+  c->master_buf = malloc(sizeof(int) * ((size_t)np + 1));
+  c->keep_buf = calloc((size_t)(l->nbufs + np + 1), sizeof(bool));
+  if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master ||
+      !c->mom || !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf ||
+      !c->keep_buf)
+    return plan_oom();
+  /* loss scaling: the backward pass starts from loss_scale, not 1 (the
+   * seed grad/<loss>, replicated: one element on every rank) */
+  double ls = c->p->training.loss_scale;
+  if (ls != 1 && tr->map && tr->map->seed >= 0) {
+    int sd = tr->map->seed;
+    if (!(c->leaf_ref[sd] = malloc(sizeof(double))) ||
+        !(c->leaf_blk[sd] = calloc((size_t)c->nranks, sizeof(double *))))
+      return plan_oom();
+    c->leaf_ref[sd][0] = ls;
+    for (int64_t r = 0; r < c->nranks; r++) {
+      if (!(c->leaf_blk[sd][r] = malloc(sizeof(double))))
+        return plan_oom();
+      c->leaf_blk[sd][r][0] = ls;
+    }
+  }
+  for (int i = 0; i < np; i++) {
+    c->master_buf[i] = l->nbufs;
+    l->bufs[l->nbufs].tensor = tr->param[i];
+    l->bufs[l->nbufs++].pl = tr->master[i];
+    c->keep_ref[tr->param[i]] = true;
+    c->keep_ref[c->prog->outputs[tr->grad_out[i]]] = true;
+    c->keep_buf[l->produced[tr->param[i]]] = true;
+    c->keep_buf[l->delivered[tr->grad_out[i]]] = true;
+  }
+  return PLAN_OK;
+}
+
+static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
+  if (*dst)
+    return PLAN_OK;
+  if (!(*dst = calloc((size_t)c->nranks, sizeof(double *))))
+    return plan_oom();
+  for (int64_t r = 0; r < c->nranks; r++) {
+    int64_t n = c->bufs[buf][r].n;
+    if (!((*dst)[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(double))))
+      return plan_oom();
+  }
+  return PLAN_OK;
+}
+
+/* A gradient scaled by clipping's coefficient (rounded to the grid in exact
+ * mode: both runs the same way). */
+static double clipped(const vctx *c, double g, double coef) {
+  if (coef == 1)
+    return g;
+  return c->o->mode == PLAN_VERIFY_EXACT
+             ? plan_dyadic_round(g * coef, PLAN_KERNEL_DYADIC_BITS)
+             : g * coef;
+}
+
+/* One param's update on every rank, compared; its next storage blocks.
+ * coef_ref and coef[rank]: clipping's coefficients. */
+static int update_param(vctx *c, int i, const char *label, double coef_ref,
+                        const double *coef) {
+  const plan_ltrain *tr = c->low->train;
+  int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
+  const plan_tensor *x = &c->prog->tensors[t];
+  int64_t n = vx_count_of(x->dims, x->rank);
+  int mb = c->master_buf[i], gb = c->low->delivered[tr->grad_out[i]];
+  int sb = c->low->produced[t];
+  bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
+  int rc;
+  /* the reference */
+  if ((!c->ref_mom[i] &&
+       !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double)))) ||
+      (!c->ref_vel[i] &&
+       !(c->ref_vel[i] = calloc((size_t)n + 1, sizeof(double)))))
+    return plan_oom();
+  if (!c->leaf_ref[t] && !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
+    return plan_oom();
+  for (int64_t e = 0; e < n; e++)
+    c->ref[t][e] =
+        opt_update(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
+                   &c->ref_mom[i][e], &c->ref_vel[i][e]);
+  memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
+  /* the ranks: master blocks start as the param's first values */
+  if ((rc = vx_ensure_buffer(c, mb, true)))
+    return rc;
+  if (!c->master[i]) {
+    if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
+        (rc = alloc_rank_blocks(c, &c->mom[i], mb)) ||
+        (rc = alloc_rank_blocks(c, &c->vel[i], mb)))
+      return rc;
+    for (int64_t r = 0; r < c->nranks; r++) {
+      block b = c->bufs[mb][r];
+      b.data = c->master[i][r];
+      if (same)
+        memcpy(b.data, c->bufs[sb][r].data, sizeof(double) * (size_t)b.n);
+      else
+        vx_fill_leaf(c, t, &b);
+    }
+  }
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *g = &c->bufs[gb][r];
+    block *m = &c->bufs[mb][r];
+    if (g->n != m->n)
+      return plan_failf(PLAN_EINVALID,
+                        "param '%s': its synced gradient is not laid out "
+                        "like its master copy",
+                        x->name);
+    for (int64_t e = 0; e < m->n; e++)
+      c->master[i][r][e] = opt_update(c, x, c->master[i][r][e],
+                                      clipped(c, g->data[e], coef[r]),
+                                      &c->mom[i][r][e], &c->vel[i][r][e]);
+    memcpy(m->data, c->master[i][r], sizeof(double) * (size_t)m->n);
+  }
+  if (c->ref64) { /* the f64 reference knows the old values only */
+    free(c->ref64[t]);
+    c->ref64[t] = NULL;
+  }
+  diff df;
+  vx_compare_buffer(c, mb, &df);
+  /* Float mode, Adam: each element's step is normalised by its own second
+   * moment, so rounding noise in a gradient near zero can move it by up to
+   * lr either way (DESIGN §3). The params are then accepted within 2 lr,
+   * the moments (which keep the gradient's scale) carry the check, and the
+   * next step starts every rank from the reference's params. */
+  bool adam_float = c->p->training.optimizer == PLAN_OPT_ADAM &&
+                    c->o->mode == PLAN_VERIFY_FLOAT;
+  if (adam_float && df.mismatches &&
+      df.max_abs <= 2 * c->p->training.lr * (1 + 1e-6)) {
+    plan_buf_printf(&c->text,
+                    "within bound param '%s' (%s): %lld of %lld elements "
+                    "are outside the tolerance, by at most %g, within 2 lr "
+                    "(Adam's normalised step); the moments are compared\n",
+                    x->name, label, (long long)df.mismatches,
+                    (long long)df.compared, df.max_abs);
+    df.mismatches = 0;
+  }
+  vx_report_tensor(c, "param", label, mb, &df);
+  /* Adam's update hides a gradient's scale (DESIGN §3): its state shows it,
+   * compared in the master buffer against the reference's state */
+  for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2;
+       st++) {
+    double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
+    for (int64_t r = 0; r < c->nranks; r++)
+      memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
+             sizeof(double) * (size_t)c->bufs[mb][r].n);
+    c->ref[t] = want;
+    vx_compare_buffer(c, mb, &df);
+    vx_report_tensor(c, st ? "state v" : "state m",
+                  st ? c->label_v : c->label_m, mb, &df);
+    c->ref[t] = keep;
+  }
+  for (int64_t r = 0; r < c->nranks; r++)
+    memcpy(c->bufs[mb][r].data, c->master[i][r],
+           sizeof(double) * (size_t)c->bufs[mb][r].n);
+  /* the next step's storage blocks */
+  if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
+    return rc;
+  double *glob = NULL;
+  if (!same) { /* gathered from the master blocks */
+    if (!(glob = malloc(sizeof(double) * ((size_t)n + 1))))
+      return plan_oom();
+    for (int64_t r = c->nranks - 1; r >= 0; r--)
+      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+        glob[vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
+  }
+  if (adam_float) /* every rank restarts from the reference's params */
+    for (int64_t r = 0; r < c->nranks; r++)
+      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+        c->master[i][r][e] = c->ref[t][vx_global_index(x, &c->bufs[mb][r], e)];
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *sbk = &c->bufs[sb][r];
+    for (int64_t e = 0; e < sbk->n; e++)
+      c->leaf_blk[t][r][e] =
+          adam_float ? c->ref[t][vx_global_index(x, sbk, e)]
+          : same     ? c->master[i][r][e]
+                     : glob[vx_global_index(x, sbk, e)];
+  }
+  free(glob);
+  return PLAN_OK;
+}
+
+/* Gradient clipping by global norm (torch's clip_grad_norm_: the
+ * gradients scaled by min(1, max / (norm + 1e-6))). The reference's norm is
+ * over its whole gradients; each rank sums the squares of its blocks of
+ * every synced gradient over the ranks along that param's norm axes (the
+ * all-reduce a runner would do), so each element counts once when lowering
+ * chose the axes right. norm[rank] and coef[rank]. */
+static double clip_norms(vctx *c, double *norm, double *coef) {
+  const plan_ltrain *tr = c->low->train;
+  double max = c->p->training.clip_grad_norm, ref2 = 0;
+  for (int64_t r = 0; r < c->nranks; r++)
+    norm[r] = 0;
+  for (int i = 0; i < tr->nparams; i++) {
+    int gt = c->prog->outputs[tr->grad_out[i]];
+    const plan_tensor *x = &c->prog->tensors[gt];
+    int64_t n = vx_count_of(x->dims, x->rank);
+    for (int64_t e = 0; e < n; e++)
+      ref2 += c->ref[gt][e] * c->ref[gt][e];
+    int gb = c->low->delivered[tr->grad_out[i]];
+    for (int64_t q = 0; q < c->nranks; q++) {
+      const block *g = &c->bufs[gb][q];
+      double s = 0;
+      for (int64_t e = 0; e < g->n; e++)
+        s += g->data[e] * g->data[e];
+      for (int64_t r = 0; r < c->nranks; r++) { /* q in r's group? */
+        bool same = true;
+        for (int a = 0; a < c->m->naxes && same; a++)
+          same = (tr->norm_axes[i] >> a & 1u) ||
+                 c->coords[q][a] == c->coords[r][a];
+        if (same)
+          norm[r] += s;
+      }
+    }
+  }
+  double u = 1 / c->p->training.loss_scale; /* norms of unscaled grads */
+  for (int64_t r = 0; r < c->nranks; r++) {
+    norm[r] = sqrt(norm[r]) * u;
+    coef[r] = fmin(1, max / (norm[r] + 1e-6));
+  }
+  return sqrt(ref2) * u;
+}
+
+int vx_optimizer_step(vctx *c) {
+  const plan_ltrain *tr = c->low->train;
+  if (c->p->training.optimizer == PLAN_OPT_NONE)
+    return PLAN_OK;
+  bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
+  const char *label = plan_arena_printf(&c->rec_arena, "%s step %d",
+                                        adam ? "adam" : "sgd", c->step + 1);
+  c->label_m = plan_arena_printf(&c->rec_arena,
+                                 "adam step %d: first moment", c->step + 1);
+  c->label_v = plan_arena_printf(&c->rec_arena,
+                                 "adam step %d: second moment", c->step + 1);
+  double *norm = malloc(sizeof(double) * (size_t)c->nranks);
+  double *coef = malloc(sizeof(double) * (size_t)c->nranks);
+  if (!label || !c->label_m || !c->label_v || !norm || !coef) {
+    free(norm);
+    free(coef);
+    return plan_oom();
+  }
+  double ref_norm = 0, coef_ref = 1;
+  for (int64_t r = 0; r < c->nranks; r++)
+    coef[r] = 1;
+  if (c->p->training.clip_grad_norm > 0) {
+    ref_norm = clip_norms(c, norm, coef);
+    coef_ref = fmin(1, c->p->training.clip_grad_norm / (ref_norm + 1e-6));
+  }
+  /* loss scaling: the gradients are unscaled before clipping's factor */
+  double u = 1 / c->p->training.loss_scale;
+  coef_ref *= u;
+  for (int64_t r = 0; r < c->nranks; r++)
+    coef[r] *= u;
+  int rc = PLAN_OK;
+  bool was_equal = c->equal;
+  for (int i = 0; i < tr->nparams && !rc; i++)
+    rc = update_param(c, i, label, coef_ref, coef);
+  /* a wrong update after right gradients: a wrong norm says why */
+  for (int64_t r = 0; !rc && was_equal && !c->equal &&
+                      c->p->training.clip_grad_norm > 0 && r < c->nranks;
+       r++) {
+    double rt = c->o->mode == PLAN_VERIFY_EXACT ? 0 : 1e-5;
+    if (fabs(norm[r] - ref_norm) <= rt * ref_norm)
+      continue;
+    double sq = ref_norm > 0 ? norm[r] * norm[r] / (ref_norm * ref_norm) : 0;
+    snprintf(c->diagnosis, sizeof c->diagnosis,
+             "gradient clipping: the global gradient norm on rank %lld is "
+             "%.17g, the reference's %.17g; its square is %g times the "
+             "reference's: %s",
+             (long long)r, norm[r], ref_norm, sq,
+             sq > 1 ? "squares of replicated gradients summed over their "
+                      "replicas (a replica counted more than once)"
+                    : "squares of sharded gradients left out (a shard not "
+                      "counted)");
+    break;
+  }
+  free(norm);
+  free(coef);
+  return rc;
+}
+
