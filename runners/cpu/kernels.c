@@ -555,29 +555,41 @@ static int run_reduce(const plan_typed_kernels *K, int kind,
   return PLAN_OK;
 }
 
-static int run_cross_entropy(const plan_typed_kernels *K, const plan_view *in,
-                             plan_view *out, int bits, char *err,
-                             size_t errsz) {
-  const plan_view *lg = &in[0], *lb = &in[1];
-  int64_t c = lg->dims[lg->rank - 1], rows = count_of(lb), g = 1;
+/* Cross-entropy's labels (op `name`): each in [0, c); the global batch
+ * (the product of the labels' global dims) into *g, the count a mean over
+ * the whole batch divides by. */
+static int check_labels(const char *name, const plan_view *lb, int64_t c,
+                        int64_t *g, char *err, size_t errsz) {
   const int64_t *label = lb->data;
+  int64_t rows = count_of(lb);
   for (int64_t i = 0; i < rows; i++)
     if (label[i] < 0 || label[i] >= c)
       return plan_errf(err, errsz,
-                       "cross_entropy: label %lld (element %lld) is outside "
-                       "the classes [0, %lld)",
-                       (long long)label[i], (long long)i, (long long)c);
+                       "%s: label %lld (element %lld) is outside the classes "
+                       "[0, %lld)",
+                       name, (long long)label[i], (long long)i, (long long)c);
+  *g = 1;
   for (int d = 0; d < lb->rank; d++) {
     int64_t gd = global_dim(lb, d);
     if (gd < lb->dims[d])
       return plan_errf(err, errsz,
-                       "cross_entropy: labels dim %d is %lld locally but "
-                       "%lld globally",
-                       d, (long long)lb->dims[d], (long long)gd);
-    if (!plan_mul_i64(g, gd, &g))
-      return plan_errf(err, errsz, "cross_entropy: global batch overflows");
+                       "%s: labels dim %d is %lld locally but %lld globally",
+                       name, d, (long long)lb->dims[d], (long long)gd);
+    if (!plan_mul_i64(*g, gd, g))
+      return plan_errf(err, errsz, "%s: global batch overflows", name);
   }
-  K->cross_entropy(lg->data, label, rows, c, (double)g, out->data, bits);
+  return PLAN_OK;
+}
+
+static int run_cross_entropy(const plan_typed_kernels *K, const plan_view *in,
+                             plan_view *out, int bits, char *err,
+                             size_t errsz) {
+  const plan_view *lg = &in[0], *lb = &in[1];
+  int64_t c = lg->dims[lg->rank - 1], rows = count_of(lb), g;
+  int rc = check_labels("cross_entropy", lb, c, &g, err, errsz);
+  if (rc)
+    return rc;
+  K->cross_entropy(lg->data, lb->data, rows, c, (double)g, out->data, bits);
   return PLAN_OK;
 }
 
@@ -607,26 +619,11 @@ static int run_cross_entropy_grad(const plan_typed_kernels *K,
                                   const plan_view *in, plan_view *out, int bits,
                                   char *err, size_t errsz) {
   const plan_view *lg = &in[1], *lb = &in[2];
-  int64_t c = lg->dims[lg->rank - 1], rows = count_of(lb), g = 1;
-  const int64_t *label = lb->data;
-  for (int64_t i = 0; i < rows; i++)
-    if (label[i] < 0 || label[i] >= c)
-      return plan_errf(err, errsz,
-                       "cross_entropy_grad: label %lld (element %lld) is "
-                       "outside the classes [0, %lld)",
-                       (long long)label[i], (long long)i, (long long)c);
-  for (int d = 0; d < lb->rank; d++) {
-    int64_t gd = global_dim(lb, d);
-    if (gd < lb->dims[d])
-      return plan_errf(err, errsz,
-                       "cross_entropy_grad: labels dim %d is %lld locally but "
-                       "%lld globally",
-                       d, (long long)lb->dims[d], (long long)gd);
-    if (!plan_mul_i64(g, gd, &g))
-      return plan_errf(err, errsz,
-                       "cross_entropy_grad: global batch overflows");
-  }
-  K->cross_entropy_grad(in[0].data, lg->data, label, rows, c, (double)g,
+  int64_t c = lg->dims[lg->rank - 1], rows = count_of(lb), g;
+  int rc = check_labels("cross_entropy_grad", lb, c, &g, err, errsz);
+  if (rc)
+    return rc;
+  K->cross_entropy_grad(in[0].data, lg->data, lb->data, rows, c, (double)g,
                         out->data, bits);
   return PLAN_OK;
 }
