@@ -25,20 +25,60 @@ cross-entropy loss behind. Output is deterministic: the same arguments give
 the same bytes.
 
 With --pp P > 1 the mesh gets a third axis, pp, every placement R along
-it, and a pipeline section: the layers split evenly over P stages (the
-embedding in the first, the final norm, head and loss in the last), 1F1B
-over 2P microbatches.
+it, and a pipeline section (spec/plan-format.md 4.4): the layers split
+evenly over --stages stages (default P; the embedding in the first, the
+final norm, head and loss in the last), --microbatches (default 2P) under
+--schedule (gpipe, 1f1b (default), interleaved-1f1b or zb-h1). Stage s
+runs on pp rank s mod P, so interleaved-1f1b takes a multiple (at least
+two) of P stages and the others exactly P. The batch must split into the
+microbatches and each of those over dp.
 
-usage: gen_plan.py [-o FILE] [--ops N] [--dp 4] [--tp 8] [--pp 1] [--sp]
-                   [--qkv separate|fused] ...
+With --train sgd|adam the plan is a training step: a training section
+(4.5) with the optimizer (SGD: lr 0.05, momentum 0.9; Adam: lr 1e-3;
+--lr overrides), --steps (default 2) and grad_sync {"*": all_reduce}, which
+delivers every param's gradient in its storage placement, all-reduced
+wherever it comes out partial. The program's loss is loss.out either way.
+--train none (the default) writes no training section.
+
+--comment TEXT (repeatable) puts "# TEXT" lines at the top, then a line
+with the command that wrote the file (its arguments but the comments).
+Without new options the output is byte for byte what earlier versions
+wrote.
+
+usage: gen_plan.py [-o FILE] [--ops N | --layers L] [--dp 4] [--tp 8]
+                   [--pp 1] [--stages S] [--microbatches M]
+                   [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
+                   [--train none|sgd|adam] [--lr X] [--steps N] [--sp]
+                   [--qkv separate|fused] [--comment TEXT]... [--batch B]
+                   [--seq S] [--hidden H] [--heads NH] [--ffn F] [--vocab V]
+                   [--dtype f64|f32|bf16|f16]
 """
 
 import argparse
 import math
+import re
+import shlex
 import sys
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
+
+
+def command_line(argv):
+    """The command that wrote the file: its arguments but --comment's."""
+    args, skip = [], False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x == "--comment":
+            skip = True
+        elif not x.startswith("--comment="):
+            args.append(x)
+    return " ".join(shlex.quote(x) for x in ["python3", "bench/gen_plan.py"] + args)
 
 
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-o", "--output", default="-", help="file (- for stdout)")
     ap.add_argument("--ops", type=int, default=100000,
@@ -49,7 +89,21 @@ def main(argv=None):
     ap.add_argument("--dp", type=int, default=4)
     ap.add_argument("--tp", type=int, default=8)
     ap.add_argument("--pp", type=int, default=1,
-                    help="pipeline stages along a third mesh axis, pp")
+                    help="pipeline ranks: the size of a third mesh axis, pp")
+    ap.add_argument("--stages", type=int, default=0,
+                    help="pipeline stages (default --pp; interleaved-1f1b: "
+                         "a multiple of --pp, stage s on pp rank s mod pp)")
+    ap.add_argument("--microbatches", type=int, default=0,
+                    help="microbatches (default 2 x pp)")
+    ap.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+    ap.add_argument("--train", choices=["none", "sgd", "adam"], default="none",
+                    help="add a training section with this optimizer")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="learning rate (default 0.05 for sgd, 1e-3 for adam)")
+    ap.add_argument("--steps", type=int, default=2,
+                    help="optimizer steps a verification runs (with --train)")
+    ap.add_argument("--comment", action="append", default=[],
+                    help="a line for the header comment (repeatable)")
     ap.add_argument("--sp", action="store_true",
                     help="sequence parallel: the residual stream and the "
                          "norms are sharded on the sequence dim over tp")
@@ -88,6 +142,32 @@ def main(argv=None):
         L = a.layers
     else:
         L = max(1, -(-(a.ops - fixed) // per_layer))
+
+    # The pipeline: S stages on the pp axis, M microbatches.
+    pp = a.pp
+    if pp < 1:
+        ap.error("--pp must be at least 1")
+    nst = a.stages or pp
+    mb = a.microbatches or 2 * pp
+    if pp > 1:
+        if a.schedule == "interleaved-1f1b":
+            if nst % pp or nst < 2 * pp:
+                ap.error("interleaved-1f1b takes a multiple (at least two) "
+                         "of --pp stages, not %d" % nst)
+        elif nst != pp:
+            ap.error("%s takes one stage per pp rank: --stages %d, not %d"
+                     % (a.schedule, pp, nst))
+        if L % nst:
+            ap.error("the stages (%d) must divide the layers (%d)" % (nst, L))
+        if mb < 1 or B % (mb * dp):
+            ap.error("the batch (%d) must split into %d microbatches, each "
+                     "over dp (%d)" % (B, mb, dp))
+    elif a.stages or a.microbatches or a.schedule != "1f1b":
+        ap.error("--stages, --microbatches and --schedule need --pp > 1")
+    if a.train == "none" and (a.lr is not None or a.steps != 2):
+        ap.error("--lr and --steps need --train")
+    if a.steps < 1:
+        ap.error("--steps must be at least 1")
 
     dt = a.dtype
     scale = repr(1.0 / math.sqrt(D))
@@ -230,6 +310,11 @@ def main(argv=None):
        ["S(0)R", "S(0)R"], ["P(sum)R"])
 
     # ---- write ------------------------------------------------------------------
+    if a.comment:
+        for c in a.comment:
+            for line in c.split("\n"):
+                w(("# " + line).rstrip() + "\n")
+        w("# Written by: %s\n" % command_line(argv))
     w("# Generated by bench/gen_plan.py: a %d-layer transformer (%d ops), "
       "dp=%d x tp=%d%s, %s q/k/v.\n" % (L, len(ops), dp, tp,
                                          ", sequence parallel" if a.sp else "",
@@ -245,14 +330,9 @@ def main(argv=None):
         w("    - %s\n" % line)
     w("  outputs: [loss.out]\n")
     w("  loss: loss.out\n")
-    pp = a.pp
     if pp > 1:
-        if L % pp or B % (2 * pp * dp):
-            sys.exit("gen_plan: --pp must divide the layers, and 2 x pp x dp "
-                     "the batch")
         # every placement R along pp: one more entry per placement
         def add_pp(text):
-            import re
             return re.sub(r"((?:R|S\(\d+\)|P\(\w+\)){2})(?![RSP(])",
                           lambda m: m.group(1) + "R", text)
         placements[:] = [(n, add_pp(pl)) for n, pl in placements]
@@ -272,16 +352,33 @@ def main(argv=None):
     w("outputs:\n")
     w("  loss.out: %s\n" % ("RRR" if pp > 1 else "RR"))
     if pp > 1:
-        per = L // pp
+        # Stage s runs on pp rank s mod pp (spec 4.4): with more stages than
+        # ranks (interleaved-1f1b) a rank holds stages s, s + pp, ...
+        per = L // nst
         w("pipeline:\n  axis: pp\n  stages:\n")
-        for st in range(pp):
+        for st in range(nst):
             globs = ['"layers.%d.*"' % l for l in range(st * per, (st + 1) * per)]
             if st == 0:
                 globs.insert(0, "embed")
-            if st == pp - 1:
+            if st == nst - 1:
                 globs += ["final_norm", "lm_head", "loss"]
             w("    - {ops: [%s]}\n" % ", ".join(globs))
-        w("  microbatches: %d\n  schedule: 1f1b\n" % (2 * pp))
+        w("  microbatches: %d\n  schedule: %s\n" % (mb, a.schedule))
+    if a.train != "none":
+        # all_reduce: every param's gradient in its storage placement, summed
+        # wherever it comes out partial (over dp; over tp too for the norm
+        # weights under --sp). cross_entropy means over the global batch, so
+        # the sum is the gradient: no division by dp.
+        w("training:\n")
+        if a.train == "sgd":
+            lr = 0.05 if a.lr is None else a.lr
+            w("  optimizer: {kind: sgd, lr: %r, momentum: 0.9}\n" % lr)
+        else:
+            lr = 1e-3 if a.lr is None else a.lr
+            w("  optimizer: {kind: adam, lr: %r, beta1: 0.9, beta2: 0.999, "
+              "eps: 1e-08}\n" % lr)
+        w("  steps: %d\n" % a.steps)
+        w('  grad_sync: {"*": all_reduce}\n')
     w("provenance: {strategy: megatron%s, tool: bench/gen_plan.py, "
       "layers: %d, seed: 0}\n" % ("-sp" if a.sp else "", L))
     if out is not sys.stdout:
