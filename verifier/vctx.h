@@ -99,7 +99,17 @@ typedef struct vctx {
   /* exact mode: [op] the ops whose results both runs round to the dyadic
    * grid (see setup_grid) */
   bool *grid_op;
+  /* A pipelined program (low->pipe): the microbatch axis, and the
+   * microbatch the step being run is for (-1: every rank). */
+  int mb_axis;
+  int64_t mb_now;
+  bool deadlock; /* the schedule could not finish: nothing compared */
 } vctx;
+
+/* Whether rank r takes part in the step being run. */
+static inline bool vx_in_mb(const vctx *c, int64_t r) {
+  return c->mb_now < 0 || c->coords[r][c->mb_axis] == c->mb_now;
+}
 
 /* The slack of float mode's low-precision bound (verify.c's
  * low_precision_bound; the partial-sums diagnosis allows the same). */
@@ -143,6 +153,19 @@ void vx_compare_buffer(const vctx *c, int buf, diff *df);
  * for op opname); the first mismatch sets the first divergent op. */
 void vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,
                       const diff *df);
+
+/* Runs step i (on the ranks of c->mb_now), then the hook. */
+int vx_exec_step(vctx *c, int i);
+/* After step i: compares what it wrote, hands back what no later step
+ * reads. */
+int vx_after_step(vctx *c, int i);
+
+/* verify_pipe.c: a pipelined program run action by action as its schedule
+ * says, then compared step by step; a TRANSFER step for microbatch
+ * c->mb_now. A deadlock at run time is a verdict: c->equal = 0, the
+ * diagnosis names the ranks and the actions they wait at. */
+int vx_run_pipeline(vctx *c);
+int vx_run_transfer(vctx *c, const plan_lstep *s);
 
 /* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
  * into c->diagnosis. */

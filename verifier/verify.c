@@ -22,6 +22,7 @@
 #include "inputs.h"
 #include "kernels.h"
 #include "runner.h"
+#include "libplan/schedule.h"
 #include "libplan/verify.h"
 #include "lower.h"
 #include "ops.h"
@@ -343,7 +344,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   /* the group's first member reduces in coordinate order; the others copy
    * its result (every member would compute the same bits) */
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (c->coords[r][a] != 0)
+    if (c->coords[r][a] != 0 || !vx_in_mb(c, r))
       continue;
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
@@ -387,6 +388,8 @@ static int run_redist(vctx *c, const plan_lstep *s) {
   if (st->kind == PLAN_REDIST_ALL_REDUCE)
     return run_all_reduce(c, s, k);
   for (int64_t r = 0; r < c->nranks; r++) {
+    if (!vx_in_mb(c, r))
+      continue;
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
@@ -485,7 +488,7 @@ int vx_ensure_buffer(vctx *c, int b, bool zero) {
 
 /* After step i: compare what it wrote, and hand back the buffers no later
  * step reads (kept when they mismatched: the diagnosis reads them). */
-static int after_step(vctx *c, int i) {
+int vx_after_step(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
   int rc;
   for (int k = 0; k < s->nout; k++) {
@@ -523,7 +526,8 @@ static int after_step(vctx *c, int i) {
   return PLAN_OK;
 }
 
-static int run_lowered(vctx *c) {
+/* The blocks, comparisons and bookkeeping of one lowered run. */
+static int setup_run(vctx *c) {
   const plan_lowered *l = c->low;
   size_t nb = (size_t)l->nbufs + 1;
   c->bufs = calloc(nb, sizeof(block *));
@@ -549,67 +553,93 @@ static int run_lowered(vctx *c) {
       c->needs_cmp[l->produced[t]] = true;
   for (int k = 0; k < c->prog->noutputs; k++)
     c->needs_cmp[l->delivered[k]] = true;
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER) /* as received */
+      c->needs_cmp[l->steps[i].out[0]] = true;
   for (int b = 0; b < l->nbufs; b++)
     c->pending[l->bufs[b].tensor] += c->needs_cmp[b];
   for (int i = 0; i < l->nsteps; i++)
     for (int j = 0; j < l->steps[i].nin; j++)
       c->last_use[l->steps[i].in[j]] = i;
-  for (int i = 0; i < l->nsteps; i++) {
-    const plan_lstep *s = &l->steps[i];
-    int rc = PLAN_OK;
-    for (int j = 0; j < s->nin && !rc; j++)
-      rc = vx_ensure_buffer(c, s->in[j], true);
-    for (int k = 0; k < s->nout && !rc; k++)
-      rc = vx_ensure_buffer(c, s->out[k], false);
-    if (rc)
-      return rc;
-    if (s->kind == PLAN_LSTEP_INPUT) {
-      const plan_lbuf *b = &l->bufs[s->out[0]];
-      for (int64_t r = 0; r < c->nranks; r++) {
-        block *blk = &c->bufs[s->out[0]][r];
-        /* a replica: copy the first rank's block that has the same place
-         * (not for a partial leaf, zeroed on non-owners below) */
-        int64_t q = vx_partial_axes(b, c->m->naxes, NULL) ? r : 0;
-        block *rb = c->bufs[s->out[0]];
-        while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
-                         memcmp(rb[q].local, blk->local, sizeof blk->local)))
-          q++;
-        if (c->leaf_blk && c->leaf_blk[b->tensor])
-          memcpy(blk->data, c->leaf_blk[b->tensor][r],
-                 sizeof(double) * (size_t)blk->n);
-        else if (q < r)
-          memcpy(blk->data, rb[q].data, sizeof(double) * (size_t)blk->n);
-        else
-          vx_fill_leaf(c, b->tensor, blk);
-        /* a leaf stored as a partial sum: the owner holds it */
-        for (int a = 0; a < c->m->naxes; a++)
-          if (b->pl.ax[a].kind == PLAN_PL_P &&
-              b->pl.ax[a].reduce == PLAN_RED_SUM && c->coords[r][a] != 0)
-            memset(blk->data, 0, sizeof(double) * (size_t)blk->n);
-      }
-    } else if (s->kind == PLAN_LSTEP_REDIST) {
-      rc = run_redist(c, s);
-    } else {
-      const plan_op *op = &c->prog->ops[s->op];
-      double scale = mean_avg_scale(c, s, op);
-      for (int64_t r = 0; r < c->nranks && !rc; r++) {
-        block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
-        for (int j = 0; j < s->nin; j++)
-          ins[j] = &c->bufs[s->in[j]][r];
-        for (int k = 0; k < s->nout; k++)
-          outs[k] = &c->bufs[s->out[k]][r];
-        rc = run_op(c, op, ins, outs);
-        for (int64_t e = 0; !rc && scale != 1 && e < outs[0]->n; e++)
-          outs[0]->data[e] *= scale;
-      }
-    }
-    if (!rc && c->hook)
-      rc = c->hook(c->hook_user, l, i, c->bufs);
-    if (!rc)
-      rc = after_step(c, i);
-    if (rc)
-      return rc;
+  return PLAN_OK;
+}
+
+static int run_input(vctx *c, const plan_lstep *s) {
+  const plan_lowered *l = c->low;
+  const plan_lbuf *b = &l->bufs[s->out[0]];
+  for (int64_t r = 0; r < c->nranks; r++) {
+    block *blk = &c->bufs[s->out[0]][r];
+    /* a replica: copy the first rank's block that has the same place
+     * (not for a partial leaf, zeroed on non-owners below) */
+    int64_t q = vx_partial_axes(b, c->m->naxes, NULL) ? r : 0;
+    block *rb = c->bufs[s->out[0]];
+    while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
+                     memcmp(rb[q].local, blk->local, sizeof blk->local)))
+      q++;
+    if (c->leaf_blk && c->leaf_blk[b->tensor])
+      memcpy(blk->data, c->leaf_blk[b->tensor][r],
+             sizeof(double) * (size_t)blk->n);
+    else if (q < r)
+      memcpy(blk->data, rb[q].data, sizeof(double) * (size_t)blk->n);
+    else
+      vx_fill_leaf(c, b->tensor, blk);
+    /* a leaf stored as a partial sum: the owner holds it */
+    for (int a = 0; a < c->m->naxes; a++)
+      if (b->pl.ax[a].kind == PLAN_PL_P &&
+          b->pl.ax[a].reduce == PLAN_RED_SUM && c->coords[r][a] != 0)
+        memset(blk->data, 0, sizeof(double) * (size_t)blk->n);
   }
+  return PLAN_OK;
+}
+
+/* Step i on every rank, or (pipelines, c->mb_now >= 0) on the ranks of
+ * microbatch c->mb_now; then the hook. */
+int vx_exec_step(vctx *c, int i) {
+  const plan_lowered *l = c->low;
+  const plan_lstep *s = &l->steps[i];
+  int rc = PLAN_OK;
+  for (int j = 0; j < s->nin && !rc; j++)
+    rc = vx_ensure_buffer(c, s->in[j], true);
+  for (int k = 0; k < s->nout && !rc; k++)
+    rc = vx_ensure_buffer(c, s->out[k], l->pipe != NULL);
+  if (rc)
+    return rc;
+  if (s->kind == PLAN_LSTEP_INPUT) {
+    rc = run_input(c, s);
+  } else if (s->kind == PLAN_LSTEP_REDIST) {
+    rc = run_redist(c, s);
+  } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+    rc = vx_run_transfer(c, s);
+  } else {
+    const plan_op *op = &c->prog->ops[s->op];
+    double scale = mean_avg_scale(c, s, op);
+    for (int64_t r = 0; r < c->nranks && !rc; r++) {
+      if (!vx_in_mb(c, r))
+        continue;
+      block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
+      for (int j = 0; j < s->nin; j++)
+        ins[j] = &c->bufs[s->in[j]][r];
+      for (int k = 0; k < s->nout; k++)
+        outs[k] = &c->bufs[s->out[k]][r];
+      rc = run_op(c, op, ins, outs);
+      for (int64_t e = 0; !rc && scale != 1 && e < outs[0]->n; e++)
+        outs[0]->data[e] *= scale;
+    }
+  }
+  if (!rc && c->hook)
+    rc = c->hook(c->hook_user, l, i, c->mb_now, c->bufs);
+  return rc;
+}
+
+static int run_lowered(vctx *c) {
+  int rc = setup_run(c);
+  if (rc)
+    return rc;
+  if (c->low->pipe) /* action by action; compared once it has run */
+    return vx_run_pipeline(c);
+  for (int i = 0; i < c->low->nsteps; i++)
+    if ((rc = vx_exec_step(c, i)) || (rc = vx_after_step(c, i)))
+      return rc;
   return PLAN_OK;
 }
 
@@ -804,9 +834,12 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
   if (got == want || (isnan(got) && isnan(want))) {
     bad = false; /* identical, infinities included; or a NaN the program
                     makes too (0/0 from its inputs) */
-  } else if (c->o->mode == PLAN_VERIFY_EXACT ||
-             !plan_dtype_is_float(t->dtype)) {
-    bad = !(got == want);
+  } else if (!plan_dtype_is_float(t->dtype)) {
+    bad = true;
+  } else if (c->o->mode == PLAN_VERIFY_EXACT) {
+    /* beyond 2^53 a double holds no more integers: sums round there, and
+     * their order shows in the last bits; such elements agree to 2^-40 */
+    bad = !(fabs(want) >= 0x1p53 && ab <= 0x1p-40 * fabs(want));
   } else {
     double rtol, atol;
     vx_default_tol(c, t, &rtol, &atol);
@@ -1064,12 +1097,63 @@ static int diff_of(vctx *c, int b, diff **df) {
   return PLAN_OK;
 }
 
+/* A pipelined program, in step order: the inputs split into microbatches,
+ * each op's results, each transfer's as received, then the outputs. */
+static int compare_pipelined(vctx *c) {
+  const plan_lowered *l = c->low;
+  const plan_lpipe *pp = l->pipe;
+  int rc;
+  diff *df;
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *s = &l->steps[i];
+    if (s->kind == PLAN_LSTEP_INPUT) {
+      const plan_lbuf *b = &l->bufs[s->out[0]];
+      if (b->pl.ax[pp->axis].kind != PLAN_PL_S)
+        continue;
+      if ((rc = diff_of(c, s->out[0], &df)))
+        return rc;
+      vx_report_tensor(c, "input", "split into microbatches", s->out[0], df);
+    } else if (s->kind == PLAN_LSTEP_OP) {
+      const plan_op *op = &c->prog->ops[s->op];
+      for (int k = 0; k < op->nout; k++) {
+        int b = l->produced[op->out[k]];
+        if (b != s->out[k])
+          continue;
+        if ((rc = diff_of(c, b, &df)))
+          return rc;
+        vx_report_tensor(c, "tensor", op->name, b, df);
+      }
+    } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+      char name[64];
+      snprintf(name, sizeof name, "%s from stage %d to stage %d",
+               pp->phase[i] == PLAN_LPHASE_RECV_F ? "send_f" : "send_b",
+               pp->from_stage[i], pp->stage[i]);
+      const char *op = plan_arena_strdup(&c->rec_arena, name);
+      if (!op)
+        return plan_oom();
+      if ((rc = diff_of(c, s->out[0], &df)))
+        return rc;
+      vx_report_tensor(c, "tensor", op, s->out[0], df);
+    }
+  }
+  for (int k = 0; k < c->prog->noutputs; k++) {
+    if ((rc = diff_of(c, l->delivered[k], &df)))
+      return rc;
+    vx_report_tensor(c, "output", "as delivered", l->delivered[k], df);
+  }
+  return PLAN_OK;
+}
+
 /* Reports every comparison in topological order, then the outputs as
  * delivered: the first mismatch is the first divergent op. */
 static int compare_all(vctx *c) {
   const plan_program *prog = c->prog;
   int rc;
   diff *df;
+  if (c->deadlock)
+    return PLAN_OK;
+  if (c->low->pipe)
+    return compare_pipelined(c);
   for (int i = 0; i < prog->nops; i++)
     for (int k = 0; k < prog->ops[i].nout; k++) {
       int b = c->low->produced[prog->ops[i].out[k]];
@@ -1242,6 +1326,8 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   c.low = low; /* owned from here: freed with the context */
   c.hook = hook;
   c.hook_user = user;
+  c.mb_axis = low->pipe ? low->pipe->axis : -1;
+  c.mb_now = -1;
   c.runner = plan_cpu_runner();
   if (c.runner->api_version != PLAN_RUNNER_API_VERSION) {
     plan_lowered_free(low);
@@ -1340,10 +1426,21 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
                       o->momentum, o->weight_decay, o->clip_grad_norm,
                       o->loss_scale, low->train->nparams);
   }
-  plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, %lld ranks; ",
-                  p->file, c.equal ? "EQUAL" : "NOT EQUAL",
+  plan_buf_printf(&c.text, "%s: %s (%s mode, seed %llu, ", p->file,
+                  c.equal ? "EQUAL" : "NOT EQUAL",
                   opts->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
-                  (unsigned long long)opts->seed, (long long)c.nranks);
+                  (unsigned long long)opts->seed);
+  if (low->pipe)
+    plan_buf_printf(&c.text,
+                    "%lld ranks, %d stages, %lld microbatches, %s, %d "
+                    "send/recv; ",
+                    (long long)p->mesh.ndevices, low->pipe->nstages,
+                    (long long)low->pipe->microbatches,
+                    plan_schedule_kind_name(
+                        plan_schedule_kind_of(low->pipe->schedule)),
+                    low->pipe->transfers);
+  else
+    plan_buf_printf(&c.text, "%lld ranks; ", (long long)c.nranks);
   bool first = true;
   for (int k = 0; k < PLAN_REDIST_COUNT; k++)
     if (c.low->collectives[k] && k != PLAN_REDIST_SLICE &&
@@ -1354,7 +1451,10 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
       first = false;
     }
   plan_buf_printf(&c.text, "%s)\n", first ? "no collectives" : "");
-  if (!c.equal) {
+  if (c.deadlock) {
+    plan_buf_printf(&c.text, "the schedule did not finish\n");
+    plan_buf_printf(&c.text, "diagnosis: %s\n", c.diagnosis);
+  } else if (!c.equal) {
     plan_buf_printf(&c.text, "first divergent op: %s (tensor '%s')\n",
                     c.first_op, c.first_tensor);
     if (c.diagnosis[0])

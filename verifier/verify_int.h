@@ -49,12 +49,15 @@ typedef struct plan_vblock {
 } plan_vblock;
 
 /* Called after each step of the lowered run with every buffer's blocks,
- * bufs[buffer][rank] (rank = row-major mesh coordinates). The bug corpus
+ * bufs[buffer][rank] (rank = row-major mesh coordinates); in a pipelined
+ * program, once per microbatch the step runs for (microbatch -1: a step
+ * run for all at once, before or after the schedule). The bug corpus
  * uses it to stand in for a faulty runner (a collective that unpads uneven
  * shards wrongly): it may rewrite the blocks the step wrote. A non-zero
  * return stops the run with that status. */
 typedef int (*plan_verify_step_hook)(void *user, const plan_lowered *low,
-                                     int step, plan_vblock *const *bufs);
+                                     int step, int64_t microbatch,
+                                     plan_vblock *const *bufs);
 
 int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
                                plan_lowered *low,

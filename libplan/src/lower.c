@@ -205,10 +205,6 @@ int plan_lower(plan_lowered **out, const plan_plan *p) {
   *out = NULL;
   if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_lower: a plan with a mesh is needed");
-  if (p->pipeline.present)
-    return plan_failf(PLAN_EUNSUPPORTED,
-                      "lowering of pipelines is not available yet: plans "
-                      "without a pipeline only");
   for (int r = 0; r < p->nregions; r++)
     if (p->regions[r].kind == PLAN_REGION_MANUAL)
       return plan_failf(PLAN_EUNSUPPORTED,
@@ -220,6 +216,8 @@ int plan_lower(plan_lowered **out, const plan_plan *p) {
     if (!p->strategies[i].set)
       return plan_failf(PLAN_EINVALID, "op '%s' has no strategy",
                         prog->ops[i].name);
+  if (p->pipeline.present)
+    return plan_lower_pipeline(out, p);
   if (p->training.present)
     return plan_lower_train(out, p);
   plan_lowered *l = calloc(1, sizeof *l);
@@ -241,6 +239,7 @@ void plan_lowered_free(plan_lowered *l) {
     return;
   plan_free(l->own_plan);
   plan_ltrain_free(l->train);
+  plan_lpipe_free(l->pipe); /* after own_plan: its mesh is the pipe's */
   free(l->bufs);
   free(l->steps);
   free(l->produced);

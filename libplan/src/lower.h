@@ -9,7 +9,9 @@
  * program of autodiff (forward ops, then backward ops) with a strategy for
  * every backward op derived from its forward op's (lower_train.c), and each
  * param's gradient delivered where its optimizer update runs (the gradient
- * sync). Pipeline schedules are not lowered yet. */
+ * sync). A plan with a pipeline lowers its step over the microbatch mesh
+ * and tags every step with the stage and phase it runs in (lower_pipe.c);
+ * the verifier runs it action by action as the schedule says. */
 #ifndef LIBPLAN_LOWER_H
 #define LIBPLAN_LOWER_H
 
@@ -27,6 +29,9 @@ typedef enum plan_lstep_kind {
                         consts) in its storage placement */
   PLAN_LSTEP_OP,     /* a program op on local blocks */
   PLAN_LSTEP_REDIST, /* one redistribution step: in[0] -> out[0] */
+  PLAN_LSTEP_TRANSFER, /* pipelines: in[0] (written by another stage) sent
+                          to this step's stage, as out[0]: same tensor,
+                          same placement */
   PLAN_LSTEP_COUNT
 } plan_lstep_kind;
 
@@ -40,7 +45,45 @@ typedef struct plan_lstep {
   int64_t *group_order; /* ALL_GATHER from a lowered file: the coordinate
                            whose block lands at each position of the
                            concatenation; NULL: coordinate order */
+  /* Pipelines, INPUT and TRANSFER steps: microbatch k receives the data of
+   * microbatch (k + mb_shift) mod m. 0 in every lowering; the bug corpus
+   * sets it (labels paired with another microbatch's inputs, a send/recv
+   * off by one microbatch). */
+  int64_t mb_shift;
 } plan_lstep;
+
+/* Where a step of a pipelined program runs. */
+typedef enum plan_lphase {
+  PLAN_LPHASE_PRE,    /* before the schedule, on every rank: leaves */
+  PLAN_LPHASE_F,      /* its stage's forward (action F) */
+  PLAN_LPHASE_I,      /* the input-gradient half of its backward (B or I) */
+  PLAN_LPHASE_W,      /* the weight-gradient half (B or W) */
+  PLAN_LPHASE_RECV_F, /* a TRANSFER into its stage, forward (RECV_F, or
+                         before F when the schedule has no receive) */
+  PLAN_LPHASE_RECV_B, /* backward (RECV_B, or before B / I) */
+  PLAN_LPHASE_POST,   /* after the schedule, on every rank: the sum over
+                         microbatches (gradient accumulation), the gradient
+                         sync, the outputs' delivery */
+  PLAN_LPHASE_COUNT
+} plan_lphase;
+
+/* A pipelined step (lower_pipe.c). Microbatches are a sharding in time:
+ * the plan is lowered over its microbatch mesh, the mesh with the
+ * pipeline axis (R everywhere) replaced by an axis of `microbatches`
+ * along which inputs are split on their batch dim. A rank of that mesh is
+ * a (device of one pipeline rank's sub-mesh, microbatch) pair. */
+typedef struct plan_lpipe {
+  int axis;             /* the microbatch axis (the pipeline axis's slot) */
+  int64_t microbatches;
+  int nstages, ranks;   /* stage s runs on pipeline rank s mod ranks */
+  struct plan_schedule *schedule; /* each pipeline rank's actions */
+  int *stage;           /* [step]: its stage; -1 for PRE and POST */
+  uint8_t *phase;       /* [step]: plan_lphase */
+  int *from_stage;      /* [step]: a TRANSFER's sending stage; else -1 */
+  int transfers;        /* TRANSFER steps */
+  plan_plan *xplan;     /* the plan over the microbatch mesh: owned, its
+                           program borrowed from the plan lowered */
+} plan_lpipe;
 
 struct plan_grad_map;
 
@@ -79,6 +122,7 @@ typedef struct plan_lowered {
                      placement */
   int collectives[PLAN_REDIST_COUNT]; /* steps of each kind */
   plan_ltrain *train; /* a training step; NULL for a forward program */
+  plan_lpipe *pipe;   /* a pipelined program; NULL without a pipeline */
 } plan_lowered;
 
 /* Lowers a validated plan. A training plan lowers its training step, whose
@@ -94,9 +138,16 @@ void plan_lowered_free(plan_lowered *l);
  * step of p (lower_train.c). */
 int plan_lower_steps(plan_lowered *l);
 int plan_lower_train(plan_lowered **out, const plan_plan *p);
+/* The same over a microbatch mesh: every gradient is delivered summed
+ * over `mb_axis` (accumulated), whatever its sync; -1: no such axis. */
+int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis);
 void plan_ltrain_free(plan_ltrain *t);
+/* A plan with a pipeline (lower_pipe.c). */
+int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);
+void plan_lpipe_free(plan_lpipe *pp);
 
-/* The lowered program as YAML (spec/lowered-format.md); newly allocated. */
+/* The lowered program as YAML (spec/lowered-format.md); newly allocated.
+ * PLAN_EUNSUPPORTED for a pipelined program (no file form yet). */
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
 /* Reads a lowered program (a document whose first key is
  * `libplan-lowered`). Collective steps must fit their buffers' placements;

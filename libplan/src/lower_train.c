@@ -78,6 +78,7 @@ typedef struct tctx {
   plan_grad_map *map;
   plan_placement *prod; /* per training tensor: its produced placement */
   plan_rule rule;
+  int mb_axis; /* the microbatch axis of a pipelined step, or -1 */
 } tctx;
 
 /* The placement in which backward op `op` reads tensor `u`. */
@@ -295,6 +296,9 @@ static int build(tctx *c, plan_lowered *l) {
         rc = none_placement(p, f, &c->prod[t], &tr->master[i], &deliver);
       if (rc)
         return rc;
+      /* a pipelined step accumulates every gradient over microbatches */
+      if (c->mb_axis >= 0)
+        memset(&deliver.ax[c->mb_axis], 0, sizeof deliver.ax[0]);
       tp->out_pl[k].set = true;
       tp->out_pl[k].pl = deliver;
       for (int a = 0; a < deliver.naxes; a++)
@@ -307,6 +311,10 @@ static int build(tctx *c, plan_lowered *l) {
 }
 
 int plan_lower_train(plan_lowered **out, const plan_plan *p) {
+  return plan_lower_train_mb(out, p, -1);
+}
+
+int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis) {
   *out = NULL;
   int rc = refuse_unsupported(p);
   if (rc)
@@ -314,6 +322,7 @@ int plan_lower_train(plan_lowered **out, const plan_plan *p) {
   tctx c;
   memset(&c, 0, sizeof c);
   c.p = p;
+  c.mb_axis = mb_axis;
   plan_program *train = NULL;
   if ((rc = plan_autodiff(&train, &c.map, p->program, NULL)))
     return rc;

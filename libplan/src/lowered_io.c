@@ -56,6 +56,10 @@ static void qstr(plan_buf *b, const char *s) {
 
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   *out = NULL;
+  if (l->pipe)
+    return plan_failf(PLAN_EUNSUPPORTED,
+                      "a pipelined program has no file form yet: `plan "
+                      "verify` runs it from the plan");
   const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
   char **names = buffer_names(l);
