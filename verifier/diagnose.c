@@ -498,7 +498,7 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
   c->diagnosis[0] = 0;
-  if (diagnose_partial_input(c, buf))
+  if (diagnose_partial_input(c, buf) || vx_diagnose_microbatches(c, buf))
     return;
   /* how close a sum of partials must come: in float mode the ranks rounded
    * their partials to the dtype, so the test is on norms, with the slack
@@ -571,7 +571,16 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
       }
       if (k == 0)
         continue;
-      if (!inv)
+      bool mb = c->low->pipe &&
+                (double)c->low->pipe->microbatches == k;
+      if (!inv && mb)
+        snprintf(c->diagnosis, sizeof c->diagnosis,
+                 "values are %g times the reference, the size of axis %s, "
+                 "the number of microbatches: each microbatch's loss a mean "
+                 "over its own samples and the gradients summed over the "
+                 "microbatches (accumulation must average them)",
+                 k, axes);
+      else if (!inv)
         snprintf(c->diagnosis, sizeof c->diagnosis,
                  "values are %g times the reference, the size of axis %s: a "
                  "reduction too many (a sum where a mean was needed, or a "

@@ -170,6 +170,9 @@ int vx_run_transfer(vctx *c, const plan_lstep *s);
 /* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
  * into c->diagnosis. */
 void vx_diagnose(vctx *c, int buf, const diff *df);
+/* diagnose_pipe.c: the microbatch diagnoses of a pipelined program; false
+ * when none applies (or the program has no pipeline). */
+bool vx_diagnose_microbatches(vctx *c, int buf);
 
 /* verify_train.c: a training step's setup and its optimizer update. */
 int vx_setup_grid(vctx *c);

@@ -1,0 +1,317 @@
+/* Pipelined training steps (lower_pipe.c, verifier/verify_pipe.c): the
+ * examples verify under every schedule, the steps sit in the stages and
+ * phases the plan says, and the pipeline bugs of the corpus are caught with
+ * the right first wrong tensor and diagnosis, in exact and float mode:
+ *
+ * - accumulation summed where it should average (each microbatch's loss a
+ *   mean over its own samples, the gradients summed);
+ * - a microbatch paired with another microbatch's labels;
+ * - a send/recv off by one microbatch;
+ * - gradients cleared between microbatches;
+ * - a schedule that deadlocks (found while running it). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff.h"
+#include "libplan/plan.h"
+#include "libplan/schedule.h"
+#include "libplan/verify.h"
+#include "lower.h"
+#include "plan_int.h"
+#include "verify_int.h"
+#include "verify_mutations.h"
+
+#define T1F1B "examples/transformer4-1f1b.plan.yaml"
+#define TZB "examples/transformer4-zb-h1.plan.yaml"
+#define TINT "examples/transformer4-interleaved.plan.yaml"
+#define MLP8 "examples/pipeline-1f1b.plan.yaml"
+#define GRID "examples/pipeline-grid.plan.yaml"
+
+static const char *tensor_of(const plan_lowered *l, int buf) {
+  return l->plan->program->tensors[l->bufs[buf].tensor].name;
+}
+
+static plan_verify_options options(int mode) {
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  o.mode = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
+  return o;
+}
+
+/* Every example verifies, in both modes and for two seeds. */
+static void test_examples_equal(void **state) {
+  (void)state;
+  const char *files[] = {T1F1B, TZB, TINT, MLP8, GRID};
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    plan_plan *p = load(files[f]);
+    for (int mode = 0; mode < 2; mode++)
+      for (uint64_t seed = 0; seed < 2; seed++) {
+        plan_verify_options o = options(mode);
+        o.seed = seed;
+        plan_verify_report *r = NULL;
+        assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+        if (!plan_verify_report_equal(r))
+          fprintf(stderr, "%s", plan_verify_report_text(r));
+        assert_true(plan_verify_report_equal(r));
+        assert_non_null(strstr(plan_verify_report_text(r), "microbatches"));
+        plan_verify_report_free(r);
+      }
+    plan_free(p);
+  }
+}
+
+/* Where the steps run: every op in its stage, forward ops in F, the
+ * backward in I or W; transfers between consecutive stages only here,
+ * one each way per stage boundary (the residual stream and its gradient);
+ * the accumulation over microbatches after the schedule. */
+static void test_placement_of_steps(void **state) {
+  (void)state;
+  const char *files[] = {T1F1B, TINT};
+  const int want_transfers[] = {2, 6};
+  for (int f = 0; f < 2; f++) {
+    plan_plan *p = load(files[f]);
+    plan_lowered *l = NULL;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    const plan_lpipe *pp = l->pipe;
+    assert_non_null(pp);
+    assert_int_equal(pp->microbatches, 4);
+    assert_int_equal(pp->transfers, want_transfers[f]);
+    assert_string_equal(l->plan->mesh.axis_names[pp->axis], "mb");
+    int accum = 0, nw = 0;
+    for (int i = 0; i < l->nsteps; i++) {
+      const plan_lstep *s = &l->steps[i];
+      if (s->kind == PLAN_LSTEP_OP) {
+        int fwd = l->train->map->origin[s->op];
+        if (fwd >= 0)
+          assert_int_equal(pp->stage[i], p->pipeline.op_stage[fwd]);
+        if (s->op < l->train->map->nfwd_ops)
+          assert_int_equal(pp->phase[i], PLAN_LPHASE_F);
+        else
+          assert_true(pp->phase[i] == PLAN_LPHASE_I ||
+                      pp->phase[i] == PLAN_LPHASE_W);
+        nw += pp->phase[i] == PLAN_LPHASE_W;
+      } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+        int d = pp->phase[i] == PLAN_LPHASE_RECV_F ? 1 : -1;
+        assert_int_equal(pp->stage[i] - pp->from_stage[i], d);
+      } else if (s->kind == PLAN_LSTEP_REDIST && s->redist.axis == pp->axis) {
+        assert_int_equal(pp->phase[i], PLAN_LPHASE_POST);
+        accum += s->redist.kind == PLAN_REDIST_ALL_REDUCE;
+      }
+    }
+    /* one accumulation per float param (the loss is summed too) */
+    assert_true(accum >= l->train->nparams);
+    assert_true(nw > 0);
+    plan_lowered_free(l);
+    plan_free(p);
+  }
+}
+
+/* ---- the bugs ------------------------------------------------------------- */
+
+typedef struct bug {
+  const char *name;
+  int (*inject)(plan_lowered *l); /* before the run; 0 when done */
+  plan_verify_step_hook hook;
+  const char *first_op, *first_tensor;
+  const char *diagnosis[3]; /* substrings of the diagnosis */
+} bug;
+
+/* Each microbatch's loss a mean over its own samples, the gradients summed:
+ * the loss's seed is m on every microbatch where the mean over the whole
+ * batch wants 1 (a stand-in for a runner that computes it so). */
+static int seed_times_m(void *user, const plan_lowered *l, int step,
+                        int64_t mb, plan_vblock *const *bufs) {
+  (void)user;
+  (void)mb;
+  const plan_lstep *s = &l->steps[step];
+  if (s->kind != PLAN_LSTEP_INPUT || strcmp(tensor_of(l, s->out[0]),
+                                            "grad/loss.out"))
+    return 0;
+  for (int64_t r = 0; r < l->plan->mesh.ndevices; r++)
+    bufs[s->out[0]][r].data[0] = (double)l->pipe->microbatches;
+  return 0;
+}
+
+static int labels_shifted(plan_lowered *l) {
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_INPUT &&
+        !strcmp(tensor_of(l, l->steps[i].out[0]), "labels")) {
+      l->steps[i].mb_shift = 1;
+      return 0;
+    }
+  return -1;
+}
+
+static int recv_off_by_one(plan_lowered *l) {
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER &&
+        l->pipe->phase[i] == PLAN_LPHASE_RECV_F) {
+      l->steps[i].mb_shift = 1;
+      return 0;
+    }
+  return -1;
+}
+
+/* A runner that zeroes each gradient before every microbatch: what is
+ * left after the schedule is the last microbatch's contribution. The
+ * accumulation's input blocks of the last microbatch replace its sum. */
+static int cleared(void *user, const plan_lowered *l, int step, int64_t mb,
+                   plan_vblock *const *bufs) {
+  (void)user;
+  (void)mb;
+  const plan_lstep *s = &l->steps[step];
+  const plan_lpipe *pp = l->pipe;
+  if (s->kind != PLAN_LSTEP_REDIST || s->redist.axis != pp->axis ||
+      s->redist.kind != PLAN_REDIST_ALL_REDUCE ||
+      strncmp(tensor_of(l, s->in[0]), "grad/", 5))
+    return 0;
+  const plan_mesh *m = &l->plan->mesh;
+  for (int64_t r = 0; r < m->ndevices; r++) {
+    /* the rank of the last microbatch at r's other coordinates */
+    int64_t c[PLAN_MAX_MESH_AXES], x = r, q = 0;
+    for (int a = m->naxes - 1; a >= 0; a--) {
+      c[a] = x % m->axis_sizes[a];
+      x /= m->axis_sizes[a];
+    }
+    c[pp->axis] = pp->microbatches - 1;
+    for (int a = 0; a < m->naxes; a++)
+      q = q * m->axis_sizes[a] + c[a];
+    memcpy(bufs[s->out[0]][r].data, bufs[s->in[0]][q].data,
+           sizeof(double) * (size_t)bufs[s->out[0]][r].n);
+  }
+  return 0;
+}
+
+static plan_verify_report *run_bug(const char *file, const bug *b, int mode) {
+  plan_plan *p = load(file);
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  if (b->inject)
+    assert_int_equal(b->inject(l), 0);
+  plan_verify_options o = options(mode);
+  plan_verify_report *r = NULL;
+  assert_int_equal(
+      plan_verify_lowered_hooked(&r, p, l, &o, b->hook, NULL), PLAN_OK);
+  plan_free(p); /* the report keeps its own strings */
+  return r;
+}
+
+static void check_bug(const char *file, const bug *b) {
+  for (int mode = 0; mode < 2; mode++) {
+    plan_verify_report *r = run_bug(file, b, mode);
+    const char *text = plan_verify_report_text(r);
+    const char *d = plan_verify_report_diagnosis(r);
+    fprintf(stderr, "%s (%s mode): first divergent %s (tensor '%s')\n  %s\n",
+            b->name, mode ? "float" : "exact", plan_verify_report_first_op(r),
+            plan_verify_report_first_tensor(r), d ? d : "");
+    assert_false(plan_verify_report_equal(r));
+    if (!plan_verify_report_first_op(r) ||
+        strcmp(plan_verify_report_first_op(r), b->first_op) ||
+        strcmp(plan_verify_report_first_tensor(r), b->first_tensor))
+      fprintf(stderr, "%s", text);
+    assert_string_equal(plan_verify_report_first_op(r), b->first_op);
+    assert_string_equal(plan_verify_report_first_tensor(r), b->first_tensor);
+    for (int k = 0; k < 3 && b->diagnosis[k]; k++) {
+      if (!strstr(d, b->diagnosis[k]))
+        fprintf(stderr, "want '%s' in the diagnosis\n", b->diagnosis[k]);
+      assert_non_null(strstr(d, b->diagnosis[k]));
+    }
+    plan_verify_report_free(r);
+  }
+}
+
+static void test_accumulation_summed(void **state) {
+  (void)state;
+  bug b = {"accumulation summed where averaged", NULL, seed_times_m,
+           "grad/loss/dlogits", "grad/logits",
+           {"4 times the reference", "microbatches"}};
+  check_bug(T1F1B, &b);
+}
+
+static void test_labels_of_another_microbatch(void **state) {
+  (void)state;
+  bug b = {"labels of another microbatch", labels_shifted, NULL,
+           "split into microbatches", "labels",
+           {"microbatch 0 holds microbatch 1's", "0<-1, 1<-2, 2<-3, 3<-0"}};
+  check_bug(T1F1B, &b);
+}
+
+static void test_send_recv_off_by_one(void **state) {
+  (void)state;
+  bug b = {"send/recv off by one microbatch", recv_off_by_one, NULL,
+           "send_f from stage 0 to stage 1", "",
+           {"microbatch 0 holds microbatch 1's"}};
+  /* the residual stream: its name depends on the generator */
+  plan_plan *p = load(T1F1B);
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER &&
+        l->pipe->phase[i] == PLAN_LPHASE_RECV_F) {
+      b.first_tensor = strdup(tensor_of(l, l->steps[i].out[0]));
+      break;
+    }
+  plan_lowered_free(l);
+  plan_free(p);
+  assert_non_null(b.first_tensor);
+  check_bug(T1F1B, &b);
+  check_bug(TZB, &b);
+  free((char *)b.first_tensor);
+}
+
+static void test_cleared_between_microbatches(void **state) {
+  (void)state;
+  bug b = {"gradients cleared between microbatches", NULL, cleared,
+           "as delivered", "grad/embed.weight",
+           {"microbatch 3's contribution", "cleared between microbatches"}};
+  check_bug(T1F1B, &b);
+}
+
+/* A grid whose ranks wait on each other, run: the verifier names both. */
+static void test_deadlock_at_run_time(void **state) {
+  (void)state;
+  plan_plan *p = load(GRID);
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  /* rank 0 waits for the gradient of microbatch 0 before sending its
+   * activation; rank 1 waits for that activation */
+  const char *rows[2] = {"0RECV_B0 0F0 0SEND_F0 0B0 0F1 0SEND_F1 0B1 0F2 "
+                         "0SEND_F2 0B2 0F3 0SEND_F3 0B3",
+                         "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 "
+                         "1RECV_F2 1F2 1B2 1RECV_F3 1F3 1B3"};
+  plan_schedule *bad = NULL;
+  assert_int_equal(plan_schedule_from_grid(&bad, 2, 4, rows, 2), PLAN_OK);
+  plan_schedule_free(l->pipe->schedule);
+  l->pipe->schedule = bad;
+  plan_verify_options o = options(0);
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  const char *d = plan_verify_report_diagnosis(r);
+  fprintf(stderr, "deadlock: %s\n", d);
+  assert_string_equal(plan_verify_report_first_op(r), "schedule");
+  assert_non_null(strstr(d, "deadlocks at run time"));
+  assert_non_null(strstr(d, "rank 0 waits at 0RECV_B0 for 1SEND_B0"));
+  assert_non_null(strstr(d, "rank 1 waits at 1RECV_F0 for 0SEND_F0"));
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_examples_equal),
+      cmocka_unit_test(test_placement_of_steps),
+      cmocka_unit_test(test_accumulation_summed),
+      cmocka_unit_test(test_labels_of_another_microbatch),
+      cmocka_unit_test(test_send_recv_off_by_one),
+      cmocka_unit_test(test_cleared_between_microbatches),
+      cmocka_unit_test(test_deadlock_at_run_time),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
