@@ -468,6 +468,66 @@ static void test_clip_counts_replicas_twice(void **state) {
   free(t);
 }
 
+/* Low precision: with every float tensor in bf16 (or f16), the gradients
+ * are accepted within the float bound (the single-device program's own
+ * error against f64), and the optimizer's results from them are accepted
+ * when they differ only by what that gradient error explains; a partial or
+ * wrongly clipped gradient is still caught. */
+static void test_low_precision(void **state) {
+  (void)state;
+  const char *files[] = {MLP, TSP, TNOSP, "examples/pipeline-1f1b.plan.yaml",
+                         "examples/transformer4-zb-h1.plan.yaml"};
+  const char *dtypes[] = {"bf16", "f16"};
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++)
+    for (int d = 0; d < 2; d++) {
+      plan_plan *p = load(files[f]);
+      plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+      o.dtype = dtypes[d];
+      plan_verify_report *r = NULL;
+      assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+      if (!plan_verify_report_equal(r))
+        fprintf(stderr, "%s", plan_verify_report_text(r));
+      assert_true(plan_verify_report_equal(r));
+      plan_verify_report_free(r);
+      plan_free(p);
+    }
+  /* Adam in bf16: the moments within what the gradient explains */
+  char *t = read_text(MLP);
+  t = replace(t, "{kind: sgd, lr: 0.125, momentum: 0.5}", "{kind: adam, lr: 0.01}");
+  plan_plan *p = load_text(t);
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  o.dtype = "bf16";
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  if (!plan_verify_report_equal(r))
+    fprintf(stderr, "%s", plan_verify_report_text(r));
+  assert_true(plan_verify_report_equal(r));
+  plan_verify_report_free(r);
+  plan_free(p);
+  free(t);
+  /* the bugs, in bf16 */
+  t = read_text(MLP);
+  t = replace(t, "grad_sync: {\"*\": all_reduce}", "grad_sync: {\"*\": none}");
+  p = load_text(t);
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  expect_bug(r, "sgd step 1", "w1", "drifted apart", "'dp'");
+  plan_verify_report_free(r);
+  plan_free(p);
+  free(t);
+  t = read_text(MLP);
+  t = replace(t, "steps: 2", "steps: 2\n  clip_grad_norm: 1.0");
+  p = load_text(t);
+  plan_lowered *l;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  clip_counts_replicas(l);
+  assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+  expect_bug(r, "sgd step 1", "w1", "gradient clipping",
+             "a replica counted more than once");
+  plan_verify_report_free(r);
+  plan_free(p);
+  free(t);
+}
+
 /* Adam: params, both moments compared; the transformer too. Adam's update
  * hides a gradient's scale, so clipping that counts replicas twice leaves
  * the params (nearly) right and shows in the first moment (DESIGN §3). */
@@ -566,6 +626,7 @@ int main(void) {
       cmocka_unit_test(test_grads_summed_not_averaged),
       cmocka_unit_test(test_sync_none),
       cmocka_unit_test(test_clip_counts_replicas_twice),
+      cmocka_unit_test(test_low_precision),
       cmocka_unit_test(test_adam),
       cmocka_unit_test(test_loss_scale),
   };
