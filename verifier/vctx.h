@@ -63,6 +63,8 @@ typedef struct vctx {
   bool *compared;
   bool *needs_cmp;    /* a layout or a delivered output */
   int *last_use;      /* the last step that reads it, -1 when none */
+  int *readers_left;  /* pipelines: the steps that read it and have not run
+                         for every microbatch (NULL otherwise) */
   int *pending;       /* per tensor: its buffers still to compare; at 0,
                          when all matched, its reference goes to the pool */
   bool *mismatched;   /* per tensor */

@@ -479,9 +479,11 @@ int vx_ensure_buffer(vctx *c, int b, bool zero) {
     block *blk = &c->bufs[b][r];
     if (blk->data)
       continue;
-    int rc = zero ? alloc_block(blk) : take_block(c, blk);
+    int rc = take_block(c, blk);
     if (rc)
       return rc;
+    if (zero) /* pooled memory is not */
+      memset(blk->data, 0, sizeof(double) * (size_t)(blk->n > 0 ? blk->n : 1));
   }
   return PLAN_OK;
 }
@@ -512,14 +514,15 @@ int vx_after_step(vctx *c, int i) {
       }
     }
   }
-  if (c->low->pipe) /* compared after the run: every block is still there,
-                      and the diagnoses read them */
-    return PLAN_OK;
   for (int pass = 0; pass < 2; pass++) {
     int n = pass ? s->nout : s->nin;
     for (int k = 0; k < n; k++) {
       int b = pass ? s->out[k] : s->in[k];
-      if (c->last_use[b] > i || (c->keep_buf && c->keep_buf[b]) ||
+      /* read again later: by a later step, or (pipelines) by a step that
+       * has not run for every microbatch yet */
+      bool later = c->readers_left ? c->readers_left[b] > 0
+                                   : c->last_use[b] > i;
+      if (later || (c->keep_buf && c->keep_buf[b]) ||
           (c->needs_cmp[b] && (!c->compared[b] || c->diffs[b].mismatches)))
         continue;
       for (int64_t r = 0; r < c->nranks; r++)
@@ -1207,6 +1210,8 @@ static void free_run(vctx *c) {
   free(c->last_use);
   free(c->pending);
   free(c->mismatched);
+  free(c->readers_left);
+  c->readers_left = NULL;
   if (c->ref64)
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref64[t]);

@@ -32,6 +32,7 @@ typedef struct prun {
   uint8_t *done_f, *done_i, *done_w, *sent_f, *sent_b, *recv_f, *recv_b;
   /* whether the schedule has the receive (else the transfer is implicit) */
   uint8_t *has_rf, *has_rb;
+  int *runs; /* [step]: the microbatches it has run for */
 } prun;
 
 static int phase_of(int ph) {
@@ -97,6 +98,28 @@ static int shift_input(vctx *c, const plan_lstep *s) {
   return PLAN_OK;
 }
 
+/* Step i has run for one more microbatch; once it has run for all (once,
+ * before or after the schedule), what it wrote is compared and the blocks
+ * no step will read again go back to the pool: the run's memory stays near
+ * the unpipelined run's. The inputs of the steps after the schedule stay
+ * (the diagnoses of the sum over microbatches read them). */
+static int ran(prun *x, int i) {
+  vctx *c = x->c;
+  const plan_lstep *s = &c->low->steps[i];
+  int ph = x->pp->phase[i];
+  bool whole = ph == PLAN_LPHASE_PRE || ph == PLAN_LPHASE_POST;
+  if (++x->runs[i] < (whole ? 1 : x->M))
+    return PLAN_OK;
+  for (int j = 0; j < s->nin && ph != PLAN_LPHASE_POST; j++) {
+    bool first = true; /* a buffer read twice by one step counts once */
+    for (int q = 0; q < j; q++)
+      first &= s->in[q] != s->in[j];
+    if (first)
+      c->readers_left[s->in[j]]--;
+  }
+  return vx_after_step(c, i);
+}
+
 /* Runs the steps of (stage, phase) for microbatch k. */
 static int run_part(prun *x, int stage, int ph, int64_t k) {
   vctx *c = x->c;
@@ -104,8 +127,9 @@ static int run_part(prun *x, int stage, int ph, int64_t k) {
   int rc = PLAN_OK;
   c->mb_now = k;
   for (int i = 0; i < l->nsteps && !rc; i++)
-    if (x->pp->stage[i] == stage && phase_of(x->pp->phase[i]) == ph)
-      rc = vx_exec_step(c, i);
+    if (x->pp->stage[i] == stage && phase_of(x->pp->phase[i]) == ph &&
+        !(rc = vx_exec_step(c, i)))
+      rc = ran(x, i);
   c->mb_now = -1;
   return rc;
 }
@@ -318,6 +342,20 @@ int vx_run_pipeline(vctx *c) {
         x.has_rb[i] = 1;
     }
   }
+  x.runs = calloc((size_t)l->nsteps + 1, sizeof(int));
+  c->readers_left = calloc((size_t)l->nbufs + 1, sizeof(int));
+  if (!x.runs || !c->readers_left) {
+    free(flags);
+    free(x.runs);
+    return plan_oom();
+  }
+  for (int i = 0; i < l->nsteps; i++)
+    for (int j = 0; j < l->steps[i].nin; j++) {
+      bool first = true;
+      for (int q = 0; q < j; q++)
+        first &= l->steps[i].in[q] != l->steps[i].in[j];
+      c->readers_left[l->steps[i].in[j]] += first;
+    }
   int rc = PLAN_OK;
   /* before the schedule: the leaves, on every rank */
   for (int i = 0; i < l->nsteps && !rc; i++)
@@ -325,16 +363,15 @@ int vx_run_pipeline(vctx *c) {
       rc = vx_exec_step(c, i);
       if (!rc && l->steps[i].kind == PLAN_LSTEP_INPUT && l->steps[i].mb_shift)
         rc = shift_input(c, &l->steps[i]);
+      if (!rc)
+        rc = ran(&x, i);
     }
   if (!rc)
     rc = run_schedule(&x);
+  for (int i = 0; i < l->nsteps && !rc && !c->deadlock; i++)
+    if (x.pp->phase[i] == PLAN_LPHASE_POST && !(rc = vx_exec_step(c, i)))
+      rc = ran(&x, i);
   free(flags);
-  if (rc || c->deadlock)
-    return rc;
-  for (int i = 0; i < l->nsteps && !rc; i++)
-    if (x.pp->phase[i] == PLAN_LPHASE_POST)
-      rc = vx_exec_step(c, i);
-  for (int i = 0; i < l->nsteps && !rc; i++)
-    rc = vx_after_step(c, i);
+  free(x.runs);
   return rc;
 }
