@@ -73,9 +73,3 @@ void plan_input_fill_block(double *out, uint64_t seed, uint64_t tensor_key,
   }
 }
 
-double plan_dyadic_round(double x, int bits) {
-  if (!isfinite(x))
-    return x;
-  /* nearbyint rounds half to even in the default rounding mode */
-  return ldexp(nearbyint(ldexp(x, bits)), -bits);
-}

@@ -48,7 +48,25 @@ void plan_input_fill_block(double *out, uint64_t seed, uint64_t tensor_key,
 
 /* Exact mode: rounds x to the grid 2^-bits (round half to even), so results
  * of ops that are not exactly representable stay small dyadic numbers and
- * every later sum is exact. Infinities and NaN pass through. */
-double plan_dyadic_round(double x, int bits);
+ * every later sum is exact. Infinities and NaN pass through; bits in
+ * [1, 60]. Inline: exact mode rounds every element of most results.
+ *
+ * A value of magnitude 2^(52 - bits) or more is on the grid already (its
+ * last bit is worth at least 2^-bits). Below, x 2^bits and the division
+ * back are exact (powers of two), and adding and subtracting 2^52 rounds
+ * to an integer in the current rounding mode, half to even by default. */
+static inline double plan_dyadic_round(double x, int bits) {
+  union {
+    uint64_t u;
+    double d;
+  } up = {(uint64_t)(1023 + bits) << 52}, down = {(uint64_t)(1023 - bits) << 52},
+    lim = {(uint64_t)(1023 + 52 - bits) << 52};
+  if (!(x < lim.d && x > -lim.d)) /* large, infinite or NaN */
+    return x;
+  volatile double big = 0x1p52; /* kept from being folded away */
+  double y = x * up.d;
+  double r = y >= 0 ? (y + big) - big : -((-y + big) - big);
+  return r * down.d;
+}
 
 #endif

@@ -65,6 +65,8 @@ typedef struct vctx {
   int *last_use;      /* the last step that reads it, -1 when none */
   int *readers_left;  /* pipelines: the steps that read it and have not run
                          for every microbatch (NULL otherwise) */
+  uint8_t *written;   /* pipelines: [buffer * microbatches + k], whether
+                         microbatch k's blocks have been written */
   int *pending;       /* per tensor: its buffers still to compare; at 0,
                          when all matched, its reference goes to the pool */
   bool *mismatched;   /* per tensor */

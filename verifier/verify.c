@@ -607,7 +607,7 @@ int vx_exec_step(vctx *c, int i) {
   for (int j = 0; j < s->nin && !rc; j++)
     rc = vx_ensure_buffer(c, s->in[j], true);
   for (int k = 0; k < s->nout && !rc; k++)
-    rc = vx_ensure_buffer(c, s->out[k], l->pipe != NULL);
+    rc = vx_ensure_buffer(c, s->out[k], false);
   if (rc)
     return rc;
   if (s->kind == PLAN_LSTEP_INPUT) {
@@ -631,6 +631,14 @@ int vx_exec_step(vctx *c, int i) {
       for (int64_t e = 0; !rc && scale != 1 && e < outs[0]->n; e++)
         outs[0]->data[e] *= scale;
     }
+  }
+  for (int k = 0; !rc && c->written && k < s->nout; k++) {
+    /* pipelines: which microbatches' blocks hold values */
+    uint8_t *w = c->written + (size_t)s->out[k] * (size_t)l->pipe->microbatches;
+    if (c->mb_now >= 0)
+      w[c->mb_now] = 1;
+    else
+      memset(w, 1, (size_t)l->pipe->microbatches);
   }
   if (!rc && c->hook)
     rc = c->hook(c->hook_user, l, i, c->mb_now, c->bufs);
@@ -1212,6 +1220,8 @@ static void free_run(vctx *c) {
   free(c->mismatched);
   free(c->readers_left);
   c->readers_left = NULL;
+  free(c->written);
+  c->written = NULL;
   if (c->ref64)
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref64[t]);

@@ -62,6 +62,11 @@ int vx_run_transfer(vctx *c, const plan_lstep *s) {
     memcpy(coord, c->coords[r], sizeof coord);
     coord[pp->axis] = ((coord[pp->axis] + s->mb_shift) % m + m) % m;
     const block *sb = &src[vx_rank_at(c->m, coord)];
+    if (!c->written[(size_t)s->in[0] * (size_t)m + (size_t)coord[pp->axis]]) {
+      /* a microbatch not computed yet: its blocks hold nothing */
+      memset(dst[r].data, 0, sizeof(double) * (size_t)dst[r].n);
+      continue;
+    }
     if (sb->n != dst[r].n)
       return plan_failf(PLAN_EINVALID,
                         "send/recv of '%s': the microbatches' blocks differ "
@@ -344,7 +349,8 @@ int vx_run_pipeline(vctx *c) {
   }
   x.runs = calloc((size_t)l->nsteps + 1, sizeof(int));
   c->readers_left = calloc((size_t)l->nbufs + 1, sizeof(int));
-  if (!x.runs || !c->readers_left) {
+  c->written = calloc(((size_t)l->nbufs + 1) * (size_t)x.M, 1);
+  if (!x.runs || !c->readers_left || !c->written) {
     free(flags);
     free(x.runs);
     return plan_oom();
