@@ -46,7 +46,10 @@ const char usage_verify[] =
     "  --report F    the report's format: text (default), yaml or json (schema\n"
     "                libplan-verify/1), junit (XML for CI)\n"
     "  --out FILE    write the report to FILE (atomically) instead of stdout\n"
-    "Forward plans only for now (training steps and pipelines: exit 3).\n"
+    "A training plan verifies its training step (loss, every gradient, the\n"
+    "optimizer's update over its steps); a pipelined one runs each pipeline\n"
+    "rank's schedule, microbatch by microbatch (a deadlock is reported).\n"
+    "Manual regions are not lowered yet (exit 3).\n"
     "Exit: 0 equal, 1 not equal or invalid plan, 2 unreadable input or bad\n"
     "usage, 3 cannot run here.\n";
 

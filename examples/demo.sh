@@ -6,8 +6,9 @@
 # runner's simulated ranks, print it with its modeled costs, and replay the
 # search from the plan's provenance. Then the examples tour: validate and
 # hash every examples/*.plan.yaml, verify every example (exact and float
-# mode; plans not lowered yet, such as pipelines, say so), draw a pipeline
-# schedule, and show two plans as tables. Exits non-zero when anything
+# mode; plans not lowered yet say so), draw a pipeline schedule, verify a
+# pipelined training step under three schedules and draw their timelines,
+# and show two plans as tables. Exits non-zero when anything
 # fails. Its files go to DEMO_OUT (default build/demo).
 set -u
 PLAN=${1:-build/plan}
@@ -107,6 +108,22 @@ if "$PLAN" schedule "$DIR/pipeline-1f1b.plan.yaml" --svg "$OUTDIR/1f1b.svg" >"$o
 else
   echo "  FAILED: plan schedule"; sed 's/^/    /' "$out"; fail=1
 fi
+
+echo
+echo "== a pipelined training step: a 4-layer transformer on dp x tp x pp = 2 x 2 x 2, 4 microbatches"
+for f in transformer4-1f1b transformer4-zb-h1 transformer4-interleaved; do
+  if "$PLAN" verify "$DIR/$f.plan.yaml" >"$out" 2>&1; then
+    printf '  %s\n' "$(grep '^training:' "$out" | cut -c1-110)..."
+    printf '  %s\n' "$(tail -n 1 "$out" | sed 's/^[^:]*: //')"
+  else
+    echo "  FAILED: plan verify $f"; sed 's/^/    /' "$out"; fail=1
+  fi
+  if "$PLAN" schedule "$DIR/$f.plan.yaml" --svg "$OUTDIR/$f.svg" >"$out" 2>&1; then
+    printf '  %s: %s (picture: %s)\n' "$f" "$(grep '^makespan' "$out")" "$OUTDIR/$f.svg"
+  else
+    echo "  FAILED: plan schedule $f"; sed 's/^/    /' "$out"; fail=1
+  fi
+done
 
 for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
   echo

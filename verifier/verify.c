@@ -924,8 +924,14 @@ void vx_compare_buffer(const vctx *c, int buf, diff *df) {
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
   memset(df, 0, sizeof *df);
+  /* pipelines: the copies of a value along the microbatch axis are made
+   * by running the same steps on the same blocks (params, the sums over
+   * microbatches): compared once */
+  bool mb_once = c->mb_axis >= 0 && lb->pl.ax[c->mb_axis].kind == PLAN_PL_R;
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!vx_partial_leader(c, r, pa, np)) /* one representative per group */
+      continue;
+    if (mb_once && c->coords[r][c->mb_axis] != 0)
       continue;
     const block *b = &c->bufs[buf][r];
     int64_t coord[PLAN_MAX_MESH_AXES];
