@@ -52,6 +52,8 @@ typedef struct vctx {
   bool force64;   /* run every float kernel in f64 (for ref64) */
   int dtype;      /* float mode, --dtype: the dtype of every float tensor;
                      -1: each tensor's own */
+  int8_t *policy; /* [tensor]: a training dtype policy's dtype for it, -1
+                     its own; NULL without a policy */
   /* float mode, per tensor: the tolerances, and for the depth bound the
    * reduction length along the deepest path from the inputs and the RMS
    * of the reference */

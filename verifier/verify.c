@@ -118,8 +118,13 @@ static double seconds_now(void) {
 
 /* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
 plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t) {
-  return c->dtype >= 0 && plan_dtype_is_float(t->dtype) ? (plan_dtype)c->dtype
-                                                         : t->dtype;
+  if (!plan_dtype_is_float(t->dtype))
+    return t->dtype;
+  if (c->dtype >= 0)
+    return (plan_dtype)c->dtype;
+  if (c->policy && c->policy[t - c->prog->tensors] >= 0)
+    return (plan_dtype)c->policy[t - c->prog->tensors];
+  return t->dtype;
 }
 
 void vx_fill_leaf(const vctx *c, int tensor, block *b) {
@@ -231,9 +236,14 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
   plan_view vin[PLAN_MAX_OPERANDS], vout[PLAN_MAX_OPERANDS];
   int rc = PLAN_OK;
   char err[256] = "";
+  /* a dtype policy: float inputs are read in the output's dtype */
+  const plan_tensor *o0 = op->nout ? &c->prog->tensors[op->out[0]] : NULL;
+  bool autocast = c->policy && o0 && plan_dtype_is_float(o0->dtype);
   for (int j = 0; j < op->nin && !rc; j++) {
     const plan_tensor *t = &c->prog->tensors[op->in[j]];
-    plan_dtype kd = kernel_dtype(c, t);
+    plan_dtype kd = autocast && plan_dtype_is_float(t->dtype)
+                        ? kernel_dtype(c, o0)
+                        : kernel_dtype(c, t);
     set_view(&vin[j], t, kd, ins[j]);
     if (!(vin[j].data = to_kernel(c, j, kd, ins[j]->data, ins[j]->n)))
       rc = plan_oom();
@@ -751,6 +761,16 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   if (*rtol > 0 || *atol > 0)
     return;
   dtype_tol(vx_run_dtype(c, t), rtol, atol);
+  /* a dtype policy: every tensor of the step is computed from values in
+   * the compute dtype, and holds no more of their precision (an f32
+   * gradient of bf16 activations, the loss of bf16 logits) */
+  int cd = c->policy ? c->p->training.compute_dtype : -1;
+  if (cd >= 0 && plan_dtype_is_float(t->dtype)) {
+    double cr, ca;
+    dtype_tol((plan_dtype)cd, &cr, &ca);
+    if (cr > *rtol)
+      *rtol = cr, *atol = ca > *atol ? ca : *atol;
+  }
 }
 
 void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
@@ -1284,6 +1304,7 @@ static void free_ctx(vctx *c) {
   free(c->keep_buf);
   free(c->master_buf);
   free(c->grid_op);
+  free(c->policy);
   for (int i = 0; i < PLAN_MAX_OPERANDS * 2; i++)
     free(c->scratch[i]);
   plan_buf_free(&c->text);

@@ -107,11 +107,48 @@ int vx_setup_grid(vctx *c) {
 
 /* Per param: a buffer of the master placement (for comparing the updated
  * params), and the reference values and blocks the update reads kept. */
+/* The dtype policy (spec §4.5 `dtypes`; docs/training-and-pipelines.md,
+ * "Dtype policies"): each float tensor of the training step runs in the
+ * dtype its role gives it. Params (their master copies and the optimizer
+ * state) in `param`; their gradients in `grad`; the loss and its seed, a
+ * sum over the batch, in `accum`; every other activation and gradient in
+ * `compute`. An op reads its float inputs in its output's dtype (autocast:
+ * an f32 weight is rounded to bf16 where a bf16 matmul reads it; a bf16
+ * activation is read exactly by an f32 weight-gradient op); the kernels
+ * accumulate in f32 or wider. Unset entries keep each tensor's own dtype;
+ * --dtype overrides the policy. */
+static int setup_policy(vctx *c) {
+  const plan_training *o = &c->p->training;
+  const plan_ltrain *tr = c->low->train;
+  if (c->dtype >= 0 || (o->param_dtype < 0 && o->compute_dtype < 0 &&
+                        o->grad_dtype < 0 && o->accum_dtype < 0))
+    return PLAN_OK;
+  const plan_program *prog = c->prog;
+  c->policy = malloc((size_t)prog->ntensors + 1);
+  if (!c->policy)
+    return plan_oom();
+  for (int t = 0; t < prog->ntensors; t++) {
+    const plan_tensor *x = &prog->tensors[t];
+    int d = o->compute_dtype;
+    if (x->role == PLAN_ROLE_PARAM)
+      d = o->param_dtype;
+    if (t == tr->loss || (tr->map && t == tr->map->seed))
+      d = o->accum_dtype >= 0 ? o->accum_dtype : o->compute_dtype;
+    c->policy[t] = (int8_t)(plan_dtype_is_float(x->dtype) ? d : -1);
+  }
+  for (int i = 0; i < tr->nparams; i++)
+    c->policy[prog->outputs[tr->grad_out[i]]] = (int8_t)o->grad_dtype;
+  return PLAN_OK;
+}
+
 int vx_setup_train(vctx *c) {
   plan_lowered *l = c->low;
   const plan_ltrain *tr = l->train;
   int np = tr->nparams;
   size_t nt = (size_t)c->prog->ntensors + 1;
+  int rc0 = setup_policy(c);
+  if (rc0)
+    return rc0;
   plan_lbuf *nb = realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
   if (!nb)
     return plan_oom();

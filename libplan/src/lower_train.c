@@ -51,25 +51,6 @@ static void shape_of(const plan_tensor *t, plan_shape *s) {
   s->dtype = t->dtype;
 }
 
-/* The training features the lowering does not carry out yet. */
-static int refuse_unsupported(const plan_plan *p) {
-  const plan_training *tr = &p->training;
-  const char *what = NULL;
-  const plan_program *prog = p->program;
-  int dts[4] = {tr->param_dtype, tr->compute_dtype, tr->grad_dtype,
-                tr->accum_dtype};
-  for (int i = 0; i < 4 && !what; i++)
-    for (int t = 0; t < prog->ntensors && !what; t++)
-      if (dts[i] >= 0 && plan_dtype_is_float(prog->tensors[t].dtype) &&
-          (int)prog->tensors[t].dtype != dts[i])
-        what = "a dtype policy that changes a tensor's dtype (mixed "
-               "precision)";
-  if (!what)
-    return PLAN_OK;
-  return plan_fail(PLAN_EUNSUPPORTED, p->file, tr->pos.line, tr->pos.col,
-                   "training: lowering %s is not available yet", what);
-}
-
 /* A derived plan over the training program: strategies per op, placements
  * per leaf, output placements. */
 typedef struct tctx {
@@ -316,9 +297,7 @@ int plan_lower_train(plan_lowered **out, const plan_plan *p) {
 
 int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis) {
   *out = NULL;
-  int rc = refuse_unsupported(p);
-  if (rc)
-    return rc;
+  int rc;
   tctx c;
   memset(&c, 0, sizeof c);
   c.p = p;

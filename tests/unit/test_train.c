@@ -266,31 +266,71 @@ static void test_optimizer_settings(void **state) {
   free(t);
 }
 
-/* What the lowering refuses, clearly. */
+/* What the lowering refuses, clearly: a pipelined program with an op that
+ * mixes the samples of the batch (a softmax over it) cannot run microbatch
+ * by microbatch. */
 static void test_refusals(void **state) {
   (void)state;
-  static const struct {
-    const char *from, *to;
-    int code;
-    const char *msg;
-  } cases[] = {
-      {"steps: 2", "steps: 2\n  dtypes: {compute: bf16}", PLAN_EUNSUPPORTED,
-       "dtype policy"},
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    char *t = read_text(MLP);
-    t = replace(t, cases[i].from, cases[i].to);
+  char *t = read_text("examples/pipeline-1f1b.plan.yaml");
+  t = replace(t, "{name: layers.7.act, op: relu,   in: [h7], out: a7}",
+              "{name: layers.7.act, op: softmax, in: [h7], out: a7, attrs: {dim: 0}}");
+  plan_plan *p = load_text(t);
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_EUNSUPPORTED);
+  assert_null(l);
+  const char *msg = plan_error_last()->message;
+  assert_non_null(strstr(msg, "op 'layers.7.act' cannot run microbatch by "
+                              "microbatch"));
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify(&r, p, NULL), PLAN_EUNSUPPORTED);
+  assert_null(r);
+  plan_free(p);
+  free(t);
+}
+
+/* A dtype policy (mixed precision): bf16 compute, f32 params, gradients
+ * and loss. Float mode runs every activation in bf16 and compares against
+ * the reference under the same policy; exact mode is unchanged. A dropped
+ * gradient all-reduce is still caught. */
+static void test_dtype_policy(void **state) {
+  (void)state;
+  const char *files[] = {MLP, TSP, "examples/transformer4-1f1b.plan.yaml"};
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    char *t = read_text(files[f]);
+    t = replace(t, "steps: 2", "steps: 2\n  dtypes: {param: f32, compute: "
+                               "bf16, grad: f32, accum: f32}");
     plan_plan *p = load_text(t);
-    plan_lowered *l = NULL;
-    assert_int_equal(plan_lower(&l, p), cases[i].code);
-    assert_null(l);
-    assert_non_null(strstr(plan_error_last()->message, cases[i].msg));
-    plan_verify_report *r = NULL;
-    assert_int_equal(plan_verify(&r, p, NULL), cases[i].code);
-    assert_null(r);
+    assert_int_equal(p->training.compute_dtype, PLAN_BF16);
+    for (int mode = 0; mode < 2; mode++) {
+      plan_verify_report *r = verify_plan(p, mode, 0);
+      if (!plan_verify_report_equal(r))
+        fprintf(stderr, "%s", plan_verify_report_text(r));
+      assert_true(plan_verify_report_equal(r));
+      /* float mode: activations compared in bf16, gradients in f32 */
+      if (mode)
+        assert_non_null(strstr(plan_verify_report_text(r), "bf16"));
+      plan_verify_report_free(r);
+    }
     plan_free(p);
     free(t);
   }
+  char *t = read_text(MLP);
+  t = replace(t, "steps: 2", "steps: 2\n  dtypes: {compute: bf16}");
+  plan_plan *p = load_text(t);
+  plan_lowered *l;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  plan_lstep *s = find_redist(l, "grad/w1", PLAN_REDIST_ALL_REDUCE, 0);
+  assert_non_null(s);
+  s->redist.kind = PLAN_REDIST_RELABEL;
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  o.mode = PLAN_VERIFY_FLOAT;
+  plan_verify_report *r;
+  assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  assert_non_null(strstr(plan_verify_report_first_tensor(r), "w1"));
+  plan_verify_report_free(r);
+  plan_free(p);
+  free(t);
 }
 
 /* ---- the bug corpus
@@ -620,6 +660,7 @@ int main(void) {
       cmocka_unit_test(test_sharded_optimizer_state),
       cmocka_unit_test(test_optimizer_settings),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_dtype_policy),
       cmocka_unit_test(test_norm_grad_reduce_dropped),
       cmocka_unit_test(test_extra_grad_reduce),
       cmocka_unit_test(test_grads_scaled_twice),
