@@ -493,62 +493,8 @@ static bool diagnose_drift(vctx *c, int buf) {
 }
 
 /* The usual causes, from the numbers (DESIGN §3). */
-void vx_diagnose(vctx *c, int buf, const diff *df) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  const double *ref = c->ref[lb->tensor];
-  c->diagnosis[0] = 0;
-  if (diagnose_partial_input(c, buf) || vx_diagnose_microbatches(c, buf))
-    return;
-  /* how close a sum of partials must come: in float mode the ranks rounded
-   * their partials to the dtype, so the test is on norms, with the slack
-   * of the low-precision bound */
-  double rtol = 1e-6, atol = 1e-6;
-  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
-    vx_diag_tol(c, t, &rtol, &atol);
-    rtol *= PLAN_VERIFY_LOWP_FACTOR;
-  }
-  /* partial sums: along an R axis, the ranks' blocks sum to the reference */
-  for (int a = 0; a < c->m->naxes; a++) {
-    if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
-      continue;
-    bool any = false, differ = false;
-    double err2 = 0, want2 = 0, n = 0;
-    for (int64_t r = 0; r < c->nranks; r++) {
-      if (c->coords[r][a] != 0)
-        continue;
-      const block *b = &c->bufs[buf][r];
-      int64_t coord[PLAN_MAX_MESH_AXES];
-      memcpy(coord, c->coords[r], sizeof coord);
-      for (int64_t e = 0; e < b->n; e++) {
-        double s = 0, first = b->data[e];
-        for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
-          coord[a] = m;
-          double v = c->bufs[buf][vx_rank_at(c->m, coord)].data[e];
-          s += v;
-          differ |= v != first;
-        }
-        double want = ref[vx_global_index(t, b, e)];
-        err2 += (s - want) * (s - want);
-        want2 += want * want;
-        n++;
-        any = true;
-      }
-    }
-    bool all = sqrt(err2) <= rtol * sqrt(want2) + atol * sqrt(n);
-    /* identical replicas are a wrong reduction, not a missing one */
-    if (all && any && differ) {
-      snprintf(c->diagnosis, sizeof c->diagnosis,
-               "the ranks along '%s' hold partial sums of '%s': their sum is "
-               "the reference, so a reduction over '%s' (an all-reduce) is "
-               "missing",
-               c->m->axis_names[a], t->name, c->m->axis_names[a]);
-      return;
-    }
-  }
-  if (diagnose_drift(c, buf))
-    return;
-  /* a constant ratio equal to an axis size (naming every axis that size) */
+/* A constant ratio equal to an axis size (naming every axis that size). */
+static bool diagnose_ratio(vctx *c, const diff *df, double rtol) {
   if (df->want != 0) {
     double ratio = df->got / df->want;
     /* exact mode: the ratio is exact; float mode: within the dtype's
@@ -591,9 +537,80 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
                  "values are 1/%g of the reference, the size of axis %s: a "
                  "mean where a sum was needed, or a reduction missing",
                  k, axes);
+      return true;
+    }
+  }
+  return false;
+}
+
+void vx_diagnose(vctx *c, int buf, const diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const double *ref = c->ref[lb->tensor];
+  c->diagnosis[0] = 0;
+  /* how close a sum of partials must come: in float mode the ranks rounded
+   * their partials to the dtype, so the test is on norms, with the slack
+   * of the low-precision bound */
+  double rtol = 1e-6, atol = 1e-6;
+  if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
+    vx_diag_tol(c, t, &rtol, &atol);
+    rtol *= PLAN_VERIFY_LOWP_FACTOR;
+  }
+  /* a pipelined run hands back the blocks of microbatches that matched
+   * before the first that did not: only the diagnoses that need no other
+   * microbatch's blocks apply */
+  bool whole = true;
+  for (int64_t r = 0; r < c->nranks; r++)
+    whole &= c->bufs[buf][r].data || c->bufs[buf][r].n <= 0;
+  if (!whole) {
+    if (!vx_diagnose_microbatches(c, buf))
+      diagnose_ratio(c, df, rtol);
+    return;
+  }
+  if (diagnose_partial_input(c, buf) || vx_diagnose_microbatches(c, buf))
+    return;
+  /* partial sums: along an R axis, the ranks' blocks sum to the reference */
+  for (int a = 0; a < c->m->naxes; a++) {
+    if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
+      continue;
+    bool any = false, differ = false;
+    double err2 = 0, want2 = 0, n = 0;
+    for (int64_t r = 0; r < c->nranks; r++) {
+      if (c->coords[r][a] != 0)
+        continue;
+      const block *b = &c->bufs[buf][r];
+      int64_t coord[PLAN_MAX_MESH_AXES];
+      memcpy(coord, c->coords[r], sizeof coord);
+      for (int64_t e = 0; e < b->n; e++) {
+        double s = 0, first = b->data[e];
+        for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
+          coord[a] = m;
+          double v = c->bufs[buf][vx_rank_at(c->m, coord)].data[e];
+          s += v;
+          differ |= v != first;
+        }
+        double want = ref[vx_global_index(t, b, e)];
+        err2 += (s - want) * (s - want);
+        want2 += want * want;
+        n++;
+        any = true;
+      }
+    }
+    bool all = sqrt(err2) <= rtol * sqrt(want2) + atol * sqrt(n);
+    /* identical replicas are a wrong reduction, not a missing one */
+    if (all && any && differ) {
+      snprintf(c->diagnosis, sizeof c->diagnosis,
+               "the ranks along '%s' hold partial sums of '%s': their sum is "
+               "the reference, so a reduction over '%s' (an all-reduce) is "
+               "missing",
+               c->m->axis_names[a], t->name, c->m->axis_names[a]);
       return;
     }
   }
+  if (diagnose_drift(c, buf))
+    return;
+  if (diagnose_ratio(c, df, rtol))
+    return;
   if (diagnose_layout(c, buf) || diagnose_pieces(c, buf) ||
       diagnose_slices(c, buf))
     return;

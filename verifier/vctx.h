@@ -112,6 +112,18 @@ typedef struct vctx {
   bool deadlock; /* the schedule could not finish: nothing compared */
 } vctx;
 
+/* The rank with r's coordinates and microbatch 0 (r itself without a
+ * pipeline): the owner of what a pipelined run keeps once for every
+ * microbatch (master params, optimizer state). */
+static inline int64_t vx_mb_first(const vctx *c, int64_t r) {
+  if (c->mb_axis < 0 || c->coords[r][c->mb_axis] == 0)
+    return r;
+  int64_t k = c->coords[r][c->mb_axis], stride = 1;
+  for (int a = c->m->naxes - 1; a > c->mb_axis; a--)
+    stride *= c->m->axis_sizes[a];
+  return r - k * stride;
+}
+
 /* Whether rank r takes part in the step being run. */
 static inline bool vx_in_mb(const vctx *c, int64_t r) {
   return c->mb_now < 0 || c->coords[r][c->mb_axis] == c->mb_now;
@@ -165,6 +177,12 @@ int vx_exec_step(vctx *c, int i);
 /* After step i: compares what it wrote, hands back what no later step
  * reads. */
 int vx_after_step(vctx *c, int i);
+
+/* Pipelines: compares microbatch k's blocks of buffer b, adding to its
+ * comparison (last: every microbatch's are compared now); hands back
+ * microbatch k's blocks of b. */
+int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last);
+void vx_release_microbatch(vctx *c, int b, int64_t k);
 
 /* verify_pipe.c: a pipelined program run action by action as its schedule
  * says, then compared step by step; a TRANSFER step for microbatch

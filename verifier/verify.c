@@ -480,6 +480,7 @@ static double mean_avg_scale(const vctx *c, const plan_lstep *s,
 }
 
 static int compare_one(vctx *c, int buf, diff *df);
+static void compared_buffer(vctx *c, int b);
 
 /* Every block of buffer b allocated (zeros when fresh: a buffer read
  * before any step wrote it, which only a benchmark's stripped program
@@ -487,7 +488,7 @@ static int compare_one(vctx *c, int buf, diff *df);
 int vx_ensure_buffer(vctx *c, int b, bool zero) {
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[b][r];
-    if (blk->data)
+    if (blk->data || !vx_in_mb(c, r)) /* pipelines: this microbatch's */
       continue;
     int rc = take_block(c, blk);
     if (rc)
@@ -511,17 +512,7 @@ int vx_after_step(vctx *c, int i) {
       c->cmp_seconds += seconds_now() - t0;
       if (rc)
         return rc;
-      c->compared[b] = true;
-      int t = c->low->bufs[b].tensor;
-      c->mismatched[t] |= c->diffs[b].mismatches != 0;
-      if (--c->pending[t] == 0 && !c->mismatched[t] &&
-          !(c->keep_ref && c->keep_ref[t])) {
-        block whole = {.n = vx_count_of(c->prog->tensors[t].dims,
-                                     c->prog->tensors[t].rank),
-                       .data = c->ref[t]};
-        give_block(c, &whole);
-        c->ref[t] = whole.data; /* NULL once pooled */
-      }
+      compared_buffer(c, b);
     }
   }
   for (int pass = 0; pass < 2; pass++) {
@@ -938,12 +929,50 @@ bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
   return true;
 }
 
+static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df);
+
+/* The blocks of the partial group led by coord when every partial axis
+ * sums (P(sum)), at most max of them, into mem; their count, or 0 when the
+ * group needs the general path (another reduction, too large, a block
+ * missing). */
+static int group_members(const vctx *c, int buf, const int *pa, int np,
+                         const int64_t *coord, const double **mem, int max) {
+  int64_t n = 1;
+  for (int i = 0; i < np; i++) {
+    if (c->low->bufs[buf].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
+      return 0;
+    n *= c->m->axis_sizes[pa[i]];
+  }
+  if (n > max)
+    return 0;
+  int64_t at[PLAN_MAX_MESH_AXES];
+  memcpy(at, coord, sizeof at);
+  for (int64_t k = 0; k < n; k++) {
+    int64_t x = k;
+    for (int i = np - 1; i >= 0; i--) {
+      at[pa[i]] = x % c->m->axis_sizes[pa[i]];
+      x /= c->m->axis_sizes[pa[i]];
+    }
+    const block *q = &c->bufs[buf][vx_rank_at(c->m, at)];
+    if (!q->data)
+      return 0;
+    mem[k] = q->data;
+  }
+  return (int)n;
+}
+
 /* Compares every replica of buffer `buf` with the reference. */
 void vx_compare_buffer(const vctx *c, int buf, diff *df) {
+  memset(df, 0, sizeof *df);
+  compare_blocks(c, buf, -1, df);
+}
+
+/* The comparison of buffer buf's blocks (those of microbatch mb when mb
+ * >= 0), added to *df. */
+static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
-  memset(df, 0, sizeof *df);
   /* pipelines: the copies of a value along the microbatch axis are made
    * by running the same steps on the same blocks (params, the sums over
    * microbatches): compared once */
@@ -951,11 +980,16 @@ void vx_compare_buffer(const vctx *c, int buf, diff *df) {
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!vx_partial_leader(c, r, pa, np)) /* one representative per group */
       continue;
-    if (mb_once && c->coords[r][c->mb_axis] != 0)
+    if ((mb_once && c->coords[r][c->mb_axis] != 0) ||
+        (mb >= 0 && c->coords[r][c->mb_axis] != mb))
       continue;
     const block *b = &c->bufs[buf][r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
+    /* a group of partial sums: its members' blocks, summed flat (the
+     * general path reduces axis by axis, element by element) */
+    const double *mem[64];
+    int nmem = np ? group_members(c, buf, pa, np, coord, mem, 64) : 0;
     /* rows along the innermost dim are contiguous in both the block and
      * the global tensor: one index computation per row */
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;
@@ -965,10 +999,15 @@ void vx_compare_buffer(const vctx *c, int buf, diff *df) {
         e0 += row;
       }
       double v;
-      if (np)
+      if (nmem > 0) {
+        v = mem[0][e];
+        for (int q = 1; q < nmem; q++)
+          v += mem[q][e];
+      } else if (np) {
         vx_group_value(c, buf, pa, np, 0, coord, e, &v);
-      else
+      } else {
         v = b->data[e];
+      }
       compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
       if (c->ref64 && c->ref64[lb->tensor]) {
         double r64 = c->ref64[lb->tensor][g], want = c->ref[lb->tensor][g],
@@ -1126,6 +1165,70 @@ static int compare_one(vctx *c, int buf, diff *df) {
   return rc;
 }
 
+/* *into += one (the comparison of more blocks of the same buffer). */
+static void merge_diff(diff *into, const diff *one) {
+  if (one->mismatches && (!into->mismatches || one->max_abs > into->max_abs)) {
+    into->max_abs = one->max_abs;
+    into->at = one->at;
+    into->got = one->got;
+    into->want = one->want;
+  }
+  into->mismatches += one->mismatches;
+  into->compared += one->compared;
+  into->err64 += one->err64;
+  into->base64 += one->base64;
+  into->nonfinite |= one->nonfinite;
+  into->err2 += one->err2;
+  into->ref2 += one->ref2;
+  into->bad_nonfinite |= one->bad_nonfinite;
+  if (one->max_rel > into->max_rel)
+    into->max_rel = one->max_rel;
+  if (one->max_scaled > into->max_scaled)
+    into->max_scaled = one->max_scaled;
+}
+
+/* Once buffer b is compared: its tensor's reference goes back to the pool
+ * when every buffer of the tensor matched. */
+static void compared_buffer(vctx *c, int b) {
+  c->compared[b] = true;
+  int t = c->low->bufs[b].tensor;
+  c->mismatched[t] |= c->diffs[b].mismatches != 0;
+  if (--c->pending[t] == 0 && !c->mismatched[t] &&
+      !(c->keep_ref && c->keep_ref[t])) {
+    block whole = {.n = vx_count_of(c->prog->tensors[t].dims,
+                                    c->prog->tensors[t].rank),
+                   .data = c->ref[t]};
+    give_block(c, &whole);
+    c->ref[t] = whole.data; /* NULL once pooled */
+  }
+}
+
+int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
+  double t0 = seconds_now();
+  diff one;
+  memset(&one, 0, sizeof one);
+  compare_blocks(c, b, k, &one);
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[b].tensor];
+  int rc = PLAN_OK;
+  if (one.mismatches && !c->ref64 && c->o->mode == PLAN_VERIFY_FLOAT &&
+      plan_dtype_is_float(t->dtype) && vx_run_dtype(c, t) != PLAN_F64 &&
+      !depth_bound(c, t, &one) && !(rc = run_reference64(c))) {
+    memset(&one, 0, sizeof one); /* again, with the f64 reference */
+    compare_blocks(c, b, k, &one);
+  }
+  merge_diff(&c->diffs[b], &one);
+  if (!rc && last)
+    compared_buffer(c, b);
+  c->cmp_seconds += seconds_now() - t0;
+  return rc;
+}
+
+void vx_release_microbatch(vctx *c, int b, int64_t k) {
+  for (int64_t r = 0; r < c->nranks; r++)
+    if (c->coords[r][c->mb_axis] == k)
+      give_block(c, &c->bufs[b][r]);
+}
+
 /* The comparison of buffer b: made during the lowered run, or now for a
  * buffer no step wrote (zeros). */
 static int diff_of(vctx *c, int b, diff **df) {
@@ -1268,10 +1371,13 @@ static void free_run(vctx *c) {
   c->rtol = c->atol = c->depth = c->rms = NULL;
 }
 
-static void free_blocks(double ***b, int n, int64_t nranks) {
+/* Per-rank arrays; a pipelined run shares them along the microbatch axis
+ * (vx_mb_first owns each). */
+static void free_blocks(const vctx *c, double ***b, int n) {
   for (int i = 0; b && i < n; i++) {
-    for (int64_t r = 0; b[i] && r < nranks; r++)
-      free(b[i][r]);
+    for (int64_t r = 0; b[i] && r < c->nranks; r++)
+      if (vx_mb_first(c, r) == r)
+        free(b[i][r]);
     free(b[i]);
   }
   free(b);
@@ -1286,10 +1392,10 @@ static void free_ctx(vctx *c) {
   free(c->coords);
   if (c->low && c->low->train) {
     int np = c->low->train->nparams;
-    free_blocks(c->master, np, c->nranks);
-    free_blocks(c->mom, np, c->nranks);
-    free_blocks(c->vel, np, c->nranks);
-    free_blocks(c->leaf_blk, c->prog->ntensors, c->nranks);
+    free_blocks(c, c->master, np);
+    free_blocks(c, c->mom, np);
+    free_blocks(c, c->vel, np);
+    free_blocks(c, c->leaf_blk, c->prog->ntensors);
     for (int i = 0; c->ref_mom && i < np; i++)
       free(c->ref_mom[i]);
     for (int i = 0; c->ref_vel && i < np; i++)

@@ -33,6 +33,13 @@ typedef struct prun {
   /* whether the schedule has the receive (else the transfer is implicit) */
   uint8_t *has_rf, *has_rb;
   int *runs; /* [step]: the microbatches it has run for */
+  /* Buffers compared and handed back microbatch by microbatch (split
+   * along mb, not partial, written by a stage): what a microbatch's
+   * activations cost is held only while some step still reads them. */
+  uint8_t *per_mb; /* [buffer] */
+  uint8_t *hold;   /* [buffer]: a microbatch mismatched: keep every block */
+  int *mb_done;    /* [buffer]: microbatches compared */
+  int *mb_readers; /* [buffer * M + k]: reads of microbatch k to come */
 } prun;
 
 static int phase_of(int ph) {
@@ -62,7 +69,8 @@ int vx_run_transfer(vctx *c, const plan_lstep *s) {
     memcpy(coord, c->coords[r], sizeof coord);
     coord[pp->axis] = ((coord[pp->axis] + s->mb_shift) % m + m) % m;
     const block *sb = &src[vx_rank_at(c->m, coord)];
-    if (!c->written[(size_t)s->in[0] * (size_t)m + (size_t)coord[pp->axis]]) {
+    if (!c->written[(size_t)s->in[0] * (size_t)m + (size_t)coord[pp->axis]] ||
+        !src[vx_rank_at(c->m, coord)].data) {
       /* a microbatch not computed yet: its blocks hold nothing */
       memset(dst[r].data, 0, sizeof(double) * (size_t)dst[r].n);
       continue;
@@ -108,20 +116,44 @@ static int shift_input(vctx *c, const plan_lstep *s) {
  * no step will read again go back to the pool: the run's memory stays near
  * the unpipelined run's. The inputs of the steps after the schedule stay
  * (the diagnoses of the sum over microbatches read them). */
-static int ran(prun *x, int i) {
+static bool first_read(const plan_lstep *s, int j) {
+  for (int q = 0; q < j; q++)
+    if (s->in[q] == s->in[j])
+      return false;
+  return true;
+}
+
+static void release_if_done(prun *x, int b, int64_t k) {
+  if (!x->hold[b] && x->mb_readers[(size_t)b * (size_t)x->M + (size_t)k] == 0)
+    vx_release_microbatch(x->c, b, k);
+}
+
+static int ran(prun *x, int i, int64_t k) {
   vctx *c = x->c;
   const plan_lstep *s = &c->low->steps[i];
-  int ph = x->pp->phase[i];
+  int ph = x->pp->phase[i], rc;
+  for (int o = 0; k >= 0 && o < s->nout; o++) {
+    int b = s->out[o];
+    if (!x->per_mb[b])
+      continue;
+    if ((rc = vx_compare_microbatch(c, b, k, ++x->mb_done[b] == x->M)))
+      return rc;
+    x->hold[b] |= c->diffs[b].mismatches != 0;
+    release_if_done(x, b, k);
+  }
+  for (int j = 0; k >= 0 && j < s->nin; j++) {
+    int b = s->in[j];
+    if (!x->per_mb[b] || !first_read(s, j))
+      continue;
+    x->mb_readers[(size_t)b * (size_t)x->M + (size_t)k]--;
+    release_if_done(x, b, k);
+  }
   bool whole = ph == PLAN_LPHASE_PRE || ph == PLAN_LPHASE_POST;
   if (++x->runs[i] < (whole ? 1 : x->M))
     return PLAN_OK;
-  for (int j = 0; j < s->nin && ph != PLAN_LPHASE_POST; j++) {
-    bool first = true; /* a buffer read twice by one step counts once */
-    for (int q = 0; q < j; q++)
-      first &= s->in[q] != s->in[j];
-    if (first)
+  for (int j = 0; j < s->nin && ph != PLAN_LPHASE_POST; j++)
+    if (first_read(s, j)) /* a buffer read twice by one step counts once */
       c->readers_left[s->in[j]]--;
-  }
   return vx_after_step(c, i);
 }
 
@@ -134,7 +166,7 @@ static int run_part(prun *x, int stage, int ph, int64_t k) {
   for (int i = 0; i < l->nsteps && !rc; i++)
     if (x->pp->stage[i] == stage && phase_of(x->pp->phase[i]) == ph &&
         !(rc = vx_exec_step(c, i)))
-      rc = ran(x, i);
+      rc = ran(x, i, k);
   c->mb_now = -1;
   return rc;
 }
@@ -355,12 +387,38 @@ int vx_run_pipeline(vctx *c) {
     free(x.runs);
     return plan_oom();
   }
+  size_t nb = (size_t)l->nbufs + 1;
+  x.per_mb = calloc(nb, 1);
+  x.hold = calloc(nb, 1);
+  x.mb_done = calloc(nb, sizeof(int));
+  x.mb_readers = calloc(nb * (size_t)x.M, sizeof(int));
+  if (!x.per_mb || !x.hold || !x.mb_done || !x.mb_readers) {
+    free(flags), free(x.runs), free(x.per_mb), free(x.hold);
+    free(x.mb_done), free(x.mb_readers);
+    return plan_oom();
+  }
+  for (int i = 0; i < l->nsteps; i++) {
+    int ph = x.pp->phase[i];
+    for (int o = 0; o < l->steps[i].nout; o++) {
+      int b = l->steps[i].out[o];
+      const plan_lbuf *lb = &l->bufs[b];
+      x.per_mb[b] = c->needs_cmp[b] && ph != PLAN_LPHASE_PRE &&
+                    ph != PLAN_LPHASE_POST &&
+                    lb->pl.ax[x.pp->axis].kind == PLAN_PL_S &&
+                    !vx_partial_axes(lb, c->m->naxes, NULL) &&
+                    !(c->keep_buf && c->keep_buf[b]);
+    }
+  }
   for (int i = 0; i < l->nsteps; i++)
     for (int j = 0; j < l->steps[i].nin; j++) {
-      bool first = true;
-      for (int q = 0; q < j; q++)
-        first &= l->steps[i].in[q] != l->steps[i].in[j];
-      c->readers_left[l->steps[i].in[j]] += first;
+      int b = l->steps[i].in[j];
+      if (!first_read(&l->steps[i], j))
+        continue;
+      c->readers_left[b]++;
+      /* a step after the schedule reads every microbatch, and keeps them */
+      for (int64_t k = 0; x.per_mb[b] && k < x.M; k++)
+        x.mb_readers[(size_t)b * (size_t)x.M + (size_t)k] +=
+            x.pp->phase[i] == PLAN_LPHASE_POST ? 1 << 20 : 1;
     }
   int rc = PLAN_OK;
   /* before the schedule: the leaves, on every rank */
@@ -370,14 +428,18 @@ int vx_run_pipeline(vctx *c) {
       if (!rc && l->steps[i].kind == PLAN_LSTEP_INPUT && l->steps[i].mb_shift)
         rc = shift_input(c, &l->steps[i]);
       if (!rc)
-        rc = ran(&x, i);
+        rc = ran(&x, i, -1);
     }
   if (!rc)
     rc = run_schedule(&x);
   for (int i = 0; i < l->nsteps && !rc && !c->deadlock; i++)
     if (x.pp->phase[i] == PLAN_LPHASE_POST && !(rc = vx_exec_step(c, i)))
-      rc = ran(&x, i);
+      rc = ran(&x, i, -1);
   free(flags);
   free(x.runs);
+  free(x.per_mb);
+  free(x.hold);
+  free(x.mb_done);
+  free(x.mb_readers);
   return rc;
 }

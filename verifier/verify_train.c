@@ -178,6 +178,11 @@ int vx_setup_train(vctx *c) {
       return plan_oom();
     c->leaf_ref[sd][0] = ls;
     for (int64_t r = 0; r < c->nranks; r++) {
+      int64_t q = vx_mb_first(c, r);
+      if (q != r) { /* shared along the microbatch axis */
+        c->leaf_blk[sd][r] = c->leaf_blk[sd][q];
+        continue;
+      }
       if (!(c->leaf_blk[sd][r] = malloc(sizeof(double))))
         return plan_oom();
       c->leaf_blk[sd][r][0] = ls;
@@ -201,6 +206,11 @@ static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
   if (!(*dst = calloc((size_t)c->nranks, sizeof(double *))))
     return plan_oom();
   for (int64_t r = 0; r < c->nranks; r++) {
+    int64_t q = vx_mb_first(c, r);
+    if (q != r) { /* pipelines: one copy along the microbatch axis */
+      (*dst)[r] = (*dst)[q];
+      continue;
+    }
     int64_t n = c->bufs[buf][r].n;
     if (!((*dst)[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(double))))
       return plan_oom();
@@ -326,11 +336,17 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                         "param '%s': its synced gradient is not laid out "
                         "like its master copy",
                         x->name);
+    size_t bytes = sizeof(double) * (size_t)m->n;
+    /* pipelines: the master is R along the microbatch axis, one copy
+     * shared by every microbatch's ranks (alloc_rank_blocks), updated
+     * once; compared once too */
+    if (vx_mb_first(c, r) != r)
+      continue;
     for (int64_t e = 0; e < m->n; e++)
       c->master[i][r][e] = opt_update(c, x, c->master[i][r][e],
                                       clipped(c, g->data[e], coef[r]),
                                       &c->mom[i][r][e], &c->vel[i][r][e]);
-    memcpy(m->data, c->master[i][r], sizeof(double) * (size_t)m->n);
+    memcpy(m->data, c->master[i][r], bytes);
   }
   if (c->ref64) { /* the f64 reference knows the old values only */
     free(c->ref64[t]);
@@ -375,8 +391,9 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
        st++) {
     double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
     for (int64_t r = 0; r < c->nranks; r++)
-      memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
-             sizeof(double) * (size_t)c->bufs[mb][r].n);
+      if (vx_mb_first(c, r) == r)
+        memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
+               sizeof(double) * (size_t)c->bufs[mb][r].n);
     c->ref[t] = want;
     vx_compare_buffer(c, mb, &df);
     if (df.mismatches &&
@@ -402,9 +419,12 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
             want[vx_global_index(x, &c->bufs[mb][r], e)];
   }
   for (int64_t r = 0; r < c->nranks; r++)
-    memcpy(c->bufs[mb][r].data, c->master[i][r],
-           sizeof(double) * (size_t)c->bufs[mb][r].n);
-  /* the next step's storage blocks */
+    if (vx_mb_first(c, r) == r)
+      memcpy(c->bufs[mb][r].data, c->master[i][r],
+             sizeof(double) * (size_t)c->bufs[mb][r].n);
+  /* the next step's storage blocks (none after the last step) */
+  if (c->step + 1 >= c->nsteps)
+    return PLAN_OK;
   if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
     return rc;
   double *glob = NULL;
