@@ -69,6 +69,9 @@ typedef struct vctx {
                          for every microbatch (NULL otherwise) */
   uint8_t *written;   /* pipelines: [buffer * microbatches + k], whether
                          microbatch k's blocks have been written */
+  bool *shared;       /* pipelines: [buffer] a leaf R along the microbatch
+                         axis, whose blocks every microbatch's ranks share
+                         (vx_mb_first's); NULL otherwise */
   int *pending;       /* per tensor: its buffers still to compare; at 0,
                          when all matched, its reference goes to the pool */
   bool *mismatched;   /* per tensor */
@@ -122,6 +125,12 @@ static inline int64_t vx_mb_first(const vctx *c, int64_t r) {
   for (int a = c->m->naxes - 1; a > c->mb_axis; a--)
     stride *= c->m->axis_sizes[a];
   return r - k * stride;
+}
+
+/* Whether rank r's block of buffer b is a shared copy of its microbatch
+ * owner's (not its own memory). */
+static inline bool vx_shared_copy(const vctx *c, int b, int64_t r) {
+  return c->shared && c->shared[b] && vx_mb_first(c, r) != r;
 }
 
 /* Whether rank r takes part in the step being run. */

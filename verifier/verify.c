@@ -284,7 +284,7 @@ static int alloc_block(block *b) {
 static int take_block(vctx *c, block *b) {
   int64_t n = b->n > 0 ? b->n : 1, best = -1;
   for (int i = 0; i < c->npool; i++)
-    if (c->pool_n[i] >= n && c->pool_n[i] <= 2 * n + 4096 &&
+    if (c->pool_n[i] >= n && c->pool_n[i] <= 8 * n + 4096 &&
         (best < 0 || c->pool_n[i] < c->pool_n[best]))
       best = i;
   if (best >= 0) {
@@ -317,6 +317,15 @@ static void give_block(vctx *c, block *b) {
   c->pool[c->npool] = b->data;
   c->pool_n[c->npool++] = b->n > 0 ? b->n : 1;
   b->data = NULL;
+}
+
+/* Rank r's block of buffer b back to the pool (a shared copy is only
+ * let go: its owner's block is given once). */
+static void give_rank(vctx *c, int b, int64_t r) {
+  if (vx_shared_copy(c, b, r))
+    c->bufs[b][r].data = NULL;
+  else
+    give_block(c, &c->bufs[b][r]);
 }
 
 /* The mesh axes along which buffer lb is partial, into pa; their count. */
@@ -381,8 +390,9 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
         d->data[e] /= (double)k;
     for (int64_t m = 1; m < k; m++) {
       coord[a] = m;
-      memcpy(dst[vx_rank_at(c->m, coord)].data, d->data,
-             sizeof(double) * (size_t)d->n);
+      double *q = dst[vx_rank_at(c->m, coord)].data;
+      if (q != d->data) /* a shared copy is the result already */
+        memcpy(q, d->data, sizeof(double) * (size_t)d->n);
     }
   }
   return PLAN_OK;
@@ -488,7 +498,13 @@ static void compared_buffer(vctx *c, int b);
 int vx_ensure_buffer(vctx *c, int b, bool zero) {
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[b][r];
-    if (blk->data || !vx_in_mb(c, r)) /* pipelines: this microbatch's */
+    if (blk->data)
+      continue;
+    if (vx_shared_copy(c, b, r)) { /* the owner's block (made first) */
+      blk->data = c->bufs[b][vx_mb_first(c, r)].data;
+      continue;
+    }
+    if (!vx_in_mb(c, r)) /* pipelines: this microbatch's */
       continue;
     int rc = take_block(c, blk);
     if (rc)
@@ -527,7 +543,7 @@ int vx_after_step(vctx *c, int i) {
           (c->needs_cmp[b] && (!c->compared[b] || c->diffs[b].mismatches)))
         continue;
       for (int64_t r = 0; r < c->nranks; r++)
-        give_block(c, &c->bufs[b][r]);
+        give_rank(c, b, r);
     }
   }
   return PLAN_OK;
@@ -576,6 +592,8 @@ static int run_input(vctx *c, const plan_lstep *s) {
   const plan_lbuf *b = &l->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[s->out[0]][r];
+    if (vx_shared_copy(c, s->out[0], r)) /* its owner's block, filled */
+      continue;
     /* a replica: copy the first rank's block that has the same place
      * (not for a partial leaf, zeroed on non-owners below) */
     int64_t q = vx_partial_axes(b, c->m->naxes, NULL) ? r : 0;
@@ -1226,7 +1244,7 @@ int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
 void vx_release_microbatch(vctx *c, int b, int64_t k) {
   for (int64_t r = 0; r < c->nranks; r++)
     if (c->coords[r][c->mb_axis] == k)
-      give_block(c, &c->bufs[b][r]);
+      give_rank(c, b, r);
 }
 
 /* The comparison of buffer b: made during the lowered run, or now for a
@@ -1337,7 +1355,8 @@ static void free_run(vctx *c) {
       if (!c->bufs[b])
         continue;
       for (int64_t r = 0; r < c->nranks; r++)
-        free(c->bufs[b][r].data);
+        if (!vx_shared_copy(c, b, r))
+          free(c->bufs[b][r].data);
       free(c->bufs[b]);
     }
   free(c->bufs);
@@ -1351,6 +1370,8 @@ static void free_run(vctx *c) {
   c->readers_left = NULL;
   free(c->written);
   c->written = NULL;
+  free(c->shared);
+  c->shared = NULL;
   if (c->ref64)
     for (int t = 0; t < c->prog->ntensors; t++)
       free(c->ref64[t]);

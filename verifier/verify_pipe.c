@@ -388,6 +388,22 @@ int vx_run_pipeline(vctx *c) {
     return plan_oom();
   }
   size_t nb = (size_t)l->nbufs + 1;
+  /* leaves replicated along mb: one block for every microbatch */
+  c->shared = calloc(nb, sizeof(bool));
+  if (!c->shared) {
+    free(flags), free(x.runs);
+    return plan_oom();
+  }
+  /* ... and what the steps after the schedule make R along mb: the sums
+   * over microbatches and what follows them, computed once (mb_owned) */
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *st = &l->steps[i];
+    bool pre = st->kind == PLAN_LSTEP_INPUT && !st->mb_shift;
+    bool post = x.pp->phase[i] == PLAN_LPHASE_POST;
+    for (int o = 0; (pre || post) && o < st->nout; o++)
+      if (l->bufs[st->out[o]].pl.ax[x.pp->axis].kind == PLAN_PL_R)
+        c->shared[st->out[o]] = true;
+  }
   x.per_mb = calloc(nb, 1);
   x.hold = calloc(nb, 1);
   x.mb_done = calloc(nb, sizeof(int));
@@ -432,9 +448,19 @@ int vx_run_pipeline(vctx *c) {
     }
   if (!rc)
     rc = run_schedule(&x);
-  for (int i = 0; i < l->nsteps && !rc && !c->deadlock; i++)
-    if (x.pp->phase[i] == PLAN_LPHASE_POST && !(rc = vx_exec_step(c, i)))
+  for (int i = 0; i < l->nsteps && !rc && !c->deadlock; i++) {
+    if (x.pp->phase[i] != PLAN_LPHASE_POST)
+      continue;
+    /* a result shared along mb: computed on microbatch 0's ranks */
+    bool once = true;
+    for (int o = 0; o < l->steps[i].nout; o++)
+      once &= c->shared[l->steps[i].out[o]];
+    c->mb_now = once ? 0 : -1;
+    rc = vx_exec_step(c, i);
+    c->mb_now = -1;
+    if (!rc)
       rc = ran(&x, i, -1);
+  }
   free(flags);
   free(x.runs);
   free(x.per_mb);

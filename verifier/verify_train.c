@@ -298,28 +298,42 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   int sb = c->low->produced[t];
   bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
   int rc;
-  /* the reference */
-  if ((!c->ref_mom[i] &&
+  /* the reference; the state only where the optimizer keeps one */
+  bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
+  bool has_m = adam || c->p->training.momentum != 0, last = c->step + 1 >= c->nsteps;
+  double none_m = 0, none_v = 0;
+  if ((has_m && !c->ref_mom[i] &&
        !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double)))) ||
-      (!c->ref_vel[i] &&
+      (adam && !c->ref_vel[i] &&
        !(c->ref_vel[i] = calloc((size_t)n + 1, sizeof(double)))))
-    return plan_oom();
-  if (!c->leaf_ref[t] && !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
     return plan_oom();
   for (int64_t e = 0; e < n; e++)
     c->ref[t][e] =
         opt_update(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
-                   &c->ref_mom[i][e], &c->ref_vel[i][e]);
-  memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
-  /* the ranks: master blocks start as the param's first values */
-  if ((rc = vx_ensure_buffer(c, mb, true)))
+                   has_m ? &c->ref_mom[i][e] : &none_m,
+                   adam ? &c->ref_vel[i][e] : &none_v);
+  if (!last) { /* the next step's reference param */
+    if (!c->leaf_ref[t] &&
+        !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
+      return plan_oom();
+    memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
+  }
+  /* the ranks: master blocks start as the param's first values (a
+   * pipelined run keeps them once along the microbatch axis) */
+  if (c->mb_axis >= 0)
+    c->mb_now = 0;
+  rc = vx_ensure_buffer(c, mb, true);
+  c->mb_now = -1;
+  if (rc)
     return rc;
   if (!c->master[i]) {
     if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
-        (rc = alloc_rank_blocks(c, &c->mom[i], mb)) ||
-        (rc = alloc_rank_blocks(c, &c->vel[i], mb)))
+        (has_m && (rc = alloc_rank_blocks(c, &c->mom[i], mb))) ||
+        (adam && (rc = alloc_rank_blocks(c, &c->vel[i], mb))))
       return rc;
     for (int64_t r = 0; r < c->nranks; r++) {
+      if (vx_mb_first(c, r) != r)
+        continue;
       block b = c->bufs[mb][r];
       b.data = c->master[i][r];
       if (same)
@@ -345,7 +359,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     for (int64_t e = 0; e < m->n; e++)
       c->master[i][r][e] = opt_update(c, x, c->master[i][r][e],
                                       clipped(c, g->data[e], coef[r]),
-                                      &c->mom[i][r][e], &c->vel[i][r][e]);
+                                      has_m ? &c->mom[i][r][e] : &none_m,
+                                      adam ? &c->vel[i][r][e] : &none_v);
     memcpy(m->data, c->master[i][r], bytes);
   }
   if (c->ref64) { /* the f64 reference knows the old values only */
