@@ -170,6 +170,12 @@ void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
 void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
                  double *atol);
 
+/* An array of n doubles (zeros when `zero`), from the pool of blocks the
+ * run handed back when one fits: fresh pages cost more than the run's
+ * arithmetic. free() it, or hand it to the pool. NULL when out of memory
+ * (the error set). */
+double *vx_take_array(vctx *c, int64_t n, bool zero);
+
 /* Fills rank's block of leaf `tensor` with the verifier's inputs. */
 void vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* Every block of buffer b allocated (zeros when fresh and `zero`). */

@@ -319,6 +319,17 @@ static void give_block(vctx *c, block *b) {
   b->data = NULL;
 }
 
+double *vx_take_array(vctx *c, int64_t n, bool zero) {
+  block b;
+  memset(&b, 0, sizeof b);
+  b.n = n > 0 ? n : 1;
+  if (take_block(c, &b))
+    return NULL;
+  if (zero)
+    memset(b.data, 0, sizeof(double) * (size_t)b.n);
+  return b.data;
+}
+
 /* Rank r's block of buffer b back to the pool (a shared copy is only
  * let go: its owner's block is given once). */
 static void give_rank(vctx *c, int b, int64_t r) {

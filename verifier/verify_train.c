@@ -211,9 +211,8 @@ static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
       (*dst)[r] = (*dst)[q];
       continue;
     }
-    int64_t n = c->bufs[buf][r].n;
-    if (!((*dst)[r] = calloc((size_t)(n > 0 ? n : 1), sizeof(double))))
-      return plan_oom();
+    if (!((*dst)[r] = vx_take_array(c, c->bufs[buf][r].n, true)))
+      return PLAN_ENOMEM;
   }
   return PLAN_OK;
 }
@@ -303,19 +302,17 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   bool has_m = adam || c->p->training.momentum != 0, last = c->step + 1 >= c->nsteps;
   double none_m = 0, none_v = 0;
   if ((has_m && !c->ref_mom[i] &&
-       !(c->ref_mom[i] = calloc((size_t)n + 1, sizeof(double)))) ||
-      (adam && !c->ref_vel[i] &&
-       !(c->ref_vel[i] = calloc((size_t)n + 1, sizeof(double)))))
-    return plan_oom();
+       !(c->ref_mom[i] = vx_take_array(c, n, true))) ||
+      (adam && !c->ref_vel[i] && !(c->ref_vel[i] = vx_take_array(c, n, true))))
+    return PLAN_ENOMEM;
   for (int64_t e = 0; e < n; e++)
     c->ref[t][e] =
         opt_update(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
                    has_m ? &c->ref_mom[i][e] : &none_m,
                    adam ? &c->ref_vel[i][e] : &none_v);
   if (!last) { /* the next step's reference param */
-    if (!c->leaf_ref[t] &&
-        !(c->leaf_ref[t] = malloc(sizeof(double) * ((size_t)n + 1))))
-      return plan_oom();
+    if (!c->leaf_ref[t] && !(c->leaf_ref[t] = vx_take_array(c, n, false)))
+      return PLAN_ENOMEM;
     memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
   }
   /* the ranks: master blocks start as the param's first values (a
