@@ -15,6 +15,8 @@
 #                                 scaled-down run (seq 128) adds the phase
 #                                 breakdown
 #              BENCH_SCHEDULE     0 skips bench_schedule (default 1)
+#              BENCH_TRAIN        0 skips bench_train (default 1)
+#              BENCH_TRAIN_REPS   its runs per plan and mode (default 2)
 set -eu
 
 BUILD=${1:-build}
@@ -108,6 +110,36 @@ if [ "${BENCH_COST:-1}" != 0 ]; then
   done
   # shellcheck disable=SC2086 # a list of files
   "$CBENCH" -n "$REPS" $cost_plans
+fi
+
+# Pipelined training-step verification (BENCH_TRAIN=0 skips it): the
+# 4-layer transformer at hidden 512, seq 256, batch 8 on dp x tp x pp =
+# 2 x 2 x 2 under 1F1B with 4 microbatches, against the reference training
+# step; the same step without the pipeline alongside.
+if [ "${BENCH_TRAIN:-1}" != 0 ]; then
+  TBENCH=$BUILD/bench/bench_train
+  if [ ! -x "$TBENCH" ]; then
+    echo "bench/run.sh: $TBENCH is missing; run 'make bench'" >&2
+    exit 1
+  fi
+  echo
+  echo "== training-step verification: 4 layers, hidden 512, seq 256, batch 8 =="
+  for pp in 2 1; do
+    f=$OUT/train-4l-h512-pp$pp.yaml
+    if [ ! -s "$f" ] || [ -n "$(find "$HERE/gen_plan.py" -newer "$f")" ]; then
+      mb=""
+      [ "$pp" -gt 1 ] && mb="--microbatches 4"
+      # shellcheck disable=SC2086 # mb is an option or nothing
+      python3 "$HERE/gen_plan.py" --layers 4 --dp 2 --tp 2 --pp $pp $mb \
+        --batch 8 --seq 256 --hidden 512 --heads 8 --ffn 2048 \
+        --vocab 1024 --dtype f32 --train sgd --steps 1 \
+        -o "$f.tmp" 2>/dev/null
+      mv "$f.tmp" "$f"
+    fi
+    for mode in exact float; do
+      "$TBENCH" "$f" --mode $mode -n "${BENCH_TRAIN_REPS:-2}"
+    done
+  done
 fi
 
 # The search: the fixed table of strategies on Llama-style programs
