@@ -29,6 +29,7 @@
  *    gets the new dims, ranges, reshape shapes and split sizes, and is
  *    written and read back again, so the loader infers and checks every
  *    shape; the result is validated. */
+#include "lower.h"
 #include "reduce.h"
 
 #include <stdio.h>
@@ -441,6 +442,26 @@ static int plan_constraints(rctx *c) {
     for (int t = 0; t < prog->ntensors && !rc; t++)
       if (p->training.params[t].has_state_pl)
         rc = add_pl(c, t, &p->training.params[t].state_pl);
+  /* a pipeline splits every input's batch dim into its microbatches (a
+   * sharding in time, nested over the devices' sharding of that dim) */
+  int64_t m = p->pipeline.present ? p->pipeline.microbatches : 1;
+  for (int t = 0; t < prog->ntensors && !rc && m > 1; t++) {
+    const plan_tensor *x = &prog->tensors[t];
+    int d = x->producer < 0 ? plan_pipeline_batch_dim(x) : -1;
+    if (d < 0)
+      continue;
+    int64_t k = m;
+    int na = 0, axes[PLAN_MAX_MESH_AXES];
+    if (p->placements && p->placements[t].set) {
+      na = plan_placement_dim_axes(&p->placements[t].pl, d, axes);
+      for (int a = 0; a < na; a++)
+        if (!plan_mul_i64(k, p->mesh.axis_sizes[axes[a]], &k))
+          k = INT64_MAX;
+    }
+    if (grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
+      return PLAN_ENOMEM;
+    c->cons[c->ncons++] = (rcons){t, d, k, na > 0, false};
+  }
   return rc;
 }
 
@@ -920,11 +941,6 @@ static int copy_plan(plan_plan **out, const plan_plan *p, const char *name) {
 }
 
 static int refuse(const plan_plan *p) {
-  if (p->pipeline.present)
-    return plan_failf(PLAN_EUNSUPPORTED,
-                      "%s: shape reduction of pipeline plans is not supported "
-                      "yet (the microbatch split needs the batch dim)",
-                      p->file);
   for (int i = 0; i < p->nregions; i++)
     if (p->regions[i].kind == PLAN_REGION_MANUAL)
       return plan_failf(PLAN_EUNSUPPORTED,

@@ -144,6 +144,10 @@ int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis);
 void plan_ltrain_free(plan_ltrain *t);
 /* A plan with a pipeline (lower_pipe.c). */
 int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);
+/* The dim of leaf t that microbatches split: the dim named `batch`, else
+ * dim 0 for an input; -1 when it is not split (params, consts without a
+ * batch dim, scalars). */
+int plan_pipeline_batch_dim(const plan_tensor *t);
 void plan_lpipe_free(plan_lpipe *pp);
 
 /* The lowered program as YAML (spec/lowered-format.md); newly allocated.

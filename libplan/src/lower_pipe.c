@@ -53,10 +53,7 @@ void plan_lpipe_free(plan_lpipe *pp) {
   free(pp);
 }
 
-/* The dim of tensor t that microbatches split: the dim named `batch`, else
- * dim 0 for an input; -1 when it is not split (params, consts without a
- * batch dim, scalars). */
-static int batch_dim(const plan_tensor *t) {
+int plan_pipeline_batch_dim(const plan_tensor *t) {
   if (t->rank == 0 || t->role == PLAN_ROLE_PARAM)
     return -1;
   for (int d = 0; t->dim_names && d < t->rank; d++)
@@ -93,7 +90,7 @@ static int derive_mb(const plan_plan *p, int64_t m, plan_axis_pl *mb) {
   const plan_program *prog = p->program;
   for (int t = 0; t < prog->ntensors; t++) {
     memset(&mb[t], 0, sizeof mb[t]);
-    int d = prog->tensors[t].producer < 0 ? batch_dim(&prog->tensors[t]) : -1;
+    int d = prog->tensors[t].producer < 0 ? plan_pipeline_batch_dim(&prog->tensors[t]) : -1;
     if (d >= 0) {
       mb[t].kind = PLAN_PL_S;
       mb[t].dim = (int8_t)d;
