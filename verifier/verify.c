@@ -1421,7 +1421,6 @@ static void free_ctx(vctx *c) {
     free(c->pool[i]);
   free(c->pool);
   free(c->pool_n);
-  free(c->coords);
   if (c->low && c->low->train) {
     int np = c->low->train->nparams;
     free_blocks(c, c->master, np);
@@ -1435,6 +1434,7 @@ static void free_ctx(vctx *c) {
     for (int t = 0; c->leaf_ref && t < c->prog->ntensors; t++)
       free(c->leaf_ref[t]);
   }
+  free(c->coords); /* after the blocks: a pipeline's owners use them */
   free(c->ref_mom);
   free(c->ref_vel);
   free(c->leaf_ref);

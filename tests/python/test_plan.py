@@ -154,7 +154,13 @@ class TestChecks(unittest.TestCase):
             self.assertEqual((r.first_op, r.first_tensor), ("mlp.fc2", "y"))
             self.assertIn("all-reduce", r.diagnosis)
             self.assertIn("mlp.fc2", repr(r))
-        with libplan.load(PIPELINE) as p:
+        with libplan.load(PIPELINE) as p:  # run as its schedule says
+            r = p.verify()
+            self.assertTrue(r.equal)
+            self.assertIn("8 microbatches, 1f1b", r.text)
+        regions = os.path.join(os.path.dirname(PIPELINE), "..", "spec",
+                               "vectors", "valid", "regions.yaml")
+        with libplan.load(regions) as p:  # a manual region: not lowered
             with self.assertRaises(libplan.UnsupportedError):
                 p.verify()
 
