@@ -62,12 +62,6 @@ int plan_pipeline_batch_dim(const plan_tensor *t) {
   return t->role == PLAN_ROLE_INPUT ? 0 : -1;
 }
 
-static void shape_of(const plan_tensor *t, plan_shape *s) {
-  s->rank = t->rank;
-  memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-  s->dtype = t->dtype;
-}
-
 /* Placement pl (R along `axis`) with entry e along it; a shard of the
  * batch by microbatches is the major level of its dim. */
 static int put_mb(plan_placement *pl, int rank, int axis, plan_axis_pl e) {
@@ -104,13 +98,13 @@ static int derive_mb(const plan_plan *p, int64_t m, plan_axis_pl *mb) {
     plan_shape si[PLAN_MAX_OPERANDS], so[PLAN_MAX_OPERANDS];
     plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
     for (int j = 0; j < op->nin; j++) {
-      shape_of(&prog->tensors[op->in[j]], &si[j]);
+      plan_shape_of(&prog->tensors[op->in[j]], &si[j]);
       memset(&in[j], 0, sizeof in[j]);
       in[j].naxes = 1;
       in[j].ax[0] = mb[op->in[j]];
     }
     for (int k = 0; k < op->nout; k++)
-      shape_of(&prog->tensors[op->out[k]], &so[k]);
+      plan_shape_of(&prog->tensors[op->out[k]], &so[k]);
     char err[256];
     if (plan_op_rule(&rule, op->kind, si, op->nin, so, op->nout, op->attrs,
                      err, sizeof err) ||

@@ -45,12 +45,6 @@ void plan_ltrain_free(plan_ltrain *t) {
   free(t);
 }
 
-static void shape_of(const plan_tensor *t, plan_shape *s) {
-  s->rank = t->rank;
-  memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-  s->dtype = t->dtype;
-}
-
 /* A derived plan over the training program: strategies per op, placements
  * per leaf, output placements. */
 typedef struct tctx {
@@ -96,9 +90,9 @@ static int derive(tctx *c, int i, plan_placement *in, plan_placement *out) {
   const plan_mesh *m = &c->p->mesh;
   plan_shape si[PLAN_MAX_OPERANDS], so[PLAN_MAX_OPERANDS];
   for (int j = 0; j < op->nin; j++)
-    shape_of(&prog->tensors[op->in[j]], &si[j]);
+    plan_shape_of(&prog->tensors[op->in[j]], &si[j]);
   for (int k = 0; k < op->nout; k++)
-    shape_of(&prog->tensors[op->out[k]], &so[k]);
+    plan_shape_of(&prog->tensors[op->out[k]], &so[k]);
   char err[256];
   if (plan_op_rule(&c->rule, op->kind, si, op->nin, so, op->nout, op->attrs,
                    err, sizeof err))

@@ -82,6 +82,14 @@ typedef struct plan_shape {
   plan_dtype dtype;
 } plan_shape;
 
+/* The shape of tensor t (its rank, dims and dtype). */
+static inline void plan_shape_of(const plan_tensor *t, plan_shape *s) {
+  s->rank = t->rank;
+  for (int d = 0; d < t->rank; d++)
+    s->dims[d] = t->dims[d];
+  s->dtype = t->dtype;
+}
+
 /* How partial (P) inputs pass through an op, per mesh axis. */
 typedef enum plan_partial_rule {
   PLAN_PARTIAL_NONE,  /* not linear: any P input is illegal (relu, softmax..) */

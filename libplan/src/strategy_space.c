@@ -9,12 +9,6 @@
 #include "strategy_space.h"
 #include "util.h"
 
-static void shape_of(const plan_tensor *t, plan_shape *s) {
-  s->rank = t->rank;
-  memcpy(s->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
-  s->dtype = t->dtype;
-}
-
 /* The dim of operand `opnd` whose major factor is f, -1 when the operand
  * does not carry f, -2 when it carries f only as a minor factor of a
  * merged dim (not expressible as a shard of that dim). */
@@ -71,9 +65,9 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
   const plan_mesh *m = &p->mesh;
   plan_shape in[PLAN_MAX_OPERANDS], outs[PLAN_MAX_OPERANDS];
   for (int j = 0; j < o->nin; j++)
-    shape_of(&prog->tensors[o->in[j]], &in[j]);
+    plan_shape_of(&prog->tensors[o->in[j]], &in[j]);
   for (int k = 0; k < o->nout; k++)
-    shape_of(&prog->tensors[o->out[k]], &outs[k]);
+    plan_shape_of(&prog->tensors[o->out[k]], &outs[k]);
   plan_rule *rule = malloc(sizeof *rule);
   if (!rule)
     return plan_oom();
