@@ -66,6 +66,102 @@ static void test_examples_equal(void **state) {
   }
 }
 
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  static char buf[1 << 17];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *s = strdup(buf);
+  assert_non_null(s);
+  return s;
+}
+
+/* s with its first `from` replaced by `to` (freed: s). */
+static char *replace(char *s, const char *from, const char *to) {
+  char *at = strstr(s, from);
+  assert_non_null(at);
+  size_t n = strlen(s) - strlen(from) + strlen(to);
+  char *r = malloc(n + 1);
+  assert_non_null(r);
+  size_t head = (size_t)(at - s);
+  memcpy(r, s, head);
+  strcpy(r + head, to);
+  strcat(r, at + strlen(from));
+  free(s);
+  return r;
+}
+
+static void expect_equal_text(const char *text, const char *what) {
+  plan_plan *p = NULL;
+  if (plan_load_buffer(&p, text, strlen(text), what, "examples")) {
+    char buf[512];
+    fprintf(stderr, "%s\n", plan_error_format(buf, sizeof buf));
+  }
+  assert_non_null(p);
+  for (int mode = 0; mode < 2; mode++) {
+    plan_verify_options o = options(mode);
+    plan_verify_report *r = NULL;
+    assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+    if (!plan_verify_report_equal(r))
+      fprintf(stderr, "%s: %s", what, plan_verify_report_text(r));
+    assert_true(plan_verify_report_equal(r));
+    plan_verify_report_free(r);
+  }
+  plan_free(p);
+}
+
+/* Variants: GPipe; a forward-only pipeline; Adam with clipping by global
+ * norm; a skip connection from stage 0 to stage 3 (a transfer past the
+ * next stage, and its gradient back). */
+static void test_variants(void **state) {
+  (void)state;
+  char *t = replace(read_file(T1F1B), "schedule: 1f1b", "schedule: gpipe");
+  expect_equal_text(t, "gpipe.plan.yaml");
+  free(t);
+  t = replace(read_file(T1F1B), "optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}",
+              "optimizer: {kind: adam, lr: 0.001}\n  clip_grad_norm: 1.0");
+  expect_equal_text(t, "adam-clip.plan.yaml");
+  free(t);
+  t = read_file(MLP8);
+  char *tr = strstr(t, "training:"), *pv = strstr(t, "provenance:");
+  assert_non_null(tr);
+  assert_non_null(pv);
+  memmove(tr, pv, strlen(pv) + 1); /* no training section */
+  expect_equal_text(t, "forward.plan.yaml");
+  free(t);
+  t = read_file(MLP8);
+  t = replace(t, "- {name: head,  op: matmul,        in: [a7, w_head], out: logits}",
+              "- {name: skip,  op: add,           in: [a7, a1], out: a7s}\n"
+              "    - {name: head,  op: matmul,        in: [a7s, w_head], out: logits}");
+  t = replace(t, "layers.*.act: {in: [S(0)R], out: S(0)R}",
+              "layers.*.act: {in: [S(0)R], out: S(0)R}\n"
+              "  skip:         {in: [S(0)R, S(0)R], out: S(0)R}");
+  t = replace(t, "- {ops: [\"layers.[67].*\", head, loss]}",
+              "- {ops: [\"layers.[67].*\", skip, head, loss]}");
+  plan_plan *p = NULL;
+  assert_int_equal(plan_load_buffer(&p, t, strlen(t), "skip.plan.yaml",
+                                    "examples"), PLAN_OK);
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  /* a1 goes from stage 0 to stage 3; its gradient's contribution from
+   * stage 3 goes back to stage 1, where it meets the other (the sum runs
+   * in the earliest stage of its inputs) and goes on to stage 0 */
+  int fwd03 = 0, back31 = 0;
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER) {
+      fwd03 += l->pipe->from_stage[i] == 0 && l->pipe->stage[i] == 3;
+      back31 += l->pipe->from_stage[i] == 3 && l->pipe->stage[i] == 1;
+    }
+  assert_int_equal(fwd03, 1);
+  assert_int_equal(back31, 1);
+  plan_lowered_free(l);
+  plan_free(p);
+  expect_equal_text(t, "skip.plan.yaml");
+  free(t);
+}
+
 /* Where the steps run: every op in its stage, forward ops in F, the
  * backward in I or W; transfers between consecutive stages only here,
  * one each way per stage boundary (the residual stream and its gradient);
@@ -338,6 +434,7 @@ static void test_reduced(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_examples_equal),
+      cmocka_unit_test(test_variants),
       cmocka_unit_test(test_placement_of_steps),
       cmocka_unit_test(test_accumulation_summed),
       cmocka_unit_test(test_labels_of_another_microbatch),
