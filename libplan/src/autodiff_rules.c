@@ -392,6 +392,74 @@ static int bw_expand(ad_ctx *c, const plan_op *op, int dy) {
   return give(c, op, 0, ad_unbroadcast(c, "dx", dy, op->in[0]));
 }
 
+/* where(cond, a, b): da = where(cond, dy, 0), db = where(cond, 0, dy),
+ * each summed back where it was broadcast (the 0 a scalar const of zeros).
+ * cond only selects: an integer mask takes no gradient; a float one that
+ * needs one gets zeros (a step's derivative, almost everywhere). */
+static int bw_where(ad_ctx *c, const plan_op *op, int dy) {
+  static const char *const part[3] = {"dcond", "da", "db"};
+  int rc, zero = -1;
+  for (int s = 1; s < 3; s++) {
+    if (!ad_wants(c, op, s))
+      continue;
+    if (zero < 0 &&
+        (zero = ad_const(c, "zero", NULL, 0, NULL, c->p->tensors[dy].dtype,
+                         PLAN_RECIPE_ZEROS)) < 0)
+      return zero;
+    int in[3] = {op->in[0], s == 1 ? dy : zero, s == 1 ? zero : dy};
+    int g = ad_op(c, PLAN_OP_WHERE, part[s], NULL, in, 3);
+    if (g >= 0)
+      g = ad_unbroadcast(c, part[s], g, op->in[s]);
+    if ((rc = give(c, op, s, g)))
+      return rc;
+  }
+  if (!ad_wants(c, op, 0))
+    return PLAN_OK;
+  int64_t dims[PLAN_MAX_RANK];
+  int r = dims_of(c, op->in[0], dims);
+  return give(c, op, 0,
+              ad_const(c, part[0], NULL, r, dims,
+                       c->p->tensors[op->in[0]].dtype, PLAN_RECIPE_ZEROS));
+}
+
+/* repeat_interleave(x, repeats, dim): dx sums the copies: dy reshaped with
+ * the repeated dim split into [n, repeats] and summed over the repeats (at
+ * the largest rank, the dims around it merged for the split). */
+static int bw_repeat_interleave(ad_ctx *c, const plan_op *op, int dy) {
+  int64_t xd[PLAN_MAX_RANK], sd[PLAN_MAX_RANK];
+  int r = dims_of(c, op->in[0], xd), rs = 0;
+  int64_t rep = attr_i(op, 0), dim = attr_i(op, 1), rd;
+  if (dim < 0)
+    dim += r;
+  if (r < PLAN_MAX_RANK) {
+    for (int d = 0; d < r; d++) {
+      sd[rs++] = xd[d];
+      if (d == dim)
+        sd[rs++] = rep;
+    }
+    rd = dim + 1;
+  } else {
+    int64_t lead = 1, trail = 1;
+    for (int d = 0; d < r; d++)
+      if (d < dim)
+        lead *= xd[d];
+      else if (d > dim)
+        trail *= xd[d];
+    sd[rs++] = lead;
+    sd[rs++] = xd[dim];
+    sd[rs++] = rep;
+    sd[rs++] = trail;
+    rd = 2;
+  }
+  int g = ad_reshape(c, "dx.split", dy, rs, sd);
+  if (g >= 0)
+    g = ad_reduce_sum(c, r < PLAN_MAX_RANK ? "dx" : "dx.sum", g, &rd, 1,
+                      false);
+  if (g >= 0)
+    g = ad_reshape(c, "dx.shape", g, r, xd);
+  return give(c, op, 0, g);
+}
+
 /* ---- gradient ops -------------------------------------------------------- */
 
 /* relu_grad, gelu_grad, silu_grad: z = a f'(x) elementwise, so
@@ -519,6 +587,10 @@ int ad_backward(ad_ctx *c, const plan_op *op, const int *dy) {
     return bw_embedding_grad(c, op, dy[0]);
   case PLAN_OP_CROSS_ENTROPY_GRAD:
     return bw_cross_entropy_grad(c, op, dy[0]);
+  case PLAN_OP_WHERE:
+    return bw_where(c, op, dy[0]);
+  case PLAN_OP_REPEAT_INTERLEAVE:
+    return bw_repeat_interleave(c, op, dy[0]);
   case PLAN_OP_COUNT:
     break;
   }

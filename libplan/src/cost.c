@@ -67,6 +67,8 @@ static const struct {
     {"rmsnorm_grad", COST_CLASS_ROWWISE, 5},
     {"embedding_grad", COST_CLASS_MOVE, 0},
     {"cross_entropy_grad", COST_CLASS_ROWWISE, 5},
+    {"where", COST_CLASS_POINTWISE, 1},
+    {"repeat_interleave", COST_CLASS_MOVE, 0},
 };
 
 static void classify_kinds(plan_cost_model *m) {

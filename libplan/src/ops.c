@@ -55,6 +55,20 @@ static const plan_attr_spec concat_attrs[] = {
 static const plan_attr_spec expand_attrs[] = {
     {.name = "shape", .type = PLAN_ATTR_INTS, .required = true},
 };
+/* torch.repeat_interleave(x, repeats, dim) with an int `repeats`: each
+ * slice along dim repeated in place (grouped-query attention's kv heads).
+ * dim has no default: torch's (flatten first) is not this op. Both are
+ * required; their def_i are placeholders no loaded value equals (repeats
+ * >= 1, dims normalised to >= 0), so the canonical form, which leaves out
+ * values equal to the default, always holds them. */
+static const plan_attr_spec repeat_interleave_attrs[] = {
+    {.name = "repeats", .type = PLAN_ATTR_INT, .required = true, .def_i = 0},
+    {.name = "dim",
+     .type = PLAN_ATTR_INT,
+     .required = true,
+     .def_i = -1,
+     .is_dim = true},
+};
 /* The table's row count: the ids alone do not tell it. */
 static const plan_attr_spec embedding_grad_attrs[] = {
     {.name = "rows", .type = PLAN_ATTR_INT, .required = true},
@@ -136,6 +150,13 @@ static const plan_op_info op_table[] = {
     [PLAN_OP_CROSS_ENTROPY_GRAD] = {"cross_entropy_grad", 3, 3, 1, 1, NULL, 0,
                                     PLAN_PARTIAL_FIRST,
                                     plan_infer_cross_entropy_grad},
+    /* where: (cond, a, b); cond of any dtype, nonzero selects a. */
+    [PLAN_OP_WHERE] = {"where", 3, 3, 1, 1, NULL, 0, PLAN_PARTIAL_SELECT,
+                       plan_infer_where},
+    [PLAN_OP_REPEAT_INTERLEAVE] = {"repeat_interleave", 1, 1, 1, 1,
+                                   ATTRS(repeat_interleave_attrs),
+                                   PLAN_PARTIAL_PASS,
+                                   plan_infer_repeat_interleave},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == PLAN_OP_COUNT,

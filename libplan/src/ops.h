@@ -52,6 +52,12 @@ typedef enum plan_op_kind {
   PLAN_OP_RMSNORM_GRAD,
   PLAN_OP_EMBEDDING_GRAD,
   PLAN_OP_CROSS_ENTROPY_GRAD,
+  /* Ops real models need beyond the minimum set (shared/OPS.md, last
+   * paragraph): a masked select (attention masks, masked fills), and
+   * repeating each slice of a dim (grouped-query attention's shared
+   * key/value heads, torch.repeat_interleave). */
+  PLAN_OP_WHERE,
+  PLAN_OP_REPEAT_INTERLEAVE,
   PLAN_OP_COUNT
 } plan_op_kind;
 
@@ -105,9 +111,14 @@ typedef enum plan_partial_rule {
   PLAN_PARTIAL_LINEAR,   /* linear: one of x/w P(sum|avg) and the other R;
                             then the bias (if any) must be P of the same kind */
   PLAN_PARTIAL_TABLE,    /* embedding: the table may be P(sum|avg), ids R */
-  PLAN_PARTIAL_FIRST     /* gradient ops: linear in input 0 (the output
+  PLAN_PARTIAL_FIRST,    /* gradient ops: linear in input 0 (the output
                             gradient), which may be P(sum|avg); every other
                             input R */
+  PLAN_PARTIAL_SELECT    /* where (cond, a, b): a and b both P of one kind
+                            (any: each element is taken from a or from b
+                            on every rank alike, so a sum, mean, max or min
+                            over ranks commutes with the selection), or
+                            neither; cond never P */
 } plan_partial_rule;
 
 typedef struct plan_op_info {

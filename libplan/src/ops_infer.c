@@ -720,6 +720,77 @@ int plan_infer_expand(PLAN_INFER_ARGS) {
   return finish(PLAN_OP_EXPAND, out, nout, err, errsz);
 }
 
+/* ---- where, repeat_interleave -------------------------------------------- */
+
+/* where: (cond, a, b) -> out, out[i] = cond[i] != 0 ? a[i] : b[i] with the
+ * three broadcast together (numpy). cond may have any dtype: an integer
+ * mask (the convention for non-float data: ids, labels; `range: [0, 2]`
+ * makes the generator give 0s and 1s) or a float one (a const recipe);
+ * a and b share one dtype, the output's. */
+int plan_infer_where(PLAN_INFER_ARGS) {
+  (void)attrs;
+  int rc = prelude(PLAN_OP_WHERE, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  if (in[1].dtype != in[2].dtype)
+    return plan_errf(err, errsz,
+                     "where: a and b (inputs 1 and 2) differ in dtype: %s vs "
+                     "%s",
+                     plan_dtype_name(in[1].dtype), plan_dtype_name(in[2].dtype));
+  int64_t ab[PLAN_MAX_RANK];
+  int rab, bad;
+  if (!broadcast(in[1].dims, in[1].rank, in[2].dims, in[2].rank, ab, &rab,
+                 &bad) ||
+      !broadcast(in[0].dims, in[0].rank, ab, rab, out->dims, &out->rank,
+                 &bad)) {
+    char sc[SHAPE_STRLEN], sa[SHAPE_STRLEN], sb[SHAPE_STRLEN];
+    return plan_errf(err, errsz,
+                     "where: shapes do not broadcast: cond %s, a %s, b %s",
+                     fmt_dims(in[0].dims, in[0].rank, sc),
+                     fmt_dims(in[1].dims, in[1].rank, sa),
+                     fmt_dims(in[2].dims, in[2].rank, sb));
+  }
+  out->dtype = in[1].dtype;
+  return finish(PLAN_OP_WHERE, out, nout, err, errsz);
+}
+
+/* repeat_interleave: [.., n, ..] -> [.., n * repeats, ..] along dim, each
+ * slice repeated in place (slice j of the output is slice j / repeats of
+ * the input); any dtype. */
+int plan_infer_repeat_interleave(PLAN_INFER_ARGS) {
+  int rc =
+      prelude(PLAN_OP_REPEAT_INTERLEAVE, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  const plan_attr_spec *spec = SPEC(PLAN_OP_REPEAT_INTERLEAVE);
+  int r = in[0].rank, dim;
+  if (!attrs || !attrs[0].present)
+    return plan_errf(err, errsz,
+                     "repeat_interleave: attribute repeats is required");
+  if (!attrs[1].present)
+    return plan_errf(err, errsz, "repeat_interleave: attribute dim is required");
+  int64_t rep = attr_int(attrs, spec, 0), d = attr_int(attrs, spec, 1);
+  if (r < 1)
+    return plan_errf(err, errsz,
+                     "repeat_interleave: the input must have rank >= 1, not "
+                     "0");
+  if (!norm_dim(d, r, &dim))
+    return plan_errf(err, errsz,
+                     "repeat_interleave: dim %lld is out of range for rank %d",
+                     (long long)d, r);
+  if (rep < 1)
+    return plan_errf(err, errsz,
+                     "repeat_interleave: repeats must be >= 1, not %lld",
+                     (long long)rep);
+  copy_shape(out, &in[0]);
+  if (!plan_mul_i64(in[0].dims[dim], rep, &out->dims[dim]))
+    return plan_errf(err, errsz,
+                     "repeat_interleave: dim %d (%lld) times %lld overflows "
+                     "int64",
+                     dim, (long long)in[0].dims[dim], (long long)rep);
+  return finish(PLAN_OP_REPEAT_INTERLEAVE, out, nout, err, errsz);
+}
+
 /* ---- gradient ops -------------------------------------------------------- */
 
 /* Inputs a and b have the same shape (no broadcasting). */

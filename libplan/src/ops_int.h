@@ -43,5 +43,7 @@ int plan_infer_layernorm_grad(PLAN_INFER_ARGS);
 int plan_infer_rmsnorm_grad(PLAN_INFER_ARGS);
 int plan_infer_embedding_grad(PLAN_INFER_ARGS);
 int plan_infer_cross_entropy_grad(PLAN_INFER_ARGS);
+int plan_infer_where(PLAN_INFER_ARGS);
+int plan_infer_repeat_interleave(PLAN_INFER_ARGS);
 
 #endif

@@ -289,6 +289,26 @@ static int partial_axis(judge *j, int a, int first_p) {
                   "through %s",
                   op, pks, ax, op);
     break;
+  case PLAN_PARTIAL_SELECT:
+    /* where(cond, a, b): summing (or averaging, or taking the max or min
+     * of) where(cond, a_r, b_r) over the ranks is where(cond, sum a_r,
+     * sum b_r) only when a and b are both partial in that way: an R
+     * operand would be counted once per rank where it is selected. */
+    if (in0->kind == PLAN_PL_P)
+      return plan_errf(j->err, j->errsz,
+                  "%s: the condition (input 0) is %s along %s; it selects, "
+                  "so it cannot be partial: reduce it first",
+                  op, entry_str(in0, eb), ax);
+    for (int i = 1; i < r->nin; i++) {
+      const plan_axis_pl *e = &j->in[i].ax[a];
+      if (e->kind != PLAN_PL_P || e->reduce != pk)
+        return plan_errf(j->err, j->errsz,
+                    "%s: input %d is %s along %s while input %d is %s: a and "
+                    "b (inputs 1 and 2) must be partial in the same way, or "
+                    "neither",
+                    op, i, entry_str(e, eb), ax, first_p, pks);
+    }
+    break;
   case PLAN_PARTIAL_FIRST:
     if (first_p != 0)
       return plan_errf(j->err, j->errsz,

@@ -321,6 +321,27 @@ static int rule_expand(plan_rule *r, const plan_shape *x,
   return PLAN_OK;
 }
 
+/* repeat_interleave along dim: the input's n becomes the output's compound
+ * [n, r], n major (output slice j is input slice j / r), so sharding the
+ * input dim shards the output's the same way, as reshape's merge does, when
+ * n divides into the shards (compound_check); r is the output's alone and,
+ * being minor, never sharded. Every other dim is one free factor. With r 1
+ * the output dim is the input's: plain, uneven shards allowed. (Tiling,
+ * torch's repeat, would make r major and leave n unshardable.) */
+static int rule_repeat_interleave(plan_rule *r, const plan_shape *x,
+                                  const plan_attr_val *attrs) {
+  int dim = norm_dim(attrs[1].i, x->rank);
+  int64_t rep = attrs[0].i;
+  for (int d = 0; d < x->rank; d++) {
+    int f = factor(r, x->dims[d], PLAN_FACTOR_FREE, "d", d);
+    carry(r, 0, d, f);
+    carry(r, OUT(r, 0), d, f);
+    if (d == dim && rep != 1)
+      carry(r, OUT(r, 0), d, factor(r, rep, PLAN_FACTOR_FREE, "rep", -1));
+  }
+  return PLAN_OK;
+}
+
 /* Gradient ops shaped like their forward: the factors of input 0 and the
  * output (made by same_shape) are carried by input `also` dim for dim. */
 static void carry_like_first(plan_rule *r, int first_factor, int also,
@@ -499,6 +520,15 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     break;
   case PLAN_OP_CROSS_ENTROPY_GRAD:
     rc = rule_cross_entropy_grad(out, in);
+    break;
+  case PLAN_OP_WHERE: {
+    /* elementwise with broadcasting, like the binary ops: all free */
+    int ranks[3] = {in[0].rank, in[1].rank, in[2].rank};
+    broadcast_dims(out, in, 3, ranks, y->rank, y->dims, OUT(out, 0), 0, "d");
+    break;
+  }
+  case PLAN_OP_REPEAT_INTERLEAVE:
+    rc = rule_repeat_interleave(out, &in[0], attrs);
     break;
   case PLAN_OP_COUNT:
     rc = PLAN_EINVALID;

@@ -309,8 +309,9 @@ static void w_attrs(plan_buf *b, const plan_op *op) {
     const plan_attr_val *a = &op->attrs[k];
     bool def;
     switch (s->type) {
-    case PLAN_ATTR_INT:
-      def = a->i == s->def_i;
+    case PLAN_ATTR_INT: /* a required value is written even when it
+                           equals the schema's placeholder */
+      def = !s->required && a->i == s->def_i;
       break;
     case PLAN_ATTR_FLOAT:
       def = a->f == s->def_f;

@@ -458,6 +458,69 @@ static void run_expand(const plan_view *in, plan_view *out) {
   }
 }
 
+/* Whether element i of a where's condition selects a: nonzero, whatever
+ * the dtype (a float NaN is nonzero, as in C and torch's bool()). */
+static bool cond_at(const plan_view *c, int64_t i) {
+  if (c->dtype == PLAN_F64)
+    return ((const double *)c->data)[i] != 0;
+  if (dtype_is_float(c->dtype))
+    return ((const float *)c->data)[i] != 0;
+  return ((const int64_t *)c->data)[i] != 0;
+}
+
+/* where: out = cond ? a : b elementwise over the local blocks, the three
+ * broadcast to out's dims (numpy); a copy of one element or the other, so
+ * exact in every mode and dtype. */
+static void run_where(const plan_view *in, plan_view *out) {
+  size_t esz = elem_size(out->dtype);
+  int r = out->rank;
+  int64_t n = count_of(out);
+  int64_t st[3][PLAN_MAX_RANK] = {{0}};
+  for (int i = 0; i < 3; i++) {
+    int64_t s = 1;
+    for (int d = in[i].rank - 1; d >= 0; d--) {
+      st[i][d + r - in[i].rank] = in[i].dims[d] == 1 ? 0 : s;
+      s *= in[i].dims[d];
+    }
+  }
+  const unsigned char *a = in[1].data, *b = in[2].data;
+  unsigned char *o = out->data;
+  int64_t idx[PLAN_MAX_RANK] = {0}, p[3] = {0, 0, 0};
+  for (int64_t q = 0; q < n; q++) {
+    const unsigned char *src = cond_at(&in[0], p[0]) ? a + (size_t)p[1] * esz
+                                                      : b + (size_t)p[2] * esz;
+    memcpy(o + (size_t)q * esz, src, esz);
+    for (int d = r - 1; d >= 0; d--) { /* next index, row-major */
+      for (int i = 0; i < 3; i++)
+        p[i] += st[i][d];
+      if (++idx[d] < out->dims[d])
+        break;
+      for (int i = 0; i < 3; i++)
+        p[i] -= st[i][d] * out->dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* repeat_interleave along dim: each of the n input slices [inner] copied
+ * `rep` times in place, for every outer index. */
+static void run_repeat_interleave(const plan_attr_val *attrs,
+                                  const plan_view *in, plan_view *out) {
+  size_t esz = elem_size(in->dtype);
+  int dim = norm_dim(attr_int(attrs, PLAN_OP_REPEAT_INTERLEAVE, 1), in->rank);
+  int64_t rep = attr_int(attrs, PLAN_OP_REPEAT_INTERLEAVE, 0);
+  int64_t outer = prod(in->dims, 0, dim), n = in->dims[dim];
+  size_t row = (size_t)prod(in->dims, dim + 1, in->rank) * esz;
+  const unsigned char *src = in->data;
+  unsigned char *dst = out->data;
+  if (row == 0)
+    return;
+  for (int64_t q = 0; q < outer; q++)
+    for (int64_t j = 0; j < n; j++, src += row)
+      for (int64_t t = 0; t < rep; t++, dst += row)
+        memcpy(dst, src, row);
+}
+
 static int run_embedding(const plan_view *in, plan_view *out, char *err,
                          size_t errsz) {
   const plan_view *tab = &in[0], *ids = &in[1];
@@ -697,7 +760,8 @@ bool plan_cpu_supports(int kind, plan_dtype dtype) {
     return true;
   return kind == PLAN_OP_TRANSPOSE || kind == PLAN_OP_PERMUTE ||
          kind == PLAN_OP_RESHAPE || kind == PLAN_OP_SPLIT ||
-         kind == PLAN_OP_CONCAT || kind == PLAN_OP_EXPAND;
+         kind == PLAN_OP_CONCAT || kind == PLAN_OP_EXPAND ||
+         kind == PLAN_OP_WHERE || kind == PLAN_OP_REPEAT_INTERLEAVE;
 }
 
 static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
@@ -792,6 +856,12 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
     return run_embedding_grad(K, in, out, err, errsz);
   case PLAN_OP_CROSS_ENTROPY_GRAD:
     return run_cross_entropy_grad(K, in, out, bits, err, errsz);
+  case PLAN_OP_WHERE:
+    run_where(in, out);
+    return PLAN_OK;
+  case PLAN_OP_REPEAT_INTERLEAVE:
+    run_repeat_interleave(attrs, in, out);
+    return PLAN_OK;
   case PLAN_OP_COUNT:
     break;
   }

@@ -32,22 +32,27 @@
  *    local dy row is added to the row its id names when the block holds
  *    it, so the ranks' blocks of a sample-sharded dy are partial sums;
  *  - cross_entropy_grad: dy (softmax - onehot) over the local rows, divided
- *    by the GLOBAL batch count (the product of in[2].global_dims).
+ *    by the GLOBAL batch count (the product of in[2].global_dims);
+ *  - where: the plain op on the local blocks (broadcast together); the
+ *    condition may have any dtype, nonzero selecting input 1;
+ *  - repeat_interleave: the plain op on the local block (its attribute
+ *    names no global size).
  *
  * Dtypes: F64 is computed in double and F32 in float (matmul and linear
  * through OpenBLAS dgemm / sgemm). BF16 and F16 are emulated: stored as
  * float, computed in float, and every result rounded to the format
  * (round to nearest even; F16 overflows to infinity and has subnormals).
  * Integer tensors (I64 and I32, both stored as int64_t) are embedding ids,
- * cross_entropy labels, and may go through the data-movement ops.
+ * cross_entropy labels and where's masks, and may go through the
+ * data-movement ops (where and repeat_interleave among them).
  *
  * Exact mode (verifier `exact`, an F64 mode): the result of an op that is
  * not exactly representable is rounded to the dyadic grid 2^-dyadic_bits
  * (plan_dyadic_round), so that every later sum is exact in any order:
  *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm, and the gradient
  *    ops gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad and
- *    cross_entropy_grad: every output (relu_grad, embedding_grad and
- *    expand are exact);
+ *    cross_entropy_grad: every output (relu_grad, embedding_grad,
+ *    expand, where and repeat_interleave are exact);
  *  - the per-sample losses of cross_entropy, before they are summed;
  *  - div, reduce_mean and cross_entropy's division by the global count: an
  *    element whose quotient is inexact in double;
@@ -113,8 +118,8 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
                     const plan_kernel_ctx *ctx, char *err, size_t errsz);
 
 /* Whether op `kind` has a kernel for outputs of `dtype` (every op for the
- * float dtypes; transpose, permute, reshape, split, concat and expand also
- * for the integer dtypes). */
+ * float dtypes; transpose, permute, reshape, split, concat, expand, where
+ * and repeat_interleave also for the integer dtypes). */
 bool plan_cpu_supports(int kind, plan_dtype dtype);
 
 /* Rounds x to the nearest bf16 / f16 value (ties to even; NaN stays NaN,

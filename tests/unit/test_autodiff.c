@@ -284,6 +284,38 @@ static const adcase cases[] = {
      P("a", "[]") ", " IN("logits", "[4, 6]") ", " IDS("labels", "[4]", "6"),
      "{name: op, op: cross_entropy_grad, in: [a, logits, labels], out: y}",
      NULL},
+    /* where: an integer mask (no gradient), broadcasting every way, one
+     * tensor on both sides, and a float mask that is a param (its gradient
+     * is zeros) */
+    {"where", IDS("m", "[4, 6]", "2") ", " P("a", "[4, 6]") ", " P("b", "[4, 6]"),
+     "{name: op, op: where, in: [m, a, b], out: y}", NULL},
+    {"where.bcast.uneven",
+     IDS("m", "[3, 1]", "2") ", " P("a", "[5]") ", " P("b", "[2, 1, 5]"),
+     "{name: op, op: where, in: [m, a, b], out: y}", NULL},
+    {"where.scalar", IDS("m", "[3, 5]", "2") ", " P("a", "[3, 5]") ", " P("b", "[]"),
+     "{name: op, op: where, in: [m, a, b], out: y}", NULL},
+    {"where.same", IDS("m", "[4, 6]", "2") ", " P("a", "[4, 6]"),
+     "{name: op, op: where, in: [m, a, a], out: y}", NULL},
+    {"where.fmask", P("m", "[4, 6]") ", " P("a", "[4, 6]") ", " IN("b", "[6]"),
+     "{name: op, op: where, in: [m, a, b], out: y}", NULL},
+    /* repeat_interleave: grouped-query attention's heads, the last dim,
+     * repeats 1, and rank 8 (the split of the gradient merges dims) */
+    {"repeat_interleave.heads", P("k", "[2, 2, 3, 4]"),
+     "{name: op, op: repeat_interleave, in: [k], out: y, attrs: {repeats: 2, "
+     "dim: 1}}",
+     NULL},
+    {"repeat_interleave.last.uneven", P("x", "[3, 5]"),
+     "{name: op, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 3, "
+     "dim: -1}}",
+     NULL},
+    {"repeat_interleave.one", P("x", "[3, 5]"),
+     "{name: op, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 1, "
+     "dim: 0}}",
+     NULL},
+    {"repeat_interleave.rank8", P("x", "[2, 1, 1, 1, 1, 2, 3, 1]"),
+     "{name: op, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 2, "
+     "dim: 5}}",
+     NULL},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

@@ -1385,6 +1385,140 @@ static void test_expand(void **state) {
   assert_non_null(strstr(last_err, "does not broadcast"));
 }
 
+/* ---- where and repeat_interleave ----------------------------------------- */
+
+/* where(cond, a, b) against a reference over random shapes broadcast in
+ * every order: an integer mask (I64, I32), a float one in the op's dtype
+ * (zeros, -0, NaN: nonzero selects a, NaN included), integer a and b; exact
+ * mode leaves every value as it is (a copy). */
+static void test_where(void **state) {
+  (void)state;
+  plan_kernel_ctx exact = {true, 0};
+  for (int di = 0; di < 6; di++)
+    for (int s = 0; s < 10; s++) {
+      rstate = (uint64_t)(31000 + di * 100 + s);
+      bool ints = di == 4, fcond = di == 5 || s % 3 == 2;
+      plan_dtype dt = di < 4 ? DTS[di] : di == 4 ? PLAN_F64 : PLAN_F32;
+      int64_t od[PLAN_MAX_RANK], d[3][PLAN_MAX_RANK];
+      int r = (int)rint_in(0, 4), rk[3];
+      rdims(od, r, 1, 4);
+      int full = (int)rint_in(0, 2); /* one operand has the output's shape */
+      for (int i = 0; i < 3; i++) {
+        if (i == full) {
+          memcpy(d[i], od, sizeof od);
+          rk[i] = r;
+        } else {
+          rk[i] = bcast_of(od, r, d[i]);
+        }
+      }
+      tt *c = fcond ? rnd_t(dt, rk[0], d[0]) : int_t(rk[0], d[0], 0, 2);
+      if (!fcond && s % 2)
+        c->int_dtype = PLAN_I32;
+      if (fcond)
+        for (int64_t i = 0; i < c->n; i++) {
+          int64_t u = rint_in(0, 3);
+          c->v[i] = u == 0 ? 0.0 : u == 1 ? -0.0 : u == 2 ? NAN : c->v[i];
+        }
+      tt *a = ints ? int_t(rk[1], d[1], -9, 9) : rnd_t(dt, rk[1], d[1]);
+      tt *b = ints ? int_t(rk[2], d[2], -9, 9) : rnd_t(dt, rk[2], d[2]);
+      tt *ref = mk(r, od);
+      int64_t co[PLAN_MAX_RANK];
+      for (int64_t i = 0; i < ref->n; i++) {
+        unravel(i, od, r, co);
+        ref->v[i] = at_bcast(c, co, r) != 0 ? at_bcast(a, co, r)
+                                            : at_bcast(b, co, r);
+      }
+      tt *in[3] = {c, a, b};
+      tt *got = mk_like(ref);
+      got->int_dtype = ints ? PLAN_I64 : PLAN_F64;
+      if (ints) {
+        assert_int_equal(
+            run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, NULL), PLAN_OK);
+      } else {
+        expect(PLAN_OP_WHERE, NULL, dt, in, 3, &ref, 1, 1);
+        if (dt != PLAN_F64)
+          continue;
+        assert_int_equal(
+            run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, &exact), PLAN_OK);
+      }
+      for (int64_t i = 0; i < got->n; i++)
+        assert_true(got->v[i] == ref->v[i] ||
+                    (isnan(got->v[i]) && isnan(ref->v[i])));
+    }
+  /* a and b of two dtypes; shapes that do not broadcast */
+  const int64_t d23[2] = {2, 3}, d4[1] = {4};
+  tt *c = int_t(2, d23, 0, 2), *a = rnd_t(PLAN_F64, 2, d23),
+     *b = int_t(2, d23, 0, 3), *out = mk(2, d23);
+  tt *in[3] = {c, a, b};
+  assert_int_equal(run_k(PLAN_OP_WHERE, NULL, PLAN_F64, in, 3, &out, 1, NULL),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "differ in dtype"));
+  in[2] = rnd_t(PLAN_F64, 1, d4);
+  assert_int_equal(run_k(PLAN_OP_WHERE, NULL, PLAN_F64, in, 3, &out, 1, NULL),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "do not broadcast"));
+}
+
+/* repeat_interleave(x, repeats, dim) against a reference (output slice j
+ * is input slice j / repeats), every float dtype and integers, each dim of
+ * random ranks; exact mode leaves values as they are. */
+static void test_repeat_interleave(void **state) {
+  (void)state;
+  plan_kernel_ctx exact = {true, 0};
+  for (int di = 0; di < 5; di++)
+    for (int s = 0; s < 10; s++) {
+      rstate = (uint64_t)(32000 + di * 100 + s);
+      bool ints = di == 4;
+      plan_dtype dt = ints ? PLAN_F64 : DTS[di];
+      int64_t xd[PLAN_MAX_RANK], od[PLAN_MAX_RANK];
+      int r = (int)rint_in(1, 4), dim = (int)rint_in(0, r - 1);
+      int64_t rep = rint_in(1, 3);
+      rdims(xd, r, s == 9 ? 0 : 1, 4);
+      memcpy(od, xd, sizeof xd);
+      od[dim] *= rep;
+      tt *x = ints ? int_t(r, xd, -9, 9) : rnd_t(dt, r, xd), *ref = mk(r, od);
+      int64_t c[PLAN_MAX_RANK];
+      for (int64_t i = 0; i < ref->n; i++) {
+        unravel(i, od, r, c);
+        c[dim] /= rep;
+        ref->v[i] = x->v[ravel(c, xd, r)];
+      }
+      plan_attr_val *a = attrs_new();
+      a[0].i = rep;
+      a[0].present = true;
+      a[1].i = s % 2 ? dim - r : dim; /* negative dims count from the end */
+      a[1].present = true;
+      tt *got = mk_like(ref);
+      got->int_dtype = ints ? PLAN_I64 : PLAN_F64;
+      if (!ints) {
+        expect(PLAN_OP_REPEAT_INTERLEAVE, a, dt, &x, 1, &ref, 1, 1);
+        if (dt != PLAN_F64)
+          continue;
+      }
+      assert_int_equal(run_k(PLAN_OP_REPEAT_INTERLEAVE, a, dt, &x, 1, &got, 1,
+                             ints ? NULL : &exact),
+                       PLAN_OK);
+      for (int64_t i = 0; i < got->n; i++)
+        assert_true(got->v[i] == ref->v[i]);
+    }
+  /* a local block whose output is not the input's repeat; no attributes */
+  const int64_t xd[2] = {2, 3}, bd[2] = {2, 5};
+  tt *x = rnd_t(PLAN_F64, 2, xd), *bad = mk(2, bd);
+  plan_attr_val *a = attrs_new();
+  a[0].i = 2;
+  a[0].present = true;
+  a[1].i = 1;
+  a[1].present = true;
+  assert_int_equal(
+      run_k(PLAN_OP_REPEAT_INTERLEAVE, a, PLAN_F64, &x, 1, &bad, 1, NULL),
+      PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "local op gives"));
+  assert_int_equal(
+      run_k(PLAN_OP_REPEAT_INTERLEAVE, NULL, PLAN_F64, &x, 1, &bad, 1, NULL),
+      PLAN_EINVALID);
+  assert_non_null(strstr(last_err, "repeats is required"));
+}
+
 /* d/dx of relu, gelu (both forms) and silu in long double. */
 static double act_deriv(int kind, long double x, bool tanh_approx) {
   if (kind == PLAN_OP_RELU_GRAD)
@@ -1687,6 +1821,8 @@ int main(void) {
       T(test_embedding_grad),
       T(test_cross_entropy_grad),
       T(test_exact_grads),
+      T(test_where),
+      T(test_repeat_interleave),
       T(test_every_op_supported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -158,6 +158,8 @@ static void test_registry_names_and_partials(void **state) {
       {PLAN_OP_RMSNORM_GRAD, "rmsnorm_grad", PLAN_PARTIAL_FIRST},
       {PLAN_OP_EMBEDDING_GRAD, "embedding_grad", PLAN_PARTIAL_FIRST},
       {PLAN_OP_CROSS_ENTROPY_GRAD, "cross_entropy_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_WHERE, "where", PLAN_PARTIAL_SELECT},
+      {PLAN_OP_REPEAT_INTERLEAVE, "repeat_interleave", PLAN_PARTIAL_PASS},
   };
   assert_int_equal(sizeof want / sizeof want[0], PLAN_OP_COUNT);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -210,6 +212,14 @@ static void test_registry_attr_schemas(void **state) {
   assert_int_equal(find_attr(PLAN_OP_SPLIT, "dim")->def_i, -1);
   assert_true(find_attr(PLAN_OP_SPLIT, "sizes")->required);
   assert_int_equal(find_attr(PLAN_OP_CONCAT, "dim")->def_i, -1);
+  s = find_attr(PLAN_OP_REPEAT_INTERLEAVE, "repeats");
+  assert_int_equal(s->type, PLAN_ATTR_INT);
+  assert_true(s->required);
+  s = find_attr(PLAN_OP_REPEAT_INTERLEAVE, "dim");
+  assert_int_equal(s->type, PLAN_ATTR_INT);
+  assert_true(s->required && s->is_dim);
+  assert_int_equal(plan_op_info_get(PLAN_OP_WHERE)->min_in, 3);
+  assert_int_equal(plan_op_info_get(PLAN_OP_WHERE)->max_in, 3);
   /* Arity. */
   assert_int_equal(plan_op_info_get(PLAN_OP_SPLIT)->max_out, -1);
   assert_int_equal(plan_op_info_get(PLAN_OP_CONCAT)->max_in, -1);
@@ -785,6 +795,87 @@ static void test_expand(void **state) {
   expect_err(run(PLAN_OP_EXPAND, in, 1, a, 1), "must be >= 0");
 }
 
+/* ---- where, repeat_interleave -------------------------------------------- */
+
+static void test_where(void **state) {
+  (void)state;
+  /* an integer mask broadcast against a and b; a float mask; integer a/b */
+  plan_shape in[3] = {SH(PLAN_I64, 4, 1), SH(PLAN_F32, 6),
+                      SH(PLAN_F32, 2, 1, 1)};
+  expect_ok(run(PLAN_OP_WHERE, in, 3, NULL, 1));
+  EXPECT(0, PLAN_F32, 2, 4, 6);
+  in[0] = SH(PLAN_BF16, 4, 6);
+  in[1] = SH(PLAN_F64, 4, 6);
+  in[2] = SCALAR(PLAN_F64);
+  expect_ok(run(PLAN_OP_WHERE, in, 3, NULL, 1));
+  EXPECT(0, PLAN_F64, 4, 6);
+  in[0] = SCALAR(PLAN_I32);
+  in[1] = SH(PLAN_I64, 3);
+  in[2] = SH(PLAN_I64, 1);
+  expect_ok(run(PLAN_OP_WHERE, in, 3, NULL, 1));
+  EXPECT(0, PLAN_I64, 3);
+  /* a and b differ in dtype; shapes that do not broadcast (any pair) */
+  in[2] = SH(PLAN_F32, 3);
+  expect_err(run(PLAN_OP_WHERE, in, 3, NULL, 1),
+             "where: a and b (inputs 1 and 2) differ in dtype: i64 vs f32");
+  in[0] = SH(PLAN_I64, 4, 6);
+  in[1] = SH(PLAN_F32, 4, 6);
+  in[2] = SH(PLAN_F32, 5, 6);
+  expect_err(run(PLAN_OP_WHERE, in, 3, NULL, 1),
+             "where: shapes do not broadcast: cond [4, 6], a [4, 6], b [5, "
+             "6]");
+  in[0] = SH(PLAN_I64, 3);
+  in[2] = SH(PLAN_F32, 6);
+  expect_err(run(PLAN_OP_WHERE, in, 3, NULL, 1),
+             "shapes do not broadcast: cond [3], a [4, 6], b [6]");
+  expect_err(run(PLAN_OP_WHERE, in, 2, NULL, 1), "where takes 3 inputs, not 2");
+}
+
+static void test_repeat_interleave(void **state) {
+  (void)state;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  defaults(PLAN_OP_REPEAT_INTERLEAVE, a);
+  a[0].i = 3;
+  a[0].present = true;
+  a[1].i = 1;
+  a[1].present = true;
+  /* grouped-query attention: [b, kv heads, s, e] -> [b, heads, s, e] */
+  plan_shape in[1] = {SH(PLAN_BF16, 2, 4, 8, 16)};
+  expect_ok(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1));
+  EXPECT(0, PLAN_BF16, 2, 12, 8, 16);
+  a[1].i = -1;
+  in[0] = SH(PLAN_I32, 5);
+  expect_ok(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1));
+  EXPECT(0, PLAN_I32, 15);
+  a[0].i = 1;
+  in[0] = SH(PLAN_F32, 2, 0);
+  expect_ok(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1));
+  EXPECT(0, PLAN_F32, 2, 0);
+  a[0].i = 0;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1),
+             "repeat_interleave: repeats must be >= 1, not 0");
+  a[0].i = 2;
+  a[1].i = 2;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1),
+             "repeat_interleave: dim 2 is out of range for rank 2");
+  in[0] = SCALAR(PLAN_F32);
+  a[1].i = 0;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1),
+             "the input must have rank >= 1");
+  in[0] = SH(PLAN_F32, (int64_t)1 << 40);
+  a[0].i = (int64_t)1 << 30;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1), "overflows int64");
+  a[0].present = false;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1),
+             "attribute repeats is required");
+  a[0].present = true;
+  a[1].present = false;
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, a, 1),
+             "attribute dim is required");
+  expect_err(run(PLAN_OP_REPEAT_INTERLEAVE, in, 1, NULL, 1),
+             "attribute repeats is required");
+}
+
 static void test_grad_ops(void **state) {
   (void)state;
   plan_attr_val a[PLAN_MAX_ATTRS];
@@ -900,6 +991,8 @@ int main(void) {
       cmocka_unit_test(test_concat),
       cmocka_unit_test(test_cross_entropy),
       cmocka_unit_test(test_expand),
+      cmocka_unit_test(test_where),
+      cmocka_unit_test(test_repeat_interleave),
       cmocka_unit_test(test_grad_ops),
       cmocka_unit_test(test_bad_inputs),
   };

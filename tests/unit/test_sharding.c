@@ -703,6 +703,71 @@ static void test_expand_rule(void **state) {
   expect_illegal(&c, IN("RS(1)"), "broadcast size-1 dim");
 }
 
+/* ---- where, repeat_interleave -------------------------------------------- */
+
+static void test_where_rule(void **state) {
+  (void)state;
+  opcase c;
+  /* cond [4, 1] (an integer mask), a [4, 6], b [6] */
+  plan_shape in[3] = {I64(4, 1), F32(4, 6), F32(6)};
+  build(&c, PLAN_OP_WHERE, in, 3, 1, NULL, &DPTP);
+  /* every factor free: rows shard cond and a, columns shard a and b */
+  expect_out(&c, IN("S(0)R", "S(0)S(1)", "RS(0)"), "S(0)S(1)");
+  expect_out(&c, IN("RR", "RS(1)", "RS(0)"), "RS(1)");
+  expect_illegal(&c, IN("S(0)R", "RR", "RR"),
+                 "input 0 shards dim 0 (factor d0) along dp but input 1 does "
+                 "not");
+  expect_illegal(&c, IN("RS(1)", "RR", "RR"), "broadcast size-1 dim");
+  /* a and b partial alike, of any kind; cond replicated */
+  expect_out(&c, IN("RR", "P(sum)P(avg)", "P(sum)P(avg)"), "P(sum)P(avg)");
+  expect_out(&c, IN("RR", "P(max)R", "P(max)R"), "P(max)R");
+  expect_out(&c, IN("S(0)R", "S(0)P(min)", "RP(min)"), "S(0)P(min)");
+  expect_illegal(&c, IN("RR", "P(sum)R", "RR"),
+                 "where: input 2 is R along dp while input 1 is P(sum): a and "
+                 "b (inputs 1 and 2) must be partial in the same way, or "
+                 "neither");
+  expect_illegal(&c, IN("RR", "RR", "P(sum)R"), "input 1 is R along dp");
+  expect_illegal(&c, IN("RR", "P(sum)R", "P(avg)R"), "in the same way");
+  expect_illegal(&c, IN("P(sum)R", "P(sum)R", "P(sum)R"),
+                 "where: the condition (input 0) is P(sum) along dp; it "
+                 "selects, so it cannot be partial");
+  /* sharded and partial along one axis */
+  expect_illegal(&c, IN("S(0)R", "P(sum)R", "P(sum)R"),
+                 "either sharded or partial");
+}
+
+static void test_repeat_interleave_rule(void **state) {
+  (void)state;
+  opcase c;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  defaults(PLAN_OP_REPEAT_INTERLEAVE, a);
+  a[0].i = 3;
+  a[0].present = true;
+  a[1].i = 1;
+  a[1].present = true;
+  /* kv heads [b 4, h 4, e 6] -> [4, 12, 6]: the heads' n is major */
+  plan_shape in[1] = {F32(4, 4, 6)};
+  build(&c, PLAN_OP_REPEAT_INTERLEAVE, in, 1, 1, a, &DPTP);
+  assert_int_equal(c.rule.operand[1].nf[1], 2);
+  expect_out(&c, IN("S(0)S(1)"), "S(0)S(1)");
+  expect_out(&c, IN("S(1)S(1)"), "S(1)S(1)");
+  expect_out(&c, IN("RS(2)"), "RS(2)");
+  /* data movement: any partial passes */
+  expect_out(&c, IN("P(max)P(sum)"), "P(max)P(sum)");
+  /* the output's r is minor: no input shards it, S cannot name it alone */
+  assert_int_equal(check(&c, IN("RR"), IN("RS(1)")), PLAN_EINVALID);
+  /* n = 3 over 2 ranks: chunks of the repeated dim are not repeats of
+   * the input's chunks */
+  plan_shape odd[1] = {F32(4, 3, 6)};
+  build(&c, PLAN_OP_REPEAT_INTERLEAVE, odd, 1, 1, a, &DPTP);
+  expect_illegal(&c, IN("RS(1)"), "compound");
+  /* repeats 1: the output dim is the input's, uneven shards allowed */
+  a[0].i = 1;
+  build(&c, PLAN_OP_REPEAT_INTERLEAVE, odd, 1, 1, a, &DPTP);
+  assert_int_equal(c.rule.operand[1].nf[1], 1);
+  expect_out(&c, IN("RS(1)"), "RS(1)");
+}
+
 static void test_grad_op_rules(void **state) {
   (void)state;
   opcase c;
@@ -794,6 +859,17 @@ static void test_all_ops_replicated(void **state) {
       break;
     case PLAN_OP_EXPAND:
       set_ints(&a[0], expand_to, 3);
+      nin = 1;
+      break;
+    case PLAN_OP_WHERE:
+      in[0] = I64(4, 1);
+      nin = 3;
+      break;
+    case PLAN_OP_REPEAT_INTERLEAVE:
+      a[0].i = 2;
+      a[0].present = true;
+      a[1].i = 0;
+      a[1].present = true;
       nin = 1;
       break;
     case PLAN_OP_LAYERNORM_GRAD:
@@ -969,6 +1045,8 @@ int main(void) {
       cmocka_unit_test(test_nesting_order),
       cmocka_unit_test(test_uneven_and_small_axes),
       cmocka_unit_test(test_expand_rule),
+      cmocka_unit_test(test_where_rule),
+      cmocka_unit_test(test_repeat_interleave_rule),
       cmocka_unit_test(test_grad_op_rules),
       cmocka_unit_test(test_all_ops_replicated),
       cmocka_unit_test(test_rule_factors),

@@ -236,6 +236,16 @@ static const opcase cases[] = {
     {"embedding_grad", "embedding_grad", "{rows: 8}", 2, {F("dy", "[2, 3, 4]"), I64("ids", "[2, 3]", 8)}, 1, 0},
     {"embedding_grad.uneven", "embedding_grad", "{rows: 5}", 2, {F("dy", "[3, 3]"), I64("ids", "[3]", 5)}, 1, 0},
     {"cross_entropy_grad.uneven", "cross_entropy_grad", NULL, 3, {F("dy", "[]"), F("logits", "[3, 5]"), I64("labels", "[3]", 5)}, 1, ROUNDS},
+    /* where: an integer mask, broadcasting with uneven dims, a float mask
+     * (exact-mode inputs hold zeros) */
+    {"where", "where", NULL, 3, {I64("m", "[4, 6]", 2), F("a", "[4, 6]"), F("b", "[4, 6]")}, 1, 0},
+    {"where.bcast.uneven", "where", NULL, 3, {I64("m", "[3, 1]", 2), F("a", "[5]"), F("b", "[3, 5]")}, 1, 0},
+    {"where.fmask", "where", NULL, 3, {F("m", "[4, 6]"), F("a", "[4, 6]"), F("b", "[1, 6]")}, 1, 0},
+    /* repeat_interleave: kv heads (n divides), an odd n (the repeated dim
+     * shards only where n divides), repeats 1 (uneven shards) */
+    {"repeat_interleave", "repeat_interleave", "{repeats: 2, dim: 1}", 1, {F("x", "[2, 4, 3]")}, 1, 0},
+    {"repeat_interleave.uneven", "repeat_interleave", "{repeats: 2, dim: 0}", 1, {F("x", "[3, 5]")}, 1, 0},
+    {"repeat_interleave.one.uneven", "repeat_interleave", "{repeats: 1, dim: -1}", 1, {F("x", "[3, 5]")}, 1, 0},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
