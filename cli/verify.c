@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "region_trace.h"
 #include "libplan/verify.h"
 #include "lower.h"
 #include "reduce.h"
@@ -49,7 +50,9 @@ const char usage_verify[] =
     "A training plan verifies its training step (loss, every gradient, the\n"
     "optimizer's update over its steps); a pipelined one runs each pipeline\n"
     "rank's schedule, microbatch by microbatch (a deadlock is reported).\n"
-    "Manual regions are not lowered yet (exit 3).\n"
+    "A manual region's Lua body runs once, in a sandbox, and is traced into\n"
+    "lowered ops and collectives; the region's outputs are compared with\n"
+    "the ops it replaces (docs/lua.md, Manual regions).\n"
     "Exit: 0 equal, 1 not equal or invalid plan, 2 unreadable input or bad\n"
     "usage, 3 cannot run here.\n";
 
@@ -223,8 +226,8 @@ int cmd_verify(int argc, char **argv) {
     print_reduction(sum, format, outfile);
     free(sum);
   }
-  plan_verify_report *r;
-  int rc = plan_verify(&r, p, &o);
+  plan_verify_report *r; /* manual regions: their bodies run as Lua */
+  int rc = plan_verify_traced(&r, p, &o, plan_lua_trace_region, NULL);
   if (rc) {
     plan_free(p);
     return cli_fail_last(); /* 3 for what cannot run here, else 2 */

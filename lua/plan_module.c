@@ -26,6 +26,7 @@
 #include "plan_int.h"
 #include "plan_milp.h"
 #include "plan_module.h"
+#include "region_trace.h"
 #include "strategy_space.h"
 
 #define PLAN_MT "libplan.plan"
@@ -364,8 +365,8 @@ static int m_verify(lua_State *L) {
       o.mode = PLAN_VERIFY_FLOAT;
     lua_pop(L, 3);
   }
-  plan_verify_report *r;
-  if (plan_verify(&r, lp->p, &o))
+  plan_verify_report *r; /* manual regions: their bodies traced in Lua */
+  if (plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL))
     return push_fail(L);
   /* the report is boxed while its fields are pushed */
   cbox *b = box(L, r, release_report);

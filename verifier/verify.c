@@ -23,6 +23,7 @@
 #include "kernels.h"
 #include "runner.h"
 #include "libplan/schedule.h"
+#include "libplan/trace.h"
 #include "libplan/verify.h"
 #include "lower.h"
 #include "ops.h"
@@ -582,7 +583,9 @@ static int setup_run(vctx *c) {
     for (int64_t r = 0; r < c->nranks; r++)
       vx_layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
   }
-  for (int t = 0; t < c->prog->ntensors; t++)
+  /* every tensor the reference has (not a manual region's traced ones) */
+  int nt = l->norig_tensors > 0 ? l->norig_tensors : c->prog->ntensors;
+  for (int t = 0; t < nt; t++)
     if (l->produced[t] >= 0)
       c->needs_cmp[l->produced[t]] = true;
   for (int k = 0; k < c->prog->noutputs; k++)
@@ -709,7 +712,10 @@ static int run_reference(vctx *c, double ***dst) {
     else if (x->producer < 0)
       vx_fill_leaf(c, t, &whole[t]);
   }
-  for (int i = 0; i < prog->nops && !rc; i++) {
+  /* a manual region's traced ops are the lowered run's: the reference
+   * runs the region's own ops */
+  int nops = c->low->norig_ops > 0 ? c->low->norig_ops : prog->nops;
+  for (int i = 0; i < nops && !rc; i++) {
     const plan_op *op = &prog->ops[i];
     block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
     for (int j = 0; j < op->nin; j++)
@@ -1328,7 +1334,8 @@ static int compare_all(vctx *c) {
     return PLAN_OK;
   if (c->low->pipe)
     return compare_pipelined(c);
-  for (int i = 0; i < prog->nops; i++)
+  int nops = c->low->norig_ops > 0 ? c->low->norig_ops : prog->nops;
+  for (int i = 0; i < nops; i++)
     for (int k = 0; k < prog->ops[i].nout; k++) {
       int b = c->low->produced[prog->ops[i].out[k]];
       if (b < 0) /* a lowered file without a layout for it: not compared */
@@ -1460,6 +1467,21 @@ int plan_verify(plan_verify_report **out, const plan_plan *p,
     return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
   plan_lowered *low;
   int rc = plan_lower(&low, p);
+  if (rc)
+    return rc;
+  return plan_verify_lowered(out, p, low, opts);
+}
+
+int plan_verify_traced(plan_verify_report **out, const plan_plan *p,
+                       const plan_verify_options *opts,
+                       plan_region_tracer tracer, void *user) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_verify: no place for the report");
+  *out = NULL;
+  if (!p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
+  plan_lowered *low;
+  int rc = plan_lower_traced(&low, p, tracer, user);
   if (rc)
     return rc;
   return plan_verify_lowered(out, p, low, opts);

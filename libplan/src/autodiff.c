@@ -316,6 +316,47 @@ static int emit_named(ad_ctx *c, int kind, const char *name,
   return os[0];
 }
 
+int ad_emit_named(ad_ctx *c, int kind, const char *name,
+                  const plan_attr_val *attrs, const int *in, int nin, int nout,
+                  int *outs) {
+  return emit_named(c, kind, name, attrs, in, nin, nout, outs);
+}
+
+int ad_copy_begin(ad_ctx *c, const plan_program *f) {
+  memset(c, 0, sizeof *c);
+  c->f = f;
+  c->op = -1;
+  c->p = program_new(f->file);
+  int rc = c->p ? grow_meta(c, f->nops + 16) : plan_oom();
+  if (!rc)
+    rc = copy_forward(c->p, f);
+  if (!rc && f->noutputs > 0) {
+    c->p->outputs = plan_arena_alloc_align(
+        &c->p->arena, sizeof(int) * (size_t)f->noutputs, 4);
+    if (!c->p->outputs)
+      rc = plan_oom();
+    else
+      memcpy(c->p->outputs, f->outputs, sizeof(int) * (size_t)f->noutputs);
+  }
+  if (!rc) {
+    c->p->noutputs = f->noutputs;
+    c->p->loss = f->loss;
+    c->p->outputs_explicit = f->outputs_explicit;
+  }
+  if (rc) {
+    ad_copy_end(c);
+    plan_program_free(c->p);
+    c->p = NULL;
+  }
+  return rc;
+}
+
+void ad_copy_end(ad_ctx *c) {
+  free(c->origin);
+  free(c->accum_of);
+  c->origin = c->accum_of = NULL;
+}
+
 int ad_emit(ad_ctx *c, int kind, const char *part, const plan_attr_val *attrs,
             const int *in, int nin, int nout, int *outs) {
   const char *name = plan_arena_printf(&c->p->arena, "grad/%s/%s",

@@ -71,6 +71,17 @@ int ad_unbroadcast(ad_ctx *c, const char *part, int g, int target);
 int ad_const(ad_ctx *c, const char *part, const char *name, int rank,
              const int64_t *dims, plan_dtype dt, plan_recipe recipe);
 
+/* Program extension outside autodiff (manual regions, trace.c): a copy
+ * of f in c->p (its tensors, ops, outputs and loss) to append ops to with
+ * ad_emit_named; ad_copy_end frees the builder's own arrays, not c->p
+ * (free it with plan_program_free). */
+int ad_copy_begin(ad_ctx *c, const plan_program *f);
+void ad_copy_end(ad_ctx *c);
+/* ad_emit with the op's full name. */
+int ad_emit_named(ad_ctx *c, int kind, const char *name,
+                  const plan_attr_val *attrs, const int *in, int nin, int nout,
+                  int *outs);
+
 /* Adds g to the gradient of forward tensor t (summing with add where t
  * receives several). */
 int ad_contribute(ad_ctx *c, int t, int g);

@@ -396,6 +396,7 @@ typedef struct plan_region {
   plan_boundary *inputs, *outputs; /* manual regions */
   int ninputs, noutputs;
   const char *body; /* manual: Lua source, kept as text */
+  int body_line;    /* the file line of the body's first line */
   plan_pos pos;
   plan_ext *ext;
 } plan_region;

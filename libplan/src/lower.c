@@ -10,6 +10,7 @@
 #include "libplan/plan.h"
 #include "placement.h"
 #include "program_int.h"
+#include "trace_int.h"
 
 static int grow(void **arr, int *cap, int need, size_t elem) {
   if (need <= *cap)
@@ -115,6 +116,101 @@ static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
   return cur;
 }
 
+/* Manual region r, where its first op was: the records of its trace in
+ * order. Inputs enter in their boundary placements, each traced op and
+ * collective is a step on the handles' buffers, and each output's buffer
+ * is relabelled as the region's output tensor. */
+static int lower_region(plan_lowered *l, holders *h, int region) {
+  const plan_trace *t = l->trace;
+  const plan_program *prog = l->plan->program;
+  int *buf = malloc(sizeof(int) * ((size_t)t->nh + 1));
+  if (!buf)
+    return plan_oom();
+  int rc = PLAN_OK;
+  for (int i = 0; i < t->nrecs && !rc; i++) {
+    const trace_rec *r = &t->recs[i];
+    if (r->region != region)
+      continue;
+    plan_lstep *s;
+    int b;
+    switch (r->kind) {
+    case TRACE_INPUT:
+      if (l->produced[r->tensor] < 0) {
+        rc = plan_failf(PLAN_EINVALID,
+                        "manual region '%s': its input '%s' is made after "
+                        "the region's first op",
+                        l->trace->p->regions[region].name,
+                        prog->tensors[r->tensor].name);
+        break;
+      }
+      b = buffer_in(l, h, r->tensor, l->produced[r->tensor],
+                    &t->h_pl[r->out[0]]);
+      if (b < 0)
+        rc = plan_error_last()->code ? plan_error_last()->code : plan_oom();
+      else
+        buf[r->out[0]] = b;
+      break;
+    case TRACE_OP:
+      s = new_step(l, PLAN_LSTEP_OP, r->nin, r->nout);
+      if (!s) {
+        rc = plan_oom();
+        break;
+      }
+      s->op = r->op;
+      for (int j = 0; j < r->nin; j++)
+        s->in[j] = buf[r->in[j]];
+      for (int k = 0; k < r->nout && !rc; k++) {
+        int hk = r->out[k];
+        b = add_holder(l, h, t->h_tensor[hk], &t->h_pl[hk]);
+        if (b < 0) {
+          rc = plan_oom();
+          break;
+        }
+        l->steps[l->nsteps - 1].out[k] = buf[hk] = b;
+        l->produced[t->h_tensor[hk]] = b;
+      }
+      break;
+    case TRACE_COLLECTIVE:
+    case TRACE_OUTPUT:
+      b = r->kind == TRACE_OUTPUT
+              ? add_holder(l, h, r->tensor, &t->h_pl[r->in[0]])
+              : add_holder(l, h, t->h_tensor[r->out[0]], &t->h_pl[r->out[0]]);
+      s = b < 0 ? NULL : new_step(l, PLAN_LSTEP_REDIST, 1, 1);
+      if (!s) {
+        rc = plan_oom();
+        break;
+      }
+      s->in[0] = buf[r->in[0]];
+      s->out[0] = b;
+      if (r->kind == TRACE_COLLECTIVE) {
+        s->redist = r->step;
+        buf[r->out[0]] = b;
+      } else { /* the traced value becomes the region's output tensor */
+        memset(&s->redist, 0, sizeof s->redist);
+        s->redist.kind = PLAN_REDIST_RELABEL;
+        s->redist.axis = 0;
+        s->redist.dim = s->redist.to_dim = -1;
+        s->redist.before = s->redist.after = t->h_pl[r->in[0]];
+        l->produced[r->tensor] = b;
+      }
+      l->collectives[s->redist.kind]++;
+      break;
+    }
+  }
+  free(buf);
+  return rc;
+}
+
+/* The manual region op i belongs to, or -1. */
+static int region_of(const plan_lowered *l, int i) {
+  const plan_plan *p = l->trace->p;
+  for (int r = 0; r < p->nregions; r++)
+    if (p->regions[r].kind == PLAN_REGION_MANUAL && p->regions[r].ops &&
+        p->regions[r].ops[i])
+      return r;
+  return -1;
+}
+
 /* The steps of l->plan (forward ops, or a training program as one): its
  * leaves in their storage placements, its ops in program order with the
  * redistributions their strategies need, its outputs as the plan delivers
@@ -123,6 +219,7 @@ int plan_lower_steps(plan_lowered *l) {
   const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
   holders h = {NULL, NULL, 0};
+  bool *region_done = NULL;
   int rc = PLAN_OK;
   l->produced = calloc((size_t)prog->ntensors + 1, sizeof(int));
   l->delivered = calloc((size_t)prog->noutputs + 1, sizeof(int));
@@ -153,8 +250,25 @@ int plan_lower_steps(plan_lowered *l) {
     s->out[0] = b;
     l->produced[t] = b;
   }
-  /* ops in topological order */
+  /* ops in topological order; a manual region's trace where its first op
+   * was, the traced ops with it */
+  region_done = l->trace ? calloc((size_t)l->trace->p->nregions + 1,
+                                  sizeof(bool))
+                         : NULL;
+  if (l->trace && !region_done) {
+    rc = plan_oom();
+    goto done;
+  }
   for (int i = 0; i < prog->nops; i++) {
+    if (l->trace && i >= l->trace->norig_ops)
+      break;
+    int reg = l->trace ? region_of(l, i) : -1;
+    if (reg >= 0) {
+      if (!region_done[reg] && (rc = lower_region(l, &h, reg)))
+        goto done;
+      region_done[reg] = true;
+      continue;
+    }
     const plan_op *op = &prog->ops[i];
     const plan_strategy *st = &p->strategies[i];
     int ins[PLAN_MAX_OPERANDS];
@@ -196,21 +310,75 @@ int plan_lower_steps(plan_lowered *l) {
     }
   }
 done:
+  free(region_done);
   free(h.first);
   free(h.next);
   return rc;
 }
 
 int plan_lower(plan_lowered **out, const plan_plan *p) {
+  return plan_lower_traced(out, p, NULL, NULL);
+}
+
+/* A plan of the traced program: p's placements, strategies and outputs
+ * (the traced ops need none: their trace says where they run). */
+static int traced_plan(plan_lowered *l, const plan_plan *p, plan_trace *t) {
+  plan_plan *tp = calloc(1, sizeof *tp);
+  if (!tp)
+    return plan_oom();
+  plan_arena_init(&tp->arena);
+  l->own_plan = tp;
+  l->plan = tp;
+  tp->program = t->ad.p; /* taken from the trace */
+  t->ad.p = NULL;
+  tp->program_inline = true;
+  tp->pipeline.axis = -1;
+  tp->file = p->file;
+  tp->version_major = p->version_major;
+  tp->version_minor = p->version_minor;
+  tp->mesh = p->mesh; /* borrowed from p, which outlives l */
+  tp->has_mesh = true;
+  tp->mesh_pos = p->mesh_pos;
+  const plan_program *prog = tp->program;
+  size_t nt = (size_t)prog->ntensors + 1, no = (size_t)prog->nops + 1;
+  tp->placements = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) * nt);
+  tp->strategies = plan_arena_alloc(&tp->arena, sizeof(plan_strategy) * no);
+  tp->out_pl = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) *
+                                                ((size_t)prog->noutputs + 1));
+  if (!tp->placements || !tp->strategies || !tp->out_pl)
+    return plan_oom();
+  memset(tp->placements, 0, sizeof(plan_tensor_pl) * nt);
+  memset(tp->strategies, 0, sizeof(plan_strategy) * no);
+  memcpy(tp->placements, p->placements,
+         sizeof(plan_tensor_pl) * (size_t)p->program->ntensors);
+  memcpy(tp->strategies, p->strategies,
+         sizeof(plan_strategy) * (size_t)p->program->nops);
+  memcpy(tp->out_pl, p->out_pl,
+         sizeof(plan_tensor_pl) * (size_t)prog->noutputs);
+  l->norig_ops = t->norig_ops;
+  l->norig_tensors = t->norig_tensors;
+  return PLAN_OK;
+}
+
+int plan_lower_traced(plan_lowered **out, const plan_plan *p,
+                      plan_region_tracer tracer, void *user) {
   *out = NULL;
   if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_lower: a plan with a mesh is needed");
-  for (int r = 0; r < p->nregions; r++)
+  int manual = -1;
+  for (int r = 0; r < p->nregions && manual < 0; r++)
     if (p->regions[r].kind == PLAN_REGION_MANUAL)
-      return plan_failf(PLAN_EUNSUPPORTED,
-                        "manual region '%s': lowering manual regions is not "
-                        "available yet",
-                        p->regions[r].name);
+      manual = r;
+  if (manual >= 0 && (!tracer || p->training.present || p->pipeline.present))
+    return plan_failf(PLAN_EUNSUPPORTED,
+                      "manual region '%s': %s", p->regions[manual].name,
+                      !tracer ? "its body runs in a Lua host: `plan verify` "
+                                "and the Lua module lower it"
+                      : p->training.present
+                          ? "manual regions in a training step are not "
+                            "lowered yet (the body's backward)"
+                          : "manual regions in a pipeline are not lowered "
+                            "yet");
   const plan_program *prog = p->program;
   for (int i = 0; i < prog->nops; i++)
     if (!p->strategies[i].set)
@@ -225,7 +393,15 @@ int plan_lower(plan_lowered **out, const plan_plan *p) {
     return plan_oom();
   l->plan = p;
   plan_arena_init(&l->arena);
-  int rc = plan_lower_steps(l);
+  plan_trace *t = NULL;
+  int rc = PLAN_OK;
+  if (manual >= 0 && !(rc = plan_trace_run(&t, p, tracer, user)))
+    rc = traced_plan(l, p, t);
+  l->trace = t;
+  if (!rc)
+    rc = plan_lower_steps(l);
+  l->trace = NULL;
+  plan_trace_free(t);
   if (rc) {
     plan_lowered_free(l);
     return rc;

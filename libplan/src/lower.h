@@ -16,6 +16,7 @@
 #define LIBPLAN_LOWER_H
 
 #include "ir.h"
+#include "libplan/trace.h"
 #include "redist.h"
 
 /* A distributed buffer: one global tensor in one placement. */
@@ -123,6 +124,12 @@ typedef struct plan_lowered {
   int collectives[PLAN_REDIST_COUNT]; /* steps of each kind */
   plan_ltrain *train; /* a training step; NULL for a forward program */
   plan_lpipe *pipe;   /* a pipelined program; NULL without a pipeline */
+  /* Manual regions (trace.c): the program is the plan's with the traced
+   * ops appended; ops from norig_ops on and tensors from norig_tensors on
+   * are the lowered run's alone (the reference runs the region's own ops
+   * instead). 0 without manual regions. */
+  int norig_ops, norig_tensors;
+  const struct plan_trace *trace; /* while lowering */
 } plan_lowered;
 
 /* Lowers a validated plan. A training plan lowers its training step, whose
@@ -142,6 +149,11 @@ int plan_lower_train(plan_lowered **out, const plan_plan *p);
  * over `mb_axis` (accumulated), whatever its sync; -1: no such axis. */
 int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis);
 void plan_ltrain_free(plan_ltrain *t);
+/* A plan with manual regions, their bodies run by `tracer` (NULL: refused
+ * with PLAN_EUNSUPPORTED, as plan_lower does). */
+int plan_lower_traced(plan_lowered **out, const plan_plan *p,
+                      plan_region_tracer tracer, void *user);
+
 /* A plan with a pipeline (lower_pipe.c). */
 int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);
 /* The dim of leaf t that microbatches split: the dim named `batch`, else

@@ -578,6 +578,9 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
                      "manual region '%s' needs a Lua 'body'", r->name);
     if ((rc = rd_string(rd, body, "body", &r->body)))
       return rc;
+    /* a block scalar's text starts on the line after its indicator */
+    r->body_line = body->line + (body->kind == PLAN_Y_SCALAR &&
+                                 body->u.scalar.style == PLAN_Y_BLOCK);
     if (in && (rc = read_boundaries(rd, in, p, &r->inputs, &r->ninputs)))
       return rc;
     if (out && (rc = read_boundaries(rd, out, p, &r->outputs, &r->noutputs)))

@@ -83,6 +83,23 @@ local okv = p:validate()
 check(not okv, "an all-reduce-free row-parallel output is invalid")
 p:undo()
 
+-- a manual region: its Lua body traced at lowering, verified against the
+-- ops it replaces; a wrong body not equal, a body that breaks out of its
+-- sandbox refused with its line
+local m = assert(plan.load("examples/mlp-manual.plan.yaml"))
+local meq, mtext = m:verify()
+check(meq == true and mtext:find("1 all_reduce"), "manual region verifies")
+local src = assert(io.open("examples/mlp-manual.plan.yaml")):read("a")
+local wrong = assert(plan.parse(src:gsub("gelu%(h%)", "relu(h)"), "w.yaml",
+                                "examples"))
+local weq, _, winfo = wrong:verify()
+check(weq == false and winfo.first_op == "mlp.fc2", "wrong region caught")
+local esc = assert(plan.parse(src:gsub("gelu%(h%)", "os.exit(1)"), "e.yaml",
+                              "examples"))
+local nv, emsg = esc:verify()
+check(nv == nil and emsg:find("e.yaml:45: manual region") and
+      emsg:find("global 'os'"), "sandbox: no os")
+
 -- placements, saving, text round trip
 check(p:placement("w1") == "RS(1)", "storage placement")
 p:set_placement("w1", "RR")

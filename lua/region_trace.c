@@ -1,0 +1,319 @@
+/* Manual regions' bodies, run as Lua in a sandbox (libplan/trace.h;
+ * docs/lua.md, "Manual regions").
+ *
+ * Each body runs once, at lowering, in a fresh Lua state of its own: the
+ * base library without its loaders (no dofile, loadfile, load, require,
+ * print, collectgarbage), string, table, math and utf8; no io, os or debug.
+ * Memory is capped by the state's allocator and instructions by a count
+ * hook, so a runaway body stops with an error naming its region and line.
+ * The chunk is text only (no bytecode) and is numbered with the plan
+ * file's lines, so errors point into the plan.
+ *
+ * The body returns a function of the region's boundary inputs, in their
+ * order, that returns its outputs. Values are rank-local tensors: every op
+ * of the registry is a global function of that name (`gelu(h)`,
+ * `matmul(a, b)`, `softmax(x, {dim = -1})`: tensors, then an optional
+ * table of attributes; `outputs = n` for an op with several), and the
+ * collectives are `all_reduce(x, axis)`, `all_gather(x, axis [, dim])`,
+ * `reduce_scatter(x, axis, dim)` and `all_to_all(x, axis, dim, to_dim)`.
+ * `tostring(x)` describes a tensor (name, global shape, placement). */
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "libplan/trace.h"
+#include "ops.h"
+#include "region_trace.h"
+
+#define TENSOR_MT "plan.region.tensor"
+#define MEMORY_LIMIT (256u << 20)   /* bytes a body may hold */
+#define INSTRUCTION_LIMIT 100000000 /* VM instructions a body may run */
+#define HOOK_EVERY 10000
+
+typedef struct sandbox {
+  plan_trace *t;
+  size_t used;
+  long long steps;
+} sandbox;
+
+static sandbox *box_of(lua_State *L) {
+  void *ud = NULL;
+  lua_getallocf(L, &ud);
+  return ud;
+}
+
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  sandbox *b = ud;
+  size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    free(ptr);
+    b->used -= old;
+    return NULL;
+  }
+  if (nsize > old && b->used - old + nsize > MEMORY_LIMIT)
+    return NULL; /* Lua raises "not enough memory" */
+  void *p = realloc(ptr, nsize);
+  if (p)
+    b->used = b->used - old + nsize;
+  return p;
+}
+
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  sandbox *b = box_of(L);
+  b->steps += HOOK_EVERY;
+  if (b->steps <= INSTRUCTION_LIMIT)
+    return;
+  /* the line the body was at (level 0: the running function) */
+  lua_getinfo(L, "Sl", ar);
+  lua_pushfstring(L, "%s:%d: the body ran past %d million instructions",
+                  ar->short_src, ar->currentline,
+                  INSTRUCTION_LIMIT / 1000000);
+  lua_error(L);
+}
+
+/* ---- tensors ---------------------------------------------------------------- */
+
+static void push_tensor(lua_State *L, int h) {
+  int *u = lua_newuserdatauv(L, sizeof(int), 0);
+  *u = h;
+  luaL_setmetatable(L, TENSOR_MT);
+}
+
+static int check_tensor(lua_State *L, int idx) {
+  return *(int *)luaL_checkudata(L, idx, TENSOR_MT);
+}
+
+static int tensor_tostring(lua_State *L) {
+  char buf[256];
+  plan_trace_describe(box_of(L)->t, check_tensor(L, 1), buf, sizeof buf);
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+/* A builder call failed: its message, at the body's line. */
+static int builder_error(lua_State *L) {
+  luaL_where(L, 1);
+  lua_pushstring(L, plan_error_last()->message);
+  lua_concat(L, 2);
+  return lua_error(L);
+}
+
+/* ---- ops -------------------------------------------------------------------- */
+
+/* Stages the attributes of table idx. */
+static void stage_attrs(lua_State *L, int idx, int *nout) {
+  plan_trace *t = box_of(L)->t;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "attribute names are strings");
+    const char *k = lua_tostring(L, -2);
+    int rc = PLAN_OK;
+    if (!strcmp(k, "outputs")) {
+      *nout = (int)luaL_checkinteger(L, -1);
+    } else if (lua_isinteger(L, -1)) {
+      rc = plan_trace_attr_int(t, k, lua_tointeger(L, -1));
+    } else if (lua_type(L, -1) == LUA_TNUMBER) {
+      rc = plan_trace_attr_float(t, k, lua_tonumber(L, -1));
+    } else if (lua_type(L, -1) == LUA_TBOOLEAN) {
+      rc = plan_trace_attr_bool(t, k, lua_toboolean(L, -1));
+    } else if (lua_type(L, -1) == LUA_TSTRING) {
+      rc = plan_trace_attr_string(t, k, lua_tostring(L, -1));
+    } else if (lua_type(L, -1) == LUA_TTABLE) {
+      /* the list lives in the state: a userdata kept on the stack */
+      lua_Integer n = luaL_len(L, -1);
+      if (n < 0 || n > PLAN_MAX_RANK * 4)
+        luaL_error(L, "attribute '%s': a list of at most %d", k,
+                   PLAN_MAX_RANK * 4);
+      int64_t *v = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n + 1), 0);
+      for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, -2, i);
+        v[i - 1] = (int64_t)luaL_checkinteger(L, -1);
+        lua_pop(L, 1);
+      }
+      lua_replace(L, -2); /* keep the list in the value's slot */
+      lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, idx); /* referenced by the table until the op */
+      rc = plan_trace_attr_ints(t, k, v, (int)n);
+    } else {
+      luaL_error(L, "attribute '%s' is a number, boolean, string or list",
+                 k);
+    }
+    if (rc)
+      builder_error(L);
+    lua_pop(L, 1);
+  }
+}
+
+static int op_call(lua_State *L) {
+  plan_trace *t = box_of(L)->t;
+  const char *name = lua_tostring(L, lua_upvalueindex(1));
+  int kind = plan_op_kind_from_name(name);
+  const plan_op_info *info = plan_op_info_get(kind);
+  int top = lua_gettop(L), nin = top, nout = info ? info->min_out : 1;
+  if (top > 0 && lua_type(L, top) == LUA_TTABLE) {
+    nin = top - 1;
+    stage_attrs(L, top, &nout);
+  }
+  if (nin > PLAN_MAX_OPERANDS - 1 || nout < 1 ||
+      nin + nout > PLAN_MAX_OPERANDS)
+    return luaL_error(L, "%s: too many operands", name);
+  int in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+  for (int j = 0; j < nin; j++)
+    in[j] = check_tensor(L, j + 1);
+  if (plan_trace_op(t, name, in, nin, out, nout) < 0)
+    return builder_error(L);
+  for (int k = 0; k < nout; k++)
+    push_tensor(L, out[k]);
+  return nout;
+}
+
+static int collective(lua_State *L) {
+  plan_trace *t = box_of(L)->t;
+  const char *kind = lua_tostring(L, lua_upvalueindex(1));
+  int h = check_tensor(L, 1);
+  const char *axis = luaL_checkstring(L, 2);
+  int dim = (int)luaL_optinteger(L, 3, -1);
+  int to_dim = (int)luaL_optinteger(L, 4, -1);
+  int nh = plan_trace_collective(t, kind, h, axis, dim, to_dim);
+  if (nh < 0)
+    return builder_error(L);
+  push_tensor(L, nh);
+  return 1;
+}
+
+/* ---- the sandbox ------------------------------------------------------------ */
+
+static void open_sandbox(lua_State *L) {
+  static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},
+                                  {LUA_STRLIBNAME, luaopen_string},
+                                  {LUA_TABLIBNAME, luaopen_table},
+                                  {LUA_MATHLIBNAME, luaopen_math},
+                                  {LUA_UTF8LIBNAME, luaopen_utf8},
+                                  {NULL, NULL}};
+  for (const luaL_Reg *l = libs; l->name; l++) {
+    luaL_requiref(L, l->name, l->func, 1);
+    lua_pop(L, 1);
+  }
+  static const char *const removed[] = {"dofile", "loadfile", "load",
+                                        "require", "print", "collectgarbage",
+                                        NULL};
+  for (int i = 0; removed[i]; i++) {
+    lua_pushnil(L);
+    lua_setglobal(L, removed[i]);
+  }
+  luaL_newmetatable(L, TENSOR_MT);
+  lua_pushcfunction(L, tensor_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, "tensor");
+  lua_setfield(L, -2, "__name");
+  lua_pop(L, 1);
+  for (int k = 0; k < PLAN_OP_COUNT; k++) {
+    lua_pushstring(L, plan_op_kind_name(k));
+    lua_pushcclosure(L, op_call, 1);
+    lua_setglobal(L, plan_op_kind_name(k));
+  }
+  static const char *const colls[] = {"all_reduce", "all_gather",
+                                      "reduce_scatter", "all_to_all", NULL};
+  for (int i = 0; colls[i]; i++) {
+    lua_pushstring(L, colls[i]);
+    lua_pushcclosure(L, collective, 1);
+    lua_setglobal(L, colls[i]);
+  }
+}
+
+/* Runs in protected mode: the body, its function, the outputs bound. */
+static int run_body(lua_State *L) {
+  plan_trace *t = box_of(L)->t;
+  const char *body = plan_trace_body(t);
+  int line = plan_trace_body_line(t);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 1; i < line; i++) /* numbered as in the plan file */
+    luaL_addchar(&b, '\n');
+  luaL_addstring(&b, body ? body : "");
+  luaL_pushresult(&b);
+  size_t len;
+  const char *text = lua_tolstring(L, -1, &len);
+  lua_pushfstring(L, "@%s", plan_trace_file(t));
+  if (luaL_loadbufferx(L, text, len, lua_tostring(L, -1), "t"))
+    return lua_error(L);
+  lua_call(L, 0, 1);
+  if (lua_type(L, -1) != LUA_TFUNCTION)
+    return luaL_error(L, "the body returns %s, not a function of the "
+                         "region's inputs",
+                      luaL_typename(L, -1));
+  int nin = plan_trace_ninputs(t), nout = plan_trace_noutputs(t);
+  luaL_checkstack(L, nin + nout + 4, "the region's inputs");
+  for (int k = 0; k < nin; k++) {
+    int h = plan_trace_input(t, k);
+    if (h < 0)
+      return builder_error(L);
+    push_tensor(L, h);
+  }
+  int base = lua_gettop(L) - nin - 1;
+  lua_call(L, nin, LUA_MULTRET);
+  int got = lua_gettop(L) - base;
+  if (got != nout)
+    return luaL_error(L, "the body's function returns %d values for %d "
+                         "outputs",
+                      got, nout);
+  for (int k = 0; k < nout; k++) {
+    if (!luaL_testudata(L, base + 1 + k, TENSOR_MT))
+      return luaL_error(L, "output '%s' is %s, not a tensor",
+                        plan_trace_output_name(t, k),
+                        luaL_typename(L, base + 1 + k));
+    if (plan_trace_set_output(t, k, check_tensor(L, base + 1 + k)) < 0)
+      return builder_error(L);
+  }
+  return 0;
+}
+
+static int setup_and_run(lua_State *L) {
+  open_sandbox(L);
+  lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+  return run_body(L);
+}
+
+int plan_lua_trace_region(void *user, plan_trace *t) {
+  (void)user;
+  sandbox box = {t, 0, 0};
+  lua_State *L = lua_newstate(limited_alloc, &box);
+  if (!L)
+    return plan_failf(PLAN_ENOMEM, "manual region '%s': no Lua state",
+                      plan_trace_region(t));
+  int rc = PLAN_OK;
+  lua_pushcfunction(L, setup_and_run);
+  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    if (!msg)
+      msg = "the body failed";
+    char head[300];
+    snprintf(head, sizeof head, "manual region '%s': ", plan_trace_region(t));
+    /* "FILE:LINE: " first, then the region (a builder's message names it
+     * already) */
+    const char *file = plan_trace_file(t), *rest = msg;
+    size_t fl = strlen(file);
+    if (fl && !strncmp(msg, file, fl) && msg[fl] == ':') {
+      const char *q = msg + fl + 1;
+      while (*q >= '0' && *q <= '9')
+        q++;
+      if (q > msg + fl + 1 && q[0] == ':' && q[1] == ' ')
+        rest = q + 2;
+    }
+    const char *region = strstr(rest, head) == rest ? "" : head;
+    if (rest == msg) /* no line of its own: the body's first */
+      rc = plan_fail(PLAN_EINVALID, file, plan_trace_body_line(t), 1, "%s%s",
+                     region, msg);
+    else
+      rc = plan_failf(PLAN_EINVALID, "%.*s%s%s", (int)(rest - msg), msg,
+                      region, rest);
+  }
+  lua_close(L);
+  return rc;
+}

@@ -1,0 +1,180 @@
+/* Manual regions through the C tracer interface (libplan/trace.h), with
+ * tracers written in C: what the Lua host does, without Lua. The region of
+ * examples/mlp-manual.plan.yaml (gelu, the row-parallel fc2 and its
+ * all-reduce) traced right verifies equal; traced with relu it is caught
+ * at the region's output; the builder refuses what the placements do not
+ * allow, and an output left unset or in another placement. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "libplan/trace.h"
+#include "libplan/verify.h"
+#include "lower.h"
+
+#define MANUAL "examples/mlp-manual.plan.yaml"
+
+typedef struct how {
+  const char *act;   /* "gelu" or a wrong op */
+  bool reduce;       /* all-reduce the partial sums */
+  const char *axis;  /* of the all-reduce */
+  bool set_output;
+  int calls;
+} how;
+
+static int trace_mlp(void *user, plan_trace *t) {
+  how *w = user;
+  w->calls++;
+  assert_string_equal(plan_trace_region(t), "row-parallel-by-hand");
+  assert_int_equal(plan_trace_ninputs(t), 2);
+  assert_string_equal(plan_trace_input_name(t, 0), "h");
+  assert_string_equal(plan_trace_input_name(t, 1), "w2");
+  assert_int_equal(plan_trace_noutputs(t), 1);
+  assert_string_equal(plan_trace_output_name(t, 0), "y");
+  assert_true(plan_trace_body_line(t) > 40);
+  int h = plan_trace_input(t, 0), w2 = plan_trace_input(t, 1);
+  char d[128];
+  plan_trace_describe(t, h, d, sizeof d);
+  assert_string_equal(d, "h [8, 64] S(0)S(1)");
+  int a, y, rc;
+  if ((rc = plan_trace_op(t, w->act, &h, 1, &a, 1)) < 0)
+    return rc;
+  int in[2] = {a, w2};
+  if ((rc = plan_trace_op(t, "matmul", in, 2, &y, 1)) < 0)
+    return rc;
+  plan_trace_describe(t, y, d, sizeof d);
+  assert_non_null(strstr(d, "S(0)P(sum)")); /* the rule's partial sums */
+  if (w->reduce && (y = plan_trace_collective(t, "all_reduce", y, w->axis,
+                                              -1, -1)) < 0)
+    return y;
+  if (w->set_output && (rc = plan_trace_set_output(t, 0, y)) < 0)
+    return rc;
+  return PLAN_OK;
+}
+
+static plan_plan *load_manual(void) {
+  plan_plan *p = NULL;
+  assert_int_equal(plan_load(&p, MANUAL), PLAN_OK);
+  return p;
+}
+
+static void test_traced(void **state) {
+  (void)state;
+  plan_plan *p = load_manual();
+  for (int mode = 0; mode < 2; mode++) {
+    how w = {"gelu", true, "tp", true, 0};
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
+    plan_verify_report *r = NULL;
+    assert_int_equal(plan_verify_traced(&r, p, &o, trace_mlp, &w), PLAN_OK);
+    assert_int_equal(w.calls, 1);
+    if (!plan_verify_report_equal(r))
+      fprintf(stderr, "%s", plan_verify_report_text(r));
+    assert_true(plan_verify_report_equal(r));
+    /* the traced all-reduce, and no other */
+    assert_int_equal(plan_verify_report_collectives(r, "all_reduce"), 1);
+    plan_verify_report_free(r);
+  }
+  plan_free(p);
+}
+
+static void test_wrong_body(void **state) {
+  (void)state;
+  plan_plan *p = load_manual();
+  how w = {"relu", true, "tp", true, 0};
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify_traced(&r, p, NULL, trace_mlp, &w), PLAN_OK);
+  assert_false(plan_verify_report_equal(r));
+  assert_string_equal(plan_verify_report_first_op(r), "mlp.fc2");
+  assert_string_equal(plan_verify_report_first_tensor(r), "y");
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  plan_plan *p = load_manual();
+  plan_verify_report *r = NULL;
+  /* no tracer: the body needs a host */
+  assert_int_equal(plan_verify(&r, p, NULL), PLAN_EUNSUPPORTED);
+  assert_non_null(strstr(plan_error_last()->message, "Lua host"));
+  struct {
+    how w;
+    const char *msg;
+  } cases[] = {
+      {{"gelu", false, "tp", true, 0},
+       "output 'y' comes out as 'row-parallel-by-hand/2.matmul' in "
+       "S(0)P(sum), where its boundary says S(0)R"},
+      {{"gelu", true, "dp", true, 0},
+       "all_reduce along 'dp' of 'row-parallel-by-hand/2.matmul'"},
+      {{"gelu", true, "nope", true, 0}, "no mesh axis 'nope'"},
+      {{"gelu", true, "tp", false, 0}, "the body leaves output 'y' unset"},
+      {{"softmaxx", true, "tp", true, 0}, "no op 'softmaxx' in the registry"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    assert_int_equal(plan_verify_traced(&r, p, NULL, trace_mlp, &cases[i].w),
+                     PLAN_EINVALID);
+    assert_null(r);
+    const char *m = plan_error_last()->message;
+    if (!strstr(m, cases[i].msg))
+      fprintf(stderr, "got: %s\nwant: %s\n", m, cases[i].msg);
+    assert_non_null(strstr(m, cases[i].msg));
+    assert_non_null(strstr(m, "manual region 'row-parallel-by-hand'"));
+  }
+  plan_free(p);
+}
+
+/* An op on blocks whose placements its rule refuses: the builder says
+ * why. */
+static int trace_illegal(void *user, plan_trace *t) {
+  (void)user;
+  int h = plan_trace_input(t, 0), w2 = plan_trace_input(t, 1), y;
+  int in[2] = {w2, h}; /* [64,16] x [8,64]: the shapes do not fit */
+  int rc = plan_trace_op(t, "matmul", in, 2, &y, 1);
+  return rc < 0 ? rc : PLAN_OK;
+}
+
+static int trace_attrs(void *user, plan_trace *t) {
+  (void)user;
+  int h = plan_trace_input(t, 0), a;
+  /* gelu's attribute by name; a wrong name and a wrong type refused */
+  assert_int_equal(plan_trace_attr_string(t, "approximate", "tanh"), PLAN_OK);
+  assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) >= 0);
+  assert_int_equal(plan_trace_attr_int(t, "nope", 1), PLAN_OK);
+  assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) < 0);
+  assert_non_null(strstr(plan_error_last()->message,
+                         "gelu has no attribute 'nope'"));
+  assert_int_equal(plan_trace_attr_int(t, "approximate", 1), PLAN_OK);
+  assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) < 0);
+  assert_non_null(strstr(plan_error_last()->message, "another type"));
+  return plan_failf(PLAN_EINVALID, "stop here");
+}
+
+static void test_builder_errors(void **state) {
+  (void)state;
+  plan_plan *p = load_manual();
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify_traced(&r, p, NULL, trace_illegal, NULL),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "matmul"));
+  assert_int_equal(plan_verify_traced(&r, p, NULL, trace_attrs, NULL),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "stop here"));
+  plan_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_traced),
+      cmocka_unit_test(test_wrong_body),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_builder_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
