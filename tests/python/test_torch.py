@@ -358,6 +358,71 @@ class TestTraceBlock(unittest.TestCase):
 
 
 @unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestTraceGQA(unittest.TestCase):
+    """Grouped-query attention's scores: key heads repeated in place
+    (repeat_interleave) and a bool mask selecting between the scores and
+    another tensor (where). The program equals the module on one device,
+    and a plan sharding the heads over tp verifies equal."""
+
+    @classmethod
+    def setUpClass(cls):
+        import torch
+
+        class GQA(torch.nn.Module):
+            def forward(self, q, k, mask, other):
+                kr = k.repeat_interleave(2, dim=1)
+                s = q @ kr.transpose(-2, -1)
+                return torch.where(mask, s, other)
+
+        torch.manual_seed(0)
+        cls.module = GQA()
+        cls.args = (torch.randn(2, 4, 3, 8), torch.randn(2, 2, 3, 8),
+                    torch.rand(3, 3) > 0.5, torch.randn(3))
+        cls.prog = lt.program_from_module(cls.module, cls.args)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prog.close()
+
+    def test_trace(self):
+        p = self.prog
+        self.assertEqual([o.kind for o in p.ops],
+                         ["repeat_interleave", "matmul", "where"])
+        mask = p.tensor("mask")
+        self.assertEqual((mask.dtype, mask.shape), ("i64", (3, 3)))
+        self.assertIn("range: [0, 2]", p.text())
+        self.assertIn("repeats: 2", p.text())
+
+    def test_computes_the_module(self):
+        import torch
+        leaves = dict(zip(("q", "k", "mask", "other"), self.args))
+        out = [o for o in self.prog.ops][-1].outputs[0]
+        got = _reference_run(self.prog, leaves, out)
+        if got is None:
+            self.skipTest("the library does not export plan_ref_run_*")
+        with torch.no_grad():
+            want = self.module(*self.args).double()
+        self.assertLess(float((got - want).abs().max()), 1e-5)
+
+    def test_heads_sharded_plan_verifies(self):
+        ops = [o.name for o in self.prog.ops]
+        out = self.prog.ops[-1].outputs[0]
+        heads = "S(0)S(1)"
+        with libplan.make_plan(
+                self.prog, {"dp": 2, "tp": 2},
+                placements={"q": heads, "k": heads, "mask": "RR",
+                            "other": "RR"},
+                strategies={ops[0]: ([heads], heads),
+                            ops[1]: ([heads, heads], heads),
+                            ops[2]: (["RR", heads, "RR"], heads)},
+                outputs={out: heads}) as plan:
+            self.assertTrue(plan.validate().ok, plan.validate())
+            for mode in ("exact", "float"):
+                r = plan.verify(mode=mode)
+                self.assertTrue(r.equal, "%s: %s" % (mode, r.text))
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
 class TestTraceErrors(unittest.TestCase):
     """What the converter cannot express raises UnsupportedError naming
     the fx node and its module path; it never writes a wrong program."""

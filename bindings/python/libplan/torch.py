@@ -169,8 +169,10 @@ def apply(module, plan, mesh=None):
 
 # ---- torch.fx -> libplan program --------------------------------------------
 
+# A bool tensor (a mask) becomes an i64 one of 0s and 1s: libplan's
+# integer tensors carry masks (where's cond), inputs with range [0, 2].
 _DTYPES = {"float32": "f32", "float64": "f64", "bfloat16": "bf16",
-           "float16": "f16", "int64": "i64", "int32": "i32"}
+           "float16": "f16", "int64": "i64", "int32": "i32", "bool": "i64"}
 
 _UNARY_MODULES = {"GELU": "gelu", "ReLU": "relu", "SiLU": "silu",
                   "Tanh": "tanh"}
@@ -382,7 +384,10 @@ class _Converter:
             self.node = node
             if node.op == "placeholder":
                 shape, dt = self.meta(node)
-                self.b.input(node.name, shape, dt)
+                extra = {}
+                if str(node.meta["tensor_meta"].dtype) == "torch.bool":
+                    extra["range"] = [0, 2]
+                self.b.input(node.name, shape, dt, **extra)
                 self.vals[node.name] = node.name
             elif node.op == "get_attr":
                 self.vals[node.name] = self.param(node.target, node)
@@ -648,6 +653,30 @@ class _Converter:
     f_expand_as = f_expand
     f_broadcast_to = f_expand
 
+    def f_repeat_interleave(self, node):
+        reps = self.value(self.arg(node, 1, "repeats"))
+        dim = self.arg(node, 2, "dim")
+        if self.is_tensor(reps) or isinstance(reps, bool) or \
+                not isinstance(reps, int):
+            self.fail("repeat_interleave with repeats other than one int "
+                      "has no libplan op")
+        if dim is None:
+            self.fail("repeat_interleave without a dim (torch flattens "
+                      "first) has no libplan op")
+        self.emit("repeat_interleave", [self.tensor(node.args[0])],
+                  {"repeats": reps, "dim": self.number(dim, "dim")})
+
+    def f_where(self, node):
+        if len(node.args) + len(node.kwargs) != 3:
+            self.fail("where with other than (condition, input, other) has "
+                      "no libplan op")
+        ins = [self.arg(node, 0, "condition"), self.arg(node, 1, "input"),
+               self.arg(node, 2, "other")]
+        if not all(self.is_tensor(self.value(a)) for a in ins):
+            self.fail("where of a Python number has no libplan op: pass "
+                      "tensors")
+        self.emit("where", [self.tensor(a) for a in ins])
+
     def _split(self, node, default_dim):
         x = self.tensor(node.args[0])
         dim = self.number(self.arg(node, 2, "dim", default_dim), "dim")
@@ -745,6 +774,8 @@ def program_from_module(module, example_inputs, name=None):
     two dims folds into transpose_a/transpose_b), softmax, gelu/relu/silu/
     tanh/exp, transpose/t/.T/.mT, permute, reshape/view/flatten/unflatten/
     squeeze/unsqueeze, expand, chunk/split, cat, sum/mean, neg,
+    repeat_interleave (an int repeats, a dim), where (of three tensors; a
+    bool input becomes an i64 input with range [0, 2]),
     F.linear, F.layer_norm, contiguous/clone/detach, in-place forms when
     nothing else reads the value written; Python arithmetic on
     shapes (x.shape, x.size()). A buffer becomes a const when a recipe
