@@ -453,8 +453,7 @@ static int bw_repeat_interleave(ad_ctx *c, const plan_op *op, int dy) {
   }
   int g = ad_reshape(c, "dx.split", dy, rs, sd);
   if (g >= 0)
-    g = ad_reduce_sum(c, r < PLAN_MAX_RANK ? "dx" : "dx.sum", g, &rd, 1,
-                      false);
+    g = ad_reduce_sum(c, r < PLAN_MAX_RANK ? "dx" : "dx.sum", g, &rd, 1, false);
   if (g >= 0)
     g = ad_reshape(c, "dx.shape", g, r, xd);
   return give(c, op, 0, g);

@@ -736,7 +736,8 @@ int plan_infer_where(PLAN_INFER_ARGS) {
     return plan_errf(err, errsz,
                      "where: a and b (inputs 1 and 2) differ in dtype: %s vs "
                      "%s",
-                     plan_dtype_name(in[1].dtype), plan_dtype_name(in[2].dtype));
+                     plan_dtype_name(in[1].dtype),
+                     plan_dtype_name(in[2].dtype));
   int64_t ab[PLAN_MAX_RANK];
   int rab, bad;
   if (!broadcast(in[1].dims, in[1].rank, in[2].dims, in[2].rank, ab, &rab,
@@ -768,7 +769,8 @@ int plan_infer_repeat_interleave(PLAN_INFER_ARGS) {
     return plan_errf(err, errsz,
                      "repeat_interleave: attribute repeats is required");
   if (!attrs[1].present)
-    return plan_errf(err, errsz, "repeat_interleave: attribute dim is required");
+    return plan_errf(err, errsz,
+                     "repeat_interleave: attribute dim is required");
   int64_t rep = attr_int(attrs, spec, 0), d = attr_int(attrs, spec, 1);
   if (r < 1)
     return plan_errf(err, errsz,

@@ -487,8 +487,8 @@ static void run_where(const plan_view *in, plan_view *out) {
   unsigned char *o = out->data;
   int64_t idx[PLAN_MAX_RANK] = {0}, p[3] = {0, 0, 0};
   for (int64_t q = 0; q < n; q++) {
-    const unsigned char *src = cond_at(&in[0], p[0]) ? a + (size_t)p[1] * esz
-                                                      : b + (size_t)p[2] * esz;
+    const unsigned char *src =
+        cond_at(&in[0], p[0]) ? a + (size_t)p[1] * esz : b + (size_t)p[2] * esz;
     memcpy(o + (size_t)q * esz, src, esz);
     for (int d = r - 1; d >= 0; d--) { /* next index, row-major */
       for (int i = 0; i < 3; i++)

@@ -287,12 +287,14 @@ static const adcase cases[] = {
     /* where: an integer mask (no gradient), broadcasting every way, one
      * tensor on both sides, and a float mask that is a param (its gradient
      * is zeros) */
-    {"where", IDS("m", "[4, 6]", "2") ", " P("a", "[4, 6]") ", " P("b", "[4, 6]"),
+    {"where",
+     IDS("m", "[4, 6]", "2") ", " P("a", "[4, 6]") ", " P("b", "[4, 6]"),
      "{name: op, op: where, in: [m, a, b], out: y}", NULL},
     {"where.bcast.uneven",
      IDS("m", "[3, 1]", "2") ", " P("a", "[5]") ", " P("b", "[2, 1, 5]"),
      "{name: op, op: where, in: [m, a, b], out: y}", NULL},
-    {"where.scalar", IDS("m", "[3, 5]", "2") ", " P("a", "[3, 5]") ", " P("b", "[]"),
+    {"where.scalar",
+     IDS("m", "[3, 5]", "2") ", " P("a", "[3, 5]") ", " P("b", "[]"),
      "{name: op, op: where, in: [m, a, b], out: y}", NULL},
     {"where.same", IDS("m", "[4, 6]", "2") ", " P("a", "[4, 6]"),
      "{name: op, op: where, in: [m, a, a], out: y}", NULL},

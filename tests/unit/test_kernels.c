@@ -1425,21 +1425,21 @@ static void test_where(void **state) {
       int64_t co[PLAN_MAX_RANK];
       for (int64_t i = 0; i < ref->n; i++) {
         unravel(i, od, r, co);
-        ref->v[i] = at_bcast(c, co, r) != 0 ? at_bcast(a, co, r)
-                                            : at_bcast(b, co, r);
+        ref->v[i] =
+            at_bcast(c, co, r) != 0 ? at_bcast(a, co, r) : at_bcast(b, co, r);
       }
       tt *in[3] = {c, a, b};
       tt *got = mk_like(ref);
       got->int_dtype = ints ? PLAN_I64 : PLAN_F64;
       if (ints) {
-        assert_int_equal(
-            run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, NULL), PLAN_OK);
+        assert_int_equal(run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, NULL),
+                         PLAN_OK);
       } else {
         expect(PLAN_OP_WHERE, NULL, dt, in, 3, &ref, 1, 1);
         if (dt != PLAN_F64)
           continue;
-        assert_int_equal(
-            run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, &exact), PLAN_OK);
+        assert_int_equal(run_k(PLAN_OP_WHERE, NULL, dt, in, 3, &got, 1, &exact),
+                         PLAN_OK);
       }
       for (int64_t i = 0; i < got->n; i++)
         assert_true(got->v[i] == ref->v[i] ||
