@@ -11,6 +11,9 @@
  *     rows = {{cols = {j...}, coefs = {a...}, sense = "=" | "<=" | ">=",
  *              rhs = b}, ...},        -- 1-based column indices
  *     seconds = limit,                -- optional
+ *     start = {[j] = v, ...},         -- optional: a feasible assignment
+ *                                     -- of (some) integer columns, the
+ *                                     -- solver's first incumbent
  *   } --> {x = {...}, objective = v, optimal = bool} | nil, message
  *
  * The model lives in a box with __gc, so an error raised while the tables
@@ -123,9 +126,33 @@ static int l_milp(lua_State *L) {
   if (!lua_isnil(L, -1))
     Cbc_setMaximumSeconds(b->m, luaL_checknumber(L, -1));
   lua_pop(L, 1);
+  if (lua_getfield(L, 1, "start") == LUA_TTABLE) {
+    int ns = 0, cap = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) { /* count */
+      cap++;
+      lua_pop(L, 1);
+    }
+    int *idx = lua_newuserdatauv(L, sizeof(int) * (size_t)(cap + 1), 0);
+    double *val = lua_newuserdatauv(L, sizeof(double) * (size_t)(cap + 1), 0);
+    lua_pushnil(L);
+    while (lua_next(L, -4)) {
+      lua_Integer j = luaL_checkinteger(L, -2);
+      if (j < 1 || j > (lua_Integer)n)
+        return luaL_error(L, "milp: start column %d of %d", (int)j, (int)n);
+      idx[ns] = (int)j - 1;
+      val[ns++] = luaL_checknumber(L, -1);
+      lua_pop(L, 1);
+    }
+    Cbc_setMIPStartI(b->m, ns, idx, val);
+    lua_pop(L, 2);
+  }
+  lua_pop(L, 1);
   int status = Cbc_solve(b->m);
-  const double *x = Cbc_getColSolution(b->m);
-  if (status != 0 || !x || Cbc_isProvenInfeasible(b->m)) {
+  /* stopped by the time limit: its best solution so far, if any */
+  const double *x = status == 0 ? Cbc_getColSolution(b->m)
+                                : Cbc_bestSolution(b->m);
+  if (!x || Cbc_isProvenInfeasible(b->m)) {
     lua_pushnil(L);
     lua_pushstring(L, Cbc_isProvenInfeasible(b->m) ? "milp: infeasible"
                                                     : "milp: no solution");

@@ -13,6 +13,15 @@
 -- the ops' compute, each z times the time of its redistribution, and the
 -- delivery of the outputs. `seconds` bounds the solver (default 60); a
 -- note says when the optimum was not proven.
+--
+-- Per distinct layer (AutoParallel's clustering of repeated subgraphs):
+-- the layers are cut as for dp (util.layers), and the ops of a layer that
+-- repeats an earlier one share that layer's x columns, their costs (and
+-- those of their inputs' redistributions) added to the shared columns. So
+-- the program has the size of its distinct layers, not of the model, and
+-- its optimum is exact among the plans whose identical layers take
+-- identical strategies (every built-in recipe is one); dp, exact without
+-- that condition, says what it would cost to drop it.
 local plan = require "plan"
 local util = ...
 
@@ -22,15 +31,40 @@ return function(p, opts)
   local info, producer, first_use = {}, {}, {}
   local obj, rows = {}, {}
   local function col(c) obj[#obj + 1] = c; return #obj end
+  local last, outputs = {}, {}
   for i, name in ipairs(ops) do
     local op = p:op(name)
     local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
-    local xs = {}
-    for si, s in ipairs(list) do xs[si] = col(p:cost_op(name, s, hw)) end
-    info[i] = {op = op, list = list, x = xs}
-    local ones = {}
-    for si = 1, #list do ones[si] = 1 end
-    rows[#rows + 1] = {cols = xs, coefs = ones, sense = "=", rhs = 1}
+    info[i] = {op = op, list = list}
+    for _, t in ipairs(op.inputs) do last[t] = i end
+  end
+  for _, t in ipairs(opts.outputs) do outputs[t] = true end
+  -- rep[i]: the op whose columns op i shares (itself, or its counterpart
+  -- in the first layer with the same signature)
+  local rep, first_of = {}, {}
+  for _, seg in ipairs(util.layers(p, info, function(t, i)
+    return (last[t] or 0) > i or outputs[t]
+  end)) do
+    local f = first_of[seg.sig]
+    if not f then first_of[seg.sig] = seg.first end
+    for i = seg.first, seg.last do rep[i] = f and f + (i - seg.first) or i end
+  end
+  for i, name in ipairs(ops) do
+    local op, list = info[i].op, info[i].list
+    if rep[i] == i then
+      local xs = {}
+      for si, s in ipairs(list) do xs[si] = col(p:cost_op(name, s, hw)) end
+      info[i].x = xs
+      local ones = {}
+      for si = 1, #list do ones[si] = 1 end
+      rows[#rows + 1] = {cols = xs, coefs = ones, sense = "=", rhs = 1}
+    else
+      info[i].x = info[rep[i]].x
+      for si, s in ipairs(list) do
+        local x = info[i].x[si]
+        obj[x] = obj[x] + p:cost_op(name, s, hw)
+      end
+    end
     for k, t in ipairs(op.outputs) do producer[t] = {i, k} end
   end
   -- the x columns of op i grouped by a placement: pick(s) gives it
@@ -43,26 +77,39 @@ return function(p, opts)
     end
     return g, order
   end
+  -- an edge repeated by a repeated layer (the same columns on both ends)
+  -- adds its cost to the first one's z columns
+  local edges = {}
   for i = 1, #ops do
     local op = info[i].op
     for j, t in ipairs(op.inputs) do
-      local from, forder
+      local from, forder, key
       local pr = producer[t]
       if pr then
         from, forder = groups(pr[1], function(s) return s.out[pr[2]] end)
+        key = "o" .. rep[pr[1]] .. ":" .. pr[2]
       elseif first_use[t] then
         local f = first_use[t]
         from, forder = groups(f[1], function(s) return s["in"][f[2]] end)
+        key = "i" .. rep[f[1]] .. ":" .. f[2]
       else
         first_use[t] = {i, j}
       end
       if from then
+        key = key .. ">" .. rep[i] .. ":" .. j
+        local zs = edges[key]
         local to, torder = groups(i, function(s) return s["in"][j] end)
+        local fresh = zs == nil
+        if fresh then zs = {}; edges[key] = zs end
         for _, a in ipairs(forder) do
           for _, b in ipairs(torder) do
             local c = a ~= b and p:cost_redist(t, a, b, hw) or 0
-            if c > 0 then
+            local zk = a .. ">" .. b
+            if c > 0 and not fresh and zs[zk] then
+              obj[zs[zk]] = obj[zs[zk]] + c
+            elseif c > 0 then
               local z = col(c)
+              zs[zk] = z
               local cols, coefs = {z}, {1}
               for _, x in ipairs(from[a]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
               for _, x in ipairs(to[b]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
@@ -94,8 +141,26 @@ return function(p, opts)
   for i = 1, #ops do
     for _, x in ipairs(info[i].x) do integer[x] = true end
   end
+  -- the first incumbent: the megatron recipe's plan (layer by layer the
+  -- same, so it fits the tied columns), so that a solver stopped by its
+  -- time limit still returns a plan no worse than the recipe; the z
+  -- columns follow from the x's
+  local start = {}
+  local megatron = assert(load(assert(plan.source("strategies/megatron")),
+                               "=strategies/megatron.lua", "t"))(util)
+  if pcall(megatron, p, opts) then
+    local function key(st) return table.concat(st["in"], ",") .. ">" .. table.concat(st.out, ",") end
+    for i, name in ipairs(ops) do
+      local want = key(p:strategy(name))
+      for k, x in ipairs(info[i].x) do
+        if start[x] == nil or start[x] == 0 then
+          start[x] = key(info[i].list[k]) == want and 1 or 0
+        end
+      end
+    end
+  end
   local r, err = plan.milp{obj = obj, lower = lower, upper = upper,
-                          integer = integer, rows = rows,
+                          integer = integer, rows = rows, start = start,
                           seconds = tonumber(opts.seconds) or 60}
   if not r then error("ilp: " .. err, 0) end
   if not r.optimal then

@@ -101,4 +101,79 @@ function util.deliver_outputs(p, placed, outputs)
   for _, t in ipairs(outputs) do p:set_placement(t, util.delivery(placed[t])) end
 end
 
+-- The layers of a program for the exact strategies (dp, ilp): the ops cut
+-- after op i where at most two tensors are live (the residual stream, a
+-- constant every layer reads), each segment {first, last} with a
+-- structural signature `sig` (op kinds, shapes, strategy lists, wiring,
+-- which tensors outlive it): two segments with one signature are the same
+-- layer. `canon` names the tensors a segment touches canonically
+-- (externals x1, x2... in first-use order, its outputs o<k>_<j>) and
+-- `actual` maps back. info[i] = {op, list}; alive_after(t, i): t is read
+-- after op i (or is an output).
+function util.layers(p, info, alive_after)
+  local n = #info
+  local live_count, produced = {}, {}
+  local segments, start = {}, 1
+  for i = 1, n do
+    for _, t in ipairs(info[i].op.inputs) do produced[t] = true end
+    for _, t in ipairs(info[i].op.outputs) do produced[t] = true end
+    local count = 0
+    for t in pairs(produced) do
+      if alive_after(t, i) then count = count + 1 end
+    end
+    live_count[i] = count
+    if count <= 2 or i == n then
+      segments[#segments + 1] = {first = start, last = i}
+      start = i + 1
+    end
+  end
+
+  -- a segment's structure, and the canonical names of the tensors it
+  -- touches: externals x1, x2... in first-use order, its outputs o<k>_<j>
+  local function describe(seg)
+    local canon, ext, parts = {}, {}, {}
+    local local_out = {}
+    for i = seg.first, seg.last do
+      local op = info[i].op
+      for k, t in ipairs(op.outputs) do local_out[t] = "o" .. (i - seg.first) .. "_" .. k end
+    end
+    for i = seg.first, seg.last do
+      local op = info[i].op
+      local sig = {op.kind}
+      for _, t in ipairs(op.inputs) do
+        local c = local_out[t]
+        if not c then
+          c = canon[t]
+          if not c then
+            ext[#ext + 1] = t
+            c = "x" .. #ext
+          end
+        end
+        canon[t] = c
+        local x = p:tensor(t)
+        sig[#sig + 1] = c .. ":" .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]" ..
+                        (alive_after(t, seg.last) and "+" or "-")
+      end
+      for _, t in ipairs(op.outputs) do
+        canon[t] = local_out[t]
+        local x = p:tensor(t)
+        sig[#sig + 1] = canon[t] .. ":" .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]" ..
+                        (alive_after(t, seg.last) and "+" or "-")
+      end
+      for _, s in ipairs(info[i].list) do
+        sig[#sig + 1] = table.concat(s["in"], ",") .. ">" .. table.concat(s.out, ",")
+      end
+      parts[#parts + 1] = table.concat(sig, " ")
+    end
+    seg.canon, seg.ext = canon, ext
+    seg.sig = table.concat(parts, "\n")
+    local actual = {}
+    for t, c in pairs(canon) do actual[c] = t end
+    seg.actual = actual
+  end
+  for _, seg in ipairs(segments) do describe(seg) end
+
+  return segments
+end
+
 return util
