@@ -141,19 +141,19 @@ return function(p, opts)
   for i = 1, #ops do
     for _, x in ipairs(info[i].x) do integer[x] = true end
   end
-  -- the first incumbent: the megatron recipe's plan (layer by layer the
-  -- same, so it fits the tied columns), so that a solver stopped by its
-  -- time limit still returns a plan no worse than the recipe; the z
-  -- columns follow from the x's
+  -- the first incumbent: the megatron recipe's choices for each op's first
+  -- occurrence (the recipe treats identical layers alike, but for the
+  -- first layer's input), so that a solver stopped by its time limit
+  -- still returns a plan near the recipe; the z columns follow
   local start = {}
   local megatron = assert(load(assert(plan.source("strategies/megatron")),
                                "=strategies/megatron.lua", "t"))(util)
   if pcall(megatron, p, opts) then
     local function key(st) return table.concat(st["in"], ",") .. ">" .. table.concat(st.out, ",") end
     for i, name in ipairs(ops) do
-      local want = key(p:strategy(name))
-      for k, x in ipairs(info[i].x) do
-        if start[x] == nil or start[x] == 0 then
+      if rep[i] == i then -- a tied op takes its first occurrence's
+        local want = key(p:strategy(name))
+        for k, x in ipairs(info[i].x) do
           start[x] = key(info[i].list[k]) == want and 1 or 0
         end
       end
