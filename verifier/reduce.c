@@ -56,6 +56,7 @@ typedef enum keep_why {
   KEEP_COMPOUND,
   KEEP_NOFIT,
   KEEP_RANGE,
+  KEEP_REPEATS,
   KEEP_COUNT
 } keep_why;
 
@@ -67,7 +68,8 @@ static const char *const keep_text[KEEP_COUNT] = {
     "uneven over several axes",
     "merged dim, uneven major part",
     "no smaller size keeps its sharding",
-    "an integer range indexes it"};
+    "an integer range indexes it",
+    "the repeats of repeat_interleave"};
 
 typedef struct rnode {
   int parent;
@@ -278,6 +280,11 @@ static int tie_op(rctx *c, int i) {
       }
       if (d == fused)
         keep(c, target, KEEP_FUSED);
+      /* repeat_interleave's output dim is [n, repeats]: the attribute
+       * names the repeats, which keep their size */
+      if (op->kind == PLAN_OP_REPEAT_INTERLEAVE && o == op->nin && nf == 2 &&
+          op->attrs && d == (int)op->attrs[1].i)
+        keep(c, base + ro->f[d][1], KEEP_REPEATS);
       if (join(c, D, target))
         return PLAN_ENOMEM;
     }
@@ -681,26 +688,26 @@ static int apply(rctx *c) {
     plan_op *op = &prog->ops[i];
     int ai;
     const plan_tensor *src;
-    if (op->kind == PLAN_OP_RESHAPE)
-      ai = 0;
+    if (op->kind == PLAN_OP_RESHAPE || op->kind == PLAN_OP_EXPAND)
+      ai = 0; /* the output's shape */
     else if (op->kind == PLAN_OP_SPLIT)
       ai = 1;
     else
       continue;
-    if (!op->attrs) /* both kinds require the attribute: never so loaded */
+    if (!op->attrs) /* every such kind requires it: never so loaded */
       continue;
     const plan_op_info *info = plan_op_info_get(op->kind);
     /* attribute arrays may be shared between ops: give this op its own */
     plan_attr_val *av = plan_arena_alloc(A, sizeof *av * (size_t)info->nattrs);
-    int n =
-        op->kind == PLAN_OP_RESHAPE ? prog->tensors[op->out[0]].rank : op->nout;
+    bool shape = op->kind != PLAN_OP_SPLIT;
+    int n = shape ? prog->tensors[op->out[0]].rank : op->nout;
     int64_t *v =
         plan_arena_alloc_align(A, sizeof(int64_t) * ((size_t)n + 1), 8);
     if (!av || !v)
       return plan_oom();
     memcpy(av, op->attrs, sizeof *av * (size_t)info->nattrs);
     for (int j = 0; j < n; j++) {
-      if (op->kind == PLAN_OP_RESHAPE) {
+      if (shape) {
         src = &prog->tensors[op->out[0]];
         v[j] = src->dims[j];
       } else {

@@ -547,6 +547,46 @@ static void test_lowered(void **state) {
   plan_free(p);
 }
 
+/* expand's shape follows its output's reduced dims; repeat_interleave's
+ * repeats keep their size (its attribute names them). */
+static void test_expand_repeat(void **state) {
+  (void)state;
+  static const char text[] =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  name: rep\n"
+    "  tensors:\n"
+    "    x: {shape: [8, 2, 16], dtype: f32, role: input}\n"
+    "    b: {shape: [1, 16], dtype: f32, role: param}\n"
+    "  ops:\n"
+    "    - {name: rep, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 4, dim: 1}}\n"
+    "    - {name: sum, op: reduce_sum, in: [y], out: z, attrs: {dims: [1]}}\n"
+    "    - {name: bb, op: expand, in: [b], out: be, attrs: {shape: [8, 16]}}\n"
+    "    - {name: add, op: add, in: [z, be], out: o}\n"
+    "  outputs: [o]\n"
+    "mesh:\n"
+    "  axes: [dp=2]\n"
+    "placements:\n"
+    "  x: S(0)\n"
+    "strategies:\n"
+    "  rep: {in: [S(0)], out: S(0)}\n"
+    "  sum: {in: [S(0)], out: S(0)}\n"
+    "  bb: {in: [R], out: R}\n"
+    "  add: {in: [S(0), S(0)], out: S(0)}\n"
+;
+  plan_plan *p = load_text(text, "rep.yaml"), *r = NULL;
+  char *sum = NULL;
+  assert_int_equal(plan_reduce_shapes(&r, &sum, p), PLAN_OK);
+  assert_non_null(strstr(sum, "the repeats of repeat_interleave"));
+  plan_verify_report *rep = NULL;
+  assert_int_equal(plan_verify(&rep, r, NULL), PLAN_OK);
+  assert_true(plan_verify_report_equal(rep));
+  plan_verify_report_free(rep);
+  free(sum);
+  plan_free(r);
+  plan_free(p);
+}
+
 /* What cannot be reduced says so; NULL arguments are usage errors. */
 static void test_refused(void **state) {
   (void)state;
@@ -575,6 +615,7 @@ int main(void) {
       cmocka_unit_test(test_bug_wrong_axis),
       cmocka_unit_test(test_bug_gather_left_out),
       cmocka_unit_test(test_lowered),
+      cmocka_unit_test(test_expand_repeat),
       cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
