@@ -56,7 +56,7 @@ SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps deps-python test check-unit check-headers check-conformance \
-        check-cli check-lua check-python check-corpus check-docs wheel demo bench asan fuzz fmt lint install clean \
+        check-cli check-models check-lua check-python check-corpus check-docs wheel demo bench asan fuzz fmt lint install clean \
         tests-build
 
 all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
@@ -144,6 +144,9 @@ check-corpus: $(TOOL)
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 
+check-models: $(TOOL)
+	@sh tests/models/run.sh $(TOOL)
+
 # README.md and docs/*.md: shell blocks run, the CLI reference matches
 # each verb's --help, relative links resolve (tests/docs/run.sh).
 check-docs: $(TOOL) $(LUA_MOD)
@@ -164,7 +167,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-lua check-python check-docs
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
