@@ -56,7 +56,7 @@ SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps deps-python test check-unit check-headers check-conformance \
-        check-cli check-models check-lua check-python check-corpus check-docs wheel demo bench asan fuzz fmt lint install clean \
+        check-cli check-models check-lua check-python check-corpus check-docs wheel demo tour bench asan fuzz fmt lint install clean \
         tests-build
 
 all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
@@ -65,7 +65,8 @@ help:
 	@echo "make            build libplan.a, libplan.so and the plan tool"
 	@echo "make deps       install missing Debian packages (root) or say which"
 	@echo "make test       every test: unit, headers, conformance, CLI, sanitizers"
-	@echo "make demo       validate, hash and show the examples"
+	@echo "make demo       search, price, verify and write a plan for a Llama-style model"
+	@echo "make tour       validate, hash, verify and show every example"
 	@echo "make bench      run the benchmarks (bench/)"
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
@@ -176,6 +177,9 @@ asan:
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)
+
+tour: deps all
+	@sh examples/tour.sh $(TOOL)
 
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)

@@ -1,15 +1,21 @@
 #!/bin/sh
-# The demo, run by `make demo` as `sh examples/demo.sh build/plan`. First
-# the main job: search a plan for the transformer block's program on a
-# dp=2 x tp=2 mesh (the Megatron recipe, then the exact dynamic program,
-# priced on the H100 model), verify the found plan numerically on the CPU
-# runner's simulated ranks, print it with its modeled costs, and replay the
-# search from the plan's provenance. Then the examples tour: validate and
-# hash every examples/*.plan.yaml, verify every example (exact and float
-# mode; plans not lowered yet say so), draw a pipeline schedule, verify a
-# pipelined training step under three schedules and draw their timelines,
-# and show two plans as tables. Exits non-zero when anything
-# fails. Its files go to DEMO_OUT (default build/demo).
+# The demo, run by `make demo` as `sh examples/demo.sh build/plan`: the
+# main job of the tool on a Llama-style model, short and readable.
+#
+#  1. writes the program and the expert recipe's plan: an 8-layer
+#     Llama-style decoder (hidden 4096, 32 heads, seq 2048, batch 32, vocab
+#     32000, bf16) on dp x tp x pp = 2 x 2 x 2, Megatron tensor parallelism,
+#     two pipeline stages under 1F1B, trained with SGD (bench/gen_plan.py);
+#  2. searches a plan for it (the dynamic program over every op's legal
+#     strategies, priced on the H100 model) and prints the cost table
+#     against the recipe;
+#  3. verifies the found plan on the CPU runner: the training step with its
+#     pipeline schedule, every microbatch, gradient and update compared with
+#     the single-device program, at reduced shapes that keep the sharding;
+#  4. draws the pipeline schedule, prints the plan hash and writes the plan.
+#
+# `make tour` walks every example. Files go to DEMO_OUT (default
+# build/demo). Exits non-zero when a step fails.
 set -u
 PLAN=${1:-build/plan}
 case $PLAN in */*) ;; *) PLAN=./$PLAN ;; esac
@@ -17,126 +23,54 @@ if [ ! -x "$PLAN" ]; then
   echo "demo: no plan tool at '$PLAN' (build it with make, or pass its path)" >&2
   exit 2
 fi
-DIR=$(dirname "$0")
-fail=0
-out=$(mktemp) || exit 2
-trap 'rm -f "$out"' EXIT INT TERM
-
+HERE=$(cd "$(dirname "$0")" && pwd)
 OUTDIR=${DEMO_OUT:-build/demo}
 mkdir -p "$OUTDIR" || exit 2
+out=$(mktemp) || exit 2
+trap 'rm -f "$out"' EXIT INT TERM
+fail() { echo "demo: FAILED: $1"; sed 's/^/  /' "$out"; exit 1; }
 
-echo "== search a plan for the transformer block on dp=2 x tp=2 (H100 model)"
-for s in megatron dp; do
-  if "$PLAN" search "$DIR/transformer-block.plan.yaml" --strategy $s \
-       --hardware h100 -o "$OUTDIR/transformer-$s.plan.yaml" >"$out" 2>&1; then
-    sed 's/^/  /' "$out"
-  else
-    echo "  FAILED: plan search --strategy $s"; sed 's/^/    /' "$out"; fail=1
-  fi
-done
-found=$OUTDIR/transformer-dp.plan.yaml
-echo
-echo "== verify the found plan on the CPU runner (simulated ranks)"
-for mode in exact float; do
-  if "$PLAN" verify --mode $mode "$found" >"$out" 2>&1; then
-    printf '  %s\n' "$(tail -n 1 "$out")"
-  else
-    echo "  FAILED: plan verify --mode $mode"; sed 's/^/    /' "$out"; fail=1
-  fi
-done
-echo
-echo "== the found plan"
-"$PLAN" show "$found" || fail=1
-echo
-"$PLAN" cost --hardware h100 "$found" || fail=1
-echo
-echo "== replay the search from the plan's provenance"
-if "$PLAN" replay "$found" >"$out" 2>&1; then sed 's/^/  /' "$out"; else
-  echo "  FAILED: plan replay"; sed 's/^/    /' "$out"; fail=1; fi
+recipe=$OUTDIR/llama8-recipe.plan.yaml
+found=$OUTDIR/llama8.plan.yaml
+echo "== 1. an 8-layer Llama-style model on dp x tp x pp = 2 x 2 x 2 (the Megatron recipe)"
+python3 "$HERE/../bench/gen_plan.py" --layers 8 --dp 2 --tp 2 --pp 2 \
+  --train sgd -o "$recipe" >"$out" 2>&1 || fail "gen_plan.py"
+"$PLAN" validate "$recipe" >"$out" 2>&1 || fail "plan validate"
+printf '  %s\n' "$(tail -n 1 "$out" | sed 's/ xxh3:.*//')"
 
 echo
-echo "== validate and hash every example plan"
-for f in "$DIR"/*.plan.yaml; do
-  name=$(basename "$f")
-  if "$PLAN" validate "$f" >"$out" 2>&1; then
-    verdict=$(tail -n 1 "$out" | sed 's/^.*: valid/valid/; s/ xxh3:.*$//')
-    hash=$("$PLAN" hash "$f" 2>&1) || { hash="(no hash)"; fail=1; }
-    printf '  %-28s %s  %s\n' "$name" "$hash" "$verdict"
-    # warnings, if any, are worth seeing
-    grep ': warning: ' "$out" | sed 's/^/    /'
-  else
-    printf '  %-28s FAILED\n' "$name"
-    sed 's/^/    /' "$out"
-    fail=1
-  fi
-done
+echo "== 2. search a plan (dp over every op's legal strategies, H100 model)"
+"$PLAN" search "$recipe" --strategy dp --limit 16 --hardware h100 \
+  -o "$found" >"$out" 2>&1 || fail "plan search"
+grep -v '^dp: note' "$out" | sed 's/^/  /'
+cost_of() { "$PLAN" cost --hardware h100 "$1" 2>/dev/null; }
+cost_of "$recipe" >"$out.r" || fail "plan cost (recipe)"
+cost_of "$found" >"$out.f" || fail "plan cost (found)"
+step() { sed -n 's/^  step  *\([0-9.]* ms\).*/\1/p' "$1"; }
+bubble() { sed -n 's/.*bubble \([0-9.]* ms\).*/\1/p' "$1"; }
+peak() { sed -n 's/^  peak \([0-9.]* GB\).*/\1/p' "$1"; }
+sync() { sed -n 's/.*gradient sync \([0-9.]* ms\).*/\1/p' "$1"; }
+printf '  %-8s %12s %12s %12s %16s\n' plan "step" "bubble" "grad sync" "peak memory"
+printf '  %-8s %12s %12s %12s %16s\n' recipe "$(step "$out.r")" "$(bubble "$out.r")" \
+  "$(sync "$out.r")" "$(peak "$out.r")"
+printf '  %-8s %12s %12s %12s %16s\n' found "$(step "$out.f")" "$(bubble "$out.f")" \
+  "$(sync "$out.f")" "$(peak "$out.f")"
+rm -f "$out.r" "$out.f"
 
 echo
-echo "== the standalone program and the plan that refers to it by path"
-if prog=$("$PLAN" hash "$DIR/mlp-program.yaml" 2>&1); then
-  printf '  %-28s program %s\n' mlp-program.yaml "$prog"
-else
-  printf '  %-28s FAILED: %s\n' mlp-program.yaml "$prog"
-  fail=1
-fi
-if ref=$("$PLAN" hash --part program "$DIR/mlp-by-path.plan.yaml" 2>&1); then
-  printf '  %-28s program %s\n' mlp-by-path.plan.yaml "$ref"
-fi
+echo "== 3. verify the found plan on the CPU runner (simulated ranks, reduced shapes)"
+"$PLAN" verify --reduce "$found" >"$out" 2>&1 || fail "plan verify"
+grep '^reduced:' "$out" | cut -c1-100 | sed 's/$/.../; s/^/  /'
+grep '^training:' "$out" | sed 's/ (lr.*compared:/; compared:/; s/^/  /'
+printf '  %s\n' "$(tail -n 1 "$out" | sed 's/^[^:]*: //')"
 
 echo
-echo "== verify every example: lowered, run on simulated ranks, compared with the program"
-for f in "$DIR"/*.plan.yaml; do
-  name=$(basename "$f")
-  for mode in exact float; do
-    "$PLAN" verify --mode "$mode" "$f" >"$out" 2>&1
-    rc=$?
-    case $rc in
-      0) printf '  %-28s %-5s %s\n' "$name" "$mode" "$(tail -n 1 "$out" | sed 's/^[^:]*: //')" ;;
-      3) printf '  %-28s %-5s not run here: %s\n' "$name" "$mode" "$(tail -n 1 "$out" | sed 's/^plan: //; s/^error: //')" ;;
-      *) printf '  %-28s %-5s FAILED (exit %s)\n' "$name" "$mode" "$rc"
-         sed 's/^/    /' "$out"
-         fail=1 ;;
-    esac
-  done
-done
-
+echo "== 4. the pipeline schedule, the plan's hash, the plan file"
+"$PLAN" schedule "$found" --svg "$OUTDIR/llama8-1f1b.svg" >"$out" 2>&1 ||
+  fail "plan schedule"
+grep '^rank [0-9]*:\|^makespan' "$out" | sed 's/^/  /'
+printf '  timeline: %s\n' "$OUTDIR/llama8-1f1b.svg"
+h=$("$PLAN" hash "$found" 2>&1) || fail "plan hash"
+printf '  plan hash: %s\n  plan file: %s\n' "$h" "$found"
 echo
-echo "== the 1F1B pipeline schedule of pipeline-1f1b.plan.yaml"
-if "$PLAN" schedule "$DIR/pipeline-1f1b.plan.yaml" --svg "$OUTDIR/1f1b.svg" >"$out" 2>&1; then
-  sed 's/^/  /' "$out"
-  echo "  (picture: $OUTDIR/1f1b.svg)"
-else
-  echo "  FAILED: plan schedule"; sed 's/^/    /' "$out"; fail=1
-fi
-
-echo
-echo "== a pipelined training step: a 4-layer transformer on dp x tp x pp = 2 x 2 x 2, 4 microbatches"
-for f in transformer4-1f1b transformer4-zb-h1 transformer4-interleaved; do
-  if "$PLAN" verify "$DIR/$f.plan.yaml" >"$out" 2>&1; then
-    printf '  %s\n' "$(grep '^training:' "$out" | cut -c1-110)..."
-    printf '  %s\n' "$(tail -n 1 "$out" | sed 's/^[^:]*: //')"
-  else
-    echo "  FAILED: plan verify $f"; sed 's/^/    /' "$out"; fail=1
-  fi
-  if "$PLAN" schedule "$DIR/$f.plan.yaml" --svg "$OUTDIR/$f.svg" >"$out" 2>&1; then
-    printf '  %s: %s (picture: %s)\n' "$f" "$(grep '^makespan' "$out")" "$OUTDIR/$f.svg"
-  else
-    echo "  FAILED: plan schedule $f"; sed 's/^/    /' "$out"; fail=1
-  fi
-done
-
-for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
-  echo
-  echo "== plan show $f"
-  if ! "$PLAN" show "$DIR/$f"; then
-    echo "  FAILED: plan show $f"
-    fail=1
-  fi
-done
-
-echo
-if [ "$fail" -ne 0 ]; then
-  echo "demo: some examples FAILED"
-  exit 1
-fi
-echo "demo: the searched plan verifies equal and replays; every example is valid, and every lowered one verifies equal"
+echo "demo: a plan found, priced against the recipe, verified equal on the CPU runner, and written"
