@@ -121,25 +121,8 @@ typedef struct rctx {
 /* ---- small helpers ----------------------------------------------------------
  */
 
-static int grow(void **arr, int *cap, int need, size_t elsz) {
-  if (need <= *cap)
-    return PLAN_OK;
-  int nc = *cap ? *cap : 64;
-  while (nc < need) {
-    if (nc > (1 << 29))
-      return plan_oom();
-    nc *= 2;
-  }
-  void *a = realloc(*arr, (size_t)nc * elsz);
-  if (!a)
-    return plan_oom();
-  *arr = a;
-  *cap = nc;
-  return PLAN_OK;
-}
-
 static int add_node(rctx *c, int64_t size) {
-  if (grow((void **)&c->n, &c->capn, c->nn + 1, sizeof *c->n))
+  if (plan_grow((void **)&c->n, &c->capn, c->nn + 1, sizeof *c->n))
     return -1;
   rnode *x = &c->n[c->nn];
   memset(x, 0, sizeof *x);
@@ -168,7 +151,7 @@ static bool keep(rctx *c, int x, keep_why why) {
 }
 
 static int push_pair(rctx *c, int a, int b) {
-  if (grow((void **)&c->stack, &c->capstack, c->nstack + 2, sizeof(int)))
+  if (plan_grow((void **)&c->stack, &c->capstack, c->nstack + 2, sizeof(int)))
     return PLAN_ENOMEM;
   c->stack[c->nstack++] = a;
   c->stack[c->nstack++] = b;
@@ -269,7 +252,7 @@ static int tie_op(rctx *c, int i) {
           fits =
               fits && plan_mul_i64(prod, r->factors[ro->f[d][k]].size, &prod);
         if ((target = add_node(c, prod)) < 0 ||
-            grow((void **)&c->exps, &c->capexps, c->nexps + nf, sizeof(int)))
+            plan_grow((void **)&c->exps, &c->capexps, c->nexps + nf, sizeof(int)))
           return PLAN_ENOMEM;
         c->n[target].exp = c->nexps;
         c->n[target].nexp = nf;
@@ -375,7 +358,7 @@ static int build(rctx *c) {
         if (na < 0)
           na = 0;
       }
-      if (grow((void **)&c->atoms, &cap, used + na, sizeof(int)))
+      if (plan_grow((void **)&c->atoms, &cap, used + na, sizeof(int)))
         return PLAN_ENOMEM;
       if (na)
         memcpy(c->atoms + used, tmp, sizeof(int) * (size_t)na);
@@ -405,7 +388,7 @@ static int add_pl(rctx *c, int t, const plan_placement *pl) {
     for (int a = 0; a < na; a++)
       if (!plan_mul_i64(k, ms[axes[a]] > 0 ? ms[axes[a]] : 1, &k))
         k = INT64_MAX;
-    if (grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
+    if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
       return PLAN_ENOMEM;
     c->cons[c->ncons++] = (rcons){t, d, k, na > 1, false};
   }
@@ -422,7 +405,7 @@ static int plan_constraints(rctx *c) {
     if ((x->recipe == PLAN_RECIPE_ROPE_COS ||
          x->recipe == PLAN_RECIPE_ROPE_SIN) &&
         x->rank == 2) {
-      if (grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
+      if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
         return PLAN_ENOMEM;
       c->cons[c->ncons++] = (rcons){t, 1, 2, false, true};
     }
@@ -465,7 +448,7 @@ static int plan_constraints(rctx *c) {
         if (!plan_mul_i64(k, p->mesh.axis_sizes[axes[a]], &k))
           k = INT64_MAX;
     }
-    if (grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
+    if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
       return PLAN_ENOMEM;
     c->cons[c->ncons++] = (rcons){t, d, k, na > 0, false};
   }
@@ -554,7 +537,7 @@ static int bind(rctx *c) {
       keep_dim(c, q->tensor, q->dim, KEEP_COMPOUND);
       continue;
     }
-    if (grow((void **)&c->ac, &c->capac, c->nac + 1, sizeof *c->ac))
+    if (plan_grow((void **)&c->ac, &c->capac, c->nac + 1, sizeof *c->ac))
       return PLAN_ENOMEM;
     c->ac[c->nac++] = ac;
   }

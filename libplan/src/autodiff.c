@@ -96,30 +96,13 @@ static plan_attr_val *copy_attrs(plan_arena *A, int kind,
   return a;
 }
 
-static int grow_array(void **arr, int *cap, int need, size_t elem) {
-  if (need <= *cap)
-    return PLAN_OK;
-  if (need > INT32_MAX / 4)
-    return plan_failf(PLAN_ELIMIT, "autodiff: more than %d ops or tensors",
-                      INT32_MAX / 4);
-  int ncap = *cap ? *cap : 16;
-  while (ncap < need)
-    ncap += ncap / 2;
-  void *n = realloc(*arr, elem * (size_t)ncap);
-  if (!n)
-    return plan_oom();
-  *arr = n;
-  *cap = ncap;
-  return PLAN_OK;
-}
-
 static int copy_forward(plan_program *p, const plan_program *f) {
   plan_arena *A = &p->arena;
   bool ok = true;
   int rc;
-  if ((rc = grow_array((void **)&p->tensors, &p->cap_tensors, f->ntensors + 1,
+  if ((rc = plan_grow((void **)&p->tensors, &p->cap_tensors, f->ntensors + 1,
                        sizeof(plan_tensor))) ||
-      (rc = grow_array((void **)&p->ops, &p->cap_ops, f->nops + 1,
+      (rc = plan_grow((void **)&p->ops, &p->cap_ops, f->nops + 1,
                        sizeof(plan_op))))
     return rc;
   p->name = plan_arena_strdup(A, f->name ? f->name : "");
@@ -199,7 +182,7 @@ int ad_fail(const ad_ctx *c, const char *fmt, ...) {
 static int new_tensor(ad_ctx *c, const char *name, const plan_shape *s,
                       plan_pos pos) {
   plan_program *p = c->p;
-  int rc = grow_array((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
+  int rc = plan_grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
                       sizeof(plan_tensor));
   if (rc)
     return rc;
@@ -273,7 +256,7 @@ static int emit_named(ad_ctx *c, int kind, const char *name,
     return ad_fail(c, "internal: the backward op '%s' does not infer: %s", name,
                    err);
   int rc =
-      grow_array((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op));
+      plan_grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op));
   if (!rc)
     rc = grow_meta(c, p->nops + 1);
   if (rc)

@@ -12,22 +12,8 @@
 #include "program_int.h"
 #include "trace_int.h"
 
-static int grow(void **arr, int *cap, int need, size_t elem) {
-  if (need <= *cap)
-    return PLAN_OK;
-  int ncap = *cap ? *cap * 2 : 64;
-  while (ncap < need)
-    ncap *= 2;
-  void *n = realloc(*arr, elem * (size_t)ncap);
-  if (!n)
-    return plan_oom();
-  *arr = n;
-  *cap = ncap;
-  return PLAN_OK;
-}
-
 static int new_buf(plan_lowered *l, int tensor, const plan_placement *pl) {
-  if (grow((void **)&l->bufs, &l->cap_bufs, l->nbufs + 1, sizeof(plan_lbuf)))
+  if (plan_grow((void **)&l->bufs, &l->cap_bufs, l->nbufs + 1, sizeof(plan_lbuf)))
     return -1;
   l->bufs[l->nbufs].tensor = tensor;
   l->bufs[l->nbufs].pl = *pl;
@@ -36,7 +22,7 @@ static int new_buf(plan_lowered *l, int tensor, const plan_placement *pl) {
 
 static plan_lstep *new_step(plan_lowered *l, plan_lstep_kind kind, int nin,
                             int nout) {
-  if (grow((void **)&l->steps, &l->cap_steps, l->nsteps + 1,
+  if (plan_grow((void **)&l->steps, &l->cap_steps, l->nsteps + 1,
            sizeof(plan_lstep)))
     return NULL;
   plan_lstep *s = &l->steps[l->nsteps];
@@ -76,7 +62,7 @@ static int add_holder(plan_lowered *l, holders *h, int tensor,
   int b = new_buf(l, tensor, pl);
   if (b < 0)
     return -1;
-  if (grow((void **)&h->next, &h->cap, b + 1, sizeof(int)))
+  if (plan_grow((void **)&h->next, &h->cap, b + 1, sizeof(int)))
     return -1;
   h->next[b] = h->first[tensor];
   h->first[tensor] = b;

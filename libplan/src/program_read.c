@@ -171,27 +171,8 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
 }
 
 /* Grows a malloc'd array to hold `need` elements, zeroing the new part. */
-static int grow(void **arr, int *cap, int need, size_t elem) {
-  if (need <= *cap)
-    return PLAN_OK;
-  if (need > INT32_MAX / 4)
-    return plan_failf(PLAN_ELIMIT, "more than %d ops or tensors",
-                      INT32_MAX / 4);
-  int ncap = *cap ? *cap : 16;
-  while (ncap < need)
-    ncap += ncap / 2; /* 1.5x: less slack at the peak of a big load */
-  void *n = realloc(*arr, elem * (size_t)ncap);
-  if (!n)
-    return plan_oom();
-  /* not zeroed here: each element is cleared when it is taken, so the slack
-   * is never touched (no page faults, no resident memory) */
-  *arr = n;
-  *cap = ncap;
-  return PLAN_OK;
-}
-
 static int new_tensor(plan_program *p, int *out) {
-  int rc = grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
+  int rc = plan_grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
                 sizeof(plan_tensor));
   if (rc)
     return rc;
@@ -349,7 +330,7 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
 int program_add_op(const plan_reader *rd, plan_program *p,
                    const plan_ynode *n) {
   int rc, idx = p->nops;
-  if ((rc = grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op))))
+  if ((rc = plan_grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op))))
     return rc;
   p->nops++;
   plan_op *op = &p->ops[idx];
@@ -425,7 +406,7 @@ int program_add_op(const plan_reader *rd, plan_program *p,
     op->in[i] = find_tensor(p, e);
     if (op->in[i] >= 0)
       continue;
-    if ((rc = grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
+    if ((rc = plan_grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
                    sizeof(plan_pending_in))))
       return rc;
     plan_pending_in *pi = &p->pending[p->npending++];

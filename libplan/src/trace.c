@@ -51,26 +51,12 @@ static int fail(const plan_trace *t, const char *fmt, const char *what) {
                    "manual region '%s': %s", r->name, msg);
 }
 
-static int grow(void **arr, int *cap, int need, size_t elem) {
-  if (need <= *cap)
-    return PLAN_OK;
-  int n = *cap ? *cap * 2 : 16;
-  while (n < need)
-    n *= 2;
-  void *a = realloc(*arr, elem * (size_t)n);
-  if (!a)
-    return plan_oom();
-  *arr = a;
-  *cap = n;
-  return PLAN_OK;
-}
-
 static int new_handle(plan_trace *t, int tensor, const plan_placement *pl) {
   int cap = t->cap_h;
-  if (grow((void **)&t->h_tensor, &cap, t->nh + 1, sizeof(int)))
+  if (plan_grow((void **)&t->h_tensor, &cap, t->nh + 1, sizeof(int)))
     return PLAN_ENOMEM;
   cap = t->cap_h;
-  if (grow((void **)&t->h_pl, &cap, t->nh + 1, sizeof(plan_placement)))
+  if (plan_grow((void **)&t->h_pl, &cap, t->nh + 1, sizeof(plan_placement)))
     return PLAN_ENOMEM;
   t->cap_h = cap;
   t->h_tensor[t->nh] = tensor;
@@ -79,7 +65,7 @@ static int new_handle(plan_trace *t, int tensor, const plan_placement *pl) {
 }
 
 static trace_rec *new_rec(plan_trace *t, trace_rec_kind kind) {
-  if (grow((void **)&t->recs, &t->cap_recs, t->nrecs + 1, sizeof(trace_rec)))
+  if (plan_grow((void **)&t->recs, &t->cap_recs, t->nrecs + 1, sizeof(trace_rec)))
     return NULL;
   trace_rec *r = &t->recs[t->nrecs++];
   memset(r, 0, sizeof *r);

@@ -706,3 +706,20 @@ void plan_buf_quoted(plan_buf *b, const char *s) {
   }
   plan_buf_putc(b, '"');
 }
+
+int plan_grow(void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap)
+    return PLAN_OK;
+  if (need > INT32_MAX / 4)
+    return plan_failf(PLAN_ELIMIT, "more than %d elements in one array",
+                      INT32_MAX / 4);
+  int ncap = *cap > 0 ? *cap : 16;
+  while (ncap < need)
+    ncap += ncap / 2;
+  void *n = realloc(*arr, elem * (size_t)ncap);
+  if (!n)
+    return plan_oom();
+  *arr = n;
+  *cap = ncap;
+  return PLAN_OK;
+}

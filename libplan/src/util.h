@@ -60,6 +60,14 @@ char *plan_arena_strdup(plan_arena *a, const char *s);
 char *plan_arena_printf(plan_arena *a, const char *fmt, ...) PLAN_PRINTF(2, 3);
 char *plan_arena_vprintf(plan_arena *a, const char *fmt, va_list ap);
 
+/* ---- growable arrays ------------------------------------------------------ */
+
+/* Grows *arr (of elements of `elem` bytes, *cap of them) to hold at least
+ * `need`: by half again each time (less slack at the peak of a big load),
+ * not zeroed (each element is set when it is taken, so slack is never
+ * touched). PLAN_ELIMIT past INT32_MAX / 4 elements, PLAN_ENOMEM. */
+int plan_grow(void **arr, int *cap, int need, size_t elem);
+
 /* ---- growable buffer ----------------------------------------------------- */
 
 typedef struct plan_buf {
