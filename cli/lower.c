@@ -19,7 +19,8 @@ const char usage_lower[] =
     "atomically to FILE. 'plan verify' runs the result; 'plan hash' prints\n"
     "its content hash.\n"
     "Exit: 0 written, 1 the plan is invalid, 2 unreadable input or bad usage,\n"
-    "3 not lowered here yet (training, pipelines, manual regions).\n";
+    "3 not lowered here yet: a pipelined program has no file form, and a\n"
+    "manual region needs its body run (plan verify runs both).\n";
 
 char *cli_read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");

@@ -12,7 +12,7 @@
 
 const char usage_search[] =
     "usage: plan search PROGRAM --mesh dp=2,tp=4 [--strategy NAME|FILE.lua]\n"
-    "                   [--hardware NAME] [--seed N] [--width N] [--limit N]\n"
+    "                   [--hardware NAME] [--seed N] [--width N] [--limit N] [--seconds N]\n"
     "                   [--self-contained] -o PLAN\n"
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "\n"
@@ -25,7 +25,7 @@ const char usage_search[] =
     "script hash, parameters, seed, library version, modeled cost), so\n"
     "'plan replay' can make it again.\n"
     "  --width N    beam's width (default 8)\n"
-    "  --limit N    dp's most states per step (default 20000), exhaustive's\n"
+    "  --limit N    dp's most states per step (default 64), exhaustive's\n"
     "               most combinations (default 100000)\n"
     "  --seconds N  ilp's solver time limit (default 60)\n"
     "  --devices search  also choose the device order (each order of the\n"

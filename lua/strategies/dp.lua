@@ -17,13 +17,13 @@
 -- the layers are then chained by a DP over the states at the cuts. Both
 -- levels are exact, so the result is the optimum of the whole objective.
 --
--- Past `limit` states (default 20000) after an op or at a cut, only the
+-- Past `limit` states (default 64) after an op or at a cut, only the
 -- cheapest are kept and the result may not be optimal (a note says so):
 -- `--limit 16` makes a fast, bounded search of a large model.
 local util = ...
 
 return function(p, opts)
-  local max_states = tonumber(opts.limit) or 20000
+  local max_states = tonumber(opts.limit) or 64
   local hw = opts.hardware
   local ops = p:ops()
   local n = #ops
