@@ -180,6 +180,16 @@ if args.mode == "replay" then
       f:close()
     end
   end
+  -- a recorded strategy that cannot be read or compiled any more is bad
+  -- input (exit 2), as for plan search
+  local loaded, lerr = pcall(strategy_fn, opts.strategy)
+  if not loaded then
+    if opts.strategy ~= rec.strategy then os.remove(opts.strategy) end
+    io.stderr:write("plan replay: ", tostring(lerr), " (the plan records ",
+                    "strategy '", rec.strategy, "'; its self-contained form ",
+                    "carries the script)\n")
+    return 2
+  end
   local ok, prov = pcall(run_search, q, opts)
   if opts.strategy ~= rec.strategy then os.remove(opts.strategy) end
   if not ok then error(prov, 0) end

@@ -64,6 +64,12 @@ check "search with a file" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=
 has "search with a file" "strategy $tmp/all-r.lua"
 mv "$tmp/all-r.lua" "$tmp/all-r.moved"
 check "replay with the script inline" 0 "$PLAN" replay "$tmp/user.yaml"
+# without the self-contained form, a strategy file gone is bad input
+mv "$tmp/all-r.moved" "$tmp/all-r.lua"
+check "search with a file, not self-contained" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/all-r.lua" -o "$tmp/user2.yaml"
+mv "$tmp/all-r.lua" "$tmp/all-r.moved"
+check "replay without its strategy file" 2 "$PLAN" replay "$tmp/user2.yaml"
+has "replay without its strategy file" "cannot read strategy"
 # a replay that does not match: a strategy edited by hand
 sed 's/mlp.act: {in: \[S(0)S(1)\], out: S(0)S(1)}/mlp.act: {in: [RR], out: RR}/' "$tmp/megatron.yaml" > "$tmp/edited.yaml"
 if ! cmp -s "$tmp/megatron.yaml" "$tmp/edited.yaml"; then
