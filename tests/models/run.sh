@@ -1,11 +1,11 @@
 #!/bin/sh
 # Tests of the model plans in examples/models/: every *.plan.yaml validates
 # (exit 0) and verifies EQUAL on a reduced program (`plan verify --reduce`:
-# the dims shrink, the sharding structure stays); a searched plan is for the
-# same program as its recipe (program hashes equal); and
-# scripts/gen_models.py, run into a temporary folder, writes every generated
-# plan byte for byte as committed, so the files stay in step with the
-# generator.
+# the dims shrink, the sharding structure stays); every other plan of a
+# model (searched, pipelined) is for its recipe's program (program hashes
+# equal); and scripts/gen_models.py, run into a temporary folder, writes
+# every generated plan byte for byte as committed, so the files stay in step
+# with the generator.
 #
 # usage: sh tests/models/run.sh BUILD   (the build folder, or PATH/TO/plan)
 # Prints one line per check and "models: N passed, M failed"; exits 1 when
@@ -53,11 +53,12 @@ for f in "$dir"/*.plan.yaml; do
   fi
 done
 
-# A searched plan decides for its recipe's program.
-for f in "$dir"/*.searched.plan.yaml; do
-  [ -e "$f" ] || continue
+# Every plan of a model (searched, pipelined) decides for its recipe's
+# program: the program hashes are equal.
+for f in "$dir"/*.plan.yaml; do
+  case $f in *.recipe.plan.yaml) continue ;; esac
   name=$(basename "$f")
-  recipe=$dir/${name%.searched.plan.yaml}.recipe.plan.yaml
+  recipe=$dir/${name%%.*}.recipe.plan.yaml
   a=$("$plan" hash --part program "$f" 2>"$out")
   b=$("$plan" hash --part program "$recipe" 2>>"$out")
   if [ -n "$a" ] && [ "$a" = "$b" ]; then
