@@ -125,7 +125,7 @@ def glob_strategies(strategies, layers):
 
 
 def write(path, p, header, outputs, loss=None, pipeline=None, training=None,
-          provenance=None, devices_per_host=None, layers=1):
+          provenance=None, devices_per_host=None, layers=1, devices=None):
     lines = []
     for c in header:
         lines.append(("# " + c).rstrip())
@@ -143,7 +143,10 @@ def write(path, p, header, outputs, loss=None, pipeline=None, training=None,
         lines.append("  loss: %s" % loss)
     lines.append("mesh:")
     lines.append("  axes: [%s]" % ", ".join("%s=%d" % a for a in p.axes))
-    lines.append("  devices: iota")
+    if devices:
+        lines.append("  devices: [%s]" % ", ".join(str(d) for d in devices))
+    else:
+        lines.append("  devices: iota")
     if devices_per_host:
         lines.append("  devices_per_host: %d" % devices_per_host)
     lines.append("placements:")
@@ -464,10 +467,21 @@ def llama_32l(outdir, name, axes, pp=None, layers=32, B=16, S=2048,
             "and the batch over dp, on %s (8 devices a host); forward and loss." % shape,
         ]
     header.append("Written by: python3 %s (edit the generator, not this file)." % TOOL)
+    # With pp the last mesh axis, iota would put each tp group across
+    # hosts (stride 4 over 8-device hosts): the order below keeps a tp
+    # group on one host's NVLink and lets only the stages' point-to-point
+    # transfers cross hosts (device = dp * 16 + pp * 4 + tp).
+    devices = None
+    if pp:
+        sizes = dict(axes)
+        devices = [d * 16 + q * 4 + t
+                   for d in range(sizes["dp"]) for t in range(sizes["tp"])
+                   for q in range(sizes["pp"])]
     write(os.path.join(outdir, name), p, header,
           [("loss.out", p.pl())], loss="loss.out", pipeline=pipeline,
           training=training, devices_per_host=8, layers=layers,
-          provenance="strategy: megatron, tool: %s, seed: 0" % TOOL)
+          provenance="strategy: megatron, tool: %s, seed: 0" % TOOL,
+          devices=devices)
 
 
 # ---- DiT -----------------------------------------------------------------------
