@@ -8,5 +8,7 @@
 #include "plan.h"
 #include "program.h"
 #include "schedule.h"
+#include "trace.h"
+#include "verify.h"
 
 #endif
