@@ -231,7 +231,10 @@ int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
   }
   char err[256] = "", what[400];
   if (info->infer(si, nin, av, so, nout, err, sizeof err)) {
-    snprintf(what, sizeof what, "%s: %s", op, err);
+    size_t n = strlen(op); /* the reason may name the op already */
+    bool named = !strncmp(err, op, n) && err[n] == ':';
+    snprintf(what, sizeof what, "%s%s%s", named ? "" : op, named ? "" : ": ",
+             err);
     return fail(t, "%s", what);
   }
   plan_rule rule;
