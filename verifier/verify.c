@@ -1184,20 +1184,28 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
                   df->got, df->want, df->max_rel);
 }
 
-/* Compares buffer `buf`; the f64 reference of the low-precision bound is
- * computed the first time a low-precision tensor misses its tolerance (a
- * whole second reference run, so only when it can change the answer). */
-static int compare_one(vctx *c, int buf, diff *df) {
-  vx_compare_buffer(c, buf, df);
+/* Compares buffer `buf` (microbatch mb's blocks when mb >= 0) into *df;
+ * the f64 reference of the low-precision bound is computed the first time
+ * a low-precision tensor misses its tolerance (a whole second reference
+ * run, so only when it can change the answer). */
+static int compare_some(vctx *c, int buf, int64_t mb, diff *df) {
+  memset(df, 0, sizeof *df);
+  compare_blocks(c, buf, mb, df);
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   if (!df->mismatches || c->ref64 || c->o->mode != PLAN_VERIFY_FLOAT ||
       !plan_dtype_is_float(t->dtype) || vx_run_dtype(c, t) == PLAN_F64 ||
       depth_bound(c, t, df))
     return PLAN_OK;
   int rc = run_reference64(c);
-  if (!rc)
-    vx_compare_buffer(c, buf, df);
+  if (!rc) { /* again, with the f64 reference */
+    memset(df, 0, sizeof *df);
+    compare_blocks(c, buf, mb, df);
+  }
   return rc;
+}
+
+static int compare_one(vctx *c, int buf, diff *df) {
+  return compare_some(c, buf, -1, df);
 }
 
 /* *into += one (the comparison of more blocks of the same buffer). */
@@ -1241,16 +1249,7 @@ static void compared_buffer(vctx *c, int b) {
 int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
   double t0 = seconds_now();
   diff one;
-  memset(&one, 0, sizeof one);
-  compare_blocks(c, b, k, &one);
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[b].tensor];
-  int rc = PLAN_OK;
-  if (one.mismatches && !c->ref64 && c->o->mode == PLAN_VERIFY_FLOAT &&
-      plan_dtype_is_float(t->dtype) && vx_run_dtype(c, t) != PLAN_F64 &&
-      !depth_bound(c, t, &one) && !(rc = run_reference64(c))) {
-    memset(&one, 0, sizeof one); /* again, with the f64 reference */
-    compare_blocks(c, b, k, &one);
-  }
+  int rc = compare_some(c, b, k, &one);
   merge_diff(&c->diffs[b], &one);
   if (!rc && last)
     compared_buffer(c, b);
@@ -1460,16 +1459,7 @@ static void free_ctx(vctx *c) {
 
 int plan_verify(plan_verify_report **out, const plan_plan *p,
                 const plan_verify_options *opts) {
-  if (!out)
-    return plan_failf(PLAN_EUSAGE, "plan_verify: no place for the report");
-  *out = NULL;
-  if (!p || !p->has_mesh)
-    return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
-  plan_lowered *low;
-  int rc = plan_lower(&low, p);
-  if (rc)
-    return rc;
-  return plan_verify_lowered(out, p, low, opts);
+  return plan_verify_traced(out, p, opts, NULL, NULL); /* no Lua host */
 }
 
 int plan_verify_traced(plan_verify_report **out, const plan_plan *p,

@@ -33,6 +33,9 @@ typedef struct prun {
   /* whether the schedule has the receive (else the transfer is implicit) */
   uint8_t *has_rf, *has_rb;
   int *runs; /* [step]: the microbatches it has run for */
+  /* the steps of each (stage, phase) group g = stage * PH_N + phase, in
+   * step order: order[start[g] .. start[g + 1]) */
+  int *order, *start;
   /* Buffers compared and handed back microbatch by microbatch (split
    * along mb, not partial, written by a stage): what a microbatch's
    * activations cost is held only while some step still reads them. */
@@ -160,13 +163,12 @@ static int ran(prun *x, int i, int64_t k) {
 /* Runs the steps of (stage, phase) for microbatch k. */
 static int run_part(prun *x, int stage, int ph, int64_t k) {
   vctx *c = x->c;
-  const plan_lowered *l = c->low;
   int rc = PLAN_OK;
   c->mb_now = k;
-  for (int i = 0; i < l->nsteps && !rc; i++)
-    if (x->pp->stage[i] == stage && phase_of(x->pp->phase[i]) == ph &&
-        !(rc = vx_exec_step(c, i)))
-      rc = ran(x, i, k);
+  int g = stage * PH_N + ph;
+  for (int j = x->start[g]; j < x->start[g + 1] && !rc; j++)
+    if (!(rc = vx_exec_step(c, x->order[j])))
+      rc = ran(x, x->order[j], k);
   c->mb_now = -1;
   return rc;
 }
@@ -379,7 +381,25 @@ int vx_run_pipeline(vctx *c) {
         x.has_rb[i] = 1;
     }
   }
-  x.runs = calloc((size_t)l->nsteps + 1, sizeof(int));
+  /* runs, order, start and a cursor in one block (freed with runs) */
+  size_t ngroups = (size_t)x.S * PH_N;
+  x.runs = calloc(2 * ((size_t)l->nsteps + 1) + 2 * (ngroups + 1),
+                  sizeof(int));
+  if (x.runs) { /* a stable counting sort of the steps by group */
+    x.order = x.runs + l->nsteps + 1;
+    x.start = x.order + l->nsteps + 1;
+    int *cur = x.start + ngroups + 1;
+    for (int i = 0; i < l->nsteps; i++)
+      if (x.pp->stage[i] >= 0 && phase_of(x.pp->phase[i]) >= 0)
+        x.start[x.pp->stage[i] * PH_N + phase_of(x.pp->phase[i]) + 1]++;
+    for (size_t g = 0; g < ngroups; g++)
+      x.start[g + 1] += x.start[g];
+    for (size_t g = 0; g < ngroups; g++)
+      cur[g] = x.start[g];
+    for (int i = 0; i < l->nsteps; i++)
+      if (x.pp->stage[i] >= 0 && phase_of(x.pp->phase[i]) >= 0)
+        x.order[cur[x.pp->stage[i] * PH_N + phase_of(x.pp->phase[i])]++] = i;
+  }
   c->readers_left = calloc((size_t)l->nbufs + 1, sizeof(int));
   c->written = calloc(((size_t)l->nbufs + 1) * (size_t)x.M, 1);
   if (!x.runs || !c->readers_left || !c->written) {

@@ -426,7 +426,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     c->ref[t] = keep;
     /* float mode: the next step starts from the reference's state */
     for (int64_t r = 0; float_mode && r < c->nranks; r++)
-      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+      for (int64_t e = 0; vx_mb_first(c, r) == r && e < c->bufs[mb][r].n; e++)
         (st ? c->vel[i] : c->mom[i])[r][e] =
             want[vx_global_index(x, &c->bufs[mb][r], e)];
   }
@@ -447,11 +447,14 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
         glob[vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
   }
+  /* (a pipelined run's arrays are shared along mb: each written once) */
   if (float_mode) /* every rank restarts from the reference's params */
     for (int64_t r = 0; r < c->nranks; r++)
-      for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
+      for (int64_t e = 0; vx_mb_first(c, r) == r && e < c->bufs[mb][r].n; e++)
         c->master[i][r][e] = c->ref[t][vx_global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
+    if (vx_mb_first(c, r) != r)
+      continue;
     const block *sbk = &c->bufs[sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
       c->leaf_blk[t][r][e] =

@@ -76,8 +76,9 @@ typedef enum plan_lphase {
 typedef struct plan_lpipe {
   int axis;             /* the microbatch axis (the pipeline axis's slot) */
   int64_t microbatches;
-  int nstages, ranks;   /* stage s runs on pipeline rank s mod ranks */
-  struct plan_schedule *schedule; /* each pipeline rank's actions */
+  int nstages;
+  struct plan_schedule *schedule; /* each pipeline rank's actions (stage
+                                     s on rank s mod its ranks) */
   int *stage;           /* [step]: its stage; -1 for PRE and POST */
   uint8_t *phase;       /* [step]: plan_lphase */
   int *from_stage;      /* [step]: a TRANSFER's sending stage; else -1 */

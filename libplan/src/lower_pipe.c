@@ -416,7 +416,6 @@ int plan_lower_pipeline(plan_lowered **out, const plan_plan *p) {
   pp->microbatches =
       p->pipeline.microbatches > 0 ? p->pipeline.microbatches : 1;
   pp->nstages = p->pipeline.nstages;
-  pp->ranks = (int)p->mesh.axis_sizes[pp->axis];
   int rc = plan_schedule_from_plan(&pp->schedule, p);
   if (!rc)
     rc = microbatch_plan(&pp->xplan, p);

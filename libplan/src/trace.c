@@ -52,13 +52,12 @@ static int fail(const plan_trace *t, const char *fmt, const char *what) {
 }
 
 static int new_handle(plan_trace *t, int tensor, const plan_placement *pl) {
-  int cap = t->cap_h;
-  if (plan_grow((void **)&t->h_tensor, &cap, t->nh + 1, sizeof(int)))
-    return PLAN_ENOMEM;
-  cap = t->cap_h;
-  if (plan_grow((void **)&t->h_pl, &cap, t->nh + 1, sizeof(plan_placement)))
-    return PLAN_ENOMEM;
-  t->cap_h = cap;
+  int rc = plan_grow((void **)&t->h_tensor, &t->cap_ht, t->nh + 1, sizeof(int));
+  if (!rc)
+    rc = plan_grow((void **)&t->h_pl, &t->cap_hpl, t->nh + 1,
+                   sizeof(plan_placement));
+  if (rc)
+    return rc;
   t->h_tensor[t->nh] = tensor;
   t->h_pl[t->nh] = *pl;
   return t->nh++;

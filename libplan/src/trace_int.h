@@ -43,7 +43,7 @@ struct plan_trace {
   /* handles: a tensor of ad.p in a placement */
   int *h_tensor;
   plan_placement *h_pl;
-  int nh, cap_h;
+  int nh, cap_ht, cap_hpl;
   trace_attr attrs[PLAN_MAX_ATTRS * 2];
   int nattrs;
   trace_rec *recs;

@@ -66,33 +66,6 @@ static void test_examples_equal(void **state) {
   }
 }
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  static char buf[1 << 17];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *s = strdup(buf);
-  assert_non_null(s);
-  return s;
-}
-
-/* s with its first `from` replaced by `to` (freed: s). */
-static char *replace(char *s, const char *from, const char *to) {
-  char *at = strstr(s, from);
-  assert_non_null(at);
-  size_t n = strlen(s) - strlen(from) + strlen(to);
-  char *r = malloc(n + 1);
-  assert_non_null(r);
-  size_t head = (size_t)(at - s);
-  memcpy(r, s, head);
-  strcpy(r + head, to);
-  strcat(r, at + strlen(from));
-  free(s);
-  return r;
-}
-
 static void expect_equal_text(const char *text, const char *what) {
   plan_plan *p = NULL;
   if (plan_load_buffer(&p, text, strlen(text), what, "examples")) {
@@ -117,21 +90,21 @@ static void expect_equal_text(const char *text, const char *what) {
  * next stage, and its gradient back). */
 static void test_variants(void **state) {
   (void)state;
-  char *t = replace(read_file(T1F1B), "schedule: 1f1b", "schedule: gpipe");
+  char *t = replace(read_text(T1F1B), "schedule: 1f1b", "schedule: gpipe");
   expect_equal_text(t, "gpipe.plan.yaml");
   free(t);
-  t = replace(read_file(T1F1B), "optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}",
+  t = replace(read_text(T1F1B), "optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}",
               "optimizer: {kind: adam, lr: 0.001}\n  clip_grad_norm: 1.0");
   expect_equal_text(t, "adam-clip.plan.yaml");
   free(t);
-  t = read_file(MLP8);
+  t = read_text(MLP8);
   char *tr = strstr(t, "training:"), *pv = strstr(t, "provenance:");
   assert_non_null(tr);
   assert_non_null(pv);
   memmove(tr, pv, strlen(pv) + 1); /* no training section */
   expect_equal_text(t, "forward.plan.yaml");
   free(t);
-  t = read_file(MLP8);
+  t = read_text(MLP8);
   t = replace(t, "- {name: head,  op: matmul,        in: [a7, w_head], out: logits}",
               "- {name: skip,  op: add,           in: [a7, a1], out: a7s}\n"
               "    - {name: head,  op: matmul,        in: [a7s, w_head], out: logits}");

@@ -28,35 +28,6 @@
 /* ---- utilities --------------------------------------------------------------
  */
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *s = malloc(n + 1);
-  assert_non_null(s);
-  memcpy(s, buf, n + 1);
-  return s;
-}
-
-/* s with the first `from` replaced by `to` (s is freed). */
-static char *replace(char *s, const char *from, const char *to) {
-  char *at = strstr(s, from);
-  if (!at)
-    fail_msg("'%s' not found", from);
-  size_t a = (size_t)(at - s), nf = strlen(from), nt = strlen(to);
-  size_t rest = strlen(at + nf);
-  char *r = malloc(a + nt + rest + 1);
-  assert_non_null(r);
-  memcpy(r, s, a);
-  memcpy(r + a, to, nt);
-  memcpy(r + a + nt, at + nf, rest + 1);
-  free(s);
-  return r;
-}
-
 static plan_plan *load_text(const char *text) {
   plan_plan *p = NULL;
   if (plan_load_buffer(&p, text, strlen(text), "variant.plan.yaml",

@@ -4,6 +4,8 @@
 #define TESTS_VERIFY_MUTATIONS_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "libplan/plan.h"
 #include "lower.h"
@@ -17,6 +19,47 @@ static inline plan_plan *load(const char *path) {
   }
   assert_non_null(p);
   return p;
+}
+
+/* The whole text of a file (malloc'd, NUL-terminated); fails the test
+ * when it cannot be read. */
+static inline char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  char *s = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *m = realloc(s, cap);
+      assert_non_null(m);
+      s = m;
+    }
+    size_t got = fread(s + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  fclose(f);
+  s[n] = 0;
+  return s;
+}
+
+/* s with the first `from` replaced by `to` (s is freed); fails the test
+ * when s has no `from`. */
+static inline char *replace(char *s, const char *from, const char *to) {
+  char *at = strstr(s, from);
+  if (!at)
+    fail_msg("'%s' not found", from);
+  size_t a = (size_t)(at - s), nf = strlen(from), nt = strlen(to);
+  size_t rest = strlen(at + nf);
+  char *r = malloc(a + nt + rest + 1);
+  assert_non_null(r);
+  memcpy(r, s, a);
+  memcpy(r + a, to, nt);
+  memcpy(r + a + nt, at + nf, rest + 1);
+  free(s);
+  return r;
 }
 
 /* The first REDIST step of `kind` in a lowered program. */
