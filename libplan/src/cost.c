@@ -548,6 +548,24 @@ static double ceil_log2(int64_t k) {
   return r;
 }
 
+/* A measured collective or send (calibration ci, -1 for none): a rate
+ * replaces the link's bandwidth in *beta; a measured time is the answer,
+ * into *out, and true. */
+static bool calibrated(const plan_cost_model *m, int ci, double bytes,
+                       double *beta, cost_step_eval *out) {
+  if (ci < 0)
+    return false;
+  const cost_cal *c = &m->cals[ci];
+  if (c->mode == COST_CAL_RATE) {
+    *beta = c->value;
+    return false;
+  }
+  out->algorithm = COST_ALG_CALIBRATED;
+  out->link = -2;
+  out->seconds = cost_cal_time(c, bytes, 0);
+  return true;
+}
+
 void cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
                        const plan_tensor *t, int esize,
                        const plan_redist_step *s, double split) {
@@ -579,18 +597,8 @@ void cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
   const cost_link *l = &m->link[s->axis];
   out->link = l->source;
   double alpha = l->latency, beta = l->bandwidth;
-  int ci = m->coll_cal[s->kind];
-  if (ci >= 0) {
-    const cost_cal *c = &m->cals[ci];
-    if (c->mode == COST_CAL_RATE) {
-      beta = c->value;
-    } else {
-      out->algorithm = COST_ALG_CALIBRATED;
-      out->link = -2;
-      out->seconds = cost_cal_time(c, send, 0);
-      return;
-    }
-  }
+  if (calibrated(m, m->coll_cal[s->kind], send, &beta, out))
+    return;
   double inv = beta > 0 ? 1 / beta : 0;
   out->algorithm = COST_ALG_RING;
   switch (s->kind) {
@@ -635,18 +643,8 @@ void cost_send_eval(cost_step_eval *out, const plan_cost_model *m, int axis,
   }
   out->link = l.source;
   double beta = l.bandwidth;
-  int ci = m->coll_cal[COST_COLL_SEND];
-  if (ci >= 0) {
-    const cost_cal *c = &m->cals[ci];
-    if (c->mode == COST_CAL_RATE) {
-      beta = c->value;
-    } else {
-      out->algorithm = COST_ALG_CALIBRATED;
-      out->link = -2;
-      out->seconds = cost_cal_time(c, bytes, 0);
-      return;
-    }
-  }
+  if (calibrated(m, m->coll_cal[COST_COLL_SEND], bytes, &beta, out))
+    return;
   out->seconds = l.latency + (beta > 0 ? bytes / beta : 0);
 }
 

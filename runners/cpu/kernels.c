@@ -521,6 +521,20 @@ static void run_repeat_interleave(const plan_attr_val *attrs,
         memcpy(dst, src, row);
 }
 
+/* Every id of an embedding (or its gradient) within [0, rows): else the
+ * error, naming the first id outside. */
+static int check_ids(const int64_t *id, int64_t n, int64_t rows,
+                     const char *op, const char *what, char *err,
+                     size_t errsz) {
+  for (int64_t i = 0; i < n; i++)
+    if (id[i] < 0 || id[i] >= rows)
+      return plan_errf(err, errsz,
+                       "%s: id %lld (element %lld) is outside %s [0, %lld)",
+                       op, (long long)id[i], (long long)i, what,
+                       (long long)rows);
+  return PLAN_OK;
+}
+
 static int run_embedding(const plan_view *in, plan_view *out, char *err,
                          size_t errsz) {
   const plan_view *tab = &in[0], *ids = &in[1];
@@ -533,12 +547,8 @@ static int run_embedding(const plan_view *in, plan_view *out, char *err,
                      (long long)lo, (long long)(lo + rows), (long long)vocab);
   const int64_t *id = ids->data;
   int64_t n = count_of(ids);
-  for (int64_t i = 0; i < n; i++)
-    if (id[i] < 0 || id[i] >= vocab)
-      return plan_errf(err, errsz,
-                       "embedding: id %lld (element %lld) is outside the "
-                       "vocabulary [0, %lld)",
-                       (long long)id[i], (long long)i, (long long)vocab);
+  if (check_ids(id, n, vocab, "embedding", "the vocabulary", err, errsz))
+    return PLAN_EINVALID;
   size_t esz = elem_size(tab->dtype), row = (size_t)d * esz;
   const unsigned char *t = tab->data;
   unsigned char *o = out->data;
@@ -668,12 +678,9 @@ static int run_embedding_grad(const plan_typed_kernels *K, const plan_view *in,
                      (long long)lo, (long long)(lo + rows), (long long)vocab);
   const int64_t *id = ids->data;
   int64_t n = count_of(ids);
-  for (int64_t i = 0; i < n; i++)
-    if (id[i] < 0 || id[i] >= vocab)
-      return plan_errf(err, errsz,
-                       "embedding_grad: id %lld (element %lld) is outside the "
-                       "table's rows [0, %lld)",
-                       (long long)id[i], (long long)i, (long long)vocab);
+  if (check_ids(id, n, vocab, "embedding_grad", "the table's rows", err,
+                errsz))
+    return PLAN_EINVALID;
   K->embedding_grad(dy->data, id, n, lo, rows, out->dims[1], out->data);
   return PLAN_OK;
 }
