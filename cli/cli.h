@@ -53,6 +53,10 @@ int cli_load_lowered(const char *file, plan_lowered **out);
  * code of the load or validation failure. */
 int cli_load_valid(const char *file, FILE *f, const char *not_done,
                    plan_plan **out);
+/* The same, not counting as errors the findings whose code starts with
+ * `except` ("schedule."): a caller that reports those itself. */
+int cli_load_valid_except(const char *file, FILE *f, const char *not_done,
+                          const char *except, plan_plan **out);
 /* The folder of a path ("." when none). */
 void cli_dirname(const char *path, char *out, size_t size);
 

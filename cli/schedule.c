@@ -104,41 +104,6 @@ static int write_out(const plan_schedule *s, const char *format,
   return rc;
 }
 
-static bool is_schedule_finding(const plan_diag *g) {
-  return !strncmp(g->code, "schedule.", 9);
-}
-
-/* Loads and validates the plan like cli_load_valid, except that the
- * schedule's own findings are left to the simulation, which reports them
- * again and still draws a schedule that deadlocks. */
-static int load_valid(const char *file, FILE *f, plan_plan **out) {
-  plan_plan *p;
-  *out = NULL;
-  if (plan_load(&p, file))
-    return cli_fail_last();
-  plan_diags *d = NULL;
-  if (plan_validate(&d, p)) {
-    plan_free(p);
-    return cli_fail_last();
-  }
-  size_t errors = 0;
-  for (size_t i = 0; i < plan_diags_count(d); i++) {
-    const plan_diag *g = plan_diags_get(d, i);
-    errors += g->severity == PLAN_SEV_ERROR && !is_schedule_finding(g);
-  }
-  if (errors) {
-    cli_print_diags(f, d);
-    fprintf(f, "%s: invalid (%zu error%s): not scheduled\n", file, errors,
-            errors == 1 ? "" : "s");
-    plan_diags_free(d);
-    plan_free(p);
-    return EXIT_NEGATIVE;
-  }
-  plan_diags_free(d);
-  *out = p;
-  return EXIT_OK;
-}
-
 int cmd_schedule(int argc, char **argv) {
   const char *file = NULL, *format = "text", *svg = NULL, *kind_name = NULL;
   int64_t microbatches = 0;
@@ -192,7 +157,9 @@ int cmd_schedule(int argc, char **argv) {
   bool text = !strcmp(format, "text");
   FILE *msg = text ? stdout : stderr;
   plan_plan *p;
-  int rc = load_valid(file, msg, &p);
+  /* the schedule's own findings are left to the simulation, which reports
+   * them again and still draws a schedule that deadlocks */
+  int rc = cli_load_valid_except(file, msg, "scheduled", "schedule.", &p);
   if (rc)
     return rc;
   plan_schedule *s;
