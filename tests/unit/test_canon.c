@@ -603,8 +603,11 @@ static void test_sensitivity(void **state) {
   assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
                       "  axes: [dp=2, tp=2]  # 2 x 2\n  x-note: {a: 1}\n", 0);
   assert_edit_changes(b, "seed: 7", "seed: 7, x-run: 3", 0);
-  /* the format version is in every part */
-  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"0.2\"",
+  /* the format version is in every part: a file re-saved as 1.0 (or any
+   * other version) has new hashes */
+  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"1.0\"",
+                      P_PLAN | P_PROGRAM | P_MESH | P_PROV);
+  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"1.1\"",
                       P_PLAN | P_PROGRAM | P_MESH | P_PROV);
 
   /* pipeline decisions */

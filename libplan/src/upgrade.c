@@ -1,0 +1,262 @@
+/* `plan upgrade`: a file of an older format version rewritten as the current
+ * one, its meaning checked unchanged and the step recorded in the file.
+ *
+ * Format 0.1 is the pre-release form of 1.0 with the same content, so the
+ * migration from it is the identity on content: the version scalar is
+ * replaced where it stands and the record added on the next line, which keeps
+ * comments and layout. A file where that edit cannot be made safely (the
+ * version not on a line of its own, a flow-style root) is first written in
+ * canonical layout. A later major that changes content adds its migration
+ * step here, before the same check. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "plan_int.h"
+#include "yamldoc.h"
+
+#define RECORD_KEY "x-upgraded-from"
+
+/* The hashes of every part `p` has, as if its document (and an inline
+ * program, which takes the document's version) were format maj.min. */
+static int hashes_as(plan_hash out[PLAN_UPGRADE_PARTS],
+                     int has[PLAN_UPGRADE_PARTS], const plan_plan *p, int maj,
+                     int min) {
+  plan_plan pc = *p;
+  plan_program prog = *p->program;
+  pc.version_major = maj;
+  pc.version_minor = min;
+  if (p->program_inline) {
+    prog.version_major = maj;
+    prog.version_minor = min;
+    prog.hash_cached = false; /* the cached hash encodes the old version */
+  }
+  pc.program = &prog;
+  for (int k = 0; k < PLAN_UPGRADE_PARTS; k++) {
+    bool want = k == PLAN_PART_PROGRAM ||
+                ((k == PLAN_PART_PLAN || k == PLAN_PART_MESH) && p->has_mesh) ||
+                (k == PLAN_PART_PROVENANCE && p->provenance);
+    has[k] = want;
+    out[k] = (plan_hash){0, 0};
+    if (!want)
+      continue;
+    int rc = plan_hash_part(&out[k], &pc, (plan_part)k);
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+/* The version scalar's token in `text`: [*start, *end) on line `line` (the
+ * whole line [*bol, *eol) holds `libplan: TOKEN`, then blanks and an optional
+ * comment). false when the text is laid out otherwise. */
+static bool find_version_line(const char *text, size_t len, int line,
+                              const char *version, size_t *bol, size_t *eol,
+                              size_t *start, size_t *end) {
+  size_t i = 0;
+  for (int l = 1; l < line; l++) {
+    const char *nl = memchr(text + i, '\n', len - i);
+    if (!nl)
+      return false;
+    i = (size_t)(nl - text) + 1;
+  }
+  *bol = i;
+  const char *nl = memchr(text + i, '\n', len - i);
+  *eol = nl ? (size_t)(nl - text) : len;
+  if (*eol > i && text[*eol - 1] == '\r')
+    (*eol)--; /* CRLF: the CR stays with the line break */
+  static const char key[] = "libplan";
+  if (*eol - i < sizeof key || memcmp(text + i, key, sizeof key - 1))
+    return false;
+  i += sizeof key - 1;
+  while (i < *eol && text[i] == ' ')
+    i++;
+  if (i >= *eol || text[i] != ':')
+    return false;
+  i++;
+  while (i < *eol && text[i] == ' ')
+    i++;
+  size_t vlen = strlen(version);
+  *start = i;
+  if (i < *eol && (text[i] == '"' || text[i] == '\'')) {
+    char q = text[i];
+    if (*eol - i < vlen + 2 || memcmp(text + i + 1, version, vlen) ||
+        text[i + 1 + vlen] != q)
+      return false;
+    i += vlen + 2;
+  } else {
+    if (*eol - i < vlen || memcmp(text + i, version, vlen))
+      return false;
+    i += vlen;
+  }
+  *end = i;
+  /* the rest of the line: blanks, then nothing or a comment */
+  while (i < *eol && text[i] == ' ')
+    i++;
+  if (i < *eol && (text[i] != '#' || i == *end))
+    return false;
+  return true;
+}
+
+/* `text` with the version replaced by the current one and the record line
+ * inserted after it; false when the layout does not allow the edit. */
+static bool edit_text(plan_buf *b, const char *text, size_t len, int line,
+                      const char *old_version, const char *record) {
+  size_t bol, eol, start, end;
+  if (!find_version_line(text, len, line, old_version, &bol, &eol, &start,
+                         &end))
+    return false;
+  const char *brk = eol < len && text[eol] == '\r' ? "\r\n" : "\n";
+  plan_buf_append(b, text, start);
+  plan_buf_puts(b, "\"" PLAN_FORMAT_STRING "\"");
+  plan_buf_append(b, text + end, eol - end);
+  plan_buf_puts(b, brk);
+  for (const char *r = record; *r; r++) /* its lines end as the file's do */
+    if (*r == '\n')
+      plan_buf_puts(b, brk);
+    else
+      plan_buf_putc(b, *r);
+  size_t next = eol < len ? eol + strlen(brk) : len;
+  if (next < len)
+    plan_buf_append(b, text + next, len - next);
+  return true;
+}
+
+/* Where the version scalar stands and whether the root already carries a
+ * record; the document is parsed again for positions only. */
+static int scan_root(const char *data, size_t len, const char *name,
+                     int *version_line, plan_pos *record_at) {
+  plan_ydoc doc;
+  int rc = plan_ydoc_parse_buffer(&doc, data, len, name);
+  if (rc)
+    return rc;
+  const plan_ynode *v = plan_ymap_get(doc.root, "libplan");
+  *version_line = v ? v->line : 0;
+  *record_at = (plan_pos){0, 0};
+  for (size_t i = 0; i < doc.root->u.map.count; i++) {
+    const plan_ynode *k = doc.root->u.map.pairs[i].key;
+    if (!strcmp(k->u.scalar.text, RECORD_KEY))
+      *record_at = (plan_pos){k->line, k->col};
+  }
+  plan_ydoc_free(&doc);
+  return PLAN_OK;
+}
+
+int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
+                        const char *data, size_t size, const char *name,
+                        const char *base_dir) {
+  if (!out || !info || !data)
+    return plan_failf(PLAN_EUSAGE, "plan_upgrade_buffer: NULL argument");
+  *out = NULL;
+  if (len)
+    *len = 0;
+  memset(info, 0, sizeof *info);
+  if (!name)
+    name = "<buffer>";
+  plan_plan *old = NULL, *now = NULL;
+  char *canon = NULL;
+  plan_buf b;
+  plan_buf_init(&b);
+  int rc = plan_load_buffer(&old, data, size, name, base_dir);
+  if (rc)
+    return rc;
+  info->from_major = old->version_major;
+  info->from_minor = old->version_minor;
+  info->program_by_path = !old->program_inline;
+  if ((rc = hashes_as(info->before, info->has, old, old->version_major,
+                      old->version_minor)))
+    goto done;
+  if (old->version_major >= PLAN_FORMAT_MAJOR) { /* already current */
+    memcpy(info->after, info->before, sizeof info->after);
+    goto done;
+  }
+  int vline;
+  plan_pos record_at;
+  if ((rc = scan_root(data, size, name, &vline, &record_at)))
+    goto done;
+  if (record_at.line) {
+    rc = plan_fail(PLAN_EINVALID, name, record_at.line, record_at.col,
+                   "the file already has an '%s' key; remove it to upgrade",
+                   RECORD_KEY);
+    goto done;
+  }
+  /* the record: the old version and the old hashes, a block mapping */
+  char old_version[32];
+  snprintf(old_version, sizeof old_version, "%d.%d", old->version_major,
+           old->version_minor);
+  static const char *const part_key[PLAN_UPGRADE_PARTS] = {
+      "plan", "program", "mesh", "provenance"};
+  plan_buf rec;
+  plan_buf_init(&rec);
+  plan_buf_printf(&rec, RECORD_KEY ":\n  libplan: \"%s\"\n", old_version);
+  for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
+    if (info->has[k]) {
+      char hb[PLAN_HASH_STRLEN];
+      plan_buf_printf(&rec, "  %s: \"%s\"\n", part_key[k],
+                      plan_hash_format(info->before[k], hb));
+    }
+  const char *record = plan_buf_cstr(&rec);
+  if (rec.failed) {
+    plan_buf_free(&rec);
+    rc = plan_oom();
+    goto done;
+  }
+  info->layout_kept = 1;
+  if (!edit_text(&b, data, size, vline, old_version, record)) {
+    /* rewrite in canonical layout first: its version line always allows
+     * the edit */
+    size_t clen;
+    plan_buf_reset(&b);
+    info->layout_kept = 0;
+    if ((rc = plan_write_buffer(&canon, &clen, old, NULL))) {
+      plan_buf_free(&rec);
+      goto done;
+    }
+    if (!edit_text(&b, canon, clen, 1, old_version, record)) {
+      plan_buf_free(&rec);
+      rc = plan_failf(PLAN_EINVALID, "%s: no version line in the canonical "
+                                     "layout",
+                      name);
+      goto done;
+    }
+  }
+  plan_buf_free(&rec);
+  if (b.failed) {
+    rc = plan_oom();
+    goto done;
+  }
+  /* the check: the result reads as the current version, and with the
+   * version string set back its hashes are the old ones, part by part */
+  if ((rc = plan_load_buffer(&now, b.data, b.len, name, base_dir)))
+    goto done;
+  plan_hash same[PLAN_UPGRADE_PARTS];
+  int has_now[PLAN_UPGRADE_PARTS];
+  if ((rc = hashes_as(same, has_now, now, old->version_major,
+                      old->version_minor)) ||
+      (rc = hashes_as(info->after, has_now, now, now->version_major,
+                      now->version_minor)))
+    goto done;
+  if (now->version_major != PLAN_FORMAT_MAJOR ||
+      now->version_minor != PLAN_FORMAT_MINOR) {
+    rc = plan_failf(PLAN_EINVALID, "%s: the upgraded file reads as format %d.%d",
+                    name, now->version_major, now->version_minor);
+    goto done;
+  }
+  for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
+    if (has_now[k] != info->has[k] ||
+        (info->has[k] && !plan_hash_equal(same[k], info->before[k]))) {
+      rc = plan_failf(PLAN_EINVALID,
+                      "%s: the upgrade would change the %s (its content hash "
+                      "with the version set back differs); nothing written",
+                      name, part_key[k]);
+      goto done;
+    }
+  info->upgraded = 1;
+  rc = plan_buf_take(&b, out, len);
+done:
+  plan_buf_free(&b);
+  free(canon);
+  plan_free(now);
+  plan_free(old);
+  return rc;
+}
