@@ -219,6 +219,21 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                       name);
       goto done;
     }
+    /* once more through the writer, which puts the record where `plan fmt`
+     * does (x- keys last) */
+    free(canon);
+    canon = NULL;
+    if (!b.failed &&
+        ((rc = plan_load_buffer(&now, b.data, b.len, name, base_dir)) ||
+         (rc = plan_write_buffer(&canon, &clen, now, NULL)))) {
+      plan_buf_free(&rec);
+      goto done;
+    }
+    plan_free(now);
+    now = NULL;
+    plan_buf_reset(&b);
+    if (canon)
+      plan_buf_append(&b, canon, clen);
   }
   plan_buf_free(&rec);
   if (b.failed) {

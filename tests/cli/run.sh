@@ -107,7 +107,7 @@ has "$out" "plan (libplan)" "--version"
 expect 2 "unknown verb" frobnicate "$mlp"
 has "$err" "unknown verb 'frobnicate'" "unknown verb"
 
-for verb in validate fmt hash show diff; do
+for verb in validate fmt hash show diff upgrade; do
   expect 0 "$verb --help" $verb --help
   has "$out" "usage: plan $verb" "$verb --help"
   expect 0 "$verb -h" $verb -h "$mlp"
@@ -241,6 +241,142 @@ has "$tmp/o.yaml" "path: mlp-program.yaml" "fmt -o over a file"
 # no temporary files left behind
 leftovers=$(find "$tmp" -name '*.tmp.*')
 if [ -n "$leftovers" ]; then bad "temporary files left: $leftovers"; else ok; fi
+
+# ---- upgrade --------------------------------------------------------------------
+
+# hash_line FILE PART SIDE: from `plan upgrade`'s report in FILE, the PART
+# hash before (SIDE 1) or after (SIDE 2) the arrow.
+hash_line() {
+  sed -n "s/^  $2 *\(xxh3:[0-9a-f]*\) -> \(xxh3:[0-9a-f]*\)\$/\\$3/p" "$1"
+}
+# same_content OLD NEW NAME: NEW is OLD with the version line set to 1.0 and
+# the x-upgraded-from record added after it, and nothing else changed.
+same_content() {
+  sed 's/^libplan: "0\.1"/libplan: "1.0"/' "$1" >"$tmp/want-content"
+  sed '/^x-upgraded-from:/,/^[^ ]/{/^x-upgraded-from:/d;/^  /d;}' "$2" >"$tmp/got-content"
+  same "$tmp/want-content" "$tmp/got-content" "$3"
+}
+mkdir "$tmp/up"
+cp "$mlp" "$tmp/up/mlp.yaml"
+run hash --part all "$mlp"; cp "$out" "$tmp/up/old.hashes"
+# to standard output: the file, with the report on stderr
+expect 0 "upgrade" upgrade "$tmp/up/mlp.yaml"
+cp "$out" "$tmp/up/stdout.yaml"
+cp "$err" "$tmp/up/report"
+has "$tmp/up/stdout.yaml" 'libplan: "1.0"' "upgrade"
+has "$tmp/up/stdout.yaml" 'x-upgraded-from:' "upgrade records the step"
+has "$tmp/up/stdout.yaml" '  libplan: "0.1"' "upgrade records the old version"
+has "$tmp/up/stdout.yaml" "# An MLP with Megatron" "upgrade keeps comments"
+same_content "$mlp" "$tmp/up/stdout.yaml" "upgrade changes only the version"
+has "$tmp/up/report" "format 0.1 -> 1.0" "upgrade report"
+same "$tmp/up/mlp.yaml" "$mlp" "upgrade to stdout leaves the file"
+# the hashes printed: before, those of the file; after, those of the result
+run hash --part all "$tmp/up/stdout.yaml"; cp "$out" "$tmp/up/new.hashes"
+for part in plan program mesh provenance; do
+  old=$(sed -n "s/^$part *//p" "$tmp/up/old.hashes")
+  new=$(sed -n "s/^$part *//p" "$tmp/up/new.hashes")
+  if [ -n "$old" ] && [ "$(hash_line "$tmp/up/report" $part 1)" = "$old" ]; then ok; else bad "upgrade prints the old $part hash"; fi
+  if [ -n "$new" ] && [ "$(hash_line "$tmp/up/report" $part 2)" = "$new" ]; then ok; else bad "upgrade prints the new $part hash (plan hash of the result)"; fi
+  if [ "$old" != "$new" ]; then ok; else bad "upgrade: the $part hash did not change"; fi
+  has "$tmp/up/stdout.yaml" "  $part: \"$old\"" "upgrade records the old $part hash"
+done
+# the result: valid, no version note, the same content, the same verdict
+expect 0 "validate the upgraded plan" validate "$tmp/up/stdout.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded plan"
+lacks "$out" "version.old" "the upgraded plan is current"
+expect 0 "validate a 0.1 plan" validate "$mlp"
+has "$out" "$mlp:7:10: note:" "validate a 0.1 plan notes its version"
+has "$out" "[version.old]" "validate a 0.1 plan notes its version"
+expect 0 "diff old and upgraded" diff "$mlp" "$tmp/up/stdout.yaml"
+expect 0 "verify old" verify "$mlp"
+sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.old"
+expect 0 "verify upgraded" verify "$tmp/up/stdout.yaml"
+sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.new"
+same "$tmp/up/verdict.old" "$tmp/up/verdict.new" "upgrade keeps the verify verdict"
+# fmt keeps the version (layout only), and the record
+expect 0 "fmt of upgraded" fmt "$tmp/up/stdout.yaml"
+has "$out" 'libplan: "1.0"' "fmt keeps 1.0"
+has "$out" 'x-upgraded-from:' "fmt keeps the record"
+# -o: the same file; the report on stdout
+expect 0 "upgrade -o" upgrade -o "$tmp/up/o.yaml" "$tmp/up/mlp.yaml"
+same "$tmp/up/o.yaml" "$tmp/up/stdout.yaml" "upgrade -o"
+has "$out" "written to $tmp/up/o.yaml" "upgrade -o report"
+if [ -s "$err" ]; then bad "upgrade -o wrote to stderr"; else ok; fi
+# --in-place, then again: already current, nothing written
+expect 0 "upgrade --in-place" upgrade --in-place "$tmp/up/mlp.yaml"
+same "$tmp/up/mlp.yaml" "$tmp/up/stdout.yaml" "upgrade --in-place"
+cp "$tmp/up/mlp.yaml" "$tmp/up/before-again.yaml"
+expect 0 "upgrade again" upgrade --in-place "$tmp/up/mlp.yaml"
+has "$out" "already format 1.0" "upgrade again"
+same "$tmp/up/mlp.yaml" "$tmp/up/before-again.yaml" "upgrade again leaves the file"
+expect 0 "upgrade again -o" upgrade -o "$tmp/up/never.yaml" "$tmp/up/mlp.yaml"
+absent "$tmp/up/never.yaml" "upgrade again -o writes nothing"
+expect 0 "upgrade again to stdout" upgrade "$tmp/up/mlp.yaml"
+if [ -s "$out" ]; then bad "upgrade of a current file wrote to stdout"; else ok; fi
+has "$err" "already format 1.0" "upgrade again to stdout"
+# a newer major: a positioned error, exit 2, nothing written or changed
+sed 's/^libplan: "0\.1"/libplan: "2.0"/' "$mlp" >"$tmp/up/newer.yaml"
+cp "$tmp/up/newer.yaml" "$tmp/up/newer-keep.yaml"
+expect 2 "upgrade a newer major" upgrade --in-place "$tmp/up/newer.yaml"
+has "$err" "$tmp/up/newer.yaml:7:10: error: format version 2.0" "upgrade a newer major"
+same "$tmp/up/newer.yaml" "$tmp/up/newer-keep.yaml" "upgrade a newer major leaves it"
+expect 2 "upgrade -o a newer major" upgrade -o "$tmp/up/never.yaml" "$tmp/up/newer.yaml"
+absent "$tmp/up/never.yaml" "upgrade -o a newer major"
+if [ -s "$out" ]; then bad "upgrade of a newer major wrote to stdout"; else ok; fi
+expect 2 "upgrade -o and --in-place" upgrade -o "$tmp/up/never.yaml" --in-place "$mlp"
+absent "$tmp/up/never.yaml" "upgrade -o and --in-place"
+expect 2 "upgrade two files" upgrade "$mlp" "$bypath"
+# a file already holding a record cannot take another
+sed 's/^libplan: "0\.1"/libplan: "0.1"\nx-upgraded-from: {libplan: "0.0"}/' "$mlp" >"$tmp/up/twice.yaml"
+expect 2 "upgrade a file with a record" upgrade "$tmp/up/twice.yaml"
+has "$err" "$tmp/up/twice.yaml:8:1: error:" "upgrade a file with a record"
+# a file laid out otherwise (flow style) is written in canonical layout
+printf '{libplan: "0.1", program: {tensors: {x: {shape: [4]}}, ops: [{name: a, op: relu, in: x, out: y}]}}\n' >"$tmp/up/flow.yaml"
+expect 0 "upgrade a flow-style file" upgrade -o "$tmp/up/flow-up.yaml" "$tmp/up/flow.yaml"
+has "$out" "canonical layout" "upgrade a flow-style file"
+expect 0 "fmt --check the upgraded flow file" fmt --check "$tmp/up/flow-up.yaml"
+expect 0 "diff flow and upgraded" diff "$tmp/up/flow.yaml" "$tmp/up/flow-up.yaml"
+# a program file
+expect 0 "upgrade a program file" upgrade -o "$tmp/up/prog.yaml" "$progfile"
+has "$tmp/up/prog.yaml" 'libplan: "1.0"' "upgrade a program file"
+same_content "$progfile" "$tmp/up/prog.yaml" "upgrade a program file changes only the version"
+# a plan whose program is a path: the plan is upgraded, the program file is
+# left as it is (its hash, which the plan records, stays)
+mkdir "$tmp/up/repo" "$tmp/up/elsewhere"
+cp "$bypath" "$tmp/up/repo/plan.yaml"
+cp "$progfile" "$tmp/up/repo/mlp-program.yaml"
+expect 0 "upgrade a by-path plan" upgrade --in-place "$tmp/up/repo/plan.yaml"
+has "$out" "left as it is" "upgrade a by-path plan"
+same "$tmp/up/repo/mlp-program.yaml" "$progfile" "upgrade a by-path plan leaves the program"
+if [ "$(hash_line "$out" program 1)" = "$(hash_line "$out" program 2)" ]; then ok; else bad "upgrade a by-path plan: the program hash changed"; fi
+expect 0 "validate the upgraded by-path plan" validate "$tmp/up/repo/plan.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded by-path plan"
+expect 0 "diff by-path old and upgraded" diff "$bypath" "$tmp/up/repo/plan.yaml"
+expect 2 "upgrade a by-path plan into another folder" upgrade -o "$tmp/up/elsewhere/plan.yaml" "$bypath"
+has "$err" "relative to this file's folder" "upgrade a by-path plan into another folder"
+absent "$tmp/up/elsewhere/plan.yaml" "upgrade a by-path plan into another folder"
+# a lowered program is not upgraded here
+expect 0 "lower for upgrade" lower -o "$tmp/up/low.yaml" "$mlp"
+expect 2 "upgrade a lowered program" upgrade "$tmp/up/low.yaml"
+has "$err" "lowered program" "upgrade a lowered program"
+# every example: upgraded, it means the same (diff), validates and hashes
+# as the 0.1 file with the version set back (the tool's own check)
+mkdir "$tmp/up/ex"
+for f in "$ex"/*.yaml; do
+  b=$(basename "$f")
+  cp "$f" "$tmp/up/ex/$b"
+done
+cp "$ex"/mlp-program.yaml "$tmp/up/ex/mlp-program.yaml"
+for f in "$ex"/*.yaml; do
+  b=$(basename "$f")
+  expect 0 "upgrade $b" upgrade -o "$tmp/up/ex/up-$b" "$tmp/up/ex/$b"
+  expect 0 "validate upgraded $b" validate "$tmp/up/ex/up-$b"
+  has "$out" "valid (0 errors" "validate upgraded $b"
+  lacks "$out" "[version.old]" "validate upgraded $b"
+  expect 0 "diff upgraded $b" diff "$tmp/up/ex/$b" "$tmp/up/ex/up-$b"
+done
+leftovers=$(find "$tmp" -name '*.tmp.*')
+if [ -n "$leftovers" ]; then bad "upgrade left temporary files: $leftovers"; else ok; fi
 
 # ---- hash -----------------------------------------------------------------------
 
