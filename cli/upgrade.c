@@ -90,8 +90,9 @@ int cmd_upgrade(int argc, char **argv) {
   const char *dest = in_place ? file : out;
   FILE *msg = dest ? stdout : stderr;
   if (!info.upgraded) {
-    fprintf(msg, "%s: already format %d.%d (this tool writes %s): nothing "
-                 "to do\n",
+    fprintf(msg,
+            "%s: already format %d.%d (this tool writes %s): nothing "
+            "to do\n",
             file, info.from_major, info.from_minor, PLAN_FORMAT_STRING);
     return EXIT_OK;
   }

@@ -214,8 +214,9 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
     }
     if (!edit_text(&b, canon, clen, 1, old_version, record)) {
       plan_buf_free(&rec);
-      rc = plan_failf(PLAN_EINVALID, "%s: no version line in the canonical "
-                                     "layout",
+      rc = plan_failf(PLAN_EINVALID,
+                      "%s: no version line in the canonical "
+                      "layout",
                       name);
       goto done;
     }
@@ -253,8 +254,9 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
     goto done;
   if (now->version_major != PLAN_FORMAT_MAJOR ||
       now->version_minor != PLAN_FORMAT_MINOR) {
-    rc = plan_failf(PLAN_EINVALID, "%s: the upgraded file reads as format %d.%d",
-                    name, now->version_major, now->version_minor);
+    rc =
+        plan_failf(PLAN_EINVALID, "%s: the upgraded file reads as format %d.%d",
+                   name, now->version_major, now->version_minor);
     goto done;
   }
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)

@@ -78,7 +78,8 @@ static void test_upgrade_text(void **state) {
   /* layout and comments kept: only the version and the record differ */
   const char *rec = strstr(out, "x-upgraded-from:\n");
   assert_non_null(rec);
-  assert_true(!strncmp(out, "# a small plan\nlibplan: \"1.0\"   # the version\n",
+  assert_true(!strncmp(out,
+                       "# a small plan\nlibplan: \"1.0\"   # the version\n",
                        strlen("# a small plan\nlibplan: \"1.0\"   # the "
                               "version\n")));
   assert_non_null(strstr(rec, "\n  libplan: \"0.1\"\n"));
@@ -91,8 +92,7 @@ static void test_upgrade_text(void **state) {
   plan_hash ho[PLAN_UPGRADE_PARTS], hn[PLAN_UPGRADE_PARTS];
   hashes(ho, o);
   hashes(hn, n);
-  static const char *const names[] = {"plan", "program", "mesh",
-                                      "provenance"};
+  static const char *const names[] = {"plan", "program", "mesh", "provenance"};
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++) {
     assert_true(plan_hash_equal(info.before[k], ho[k]));
     assert_true(plan_hash_equal(info.after[k], hn[k]));
@@ -131,7 +131,8 @@ static void test_upgrade_text(void **state) {
   assert_null(none);
   assert_int_equal(again.upgraded, 0);
   assert_int_equal(again.from_major, PLAN_FORMAT_MAJOR);
-  assert_true(plan_hash_equal(again.before[PLAN_PART_PLAN], hn[PLAN_PART_PLAN]));
+  assert_true(
+      plan_hash_equal(again.before[PLAN_PART_PLAN], hn[PLAN_PART_PLAN]));
   plan_free(o);
   plan_free(n);
   free(out);
