@@ -22,8 +22,10 @@ const char usage_upgrade[] =
     "every hash, so the new hashes differ; both are printed (to standard\n"
     "error when the result goes to standard output). A program given by\n"
     "path is another file and is left as it is: a plan may refer to a\n"
-    "program file of format 0.1, whose hash the plan records. Writes to\n"
-    "standard output unless -o or --in-place; files are written atomically.\n"
+    "program file of format 0.1, whose hash the plan records. To upgrade\n"
+    "both, upgrade the program file first, then the plans that refer to it:\n"
+    "each then records the program's new hash. Writes to standard output\n"
+    "unless -o or --in-place; files are written atomically.\n"
     "  -o OUT        write to OUT (beside FILE when the program is by path)\n"
     "  --in-place    replace FILE\n"
     "A file already of the current major: says so, writes nothing. Lowered\n"
@@ -126,7 +128,10 @@ int cmd_upgrade(int argc, char **argv) {
   if (!info.layout_kept)
     fprintf(msg, "  written in canonical layout (the version was not on a "
                  "line of its own)\n");
-  if (info.program_by_path)
+  if (info.program_rehashed)
+    fprintf(msg, "  the program is another file, upgraded before: the plan "
+                 "now records its new hash\n");
+  else if (info.program_by_path)
     fprintf(msg, "  the program is another file, left as it is (its hash, "
                  "which the plan records, is unchanged)\n");
   return EXIT_OK;

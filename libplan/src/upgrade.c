@@ -6,7 +6,9 @@
  * replaced where it stands and the record added on the next line, which keeps
  * comments and layout. A file where that edit cannot be made safely (the
  * version not on a line of its own, a flow-style root) is first written in
- * canonical layout. A later major that changes content adds its migration
+ * canonical layout. A program by path is another document and is left as
+ * it is; when it was upgraded first, the hash the plan records for it is
+ * brought along. A later major that changes content adds its migration
  * step here, before the same check. */
 #include <stdlib.h>
 #include <string.h>
@@ -17,19 +19,34 @@
 
 #define RECORD_KEY "x-upgraded-from"
 
-/* The hashes of every part `p` has, as if its document (and an inline
- * program, which takes the document's version) were format maj.min. */
+/* A program's hash as if its document were format maj.min. */
+static int program_hash_as(plan_hash *out, const plan_program *prog, int maj,
+                           int min) {
+  plan_program c = *prog;
+  c.version_major = maj;
+  c.version_minor = min;
+  c.hash_cached = false; /* the cached hash encodes its own version */
+  return plan_program_hash(out, &c);
+}
+
+/* The hashes of every part `p` has, as if its document were format maj.min
+ * and its program's document pmaj.pmin (an inline program takes the
+ * document's version: pmaj.pmin is used for a program by path only). */
 static int hashes_as(plan_hash out[PLAN_UPGRADE_PARTS],
                      int has[PLAN_UPGRADE_PARTS], const plan_plan *p, int maj,
-                     int min) {
+                     int min, int pmaj, int pmin) {
   plan_plan pc = *p;
   plan_program prog = *p->program;
   pc.version_major = maj;
   pc.version_minor = min;
   if (p->program_inline) {
-    prog.version_major = maj;
-    prog.version_minor = min;
-    prog.hash_cached = false; /* the cached hash encodes the old version */
+    pmaj = maj;
+    pmin = min;
+  }
+  if (prog.version_major != pmaj || prog.version_minor != pmin) {
+    prog.version_major = pmaj;
+    prog.version_minor = pmin;
+    prog.hash_cached = false; /* the cached hash encodes another version */
   }
   pc.program = &prog;
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++) {
@@ -122,16 +139,43 @@ static bool edit_text(plan_buf *b, const char *text, size_t len, int line,
   return true;
 }
 
-/* Where the version scalar stands and whether the root already carries a
- * record; the document is parsed again for positions only. */
+/* `text` with the first `from` on line `line` replaced by `to` (both
+ * printed hashes); false when that line does not hold it. */
+static bool replace_on_line(plan_buf *b, const char *text, size_t len, int line,
+                            const char *from, const char *to) {
+  size_t i = 0;
+  for (int l = 1; l < line; l++) {
+    const char *nl = memchr(text + i, '\n', len - i);
+    if (!nl)
+      return false;
+    i = (size_t)(nl - text) + 1;
+  }
+  const char *nl = memchr(text + i, '\n', len - i);
+  size_t eol = nl ? (size_t)(nl - text) : len, n = strlen(from);
+  for (size_t j = i; j + n <= eol; j++)
+    if (!memcmp(text + j, from, n)) {
+      plan_buf_append(b, text, j);
+      plan_buf_puts(b, to);
+      plan_buf_append(b, text + j + n, len - j - n);
+      return true;
+    }
+  return false;
+}
+
+/* Where the version scalar and the recorded program hash (0: none) stand,
+ * and whether the root already carries a record; the document is parsed
+ * again for positions only. */
 static int scan_root(const char *data, size_t len, const char *name,
-                     int *version_line, plan_pos *record_at) {
+                     int *version_line, int *hash_line, plan_pos *record_at) {
   plan_ydoc doc;
   int rc = plan_ydoc_parse_buffer(&doc, data, len, name);
   if (rc)
     return rc;
   const plan_ynode *v = plan_ymap_get(doc.root, "libplan");
   *version_line = v ? v->line : 0;
+  const plan_ynode *pn = plan_ymap_get(doc.root, "program");
+  v = pn && pn->kind == PLAN_Y_MAP ? plan_ymap_get(pn, "hash") : NULL;
+  *hash_line = v ? v->line : 0;
   *record_at = (plan_pos){0, 0};
   for (size_t i = 0; i < doc.root->u.map.count; i++) {
     const plan_ynode *k = doc.root->u.map.pairs[i].key;
@@ -163,16 +207,38 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
   info->from_major = old->version_major;
   info->from_minor = old->version_minor;
   info->program_by_path = !old->program_inline;
+  /* A program by path keeps its own version; but when the program file
+   * was upgraded on its own (its hash, with the plan's old version, is the
+   * one the plan recorded), the recorded hash is brought along, and the
+   * old hashes are those the plan had before either was upgraded. */
+  const plan_program *prog = old->program;
+  int pmaj = prog->version_major, pmin = prog->version_minor;
+  plan_hash prog_now = {0, 0};
+  bool rerecord = false;
+  if (!old->program_inline && old->ref.has_hash &&
+      old->version_major < PLAN_FORMAT_MAJOR) {
+    plan_hash back;
+    if ((rc = plan_program_hash(&prog_now, prog)) ||
+        (rc = program_hash_as(&back, prog, old->version_major,
+                              old->version_minor)))
+      goto done;
+    rerecord = !plan_hash_equal(prog_now, old->ref.hash) &&
+               plan_hash_equal(back, old->ref.hash);
+    if (rerecord) {
+      pmaj = old->version_major;
+      pmin = old->version_minor;
+    }
+  }
   if ((rc = hashes_as(info->before, info->has, old, old->version_major,
-                      old->version_minor)))
+                      old->version_minor, pmaj, pmin)))
     goto done;
   if (old->version_major >= PLAN_FORMAT_MAJOR) { /* already current */
     memcpy(info->after, info->before, sizeof info->after);
     goto done;
   }
-  int vline;
+  int vline, hline;
   plan_pos record_at;
-  if ((rc = scan_root(data, size, name, &vline, &record_at)))
+  if ((rc = scan_root(data, size, name, &vline, &hline, &record_at)))
     goto done;
   if (record_at.line) {
     rc = plan_fail(PLAN_EINVALID, name, record_at.line, record_at.col,
@@ -241,6 +307,31 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
     rc = plan_oom();
     goto done;
   }
+  if (rerecord) { /* the program file's new hash, where the old one was */
+    char from[PLAN_HASH_STRLEN], to[PLAN_HASH_STRLEN];
+    plan_hash_format(old->ref.hash, from);
+    plan_hash_format(prog_now, to);
+    int rl;
+    plan_pos unused;
+    if ((rc = scan_root(b.data, b.len, name, &rl, &hline, &unused)))
+      goto done;
+    plan_buf edited;
+    plan_buf_init(&edited);
+    if (!replace_on_line(&edited, b.data, b.len, hline, from, to)) {
+      plan_buf_free(&edited);
+      rc = plan_failf(PLAN_EINVALID,
+                      "%s: the recorded program hash is not where it was read",
+                      name);
+      goto done;
+    }
+    plan_buf_free(&b);
+    b = edited;
+    if (b.failed) {
+      rc = plan_oom();
+      goto done;
+    }
+    info->program_rehashed = 1;
+  }
   /* the check: the result reads as the current version, and with the
    * version string set back its hashes are the old ones, part by part */
   if ((rc = plan_load_buffer(&now, b.data, b.len, name, base_dir)))
@@ -248,10 +339,16 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
   plan_hash same[PLAN_UPGRADE_PARTS];
   int has_now[PLAN_UPGRADE_PARTS];
   if ((rc = hashes_as(same, has_now, now, old->version_major,
-                      old->version_minor)) ||
+                      old->version_minor, pmaj, pmin)) ||
       (rc = hashes_as(info->after, has_now, now, now->version_major,
-                      now->version_minor)))
+                      now->version_minor, now->program->version_major,
+                      now->program->version_minor)))
     goto done;
+  if (rerecord && !plan_hash_equal(now->ref.hash, prog_now)) {
+    rc = plan_failf(PLAN_EINVALID, "%s: the program hash was not re-recorded",
+                    name);
+    goto done;
+  }
   if (now->version_major != PLAN_FORMAT_MAJOR ||
       now->version_minor != PLAN_FORMAT_MINOR) {
     rc =

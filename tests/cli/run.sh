@@ -355,6 +355,23 @@ expect 0 "diff by-path old and upgraded" diff "$bypath" "$tmp/up/repo/plan.yaml"
 expect 2 "upgrade a by-path plan into another folder" upgrade -o "$tmp/up/elsewhere/plan.yaml" "$bypath"
 has "$err" "relative to this file's folder" "upgrade a by-path plan into another folder"
 absent "$tmp/up/elsewhere/plan.yaml" "upgrade a by-path plan into another folder"
+# the program file upgraded first, then the plan: the plan's recorded
+# program hash is brought along, the old hashes reported are those from
+# before both upgrades, and the pair hashes as the upgraded inline plan
+mkdir "$tmp/up/pair"
+cp "$bypath" "$tmp/up/pair/plan.yaml"
+cp "$progfile" "$tmp/up/pair/mlp-program.yaml"
+expect 0 "upgrade the program of a pair" upgrade --in-place "$tmp/up/pair/mlp-program.yaml"
+expect 0 "upgrade the plan of a pair" upgrade --in-place "$tmp/up/pair/plan.yaml"
+has "$out" "now records its new hash" "upgrade the plan of a pair"
+if [ "$(hash_line "$out" plan 1)" = "$(sed -n 's/^plan *//p' "$tmp/up/old.hashes")" ]; then ok; else bad "upgrade the plan of a pair: old plan hash is not the archived one"; fi
+run hash --part program "$tmp/up/pair/mlp-program.yaml"
+has "$tmp/up/pair/plan.yaml" "hash: \"$(cat "$out")\"" "upgrade the plan of a pair re-records the program hash"
+expect 0 "validate the upgraded pair" validate "$tmp/up/pair/plan.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded pair"
+run hash "$tmp/up/pair/plan.yaml"; cp "$out" "$tmp/up/pair.hash"
+run hash "$tmp/up/stdout.yaml"
+same "$tmp/up/pair.hash" "$out" "an upgraded pair hashes as the upgraded inline plan"
 # a lowered program is not upgraded here
 expect 0 "lower for upgrade" lower -o "$tmp/up/low.yaml" "$mlp"
 expect 2 "upgrade a lowered program" upgrade "$tmp/up/low.yaml"

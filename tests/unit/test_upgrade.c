@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libplan/libplan.h"
 
@@ -228,6 +229,94 @@ static void test_program_by_path(void **state) {
   free(out);
 }
 
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+  assert_int_equal(fclose(f), 0);
+}
+
+/* The program file upgraded first, then the plan that records its hash:
+ * the recorded hash is brought along, and the old hashes are the plan's
+ * before either upgrade. A recorded hash that matches neither version is
+ * drift, left for validation to report. */
+static void test_program_upgraded_first(void **state) {
+  (void)state;
+  static const char prog01[] =
+      "libplan: \"0.1\"\nprogram:\n  tensors: {x: {shape: [8]}}\n"
+      "  ops: [{name: a, op: relu, in: x, out: y}]\n";
+  char dir[] = "/tmp/libplan-upgrade.XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  write_file(dir, "prog.yaml", prog01);
+  /* the plan as archived: 0.1, recording the 0.1 program's hash */
+  plan_program *pr = NULL;
+  assert_int_equal(
+      plan_program_load_buffer(&pr, prog01, strlen(prog01), "prog.yaml"),
+      PLAN_OK);
+  plan_hash h01, h10;
+  assert_int_equal(plan_program_hash(&h01, pr), PLAN_OK);
+  plan_program_free(pr);
+  char hb[PLAN_HASH_STRLEN], text[512];
+  snprintf(text, sizeof text,
+           "libplan: \"0.1\"\nprogram:\n  path: prog.yaml\n  hash: \"%s\"\n"
+           "mesh: {axes: [dp=2]}\nstrategies:\n  a: {in: [S(0)], out: S(0)}\n",
+           plan_hash_format(h01, hb));
+  plan_plan *archived = NULL;
+  assert_int_equal(
+      plan_load_buffer(&archived, text, strlen(text), "p.yaml", dir), PLAN_OK);
+  plan_hash plan01;
+  assert_int_equal(plan_hash_part(&plan01, archived, PLAN_PART_PLAN), PLAN_OK);
+  plan_free(archived);
+  /* the program file upgraded on its own */
+  plan_upgrade_info pi;
+  char *p10 = NULL;
+  assert_int_equal(plan_upgrade_buffer(&p10, NULL, &pi, prog01, strlen(prog01),
+                                       "prog.yaml", dir),
+                   PLAN_OK);
+  write_file(dir, "prog.yaml", p10);
+  h10 = pi.after[PLAN_PART_PROGRAM];
+  free(p10);
+  /* then the plan */
+  plan_upgrade_info info;
+  char *out = NULL;
+  assert_int_equal(
+      plan_upgrade_buffer(&out, NULL, &info, text, strlen(text), "p.yaml", dir),
+      PLAN_OK);
+  assert_int_equal(info.program_rehashed, 1);
+  assert_true(plan_hash_equal(info.before[PLAN_PART_PROGRAM], h01));
+  assert_true(plan_hash_equal(info.after[PLAN_PART_PROGRAM], h10));
+  assert_true(plan_hash_equal(info.before[PLAN_PART_PLAN], plan01));
+  char want[64];
+  snprintf(want, sizeof want, "hash: \"%s\"", plan_hash_format(h10, hb));
+  assert_non_null(strstr(out, want));
+  plan_plan *n = NULL;
+  assert_int_equal(plan_load_buffer(&n, out, strlen(out), "p.yaml", dir),
+                   PLAN_OK);
+  plan_diags *d = NULL;
+  assert_int_equal(plan_validate(&d, n), PLAN_OK);
+  assert_int_equal(plan_diags_count(d), 0); /* no program.changed */
+  plan_diags_free(d);
+  plan_free(n);
+  free(out);
+  /* a recorded hash of neither version: left as it is */
+  snprintf(text, sizeof text,
+           "libplan: \"0.1\"\nprogram:\n  path: prog.yaml\n  hash: "
+           "\"xxh3:0123456789abcdef0123456789abcdef\"\n"
+           "mesh: {axes: [dp=2]}\nstrategies:\n  a: {in: [S(0)], out: S(0)}\n");
+  assert_int_equal(
+      plan_upgrade_buffer(&out, NULL, &info, text, strlen(text), "p.yaml", dir),
+      PLAN_OK);
+  assert_int_equal(info.program_rehashed, 0);
+  assert_non_null(strstr(out, "xxh3:0123456789abcdef0123456789abcdef"));
+  free(out);
+  char path[512];
+  snprintf(path, sizeof path, "%s/prog.yaml", dir);
+  assert_int_equal(remove(path), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 /* What cannot be upgraded: nothing returned, the error positioned. */
 static void test_refusals(void **state) {
   (void)state;
@@ -276,6 +365,7 @@ int main(void) {
       cmocka_unit_test(test_spellings),
       cmocka_unit_test(test_canonical_fallback),
       cmocka_unit_test(test_program_by_path),
+      cmocka_unit_test(test_program_upgraded_first),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

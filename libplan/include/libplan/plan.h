@@ -101,6 +101,8 @@ typedef struct plan_upgrade_info {
                           added (comments and layout kept); 0: the result is
                           in canonical layout */
   int program_by_path; /* 1: the program is another file, left as it is */
+  int program_rehashed; /* 1: that file had been upgraded on its own; the
+                           hash the plan records was brought along */
   int has[PLAN_UPGRADE_PARTS];
   plan_hash before[PLAN_UPGRADE_PARTS]; /* the file's hashes */
   plan_hash after[PLAN_UPGRADE_PARTS];  /* the result's hashes */
@@ -115,7 +117,10 @@ typedef struct plan_upgrade_info {
  * back to the old one, every part hashes as the file did. A program given by
  * path is another document and keeps its own version (and hash, which the
  * plan records); it is resolved relative to `base_dir`, as plan_load_buffer
- * does. A file already of the current major gives PLAN_OK with *out = NULL
+ * does. When that program file was itself upgraded first (its hash with
+ * the plan's old version is the recorded one), the recorded hash is
+ * replaced by its new one and the old hashes are those from before both
+ * upgrades. A file already of the current major gives PLAN_OK with *out = NULL
  * and info->upgraded = 0. Fails, with *out = NULL and the last error naming
  * file, line and column, on anything plan_load_buffer refuses (a newer major
  * is PLAN_EVERSION), and with PLAN_EINVALID when the file already has an
