@@ -14,18 +14,19 @@ const char usage_upgrade[] =
     "Rewrites a plan or program file of an older format version (0.1, the\n"
     "pre-release form of " PLAN_FORMAT_STRING ") as format " PLAN_FORMAT_STRING
     ". The content stays the same: only\n"
-    "the version line changes (comments and layout are kept; a file laid\n"
-    "out otherwise is written in canonical layout) and a top-level\n"
-    "x-upgraded-from key records the old version and the old hash of every\n"
-    "part. The result is read back before it is written: with its version\n"
-    "set back, every part must hash as the file did. The version is part of\n"
-    "every hash, so the new hashes differ; both are printed (to standard\n"
-    "error when the result goes to standard output). A program given by\n"
-    "path is another file and is left as it is: a plan may refer to a\n"
-    "program file of format 0.1, whose hash the plan records. To upgrade\n"
-    "both, upgrade the program file first, then the plans that refer to it:\n"
-    "each then records the program's new hash. Writes to standard output\n"
-    "unless -o or --in-place; files are written atomically.\n"
+    "the version line changes (comments, layout and line numbers are kept;\n"
+    "a file laid out otherwise is written in canonical layout) and an\n"
+    "x-upgraded-from key, appended as the last top-level key, records the\n"
+    "old version and the old hash of every part. The result is read back\n"
+    "before it is written: with its version set back, every part must hash\n"
+    "as the file did. The version is part of every hash, so the new hashes\n"
+    "differ; both are printed (to standard error when the result goes to\n"
+    "standard output). A program given by path is another file and is left\n"
+    "as it is: a plan may refer to a program file of format 0.1, whose hash\n"
+    "the plan records. To upgrade both, upgrade the program file first, then\n"
+    "the plans that refer to it: each then records the program's new hash.\n"
+    "Writes to standard output unless -o or --in-place; files are written\n"
+    "atomically.\n"
     "  -o OUT        write to OUT (beside FILE when the program is by path)\n"
     "  --in-place    replace FILE\n"
     "A file already of the current major: says so, writes nothing. Lowered\n"
@@ -126,8 +127,8 @@ int cmd_upgrade(int argc, char **argv) {
               plan_hash_format(info.after[k], b));
   }
   if (!info.layout_kept)
-    fprintf(msg, "  written in canonical layout (the version was not on a "
-                 "line of its own)\n");
+    fprintf(msg, "  written in canonical layout (the file's layout allows "
+                 "no edit in place)\n");
   if (info.program_rehashed)
     fprintf(msg, "  the program is another file, upgraded before: the plan "
                  "now records its new hash\n");

@@ -3,12 +3,12 @@
  *
  * Format 0.1 is the pre-release form of 1.0 with the same content, so the
  * migration from it is the identity on content: the version scalar is
- * replaced where it stands and the record added on the next line, which keeps
- * comments and layout. A file where that edit cannot be made safely (the
- * version not on a line of its own, a flow-style root) is first written in
- * canonical layout. A program by path is another document and is left as
- * it is; when it was upgraded first, the hash the plan records for it is
- * brought along. A later major that changes content adds its migration
+ * replaced where it stands and the record added as the root's last key,
+ * which keeps comments, layout and line numbers. A file where that edit cannot
+ * be made safely (the version not on a line of its own, a flow-style root) is
+ * first written in canonical layout. A program by path is another document and
+ * is left as it is; when it was upgraded first, the hash the plan records for
+ * it is brought along. A later major that changes content adds its migration
  * step here, before the same check. */
 #include <stdlib.h>
 #include <string.h>
@@ -115,27 +115,38 @@ static bool find_version_line(const char *text, size_t len, int line,
   return true;
 }
 
-/* `text` with the version replaced by the current one and the record line
- * inserted after it; false when the layout does not allow the edit. */
+/* Whether a line after `from` is a document marker (`---`, `...`): text
+ * appended at the end would then not belong to the root mapping. */
+static bool has_marker_after(const char *text, size_t len, size_t from) {
+  for (size_t i = from; i < len; i++)
+    if ((i == 0 || text[i - 1] == '\n') && len - i >= 3 &&
+        (!memcmp(text + i, "---", 3) || !memcmp(text + i, "...", 3)))
+      return true;
+  return false;
+}
+
+/* `text` with the version replaced by the current one and the record
+ * appended as the last key of the root, so that every line keeps its number
+ * (positions in earlier findings still hold); false when the layout does
+ * not allow the edit. */
 static bool edit_text(plan_buf *b, const char *text, size_t len, int line,
                       const char *old_version, const char *record) {
   size_t bol, eol, start, end;
   if (!find_version_line(text, len, line, old_version, &bol, &eol, &start,
-                         &end))
+                         &end) ||
+      has_marker_after(text, len, eol))
     return false;
   const char *brk = eol < len && text[eol] == '\r' ? "\r\n" : "\n";
   plan_buf_append(b, text, start);
   plan_buf_puts(b, "\"" PLAN_FORMAT_STRING "\"");
-  plan_buf_append(b, text + end, eol - end);
-  plan_buf_puts(b, brk);
+  plan_buf_append(b, text + end, len - end);
+  if (len > 0 && text[len - 1] != '\n')
+    plan_buf_puts(b, brk);
   for (const char *r = record; *r; r++) /* its lines end as the file's do */
     if (*r == '\n')
       plan_buf_puts(b, brk);
     else
       plan_buf_putc(b, *r);
-  size_t next = eol < len ? eol + strlen(brk) : len;
-  if (next < len)
-    plan_buf_append(b, text + next, len - next);
   return true;
 }
 
@@ -286,8 +297,8 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                       name);
       goto done;
     }
-    /* once more through the writer, which puts the record where `plan fmt`
-     * does (x- keys last) */
+    /* once more through the writer, so the result is exactly what `plan
+     * fmt` writes */
     free(canon);
     canon = NULL;
     if (!b.failed &&

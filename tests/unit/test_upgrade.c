@@ -76,18 +76,15 @@ static void test_upgrade_text(void **state) {
   assert_int_equal(info.from_minor, 1);
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
     assert_int_equal(info.has[k], 1);
-  /* layout and comments kept: only the version and the record differ */
-  const char *rec = strstr(out, "x-upgraded-from:\n");
-  assert_non_null(rec);
-  assert_true(!strncmp(out,
-                       "# a small plan\nlibplan: \"1.0\"   # the version\n",
-                       strlen("# a small plan\nlibplan: \"1.0\"   # the "
-                              "version\n")));
-  assert_non_null(strstr(rec, "\n  libplan: \"0.1\"\n"));
-  const char *after = strstr(out, "program:\n");
-  assert_non_null(after);
-  assert_string_equal(after, BODY);
-
+  /* layout, comments and line numbers kept: the version replaced where it
+   * stands, the record appended as the last key */
+  static const char head[] =
+      "# a small plan\nlibplan: \"1.0\"   # the version\n";
+  assert_true(!strncmp(out, head, strlen(head)));
+  assert_true(!strncmp(out + strlen(head), BODY, strlen(BODY)));
+  const char *rec = out + strlen(head) + strlen(BODY);
+  assert_true(!strncmp(rec, "x-upgraded-from:\n  libplan: \"0.1\"\n", 34));
+  assert_null(strstr(rec + 1, "x-upgraded-from"));
   plan_plan *o = load(old_text, strlen(old_text));
   plan_plan *n = load(out, strlen(out));
   plan_hash ho[PLAN_UPGRADE_PARTS], hn[PLAN_UPGRADE_PARTS];
@@ -152,7 +149,8 @@ static void test_spellings(void **state) {
     char *out = upgrade(&info, text, strlen(text));
     assert_int_equal(info.layout_kept, 1);
     assert_true(!strncmp(out, "libplan: ", 9));
-    assert_non_null(strstr(out, "\"1.0\"\nx-upgraded-from:\n"));
+    assert_non_null(strstr(out, "\"1.0\"\nprogram:\n"));
+    assert_non_null(strstr(out, "\nx-upgraded-from:\n"));
     free(out);
   }
   /* CRLF */
@@ -170,12 +168,36 @@ static void test_spellings(void **state) {
   for (const char *s = out; *s; s++)
     if (*s == '\n')
       assert_true(s > out && s[-1] == '\r');
+  assert_non_null(
+      strstr(out, "\r\nx-upgraded-from:\r\n  libplan: \"0.1\"\r\n"));
   plan_upgrade_info again;
   char *none = NULL;
   assert_int_equal(plan_upgrade_buffer(&none, NULL, &again, out, strlen(out),
                                        "t.yaml", NULL),
                    PLAN_OK);
   assert_int_equal(again.upgraded, 0);
+  free(out);
+}
+
+/* A file without a final line break gets one before the record; one that
+ * ends with a document end marker (`...`) is written in canonical layout,
+ * since nothing may follow the marker. */
+static void test_file_ends(void **state) {
+  (void)state;
+  static const char nobreak[] = "libplan: \"0.1\"\nprogram: {ops: []}";
+  plan_upgrade_info info;
+  char *out = upgrade(&info, nobreak, strlen(nobreak));
+  assert_int_equal(info.layout_kept, 1);
+  assert_true(!strncmp(out,
+                       "libplan: \"1.0\"\nprogram: {ops: []}\n"
+                       "x-upgraded-from:\n",
+                       strlen("libplan: \"1.0\"\nprogram: {ops: []}\n"
+                              "x-upgraded-from:\n")));
+  free(out);
+  static const char marker[] = "libplan: \"0.1\"\nprogram: {ops: []}\n...\n";
+  out = upgrade(&info, marker, strlen(marker));
+  assert_int_equal(info.layout_kept, 0);
+  assert_null(strstr(out, "..."));
   free(out);
 }
 
@@ -363,6 +385,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_upgrade_text),
       cmocka_unit_test(test_spellings),
+      cmocka_unit_test(test_file_ends),
       cmocka_unit_test(test_canonical_fallback),
       cmocka_unit_test(test_program_by_path),
       cmocka_unit_test(test_program_upgraded_first),
