@@ -83,9 +83,13 @@ static bool find_version_line(const char *text, size_t len, int line,
   if (*eol > i && text[*eol - 1] == '\r')
     (*eol)--; /* CRLF: the CR stays with the line break */
   static const char key[] = "libplan";
+  char kq = i < *eol && (text[i] == '"' || text[i] == '\'') ? text[i] : 0;
+  i += kq != 0; /* the key may be quoted too */
   if (*eol - i < sizeof key || memcmp(text + i, key, sizeof key - 1))
     return false;
   i += sizeof key - 1;
+  if (kq && (i >= *eol || text[i++] != kq))
+    return false;
   while (i < *eol && text[i] == ' ')
     i++;
   if (i >= *eol || text[i] != ':')
@@ -115,39 +119,60 @@ static bool find_version_line(const char *text, size_t len, int line,
   return true;
 }
 
-/* Whether a line after `from` is a document marker (`---`, `...`): text
- * appended at the end would then not belong to the root mapping. */
-static bool has_marker_after(const char *text, size_t len, size_t from) {
+/* Where the first line after `from` that is a document marker (`---`,
+ * `...`) starts, or len when none is: the root mapping ends there. */
+static size_t marker_after(const char *text, size_t len, size_t from) {
   for (size_t i = from; i < len; i++)
     if ((i == 0 || text[i - 1] == '\n') && len - i >= 3 &&
         (!memcmp(text + i, "---", 3) || !memcmp(text + i, "...", 3)))
-      return true;
-  return false;
+      return i;
+  return len;
 }
 
 /* `text` with the version replaced by the current one and the record
- * appended as the last key of the root, so that every line keeps its number
- * (positions in earlier findings still hold); false when the layout does
- * not allow the edit. */
+ * appended as the last key of the root (before a document end marker), so
+ * that every line keeps its number (positions in earlier findings still
+ * hold); false when the layout does not allow the edit. */
 static bool edit_text(plan_buf *b, const char *text, size_t len, int line,
                       const char *old_version, const char *record) {
   size_t bol, eol, start, end;
   if (!find_version_line(text, len, line, old_version, &bol, &eol, &start,
-                         &end) ||
-      has_marker_after(text, len, eol))
+                         &end))
     return false;
+  size_t stop = marker_after(text, len, eol);
+  if (stop < len && text[stop] == '-')
+    return false; /* a second document: not a file the reader accepts */
   const char *brk = eol < len && text[eol] == '\r' ? "\r\n" : "\n";
   plan_buf_append(b, text, start);
   plan_buf_puts(b, "\"" PLAN_FORMAT_STRING "\"");
-  plan_buf_append(b, text + end, len - end);
-  if (len > 0 && text[len - 1] != '\n')
+  plan_buf_append(b, text + end, stop - end);
+  if (stop > 0 && text[stop - 1] != '\n')
     plan_buf_puts(b, brk);
   for (const char *r = record; *r; r++) /* its lines end as the file's do */
     if (*r == '\n')
       plan_buf_puts(b, brk);
     else
       plan_buf_putc(b, *r);
+  plan_buf_append(b, text + stop, len - stop);
   return true;
+}
+
+/* Validation findings per severity, the version note aside: what the
+ * canonical layout could change (it drops entries that name nothing in the
+ * program) and the upgrade must not. */
+static int findings(size_t out[3], const plan_plan *p) {
+  plan_diags *d = NULL;
+  int rc = plan_validate(&d, p);
+  if (rc)
+    return rc;
+  out[0] = out[1] = out[2] = 0;
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    if (strcmp(g->code, "version.old"))
+      out[g->severity]++;
+  }
+  plan_diags_free(d);
+  return PLAN_OK;
 }
 
 /* `text` with the first `from` on line `line` replaced by `to` (both
@@ -291,10 +316,9 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
     }
     if (!edit_text(&b, canon, clen, 1, old_version, record)) {
       plan_buf_free(&rec);
-      rc = plan_failf(PLAN_EINVALID,
-                      "%s: no version line in the canonical "
-                      "layout",
-                      name);
+      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                     old->version_pos.col,
+                     "no version line in the canonical layout");
       goto done;
     }
     /* once more through the writer, so the result is exactly what `plan
@@ -330,9 +354,9 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
     plan_buf_init(&edited);
     if (!replace_on_line(&edited, b.data, b.len, hline, from, to)) {
       plan_buf_free(&edited);
-      rc = plan_failf(PLAN_EINVALID,
-                      "%s: the recorded program hash is not where it was read",
-                      name);
+      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                     old->version_pos.col,
+                     "the recorded program hash is not where it was read");
       goto done;
     }
     plan_buf_free(&b);
@@ -356,26 +380,44 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                       now->program->version_minor)))
     goto done;
   if (rerecord && !plan_hash_equal(now->ref.hash, prog_now)) {
-    rc = plan_failf(PLAN_EINVALID, "%s: the program hash was not re-recorded",
-                    name);
+    rc =
+        plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                  old->version_pos.col, "the program hash was not re-recorded");
     goto done;
   }
   if (now->version_major != PLAN_FORMAT_MAJOR ||
       now->version_minor != PLAN_FORMAT_MINOR) {
-    rc =
-        plan_failf(PLAN_EINVALID, "%s: the upgraded file reads as format %d.%d",
-                   name, now->version_major, now->version_minor);
+    rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                   old->version_pos.col,
+                   "the upgraded file reads as format %d.%d",
+                   now->version_major, now->version_minor);
     goto done;
   }
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
     if (has_now[k] != info->has[k] ||
         (info->has[k] && !plan_hash_equal(same[k], info->before[k]))) {
-      rc = plan_failf(PLAN_EINVALID,
-                      "%s: the upgrade would change the %s (its content hash "
-                      "with the version set back differs); nothing written",
-                      name, part_key[k]);
+      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                     old->version_pos.col,
+                     "the upgrade would change the %s (its content hash with "
+                     "the version set back differs); nothing written",
+                     part_key[k]);
       goto done;
     }
+  if (!info->layout_kept) {
+    size_t fo[3], fn[3];
+    if ((rc = findings(fo, old)) || (rc = findings(fn, now)))
+      goto done;
+    if (memcmp(fo, fn, sizeof fo)) {
+      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
+                     old->version_pos.col,
+                     "its layout allows no edit in place, and in canonical "
+                     "layout it would lose entries (its validation findings "
+                     "differ): fix what `plan validate` reports, or put "
+                     "`libplan: \"%s\"` on a line of its own; nothing written",
+                     old_version);
+      goto done;
+    }
+  }
   info->upgraded = 1;
   rc = plan_buf_take(&b, out, len);
 done:

@@ -179,9 +179,9 @@ static void test_spellings(void **state) {
   free(out);
 }
 
-/* A file without a final line break gets one before the record; one that
- * ends with a document end marker (`...`) is written in canonical layout,
- * since nothing may follow the marker. */
+/* A file without a final line break gets one before the record; in one
+ * with document markers (and a quoted key) the record goes before the end
+ * marker, since nothing may follow it. */
 static void test_file_ends(void **state) {
   (void)state;
   static const char nobreak[] = "libplan: \"0.1\"\nprogram: {ops: []}";
@@ -194,10 +194,16 @@ static void test_file_ends(void **state) {
                        strlen("libplan: \"1.0\"\nprogram: {ops: []}\n"
                               "x-upgraded-from:\n")));
   free(out);
-  static const char marker[] = "libplan: \"0.1\"\nprogram: {ops: []}\n...\n";
+  static const char marker[] =
+      "---\n'libplan': '0.1'\nprogram: {ops: []}\n...\n# the end\n";
   out = upgrade(&info, marker, strlen(marker));
-  assert_int_equal(info.layout_kept, 0);
-  assert_null(strstr(out, "..."));
+  assert_int_equal(info.layout_kept, 1);
+  assert_true(!strncmp(out,
+                       "---\n'libplan': \"1.0\"\nprogram: {ops: []}\n"
+                       "x-upgraded-from:\n",
+                       strlen("---\n'libplan': \"1.0\"\nprogram: {ops: []}\n"
+                              "x-upgraded-from:\n")));
+  assert_non_null(strstr(out, "\n...\n# the end\n"));
   free(out);
 }
 
@@ -352,6 +358,12 @@ static void test_refusals(void **state) {
       {"libplan: \"0.1\"\nx-upgraded-from: {libplan: \"0.0\"}\n" BODY,
        PLAN_EINVALID, 2, 1, "x-upgraded-from"},
       {"libplan: \"0.1\"\nprogram: {ops: [\n", PLAN_ESYNTAX, 0, 0, ""},
+      /* no edit in place (flow style), and the canonical layout would drop
+       * the strategy of an op the program lacks */
+      {"{libplan: \"0.1\", program: {tensors: {x: {shape: [4]}}, ops: "
+       "[{name: a, op: relu, in: x, out: y}]}, mesh: {axes: [dp=2]}, "
+       "strategies: {zz: {in: [R], out: R}}}\n",
+       PLAN_EINVALID, 1, 11, "would lose entries"},
       {"libplan: \"0.1\"\nprogram: {path: none.yaml}\nmesh: {axes: [dp=2]}\n",
        PLAN_EIO, 2, 17, "none.yaml"},
   };

@@ -124,7 +124,9 @@ typedef struct plan_upgrade_info {
  * and info->upgraded = 0. Fails, with *out = NULL and the last error naming
  * file, line and column, on anything plan_load_buffer refuses (a newer major
  * is PLAN_EVERSION), and with PLAN_EINVALID when the file already has an
- * `x-upgraded-from` key. */
+ * `x-upgraded-from` key, or when its layout allows no edit in place and the
+ * canonical layout would drop entries that name nothing in its program (its
+ * validation findings would differ). */
 int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                         const char *data, size_t size, const char *name,
                         const char *base_dir);
