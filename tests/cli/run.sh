@@ -305,7 +305,12 @@ sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.old"
 expect 0 "verify upgraded" verify "$tmp/up/stdout.yaml"
 sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.new"
 same "$tmp/up/verdict.old" "$tmp/up/verdict.new" "upgrade keeps the verify verdict"
-# fmt keeps the version (layout only), and the record
+# fmt keeps the version (layout only): a 0.1 file stays 0.1, with its hashes
+expect 0 "fmt of a 0.1 file" fmt -o "$tmp/up/fmt01.yaml" "$mlp01"
+has "$tmp/up/fmt01.yaml" 'libplan: "0.1"' "fmt keeps 0.1"
+run hash --part all "$tmp/up/fmt01.yaml"
+same "$out" "$tmp/up/old.hashes" "fmt of a 0.1 file keeps its hashes"
+# fmt of an upgraded file keeps 1.0, and the record
 expect 0 "fmt of upgraded" fmt "$tmp/up/stdout.yaml"
 has "$out" 'libplan: "1.0"' "fmt keeps 1.0"
 has "$out" 'x-upgraded-from:' "fmt keeps the record"
