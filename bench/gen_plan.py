@@ -319,7 +319,7 @@ def main(argv=None):
       "dp=%d x tp=%d%s, %s q/k/v.\n" % (L, len(ops), dp, tp,
                                          ", sequence parallel" if a.sp else "",
                                          a.qkv))
-    w('libplan: "0.1"\n')
+    w('libplan: "1.0"\n')
     w("program:\n")
     w("  name: transformer-%dl\n" % L)
     w("  tensors:\n")

@@ -76,6 +76,10 @@ int cmd_schedule(int argc, char **argv);
 extern const char usage_validate[], usage_fmt[], usage_hash[], usage_show[],
     usage_diff[], usage_verify[], usage_lower[], usage_schedule[], usage_run[];
 
+/* plan upgrade (upgrade.c) */
+int cmd_upgrade(int argc, char **argv);
+extern const char usage_upgrade[];
+
 /* plan cost (cost.c) */
 int cmd_cost(int argc, char **argv);
 extern const char usage_cost[];

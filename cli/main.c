@@ -10,6 +10,8 @@ static const cli_verb verbs[] = {
     {"validate", "check a plan statically (rules, shapes, mesh, pipeline)",
      usage_validate, cmd_validate},
     {"fmt", "rewrite a plan in canonical layout", usage_fmt, cmd_fmt},
+    {"upgrade", "rewrite a file of an older format version as the current one",
+     usage_upgrade, cmd_upgrade},
     {"hash", "print content hashes (plan, program, mesh, provenance)",
      usage_hash, cmd_hash},
     {"show", "print a readable table of ops, shapes, placements, stages",

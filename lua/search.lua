@@ -242,11 +242,15 @@ if not ok then
   io.stderr:write("plan search: ", serr, "\n")
   return 2
 end
+-- the hash of the file as written: a program file of an older format
+-- version, embedded, takes the plan's version and so a new program hash
+local written = plan.load(args.out)
+local hash = written and written:hash() or p:hash()
 local st = p:stats()
 local evals = st.cost_op + st.cost_redist + st.cost_plan
 print(("%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB " ..
        "per device%s; %d cost evaluations in %.3f s (%.0f/s); plan %s")
       :format(args.out, args.strategy, args.mesh, c.step * 1e3,
               c.memory / 2^30, c.fits and "" or " (does not fit)", evals,
-              seconds, seconds > 0 and evals / seconds or 0, p:hash()))
+              seconds, seconds > 0 and evals / seconds or 0, hash))
 return 0

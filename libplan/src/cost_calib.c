@@ -317,7 +317,8 @@ int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
   double eff[5] = {m->eff_matmul, m->eff_other, m->eff_memory, m->eff_link,
                    m->kernel_floor};
   int ncals = m->ncals;
-  plan_reader rd = {doc.file, PLAN_FORMAT_MAJOR, PLAN_FORMAT_MINOR, &doc.arena};
+  plan_reader rd = {
+      doc.file, PLAN_FORMAT_MAJOR, PLAN_FORMAT_MINOR, &doc.arena, {0, 0}};
   rc = read_calibration(&rd, m, doc.root);
   if (rc) {
     m->hw = hw;

@@ -447,6 +447,7 @@ struct plan_plan {
   plan_arena arena;
   const char *file;                 /* for diagnostics */
   int version_major, version_minor; /* as read from the file */
+  plan_pos version_pos;             /* of the version scalar */
   plan_program *program;            /* owned */
   bool program_inline;
   plan_program_ref ref; /* valid when !program_inline */

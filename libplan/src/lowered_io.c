@@ -68,8 +68,10 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   plan_buf b;
   plan_buf_init(&b);
   char pl[PLAN_PLACEMENT_STRLEN];
-  plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", PLAN_FORMAT_MAJOR,
-                  PLAN_FORMAT_MINOR);
+  /* the plan's own version: the program written inline takes it, and its
+   * hash (part of the lowered hash) encodes it */
+  plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", p->version_major,
+                  p->version_minor);
   write_program_and_mesh(&b, p, false);
   plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
   for (int i = 0; i < l->nbufs; i++) {

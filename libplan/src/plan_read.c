@@ -712,6 +712,7 @@ static int on_item(void *vctx, const plan_yitem *it) {
         return rc;
       p->version_major = c->rd.ver_major;
       p->version_minor = c->rd.ver_minor;
+      p->version_pos = c->rd.ver_pos;
       c->have_version = true;
     } else if (c->have_version && !strcmp(key, "program")) {
       if ((rc = load_program(c, it->value)))
@@ -765,6 +766,7 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
       return rc;
     p->version_major = rd->ver_major;
     p->version_minor = rd->ver_minor;
+    p->version_pos = rd->ver_pos;
   }
   if ((rc = rd_check_keys(rd, root, top_keys, "the document", &p->ext)))
     return rc;

@@ -506,6 +506,18 @@ int read_version(plan_reader *rd, const plan_ynode *root) {
                    "format version '%.40s' is not MAJOR.MINOR", t);
   rd->ver_major = (int)maj;
   rd->ver_minor = (int)min;
+  rd->ver_pos = rd_pos(v);
+  /* major 0 is the pre-release form of 1.0: its last minor is read as it
+   * is (the reader keeps its version, so its hashes stay); 0.x minors that
+   * were never published are refused, as is every other major */
+  if (maj == 0 && min <= PLAN_FORMAT_PRERELEASE_MINOR)
+    return PLAN_OK;
+  if (maj == 0)
+    return rd_fail(rd, v, PLAN_EVERSION,
+                   "format version %d.%d does not exist: the pre-release "
+                   "formats end with 0.%d, which this reader (format %s) reads",
+                   (int)maj, (int)min, PLAN_FORMAT_PRERELEASE_MINOR,
+                   PLAN_FORMAT_STRING);
   if (maj != PLAN_FORMAT_MAJOR)
     return rd_fail(rd, v, PLAN_EVERSION,
                    "format version %d.%d is not readable by this reader "
@@ -528,7 +540,7 @@ int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
     plan_ydoc_free(&doc);
     return plan_oom();
   }
-  plan_reader rd = {p->file, 0, 0, &p->arena};
+  plan_reader rd = {p->file, 0, 0, &p->arena, {0, 0}};
   static const char *const top_keys[] = {
       "libplan",  "program",  "mesh",    "placements", "strategies", "outputs",
       "pipeline", "training", "regions", "provenance", NULL};

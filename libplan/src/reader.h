@@ -12,6 +12,7 @@ typedef struct plan_reader {
   const char *file;         /* for messages */
   int ver_major, ver_minor; /* the file's format version */
   plan_arena *arena;        /* where values read are copied */
+  plan_pos ver_pos;         /* where the version was read (0: unknown) */
 } plan_reader;
 
 /* Sets the last error at `at` (NULL: no position) and returns code. */

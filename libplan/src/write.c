@@ -858,8 +858,8 @@ int plan_program_write_buffer(char **out, size_t *len,
   *out = NULL;
   plan_buf b;
   plan_buf_init(&b);
-  plan_buf_printf(&b, "libplan: \"%d.%d\"\n", PLAN_FORMAT_MAJOR,
-                  PLAN_FORMAT_MINOR);
+  plan_buf_printf(&b, "libplan: \"%d.%d\"\n", p->version_major,
+                  p->version_minor);
   w_program(&b, p);
   return plan_buf_take(&b, out, len);
 }

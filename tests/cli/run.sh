@@ -107,7 +107,7 @@ has "$out" "plan (libplan)" "--version"
 expect 2 "unknown verb" frobnicate "$mlp"
 has "$err" "unknown verb 'frobnicate'" "unknown verb"
 
-for verb in validate fmt hash show diff; do
+for verb in validate fmt hash show diff upgrade; do
   expect 0 "$verb --help" $verb --help
   has "$out" "usage: plan $verb" "$verb --help"
   expect 0 "$verb -h" $verb -h "$mlp"
@@ -177,7 +177,7 @@ has "$out" "[drift.changed]" "validate changed program"
 
 expect 0 "fmt" fmt "$mlp"
 cp "$out" "$tmp/canon.yaml"
-has "$tmp/canon.yaml" 'libplan: "0.1"' "fmt"
+has "$tmp/canon.yaml" 'libplan: "1.0"' "fmt keeps the version"
 lacks "$tmp/canon.yaml" "#" "fmt drops comments"
 expect 0 "fmt --check canonical" fmt --check "$tmp/canon.yaml"
 expect 1 "fmt --check not canonical" fmt --check "$mlp"
@@ -242,6 +242,182 @@ has "$tmp/o.yaml" "path: mlp-program.yaml" "fmt -o over a file"
 leftovers=$(find "$tmp" -name '*.tmp.*')
 if [ -n "$leftovers" ]; then bad "temporary files left: $leftovers"; else ok; fi
 
+# ---- upgrade --------------------------------------------------------------------
+
+# hash_line FILE PART SIDE: from `plan upgrade`'s report in FILE, the PART
+# hash before (SIDE 1) or after (SIDE 2) the arrow.
+hash_line() {
+  sed -n "s/^  $2 *\(xxh3:[0-9a-f]*\) -> \(xxh3:[0-9a-f]*\)\$/\\$3/p" "$1"
+}
+# same_content OLD NEW NAME: NEW is OLD with the version line set to 1.0 and
+# the x-upgraded-from record added after it, and nothing else changed.
+same_content() {
+  sed 's/^libplan: "0\.1"/libplan: "1.0"/' "$1" >"$tmp/want-content"
+  sed '/^x-upgraded-from:/,/^[^ ]/{/^x-upgraded-from:/d;/^  /d;}' "$2" >"$tmp/got-content"
+  same "$tmp/want-content" "$tmp/got-content" "$3"
+}
+mkdir "$tmp/up"
+# 0.1 sources: the example made 0.1 again (the version line set back and
+# the record taken out), and the 0.1 conformance vectors of a by-path plan
+mlp01=$tmp/up/mlp01.yaml
+sed -e 's/^libplan: "1\.0"/libplan: "0.1"/' \
+  -e '/^x-upgraded-from:/,/^[^ ]/{/^x-upgraded-from:/d;/^  /d;}' "$mlp" >"$mlp01"
+vec=$root/spec/vectors/valid
+bypath01=$vec/plan-bypath.yaml
+prog01=$vec/program-mlp.yaml
+cp "$mlp01" "$tmp/up/mlp.yaml"
+run hash --part all "$mlp01"; cp "$out" "$tmp/up/old.hashes"
+# the example records the hashes of its 0.1 form
+for part in plan program mesh provenance; do
+  has "$mlp" "  $part: \"$(sed -n "s/^$part *//p" "$tmp/up/old.hashes")\"" "the example records its 0.1 $part hash"
+done
+# to standard output: the file, with the report on stderr
+expect 0 "upgrade" upgrade "$tmp/up/mlp.yaml"
+cp "$out" "$tmp/up/stdout.yaml"
+cp "$err" "$tmp/up/report"
+has "$tmp/up/stdout.yaml" 'libplan: "1.0"' "upgrade"
+has "$tmp/up/stdout.yaml" 'x-upgraded-from:' "upgrade records the step"
+has "$tmp/up/stdout.yaml" '  libplan: "0.1"' "upgrade records the old version"
+has "$tmp/up/stdout.yaml" "# An MLP with Megatron" "upgrade keeps comments"
+same_content "$mlp01" "$tmp/up/stdout.yaml" "upgrade changes only the version"
+has "$tmp/up/report" "format 0.1 -> 1.0" "upgrade report"
+same "$tmp/up/mlp.yaml" "$mlp01" "upgrade to stdout leaves the file"
+# the hashes printed: before, those of the file; after, those of the result
+run hash --part all "$tmp/up/stdout.yaml"; cp "$out" "$tmp/up/new.hashes"
+for part in plan program mesh provenance; do
+  old=$(sed -n "s/^$part *//p" "$tmp/up/old.hashes")
+  new=$(sed -n "s/^$part *//p" "$tmp/up/new.hashes")
+  if [ -n "$old" ] && [ "$(hash_line "$tmp/up/report" $part 1)" = "$old" ]; then ok; else bad "upgrade prints the old $part hash"; fi
+  if [ -n "$new" ] && [ "$(hash_line "$tmp/up/report" $part 2)" = "$new" ]; then ok; else bad "upgrade prints the new $part hash (plan hash of the result)"; fi
+  if [ "$old" != "$new" ]; then ok; else bad "upgrade: the $part hash did not change"; fi
+  has "$tmp/up/stdout.yaml" "  $part: \"$old\"" "upgrade records the old $part hash"
+done
+# the result: valid, no version note, the same content, the same verdict
+expect 0 "validate the upgraded plan" validate "$tmp/up/stdout.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded plan"
+lacks "$out" "version.old" "the upgraded plan is current"
+expect 0 "validate a 0.1 plan" validate "$mlp01"
+has "$out" "$mlp01:7:10: note:" "validate a 0.1 plan notes its version"
+has "$out" "[version.old]" "validate a 0.1 plan notes its version"
+expect 0 "diff old and upgraded" diff "$mlp01" "$tmp/up/stdout.yaml"
+expect 0 "verify old" verify "$mlp01"
+sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.old"
+expect 0 "verify upgraded" verify "$tmp/up/stdout.yaml"
+sed 's/^[^:]*: //' "$out" >"$tmp/up/verdict.new"
+same "$tmp/up/verdict.old" "$tmp/up/verdict.new" "upgrade keeps the verify verdict"
+# fmt keeps the version (layout only): a 0.1 file stays 0.1, with its hashes
+expect 0 "fmt of a 0.1 file" fmt -o "$tmp/up/fmt01.yaml" "$mlp01"
+has "$tmp/up/fmt01.yaml" 'libplan: "0.1"' "fmt keeps 0.1"
+run hash --part all "$tmp/up/fmt01.yaml"
+same "$out" "$tmp/up/old.hashes" "fmt of a 0.1 file keeps its hashes"
+# fmt of an upgraded file keeps 1.0, and the record
+expect 0 "fmt of upgraded" fmt "$tmp/up/stdout.yaml"
+has "$out" 'libplan: "1.0"' "fmt keeps 1.0"
+has "$out" 'x-upgraded-from:' "fmt keeps the record"
+# -o: the same file; the report on stdout
+expect 0 "upgrade -o" upgrade -o "$tmp/up/o.yaml" "$tmp/up/mlp.yaml"
+same "$tmp/up/o.yaml" "$tmp/up/stdout.yaml" "upgrade -o"
+has "$out" "written to $tmp/up/o.yaml" "upgrade -o report"
+if [ -s "$err" ]; then bad "upgrade -o wrote to stderr"; else ok; fi
+# --in-place, then again: already current, nothing written
+expect 0 "upgrade --in-place" upgrade --in-place "$tmp/up/mlp.yaml"
+same "$tmp/up/mlp.yaml" "$tmp/up/stdout.yaml" "upgrade --in-place"
+cp "$tmp/up/mlp.yaml" "$tmp/up/before-again.yaml"
+expect 0 "upgrade again" upgrade --in-place "$tmp/up/mlp.yaml"
+has "$out" "already format 1.0" "upgrade again"
+same "$tmp/up/mlp.yaml" "$tmp/up/before-again.yaml" "upgrade again leaves the file"
+expect 0 "upgrade again -o" upgrade -o "$tmp/up/never.yaml" "$tmp/up/mlp.yaml"
+absent "$tmp/up/never.yaml" "upgrade again -o writes nothing"
+expect 0 "upgrade again to stdout" upgrade "$tmp/up/mlp.yaml"
+if [ -s "$out" ]; then bad "upgrade of a current file wrote to stdout"; else ok; fi
+has "$err" "already format 1.0" "upgrade again to stdout"
+# a newer major: a positioned error, exit 2, nothing written or changed
+sed 's/^libplan: "0\.1"/libplan: "2.0"/' "$mlp01" >"$tmp/up/newer.yaml"
+cp "$tmp/up/newer.yaml" "$tmp/up/newer-keep.yaml"
+expect 2 "upgrade a newer major" upgrade --in-place "$tmp/up/newer.yaml"
+has "$err" "$tmp/up/newer.yaml:7:10: error: format version 2.0" "upgrade a newer major"
+same "$tmp/up/newer.yaml" "$tmp/up/newer-keep.yaml" "upgrade a newer major leaves it"
+expect 2 "upgrade -o a newer major" upgrade -o "$tmp/up/never.yaml" "$tmp/up/newer.yaml"
+absent "$tmp/up/never.yaml" "upgrade -o a newer major"
+if [ -s "$out" ]; then bad "upgrade of a newer major wrote to stdout"; else ok; fi
+expect 2 "upgrade -o and --in-place" upgrade -o "$tmp/up/never.yaml" --in-place "$mlp01"
+absent "$tmp/up/never.yaml" "upgrade -o and --in-place"
+expect 2 "upgrade two files" upgrade "$mlp01" "$bypath01"
+# a file already holding a record cannot take another
+sed 's/^libplan: "0\.1"/libplan: "0.1"\nx-upgraded-from: {libplan: "0.0"}/' "$mlp01" >"$tmp/up/twice.yaml"
+expect 2 "upgrade a file with a record" upgrade "$tmp/up/twice.yaml"
+has "$err" "$tmp/up/twice.yaml:8:1: error:" "upgrade a file with a record"
+# a file laid out otherwise (flow style) is written in canonical layout
+printf '{libplan: "0.1", program: {tensors: {x: {shape: [4]}}, ops: [{name: a, op: relu, in: x, out: y}]}}\n' >"$tmp/up/flow.yaml"
+expect 0 "upgrade a flow-style file" upgrade -o "$tmp/up/flow-up.yaml" "$tmp/up/flow.yaml"
+has "$out" "canonical layout" "upgrade a flow-style file"
+expect 0 "fmt --check the upgraded flow file" fmt --check "$tmp/up/flow-up.yaml"
+expect 0 "diff flow and upgraded" diff "$tmp/up/flow.yaml" "$tmp/up/flow-up.yaml"
+# a program file
+expect 0 "upgrade a program file" upgrade -o "$tmp/up/prog.yaml" "$prog01"
+has "$tmp/up/prog.yaml" 'libplan: "1.0"' "upgrade a program file"
+same_content "$prog01" "$tmp/up/prog.yaml" "upgrade a program file changes only the version"
+# a plan whose program is a path: the plan is upgraded, the program file is
+# left as it is (its hash, which the plan records, stays)
+mkdir "$tmp/up/repo" "$tmp/up/elsewhere"
+cp "$bypath01" "$tmp/up/repo/plan.yaml"
+cp "$prog01" "$tmp/up/repo/program-mlp.yaml"
+expect 0 "upgrade a by-path plan" upgrade --in-place "$tmp/up/repo/plan.yaml"
+has "$out" "left as it is" "upgrade a by-path plan"
+same "$tmp/up/repo/program-mlp.yaml" "$prog01" "upgrade a by-path plan leaves the program"
+if [ "$(hash_line "$out" program 1)" = "$(hash_line "$out" program 2)" ]; then ok; else bad "upgrade a by-path plan: the program hash changed"; fi
+expect 0 "validate the upgraded by-path plan" validate "$tmp/up/repo/plan.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded by-path plan"
+expect 0 "diff by-path old and upgraded" diff "$bypath01" "$tmp/up/repo/plan.yaml"
+expect 2 "upgrade a by-path plan into another folder" upgrade -o "$tmp/up/elsewhere/plan.yaml" "$bypath01"
+has "$err" "relative to this file's folder" "upgrade a by-path plan into another folder"
+absent "$tmp/up/elsewhere/plan.yaml" "upgrade a by-path plan into another folder"
+# the program file upgraded first, then the plan: the plan's recorded
+# program hash is brought along, the old hashes reported are those from
+# before both upgrades, and the pair hashes as the upgraded inline plan
+mkdir "$tmp/up/pair"
+cp "$bypath01" "$tmp/up/pair/plan.yaml"
+cp "$prog01" "$tmp/up/pair/program-mlp.yaml"
+cp "$vec/plan-base.yaml" "$tmp/up/pair/inline.yaml"
+run hash "$tmp/up/pair/plan.yaml"; cp "$out" "$tmp/up/pair.old"
+expect 0 "upgrade the program of a pair" upgrade --in-place "$tmp/up/pair/program-mlp.yaml"
+expect 0 "upgrade the plan of a pair" upgrade --in-place "$tmp/up/pair/plan.yaml"
+has "$out" "now records its new hash" "upgrade the plan of a pair"
+if [ "$(hash_line "$out" plan 1)" = "$(cat "$tmp/up/pair.old")" ]; then ok; else bad "upgrade the plan of a pair: old plan hash is not the archived one"; fi
+run hash --part program "$tmp/up/pair/program-mlp.yaml"
+has "$tmp/up/pair/plan.yaml" "hash: \"$(cat "$out")\"" "upgrade the plan of a pair re-records the program hash"
+expect 0 "validate the upgraded pair" validate "$tmp/up/pair/plan.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "validate the upgraded pair"
+run hash "$tmp/up/pair/plan.yaml"; cp "$out" "$tmp/up/pair.hash"
+expect 0 "upgrade the inline plan of a pair" upgrade --in-place "$tmp/up/pair/inline.yaml"
+run hash "$tmp/up/pair/inline.yaml"
+same "$tmp/up/pair.hash" "$out" "an upgraded pair hashes as the upgraded inline plan"
+# a lowered program is not upgraded here
+expect 0 "lower for upgrade" lower -o "$tmp/up/low.yaml" "$mlp01"
+expect 2 "upgrade a lowered program" upgrade "$tmp/up/low.yaml"
+has "$err" "lowered program" "upgrade a lowered program"
+# every 0.1 conformance vector: upgraded, it means the same (diff) and
+# validates without the version note; the examples are already 1.0
+mkdir "$tmp/up/vec"
+cp "$vec"/*.yaml "$tmp/up/vec/"
+n=0
+for f in "$tmp/up/vec"/*.yaml; do
+  b=$(basename "$f")
+  grep -q -E '^libplan: "?0\.1"?$' "$f" || continue
+  n=$((n + 1))
+  expect 0 "upgrade vector $b" upgrade -o "$tmp/up/vec/up-$b" "$f"
+  expect 0 "validate upgraded vector $b" validate "$tmp/up/vec/up-$b"
+  lacks "$out" "[version.old]" "validate upgraded vector $b"
+  expect 0 "diff upgraded vector $b" diff "$f" "$tmp/up/vec/up-$b"
+done
+if [ $n -ge 40 ]; then ok; else bad "only $n 0.1 vectors upgraded"; fi
+for f in "$ex"/*.yaml; do
+  expect 0 "upgrade $(basename "$f") (already 1.0)" upgrade "$f"
+  has "$err" "already format 1.0" "upgrade $(basename "$f") (already 1.0)"
+done
+leftovers=$(find "$tmp" -name '*.tmp.*')
+if [ -n "$leftovers" ]; then bad "upgrade left temporary files: $leftovers"; else ok; fi
+
 # ---- hash -----------------------------------------------------------------------
 
 expect 0 "hash" hash "$mlp"
@@ -269,7 +445,7 @@ expect 2 "hash --part bogus" hash --part bogus "$mlp"
 expect 2 "hash two files" hash "$mlp" "$bypath"
 expect 2 "hash no file" hash
 expect 0 "hash --canonical" hash --canonical --part mesh "$mlp"
-has "$out" '{"libplan":"0.1","mesh":{"axes":["dp=2","tp=2"]}}' "hash --canonical"
+has "$out" '{"libplan":"1.0","mesh":{"axes":["dp=2","tp=2"]}}' "hash --canonical"
 expect 0 "hash --canonical --part all" hash --canonical --part all "$mlp"
 if [ "$(grep -c '^{"libplan":' "$out")" -eq 4 ]; then ok; else bad "hash --canonical --part all: 4 encodings"; fi
 # the encoding printed is what is hashed: a changed placement changes it
@@ -377,7 +553,7 @@ has "$tmp/r.xml" '<testsuite name="plan verify' "verify --report junit --out"
 has "$tmp/r.xml" 'failures="0"' "verify --report junit --out"
 expect 2 "verify --report pdf" verify --report pdf "$mlp"
 expect 0 "lower -o" lower -o "$tmp/mlp.lowered.yaml" "$mlp"
-has "$tmp/mlp.lowered.yaml" 'libplan-lowered: "0.1"' "lower -o"
+has "$tmp/mlp.lowered.yaml" 'libplan-lowered: "1.0"' "lower -o"
 has "$tmp/mlp.lowered.yaml" "collective: all_reduce, axis: tp" "lower -o"
 expect 0 "verify a lowered program" verify "$tmp/mlp.lowered.yaml"
 has "$out" "EQUAL" "verify a lowered program"

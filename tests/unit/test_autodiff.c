@@ -619,7 +619,7 @@ static void test_every_op_fd(void **state) {
  * gelu, a final layernorm and a vocabulary head; every param used, x used
  * twice (the residuals). */
 static const char *const block_text =
-    "libplan: \"0.1\"\n"
+    "libplan: \"1.0\"\n"
     "program:\n"
     "  name: block\n"
     "  tensors:\n"

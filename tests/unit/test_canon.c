@@ -603,8 +603,11 @@ static void test_sensitivity(void **state) {
   assert_edit_changes(b, "  axes: [dp=2, tp=2]\n",
                       "  axes: [dp=2, tp=2]  # 2 x 2\n  x-note: {a: 1}\n", 0);
   assert_edit_changes(b, "seed: 7", "seed: 7, x-run: 3", 0);
-  /* the format version is in every part */
-  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"0.2\"",
+  /* the format version is in every part: a file re-saved as 1.0 (or any
+   * other version) has new hashes */
+  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"1.0\"",
+                      P_PLAN | P_PROGRAM | P_MESH | P_PROV);
+  assert_edit_changes(b, "libplan: \"0.1\"", "libplan: \"1.1\"",
                       P_PLAN | P_PROGRAM | P_MESH | P_PROV);
 
   /* pipeline decisions */
@@ -1064,7 +1067,8 @@ static void test_x_keys_in_ops_and_tensors(void **state) {
 /* ---- (6) golden encodings and the hash format
  * ----------------------------------------------- */
 
-/* examples/mlp-megatron.plan.yaml as it was when the goldens were made. */
+/* examples/mlp-megatron.plan.yaml as it was when the goldens were made (in
+ * format 0.1). */
 static const char mlp_text[] =
     "libplan: \"0.1\"\n"
     "program:\n"
@@ -1095,7 +1099,7 @@ static const char mlp_text[] =
     "  - {name: act-by-hand, kind: pinned, ops: [mlp.act]}\n"
     "provenance: {strategy: megatron, seed: 0}\n";
 
-/* Regenerate with:
+/* Regenerate with (the 1.0 goldens; the 0.1 ones are those of mlp_text):
  *   ./build/plan hash --canonical --part all examples/mlp-megatron.plan.yaml
  * (and the hashes with `plan hash --part all`), after checking that the
  * change of encoding is intended: it changes every stored hash. */
@@ -1130,9 +1134,47 @@ static const char *const golden_hashes[NPARTS] = {
     "xxh3:08f8131591c56de72adeb77fea5f5fcd",
     "xxh3:1ffaf313c652831c523f5b651e8c535b"};
 
-static void check_golden(const plan_plan *p, const char *what) {
-  const char *const golden[NPARTS] = {golden_plan, golden_program, golden_mesh,
-                                      golden_provenance};
+/* The same plan as format 1.0 (the example since it was upgraded): the
+ * encodings differ only in the version and the program hash it changes. */
+static const char golden_program_v1[] =
+    "{\"libplan\":\"1.0\",\"program\":{\"name\":\"mlp\",\"ops\":{"
+    "\"mlp.act\":{\"attrs\":{},\"in\":[\"h\"],\"op\":\"gelu\",\"out\":[\"a\"]},"
+    "\"mlp.fc1\":{\"attrs\":{},\"in\":[\"x\",\"w1\"],\"op\":\"matmul\",\"out\":"
+    "[\"h\"]},"
+    "\"mlp.fc2\":{\"attrs\":{},\"in\":[\"a\",\"w2\"],\"op\":\"matmul\",\"out\":"
+    "[\"y\"]}},"
+    "\"tensors\":{\"w1\":{\"role\":\"param\",\"shape\":[16,64]},"
+    "\"w2\":{\"role\":\"param\",\"shape\":[64,16]},"
+    "\"x\":{\"names\":[\"batch\",\"hidden\"],\"shape\":[8,16]}}}}";
+static const char golden_plan_v1[] =
+    "{\"libplan\":\"1.0\",\"mesh\":{\"axes\":[\"dp=2\",\"tp=2\"]},"
+    "\"outputs\":{\"y\":\"S(0)R\"},"
+    "\"placements\":{\"w1\":\"RS(1)\",\"w2\":\"RS(0)\",\"x\":\"S(0)R\"},"
+    "\"program\":\"xxh3:48781526da86a7266b26b69000aa7a70\","
+    "\"regions\":{\"act-by-hand\":{\"kind\":\"pinned\",\"ops\":[\"mlp.act\"]}},"
+    "\"strategies\":{\"mlp.act\":{\"in\":[\"S(0)S(1)\"],\"out\":[\"S(0)S(1)\"]}"
+    ","
+    "\"mlp.fc1\":{\"in\":[\"S(0)R\",\"RS(1)\"],\"out\":[\"S(0)S(1)\"]},"
+    "\"mlp.fc2\":{\"in\":[\"S(0)S(1)\",\"RS(0)\"],\"out\":[\"S(0)P(sum)\"]}}}";
+static const char golden_mesh_v1[] =
+    "{\"libplan\":\"1.0\",\"mesh\":{\"axes\":[\"dp=2\",\"tp=2\"]}}";
+static const char golden_provenance_v1[] =
+    "{\"libplan\":\"1.0\",\"provenance\":{\"seed\":0,\"strategy\":\"megatron\"}"
+    "}";
+static const char *const golden_hashes_v1[NPARTS] = {
+    "xxh3:b03ea654dfd32e82fb82bb992d352d70",
+    "xxh3:48781526da86a7266b26b69000aa7a70",
+    "xxh3:4d2fff9ab51478c6973019ad33c4b1dd",
+    "xxh3:84c4fbf2a60594d8498e2f11771e3768"};
+
+/* v1: the 1.0 goldens, else the 0.1 ones. */
+static void check_golden(const plan_plan *p, const char *what, bool v1) {
+  const char *const golden[NPARTS] = {v1 ? golden_plan_v1 : golden_plan,
+                                      v1 ? golden_program_v1 : golden_program,
+                                      v1 ? golden_mesh_v1 : golden_mesh,
+                                      v1 ? golden_provenance_v1
+                                         : golden_provenance};
+  const char *const *golden_hash = v1 ? golden_hashes_v1 : golden_hashes;
   for (int k = 0; k < NPARTS; k++) {
     char *c = NULL;
     size_t len = 0;
@@ -1152,10 +1194,10 @@ static void check_golden(const plan_plan *p, const char *what) {
     assert_true(h.low == x.low64);
     char buf[PLAN_HASH_STRLEN];
     plan_hash_format(h, buf);
-    if (strcmp(buf, golden_hashes[k]))
+    if (strcmp(buf, golden_hash[k]))
       print_message("%s: %s hash %s, golden %s\n", what, part_names[k], buf,
-                    golden_hashes[k]);
-    assert_string_equal(buf, golden_hashes[k]);
+                    golden_hash[k]);
+    assert_string_equal(buf, golden_hash[k]);
     free(c);
   }
 }
@@ -1163,16 +1205,27 @@ static void check_golden(const plan_plan *p, const char *what) {
 static void test_golden(void **state) {
   (void)state;
   plan_plan *p = load_text(mlp_text, NULL);
-  check_golden(p, "embedded mlp");
+  check_golden(p, "embedded mlp", false);
   plan_free(p);
-  /* the example file itself, while it keeps its meaning */
+  /* upgraded to 1.0, it has the 1.0 goldens */
+  plan_upgrade_info info;
+  char *up = NULL;
+  assert_int_equal(plan_upgrade_buffer(&up, NULL, &info, mlp_text,
+                                       strlen(mlp_text), "mlp.yaml", NULL),
+                   PLAN_OK);
+  p = load_text(up, NULL);
+  check_golden(p, "embedded mlp, upgraded", true);
+  plan_free(p);
+  free(up);
+  /* the example file itself (upgraded to 1.0), while it keeps its meaning */
   if (access("examples/mlp-megatron.plan.yaml", R_OK) == 0) {
     assert_int_equal(plan_load(&p, "examples/mlp-megatron.plan.yaml"), PLAN_OK);
-    check_golden(p, "examples/mlp-megatron.plan.yaml");
+    check_golden(p, "examples/mlp-megatron.plan.yaml", true);
     plan_free(p);
   }
   /* the program hash inside the plan encoding is the program part's hash */
   assert_non_null(strstr(golden_plan, golden_hashes[PLAN_PART_PROGRAM]));
+  assert_non_null(strstr(golden_plan_v1, golden_hashes_v1[PLAN_PART_PROGRAM]));
 }
 
 static void test_hash_format(void **state) {

@@ -25,7 +25,7 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-#define HDR "libplan: \"0.1\"\n"
+#define HDR "libplan: \"" PLAN_FORMAT_STRING "\"\n"
 /* A two-op program, lines 2..8 of a document that starts with HDR. */
 #define PROG                                                                   \
   "program:\n"                                                                 \
@@ -1189,27 +1189,43 @@ static void test_versions(void **state) {
               PLAN_ESCHEMA, 11, 3, "unknown field 'topology' in mesh");
 
   /* a newer minor version: readable when every field is known ... */
-  plan_plan *p = load_ok("libplan: \"0.9\"\n" PROG MESH22);
-  assert_int_equal(p->version_major, 0);
+  plan_plan *p = load_ok("libplan: \"1.9\"\n" PROG MESH22);
+  assert_int_equal(p->version_major, 1);
   assert_int_equal(p->version_minor, 9);
   plan_free(p);
   /* ... and an unknown field is a version error naming it and both
    * versions */
-  expect_fail("libplan: \"0.9\"\n" PROG MESH22 "schedule_hints: {}\n",
+  expect_fail("libplan: \"1.9\"\n" PROG MESH22 "schedule_hints: {}\n",
               PLAN_EVERSION, 11, 1, "unknown field 'schedule_hints'");
   const char *msg = plan_error_last()->message;
-  assert_non_null(strstr(msg, "0.9"));
+  assert_non_null(strstr(msg, "1.9"));
   assert_non_null(strstr(msg, PLAN_FORMAT_STRING));
-  expect_fail("libplan: \"0.9\"\n" PROG "mesh:\n  axes: [dp=2]\n  fabric: x\n",
+  expect_fail("libplan: \"1.9\"\n" PROG "mesh:\n  axes: [dp=2]\n  fabric: x\n",
               PLAN_EVERSION, 11, 3, "unknown field 'fabric' in mesh");
-  /* "0.10" is minor 10, not 0.1 */
-  expect_fail("libplan: \"0.10\"\n" PROG MESH22 "zz: 1\n", PLAN_EVERSION, 11, 1,
-              "0.10");
+  /* "1.10" is minor 10, not 1.1 */
+  expect_fail("libplan: \"1.10\"\n" PROG MESH22 "zz: 1\n", PLAN_EVERSION, 11, 1,
+              "1.10");
+  /* the current version, and 0.1, its pre-release form, read with their
+   * own version */
+  p = load_ok("libplan: \"1.0\"\n" PROG MESH22);
+  assert_int_equal(p->version_major, 1);
+  assert_int_equal(p->version_minor, 0);
+  plan_free(p);
+  p = load_ok("libplan: \"0.1\"\n" PROG MESH22);
+  assert_int_equal(p->version_major, 0);
+  assert_int_equal(p->version_minor, 1);
+  plan_free(p);
+  /* an unknown field in 0.1 is a schema error: 0.1 is older, not newer */
+  expect_fail("libplan: \"0.1\"\n" PROG MESH22 "zz: 1\n", PLAN_ESCHEMA, 11, 1,
+              "unknown field 'zz'");
+  /* 0.x minors after 0.1 were never published */
+  expect_fail("libplan: \"0.2\"\n" PROG MESH22, PLAN_EVERSION, 1, 10,
+              "format version 0.2 does not exist");
 
   /* another major version */
-  expect_fail("libplan: \"1.0\"\n" PROG MESH22, PLAN_EVERSION, 1, 10,
-              "format version 1.0 is not readable");
-  expect_fail("libplan: \"2.3\"\n" PROG MESH22, PLAN_EVERSION, 1, 10, "2.3");
+  expect_fail("libplan: \"2.0\"\n" PROG MESH22, PLAN_EVERSION, 1, 10,
+              "format version 2.0 is not readable");
+  expect_fail("libplan: \"7.3\"\n" PROG MESH22, PLAN_EVERSION, 1, 10, "7.3");
   /* not a version */
   expect_fail("libplan: \"one\"\n" PROG, PLAN_EVERSION, 1, 10, "MAJOR.MINOR");
   expect_fail("libplan: \"0.1.2\"\n" PROG, PLAN_EVERSION, 1, 10, "MAJOR.MINOR");

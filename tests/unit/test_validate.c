@@ -23,7 +23,7 @@
 
 /* ---- helpers ------------------------------------------------------------- */
 
-#define HDR "libplan: \"0.1\"\n"
+#define HDR "libplan: \"" PLAN_FORMAT_STRING "\"\n"
 #define PROG                                                                   \
   "program:\n"                                                                 \
   "  tensors:\n"                                                               \

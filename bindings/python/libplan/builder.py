@@ -11,7 +11,7 @@ import json
 from . import placements as _pl
 from ._core import Plan, Program
 
-FORMAT = "0.1"
+FORMAT = "1.0"
 
 
 def _j(v):

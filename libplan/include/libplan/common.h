@@ -31,10 +31,14 @@ extern "C" {
  * it is the SONAME suffix (libplan.so.N) and what bindings check at load. */
 #define PLAN_ABI_VERSION 0
 
-/* Plan format version this library writes, and the newest it reads. */
-#define PLAN_FORMAT_MAJOR 0
-#define PLAN_FORMAT_MINOR 1
-#define PLAN_FORMAT_STRING "0.1"
+/* Plan format version this library writes, and the newest it reads. It
+ * also reads format 0.1, the pre-release form of 1.0 (same content, its own
+ * version kept and hashed); `plan upgrade` rewrites such a file as 1.0. */
+#define PLAN_FORMAT_MAJOR 1
+#define PLAN_FORMAT_MINOR 0
+#define PLAN_FORMAT_STRING "1.0"
+/* The last pre-release format: 0.MINOR files up to this minor are read. */
+#define PLAN_FORMAT_PRERELEASE_MINOR 1
 
 /* Status codes. Every failing call returns one of these. */
 enum {

@@ -87,6 +87,50 @@ int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
  * allocated; free with free(). */
 int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
 
+/* ---- upgrade ------------------------------------------------------------- */
+
+#define PLAN_UPGRADE_PARTS 4 /* one entry per plan_part */
+
+/* What plan_upgrade_buffer did. Hashes are indexed by plan_part and valid
+ * where has[part] is 1 (the parts the file has). */
+typedef struct plan_upgrade_info {
+  int from_major, from_minor; /* the file's format version */
+  int upgraded;        /* 1: the result is format PLAN_FORMAT_STRING; 0: the
+                          file's major is already current, nothing to write */
+  int layout_kept;     /* 1: only the version line changed and the record was
+                          added (comments and layout kept); 0: the result is
+                          in canonical layout */
+  int program_by_path; /* 1: the program is another file, left as it is */
+  int program_rehashed; /* 1: that file had been upgraded on its own; the
+                           hash the plan records was brought along */
+  int has[PLAN_UPGRADE_PARTS];
+  plan_hash before[PLAN_UPGRADE_PARTS]; /* the file's hashes */
+  plan_hash after[PLAN_UPGRADE_PARTS];  /* the result's hashes */
+} plan_upgrade_info;
+
+/* Rewrites a plan or program file of an older format version (0.1, the
+ * pre-release form of 1.0) as the current version, into a newly allocated
+ * NUL-terminated buffer (*out, *len bytes; the caller frees it with free()).
+ * The result records the step in a top-level `x-upgraded-from` key (the old
+ * version and the old hash of every part), which no hash covers. Before it
+ * returns, the result is read back and checked: with its version string set
+ * back to the old one, every part hashes as the file did. A program given by
+ * path is another document and keeps its own version (and hash, which the
+ * plan records); it is resolved relative to `base_dir`, as plan_load_buffer
+ * does. When that program file was itself upgraded first (its hash with
+ * the plan's old version is the recorded one), the recorded hash is
+ * replaced by its new one and the old hashes are those from before both
+ * upgrades. A file already of the current major gives PLAN_OK with *out = NULL
+ * and info->upgraded = 0. Fails, with *out = NULL and the last error naming
+ * file, line and column, on anything plan_load_buffer refuses (a newer major
+ * is PLAN_EVERSION), and with PLAN_EINVALID when the file already has an
+ * `x-upgraded-from` key, or when its layout allows no edit in place and the
+ * canonical layout would drop entries that name nothing in its program (its
+ * validation findings would differ). */
+int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
+                        const char *data, size_t size, const char *name,
+                        const char *base_dir);
+
 /* ---- views --------------------------------------------------------------- */
 
 /* Borrowed: valid while the plan lives. */

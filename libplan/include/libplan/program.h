@@ -52,7 +52,9 @@ uint64_t plan_program_op_signature(const plan_program *p, int op);
 uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
 
 /* Writes the program as a standalone program document (`libplan:` and
- * `program:`, the layout of `plan fmt`) into a newly allocated,
+ * `program:`, the layout of `plan fmt`) under the format version of the
+ * document it was read from (so it reads back with the same hash; a
+ * training program has its forward program's) into a newly allocated,
  * NUL-terminated buffer (*len bytes, unless len is NULL); free it with
  * free(). Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
 int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
