@@ -136,7 +136,7 @@ def write(path, p, header, outputs, loss=None, pipeline=None, training=None,
     lines = []
     for c in header:
         lines.append(("# " + c).rstrip())
-    lines.append('libplan: "0.1"')
+    lines.append('libplan: "1.0"')
     lines.append("program:")
     lines.append("  name: %s" % p.name)
     lines.append("  tensors:")
