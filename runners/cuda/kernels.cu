@@ -1,27 +1,892 @@
-/* The CUDA runner's op kernels (ops_cuda.h). */
+/* The CUDA runner's op dispatcher (ops_cuda.h): checks the host views as
+ * the CPU runner does, uploads the inputs in the device storage types,
+ * runs the op's kernels (kernels.cuh) or gemms (gemm.cuh) on the current
+ * device and stream, and downloads the outputs. Ids and labels are checked
+ * on the host before anything runs; where's condition travels as a byte
+ * mask; embedding_grad's samples are grouped by row on the host, so the
+ * device sums each row in sample order without atomics. */
 #include "ops_cuda.h"
 
-#include <stdio.h>
+#include <limits.h>
 
-#include "libplan/common.h"
+#include "gemm.cuh"
+#include "kernels.cuh"
+
+/* ---- sizes and transfers ------------------------------------------------- */
+
+/* Bytes of one element on the device (double, float, 16-bit, int64_t). */
+static size_t dev_esz(plan_dtype t) {
+  switch (t) {
+  case PLAN_F32:
+    return sizeof(float);
+  case PLAN_BF16:
+    return sizeof(plan_bf16_t);
+  case PLAN_F16:
+    return sizeof(plan_f16_t);
+  default: /* F64, and the integers stored as int64_t */
+    return 8;
+  }
+}
+
+template <class S> static void to_dev(const float *h, void *d, int64_t n) {
+  S *s = (S *)d;
+  for (int64_t i = 0; i < n; i++)
+    s[i] = plan_st<S>::store(h[i]);
+}
+
+template <class S> static void to_host(const void *d, float *h, int64_t n) {
+  const S *s = (const S *)d;
+  for (int64_t i = 0; i < n; i++)
+    h[i] = plan_st<S>::load(s[i]);
+}
+
+/* A host buffer for staging, freed by the caller. */
+static int host_alloc(plan_cu *cu, size_t n, void **out) {
+  *out = malloc(n ? n : 1);
+  if (!*out)
+    return plan_cu_fail(cu, PLAN_ENOMEM,
+                        "malloc: out of memory (%zu bytes asked)", n);
+  return PLAN_OK;
+}
+
+/* View v into a new device buffer *dev in the device storage type: BF16
+ * and F16 are converted (their host floats are representable, so the
+ * conversion is exact); the others are copied. */
+static int upload_view(plan_cu *cu, const plan_view *v, void **dev) {
+  int64_t n = plan_cu_count(v);
+  size_t bytes = (size_t)n * dev_esz(v->dtype);
+  int rc = plan_cu_alloc(cu, bytes, dev);
+  if (rc || bytes == 0)
+    return rc;
+  if (v->dtype != PLAN_BF16 && v->dtype != PLAN_F16)
+    return plan_cu_upload(cu, *dev, v->data, bytes);
+  void *stage;
+  if ((rc = host_alloc(cu, bytes, &stage)))
+    return rc;
+  if (v->dtype == PLAN_BF16)
+    to_dev<plan_bf16_t>((const float *)v->data, stage, n);
+  else
+    to_dev<plan_f16_t>((const float *)v->data, stage, n);
+  rc = plan_cu_upload(cu, *dev, stage, bytes);
+  free(stage);
+  return rc;
+}
+
+static int download_view(plan_cu *cu, const void *dev, plan_view *v) {
+  int64_t n = plan_cu_count(v);
+  size_t bytes = (size_t)n * dev_esz(v->dtype);
+  if (bytes == 0)
+    return PLAN_OK;
+  if (v->dtype != PLAN_BF16 && v->dtype != PLAN_F16)
+    return plan_cu_download(cu, v->data, dev, bytes);
+  void *stage;
+  int rc = host_alloc(cu, bytes, &stage);
+  if (rc)
+    return rc;
+  if (!(rc = plan_cu_download(cu, stage, dev, bytes))) {
+    if (v->dtype == PLAN_BF16)
+      to_host<plan_bf16_t>(stage, (float *)v->data, n);
+    else
+      to_host<plan_f16_t>(stage, (float *)v->data, n);
+  }
+  free(stage);
+  return rc;
+}
+
+/* Any host buffer (ids, masks, row lists) to the device. */
+static int upload_bytes(plan_cu *cu, const void *host, size_t n, void **dev) {
+  int rc = plan_cu_alloc(cu, n, dev);
+  return rc ? rc : plan_cu_upload(cu, *dev, host, n);
+}
+
+/* ---- one op call --------------------------------------------------------- */
+
+typedef struct op_call {
+  int kind;
+  const plan_attr_val *attrs;
+  const plan_view *in;
+  int nin;
+  plan_view *out;
+  int nout;
+  int bits; /* the exact-mode grid for F64, else -1 */
+  void *din[PLAN_MAX_OPERANDS], *dout[PLAN_MAX_OPERANDS];
+} op_call;
+
+/* Operands v[0..n) broadcast to `out` (numpy, right-aligned). */
+static plan_cu_bc bcast(const plan_view *out, const plan_view *v, int n) {
+  plan_cu_bc bc;
+  memset(&bc, 0, sizeof bc);
+  bc.rank = out->rank;
+  for (int j = 0; j < out->rank; j++)
+    bc.dims[j] = out->dims[j];
+  for (int i = 0; i < n; i++) {
+    int64_t s = 1;
+    for (int d = v[i].rank - 1; d >= 0; d--) {
+      bc.st[i][d + out->rank - v[i].rank] = v[i].dims[d] == 1 ? 0 : s;
+      s *= v[i].dims[d];
+    }
+  }
+  return bc;
+}
+
+static int check_ids(plan_cu *cu, const int64_t *id, int64_t n, int64_t rows,
+                     const char *op, const char *what) {
+  for (int64_t i = 0; i < n; i++)
+    if (id[i] < 0 || id[i] >= rows)
+      return plan_cu_fail(cu, PLAN_EINVALID,
+                          "%s: id %lld (element %lld) is outside %s [0, %lld)",
+                          op, (long long)id[i], (long long)i, what,
+                          (long long)rows);
+  return PLAN_OK;
+}
+
+/* Cross-entropy's labels, each in [0, c); the global batch into *g. */
+static int check_labels(plan_cu *cu, const char *name, const plan_view *lb,
+                        int64_t c, int64_t *g) {
+  const int64_t *label = (const int64_t *)lb->data;
+  int64_t rows = plan_cu_count(lb);
+  for (int64_t i = 0; i < rows; i++)
+    if (label[i] < 0 || label[i] >= c)
+      return plan_cu_fail(cu, PLAN_EINVALID,
+                          "%s: label %lld (element %lld) is outside the "
+                          "classes [0, %lld)",
+                          name, (long long)label[i], (long long)i,
+                          (long long)c);
+  *g = 1;
+  for (int d = 0; d < lb->rank; d++) {
+    int64_t gd = plan_cu_global_dim(lb, d);
+    if (gd < lb->dims[d])
+      return plan_cu_fail(cu, PLAN_EINVALID,
+                          "%s: labels dim %d is %lld locally but %lld "
+                          "globally",
+                          name, d, (long long)lb->dims[d], (long long)gd);
+    if (!plan_mul_i64(*g, gd, g))
+      return plan_cu_fail(cu, PLAN_EINVALID, "%s: global batch overflows",
+                          name);
+  }
+  return PLAN_OK;
+}
+
+/* ---- matmul and linear: row-major onto column-major gemms ---------------- */
+
+/* A row-major C[m, n] = op(A) op(B) is the column-major C^T[n, m] =
+ * op(B)^T op(A)^T: the gemm takes B first with B's transpose flag, then A;
+ * a row-major matrix's leading dimension is its row length. */
+static int gemm_rm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
+                   int k, const void *a, int64_t sa, const void *b, int64_t sb,
+                   bool beta_one, void *c, int64_t sc, int batch) {
+  int lda = ta ? m : k, ldb = tb ? k : n;
+  return plan_cu_gemm(cu, dt, tb, ta, n, m, k, b, ldb, sb, a, lda, sa,
+                      beta_one, c, n, sc, batch);
+}
+
+/* Batched matmul with broadcasting: the batch dims (size-1 dims dropped,
+ * neighbours merged where every operand's strides allow) become one
+ * strided-batched gemm over the last merged dim, once per index of the
+ * others. */
+static int run_matmul(plan_cu *cu, const op_call *c) {
+  const plan_view *a = &c->in[0], *b = &c->in[1];
+  plan_view *out = c->out;
+  plan_dtype dt = out->dtype;
+  bool ta = plan_cu_attr_bool(c->attrs, PLAN_OP_MATMUL, 0);
+  bool tb = plan_cu_attr_bool(c->attrs, PLAN_OP_MATMUL, 1);
+  int ra = a->rank, rb = b->rank, nb = out->rank - 2;
+  int64_t m = a->dims[ta ? ra - 1 : ra - 2], k = a->dims[ta ? ra - 2 : ra - 1];
+  int64_t n = b->dims[tb ? rb - 2 : rb - 1];
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return plan_cu_fail(cu, PLAN_ELIMIT,
+                        "matmul: m, n, k = %lld, %lld, %lld exceed cuBLAS's "
+                        "int",
+                        (long long)m, (long long)n, (long long)k);
+  int64_t total = plan_cu_count(out);
+  if (total == 0)
+    return PLAN_OK;
+  size_t esz = dev_esz(dt);
+  if (k == 0) /* an empty sum; cuBLAS wants leading dims >= 1 */
+    return plan_cu_zero(cu, c->dout[0], (size_t)total * esz);
+  /* per batch dim of the output: its size and each operand's stride */
+  int64_t dims[PLAN_MAX_RANK], st[3][PLAN_MAX_RANK];
+  int r = 0;
+  const plan_view *op[2] = {a, b};
+  int64_t full[3][PLAN_MAX_RANK] = {{0}};
+  for (int i = 0; i < 2; i++) {
+    const plan_view *v = op[i];
+    int64_t s = v->dims[v->rank - 1] * v->dims[v->rank - 2];
+    for (int d = v->rank - 3; d >= 0; d--) {
+      full[i][d + nb - (v->rank - 2)] = v->dims[d] == 1 ? 0 : s;
+      s *= v->dims[d];
+    }
+  }
+  int64_t s = m * n;
+  for (int j = nb - 1; j >= 0; j--) {
+    full[2][j] = s;
+    s *= out->dims[j];
+  }
+  for (int j = 0; j < nb; j++) {
+    if (out->dims[j] == 1)
+      continue;
+    bool merge = r > 0;
+    for (int i = 0; merge && i < 3; i++)
+      merge = st[i][r - 1] == full[i][j] * out->dims[j];
+    if (merge) {
+      dims[r - 1] *= out->dims[j];
+      for (int i = 0; i < 3; i++)
+        st[i][r - 1] = full[i][j];
+    } else {
+      dims[r] = out->dims[j];
+      for (int i = 0; i < 3; i++)
+        st[i][r] = full[i][j];
+      r++;
+    }
+  }
+  int64_t batch = r ? dims[r - 1] : 1;
+  if (batch > INT_MAX)
+    return plan_cu_fail(cu, PLAN_ELIMIT,
+                        "matmul: a batch of %lld exceeds cuBLAS's int",
+                        (long long)batch);
+  int64_t sa = r ? st[0][r - 1] : 0, sb = r ? st[1][r - 1] : 0;
+  int64_t sc = r ? st[2][r - 1] : 0;
+  int64_t outer = total / (batch * m * n);
+  int64_t idx[PLAN_MAX_RANK] = {0}, pa = 0, pb = 0, pc = 0;
+  const char *da = (const char *)c->din[0], *db = (const char *)c->din[1];
+  char *dc = (char *)c->dout[0];
+  for (int64_t q = 0; q < outer; q++) {
+    int rc = gemm_rm(cu, dt, ta, tb, (int)m, (int)n, (int)k,
+                     da + (size_t)pa * esz, sa, db + (size_t)pb * esz, sb,
+                     false, dc + (size_t)pc * esz, sc, (int)batch);
+    if (rc)
+      return rc;
+    for (int d = r - 2; d >= 0; d--) { /* next outer index, row-major */
+      pa += st[0][d];
+      pb += st[1][d];
+      pc += st[2][d];
+      if (++idx[d] < dims[d])
+        break;
+      pa -= st[0][d] * dims[d];
+      pb -= st[1][d] * dims[d];
+      pc -= st[2][d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+  return PLAN_OK;
+}
+
+/* linear: out[rows, n] = x[rows, k] w[n, k]^T (+ bias), the bias written
+ * first and the product added to it (beta 1), as addmm. */
+template <class S> static int run_linear(plan_cu *cu, const op_call *c) {
+  const plan_view *x = &c->in[0], *w = &c->in[1];
+  int64_t k = x->dims[x->rank - 1], n = w->dims[0];
+  int64_t rows = plan_cu_prod(x->dims, 0, x->rank - 1);
+  if (rows > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return plan_cu_fail(cu, PLAN_ELIMIT,
+                        "linear: rows, n, k = %lld, %lld, %lld exceed "
+                        "cuBLAS's int",
+                        (long long)rows, (long long)n, (long long)k);
+  if (rows == 0 || n == 0)
+    return PLAN_OK;
+  S *o = (S *)c->dout[0];
+  bool bias = c->nin > 2;
+  int rc;
+  if (bias) {
+    plan_k_bias<S> kb;
+    kb.bias = (const S *)c->din[2];
+    kb.o = o;
+    kb.n = n;
+    rc = plan_cu_launch(cu, rows * n, kb);
+  } else {
+    rc = plan_cu_zero(cu, o, (size_t)(rows * n) * sizeof(S));
+  }
+  if (rc || k == 0)
+    return rc;
+  return gemm_rm(cu, c->out->dtype, false, true, (int)rows, (int)n, (int)k,
+                 c->din[0], 0, c->din[1], 0, bias, o, 0, 1);
+}
+
+/* ---- numeric ops --------------------------------------------------------- */
+
+template <class S> static int run_reduce(plan_cu *cu, const op_call *c) {
+  const plan_view *in = c->in;
+  bool red[PLAN_MAX_RANK] = {false};
+  const int64_t *v;
+  int nv;
+  plan_cu_attr_ints(c->attrs, 0, &v, &nv);
+  for (int j = 0; j < nv; j++)
+    red[plan_cu_norm_dim(v[j], in->rank)] = true;
+  plan_k_reduce<S> k;
+  memset(&k.rd, 0, sizeof k.rd);
+  k.rd.rcount = 1;
+  int64_t s = 1, istr[PLAN_MAX_RANK];
+  for (int d = in->rank - 1; d >= 0; d--) {
+    istr[d] = s;
+    s *= in->dims[d];
+  }
+  for (int d = 0; d < in->rank; d++)
+    if (red[d]) {
+      k.rd.rdims[k.rd.nred] = in->dims[d];
+      k.rd.rst[k.rd.nred++] = istr[d];
+      k.rd.rcount *= in->dims[d];
+    } else {
+      k.rd.kdims[k.rd.nkeep] = in->dims[d];
+      k.rd.kst[k.rd.nkeep++] = istr[d];
+    }
+  k.divisor = -1;
+  if (c->kind == PLAN_OP_REDUCE_MEAN) {
+    int64_t g = 1;
+    for (int d = 0; d < in->rank; d++)
+      if (red[d]) {
+        int64_t gd = plan_cu_global_dim(in, d);
+        if (gd < in->dims[d])
+          return plan_cu_fail(cu, PLAN_EINVALID,
+                              "reduce_mean: dim %d is %lld locally but %lld "
+                              "globally",
+                              d, (long long)in->dims[d], (long long)gd);
+        if (!plan_mul_i64(g, gd, &g))
+          return plan_cu_fail(cu, PLAN_EINVALID,
+                              "reduce_mean: global size overflows");
+      }
+    k.divisor = (double)g;
+  }
+  k.x = (const S *)c->din[0];
+  k.o = (S *)c->dout[0];
+  k.bits = c->bits;
+  return plan_cu_launch(cu, plan_cu_count(c->out), k);
+}
+
+template <class S> static int run_cross_entropy(plan_cu *cu, const op_call *c) {
+  typedef typename plan_st<S>::C C;
+  const plan_view *lg = &c->in[0], *lb = &c->in[1];
+  int64_t cl = lg->dims[lg->rank - 1], rows = plan_cu_count(lb), g;
+  int rc = check_labels(cu, "cross_entropy", lb, cl, &g);
+  if (rc)
+    return rc;
+  void *loss, *labels;
+  if ((rc = plan_cu_alloc(cu, (size_t)rows * sizeof(C), &loss)) ||
+      (rc = upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t),
+                         &labels)))
+    return rc;
+  plan_k_ce_rows<S> kr;
+  kr.lg = (const S *)c->din[0];
+  kr.labels = (const int64_t *)labels;
+  kr.loss = (C *)loss;
+  kr.c = cl;
+  kr.bits = c->bits;
+  if ((rc = plan_cu_launch(cu, rows, kr)))
+    return rc;
+  plan_k_ce_total<S> kt;
+  kt.loss = (const C *)loss;
+  kt.o = (S *)c->dout[0];
+  kt.rows = rows;
+  kt.count = (double)g;
+  kt.bits = c->bits;
+  return plan_cu_launch(cu, 1, kt);
+}
+
+template <class S>
+static int run_cross_entropy_grad(plan_cu *cu, const op_call *c) {
+  const plan_view *lg = &c->in[1], *lb = &c->in[2];
+  int64_t cl = lg->dims[lg->rank - 1], rows = plan_cu_count(lb), g;
+  int rc = check_labels(cu, "cross_entropy_grad", lb, cl, &g);
+  if (rc)
+    return rc;
+  void *labels;
+  if ((rc = upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t),
+                         &labels)))
+    return rc;
+  plan_k_ce_grad<S> k;
+  k.dy = (const S *)c->din[0];
+  k.lg = (const S *)c->din[1];
+  k.labels = (const int64_t *)labels;
+  k.o = (S *)c->dout[0];
+  k.c = cl;
+  k.count = (double)g;
+  k.bits = c->bits;
+  return plan_cu_launch(cu, rows, k);
+}
+
+/* The samples of each row of the output block, in sample order: start
+ * (rows + 1 entries) and sample (n), built on the host by counting. */
+template <class S>
+static int run_embedding_grad(plan_cu *cu, const op_call *c) {
+  const plan_view *ids = &c->in[1];
+  plan_view *out = c->out;
+  int64_t lo = out->offset[0], rows = out->dims[0], d = out->dims[1];
+  int64_t vocab = plan_cu_global_dim(out, 0);
+  if (lo < 0 || lo + rows > vocab)
+    return plan_cu_fail(cu, PLAN_EINVALID,
+                        "embedding_grad: output block rows [%lld, %lld) "
+                        "outside the table's %lld rows",
+                        (long long)lo, (long long)(lo + rows),
+                        (long long)vocab);
+  const int64_t *id = (const int64_t *)ids->data;
+  int64_t n = plan_cu_count(ids);
+  int rc = check_ids(cu, id, n, vocab, "embedding_grad", "the table's rows");
+  if (rc || rows * d == 0)
+    return rc;
+  size_t words = (size_t)(2 * rows + 1 + n);
+  void *hs;
+  if ((rc = host_alloc(cu, words * sizeof(int64_t), &hs)))
+    return rc;
+  int64_t *start = (int64_t *)hs, *next = start + rows + 1;
+  int64_t *sample = next + rows;
+  memset(start, 0, (size_t)(rows + 1) * sizeof(int64_t));
+  for (int64_t i = 0; i < n; i++)
+    if (id[i] - lo >= 0 && id[i] - lo < rows)
+      start[id[i] - lo + 1]++;
+  for (int64_t r = 0; r < rows; r++) {
+    start[r + 1] += start[r];
+    next[r] = start[r];
+  }
+  for (int64_t i = 0; i < n; i++) /* stable: sample order within a row */
+    if (id[i] - lo >= 0 && id[i] - lo < rows)
+      sample[next[id[i] - lo]++] = i;
+  void *dev;
+  rc = upload_bytes(cu, hs, words * sizeof(int64_t), &dev);
+  free(hs);
+  if (rc)
+    return rc;
+  plan_k_emb_grad<S> k;
+  k.dy = (const S *)c->din[0];
+  k.start = (const int64_t *)dev;
+  k.sample = (const int64_t *)dev + 2 * rows + 1;
+  k.o = (S *)c->dout[0];
+  k.d = d;
+  return plan_cu_launch(cu, rows * d, k);
+}
+
+/* Whether x has at most 24 significant bits (0, 2^k, 0.75 and 3 do; 0.1
+ * does not): exact mode keeps such a scale factor as it is. */
+static bool short_dyadic(double x) {
+  if (x == 0)
+    return true;
+  int e;
+  double s = ldexp(frexp(fabs(x), &e), 24);
+  return s == floor(s);
+}
+
+template <class S> static int run_numeric(plan_cu *cu, const op_call *c) {
+  int kind = c->kind;
+  const plan_view *in = c->in;
+  plan_view *out = c->out;
+  const S *x = (const S *)c->din[0];
+  S *o = (S *)c->dout[0];
+  int64_t total = plan_cu_count(out);
+  switch (kind) {
+  case PLAN_OP_MATMUL:
+    return run_matmul(cu, c);
+  case PLAN_OP_LINEAR:
+    return run_linear<S>(cu, c);
+  case PLAN_OP_ADD:
+  case PLAN_OP_SUB:
+  case PLAN_OP_MUL:
+  case PLAN_OP_DIV: {
+    plan_k_binary<S> k;
+    k.a = x;
+    k.b = (const S *)c->din[1];
+    k.o = o;
+    k.bc = bcast(out, in, 2);
+    k.kind = kind;
+    k.bits = c->bits;
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_SCALE:
+  case PLAN_OP_RELU:
+  case PLAN_OP_GELU:
+  case PLAN_OP_SILU:
+  case PLAN_OP_TANH:
+  case PLAN_OP_EXP: {
+    plan_k_unary<S> k;
+    k.x = x;
+    k.o = o;
+    k.kind = kind;
+    k.bits = c->bits;
+    k.f = 0;
+    k.tanh_approx = false;
+    if (kind == PLAN_OP_SCALE) {
+      /* exact mode rounds a long factor (0.1) once to 11 significant
+       * bits, as the CPU runner does, so the scale stays linear */
+      k.f = plan_cu_attr_float(c->attrs, kind, 0);
+      if (c->bits >= 0 && !short_dyadic(k.f)) {
+        int e;
+        double m = frexp(k.f, &e);
+        k.f = ldexp(nearbyint(ldexp(m, 11)), e - 11);
+      }
+    }
+    if (kind == PLAN_OP_GELU)
+      k.tanh_approx = !strcmp(plan_cu_attr_string(c->attrs, kind, 0), "tanh");
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_SOFTMAX: {
+    int d = plan_cu_norm_dim(plan_cu_attr_int(c->attrs, kind, 0), in->rank);
+    plan_k_softmax<S> k;
+    k.x = x;
+    k.o = o;
+    k.n = in->dims[d];
+    k.inner = plan_cu_prod(in->dims, d + 1, in->rank);
+    k.bits = c->bits;
+    if (k.n == 0)
+      return PLAN_OK;
+    return plan_cu_launch(cu, plan_cu_prod(in->dims, 0, d) * k.inner, k);
+  }
+  case PLAN_OP_LAYERNORM:
+  case PLAN_OP_RMSNORM: {
+    plan_k_norm<S> k;
+    k.x = x;
+    k.w = (const S *)c->din[1];
+    k.b = c->nin > 2 ? (const S *)c->din[2] : NULL;
+    k.o = o;
+    k.d = in->dims[in->rank - 1];
+    k.eps = plan_cu_attr_float(c->attrs, kind, 0);
+    k.ln = kind == PLAN_OP_LAYERNORM;
+    k.bits = c->bits;
+    if (k.d == 0)
+      return PLAN_OK;
+    return plan_cu_launch(cu, plan_cu_prod(in->dims, 0, in->rank - 1), k);
+  }
+  case PLAN_OP_REDUCE_SUM:
+  case PLAN_OP_REDUCE_MEAN:
+    return run_reduce<S>(cu, c);
+  case PLAN_OP_CROSS_ENTROPY:
+    return run_cross_entropy<S>(cu, c);
+  case PLAN_OP_RELU_GRAD:
+  case PLAN_OP_GELU_GRAD:
+  case PLAN_OP_SILU_GRAD: {
+    plan_k_act_grad<S> k;
+    k.dy = x;
+    k.x = (const S *)c->din[1];
+    k.o = o;
+    k.kind = kind;
+    k.bits = c->bits;
+    k.tanh_approx =
+        kind == PLAN_OP_GELU_GRAD &&
+        !strcmp(plan_cu_attr_string(c->attrs, kind, 0), "tanh");
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_LAYERNORM_GRAD:
+  case PLAN_OP_RMSNORM_GRAD: {
+    const plan_view *xv = &in[1];
+    plan_k_norm_grad<S> k;
+    k.dy = x;
+    k.x = (const S *)c->din[1];
+    k.w = (const S *)c->din[2];
+    k.o = o;
+    k.d = xv->dims[xv->rank - 1];
+    k.eps = plan_cu_attr_float(c->attrs, kind, 0);
+    k.ln = kind == PLAN_OP_LAYERNORM_GRAD;
+    k.bits = c->bits;
+    if (k.d == 0)
+      return PLAN_OK;
+    return plan_cu_launch(cu, plan_cu_prod(xv->dims, 0, xv->rank - 1), k);
+  }
+  case PLAN_OP_EMBEDDING_GRAD:
+    return run_embedding_grad<S>(cu, c);
+  case PLAN_OP_CROSS_ENTROPY_GRAD:
+    return run_cross_entropy_grad<S>(cu, c);
+  default:
+    return plan_cu_fail(cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel",
+                        plan_op_kind_name(kind));
+  }
+}
+
+/* ---- data movement ------------------------------------------------------- */
+
+template <class E> static int run_move(plan_cu *cu, const op_call *c) {
+  int kind = c->kind;
+  const plan_view *in = c->in;
+  plan_view *out = c->out;
+  int64_t total = plan_cu_count(out);
+  switch (kind) {
+  case PLAN_OP_TRANSPOSE:
+  case PLAN_OP_PERMUTE:
+  case PLAN_OP_EXPAND:
+  case PLAN_OP_RESHAPE: {
+    plan_k_gather<E> k;
+    k.in = (const E *)c->din[0];
+    k.o = (E *)c->dout[0];
+    memset(&k.bc, 0, sizeof k.bc);
+    if (kind == PLAN_OP_RESHAPE) {
+      k.bc.rank = 1;
+      k.bc.dims[0] = total;
+      k.bc.st[0][0] = 1;
+    } else if (kind == PLAN_OP_EXPAND) {
+      k.bc = bcast(out, in, 1);
+    } else {
+      int r = in->rank, perm[PLAN_MAX_RANK];
+      const int64_t *v;
+      int n;
+      for (int j = 0; j < r; j++)
+        perm[j] = j;
+      if (kind == PLAN_OP_TRANSPOSE) {
+        int d0 = r - 2, d1 = r - 1;
+        if (plan_cu_attr_ints(c->attrs, 0, &v, &n)) {
+          d0 = plan_cu_norm_dim(v[0], r);
+          d1 = plan_cu_norm_dim(v[1], r);
+        }
+        perm[d0] = d1;
+        perm[d1] = d0;
+      } else {
+        plan_cu_attr_ints(c->attrs, 0, &v, &n);
+        for (int j = 0; j < r; j++)
+          perm[j] = plan_cu_norm_dim(v[j], r);
+      }
+      int64_t istr[PLAN_MAX_RANK], s = 1;
+      for (int d = r - 1; d >= 0; d--) {
+        istr[d] = s;
+        s *= in->dims[d];
+      }
+      k.bc.rank = r;
+      for (int j = 0; j < r; j++) {
+        k.bc.dims[j] = in->dims[perm[j]];
+        k.bc.st[0][j] = istr[perm[j]];
+      }
+    }
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_SPLIT:
+  case PLAN_OP_CONCAT: {
+    bool to_whole = kind == PLAN_OP_CONCAT;
+    const plan_view *whole = to_whole ? out : in;
+    const plan_view *parts = to_whole ? in : out;
+    int nparts = to_whole ? c->nin : c->nout;
+    int dim = plan_cu_norm_dim(plan_cu_attr_int(c->attrs, kind, 0),
+                               whole->rank);
+    int64_t outer = plan_cu_prod(whole->dims, 0, dim);
+    int64_t inner = plan_cu_prod(whole->dims, dim + 1, whole->rank);
+    int64_t at = 0;
+    for (int i = 0; i < nparts; i++) {
+      plan_k_part<E> k;
+      k.whole = (E *)(to_whole ? c->dout[0] : c->din[0]);
+      k.part = (E *)(to_whole ? c->din[i] : c->dout[i]);
+      k.prow = parts[i].dims[dim] * inner;
+      k.wrow = whole->dims[dim] * inner;
+      k.at = at;
+      k.to_whole = to_whole;
+      at += k.prow;
+      if (k.prow == 0)
+        continue;
+      int rc = plan_cu_launch(cu, outer * k.prow, k);
+      if (rc)
+        return rc;
+    }
+    return PLAN_OK;
+  }
+  case PLAN_OP_WHERE: {
+    plan_k_where<E> k;
+    k.mask = (const unsigned char *)c->din[0];
+    k.a = (const E *)c->din[1];
+    k.b = (const E *)c->din[2];
+    k.o = (E *)c->dout[0];
+    k.bc = bcast(out, in, 3);
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_REPEAT_INTERLEAVE: {
+    int dim = plan_cu_norm_dim(
+        plan_cu_attr_int(c->attrs, PLAN_OP_REPEAT_INTERLEAVE, 1), in->rank);
+    plan_k_repeat<E> k;
+    k.in = (const E *)c->din[0];
+    k.o = (E *)c->dout[0];
+    k.n = in->dims[dim];
+    k.rep = plan_cu_attr_int(c->attrs, PLAN_OP_REPEAT_INTERLEAVE, 0);
+    k.inner = plan_cu_prod(in->dims, dim + 1, in->rank);
+    return plan_cu_launch(cu, total, k);
+  }
+  case PLAN_OP_EMBEDDING: {
+    const plan_view *tab = &in[0], *ids = &in[1];
+    plan_k_embedding<E> k;
+    k.rows = tab->dims[0];
+    k.d = tab->dims[1];
+    k.lo = tab->offset[0];
+    int64_t vocab = plan_cu_global_dim(tab, 0), n = plan_cu_count(ids);
+    if (k.lo < 0 || k.lo + k.rows > vocab)
+      return plan_cu_fail(cu, PLAN_EINVALID,
+                          "embedding: table block rows [%lld, %lld) outside "
+                          "the vocabulary of %lld",
+                          (long long)k.lo, (long long)(k.lo + k.rows),
+                          (long long)vocab);
+    int rc = check_ids(cu, (const int64_t *)ids->data, n, vocab, "embedding",
+                       "the vocabulary");
+    if (rc)
+      return rc;
+    k.tab = (const E *)c->din[0];
+    k.ids = (const int64_t *)c->din[1];
+    k.o = (E *)c->dout[0];
+    if (k.d == 0)
+      return PLAN_OK;
+    return plan_cu_launch(cu, n * k.d, k);
+  }
+  default:
+    return plan_cu_fail(cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel",
+                        plan_op_kind_name(kind));
+  }
+}
+
+static bool is_move(int kind) {
+  switch (kind) {
+  case PLAN_OP_TRANSPOSE:
+  case PLAN_OP_PERMUTE:
+  case PLAN_OP_RESHAPE:
+  case PLAN_OP_SPLIT:
+  case PLAN_OP_CONCAT:
+  case PLAN_OP_EXPAND:
+  case PLAN_OP_WHERE:
+  case PLAN_OP_REPEAT_INTERLEAVE:
+  case PLAN_OP_EMBEDDING:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* Whether the kernels above handle `kind` at all: every kind up to
+ * repeat_interleave, nothing added to the registry after it. */
+static bool has_kernel(int kind) {
+  switch (kind) {
+  case PLAN_OP_MATMUL:
+  case PLAN_OP_LINEAR:
+  case PLAN_OP_ADD:
+  case PLAN_OP_SUB:
+  case PLAN_OP_MUL:
+  case PLAN_OP_DIV:
+  case PLAN_OP_SCALE:
+  case PLAN_OP_RELU:
+  case PLAN_OP_GELU:
+  case PLAN_OP_SILU:
+  case PLAN_OP_TANH:
+  case PLAN_OP_EXP:
+  case PLAN_OP_SOFTMAX:
+  case PLAN_OP_LAYERNORM:
+  case PLAN_OP_RMSNORM:
+  case PLAN_OP_REDUCE_SUM:
+  case PLAN_OP_REDUCE_MEAN:
+  case PLAN_OP_CROSS_ENTROPY:
+  case PLAN_OP_RELU_GRAD:
+  case PLAN_OP_GELU_GRAD:
+  case PLAN_OP_SILU_GRAD:
+  case PLAN_OP_LAYERNORM_GRAD:
+  case PLAN_OP_RMSNORM_GRAD:
+  case PLAN_OP_EMBEDDING_GRAD:
+  case PLAN_OP_CROSS_ENTROPY_GRAD:
+    return true;
+  default:
+    return is_move(kind);
+  }
+}
+
+/* ---- entry points -------------------------------------------------------- */
 
 extern "C" bool plan_cuda_supports_op(int kind, plan_dtype dtype) {
-  (void)kind;
-  (void)dtype;
-  return false;
+  if (kind < 0 || kind >= PLAN_OP_COUNT || (int)dtype < 0 ||
+      dtype >= PLAN_DTYPE_COUNT || !has_kernel(kind))
+    return false;
+  if (plan_cu_is_float(dtype))
+    return true;
+  return is_move(kind) && kind != PLAN_OP_EMBEDDING;
+}
+
+static int dispatch(plan_cu *cu, op_call *c) {
+  int rc;
+  for (int i = 0; i < c->nin; i++) {
+    const plan_view *v = &c->in[i];
+    if (c->kind == PLAN_OP_WHERE && i == 0) {
+      /* the condition, of any dtype, as a byte mask: nonzero selects a */
+      int64_t n = plan_cu_count(v);
+      void *mask;
+      if ((rc = host_alloc(cu, (size_t)n, &mask)))
+        return rc;
+      unsigned char *mk = (unsigned char *)mask;
+      for (int64_t j = 0; j < n; j++)
+        mk[j] = v->dtype == PLAN_F64 ? ((const double *)v->data)[j] != 0
+                : plan_cu_is_float(v->dtype)
+                    ? ((const float *)v->data)[j] != 0
+                    : ((const int64_t *)v->data)[j] != 0;
+      rc = upload_bytes(cu, mask, (size_t)n, &c->din[i]);
+      free(mask);
+    } else {
+      rc = upload_view(cu, v, &c->din[i]);
+    }
+    if (rc)
+      return rc;
+  }
+  for (int i = 0; i < c->nout; i++)
+    if ((rc = plan_cu_alloc(cu,
+                            (size_t)plan_cu_count(&c->out[i]) *
+                                dev_esz(c->out[i].dtype),
+                            &c->dout[i])))
+      return rc;
+  if (is_move(c->kind)) {
+    switch (dev_esz(c->out[0].dtype)) {
+    case 2:
+      rc = run_move<uint16_t>(cu, c);
+      break;
+    case 4:
+      rc = run_move<uint32_t>(cu, c);
+      break;
+    default:
+      rc = run_move<uint64_t>(cu, c);
+      break;
+    }
+  } else {
+    switch (c->out[0].dtype) {
+    case PLAN_F64:
+      rc = run_numeric<double>(cu, c);
+      break;
+    case PLAN_F32:
+      rc = run_numeric<float>(cu, c);
+      break;
+    case PLAN_BF16:
+      rc = run_numeric<plan_bf16_t>(cu, c);
+      break;
+    default: /* F16: supports_op was checked */
+      rc = run_numeric<plan_f16_t>(cu, c);
+      break;
+    }
+  }
+  if (rc || (rc = plan_cu_sync(cu)))
+    return rc;
+  for (int i = 0; i < c->nout; i++)
+    if ((rc = download_view(cu, c->dout[i], &c->out[i])))
+      return rc;
+  return PLAN_OK;
 }
 
 extern "C" int plan_cuda_run_op(int kind, const plan_attr_val *attrs,
                                 const plan_view *in, int nin, plan_view *out,
                                 int nout, const plan_kernel_ctx *ctx,
                                 char *err, size_t errsz) {
-  (void)attrs;
-  (void)in;
-  (void)nin;
-  (void)out;
-  (void)nout;
-  (void)ctx;
+  plan_cu cu;
+  plan_cu_begin(&cu, err, errsz);
   if (err && errsz)
-    snprintf(err, errsz, "cuda runner: op kind %d has no kernel", kind);
-  return PLAN_EUNSUPPORTED;
+    err[0] = '\0';
+  if (kind < 0 || kind >= PLAN_OP_COUNT)
+    return plan_cu_fail(&cu, PLAN_EUSAGE, "unknown op kind %d", kind);
+  const char *op = plan_op_kind_name(kind);
+  if (nin < 0 || nout < 1 || nin > PLAN_MAX_OPERANDS ||
+      nout > PLAN_MAX_OPERANDS || (nin > 0 && !in) || !out)
+    return plan_cu_fail(&cu, PLAN_EUSAGE, "%s: bad operand arrays", op);
+  int bits = -1;
+  if (ctx && ctx->exact) {
+    bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
+    if (bits < 1 || bits > 60)
+      return plan_cu_fail(&cu, PLAN_EUSAGE,
+                          "%s: dyadic_bits %d is out of range (1 to 60)", op,
+                          bits);
+  }
+  int rc = plan_cu_check_args(kind, attrs, in, nin, out, nout, err, errsz);
+  if (rc)
+    return rc;
+  if (!plan_cuda_supports_op(kind, out[0].dtype))
+    return plan_cu_fail(&cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel for %s",
+                        op, plan_dtype_name(out[0].dtype));
+  op_call c;
+  memset(&c, 0, sizeof c);
+  c.kind = kind;
+  c.attrs = attrs;
+  c.in = in;
+  c.nin = nin;
+  c.out = out;
+  c.nout = nout;
+  c.bits = out[0].dtype == PLAN_F64 ? bits : -1; /* an F64 mode */
+#ifdef __CUDACC__
+  cu.stream = 0; /* the default stream of the current device */
+#endif
+  return plan_cu_end(&cu, dispatch(&cu, &c));
 }
