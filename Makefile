@@ -33,7 +33,7 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 SOVERSION := 0
-LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/cpu/*.c))
+LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/*.c runners/cpu/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -71,6 +71,9 @@ help:
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
 	@echo "make wheel      build the Python wheel (with libplan.so) in build/wheel"
+	@echo "make cuda       build the CUDA runner plugin and its GPU tests (needs nvcc)"
+	@echo "make gpu-bundle build/gpu-bundle: the tool, plugin and GPU tests for a GPU machine"
+	@echo "make gpu-check  run the GPU tests and benchmarks (skipped without a GPU)"
 	@echo "make fmt        clang-format the C sources"
 	@echo "make lint       cppcheck over the C sources"
 	@echo "make install    install under PREFIX (default /usr/local)"
@@ -98,6 +101,9 @@ $(BUILD)/libplan.so: $(SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
 
 $(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) $(CBC_CFLAGS) -Ilua
+
+# The runner plugins' last folder to look in (runners/plugin_load.c).
+$(BUILD)/runners/plugin_load.o: CFLAGS_ALL += -DPLAN_PREFIX='"$(PREFIX)"'
 
 $(BUILD)/gen/lua_sources.c: scripts/embed_lua.py $(LUA_FILES)
 	@mkdir -p $(dir $@)
@@ -169,6 +175,7 @@ wheel: $(SHARED)
 test: deps deps-python
 	$(MAKE) tests-build
 	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs
+	$(MAKE) cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
@@ -220,5 +227,9 @@ install: all
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# The CUDA runner's plugin, GPU tests and bundle: make cuda, gpu-bundle,
+# gpu-check.
+include runners/cuda/cuda.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

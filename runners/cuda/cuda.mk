@@ -1,0 +1,77 @@
+# The CUDA runner's plugin, its GPU test kit and the GPU bundle (docs/gpu.md).
+# Included from the Makefile. The library and the tool never link CUDA: the
+# plugin $(BUILD)/libplan-cuda.so is dlopen'ed by `plan verify --runner cuda`.
+#
+#   make cuda         the plugin, tests/gpu/nccl_check and bench_cuda (nvcc)
+#   make cuda-build   the same where nvcc exists, else says why it skips
+#   make gpu-bundle   build/gpu-bundle/: the tool, the libraries, the plugin
+#                     and the GPU tests, to copy to a GPU machine
+#   make gpu-check    tests/gpu/run.sh on this machine (skips without a GPU)
+
+NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+# sm_90 (H100, H200) code plus its PTX, which newer GPUs compile at load.
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Werror all-warnings \
+              -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-pthread \
+              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
+              -Irunners/cuda $(PKG_CFLAGS) $(NVCCFLAGS)
+# The CUDA runtime is linked statically, so the plugin needs only the
+# driver, cuBLAS and NCCL on the GPU machine.
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart_static -ldl -lrt
+
+CUDA_SRC := $(sort $(wildcard runners/cuda/*.cu))
+CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+CUDA_PLUGIN := $(BUILD)/libplan-cuda.so
+NCCL_CHECK := $(BUILD)/tests/gpu/nccl_check
+BENCH_CUDA := $(BUILD)/bench/bench_cuda
+GPU_BUNDLE := build/gpu-bundle
+
+.PHONY: cuda cuda-build gpu-bundle gpu-check
+
+$(BUILD)/runners/cuda/%.o: runners/cuda/%.cu
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCC_FLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
+
+# libplan.a supplies what the kernels use of the core; its symbols stay
+# hidden in the plugin, so they never clash with the host's own copy.
+$(CUDA_PLUGIN): $(CUDA_OBJ) $(STATIC)
+	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJ) -Xlinker --exclude-libs,ALL \
+	  $(STATIC) $(CUDA_LIBS) $(PKG_LIBS) -lm -Xlinker -z,defs
+
+$(BUILD)/tests/gpu/%.o: tests/gpu/%.cu
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCC_FLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
+
+# nccl_check calls the plugin's collectives: linked to the plugin, found
+# beside it ($ORIGIN/..: build/ holds the plugin, build/tests/gpu the test).
+$(NCCL_CHECK): $(BUILD)/tests/gpu/nccl_check.o $(CUDA_PLUGIN)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< -L$(BUILD) -l:libplan-cuda.so \
+	  -Xlinker -rpath,'$$ORIGIN/../..:$$ORIGIN' $(CUDA_LIBS)
+
+$(BUILD)/bench/bench_cuda.o: bench/bench_cuda.cu
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCC_FLAGS) -Ibench -MD -MP -MF $(@:.o=.d) -c $< -o $@
+
+# bench_cuda runs the verifier: it links libplan.a; the plugin is loaded
+# as `plan` loads it.
+$(BENCH_CUDA): $(BUILD)/bench/bench_cuda.o $(STATIC)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< $(STATIC) $(CUDA_LIBS) $(PKG_LIBS) -lm \
+	  -Xlinker -rpath,'$$ORIGIN/..:$$ORIGIN'
+
+cuda: $(CUDA_PLUGIN) $(NCCL_CHECK)
+
+# `make test`: build breaks of the CUDA sources are caught where nvcc is.
+cuda-build:
+	@if [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory cuda; \
+	else echo "cuda: skipped (no nvcc on PATH or in /usr/local/cuda/bin): the CUDA plugin is not built"; fi
+
+gpu-bundle: all cuda
+	@sh tests/gpu/make_bundle.sh $(BUILD) $(GPU_BUNDLE)
+
+gpu-check: gpu-bundle
+	@sh $(GPU_BUNDLE)/tests/gpu/run.sh $(BUILD)/gpu-check
