@@ -174,7 +174,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs check-cuda-emu
 	$(MAKE) cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
@@ -231,5 +231,8 @@ clean:
 # The CUDA runner's plugin, GPU tests and bundle: make cuda, gpu-bundle,
 # gpu-check.
 include runners/cuda/cuda.mk
+
+# The CUDA runner's op kernels: check-cuda-emu (host emulation), cuda-kernels.
+include runners/cuda/kernels.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
