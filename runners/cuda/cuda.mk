@@ -39,7 +39,8 @@ $(BUILD)/runners/cuda/%.o: runners/cuda/%.cu
 # hidden in the plugin, so they never clash with the host's own copy.
 $(CUDA_PLUGIN): $(CUDA_OBJ) $(STATIC)
 	$(NVCC) -shared $(CUDA_ARCH) -o $@ $(CUDA_OBJ) -Xlinker --exclude-libs,ALL \
-	  $(STATIC) $(CUDA_LIBS) $(PKG_LIBS) -lm -Xlinker -z,defs
+	  $(STATIC) $(CUDA_LIBS) $(PKG_LIBS) -lm -Xlinker -z,defs \
+	  -Xlinker --disable-new-dtags -Xlinker -rpath,'$$ORIGIN'
 
 $(BUILD)/tests/gpu/%.o: tests/gpu/%.cu
 	@mkdir -p $(dir $@)
@@ -50,28 +51,47 @@ $(BUILD)/tests/gpu/%.o: tests/gpu/%.cu
 # beside it ($ORIGIN/..: build/ holds the plugin, build/tests/gpu the test).
 $(NCCL_CHECK): $(BUILD)/tests/gpu/nccl_check.o $(CUDA_PLUGIN)
 	$(NVCC) $(CUDA_ARCH) -o $@ $< -L$(BUILD) -l:libplan-cuda.so \
-	  -Xlinker -rpath,'$$ORIGIN/../..:$$ORIGIN' $(CUDA_LIBS)
+	  -Xlinker --disable-new-dtags -Xlinker -rpath,'$$ORIGIN/../..:$$ORIGIN' \
+	  $(CUDA_LIBS)
 
 $(BUILD)/bench/bench_cuda.o: bench/bench_cuda.cu
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCC_FLAGS) -Ibench -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
-# bench_cuda runs the verifier: it links libplan.a; the plugin is loaded
-# as `plan` loads it.
-$(BENCH_CUDA): $(BUILD)/bench/bench_cuda.o $(STATIC)
-	$(NVCC) $(CUDA_ARCH) -o $@ $< $(STATIC) $(CUDA_LIBS) $(PKG_LIBS) -lm \
+# bench_cuda runs the verifier (libplan.a) on the plugin, and calls the
+# plugin's gemm layer directly: linked to it, found beside it ($ORIGIN/..).
+$(BENCH_CUDA): $(BUILD)/bench/bench_cuda.o $(STATIC) $(CUDA_PLUGIN)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< $(STATIC) -L$(BUILD) -l:libplan-cuda.so \
+	  $(CUDA_LIBS) $(PKG_LIBS) -lm -Xlinker --disable-new-dtags \
 	  -Xlinker -rpath,'$$ORIGIN/..:$$ORIGIN'
 
-cuda: $(CUDA_PLUGIN) $(NCCL_CHECK)
+cuda: $(CUDA_PLUGIN) $(NCCL_CHECK) $(BENCH_CUDA)
+
+# The bundle's own links of the tool and the op sweep: an $ORIGIN run path
+# (DT_RPATH, which also serves the libraries' own dependencies), so the
+# libraries copied beside them are found wherever the folder goes.
+BUNDLE_RPATH := -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/gpu-bundle-bin/plan: $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(BUNDLE_RPATH) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) \
+	  $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
+
+$(BUILD)/gpu-bundle-bin/test_sweep: tests/unit/test_sweep.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS) -Wl,--disable-new-dtags \
+	  -Wl,-rpath,'$$ORIGIN/../..' -o $@ $< $(STATIC) $(LDLIBS_ALL) -lcmocka
 
 # `make test`: build breaks of the CUDA sources are caught where nvcc is.
 cuda-build:
 	@if [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory cuda; \
 	else echo "cuda: skipped (no nvcc on PATH or in /usr/local/cuda/bin): the CUDA plugin is not built"; fi
 
-gpu-bundle: all cuda
-	@sh tests/gpu/make_bundle.sh $(BUILD) $(GPU_BUNDLE)
+# The kernels' agreement test on the device (kernels.mk's CUDA_GPU_TEST)
+# goes into the bundle too when it is defined.
+gpu-bundle: all cuda $(BUILD)/gpu-bundle-bin/plan $(BUILD)/gpu-bundle-bin/test_sweep
+	@if [ -n "$(CUDA_GPU_TEST)" ]; then $(MAKE) --no-print-directory $(CUDA_GPU_TEST); fi
+	@sh tests/gpu/make_bundle.sh $(BUILD) $(GPU_BUNDLE) $(CUDA_GPU_TEST)
 
 gpu-check: gpu-bundle
 	@sh $(GPU_BUNDLE)/tests/gpu/run.sh $(BUILD)/gpu-check
