@@ -214,9 +214,10 @@ typedef struct plan_cu {
   char *err;
   size_t errsz;
 #ifdef __CUDACC__
-  cudaStream_t stream;  /* the current (default) stream */
-  cublasHandle_t blas;  /* created on the first gemm, NULL before */
+  cudaStream_t stream; /* the current (default) stream */
+  cublasHandle_t blas; /* a context's, or created on the first gemm */
 #endif
+  bool own_blas; /* blas was created for this call: plan_cu_end frees it */
 } plan_cu;
 
 /* A failure: the reason into cu->err; returns code. */
@@ -237,11 +238,9 @@ static inline int plan_cu_fail(plan_cu *cu, int code, const char *fmt, ...) {
 static inline int plan_cu_check(plan_cu *cu, cudaError_t e, const char *what) {
   if (e == cudaSuccess)
     return PLAN_OK;
-  return plan_cu_fail(cu,
-                      e == cudaErrorMemoryAllocation ? PLAN_ENOMEM
-                                                     : PLAN_EUNSUPPORTED,
-                      "%s: %s: %s", what, cudaGetErrorName(e),
-                      cudaGetErrorString(e));
+  return plan_cu_fail(
+      cu, e == cudaErrorMemoryAllocation ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
+      "%s: %s: %s", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 #endif
 

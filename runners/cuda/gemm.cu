@@ -8,11 +8,9 @@
 static int blas_check(plan_cu *cu, cublasStatus_t s, const char *what) {
   if (s == CUBLAS_STATUS_SUCCESS)
     return PLAN_OK;
-  return plan_cu_fail(cu,
-                      s == CUBLAS_STATUS_ALLOC_FAILED ? PLAN_ENOMEM
-                                                      : PLAN_EUNSUPPORTED,
-                      "%s: %s: %s", what, cublasGetStatusName(s),
-                      cublasGetStatusString(s));
+  return plan_cu_fail(
+      cu, s == CUBLAS_STATUS_ALLOC_FAILED ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
+      "%s: %s: %s", what, cublasGetStatusName(s), cublasGetStatusString(s));
 }
 
 int plan_cu_gemm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
@@ -23,6 +21,7 @@ int plan_cu_gemm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
   if (!cu->blas) {
     if ((rc = blas_check(cu, cublasCreate(&cu->blas), "cublasCreate")))
       return rc;
+    cu->own_blas = true;
   }
   if ((rc = blas_check(cu, cublasSetStream(cu->blas, cu->stream),
                        "cublasSetStream")))
@@ -44,9 +43,9 @@ int plan_cu_gemm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
     const double one = 1, beta = beta_one ? 1 : 0;
     return blas_check(
         cu,
-        cublasDgemmStridedBatched(
-            cu->blas, oa, ob, m, n, k, &one, (const double *)a, lda, sa,
-            (const double *)b, ldb, sb, &beta, (double *)c, ldc, sc, batch),
+        cublasDgemmStridedBatched(cu->blas, oa, ob, m, n, k, &one,
+                                  (const double *)a, lda, sa, (const double *)b,
+                                  ldb, sb, &beta, (double *)c, ldc, sc, batch),
         "cublasDgemmStridedBatched");
   }
   const float one = 1, beta = beta_one ? 1 : 0;
@@ -58,12 +57,12 @@ int plan_cu_gemm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
                                   ldb, sb, &beta, (float *)c, ldc, sc, batch),
         "cublasSgemmStridedBatched");
   cudaDataType t = dt == PLAN_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  return blas_check(cu,
-                    cublasGemmStridedBatchedEx(
-                        cu->blas, oa, ob, m, n, k, &one, a, t, lda, sa, b, t,
-                        ldb, sb, &beta, c, t, ldc, sc, batch,
-                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                    "cublasGemmStridedBatchedEx");
+  return blas_check(
+      cu,
+      cublasGemmStridedBatchedEx(cu->blas, oa, ob, m, n, k, &one, a, t, lda, sa,
+                                 b, t, ldb, sb, &beta, c, t, ldc, sc, batch,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx");
 }
 
 #else /* emulated */
@@ -83,8 +82,10 @@ static void gemm_naive(bool ta, bool tb, int m, int n, int k, const S *a,
       for (int i = 0; i < m; i++) {
         C acc = 0;
         for (int l = 0; l < k; l++) {
-          C x = T::load(ta ? ap[l + (int64_t)i * lda] : ap[i + (int64_t)l * lda]);
-          C y = T::load(tb ? bp[j + (int64_t)l * ldb] : bp[l + (int64_t)j * ldb]);
+          C x =
+              T::load(ta ? ap[l + (int64_t)i * lda] : ap[i + (int64_t)l * lda]);
+          C y =
+              T::load(tb ? bp[j + (int64_t)l * ldb] : bp[l + (int64_t)j * ldb]);
           acc += x * y;
         }
         S *o = &cp[i + (int64_t)j * ldc];
@@ -115,8 +116,8 @@ int plan_cu_gemm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
     return PLAN_OK;
   case PLAN_BF16:
     gemm_naive(ta, tb, m, n, k, (const plan_bf16_t *)a, lda, sa,
-               (const plan_bf16_t *)b, ldb, sb, beta_one, (plan_bf16_t *)c,
-               ldc, sc, batch);
+               (const plan_bf16_t *)b, ldb, sb, beta_one, (plan_bf16_t *)c, ldc,
+               sc, batch);
     return PLAN_OK;
   case PLAN_F16:
     gemm_naive(ta, tb, m, n, k, (const plan_f16_t *)a, lda, sa,

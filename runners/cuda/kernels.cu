@@ -176,8 +176,8 @@ static int gemm_rm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
                    int k, const void *a, int64_t sa, const void *b, int64_t sb,
                    bool beta_one, void *c, int64_t sc, int batch) {
   int lda = ta ? m : k, ldb = tb ? k : n;
-  return plan_cu_gemm(cu, dt, tb, ta, n, m, k, b, ldb, sb, a, lda, sa,
-                      beta_one, c, n, sc, batch);
+  return plan_cu_gemm(cu, dt, tb, ta, n, m, k, b, ldb, sb, a, lda, sa, beta_one,
+                      c, n, sc, batch);
 }
 
 /* Batched matmul with broadcasting: the batch dims (size-1 dims dropped,
@@ -205,7 +205,7 @@ static int run_matmul(plan_cu *cu, const op_call *c) {
   if (k == 0) /* an empty sum; cuBLAS wants leading dims >= 1 */
     return plan_cu_zero(cu, c->dout[0], (size_t)total * esz);
   /* per batch dim of the output: its size and each operand's stride */
-  int64_t dims[PLAN_MAX_RANK], st[3][PLAN_MAX_RANK];
+  int64_t dims[PLAN_MAX_RANK] = {0}, st[3][PLAN_MAX_RANK] = {{0}};
   int r = 0;
   const plan_view *op[2] = {a, b};
   int64_t full[3][PLAN_MAX_RANK] = {{0}};
@@ -315,7 +315,7 @@ template <class S> static int run_reduce(plan_cu *cu, const op_call *c) {
   plan_k_reduce<S> k;
   memset(&k.rd, 0, sizeof k.rd);
   k.rd.rcount = 1;
-  int64_t s = 1, istr[PLAN_MAX_RANK];
+  int64_t s = 1, istr[PLAN_MAX_RANK] = {0};
   for (int d = in->rank - 1; d >= 0; d--) {
     istr[d] = s;
     s *= in->dims[d];
@@ -361,8 +361,8 @@ template <class S> static int run_cross_entropy(plan_cu *cu, const op_call *c) {
     return rc;
   void *loss, *labels;
   if ((rc = plan_cu_alloc(cu, (size_t)rows * sizeof(C), &loss)) ||
-      (rc = upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t),
-                         &labels)))
+      (rc =
+           upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t), &labels)))
     return rc;
   plan_k_ce_rows<S> kr;
   kr.lg = (const S *)c->din[0];
@@ -389,8 +389,8 @@ static int run_cross_entropy_grad(plan_cu *cu, const op_call *c) {
   if (rc)
     return rc;
   void *labels;
-  if ((rc = upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t),
-                         &labels)))
+  if ((rc =
+           upload_bytes(cu, lb->data, (size_t)rows * sizeof(int64_t), &labels)))
     return rc;
   plan_k_ce_grad<S> k;
   k.dy = (const S *)c->din[0];
@@ -556,9 +556,8 @@ template <class S> static int run_numeric(plan_cu *cu, const op_call *c) {
     k.o = o;
     k.kind = kind;
     k.bits = c->bits;
-    k.tanh_approx =
-        kind == PLAN_OP_GELU_GRAD &&
-        !strcmp(plan_cu_attr_string(c->attrs, kind, 0), "tanh");
+    k.tanh_approx = kind == PLAN_OP_GELU_GRAD &&
+                    !strcmp(plan_cu_attr_string(c->attrs, kind, 0), "tanh");
     return plan_cu_launch(cu, total, k);
   }
   case PLAN_OP_LAYERNORM_GRAD:
@@ -628,7 +627,7 @@ template <class E> static int run_move(plan_cu *cu, const op_call *c) {
         for (int j = 0; j < r; j++)
           perm[j] = plan_cu_norm_dim(v[j], r);
       }
-      int64_t istr[PLAN_MAX_RANK], s = 1;
+      int64_t istr[PLAN_MAX_RANK] = {0}, s = 1;
       for (int d = r - 1; d >= 0; d--) {
         istr[d] = s;
         s *= in->dims[d];
@@ -647,8 +646,8 @@ template <class E> static int run_move(plan_cu *cu, const op_call *c) {
     const plan_view *whole = to_whole ? out : in;
     const plan_view *parts = to_whole ? in : out;
     int nparts = to_whole ? c->nin : c->nout;
-    int dim = plan_cu_norm_dim(plan_cu_attr_int(c->attrs, kind, 0),
-                               whole->rank);
+    int dim =
+        plan_cu_norm_dim(plan_cu_attr_int(c->attrs, kind, 0), whole->rank);
     int64_t outer = plan_cu_prod(whole->dims, 0, dim);
     int64_t inner = plan_cu_prod(whole->dims, dim + 1, whole->rank);
     int64_t at = 0;
@@ -807,10 +806,9 @@ static int dispatch(plan_cu *cu, op_call *c) {
       return rc;
   }
   for (int i = 0; i < c->nout; i++)
-    if ((rc = plan_cu_alloc(cu,
-                            (size_t)plan_cu_count(&c->out[i]) *
-                                dev_esz(c->out[i].dtype),
-                            &c->dout[i])))
+    if ((rc = plan_cu_alloc(
+             cu, (size_t)plan_cu_count(&c->out[i]) * dev_esz(c->out[i].dtype),
+             &c->dout[i])))
       return rc;
   if (is_move(c->kind)) {
     switch (dev_esz(c->out[0].dtype)) {
@@ -848,10 +846,47 @@ static int dispatch(plan_cu *cu, op_call *c) {
   return PLAN_OK;
 }
 
-extern "C" int plan_cuda_run_op(int kind, const plan_attr_val *attrs,
-                                const plan_view *in, int nin, plan_view *out,
-                                int nout, const plan_kernel_ctx *ctx,
-                                char *err, size_t errsz) {
+struct plan_cuda_ctx {
+#ifdef __CUDACC__
+  cublasHandle_t blas;
+#else
+  int unused;
+#endif
+};
+
+extern "C" plan_cuda_ctx *plan_cuda_ctx_new(char *err, size_t errsz) {
+  plan_cuda_ctx *c = (plan_cuda_ctx *)calloc(1, sizeof *c);
+  if (!c) {
+    if (err && errsz)
+      snprintf(err, errsz, "plan_cuda_ctx_new: out of memory");
+    return NULL;
+  }
+#ifdef __CUDACC__
+  cublasStatus_t s = cublasCreate(&c->blas);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    if (err && errsz)
+      snprintf(err, errsz, "cublasCreate: %s: %s", cublasGetStatusName(s),
+               cublasGetStatusString(s));
+    free(c);
+    return NULL;
+  }
+#endif
+  return c;
+}
+
+extern "C" void plan_cuda_ctx_free(plan_cuda_ctx *c) {
+  if (!c)
+    return;
+#ifdef __CUDACC__
+  (void)cublasDestroy(c->blas); /* nothing to do on failure */
+#endif
+  free(c);
+}
+
+extern "C" int
+plan_cuda_run_op_ctx(plan_cuda_ctx *cc, int kind, const plan_attr_val *attrs,
+                     const plan_view *in, int nin, plan_view *out, int nout,
+                     const plan_kernel_ctx *ctx, char *err, size_t errsz) {
   plan_cu cu;
   plan_cu_begin(&cu, err, errsz);
   if (err && errsz)
@@ -874,8 +909,8 @@ extern "C" int plan_cuda_run_op(int kind, const plan_attr_val *attrs,
   if (rc)
     return rc;
   if (!plan_cuda_supports_op(kind, out[0].dtype))
-    return plan_cu_fail(&cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel for %s",
-                        op, plan_dtype_name(out[0].dtype));
+    return plan_cu_fail(&cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel for %s", op,
+                        plan_dtype_name(out[0].dtype));
   op_call c;
   memset(&c, 0, sizeof c);
   c.kind = kind;
@@ -887,6 +922,18 @@ extern "C" int plan_cuda_run_op(int kind, const plan_attr_val *attrs,
   c.bits = out[0].dtype == PLAN_F64 ? bits : -1; /* an F64 mode */
 #ifdef __CUDACC__
   cu.stream = 0; /* the default stream of the current device */
+  if (cc)
+    cu.blas = cc->blas;
+#else
+  (void)cc;
 #endif
   return plan_cu_end(&cu, dispatch(&cu, &c));
+}
+
+extern "C" int plan_cuda_run_op(int kind, const plan_attr_val *attrs,
+                                const plan_view *in, int nin, plan_view *out,
+                                int nout, const plan_kernel_ctx *ctx, char *err,
+                                size_t errsz) {
+  return plan_cuda_run_op_ctx(NULL, kind, attrs, in, nin, out, nout, ctx, err,
+                              errsz);
 }

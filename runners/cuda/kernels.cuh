@@ -218,8 +218,8 @@ template <class S> struct plan_k_act_grad {
       r = plan_cu_grid(g * d, bits);
     } else if (kind == PLAN_OP_GELU_GRAD) {
       const C s = (C)0.70710678118654752440, p = (C)0.39894228040143267794;
-      C d = half * (one + plan_m_erf(v * s)) +
-            v * p * plan_m_exp(-half * v * v);
+      C d =
+          half * (one + plan_m_erf(v * s)) + v * p * plan_m_exp(-half * v * v);
       r = plan_cu_grid(g * d, bits);
     } else { /* SILU_GRAD */
       C s = one / (one + plan_m_exp(-v));
@@ -253,9 +253,8 @@ template <class S> struct plan_k_softmax {
     for (int64_t t = 0; t < n; t++)
       s += plan_m_exp(T::load(xx[t * inner]) - m);
     for (int64_t t = 0; t < n; t++)
-      oo[t * inner] =
-          T::store(plan_cu_grid(plan_m_exp(T::load(xx[t * inner]) - m) / s,
-                                bits));
+      oo[t * inner] = T::store(
+          plan_cu_grid(plan_m_exp(T::load(xx[t * inner]) - m) / s, bits));
   }
 };
 

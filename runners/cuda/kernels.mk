@@ -8,6 +8,8 @@
 #   make cuda-kernels    compiles the kernel sources with nvcc into
 #                        $(BUILD)/runners/cuda/*.o (the pattern rule of
 #                        runners/cuda/cuda.mk), as the plugin links them
+#   make check-cuda-gpu  the same test against those objects, on the GPU
+#                        (skipped, and said so, without a usable device)
 
 CUDA_KERN_SRC := $(sort $(wildcard runners/cuda/kernels*.cu runners/cuda/gemm*.cu))
 CUDA_KERN_OBJ := $(CUDA_KERN_SRC:%.cu=$(BUILD)/%.o)
@@ -24,7 +26,7 @@ CUDA_EMU_CXXFLAGS := -x c++ -std=c++17 -fPIC $(OPT) -ffp-contract=off \
   -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
   -Irunners/cuda $(CXXFLAGS)
 
-.PHONY: check-cuda-emu cuda-kernels
+.PHONY: check-cuda-emu cuda-kernels check-cuda-gpu
 
 $(BUILD)/cuda-emu/%.o: runners/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -43,3 +45,21 @@ check-cuda-emu: $(CUDA_EMU_TEST)
 	@sh tests/run_unit.sh $(CUDA_EMU_TEST)
 
 cuda-kernels: $(CUDA_KERN_OBJ)
+
+# The same agreement test against the nvcc objects, for a GPU machine:
+# exit 77 (no usable device) is reported as skipped, not passed.
+CUDA_GPU_TEST := $(BUILD)/tests/cuda/test_cuda_gpu
+
+$(BUILD)/tests/cuda/test_cuda_gpu.o: tests/cuda/test_cuda_emu.c
+	@mkdir -p $(dir $@)
+	@echo "CC $< (device)"
+	@$(CC) $(CFLAGS_ALL) -DPLAN_CUDA_DEVICE_TEST -Irunners/cuda -Itests -MMD -MP -c $< -o $@
+
+$(CUDA_GPU_TEST): $(BUILD)/tests/cuda/test_cuda_gpu.o $(CUDA_KERN_OBJ) $(STATIC)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< $(CUDA_KERN_OBJ) $(STATIC) $(CUDA_LIBS) \
+	  $(PKG_LIBS) -lm -lcmocka
+
+check-cuda-gpu: $(CUDA_GPU_TEST)
+	@$(CUDA_GPU_TEST); rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "check-cuda-gpu: skipped (no usable CUDA device)"; \
+	elif [ $$rc -ne 0 ]; then echo "FAILED: $(CUDA_GPU_TEST)"; exit 1; fi

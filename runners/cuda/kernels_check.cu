@@ -76,7 +76,8 @@ static int check_split(const plan_attr_val *attrs, const plan_view *in, int nin,
                        const plan_view *out, int nout, char *err,
                        size_t errsz) {
   if (nin != 1 || nout < 1 || nout > PLAN_MAX_OPERANDS - 1)
-    return plan_errf(err, errsz, "split takes 1 input and gives 1 to %d outputs",
+    return plan_errf(err, errsz,
+                     "split takes 1 input and gives 1 to %d outputs",
                      PLAN_MAX_OPERANDS - 1);
   int64_t d = plan_cu_attr_int(attrs, PLAN_OP_SPLIT, 0);
   if (d < -(int64_t)in->rank || d >= in->rank)

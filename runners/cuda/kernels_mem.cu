@@ -16,17 +16,17 @@ int plan_cu_alloc(plan_cu *cu, size_t n, void **out) {
   cudaError_t e = cudaMalloc(&p, n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError(); /* not sticky: clear it */
-    return plan_cu_fail(cu,
-                        e == cudaErrorMemoryAllocation ? PLAN_ENOMEM
-                                                       : PLAN_EUNSUPPORTED,
-                        "cudaMalloc: %s (%zu bytes asked): %s",
-                        cudaGetErrorName(e), n, cudaGetErrorString(e));
+    return plan_cu_fail(
+        cu, e == cudaErrorMemoryAllocation ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
+        "cudaMalloc: %s (%zu bytes asked): %s", cudaGetErrorName(e), n,
+        cudaGetErrorString(e));
   }
 #else
   p = malloc(n);
   if (!p)
-    return plan_cu_fail(cu, PLAN_ENOMEM, "malloc: out of memory (%zu bytes "
-                                         "asked)",
+    return plan_cu_fail(cu, PLAN_ENOMEM,
+                        "malloc: out of memory (%zu bytes "
+                        "asked)",
                         n);
 #endif
   cu->allocs[cu->nallocs++] = p;
@@ -85,7 +85,7 @@ int plan_cu_sync(plan_cu *cu) {
 
 int plan_cu_end(plan_cu *cu, int rc) {
 #ifdef __CUDACC__
-  if (cu->blas) {
+  if (cu->blas && cu->own_blas) {
     cublasStatus_t s = cublasDestroy(cu->blas);
     cu->blas = NULL;
     if (s != CUBLAS_STATUS_SUCCESS && rc == PLAN_OK)
