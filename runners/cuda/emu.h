@@ -233,6 +233,19 @@ static inline int plan_cu_fail(plan_cu *cu, int code, const char *fmt, ...) {
   return code;
 }
 
+/* n bytes for a message: "512 bytes", "1.5 MiB", "2 GiB". */
+static inline const char *plan_cu_size(size_t n, char buf[32]) {
+  static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)n;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, 32, u ? "%.3g %s" : "%.0f %s", v, unit[u]);
+  return buf;
+}
+
 #ifdef __CUDACC__
 /* A CUDA runtime result: PLAN_OK, or the status with "what: name: message". */
 static inline int plan_cu_check(plan_cu *cu, cudaError_t e, const char *what) {

@@ -43,9 +43,10 @@ template <class S> static void to_host(const void *d, float *h, int64_t n) {
 /* A host buffer for staging, freed by the caller. */
 static int host_alloc(plan_cu *cu, size_t n, void **out) {
   *out = malloc(n ? n : 1);
+  char size[32];
   if (!*out)
-    return plan_cu_fail(cu, PLAN_ENOMEM,
-                        "malloc: out of memory (%zu bytes asked)", n);
+    return plan_cu_fail(cu, PLAN_ENOMEM, "malloc: out of memory (%s asked)",
+                        plan_cu_size(n, size));
   return PLAN_OK;
 }
 

@@ -28,7 +28,13 @@ CUDA_EMU_CXXFLAGS := -x c++ -std=c++17 -fPIC $(OPT) -ffp-contract=off \
 
 .PHONY: check-cuda-emu cuda-kernels check-cuda-gpu
 
-$(BUILD)/cuda-emu/%.o: runners/cuda/%.cu
+# The emulation needs a C++ compiler (the kernels are templates); without
+# one the suite fails saying so rather than passing untested.
+.PHONY: cuda-emu-cxx
+cuda-emu-cxx:
+	@command -v $(CXX) >/dev/null 2>&1 || { echo "check-cuda-emu: no C++ compiler ($(CXX)): install g++" >&2; exit 2; }
+
+$(BUILD)/cuda-emu/%.o: runners/cuda/%.cu | cuda-emu-cxx
 	@mkdir -p $(dir $@)
 	@echo "CXX $< (emulated)"
 	@$(CXX) $(CUDA_EMU_CXXFLAGS) -MMD -MP -c $< -o $@

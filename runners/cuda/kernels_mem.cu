@@ -12,22 +12,21 @@ int plan_cu_alloc(plan_cu *cu, size_t n, void **out) {
                         "device buffers: more than %d in one op",
                         PLAN_CU_MAX_ALLOCS);
   void *p = NULL;
+  char size[32];
 #ifdef __CUDACC__
   cudaError_t e = cudaMalloc(&p, n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError(); /* not sticky: clear it */
     return plan_cu_fail(
         cu, e == cudaErrorMemoryAllocation ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
-        "cudaMalloc: %s (%zu bytes asked): %s", cudaGetErrorName(e), n,
-        cudaGetErrorString(e));
+        "cudaMalloc: %s (%s asked; %s)", cudaGetErrorString(e),
+        plan_cu_size(n, size), cudaGetErrorName(e));
   }
 #else
   p = malloc(n);
   if (!p)
-    return plan_cu_fail(cu, PLAN_ENOMEM,
-                        "malloc: out of memory (%zu bytes "
-                        "asked)",
-                        n);
+    return plan_cu_fail(cu, PLAN_ENOMEM, "malloc: out of memory (%s asked)",
+                        plan_cu_size(n, size));
 #endif
   cu->allocs[cu->nallocs++] = p;
   *out = p;

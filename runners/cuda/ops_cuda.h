@@ -59,8 +59,8 @@ bool plan_cuda_supports_op(int kind, plan_dtype dtype);
  * with these failures besides: PLAN_ENOMEM when device memory runs out,
  * PLAN_EUNSUPPORTED when a CUDA or cuBLAS call fails (no device, a driver
  * or launch error), each with the call and CUDA's error name and message
- * in err ("cudaMalloc: cudaErrorMemoryAllocation (2147483648 bytes
- * asked): out of memory"). */
+ * in err ("cudaMalloc: out of memory (2 GiB asked;
+ * cudaErrorMemoryAllocation)"). */
 int plan_cuda_run_op(int kind, const plan_attr_val *attrs, const plan_view *in,
                      int nin, plan_view *out, int nout,
                      const plan_kernel_ctx *ctx, char *err, size_t errsz);

@@ -694,6 +694,94 @@ static void test_errors(void **state) {
       PLAN_EUSAGE);
 }
 
+/* Empty blocks (a zero dim somewhere) and F16's edges: overflow to
+ * infinity, subnormal results. */
+static void test_edges(void **state) {
+  (void)state;
+  for (int t = 0; t < 4; t++) {
+    plan_dtype dt = float_dtypes[t];
+    plan_view mm[2] = {RV(dt, 0, 4), RV(dt, 4, 3)};
+    agree("matmul m 0", PLAN_OP_MATMUL, NULL, mm, 2, NULL, 1, false);
+    plan_view ad[2] = {RV(dt, 2, 0, 3), RV(dt, 3)};
+    agree("add empty", PLAN_OP_ADD, NULL, ad, 2, NULL, 1, false);
+    plan_attr_val *at = attrs_new(2);
+    set_ints(&at[0], 1, 1);
+    plan_view rz = RV(dt, 3, 0, 2);
+    agree("reduce_sum over 0", PLAN_OP_REDUCE_SUM, at, &rz, 1, NULL, 1, false);
+    plan_view sm = RV(dt, 0, 5);
+    agree("softmax empty", PLAN_OP_SOFTMAX, NULL, &sm, 1, NULL, 1, false);
+    plan_view cc[2] = {RV(dt, 2, 0), RV(dt, 2, 3)};
+    agree("concat empty part", PLAN_OP_CONCAT, NULL, cc, 2, NULL, 1, false);
+    plan_view ids = rnd(PLAN_I64, 1, D(0), 0, 1);
+    plan_view eg[2] = {RV(dt, 0, 4), ids};
+    plan_view blk = mkv(dt, 2, D(5, 4));
+    plan_attr_val *ar = attrs_new(1);
+    ar[0].i = 5;
+    ar[0].present = true;
+    agree("embedding_grad no ids", PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &blk, 1,
+          false);
+  }
+  plan_view big = rnd(PLAN_F16, 1, D(64), -20, 12);
+  agree("exp f16 overflow", PLAN_OP_EXP, NULL, &big, 1, NULL, 1, false);
+  plan_attr_val *at = attrs_new(1);
+  at[0].f = 1e-6;
+  plan_view tiny = rnd(PLAN_F16, 1, D(64), -2, 2);
+  agree("scale f16 subnormal", PLAN_OP_SCALE, at, &tiny, 1, NULL, 1, false);
+  plan_view huge = rnd(PLAN_F16, 1, D(64), 100, 300);
+  plan_view two[2] = {huge, huge};
+  agree("mul f16 overflow", PLAN_OP_MUL, NULL, two, 2, NULL, 1, false);
+}
+
+/* Larger blocks (many device blocks, long rows and reductions), and the
+ * same call twice giving the same bits. */
+static void test_large(void **state) {
+  (void)state;
+  for (int t = 0; t < 4; t++) {
+    plan_dtype dt = float_dtypes[t];
+    plan_view mm[2] = {RV(dt, 3, 64, 96), RV(dt, 96, 80)};
+    agree("matmul large", PLAN_OP_MATMUL, NULL, mm, 2, NULL, 1, false);
+    plan_view ad[2] = {RV(dt, 40, 50, 60), RV(dt, 50, 1)};
+    agree("add large", PLAN_OP_ADD, NULL, ad, 2, NULL, 1, false);
+    plan_attr_val *at = attrs_new(2);
+    set_ints(&at[0], 2, 0, 2);
+    plan_view rz = RV(dt, 40, 50, 60);
+    agree("reduce_sum large", PLAN_OP_REDUCE_SUM, at, &rz, 1, NULL, 1, false);
+    plan_view sm = RV(dt, 30, 1000);
+    agree("softmax large", PLAN_OP_SOFTMAX, NULL, &sm, 1, NULL, 1, false);
+    plan_attr_val *ae = attrs_new(1);
+    ae[0].f = 1e-5;
+    plan_view ln[2] = {RV(dt, 64, 512), RV(dt, 512)};
+    agree("rmsnorm large", PLAN_OP_RMSNORM, ae, ln, 2, NULL, 1, false);
+    plan_view ids = rnd(PLAN_I64, 1, D(3000), 0, 50);
+    plan_view eg[2] = {RV(dt, 3000, 16), ids};
+    plan_view blk = mkv(dt, 2, D(50, 16));
+    plan_attr_val *ar = attrs_new(1);
+    ar[0].i = 50;
+    ar[0].present = true;
+    agree("embedding_grad large", PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &blk, 1,
+          false);
+    /* twice: deterministic */
+    plan_view o1 = mkv(dt, 2, D(50, 16)), o2 = mkv(dt, 2, D(50, 16));
+    char err[256];
+    assert_int_equal(plan_cuda_run_op(PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &o1, 1,
+                                      NULL, err, sizeof err),
+                     PLAN_OK);
+    assert_int_equal(plan_cuda_run_op(PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &o2, 1,
+                                      NULL, err, sizeof err),
+                     PLAN_OK);
+    assert_memory_equal(o1.data, o2.data, 50 * 16 * esz(dt));
+    plan_view m1 = mkv(dt, 3, D(3, 64, 80)), m2 = mkv(dt, 3, D(3, 64, 80));
+    assert_int_equal(plan_cuda_run_op(PLAN_OP_MATMUL, NULL, mm, 2, &m1, 1, NULL,
+                                      err, sizeof err),
+                     PLAN_OK);
+    assert_int_equal(plan_cuda_run_op(PLAN_OP_MATMUL, NULL, mm, 2, &m2, 1, NULL,
+                                      err, sizeof err),
+                     PLAN_OK);
+    assert_memory_equal(m1.data, m2.data, 3 * 64 * 80 * esz(dt));
+    teardown(NULL);
+  }
+}
+
 /* A context keeps one cuBLAS handle across calls; the results are the
  * same as without. */
 static void test_context(void **state) {
@@ -741,6 +829,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_exact_mode, teardown),
       cmocka_unit_test(test_enumeration),
       cmocka_unit_test_teardown(test_errors, teardown),
+      cmocka_unit_test_teardown(test_edges, teardown),
+      cmocka_unit_test_teardown(test_large, teardown),
       cmocka_unit_test_teardown(test_context, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
