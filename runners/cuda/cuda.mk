@@ -7,6 +7,7 @@
 #   make gpu-bundle   build/gpu-bundle/: the tool, the libraries, the plugin
 #                     and the GPU tests, to copy to a GPU machine
 #   make gpu-check    tests/gpu/run.sh on this machine (skips without a GPU)
+#   make check-gpu-bundle  the bundle run from a copy, clean environment
 
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
@@ -28,7 +29,7 @@ NCCL_CHECK := $(BUILD)/tests/gpu/nccl_check
 BENCH_CUDA := $(BUILD)/bench/bench_cuda
 GPU_BUNDLE := build/gpu-bundle
 
-.PHONY: cuda cuda-build gpu-bundle gpu-check
+.PHONY: cuda cuda-build gpu-bundle gpu-check check-gpu-bundle
 
 $(BUILD)/runners/cuda/%.o: runners/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -82,10 +83,14 @@ $(BUILD)/gpu-bundle-bin/test_sweep: tests/unit/test_sweep.c $(STATIC)
 	$(CC) $(CFLAGS_ALL) -Itests $(LDFLAGS) -Wl,--disable-new-dtags \
 	  -Wl,-rpath,'$$ORIGIN/../..' -o $@ $< $(STATIC) $(LDLIBS_ALL) -lcmocka
 
-# `make test`: build breaks of the CUDA sources are caught where nvcc is.
+# `make test`: build breaks of the CUDA sources are caught where nvcc is,
+# and the bundle is checked (tests/gpu/test_bundle.sh).
 cuda-build:
-	@if [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory cuda; \
-	else echo "cuda: skipped (no nvcc on PATH or in /usr/local/cuda/bin): the CUDA plugin is not built"; fi
+	@if [ -n "$(NVCC)" ]; then $(MAKE) --no-print-directory check-gpu-bundle; \
+	else echo "cuda: skipped (no nvcc on PATH or in /usr/local/cuda/bin): the CUDA plugin and the GPU bundle are not built"; fi
+
+check-gpu-bundle: gpu-bundle
+	@sh tests/gpu/test_bundle.sh $(GPU_BUNDLE) $(BUILD)
 
 # The kernels' agreement test on the device (kernels.mk's CUDA_GPU_TEST)
 # goes into the bundle too when it is defined.

@@ -1,0 +1,83 @@
+#!/bin/sh
+# Tests of the GPU bundle (make gpu-bundle) on this machine, GPU or not:
+# a copy of the folder elsewhere, run with a clean environment, must
+#  - run the tool (--help, plan verify on the cpu runner: EQUAL);
+#  - say why --runner cuda cannot run (exit 3, the reason) where there is
+#    no GPU, or verify on it where there is one;
+#  - run tests/gpu/run.sh: without a GPU every GPU check skipped (none
+#    passed), exit 0;
+#  - with a stand-in plugin on the CPU kernels (tests/cli/fake_runner.c)
+#    in place of the real one, run the checks that need only a runner
+#    (probe, agreement, sweep, corpus) and pass them: the script's own
+#    logic, tested without a GPU.
+#
+# usage: sh tests/gpu/test_bundle.sh BUNDLE BUILD
+# Prints "gpu bundle: N passed, M failed"; exits 1 when anything failed.
+bundle=${1:?usage: test_bundle.sh BUNDLE BUILD}
+build=${2:?usage: test_bundle.sh BUNDLE BUILD}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+case $build in /*) ;; *) build=$root/$build ;; esac
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-bundle.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*"; }
+clean() { env -i PATH=/usr/bin:/bin HOME="$tmp" "$@"; }
+
+cp -R "$bundle" "$tmp/b" || exit 2
+cd "$tmp" || exit 2
+size=$(du -sb "$tmp/b" | cut -f1)
+if [ "$size" -lt $((60 * 1024 * 1024)) ]; then ok; else bad "bundle is $size bytes, not under 60 MiB"; fi
+
+clean "$tmp/b/run-plan" --help >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && grep -q "usage: plan VERB" "$tmp/out"; then ok; else bad "run-plan --help"; cat "$tmp/out"; fi
+# the tool alone finds the bundle's libraries through its run path, once
+# env.sh has unpacked the gzipped ones (run-plan did)
+clean "$tmp/b/plan" --version >"$tmp/out" 2>&1
+if [ $? -eq 0 ]; then ok; else bad "plan --version without the launcher"; cat "$tmp/out"; fi
+(cd "$tmp/b" && clean ./run-plan verify --runner cpu examples/mlp-megatron.plan.yaml) >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && grep -q "EQUAL (exact mode" "$tmp/out"; then ok; else bad "verify on the cpu runner"; cat "$tmp/out"; fi
+(cd "$tmp/b" && clean ./run-plan verify --runner cuda examples/mlp-megatron.plan.yaml) >"$tmp/out" 2>&1
+rc=$?
+gpu=no
+if [ $rc -eq 0 ]; then
+  gpu=yes
+  if grep -q "^runner: cuda" "$tmp/out"; then ok; else bad "verify on the cuda runner names it"; fi
+elif [ $rc -eq 3 ] && grep -q "runner 'cuda'" "$tmp/out"; then
+  ok
+else
+  bad "verify --runner cuda: exit $rc, wanted 3 with the reason"
+  cat "$tmp/out"
+fi
+
+clean sh "$tmp/b/tests/gpu/run.sh" "$tmp/out1" >"$tmp/out" 2>&1
+rc=$?
+if [ $gpu = no ]; then
+  if [ $rc -eq 0 ] && grep -q "^no GPU run: " "$tmp/out1/results.txt" &&
+     ! grep -q "^pass " "$tmp/out1/results.txt" &&
+     [ "$(grep -c '^skipped ' "$tmp/out1/results.txt")" -ge 9 ]; then
+    ok
+  else
+    bad "run.sh without a GPU: exit $rc, wanted 0 with every check skipped"
+    cat "$tmp/out1/results.txt"
+  fi
+else
+  if [ -s "$tmp/out1/results.txt" ]; then ok; else bad "run.sh wrote no results"; fi
+fi
+
+# the script's logic on a stand-in runner
+cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" \
+  -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
+  -o "$tmp/fake.so" "$root/tests/cli/fake_runner.c" \
+  -Wl,--exclude-libs,ALL "$build/libplan.a" \
+  $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm ||
+  bad "cannot build the stand-in plugin"
+clean PLAN_CUDA_PLUGIN="$tmp/fake.so" sh "$tmp/b/tests/gpu/run.sh" "$tmp/out2" >"$tmp/out" 2>&1
+for c in probe agreement sweep corpus; do
+  if grep -q "^pass $c: " "$tmp/out2/results.txt"; then ok; else bad "run.sh on a stand-in runner: $c did not pass"; fi
+done
+if grep -q "^summary: " "$tmp/out2/results.txt"; then ok; else bad "run.sh on a stand-in runner: no summary"; cat "$tmp/out2/results.txt"; fi
+
+echo "gpu bundle: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
