@@ -14,20 +14,6 @@
 
 /* ---- sizes and transfers ------------------------------------------------- */
 
-/* Bytes of one element on the device (double, float, 16-bit, int64_t). */
-static size_t dev_esz(plan_dtype t) {
-  switch (t) {
-  case PLAN_F32:
-    return sizeof(float);
-  case PLAN_BF16:
-    return sizeof(plan_bf16_t);
-  case PLAN_F16:
-    return sizeof(plan_f16_t);
-  default: /* F64, and the integers stored as int64_t */
-    return 8;
-  }
-}
-
 template <class S> static void to_dev(const float *h, void *d, int64_t n) {
   S *s = (S *)d;
   for (int64_t i = 0; i < n; i++)
@@ -55,7 +41,7 @@ static int host_alloc(plan_cu *cu, size_t n, void **out) {
  * conversion is exact); the others are copied. */
 static int upload_view(plan_cu *cu, const plan_view *v, void **dev) {
   int64_t n = plan_cu_count(v);
-  size_t bytes = (size_t)n * dev_esz(v->dtype);
+  size_t bytes = (size_t)n * plan_cu_dev_esz(v->dtype);
   int rc = plan_cu_alloc(cu, bytes, dev);
   if (rc || bytes == 0)
     return rc;
@@ -75,7 +61,7 @@ static int upload_view(plan_cu *cu, const plan_view *v, void **dev) {
 
 static int download_view(plan_cu *cu, const void *dev, plan_view *v) {
   int64_t n = plan_cu_count(v);
-  size_t bytes = (size_t)n * dev_esz(v->dtype);
+  size_t bytes = (size_t)n * plan_cu_dev_esz(v->dtype);
   if (bytes == 0)
     return PLAN_OK;
   if (v->dtype != PLAN_BF16 && v->dtype != PLAN_F16)
@@ -101,45 +87,6 @@ static int upload_bytes(plan_cu *cu, const void *host, size_t n, void **dev) {
 }
 
 /* ---- one op call --------------------------------------------------------- */
-
-typedef struct op_call {
-  int kind;
-  const plan_attr_val *attrs;
-  const plan_view *in;
-  int nin;
-  plan_view *out;
-  int nout;
-  int bits; /* the exact-mode grid for F64, else -1 */
-  void *din[PLAN_MAX_OPERANDS], *dout[PLAN_MAX_OPERANDS];
-} op_call;
-
-/* Operands v[0..n) broadcast to `out` (numpy, right-aligned). */
-static plan_cu_bc bcast(const plan_view *out, const plan_view *v, int n) {
-  plan_cu_bc bc;
-  memset(&bc, 0, sizeof bc);
-  bc.rank = out->rank;
-  for (int j = 0; j < out->rank; j++)
-    bc.dims[j] = out->dims[j];
-  for (int i = 0; i < n; i++) {
-    int64_t s = 1;
-    for (int d = v[i].rank - 1; d >= 0; d--) {
-      bc.st[i][d + out->rank - v[i].rank] = v[i].dims[d] == 1 ? 0 : s;
-      s *= v[i].dims[d];
-    }
-  }
-  return bc;
-}
-
-static int check_ids(plan_cu *cu, const int64_t *id, int64_t n, int64_t rows,
-                     const char *op, const char *what) {
-  for (int64_t i = 0; i < n; i++)
-    if (id[i] < 0 || id[i] >= rows)
-      return plan_cu_fail(cu, PLAN_EINVALID,
-                          "%s: id %lld (element %lld) is outside %s [0, %lld)",
-                          op, (long long)id[i], (long long)i, what,
-                          (long long)rows);
-  return PLAN_OK;
-}
 
 /* Cross-entropy's labels, each in [0, c); the global batch into *g. */
 static int check_labels(plan_cu *cu, const char *name, const plan_view *lb,
@@ -185,7 +132,7 @@ static int gemm_rm(plan_cu *cu, plan_dtype dt, bool ta, bool tb, int m, int n,
  * neighbours merged where every operand's strides allow) become one
  * strided-batched gemm over the last merged dim, once per index of the
  * others. */
-static int run_matmul(plan_cu *cu, const op_call *c) {
+static int run_matmul(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *a = &c->in[0], *b = &c->in[1];
   plan_view *out = c->out;
   plan_dtype dt = out->dtype;
@@ -202,7 +149,7 @@ static int run_matmul(plan_cu *cu, const op_call *c) {
   int64_t total = plan_cu_count(out);
   if (total == 0)
     return PLAN_OK;
-  size_t esz = dev_esz(dt);
+  size_t esz = plan_cu_dev_esz(dt);
   if (k == 0) /* an empty sum; cuBLAS wants leading dims >= 1 */
     return plan_cu_zero(cu, c->dout[0], (size_t)total * esz);
   /* per batch dim of the output: its size and each operand's stride */
@@ -274,7 +221,7 @@ static int run_matmul(plan_cu *cu, const op_call *c) {
 
 /* linear: out[rows, n] = x[rows, k] w[n, k]^T (+ bias), the bias written
  * first and the product added to it (beta 1), as addmm. */
-template <class S> static int run_linear(plan_cu *cu, const op_call *c) {
+template <class S> static int run_linear(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *x = &c->in[0], *w = &c->in[1];
   int64_t k = x->dims[x->rank - 1], n = w->dims[0];
   int64_t rows = plan_cu_prod(x->dims, 0, x->rank - 1);
@@ -305,7 +252,7 @@ template <class S> static int run_linear(plan_cu *cu, const op_call *c) {
 
 /* ---- numeric ops --------------------------------------------------------- */
 
-template <class S> static int run_reduce(plan_cu *cu, const op_call *c) {
+template <class S> static int run_reduce(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *in = c->in;
   bool red[PLAN_MAX_RANK] = {false};
   const int64_t *v;
@@ -353,7 +300,8 @@ template <class S> static int run_reduce(plan_cu *cu, const op_call *c) {
   return plan_cu_launch(cu, plan_cu_count(c->out), k);
 }
 
-template <class S> static int run_cross_entropy(plan_cu *cu, const op_call *c) {
+template <class S>
+static int run_cross_entropy(plan_cu *cu, const plan_cu_call *c) {
   typedef typename plan_st<S>::C C;
   const plan_view *lg = &c->in[0], *lb = &c->in[1];
   int64_t cl = lg->dims[lg->rank - 1], rows = plan_cu_count(lb), g;
@@ -383,7 +331,7 @@ template <class S> static int run_cross_entropy(plan_cu *cu, const op_call *c) {
 }
 
 template <class S>
-static int run_cross_entropy_grad(plan_cu *cu, const op_call *c) {
+static int run_cross_entropy_grad(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *lg = &c->in[1], *lb = &c->in[2];
   int64_t cl = lg->dims[lg->rank - 1], rows = plan_cu_count(lb), g;
   int rc = check_labels(cu, "cross_entropy_grad", lb, cl, &g);
@@ -407,7 +355,7 @@ static int run_cross_entropy_grad(plan_cu *cu, const op_call *c) {
 /* The samples of each row of the output block, in sample order: start
  * (rows + 1 entries) and sample (n), built on the host by counting. */
 template <class S>
-static int run_embedding_grad(plan_cu *cu, const op_call *c) {
+static int run_embedding_grad(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *ids = &c->in[1];
   plan_view *out = c->out;
   int64_t lo = out->offset[0], rows = out->dims[0], d = out->dims[1];
@@ -420,7 +368,8 @@ static int run_embedding_grad(plan_cu *cu, const op_call *c) {
                         (long long)vocab);
   const int64_t *id = (const int64_t *)ids->data;
   int64_t n = plan_cu_count(ids);
-  int rc = check_ids(cu, id, n, vocab, "embedding_grad", "the table's rows");
+  int rc =
+      plan_cu_check_ids(cu, id, n, vocab, "embedding_grad", "the table's rows");
   if (rc || rows * d == 0)
     return rc;
   size_t words = (size_t)(2 * rows + 1 + n);
@@ -464,7 +413,7 @@ static bool short_dyadic(double x) {
   return s == floor(s);
 }
 
-template <class S> static int run_numeric(plan_cu *cu, const op_call *c) {
+template <class S> static int run_numeric(plan_cu *cu, const plan_cu_call *c) {
   int kind = c->kind;
   const plan_view *in = c->in;
   plan_view *out = c->out;
@@ -484,7 +433,7 @@ template <class S> static int run_numeric(plan_cu *cu, const op_call *c) {
     k.a = x;
     k.b = (const S *)c->din[1];
     k.o = o;
-    k.bc = bcast(out, in, 2);
+    k.bc = plan_cu_bcast(out, in, 2);
     k.kind = kind;
     k.bits = c->bits;
     return plan_cu_launch(cu, total, k);
@@ -587,155 +536,6 @@ template <class S> static int run_numeric(plan_cu *cu, const op_call *c) {
   }
 }
 
-/* ---- data movement ------------------------------------------------------- */
-
-template <class E> static int run_move(plan_cu *cu, const op_call *c) {
-  int kind = c->kind;
-  const plan_view *in = c->in;
-  plan_view *out = c->out;
-  int64_t total = plan_cu_count(out);
-  switch (kind) {
-  case PLAN_OP_TRANSPOSE:
-  case PLAN_OP_PERMUTE:
-  case PLAN_OP_EXPAND:
-  case PLAN_OP_RESHAPE: {
-    plan_k_gather<E> k;
-    k.in = (const E *)c->din[0];
-    k.o = (E *)c->dout[0];
-    memset(&k.bc, 0, sizeof k.bc);
-    if (kind == PLAN_OP_RESHAPE) {
-      k.bc.rank = 1;
-      k.bc.dims[0] = total;
-      k.bc.st[0][0] = 1;
-    } else if (kind == PLAN_OP_EXPAND) {
-      k.bc = bcast(out, in, 1);
-    } else {
-      int r = in->rank, perm[PLAN_MAX_RANK];
-      const int64_t *v;
-      int n;
-      for (int j = 0; j < r; j++)
-        perm[j] = j;
-      if (kind == PLAN_OP_TRANSPOSE) {
-        int d0 = r - 2, d1 = r - 1;
-        if (plan_cu_attr_ints(c->attrs, 0, &v, &n)) {
-          d0 = plan_cu_norm_dim(v[0], r);
-          d1 = plan_cu_norm_dim(v[1], r);
-        }
-        perm[d0] = d1;
-        perm[d1] = d0;
-      } else {
-        plan_cu_attr_ints(c->attrs, 0, &v, &n);
-        for (int j = 0; j < r; j++)
-          perm[j] = plan_cu_norm_dim(v[j], r);
-      }
-      int64_t istr[PLAN_MAX_RANK] = {0}, s = 1;
-      for (int d = r - 1; d >= 0; d--) {
-        istr[d] = s;
-        s *= in->dims[d];
-      }
-      k.bc.rank = r;
-      for (int j = 0; j < r; j++) {
-        k.bc.dims[j] = in->dims[perm[j]];
-        k.bc.st[0][j] = istr[perm[j]];
-      }
-    }
-    return plan_cu_launch(cu, total, k);
-  }
-  case PLAN_OP_SPLIT:
-  case PLAN_OP_CONCAT: {
-    bool to_whole = kind == PLAN_OP_CONCAT;
-    const plan_view *whole = to_whole ? out : in;
-    const plan_view *parts = to_whole ? in : out;
-    int nparts = to_whole ? c->nin : c->nout;
-    int dim =
-        plan_cu_norm_dim(plan_cu_attr_int(c->attrs, kind, 0), whole->rank);
-    int64_t outer = plan_cu_prod(whole->dims, 0, dim);
-    int64_t inner = plan_cu_prod(whole->dims, dim + 1, whole->rank);
-    int64_t at = 0;
-    for (int i = 0; i < nparts; i++) {
-      plan_k_part<E> k;
-      k.whole = (E *)(to_whole ? c->dout[0] : c->din[0]);
-      k.part = (E *)(to_whole ? c->din[i] : c->dout[i]);
-      k.prow = parts[i].dims[dim] * inner;
-      k.wrow = whole->dims[dim] * inner;
-      k.at = at;
-      k.to_whole = to_whole;
-      at += k.prow;
-      if (k.prow == 0)
-        continue;
-      int rc = plan_cu_launch(cu, outer * k.prow, k);
-      if (rc)
-        return rc;
-    }
-    return PLAN_OK;
-  }
-  case PLAN_OP_WHERE: {
-    plan_k_where<E> k;
-    k.mask = (const unsigned char *)c->din[0];
-    k.a = (const E *)c->din[1];
-    k.b = (const E *)c->din[2];
-    k.o = (E *)c->dout[0];
-    k.bc = bcast(out, in, 3);
-    return plan_cu_launch(cu, total, k);
-  }
-  case PLAN_OP_REPEAT_INTERLEAVE: {
-    int dim = plan_cu_norm_dim(
-        plan_cu_attr_int(c->attrs, PLAN_OP_REPEAT_INTERLEAVE, 1), in->rank);
-    plan_k_repeat<E> k;
-    k.in = (const E *)c->din[0];
-    k.o = (E *)c->dout[0];
-    k.n = in->dims[dim];
-    k.rep = plan_cu_attr_int(c->attrs, PLAN_OP_REPEAT_INTERLEAVE, 0);
-    k.inner = plan_cu_prod(in->dims, dim + 1, in->rank);
-    return plan_cu_launch(cu, total, k);
-  }
-  case PLAN_OP_EMBEDDING: {
-    const plan_view *tab = &in[0], *ids = &in[1];
-    plan_k_embedding<E> k;
-    k.rows = tab->dims[0];
-    k.d = tab->dims[1];
-    k.lo = tab->offset[0];
-    int64_t vocab = plan_cu_global_dim(tab, 0), n = plan_cu_count(ids);
-    if (k.lo < 0 || k.lo + k.rows > vocab)
-      return plan_cu_fail(cu, PLAN_EINVALID,
-                          "embedding: table block rows [%lld, %lld) outside "
-                          "the vocabulary of %lld",
-                          (long long)k.lo, (long long)(k.lo + k.rows),
-                          (long long)vocab);
-    int rc = check_ids(cu, (const int64_t *)ids->data, n, vocab, "embedding",
-                       "the vocabulary");
-    if (rc)
-      return rc;
-    k.tab = (const E *)c->din[0];
-    k.ids = (const int64_t *)c->din[1];
-    k.o = (E *)c->dout[0];
-    if (k.d == 0)
-      return PLAN_OK;
-    return plan_cu_launch(cu, n * k.d, k);
-  }
-  default:
-    return plan_cu_fail(cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel",
-                        plan_op_kind_name(kind));
-  }
-}
-
-static bool is_move(int kind) {
-  switch (kind) {
-  case PLAN_OP_TRANSPOSE:
-  case PLAN_OP_PERMUTE:
-  case PLAN_OP_RESHAPE:
-  case PLAN_OP_SPLIT:
-  case PLAN_OP_CONCAT:
-  case PLAN_OP_EXPAND:
-  case PLAN_OP_WHERE:
-  case PLAN_OP_REPEAT_INTERLEAVE:
-  case PLAN_OP_EMBEDDING:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /* Whether the kernels above handle `kind` at all: every kind up to
  * repeat_interleave, nothing added to the registry after it. */
 static bool has_kernel(int kind) {
@@ -767,7 +567,7 @@ static bool has_kernel(int kind) {
   case PLAN_OP_CROSS_ENTROPY_GRAD:
     return true;
   default:
-    return is_move(kind);
+    return plan_cu_is_move(kind);
   }
 }
 
@@ -779,10 +579,10 @@ extern "C" bool plan_cuda_supports_op(int kind, plan_dtype dtype) {
     return false;
   if (plan_cu_is_float(dtype))
     return true;
-  return is_move(kind) && kind != PLAN_OP_EMBEDDING;
+  return plan_cu_is_move(kind) && kind != PLAN_OP_EMBEDDING;
 }
 
-static int dispatch(plan_cu *cu, op_call *c) {
+static int dispatch(plan_cu *cu, plan_cu_call *c) {
   int rc;
   for (int i = 0; i < c->nin; i++) {
     const plan_view *v = &c->in[i];
@@ -807,22 +607,13 @@ static int dispatch(plan_cu *cu, op_call *c) {
       return rc;
   }
   for (int i = 0; i < c->nout; i++)
-    if ((rc = plan_cu_alloc(
-             cu, (size_t)plan_cu_count(&c->out[i]) * dev_esz(c->out[i].dtype),
-             &c->dout[i])))
+    if ((rc = plan_cu_alloc(cu,
+                            (size_t)plan_cu_count(&c->out[i]) *
+                                plan_cu_dev_esz(c->out[i].dtype),
+                            &c->dout[i])))
       return rc;
-  if (is_move(c->kind)) {
-    switch (dev_esz(c->out[0].dtype)) {
-    case 2:
-      rc = run_move<uint16_t>(cu, c);
-      break;
-    case 4:
-      rc = run_move<uint32_t>(cu, c);
-      break;
-    default:
-      rc = run_move<uint64_t>(cu, c);
-      break;
-    }
+  if (plan_cu_is_move(c->kind)) {
+    rc = plan_cu_run_move(cu, c);
   } else {
     switch (c->out[0].dtype) {
     case PLAN_F64:
@@ -912,7 +703,7 @@ plan_cuda_run_op_ctx(plan_cuda_ctx *cc, int kind, const plan_attr_val *attrs,
   if (!plan_cuda_supports_op(kind, out[0].dtype))
     return plan_cu_fail(&cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel for %s", op,
                         plan_dtype_name(out[0].dtype));
-  op_call c;
+  plan_cu_call c;
   memset(&c, 0, sizeof c);
   c.kind = kind;
   c.attrs = attrs;

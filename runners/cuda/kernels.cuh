@@ -123,6 +123,71 @@ typedef struct plan_cu_red {
   int64_t rcount; /* product of rdims */
 } plan_cu_red;
 
+/* ---- one op call (host) -------------------------------------------------- */
+
+/* Bytes of one element on the device (double, float, 16-bit, int64_t). */
+static inline size_t plan_cu_dev_esz(plan_dtype t) {
+  switch (t) {
+  case PLAN_F32:
+    return sizeof(float);
+  case PLAN_BF16:
+    return sizeof(plan_bf16_t);
+  case PLAN_F16:
+    return sizeof(plan_f16_t);
+  default: /* F64, and the integers stored as int64_t */
+    return 8;
+  }
+}
+
+/* An op call: the host views and their device buffers (din, dout). */
+typedef struct plan_cu_call {
+  int kind;
+  const plan_attr_val *attrs;
+  const plan_view *in;
+  int nin;
+  plan_view *out;
+  int nout;
+  int bits; /* the exact-mode grid for F64, else -1 */
+  void *din[PLAN_MAX_OPERANDS], *dout[PLAN_MAX_OPERANDS];
+} plan_cu_call;
+
+/* Operands v[0..n) broadcast to `out` (numpy, right-aligned). */
+static inline plan_cu_bc plan_cu_bcast(const plan_view *out, const plan_view *v,
+                                       int n) {
+  plan_cu_bc bc;
+  memset(&bc, 0, sizeof bc);
+  bc.rank = out->rank;
+  for (int j = 0; j < out->rank; j++)
+    bc.dims[j] = out->dims[j];
+  for (int i = 0; i < n; i++) {
+    int64_t s = 1;
+    for (int d = v[i].rank - 1; d >= 0; d--) {
+      bc.st[i][d + out->rank - v[i].rank] = v[i].dims[d] == 1 ? 0 : s;
+      s *= v[i].dims[d];
+    }
+  }
+  return bc;
+}
+
+/* Every id within [0, rows); else the CPU runner's error, naming the
+ * first id outside. */
+static inline int plan_cu_check_ids(plan_cu *cu, const int64_t *id, int64_t n,
+                                    int64_t rows, const char *op,
+                                    const char *what) {
+  for (int64_t i = 0; i < n; i++)
+    if (id[i] < 0 || id[i] >= rows)
+      return plan_cu_fail(cu, PLAN_EINVALID,
+                          "%s: id %lld (element %lld) is outside %s [0, %lld)",
+                          op, (long long)id[i], (long long)i, what,
+                          (long long)rows);
+  return PLAN_OK;
+}
+
+/* Whether `kind` is data movement (plan_cu_run_move: any dtype, the
+ * elements copied as bits). */
+bool plan_cu_is_move(int kind);
+int plan_cu_run_move(plan_cu *cu, const plan_cu_call *c);
+
 /* ---- elementwise --------------------------------------------------------- */
 
 template <class S> struct plan_k_binary {
