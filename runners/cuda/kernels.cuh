@@ -229,7 +229,7 @@ template <class S> struct plan_k_unary {
   PLAN_HD void operator()(int64_t i) const {
     typedef plan_st<S> T;
     typedef typename T::C C;
-    const C half = (C)0.5, one = (C)1;
+    const C hf = (C)0.5, one = (C)1;
     C v = T::load(x[i]), r;
     switch (kind) {
     case PLAN_OP_SCALE:
@@ -241,11 +241,11 @@ template <class S> struct plan_k_unary {
     case PLAN_OP_GELU:
       if (tanh_approx) {
         const C c = (C)0.79788456080286535588, c3 = (C)0.044715;
-        r = plan_cu_grid(
-            half * v * (one + plan_m_tanh(c * (v + c3 * v * v * v))), bits);
+        r = plan_cu_grid(hf * v * (one + plan_m_tanh(c * (v + c3 * v * v * v))),
+                         bits);
       } else {
         const C s = (C)0.70710678118654752440;
-        r = plan_cu_grid(half * v * (one + plan_m_erf(v * s)), bits);
+        r = plan_cu_grid(hf * v * (one + plan_m_erf(v * s)), bits);
       }
       break;
     case PLAN_OP_SILU:
@@ -271,20 +271,19 @@ template <class S> struct plan_k_act_grad {
   PLAN_HD void operator()(int64_t i) const {
     typedef plan_st<S> T;
     typedef typename T::C C;
-    const C half = (C)0.5, one = (C)1;
+    const C hf = (C)0.5, one = (C)1;
     C g = T::load(dy[i]), v = T::load(x[i]), r;
     if (kind == PLAN_OP_RELU_GRAD) {
       r = v > 0 ? g : (C)0;
     } else if (kind == PLAN_OP_GELU_GRAD && tanh_approx) {
       const C c = (C)0.79788456080286535588, c3 = (C)0.044715;
       C t = plan_m_tanh(c * (v + c3 * v * v * v));
-      C d = half * (one + t) +
-            half * v * (one - t * t) * c * (one + (C)3 * c3 * v * v);
+      C d = hf * (one + t) +
+            hf * v * (one - t * t) * c * (one + (C)3 * c3 * v * v);
       r = plan_cu_grid(g * d, bits);
     } else if (kind == PLAN_OP_GELU_GRAD) {
       const C s = (C)0.70710678118654752440, p = (C)0.39894228040143267794;
-      C d =
-          half * (one + plan_m_erf(v * s)) + v * p * plan_m_exp(-half * v * v);
+      C d = hf * (one + plan_m_erf(v * s)) + v * p * plan_m_exp(-hf * v * v);
       r = plan_cu_grid(g * d, bits);
     } else { /* SILU_GRAD */
       C s = one / (one + plan_m_exp(-v));
