@@ -292,9 +292,11 @@ template <class K> __global__ void plan_cu_loop(int64_t n, K k) {
 #endif
 
 /* Runs k(i) for every i in [0, n): one device thread per index (a
- * grid-stride loop past the grid's size), or in order on the host. Each
- * index is independent; k's work for one index is sequential, which keeps
- * every reduction in a fixed order. */
+ * grid-stride loop past the grid's size), or on the host from the last
+ * index to the first, so that a kernel reading what another index writes
+ * (a race on the device) shows in the emulated tests. Each index is
+ * independent; k's work for one index is sequential, which keeps every
+ * reduction in a fixed order. */
 template <class K> static int plan_cu_launch(plan_cu *cu, int64_t n, K k) {
   if (n <= 0)
     return PLAN_OK;
@@ -307,7 +309,7 @@ template <class K> static int plan_cu_launch(plan_cu *cu, int64_t n, K k) {
   return plan_cu_check(cu, cudaGetLastError(), "kernel launch");
 #else
   (void)cu;
-  for (int64_t i = 0; i < n; i++)
+  for (int64_t i = n - 1; i >= 0; i--)
     k(i);
   return PLAN_OK;
 #endif
