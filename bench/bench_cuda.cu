@@ -12,7 +12,10 @@
  *    4096, seq 2048, tensor parallel over 8 virtual ranks) in float mode,
  *    in f32 (--dtype f32) and in the plan's bf16, with its phases.
  *
- * usage: bench_cuda [--size N] [--reps R] [--layer PLAN] [--skip-gemm]
+ * usage: bench_cuda [--size N] [--reps R] [--layer PLAN [--dtype f32|own]]
+ *                   [--skip-gemm]
+ * (--dtype: verify the layer in f32 only, or in its own dtypes only; both
+ * by default)
  * The plugin is found as `plan` finds it (PLAN_CUDA_PLUGIN, ...). Prints
  * one line per figure; exits 3 without a GPU, 1 when a step fails. */
 #include <cublas_v2.h>
@@ -202,7 +205,7 @@ int bench_layer(const char *path, const char *dtype) {
 
 int main(int argc, char **argv) {
   int n = 8192, reps = 10;
-  const char *layer = NULL;
+  const char *layer = NULL, *only = NULL;
   bool gemm = true;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--size") && i + 1 < argc)
@@ -211,11 +214,14 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--layer") && i + 1 < argc)
       layer = argv[++i];
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc &&
+             (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "own")))
+      only = argv[++i];
     else if (!strcmp(argv[i], "--skip-gemm"))
       gemm = false;
     else {
       fprintf(stderr, "usage: bench_cuda [--size N] [--reps R] [--layer "
-                      "PLAN] [--skip-gemm]\n");
+                      "PLAN [--dtype f32|own]] [--skip-gemm]\n");
       return 2;
     }
   }
@@ -239,8 +245,8 @@ int main(int argc, char **argv) {
     rc |= bench_gemm(n, reps, true);
   }
   if (layer) {
-    int a = bench_layer(layer, "f32");
-    int b = bench_layer(layer, NULL);
+    int a = only && strcmp(only, "f32") ? 0 : bench_layer(layer, "f32");
+    int b = only && strcmp(only, "own") ? 0 : bench_layer(layer, NULL);
     if (a == 3 || b == 3)
       return 3;
     rc |= a | b;

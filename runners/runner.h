@@ -30,7 +30,7 @@
 #define PLAN_RUNNER_PLUGIN_ENTRY "plan_runner_plugin_entry"
 
 typedef struct plan_runner_vtable {
-  int api_version; /* PLAN_RUNNER_API_VERSION */
+  int api_version;  /* PLAN_RUNNER_API_VERSION */
   const char *name; /* "cpu", "cuda" */
   /* Whether op `kind` has a kernel for outputs of `dtype`. */
   bool (*supports_op)(int kind, plan_dtype dtype);
@@ -50,8 +50,8 @@ typedef struct plan_runner_vtable {
    * sum divided by nmembers; max/min: a > b ? a : b, a < b ? a : b,
    * folded left). Returns PLAN_OK or a status with a reason in err.
    * NULL: the verifier reduces on the host. */
-  int (*all_reduce)(double *const *blocks, int nmembers, int64_t n,
-                    int reduce, char *err, size_t errsz);
+  int (*all_reduce)(double *const *blocks, int nmembers, int64_t n, int reduce,
+                    char *err, size_t errsz);
 } plan_runner_vtable;
 
 /* The entry point's type (PLAN_RUNNER_PLUGIN_ENTRY). */

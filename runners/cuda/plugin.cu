@@ -1,8 +1,9 @@
 /* The CUDA runner's plugin entry (runners/runner.h): libplan-cuda.so is
  * dlopen'ed by plan_runner_find("cuda"); its entry point checks the API
  * version and that a CUDA device is present, selects it, and returns the
- * vtable: the op kernels of ops_cuda.h and the virtual-rank all-reduce of
- * collectives_virtual.cu (every rank of the mesh on this one GPU).
+ * vtable: the op kernels of ops_cuda.h (with a cuBLAS handle kept per
+ * thread) and the virtual-rank all-reduce of collectives_virtual.cu (every
+ * rank of the mesh on this one GPU).
  *
  * The device is PLAN_CUDA_DEVICE when set, else LOCAL_RANK (a launcher's
  * per-host rank), else 0. */
@@ -55,9 +56,27 @@ void describe(char *buf, size_t size) {
            (nccl / 100) % 100, nccl % 100, det);
 }
 
+/* One context (a cuBLAS handle) per thread, made on first use and kept
+ * for the life of the process: a handle per op call would cost more than
+ * most ops. A context that cannot be made leaves the call to
+ * plan_cuda_run_op, which makes its own handle. */
+thread_local plan_cuda_ctx *thread_ctx;
+thread_local bool thread_ctx_failed;
+
+int run_op(int kind, const plan_attr_val *attrs, const plan_view *in, int nin,
+           plan_view *out, int nout, const plan_kernel_ctx *ctx, char *err,
+           size_t errsz) {
+  if (!thread_ctx && !thread_ctx_failed) {
+    thread_ctx = plan_cuda_ctx_new(err, errsz);
+    thread_ctx_failed = !thread_ctx;
+  }
+  return plan_cuda_run_op_ctx(thread_ctx, kind, attrs, in, nin, out, nout,
+                              ctx, err, errsz);
+}
+
 const plan_runner_vtable cuda_vtable = {
     PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce};
+    run_op,                  describe, plan_cuda_host_all_reduce};
 
 } // namespace
 

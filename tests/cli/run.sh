@@ -382,6 +382,20 @@ if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
   PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "a plugin runner, float mode" verify --runner cuda --mode float --report json "$mlp"
   has "$out" '"runner": "cuda"' "a plugin runner, float mode"
   PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "a plugin runner, a training step" verify --runner cuda "$ex/mlp-train.plan.yaml"
+  # found beside the executable (a copy of the tool with the stand-in as
+  # libplan-cuda.so), and not found where it is absent, naming the folder
+  mkdir -p "$tmp/bin" "$tmp/bin2"
+  cp "$plan" "$tmp/bin/plan"
+  cp "$plan" "$tmp/bin2/plan"
+  cp "$tmp/fake-WORKS.so" "$tmp/bin/libplan-cuda.so"
+  "$tmp/bin/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok; else bad "the plugin beside the tool: exit $rc"; fi
+  has "$out" "runner: cuda: a stand-in on the CPU kernels" "the plugin beside the tool"
+  "$tmp/bin2/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 3 ]; then ok; else bad "no plugin beside the tool: exit $rc"; fi
+  has "$err" "(looked in: $tmp/bin2, " "no plugin beside the tool names the folder"
   # a wrong all-reduce in the plugin is caught: the verdict depends on it
   sed 's/acc + b;/acc + b + 1;/' "$root/tests/cli/fake_runner.c" >"$tmp/fake_bad.c"
   cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" -I"$root/libplan/src" \

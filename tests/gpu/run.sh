@@ -18,17 +18,19 @@
 #   kernels       the op kernels' agreement test with the CPU runner, on
 #                 the device (tests/cuda/test_cuda_emu.c built for it)
 #   agreement     plan verify --runner cuda and --runner cpu, exact and
-#                 float mode, over the example plans and the conformance
-#                 vectors with a mesh: the same exit code and verdict
+#                 float mode (and --dtype bf16 for the examples), over the
+#                 example plans and the conformance vectors with a mesh:
+#                 the same exit code and verdict
 #   sweep         the op sweep (every op x dtype x legal strategy on a 2x2
 #                 mesh, tests/unit/test_sweep.c) verified on cuda
 #   corpus        the lowered bug corpus (tests/corpus/lowered): each
 #                 file's expected verdict on cuda, both modes
 #   bench-gemm    bench_cuda: matmul TFLOP/s of the runner's gemm path and
 #                 a direct cublasGemmEx, f32 and bf16
-#   bench-layer   bench_cuda --layer: verification time of a Llama-3-8B
+#   bench-layer-f32, bench-layer-own
+#                 bench_cuda --layer: verification time of a Llama-3-8B
 #                 decoder layer (hidden 4096, seq 2048, tp over 8 virtual
-#                 ranks) in f32 and bf16
+#                 ranks) in f32 and in its own bf16
 # Without a GPU (or when the plugin cannot run) it writes the reason, marks
 # every GPU check skipped and exits 0; a skip never counts as a pass. With
 # one, it exits 1 when a check failed, else 0. Exit 2: bad usage or no
@@ -72,7 +74,7 @@ cap() {
   l=$(left)
   if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi
 }
-checks="nccl-virtual nccl-local kernels agreement sweep corpus bench-gemm bench-layer"
+checks="nccl-virtual nccl-local kernels agreement sweep corpus bench-gemm bench-layer-f32 bench-layer-own"
 
 {
   echo "bundle: $bundle"
@@ -107,7 +109,7 @@ fi
 nccl() { # NAME ARGS...
   name=$1
   shift
-  timeout "$(cap 60)" "$bundle/tests/gpu/nccl_check" "$@" >"$out/$name.log" 2>&1
+  timeout "$(cap 40)" "$bundle/tests/gpu/nccl_check" "$@" >"$out/$name.log" 2>&1
   rc=$?
   head1=$(head -n 1 "$out/$name.log")
   last=$(tail -n 1 "$out/$name.log")
@@ -123,7 +125,7 @@ nccl nccl-local --local 0
 
 # ---- the op kernels against the CPU runner, on the device ------------------------
 if [ -x "$bundle/tests/gpu/test_cuda_gpu" ]; then
-  timeout "$(cap 120)" "$bundle/tests/gpu/test_cuda_gpu" >"$out/kernels.log" 2>&1
+  timeout "$(cap 60)" "$bundle/tests/gpu/test_cuda_gpu" >"$out/kernels.log" 2>&1
   rc=$?
   case $rc in
     0) result pass kernels "$(grep -m1 'PASSED' "$out/kernels.log")" ;;
@@ -136,15 +138,23 @@ else
 fi
 
 # ---- runner agreement: cpu and cuda give the same verdicts -------------------------
-agree=0 differ=0 both_skip=0
+# exact and float mode for every plan with a mesh; bf16 too for the
+# examples; at most 90 s (the runs not made are counted)
+agree=0 differ=0 both_skip=0 notrun=0
+astart=$(date +%s)
 : >"$out/agreement.log"
 for f in examples/*.plan.yaml spec/vectors/valid/*.yaml; do
   grep -q '^mesh:' "$f" || continue
-  for mode in exact float; do
-    if [ "$(left)" -lt 200 ]; then break 2; fi
-    timeout 60 "$plan" verify --runner cpu --mode $mode "$f" >"$out/a.cpu" 2>&1
+  case $f in examples/*) modes="exact float bf16" ;; *) modes="exact float" ;; esac
+  for mode in $modes; do
+    if [ $(($(date +%s) - astart)) -ge 90 ] || [ "$(left)" -lt 150 ]; then
+      notrun=$((notrun + 1))
+      continue
+    fi
+    case $mode in bf16) args="--dtype bf16" ;; *) args="--mode $mode" ;; esac
+    timeout 60 "$plan" verify --runner cpu $args "$f" >"$out/a.cpu" 2>&1
     rc_cpu=$?
-    timeout 120 "$plan" verify --runner cuda --mode $mode "$f" >"$out/a.cuda" 2>&1
+    timeout 60 "$plan" verify --runner cuda $args "$f" >"$out/a.cuda" 2>&1
     rc_cuda=$?
     v_cpu=$(grep -o 'NOT EQUAL\|EQUAL' "$out/a.cpu" | head -n 1)
     v_cuda=$(grep -o 'NOT EQUAL\|EQUAL' "$out/a.cuda" | head -n 1)
@@ -165,13 +175,13 @@ for f in examples/*.plan.yaml spec/vectors/valid/*.yaml; do
 done
 rm -f "$out/a.cpu" "$out/a.cuda"
 if [ "$differ" -eq 0 ] && [ "$agree" -gt 0 ]; then
-  result pass agreement "$agree runs agree (cpu vs cuda), $both_skip not runnable on either"
+  result pass agreement "$agree runs agree (cpu vs cuda), $both_skip not runnable on either, $notrun not made (time limit)"
 else
-  result FAIL agreement "$differ runs differ, $agree agree (see agreement.log)"
+  result FAIL agreement "$differ runs differ, $agree agree, $notrun not made (see agreement.log)"
 fi
 
 # ---- the op sweep on cuda ----------------------------------------------------------
-t=$(cap 150)
+t=$(cap 100)
 if [ "$t" -lt 30 ]; then
   result skipped sweep "out of time ($(left) s left)"
 else
@@ -193,7 +203,7 @@ v=\$1; shift
 exec "$plan" "\$v" --runner cuda "\$@"
 EOF
 chmod 755 "$out/plan-cuda"
-t=$(cap 90)
+t=$(cap 45)
 timeout "$t" sh "$bundle/tests/corpus/lowered/run.sh" "$out/plan-cuda" >"$out/corpus.log" 2>&1
 rc=$?
 line=$(tail -n 1 "$out/corpus.log")
@@ -204,7 +214,7 @@ else
 fi
 
 # ---- benchmarks ------------------------------------------------------------------------
-timeout "$(cap 90)" "$bundle/bench/bench_cuda" --size 8192 --reps 10 >"$out/bench-gemm.log" 2>&1
+timeout "$(cap 45)" "$bundle/bench/bench_cuda" --size 8192 --reps 10 >"$out/bench-gemm.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ]; then
   result pass bench-gemm "$(grep -c TFLOP "$out/bench-gemm.log") figures"
@@ -221,20 +231,25 @@ grep 'TFLOP' "$out/bench-gemm.log" | while read -r l; do figure "$l"; done
 sed -e 's/batch=4/batch=2/' -e 's/\[4, 2048/[2, 2048/g' \
     -e 's/axes: \[dp=2, tp=8\]/axes: [dp=1, tp=8]/' \
     examples/models/llama3-8b-layer.recipe.plan.yaml >"$out/llama3-8b-layer.tp8.plan.yaml"
-t=$(cap 300)
-if [ "$t" -lt 30 ]; then
-  result skipped bench-layer "out of time ($(left) s left)"
-else
-  timeout "$t" "$bundle/bench/bench_cuda" --skip-gemm --layer "$out/llama3-8b-layer.tp8.plan.yaml" >"$out/bench-layer.log" 2>&1
+# f32 gets up to 150 s, bf16 (the plan's own dtype) what is left
+for d in f32 own; do
+  name=bench-layer-$d
+  if [ $d = f32 ]; then t=$(cap 150); else t=$(left); fi
+  if [ "$t" -lt 30 ]; then
+    result skipped $name "out of time ($(left) s left)"
+    continue
+  fi
+  timeout "$t" "$bundle/bench/bench_cuda" --skip-gemm --dtype $d \
+    --layer "$out/llama3-8b-layer.tp8.plan.yaml" >"$out/$name.log" 2>&1
   rc=$?
   case $rc in
-    0) result pass bench-layer "$(grep -c '^verify' "$out/bench-layer.log") verifications EQUAL" ;;
-    3) result skipped bench-layer "$(tail -n 1 "$out/bench-layer.log")" ;;
-    124) result FAIL bench-layer "did not finish in $t s: $(grep '^verify' "$out/bench-layer.log" | tr '\n' ' ')" ;;
-    *) result FAIL bench-layer "exit $rc: $(tail -n 2 "$out/bench-layer.log" | tr '\n' ' ')" ;;
+    0) result pass $name "EQUAL" ;;
+    3) result skipped $name "$(tail -n 1 "$out/$name.log")" ;;
+    124) result FAIL $name "did not finish in $t s" ;;
+    *) result FAIL $name "exit $rc: $(tail -n 2 "$out/$name.log" | tr '\n' ' ')" ;;
   esac
-  grep '^verify' "$out/bench-layer.log" | while read -r l; do figure "$l"; done
-fi
+  grep '^verify' "$out/$name.log" | while read -r l; do figure "$l"; done
+done
 
 echo "summary: $npass passed, $nfail failed, $nskip skipped, $(($(date +%s) - start)) s" >>"$res"
 echo "gpu check: $npass passed, $nfail failed, $nskip skipped; results in $res"

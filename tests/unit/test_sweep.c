@@ -1216,8 +1216,7 @@ static void test_op_rule_sweep(void **state) {
          known_sk, failures, secs);
   printf("sweep: %ld legal strategies verified equal (exact+float), %ld "
          "illegal refused, over %d ops (%d cases x %d meshes)\n",
-         legal, refused, nkinds, ncases,
-         getenv("SWEEP_MESH") ? 1 : NMESHES);
+         legal, refused, nkinds, ncases, getenv("SWEEP_MESH") ? 1 : NMESHES);
   if (!only && !getenv("SWEEP_MESH"))
     assert_int_equal(nkinds, PLAN_OP_COUNT);
   assert_int_equal(failures, 0);

@@ -114,8 +114,8 @@ int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
 const char *plan_verify_report_runner(const plan_verify_report *r);
 
 /* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
- * verdict, mode, seed, runner, ranks, collective counts, the first divergence with
- * its diagnosis, and one entry per compared tensor), or "junit" (one test
+ * verdict, mode, seed, runner, ranks, collective counts, the first divergence
+ * with its diagnosis, and one entry per compared tensor), or "junit" (one test
  * case per compared tensor). Newly allocated; free with free(). */
 int plan_verify_report_write(char **out, size_t *len,
                              const plan_verify_report *r, const char *format);
