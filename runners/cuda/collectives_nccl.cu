@@ -250,11 +250,8 @@ extern "C" int plan_cuda_comms_init_env(plan_cuda_comms **out,
   c->rank[0] = rank;
   c->device[0] = local;
   describe(c, "one process per rank, ncclCommInitRank");
-  cudaError_t e = cudaSetDevice(local);
-  if (e != cudaSuccess) {
-    free(c);
-    return cuda_fail(err, errsz, "cudaSetDevice(LOCAL_RANK)", e);
-  }
+  /* the id first: a rank that cannot use its device must not leave the
+   * others waiting for a file that never comes */
   ncclUniqueId id;
   int rc = 0;
   if (rank == 0) {
@@ -269,6 +266,13 @@ extern "C" int plan_cuda_comms_init_env(plan_cuda_comms **out,
   if (rc) {
     free(c);
     return rc;
+  }
+  cudaError_t e = cudaSetDevice(local);
+  if (e != cudaSuccess) {
+    if (c->id_file[0])
+      unlink(c->id_file);
+    free(c);
+    return cuda_fail(err, errsz, "cudaSetDevice(LOCAL_RANK)", e);
   }
   ncclResult_t r = ncclCommInitRank(&c->comm[0], world, id, rank);
   if (r != ncclSuccess) {

@@ -359,7 +359,9 @@ int main(int argc, char **argv) {
     return usage();
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || !ndev) {
+  /* one process per rank reads its environment and meets the others
+   * first: its own device is checked after that */
+  if (mode != 2 && (e != cudaSuccess || !ndev)) {
     printf("nccl_check: cannot run here: cudaGetDeviceCount: %s\n",
            e != cudaSuccess ? cudaGetErrorString(e)
                             : "no CUDA-capable device is detected");

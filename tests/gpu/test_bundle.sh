@@ -66,6 +66,34 @@ else
   if [ -s "$tmp/out1/results.txt" ]; then ok; else bad "run.sh wrote no results"; fi
 fi
 
+# nccl_check's one-process-per-rank start, up to the device: the
+# launcher's environment, the id file's wait, its size, rank 0's file
+# removed when its device fails
+bundled() { clean sh -c 'PLAN_BUNDLE=$0; . "$0/env.sh"; exec "$@"' "$tmp/b" "$@"; }
+nc=$tmp/b/tests/gpu/nccl_check
+expect3() { # NAME TEXT CMD...: exit 3 and TEXT on stdout
+  name=$1 text=$2
+  shift 2
+  bundled "$@" >"$tmp/out" 2>&1
+  rc=$?
+  if [ $rc -eq 3 ] && grep -qF -e "$text" "$tmp/out"; then ok; else bad "$name: exit $rc"; cat "$tmp/out"; fi
+}
+if [ $gpu = no ]; then
+  expect3 "nccl_check without RANK" "RANK, WORLD_SIZE and LOCAL_RANK must be set" "$nc" --id-file "$tmp/id"
+  expect3 "nccl_check, rank 1 waits for the id file" "NCCL id file $tmp/id did not appear within 0.3 s" \
+    env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 "$nc" --id-file "$tmp/id" --timeout 0.3
+  echo short >"$tmp/id-short"
+  expect3 "nccl_check, a short id file" "shorter than an ncclUniqueId" \
+    env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 "$nc" --id-file "$tmp/id-short" --timeout 1
+  head -c 128 /dev/zero >"$tmp/id-ok"
+  expect3 "nccl_check, rank 1 reads the id, then its device" "cudaSetDevice(LOCAL_RANK)" \
+    env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 "$nc" --id-file "$tmp/id-ok" --timeout 1
+  expect3 "nccl_check, rank 0 without a device" "cannot run here" \
+    env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$nc" --id-file "$tmp/id0"
+  if ls "$tmp"/id0* >/dev/null 2>&1; then bad "rank 0 left its id file behind"; else ok; fi
+  expect3 "nccl_check --virtual without a GPU" "cannot run here: cudaGetDeviceCount" "$nc" --virtual 4
+fi
+
 # the script's logic on a stand-in runner
 cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" \
   -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
