@@ -35,6 +35,8 @@
  *    such sums are exact in any order); a transcendental op is rounded to
  *    the grid and may differ by one grid step where the CUDA and the host
  *    libm round to either side of a grid midpoint.
+ * "Bit for bit" counts a NaN as itself: a BF16 or F16 NaN comes back as
+ * the format's NaN, where the CPU runner keeps the float's payload bits.
  * The host emulation (emu.h; tests/cuda/test_cuda_emu.c) uses libm, so
  * there every op but matmul and linear is bit-identical to the CPU runner.
  *
