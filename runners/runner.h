@@ -43,8 +43,10 @@ typedef struct plan_runner_vtable {
   /* Writes a one-line description of where the runner runs (device,
    * collective settings) into buf; NULL: the name says it all. */
   void (*describe)(char *buf, size_t size);
-  /* All-reduce of a group's blocks: blocks[0..nmembers) are the members'
-   * host blocks of n doubles each, in coordinate order; the reduction
+  /* All-reduce of a group's blocks (the verifier's all-reduces, and its
+   * reduce-scatters with each member's values gathered into a block):
+   * blocks[0..nmembers) are the members' host blocks of n doubles each,
+   * in coordinate order; the reduction
    * (plan_reduce) is written into blocks[0], bit-identical to reducing
    * on the host in member order (sum: ((b0 + b1) + b2) + ...; avg: that
    * sum divided by nmembers; max/min: a > b ? a : b, a < b ? a : b,

@@ -459,6 +459,61 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   return PLAN_OK;
 }
 
+/* A reduce-scatter on the runner's all-reduce (see runner_all_reduce):
+ * each member's values of the elements of rank r's new block are gathered
+ * in the order the host loop below reads them, then folded by the runner
+ * in member order, into r's block. *done is false when some member lacks
+ * an element: the host loop then writes the whole block itself (or
+ * reports the gap). */
+static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
+                                 int64_t r, bool *done) {
+  const plan_redist_step *st = &s->redist;
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  block *src = c->bufs[s->in[0]], *d = &c->bufs[s->out[0]][r];
+  int a = st->axis;
+  *done = false;
+  double **blocks = calloc((size_t)k, sizeof *blocks);
+  if (!blocks)
+    return plan_oom();
+  int rc = PLAN_OK;
+  bool whole = true;
+  for (int64_t m = 0; m < k && !rc && whole; m++) {
+    blocks[m] = m ? malloc(sizeof(double) * (size_t)(d->n > 0 ? d->n : 1))
+                  : d->data;
+    if (!blocks[m]) {
+      rc = plan_oom();
+      break;
+    }
+    int64_t coord[PLAN_MAX_MESH_AXES];
+    memcpy(coord, c->coords[r], sizeof coord);
+    coord[a] = m;
+    const block *sb = &src[vx_rank_at(c->m, coord)];
+    if (s->group_order) /* position m holds the block of order[m] */
+      coord[a] = s->group_order[m];
+    const block *vb = &src[vx_rank_at(c->m, coord)];
+    for (int64_t e = 0; e < d->n && whole; e++) {
+      int64_t li = local_index(t, sb, vx_global_index(t, d, e));
+      whole = li >= 0 && li < vb->n;
+      if (whole)
+        blocks[m][e] = vb->data[li];
+    }
+  }
+  if (!rc && whole) {
+    char err[256] = "";
+    rc = c->runner->all_reduce(blocks, (int)k, d->n, st->reduce, err,
+                               sizeof err);
+    if (rc)
+      rc = plan_failf(rc, "runner '%s': reduce_scatter: %s", c->runner->name,
+                      err);
+    else
+      *done = true;
+  }
+  for (int64_t m = 1; m < k; m++)
+    free(blocks[m]);
+  free(blocks);
+  return rc;
+}
+
 static int run_redist(vctx *c, const plan_lstep *s) {
   const plan_redist_step *st = &s->redist;
   const plan_lbuf *ob = &c->low->bufs[s->out[0]];
@@ -471,6 +526,14 @@ static int run_redist(vctx *c, const plan_lstep *s) {
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!vx_in_mb(c, r))
       continue;
+    if (st->kind == PLAN_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
+      bool done;
+      int rc = runner_reduce_scatter(c, s, k, r, &done);
+      if (rc)
+        return rc;
+      if (done)
+        continue;
+    }
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);

@@ -404,6 +404,11 @@ if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
   PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong all-reduce" verify --runner cuda "$mlp"
   has "$out" "NOT EQUAL" "a plugin with a wrong all-reduce"
+  # reduce-scatters go through the runner's all-reduce too
+  PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "reduce_scatter on a plugin runner" verify --runner cuda "$ex/transformer-block.plan.yaml"
+  has "$out" "EQUAL (exact mode, seed 0, 4 ranks; 2 all_gather, 2 reduce_scatter)" "reduce_scatter on a plugin runner"
+  PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong reduce_scatter" verify --runner cuda "$ex/transformer-block.plan.yaml"
+  has "$out" "first divergent op: block.res1" "a plugin with a wrong reduce_scatter"
   unset PLAN_CUDA_PLUGIN
 else
   bad "no C compiler or no libplan.a beside the tool: the plugin stand-ins are not tested"
