@@ -222,6 +222,8 @@ install: all
 	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libplan.so
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/libplan/
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
+	@if [ -f $(CUDA_PLUGIN) ]; then install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/; \
+	else echo "install: no $(CUDA_PLUGIN) (make cuda builds it): the cuda runner is not installed"; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)|g' \
 	  libplan/libplan.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libplan.pc
 

@@ -22,6 +22,8 @@
 #define PLAN_PREFIX "/usr/local"
 #endif
 
+#define PLAN_PLUGIN_DIRS 4
+
 /* The folder of `path` (up to its last '/') into dir; false when none. */
 static bool folder_of(const char *path, char *dir, size_t size) {
   const char *slash = strrchr(path, '/');
@@ -36,10 +38,12 @@ static bool folder_of(const char *path, char *dir, size_t size) {
 
 /* The folders to look in, in order, without repeats: beside the object
  * holding this code (libplan.so, or an executable linking libplan.a),
- * beside the running executable, PREFIX/lib. Returns their count. */
+ * beside the running executable, the lib folder beside the executable's
+ * (an installed bin/plan: ../lib, wherever the prefix was moved),
+ * PREFIX/lib. Returns their count. */
 static int search_dirs(char dirs[][PATH_MAX]) {
   int n = 0;
-  char cand[3][PATH_MAX];
+  char cand[PLAN_PLUGIN_DIRS][PATH_MAX];
   int nc = 0;
   Dl_info info;
   if (dladdr((void *)plan_runner_find, &info) && info.dli_fname &&
@@ -49,8 +53,13 @@ static int search_dirs(char dirs[][PATH_MAX]) {
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len > 0) {
     exe[len] = 0;
-    if (folder_of(exe, cand[nc], sizeof cand[nc]))
-      nc++;
+    if (folder_of(exe, cand[nc], sizeof cand[nc])) {
+      const char *bin = cand[nc++];
+      if (strlen(bin) + 8 < PATH_MAX) {
+        snprintf(cand[nc], PATH_MAX, "%s/../lib", bin);
+        nc++;
+      }
+    }
   }
   snprintf(cand[nc++], PATH_MAX, "%s/lib", PLAN_PREFIX);
   for (int i = 0; i < nc; i++) {
@@ -121,7 +130,7 @@ plan_runner_plugin_load(const char *runner, const char *file, const char *env) {
     }
     return load_at(given, runner, file);
   }
-  char dirs[3][PATH_MAX];
+  char dirs[PLAN_PLUGIN_DIRS][PATH_MAX];
   int n = search_dirs(dirs);
   char path[PATH_MAX + 64];
   for (int i = 0; i < n; i++) {
@@ -129,7 +138,7 @@ plan_runner_plugin_load(const char *runner, const char *file, const char *env) {
     if (len > 0 && (size_t)len < sizeof path && !access(path, F_OK))
       return load_at(path, runner, file);
   }
-  char looked[3 * PATH_MAX + 64] = "";
+  char looked[PLAN_PLUGIN_DIRS * PATH_MAX + 64] = "";
   size_t used = 0;
   for (int i = 0; i < n && used < sizeof looked; i++)
     used += (size_t)snprintf(looked + used, sizeof looked - used, "%s%s",

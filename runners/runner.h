@@ -66,8 +66,9 @@ const plan_runner_vtable *plan_cpu_runner(void);
 /* A runner by name: "cpu" (embedded), or "cuda", loaded from the plugin
  * libplan-cuda.so: the file named by the environment variable
  * PLAN_CUDA_PLUGIN when it is set, else the first found beside the library
- * (or the executable linking it statically), beside the executable, and in
- * the install prefix's lib folder. NULL with the last error set to
+ * (or the executable linking it statically), beside the executable, in
+ * the lib folder beside the executable's (../lib), and in the install
+ * prefix's lib folder. NULL with the last error set to
  * PLAN_EUNSUPPORTED and the reason (the plugin not found, where it was
  * looked for; a plugin that does not load; no CUDA device) for a runner
  * that is not built or cannot run on this machine, or to PLAN_EUSAGE for

@@ -396,6 +396,14 @@ if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
   rc=$?
   if [ "$rc" -eq 3 ]; then ok; else bad "no plugin beside the tool: exit $rc"; fi
   has "$err" "(looked in: $tmp/bin2, " "no plugin beside the tool names the folder"
+  # an installed layout: bin/plan finds lib/libplan-cuda.so
+  mkdir -p "$tmp/pfx/bin" "$tmp/pfx/lib"
+  cp "$plan" "$tmp/pfx/bin/plan"
+  cp "$tmp/fake-WORKS.so" "$tmp/pfx/lib/libplan-cuda.so"
+  "$tmp/pfx/bin/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok; else bad "the plugin in ../lib: exit $rc"; fi
+  has "$out" "runner: cuda: a stand-in on the CPU kernels" "the plugin in ../lib"
   # a wrong all-reduce in the plugin is caught: the verdict depends on it
   sed 's/acc + b;/acc + b + 1;/' "$root/tests/cli/fake_runner.c" >"$tmp/fake_bad.c"
   cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" -I"$root/libplan/src" \
