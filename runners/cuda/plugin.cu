@@ -8,7 +8,6 @@
  * The device is PLAN_CUDA_DEVICE when set, else LOCAL_RANK (a launcher's
  * per-host rank), else 0. */
 #include <cuda_runtime.h>
-#include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,20 +39,17 @@ void describe(char *buf, size_t size) {
     snprintf(buf, size, "device unknown");
     return;
   }
-  int rt = 0, drv = 0, nccl = 0;
+  int rt = 0, drv = 0;
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
-  ncclGetVersion(&nccl);
-  char det[256];
-  plan_cuda_nccl_determinism(det, sizeof det);
+  /* NCCL is not used here: every rank is a virtual one on this device */
   snprintf(buf, size,
            "device %d %s (sm_%d%d, %.0f GiB), CUDA runtime %d.%d, driver "
-           "%d.%d; ranks virtual on this device, collectives in member "
-           "order; NCCL %d.%d.%d with %s",
+           "%d.%d; every rank virtual on this device, reductions on it in "
+           "rank-coordinate order (no NCCL)",
            dev, p.name, p.major, p.minor,
            (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), rt / 1000,
-           (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10, nccl / 10000,
-           (nccl / 100) % 100, nccl % 100, det);
+           (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
 }
 
 /* One context (a cuBLAS handle) per thread, made on first use and kept
