@@ -8,6 +8,9 @@
 #    libcublasLt.so.13, libnccl.so.2) in $CUDA_HOME, /usr/local/cuda*, and
 #    Python packages' nvidia/*/lib folders (pip's cuBLAS and NCCL), and
 #    puts their folders on LD_LIBRARY_PATH after the bundle's own;
+#  - uses the bundle's C++ runtime (fallback/) only where the system's
+#    libstdc++ lacks GLIBCXX_3.4.29 (PLAN_BUNDLE_CXX=bundled or system
+#    decides instead); it needs glibc 2.36, the rest of the bundle 2.34;
 #  - sets PLAN_CUDA_PLUGIN to the bundle's plugin (unless it is set);
 #  - sets PLAN_BUNDLE_CUDA_LIBS to the folders found, and
 #    PLAN_BUNDLE_MISSING to the CUDA libraries not found ("" when none).
@@ -67,9 +70,25 @@ for plan_need in libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   esac
 done
 
+# the system's libstdc++, when it knows what the bundle's code asks for
+plan_cxx=${PLAN_BUNDLE_CXX:-}
+if [ -z "$plan_cxx" ]; then
+  plan_cxx=bundled
+  for plan_d in $( (/sbin/ldconfig -p || ldconfig -p) 2>/dev/null |
+                   awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF}') \
+                /lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib/x86_64-linux-gnu/libstdc++.so.6 \
+                /usr/lib64/libstdc++.so.6 /lib64/libstdc++.so.6; do
+    if [ -f "$plan_d" ] && grep -q GLIBCXX_3.4.29 "$plan_d" 2>/dev/null; then
+      plan_cxx=system
+      break
+    fi
+  done
+fi
 plan_ld=$PLAN_BUNDLE
 [ "$plan_libdir" != "$PLAN_BUNDLE" ] && plan_ld=$plan_ld:$plan_libdir
+[ "$plan_cxx" = bundled ] && plan_ld=$plan_ld:$PLAN_BUNDLE/fallback
+PLAN_BUNDLE_CXX_USED=$plan_cxx
 LD_LIBRARY_PATH=$plan_ld${PLAN_BUNDLE_CUDA_LIBS:+:$PLAN_BUNDLE_CUDA_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PLAN_CUDA_PLUGIN=${PLAN_CUDA_PLUGIN:-$PLAN_BUNDLE/libplan-cuda.so}
-export LD_LIBRARY_PATH PLAN_CUDA_PLUGIN PLAN_BUNDLE PLAN_BUNDLE_CUDA_LIBS PLAN_BUNDLE_MISSING
-unset plan_libdir plan_gz plan_lib plan_cands plan_d plan_sp plan_need plan_found plan_ld
+export LD_LIBRARY_PATH PLAN_CUDA_PLUGIN PLAN_BUNDLE PLAN_BUNDLE_CUDA_LIBS PLAN_BUNDLE_MISSING PLAN_BUNDLE_CXX_USED
+unset plan_libdir plan_gz plan_lib plan_cands plan_d plan_sp plan_need plan_found plan_ld plan_cxx

@@ -9,6 +9,9 @@
 #                                                link (ldd), beside them; the
 #                                                largest gzipped (env.sh
 #                                                unpacks them)
+#   BUNDLE/fallback/                             the C++ runtime, used only
+#                                                where the system's is too
+#                                                old
 #   BUNDLE/env.sh, BUNDLE/run-plan               finds the CUDA libraries,
 #                                                sets LD_LIBRARY_PATH; runs
 #                                                the tool
@@ -56,6 +59,14 @@ for f in "$b/plan" "$b/libplan.so.0" "$b/libplan-cuda.so" "$b/tests/gpu/"* \
 done | sort -u | while read -r name path; do
   if printf '%s\n' "$name" | grep -Eq "$skip"; then continue; fi
   cp -L "$path" "$b/$name"
+done
+# The C++ runtime needs a newer C library than the rest (libstdc++ here
+# asks for glibc 2.36, libgcc_s for 2.35; everything else for 2.34): it
+# goes to fallback/, off the run path, and env.sh uses it only where the
+# system's libstdc++ is older than the bundle needs (GLIBCXX_3.4.29)
+mkdir -p "$b/fallback"
+for cxx in libstdc++.so.6 libgcc_s.so.1; do
+  if [ -f "$b/$cxx" ]; then mv "$b/$cxx" "$b/fallback/"; fi
 done
 # OpenBLAS and its LAPACK are most of the size: stored gzipped, unpacked
 # by env.sh on first use

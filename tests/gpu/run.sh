@@ -83,6 +83,8 @@ checks="nccl-virtual nccl-local kernels agreement sweep corpus bench-gemm bench-
   echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
   echo "CUDA libraries found in: ${PLAN_BUNDLE_CUDA_LIBS:-nowhere}"
   echo "CUDA libraries missing: ${PLAN_BUNDLE_MISSING:-none}"
+  echo "C++ runtime: $PLAN_BUNDLE_CXX_USED"
+  echo "C library: $(ldd --version 2>&1 | head -n 1)"
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi
 } >"$out/environment.log" 2>&1
 

@@ -32,6 +32,11 @@ if [ "$size" -lt $((60 * 1024 * 1024)) ]; then ok; else bad "bundle is $size byt
 
 clean "$tmp/b/run-plan" --help >"$tmp/out" 2>&1
 if [ $? -eq 0 ] && grep -q "usage: plan VERB" "$tmp/out"; then ok; else bad "run-plan --help"; cat "$tmp/out"; fi
+# the bundle's own C++ runtime, as on a system with an older one
+clean PLAN_BUNDLE_CXX=bundled "$tmp/b/run-plan" --version >"$tmp/out" 2>&1
+if [ $? -eq 0 ]; then ok; else bad "run-plan with the bundle's C++ runtime"; cat "$tmp/out"; fi
+clean sh -c 'PLAN_BUNDLE=$0; PLAN_BUNDLE_CXX=bundled; . "$0/env.sh"; ldd "$0/libplan-cuda.so"' "$tmp/b" >"$tmp/out" 2>&1
+if grep -q "libstdc++.so.6 => $tmp/b/fallback/" "$tmp/out"; then ok; else bad "PLAN_BUNDLE_CXX=bundled does not use fallback/"; cat "$tmp/out"; fi
 # the tool alone finds the bundle's libraries through its run path, once
 # env.sh has unpacked the gzipped ones (run-plan did)
 clean "$tmp/b/plan" --version >"$tmp/out" 2>&1
