@@ -175,7 +175,7 @@ wheel: $(SHARED)
 test: deps deps-python
 	$(MAKE) tests-build
 	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs check-cuda-emu
-	$(MAKE) cuda-build
+	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 

@@ -4,12 +4,39 @@
  * the order, and with it every bit, is the host loop's. */
 #include "collectives.h"
 
-#include <cuda_runtime.h>
 #include <stdio.h>
 
 #include "libplan/common.h"
 
+/* Built by nvcc, the kernels run on the device; built by a plain C++
+ * compiler (collectives_emu.h), they run on the host, each "thread" of the
+ * grid-stride loops in turn, over host memory. */
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#define CV_HD __host__ __device__
+#define CV_GLOBAL __global__
+#define CV_FIRST (blockIdx.x * (int64_t)blockDim.x + threadIdx.x)
+#define CV_STEP ((int64_t)gridDim.x * blockDim.x)
+#define CV_LAUNCH(k, total, s, ...) k<<<grid_for(total), 256, 0, s>>>(__VA_ARGS__)
+#else
+#include "collectives_emu.h"
+#define CV_HD
+#define CV_GLOBAL static
+#define CV_FIRST ((int64_t)0)
+#define CV_STEP ((int64_t)1)
+#define CV_LAUNCH(k, total, s, ...) ((void)(s), (void)(total), k(__VA_ARGS__))
+#endif
+
 namespace {
+
+#ifdef __CUDACC__
+/* A grid over `total` elements: enough blocks to fill the device, the
+ * loops stride over the rest. */
+unsigned grid_for(int64_t total) {
+  int64_t b = (total + 255) / 256;
+  return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
+}
+#endif
 
 /* Kernel parameters carry the members' pointers by value. */
 struct ptrs {
@@ -21,7 +48,7 @@ struct mptrs {
 
 /* The verifier's reduce2 (verifier/verify.c), for the partial results of
  * a fold; avg is a sum here, divided once at the end. */
-template <typename T> __device__ T fold(int reduce, T a, T b) {
+template <typename T> CV_HD T fold(int reduce, T a, T b) {
   switch (reduce) {
   case 2: /* PLAN_RED_MAX */
     return a > b ? a : b;
@@ -33,9 +60,8 @@ template <typename T> __device__ T fold(int reduce, T a, T b) {
 }
 
 template <typename T>
-__global__ void all_reduce_k(mptrs buf, int n, int64_t count, int reduce) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count;
-       i += (int64_t)gridDim.x * blockDim.x) {
+CV_GLOBAL void all_reduce_k(mptrs buf, int n, int64_t count, int reduce) {
+  for (int64_t i = CV_FIRST; i < count; i += CV_STEP) {
     T acc = static_cast<const T *>(buf.p[0])[i];
     for (int m = 1; m < n; m++)
       acc = fold<T>(reduce, acc, static_cast<const T *>(buf.p[m])[i]);
@@ -47,10 +73,9 @@ __global__ void all_reduce_k(mptrs buf, int n, int64_t count, int reduce) {
 }
 
 template <typename T>
-__global__ void all_gather_k(ptrs in, mptrs out, int n, int64_t count) {
+CV_GLOBAL void all_gather_k(ptrs in, mptrs out, int n, int64_t count) {
   int64_t total = count * n;
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total;
-       j += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t j = CV_FIRST; j < total; j += CV_STEP) {
     int m = (int)(j / count);
     T v = static_cast<const T *>(in.p[m])[j - (int64_t)m * count];
     for (int r = 0; r < n; r++)
@@ -59,11 +84,10 @@ __global__ void all_gather_k(ptrs in, mptrs out, int n, int64_t count) {
 }
 
 template <typename T>
-__global__ void reduce_scatter_k(ptrs in, mptrs out, int n, int64_t count,
+CV_GLOBAL void reduce_scatter_k(ptrs in, mptrs out, int n, int64_t count,
                                  int reduce) {
   int64_t total = count * n;
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total;
-       j += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t j = CV_FIRST; j < total; j += CV_STEP) {
     int r = (int)(j / count);
     T acc = static_cast<const T *>(in.p[0])[j];
     for (int m = 1; m < n; m++)
@@ -75,10 +99,9 @@ __global__ void reduce_scatter_k(ptrs in, mptrs out, int n, int64_t count,
 }
 
 template <typename T>
-__global__ void all_to_all_k(ptrs in, mptrs out, int n, int64_t count) {
+CV_GLOBAL void all_to_all_k(ptrs in, mptrs out, int n, int64_t count) {
   int64_t total = count * n * n;
-  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total;
-       j += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t j = CV_FIRST; j < total; j += CV_STEP) {
     /* j = (r * n + m) * count + i: out[r][m * count + i] = in[m][r * count
      * + i] */
     int64_t i = j % count;
@@ -100,7 +123,7 @@ int check_args(int n, int64_t count, plan_dtype dt, const char *what,
                char *err, size_t errsz) {
   if (n < 1 || n > PLAN_CUDA_MAX_GROUP)
     return fail(err, errsz, PLAN_EUSAGE, what,
-                "a virtual group has 1 to " "64" " members");
+                "a virtual group has 1 to 64 members");
   if (count < 0)
     return fail(err, errsz, PLAN_EUSAGE, what, "a negative count");
   if (dt != PLAN_F64 && dt != PLAN_F32)
@@ -114,13 +137,6 @@ int launched(const char *what, char *err, size_t errsz) {
   if (e != cudaSuccess)
     return fail(err, errsz, PLAN_EUNSUPPORTED, what, cudaGetErrorString(e));
   return 0;
-}
-
-/* A grid over `total` elements: enough blocks to fill the device, the
- * loops stride over the rest. */
-unsigned grid_for(int64_t total) {
-  int64_t b = (total + 255) / 256;
-  return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
 template <typename P> P pack(const void *const *a, int n) {
@@ -146,9 +162,9 @@ extern "C" int plan_cuda_virtual_all_reduce(void *const *buf, int n,
   mptrs b = pack<mptrs>((const void *const *)buf, n);
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == PLAN_F64)
-    all_reduce_k<double><<<grid_for(count), 256, 0, s>>>(b, n, count, reduce);
+    CV_LAUNCH(all_reduce_k<double>, count, s, b, n, count, reduce);
   else
-    all_reduce_k<float><<<grid_for(count), 256, 0, s>>>(b, n, count, reduce);
+    CV_LAUNCH(all_reduce_k<float>, count, s, b, n, count, reduce);
   return launched(what, err, errsz);
 }
 
@@ -166,9 +182,9 @@ extern "C" int plan_cuda_virtual_all_gather(const void *const *in,
   mptrs o = pack<mptrs>((const void *const *)out, n);
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == PLAN_F64)
-    all_gather_k<double><<<grid_for(count * n), 256, 0, s>>>(i, o, n, count);
+    CV_LAUNCH(all_gather_k<double>, count * n, s, i, o, n, count);
   else
-    all_gather_k<float><<<grid_for(count * n), 256, 0, s>>>(i, o, n, count);
+    CV_LAUNCH(all_gather_k<float>, count * n, s, i, o, n, count);
   return launched(what, err, errsz);
 }
 
@@ -188,11 +204,9 @@ extern "C" int plan_cuda_virtual_reduce_scatter(const void *const *in,
   mptrs o = pack<mptrs>((const void *const *)out, n);
   cudaStream_t s = (cudaStream_t)stream;
   if (dt == PLAN_F64)
-    reduce_scatter_k<double>
-        <<<grid_for(count * n), 256, 0, s>>>(i, o, n, count, reduce);
+    CV_LAUNCH(reduce_scatter_k<double>, count * n, s, i, o, n, count, reduce);
   else
-    reduce_scatter_k<float>
-        <<<grid_for(count * n), 256, 0, s>>>(i, o, n, count, reduce);
+    CV_LAUNCH(reduce_scatter_k<float>, count * n, s, i, o, n, count, reduce);
   return launched(what, err, errsz);
 }
 
@@ -211,9 +225,9 @@ extern "C" int plan_cuda_virtual_all_to_all(const void *const *in,
   cudaStream_t s = (cudaStream_t)stream;
   int64_t total = count * n * n;
   if (dt == PLAN_F64)
-    all_to_all_k<double><<<grid_for(total), 256, 0, s>>>(i, o, n, count);
+    CV_LAUNCH(all_to_all_k<double>, total, s, i, o, n, count);
   else
-    all_to_all_k<float><<<grid_for(total), 256, 0, s>>>(i, o, n, count);
+    CV_LAUNCH(all_to_all_k<float>, total, s, i, o, n, count);
   return launched(what, err, errsz);
 }
 

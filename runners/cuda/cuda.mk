@@ -8,6 +8,7 @@
 #                     and the GPU tests, to copy to a GPU machine
 #   make gpu-check    tests/gpu/run.sh on this machine (skips without a GPU)
 #   make check-gpu-bundle  the bundle run from a copy, clean environment
+#   make check-cuda-virtual  the virtual-rank collectives on the host
 
 NVCC ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
@@ -29,7 +30,7 @@ NCCL_CHECK := $(BUILD)/tests/gpu/nccl_check
 BENCH_CUDA := $(BUILD)/bench/bench_cuda
 GPU_BUNDLE := build/gpu-bundle
 
-.PHONY: cuda cuda-build gpu-bundle gpu-check check-gpu-bundle
+.PHONY: cuda cuda-build gpu-bundle gpu-check check-gpu-bundle check-cuda-virtual
 
 $(BUILD)/runners/cuda/%.o: runners/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -68,6 +69,24 @@ $(BENCH_CUDA): $(BUILD)/bench/bench_cuda.o $(STATIC) $(CUDA_PLUGIN)
 	  -Xlinker -rpath,'$$ORIGIN/..:$$ORIGIN'
 
 cuda: $(CUDA_PLUGIN) $(NCCL_CHECK) $(BENCH_CUDA)
+
+# The virtual-rank collectives built for the host (collectives_emu.h) and
+# their test: no CUDA needed, so make test runs it everywhere.
+VEMU_OBJ := $(BUILD)/cuda-vemu/collectives_virtual.o
+VEMU_TEST := $(BUILD)/tests/gpu/test_virtual_emu
+$(VEMU_OBJ): runners/cuda/collectives_virtual.cu
+	@mkdir -p $(dir $@)
+	@echo "CXX $< (emulated)"
+	@$(CXX) -x c++ -std=c++17 -fPIC $(OPT) -Wall -Wextra -Wshadow -Werror \
+	  -Ilibplan/include -Ilibplan/src -Irunners/cpu -Irunners -Irunners/cuda \
+	  -MMD -MP -c $< -o $@
+
+$(VEMU_TEST): tests/gpu/test_virtual_emu.c $(VEMU_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Irunners/cuda -o $@ $< $(VEMU_OBJ) -lcmocka
+
+check-cuda-virtual: $(VEMU_TEST)
+	@sh tests/run_unit.sh $(VEMU_TEST)
 
 # The bundle's own links of the tool and the op sweep: an $ORIGIN run path
 # (DT_RPATH, which also serves the libraries' own dependencies), so the
