@@ -16,7 +16,8 @@
  *                   [--skip-gemm]
  * (--dtype: verify the layer in f32 only, or in its own dtypes only; both
  * by default)
- * The plugin is found as `plan` finds it (PLAN_CUDA_PLUGIN, ...). Prints
+ * The plugin is PLAN_CUDA_PLUGIN, else the one this program is linked to
+ * (../libplan-cuda.so beside it, as in build/ and the GPU bundle). Prints
  * one line per figure; exits 3 without a GPU, 1 when a step fails. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <vector>
 
 #include "gemm.cuh"
@@ -227,6 +229,17 @@ int main(int argc, char **argv) {
   }
   if (n < 16 || reps < 1)
     return 2;
+  /* the verifier loads the plugin this program is linked to */
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 40);
+  if (!getenv("PLAN_CUDA_PLUGIN") && len > 0) {
+    exe[len] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) {
+      strcpy(slash, "/../libplan-cuda.so");
+      setenv("PLAN_CUDA_PLUGIN", exe, 0);
+    }
+  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || !count) {
