@@ -49,16 +49,15 @@ static int search_dirs(char dirs[][PATH_MAX]) {
   if (dladdr((void *)plan_runner_find, &info) && info.dli_fname &&
       folder_of(info.dli_fname, cand[nc], sizeof cand[nc]))
     nc++;
-  char exe[PATH_MAX];
+  char exe[PATH_MAX], bin[PATH_MAX];
   ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len > 0) {
     exe[len] = 0;
-    if (folder_of(exe, cand[nc], sizeof cand[nc])) {
-      const char *bin = cand[nc++];
-      if (strlen(bin) + 8 < PATH_MAX) {
-        snprintf(cand[nc], PATH_MAX, "%s/../lib", bin);
+    if (folder_of(exe, bin, sizeof bin)) {
+      strcpy(cand[nc++], bin);
+      int w = snprintf(cand[nc], PATH_MAX, "%s/../lib", bin);
+      if (w > 0 && w < PATH_MAX)
         nc++;
-      }
     }
   }
   snprintf(cand[nc++], PATH_MAX, "%s/lib", PLAN_PREFIX);
