@@ -141,7 +141,7 @@ fi
 
 # ---- runner agreement: cpu and cuda give the same verdicts -------------------------
 # exact and float mode for every plan with a mesh; bf16 too for the
-# examples; at most 90 s (the runs not made are counted)
+# examples; at most 60 s (the runs not made are counted)
 agree=0 differ=0 both_skip=0 notrun=0
 astart=$(date +%s)
 : >"$out/agreement.log"
@@ -149,7 +149,7 @@ for f in examples/*.plan.yaml spec/vectors/valid/*.yaml; do
   grep -q '^mesh:' "$f" || continue
   case $f in examples/*) modes="exact float bf16" ;; *) modes="exact float" ;; esac
   for mode in $modes; do
-    if [ $(($(date +%s) - astart)) -ge 90 ] || [ "$(left)" -lt 150 ]; then
+    if [ $(($(date +%s) - astart)) -ge 60 ] || [ "$(left)" -lt 150 ]; then
       notrun=$((notrun + 1))
       continue
     fi
@@ -183,7 +183,7 @@ else
 fi
 
 # ---- the op sweep on cuda ----------------------------------------------------------
-t=$(cap 100)
+t=$(cap 90)
 if [ "$t" -lt 30 ]; then
   result skipped sweep "out of time ($(left) s left)"
 else
@@ -205,7 +205,7 @@ v=\$1; shift
 exec "$plan" "\$v" --runner cuda "\$@"
 EOF
 chmod 755 "$out/plan-cuda"
-t=$(cap 45)
+t=$(cap 40)
 timeout "$t" sh "$bundle/tests/corpus/lowered/run.sh" "$out/plan-cuda" >"$out/corpus.log" 2>&1
 rc=$?
 line=$(tail -n 1 "$out/corpus.log")
@@ -216,7 +216,7 @@ else
 fi
 
 # ---- benchmarks ------------------------------------------------------------------------
-timeout "$(cap 45)" "$bundle/bench/bench_cuda" --size 8192 --reps 10 >"$out/bench-gemm.log" 2>&1
+timeout "$(cap 40)" "$bundle/bench/bench_cuda" --size 8192 --reps 10 >"$out/bench-gemm.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ]; then
   result pass bench-gemm "$(grep -c TFLOP "$out/bench-gemm.log") figures"
@@ -233,10 +233,10 @@ grep 'TFLOP' "$out/bench-gemm.log" | while read -r l; do figure "$l"; done
 sed -e 's/batch=4/batch=2/' -e 's/\[4, 2048/[2, 2048/g' \
     -e 's/axes: \[dp=2, tp=8\]/axes: [dp=1, tp=8]/' \
     examples/models/llama3-8b-layer.recipe.plan.yaml >"$out/llama3-8b-layer.tp8.plan.yaml"
-# f32 gets up to 150 s, bf16 (the plan's own dtype) what is left
+# f32 gets up to 120 s, bf16 (the plan's own dtype) what is left
 for d in f32 own; do
   name=bench-layer-$d
-  if [ $d = f32 ]; then t=$(cap 150); else t=$(left); fi
+  if [ $d = f32 ]; then t=$(cap 120); else t=$(left); fi
   if [ "$t" -lt 30 ]; then
     result skipped $name "out of time ($(left) s left)"
     continue
