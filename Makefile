@@ -33,7 +33,7 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 SOVERSION := 0
-LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/cpu/*.c))
+LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/*.c runners/cpu/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
@@ -71,6 +71,9 @@ help:
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
 	@echo "make wheel      build the Python wheel (with libplan.so) in build/wheel"
+	@echo "make cuda       build the CUDA runner plugin and its GPU tests (needs nvcc)"
+	@echo "make gpu-bundle build/gpu-bundle: the tool, plugin and GPU tests for a GPU machine"
+	@echo "make gpu-check  run the GPU tests and benchmarks (skipped without a GPU)"
 	@echo "make fmt        clang-format the C sources"
 	@echo "make lint       cppcheck over the C sources"
 	@echo "make install    install under PREFIX (default /usr/local)"
@@ -98,6 +101,9 @@ $(BUILD)/libplan.so: $(SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
 
 $(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) $(CBC_CFLAGS) -Ilua
+
+# The runner plugins' last folder to look in (runners/plugin_load.c).
+$(BUILD)/runners/plugin_load.o: CFLAGS_ALL += -DPLAN_PREFIX='"$(PREFIX)"'
 
 $(BUILD)/gen/lua_sources.c: scripts/embed_lua.py $(LUA_FILES)
 	@mkdir -p $(dir $@)
@@ -168,7 +174,8 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs check-cuda-emu
+	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
@@ -215,10 +222,19 @@ install: all
 	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libplan.so
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/libplan/
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
+	@if [ -f $(CUDA_PLUGIN) ]; then install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/; \
+	else echo "install: no $(CUDA_PLUGIN) (make cuda builds it): the cuda runner is not installed"; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)|g' \
 	  libplan/libplan.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libplan.pc
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# The CUDA runner's plugin, GPU tests and bundle: make cuda, gpu-bundle,
+# gpu-check.
+include runners/cuda/cuda.mk
+
+# The CUDA runner's op kernels: check-cuda-emu (host emulation), cuda-kernels.
+include runners/cuda/kernels.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,5 +1,6 @@
-/* `plan verify`: run a plan and its single-device program on the CPU
- * runner's simulated ranks and compare every tensor. */
+/* `plan verify`: run a plan and its single-device program on a runner's
+ * simulated ranks (the CPU runner, or the CUDA plugin's virtual ranks) and
+ * compare every tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,12 @@
 #include "verify_int.h"
 
 const char usage_verify[] =
-    "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner cpu]\n"
+    "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner R]\n"
     "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... [--reduce]\n"
     "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
-    "the CPU runner (every rank simulated in this process) and runs the\n"
+    "a runner (every rank simulated in this process) and runs the\n"
     "single-device program on the same kernels; then compares every tensor\n"
     "the plan produces, from every replica, and names the first divergent op\n"
     "in topological order with a diagnosis of the usual causes. A lowered\n"
@@ -43,7 +44,10 @@ const char usage_verify[] =
     "                instead of the dtype's\n"
     "  --tol TENSOR=RTOL,ATOL  float mode: these for a tensor, or for the\n"
     "                tensors a glob matches (\"attn.*\"); the first match wins\n"
-    "  --runner cpu  the only runner built here\n"
+    "  --runner R    cpu (the default: OpenBLAS, in this process) or cuda (the\n"
+    "                plugin libplan-cuda.so from `make cuda`, on one GPU with\n"
+    "                every rank virtual; docs/gpu.md); exit 3 with the reason\n"
+    "                when it is not built or finds no GPU\n"
     "  --report F    the report's format: text (default), yaml or json (schema\n"
     "                libplan-verify/1), junit (XML for CI)\n"
     "  --out FILE    write the report to FILE (atomically) instead of stdout\n"
@@ -167,7 +171,10 @@ int cmd_verify(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       outfile = argv[++i];
     } else if (!strcmp(argv[i], "--runner") && i + 1 < argc) {
-      if (!plan_runner_find(argv[++i]))
+      o.runner = argv[++i];
+      if (strcmp(o.runner, "cpu") && strcmp(o.runner, "cuda"))
+        return cli_usage("verify", "--runner is cpu or cuda");
+      if (!plan_runner_find(o.runner))
         return cli_fail_last(); /* exit 3 with the reason */
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_usage("verify", "unknown option '%s'", argv[i]);

@@ -363,7 +363,9 @@ static int m_verify(lua_State *L) {
     o.dtype = lua_tostring(L, -1); /* kept alive by the options table */
     if (o.dtype)
       o.mode = PLAN_VERIFY_FLOAT;
-    lua_pop(L, 3);
+    lua_getfield(L, 2, "runner"); /* "cpu" (nil) or "cuda" */
+    o.runner = lua_tostring(L, -1);
+    lua_pop(L, 4);
   }
   plan_verify_report *r; /* manual regions: their bodies traced in Lua */
   if (plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL))

@@ -4,21 +4,33 @@
  *
  * A runner is a vtable with an API version, so a runner built as a plugin
  * (the CUDA runner, loaded with dlopen) can be checked before use. Version
- * 1 runs local ops on rank-local blocks; collectives over simulated ranks
- * are still executed by the verifier itself (verifier/verify.c), and move
- * here when the CUDA runner brings device-side collectives. */
+ * 1 runs local ops on rank-local blocks. Version 2 adds a description of
+ * where the runner runs and an optional all-reduce over the blocks of a
+ * group of simulated ranks (the CUDA runner's virtual-rank mode); a runner
+ * without one leaves it NULL and the verifier reduces on the host
+ * (verifier/verify.c), in the same order. */
 #ifndef LIBPLAN_RUNNER_H
 #define LIBPLAN_RUNNER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels.h"
 
-#define PLAN_RUNNER_API_VERSION 1
+#define PLAN_RUNNER_API_VERSION 2
+
+/* The name of the plugin's entry point (C linkage):
+ *   const plan_runner_vtable *plan_runner_plugin_entry(int api_version,
+ *                                                      char *err,
+ *                                                      size_t errsz);
+ * It returns the plugin's vtable for a caller built against `api_version`,
+ * or NULL with a one-line reason in err (no device, a version it does not
+ * speak). The vtable lives as long as the plugin stays loaded. */
+#define PLAN_RUNNER_PLUGIN_ENTRY "plan_runner_plugin_entry"
 
 typedef struct plan_runner_vtable {
-  int api_version; /* PLAN_RUNNER_API_VERSION */
+  int api_version;  /* PLAN_RUNNER_API_VERSION */
   const char *name; /* "cpu", "cuda" */
   /* Whether op `kind` has a kernel for outputs of `dtype`. */
   bool (*supports_op)(int kind, plan_dtype dtype);
@@ -27,14 +39,41 @@ typedef struct plan_runner_vtable {
   int (*run_op)(int kind, const plan_attr_val *attrs, const plan_view *in,
                 int nin, plan_view *out, int nout, const plan_kernel_ctx *ctx,
                 char *err, size_t errsz);
+  /* ---- version 2 ---- */
+  /* Writes a one-line description of where the runner runs (device,
+   * collective settings) into buf; NULL: the name says it all. */
+  void (*describe)(char *buf, size_t size);
+  /* All-reduce of a group's blocks (the verifier's all-reduces, and its
+   * reduce-scatters with each member's values gathered into a block):
+   * blocks[0..nmembers) are the members' host blocks of n doubles each,
+   * in coordinate order; the reduction
+   * (plan_reduce) is written into blocks[0], bit-identical to reducing
+   * on the host in member order (sum: ((b0 + b1) + b2) + ...; avg: that
+   * sum divided by nmembers; max/min: a > b ? a : b, a < b ? a : b,
+   * folded left). Returns PLAN_OK or a status with a reason in err.
+   * NULL: the verifier reduces on the host. */
+  int (*all_reduce)(double *const *blocks, int nmembers, int64_t n, int reduce,
+                    char *err, size_t errsz);
 } plan_runner_vtable;
+
+/* The entry point's type (PLAN_RUNNER_PLUGIN_ENTRY). */
+typedef const plan_runner_vtable *(*plan_runner_plugin_entry_fn)(
+    int api_version, char *err, size_t errsz);
 
 /* The CPU runner: OpenBLAS and plain C kernels, embedded in the library. */
 const plan_runner_vtable *plan_cpu_runner(void);
 
-/* A runner by name: "cpu" here; NULL with the last error set to
- * PLAN_EUNSUPPORTED (and why) for a runner that is not built or cannot
- * run on this machine. */
+/* A runner by name: "cpu" (embedded), or "cuda", loaded from the plugin
+ * libplan-cuda.so: the file named by the environment variable
+ * PLAN_CUDA_PLUGIN when it is set, else the first found beside the library
+ * (or the executable linking it statically), beside the executable, in
+ * the lib folder beside the executable's (../lib), and in the install
+ * prefix's lib folder. NULL with the last error set to
+ * PLAN_EUNSUPPORTED and the reason (the plugin not found, where it was
+ * looked for; a plugin that does not load; no CUDA device) for a runner
+ * that is not built or cannot run on this machine, or to PLAN_EUSAGE for
+ * an unknown name. The plugin stays loaded (the dynamic loader counts its
+ * references); nothing is cached in the library. */
 const plan_runner_vtable *plan_runner_find(const char *name);
 
 #endif

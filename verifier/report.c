@@ -57,12 +57,15 @@ static void write_json(plan_buf *b, const plan_verify_report *r, bool yaml) {
   else
     plan_buf_puts(b, "{\"schema\": \"" SCHEMA "\", \"plan\": ");
   json_str(b, r->file);
-  plan_buf_printf(b, yaml ? "\nverdict: %s\nmode: %s\nseed: %llu\nranks: %lld\n"
+  plan_buf_printf(b, yaml ? "\nverdict: %s\nmode: %s\nseed: %llu\nrunner: "
                           : ", \"verdict\": \"%s\", \"mode\": \"%s\", "
-                            "\"seed\": %llu, \"ranks\": %lld",
+                            "\"seed\": %llu, \"runner\": ",
                   r->equal ? "equal" : "not_equal",
                   r->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
-                  (unsigned long long)r->seed, (long long)r->ranks);
+                  (unsigned long long)r->seed);
+  json_str(b, r->runner);
+  plan_buf_printf(b, yaml ? "\nranks: %lld\n" : ", \"ranks\": %lld",
+                  (long long)r->ranks);
   plan_buf_puts(b, yaml ? "collectives: {" : ", \"collectives\": {");
   for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
     plan_buf_printf(b, "%s\"%s\": %d", k ? ", " : "", kinds[k],

@@ -259,6 +259,14 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
     if (!vout[k].data)
       rc = plan_oom();
   }
+  /* a plugin runner may lack a kernel: that is "cannot run here", not a
+   * wrong plan (the CPU runner has every op) */
+  if (!rc && c->runner != plan_cpu_runner() && op->nout &&
+      !c->runner->supports_op(op->kind, vout[0].dtype))
+    return plan_failf(PLAN_EUNSUPPORTED,
+                      "runner '%s' has no kernel for op '%s' (%s, %s)",
+                      c->runner->name, op->name, plan_op_kind_name(op->kind),
+                      plan_dtype_name(vout[0].dtype));
   plan_kernel_ctx kc = {c->o->mode == PLAN_VERIFY_EXACT, 0};
   if (!rc && c->runner->run_op(op->kind, op->attrs, vin, op->nin, vout,
                               op->nout, &kc, err, sizeof err))
@@ -365,6 +373,42 @@ static double reduce2(plan_reduce op, double a, double b) {
   }
 }
 
+/* The runner's all-reduce (a device-side one) of the group of rank r, the
+ * group's first member: member 0's block is copied into r's result block,
+ * which then takes the reduction; the runner reduces in member order, so
+ * the bits are those of the host loop below. */
+static int runner_all_reduce(vctx *c, const plan_lstep *s, int64_t k,
+                             int64_t r) {
+  const plan_redist_step *st = &s->redist;
+  block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
+  block *d = &dst[r];
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[r], sizeof coord);
+  double **blocks = malloc(sizeof *blocks * (size_t)k);
+  if (!blocks)
+    return plan_oom();
+  for (int64_t m = 0; m < k; m++) {
+    coord[st->axis] = m;
+    const block *sb = &src[vx_rank_at(c->m, coord)];
+    if (sb->n != d->n || dst[vx_rank_at(c->m, coord)].n != d->n) {
+      free(blocks);
+      return plan_failf(PLAN_EINVALID,
+                        "all_reduce: the group's blocks differ in size");
+    }
+    blocks[m] = m ? sb->data : d->data;
+    if (!m && d->data != sb->data)
+      memcpy(d->data, sb->data, sizeof(double) * (size_t)d->n);
+  }
+  char err[256] = "";
+  int rc = c->runner->all_reduce(blocks, (int)k, d->n, st->reduce, err,
+                                 sizeof err);
+  free(blocks);
+  if (rc)
+    return plan_failf(rc, "runner '%s': all_reduce: %s", c->runner->name,
+                      err);
+  return PLAN_OK;
+}
+
 /* An all-reduce turns P into R along one axis: the group's blocks and the
  * result have one layout, so element e of every member reduces into
  * element e, in coordinate order (bit-for-bit as the general path). */
@@ -380,7 +424,12 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
-    for (int64_t m = 0; m < k; m++) {
+    if (c->runner->all_reduce) {
+      int rc = runner_all_reduce(c, s, k, r);
+      if (rc)
+        return rc;
+    }
+    for (int64_t m = 0; m < k && !c->runner->all_reduce; m++) {
       coord[a] = m;
       const block *sb = &src[vx_rank_at(c->m, coord)];
       if (sb->n != d->n || dst[vx_rank_at(c->m, coord)].n != d->n)
@@ -397,7 +446,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
         for (int64_t e = 0; e < d->n; e++)
           x[e] = reduce2(st->reduce, x[e], y[e]);
     }
-    if (st->reduce == PLAN_RED_AVG)
+    if (st->reduce == PLAN_RED_AVG && !c->runner->all_reduce)
       for (int64_t e = 0; e < d->n; e++)
         d->data[e] /= (double)k;
     for (int64_t m = 1; m < k; m++) {
@@ -408,6 +457,61 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
     }
   }
   return PLAN_OK;
+}
+
+/* A reduce-scatter on the runner's all-reduce (see runner_all_reduce):
+ * each member's values of the elements of rank r's new block are gathered
+ * in the order the host loop below reads them, then folded by the runner
+ * in member order, into r's block. *done is false when some member lacks
+ * an element: the host loop then writes the whole block itself (or
+ * reports the gap). */
+static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
+                                 int64_t r, bool *done) {
+  const plan_redist_step *st = &s->redist;
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  block *src = c->bufs[s->in[0]], *d = &c->bufs[s->out[0]][r];
+  int a = st->axis;
+  *done = false;
+  double **blocks = calloc((size_t)k, sizeof *blocks);
+  if (!blocks)
+    return plan_oom();
+  int rc = PLAN_OK;
+  bool whole = true;
+  for (int64_t m = 0; m < k && !rc && whole; m++) {
+    blocks[m] = m ? malloc(sizeof(double) * (size_t)(d->n > 0 ? d->n : 1))
+                  : d->data;
+    if (!blocks[m]) {
+      rc = plan_oom();
+      break;
+    }
+    int64_t coord[PLAN_MAX_MESH_AXES];
+    memcpy(coord, c->coords[r], sizeof coord);
+    coord[a] = m;
+    const block *sb = &src[vx_rank_at(c->m, coord)];
+    if (s->group_order) /* position m holds the block of order[m] */
+      coord[a] = s->group_order[m];
+    const block *vb = &src[vx_rank_at(c->m, coord)];
+    for (int64_t e = 0; e < d->n && whole; e++) {
+      int64_t li = local_index(t, sb, vx_global_index(t, d, e));
+      whole = li >= 0 && li < vb->n;
+      if (whole)
+        blocks[m][e] = vb->data[li];
+    }
+  }
+  if (!rc && whole) {
+    char err[256] = "";
+    rc = c->runner->all_reduce(blocks, (int)k, d->n, st->reduce, err,
+                               sizeof err);
+    if (rc)
+      rc = plan_failf(rc, "runner '%s': reduce_scatter: %s", c->runner->name,
+                      err);
+    else
+      *done = true;
+  }
+  for (int64_t m = 1; m < k; m++)
+    free(blocks[m]);
+  free(blocks);
+  return rc;
 }
 
 static int run_redist(vctx *c, const plan_lstep *s) {
@@ -422,6 +526,14 @@ static int run_redist(vctx *c, const plan_lstep *s) {
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!vx_in_mb(c, r))
       continue;
+    if (st->kind == PLAN_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
+      bool done;
+      int rc = runner_reduce_scatter(c, s, k, r, &done);
+      if (rc)
+        return rc;
+      if (done)
+        continue;
+    }
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
@@ -1499,8 +1611,9 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   /* an older caller's struct ends before the newer fields */
   plan_verify_options full = PLAN_VERIFY_OPTIONS_INIT;
   memcpy(&full, opts,
-         opts->version == 2 ? offsetof(plan_verify_options, tolerances)
-                            : sizeof full);
+         opts->version == 2   ? offsetof(plan_verify_options, tolerances)
+         : opts->version == 3 ? offsetof(plan_verify_options, runner)
+                              : sizeof full);
   opts = &full;
   int dtype = -1;
   if (opts->dtype) {
@@ -1525,7 +1638,11 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   c.hook_user = user;
   c.mb_axis = low->pipe ? low->pipe->axis : -1;
   c.mb_now = -1;
-  c.runner = plan_cpu_runner();
+  c.runner = plan_runner_find(opts->runner); /* the reason, when NULL */
+  if (!c.runner) {
+    plan_lowered_free(low);
+    return plan_error_last()->code;
+  }
   if (c.runner->api_version != PLAN_RUNNER_API_VERSION) {
     plan_lowered_free(low);
     return plan_failf(PLAN_EUNSUPPORTED, "runner '%s' has API version %d, not %d",
@@ -1590,6 +1707,7 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   memcpy(rep->collectives, c.low->collectives, sizeof rep->collectives);
   rep->mode = opts->mode;
   rep->seed = opts->seed;
+  rep->runner = dup_or_empty(c.runner->name);
   rep->ranks = c.nranks;
   /* the records move to the report, with their strings */
   rep->recs = c.recs;
@@ -1657,8 +1775,14 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     if (c.diagnosis[0])
       plan_buf_printf(&c.text, "diagnosis: %s\n", c.diagnosis);
   }
+  if (c.runner->describe) { /* the default runner goes without saying */
+    char where[512] = "";
+    c.runner->describe(where, sizeof where);
+    plan_buf_printf(&c.text, "runner: %s%s%s\n", c.runner->name,
+                    where[0] ? ": " : "", where);
+  }
   rep->text = dup_or_empty(plan_buf_cstr(&c.text));
-  if (!rep->file) {
+  if (!rep->file || !rep->runner) {
     free_ctx(&c);
     plan_verify_report_free(rep);
     return plan_oom();
@@ -1679,6 +1803,7 @@ void plan_verify_report_free(plan_verify_report *r) {
   if (!r)
     return;
   free(r->file);
+  free(r->runner);
   free(r->recs);
   plan_arena_free(&r->arena);
   free(r->text);
@@ -1689,6 +1814,9 @@ void plan_verify_report_free(plan_verify_report *r) {
 }
 
 int plan_verify_report_equal(const plan_verify_report *r) { return r->equal; }
+const char *plan_verify_report_runner(const plan_verify_report *r) {
+  return r->runner;
+}
 const char *plan_verify_report_text(const plan_verify_report *r) {
   return r->text;
 }

@@ -26,6 +26,7 @@ struct plan_verify_report {
   char *file;
   int mode;
   uint64_t seed;
+  char *runner; /* its name */
   int64_t ranks;
   plan_vrecord *recs;
   int nrecs;

@@ -17,6 +17,11 @@
 #include "libplan/program.h"
 #include "util.h"
 
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PLAN_MAX_RANK 8
 #define PLAN_MAX_MESH_AXES 8
 #define PLAN_MAX_NAME 256 /* bytes in a tensor/op/axis name */
@@ -469,5 +474,9 @@ struct plan_plan {
   plan_strmap use_keys; /* "section:name" of recorded uses, for duplicates */
   int next_op;          /* where the next exact strategy name is likely to be */
 };
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

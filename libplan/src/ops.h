@@ -14,6 +14,11 @@
 
 #include "ir.h"
 
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum plan_op_kind {
   PLAN_OP_MATMUL,
   PLAN_OP_LINEAR,
@@ -222,5 +227,9 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
                     const plan_placement *in, const plan_placement *out,
                     const int64_t *mesh_sizes, const char *const *axis_names,
                     char *err, size_t errsz);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

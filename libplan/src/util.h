@@ -12,6 +12,11 @@
 
 #include "libplan/common.h"
 
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define PLAN_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
@@ -173,5 +178,9 @@ bool plan_add_i64(int64_t a, int64_t b, int64_t *out);
  * '[abc]' / '[a-z]' one character of a set. */
 bool plan_glob_match(const char *pattern, const char *name);
 bool plan_is_glob(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -100,6 +100,11 @@
 
 #include "ir.h"
 
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* A rank-local tensor block, row-major and contiguous. */
 typedef struct plan_view {
   plan_dtype dtype; /* F64, F32, BF16, F16 stored as float; I64, I32 stored
@@ -146,5 +151,9 @@ bool plan_cpu_supports(int kind, plan_dtype dtype);
  * kernels apply these to every BF16 / F16 result. */
 float plan_round_bf16(float x);
 float plan_round_f16(float x);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -515,7 +515,88 @@ has "$err" "TENSOR=RTOL,ATOL" "verify --tol names its form"
 expect 2 "verify --rtol -1" verify --mode float --rtol -1 "$mlp"
 expect 2 "verify --tol in exact mode" verify --tol 'y=1,1' "$mlp"
 has "$err" "need float mode" "verify --tol in exact mode"
+# the CUDA runner is a plugin: found beside the tool or by PLAN_CUDA_PLUGIN
+PLAN_CUDA_PLUGIN=$tmp/none/libplan-cuda.so
+export PLAN_CUDA_PLUGIN
+expect 3 "verify --runner cuda, no plugin" verify --runner cuda "$mlp"
+has "$err" "runner 'cuda': plugin $tmp/none/libplan-cuda.so (from PLAN_CUDA_PLUGIN) not found" "verify --runner cuda, no plugin"
+has "$err" "make cuda" "verify --runner cuda says how to build it"
+unset PLAN_CUDA_PLUGIN
 expect 3 "verify --runner cuda" verify --runner cuda "$mlp"
+has "$err" "runner 'cuda'" "verify --runner cuda says why"
+expect 2 "verify --runner tpu" verify --runner tpu "$mlp"
+has "$err" "--runner is cpu or cuda" "verify --runner tpu"
+expect 0 "verify --runner cpu --report json" verify --runner cpu --report json "$mlp"
+has "$out" '"runner": "cpu"' "verify --report json names the runner"
+lacks "$out" "runner: " "the cpu runner goes without a text line"
+expect 0 "verify --report yaml names the runner" verify --report yaml "$mlp"
+has "$out" 'runner: "cpu"' "verify --report yaml names the runner"
+# stand-in plugins (tests/cli/fake_runner.c) against this build's library
+build=$(dirname "$plan")
+fake() { # VARIANT: builds $tmp/fake-VARIANT.so
+  cc -std=c11 -shared -fPIC -D"FAKE_$1" -I"$root/libplan/include" \
+    -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
+    -o "$tmp/fake-$1.so" "$root/tests/cli/fake_runner.c" \
+    -Wl,--exclude-libs,ALL "$build/libplan.a" \
+    $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
+}
+if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
+  for v in WORKS REFUSES OLD_API NO_ENTRY; do fake $v || bad "cannot build the $v stand-in"; done
+  PLAN_CUDA_PLUGIN=$tmp/fake-REFUSES.so expect 3 "a plugin without a device" verify --runner cuda "$mlp"
+  has "$err" "runner 'cuda' cannot run here: cudaGetDeviceCount: no CUDA-capable device is detected" "a plugin without a device"
+  PLAN_CUDA_PLUGIN=$tmp/fake-OLD_API.so expect 3 "a plugin of another API version" verify --runner cuda "$mlp"
+  has "$err" "speaks runner API version 1" "a plugin of another API version"
+  PLAN_CUDA_PLUGIN=$tmp/fake-NO_ENTRY.so expect 3 "a library without the entry point" verify --runner cuda "$mlp"
+  has "$err" "has no entry point plan_runner_plugin_entry" "a library without the entry point"
+  echo "not a library" >"$tmp/junk.so"
+  PLAN_CUDA_PLUGIN=$tmp/junk.so expect 3 "a plugin that does not load" verify --runner cuda "$mlp"
+  has "$err" "does not load" "a plugin that does not load"
+  # a working plugin: its all-reduce replaces the verifier's, same bits
+  PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "verify on a plugin runner" verify --runner cuda "$mlp"
+  has "$out" "EQUAL (exact mode, seed 0, 4 ranks; 1 all_reduce)" "verify on a plugin runner"
+  has "$out" "runner: cuda: a stand-in on the CPU kernels" "verify on a plugin runner names it"
+  PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "a plugin runner, float mode" verify --runner cuda --mode float --report json "$mlp"
+  has "$out" '"runner": "cuda"' "a plugin runner, float mode"
+  PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "a plugin runner, a training step" verify --runner cuda "$ex/mlp-train.plan.yaml"
+  # found beside the executable (a copy of the tool with the stand-in as
+  # libplan-cuda.so), and not found where it is absent, naming the folder
+  mkdir -p "$tmp/bin" "$tmp/bin2"
+  cp "$plan" "$tmp/bin/plan"
+  cp "$plan" "$tmp/bin2/plan"
+  cp "$tmp/fake-WORKS.so" "$tmp/bin/libplan-cuda.so"
+  "$tmp/bin/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok; else bad "the plugin beside the tool: exit $rc"; fi
+  has "$out" "runner: cuda: a stand-in on the CPU kernels" "the plugin beside the tool"
+  "$tmp/bin2/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 3 ]; then ok; else bad "no plugin beside the tool: exit $rc"; fi
+  has "$err" "(looked in: $tmp/bin2, " "no plugin beside the tool names the folder"
+  # an installed layout: bin/plan finds lib/libplan-cuda.so
+  mkdir -p "$tmp/pfx/bin" "$tmp/pfx/lib"
+  cp "$plan" "$tmp/pfx/bin/plan"
+  cp "$tmp/fake-WORKS.so" "$tmp/pfx/lib/libplan-cuda.so"
+  "$tmp/pfx/bin/plan" verify --runner cuda "$mlp" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok; else bad "the plugin in ../lib: exit $rc"; fi
+  has "$out" "runner: cuda: a stand-in on the CPU kernels" "the plugin in ../lib"
+  # a wrong all-reduce in the plugin is caught: the verdict depends on it
+  sed 's/acc + b;/acc + b + 1;/' "$root/tests/cli/fake_runner.c" >"$tmp/fake_bad.c"
+  cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" -I"$root/libplan/src" \
+    -I"$root/runners/cpu" -I"$root/runners" -o "$tmp/fake-bad.so" "$tmp/fake_bad.c" \
+    -Wl,--exclude-libs,ALL "$build/libplan.a" \
+    $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
+  PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong all-reduce" verify --runner cuda "$mlp"
+  has "$out" "NOT EQUAL" "a plugin with a wrong all-reduce"
+  # reduce-scatters go through the runner's all-reduce too
+  PLAN_CUDA_PLUGIN=$tmp/fake-WORKS.so expect 0 "reduce_scatter on a plugin runner" verify --runner cuda "$ex/transformer-block.plan.yaml"
+  has "$out" "EQUAL (exact mode, seed 0, 4 ranks; 2 all_gather, 2 reduce_scatter)" "reduce_scatter on a plugin runner"
+  PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong reduce_scatter" verify --runner cuda "$ex/transformer-block.plan.yaml"
+  has "$out" "first divergent op: block.res1" "a plugin with a wrong reduce_scatter"
+  unset PLAN_CUDA_PLUGIN
+else
+  bad "no C compiler or no libplan.a beside the tool: the plugin stand-ins are not tested"
+fi
 expect 0 "verify a pipeline" verify "$ex/pipeline-1f1b.plan.yaml"
 has "$out" "4 stages, 8 microbatches, 1f1b, 6 send/recv" "verify a pipeline"
 # manual regions: the Lua body traced into lowered ops and collectives

@@ -78,6 +78,9 @@ raises(function() p:apply("mlp.act", {["in"] = {}, out = {"RR"}}) end,
 -- verification from Lua, and a wrong plan not equal
 local eq, text, info = p:verify{mode = "float", seed = 2}
 check(eq == true and text:find("EQUAL"), "verify equal")
+check(p:verify{runner = "cpu"} == true, "verify on the cpu runner")
+local nr, rmsg = p:verify{runner = "tpu"}
+check(nr == nil and rmsg:find("no runner named 'tpu'"), "an unknown runner")
 p:apply("mlp.fc2", {["in"] = {"S(0)S(1)", "RS(0)"}, out = {"S(0)R"}})
 local okv = p:validate()
 check(not okv, "an all-reduce-free row-parallel output is invalid")

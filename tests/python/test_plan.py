@@ -147,6 +147,21 @@ class TestChecks(unittest.TestCase):
                                      tolerances={"block.*": (1e-4, 1e-5)}))
             with self.assertRaises(libplan.UsageError):
                 p.verify(mode="fuzzy")
+            self.assertEqual(r.runner, "cpu")
+            self.assertEqual(p.verify(runner="cpu").runner, "cpu")
+            with self.assertRaises(libplan.UsageError):
+                p.verify(runner="tpu")
+            old = os.environ.get("PLAN_CUDA_PLUGIN")
+            os.environ["PLAN_CUDA_PLUGIN"] = "/nonexistent/libplan-cuda.so"
+            try:
+                with self.assertRaises(libplan.UnsupportedError) as e:
+                    p.verify(runner="cuda")
+                self.assertIn("/nonexistent/libplan-cuda.so", str(e.exception))
+            finally:
+                if old is None:
+                    del os.environ["PLAN_CUDA_PLUGIN"]
+                else:
+                    os.environ["PLAN_CUDA_PLUGIN"] = old
         with libplan.parse(MLP_TEXT.replace(FC2_GOOD, FC2_BAD), "bug.yaml",
                            os.path.dirname(MLP)) as p:
             r = p.verify()

@@ -395,6 +395,46 @@ static void test_depth_bound(void **state) {
 /* Per-tensor tolerances: a glob that covers the broken tensor hides its
  * mismatch (the first divergence moves on); one that covers another
  * tensor changes nothing. Options of version 2 still work. */
+/* The runner option (version 4): NULL and "cpu" run the CPU runner and
+ * say so; an unknown name is a usage error; "cuda" without its plugin
+ * cannot run here and says why; a version-3 caller's struct ends before
+ * the field, which is not read. */
+static void test_runner_option(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/mlp-megatron.plan.yaml");
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  plan_verify_report *r;
+  assert_int_equal(o.version, 4);
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  assert_string_equal(plan_verify_report_runner(r), "cpu");
+  assert_true(plan_verify_report_equal(r));
+  plan_verify_report_free(r);
+  o.runner = "cpu";
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  assert_string_equal(plan_verify_report_runner(r), "cpu");
+  plan_verify_report_free(r);
+  o.runner = "tpu";
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_EUSAGE);
+  assert_null(r);
+  assert_non_null(strstr(plan_error_last()->message, "no runner named 'tpu'"));
+  o.version = 3; /* the runner field is past a version-3 struct */
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
+  assert_string_equal(plan_verify_report_runner(r), "cpu");
+  plan_verify_report_free(r);
+  o.version = 5;
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_EUSAGE);
+  o.version = 4;
+  o.runner = "cuda";
+  setenv("PLAN_CUDA_PLUGIN", "/nonexistent/libplan-cuda.so", 1);
+  assert_int_equal(plan_verify(&r, p, &o), PLAN_EUNSUPPORTED);
+  assert_null(r);
+  assert_non_null(strstr(plan_error_last()->message,
+                         "plugin /nonexistent/libplan-cuda.so (from "
+                         "PLAN_CUDA_PLUGIN) not found"));
+  unsetenv("PLAN_CUDA_PLUGIN");
+  plan_free(p);
+}
+
 static void test_tensor_tolerances(void **state) {
   (void)state;
   for (int k = 0; k < 3; k++) {
@@ -531,6 +571,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_unpadded_wrongly),
       cmocka_unit_test(test_depth_bound),
       cmocka_unit_test(test_tensor_tolerances),
+      cmocka_unit_test(test_runner_option),
       cmocka_unit_test(test_not_lowered_yet),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

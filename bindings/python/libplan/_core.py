@@ -624,10 +624,11 @@ class Plan(_Handle):
         return _findings(fn.diff, self._h, other._h)
 
     def verify(self, mode="exact", seed=0, dtype=None, rtol=0.0, atol=0.0,
-               tolerances=None):
-        """Runs the plan on simulated ranks against its program (CPU runner)
-        and returns a VerifyReport. mode "exact" or "float"; tolerances: {
-        tensor name or glob: (rtol, atol)} (float mode)."""
+               tolerances=None, runner=None):
+        """Runs the plan on simulated ranks against its program and returns
+        a VerifyReport. mode "exact" or "float"; tolerances: {tensor name or
+        glob: (rtol, atol)} (float mode); runner "cpu" (None: the default)
+        or "cuda" (UnsupportedError, with the reason, where it cannot run)."""
         if mode not in ("exact", "float"):
             raise UsageError("mode must be 'exact' or 'float', not %r"
                              % (mode,))
@@ -641,10 +642,13 @@ class Plan(_Handle):
             for i, (name, (rt, at)) in enumerate(tol):
                 keep.append(enc(name))
                 arr[i] = _lib.VerifyTolerance(keep[-1], float(rt), float(at))
-            opts = _lib.VerifyOptions(3, 0 if mode == "exact" else 1, seed,
+            # version 3 without a runner: a library before version 4 too
+            opts = _lib.VerifyOptions(3 if runner is None else 4,
+                                      0 if mode == "exact" else 1, seed,
                                       float(rtol), float(atol),
                                       None if dtype is None else enc(dtype),
-                                      arr if tol else None, len(tol))
+                                      arr if tol else None, len(tol),
+                                      None if runner is None else enc(runner))
         except (TypeError, ValueError) as e:
             raise UsageError("verify: %s (tolerances are {tensor: (rtol, "
                              "atol)})" % e) from None
@@ -739,6 +743,8 @@ class VerifyReport(_Handle):
         self.first_op = s(fn.verify_report_first_op(h)) or None
         self.first_tensor = s(fn.verify_report_first_tensor(h)) or None
         self.diagnosis = s(fn.verify_report_diagnosis(h))
+        runner = getattr(fn, "verify_report_runner", None)  # newer libs
+        self.runner = s(runner(h)) if runner else "cpu"
         self.collectives = {k: fn.verify_report_collectives(h, k.encode())
                             for k in _COLLECTIVES}
 

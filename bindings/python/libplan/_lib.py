@@ -137,7 +137,8 @@ class VerifyOptions(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint), ("mode", c_int),
                 ("seed", c_uint64),
                 ("rtol", c_double), ("atol", c_double), ("dtype", c_char_p),
-                ("tolerances", P(VerifyTolerance)), ("ntolerances", c_int)]
+                ("tolerances", P(VerifyTolerance)), ("ntolerances", c_int),
+                ("runner", c_char_p)]
 
 
 class CostOpInfo(ctypes.Structure):
@@ -250,6 +251,7 @@ _PROTOS = {
     "plan_verify_report_first_op": (c_char_p, [vp]),
     "plan_verify_report_first_tensor": (c_char_p, [vp]),
     "plan_verify_report_diagnosis": (c_char_p, [vp]),
+    "plan_verify_report_runner": (c_char_p, [vp]),
     "plan_verify_report_collectives": (c_int, [vp, c_char_p]),
     "plan_verify_report_write": (c_int, [ps, P(c_size_t), vp, c_char_p]),
     "plan_reduce_shapes": (c_int, [pp, ps, vp]),

@@ -41,6 +41,10 @@ typedef struct plan_verify_options {
    * replaces its rtol and atol (both, as given). */
   const struct plan_verify_tolerance *tolerances;
   int ntolerances;
+  /* version 4: the runner that runs both programs: "cpu" (NULL: the
+   * default) or "cuda" (the plugin libplan-cuda.so, docs/gpu.md); a runner
+   * that is not built or has no device here gives PLAN_EUNSUPPORTED */
+  const char *runner;
 } plan_verify_options;
 
 typedef struct plan_verify_tolerance {
@@ -48,17 +52,19 @@ typedef struct plan_verify_tolerance {
   double rtol, atol;
 } plan_verify_tolerance;
 
-/* Versions 2 (without tolerances) and 3 are accepted. */
-#define PLAN_VERIFY_OPTIONS_VERSION 3
+/* Versions 2 (without tolerances), 3 (without runner) and 4 are accepted. */
+#define PLAN_VERIFY_OPTIONS_VERSION 4
 #define PLAN_VERIFY_OPTIONS_INIT                                               \
-  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0}
+  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,     \
+   NULL}
 
 typedef struct plan_verify_report plan_verify_report;
 
 /* Lowers and runs `p` and its reference program. *out always holds a report
  * when PLAN_OK is returned (equal or not); a negative status means the check
- * could not run: PLAN_EUNSUPPORTED (not verifiable here yet), PLAN_EINVALID
- * (the plan does not lower), PLAN_ENOMEM. */
+ * could not run: PLAN_EUNSUPPORTED (not verifiable here yet, or the runner
+ * is not available here: the message says why), PLAN_EINVALID (the plan
+ * does not lower), PLAN_ENOMEM, PLAN_EUSAGE (an unknown runner name). */
 int plan_verify(plan_verify_report **out, const plan_plan *p,
                 const plan_verify_options *opts);
 void plan_verify_report_free(plan_verify_report *r);
@@ -104,9 +110,12 @@ int plan_verify_report_collectives(const plan_verify_report *r,
  * PLAN_EUSAGE for NULL arguments. */
 int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
 
+/* The runner that ran the check ("cpu", "cuda"; borrowed, never NULL). */
+const char *plan_verify_report_runner(const plan_verify_report *r);
+
 /* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
- * verdict, mode, seed, ranks, collective counts, the first divergence with
- * its diagnosis, and one entry per compared tensor), or "junit" (one test
+ * verdict, mode, seed, runner, ranks, collective counts, the first divergence
+ * with its diagnosis, and one entry per compared tensor), or "junit" (one test
  * case per compared tensor). Newly allocated; free with free(). */
 int plan_verify_report_write(char **out, size_t *len,
                              const plan_verify_report *r, const char *format);

@@ -1,0 +1,71 @@
+# The CUDA runner's op kernels (runners/cuda/kernels*.cu, gemm*.cu).
+# Included from the Makefile.
+#
+#   make check-cuda-emu  builds the kernel sources with the host C++
+#                        compiler (emulation: runners/cuda/emu.h, no CUDA
+#                        needed) and runs tests/cuda/test_cuda_emu.c, the
+#                        agreement test against the CPU runner
+#   make cuda-kernels    compiles the kernel sources with nvcc into
+#                        $(BUILD)/runners/cuda/*.o (the pattern rule of
+#                        runners/cuda/cuda.mk), as the plugin links them
+#   make check-cuda-gpu  the same test against those objects, on the GPU
+#                        (skipped, and said so, without a usable device)
+
+CUDA_KERN_SRC := $(sort $(wildcard runners/cuda/kernels*.cu runners/cuda/gemm*.cu))
+CUDA_KERN_OBJ := $(CUDA_KERN_SRC:%.cu=$(BUILD)/%.o)
+CUDA_EMU_OBJ := $(CUDA_KERN_SRC:runners/cuda/%.cu=$(BUILD)/cuda-emu/%.o)
+CUDA_EMU_TEST := $(BUILD)/tests/cuda/test_cuda_emu
+
+# No contraction of a * b + c into fma, on the device or the host: the
+# kernels then round like the CPU runner's plain C, bit for bit.
+$(CUDA_KERN_OBJ): NVCC_FLAGS += --fmad=false
+
+CUDA_EMU_CXXFLAGS := -x c++ -std=c++17 -fPIC $(OPT) -ffp-contract=off \
+  -fno-exceptions -fno-rtti -Wall -Wextra -Wshadow -Wpointer-arith \
+  -Wformat=2 -Wno-format-nonliteral -Wmissing-declarations -Werror \
+  -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
+  -Irunners/cuda $(CXXFLAGS)
+
+.PHONY: check-cuda-emu cuda-kernels check-cuda-gpu
+
+# The emulation needs a C++ compiler (the kernels are templates); without
+# one the suite fails saying so rather than passing untested.
+.PHONY: cuda-emu-cxx
+cuda-emu-cxx:
+	@command -v $(CXX) >/dev/null 2>&1 || { echo "check-cuda-emu: no C++ compiler ($(CXX)): install g++" >&2; exit 2; }
+
+$(BUILD)/cuda-emu/%.o: runners/cuda/%.cu | cuda-emu-cxx
+	@mkdir -p $(dir $@)
+	@echo "CXX $< (emulated)"
+	@$(CXX) $(CUDA_EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/cuda/test_cuda_emu.o: tests/cuda/test_cuda_emu.c
+	@mkdir -p $(dir $@)
+	@echo "CC $<"
+	@$(CC) $(CFLAGS_ALL) -Irunners/cuda -Itests -MMD -MP -c $< -o $@
+
+$(CUDA_EMU_TEST): $(BUILD)/tests/cuda/test_cuda_emu.o $(CUDA_EMU_OBJ) $(STATIC)
+	$(CXX) $(LDFLAGS) -o $@ $< $(CUDA_EMU_OBJ) $(STATIC) $(LDLIBS_ALL) -lcmocka
+
+check-cuda-emu: $(CUDA_EMU_TEST)
+	@sh tests/run_unit.sh $(CUDA_EMU_TEST)
+
+cuda-kernels: $(CUDA_KERN_OBJ)
+
+# The same agreement test against the nvcc objects, for a GPU machine:
+# exit 77 (no usable device) is reported as skipped, not passed.
+CUDA_GPU_TEST := $(BUILD)/tests/cuda/test_cuda_gpu
+
+$(BUILD)/tests/cuda/test_cuda_gpu.o: tests/cuda/test_cuda_emu.c
+	@mkdir -p $(dir $@)
+	@echo "CC $< (device)"
+	@$(CC) $(CFLAGS_ALL) -DPLAN_CUDA_DEVICE_TEST -Irunners/cuda -Itests -MMD -MP -c $< -o $@
+
+$(CUDA_GPU_TEST): $(BUILD)/tests/cuda/test_cuda_gpu.o $(CUDA_KERN_OBJ) $(STATIC)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< $(CUDA_KERN_OBJ) $(STATIC) $(CUDA_LIBS) \
+	  $(PKG_LIBS) -lm -lcmocka
+
+check-cuda-gpu: $(CUDA_GPU_TEST)
+	@$(CUDA_GPU_TEST); rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "check-cuda-gpu: skipped (no usable CUDA device)"; \
+	elif [ $$rc -ne 0 ]; then echo "FAILED: $(CUDA_GPU_TEST)"; exit 1; fi

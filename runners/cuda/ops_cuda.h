@@ -1,0 +1,88 @@
+/* The CUDA runner's op kernels: the vtable-compatible entry points of the
+ * CUDA runner (runners/runner.h), with the contract of plan_cpu_kernel
+ * (runners/cpu/kernels.h): host views in and out; each call checks the
+ * views as the CPU runner does, uploads the inputs, runs the op on the
+ * current CUDA device and its default stream, and downloads the outputs.
+ * A context (plan_cuda_ctx) is optional: it keeps one cuBLAS handle
+ * across calls; plan_cuda_run_op, the vtable's entry, makes a handle per
+ * call that needs one (matmul, linear).
+ *
+ * Every op of the registry up to repeat_interleave has a kernel in F64,
+ * F32, BF16 and F16; the data-movement ops (transpose, permute, reshape,
+ * split, concat, expand, where, repeat_interleave) also in I64 and I32:
+ * the CPU runner's set. A kind the kernels do not know (an op added to the
+ * registry later) is unsupported. On the device the tensors are double,
+ * float, __nv_bfloat16, __half and int64_t; BF16 and F16 compute in float
+ * and round to nearest even on store, as the CPU runner's emulation does.
+ *
+ * Agreement with the CPU runner, on the device (built with --fmad=false,
+ * IEEE division and square root):
+ *  - bit for bit: the data movement, embedding, add, sub, mul, div, scale,
+ *    relu, relu_grad, layernorm, rmsnorm and their gradients, reduce_sum,
+ *    reduce_mean, embedding_grad: the CPU's expressions in the CPU's order
+ *    (every reduction sequential in one thread, embedding_grad's rows
+ *    summed in sample order);
+ *  - within the CUDA math library's error (expf, tanhf, erff: 2 ulp; logf,
+ *    exp, log, tanh: 1 ulp; erf: 2 ulp) before the result is stored: gelu,
+ *    silu, tanh, exp, softmax, cross_entropy, gelu_grad, silu_grad,
+ *    cross_entropy_grad; after BF16 or F16 rounding the results are then
+ *    equal or one unit of the format apart;
+ *  - matmul and linear (cuBLAS, F32 without TF32, BF16/F16 accumulating in
+ *    fp32) within summation-order error: |cuda - cpu| <= k eps sum |a b|
+ *    per element, eps of the compute type (or of the format, BF16/F16);
+ *  - exact mode (F64 on the dyadic grid): bit for bit for every op whose
+ *    result is a sum, product or quotient of grid values (matmul included:
+ *    such sums are exact in any order); a transcendental op is rounded to
+ *    the grid and may differ by one grid step where the CUDA and the host
+ *    libm round to either side of a grid midpoint.
+ * "Bit for bit" counts a NaN as itself: a BF16 or F16 NaN comes back as
+ * the format's NaN, where the CPU runner keeps the float's payload bits.
+ * The host emulation (emu.h; tests/cuda/test_cuda_emu.c) uses libm, so
+ * there every op but matmul and linear is bit-identical to the CPU runner.
+ *
+ * Results are deterministic run to run: reductions have a fixed order,
+ * cuBLAS is deterministic on one stream, and nothing uses atomics. */
+#ifndef LIBPLAN_RUNNERS_CUDA_OPS_CUDA_H
+#define LIBPLAN_RUNNERS_CUDA_OPS_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether op `kind` has a CUDA kernel for outputs of `dtype`. */
+bool plan_cuda_supports_op(int kind, plan_dtype dtype);
+
+/* One local op on rank-local host blocks: the contract of plan_cpu_kernel,
+ * with these failures besides: PLAN_ENOMEM when device memory runs out,
+ * PLAN_EUNSUPPORTED when a CUDA or cuBLAS call fails (no device, a driver
+ * or launch error), each with the call and CUDA's error name and message
+ * in err ("cudaMalloc: out of memory (2 GiB asked;
+ * cudaErrorMemoryAllocation)"). */
+int plan_cuda_run_op(int kind, const plan_attr_val *attrs, const plan_view *in,
+                     int nin, plan_view *out, int nout,
+                     const plan_kernel_ctx *ctx, char *err, size_t errsz);
+
+/* A context of the current device: its cuBLAS handle, made once. Used by
+ * one thread at a time, on the device current when it was made. */
+typedef struct plan_cuda_ctx plan_cuda_ctx;
+
+/* A new context, freed with plan_cuda_ctx_free; NULL with the reason in
+ * err when cuBLAS cannot start or memory runs out. */
+plan_cuda_ctx *plan_cuda_ctx_new(char *err, size_t errsz);
+void plan_cuda_ctx_free(plan_cuda_ctx *c); /* accepts NULL */
+
+/* plan_cuda_run_op with context c (NULL: plan_cuda_run_op itself). */
+int plan_cuda_run_op_ctx(plan_cuda_ctx *c, int kind, const plan_attr_val *attrs,
+                         const plan_view *in, int nin, plan_view *out, int nout,
+                         const plan_kernel_ctx *ctx, char *err, size_t errsz);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
