@@ -27,6 +27,13 @@ Models:
                     around attention, all-to-all in between; dp=2 over
                     the batch.
 
+  mixtral-moe-layer a Mixtral-8x7B-style sparse MoE block: router
+                    (softmax, top 2 of 8, renormalised), GShard dispatch
+                    (each sequence a group, capacity 1280), SwiGLU experts
+                    of 14336, weighted combine; hidden 4096, seq 4096,
+                    batch 8. Expert parallel over ep=8, an all-to-all
+                    to the experts and one back.
+
 Output is deterministic: the same arguments give the same bytes.
 
 usage: gen_models.py [-o DIR] [MODEL...]   (default: every model into
@@ -591,6 +598,78 @@ def dit_block(outdir):
     ], [("y", TOK)], provenance="strategy: ulysses, tool: %s, seed: 0" % TOOL)
 
 
+# ---- Mixture of experts ----------------------------------------------------------
+
+def moe_layer(outdir):
+    """A Mixtral-8x7B-style sparse MoE block with expert parallelism."""
+    B, S, H, F, E, K = 8, 4096, 4096, 14336, 8, 2
+    C = 1280                        # capacity per group and expert: 1.25 S K / E
+    dt = "bf16"
+    p = Plan("mixtral-moe-layer", [("ep", 8)])
+    R = p.pl()
+    TOK = p.pl(ep="S(0)")                 # [B, S, ..]: a sequence (group) a rank
+    SLOT_G = p.pl(ep="S(1)")              # [E, B, C, ..] as dispatched: by group
+    SLOT_E = p.pl(ep="S(0)")              # [E, B, C, ..] at the experts: by expert
+    EXP_W = p.pl(ep="S(0)")               # [E, 1, in, out]: one expert a rank
+
+    p.tensor("x", "{shape: [batch=%d, seq=%d, hidden=%d], dtype: %s, role: input}"
+             % (B, S, H, dt), TOK)
+    p.param("moe_norm.weight", [H], dt, R)
+    p.param("router.weight", [H, E], dt, R)
+    p.param("experts.gate.weight", [E, 1, H, F], dt, EXP_W)
+    p.param("experts.up.weight", [E, 1, H, F], dt, EXP_W)
+    p.param("experts.down.weight", [E, 1, F, H], dt, EXP_W)
+
+    p.op("moe_norm", "rmsnorm", ["x", "moe_norm.weight"], "moe_norm.out",
+         [TOK, R], TOK, "eps: 1e-05")
+    h = "moe_norm.out"
+    p.op("router", "matmul", [h, "router.weight"], "router.logits",
+         [TOK, R], TOK)
+    p.op("router.softmax", "softmax", ["router.logits"], "router.probs",
+         [TOK], TOK, "dim: -1")
+    p.op("router.topk", "topk", ["router.probs"],
+         ["router.topk.probs", "router.experts"], [TOK], [TOK, TOK],
+         "k: %d" % K)
+    p.op("router.sum", "reduce_sum", ["router.topk.probs"], "router.sum.out",
+         [TOK], TOK, "dims: [-1], keepdim: true")
+    p.op("router.norm", "div", ["router.topk.probs", "router.sum.out"],
+         "router.weights", [TOK, TOK], TOK)
+    # Each sequence is a group: its tokens fill each expert's C slots in
+    # order; a choice past them is dropped (its residual passes through).
+    p.op("dispatch", "moe_dispatch", [h, "router.experts"], "dispatch.out",
+         [TOK, TOK], SLOT_G, "experts: %d, capacity: %d" % (E, C))
+    # The experts read their own slots: an all-to-all from groups to experts.
+    p.op("experts.gate", "matmul", ["dispatch.out", "experts.gate.weight"],
+         "experts.gate.out", [SLOT_E, EXP_W], SLOT_E)
+    p.op("experts.up", "matmul", ["dispatch.out", "experts.up.weight"],
+         "experts.up.out", [SLOT_E, EXP_W], SLOT_E)
+    p.op("experts.act", "silu", ["experts.gate.out"], "experts.act.out",
+         [SLOT_E], SLOT_E)
+    p.op("experts.mul", "mul", ["experts.act.out", "experts.up.out"],
+         "experts.mul.out", [SLOT_E, SLOT_E], SLOT_E)
+    p.op("experts.down", "matmul", ["experts.mul.out", "experts.down.weight"],
+         "experts.down.out", [SLOT_E, EXP_W], SLOT_E)
+    # And back: an all-to-all from experts to groups, then the weighted sum.
+    p.op("combine", "moe_combine", ["experts.down.out", "router.experts",
+                                    "router.weights"], "combine.out",
+         [SLOT_G, TOK, TOK], TOK)
+    p.op("moe.res", "add", ["x", "combine.out"], "y", [TOK, TOK], TOK)
+
+    write(os.path.join(outdir, "mixtral-moe-layer.recipe.plan.yaml"), p, [
+        "A Mixtral-8x7B-style sparse mixture-of-experts block: RMSNorm, a",
+        "router (softmax over 8 experts, top 2, weights renormalised), GShard",
+        "dispatch with each sequence a group and 1280 slots per expert (1.25 x",
+        "its even share of 4096 x 2 choices), SwiGLU experts of 14336, the",
+        "weighted combine and the residual; hidden 4096, seq 4096, batch 8;",
+        "bf16. Attention is left out (see llama3-8b-layer).",
+        "Recipe: expert parallelism over ep=8: a sequence a rank for the",
+        "router, one expert a rank for the MLPs; the dispatched slots move",
+        "from groups to experts by one all-to-all and back by another.",
+        "Written by: python3 %s (edit the generator, not this file)." % TOOL,
+    ], [("y", TOK)], devices_per_host=8,
+        provenance="strategy: expert-parallel, tool: %s, seed: 0" % TOOL)
+
+
 MODELS = {
     "gpt2-small-block": [gpt2_small_block],
     "llama3-8b-layer": [llama3_8b_layer],
@@ -601,6 +680,7 @@ MODELS = {
                             [("dp", 2), ("tp", 4), ("pp", 4)], pp=True),
     ],
     "dit-block": [dit_block],
+    "mixtral-moe-layer": [moe_layer],
 }
 
 

@@ -57,6 +57,7 @@ typedef enum keep_why {
   KEEP_NOFIT,
   KEEP_RANGE,
   KEEP_REPEATS,
+  KEEP_INDEXED,
   KEEP_COUNT
 } keep_why;
 
@@ -69,7 +70,8 @@ static const char *const keep_text[KEEP_COUNT] = {
     "merged dim, uneven major part",
     "no smaller size keeps its sharding",
     "an integer range indexes it",
-    "the repeats of repeat_interleave"};
+    "the repeats of repeat_interleave",
+    "computed indices point into it"};
 
 typedef struct rnode {
   int parent;
@@ -202,6 +204,29 @@ static int op_tensor(const plan_op *op, int o) {
   return o < op->nin ? op->in[o] : op->out[o - op->nin];
 }
 
+/* A dim that indices computed by the program (not an input with a range)
+ * point into: topk's and gather's last input dim, scatter_add's last output
+ * dim, and the experts of the mixture-of-experts slots. Reducing it could
+ * leave an index past its end (a router's topk over all experts feeds the
+ * dispatch), so it keeps its size. */
+static bool indexed_dim(const plan_op *op, int o, int d, int rank) {
+  switch ((plan_op_kind)op->kind) {
+  case PLAN_OP_TOPK:
+  case PLAN_OP_GATHER:
+    return o == 0 && d == rank - 1;
+  case PLAN_OP_SCATTER_ADD:
+    return o == op->nin && d == rank - 1;
+  case PLAN_OP_MOE_DISPATCH:
+    return o == op->nin && d == 0;
+  case PLAN_OP_MOE_COMBINE:
+    return o == 0 && d == 0;
+  case PLAN_OP_MOE_WEIGHTS_GRAD:
+    return o == 1 && d == 0;
+  default:
+    return false;
+  }
+}
+
 /* ---- step 1: ties
  * ------------------------------------------------------------ */
 
@@ -268,6 +293,8 @@ static int tie_op(rctx *c, int i) {
       if (op->kind == PLAN_OP_REPEAT_INTERLEAVE && o == op->nin && nf == 2 &&
           op->attrs && d == (int)op->attrs[1].i)
         keep(c, base + ro->f[d][1], KEEP_REPEATS);
+      if (indexed_dim(op, o, d, t->rank))
+        keep(c, target, KEEP_INDEXED);
       if (join(c, D, target))
         return PLAN_ENOMEM;
     }
@@ -647,6 +674,36 @@ static int solve(rctx *c) {
 /* ---- step 4: rewrite
  * ---------------------------------------------------------- */
 
+/* The int attributes that name an output's size: topk's k, scatter_add's
+ * size, moe_dispatch's experts and capacity, from the new dims. */
+static int apply_sizes(plan_program *prog, plan_op *op) {
+  const plan_tensor *y = &prog->tensors[op->out[0]];
+  int64_t v[2];
+  int n;
+  if (op->kind == PLAN_OP_TOPK || op->kind == PLAN_OP_SCATTER_ADD) {
+    v[0] = y->dims[y->rank - 1];
+    n = 1;
+  } else if (op->kind == PLAN_OP_MOE_DISPATCH) {
+    v[0] = y->dims[0];
+    v[1] = y->dims[2];
+    n = 2;
+  } else {
+    return PLAN_OK;
+  }
+  if (!op->attrs) /* every such kind requires them: never so loaded */
+    return PLAN_OK;
+  const plan_op_info *info = plan_op_info_get(op->kind);
+  plan_attr_val *av =
+      plan_arena_alloc(&prog->arena, sizeof *av * (size_t)info->nattrs);
+  if (!av)
+    return plan_oom();
+  memcpy(av, op->attrs, sizeof *av * (size_t)info->nattrs);
+  for (int i = 0; i < n; i++)
+    av[i].i = v[i];
+  op->attrs = av;
+  return PLAN_OK;
+}
+
 static int apply(rctx *c) {
   plan_program *prog = c->p->program;
   plan_arena *A = &prog->arena;
@@ -675,8 +732,12 @@ static int apply(rctx *c) {
       ai = 0; /* the output's shape */
     else if (op->kind == PLAN_OP_SPLIT)
       ai = 1;
-    else
+    else {
+      int rc = apply_sizes(prog, op);
+      if (rc)
+        return rc;
       continue;
+    }
     if (!op->attrs) /* every such kind requires it: never so loaded */
       continue;
     const plan_op_info *info = plan_op_info_get(op->kind);

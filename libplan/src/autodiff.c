@@ -606,6 +606,10 @@ static int differentiate(ad_ctx *c, int i) {
     if (c->needs[t])
       return ad_fail(c, "internal: the gradient of '%s' is incomplete",
                      x->name);
+    if (!plan_dtype_is_float(x->dtype)) { /* topk's indices: none */
+      dy[k] = -1;
+      continue;
+    }
     char *name = plan_arena_printf(&c->p->arena, "grad/%s", x->name);
     if (!name)
       return plan_oom();

@@ -459,6 +459,106 @@ static int bw_repeat_interleave(ad_ctx *c, const plan_op *op, int dy) {
   return give(c, op, 0, g);
 }
 
+/* ---- routing and mixture of experts -------------------------------------- */
+
+/* scatter_add of g by idx into a last dim of `size`. */
+static int scatter_into(ad_ctx *c, const char *part, int g, int idx,
+                        int64_t size) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_SCATTER_ADD, a);
+  a[0].i = size;
+  a[0].present = true;
+  int in[2] = {g, idx};
+  return ad_op(c, PLAN_OP_SCATTER_ADD, part, a, in, 2);
+}
+
+/* topk: the values are x's at the indices: dx = dvalues scattered back to
+ * them; the indices take no gradient. */
+static int bw_topk(ad_ctx *c, const plan_op *op, const int *dys) {
+  int x = op->in[0];
+  return give(c, op, 0,
+              scatter_into(c, "dx", dys[0], op->out[1],
+                           dim_of(c, x, rank_of(c, x) - 1)));
+}
+
+/* gather and scatter_add are each other's adjoint (the indices fixed). */
+static int bw_gather(ad_ctx *c, const plan_op *op, int dy) {
+  int x = op->in[0];
+  return give(c, op, 0,
+              scatter_into(c, "dx", dy, op->in[1],
+                           dim_of(c, x, rank_of(c, x) - 1)));
+}
+
+static int bw_scatter_add(ad_ctx *c, const plan_op *op, int dy) {
+  int in[2] = {dy, op->in[1]};
+  return give(c, op, 0, ad_op(c, PLAN_OP_GATHER, "dsrc", NULL, in, 2));
+}
+
+/* moe_dispatch of tokens t with routing (idx, w) into slots s, for the
+ * adjoints below; w < 0: unweighted. */
+static int moe_to_slots(ad_ctx *c, const char *part, int t, int idx, int w,
+                        int64_t experts, int64_t capacity) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  ad_attrs(PLAN_OP_MOE_DISPATCH, a);
+  a[0].i = experts;
+  a[0].present = true;
+  a[1].i = capacity;
+  a[1].present = true;
+  int in[3] = {t, idx, w};
+  return ad_op(c, PLAN_OP_MOE_DISPATCH, part, a, in, w < 0 ? 2 : 3);
+}
+
+static int moe_from_slots(ad_ctx *c, const char *part, int s, int idx, int w) {
+  int in[3] = {s, idx, w};
+  return ad_op(c, PLAN_OP_MOE_COMBINE, part, NULL, in, w < 0 ? 2 : 3);
+}
+
+static int moe_wgrad(ad_ctx *c, const char *part, int a, int b, int idx) {
+  int in[3] = {a, b, idx};
+  return ad_op(c, PLAN_OP_MOE_WEIGHTS_GRAD, part, NULL, in, 3);
+}
+
+/* s = dispatch(x, idx, w): linear in x, so dx = combine(ds, idx, w), the
+ * adjoint (each slot read back by the choice that filled it); and ds's
+ * slot (g, t, j) is w[g, t, j] x[g, t], so dw = weights_grad(x, ds). */
+static int bw_moe_dispatch(ad_ctx *c, const plan_op *op, int dy) {
+  int w = op->nin > 2 ? op->in[2] : -1, rc;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0, moe_from_slots(c, "dx", dy, op->in[1], w))))
+    return rc;
+  if (w >= 0 && ad_wants(c, op, 2))
+    return give(c, op, 2, moe_wgrad(c, "dw", op->in[0], dy, op->in[1]));
+  return PLAN_OK;
+}
+
+/* y = combine(s, idx, w): ds = dispatch(dy, idx, w) into s's experts and
+ * capacity; dw = weights_grad(dy, s). */
+static int bw_moe_combine(ad_ctx *c, const plan_op *op, int dy) {
+  int s = op->in[0], w = op->nin > 2 ? op->in[2] : -1, rc;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0,
+                 moe_to_slots(c, "ds", dy, op->in[1], w, dim_of(c, s, 0),
+                              dim_of(c, s, 2)))))
+    return rc;
+  if (w >= 0 && ad_wants(c, op, 2))
+    return give(c, op, 2, moe_wgrad(c, "dw", dy, s, op->in[1]));
+  return PLAN_OK;
+}
+
+/* z = weights_grad(a, b): z[g, t, j] = a[g, t] . b[slot of (g, t, j)], so
+ * da = combine(b, idx, dz) and db = dispatch(a, idx, dz). */
+static int bw_moe_weights_grad(ad_ctx *c, const plan_op *op, int dz) {
+  int a = op->in[0], b = op->in[1], idx = op->in[2], rc;
+  if (ad_wants(c, op, 0) &&
+      (rc = give(c, op, 0, moe_from_slots(c, "da", b, idx, dz))))
+    return rc;
+  if (ad_wants(c, op, 1))
+    return give(c, op, 1,
+                moe_to_slots(c, "db", a, idx, dz, dim_of(c, b, 0),
+                             dim_of(c, b, 2)));
+  return PLAN_OK;
+}
+
 /* ---- gradient ops -------------------------------------------------------- */
 
 /* relu_grad, gelu_grad, silu_grad: z = a f'(x) elementwise, so
@@ -590,6 +690,18 @@ int ad_backward(ad_ctx *c, const plan_op *op, const int *dy) {
     return bw_where(c, op, dy[0]);
   case PLAN_OP_REPEAT_INTERLEAVE:
     return bw_repeat_interleave(c, op, dy[0]);
+  case PLAN_OP_TOPK:
+    return bw_topk(c, op, dy);
+  case PLAN_OP_GATHER:
+    return bw_gather(c, op, dy[0]);
+  case PLAN_OP_SCATTER_ADD:
+    return bw_scatter_add(c, op, dy[0]);
+  case PLAN_OP_MOE_DISPATCH:
+    return bw_moe_dispatch(c, op, dy[0]);
+  case PLAN_OP_MOE_COMBINE:
+    return bw_moe_combine(c, op, dy[0]);
+  case PLAN_OP_MOE_WEIGHTS_GRAD:
+    return bw_moe_weights_grad(c, op, dy[0]);
   case PLAN_OP_COUNT:
     break;
   }

@@ -69,6 +69,12 @@ static const struct {
     {"cross_entropy_grad", COST_CLASS_ROWWISE, 5},
     {"where", COST_CLASS_POINTWISE, 1},
     {"repeat_interleave", COST_CLASS_MOVE, 0},
+    {"topk", COST_CLASS_ROWWISE, 2},
+    {"gather", COST_CLASS_MOVE, 0},
+    {"scatter_add", COST_CLASS_POINTWISE, 1},
+    {"moe_dispatch", COST_CLASS_MOVE, 0},
+    {"moe_combine", COST_CLASS_ROWWISE, 2},
+    {"moe_weights_grad", COST_CLASS_ROWWISE, 2},
 };
 
 static void classify_kinds(plan_cost_model *m) {

@@ -69,6 +69,21 @@ static const plan_attr_spec repeat_interleave_attrs[] = {
      .def_i = -1,
      .is_dim = true},
 };
+/* topk: how many; always along the last dim (permute first for another). */
+static const plan_attr_spec topk_attrs[] = {
+    {.name = "k", .type = PLAN_ATTR_INT, .required = true, .def_i = 0},
+};
+/* scatter_add: the size of the last dim of the result (the indices alone
+ * do not tell it). */
+static const plan_attr_spec scatter_add_attrs[] = {
+    {.name = "size", .type = PLAN_ATTR_INT, .required = true, .def_i = 0},
+};
+/* moe_dispatch: the expert count and each group's capacity per expert (the
+ * result is [experts, groups, capacity, hidden]). */
+static const plan_attr_spec moe_dispatch_attrs[] = {
+    {.name = "experts", .type = PLAN_ATTR_INT, .required = true, .def_i = 0},
+    {.name = "capacity", .type = PLAN_ATTR_INT, .required = true, .def_i = 0},
+};
 /* The table's row count: the ids alone do not tell it. */
 static const plan_attr_spec embedding_grad_attrs[] = {
     {.name = "rows", .type = PLAN_ATTR_INT, .required = true},
@@ -157,6 +172,28 @@ static const plan_op_info op_table[] = {
                                    ATTRS(repeat_interleave_attrs),
                                    PLAN_PARTIAL_PASS,
                                    plan_infer_repeat_interleave},
+    /* topk: x -> (values, indices), the k largest along the last dim. */
+    [PLAN_OP_TOPK] = {"topk", 1, 1, 2, 2, ATTRS(topk_attrs), PLAN_PARTIAL_NONE,
+                      plan_infer_topk},
+    /* gather: (x [.., n], idx [.., k]) -> [.., k]; linear in x. */
+    [PLAN_OP_GATHER] = {"gather", 2, 2, 1, 1, NULL, 0, PLAN_PARTIAL_FIRST,
+                        plan_infer_gather},
+    /* scatter_add: (src [.., k], idx [.., k]) -> [.., size]; linear in src. */
+    [PLAN_OP_SCATTER_ADD] = {"scatter_add", 2, 2, 1, 1,
+                             ATTRS(scatter_add_attrs), PLAN_PARTIAL_FIRST,
+                             plan_infer_scatter_add},
+    /* moe_dispatch: (x [g, t, h], idx [g, t, k] [, w [g, t, k]]) ->
+     * [experts, g, capacity, h]; linear in x. */
+    [PLAN_OP_MOE_DISPATCH] = {"moe_dispatch", 2, 3, 1, 1,
+                              ATTRS(moe_dispatch_attrs), PLAN_PARTIAL_FIRST,
+                              plan_infer_moe_dispatch},
+    /* moe_combine: (y [e, g, c, h], idx [g, t, k] [, w]) -> [g, t, h]. */
+    [PLAN_OP_MOE_COMBINE] = {"moe_combine", 2, 3, 1, 1, NULL, 0,
+                             PLAN_PARTIAL_FIRST, plan_infer_moe_combine},
+    /* moe_weights_grad: (a [g, t, h], b [e, g, c, h], idx) -> [g, t, k]. */
+    [PLAN_OP_MOE_WEIGHTS_GRAD] = {"moe_weights_grad", 3, 3, 1, 1, NULL, 0,
+                                  PLAN_PARTIAL_FIRST,
+                                  plan_infer_moe_weights_grad},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == PLAN_OP_COUNT,

@@ -63,6 +63,18 @@ typedef enum plan_op_kind {
    * key/value heads, torch.repeat_interleave). */
   PLAN_OP_WHERE,
   PLAN_OP_REPEAT_INTERLEAVE,
+  /* Routing and mixture of experts (shared/OPS.md, last paragraph): the k
+   * largest along the last dim with their indices; gathering and
+   * scatter-adding along the last dim by integer indices (each the other's
+   * gradient); and GShard-style expert dispatch/combine over token groups
+   * with a per-group capacity, the routing (expert indices, optional
+   * weights) an input, plus the weights' gradient. */
+  PLAN_OP_TOPK,
+  PLAN_OP_GATHER,
+  PLAN_OP_SCATTER_ADD,
+  PLAN_OP_MOE_DISPATCH,
+  PLAN_OP_MOE_COMBINE,
+  PLAN_OP_MOE_WEIGHTS_GRAD,
   PLAN_OP_COUNT
 } plan_op_kind;
 

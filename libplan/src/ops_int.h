@@ -45,5 +45,11 @@ int plan_infer_embedding_grad(PLAN_INFER_ARGS);
 int plan_infer_cross_entropy_grad(PLAN_INFER_ARGS);
 int plan_infer_where(PLAN_INFER_ARGS);
 int plan_infer_repeat_interleave(PLAN_INFER_ARGS);
+int plan_infer_topk(PLAN_INFER_ARGS);
+int plan_infer_gather(PLAN_INFER_ARGS);
+int plan_infer_scatter_add(PLAN_INFER_ARGS);
+int plan_infer_moe_dispatch(PLAN_INFER_ARGS);
+int plan_infer_moe_combine(PLAN_INFER_ARGS);
+int plan_infer_moe_weights_grad(PLAN_INFER_ARGS);
 
 #endif

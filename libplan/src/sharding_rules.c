@@ -342,6 +342,102 @@ static int rule_repeat_interleave(plan_rule *r, const plan_shape *x,
   return PLAN_OK;
 }
 
+/* topk over the last dim: the leading dims free, the last whole on the
+ * input (n) and the output (k), both need-replication. */
+static int rule_topk(plan_rule *r, const plan_shape *x, const plan_shape *y) {
+  int rx = x->rank;
+  for (int d = 0; d < rx - 1; d++) {
+    int b = factor(r, x->dims[d], PLAN_FACTOR_FREE, "b", d);
+    carry(r, 0, d, b);
+    carry(r, OUT(r, 0), d, b);
+    carry(r, OUT(r, 1), d, b);
+  }
+  int n = factor(r, x->dims[rx - 1], PLAN_FACTOR_NEED_REPLICATION, "n", -1);
+  int k = factor(r, y->dims[rx - 1], PLAN_FACTOR_NEED_REPLICATION, "k", -1);
+  carry(r, 0, rx - 1, n);
+  carry(r, OUT(r, 0), rx - 1, k);
+  carry(r, OUT(r, 1), rx - 1, k);
+  return PLAN_OK;
+}
+
+/* gather (x [.., n], idx [.., k] -> [.., k]) and scatter_add (src [.., k],
+ * idx [.., k] -> [.., n]): the leading dims free. gather's n is masked, as
+ * embedding's vocabulary: a rank holding part of x's last dim reads the
+ * indices it holds and gives 0 for the others, a P(sum) partial; its k is
+ * free. scatter_add's k is a reduction (a rank scattering part of the
+ * choices gives a partial sum) and its n is the result's alone (carried
+ * by no input, so the result is whole along it; the kernel would fill a
+ * block from the global indices, as embedding_grad's). */
+static int rule_gather_scatter(plan_rule *r, int kind, const plan_shape *in,
+                               const plan_shape *y) {
+  bool gather = kind == PLAN_OP_GATHER;
+  int rk = in[1].rank;
+  for (int d = 0; d < rk - 1; d++) {
+    int b = factor(r, in[1].dims[d], PLAN_FACTOR_FREE, "b", d);
+    carry(r, 0, d, b);
+    carry(r, 1, d, b);
+    carry(r, OUT(r, 0), d, b);
+  }
+  int k = factor(r, in[1].dims[rk - 1],
+                 gather ? PLAN_FACTOR_FREE : PLAN_FACTOR_REDUCTION, "k", -1);
+  int n = gather ? factor(r, in[0].dims[rk - 1], PLAN_FACTOR_MASKED, "n", -1)
+                 : factor(r, y->dims[rk - 1], PLAN_FACTOR_FREE, "n", -1);
+  carry(r, 1, rk - 1, k);
+  carry(r, gather ? OUT(r, 0) : 0, rk - 1, k);
+  carry(r, gather ? 0 : OUT(r, 0), rk - 1, n);
+  return PLAN_OK;
+}
+
+/* The mixture-of-experts ops over [g, t, h] tokens, [g, t, k] routing and
+ * [e, g, c, h] expert slots. The groups g are free everywhere (a group's
+ * slots depend on its tokens alone); a slot's position depends on every
+ * earlier token of its group, so t, k and c are whole (need-replication);
+ * h is free, except in moe_weights_grad, whose dot products reduce it. The
+ * experts e are moe_dispatch's result's alone (whole there, like
+ * scatter_add's n) and a reduction where slots are read (moe_combine,
+ * moe_weights_grad: a rank holding some experts adds their part). Under
+ * expert parallelism the groups and the experts are sharded on one axis:
+ * dispatch gives slots S(g), the experts' matmuls want S(e), and moving
+ * the slots between the two dims is the all-to-all, there and back. */
+static int rule_moe(plan_rule *r, int kind, const plan_shape *in, int nin,
+                    const plan_shape *y) {
+  bool dispatch = kind == PLAN_OP_MOE_DISPATCH;
+  bool wgrad = kind == PLAN_OP_MOE_WEIGHTS_GRAD;
+  /* the operands: tokens [g, t, h] (x, or a / dout), slots [e, g, c, h],
+   * routing idx (and w) [g, t, k] */
+  int tok = dispatch ? 0 : wgrad ? 0 : OUT(r, 0);
+  int slots = dispatch ? OUT(r, 0) : wgrad ? 1 : 0;
+  int ridx = wgrad ? 2 : 1;
+  const plan_shape *ts = dispatch || wgrad ? &in[0] : y;
+  const plan_shape *ss = dispatch ? y : wgrad ? &in[1] : &in[0];
+  int e = factor(r, ss->dims[0],
+                 dispatch ? PLAN_FACTOR_FREE : PLAN_FACTOR_REDUCTION, "e", -1);
+  int g = factor(r, ts->dims[0], PLAN_FACTOR_FREE, "g", -1);
+  int t = factor(r, ts->dims[1], PLAN_FACTOR_NEED_REPLICATION, "t", -1);
+  int k = factor(r, in[ridx].dims[2], PLAN_FACTOR_NEED_REPLICATION, "k", -1);
+  int c = factor(r, ss->dims[2], PLAN_FACTOR_NEED_REPLICATION, "c", -1);
+  int h = factor(r, ts->dims[2],
+                 wgrad ? PLAN_FACTOR_REDUCTION : PLAN_FACTOR_FREE, "h", -1);
+  carry(r, tok, 0, g);
+  carry(r, tok, 1, t);
+  carry(r, tok, 2, h);
+  carry(r, slots, 0, e);
+  carry(r, slots, 1, g);
+  carry(r, slots, 2, c);
+  carry(r, slots, 3, h);
+  for (int i = ridx; i < nin; i++) { /* idx, and w when given */
+    carry(r, i, 0, g);
+    carry(r, i, 1, t);
+    carry(r, i, 2, k);
+  }
+  if (wgrad) {
+    carry(r, OUT(r, 0), 0, g);
+    carry(r, OUT(r, 0), 1, t);
+    carry(r, OUT(r, 0), 2, k);
+  }
+  return PLAN_OK;
+}
+
 /* Gradient ops shaped like their forward: the factors of input 0 and the
  * output (made by same_shape) are carried by input `also` dim for dim. */
 static void carry_like_first(plan_rule *r, int first_factor, int also,
@@ -529,6 +625,18 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   }
   case PLAN_OP_REPEAT_INTERLEAVE:
     rc = rule_repeat_interleave(out, &in[0], attrs);
+    break;
+  case PLAN_OP_TOPK:
+    rc = rule_topk(out, &in[0], y);
+    break;
+  case PLAN_OP_GATHER:
+  case PLAN_OP_SCATTER_ADD:
+    rc = rule_gather_scatter(out, kind, in, y);
+    break;
+  case PLAN_OP_MOE_DISPATCH:
+  case PLAN_OP_MOE_COMBINE:
+  case PLAN_OP_MOE_WEIGHTS_GRAD:
+    rc = rule_moe(out, kind, in, nin, y);
     break;
   case PLAN_OP_COUNT:
     rc = PLAN_EINVALID;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels_int.h"
+#include "kernels_route.h"
 #include "ops.h"
 #include "util.h"
 
@@ -326,6 +327,24 @@ static int check_infer(int kind, const plan_attr_val *attrs,
           plan_format_dims(so[i].dims, so[i].rank, b));
     }
   return PLAN_OK;
+}
+
+/* scatter_add and moe_dispatch: an attribute names a global size (size,
+ * experts) that the output block may hold part of: inference with that
+ * attribute set to the block's size. */
+static int check_infer_local(int kind, const plan_attr_val *attrs,
+                             const plan_view *in, int nin, const plan_view *out,
+                             int nout, char *err, size_t errsz) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  const plan_op_info *info = plan_op_info_get(kind);
+  if (!attrs || nout != 1)
+    return check_infer(kind, attrs, in, nin, out, nout, err, errsz);
+  memcpy(a, attrs, sizeof(plan_attr_val) * (size_t)info->nattrs);
+  if (kind == PLAN_OP_SCATTER_ADD && out->rank >= 1)
+    a[0].i = out->dims[out->rank - 1];
+  else if (kind == PLAN_OP_MOE_DISPATCH && out->rank == 4)
+    a[0].i = out->dims[0];
+  return check_infer(kind, a, in, nin, out, nout, err, errsz);
 }
 
 /* ---- data movement (dtype-agnostic) -------------------------------------- */
@@ -869,6 +888,18 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
   case PLAN_OP_REPEAT_INTERLEAVE:
     run_repeat_interleave(attrs, in, out);
     return PLAN_OK;
+  case PLAN_OP_TOPK:
+    return plan_kernel_topk(&in[0], &out[0], &out[1]);
+  case PLAN_OP_GATHER:
+    return plan_kernel_gather(&in[0], &in[1], out, err, errsz);
+  case PLAN_OP_SCATTER_ADD:
+    return plan_kernel_scatter_add(&in[0], &in[1], out, err, errsz);
+  case PLAN_OP_MOE_DISPATCH:
+    return plan_kernel_moe_dispatch(in, nin, out, err, errsz);
+  case PLAN_OP_MOE_COMBINE:
+    return plan_kernel_moe_combine(in, nin, out, err, errsz);
+  case PLAN_OP_MOE_WEIGHTS_GRAD:
+    return plan_kernel_moe_weights_grad(in, out, err, errsz);
   case PLAN_OP_COUNT:
     break;
   }
@@ -909,6 +940,8 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
     rc = check_embedding_grad(in, nin, out, nout, err, errsz);
   else if (kind == PLAN_OP_SPLIT)
     rc = check_split(attrs, in, nin, out, nout, err, errsz);
+  else if (kind == PLAN_OP_SCATTER_ADD || kind == PLAN_OP_MOE_DISPATCH)
+    rc = check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
   else
     rc = check_infer(kind, attrs, in, nin, out, nout, err, errsz);
   if (rc)

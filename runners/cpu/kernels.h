@@ -37,14 +37,32 @@
  *    condition may have any dtype, nonzero selecting input 1;
  *  - repeat_interleave: the plain op on the local block (its attribute
  *    names no global size).
+ *  - topk: the plain op on the local rows (the last dim whole);
+ *  - gather: x's block holds [offset, offset + n) of its last dim (global
+ *    size x.global_dims[-1]); indices are global; one outside the block
+ *    gives 0 (the masked partial, as embedding's);
+ *  - scatter_add: the output block holds [offset, offset + n) of the last
+ *    dim (the attribute names the global size); an index outside the block
+ *    adds nothing here;
+ *  - moe_dispatch, moe_combine, moe_weights_grad: the slots' block ([e, g,
+ *    c, h]: out of moe_dispatch, input 0 of moe_combine, input 1 of
+ *    moe_weights_grad) holds experts [offset[0], offset[0] + dims[0]) of
+ *    global_dims[0] (moe_dispatch's attribute names the global count);
+ *    expert ids are global; a group's slots are assigned over its whole
+ *    token dim (token-major, then choice; past the capacity dropped), so
+ *    the token and choice dims are whole on the rank. Choices of experts
+ *    outside the block contribute nothing here: moe_combine's and
+ *    moe_weights_grad's ranks give partial sums.
  *
  * Dtypes: F64 is computed in double and F32 in float (matmul and linear
  * through OpenBLAS dgemm / sgemm). BF16 and F16 are emulated: stored as
  * float, computed in float, and every result rounded to the format
  * (round to nearest even; F16 overflows to infinity and has subnormals).
  * Integer tensors (I64 and I32, both stored as int64_t) are embedding ids,
- * cross_entropy labels and where's masks, and may go through the
- * data-movement ops (where and repeat_interleave among them).
+ * cross_entropy labels, where's masks and the routing ops' indices
+ * (topk's second output is I64), and may go through the data-movement ops
+ * (where and repeat_interleave among them). The routing ops compute
+ * through double (runners/cpu/kernels_route.c) and store each result once.
  *
  * Exact mode (verifier `exact`, an F64 mode): the result of an op that is
  * not exactly representable is rounded to the dyadic grid 2^-dyadic_bits
@@ -52,7 +70,8 @@
  *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm, and the gradient
  *    ops gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad and
  *    cross_entropy_grad: every output (relu_grad, embedding_grad,
- *    expand, where and repeat_interleave are exact);
+ *    expand, where, repeat_interleave and the routing ops are exact: they
+ *    copy, or multiply and add grid values as matmul does);
  *  - the per-sample losses of cross_entropy, before they are summed;
  *  - div, reduce_mean and cross_entropy's division by the global count: an
  *    element whose quotient is inexact in double;

@@ -358,6 +358,75 @@ class TestTraceBlock(unittest.TestCase):
 
 
 @unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestTraceRouting(unittest.TestCase):
+    """A router's top 2 (torch.topk), a gather of other scores by the chosen
+    indices and a scatter_add of the weighted picks into an input: topk,
+    gather, scatter_add and add. The program equals the module on one
+    device, and a plan sharding the rows over dp verifies equal."""
+
+    @classmethod
+    def setUpClass(cls):
+        import torch
+
+        class Route(torch.nn.Module):
+            def forward(self, x, y, z):
+                v, i = torch.topk(x, 2)
+                g = torch.gather(y, -1, i)
+                return z.scatter_add(-1, i, v * g)
+
+        torch.manual_seed(0)
+        cls.module = Route()
+        cls.args = (torch.randn(4, 6), torch.randn(4, 6), torch.randn(4, 6))
+        cls.prog = lt.program_from_module(cls.module, cls.args)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prog.close()
+
+    def test_trace(self):
+        self.assertEqual([o.kind for o in self.prog.ops],
+                         ["topk", "gather", "mul", "scatter_add", "add"])
+        self.assertIn("k: 2", self.prog.text())
+        self.assertIn("size: 6", self.prog.text())
+
+    def test_computes_the_module(self):
+        import torch
+        leaves = dict(zip(("x", "y", "z"), self.args))
+        out = [o for o in self.prog.ops][-1].outputs[0]
+        got = _reference_run(self.prog, leaves, out)
+        if got is None:
+            self.skipTest("the library does not export plan_ref_run_*")
+        with torch.no_grad():
+            want = self.module(*self.args).double()
+        self.assertLess(float((got - want).abs().max()), 1e-5)
+
+    def test_rows_sharded_plan_verifies(self):
+        ops = self.prog.ops
+        rows = "S(0)"
+        strategies = {o.name: ([rows] * len(o.inputs), [rows] * len(o.outputs)
+                               if len(o.outputs) > 1 else rows) for o in ops}
+        with libplan.make_plan(
+                self.prog, {"dp": 2},
+                placements={"x": rows, "y": rows, "z": rows},
+                strategies=strategies,
+                outputs={ops[-1].outputs[0]: rows}) as plan:
+            self.assertTrue(plan.validate().ok, plan.validate())
+            for mode in ("exact", "float"):
+                self.assertTrue(plan.verify(mode=mode).equal, mode)
+
+    def test_other_dims_refused(self):
+        import torch
+
+        class Dim0(torch.nn.Module):
+            def forward(self, x):
+                return torch.topk(x, 2, dim=0)[0]
+
+        with self.assertRaises(lt.UnsupportedError) as e:
+            lt.program_from_module(Dim0(), (torch.randn(4, 6),))
+        self.assertIn("other than the last", str(e.exception))
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
 class TestTraceGQA(unittest.TestCase):
     """Grouped-query attention's scores: key heads repeated in place
     (repeat_interleave) and a bool mask selecting between the scores and

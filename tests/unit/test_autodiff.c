@@ -318,6 +318,38 @@ static const adcase cases[] = {
      "{name: op, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 2, "
      "dim: 5}}",
      NULL},
+    /* topk (the values; the indices take none), gather and scatter_add with
+     * repeated indices, and the mixture-of-experts ops, weighted or not,
+     * with a capacity that drops some choices */
+    {"topk", P("x", "[3, 6]"),
+     "{name: op, op: topk, in: [x], out: [y, i], attrs: {k: 2}}", NULL},
+    {"topk.all.rank1", P("x", "[5]"),
+     "{name: op, op: topk, in: [x], out: [y, i], attrs: {k: 5}}", NULL},
+    {"gather", P("x", "[3, 6]") ", " IDS("i", "[3, 4]", "6"),
+     "{name: op, op: gather, in: [x, i], out: y}", NULL},
+    {"scatter_add", P("s", "[3, 4]") ", " IDS("i", "[3, 4]", "6"),
+     "{name: op, op: scatter_add, in: [s, i], out: y, attrs: {size: 6}}",
+     NULL},
+    {"moe_dispatch",
+     P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", " P("w", "[2, 5, 2]"),
+     "{name: op, op: moe_dispatch, in: [x, i, w], out: y, attrs: {experts: 4, "
+     "capacity: 3}}",
+     NULL},
+    {"moe_dispatch.unweighted", P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4"),
+     "{name: op, op: moe_dispatch, in: [x, i], out: y, attrs: {experts: 4, "
+     "capacity: 2}}",
+     NULL},
+    {"moe_combine",
+     P("s", "[4, 2, 3, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", "
+     P("w", "[2, 5, 2]"),
+     "{name: op, op: moe_combine, in: [s, i, w], out: y}", NULL},
+    {"moe_combine.unweighted",
+     P("s", "[4, 2, 2, 3]") ", " IDS("i", "[2, 5, 2]", "4"),
+     "{name: op, op: moe_combine, in: [s, i], out: y}", NULL},
+    {"moe_weights_grad",
+     P("a", "[2, 5, 3]") ", " P("b", "[4, 2, 3, 3]") ", "
+     IDS("i", "[2, 5, 2]", "4"),
+     "{name: op, op: moe_weights_grad, in: [a, b, i], out: y}", NULL},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

@@ -1459,6 +1459,146 @@ static void test_where(void **state) {
   assert_non_null(strstr(last_err, "do not broadcast"));
 }
 
+/* ---- routing and mixture of experts -------------------------------------- */
+
+/* A tensor with the given values (integers when it is I64). */
+static tt *vals_t(int rank, const int64_t *dims, const double *v, bool ints) {
+  tt *t = mk(rank, dims);
+  memcpy(t->v, v, sizeof(double) * (size_t)t->n);
+  if (ints)
+    t->int_dtype = PLAN_I64;
+  return t;
+}
+
+static void block_at(tt *t, int dim, int64_t global, int64_t off) {
+  t->has_block = true;
+  for (int d = 0; d < t->rank; d++) {
+    t->gdims[d] = t->dims[d];
+    t->off[d] = 0;
+  }
+  t->gdims[dim] = global;
+  t->off[dim] = off;
+}
+
+static void expect_vals(const tt *t, const double *want) {
+  for (int64_t i = 0; i < t->n; i++)
+    if (!(t->v[i] == want[i] || (isnan(t->v[i]) && isnan(want[i]))))
+      fail_msg("element %lld: %g, want %g", (long long)i, t->v[i], want[i]);
+}
+
+static plan_attr_val *int_attrs(int kind, int64_t a0, int64_t a1) {
+  static plan_attr_val a[PLAN_MAX_ATTRS];
+  const plan_op_info *info = plan_op_info_get(kind);
+  memset(a, 0, sizeof a);
+  for (int i = 0; i < info->nattrs; i++)
+    a[i].present = true;
+  a[0].i = a0;
+  a[1].i = a1;
+  return a;
+}
+
+/* Worked examples, in every float dtype (the values are exact in each). */
+static void test_topk_gather_scatter(void **state) {
+  (void)state;
+  for (int di = 0; di < 4; di++) {
+    plan_dtype dt = DTS[di];
+    /* topk: largest first, ties to the lower index, NaN above all */
+    const int64_t d15[2] = {2, 5}, d13[2] = {2, 3};
+    tt *x = vals_t(2, d15, (double[]){1, 3, 3, 0, 2, 1, NAN, 2, -1, 5}, false);
+    tt *v = mk(2, d13), *i = mk(2, d13);
+    i->int_dtype = PLAN_I64;
+    tt *outs[2] = {v, i};
+    assert_int_equal(run_k(PLAN_OP_TOPK, int_attrs(PLAN_OP_TOPK, 3, 0), dt,
+                           &x, 1, outs, 2, NULL),
+                     PLAN_OK);
+    expect_vals(v, (double[]){3, 3, 2, NAN, 5, 2});
+    expect_vals(i, (double[]){1, 2, 4, 1, 4, 2});
+    /* gather: rows by index; x holding columns [4, 8) of 8: the others 0 */
+    const int64_t d24[2] = {2, 4}, d22[2] = {2, 2};
+    tt *gx = vals_t(2, d24, (double[]){10, 11, 12, 13, 20, 21, 22, 23}, false);
+    tt *gi = vals_t(2, d22, (double[]){3, 0, 1, 1}, true), *go = mk(2, d22);
+    tt *gin[2] = {gx, gi};
+    assert_int_equal(run_k(PLAN_OP_GATHER, NULL, dt, gin, 2, &go, 1, NULL),
+                     PLAN_OK);
+    expect_vals(go, (double[]){13, 10, 21, 21});
+    block_at(gx, 1, 8, 4);
+    gi->v[0] = 5;
+    gi->v[3] = 7;
+    assert_int_equal(run_k(PLAN_OP_GATHER, NULL, dt, gin, 2, &go, 1, NULL),
+                     PLAN_OK);
+    expect_vals(go, (double[]){11, 0, 0, 23});
+    gi->v[1] = 8;
+    assert_int_equal(run_k(PLAN_OP_GATHER, NULL, dt, gin, 2, &go, 1, NULL),
+                     PLAN_EINVALID);
+    assert_non_null(strstr(last_err, "index 8 (element 1) is outside"));
+    /* scatter_add: repeated indices add; a block of the result */
+    const int64_t d3[2] = {1, 3}, d4[2] = {1, 4}, d2[2] = {1, 2};
+    tt *ss = vals_t(2, d3, (double[]){1, 2, 3}, false);
+    tt *si = vals_t(2, d3, (double[]){2, 0, 2}, true), *so = mk(2, d4);
+    tt *sin[2] = {ss, si};
+    plan_attr_val *sa = int_attrs(PLAN_OP_SCATTER_ADD, 4, 0);
+    assert_int_equal(run_k(PLAN_OP_SCATTER_ADD, sa, dt, sin, 2, &so, 1, NULL),
+                     PLAN_OK);
+    expect_vals(so, (double[]){2, 0, 4, 0});
+    tt *sb = mk(2, d2);
+    block_at(sb, 1, 4, 2);
+    assert_int_equal(run_k(PLAN_OP_SCATTER_ADD, sa, dt, sin, 2, &sb, 1, NULL),
+                     PLAN_OK);
+    expect_vals(sb, (double[]){4, 0});
+  }
+}
+
+/* One group of 3 tokens (hidden 2), 2 choices each, 2 experts of capacity
+ * 2: the slots fill token-major, then by choice, so token 2's choices are
+ * dropped. Worked by hand. */
+static void test_moe(void **state) {
+  (void)state;
+  const int64_t dx[3] = {1, 3, 2}, dr[3] = {1, 3, 2}, ds[4] = {2, 1, 2, 2};
+  const double slots[8] = {0.5, 1, 12, 16, 0.25, 0.5, 6, 8};
+  for (int di = 0; di < 4; di++) {
+    plan_dtype dt = DTS[di];
+    plan_kernel_ctx exact = {true, 0}, *ctx = dt == PLAN_F64 ? &exact : NULL;
+    tt *x = vals_t(3, dx, (double[]){1, 2, 3, 4, 5, 6}, false);
+    tt *idx = vals_t(3, dr, (double[]){0, 1, 1, 0, 1, 1}, true);
+    tt *w = vals_t(3, dr, (double[]){0.5, 0.25, 2, 4, 1, 1}, false);
+    tt *s = mk(4, ds);
+    tt *din[3] = {x, idx, w};
+    plan_attr_val *da = int_attrs(PLAN_OP_MOE_DISPATCH, 2, 2);
+    assert_int_equal(run_k(PLAN_OP_MOE_DISPATCH, da, dt, din, 3, &s, 1, ctx),
+                     PLAN_OK);
+    expect_vals(s, slots);
+    /* unweighted: the tokens themselves */
+    assert_int_equal(run_k(PLAN_OP_MOE_DISPATCH, da, dt, din, 2, &s, 1, ctx),
+                     PLAN_OK);
+    expect_vals(s, (double[]){1, 2, 3, 4, 1, 2, 3, 4});
+    /* the block of expert 1 alone */
+    const int64_t ds1[4] = {1, 1, 2, 2};
+    tt *s1 = mk(4, ds1);
+    block_at(s1, 0, 2, 1);
+    assert_int_equal(run_k(PLAN_OP_MOE_DISPATCH, da, dt, din, 3, &s1, 1, ctx),
+                     PLAN_OK);
+    expect_vals(s1, slots + 4);
+    /* combine the weighted slots back: token 2's choices were dropped */
+    tt *y = vals_t(4, ds, slots, false), *o = mk(3, dx);
+    tt *cin[3] = {y, idx, w};
+    assert_int_equal(run_k(PLAN_OP_MOE_COMBINE, NULL, dt, cin, 3, &o, 1, ctx),
+                     PLAN_OK);
+    expect_vals(o, (double[]){0.3125, 0.625, 60, 80, 0, 0});
+    /* the weights' gradient: token . its slot */
+    tt *g = mk(3, dr);
+    tt *gin[3] = {x, y, idx};
+    assert_int_equal(
+        run_k(PLAN_OP_MOE_WEIGHTS_GRAD, NULL, dt, gin, 3, &g, 1, ctx), PLAN_OK);
+    expect_vals(g, (double[]){2.5, 1.25, 50, 100, 0, 0});
+    /* an expert id outside [0, experts) */
+    idx->v[5] = 2;
+    assert_int_equal(run_k(PLAN_OP_MOE_COMBINE, NULL, dt, cin, 3, &o, 1, ctx),
+                     PLAN_EINVALID);
+    assert_non_null(strstr(last_err, "index 2 (element 5) is outside the "
+                                     "experts [0, 2)"));
+  }
+}
+
 /* repeat_interleave(x, repeats, dim) against a reference (output slice j
  * is input slice j / repeats), every float dtype and integers, each dim of
  * random ranks; exact mode leaves values as they are. */
@@ -1823,6 +1963,8 @@ int main(void) {
       T(test_exact_grads),
       T(test_where),
       T(test_repeat_interleave),
+      T(test_topk_gather_scatter),
+      T(test_moe),
       T(test_every_op_supported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

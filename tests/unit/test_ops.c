@@ -160,6 +160,12 @@ static void test_registry_names_and_partials(void **state) {
       {PLAN_OP_CROSS_ENTROPY_GRAD, "cross_entropy_grad", PLAN_PARTIAL_FIRST},
       {PLAN_OP_WHERE, "where", PLAN_PARTIAL_SELECT},
       {PLAN_OP_REPEAT_INTERLEAVE, "repeat_interleave", PLAN_PARTIAL_PASS},
+      {PLAN_OP_TOPK, "topk", PLAN_PARTIAL_NONE},
+      {PLAN_OP_GATHER, "gather", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_SCATTER_ADD, "scatter_add", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_MOE_DISPATCH, "moe_dispatch", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_MOE_COMBINE, "moe_combine", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_MOE_WEIGHTS_GRAD, "moe_weights_grad", PLAN_PARTIAL_FIRST},
   };
   assert_int_equal(sizeof want / sizeof want[0], PLAN_OP_COUNT);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {

@@ -805,6 +805,58 @@ static void test_grad_op_rules(void **state) {
   expect_illegal(&c, IN("RR", "RS(1)", "RR"), "must be replicated");
 }
 
+/* ---- routing and mixture of experts -------------------------------------- */
+
+static void test_route_rules(void **state) {
+  (void)state;
+  opcase c;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  /* topk: rows free, the last dim whole */
+  defaults(PLAN_OP_TOPK, a);
+  a[0].i = 2;
+  a[0].present = true;
+  plan_shape tk[1] = {F32(4, 6)};
+  build(&c, PLAN_OP_TOPK, tk, 1, 2, a, &DPTP);
+  expect_out(&c, IN("S(0)R"), "S(0)R | S(0)R");
+  expect_illegal(&c, IN("RS(1)"), "must be replicated");
+  expect_illegal(&c, IN("P(sum)R"), "not linear");
+  /* gather: x's last dim sharded is a masked partial sum; k free */
+  plan_shape ga[2] = {F32(4, 6), I64(4, 3)};
+  build(&c, PLAN_OP_GATHER, ga, 2, 1, NULL, &DPTP);
+  expect_out(&c, IN("RS(1)", "RR"), "RP(sum)");
+  expect_out(&c, IN("S(0)R", "S(0)S(1)"), "S(0)S(1)");
+  expect_illegal(&c, IN("RR", "P(sum)R"), "partial");
+  /* scatter_add: the choices sharded give a partial sum */
+  defaults(PLAN_OP_SCATTER_ADD, a);
+  a[0].i = 8;
+  a[0].present = true;
+  plan_shape sc[2] = {F32(4, 6), I64(4, 6)};
+  build(&c, PLAN_OP_SCATTER_ADD, sc, 2, 1, a, &DPTP);
+  expect_out(&c, IN("RS(1)", "RS(1)"), "RP(sum)");
+  /* moe_dispatch: groups free (tokens S(0) -> slots S(1)), tokens within a
+   * group whole */
+  defaults(PLAN_OP_MOE_DISPATCH, a);
+  a[0].i = 4;
+  a[1].i = 3;
+  a[0].present = a[1].present = true;
+  plan_shape di[3] = {F32(2, 5, 4), I64(2, 5, 2), F32(2, 5, 2)};
+  build(&c, PLAN_OP_MOE_DISPATCH, di, 3, 1, a, &DPTP);
+  expect_out(&c, IN("S(0)S(2)", "S(0)R", "S(0)R"), "S(1)S(3)");
+  expect_illegal(&c, IN("S(1)R", "S(1)R", "S(1)R"), "must be replicated");
+  expect_out(&c, IN("P(sum)R", "RR", "RR"), "P(sum)R");
+  /* moe_combine: experts sharded reduce; groups free */
+  plan_shape co[3] = {F32(4, 2, 3, 4), I64(2, 5, 2), F32(2, 5, 2)};
+  build(&c, PLAN_OP_MOE_COMBINE, co, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("S(0)R", "RR", "RR"), "P(sum)R");
+  expect_out(&c, IN("S(1)S(3)", "S(0)R", "S(0)R"), "S(0)S(2)");
+  expect_illegal(&c, IN("RS(2)", "RR", "RR"), "must be replicated");
+  /* moe_weights_grad: experts and hidden both reduce */
+  plan_shape wg[3] = {F32(2, 5, 4), F32(4, 2, 3, 4), I64(2, 5, 2)};
+  build(&c, PLAN_OP_MOE_WEIGHTS_GRAD, wg, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("RS(2)", "S(0)S(3)", "RR"), "P(sum)P(sum)");
+  expect_out(&c, IN("S(0)R", "S(1)R", "S(0)R"), "S(0)R");
+}
+
 /* ---- every op: all-R in, all-R out; rule structure ----------------------- */
 
 static void test_all_ops_replicated(void **state) {
@@ -871,6 +923,41 @@ static void test_all_ops_replicated(void **state) {
       a[1].i = 0;
       a[1].present = true;
       nin = 1;
+      break;
+    case PLAN_OP_TOPK:
+      a[0].i = 2;
+      a[0].present = true;
+      nin = 1;
+      nout = 2;
+      break;
+    case PLAN_OP_GATHER:
+      in[1] = I64(4, 3);
+      break;
+    case PLAN_OP_SCATTER_ADD:
+      in[1] = I64(4, 6);
+      a[0].i = 8;
+      a[0].present = true;
+      break;
+    case PLAN_OP_MOE_DISPATCH:
+      in[0] = F32(2, 5, 3);
+      in[1] = I64(2, 5, 2);
+      in[2] = F32(2, 5, 2);
+      a[0].i = 4;
+      a[1].i = 3;
+      a[0].present = a[1].present = true;
+      nin = 3;
+      break;
+    case PLAN_OP_MOE_COMBINE:
+      in[0] = F32(4, 2, 3, 3);
+      in[1] = I64(2, 5, 2);
+      in[2] = F32(2, 5, 2);
+      nin = 3;
+      break;
+    case PLAN_OP_MOE_WEIGHTS_GRAD:
+      in[0] = F32(2, 5, 3);
+      in[1] = F32(4, 2, 3, 3);
+      in[2] = I64(2, 5, 2);
+      nin = 3;
       break;
     case PLAN_OP_LAYERNORM_GRAD:
     case PLAN_OP_RMSNORM_GRAD:
@@ -1049,6 +1136,7 @@ int main(void) {
       cmocka_unit_test(test_repeat_interleave_rule),
       cmocka_unit_test(test_grad_op_rules),
       cmocka_unit_test(test_all_ops_replicated),
+      cmocka_unit_test(test_route_rules),
       cmocka_unit_test(test_rule_factors),
       cmocka_unit_test(test_api_errors),
   };

@@ -248,6 +248,16 @@ static const opcase cases[] = {
     {"repeat_interleave", "repeat_interleave", "{repeats: 2, dim: 1}", 1, {F("x", "[2, 4, 3]")}, 1, 0},
     {"repeat_interleave.uneven", "repeat_interleave", "{repeats: 2, dim: 0}", 1, {F("x", "[3, 5]")}, 1, 0},
     {"repeat_interleave.one.uneven", "repeat_interleave", "{repeats: 1, dim: -1}", 1, {F("x", "[3, 5]")}, 1, 0},
+    /* routing: topk (two outputs; exact-mode inputs tie, broken by index),
+     * gather with x's last dim masked, scatter_add with repeated indices,
+     * and the mixture-of-experts ops with a capacity that drops choices */
+    {"topk", "topk", "{k: 2}", 1, {F("x", "[4, 6]")}, 2, 0},
+    {"topk.uneven", "topk", "{k: 3}", 1, {F("x", "[3, 5]")}, 2, 0},
+    {"gather", "gather", NULL, 2, {F("x", "[4, 6]"), I64("i", "[4, 3]", 6)}, 1, 0},
+    {"scatter_add.uneven", "scatter_add", "{size: 5}", 2, {F("s", "[3, 4]"), I64("i", "[3, 4]", 5)}, 1, 0},
+    {"moe_dispatch", "moe_dispatch", "{experts: 4, capacity: 3}", 3, {F("x", "[2, 4, 3]"), I64("i", "[2, 4, 2]", 4), F("w", "[2, 4, 2]")}, 1, 0},
+    {"moe_combine", "moe_combine", NULL, 3, {F("y", "[4, 2, 3, 3]"), I64("i", "[2, 4, 2]", 4), F("w", "[2, 4, 2]")}, 1, 0},
+    {"moe_weights_grad", "moe_weights_grad", NULL, 3, {F("a", "[2, 4, 3]"), F("b", "[4, 2, 3, 3]"), I64("i", "[2, 4, 2]", 4)}, 1, 0},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))

@@ -196,6 +196,31 @@ static void test_gather_order(void **state) {
   }
 }
 
+/* Bug: the all-to-all that moves the dispatched slots from token groups to
+ * experts is left out: each rank keeps the slots it already held, zeros
+ * for the rest. The experts' first matmul reads the wrong slots; in
+ * training the loss and every gradient follow. */
+static void skip_all_to_all(plan_lowered *l) {
+  plan_lstep *s = find_step(l, PLAN_REDIST_ALL_TO_ALL);
+  assert_non_null(s);
+  s->redist.kind = PLAN_REDIST_RELABEL;
+}
+
+static void test_moe_all_to_all_left_out(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_verify_report *r =
+      run_mutated("examples/moe-train.plan.yaml", skip_all_to_all, &p);
+  assert_false(plan_verify_report_equal(r));
+  const char *first = plan_verify_report_first_op(r);
+  if (strcmp(first, "experts.fc1"))
+    fprintf(stderr, "first op %s: %s\n", first,
+            plan_verify_report_diagnosis(r));
+  assert_string_equal(first, "experts.fc1");
+  plan_verify_report_free(r);
+  plan_free(p);
+}
+
 /* A group order survives writing and reading, counts in the hash, and is
  * run as written. */
 static void test_gather_order_file(void **state) {
@@ -535,6 +560,7 @@ int main(void) {
       cmocka_unit_test(test_run_dtype),
       cmocka_unit_test(test_dropped_all_reduce),
       cmocka_unit_test(test_gather_order),
+      cmocka_unit_test(test_moe_all_to_all_left_out),
       cmocka_unit_test(test_gather_order_file),
       cmocka_unit_test(test_low_precision_bound),
       cmocka_unit_test(test_mean_where_sum),

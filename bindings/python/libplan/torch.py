@@ -677,6 +677,55 @@ class _Converter:
                       "tensors")
         self.emit("where", [self.tensor(a) for a in ins])
 
+    def _last_dim(self, node, i, kw, what, default=None):
+        rank = len(self.meta(node.args[0])[0])
+        dim = self.number(self.arg(node, i, kw, default), "dim")
+        if rank < 1 or dim % rank != rank - 1:
+            self.fail("%s along a dim other than the last has no libplan op "
+                      "(permute first)" % what)
+
+    def f_topk(self, node):
+        k = self.number(self.arg(node, 1, "k"), "k")
+        self._last_dim(node, 2, "dim", "topk", -1)
+        if not self.arg(node, 3, "largest", True) or \
+                not self.arg(node, 4, "sorted", True):
+            self.fail("topk with largest=False or sorted=False has no "
+                      "libplan op")
+        outs = ["%s.values" % node.name, "%s.indices" % node.name]
+        self.b.op("topk", [self.tensor(node.args[0])], outs,
+                  name=self.opname(node), k=k)
+        for o in outs:
+            self.produced[o] = None
+        self.vals[node.name] = tuple(outs)
+
+    def _same_lead(self, a, b, what):
+        sa, sb = self.meta(a)[0], self.meta(b)[0]
+        if len(sa) != len(sb) or list(sa[:-1]) != list(sb[:-1]):
+            self.fail("%s with an index whose leading dims differ from the "
+                      "input's has no libplan op" % what)
+
+    def f_gather(self, node):
+        self._last_dim(node, 1, "dim", "gather")
+        idx = self.arg(node, 2, "index")
+        self._same_lead(node.args[0], idx, "gather")
+        self.emit("gather", [self.tensor(node.args[0]), self.tensor(idx)])
+
+    def f_scatter_add(self, node):
+        """input.scatter_add(dim, index, src): libplan's scatter_add of src
+        into zeros of input's size, then added to input."""
+        self._last_dim(node, 1, "dim", "scatter_add")
+        idx, src = self.arg(node, 2, "index"), self.arg(node, 3, "src")
+        self._same_lead(node.args[0], src, "scatter_add")
+        if self.meta(idx)[0] != self.meta(src)[0]:
+            self.fail("scatter_add with an index shaped unlike src has no "
+                      "libplan op")
+        part = "%s.scatter" % node.name
+        self.b.op("scatter_add", [self.tensor(src), self.tensor(idx)], part,
+                  name=self.opname(node) + ".scatter",
+                  size=self.meta(node)[0][-1])
+        self.produced[part] = None
+        self.emit("add", [self.tensor(node.args[0]), part])
+
     def _split(self, node, default_dim):
         x = self.tensor(node.args[0])
         dim = self.number(self.arg(node, 2, "dim", default_dim), "dim")
@@ -775,7 +824,9 @@ def program_from_module(module, example_inputs, name=None):
     tanh/exp, transpose/t/.T/.mT, permute, reshape/view/flatten/unflatten/
     squeeze/unsqueeze, expand, chunk/split, cat, sum/mean, neg,
     repeat_interleave (an int repeats, a dim), where (of three tensors; a
-    bool input becomes an i64 input with range [0, 2]),
+    bool input becomes an i64 input with range [0, 2]), topk (largest,
+    sorted, the last dim; index the result), gather and scatter_add along
+    the last dim,
     F.linear, F.layer_norm, contiguous/clone/detach, in-place forms when
     nothing else reads the value written; Python arithmetic on
     shapes (x.shape, x.size()). A buffer becomes a const when a recipe

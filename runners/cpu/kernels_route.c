@@ -1,0 +1,271 @@
+/* The CPU kernels of the routing ops: topk, gather, scatter_add and the
+ * mixture-of-experts dispatch / combine / weights gradient (kernels.h
+ * states each op's local semantics; ops_infer.c the shapes).
+ *
+ * These ops move values more than they compute, so they read and write
+ * through double (ld / st) whatever the float dtype: F64 keeps its bits,
+ * F32 / BF16 / F16 values are widened exactly and each result is stored
+ * once (the dispatcher then rounds BF16 / F16 outputs). Products and sums
+ * of exact-mode values stay on their dyadic grid, so nothing is rounded in
+ * exact mode.
+ *
+ * A mixture-of-experts slot depends on the tokens before it in its group,
+ * and kernels allocate nothing, so the kernels walk one expert at a time:
+ * the running count of that expert's choices is the slot. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels_route.h"
+
+static double ld(const plan_view *v, int64_t i) {
+  return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]
+                              : (double)((const float *)v->data)[i];
+}
+
+static void st(plan_view *v, int64_t i, double x) {
+  if (v->dtype == PLAN_F64)
+    ((double *)v->data)[i] = x;
+  else
+    ((float *)v->data)[i] = (float)x;
+}
+
+static int64_t count_of(const plan_view *v) {
+  int64_t n = 1;
+  for (int d = 0; d < v->rank; d++)
+    n *= v->dims[d];
+  return n;
+}
+
+static int64_t global_dim(const plan_view *v, int d) {
+  return v->global_dims[d] > 0 ? v->global_dims[d] : v->dims[d];
+}
+
+static void zero(plan_view *v) {
+  int64_t n = count_of(v);
+  if (n > 0)
+    memset(v->data, 0, (size_t)n * (v->dtype == PLAN_F64 ? sizeof(double)
+                                                         : sizeof(float)));
+}
+
+/* Every index within [0, n): else the error naming the first outside. */
+static int check_index(const plan_view *idx, int64_t n, const char *op,
+                       const char *what, char *err, size_t errsz) {
+  const int64_t *id = idx->data;
+  int64_t cnt = count_of(idx);
+  for (int64_t i = 0; i < cnt; i++)
+    if (id[i] < 0 || id[i] >= n)
+      return plan_errf(err, errsz,
+                       "%s: index %lld (element %lld) is outside %s [0, %lld)",
+                       op, (long long)id[i], (long long)i, what,
+                       (long long)n);
+  return PLAN_OK;
+}
+
+/* A block [lo, lo + n) of a dim of global size g. */
+static int check_block(int64_t lo, int64_t n, int64_t g, const char *op,
+                       const char *what, char *err, size_t errsz) {
+  if (lo < 0 || lo + n > g)
+    return plan_errf(err, errsz, "%s: %s block [%lld, %lld) is outside [0, %lld)",
+                     op, what, (long long)lo, (long long)(lo + n),
+                     (long long)g);
+  return PLAN_OK;
+}
+
+/* ---- topk ---------------------------------------------------------------- */
+
+/* The order of topk: larger first, NaN above every number, ties to the
+ * lower index. Whether (a, ia) comes before (b, ib). */
+static bool before(double a, int64_t ia, double b, int64_t ib) {
+  bool na = isnan(a), nb = isnan(b);
+  if (na != nb)
+    return na;
+  if (!na && a != b)
+    return a > b;
+  return ia < ib;
+}
+
+/* Pick j is the first element after pick j - 1 in that order: O(n k) per
+ * row, no scratch. */
+int plan_kernel_topk(const plan_view *x, plan_view *vals, plan_view *idx) {
+  int r = x->rank;
+  int64_t n = x->dims[r - 1], k = vals->dims[r - 1];
+  int64_t rows = n ? count_of(x) / n : 0;
+  int64_t *oi = idx->data;
+  for (int64_t q = 0; q < rows; q++) {
+    int64_t base = q * n;
+    for (int64_t j = 0; j < k; j++) {
+      int64_t best = -1;
+      double bv = 0;
+      for (int64_t i = 0; i < n; i++) {
+        double v = ld(x, base + i);
+        if (j > 0 && !before(ld(vals, q * k + j - 1), oi[q * k + j - 1], v, i))
+          continue;
+        if (best < 0 || before(v, i, bv, best)) {
+          best = i;
+          bv = v;
+        }
+      }
+      st(vals, q * k + j, bv);
+      oi[q * k + j] = best;
+    }
+  }
+  return PLAN_OK;
+}
+
+/* ---- gather, scatter_add ------------------------------------------------- */
+
+int plan_kernel_gather(const plan_view *x, const plan_view *idx,
+                       plan_view *out, char *err, size_t errsz) {
+  int r = x->rank;
+  int64_t n = x->dims[r - 1], lo = x->offset[r - 1], g = global_dim(x, r - 1);
+  int rc;
+  if ((rc = check_block(lo, n, g, "gather", "x's last-dim", err, errsz)) ||
+      (rc = check_index(idx, g, "gather", "x's last dim", err, errsz)))
+    return rc;
+  int64_t k = idx->dims[r - 1], rows = k ? count_of(idx) / k : 0;
+  const int64_t *id = idx->data;
+  for (int64_t q = 0; q < rows; q++)
+    for (int64_t j = 0; j < k; j++) {
+      int64_t i = id[q * k + j] - lo;
+      /* masked: an index another rank holds gives 0 here */
+      st(out, q * k + j, i >= 0 && i < n ? ld(x, q * n + i) : 0.0);
+    }
+  return PLAN_OK;
+}
+
+int plan_kernel_scatter_add(const plan_view *src, const plan_view *idx,
+                            plan_view *out, char *err, size_t errsz) {
+  int r = out->rank;
+  int64_t n = out->dims[r - 1], lo = out->offset[r - 1];
+  int64_t g = global_dim(out, r - 1);
+  int rc;
+  if ((rc = check_block(lo, n, g, "scatter_add", "the result's last-dim", err,
+                        errsz)) ||
+      (rc = check_index(idx, g, "scatter_add", "the result's last dim", err,
+                        errsz)))
+    return rc;
+  zero(out);
+  int64_t k = idx->dims[r - 1], rows = k ? count_of(idx) / k : 0;
+  const int64_t *id = idx->data;
+  for (int64_t q = 0; q < rows; q++)
+    for (int64_t j = 0; j < k; j++) {
+      int64_t i = id[q * k + j] - lo;
+      if (i >= 0 && i < n) /* in order of j: deterministic */
+        st(out, q * n + i, ld(out, q * n + i) + ld(src, q * k + j));
+    }
+  return PLAN_OK;
+}
+
+/* ---- mixture of experts -------------------------------------------------- */
+
+/* The geometry of one call: tokens [g, t, h] (h local), routing [g, t, k],
+ * slots [e, g, c, h] of which this block holds experts [e0, e0 + ne). */
+typedef struct moe_geom {
+  int64_t g, t, k, h, c, e0, ne, experts;
+} moe_geom;
+
+static int moe_setup(const char *op, const plan_view *tok,
+                     const plan_view *idx, const plan_view *slots,
+                     moe_geom *m, char *err, size_t errsz) {
+  m->g = idx->dims[0];
+  m->t = idx->dims[1];
+  m->k = idx->dims[2];
+  m->h = tok->dims[2];
+  m->c = slots->dims[2];
+  m->e0 = slots->offset[0];
+  m->ne = slots->dims[0];
+  m->experts = global_dim(slots, 0);
+  int rc = check_block(m->e0, m->ne, m->experts, op, "the experts", err,
+                       errsz);
+  return rc ? rc : check_index(idx, m->experts, op, "the experts", err, errsz);
+}
+
+/* Element offsets of token (g, t) and of slot (e - e0, g, s). */
+static int64_t tok_at(const moe_geom *m, int64_t g, int64_t t) {
+  return (g * m->t + t) * m->h;
+}
+static int64_t slot_at(const moe_geom *m, int64_t le, int64_t g, int64_t s) {
+  return ((le * m->g + g) * m->c + s) * m->h;
+}
+
+int plan_kernel_moe_dispatch(const plan_view *in, int nin, plan_view *out,
+                             char *err, size_t errsz) {
+  moe_geom m;
+  int rc = moe_setup("moe_dispatch", &in[0], &in[1], out, &m, err, errsz);
+  if (rc)
+    return rc;
+  const int64_t *id = in[1].data;
+  const plan_view *w = nin > 2 ? &in[2] : NULL;
+  zero(out);
+  for (int64_t g = 0; g < m.g; g++)
+    for (int64_t le = 0; le < m.ne; le++) {
+      int64_t s = 0;
+      for (int64_t t = 0; t < m.t && s < m.c; t++)
+        for (int64_t j = 0; j < m.k && s < m.c; j++) {
+          int64_t r = (g * m.t + t) * m.k + j;
+          if (id[r] != m.e0 + le)
+            continue;
+          double wt = w ? ld(w, r) : 1.0;
+          int64_t xo = tok_at(&m, g, t), so = slot_at(&m, le, g, s++);
+          for (int64_t d = 0; d < m.h; d++)
+            st(out, so + d, w ? wt * ld(&in[0], xo + d) : ld(&in[0], xo + d));
+        }
+    }
+  return PLAN_OK;
+}
+
+int plan_kernel_moe_combine(const plan_view *in, int nin, plan_view *out,
+                            char *err, size_t errsz) {
+  moe_geom m;
+  int rc = moe_setup("moe_combine", out, &in[1], &in[0], &m, err, errsz);
+  if (rc)
+    return rc;
+  const int64_t *id = in[1].data;
+  const plan_view *w = nin > 2 ? &in[2] : NULL;
+  zero(out);
+  /* expert-major: a token's choices are added in expert order */
+  for (int64_t g = 0; g < m.g; g++)
+    for (int64_t le = 0; le < m.ne; le++) {
+      int64_t s = 0;
+      for (int64_t t = 0; t < m.t && s < m.c; t++)
+        for (int64_t j = 0; j < m.k && s < m.c; j++) {
+          int64_t r = (g * m.t + t) * m.k + j;
+          if (id[r] != m.e0 + le)
+            continue;
+          double wt = w ? ld(w, r) : 1.0;
+          int64_t oo = tok_at(&m, g, t), so = slot_at(&m, le, g, s++);
+          for (int64_t d = 0; d < m.h; d++) {
+            double y = ld(&in[0], so + d);
+            st(out, oo + d, ld(out, oo + d) + (w ? wt * y : y));
+          }
+        }
+    }
+  return PLAN_OK;
+}
+
+int plan_kernel_moe_weights_grad(const plan_view *in, plan_view *out,
+                                 char *err, size_t errsz) {
+  moe_geom m;
+  int rc =
+      moe_setup("moe_weights_grad", &in[0], &in[2], &in[1], &m, err, errsz);
+  if (rc)
+    return rc;
+  const int64_t *id = in[2].data;
+  zero(out);
+  for (int64_t g = 0; g < m.g; g++)
+    for (int64_t le = 0; le < m.ne; le++) {
+      int64_t s = 0;
+      for (int64_t t = 0; t < m.t && s < m.c; t++)
+        for (int64_t j = 0; j < m.k && s < m.c; j++) {
+          int64_t r = (g * m.t + t) * m.k + j;
+          if (id[r] != m.e0 + le)
+            continue;
+          int64_t ao = tok_at(&m, g, t), bo = slot_at(&m, le, g, s++);
+          double acc = 0;
+          for (int64_t d = 0; d < m.h; d++)
+            acc += ld(&in[0], ao + d) * ld(&in[1], bo + d);
+          st(out, r, acc);
+        }
+    }
+  return PLAN_OK;
+}
