@@ -664,6 +664,13 @@ static void route_gather_scatter(plan_dtype dt, bool exact) {
     agree("scatter_add rank 3", PLAN_OP_SCATTER_ADD, int_attrs(1, g, 0), src3,
           2, &shape3, 1, exact);
   }
+  /* many sources into each element: the running sum's rounding shows */
+  plan_view hot[2] = {RV(dt, 3, 64), ids_in(2, D(3, 64), 0, 4)};
+  plan_view hot_out = mkv(dt, 2, D(3, 2));
+  hot_out.offset[1] = 1;
+  hot_out.global_dims[1] = 4;
+  agree("scatter_add collisions", PLAN_OP_SCATTER_ADD, int_attrs(1, 4, 0), hot,
+        2, &hot_out, 1, exact);
 }
 
 /* The mixture-of-experts ops over groups of tokens [g, t, h] routed to
@@ -950,6 +957,15 @@ static void test_edges(void **state) {
     ar[0].present = true;
     agree("embedding_grad no ids", PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &blk, 1,
           false);
+    plan_view gz[2] = {RV(dt, 3, 4), ids_in(2, D(3, 0), 0, 4)};
+    agree("gather no indices", PLAN_OP_GATHER, NULL, gz, 2, NULL, 1, false);
+    plan_view sz[2] = {RV(dt, 2, 0), ids_in(2, D(2, 0), 0, 5)};
+    plan_view szo = mkv(dt, 2, D(2, 5)); /* zeros: nothing added */
+    agree("scatter_add no sources", PLAN_OP_SCATTER_ADD, int_attrs(1, 5, 0), sz,
+          2, &szo, 1, false);
+    route_moe_case(dt, false, 2, 0, 2, 3, 4, 2, 0, 4); /* no tokens */
+    route_moe_case(dt, false, 2, 3, 2, 0, 4, 2, 1, 2); /* hidden 0 */
+    route_moe_case(dt, false, 0, 3, 2, 3, 4, 2, 0, 4); /* no groups */
   }
   plan_view big = rnd(PLAN_F16, 1, D(64), -20, 12);
   agree("exp f16 overflow", PLAN_OP_EXP, NULL, &big, 1, NULL, 1, false);
@@ -1008,6 +1024,16 @@ static void test_large(void **state) {
                                       err, sizeof err),
                      PLAN_OK);
     assert_memory_equal(m1.data, m2.data, 3 * 64 * 80 * esz(dt));
+    route_moe_case(dt, false, 4, 64, 2, 32, 8, 12, 2, 4);
+    plan_view sa[2] = {RV(dt, 64, 200), ids_in(2, D(64, 200), 0, 300)};
+    plan_view sao = mkv(dt, 2, D(64, 100));
+    sao.offset[1] = 100;
+    sao.global_dims[1] = 300;
+    agree("scatter_add large", PLAN_OP_SCATTER_ADD, int_attrs(1, 300, 0), sa, 2,
+          &sao, 1, false);
+    plan_view tk = RV(dt, 100, 300);
+    agree("topk large", PLAN_OP_TOPK, int_attrs(1, 8, 0), &tk, 1, NULL, 2,
+          false);
     teardown(NULL);
   }
 }
