@@ -3,8 +3,11 @@
  * every op and dtype the CUDA runner supports, random inputs at several
  * shapes (broadcasting, transposed and batched matmuls with broadcast
  * batches, non-zero offsets and global dims for embedding, embedding_grad,
- * reduce_mean and cross_entropy), plan_cuda_run_op must agree with
- * plan_cpu_kernel:
+ * reduce_mean and cross_entropy; for the routing ops, blocks of gather's
+ * and scatter_add's last dim and of the experts, ties and NaN in topk,
+ * choices dropped past the capacity, weighted and unweighted
+ * mixture-of-experts calls, many sources into one scatter_add element),
+ * plan_cuda_run_op must agree with plan_cpu_kernel:
  *
  *  - bit for bit for every op but matmul and linear: the kernels compute
  *    the CPU's expressions in the CPU's order, and emulated they call the
@@ -23,8 +26,9 @@
  * Then the enumeration: every op kind the CPU runner supports, in every
  * dtype, the CUDA runner supports too, unless listed below as a known gap
  * (none today), and it claims nothing the CPU runner lacks; and the error
- * paths (ids and labels out of range, bad shapes, unknown kinds) fail with
- * the CPU runner's codes and messages.
+ * paths (ids, labels and routing indices out of range, blocks outside
+ * their global dims, bad shapes, unknown kinds) fail with the CPU
+ * runner's codes and messages.
  *
  * Built against the nvcc objects instead (make check-cuda-gpu), the same
  * test runs on a GPU with the device's agreement (ops_cuda.h): the ops
