@@ -294,7 +294,9 @@ static int run_scatter_add(plan_cu *cu, const plan_cu_call *c) {
 
 /* The geometry (tokens tok, routing idx, slots), the checks of the CPU
  * runner, and the slot maps: slot (one per choice) and occ (one per slot
- * of the block), device buffers freed with the call. */
+ * of the block), device buffers freed with the call; NULL when the hidden
+ * dim is 0, where no result reads them (and the slots' count bounds
+ * neither). */
 static int moe_setup(plan_cu *cu, const char *op, const plan_view *tok,
                      const plan_view *idx, const void *did,
                      const plan_view *slots, route_moe *m, int64_t **slot,
@@ -311,6 +313,9 @@ static int moe_setup(plan_cu *cu, const char *op, const plan_view *tok,
   if ((rc = check_block(cu, m->e0, m->ne, m->experts, op, "the experts")) ||
       (rc = check_index(cu, idx, m->experts, op, "the experts")))
     return rc;
+  *slot = *occ = NULL;
+  if (m->h == 0)
+    return PLAN_OK;
   int64_t choices = m->g * m->t * m->k, held = m->ne * m->g * m->c;
   void *ps, *po;
   if ((rc = plan_cu_alloc(cu, (size_t)choices * sizeof(int64_t), &ps)) ||
@@ -369,6 +374,9 @@ static int run_moe_weights_grad(plan_cu *cu, const plan_cu_call *c) {
                      &c->in[1], &k.m, &slot, &occ);
   if (rc)
     return rc;
+  if (k.m.h == 0) /* empty dot products */
+    return plan_cu_zero(cu, c->dout[0],
+                        (size_t)plan_cu_count(c->out) * sizeof(S));
   k.a = (const S *)c->din[0];
   k.b = (const S *)c->din[1];
   k.id = (const int64_t *)c->din[2];
