@@ -980,6 +980,20 @@ static void test_edges(void **state) {
   plan_view huge = rnd(PLAN_F16, 1, D(64), 100, 300);
   plan_view two[2] = {huge, huge};
   agree("mul f16 overflow", PLAN_OP_MUL, NULL, two, 2, NULL, 1, false);
+  /* sums past 65504 become infinity only when stored as f16 */
+  plan_view hs[2] = {rnd(PLAN_F16, 2, D(2, 40), 5000, 9000),
+                     ids_in(2, D(2, 40), 0, 3)};
+  plan_view hso = mkv(PLAN_F16, 2, D(2, 3));
+  agree("scatter_add f16 overflow", PLAN_OP_SCATTER_ADD, int_attrs(1, 3, 0), hs,
+        2, &hso, 1, false);
+  char err[256];
+  assert_int_equal(plan_cuda_run_op(PLAN_OP_SCATTER_ADD, int_attrs(1, 3, 0), hs,
+                                    2, &hso, 1, NULL, err, sizeof err),
+                   PLAN_OK);
+  int ninf = 0;
+  for (int i = 0; i < 6; i++)
+    ninf += isinf(get(&hso, i)) != 0;
+  assert_true(ninf > 0);
 }
 
 /* Larger blocks (many device blocks, long rows and reductions), and the
