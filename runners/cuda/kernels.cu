@@ -1,7 +1,9 @@
 /* The CUDA runner's op dispatcher (ops_cuda.h): checks the host views as
  * the CPU runner does, uploads the inputs in the device storage types,
- * runs the op's kernels (kernels.cuh) or gemms (gemm.cuh) on the current
- * device and stream, and downloads the outputs. Ids and labels are checked
+ * runs the op's kernels (kernels.cuh; the data movement in
+ * kernels_move.cu, the routing ops in kernels_route.cu) or gemms
+ * (gemm.cuh) on the current device and stream, and downloads the
+ * outputs. Ids, labels and routing indices are checked
  * on the host before anything runs; where's condition travels as a byte
  * mask; embedding_grad's samples are grouped by row on the host, so the
  * device sums each row in sample order without atomics. */
@@ -536,8 +538,9 @@ template <class S> static int run_numeric(plan_cu *cu, const plan_cu_call *c) {
   }
 }
 
-/* Whether the kernels above handle `kind` at all: every kind up to
- * repeat_interleave, nothing added to the registry after it. */
+/* Whether the kernels handle `kind` at all: every kind of the registry up
+ * to moe_weights_grad (the routing ops in kernels_route.cu), nothing added
+ * after it. */
 static bool has_kernel(int kind) {
   switch (kind) {
   case PLAN_OP_MATMUL:
@@ -567,7 +570,7 @@ static bool has_kernel(int kind) {
   case PLAN_OP_CROSS_ENTROPY_GRAD:
     return true;
   default:
-    return plan_cu_is_move(kind);
+    return plan_cu_is_move(kind) || plan_cu_is_route(kind);
   }
 }
 
@@ -614,6 +617,8 @@ static int dispatch(plan_cu *cu, plan_cu_call *c) {
       return rc;
   if (plan_cu_is_move(c->kind)) {
     rc = plan_cu_run_move(cu, c);
+  } else if (plan_cu_is_route(c->kind)) {
+    rc = plan_cu_run_route(cu, c);
   } else {
     switch (c->out[0].dtype) {
     case PLAN_F64:

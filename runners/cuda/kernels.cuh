@@ -188,6 +188,12 @@ static inline int plan_cu_check_ids(plan_cu *cu, const int64_t *id, int64_t n,
 bool plan_cu_is_move(int kind);
 int plan_cu_run_move(plan_cu *cu, const plan_cu_call *c);
 
+/* Whether `kind` is a routing op (plan_cu_run_route, kernels_route.cu:
+ * topk, gather, scatter_add, moe_dispatch, moe_combine, moe_weights_grad;
+ * the float dtypes). */
+bool plan_cu_is_route(int kind);
+int plan_cu_run_route(plan_cu *cu, const plan_cu_call *c);
+
 /* ---- elementwise --------------------------------------------------------- */
 
 template <class S> struct plan_k_binary {

@@ -192,6 +192,24 @@ static int check_infer(int kind, const plan_attr_val *attrs,
   return PLAN_OK;
 }
 
+/* scatter_add and moe_dispatch: an attribute names a global size (size,
+ * experts) that the output block may hold part of: inference with that
+ * attribute set to the block's size. */
+static int check_infer_local(int kind, const plan_attr_val *attrs,
+                             const plan_view *in, int nin, const plan_view *out,
+                             int nout, char *err, size_t errsz) {
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  const plan_op_info *info = plan_op_info_get(kind);
+  if (!attrs || nout != 1)
+    return check_infer(kind, attrs, in, nin, out, nout, err, errsz);
+  memcpy(a, attrs, sizeof(plan_attr_val) * (size_t)info->nattrs);
+  if (kind == PLAN_OP_SCATTER_ADD && out->rank >= 1)
+    a[0].i = out->dims[out->rank - 1];
+  else if (kind == PLAN_OP_MOE_DISPATCH && out->rank == 4)
+    a[0].i = out->dims[0];
+  return check_infer(kind, a, in, nin, out, nout, err, errsz);
+}
+
 int plan_cu_check_args(int kind, const plan_attr_val *attrs,
                        const plan_view *in, int nin, const plan_view *out,
                        int nout, char *err, size_t errsz) {
@@ -212,6 +230,9 @@ int plan_cu_check_args(int kind, const plan_attr_val *attrs,
     return check_embedding_grad(in, nin, out, nout, err, errsz);
   case PLAN_OP_SPLIT:
     return check_split(attrs, in, nin, out, nout, err, errsz);
+  case PLAN_OP_SCATTER_ADD:
+  case PLAN_OP_MOE_DISPATCH:
+    return check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
   default:
     return check_infer(kind, attrs, in, nin, out, nout, err, errsz);
   }

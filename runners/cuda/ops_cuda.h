@@ -7,21 +7,29 @@
  * across calls; plan_cuda_run_op, the vtable's entry, makes a handle per
  * call that needs one (matmul, linear).
  *
- * Every op of the registry up to repeat_interleave has a kernel in F64,
+ * Every op of the registry up to moe_weights_grad has a kernel in F64,
  * F32, BF16 and F16; the data-movement ops (transpose, permute, reshape,
  * split, concat, expand, where, repeat_interleave) also in I64 and I32:
  * the CPU runner's set. A kind the kernels do not know (an op added to the
  * registry later) is unsupported. On the device the tensors are double,
  * float, __nv_bfloat16, __half and int64_t; BF16 and F16 compute in float
  * and round to nearest even on store, as the CPU runner's emulation does.
+ * The routing ops (topk, gather, scatter_add, moe_dispatch, moe_combine,
+ * moe_weights_grad) compute through double as the CPU runner's
+ * kernels_route.c does, converting a result to float (F32, BF16, F16)
+ * where the CPU stores it, then rounding BF16 and F16 once on store; their
+ * indices and blocks are checked on the host, with the CPU's messages,
+ * before anything runs.
  *
  * Agreement with the CPU runner, on the device (built with --fmad=false,
  * IEEE division and square root):
  *  - bit for bit: the data movement, embedding, add, sub, mul, div, scale,
  *    relu, relu_grad, layernorm, rmsnorm and their gradients, reduce_sum,
- *    reduce_mean, embedding_grad: the CPU's expressions in the CPU's order
- *    (every reduction sequential in one thread, embedding_grad's rows
- *    summed in sample order);
+ *    reduce_mean, embedding_grad, and the routing ops: the CPU's
+ *    expressions in the CPU's order (every reduction sequential in one
+ *    thread, embedding_grad's rows summed in sample order, scatter_add's
+ *    sources in order of the choice, moe_combine's in expert order then
+ *    slot order, moe_weights_grad's dot products in order of h);
  *  - within the CUDA math library's error (expf, tanhf, erff: 2 ulp; logf,
  *    exp, log, tanh: 1 ulp; erf: 2 ulp) before the result is stored: gelu,
  *    silu, tanh, exp, softmax, cross_entropy, gelu_grad, silu_grad,
@@ -31,12 +39,14 @@
  *    fp32) within summation-order error: |cuda - cpu| <= k eps sum |a b|
  *    per element, eps of the compute type (or of the format, BF16/F16);
  *  - exact mode (F64 on the dyadic grid): bit for bit for every op whose
- *    result is a sum, product or quotient of grid values (matmul included:
- *    such sums are exact in any order); a transcendental op is rounded to
+ *    result is a sum, product or quotient of grid values (matmul and the
+ *    routing ops included: such sums are exact in any order, and the
+ *    routing ops round nothing); a transcendental op is rounded to
  *    the grid and may differ by one grid step where the CUDA and the host
  *    libm round to either side of a grid midpoint.
  * "Bit for bit" counts a NaN as itself: a BF16 or F16 NaN comes back as
- * the format's NaN, where the CPU runner keeps the float's payload bits.
+ * the format's NaN, where the CPU runner keeps the float's payload bits
+ * (topk orders NaN above every number on both).
  * The host emulation (emu.h; tests/cuda/test_cuda_emu.c) uses libm, so
  * there every op but matmul and linear is bit-identical to the CPU runner.
  *

@@ -3,8 +3,11 @@
  * every op and dtype the CUDA runner supports, random inputs at several
  * shapes (broadcasting, transposed and batched matmuls with broadcast
  * batches, non-zero offsets and global dims for embedding, embedding_grad,
- * reduce_mean and cross_entropy), plan_cuda_run_op must agree with
- * plan_cpu_kernel:
+ * reduce_mean and cross_entropy; for the routing ops, blocks of gather's
+ * and scatter_add's last dim and of the experts, ties and NaN in topk,
+ * choices dropped past the capacity, weighted and unweighted
+ * mixture-of-experts calls, many sources into one scatter_add element),
+ * plan_cuda_run_op must agree with plan_cpu_kernel:
  *
  *  - bit for bit for every op but matmul and linear: the kernels compute
  *    the CPU's expressions in the CPU's order, and emulated they call the
@@ -23,8 +26,9 @@
  * Then the enumeration: every op kind the CPU runner supports, in every
  * dtype, the CUDA runner supports too, unless listed below as a known gap
  * (none today), and it claims nothing the CPU runner lacks; and the error
- * paths (ids and labels out of range, bad shapes, unknown kinds) fail with
- * the CPU runner's codes and messages.
+ * paths (ids, labels and routing indices out of range, blocks outside
+ * their global dims, bad shapes, unknown kinds) fail with the CPU
+ * runner's codes and messages.
  *
  * Built against the nvcc objects instead (make check-cuda-gpu), the same
  * test runs on a GPU with the device's agreement (ops_cuda.h): the ops
@@ -189,6 +193,7 @@ static void set_ints(plan_attr_val *a, int n, ...) {
 /* ---- running and comparing ----------------------------------------------- */
 
 static int ncompared;
+static int64_t nnonzero; /* nonzero output elements compared */
 
 /* The outputs' local shapes from the registry (every op whose local
  * shapes follow the attributes). */
@@ -283,6 +288,8 @@ static void agree(const char *label, int kind, const plan_attr_val *attrs,
   for (int i = 0; i < nout; i++) {
     int64_t n = count(&a[i]);
     size_t es = esz(a[i].dtype);
+    for (int64_t j = 0; j < n; j++)
+      nnonzero += get(&a[i], j) != 0;
     if (how == SAME_BITS) {
       if (memcmp(a[i].data, b[i].data, (size_t)n * es) != 0)
         for (int64_t j = 0; j < n; j++)
@@ -570,6 +577,168 @@ static void movement(plan_dtype dt, bool exact) {
   }
 }
 
+/* ---- routing ops --------------------------------------------------------- */
+
+/* Integer indices in [lo, hi) of the given dims. */
+static plan_view ids_in(int rank, const int64_t *dims, int64_t lo, int64_t hi) {
+  return rnd(PLAN_I64, rank, dims, (double)lo, (double)hi);
+}
+
+static plan_attr_val *int_attrs(int n, int64_t a0, int64_t a1) {
+  plan_attr_val *at = attrs_new(n);
+  at[0].i = a0;
+  at[0].present = true;
+  if (n > 1) {
+    at[1].i = a1;
+    at[1].present = true;
+  }
+  return at;
+}
+
+/* topk at several shapes and k, on distinct values and on few values
+ * (ties to the lower index), with NaN and infinities in float mode. */
+static void route_topk(plan_dtype dt, bool exact) {
+  static const struct {
+    int rank;
+    int64_t dims[3], k;
+  } shapes[] = {
+      {1, {9}, 4},    {2, {3, 7}, 1},    {2, {3, 7}, 3},
+      {2, {4, 7}, 7}, {3, {2, 3, 5}, 2}, {2, {0, 5}, 2},
+  };
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int ties = 0; ties < 2; ties++) {
+      plan_view x = rnd(dt, shapes[s].rank, shapes[s].dims, -2, 2);
+      for (int64_t i = 0; ties && i < count(&x); i++)
+        put(&x, i, floor(get(&x, i))); /* -2 .. 1: many ties */
+      if (!exact && dt != PLAN_BF16 && dt != PLAN_F16 && count(&x) > 4) {
+        put(&x, 1, NAN);
+        put(&x, 2, INFINITY);
+        put(&x, 3, -INFINITY);
+      }
+      char label[64];
+      snprintf(label, sizeof label, "topk shape %zu ties %d", s, ties);
+      agree(label, PLAN_OP_TOPK, int_attrs(1, shapes[s].k, 0), &x, 1, NULL, 2,
+            exact);
+    }
+}
+
+/* gather and scatter_add on the whole last dim and on a block of it
+ * ([4, 9) of 12), with repeated indices (scatter_add's sums). */
+static void route_gather_scatter(plan_dtype dt, bool exact) {
+  for (int blk = 0; blk < 2; blk++) {
+    int64_t lo = blk ? 4 : 0, n = blk ? 5 : 6, g = blk ? 12 : 6;
+    plan_view x = RV(dt, 3, n);
+    if (blk) {
+      x.offset[1] = lo;
+      x.global_dims[1] = g;
+    }
+    plan_view in[2] = {x, ids_in(2, D(3, 9), 0, g)};
+    agree(blk ? "gather block" : "gather", PLAN_OP_GATHER, NULL, in, 2, NULL, 1,
+          exact);
+    plan_view x3 = RV(dt, 2, 2, n);
+    if (blk) {
+      x3.offset[2] = lo;
+      x3.global_dims[2] = g;
+    }
+    plan_view in3[2] = {x3, ids_in(3, D(2, 2, 4), 0, g)};
+    agree("gather rank 3", PLAN_OP_GATHER, NULL, in3, 2, NULL, 1, exact);
+    plan_view x1 = RV(dt, n);
+    if (blk) {
+      x1.offset[0] = lo;
+      x1.global_dims[0] = g;
+    }
+    plan_view in1[2] = {x1, ids_in(1, D(7), 0, g)};
+    agree("gather rank 1", PLAN_OP_GATHER, NULL, in1, 2, NULL, 1, exact);
+    for (int64_t k = 1; k <= 20; k += 19) {
+      plan_view src[2] = {RV(dt, 3, k), ids_in(2, D(3, k), 0, g)};
+      plan_view shape = mkv(dt, 2, D(3, n));
+      if (blk) {
+        shape.offset[1] = lo;
+        shape.global_dims[1] = g;
+      }
+      agree(blk ? "scatter_add block" : "scatter_add", PLAN_OP_SCATTER_ADD,
+            int_attrs(1, g, 0), src, 2, &shape, 1, exact);
+    }
+    plan_view src3[2] = {RV(dt, 2, 2, 9), ids_in(3, D(2, 2, 9), 0, g)};
+    plan_view shape3 = mkv(dt, 3, D(2, 2, n));
+    if (blk) {
+      shape3.offset[2] = lo;
+      shape3.global_dims[2] = g;
+    }
+    agree("scatter_add rank 3", PLAN_OP_SCATTER_ADD, int_attrs(1, g, 0), src3,
+          2, &shape3, 1, exact);
+  }
+  /* many sources into each element: the running sum's rounding shows */
+  plan_view hot[2] = {RV(dt, 3, 64), ids_in(2, D(3, 64), 0, 4)};
+  plan_view hot_out = mkv(dt, 2, D(3, 2));
+  hot_out.offset[1] = 1;
+  hot_out.global_dims[1] = 4;
+  agree("scatter_add collisions", PLAN_OP_SCATTER_ADD, int_attrs(1, 4, 0), hot,
+        2, &hot_out, 1, exact);
+}
+
+/* The mixture-of-experts ops over groups of tokens [g, t, h] routed to
+ * `experts` with k choices each, weighted or not, on the whole experts
+ * dim and on the block [e0, e0 + ne): capacity cap drops choices when
+ * t * k > experts * cap. */
+static void route_moe_case(plan_dtype dt, bool exact, int64_t g, int64_t t,
+                           int64_t k, int64_t h, int64_t experts, int64_t cap,
+                           int64_t e0, int64_t ne) {
+  plan_view x = rnd(dt, 3, D(g, t, h), -2, 2);
+  plan_view idx = ids_in(3, D(g, t, k), 0, experts);
+  if (k > 1 && t > 0) /* a token choosing one expert twice */
+    ((int64_t *)idx.data)[1] = ((int64_t *)idx.data)[0];
+  plan_view w = rnd(dt, 3, D(g, t, k), -2, 2);
+  bool blk = e0 > 0 || ne < experts;
+  char label[96];
+  for (int wt = 0; wt < 2; wt++) {
+    snprintf(label, sizeof label,
+             "moe g %lld t %lld k %lld h %lld e %lld cap %lld block [%lld, "
+             "%lld)%s",
+             (long long)g, (long long)t, (long long)k, (long long)h,
+             (long long)experts, (long long)cap, (long long)e0,
+             (long long)(e0 + ne), wt ? " weighted" : "");
+    plan_view din[3] = {x, idx, w};
+    plan_view slots = mkv(dt, 4, D(ne, g, cap, h));
+    if (blk) {
+      slots.offset[0] = e0;
+      slots.global_dims[0] = experts;
+    }
+    agree(label, PLAN_OP_MOE_DISPATCH, int_attrs(2, experts, cap), din, 2 + wt,
+          &slots, 1, exact);
+    plan_view y = rnd(dt, 4, D(ne, g, cap, h), -2, 2);
+    y.offset[0] = slots.offset[0];
+    y.global_dims[0] = slots.global_dims[0];
+    plan_view cin[3] = {y, idx, w};
+    agree(label, PLAN_OP_MOE_COMBINE, NULL, cin, 2 + wt, NULL, 1, exact);
+  }
+  plan_view b = rnd(dt, 4, D(ne, g, cap, h), -2, 2);
+  if (blk) {
+    b.offset[0] = e0;
+    b.global_dims[0] = experts;
+  }
+  plan_view gin[3] = {x, b, idx};
+  agree(label, PLAN_OP_MOE_WEIGHTS_GRAD, NULL, gin, 3, NULL, 1, exact);
+}
+
+static void route_moe(plan_dtype dt, bool exact) {
+  /* 12 choices a group over 4 experts: capacity 2 keeps at most 8 */
+  route_moe_case(dt, exact, 2, 6, 2, 3, 4, 2, 0, 4);
+  route_moe_case(dt, exact, 2, 6, 2, 3, 4, 2, 1, 2);
+  route_moe_case(dt, exact, 2, 6, 2, 3, 4, 12, 0, 4); /* no drops */
+  route_moe_case(dt, exact, 2, 6, 2, 3, 4, 12, 3, 1);
+  route_moe_case(dt, exact, 3, 5, 1, 4, 3, 1, 2, 1);
+  route_moe_case(dt, exact, 1, 8, 3, 2, 8, 2, 4, 4);
+}
+
+static void routing(plan_dtype dt, bool exact) {
+  int64_t before = nnonzero;
+  route_topk(dt, exact);
+  route_gather_scatter(dt, exact);
+  route_moe(dt, exact);
+  assert_true(nnonzero - before > 800); /* about 970: not all zeros */
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void test_float_ops(void **state) {
@@ -583,6 +752,7 @@ static void test_float_ops(void **state) {
     reductions(dt, false);
     embeddings(dt, false);
     movement(dt, false);
+    routing(dt, false);
     teardown(NULL);
   }
   assert_true(ncompared > 400);
@@ -604,6 +774,7 @@ static void test_exact_mode(void **state) {
   reductions(PLAN_F64, true);
   embeddings(PLAN_F64, true);
   movement(PLAN_F64, true);
+  routing(PLAN_F64, true);
   dyadic_inputs = false;
   /* the grid is applied: exp of a dyadic value is rounded to 2^-10 */
   plan_view x = rnd(PLAN_F64, 1, D(16), -2, 2), y = mkv(PLAN_F64, 1, D(16));
@@ -652,6 +823,9 @@ static void test_enumeration(void **state) {
   assert_true(plan_cuda_supports_op(PLAN_OP_WHERE, PLAN_I32));
 }
 
+/* The message of the last same_failure. */
+static char failed_with[256];
+
 /* Both runners fail alike: the code and the message. */
 static void same_failure(int kind, const plan_attr_val *attrs,
                          const plan_view *in, int nin, plan_view *out, int nout,
@@ -664,6 +838,68 @@ static void same_failure(int kind, const plan_attr_val *attrs,
   assert_int_equal(r1, want);
   assert_int_equal(r2, want);
   assert_string_equal(e1, e2);
+  snprintf(failed_with, sizeof failed_with, "%s", e2);
+}
+
+/* The routing ops' failures: an index outside its global range (the
+ * first one named), a block outside its global dim, a bad local shape. */
+static void route_errors(void) {
+  plan_view x = RV(PLAN_F32, 3, 5);
+  x.offset[1] = 4;
+  x.global_dims[1] = 12;
+  plan_view gi = ids_in(2, D(3, 4), 0, 12);
+  ((int64_t *)gi.data)[5] = 12;
+  ((int64_t *)gi.data)[7] = -1;
+  plan_view go = mkv(PLAN_F32, 2, D(3, 4));
+  plan_view gin[2] = {x, gi};
+  same_failure(PLAN_OP_GATHER, NULL, gin, 2, &go, 1, PLAN_EINVALID);
+  assert_string_equal(failed_with, "gather: index 12 (element 5) is outside "
+                                   "x's last dim [0, 12)");
+  gin[0].offset[1] = 8; /* [8, 13) of 12 */
+  ((int64_t *)gi.data)[5] = 0;
+  same_failure(PLAN_OP_GATHER, NULL, gin, 2, &go, 1, PLAN_EINVALID);
+  plan_view si[2] = {RV(PLAN_F64, 2, 6), ids_in(2, D(2, 6), 0, 10)};
+  ((int64_t *)si[1].data)[4] = -3;
+  plan_view so = mkv(PLAN_F64, 2, D(2, 5));
+  so.offset[1] = 5;
+  so.global_dims[1] = 10;
+  same_failure(PLAN_OP_SCATTER_ADD, int_attrs(1, 10, 0), si, 2, &so, 1,
+               PLAN_EINVALID);
+  ((int64_t *)si[1].data)[4] = 0;
+  so.offset[1] = 6;
+  same_failure(PLAN_OP_SCATTER_ADD, int_attrs(1, 10, 0), si, 2, &so, 1,
+               PLAN_EINVALID);
+  plan_view bad = mkv(PLAN_F64, 2, D(3, 5));
+  same_failure(PLAN_OP_SCATTER_ADD, int_attrs(1, 10, 0), si, 2, &bad, 1,
+               PLAN_EINVALID);
+  plan_view mx = RV(PLAN_BF16, 2, 4, 3);
+  plan_view mi = ids_in(3, D(2, 4, 2), 0, 4);
+  ((int64_t *)mi.data)[9] = 4;
+  plan_view slots = mkv(PLAN_BF16, 4, D(2, 2, 3, 3));
+  slots.offset[0] = 2;
+  slots.global_dims[0] = 4;
+  plan_view din[2] = {mx, mi};
+  same_failure(PLAN_OP_MOE_DISPATCH, int_attrs(2, 4, 3), din, 2, &slots, 1,
+               PLAN_EINVALID);
+  assert_string_equal(failed_with, "moe_dispatch: index 4 (element 9) is "
+                                   "outside the experts [0, 4)");
+  ((int64_t *)mi.data)[9] = 1;
+  plan_view y = RV(PLAN_BF16, 2, 2, 3, 3);
+  y.offset[0] = 3; /* [3, 5) of 4 */
+  y.global_dims[0] = 4;
+  plan_view cin[2] = {y, mi};
+  plan_view co = mkv(PLAN_BF16, 3, D(2, 4, 3));
+  same_failure(PLAN_OP_MOE_COMBINE, NULL, cin, 2, &co, 1, PLAN_EINVALID);
+  assert_string_equal(failed_with, "moe_combine: the experts block [3, 5) is "
+                                   "outside [0, 4)");
+  y.offset[0] = 2;
+  ((int64_t *)mi.data)[3] = -1;
+  plan_view win[3] = {mx, y, mi};
+  plan_view wo = mkv(PLAN_BF16, 3, D(2, 4, 2));
+  same_failure(PLAN_OP_MOE_WEIGHTS_GRAD, NULL, win, 3, &wo, 1, PLAN_EINVALID);
+  plan_view tx = RV(PLAN_F16, 3, 4);
+  plan_view to[2] = {mkv(PLAN_F16, 2, D(3, 5)), mkv(PLAN_I64, 2, D(3, 5))};
+  same_failure(PLAN_OP_TOPK, int_attrs(1, 5, 0), &tx, 1, to, 2, PLAN_EINVALID);
 }
 
 static void test_errors(void **state) {
@@ -687,6 +923,7 @@ static void test_errors(void **state) {
   same_failure(PLAN_OP_ADD, NULL, b, 2, &wrong, 1, PLAN_EINVALID);
   plan_view ri = rnd(PLAN_I64, 1, D(4), 0, 9), ro = mkv(PLAN_I64, 1, D(4));
   same_failure(PLAN_OP_EXP, NULL, &ri, 1, &ro, 1, PLAN_EINVALID);
+  route_errors();
   char err[256];
   assert_int_equal(
       plan_cuda_run_op(PLAN_OP_COUNT, NULL, b, 2, &o, 1, NULL, err, sizeof err),
@@ -724,6 +961,15 @@ static void test_edges(void **state) {
     ar[0].present = true;
     agree("embedding_grad no ids", PLAN_OP_EMBEDDING_GRAD, ar, eg, 2, &blk, 1,
           false);
+    plan_view gz[2] = {RV(dt, 3, 4), ids_in(2, D(3, 0), 0, 4)};
+    agree("gather no indices", PLAN_OP_GATHER, NULL, gz, 2, NULL, 1, false);
+    plan_view sz[2] = {RV(dt, 2, 0), ids_in(2, D(2, 0), 0, 5)};
+    plan_view szo = mkv(dt, 2, D(2, 5)); /* zeros: nothing added */
+    agree("scatter_add no sources", PLAN_OP_SCATTER_ADD, int_attrs(1, 5, 0), sz,
+          2, &szo, 1, false);
+    route_moe_case(dt, false, 2, 0, 2, 3, 4, 2, 0, 4); /* no tokens */
+    route_moe_case(dt, false, 2, 3, 2, 0, 4, 2, 1, 2); /* hidden 0 */
+    route_moe_case(dt, false, 0, 3, 2, 3, 4, 2, 0, 4); /* no groups */
   }
   plan_view big = rnd(PLAN_F16, 1, D(64), -20, 12);
   agree("exp f16 overflow", PLAN_OP_EXP, NULL, &big, 1, NULL, 1, false);
@@ -734,6 +980,20 @@ static void test_edges(void **state) {
   plan_view huge = rnd(PLAN_F16, 1, D(64), 100, 300);
   plan_view two[2] = {huge, huge};
   agree("mul f16 overflow", PLAN_OP_MUL, NULL, two, 2, NULL, 1, false);
+  /* sums past 65504 become infinity only when stored as f16 */
+  plan_view hs[2] = {rnd(PLAN_F16, 2, D(2, 40), 5000, 9000),
+                     ids_in(2, D(2, 40), 0, 3)};
+  plan_view hso = mkv(PLAN_F16, 2, D(2, 3));
+  agree("scatter_add f16 overflow", PLAN_OP_SCATTER_ADD, int_attrs(1, 3, 0), hs,
+        2, &hso, 1, false);
+  char err[256];
+  assert_int_equal(plan_cuda_run_op(PLAN_OP_SCATTER_ADD, int_attrs(1, 3, 0), hs,
+                                    2, &hso, 1, NULL, err, sizeof err),
+                   PLAN_OK);
+  int ninf = 0;
+  for (int i = 0; i < 6; i++)
+    ninf += isinf(get(&hso, i)) != 0;
+  assert_true(ninf > 0);
 }
 
 /* Larger blocks (many device blocks, long rows and reductions), and the
@@ -782,6 +1042,16 @@ static void test_large(void **state) {
                                       err, sizeof err),
                      PLAN_OK);
     assert_memory_equal(m1.data, m2.data, 3 * 64 * 80 * esz(dt));
+    route_moe_case(dt, false, 4, 64, 2, 32, 8, 12, 2, 4);
+    plan_view sa[2] = {RV(dt, 64, 200), ids_in(2, D(64, 200), 0, 300)};
+    plan_view sao = mkv(dt, 2, D(64, 100));
+    sao.offset[1] = 100;
+    sao.global_dims[1] = 300;
+    agree("scatter_add large", PLAN_OP_SCATTER_ADD, int_attrs(1, 300, 0), sa, 2,
+          &sao, 1, false);
+    plan_view tk = RV(dt, 100, 300);
+    agree("topk large", PLAN_OP_TOPK, int_attrs(1, 8, 0), &tk, 1, NULL, 2,
+          false);
     teardown(NULL);
   }
 }
