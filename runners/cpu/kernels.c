@@ -907,23 +907,22 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
                kind);
 }
 
-int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
-                    int nin, plan_view *out, int nout,
-                    const plan_kernel_ctx *ctx, char *err, size_t errsz) {
-  if (err && errsz)
-    err[0] = '\0';
+int plan_kernel_check(int kind, const plan_attr_val *attrs,
+                      const plan_view *in, int nin, const plan_view *out,
+                      int nout, const plan_kernel_ctx *ctx, int *bits,
+                      char *err, size_t errsz) {
+  *bits = -1;
   if (kind < 0 || kind >= PLAN_OP_COUNT)
     return kfail(PLAN_EUSAGE, err, errsz, "unknown op kind %d", kind);
   const char *op = plan_op_kind_name(kind);
   if (nin < 0 || nout < 1 || nin > PLAN_MAX_OPERANDS ||
       nout > PLAN_MAX_OPERANDS || (nin > 0 && !in) || !out)
     return kfail(PLAN_EUSAGE, err, errsz, "%s: bad operand arrays", op);
-  int bits = -1;
   if (ctx && ctx->exact) {
-    bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
-    if (bits < 1 || bits > 60)
+    *bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
+    if (*bits < 1 || *bits > 60)
       return kfail(PLAN_EUSAGE, err, errsz,
-                   "%s: dyadic_bits %d is out of range (1 to 60)", op, bits);
+                   "%s: dyadic_bits %d is out of range (1 to 60)", op, *bits);
   }
   int rc;
   for (int i = 0; i < nin; i++)
@@ -932,23 +931,35 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
   for (int i = 0; i < nout; i++)
     if ((rc = check_view(&out[i], op, "output", i, err, errsz)))
       return rc;
-  if (kind == PLAN_OP_RESHAPE)
-    rc = check_reshape(in, nin, out, nout, err, errsz);
-  else if (kind == PLAN_OP_EXPAND)
-    rc = check_expand(in, nin, out, nout, err, errsz);
-  else if (kind == PLAN_OP_EMBEDDING_GRAD)
-    rc = check_embedding_grad(in, nin, out, nout, err, errsz);
-  else if (kind == PLAN_OP_SPLIT)
-    rc = check_split(attrs, in, nin, out, nout, err, errsz);
-  else if (kind == PLAN_OP_SCATTER_ADD || kind == PLAN_OP_MOE_DISPATCH)
-    rc = check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
-  else
-    rc = check_infer(kind, attrs, in, nin, out, nout, err, errsz);
-  if (rc)
+  switch (kind) {
+  case PLAN_OP_RESHAPE:
+    return check_reshape(in, nin, out, nout, err, errsz);
+  case PLAN_OP_EXPAND:
+    return check_expand(in, nin, out, nout, err, errsz);
+  case PLAN_OP_EMBEDDING_GRAD:
+    return check_embedding_grad(in, nin, out, nout, err, errsz);
+  case PLAN_OP_SPLIT:
+    return check_split(attrs, in, nin, out, nout, err, errsz);
+  case PLAN_OP_SCATTER_ADD:
+  case PLAN_OP_MOE_DISPATCH:
+    return check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
+  default:
+    return check_infer(kind, attrs, in, nin, out, nout, err, errsz);
+  }
+}
+
+int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
+                    int nin, plan_view *out, int nout,
+                    const plan_kernel_ctx *ctx, char *err, size_t errsz) {
+  if (err && errsz)
+    err[0] = '\0';
+  int bits, rc;
+  if ((rc = plan_kernel_check(kind, attrs, in, nin, out, nout, ctx, &bits, err,
+                              errsz)))
     return rc;
   if (!plan_cpu_supports(kind, out[0].dtype))
-    return kfail(PLAN_EUNSUPPORTED, err, errsz, "%s: no CPU kernel for %s", op,
-                 plan_dtype_name(out[0].dtype));
+    return kfail(PLAN_EUNSUPPORTED, err, errsz, "%s: no CPU kernel for %s",
+                 plan_op_kind_name(kind), plan_dtype_name(out[0].dtype));
   if ((rc = run(kind, attrs, in, nin, out, nout, bits, err, errsz)))
     return rc;
   for (int i = 0; i < nout; i++)

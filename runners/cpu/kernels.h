@@ -141,6 +141,17 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
                     int nin, plan_view *out, int nout,
                     const plan_kernel_ctx *ctx, char *err, size_t errsz);
 
+/* The checks plan_cpu_kernel makes before it runs anything, with its
+ * statuses and messages: the operand arrays, the exact-mode grid (*bits:
+ * 2^-bits in exact mode, else -1), every view, and the op's local shapes
+ * (the registry's inference, or the local-block rules of reshape, expand,
+ * split, embedding_grad, scatter_add and moe_dispatch). Every runner calls
+ * it, so a bad op fails alike everywhere. */
+int plan_kernel_check(int kind, const plan_attr_val *attrs,
+                      const plan_view *in, int nin, const plan_view *out,
+                      int nout, const plan_kernel_ctx *ctx, int *bits,
+                      char *err, size_t errsz);
+
 /* Whether op `kind` has a kernel for outputs of `dtype` (every op for the
  * float dtypes; transpose, permute, reshape, split, concat, expand, where
  * and repeat_interleave also for the integer dtypes). */

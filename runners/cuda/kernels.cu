@@ -688,23 +688,12 @@ plan_cuda_run_op_ctx(plan_cuda_ctx *cc, int kind, const plan_attr_val *attrs,
   plan_cu_begin(&cu, err, errsz);
   if (err && errsz)
     err[0] = '\0';
-  if (kind < 0 || kind >= PLAN_OP_COUNT)
-    return plan_cu_fail(&cu, PLAN_EUSAGE, "unknown op kind %d", kind);
-  const char *op = plan_op_kind_name(kind);
-  if (nin < 0 || nout < 1 || nin > PLAN_MAX_OPERANDS ||
-      nout > PLAN_MAX_OPERANDS || (nin > 0 && !in) || !out)
-    return plan_cu_fail(&cu, PLAN_EUSAGE, "%s: bad operand arrays", op);
-  int bits = -1;
-  if (ctx && ctx->exact) {
-    bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
-    if (bits < 1 || bits > 60)
-      return plan_cu_fail(&cu, PLAN_EUSAGE,
-                          "%s: dyadic_bits %d is out of range (1 to 60)", op,
-                          bits);
-  }
-  int rc = plan_cu_check_args(kind, attrs, in, nin, out, nout, err, errsz);
+  int bits;
+  int rc = plan_kernel_check(kind, attrs, in, nin, out, nout, ctx, &bits, err,
+                             errsz);
   if (rc)
     return rc;
+  const char *op = plan_op_kind_name(kind);
   if (!plan_cuda_supports_op(kind, out[0].dtype))
     return plan_cu_fail(&cu, PLAN_EUNSUPPORTED, "%s: no CUDA kernel for %s", op,
                         plan_dtype_name(out[0].dtype));

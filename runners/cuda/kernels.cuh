@@ -83,12 +83,8 @@ static inline bool plan_cu_attr_ints(const plan_attr_val *a, int i,
   return true;
 }
 
-/* The checks plan_cpu_kernel makes, with its messages: the views, then the
- * op's shapes (the registry's inference, or the local-shape rules of
- * reshape, expand, split and embedding_grad). */
-int plan_cu_check_args(int kind, const plan_attr_val *attrs,
-                       const plan_view *in, int nin, const plan_view *out,
-                       int nout, char *err, size_t errsz);
+/* The arguments are checked by plan_kernel_check (runners/cpu/kernels.h),
+ * the CPU runner's own checks: the same statuses and messages on both. */
 
 /* ---- index maps ---------------------------------------------------------- */
 
