@@ -13,8 +13,8 @@
  * bit for bit. Data-movement functors take an unsigned type E of the
  * element's size and copy bits.
  *
- * Also the host-side helpers the dispatcher (kernels.cu) and the argument
- * checks (kernels_check.cu) share. */
+ * Also the host-side helpers of the dispatcher (kernels.cu) and the other
+ * kernel files. */
 #ifndef LIBPLAN_RUNNERS_CUDA_KERNELS_CUH
 #define LIBPLAN_RUNNERS_CUDA_KERNELS_CUH
 
