@@ -188,29 +188,72 @@ static int64_t slot_at(const moe_geom *m, int64_t le, int64_t g, int64_t s) {
   return ((le * m->g + g) * m->c + s) * m->h;
 }
 
+/* Calls visit for every choice that got a slot held here: per group, per
+ * expert of the block, the group's choices in order (token, then choice),
+ * the running count of the expert's choices being the slot. r is the
+ * choice's index in idx; tok and slot the element offsets of its token and
+ * of its slot. */
+typedef struct moe_walk {
+  const moe_geom *m;
+  const plan_view *in; /* the op's inputs */
+  int nin;
+  plan_view *out;
+} moe_walk;
+
+static void walk(const moe_walk *w, const int64_t *id,
+                 void (*visit)(const moe_walk *w, int64_t r, int64_t tok,
+                               int64_t slot)) {
+  const moe_geom *m = w->m;
+  for (int64_t g = 0; g < m->g; g++)
+    for (int64_t le = 0; le < m->ne; le++) {
+      int64_t s = 0;
+      for (int64_t t = 0; t < m->t && s < m->c; t++)
+        for (int64_t j = 0; j < m->k && s < m->c; j++) {
+          int64_t r = (g * m->t + t) * m->k + j;
+          if (id[r] == m->e0 + le)
+            visit(w, r, tok_at(m, g, t), slot_at(m, le, g, s++));
+        }
+    }
+}
+
+/* slot = token (times its weight) */
+static void dispatch_one(const moe_walk *w, int64_t r, int64_t tok,
+                         int64_t slot) {
+  const plan_view *x = &w->in[0], *wt = w->nin > 2 ? &w->in[2] : NULL;
+  double f = wt ? ld(wt, r) : 1.0;
+  for (int64_t d = 0; d < w->m->h; d++)
+    st(w->out, slot + d, wt ? f * ld(x, tok + d) : ld(x, tok + d));
+}
+
+/* token += slot (times its weight): a token's choices in expert order */
+static void combine_one(const moe_walk *w, int64_t r, int64_t tok,
+                        int64_t slot) {
+  const plan_view *y = &w->in[0], *wt = w->nin > 2 ? &w->in[2] : NULL;
+  double f = wt ? ld(wt, r) : 1.0;
+  for (int64_t d = 0; d < w->m->h; d++) {
+    double v = ld(y, slot + d);
+    st(w->out, tok + d, ld(w->out, tok + d) + (wt ? f * v : v));
+  }
+}
+
+/* the choice's weight gradient = token . slot */
+static void wgrad_one(const moe_walk *w, int64_t r, int64_t tok,
+                      int64_t slot) {
+  double acc = 0;
+  for (int64_t d = 0; d < w->m->h; d++)
+    acc += ld(&w->in[0], tok + d) * ld(&w->in[1], slot + d);
+  st(w->out, r, acc);
+}
+
 int plan_kernel_moe_dispatch(const plan_view *in, int nin, plan_view *out,
                              char *err, size_t errsz) {
   moe_geom m;
   int rc = moe_setup("moe_dispatch", &in[0], &in[1], out, &m, err, errsz);
   if (rc)
     return rc;
-  const int64_t *id = in[1].data;
-  const plan_view *w = nin > 2 ? &in[2] : NULL;
+  moe_walk w = {&m, in, nin, out};
   zero(out);
-  for (int64_t g = 0; g < m.g; g++)
-    for (int64_t le = 0; le < m.ne; le++) {
-      int64_t s = 0;
-      for (int64_t t = 0; t < m.t && s < m.c; t++)
-        for (int64_t j = 0; j < m.k && s < m.c; j++) {
-          int64_t r = (g * m.t + t) * m.k + j;
-          if (id[r] != m.e0 + le)
-            continue;
-          double wt = w ? ld(w, r) : 1.0;
-          int64_t xo = tok_at(&m, g, t), so = slot_at(&m, le, g, s++);
-          for (int64_t d = 0; d < m.h; d++)
-            st(out, so + d, w ? wt * ld(&in[0], xo + d) : ld(&in[0], xo + d));
-        }
-    }
+  walk(&w, in[1].data, dispatch_one);
   return PLAN_OK;
 }
 
@@ -220,26 +263,9 @@ int plan_kernel_moe_combine(const plan_view *in, int nin, plan_view *out,
   int rc = moe_setup("moe_combine", out, &in[1], &in[0], &m, err, errsz);
   if (rc)
     return rc;
-  const int64_t *id = in[1].data;
-  const plan_view *w = nin > 2 ? &in[2] : NULL;
+  moe_walk w = {&m, in, nin, out};
   zero(out);
-  /* expert-major: a token's choices are added in expert order */
-  for (int64_t g = 0; g < m.g; g++)
-    for (int64_t le = 0; le < m.ne; le++) {
-      int64_t s = 0;
-      for (int64_t t = 0; t < m.t && s < m.c; t++)
-        for (int64_t j = 0; j < m.k && s < m.c; j++) {
-          int64_t r = (g * m.t + t) * m.k + j;
-          if (id[r] != m.e0 + le)
-            continue;
-          double wt = w ? ld(w, r) : 1.0;
-          int64_t oo = tok_at(&m, g, t), so = slot_at(&m, le, g, s++);
-          for (int64_t d = 0; d < m.h; d++) {
-            double y = ld(&in[0], so + d);
-            st(out, oo + d, ld(out, oo + d) + (w ? wt * y : y));
-          }
-        }
-    }
+  walk(&w, in[1].data, combine_one);
   return PLAN_OK;
 }
 
@@ -250,22 +276,8 @@ int plan_kernel_moe_weights_grad(const plan_view *in, plan_view *out,
       moe_setup("moe_weights_grad", &in[0], &in[2], &in[1], &m, err, errsz);
   if (rc)
     return rc;
-  const int64_t *id = in[2].data;
+  moe_walk w = {&m, in, 3, out};
   zero(out);
-  for (int64_t g = 0; g < m.g; g++)
-    for (int64_t le = 0; le < m.ne; le++) {
-      int64_t s = 0;
-      for (int64_t t = 0; t < m.t && s < m.c; t++)
-        for (int64_t j = 0; j < m.k && s < m.c; j++) {
-          int64_t r = (g * m.t + t) * m.k + j;
-          if (id[r] != m.e0 + le)
-            continue;
-          int64_t ao = tok_at(&m, g, t), bo = slot_at(&m, le, g, s++);
-          double acc = 0;
-          for (int64_t d = 0; d < m.h; d++)
-            acc += ld(&in[0], ao + d) * ld(&in[1], bo + d);
-          st(out, r, acc);
-        }
-    }
+  walk(&w, in[2].data, wgrad_one);
   return PLAN_OK;
 }
