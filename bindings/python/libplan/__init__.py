@@ -21,8 +21,9 @@ from .errors import (Error, PlanError, NoMemoryError, FileError, ParseError,
                      LimitError, UsageError, NotFoundError, UnsupportedError)
 from ._core import (Plan, Program, Mesh, Strategy, Finding, Findings, Match,
                     Op, Tensor, PlanOp, PlanTensor, VerifyReport, CostReport,
-                    Schedule, load, parse, load_program, cost_profiles,
-                    version, abi_version)
+                    Schedule, Upgrade, load, parse, load_program,
+                    cost_profiles, upgrade, upgrade_text, version,
+                    abi_version)
 from .placements import Shard, Replicate, Partial
 from .placements import parse as parse_placement
 from .placements import format as format_placement
@@ -40,5 +41,6 @@ __all__ = [
     "VerifyReport", "CostReport", "Schedule", "load", "parse", "load_program",
     "cost_profiles", "version", "abi_version", "Shard", "Replicate",
     "Partial", "parse_placement", "format_placement", "ProgramBuilder",
-    "make_plan", "find_tool", "search", "replay", "lower",
+    "make_plan", "find_tool", "search", "replay", "lower", "Upgrade",
+    "upgrade", "upgrade_text",
 ]

@@ -2,6 +2,8 @@
 
 import ctypes
 import json
+import os
+import tempfile
 import threading
 from collections import namedtuple
 
@@ -937,6 +939,78 @@ def load(path, threads=0):
 def parse(text, name="<string>", base_dir=None):
     """Loads a plan from a string; `name` appears in error positions."""
     return Plan.parse(text, name, base_dir)
+
+
+# ---- upgrade ---------------------------------------------------------------
+
+_UPGRADE_PARTS = ("plan", "program", "mesh", "provenance")  # plan_part order
+
+
+class Upgrade(namedtuple("Upgrade", "upgraded from_version text before after "
+                         "layout_kept program_by_path")):
+    """What upgrade_text / upgrade did: `upgraded` False when the file is of
+    the current format already (`text` None, nothing written); else `text`
+    is the file in the current format, with an `x-upgraded-from` record.
+    `before` and `after` map each part the file has ("plan", "program",
+    "mesh", "provenance") to its hash in the old file and in the new one.
+    `layout_kept`: only the version line changed and the record was added;
+    `program_by_path`: the program is another file, left as it is."""
+
+
+def upgrade_text(text, name="<string>", base_dir=None):
+    """Rewrites plan or program text of an older format (0.1) in the current
+    one (docs/archiving.md), checked by reading it back: every part hashes
+    as before with the version set back. Raises the library's errors (a
+    newer major: VersionError, with file, line and column)."""
+    f = _need("upgrade_buffer")
+    data = enc(text)
+    out = ctypes.c_void_p()
+    n = ctypes.c_size_t()
+    info = _lib.UpgradeInfo()
+    check(f(ctypes.byref(out), ctypes.byref(n), ctypes.byref(info), data,
+            len(data), enc(name), None if base_dir is None else enc(base_dir)))
+    new = _lib.take_string(out.value, n.value) if out.value else None
+    parts = [(i, p) for i, p in enumerate(_UPGRADE_PARTS) if info.has[i]]
+    return Upgrade(bool(info.upgraded),
+                   "%d.%d" % (info.from_major, info.from_minor), new,
+                   {p: _hash_str(info.before[i]) for i, p in parts},
+                   {p: _hash_str(info.after[i]) for i, p in parts}
+                   if info.upgraded else {},
+                   bool(info.layout_kept), bool(info.program_by_path))
+
+
+def upgrade(path, out=None, in_place=False):
+    """Upgrades the file at `path` (as `plan upgrade`): writes the result to
+    `out`, or over `path` with in_place=True, atomically (a temporary file
+    in the same folder, then a rename: nothing changes on failure), or
+    nowhere; returns the Upgrade. A file of the current format is written
+    nowhere. A plan whose program is another file must stay in its folder
+    (out elsewhere raises UsageError)."""
+    if in_place and out is not None:
+        raise UsageError("upgrade: give out or in_place, not both")
+    with open(path, "rb") as fh:
+        text = fh.read().decode("utf-8", "surrogateescape")
+    base = os.path.dirname(os.path.abspath(path))
+    r = upgrade_text(text, path, base)
+    dest = path if in_place else out
+    if not r.upgraded or dest is None:
+        return r
+    if r.program_by_path and \
+            os.path.dirname(os.path.abspath(dest)) != base:
+        raise UsageError("upgrade: %s refers to its program by a path "
+                         "relative to its folder; write the result in that "
+                         "folder" % path)
+    folder = os.path.dirname(os.path.abspath(dest))
+    fd, tmp = tempfile.mkstemp(prefix=".upgrade-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(r.text.encode("utf-8", "surrogateescape"))
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return r
 
 
 def load_program(path):

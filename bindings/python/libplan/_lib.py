@@ -115,6 +115,13 @@ class Hash(ctypes.Structure):
     _fields_ = [("high", c_uint64), ("low", c_uint64)]
 
 
+class UpgradeInfo(ctypes.Structure):
+    _fields_ = [("from_major", c_int), ("from_minor", c_int),
+                ("upgraded", c_int), ("layout_kept", c_int),
+                ("program_by_path", c_int), ("program_rehashed", c_int),
+                ("has", c_int * 4), ("before", Hash * 4), ("after", Hash * 4)]
+
+
 class Diag(ctypes.Structure):
     _fields_ = [("severity", c_int), ("code", c_char_p), ("message", c_char_p),
                 ("object", c_char_p), ("file", c_char_p), ("line", c_int),
@@ -227,6 +234,8 @@ _PROTOS = {
     "plan_save": (c_int, [vp, c_char_p, P(WriteOptions)]),
     "plan_hash_part": (c_int, [P(Hash), vp, c_int]),
     "plan_canonical": (c_int, [ps, P(c_size_t), vp, c_int]),
+    "plan_upgrade_buffer": (c_int, [ps, P(c_size_t), P(UpgradeInfo),
+                                    c_char_p, c_size_t, c_char_p, c_char_p]),
     "plan_get_program": (vp, [vp]),
     "plan_has_mesh": (c_int, [vp]),
     "plan_file": (c_char_p, [vp]),
