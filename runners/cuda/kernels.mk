@@ -69,3 +69,31 @@ check-cuda-gpu: $(CUDA_GPU_TEST)
 	@$(CUDA_GPU_TEST); rc=$$?; \
 	if [ $$rc -eq 77 ]; then echo "check-cuda-gpu: skipped (no usable CUDA device)"; \
 	elif [ $$rc -ne 0 ]; then echo "FAILED: $(CUDA_GPU_TEST)"; exit 1; fi
+
+# The plugin built for the host (tests/cuda/plugin_emu.cc: the emulated
+# kernels and virtual-rank all-reduce behind the real entry point), and
+# plans verified through it: `plan verify --runner cuda` and the op sweep
+# on a 2x2 mesh, every legal strategy, against the CPU runner's verdicts
+# (tests/cuda/run_emu.sh). No CUDA needed: make test runs it everywhere.
+CUDA_EMU_PLUGIN := $(BUILD)/libplan-cuda-emu.so
+CUDA_EMU_VEMU := $(BUILD)/cuda-emu/collectives_virtual.o
+
+$(CUDA_EMU_VEMU): runners/cuda/collectives_virtual.cu | cuda-emu-cxx
+	@mkdir -p $(dir $@)
+	@echo "CXX $< (emulated)"
+	@$(CXX) $(CUDA_EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/cuda-emu/plugin_emu.o: tests/cuda/plugin_emu.cc | cuda-emu-cxx
+	@mkdir -p $(dir $@)
+	@echo "CXX $<"
+	@$(CXX) $(CUDA_EMU_CXXFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+
+# libplan.a's symbols stay hidden in the plugin, as in the real one.
+$(CUDA_EMU_PLUGIN): $(BUILD)/cuda-emu/plugin_emu.o $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) $(STATIC)
+	$(CXX) -shared $(LDFLAGS) -o $@ $(BUILD)/cuda-emu/plugin_emu.o \
+	  $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) -Wl,--exclude-libs,ALL $(STATIC) \
+	  $(LDLIBS_ALL) -Wl,-z,defs
+
+.PHONY: check-cuda-emu-plugin
+check-cuda-emu-plugin: $(CUDA_EMU_PLUGIN) $(TOOL) $(BUILD)/tests/test_sweep
+	@sh tests/cuda/run_emu.sh $(BUILD)

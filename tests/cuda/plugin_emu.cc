@@ -1,0 +1,44 @@
+/* The CUDA runner's plugin built for the host: the same op kernels
+ * (runners/cuda/kernels*.cu, gemm.cu) and virtual-rank all-reduce
+ * (collectives_virtual.cu) compiled as C++ through runners/cuda/emu.h, and
+ * the same entry point and vtable shape as runners/cuda/plugin.cu, loaded
+ * by plan_runner_find("cuda") through PLAN_CUDA_PLUGIN. No GPU is needed,
+ * so `make test` runs plans through the whole CUDA path everywhere: the
+ * loader, the API version check, the verifier's use of the vtable (its
+ * run_op and its all-reduce hook) and the kernels' host dispatch; what it
+ * cannot see is the device itself (tests/gpu/run.sh does, on a GPU). */
+#include <stdio.h>
+
+#include "collectives.h"
+#include "ops_cuda.h"
+#include "runner.h"
+
+namespace {
+
+void describe(char *buf, size_t size) {
+  if (size)
+    snprintf(buf, size,
+             "the CUDA runner's kernels emulated on the host (no device); "
+             "every rank virtual, reductions in rank-coordinate order");
+}
+
+const plan_runner_vtable emu_vtable = {
+    PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
+    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce};
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) const plan_runner_vtable *
+plan_runner_plugin_entry(int api_version, char *err, size_t errsz);
+
+extern "C" const plan_runner_vtable *
+plan_runner_plugin_entry(int api_version, char *err, size_t errsz) {
+  if (api_version != PLAN_RUNNER_API_VERSION) {
+    if (err && errsz)
+      snprintf(err, errsz,
+               "the plugin speaks runner API version %d, the library %d",
+               PLAN_RUNNER_API_VERSION, api_version);
+    return NULL;
+  }
+  return &emu_vtable;
+}
