@@ -95,6 +95,17 @@ static const plan_runner_vtable *load_at(const char *path, const char *runner,
                runner, path, PLAN_RUNNER_PLUGIN_ENTRY, file);
     return NULL;
   }
+  const unsigned long long *abi = dlsym(h, PLAN_RUNNER_PLUGIN_ABI);
+  if (!abi || *abi != PLAN_RUNNER_ABI_KEY) {
+    dlclose(h); /* its entry point never ran: nothing to keep loaded */
+    plan_failf(PLAN_EUNSUPPORTED,
+               "runner '%s': plugin %s was built for another libplan (%s); "
+               "rebuild it with `make %s`",
+               runner, path,
+               abi ? "its op kinds or layouts differ" : "it has no ABI key",
+               runner);
+    return NULL;
+  }
   char err[512] = "";
   const plan_runner_vtable *vt =
       entry(PLAN_RUNNER_API_VERSION, err, sizeof err);

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "libplan/common.h"
+#include "ops.h"
 
 #define PLAN_RUNNER_API_VERSION 2
 
@@ -28,6 +30,21 @@
  * or NULL with a one-line reason in err (no device, a version it does not
  * speak). The vtable lives as long as the plugin stays loaded. */
 #define PLAN_RUNNER_PLUGIN_ENTRY "plan_runner_plugin_entry"
+
+/* What a plugin and the library that loads it must agree on beyond the
+ * API version: the plugin carries its own copy of the core (the op
+ * registry, plan_kernel_check), so the release (its op kinds, numbered in
+ * one order) and the layouts the vtable passes must be the same. A plugin
+ * exports it as
+ *   const unsigned long long plan_runner_plugin_abi = PLAN_RUNNER_ABI_KEY;
+ * and the loader refuses a plugin without it or with another key. */
+#define PLAN_RUNNER_PLUGIN_ABI "plan_runner_plugin_abi"
+#define PLAN_RUNNER_ABI_KEY                                                    \
+  ((unsigned long long)PLAN_VERSION_NUMBER << 32 |                            \
+   (unsigned long long)PLAN_OP_COUNT << 24 |                                  \
+   (unsigned long long)sizeof(plan_view) << 12 |                              \
+   (unsigned long long)sizeof(plan_attr_val) << 4 |                           \
+   (unsigned long long)sizeof(plan_kernel_ctx))
 
 typedef struct plan_runner_vtable {
   int api_version;  /* PLAN_RUNNER_API_VERSION */

@@ -268,9 +268,19 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
                       c->runner->name, op->name, plan_op_kind_name(op->kind),
                       plan_dtype_name(vout[0].dtype));
   plan_kernel_ctx kc = {c->o->mode == PLAN_VERIFY_EXACT, 0};
-  if (!rc && c->runner->run_op(op->kind, op->attrs, vin, op->nin, vout,
-                              op->nout, &kc, err, sizeof err))
-    rc = plan_failf(PLAN_EINVALID, "op '%s': %s", op->name, err);
+  int st = rc ? PLAN_OK
+              : c->runner->run_op(op->kind, op->attrs, vin, op->nin, vout,
+                                  op->nout, &kc, err, sizeof err);
+  /* a shape or an index the op refuses is the plan's (EINVALID); a device
+   * out of memory, a driver or launch failure is the machine's: "cannot
+   * run here", with the runner's reason */
+  if (st)
+    rc = plan_failf(st == PLAN_EINVALID || st == PLAN_EUSAGE ? PLAN_EINVALID
+                    : st == PLAN_ENOMEM && c->runner == plan_cpu_runner()
+                        ? PLAN_ENOMEM
+                        : PLAN_EUNSUPPORTED,
+                    "op '%s' on runner '%s': %s", op->name, c->runner->name,
+                    err);
   for (int k = 0; !rc && k < op->nout; k++)
     from_kernel(vout[k].dtype, vout[k].data, outs[k]->data, outs[k]->n);
   if (!rc && c->grid_op && c->grid_op[op - c->prog->ops])

@@ -294,6 +294,13 @@ extern "C" int plan_cuda_comms_init_env(plan_cuda_comms **out,
 extern "C" void plan_cuda_comms_free(plan_cuda_comms *c) {
   if (!c)
     return;
+  /* communicators driven from one thread are finalized together (one
+   * group), then destroyed: finalizing them one by one can wait forever */
+  ncclGroupStart();
+  for (int i = 0; i < c->nlocal; i++)
+    if (c->comm[i])
+      ncclCommFinalize(c->comm[i]);
+  ncclGroupEnd();
   for (int i = 0; i < c->nlocal; i++) {
     if (c->comm[i])
       ncclCommDestroy(c->comm[i]);

@@ -265,7 +265,11 @@ extern "C" int plan_cuda_host_all_reduce(double *const *blocks, int nmembers,
   }
   if (e != cudaSuccess) {
     cudaFree(dev);
-    return fail(err, errsz, PLAN_EUNSUPPORTED, what, cudaGetErrorString(e));
+    (void)cudaGetLastError(); /* reported here, not at a later launch */
+    return fail(err, errsz,
+                e == cudaErrorMemoryAllocation ? PLAN_ENOMEM
+                                               : PLAN_EUNSUPPORTED,
+                what, cudaGetErrorString(e));
   }
   int rc = plan_cuda_virtual_all_reduce(buf, nmembers, n, PLAN_F64, reduce,
                                         NULL, err, errsz);

@@ -20,11 +20,16 @@ NVCC_FLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Werror all-warnings \
               -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
               -Irunners/cuda $(PKG_CFLAGS) $(NVCCFLAGS)
 # The CUDA runtime is linked statically, so the plugin needs only the
-# driver, cuBLAS and NCCL on the GPU machine.
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart_static -ldl -lrt
+# driver and cuBLAS on the GPU machine (nccl_check needs NCCL too).
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt
 
 CUDA_SRC := $(sort $(wildcard runners/cuda/*.cu))
-CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+# NCCL stays out of the plugin: plan verify runs every rank on one GPU and
+# never calls it, and a machine with CUDA and cuBLAS but no NCCL must still
+# load the plugin. nccl_check links the NCCL collectives itself.
+NCCL_SRC := runners/cuda/collectives_nccl.cu
+NCCL_OBJ := $(NCCL_SRC:%.cu=$(BUILD)/%.o)
+CUDA_OBJ := $(filter-out $(NCCL_OBJ),$(CUDA_SRC:%.cu=$(BUILD)/%.o))
 CUDA_PLUGIN := $(BUILD)/libplan-cuda.so
 NCCL_CHECK := $(BUILD)/tests/gpu/nccl_check
 BENCH_CUDA := $(BUILD)/bench/bench_cuda
@@ -49,12 +54,13 @@ $(BUILD)/tests/gpu/%.o: tests/gpu/%.cu
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCC_FLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
-# nccl_check calls the plugin's collectives: linked to the plugin, found
-# beside it ($ORIGIN/..: build/ holds the plugin, build/tests/gpu the test).
-$(NCCL_CHECK): $(BUILD)/tests/gpu/nccl_check.o $(CUDA_PLUGIN)
-	$(NVCC) $(CUDA_ARCH) -o $@ $< -L$(BUILD) -l:libplan-cuda.so \
+# nccl_check calls the plugin's virtual-rank collectives (linked to the
+# plugin, found beside it: $ORIGIN/..: build/ holds the plugin,
+# build/tests/gpu the test) and its own copy of the NCCL ones.
+$(NCCL_CHECK): $(BUILD)/tests/gpu/nccl_check.o $(NCCL_OBJ) $(CUDA_PLUGIN)
+	$(NVCC) $(CUDA_ARCH) -o $@ $< $(NCCL_OBJ) -L$(BUILD) -l:libplan-cuda.so \
 	  -Xlinker --disable-new-dtags -Xlinker -rpath,'$$ORIGIN/../..:$$ORIGIN' \
-	  $(CUDA_LIBS)
+	  $(CUDA_LIBS) -lnccl
 
 $(BUILD)/bench/bench_cuda.o: bench/bench_cuda.cu
 	@mkdir -p $(dir $@)

@@ -261,6 +261,12 @@ static inline void plan_cu_begin(plan_cu *cu, char *err, size_t errsz) {
   memset(cu, 0, sizeof *cu);
   cu->err = err;
   cu->errsz = errsz;
+#ifdef __CUDACC__
+  /* a failure an earlier call left (a failed copy or allocation is not
+   * sticky, but cudaGetLastError would report it at this call's first
+   * launch) is that call's, already reported */
+  (void)cudaGetLastError();
+#endif
 }
 
 /* Frees what the call allocated; returns rc, or the first failure to free

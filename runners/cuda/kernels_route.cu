@@ -71,7 +71,9 @@ template <class S> struct plan_k_topk {
           bv = v;
         }
       }
-      vals[q * k + j] = plan_st<S>::store(route_c<S>(bv));
+      /* the element itself, not its value through double: a device may
+       * make any NaN its canonical one on a conversion */
+      vals[q * k + j] = x[q * n + best];
       idx[q * k + j] = best;
       pv = bv;
       pi = best;
@@ -88,8 +90,8 @@ template <class S> struct plan_k_route_gather {
   int64_t n, k, lo;
   PLAN_HD void operator()(int64_t e) const {
     int64_t q = e / k, i = id[e] - lo;
-    double v = i >= 0 && i < n ? route_ld(x, q * n + i) : 0.0;
-    o[e] = plan_st<S>::store(route_c<S>(v));
+    /* a copy of the element (its NaN's bits kept, as on the CPU) */
+    o[e] = i >= 0 && i < n ? x[q * n + i] : plan_st<S>::store(route_c<S>(0.0));
   }
 };
 

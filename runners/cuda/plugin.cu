@@ -6,7 +6,7 @@
  * rank of the mesh on this one GPU).
  *
  * The device is PLAN_CUDA_DEVICE when set, else LOCAL_RANK (a launcher's
- * per-host rank), else 0. */
+ * per-host rank; device 0 when only one is visible), else 0. */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +20,41 @@ namespace {
 
 int pick_device(int count) {
   const char *v = getenv("PLAN_CUDA_DEVICE");
-  if (!v || !v[0])
+  if (!v || !v[0]) {
     v = getenv("LOCAL_RANK");
+    /* a launcher that shows each process its one GPU (SLURM, torchrun
+     * with CUDA_VISIBLE_DEVICES) still numbers the local ranks */
+    if (count == 1)
+      return 0;
+  }
   if (!v || !v[0])
     return 0;
   char *e;
   long d = strtol(v, &e, 10);
   return *e || d < 0 || d >= count ? -1 : (int)d;
+}
+
+/* The device is per thread in CUDA: a thread that runs ops (the verifier
+ * may run ranks on threads) selects it on its first call, as the entry
+ * point did for the thread that loaded the plugin. */
+thread_local bool thread_device_set;
+
+int use_device(char *err, size_t errsz) {
+  if (thread_device_set)
+    return 0;
+  int count = 0, dev;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && (dev = pick_device(count)) >= 0)
+    e = cudaSetDevice(dev);
+  else if (e == cudaSuccess)
+    e = cudaErrorInvalidDevice;
+  if (e != cudaSuccess) {
+    if (err && errsz)
+      snprintf(err, errsz, "selecting the device: %s", cudaGetErrorString(e));
+    return PLAN_EUNSUPPORTED;
+  }
+  thread_device_set = true;
+  return 0;
 }
 
 void describe(char *buf, size_t size) {
@@ -62,6 +90,8 @@ thread_local bool thread_ctx_failed;
 int run_op(int kind, const plan_attr_val *attrs, const plan_view *in, int nin,
            plan_view *out, int nout, const plan_kernel_ctx *ctx, char *err,
            size_t errsz) {
+  if (int rc = use_device(err, errsz))
+    return rc;
   if (!thread_ctx && !thread_ctx_failed) {
     thread_ctx = plan_cuda_ctx_new(err, errsz);
     thread_ctx_failed = !thread_ctx;
@@ -70,11 +100,22 @@ int run_op(int kind, const plan_attr_val *attrs, const plan_view *in, int nin,
                               ctx, err, errsz);
 }
 
+int all_reduce(double *const *blocks, int nmembers, int64_t n, int reduce,
+               char *err, size_t errsz) {
+  if (int rc = use_device(err, errsz))
+    return rc;
+  return plan_cuda_host_all_reduce(blocks, nmembers, n, reduce, err, errsz);
+}
+
 const plan_runner_vtable cuda_vtable = {
     PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    run_op,                  describe, plan_cuda_host_all_reduce};
+    run_op,                  describe, all_reduce};
 
 } // namespace
+
+/* the release and layouts it was built for (runners/runner.h) */
+extern "C" __attribute__((visibility("default"))) const unsigned long long
+    plan_runner_plugin_abi = PLAN_RUNNER_ABI_KEY;
 
 extern "C" __attribute__((visibility("default"))) const plan_runner_vtable *
 plan_runner_plugin_entry(int api_version, char *err, size_t errsz) {
@@ -106,6 +147,7 @@ plan_runner_plugin_entry(int api_version, char *err, size_t errsz) {
   e = cudaSetDevice(dev);
   if (e == cudaSuccess)
     e = cudaFree(0); /* makes the context now: a broken driver shows here */
+  thread_device_set = e == cudaSuccess;
   if (e != cudaSuccess) {
     if (err && errsz)
       snprintf(err, errsz, "device %d: %s", dev, cudaGetErrorString(e));

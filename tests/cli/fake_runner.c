@@ -4,7 +4,8 @@
  *                 all-reduce in member order: the verifier's runner path
  *  FAKE_REFUSES   no device: the entry point returns NULL with the reason
  *  FAKE_OLD_API   a vtable of another API version
- *  FAKE_NO_ENTRY  no entry point at all */
+ *  FAKE_NO_ENTRY  no entry point at all
+ *  FAKE_OTHER_ABI built for another release: another ABI key */
 #include <stdio.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ static void fake_describe(char *buf, size_t size) {
 static const plan_runner_vtable fake = {
     PLAN_RUNNER_API_VERSION, "cuda",        plan_cpu_supports,
     plan_cpu_kernel,         fake_describe, fake_all_reduce};
-#elif defined(FAKE_OLD_API)
+#elif defined(FAKE_OLD_API) || defined(FAKE_OTHER_ABI)
 static bool no_op(int kind, plan_dtype dtype) {
   (void)kind;
   (void)dtype;
@@ -50,6 +51,14 @@ static int no_run(int kind, const plan_attr_val *attrs, const plan_view *in,
   return -10;
 }
 static const plan_runner_vtable fake = {1, "cuda", no_op, no_run, NULL, NULL};
+#endif
+
+/* FAKE_OTHER_ABI: built for another release (another ABI key) */
+extern const unsigned long long plan_runner_plugin_abi;
+#ifdef FAKE_OTHER_ABI
+const unsigned long long plan_runner_plugin_abi = PLAN_RUNNER_ABI_KEY + 1;
+#else
+const unsigned long long plan_runner_plugin_abi = PLAN_RUNNER_ABI_KEY;
 #endif
 
 #ifndef FAKE_NO_ENTRY

@@ -541,7 +541,9 @@ fake() { # VARIANT: builds $tmp/fake-VARIANT.so
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
 }
 if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
-  for v in WORKS REFUSES OLD_API NO_ENTRY; do fake $v || bad "cannot build the $v stand-in"; done
+  for v in WORKS REFUSES OLD_API NO_ENTRY OTHER_ABI; do fake $v || bad "cannot build the $v stand-in"; done
+  PLAN_CUDA_PLUGIN=$tmp/fake-OTHER_ABI.so expect 3 "a plugin built for another libplan" verify --runner cuda "$mlp"
+  has "$err" "was built for another libplan (its op kinds or layouts differ)" "a plugin built for another libplan"
   PLAN_CUDA_PLUGIN=$tmp/fake-REFUSES.so expect 3 "a plugin without a device" verify --runner cuda "$mlp"
   has "$err" "runner 'cuda' cannot run here: cudaGetDeviceCount: no CUDA-capable device is detected" "a plugin without a device"
   PLAN_CUDA_PLUGIN=$tmp/fake-OLD_API.so expect 3 "a plugin of another API version" verify --runner cuda "$mlp"

@@ -28,6 +28,10 @@ const plan_runner_vtable emu_vtable = {
 
 } // namespace
 
+/* the release and layouts it was built for (runners/runner.h) */
+extern "C" __attribute__((visibility("default"))) const unsigned long long
+    plan_runner_plugin_abi = PLAN_RUNNER_ABI_KEY;
+
 extern "C" __attribute__((visibility("default"))) const plan_runner_vtable *
 plan_runner_plugin_entry(int api_version, char *err, size_t errsz);
 

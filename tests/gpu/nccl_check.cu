@@ -387,8 +387,13 @@ int main(int argc, char **argv) {
                  : plan_cuda_comms_init_env(&w.comms, id_file, timeout, err,
                                             sizeof err);
     if (rc) {
-      printf("nccl_check: cannot run here: %s\n", err);
-      return 3;
+      /* no device is "cannot run here"; any other failure (NCCL's init,
+       * the id file) is this check failing */
+      int ndev = 0;
+      bool none = cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0;
+      printf("nccl_check: %s: %s\n", none ? "cannot run here" : "FAILED",
+             err);
+      return none ? 3 : 1;
     }
     w.nlocal = plan_cuda_comms_local(w.comms);
     w.size = plan_cuda_comms_world(w.comms);

@@ -69,10 +69,14 @@ result() { # pass|FAIL|skipped NAME TEXT
 }
 figure() { echo "figure $1" >>"$res"; echo "figure $1"; }
 left() { echo $((budget - ($(date +%s) - start))); }
-# cap SECONDS: the time a step may take, within what is left (0: none)
+# cap SECONDS: the time a step may take, within what is left; never 0 or
+# less (to timeout, 0 means no limit and a negative one is an error): with
+# the budget spent, a step gets 1 s and reports that it timed out
 cap() {
   l=$(left)
-  if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi
+  [ "$l" -lt "$1" ] || l=$1
+  [ "$l" -ge 1 ] || l=1
+  echo "$l"
 }
 checks="nccl-virtual nccl-local kernels agreement sweep corpus bench-gemm bench-layer-f32 bench-layer-own"
 
@@ -85,11 +89,11 @@ checks="nccl-virtual nccl-local kernels agreement sweep corpus bench-gemm bench-
   echo "CUDA libraries missing: ${PLAN_BUNDLE_MISSING:-none}"
   echo "C++ runtime: $PLAN_BUNDLE_CXX_USED"
   echo "C library: $(ldd --version 2>&1 | head -n 1)"
-  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi
+  command -v nvidia-smi >/dev/null 2>&1 && timeout 30 nvidia-smi
 } >"$out/environment.log" 2>&1
 
 # ---- probe: can the CUDA runner run here? ----------------------------------------
-"$plan" verify --runner cuda examples/mlp-megatron.plan.yaml >"$out/probe.log" 2>&1
+timeout 120 "$plan" verify --runner cuda examples/mlp-megatron.plan.yaml >"$out/probe.log" 2>&1
 rc=$?
 if [ "$rc" -ne 0 ]; then
   why=$(grep -m1 'error' "$out/probe.log" | sed 's/^plan: error: //')
@@ -205,7 +209,7 @@ v=\$1; shift
 exec "$plan" "\$v" --runner cuda "\$@"
 EOF
 chmod 755 "$out/plan-cuda"
-t=$(cap 40)
+t=$(cap 90)
 timeout "$t" sh "$bundle/tests/corpus/lowered/run.sh" "$out/plan-cuda" >"$out/corpus.log" 2>&1
 rc=$?
 line=$(tail -n 1 "$out/corpus.log")
