@@ -352,7 +352,8 @@ static int check_infer_local(int kind, const plan_attr_val *attrs,
 /* out[j..] = in[perm..]: out dim j is in dim perm[j]. */
 static void permute_copy(const void *src, void *dst, size_t esz, int rank,
                          const int64_t *in_dims, const int *perm) {
-  int64_t istr[PLAN_MAX_RANK] = {0}, ostr[PLAN_MAX_RANK] = {0}, odims[PLAN_MAX_RANK];
+  int64_t istr[PLAN_MAX_RANK] = {0}, ostr[PLAN_MAX_RANK] = {0},
+          odims[PLAN_MAX_RANK];
   int64_t s = 1, n = prod(in_dims, 0, rank);
   for (int d = rank - 1; d >= 0; d--) {
     istr[d] = s;
@@ -542,15 +543,13 @@ static void run_repeat_interleave(const plan_attr_val *attrs,
 
 /* Every id of an embedding (or its gradient) within [0, rows): else the
  * error, naming the first id outside. */
-static int check_ids(const int64_t *id, int64_t n, int64_t rows,
-                     const char *op, const char *what, char *err,
-                     size_t errsz) {
+static int check_ids(const int64_t *id, int64_t n, int64_t rows, const char *op,
+                     const char *what, char *err, size_t errsz) {
   for (int64_t i = 0; i < n; i++)
     if (id[i] < 0 || id[i] >= rows)
       return plan_errf(err, errsz,
-                       "%s: id %lld (element %lld) is outside %s [0, %lld)",
-                       op, (long long)id[i], (long long)i, what,
-                       (long long)rows);
+                       "%s: id %lld (element %lld) is outside %s [0, %lld)", op,
+                       (long long)id[i], (long long)i, what, (long long)rows);
   return PLAN_OK;
 }
 
@@ -697,8 +696,7 @@ static int run_embedding_grad(const plan_typed_kernels *K, const plan_view *in,
                      (long long)lo, (long long)(lo + rows), (long long)vocab);
   const int64_t *id = ids->data;
   int64_t n = count_of(ids);
-  if (check_ids(id, n, vocab, "embedding_grad", "the table's rows", err,
-                errsz))
+  if (check_ids(id, n, vocab, "embedding_grad", "the table's rows", err, errsz))
     return PLAN_EINVALID;
   K->embedding_grad(dy->data, id, n, lo, rows, out->dims[1], out->data);
   return PLAN_OK;
@@ -889,17 +887,12 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
     run_repeat_interleave(attrs, in, out);
     return PLAN_OK;
   case PLAN_OP_TOPK:
-    return plan_kernel_topk(&in[0], &out[0], &out[1]);
   case PLAN_OP_GATHER:
-    return plan_kernel_gather(&in[0], &in[1], out, err, errsz);
   case PLAN_OP_SCATTER_ADD:
-    return plan_kernel_scatter_add(&in[0], &in[1], out, err, errsz);
   case PLAN_OP_MOE_DISPATCH:
-    return plan_kernel_moe_dispatch(in, nin, out, err, errsz);
   case PLAN_OP_MOE_COMBINE:
-    return plan_kernel_moe_combine(in, nin, out, err, errsz);
   case PLAN_OP_MOE_WEIGHTS_GRAD:
-    return plan_kernel_moe_weights_grad(in, out, err, errsz);
+    return plan_kernel_route(kind, in, nin, out);
   case PLAN_OP_COUNT:
     break;
   }
@@ -907,10 +900,10 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
                kind);
 }
 
-int plan_kernel_check(int kind, const plan_attr_val *attrs,
-                      const plan_view *in, int nin, const plan_view *out,
-                      int nout, const plan_kernel_ctx *ctx, int *bits,
-                      char *err, size_t errsz) {
+int plan_kernel_check(int kind, const plan_attr_val *attrs, const plan_view *in,
+                      int nin, const plan_view *out, int nout,
+                      const plan_kernel_ctx *ctx, int *bits, char *err,
+                      size_t errsz) {
   *bits = -1;
   if (kind < 0 || kind >= PLAN_OP_COUNT)
     return kfail(PLAN_EUSAGE, err, errsz, "unknown op kind %d", kind);
@@ -942,10 +935,14 @@ int plan_kernel_check(int kind, const plan_attr_val *attrs,
     return check_split(attrs, in, nin, out, nout, err, errsz);
   case PLAN_OP_SCATTER_ADD:
   case PLAN_OP_MOE_DISPATCH:
-    return check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
+    rc = check_infer_local(kind, attrs, in, nin, out, nout, err, errsz);
+    break;
   default:
-    return check_infer(kind, attrs, in, nin, out, nout, err, errsz);
+    rc = check_infer(kind, attrs, in, nin, out, nout, err, errsz);
+    break;
   }
+  /* then the routing ops' indices and blocks */
+  return rc ? rc : plan_kernel_route_check(kind, in, nin, out, err, errsz);
 }
 
 int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,

@@ -145,12 +145,19 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
  * statuses and messages: the operand arrays, the exact-mode grid (*bits:
  * 2^-bits in exact mode, else -1), every view, and the op's local shapes
  * (the registry's inference, or the local-block rules of reshape, expand,
- * split, embedding_grad, scatter_add and moe_dispatch). Every runner calls
- * it, so a bad op fails alike everywhere. */
+ * split, embedding_grad, scatter_add and moe_dispatch), and the routing
+ * ops' indices against the dims they index and their blocks against their
+ * global dims (plan_kernel_route_check). Every runner calls it, so a bad op
+ * fails alike everywhere. */
 int plan_kernel_check(int kind, const plan_attr_val *attrs,
                       const plan_view *in, int nin, const plan_view *out,
                       int nout, const plan_kernel_ctx *ctx, int *bits,
                       char *err, size_t errsz);
+
+/* The routing ops' (topk, gather, scatter_add, moe_*) index and block
+ * checks, with the CPU runner's messages; PLAN_OK for any other kind. */
+int plan_kernel_route_check(int kind, const plan_view *in, int nin,
+                            const plan_view *out, char *err, size_t errsz);
 
 /* Whether op `kind` has a kernel for outputs of `dtype` (every op for the
  * float dtypes; transpose, permute, reshape, split, concat, expand, where

@@ -9,6 +9,9 @@
  * of exact-mode values stay on their dyadic grid, so nothing is rounded in
  * exact mode.
  *
+ * Their indices and blocks are checked before anything runs
+ * (plan_kernel_route_check, called by plan_kernel_check for every runner).
+ *
  * A mixture-of-experts slot depends on the tokens before it in its group,
  * and kernels allocate nothing, so the kernels walk one expert at a time:
  * the running count of that expert's choices is the slot. */
@@ -16,6 +19,7 @@
 #include <string.h>
 
 #include "kernels_route.h"
+#include "ops.h"
 
 static double ld(const plan_view *v, int64_t i) {
   return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]
@@ -43,8 +47,8 @@ static int64_t global_dim(const plan_view *v, int d) {
 static void zero(plan_view *v) {
   int64_t n = count_of(v);
   if (n > 0)
-    memset(v->data, 0, (size_t)n * (v->dtype == PLAN_F64 ? sizeof(double)
-                                                         : sizeof(float)));
+    memset(v->data, 0,
+           (size_t)n * (v->dtype == PLAN_F64 ? sizeof(double) : sizeof(float)));
 }
 
 /* Every index within [0, n): else the error naming the first outside. */
@@ -56,8 +60,7 @@ static int check_index(const plan_view *idx, int64_t n, const char *op,
     if (id[i] < 0 || id[i] >= n)
       return plan_errf(err, errsz,
                        "%s: index %lld (element %lld) is outside %s [0, %lld)",
-                       op, (long long)id[i], (long long)i, what,
-                       (long long)n);
+                       op, (long long)id[i], (long long)i, what, (long long)n);
   return PLAN_OK;
 }
 
@@ -65,10 +68,57 @@ static int check_index(const plan_view *idx, int64_t n, const char *op,
 static int check_block(int64_t lo, int64_t n, int64_t g, const char *op,
                        const char *what, char *err, size_t errsz) {
   if (lo < 0 || lo + n > g)
-    return plan_errf(err, errsz, "%s: %s block [%lld, %lld) is outside [0, %lld)",
-                     op, what, (long long)lo, (long long)(lo + n),
-                     (long long)g);
+    return plan_errf(err, errsz,
+                     "%s: %s block [%lld, %lld) is outside [0, %lld)", op, what,
+                     (long long)lo, (long long)(lo + n), (long long)g);
   return PLAN_OK;
+}
+
+/* The slots' block of a mixture-of-experts op: moe_dispatch's output,
+ * moe_combine's input 0, moe_weights_grad's input 1; and its routing. */
+static const plan_view *moe_slots(int kind, const plan_view *in,
+                                  const plan_view *out) {
+  return kind == PLAN_OP_MOE_DISPATCH  ? out
+         : kind == PLAN_OP_MOE_COMBINE ? &in[0]
+                                       : &in[1];
+}
+
+int plan_kernel_route_check(int kind, const plan_view *in, int nin,
+                            const plan_view *out, char *err, size_t errsz) {
+  (void)nin;
+  const char *op = plan_op_kind_name(kind);
+  int rc;
+  switch (kind) {
+  case PLAN_OP_GATHER: {
+    int r = in[0].rank;
+    int64_t g = global_dim(&in[0], r - 1);
+    if ((rc = check_block(in[0].offset[r - 1], in[0].dims[r - 1], g, op,
+                          "x's last-dim", err, errsz)))
+      return rc;
+    return check_index(&in[1], g, op, "x's last dim", err, errsz);
+  }
+  case PLAN_OP_SCATTER_ADD: {
+    int r = out->rank;
+    int64_t g = global_dim(out, r - 1);
+    if ((rc = check_block(out->offset[r - 1], out->dims[r - 1], g, op,
+                          "the result's last-dim", err, errsz)))
+      return rc;
+    return check_index(&in[1], g, op, "the result's last dim", err, errsz);
+  }
+  case PLAN_OP_MOE_DISPATCH:
+  case PLAN_OP_MOE_COMBINE:
+  case PLAN_OP_MOE_WEIGHTS_GRAD: {
+    const plan_view *slots = moe_slots(kind, in, out);
+    const plan_view *idx = &in[kind == PLAN_OP_MOE_WEIGHTS_GRAD ? 2 : 1];
+    int64_t experts = global_dim(slots, 0);
+    if ((rc = check_block(slots->offset[0], slots->dims[0], experts, op,
+                          "the experts", err, errsz)))
+      return rc;
+    return check_index(idx, experts, op, "the experts", err, errsz);
+  }
+  default:
+    return PLAN_OK;
+  }
 }
 
 /* ---- topk ---------------------------------------------------------------- */
@@ -86,7 +136,7 @@ static bool before(double a, int64_t ia, double b, int64_t ib) {
 
 /* Pick j is the first element after pick j - 1 in that order: O(n k) per
  * row, no scratch. */
-int plan_kernel_topk(const plan_view *x, plan_view *vals, plan_view *idx) {
+static void topk(const plan_view *x, plan_view *vals, plan_view *idx) {
   int r = x->rank;
   int64_t n = x->dims[r - 1], k = vals->dims[r - 1];
   int64_t rows = n ? count_of(x) / n : 0;
@@ -109,19 +159,13 @@ int plan_kernel_topk(const plan_view *x, plan_view *vals, plan_view *idx) {
       oi[q * k + j] = best;
     }
   }
-  return PLAN_OK;
 }
 
 /* ---- gather, scatter_add ------------------------------------------------- */
 
-int plan_kernel_gather(const plan_view *x, const plan_view *idx,
-                       plan_view *out, char *err, size_t errsz) {
+static void gather(const plan_view *x, const plan_view *idx, plan_view *out) {
   int r = x->rank;
-  int64_t n = x->dims[r - 1], lo = x->offset[r - 1], g = global_dim(x, r - 1);
-  int rc;
-  if ((rc = check_block(lo, n, g, "gather", "x's last-dim", err, errsz)) ||
-      (rc = check_index(idx, g, "gather", "x's last dim", err, errsz)))
-    return rc;
+  int64_t n = x->dims[r - 1], lo = x->offset[r - 1];
   int64_t k = idx->dims[r - 1], rows = k ? count_of(idx) / k : 0;
   const int64_t *id = idx->data;
   for (int64_t q = 0; q < rows; q++)
@@ -130,20 +174,12 @@ int plan_kernel_gather(const plan_view *x, const plan_view *idx,
       /* masked: an index another rank holds gives 0 here */
       st(out, q * k + j, i >= 0 && i < n ? ld(x, q * n + i) : 0.0);
     }
-  return PLAN_OK;
 }
 
-int plan_kernel_scatter_add(const plan_view *src, const plan_view *idx,
-                            plan_view *out, char *err, size_t errsz) {
+static void scatter_add(const plan_view *src, const plan_view *idx,
+                        plan_view *out) {
   int r = out->rank;
   int64_t n = out->dims[r - 1], lo = out->offset[r - 1];
-  int64_t g = global_dim(out, r - 1);
-  int rc;
-  if ((rc = check_block(lo, n, g, "scatter_add", "the result's last-dim", err,
-                        errsz)) ||
-      (rc = check_index(idx, g, "scatter_add", "the result's last dim", err,
-                        errsz)))
-    return rc;
   zero(out);
   int64_t k = idx->dims[r - 1], rows = k ? count_of(idx) / k : 0;
   const int64_t *id = idx->data;
@@ -153,7 +189,6 @@ int plan_kernel_scatter_add(const plan_view *src, const plan_view *idx,
       if (i >= 0 && i < n) /* in order of j: deterministic */
         st(out, q * n + i, ld(out, q * n + i) + ld(src, q * k + j));
     }
-  return PLAN_OK;
 }
 
 /* ---- mixture of experts -------------------------------------------------- */
@@ -164,9 +199,8 @@ typedef struct moe_geom {
   int64_t g, t, k, h, c, e0, ne, experts;
 } moe_geom;
 
-static int moe_setup(const char *op, const plan_view *tok,
-                     const plan_view *idx, const plan_view *slots,
-                     moe_geom *m, char *err, size_t errsz) {
+static void moe_geometry(const plan_view *tok, const plan_view *idx,
+                         const plan_view *slots, moe_geom *m) {
   m->g = idx->dims[0];
   m->t = idx->dims[1];
   m->k = idx->dims[2];
@@ -175,9 +209,6 @@ static int moe_setup(const char *op, const plan_view *tok,
   m->e0 = slots->offset[0];
   m->ne = slots->dims[0];
   m->experts = global_dim(slots, 0);
-  int rc = check_block(m->e0, m->ne, m->experts, op, "the experts", err,
-                       errsz);
-  return rc ? rc : check_index(idx, m->experts, op, "the experts", err, errsz);
 }
 
 /* Element offsets of token (g, t) and of slot (e - e0, g, s). */
@@ -237,47 +268,32 @@ static void combine_one(const moe_walk *w, int64_t r, int64_t tok,
 }
 
 /* the choice's weight gradient = token . slot */
-static void wgrad_one(const moe_walk *w, int64_t r, int64_t tok,
-                      int64_t slot) {
+static void wgrad_one(const moe_walk *w, int64_t r, int64_t tok, int64_t slot) {
   double acc = 0;
   for (int64_t d = 0; d < w->m->h; d++)
     acc += ld(&w->in[0], tok + d) * ld(&w->in[1], slot + d);
   st(w->out, r, acc);
 }
 
-int plan_kernel_moe_dispatch(const plan_view *in, int nin, plan_view *out,
-                             char *err, size_t errsz) {
+int plan_kernel_route(int kind, const plan_view *in, int nin, plan_view *out) {
+  if (kind == PLAN_OP_TOPK) {
+    topk(&in[0], &out[0], &out[1]);
+    return PLAN_OK;
+  }
+  if (kind == PLAN_OP_GATHER || kind == PLAN_OP_SCATTER_ADD) {
+    (kind == PLAN_OP_GATHER ? gather : scatter_add)(&in[0], &in[1], out);
+    return PLAN_OK;
+  }
+  bool wgrad = kind == PLAN_OP_MOE_WEIGHTS_GRAD;
+  const plan_view *idx = &in[wgrad ? 2 : 1];
+  const plan_view *tok = kind == PLAN_OP_MOE_COMBINE ? out : &in[0];
   moe_geom m;
-  int rc = moe_setup("moe_dispatch", &in[0], &in[1], out, &m, err, errsz);
-  if (rc)
-    return rc;
+  moe_geometry(tok, idx, moe_slots(kind, in, out), &m);
   moe_walk w = {&m, in, nin, out};
   zero(out);
-  walk(&w, in[1].data, dispatch_one);
-  return PLAN_OK;
-}
-
-int plan_kernel_moe_combine(const plan_view *in, int nin, plan_view *out,
-                            char *err, size_t errsz) {
-  moe_geom m;
-  int rc = moe_setup("moe_combine", out, &in[1], &in[0], &m, err, errsz);
-  if (rc)
-    return rc;
-  moe_walk w = {&m, in, nin, out};
-  zero(out);
-  walk(&w, in[1].data, combine_one);
-  return PLAN_OK;
-}
-
-int plan_kernel_moe_weights_grad(const plan_view *in, plan_view *out,
-                                 char *err, size_t errsz) {
-  moe_geom m;
-  int rc =
-      moe_setup("moe_weights_grad", &in[0], &in[2], &in[1], &m, err, errsz);
-  if (rc)
-    return rc;
-  moe_walk w = {&m, in, 3, out};
-  zero(out);
-  walk(&w, in[2].data, wgrad_one);
+  walk(&w, idx->data,
+       kind == PLAN_OP_MOE_DISPATCH  ? dispatch_one
+       : kind == PLAN_OP_MOE_COMBINE ? combine_one
+                                     : wgrad_one);
   return PLAN_OK;
 }

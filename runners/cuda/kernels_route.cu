@@ -216,30 +216,8 @@ template <class S> struct plan_k_moe_wgrad {
 
 /* ---- host side ----------------------------------------------------------- */
 
-/* Every index within [0, n): else the CPU runner's error naming the first
- * outside. */
-static int check_index(plan_cu *cu, const plan_view *idx, int64_t n,
-                       const char *op, const char *what) {
-  const int64_t *id = (const int64_t *)idx->data;
-  int64_t cnt = plan_cu_count(idx);
-  for (int64_t i = 0; i < cnt; i++)
-    if (id[i] < 0 || id[i] >= n)
-      return plan_cu_fail(
-          cu, PLAN_EINVALID,
-          "%s: index %lld (element %lld) is outside %s [0, %lld)", op,
-          (long long)id[i], (long long)i, what, (long long)n);
-  return PLAN_OK;
-}
-
-/* A block [lo, lo + n) of a dim of global size g. */
-static int check_block(plan_cu *cu, int64_t lo, int64_t n, int64_t g,
-                       const char *op, const char *what) {
-  if (lo < 0 || lo + n > g)
-    return plan_cu_fail(cu, PLAN_EINVALID,
-                        "%s: %s block [%lld, %lld) is outside [0, %lld)", op,
-                        what, (long long)lo, (long long)(lo + n), (long long)g);
-  return PLAN_OK;
-}
+/* Indices and blocks were checked before anything was uploaded
+ * (plan_kernel_check: plan_kernel_route_check, the CPU runner's own). */
 
 template <class S> static int run_topk(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *x = &c->in[0];
@@ -258,15 +236,10 @@ template <class S> static int run_topk(plan_cu *cu, const plan_cu_call *c) {
 template <class S> static int run_gather(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *x = &c->in[0];
   int r = x->rank;
-  int64_t g = plan_cu_global_dim(x, r - 1);
   plan_k_route_gather<S> k;
   k.n = x->dims[r - 1];
   k.lo = x->offset[r - 1];
   k.k = c->in[1].dims[r - 1];
-  int rc;
-  if ((rc = check_block(cu, k.lo, k.n, g, "gather", "x's last-dim")) ||
-      (rc = check_index(cu, &c->in[1], g, "gather", "x's last dim")))
-    return rc;
   k.x = (const S *)c->din[0];
   k.id = (const int64_t *)c->din[1];
   k.o = (S *)c->dout[0];
@@ -277,32 +250,23 @@ template <class S>
 static int run_scatter_add(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *out = c->out;
   int r = out->rank;
-  int64_t g = plan_cu_global_dim(out, r - 1);
   plan_k_scatter_add<S> k;
   k.n = out->dims[r - 1];
   k.lo = out->offset[r - 1];
   k.k = c->in[1].dims[r - 1];
-  int rc;
-  if ((rc = check_block(cu, k.lo, k.n, g, "scatter_add",
-                        "the result's last-dim")) ||
-      (rc = check_index(cu, &c->in[1], g, "scatter_add",
-                        "the result's last dim")))
-    return rc;
   k.src = (const S *)c->din[0];
   k.id = (const int64_t *)c->din[1];
   k.o = (S *)c->dout[0];
   return plan_cu_launch(cu, plan_cu_count(out), k);
 }
 
-/* The geometry (tokens tok, routing idx, slots), the checks of the CPU
- * runner, and the slot maps: slot (one per choice) and occ (one per slot
- * of the block), device buffers freed with the call; NULL when the hidden
- * dim is 0, where no result reads them (and the slots' count bounds
- * neither). */
-static int moe_setup(plan_cu *cu, const char *op, const plan_view *tok,
-                     const plan_view *idx, const void *did,
-                     const plan_view *slots, route_moe *m, int64_t **slot,
-                     int64_t **occ) {
+/* The geometry (tokens tok, routing idx, slots) and the slot maps: slot (one
+ * per choice) and occ (one per slot of the block), device buffers freed with
+ * the call; NULL when the hidden dim is 0, where no result reads them (and the
+ * slots' count bounds neither). */
+static int moe_setup(plan_cu *cu, const plan_view *tok, const plan_view *idx,
+                     const void *did, const plan_view *slots, route_moe *m,
+                     int64_t **slot, int64_t **occ) {
   m->g = idx->dims[0];
   m->t = idx->dims[1];
   m->k = idx->dims[2];
@@ -312,9 +276,6 @@ static int moe_setup(plan_cu *cu, const char *op, const plan_view *tok,
   m->ne = slots->dims[0];
   m->experts = plan_cu_global_dim(slots, 0);
   int rc;
-  if ((rc = check_block(cu, m->e0, m->ne, m->experts, op, "the experts")) ||
-      (rc = check_index(cu, idx, m->experts, op, "the experts")))
-    return rc;
   *slot = *occ = NULL;
   if (m->h == 0)
     return PLAN_OK;
@@ -341,8 +302,8 @@ template <class S>
 static int run_moe_dispatch(plan_cu *cu, const plan_cu_call *c) {
   plan_k_moe_dispatch<S> k;
   int64_t *slot, *occ;
-  int rc = moe_setup(cu, "moe_dispatch", &c->in[0], &c->in[1], c->din[1],
-                     c->out, &k.m, &slot, &occ);
+  int rc =
+      moe_setup(cu, &c->in[0], &c->in[1], c->din[1], c->out, &k.m, &slot, &occ);
   if (rc)
     return rc;
   k.x = (const S *)c->din[0];
@@ -356,8 +317,8 @@ template <class S>
 static int run_moe_combine(plan_cu *cu, const plan_cu_call *c) {
   plan_k_moe_combine<S> k;
   int64_t *slot, *occ;
-  int rc = moe_setup(cu, "moe_combine", c->out, &c->in[1], c->din[1], &c->in[0],
-                     &k.m, &slot, &occ);
+  int rc =
+      moe_setup(cu, c->out, &c->in[1], c->din[1], &c->in[0], &k.m, &slot, &occ);
   if (rc)
     return rc;
   k.y = (const S *)c->din[0];
@@ -372,8 +333,8 @@ template <class S>
 static int run_moe_weights_grad(plan_cu *cu, const plan_cu_call *c) {
   plan_k_moe_wgrad<S> k;
   int64_t *slot, *occ;
-  int rc = moe_setup(cu, "moe_weights_grad", &c->in[0], &c->in[2], c->din[2],
-                     &c->in[1], &k.m, &slot, &occ);
+  int rc = moe_setup(cu, &c->in[0], &c->in[2], c->din[2], &c->in[1], &k.m,
+                     &slot, &occ);
   if (rc)
     return rc;
   if (k.m.h == 0) /* empty dot products */
