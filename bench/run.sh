@@ -35,7 +35,7 @@ VARGS=${BENCH_VERIFY_ARGS:---quick}
 SBENCH=$BUILD/bench/bench_schedule
 SCHEDULE=${BENCH_SCHEDULE:-1}
 
-for f in "$TOOL" "$BENCH" "$VBENCH" "$SBENCH"; do
+for f in "$TOOL" "$BENCH" "$VBENCH" "$SBENCH" "$BUILD/bench/bench_upgrade"; do
   if [ ! -x "$f" ]; then
     echo "bench/run.sh: $f is missing; run 'make bench'" >&2
     exit 1
@@ -69,6 +69,10 @@ fi
 echo
 
 "$BENCH" "$PLAN" -n "$REPS"
+
+echo
+echo "== plan upgrade against plan validate, the same plan =="
+"$BUILD/bench/bench_upgrade" "$PLAN" -n "$REPS"
 
 if [ "$VERIFY" != 0 ]; then
   echo

@@ -674,6 +674,18 @@ static int solve(rctx *c) {
 /* ---- step 4: rewrite
  * ---------------------------------------------------------- */
 
+/* Attribute arrays may be shared between ops: gives op its own copy (in
+ * the program's arena) to rewrite, or NULL when out of memory. */
+static plan_attr_val *own_attrs(plan_program *prog, plan_op *op) {
+  size_t n = (size_t)plan_op_info_get(op->kind)->nattrs;
+  plan_attr_val *av = plan_arena_alloc(&prog->arena, sizeof *av * n);
+  if (av) {
+    memcpy(av, op->attrs, sizeof *av * n);
+    op->attrs = av;
+  }
+  return av;
+}
+
 /* The int attributes that name an output's size: topk's k, scatter_add's
  * size, moe_dispatch's experts and capacity, from the new dims. */
 static int apply_sizes(plan_program *prog, plan_op *op) {
@@ -692,15 +704,11 @@ static int apply_sizes(plan_program *prog, plan_op *op) {
   }
   if (!op->attrs) /* every such kind requires them: never so loaded */
     return PLAN_OK;
-  const plan_op_info *info = plan_op_info_get(op->kind);
-  plan_attr_val *av =
-      plan_arena_alloc(&prog->arena, sizeof *av * (size_t)info->nattrs);
+  plan_attr_val *av = own_attrs(prog, op);
   if (!av)
     return plan_oom();
-  memcpy(av, op->attrs, sizeof *av * (size_t)info->nattrs);
   for (int i = 0; i < n; i++)
     av[i].i = v[i];
-  op->attrs = av;
   return PLAN_OK;
 }
 
@@ -740,16 +748,13 @@ static int apply(rctx *c) {
     }
     if (!op->attrs) /* every such kind requires it: never so loaded */
       continue;
-    const plan_op_info *info = plan_op_info_get(op->kind);
-    /* attribute arrays may be shared between ops: give this op its own */
-    plan_attr_val *av = plan_arena_alloc(A, sizeof *av * (size_t)info->nattrs);
+    plan_attr_val *av = own_attrs(prog, op);
     bool shape = op->kind != PLAN_OP_SPLIT;
     int n = shape ? prog->tensors[op->out[0]].rank : op->nout;
     int64_t *v =
         plan_arena_alloc_align(A, sizeof(int64_t) * ((size_t)n + 1), 8);
     if (!av || !v)
       return plan_oom();
-    memcpy(av, op->attrs, sizeof *av * (size_t)info->nattrs);
     for (int j = 0; j < n; j++) {
       if (shape) {
         src = &prog->tensors[op->out[0]];
@@ -762,7 +767,6 @@ static int apply(rctx *c) {
     av[ai].ints = v;
     av[ai].nints = n;
     av[ai].present = true;
-    op->attrs = av;
   }
   return PLAN_OK;
 }

@@ -229,6 +229,18 @@ static void set_view(plan_view *v, const plan_tensor *t, plan_dtype kd,
   }
 }
 
+/* What a runner's failure means for the verification: a shape or an index
+ * the op refuses is the plan's (EINVALID); the host out of memory stays
+ * ENOMEM; a device out of memory, a driver or launch failure, an op the
+ * runner cannot do is the machine's: "cannot run here" (EUNSUPPORTED). */
+static int runner_failure(int st, const plan_runner_vtable *runner) {
+  if (st == PLAN_EINVALID || st == PLAN_EUSAGE)
+    return PLAN_EINVALID;
+  if (st == PLAN_ENOMEM && runner == plan_cpu_runner())
+    return PLAN_ENOMEM;
+  return PLAN_EUNSUPPORTED;
+}
+
 /* One op on blocks: ins[j] / outs[k] are the blocks of the operands. An
  * output in f64 is written in place (the kernel writes every element); an
  * input in f64 is read in place, unless the op also writes that block. */
@@ -271,16 +283,9 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
   int st = rc ? PLAN_OK
               : c->runner->run_op(op->kind, op->attrs, vin, op->nin, vout,
                                   op->nout, &kc, err, sizeof err);
-  /* a shape or an index the op refuses is the plan's (EINVALID); a device
-   * out of memory, a driver or launch failure is the machine's: "cannot
-   * run here", with the runner's reason */
   if (st)
-    rc = plan_failf(st == PLAN_EINVALID || st == PLAN_EUSAGE ? PLAN_EINVALID
-                    : st == PLAN_ENOMEM && c->runner == plan_cpu_runner()
-                        ? PLAN_ENOMEM
-                        : PLAN_EUNSUPPORTED,
-                    "op '%s' on runner '%s': %s", op->name, c->runner->name,
-                    err);
+    rc = plan_failf(runner_failure(st, c->runner), "op '%s' on runner '%s': %s",
+                    op->name, c->runner->name, err);
   for (int k = 0; !rc && k < op->nout; k++)
     from_kernel(vout[k].dtype, vout[k].data, outs[k]->data, outs[k]->n);
   if (!rc && c->grid_op && c->grid_op[op - c->prog->ops])

@@ -5,7 +5,8 @@
  *  FAKE_REFUSES   no device: the entry point returns NULL with the reason
  *  FAKE_OLD_API   a vtable of another API version
  *  FAKE_NO_ENTRY  no entry point at all
- *  FAKE_OTHER_ABI built for another release: another ABI key */
+ *  FAKE_OTHER_ABI built for another release: another ABI key
+ *  FAKE_FAILS     every op fails as a device out of memory would */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +38,23 @@ static void fake_describe(char *buf, size_t size) {
 static const plan_runner_vtable fake = {
     PLAN_RUNNER_API_VERSION, "cuda",        plan_cpu_supports,
     plan_cpu_kernel,         fake_describe, fake_all_reduce};
+#elif defined(FAKE_FAILS)
+/* a device out of memory at the first op: the machine's failure */
+static bool all_ops(int kind, plan_dtype dtype) {
+  (void)kind;
+  (void)dtype;
+  return true;
+}
+static int oom_run(int kind, const plan_attr_val *attrs, const plan_view *in,
+                   int nin, plan_view *out, int nout,
+                   const plan_kernel_ctx *ctx, char *err, size_t errsz) {
+  (void)kind, (void)attrs, (void)in, (void)nin, (void)out, (void)nout;
+  (void)ctx;
+  snprintf(err, errsz, "cudaMalloc: out of memory (2 GiB asked)");
+  return -1; /* PLAN_ENOMEM */
+}
+static const plan_runner_vtable fake = {
+    PLAN_RUNNER_API_VERSION, "cuda", all_ops, oom_run, NULL, NULL};
 #elif defined(FAKE_OLD_API) || defined(FAKE_OTHER_ABI)
 static bool no_op(int kind, plan_dtype dtype) {
   (void)kind;

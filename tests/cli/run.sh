@@ -541,7 +541,11 @@ fake() { # VARIANT: builds $tmp/fake-VARIANT.so
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
 }
 if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
-  for v in WORKS REFUSES OLD_API NO_ENTRY OTHER_ABI; do fake $v || bad "cannot build the $v stand-in"; done
+  for v in WORKS REFUSES OLD_API NO_ENTRY OTHER_ABI FAILS; do fake $v || bad "cannot build the $v stand-in"; done
+  # a runner's own failure (a device out of memory) is "cannot run here",
+  # never a wrong plan
+  PLAN_CUDA_PLUGIN=$tmp/fake-FAILS.so expect 3 "a runner that runs out of device memory" verify --runner cuda "$mlp"
+  has "$err" "on runner 'cuda': cudaMalloc: out of memory (2 GiB asked)" "a runner that runs out of device memory"
   PLAN_CUDA_PLUGIN=$tmp/fake-OTHER_ABI.so expect 3 "a plugin built for another libplan" verify --runner cuda "$mlp"
   has "$err" "was built for another libplan (its op kinds or layouts differ)" "a plugin built for another libplan"
   PLAN_CUDA_PLUGIN=$tmp/fake-REFUSES.so expect 3 "a plugin without a device" verify --runner cuda "$mlp"

@@ -3,7 +3,6 @@
 import ctypes
 import json
 import os
-import tempfile
 import threading
 from collections import namedtuple
 
@@ -981,8 +980,8 @@ def upgrade_text(text, name="<string>", base_dir=None):
 
 def upgrade(path, out=None, in_place=False):
     """Upgrades the file at `path` (as `plan upgrade`): writes the result to
-    `out`, or over `path` with in_place=True, atomically (a temporary file
-    in the same folder, then a rename: nothing changes on failure), or
+    `out`, or over `path` with in_place=True, atomically (the library's
+    plan_write_file_atomic: nothing changes on failure), or
     nowhere; returns the Upgrade. A file of the current format is written
     nowhere. A plan whose program is another file must stay in its folder
     (out elsewhere raises UsageError)."""
@@ -1000,16 +999,8 @@ def upgrade(path, out=None, in_place=False):
         raise UsageError("upgrade: %s refers to its program by a path "
                          "relative to its folder; write the result in that "
                          "folder" % path)
-    folder = os.path.dirname(os.path.abspath(dest))
-    fd, tmp = tempfile.mkstemp(prefix=".upgrade-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(r.text.encode("utf-8", "surrogateescape"))
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    data = r.text.encode("utf-8", "surrogateescape")
+    check(_need("write_file_atomic")(enc(dest), data, len(data)))
     return r
 
 

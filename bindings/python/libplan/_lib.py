@@ -234,6 +234,7 @@ _PROTOS = {
     "plan_save": (c_int, [vp, c_char_p, P(WriteOptions)]),
     "plan_hash_part": (c_int, [P(Hash), vp, c_int]),
     "plan_canonical": (c_int, [ps, P(c_size_t), vp, c_int]),
+    "plan_write_file_atomic": (c_int, [c_char_p, c_char_p, c_size_t]),
     "plan_upgrade_buffer": (c_int, [ps, P(c_size_t), P(UpgradeInfo),
                                     c_char_p, c_size_t, c_char_p, c_char_p]),
     "plan_get_program": (vp, [vp]),
