@@ -8,7 +8,10 @@
  * where the runner runs and an optional all-reduce over the blocks of a
  * group of simulated ranks (the CUDA runner's virtual-rank mode); a runner
  * without one leaves it NULL and the verifier reduces on the host
- * (verifier/verify.c), in the same order. */
+ * (verifier/verify.c), in the same order. Version 3 adds the runner's own
+ * communicator for distributed verification (runners/comm.h): one process
+ * per mesh rank; a runner without one leaves it NULL and the verifier
+ * uses the library's TCP communicator. */
 #ifndef LIBPLAN_RUNNER_H
 #define LIBPLAN_RUNNER_H
 
@@ -16,11 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm.h"
 #include "kernels.h"
 #include "libplan/common.h"
 #include "ops.h"
 
-#define PLAN_RUNNER_API_VERSION 2
+#define PLAN_RUNNER_API_VERSION 3
 
 /* The name of the plugin's entry point (C linkage):
  *   const plan_runner_vtable *plan_runner_plugin_entry(int api_version,
@@ -71,6 +75,15 @@ typedef struct plan_runner_vtable {
    * NULL: the verifier reduces on the host. */
   int (*all_reduce)(double *const *blocks, int nmembers, int64_t n, int reduce,
                     char *err, size_t errsz);
+  /* ---- version 3 ---- */
+  /* Opens this process's communicator of a distributed verification
+   * (the contract of plan_comm_tcp_open: rank, world, the rendezvous
+   * folder, the timeout), on the runner's own transport (NCCL for the
+   * CUDA runner; this rank's ops then run on the GPU that LOCAL_RANK
+   * names). NULL: the library's TCP communicator. */
+  int (*comm_open)(plan_comm **out, int rank, int world,
+                   const char *rendezvous, double timeout_s, char *err,
+                   size_t errsz);
 } plan_runner_vtable;
 
 /* The entry point's type (PLAN_RUNNER_PLUGIN_ENTRY). */

@@ -12,7 +12,8 @@ static const plan_runner_vtable cpu_vtable = {
     plan_cpu_supports,
     plan_cpu_kernel,
     NULL, /* describe: the name says it */
-    NULL  /* all_reduce: the verifier's, on the host */
+    NULL, /* all_reduce: the verifier's, on the host */
+    NULL  /* comm_open: the library's TCP communicator */
 };
 
 const plan_runner_vtable *plan_cpu_runner(void) {

@@ -109,7 +109,7 @@ int all_reduce(double *const *blocks, int nmembers, int64_t n, int reduce,
 
 const plan_runner_vtable cuda_vtable = {
     PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    run_op,                  describe, all_reduce};
+    run_op,                  describe, all_reduce, NULL};
 
 } // namespace
 

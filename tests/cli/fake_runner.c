@@ -37,7 +37,7 @@ static void fake_describe(char *buf, size_t size) {
 
 static const plan_runner_vtable fake = {
     PLAN_RUNNER_API_VERSION, "cuda",        plan_cpu_supports,
-    plan_cpu_kernel,         fake_describe, fake_all_reduce};
+    plan_cpu_kernel,         fake_describe, fake_all_reduce, NULL};
 #elif defined(FAKE_FAILS)
 /* a device out of memory at the first op: the machine's failure */
 static bool all_ops(int kind, plan_dtype dtype) {
@@ -54,7 +54,7 @@ static int oom_run(int kind, const plan_attr_val *attrs, const plan_view *in,
   return -1; /* PLAN_ENOMEM */
 }
 static const plan_runner_vtable fake = {
-    PLAN_RUNNER_API_VERSION, "cuda", all_ops, oom_run, NULL, NULL};
+    PLAN_RUNNER_API_VERSION, "cuda", all_ops, oom_run, NULL, NULL, NULL};
 #elif defined(FAKE_OLD_API) || defined(FAKE_OTHER_ABI)
 static bool no_op(int kind, plan_dtype dtype) {
   (void)kind;
@@ -68,7 +68,8 @@ static int no_run(int kind, const plan_attr_val *attrs, const plan_view *in,
   (void)ctx, (void)err, (void)errsz;
   return -10;
 }
-static const plan_runner_vtable fake = {1, "cuda", no_op, no_run, NULL, NULL};
+static const plan_runner_vtable fake = {1,    "cuda", no_op, no_run,
+                                        NULL, NULL,   NULL};
 #endif
 
 /* FAKE_OTHER_ABI: built for another release (another ABI key) */

@@ -24,7 +24,7 @@ void describe(char *buf, size_t size) {
 
 const plan_runner_vtable emu_vtable = {
     PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce};
+    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce, NULL};
 
 } // namespace
 
