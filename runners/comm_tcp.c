@@ -481,7 +481,7 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
     unsigned char r[HELLO_BYTES];
     hello_pack(r, world, rank, from);
     /* the reply tells the caller who answered, also when it is refused */
-    int sent = io_all(s, r, sizeof r, 1, deadline) == 0;
+    int sent = io_all(s, r, sizeof r, 1, deadline) == 0, send_errno = errno;
     if (to != rank) {
       close(s); /* meant for a rank that was on this port before */
       continue;
@@ -501,7 +501,7 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
       close(s);
       return say(err, errsz, PLAN_EUNSUPPORTED,
                  "tcp rank %d: rank %d left during the handshake: %s", rank,
-                 from, strerror(errno));
+                 from, strerror(send_errno));
     }
     t->fds[from] = s;
     missing--;

@@ -338,7 +338,8 @@ static int big_rank(int rank, int world, const char *dir, void *arg) {
     if (in[k] != ((uint64_t)k * 2654435761u ^ (uint64_t)peer << 60))
       code = bad(rank, 2, "64 MiB: word %lld differs", (long long)k);
   if (!code && rank == 0)
-    fprintf(stderr, "comm: 64 MiB each way in %.3f s\n", dt);
+    fprintf(stderr, "comm: %lld MiB each way in %.3f s\n",
+            (long long)(BIG >> 20), dt);
   free(out);
   free(in);
   plan_comm_close(c);
