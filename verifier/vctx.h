@@ -117,6 +117,7 @@ typedef struct vctx {
    * communicator and the one mesh rank it runs; NULL: every rank here. */
   plan_comm *comm;
   int64_t me;
+  int dist_rc; /* a communicator's failure where no status could return */
 } vctx;
 
 /* The rank with r's coordinates and microbatch 0 (r itself without a
@@ -193,8 +194,9 @@ double vx_reduce2(int op, double a, double b);
 /* ---- distributed verification (verify_dist.c) ------------------------------ */
 
 /* Opens the communicator of options' rank and world and checks that every
- * process verifies the same plan the same way. */
-int vx_dist_open(vctx *c);
+ * process verifies the same plan p (the caller's: a training step runs
+ * one derived from it) the same way. */
+int vx_dist_open(vctx *c, const plan_plan *p);
 void vx_dist_close(vctx *c);
 /* The collectives of step s for this process's rank, through the
  * communicator: an all-reduce along the step's axis (k members), a
@@ -207,8 +209,20 @@ int vx_dist_redist(vctx *c, const plan_lstep *s);
 int vx_dist_gather_partial(vctx *c, int buf);
 void vx_dist_drop_partial(vctx *c, int buf);
 /* Every process's comparisons of the buffers merged (in rank order), so
- * that each makes the same report. */
+ * that each makes the same report; one comparison, likewise. */
 int vx_dist_merge_diffs(vctx *c);
+int vx_dist_merge_one(vctx *c, diff *df);
+/* Each process's `bytes` at mine, every one's into all (rank q's at
+ * q * bytes). */
+int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
+                       const char *what);
+/* Whether `ok` holds in every process (ok itself when not distributed;
+ * false, with c->dist_rc set, when the communicator fails). */
+bool vx_dist_all(vctx *c, bool ok);
+/* Every rank's block of buffer b, this process's from blocks[me], into
+ * global by global index (ranks last to first, as in one process). */
+int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+                          double *const *blocks, double *global);
 
 /* The dtype tensor t runs in (--dtype, or its own). */
 plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t);
@@ -229,8 +243,9 @@ double *vx_take_array(vctx *c, int64_t n, bool zero);
 void vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* Every block of buffer b allocated (zeros when fresh and `zero`). */
 int vx_ensure_buffer(vctx *c, int b, bool zero);
-/* Compares every replica of buffer buf with the reference, into *df. */
-void vx_compare_buffer(const vctx *c, int buf, diff *df);
+/* Compares every replica of buffer buf with the reference, into *df
+ * (distributed: every process's replicas, merged). */
+int vx_compare_buffer(vctx *c, int buf, diff *df);
 /* Records and prints the comparison of buffer buf ("tensor" or "output",
  * for op opname); the first mismatch sets the first divergent op. */
 void vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,

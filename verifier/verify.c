@@ -1161,9 +1161,17 @@ static int group_members(const vctx *c, int buf, const int *pa, int np,
 }
 
 /* Compares every replica of buffer `buf` with the reference. */
-void vx_compare_buffer(const vctx *c, int buf, diff *df) {
+int vx_compare_buffer(vctx *c, int buf, diff *df) {
   memset(df, 0, sizeof *df);
-  compare_blocks(c, buf, -1, df);
+  if (!c->comm) {
+    compare_blocks(c, buf, -1, df);
+    return PLAN_OK;
+  }
+  int rc = vx_dist_gather_partial(c, buf);
+  if (!rc)
+    compare_blocks(c, buf, -1, df);
+  vx_dist_drop_partial(c, buf);
+  return rc ? rc : vx_dist_merge_one(c, df);
 }
 
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
@@ -1721,7 +1729,7 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   plan_arena_init(&c.rec_arena);
   int rc;
   c.nranks = c.m->ndevices;
-  if (opts->world && (rc = vx_dist_open(&c))) {
+  if (opts->world && (rc = vx_dist_open(&c, p))) {
     free_ctx(&c);
     return rc;
   }

@@ -43,9 +43,9 @@ typedef struct dist_key {
   int32_t mode, dtype, world, nranks;
 } dist_key;
 
-static void fill_key(const vctx *c, dist_key *k) {
+static void fill_key(const vctx *c, const plan_plan *p, dist_key *k) {
   memset(k, 0, sizeof *k);
-  plan_hash_part(&k->plan, c->p, PLAN_PART_PLAN); /* zeros without one */
+  plan_hash_part(&k->plan, p, PLAN_PART_PLAN); /* zeros without one */
   k->seed = c->o->seed;
   k->mode = (int32_t)c->o->mode;
   k->dtype = c->dtype;
@@ -53,30 +53,69 @@ static void fill_key(const vctx *c, dist_key *k) {
   k->nranks = (int32_t)c->nranks;
 }
 
-/* Every process's key, compared with this one's: a process started on
- * another plan, seed or mode would make the collectives of another
- * program. */
-static int check_same_run(vctx *c) {
-  int world = c->comm->world, me = c->comm->rank;
-  dist_key mine, *all = calloc((size_t)world, sizeof *all);
-  plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
-  if (!all || !msg) {
-    free(all);
-    free(msg);
-    return plan_oom();
+/* The global ranks of rank r's group along axis a, in coordinate order. */
+static void group_of(const vctx *c, int64_t r, int a, int *members) {
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[r], sizeof coord);
+  for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
+    coord[a] = m;
+    members[m] = (int)vx_rank_at(c->m, coord);
   }
-  fill_key(c, &mine);
-  int n = 0;
+}
+
+static int all_reduce(vctx *c, const int *members, int k, double *buf,
+                      int64_t n, int reduce, const char *what) {
+  char err[ERRSZ] = "";
+  int rc = c->comm->ops->all_reduce(c->comm, members, k, buf, n, reduce, err,
+                                    sizeof err);
+  return rc ? comm_fail(rc, what, err) : PLAN_OK;
+}
+
+int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
+                       const char *what) {
+  int world = c->comm->world, me = c->comm->rank, n = 0;
+  plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
+  if (!msg)
+    return plan_oom();
   for (int q = 0; q < world; q++)
     if (q != me) {
-      msg[n] = (plan_comm_msg){q, &mine, sizeof mine};
-      msg[world + n++] = (plan_comm_msg){q, &all[q], sizeof mine};
+      msg[n] = (plan_comm_msg){q, (void *)(uintptr_t)mine, (int64_t)bytes};
+      msg[world + n++] =
+          (plan_comm_msg){q, (char *)all + bytes * (size_t)q, (int64_t)bytes};
     }
+  memmove((char *)all + bytes * (size_t)me, mine, bytes);
   char err[ERRSZ] = "";
   int rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n, err,
                                   sizeof err);
-  if (rc)
-    rc = comm_fail(rc, "meeting the other processes", err);
+  free(msg);
+  return rc ? comm_fail(rc, what, err) : PLAN_OK;
+}
+
+bool vx_dist_all(vctx *c, bool ok) {
+  if (!c->comm)
+    return ok;
+  int world = c->comm->world, members[PLAN_COMM_MAX_WORLD];
+  for (int q = 0; q < world; q++)
+    members[q] = q;
+  double v = ok ? 1 : 0;
+  int rc = all_reduce(c, members, world, &v, 1, PLAN_RED_MIN,
+                      "agreeing on a bound");
+  if (rc && !c->dist_rc)
+    c->dist_rc = rc;
+  return !rc && v == 1;
+}
+
+/* Every process's key, compared with this one's: a process started on
+ * another plan, seed or mode would make the collectives of another
+ * program. */
+static int check_same_run(vctx *c, const plan_plan *p) {
+  int world = c->comm->world, me = c->comm->rank;
+  dist_key mine, *all = calloc((size_t)world, sizeof *all);
+  if (!all)
+    return plan_oom();
+  fill_key(c, p, &mine);
+  int rc = vx_dist_all_gather(c, &mine, sizeof mine, all,
+                              "meeting the other processes");
   for (int q = 0; q < world && !rc; q++)
     if (q != me && memcmp(&all[q], &mine, sizeof mine))
       rc = plan_failf(PLAN_EUSAGE,
@@ -86,18 +125,16 @@ static int check_same_run(vctx *c) {
                       "process %d",
                       q, me);
   free(all);
-  free(msg);
   return rc;
 }
 
-int vx_dist_open(vctx *c) {
+int vx_dist_open(vctx *c, const plan_plan *p) {
   const plan_verify_options *o = c->o;
-  if (c->low->pipe || c->low->train)
+  if (c->low->pipe)
     return plan_failf(PLAN_EUNSUPPORTED,
                       "distributed verification runs programs without a "
-                      "pipeline or a training step so far; verify this one "
-                      "in one process (its ranks simulated, or virtual on "
-                      "one GPU)");
+                      "pipeline so far; verify this one in one process (its "
+                      "ranks simulated, or virtual on one GPU)");
   if (o->world != c->nranks)
     return plan_failf(PLAN_EUSAGE,
                       "distributed verification runs one process per mesh "
@@ -134,30 +171,12 @@ int vx_dist_open(vctx *c) {
     return comm_fail(rc, "opening the communicator", err);
   }
   c->me = o->rank;
-  return check_same_run(c);
+  return check_same_run(c, p);
 }
 
 void vx_dist_close(vctx *c) {
   plan_comm_close(c->comm);
   c->comm = NULL;
-}
-
-/* The global ranks of rank r's group along axis a, in coordinate order. */
-static void group_of(const vctx *c, int64_t r, int a, int *members) {
-  int64_t coord[PLAN_MAX_MESH_AXES];
-  memcpy(coord, c->coords[r], sizeof coord);
-  for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
-    coord[a] = m;
-    members[m] = (int)vx_rank_at(c->m, coord);
-  }
-}
-
-static int all_reduce(vctx *c, const int *members, int k, double *buf,
-                      int64_t n, int reduce, const char *what) {
-  char err[ERRSZ] = "";
-  int rc = c->comm->ops->all_reduce(c->comm, members, k, buf, n, reduce, err,
-                                    sizeof err);
-  return rc ? comm_fail(rc, what, err) : PLAN_OK;
 }
 
 int vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
@@ -380,38 +399,75 @@ void vx_dist_drop_partial(vctx *c, int buf) {
 }
 
 int vx_dist_merge_diffs(vctx *c) {
-  int world = c->comm->world, me = c->comm->rank;
+  int world = c->comm->world;
   size_t nb = (size_t)c->low->nbufs;
   diff *all = calloc(nb * (size_t)world + 1, sizeof *all);
-  plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
-  if (!all || !msg) {
-    free(all);
-    free(msg);
+  if (!all)
     return plan_oom();
-  }
-  int n = 0;
-  for (int q = 0; q < world; q++)
-    if (q != me) {
-      int64_t bytes = (int64_t)(nb * sizeof *all);
-      msg[n] = (plan_comm_msg){q, c->diffs, bytes};
-      msg[world + n++] = (plan_comm_msg){q, all + nb * (size_t)q, bytes};
-    }
-  memcpy(all + nb * (size_t)me, c->diffs, nb * sizeof *all);
-  char err[ERRSZ] = "";
-  int rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n, err,
-                                  sizeof err);
-  if (rc) {
-    rc = comm_fail(rc, "merging the comparisons", err);
-  } else {
-    for (size_t b = 0; b < nb; b++) { /* in rank order: the same everywhere */
-      diff sum;
-      memset(&sum, 0, sizeof sum);
-      for (int q = 0; q < world; q++)
-        vx_merge_diff(&sum, &all[nb * (size_t)q + b]);
-      c->diffs[b] = sum;
-    }
+  int rc = vx_dist_all_gather(c, c->diffs, nb * sizeof *all, all,
+                              "merging the comparisons");
+  for (size_t b = 0; b < nb && !rc; b++) { /* in rank order: everywhere alike */
+    diff sum;
+    memset(&sum, 0, sizeof sum);
+    for (int q = 0; q < world; q++)
+      vx_merge_diff(&sum, &all[nb * (size_t)q + b]);
+    c->diffs[b] = sum;
   }
   free(all);
+  return rc;
+}
+
+int vx_dist_merge_one(vctx *c, diff *df) {
+  int world = c->comm->world;
+  diff *all = calloc((size_t)world, sizeof *all);
+  if (!all)
+    return plan_oom();
+  int rc = vx_dist_all_gather(c, df, sizeof *df, all,
+                              "merging a comparison");
+  if (!rc) {
+    memset(df, 0, sizeof *df);
+    for (int q = 0; q < world; q++)
+      vx_merge_diff(df, &all[q]);
+  }
+  free(all);
+  return rc;
+}
+
+/* Every process's blocks of buffer b (n doubles each at rank r, from
+ * blocks[r] for this process's rank) into global, by global index: the
+ * param gathered from the master blocks. */
+int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+                          double *const *blocks, double *global) {
+  int world = c->comm->world, me = c->comm->rank, n = 0;
+  plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
+  double **got = calloc((size_t)world, sizeof *got);
+  int rc = msg && got ? PLAN_OK : plan_oom();
+  for (int q = 0; q < world && !rc; q++) {
+    if (q == me)
+      continue;
+    const block *bq = &c->bufs[b][q];
+    if (!(got[q] = vx_take_array(c, bq->n, false))) {
+      rc = plan_oom();
+      break;
+    }
+    msg[n] = (plan_comm_msg){q, blocks[me],
+                             c->bufs[b][me].n * (int64_t)sizeof(double)};
+    msg[world + n++] =
+        (plan_comm_msg){q, got[q], bq->n * (int64_t)sizeof(double)};
+  }
+  char err[ERRSZ] = "";
+  if (!rc && (rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n,
+                                          err, sizeof err)))
+    rc = comm_fail(rc, "gathering a param", err);
+  for (int q = world - 1; q >= 0 && !rc; q--) { /* as in one process */
+    const block *bq = &c->bufs[b][q];
+    const double *v = q == me ? blocks[me] : got[q];
+    for (int64_t e = 0; e < bq->n; e++)
+      global[vx_global_index(t, bq, e)] = v[e];
+  }
+  for (int q = 0; got && q < world; q++)
+    free(got[q]);
+  free(got);
   free(msg);
   return rc;
 }

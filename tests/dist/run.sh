@@ -110,6 +110,30 @@ for f in mlp-megatron mlp-by-path moe-experts transformer-block; do
   agree "$f, float" --mode float "$ex/$f.plan.yaml"
 done
 agree "transformer-block, bf16" --dtype bf16 "$ex/transformer-block.plan.yaml"
+# training steps: the loss, every gradient, the optimizer's update over
+# the plan's steps (sharded masters gathered from the other processes,
+# clipping's norms summed over them)
+for f in mlp-train transformer-train transformer-train-nosp moe-train; do
+  agree "$f, exact" "$ex/$f.plan.yaml"
+  agree "$f, float" --mode float "$ex/$f.plan.yaml"
+done
+# ZeRO (sharded optimizer state: the masters gathered across processes),
+# FSDP (params stored sharded), Adam with clipping and loss scaling
+mlpt=$ex/mlp-train.plan.yaml
+sed 's|grad_sync: {"\*": all_reduce}|grad_sync: {"*": reduce_scatter}\
+  optimizer_state: {w1: S(0)S(1), w2: S(1)S(0)}|' "$mlpt" >"$tmp/mlp-zero.plan.yaml"
+sed -e 's|  w1: RS(1) .*|  w1: S(0)S(1)|' -e 's|  w2: RS(0) .*|  w2: S(1)S(0)|' \
+  "$mlpt" >"$tmp/mlp-fsdp.plan.yaml"
+sed -e 's|optimizer: {kind: sgd, lr: 0.125, momentum: 0.5}|optimizer: {kind: adam, lr: 0.01}|' \
+    -e 's|  steps: 2|  steps: 3\
+  clip_grad_norm: 0.5\
+  loss_scale: 1024|' "$mlpt" >"$tmp/mlp-adam.plan.yaml"
+for v in zero fsdp adam; do
+  grep -q 'reduce_scatter\|S(0)S(1)$\|kind: adam' "$tmp/mlp-$v.plan.yaml" ||
+    bad "mlp-train, $v: the variant was not made"
+  agree "mlp-train $v, exact" "$tmp/mlp-$v.plan.yaml"
+  agree "mlp-train $v, float" --mode float "$tmp/mlp-$v.plan.yaml"
+done
 for f in llama3-8b-layer.recipe gpt2-small-block.searched mixtral-moe-layer.recipe \
          dit-block.recipe; do
   agree "models/$f, reduced" --reduce "$ex/models/$f.plan.yaml"
