@@ -15,6 +15,7 @@
 #                                 scaled-down run (seq 128) adds the phase
 #                                 breakdown
 #              BENCH_SCHEDULE     0 skips bench_schedule (default 1)
+#              BENCH_DIST         0 skips bench_dist.sh (default 1)
 #              BENCH_TRAIN        0 skips bench_train (default 1)
 #              BENCH_TRAIN_REPS   its runs per plan and mode (default 2)
 set -eu
@@ -144,6 +145,14 @@ if [ "${BENCH_TRAIN:-1}" != 0 ]; then
       "$TBENCH" "$f" --mode $mode -n "${BENCH_TRAIN_REPS:-2}"
     done
   done
+fi
+
+# Distributed verification: one process against a process per rank
+# (BENCH_DIST=0 skips it).
+if [ "${BENCH_DIST:-1}" != 0 ]; then
+  echo
+  echo "== verify: one process against a process per rank (TCP, this machine) =="
+  sh "$HERE/bench_dist.sh" "$BUILD"
 fi
 
 # The search: the fixed table of strategies on Llama-style programs
