@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
@@ -132,6 +133,49 @@ class TestChecks(unittest.TestCase):
             self.assertEqual((f.file, f.line), ("bug.yaml", 29))
             self.assertGreater(f.column, 0)
             self.assertIn("bug.yaml:29:", str(f))
+
+
+    def test_verify_distributed(self):
+        """One process per mesh rank (four, started here as a launcher
+        would): every process gets the one-process verdict, the records
+        count every rank's elements, a bug is found at the same op."""
+        code = ("import json, os, sys, libplan\n"
+                "with libplan.parse(open(sys.argv[1]).read(), 'p.yaml',\n"
+                "                   os.path.dirname(sys.argv[2])) as p:\n"
+                "    r = p.verify(distributed=sys.argv[3], timeout=60)\n"
+                "    print(json.dumps([r.equal, r.first_op,\n"
+                "                      r.to_dict()['tensors']]))\n")
+        for text in (MLP_TEXT, MLP_TEXT.replace(FC2_GOOD, FC2_BAD)):
+            with libplan.parse(text, "p.yaml", os.path.dirname(MLP)) as p:
+                one = p.verify()
+            with tempfile.TemporaryDirectory() as d:
+                src = os.path.join(d, "p.yaml")
+                with open(src, "w") as f:
+                    f.write(text)
+                env = dict(os.environ, WORLD_SIZE="4",
+                           PYTHONPATH=os.path.dirname(libplan.__path__[0]))
+                procs = [subprocess.Popen(
+                    [sys.executable, "-c", code, src, MLP,
+                     os.path.join(d, "rv")],
+                    env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True) for r in range(4)]
+                outs = [pr.communicate(timeout=120) for pr in procs]
+            for pr, (out, err) in zip(procs, outs):
+                self.assertEqual(pr.returncode, 0, err)
+                equal, first_op, tensors = json.loads(out)
+                self.assertEqual(equal, one.equal)
+                self.assertEqual(first_op, one.first_op)
+                self.assertEqual(tensors, one.to_dict()["tensors"])
+        with libplan.load(MLP) as p:
+            with self.assertRaises(libplan.UsageError):
+                p.verify(rank=0)  # without distributed
+            with self.assertRaises(libplan.UsageError):
+                p.verify(distributed="/tmp/x", rank=4, world_size=4)
+            with self.assertRaises(libplan.UsageError):
+                p.verify(distributed="/tmp/x", rank=0, world_size=4,
+                         comm="mpi")
+            with self.assertRaises(libplan.UsageError):  # not the mesh
+                p.verify(distributed="/tmp/x", rank=0, world_size=3)
 
     def test_verify(self):
         with libplan.load(BLOCK) as p:

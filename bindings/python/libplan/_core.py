@@ -30,6 +30,42 @@ def _int(v, what):
     return v
 
 
+def _distributed(folder, rank, world_size, timeout, comm):
+    """verify's distributed options as VerifyOptions' version-5 fields
+    (world, rank, rendezvous, timeout_s, comm), or None in one process."""
+    if folder is None:
+        if rank is not None or world_size is not None or timeout is not None \
+                or comm is not None:
+            raise UsageError("verify: rank, world_size, timeout and comm go "
+                             "with distributed")
+        return None
+    env = os.environ
+    if world_size is None:
+        world_size = env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE"))
+    if rank is None:
+        rank = env.get("RANK", env.get("OMPI_COMM_WORLD_RANK"))
+    if world_size is None or rank is None:
+        raise UsageError("verify: distributed needs rank and world_size, "
+                         "or RANK and WORLD_SIZE from the launcher")
+    try:  # the launcher's are text
+        world_size = int(world_size) if isinstance(world_size, str) \
+            else world_size
+        rank = int(rank) if isinstance(rank, str) else rank
+    except ValueError:
+        raise UsageError("verify: RANK and WORLD_SIZE must be integers") \
+            from None
+    world_size, rank = _int(world_size, "world_size"), _int(rank, "rank")
+    if not 0 <= rank < world_size:
+        raise UsageError("verify: rank must lie in [0, world_size)")
+    if comm not in (None, "tcp", "nccl"):
+        raise UsageError("verify: comm is 'tcp' or 'nccl', not %r" % (comm,))
+    t = 0.0 if timeout is None else float(timeout)
+    if not t >= 0:
+        raise UsageError("verify: timeout must be >= 0 seconds")
+    return (world_size, rank, enc(os.fspath(folder)), t,
+            None if comm is None else enc(comm))
+
+
 def _mapping(v, what):
     """A dict-like argument (None: empty), or UsageError."""
     if v is None:
@@ -625,11 +661,19 @@ class Plan(_Handle):
         return _findings(fn.diff, self._h, other._h)
 
     def verify(self, mode="exact", seed=0, dtype=None, rtol=0.0, atol=0.0,
-               tolerances=None, runner=None):
+               tolerances=None, runner=None, distributed=None, rank=None,
+               world_size=None, timeout=None, comm=None):
         """Runs the plan on simulated ranks against its program and returns
         a VerifyReport. mode "exact" or "float"; tolerances: {tensor name or
         glob: (rtol, atol)} (float mode); runner "cpu" (None: the default)
-        or "cuda" (UnsupportedError, with the reason, where it cannot run)."""
+        or "cuda" (UnsupportedError, with the reason, where it cannot run).
+
+        distributed: a folder every process sees, to run as one process of
+        a verification with one process per mesh rank (docs/gpu.md); rank
+        and world_size default to the launcher's RANK and WORLD_SIZE;
+        timeout (seconds, default 300) bounds the wait for the others;
+        comm "tcp" or "nccl" (None: the runner's own, else tcp). Every
+        process gets the same verdict."""
         if mode not in ("exact", "float"):
             raise UsageError("mode must be 'exact' or 'float', not %r"
                              % (mode,))
@@ -643,13 +687,18 @@ class Plan(_Handle):
             for i, (name, (rt, at)) in enumerate(tol):
                 keep.append(enc(name))
                 arr[i] = _lib.VerifyTolerance(keep[-1], float(rt), float(at))
-            # version 3 without a runner: a library before version 4 too
-            opts = _lib.VerifyOptions(3 if runner is None else 4,
+            dist = _distributed(distributed, rank, world_size, timeout,
+                                comm)
+            # the oldest version that says it all: a library before it
+            # still takes what does not need the newer fields
+            version = 5 if dist else 3 if runner is None else 4
+            opts = _lib.VerifyOptions(version,
                                       0 if mode == "exact" else 1, seed,
                                       float(rtol), float(atol),
                                       None if dtype is None else enc(dtype),
                                       arr if tol else None, len(tol),
-                                      None if runner is None else enc(runner))
+                                      None if runner is None else enc(runner),
+                                      *(dist or (0, 0, None, 0.0, None)))
         except (TypeError, ValueError) as e:
             raise UsageError("verify: %s (tolerances are {tensor: (rtol, "
                              "atol)})" % e) from None

@@ -145,7 +145,10 @@ class VerifyOptions(ctypes.Structure):
                 ("seed", c_uint64),
                 ("rtol", c_double), ("atol", c_double), ("dtype", c_char_p),
                 ("tolerances", P(VerifyTolerance)), ("ntolerances", c_int),
-                ("runner", c_char_p)]
+                ("runner", c_char_p),
+                # version 5: distributed verification
+                ("world", c_int), ("rank", c_int), ("rendezvous", c_char_p),
+                ("timeout_s", c_double), ("comm", c_char_p)]
 
 
 class CostOpInfo(ctypes.Structure):
