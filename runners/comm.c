@@ -18,19 +18,6 @@
 #define FOLD_MAGIC 0x706c616e666f6c64LL /* "planfold" */
 #define FOLD_DESC 5
 
-static int fold_fail(char *err, size_t errsz, int code, const char *fmt, ...)
-    PLAN_PRINTF(4, 5);
-
-static int fold_fail(char *err, size_t errsz, int code, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 /* FNV-1a over the member list: equal lists give equal words. */
 static int64_t members_key(const int *members, int nmembers) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -49,51 +36,40 @@ static const char *reduce_name(int reduce) {
   return reduce >= 0 && reduce < PLAN_RED_COUNT ? names[reduce] : "?";
 }
 
-static double fold2(int reduce, double a, double b) {
-  switch (reduce) {
-  case PLAN_RED_MAX:
-    return a > b ? a : b;
-  case PLAN_RED_MIN:
-    return a < b ? a : b;
-  default:
-    return a + b;
-  }
-}
-
 int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
                               double *buf, int64_t n, int reduce, char *err,
                               size_t errsz) {
   if (err && errsz)
     err[0] = 0;
   if (!c || !members)
-    return fold_fail(err, errsz, PLAN_EUSAGE, "all_reduce: NULL argument");
+    return plan_errc(PLAN_EUSAGE, err, errsz, "all_reduce: NULL argument");
   if (nmembers < 1 || nmembers > c->world)
-    return fold_fail(err, errsz, PLAN_EUSAGE,
+    return plan_errc(PLAN_EUSAGE, err, errsz,
                      "all_reduce: %d members in a world of %d", nmembers,
                      c->world);
   if (reduce < 0 || reduce >= PLAN_RED_COUNT)
-    return fold_fail(err, errsz, PLAN_EUSAGE,
+    return plan_errc(PLAN_EUSAGE, err, errsz,
                      "all_reduce: unknown reduction %d", reduce);
   if (n < 0 || (n > 0 && !buf) ||
       (uint64_t)n > (uint64_t)INT64_MAX / sizeof(double) / (uint64_t)nmembers)
-    return fold_fail(err, errsz, PLAN_EUSAGE,
+    return plan_errc(PLAN_EUSAGE, err, errsz,
                      "all_reduce: bad buffer (%lld doubles)", (long long)n);
   int me = -1;
   for (int i = 0; i < nmembers; i++) {
     if (members[i] < 0 || members[i] >= c->world)
-      return fold_fail(err, errsz, PLAN_EUSAGE,
+      return plan_errc(PLAN_EUSAGE, err, errsz,
                        "all_reduce: member %d is not a rank of the world of %d",
                        members[i], c->world);
     for (int j = 0; j < i; j++)
       if (members[j] == members[i])
-        return fold_fail(err, errsz, PLAN_EUSAGE,
+        return plan_errc(PLAN_EUSAGE, err, errsz,
                          "all_reduce: rank %d is twice in the group",
                          members[i]);
     if (members[i] == c->rank)
       me = i;
   }
   if (me < 0)
-    return fold_fail(err, errsz, PLAN_EUSAGE,
+    return plan_errc(PLAN_EUSAGE, err, errsz,
                      "all_reduce: rank %d is not in the group it reduces over",
                      c->rank);
   if (nmembers == 1)
@@ -111,7 +87,7 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
     free(descs);
     free(theirs);
     free(msgs);
-    return fold_fail(err, errsz, PLAN_ENOMEM, "all_reduce: out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "all_reduce: out of memory");
   }
   plan_comm_msg *sends = msgs, *recvs = msgs + 2 * nothers;
   int ns = 0, nr = 0;
@@ -132,8 +108,8 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
     const int64_t *d = descs + (size_t)k * FOLD_DESC;
     int who = members[k < me ? k : k + 1];
     if (memcmp(d, mine, sizeof mine) != 0)
-      rc = fold_fail(
-          err, errsz, PLAN_EUSAGE,
+      rc = plan_errc(
+          PLAN_EUSAGE, err, errsz,
           "all_reduce: rank %d reduces %lld doubles (%s) over a "
           "group of %lld%s, rank %d %lld (%s) over a group of %d",
           who, (long long)d[3], reduce_name((int)d[2]), (long long)d[1],
@@ -147,7 +123,7 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
       for (int i = 0; i < nmembers; i++) {
         double x =
             i == me ? buf[e] : theirs[(size_t)(i < me ? i : i - 1) * nd + e];
-        acc = i ? fold2(reduce, acc, x) : x;
+        acc = i ? plan_reduce2(reduce, acc, x) : x;
       }
       buf[e] = reduce == PLAN_RED_AVG ? acc / nmembers : acc;
     }

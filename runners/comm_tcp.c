@@ -65,19 +65,6 @@ static const plan_comm_ops tcp_ops = {tcp_exchange, plan_comm_fold_all_reduce,
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static int say(char *err, size_t errsz, int code, const char *fmt, ...)
-    PLAN_PRINTF(4, 5);
-
-static int say(char *err, size_t errsz, int code, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -244,8 +231,8 @@ static int own_address(char *addr, char *err, size_t errsz) {
   const char *env = getenv("PLAN_COMM_ADDR");
   if (env && *env) {
     if (strlen(env) >= ADDR_MAX || strpbrk(env, " \t\r\n"))
-      return say(err, errsz, PLAN_EUSAGE,
-                 "PLAN_COMM_ADDR '%.64s' is not an address", env);
+      return plan_errc(PLAN_EUSAGE, err, errsz,
+                       "PLAN_COMM_ADDR '%.64s' is not an address", env);
     strcpy(addr, env);
     return PLAN_OK;
   }
@@ -303,9 +290,9 @@ static int open_listener(tcp_comm *t, char *err, size_t errsz) {
     int e = errno;
     if (fd >= 0)
       close(fd);
-    return say(err, errsz, PLAN_EUNSUPPORTED,
-               "tcp rank %d: cannot listen on a TCP port: %s", t->base.rank,
-               strerror(e));
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "tcp rank %d: cannot listen on a TCP port: %s",
+                     t->base.rank, strerror(e));
   }
   t->listen_fd = fd;
   t->port = ss.ss_family == AF_INET6
@@ -329,7 +316,7 @@ static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
                        char *why, size_t whysz, char *err, size_t errsz) {
   char *path = rank_path(t->folder, peer);
   if (!path)
-    return say(err, errsz, PLAN_ENOMEM, "tcp: out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
   char addr[ADDR_MAX];
   int port = 0;
   if (!read_rank_file(path, addr, &port, why, whysz)) {
@@ -406,9 +393,10 @@ static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
     snprintf(why, whysz, "%s:%d (from %s) is not rank %d of this communicator",
              addr, port, path, peer);
   } else if ((int)get32(h + 8) != t->base.world) {
-    rc = say(err, errsz, PLAN_EUSAGE,
-             "tcp: rank %d runs in a world of %u, rank %d in a world of %d",
-             peer, get32(h + 8), t->base.rank, t->base.world);
+    rc = plan_errc(
+        PLAN_EUSAGE, err, errsz,
+        "tcp: rank %d runs in a world of %u, rank %d in a world of %d", peer,
+        get32(h + 8), t->base.rank, t->base.world);
   } else {
     *fd = s;
     s = -1;
@@ -433,10 +421,10 @@ static int connect_lower(tcp_comm *t, int peer, double deadline, char *err,
     if (rc != 1)
       return rc;
     if (ms_left(deadline) == 0)
-      return say(err, errsz, PLAN_EUNSUPPORTED,
-                 "tcp rank %d: no connection to rank %d within %g s: %s "
-                 "(not started, or a file left by an earlier run)",
-                 t->base.rank, peer, t->timeout_s, why);
+      return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                       "tcp rank %d: no connection to rank %d within %g s: %s "
+                       "(not started, or a file left by an earlier run)",
+                       t->base.rank, peer, t->timeout_s, why);
     nap_ms(10);
   }
 }
@@ -457,10 +445,11 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
       for (int j = world - 1; j > rank; j--)
         if (t->fds[j] < 0)
           first = j;
-      return say(err, errsz, PLAN_EUNSUPPORTED,
-                 "tcp rank %d: %d rank(s) did not connect within %g s (rank "
-                 "%d first; rendezvous %s)",
-                 rank, missing, t->timeout_s, first, t->folder);
+      return plan_errc(
+          PLAN_EUNSUPPORTED, err, errsz,
+          "tcp rank %d: %d rank(s) did not connect within %g s (rank "
+          "%d first; rendezvous %s)",
+          rank, missing, t->timeout_s, first, t->folder);
     }
     int s = accept(t->listen_fd, NULL, NULL);
     if (s < 0)
@@ -488,20 +477,22 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
     }
     if ((int)hw != world) {
       close(s);
-      return say(err, errsz, PLAN_EUSAGE,
-                 "tcp: rank %d runs in a world of %u, rank %d in a world of %d",
-                 from, hw, rank, world);
+      return plan_errc(
+          PLAN_EUSAGE, err, errsz,
+          "tcp: rank %d runs in a world of %u, rank %d in a world of %d", from,
+          hw, rank, world);
     }
     if (from <= rank || from >= world || t->fds[from] >= 0) {
       close(s);
-      return say(err, errsz, PLAN_EUSAGE,
-                 "tcp rank %d: a second process claims rank %d", rank, from);
+      return plan_errc(PLAN_EUSAGE, err, errsz,
+                       "tcp rank %d: a second process claims rank %d", rank,
+                       from);
     }
     if (!sent) {
       close(s);
-      return say(err, errsz, PLAN_EUNSUPPORTED,
-                 "tcp rank %d: rank %d left during the handshake: %s", rank,
-                 from, strerror(send_errno));
+      return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                       "tcp rank %d: rank %d left during the handshake: %s",
+                       rank, from, strerror(send_errno));
     }
     t->fds[from] = s;
     missing--;
@@ -517,21 +508,21 @@ int plan_comm_tcp_open(plan_comm **out, int rank, int world,
   if (err && errsz)
     err[0] = 0;
   if (!out)
-    return say(err, errsz, PLAN_EUSAGE, "tcp: NULL out");
+    return plan_errc(PLAN_EUSAGE, err, errsz, "tcp: NULL out");
   *out = NULL;
   if (world < 1 || world > PLAN_COMM_MAX_WORLD || rank < 0 || rank >= world)
-    return say(err, errsz, PLAN_EUSAGE,
-               "tcp: rank %d of a world of %d (1 to %d processes)", rank, world,
-               PLAN_COMM_MAX_WORLD);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "tcp: rank %d of a world of %d (1 to %d processes)", rank,
+                     world, PLAN_COMM_MAX_WORLD);
   if (!(timeout_s > 0) || !isfinite(timeout_s))
-    return say(err, errsz, PLAN_EUSAGE, "tcp: timeout %g s is not positive",
-               timeout_s);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "tcp: timeout %g s is not positive", timeout_s);
   if (world > 1 && (!rendezvous || !*rendezvous))
-    return say(err, errsz, PLAN_EUSAGE,
-               "tcp: a world of %d needs a rendezvous folder", world);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "tcp: a world of %d needs a rendezvous folder", world);
   tcp_comm *t = calloc(1, sizeof *t);
   if (!t)
-    return say(err, errsz, PLAN_ENOMEM, "tcp: out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
   t->base.ops = &tcp_ops;
   t->base.rank = rank;
   t->base.world = world;
@@ -540,7 +531,7 @@ int plan_comm_tcp_open(plan_comm **out, int rank, int world,
   t->fds = malloc(sizeof *t->fds * (size_t)world);
   if (!t->fds) {
     free(t);
-    return say(err, errsz, PLAN_ENOMEM, "tcp: out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
   }
   for (int i = 0; i < world; i++)
     t->fds[i] = -1;
@@ -552,13 +543,13 @@ int plan_comm_tcp_open(plan_comm **out, int rank, int world,
   int rc;
   t->folder = strdup(rendezvous);
   if (!t->folder) {
-    rc = say(err, errsz, PLAN_ENOMEM, "tcp: out of memory");
+    rc = plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
     goto fail;
   }
   if (make_folder(rendezvous) != 0) {
-    rc = say(err, errsz, PLAN_EIO,
-             "tcp: cannot make the rendezvous folder '%s': %s", rendezvous,
-             strerror(errno));
+    rc = plan_errc(PLAN_EIO, err, errsz,
+                   "tcp: cannot make the rendezvous folder '%s': %s",
+                   rendezvous, strerror(errno));
     goto fail;
   }
   if ((rc = own_address(t->addr, err, errsz)) != PLAN_OK ||
@@ -568,12 +559,12 @@ int plan_comm_tcp_open(plan_comm **out, int rank, int world,
   int len = snprintf(line, sizeof line, "%s %d\n", t->addr, t->port);
   char *own = rank_path(rendezvous, rank);
   if (!own) {
-    rc = say(err, errsz, PLAN_ENOMEM, "tcp: out of memory");
+    rc = plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
     goto fail;
   }
   if (plan_write_file_atomic(own, line, (size_t)len) != PLAN_OK) {
-    rc = say(err, errsz, PLAN_EIO, "tcp: rendezvous: %s",
-             plan_error_last()->message);
+    rc = plan_errc(PLAN_EIO, err, errsz, "tcp: rendezvous: %s",
+                   plan_error_last()->message);
     free(own);
     goto fail;
   }
@@ -652,12 +643,12 @@ static int recv_pending(const xpeer *x) {
 static int peer_gone(const tcp_comm *t, int peer, int e, char *err,
                      size_t errsz) {
   if (e == EPIPE || e == ECONNRESET || e == 0)
-    return say(err, errsz, PLAN_EUNSUPPORTED,
-               "tcp rank %d: rank %d closed its connection", t->base.rank,
-               peer);
-  return say(err, errsz, PLAN_EUNSUPPORTED,
-             "tcp rank %d: connection to rank %d: %s", t->base.rank, peer,
-             strerror(e));
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "tcp rank %d: rank %d closed its connection", t->base.rank,
+                     peer);
+  return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                   "tcp rank %d: connection to rank %d: %s", t->base.rank, peer,
+                   strerror(e));
 }
 
 /* Sends what the socket takes. PLAN_OK (possibly with sends left). */
@@ -718,17 +709,18 @@ static int take_frame(const tcp_comm *t, int p, xpeer *x,
   if (get32(x->rhdr) != FRAME_MAGIC || (int64_t)idx != x->got ||
       cnt > (uint32_t)INT_MAX || bytes > (uint64_t)INT64_MAX ||
       (x->count >= 0 && (int)cnt != x->count))
-    return say(err, errsz, PLAN_EUNSUPPORTED,
-               "tcp rank %d: the stream from rank %d is out of step (a frame "
-               "that is not its message %d of this exchange)",
-               t->base.rank, p, x->got);
+    return plan_errc(
+        PLAN_EUNSUPPORTED, err, errsz,
+        "tcp rank %d: the stream from rank %d is out of step (a frame "
+        "that is not its message %d of this exchange)",
+        t->base.rank, p, x->got);
   if (x->count < 0) {
     x->count = (int)cnt;
     if (x->count != x->nrecv && !*usage) {
       *usage = 1;
-      say(err, errsz, PLAN_EUSAGE,
-          "rank %d sent %d message(s) to rank %d, %d expected", p, x->count,
-          t->base.rank, x->nrecv);
+      plan_errc(PLAN_EUSAGE, err, errsz,
+                "rank %d sent %d message(s) to rank %d, %d expected", p,
+                x->count, t->base.rank, x->nrecv);
     }
   }
   x->rbytes = (int64_t)bytes;
@@ -738,8 +730,9 @@ static int take_frame(const tcp_comm *t, int p, xpeer *x,
       x->drop = 0;
     else if (!*usage) {
       *usage = 1;
-      say(err, errsz, PLAN_EUSAGE, "rank %d sent %lld bytes, %lld expected", p,
-          (long long)x->rbytes, (long long)recvs[x->ri].bytes);
+      plan_errc(PLAN_EUSAGE, err, errsz,
+                "rank %d sent %lld bytes, %lld expected", p,
+                (long long)x->rbytes, (long long)recvs[x->ri].bytes);
     }
   }
   return PLAN_OK;
@@ -805,16 +798,17 @@ static int pump_recv(const tcp_comm *t, int p, xpeer *x,
 static int check_msgs(const tcp_comm *t, const plan_comm_msg *m, int n,
                       const char *what, char *err, size_t errsz) {
   if (n < 0 || (n > 0 && !m))
-    return say(err, errsz, PLAN_EUSAGE, "exchange: %d %s", n, what);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "exchange: %d %s", n, what);
   for (int i = 0; i < n; i++)
     if (m[i].peer < 0 || m[i].peer >= t->base.world ||
         m[i].peer == t->base.rank || m[i].bytes < 0 ||
         (m[i].bytes > 0 && !m[i].buf))
-      return say(err, errsz, PLAN_EUSAGE,
-                 "exchange: rank %d's %s %d (peer %d, %lld bytes) is not a "
-                 "message to another rank of the world of %d",
-                 t->base.rank, what, i, m[i].peer, (long long)m[i].bytes,
-                 t->base.world);
+      return plan_errc(
+          PLAN_EUSAGE, err, errsz,
+          "exchange: rank %d's %s %d (peer %d, %lld bytes) is not a "
+          "message to another rank of the world of %d",
+          t->base.rank, what, i, m[i].peer, (long long)m[i].bytes,
+          t->base.world);
   return PLAN_OK;
 }
 
@@ -837,7 +831,7 @@ static int tcp_exchange(plan_comm *c, const plan_comm_msg *sends, int nsends,
     free(xs);
     free(pfds);
     free(who);
-    return say(err, errsz, PLAN_ENOMEM, "exchange: out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "exchange: out of memory");
   }
   for (int i = 0; i < nsends; i++)
     xs[sends[i].peer].nsend++;
@@ -866,14 +860,15 @@ static int tcp_exchange(plan_comm *c, const plan_comm_msg *sends, int nsends,
     if (pr < 0) {
       if (errno == EINTR)
         continue;
-      rc = say(err, errsz, PLAN_EUNSUPPORTED, "exchange: poll: %s",
-               strerror(errno));
+      rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz, "exchange: poll: %s",
+                     strerror(errno));
       break;
     }
     if (pr == 0) {
-      rc = say(err, errsz, PLAN_EUNSUPPORTED,
-               "tcp rank %d: rank %d did not %s within %g s", c->rank, who[0],
-               pfds[0].events & POLLIN ? "send" : "receive", t->timeout_s);
+      rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "tcp rank %d: rank %d did not %s within %g s", c->rank,
+                     who[0], pfds[0].events & POLLIN ? "send" : "receive",
+                     t->timeout_s);
       break;
     }
     int progress = 0;

@@ -188,8 +188,6 @@ int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
                          int64_t g, int64_t *li);
 /* *into += one (the comparison of more blocks of the same buffer). */
 void vx_merge_diff(diff *into, const diff *one);
-/* The reduction a redistribution's members fold (reduce2 of verify.c). */
-double vx_reduce2(int op, double a, double b);
 
 /* ---- distributed verification (verify_dist.c) ------------------------------ */
 

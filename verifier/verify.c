@@ -376,16 +376,6 @@ int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
 
 /* ---- collectives ------------------------------------------------------------ */
 
-double vx_reduce2(int op, double a, double b) {
-  switch (op) {
-  case PLAN_RED_MAX:
-    return a > b ? a : b;
-  case PLAN_RED_MIN:
-    return a < b ? a : b;
-  default:
-    return a + b;
-  }
-}
 
 /* The runner's all-reduce (a device-side one) of the group of rank r, the
  * group's first member: member 0's block is copied into r's result block,
@@ -460,7 +450,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
           x[e] += y[e];
       else
         for (int64_t e = 0; e < d->n; e++)
-          x[e] = vx_reduce2(st->reduce, x[e], y[e]);
+          x[e] = plan_reduce2(st->reduce, x[e], y[e]);
     }
     if (st->reduce == PLAN_RED_AVG && !c->runner->all_reduce)
       for (int64_t e = 0; e < d->n; e++)
@@ -623,7 +613,7 @@ static int run_redist(vctx *c, const plan_lstep *s) {
                               "all_gather of '%s': its order needs even "
                               "pieces", t->name);
         }
-        acc = have ? vx_reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
+        acc = have ? plan_reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
         have = true;
       }
       if (reduce && st->reduce == PLAN_RED_AVG)
@@ -1110,7 +1100,7 @@ void vx_group_value(const vctx *c, int buf, const int *pa, int np,
     coord[a] = m;
     double v;
     vx_group_value(c, buf, pa, np, from + 1, coord, li, &v);
-    acc = m ? vx_reduce2(op, acc, v) : v;
+    acc = m ? plan_reduce2(op, acc, v) : v;
   }
   if (op == PLAN_RED_AVG)
     acc /= (double)c->m->axis_sizes[a];

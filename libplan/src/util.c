@@ -13,6 +13,8 @@
 
 #include <xxhash.h>
 
+#include "ir.h" /* plan_reduce */
+
 /* ---- arena --------------------------------------------------------------- */
 
 #define ARENA_ALIGN 16
@@ -668,14 +670,36 @@ bool plan_is_glob(const char *s) {
 
 /* ---- short messages ------------------------------------------------------- */
 
-int plan_errf(char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
+static void verrf(char *err, size_t errsz, const char *fmt, va_list ap) {
+  if (err && errsz)
     vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
+}
+
+int plan_errf(char *err, size_t errsz, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verrf(err, errsz, fmt, ap);
+  va_end(ap);
   return PLAN_EINVALID;
+}
+
+int plan_errc(int code, char *err, size_t errsz, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  verrf(err, errsz, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+double plan_reduce2(int reduce, double a, double b) {
+  switch (reduce) {
+  case PLAN_RED_MAX:
+    return a > b ? a : b;
+  case PLAN_RED_MIN:
+    return a < b ? a : b;
+  default:
+    return a + b;
+  }
 }
 
 char *plan_format_dims(const int64_t *dims, int rank, char *buf) {

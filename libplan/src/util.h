@@ -146,6 +146,13 @@ int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);
 /* Writes a one-line reason into err (size errsz; err may be NULL) and
  * returns PLAN_EINVALID: the error style of the op registry and rules. */
 int plan_errf(char *err, size_t errsz, const char *fmt, ...) PLAN_PRINTF(3, 4);
+/* The same with the status to return: code. */
+int plan_errc(int code, char *err, size_t errsz, const char *fmt, ...)
+    PLAN_PRINTF(4, 5);
+/* A reduction of two values (plan_reduce): sum and avg add, max and min
+ * fold as a > b ? a : b and a < b ? a : b (NaN keeps the left one): the
+ * one order every collective of the verifier and the communicators uses. */
+double plan_reduce2(int reduce, double a, double b);
 
 /* "[4, 6]" for messages; a rank out of range prints as "[?]". buf holds
  * PLAN_DIMS_STRLEN bytes. */

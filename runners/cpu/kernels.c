@@ -18,17 +18,6 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static int kfail(int code, char *err, size_t errsz, const char *fmt, ...)
-    PLAN_PRINTF(4, 5);
-static int kfail(int code, char *err, size_t errsz, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
 
 static bool dtype_is_float(plan_dtype t) {
   return t == PLAN_F64 || t == PLAN_F32 || t == PLAN_BF16 || t == PLAN_F16;
@@ -147,22 +136,22 @@ static void round_view(plan_view *v) {
 static int check_view(const plan_view *v, const char *op, const char *what,
                       int i, char *err, size_t errsz) {
   if (v->rank < 0 || v->rank > PLAN_MAX_RANK)
-    return kfail(PLAN_EUSAGE, err, errsz, "%s: %s %d has rank %d (0 to %d)", op,
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has rank %d (0 to %d)", op,
                  what, i, v->rank, PLAN_MAX_RANK);
   if ((int)v->dtype < 0 || v->dtype >= PLAN_DTYPE_COUNT)
-    return kfail(PLAN_EUSAGE, err, errsz, "%s: %s %d has an unknown dtype (%d)",
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has an unknown dtype (%d)",
                  op, what, i, (int)v->dtype);
   int64_t n = 1;
   for (int d = 0; d < v->rank; d++) {
     if (v->dims[d] < 0)
-      return kfail(PLAN_EUSAGE, err, errsz, "%s: %s %d dim %d is negative", op,
+      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d dim %d is negative", op,
                    what, i, d);
     if (!plan_mul_i64(n, v->dims[d], &n) || n > INT64_MAX / 8)
-      return kfail(PLAN_EUSAGE, err, errsz, "%s: %s %d is too large", op, what,
+      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d is too large", op, what,
                    i);
   }
   if (n > 0 && !v->data)
-    return kfail(PLAN_EUSAGE, err, errsz, "%s: %s %d has no data", op, what, i);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has no data", op, what, i);
   return PLAN_OK;
 }
 
@@ -732,7 +721,7 @@ static int run_matmul(const plan_typed_kernels *K, const plan_attr_val *attrs,
   mm.k = a->dims[mm.ta ? ra - 2 : ra - 1];
   mm.n = b->dims[mm.tb ? rb - 2 : rb - 1];
   if (!fits_int(mm.m) || !fits_int(mm.n) || !fits_int(mm.k))
-    return kfail(PLAN_ELIMIT, err, errsz,
+    return plan_errc(PLAN_ELIMIT, err, errsz,
                  "matmul: m, n, k = %lld, %lld, %lld exceed BLAS's int",
                  (long long)mm.m, (long long)mm.n, (long long)mm.k);
   mm.brank = nb;
@@ -766,7 +755,7 @@ static int run_linear(const plan_typed_kernels *K, const plan_view *in, int nin,
   int64_t k = x->dims[x->rank - 1], n = w->dims[0];
   int64_t rows = prod(x->dims, 0, x->rank - 1);
   if (!fits_int(rows) || !fits_int(n) || !fits_int(k))
-    return kfail(PLAN_ELIMIT, err, errsz,
+    return plan_errc(PLAN_ELIMIT, err, errsz,
                  "linear: rows, n, k = %lld, %lld, %lld exceed BLAS's int",
                  (long long)rows, (long long)n, (long long)k);
   K->linear(x->data, w->data, nin > 2 ? in[2].data : NULL, out->data, rows, n,
@@ -896,7 +885,7 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
   case PLAN_OP_COUNT:
     break;
   }
-  return kfail(PLAN_EUNSUPPORTED, err, errsz, "no CPU kernel for op kind %d",
+  return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "no CPU kernel for op kind %d",
                kind);
 }
 
@@ -906,15 +895,15 @@ int plan_kernel_check(int kind, const plan_attr_val *attrs, const plan_view *in,
                       size_t errsz) {
   *bits = -1;
   if (kind < 0 || kind >= PLAN_OP_COUNT)
-    return kfail(PLAN_EUSAGE, err, errsz, "unknown op kind %d", kind);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "unknown op kind %d", kind);
   const char *op = plan_op_kind_name(kind);
   if (nin < 0 || nout < 1 || nin > PLAN_MAX_OPERANDS ||
       nout > PLAN_MAX_OPERANDS || (nin > 0 && !in) || !out)
-    return kfail(PLAN_EUSAGE, err, errsz, "%s: bad operand arrays", op);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: bad operand arrays", op);
   if (ctx && ctx->exact) {
     *bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
     if (*bits < 1 || *bits > 60)
-      return kfail(PLAN_EUSAGE, err, errsz,
+      return plan_errc(PLAN_EUSAGE, err, errsz,
                    "%s: dyadic_bits %d is out of range (1 to 60)", op, *bits);
   }
   int rc;
@@ -955,7 +944,7 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
                               errsz)))
     return rc;
   if (!plan_cpu_supports(kind, out[0].dtype))
-    return kfail(PLAN_EUNSUPPORTED, err, errsz, "%s: no CPU kernel for %s",
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "%s: no CPU kernel for %s",
                  plan_op_kind_name(kind), plan_dtype_name(out[0].dtype));
   if ((rc = run(kind, attrs, in, nin, out, nout, bits, err, errsz)))
     return rc;
