@@ -388,7 +388,10 @@ int group_for(comm_nccl *c, const int *members, int n, int pos,
 int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
                int64_t n, int reduce, char *err, size_t errsz) {
   comm_nccl *c = self(pc);
-  static const ncclRedOp_t ops[4] = {ncclSum, ncclAvg, ncclMax, ncclMin};
+  /* avg is a sum divided on the host: NCCL's ncclAvg of floating types
+   * multiplies each value by 1 / n first, which rounds where the fold's
+   * sum / n (comm.h) does not, in exact mode too */
+  static const ncclRedOp_t ops[4] = {ncclSum, ncclSum, ncclMax, ncclMin};
   if (nmembers < 1 || nmembers > c->base.world || !members)
     return failf(err, errsz, PLAN_EUSAGE,
                  "all_reduce: %d members in a world of %d", nmembers,
@@ -445,8 +448,12 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
   e = cudaMemcpyAsync(buf, c->dbuf, bytes, cudaMemcpyDeviceToHost, c->stream);
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(c->stream);
-  return e == cudaSuccess ? 0
-                          : cuda_fail(err, errsz, "all_reduce: download", e);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "all_reduce: download", e);
+  if (reduce == 1) /* PLAN_RED_AVG */
+    for (int64_t i = 0; i < n; i++)
+      buf[i] /= nmembers;
+  return 0;
 }
 
 void describe(const plan_comm *pc, char *buf, size_t size) {

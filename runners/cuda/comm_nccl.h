@@ -41,9 +41,11 @@ extern "C" {
  * the group, so the group's ranks are numbered in its order) the first
  * time the group is seen, then kept; a rank alone in its group takes part
  * in the split without a communicator. The reduction runs on the device
- * (ncclFloat64; sum, avg, max, min). With an NCCL older than 2.18 (no
- * ncclCommSplit) the groups are reduced by plan_comm_fold_all_reduce
- * over exchange, in member order.
+ * (ncclFloat64; ncclSum, ncclMax, ncclMin; avg is the sum divided by the
+ * group's size on the host, as the fold does: NCCL's ncclAvg scales each
+ * value by 1 / n before summing, which rounds where sum / n does not).
+ * With an NCCL older than 2.18 (no ncclCommSplit) the groups are reduced
+ * by plan_comm_fold_all_reduce over exchange, in member order.
  *
  * A collective that is not done within timeout_s seconds, or that NCCL
  * reports failed, aborts every communicator of this process (later calls

@@ -18,7 +18,8 @@
  * ncclCommSplit gathers every rank's color and key and makes the
  * sub-communicator of its color, ranks ordered by key (then parent rank),
  * remembering the members' world ranks; ncclAllReduce (ncclFloat64)
- * gathers the members' buffers and folds them in rank order; ncclSend and
+ * gathers the members' buffers and folds them in rank order (ncclAvg as
+ * NCCL's: each value times 1 / n, then summed); ncclSend and
  * ncclRecv between ncclGroupStart and ncclGroupEnd are queued and run at
  * ncclGroupEnd, every send first, so no order of posting deadlocks.
  * Unlike NCCL, a receive whose size differs from its send is an error
@@ -261,17 +262,20 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
   for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
     if (p != comm->rank)
       r = take(comm, p, all + (size_t)p * count, bytes);
+  /* ncclAvg as NCCL does it for floating types: each value times 1 / n,
+   * then summed */
+  double scale = op == ncclAvg ? 1.0 / comm->nranks : 1.0;
   if (r == ncclSuccess) {
     double *out = recvbuff;
     for (size_t i = 0; i < count; i++) {
-      double a = all[i];
+      double a = all[i] * scale;
       for (int p = 1; p < comm->nranks; p++) {
-        double b = all[(size_t)p * count + i];
+        double b = all[(size_t)p * count + i] * scale;
         a = op == ncclMax   ? (a > b ? a : b)
             : op == ncclMin ? (a < b ? a : b)
                             : a + b;
       }
-      out[i] = op == ncclAvg ? a / comm->nranks : a;
+      out[i] = a;
     }
   }
   free(all);

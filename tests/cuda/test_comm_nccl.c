@@ -65,8 +65,12 @@ static unsigned char byte_of(int from, int to, int msg, size_t i) {
   return (unsigned char)(from * 37 + to * 11 + msg * 5 + (int)(i % 251));
 }
 
-/* Rank r's value i of an all-reduce round. */
+/* Rank r's value i of an all-reduce round. Round 9's integers: their
+ * average over 3 ranks as sum / 3 differs from the sum of each times 1 /
+ * 3 (NCCL's ncclAvg, and the fake's) at some i. */
 static double value_of(int r, int round, int64_t i) {
+  if (round == 9)
+    return (double)(12 + 2 * r + 3 * i);
   return (double)(r * 100 + round * 10) + (double)i + 0.25 * r;
 }
 
@@ -90,7 +94,7 @@ static void check_reduce(plan_comm *c, const int *m, int n, int round, int red,
   EXPECT_OK(c->ops->all_reduce(c, m, n, buf, 7, red, err, sizeof err), what);
   for (int64_t i = 0; i < 7; i++)
     if (buf[i] != expected(m, n, round, i, red)) {
-      bad("%s: value %lld is %g, not %g", what, (long long)i, buf[i],
+      bad("%s: value %lld is %.17g, not %.17g", what, (long long)i, buf[i],
           expected(m, n, round, i, red));
       return;
     }
@@ -164,12 +168,20 @@ static void rank_main(int rank, const char *rv, int with_split) {
   check_reduce(c, cross, 2, 2, PLAN_RED_MAX, "all_reduce max, crossed pairs");
   check_reduce(c, cross, 2, 3, PLAN_RED_MIN, "all_reduce min, crossed pairs");
   check_reduce(c, all, WORLD, 4, PLAN_RED_SUM, "all_reduce sum, the world");
-  check_reduce(c, alone, 1, 5, PLAN_RED_SUM, "all_reduce, one rank");
   check_reduce(c, pair, 2, 6, PLAN_RED_AVG, "all_reduce avg, pairs again");
   check_exchange(c, 7);
   check_reduce(c, cross, 2, 8, PLAN_RED_AVG, "all_reduce avg, crossed again");
-  /* one split per group (pairs, crossed pairs, world, alone), none for
-   * the groups met again */
+  /* 3 + 1: rank 3 alone (comm.h: every rank meets its group for the
+   * first time at the same step, so no earlier step had it alone) */
+  int three[3] = {0, 1, 2};
+  if (rank < 3)
+    check_reduce(c, three, 3, 9, PLAN_RED_AVG, "all_reduce avg, 3 ranks");
+  else
+    check_reduce(c, alone, 1, 9, PLAN_RED_AVG, "all_reduce avg, 1 rank");
+  check_reduce(c, rank < 3 ? three : alone, rank < 3 ? 3 : 1, 5, PLAN_RED_MAX,
+               "all_reduce max, 3 + 1 again");
+  /* one split per step that meets new groups (pairs, crossed pairs, the
+   * world, 3 + 1), none for the groups met again */
   void *fake = dlopen(getenv("PLAN_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
   void *calls = fake ? dlsym(fake, "fake_nccl_split_calls") : NULL;
   int (*split_calls)(void);
