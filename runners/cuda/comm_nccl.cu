@@ -116,7 +116,10 @@ int load(nccl_api *a, char *err, size_t errsz) {
   const char *name = getenv("PLAN_NCCL_LIBRARY");
   if (!name || !name[0])
     name = "libnccl.so.2";
-  a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  /* NODELETE: NCCL leaves threads running (the bootstrap root that
+   * ncclGetUniqueId starts, proxies) that outlive its communicators, so
+   * its code must stay mapped after the last dlclose */
+  a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!a->lib) {
     const char *why = dlerror();
     return failf(err, errsz, PLAN_EUNSUPPORTED,

@@ -25,10 +25,13 @@
  * Unlike NCCL, a receive whose size differs from its send is an error
  * (ncclInvalidUsage).
  *
+ * ncclGetUniqueId starts a thread that never ends, as NCCL's does.
+ *
  * Built with -DFAKE_NCCL_NO_SPLIT it has no ncclCommSplit (an NCCL before
  * 2.18). FAKE_NCCL_FAIL=<function name> makes that function fail with
  * ncclSystemError. A wait longer than FAKE_NCCL_TIMEOUT seconds (default
  * 30) fails with ncclRemoteError. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +148,23 @@ ncclResult_t ncclGetVersion(int *version) {
   return ncclSuccess;
 }
 
+/* NCCL's bootstrap root: a thread ncclGetUniqueId starts, which outlives
+ * the communicators. Here it only wakes every millisecond, so a library
+ * unmapped under it (a dlclose that unloads NCCL) crashes at once. */
+static void *bootstrap_root(void *arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec pause = {0, 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   if (fails("ncclGetUniqueId"))
+    return ncclSystemError;
+  pthread_t root;
+  if (pthread_create(&root, NULL, bootstrap_root, NULL) || pthread_detach(root))
     return ncclSystemError;
   const char *t = getenv("TMPDIR");
   memset(id, 0, sizeof *id);
