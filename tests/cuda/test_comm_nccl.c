@@ -1,23 +1,32 @@
-/* The CUDA plugin's NCCL communicator (runners/cuda/comm_nccl.cu) on the
- * host: the plugin built for the host (BUILD/libplan-cuda-emu.so) is
- * dlopen'ed, its vtable taken from plan_runner_plugin_entry, and its
- * comm_open run by several processes over tests/cuda/fake_nccl.c, the
- * host stand-in for libnccl.so.2 named by PLAN_NCCL_LIBRARY:
+/* The CUDA plugin's NCCL communicator (runners/cuda/comm_nccl.cu): the
+ * plugin is dlopen'ed, its vtable taken from plan_runner_plugin_entry, and
+ * its comm_open run by several processes.
+ *
+ * On the host (make check-cuda-emu-nccl): the plugin built for the host
+ * (BUILD/libplan-cuda-emu.so) over tests/cuda/fake_nccl.c, the host
+ * stand-in for libnccl.so.2 named by PLAN_NCCL_LIBRARY:
  *
  *   split      4 ranks on the fake with ncclCommSplit: exchanges (a ring,
  *              several messages to one peer, empty ones), all-reduces
  *              (sum, avg, max, min) on two splits of the world, the world,
- *              single ranks, a group met again; the id file gone after
- *              open, the determinism settings in force and described
- *   fold       the same on a fake without ncclCommSplit (an NCCL before
+ *              3 + 1, groups met again (one split each, counted by the
+ *              fake); the id file gone after open, the determinism
+ *              settings in force and described; then 2 and 3 ranks
+ *   fold       4 ranks on a fake without ncclCommSplit (an NCCL before
  *              2.18): the all-reduces folded over exchange
  *   failures   PLAN_NCCL_LIBRARY naming a missing file, NCCL failing in
  *              ncclAllReduce (and the communicator refusing later calls),
  *              the id file that never comes, bad arguments
  *
- * What it cannot see is a device and NCCL itself: tests/gpu does, on
- * GPUs. usage: test_comm_nccl PLUGIN FAKE FAKE_NOSPLIT. Prints a line per
- * check and "comm-nccl: N passed, M failed"; exits 1 when any failed. */
+ * On GPUs (--device, tests/gpu/run.sh): the real plugin and NCCL, one
+ * process per GPU (PLAN_CUDA_DEVICE and LOCAL_RANK = the rank), the same
+ * exchanges and all-reduces on as many GPUs as given (on 1, a world of
+ * one); exit 3 when the plugin finds no device.
+ *
+ * usage: test_comm_nccl PLUGIN FAKE FAKE_NOSPLIT
+ *        test_comm_nccl --device PLUGIN NGPUS
+ * Prints a line per check and "comm-nccl: N passed, M failed"; exits 1
+ * when any failed. */
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -31,11 +40,15 @@
 #include "libplan/common.h"
 #include "runner.h"
 
-#define WORLD 4
+/* The most ranks of a run: 4 emulated, a process per GPU on a device. */
+#define MAX_RANKS 8
 
+static plan_runner_plugin_entry_fn entry;
 static const plan_runner_vtable *vt;
 static char tmpdir[256];
 static int passed, failed;
+static int device_mode; /* --device: the real plugin and NCCL, on GPUs */
+static int world = 4;
 
 /* ---- in a rank's process: a failure ends it with a reason ------------- */
 
@@ -102,12 +115,17 @@ static void check_reduce(plan_comm *c, const int *m, int n, int round, int red,
 
 static void check_exchange(plan_comm *c, int round) {
   char err[512];
-  int next = (me + 1) % WORLD, prev = (me + WORLD - 1) % WORLD;
-  int opp = (me + 2) % WORLD;
+  if (world < 2)
+    return;
+  int next = (me + 1) % world, prev = (me + world - 1) % world;
+  int opp_to = (me + world / 2) % world,
+      opp_from = (me + world - world / 2) % world;
   /* to the next rank one message; to the opposite one three, in order,
-   * the middle one empty; the same from the previous and the opposite */
+   * the middle one empty; the same from the previous and the opposite
+   * (with fewer than 4 ranks the next one is the opposite one) */
   size_t sizes[4] = {1000, 17, 0, 100000};
-  int to[4] = {next, opp, opp, opp}, from[4] = {prev, opp, opp, opp};
+  int to[4] = {next, opp_to, opp_to, opp_to};
+  int from[4] = {prev, opp_from, opp_from, opp_from};
   unsigned char *out[4], *in[4];
   plan_comm_msg s[4], r[4];
   for (int k = 0; k < 4; k++) {
@@ -125,6 +143,8 @@ static void check_exchange(plan_comm *c, int round) {
   /* receives posted in another order than the sends: only each peer's
    * own order counts */
   plan_comm_msg rr[4] = {r[1], r[0], r[2], r[3]};
+  if (next == opp_to)
+    memcpy(rr, r, sizeof rr);
   EXPECT_OK(c->ops->exchange(c, s, 4, rr, 4, err, sizeof err), "exchange");
   for (int k = 0; k < 4; k++)
     for (size_t i = 0; i < sizes[k]; i++)
@@ -139,76 +159,126 @@ static void check_exchange(plan_comm *c, int round) {
   }
 }
 
+/* The plugin's vtable: taken in each rank's process on a device (CUDA
+ * must not start before the fork), once before the forks emulated. */
+static int take_vtable(void) {
+  char err[512] = "";
+  vt = entry(PLAN_RUNNER_API_VERSION, err, sizeof err);
+  if (!vt || !vt->comm_open) {
+    fprintf(stderr, "test_comm_nccl: no comm_open from the plugin: %s\n", err);
+    return 0;
+  }
+  return 1;
+}
+
 static void rank_main(int rank, const char *rv, int with_split) {
   char err[512], d[512], want[512];
   me = rank;
   alarm(60);
+  if (device_mode) {
+    /* one GPU per process, as a launcher's LOCAL_RANK gives */
+    char dev[16];
+    snprintf(dev, sizeof dev, "%d", rank);
+    setenv("PLAN_CUDA_DEVICE", dev, 1);
+    setenv("LOCAL_RANK", dev, 1);
+    if (!take_vtable())
+      exit(3);
+  }
   plan_comm *c = NULL;
-  EXPECT_OK(vt->comm_open(&c, rank, WORLD, rv, 20.0, err, sizeof err),
+  EXPECT_OK(vt->comm_open(&c, rank, world, rv, 30.0, err, sizeof err),
             "comm_open");
   if (!c)
     exit(1);
   c->ops->describe(c, d, sizeof d);
-  snprintf(want, sizeof want,
-           "nccl 2.18.5, rank %d of %d, device 0 (host emulation), "
-           "NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0",
-           rank, WORLD);
-  if (strncmp(d, want, strlen(want)) ||
+  if (device_mode)
+    snprintf(want, sizeof want, ", rank %d of %d, device %d (", rank, world,
+             rank);
+  else
+    snprintf(want, sizeof want,
+             "nccl 2.18.5, rank %d of %d, device 0 (host emulation), "
+             "NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0",
+             rank, world);
+  if (strncmp(d, "nccl ", 5) || !strstr(d, want) ||
+      !strstr(d, "NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_NVLS_ENABLE=0") ||
       (strstr(d, "no ncclCommSplit") == NULL) != with_split)
     bad("describe: '%s'", d);
+  if (rank == 0)
+    printf("      %s\n", d);
   const char *algo = getenv("NCCL_ALGO");
   if (!algo || strcmp(algo, "Ring"))
     bad("NCCL_ALGO is %s after comm_open", algo ? algo : "unset");
 
-  check_exchange(c, 0);
-  int pair[2] = {rank < 2 ? 0 : 2, rank < 2 ? 1 : 3};
+  /* groups that partition the world, each step's new to every rank at
+   * once (comm.h): pairs {0,1} {2,3} ..., crossed pairs {0,2} {3,1} on 4
+   * ranks, the world, then 3 + 1 on 4 ranks */
+  int all[MAX_RANKS], alone[1] = {rank};
+  for (int i = 0; i < world; i++)
+    all[i] = i;
+  int pair[2] = {rank & ~1, rank | 1};
   int cross[2] = {rank % 2 ? 3 : 0, rank % 2 ? 1 : 2}; /* {0,2} {3,1} */
-  int all[WORLD] = {0, 1, 2, 3}, alone[1] = {rank};
-  check_reduce(c, pair, 2, 1, PLAN_RED_SUM, "all_reduce sum, pairs");
-  check_reduce(c, cross, 2, 2, PLAN_RED_MAX, "all_reduce max, crossed pairs");
-  check_reduce(c, cross, 2, 3, PLAN_RED_MIN, "all_reduce min, crossed pairs");
-  check_reduce(c, all, WORLD, 4, PLAN_RED_SUM, "all_reduce sum, the world");
-  check_reduce(c, pair, 2, 6, PLAN_RED_AVG, "all_reduce avg, pairs again");
-  check_exchange(c, 7);
-  check_reduce(c, cross, 2, 8, PLAN_RED_AVG, "all_reduce avg, crossed again");
-  /* 3 + 1: rank 3 alone (comm.h: every rank meets its group for the
-   * first time at the same step, so no earlier step had it alone) */
   int three[3] = {0, 1, 2};
-  if (rank < 3)
-    check_reduce(c, three, 3, 9, PLAN_RED_AVG, "all_reduce avg, 3 ranks");
-  else
-    check_reduce(c, alone, 1, 9, PLAN_RED_AVG, "all_reduce avg, 1 rank");
-  check_reduce(c, rank < 3 ? three : alone, rank < 3 ? 3 : 1, 5, PLAN_RED_MAX,
-               "all_reduce max, 3 + 1 again");
-  /* one split per step that meets new groups (pairs, crossed pairs, the
-   * world, 3 + 1), none for the groups met again */
-  void *fake = dlopen(getenv("PLAN_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-  void *calls = fake ? dlsym(fake, "fake_nccl_split_calls") : NULL;
-  int (*split_calls)(void);
-  memcpy(&split_calls, &calls, sizeof split_calls);
-  if (calls && split_calls() != (with_split ? 4 : 0))
-    bad("%d calls of ncclCommSplit, not %d", split_calls(), with_split ? 4 : 0);
-  if (!calls)
-    bad("the fake's split counter is not there");
-  if (fake)
-    dlclose(fake);
+  int pairs = world % 2 == 0, four = world == 4;
+  int nsplits = 0;
+  check_exchange(c, 0);
+  if (pairs) {
+    check_reduce(c, pair, 2, 1, PLAN_RED_SUM, "all_reduce sum, pairs");
+    nsplits++;
+  }
+  if (four) {
+    check_reduce(c, cross, 2, 2, PLAN_RED_MAX, "all_reduce max, crossed pairs");
+    check_reduce(c, cross, 2, 3, PLAN_RED_MIN, "all_reduce min, crossed pairs");
+    nsplits++;
+  }
+  check_reduce(c, all, world, 4, PLAN_RED_SUM, "all_reduce sum, the world");
+  if (world != 2) /* on 2 ranks the world is the pair met before */
+    nsplits++;
+  if (pairs)
+    check_reduce(c, pair, 2, 6, PLAN_RED_AVG, "all_reduce avg, pairs again");
+  check_exchange(c, 7);
+  check_reduce(c, all, world, 8, PLAN_RED_AVG, "all_reduce avg, the world");
+  check_reduce(c, all, world, 8, PLAN_RED_MAX, "all_reduce max, the world");
+  if (four) {
+    check_reduce(c, cross, 2, 8, PLAN_RED_AVG, "all_reduce avg, crossed again");
+    /* 3 + 1: rank 3 alone, the average over 3 of values whose sum / 3
+     * differs from NCCL's ncclAvg (each times 1 / 3, summed) */
+    check_reduce(c, rank < 3 ? three : alone, rank < 3 ? 3 : 1, 9, PLAN_RED_AVG,
+                 "all_reduce avg, 3 + 1");
+    check_reduce(c, rank < 3 ? three : alone, rank < 3 ? 3 : 1, 5, PLAN_RED_MAX,
+                 "all_reduce max, 3 + 1 again");
+    nsplits++;
+  }
+  if (!device_mode) {
+    /* one split per step that meets new groups, none for the groups met
+     * again: the fake counts them */
+    void *fake = dlopen(getenv("PLAN_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
+    void *calls = fake ? dlsym(fake, "fake_nccl_split_calls") : NULL;
+    int (*split_calls)(void);
+    memcpy(&split_calls, &calls, sizeof split_calls);
+    if (!calls)
+      bad("the fake's split counter is not there");
+    else if (split_calls() != (with_split ? nsplits : 0))
+      bad("%d calls of ncclCommSplit, not %d", split_calls(),
+          with_split ? nsplits : 0);
+    if (fake)
+      dlclose(fake);
+  }
 
   /* arguments that are wrong here, whatever the other ranks do */
   plan_comm_msg m = {rank, d, 4};
   if (c->ops->exchange(c, &m, 1, NULL, 0, err, sizeof err) != PLAN_EUSAGE)
     bad("exchange with itself: not PLAN_EUSAGE");
-  m.peer = WORLD;
+  m.peer = world;
   if (c->ops->exchange(c, NULL, 0, &m, 1, err, sizeof err) != PLAN_EUSAGE)
-    bad("exchange with rank %d of %d: not PLAN_EUSAGE", WORLD, WORLD);
-  m.peer = (rank + 1) % WORLD;
+    bad("exchange with rank %d of %d: not PLAN_EUSAGE", world, world);
+  m.peer = (rank + 1) % world;
   m.bytes = -1;
   if (c->ops->exchange(c, &m, 1, NULL, 0, err, sizeof err) != PLAN_EUSAGE)
     bad("exchange of -1 bytes: not PLAN_EUSAGE");
-  int other[1] = {(rank + 1) % WORLD};
+  int other[1] = {(rank + 1) % world};
   double x = 1;
-  if (c->ops->all_reduce(c, other, 1, &x, 1, PLAN_RED_SUM, err, sizeof err) !=
-          PLAN_EUSAGE ||
-      !strstr(err, "not in the group"))
+  if (world > 1 && (c->ops->all_reduce(c, other, 1, &x, 1, PLAN_RED_SUM, err,
+                                       sizeof err) != PLAN_EUSAGE ||
+                    !strstr(err, "not in the group")))
     bad("all_reduce of a group without this rank: '%s'", err);
   int twice[2] = {rank, rank};
   if (c->ops->all_reduce(c, twice, 2, &x, 1, PLAN_RED_SUM, err, sizeof err) !=
@@ -240,7 +310,7 @@ typedef void (*rank_fn)(int rank, const char *rv, int arg);
 
 /* Runs fn in `n` processes (rank 0 .. n-1); true when every one exits 0. */
 static int run_ranks(int n, rank_fn fn, const char *rv, int arg) {
-  pid_t pid[WORLD];
+  pid_t pid[MAX_RANKS];
   fflush(stdout);
   fflush(stderr);
   for (int r = 0; r < n; r++) {
@@ -268,9 +338,10 @@ static int run_ranks(int n, rank_fn fn, const char *rv, int arg) {
 static void world_run(const char *name, const char *lib, int with_split) {
   char rv[512], id[600];
   snprintf(rv, sizeof rv, "%s/%s/rendezvous", tmpdir, name);
-  setenv("PLAN_NCCL_LIBRARY", lib, 1);
-  int ok = run_ranks(WORLD, rank_main, rv, with_split);
-  result(ok, "%s: %d ranks: exchanges and all-reduces", name, WORLD);
+  if (lib)
+    setenv("PLAN_NCCL_LIBRARY", lib, 1);
+  int ok = run_ranks(world, rank_main, rv, with_split);
+  result(ok, "%s: %d ranks: exchanges and all-reduces", name, world);
   struct stat st;
   snprintf(id, sizeof id, "%s/nccl-id", rv);
   result(stat(rv, &st) == 0 && S_ISDIR(st.st_mode) && stat(id, &st) != 0,
@@ -347,25 +418,49 @@ static void failures(const char *fake) {
   unsetenv("NCCL_PROTO");
 }
 
+/* Whether the plugin's entry point finds a device, asked in a process of
+ * its own (CUDA must not start in this one before the forks). */
+static int device_present(void) {
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(take_vtable() ? 0 : 3);
+  int st;
+  return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
+         WEXITSTATUS(st) == 0;
+}
+
 int main(int argc, char **argv) {
+  device_mode = argc >= 2 && !strcmp(argv[1], "--device");
   if (argc != 4) {
-    fprintf(stderr, "usage: test_comm_nccl PLUGIN FAKE FAKE_NOSPLIT\n");
+    fprintf(stderr, "usage: test_comm_nccl PLUGIN FAKE FAKE_NOSPLIT\n"
+                    "       test_comm_nccl --device PLUGIN NGPUS\n");
     return 2;
   }
-  void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  const char *plugin = argv[device_mode ? 2 : 1];
+  if (device_mode) {
+    world = atoi(argv[3]);
+    if (world < 1 || world > MAX_RANKS) {
+      fprintf(stderr, "test_comm_nccl: 1 to %d GPUs\n", MAX_RANKS);
+      return 2;
+    }
+  }
+  void *lib = dlopen(plugin, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "test_comm_nccl: %s\n", dlerror());
-    return 2;
+    return device_mode ? 3 : 2;
   }
-  plan_runner_plugin_entry_fn entry;
   void *sym = dlsym(lib, PLAN_RUNNER_PLUGIN_ENTRY);
   memcpy(&entry, &sym, sizeof entry);
-  char err[512] = "";
-  vt = sym ? entry(PLAN_RUNNER_API_VERSION, err, sizeof err) : NULL;
-  if (!vt || !vt->comm_open) {
-    fprintf(stderr, "test_comm_nccl: %s: no comm_open in the vtable %s\n",
-            argv[1], err);
+  if (!sym) {
+    fprintf(stderr, "test_comm_nccl: %s: no entry point\n", plugin);
     return 2;
+  }
+  if (!device_mode && !take_vtable())
+    return 2;
+  if (device_mode && !device_present()) {
+    printf("comm-nccl: skipped: no usable CUDA device\n");
+    return 3;
   }
   const char *t = getenv("TMPDIR");
   snprintf(tmpdir, sizeof tmpdir, "%s/libplan-comm-nccl.XXXXXX",
@@ -381,9 +476,19 @@ int main(int argc, char **argv) {
   unsetenv("FAKE_NCCL_FAIL");
   setenv("FAKE_NCCL_TIMEOUT", "10", 1);
 
-  world_run("split", argv[2], 1);
-  world_run("fold", argv[3], 0);
-  failures(argv[2]);
+  if (device_mode) {
+    /* NCCL as the loader finds it (the bundle's env.sh) */
+    unsetenv("PLAN_NCCL_LIBRARY");
+    world_run("device", NULL, 0);
+  } else {
+    world_run("split", argv[2], 1);
+    world_run("fold", argv[3], 0);
+    world = 2;
+    world_run("split-2", argv[2], 1);
+    world = 3;
+    world_run("split-3", argv[2], 1);
+    failures(argv[2]);
+  }
 
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
