@@ -56,7 +56,7 @@ SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps deps-python test check-unit check-headers check-conformance \
-        check-cli check-models check-lua check-python check-corpus check-docs wheel demo tour bench asan fuzz fmt lint install clean \
+        check-cli check-dist check-models check-lua check-python check-corpus check-docs wheel demo tour bench asan fuzz fmt lint install clean \
         tests-build
 
 all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
@@ -151,6 +151,10 @@ check-corpus: $(TOOL)
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 
+# plan verify --distributed: a process per rank, over TCP (tests/dist/run.sh)
+check-dist: $(TOOL)
+	@sh tests/dist/run.sh $(TOOL)
+
 check-models: $(TOOL)
 	@sh tests/models/run.sh $(TOOL)
 
@@ -174,13 +178,13 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
 asan:
-	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-lua
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)

@@ -1,6 +1,6 @@
 /* `plan verify`: run a plan and its single-device program on a runner's
- * simulated ranks (the CPU runner, or the CUDA plugin's virtual ranks) and
- * compare every tensor. */
+ * simulated ranks (the CPU runner, or the CUDA plugin's virtual ranks), or
+ * as one process per rank (--distributed), and compare every tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,9 @@
 const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner R]\n"
     "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... [--reduce]\n"
-    "                   [--report text|yaml|json|junit [--out FILE]] PLAN|LOWERED\n"
+    "                   [--report text|yaml|json|junit [--out FILE]]\n"
+    "                   [--distributed DIR [--timeout S] [--comm tcp|nccl]]\n"
+    "                   PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
     "a runner (every rank simulated in this process) and runs the\n"
@@ -51,6 +53,18 @@ const char usage_verify[] =
     "  --report F    the report's format: text (default), yaml or json (schema\n"
     "                libplan-verify/1), junit (XML for CI)\n"
     "  --out FILE    write the report to FILE (atomically) instead of stdout\n"
+    "  --distributed DIR  run as one process of a distributed verification:\n"
+    "                one process per mesh rank, started by a launcher that\n"
+    "                sets RANK and WORLD_SIZE (torchrun, mpirun; OpenMPI's\n"
+    "                OMPI_COMM_WORLD_RANK/SIZE are read too); each runs its\n"
+    "                rank's share, the collectives over TCP (cpu) or NCCL\n"
+    "                (cuda, the GPU LOCAL_RANK names); they meet in DIR, a\n"
+    "                fresh folder all of them see. Rank 0 writes the report;\n"
+    "                every process exits with the verdict (docs/gpu.md)\n"
+    "  --timeout S   how long a process waits for the others (default 300)\n"
+    "  --comm C      the collectives' transport: nccl (cuda's default) or\n"
+    "                tcp (the cpu runner's; with cuda, several processes\n"
+    "                on one GPU)\n"
     "A training plan verifies its training step (loss, every gradient, the\n"
     "optimizer's update over its steps); a pipelined one runs each pipeline\n"
     "rank's schedule, microbatch by microbatch (a deadlock is reported).\n"
@@ -66,6 +80,11 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
                            const char *format, const char *outfile) {
   char *text;
   size_t len;
+  if (!file) { /* distributed, not rank 0: the verdict alone */
+    int rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
+    plan_verify_report_free(r);
+    return rc;
+  }
   if (plan_verify_report_write(&text, &len, r, format)) {
     plan_verify_report_free(r);
     return cli_fail_last();
@@ -86,6 +105,33 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
   int rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
   plan_verify_report_free(r);
   return rc;
+}
+
+/* An integer in [lo, hi] from the first of two environment variables set;
+ * -1 when neither is, -2 when it is not such a number. */
+static int env_int(const char *a, const char *b, int lo, int hi) {
+  const char *v = getenv(a);
+  if (!v || !v[0])
+    v = getenv(b);
+  if (!v || !v[0])
+    return -1;
+  char *e;
+  long x = strtol(v, &e, 10);
+  return *e || x < lo || x > hi ? -2 : (int)x;
+}
+
+/* --distributed: this process's rank and the world size, from the
+ * launcher's environment. */
+static int distributed_ranks(plan_verify_options *o) {
+  o->world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1, 1 << 20);
+  o->rank = env_int("RANK", "OMPI_COMM_WORLD_RANK", 0, 1 << 20);
+  if (o->world == -1 || o->rank == -1)
+    return cli_usage("verify", "--distributed needs RANK and WORLD_SIZE "
+                               "from the launcher (torchrun, mpirun)");
+  if (o->world < 0 || o->rank < 0 || o->rank >= o->world)
+    return cli_usage("verify", "RANK and WORLD_SIZE are not a rank of a "
+                               "world (0 <= RANK < WORLD_SIZE)");
+  return 0;
 }
 
 /* A tolerance: a finite number >= 0, the whole argument. */
@@ -170,6 +216,15 @@ int cmd_verify(int argc, char **argv) {
         return cli_usage("verify", "--report is text, yaml, json or junit");
     } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
       outfile = argv[++i];
+    } else if (!strcmp(argv[i], "--distributed") && i + 1 < argc) {
+      o.rendezvous = argv[++i];
+    } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
+      if (!parse_tol(argv[++i], 0, &o.timeout_s, &end) || !(o.timeout_s > 0))
+        return cli_usage("verify", "--timeout takes seconds > 0");
+    } else if (!strcmp(argv[i], "--comm") && i + 1 < argc) {
+      o.comm = argv[++i];
+      if (strcmp(o.comm, "tcp") && strcmp(o.comm, "nccl"))
+        return cli_usage("verify", "--comm is tcp or nccl");
     } else if (!strcmp(argv[i], "--runner") && i + 1 < argc) {
       o.runner = argv[++i];
       if (strcmp(o.runner, "cpu") && strcmp(o.runner, "cuda"))
@@ -194,6 +249,15 @@ int cmd_verify(int argc, char **argv) {
     return cli_usage("verify", "tolerances need float mode (exact mode "
                                "compares bits)");
   o.ntolerances = ntols;
+  if ((o.timeout_s > 0 || o.comm) && !o.rendezvous)
+    return cli_usage("verify", "--timeout and --comm go with --distributed");
+  if (o.comm && !strcmp(o.comm, "nccl") && (!o.runner || strcmp(o.runner, "cuda")))
+    return cli_usage("verify", "--comm nccl goes with --runner cuda");
+  int drc = o.rendezvous ? distributed_ranks(&o) : 0;
+  if (drc)
+    return drc;
+  /* distributed: rank 0 speaks for every process */
+  const char *shown = o.rendezvous && o.rank ? NULL : file;
   /* a lowered program runs as written */
   plan_lowered *l;
   int lowered = cli_load_lowered(file, &l);
@@ -206,7 +270,8 @@ int cmd_verify(int argc, char **argv) {
     plan_lowered_free(l);
     if (rrc)
       return cli_fail_last();
-    print_reduction(sum, format, outfile);
+    if (shown)
+      print_reduction(sum, format, outfile);
     free(sum);
     l = rl;
   }
@@ -214,7 +279,7 @@ int cmd_verify(int argc, char **argv) {
     plan_verify_report *lr;
     if (plan_verify_lowered(&lr, l->plan, l, &o))
       return cli_fail_last();
-    return cli_emit_report(lr, file, format, outfile);
+    return cli_emit_report(lr, shown, format, outfile);
   }
   /* the static checks first: an invalid plan is not run */
   plan_plan *p;
@@ -230,7 +295,8 @@ int cmd_verify(int argc, char **argv) {
     }
     plan_free(p);
     p = rp;
-    print_reduction(sum, format, outfile);
+    if (shown)
+      print_reduction(sum, format, outfile);
     free(sum);
   }
   plan_verify_report *r; /* manual regions: their bodies run as Lua */
@@ -239,7 +305,7 @@ int cmd_verify(int argc, char **argv) {
     plan_free(p);
     return cli_fail_last(); /* 3 for what cannot run here, else 2 */
   }
-  rc = cli_emit_report(r, file, format, outfile);
+  rc = cli_emit_report(r, shown, format, outfile);
   plan_free(p);
   return rc;
 }

@@ -113,6 +113,11 @@ typedef struct vctx {
   int mb_axis;
   int64_t mb_now;
   bool deadlock; /* the schedule could not finish: nothing compared */
+  /* Distributed verification (verify_dist.c): this process's
+   * communicator and the one mesh rank it runs; NULL: every rank here. */
+  plan_comm *comm;
+  int64_t me;
+  int dist_rc; /* a communicator's failure where no status could return */
 } vctx;
 
 /* The rank with r's coordinates and microbatch 0 (r itself without a
@@ -138,6 +143,16 @@ static inline bool vx_in_mb(const vctx *c, int64_t r) {
   return c->mb_now < 0 || c->coords[r][c->mb_axis] == c->mb_now;
 }
 
+/* Whether rank r runs in this process (every rank, unless distributed). */
+static inline bool vx_owned(const vctx *c, int64_t r) {
+  return !c->comm || r == c->me;
+}
+
+/* Whether rank r takes part in the step being run here. */
+static inline bool vx_runs(const vctx *c, int64_t r) {
+  return vx_in_mb(c, r) && vx_owned(c, r);
+}
+
 /* The slack of float mode's low-precision bound (verify.c's
  * low_precision_bound; the partial-sums diagnosis allows the same). */
 #define PLAN_VERIFY_LOWP_FACTOR 4.0
@@ -161,6 +176,54 @@ bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
  * differ from coord only on the partial axes pa[from..np). */
 void vx_group_value(const vctx *c, int buf, const int *pa, int np, int from,
                     int64_t *coord, int64_t li, double *out);
+/* Local index of global element g in block b, or -1 when b lacks it. */
+int64_t vx_local_index(const plan_tensor *t, const block *b, int64_t g);
+/* The rank whose block of step s's input gives rank d's element g of the
+ * output in a redistribution that copies (not a reduction), and the local
+ * index there (*li): the first member of d's group, in coordinate order,
+ * whose block holds g (an all_gather with an order reads its block from
+ * the member that order names). -1 when no member holds g; -2 when the
+ * order's block is too short (uneven pieces). */
+int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+                         int64_t g, int64_t *li);
+/* *into += one (the comparison of more blocks of the same buffer). */
+void vx_merge_diff(diff *into, const diff *one);
+/* The reduction a redistribution's members fold (reduce2 of verify.c). */
+double vx_reduce2(int op, double a, double b);
+
+/* ---- distributed verification (verify_dist.c) ------------------------------ */
+
+/* Opens the communicator of options' rank and world and checks that every
+ * process verifies the same plan p (the caller's: a training step runs
+ * one derived from it) the same way. */
+int vx_dist_open(vctx *c, const plan_plan *p);
+void vx_dist_close(vctx *c);
+/* The collectives of step s for this process's rank, through the
+ * communicator: an all-reduce along the step's axis (k members), a
+ * reduce-scatter, a redistribution that copies. */
+int vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k);
+int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k);
+int vx_dist_redist(vctx *c, const plan_lstep *s);
+/* Before comparing partial buffer buf: its group's blocks brought to the
+ * group's leader (where compare_blocks reduces them); after: let go. */
+int vx_dist_gather_partial(vctx *c, int buf);
+void vx_dist_drop_partial(vctx *c, int buf);
+/* Every process's comparisons of the buffers merged (in rank order), so
+ * that each makes the same report; one comparison, likewise. */
+int vx_dist_merge_diffs(vctx *c);
+int vx_dist_merge_one(vctx *c, diff *df);
+/* Each process's `bytes` at mine, every one's into all (rank q's at
+ * q * bytes). */
+int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
+                       const char *what);
+/* Whether `ok` holds in every process (ok itself when not distributed;
+ * false, with c->dist_rc set, when the communicator fails). */
+bool vx_dist_all(vctx *c, bool ok);
+/* Every rank's block of buffer b, this process's from blocks[me], into
+ * global by global index (ranks last to first, as in one process). */
+int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+                          double *const *blocks, double *global);
+
 /* The dtype tensor t runs in (--dtype, or its own). */
 plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t);
 /* Tensor t's comparison tolerances; the diagnoses' (at least the
@@ -180,8 +243,9 @@ double *vx_take_array(vctx *c, int64_t n, bool zero);
 void vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* Every block of buffer b allocated (zeros when fresh and `zero`). */
 int vx_ensure_buffer(vctx *c, int b, bool zero);
-/* Compares every replica of buffer buf with the reference, into *df. */
-void vx_compare_buffer(const vctx *c, int buf, diff *df);
+/* Compares every replica of buffer buf with the reference, into *df
+ * (distributed: every process's replicas, merged). */
+int vx_compare_buffer(vctx *c, int buf, diff *df);
 /* Records and prints the comparison of buffer buf ("tensor" or "output",
  * for op opname); the first mismatch sets the first divergent op. */
 void vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,

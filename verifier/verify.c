@@ -67,8 +67,7 @@ int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
   return g;
 }
 
-/* Local index of global element g in block b, or -1 when b lacks it. */
-static int64_t local_index(const plan_tensor *t, const block *b, int64_t g) {
+int64_t vx_local_index(const plan_tensor *t, const block *b, int64_t g) {
   int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];
@@ -377,7 +376,7 @@ int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
 
 /* ---- collectives ------------------------------------------------------------ */
 
-static double reduce2(plan_reduce op, double a, double b) {
+double vx_reduce2(int op, double a, double b) {
   switch (op) {
   case PLAN_RED_MAX:
     return a > b ? a : b;
@@ -431,6 +430,8 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   const plan_redist_step *st = &s->redist;
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis;
+  if (c->comm)
+    return vx_dist_all_reduce(c, s, k);
   /* the group's first member reduces in coordinate order; the others copy
    * its result (every member would compute the same bits) */
   for (int64_t r = 0; r < c->nranks; r++) {
@@ -459,7 +460,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
           x[e] += y[e];
       else
         for (int64_t e = 0; e < d->n; e++)
-          x[e] = reduce2(st->reduce, x[e], y[e]);
+          x[e] = vx_reduce2(st->reduce, x[e], y[e]);
     }
     if (st->reduce == PLAN_RED_AVG && !c->runner->all_reduce)
       for (int64_t e = 0; e < d->n; e++)
@@ -507,7 +508,7 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
       coord[a] = s->group_order[m];
     const block *vb = &src[vx_rank_at(c->m, coord)];
     for (int64_t e = 0; e < d->n && whole; e++) {
-      int64_t li = local_index(t, sb, vx_global_index(t, d, e));
+      int64_t li = vx_local_index(t, sb, vx_global_index(t, d, e));
       whole = li >= 0 && li < vb->n;
       if (whole)
         blocks[m][e] = vb->data[li];
@@ -529,6 +530,27 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
   return rc;
 }
 
+int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+                         int64_t g, int64_t *li) {
+  const plan_redist_step *st = &s->redist;
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const block *src = c->bufs[s->in[0]];
+  int a = st->axis;
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[d], sizeof coord);
+  for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) { /* coordinate order */
+    coord[a] = m;
+    *li = vx_local_index(t, &src[vx_rank_at(c->m, coord)], g);
+    if (*li < 0)
+      continue;
+    if (s->group_order) /* position m holds the block of order[m] */
+      coord[a] = s->group_order[m];
+    int64_t q = vx_rank_at(c->m, coord);
+    return *li < src[q].n ? q : -2; /* the reader allows even pieces only */
+  }
+  return -1;
+}
+
 static int run_redist(vctx *c, const plan_lstep *s) {
   const plan_redist_step *st = &s->redist;
   const plan_lbuf *ob = &c->low->bufs[s->out[0]];
@@ -538,8 +560,14 @@ static int run_redist(vctx *c, const plan_lstep *s) {
   int64_t k = c->m->axis_sizes[a];
   if (st->kind == PLAN_REDIST_ALL_REDUCE)
     return run_all_reduce(c, s, k);
+  bool local = st->kind == PLAN_REDIST_ZERO_NON_OWNER ||
+               st->kind == PLAN_REDIST_RELABEL;
+  if (c->comm && st->kind == PLAN_REDIST_REDUCE_SCATTER)
+    return vx_dist_reduce_scatter(c, s, k);
+  if (c->comm && !local)
+    return vx_dist_redist(c, s);
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!vx_in_mb(c, r))
+    if (!vx_runs(c, r))
       continue;
     if (st->kind == PLAN_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
       bool done;
@@ -560,10 +588,23 @@ static int run_redist(vctx *c, const plan_lstep *s) {
         d->data[e] = 0;
         continue;
       }
-      if (st->kind == PLAN_REDIST_ZERO_NON_OWNER ||
-          st->kind == PLAN_REDIST_RELABEL) {
-        int64_t li = local_index(t, &src[r], g);
+      if (local) {
+        int64_t li = vx_local_index(t, &src[r], g);
         d->data[e] = li >= 0 ? src[r].data[li] : 0;
+        continue;
+      }
+      if (!reduce) {
+        int64_t li, q = vx_redist_source(c, s, r, g, &li);
+        if (q == -2)
+          return plan_failf(PLAN_EINVALID,
+                            "all_gather of '%s': its order needs even "
+                            "pieces", t->name);
+        if (q < 0)
+          return plan_failf(PLAN_EINVALID,
+                            "%s of '%s': no rank of the group holds an "
+                            "element",
+                            plan_redist_kind_name(st->kind), t->name);
+        d->data[e] = src[q].data[li];
         continue;
       }
       double acc = 0;
@@ -571,7 +612,7 @@ static int run_redist(vctx *c, const plan_lstep *s) {
       for (int64_t m = 0; m < k; m++) { /* the group, in coordinate order */
         coord[a] = m;
         const block *sb = &src[vx_rank_at(c->m, coord)];
-        int64_t li = local_index(t, sb, g);
+        int64_t li = vx_local_index(t, sb, g);
         if (li < 0)
           continue;
         if (s->group_order) { /* position m holds the block of order[m] */
@@ -582,12 +623,7 @@ static int run_redist(vctx *c, const plan_lstep *s) {
                               "all_gather of '%s': its order needs even "
                               "pieces", t->name);
         }
-        if (!reduce) {
-          acc = sb->data[li];
-          have = true;
-          break;
-        }
-        acc = have ? reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
+        acc = have ? vx_reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
         have = true;
       }
       if (reduce && st->reduce == PLAN_RED_AVG)
@@ -643,7 +679,7 @@ int vx_ensure_buffer(vctx *c, int b, bool zero) {
       blk->data = c->bufs[b][vx_mb_first(c, r)].data;
       continue;
     }
-    if (!vx_in_mb(c, r)) /* pipelines: this microbatch's */
+    if (!vx_runs(c, r)) /* pipelines: this microbatch's; this process's */
       continue;
     int rc = take_block(c, blk);
     if (rc)
@@ -733,11 +769,12 @@ static int run_input(vctx *c, const plan_lstep *s) {
   const plan_lbuf *b = &l->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[s->out[0]][r];
-    if (vx_shared_copy(c, s->out[0], r)) /* its owner's block, filled */
-      continue;
+    if (vx_shared_copy(c, s->out[0], r) || !vx_owned(c, r))
+      continue; /* its owner's block, filled; another process's */
     /* a replica: copy the first rank's block that has the same place
-     * (not for a partial leaf, zeroed on non-owners below) */
-    int64_t q = vx_partial_axes(b, c->m->naxes, NULL) ? r : 0;
+     * (not for a partial leaf, zeroed on non-owners below; nor when the
+     * first is in another process: filled again, the same values) */
+    int64_t q = vx_partial_axes(b, c->m->naxes, NULL) || c->comm ? r : 0;
     block *rb = c->bufs[s->out[0]];
     while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
                      memcmp(rb[q].local, blk->local, sizeof blk->local)))
@@ -780,7 +817,7 @@ int vx_exec_step(vctx *c, int i) {
     const plan_op *op = &c->prog->ops[s->op];
     double scale = mean_avg_scale(c, s, op);
     for (int64_t r = 0; r < c->nranks && !rc; r++) {
-      if (!vx_in_mb(c, r))
+      if (!vx_runs(c, r))
         continue;
       block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
       for (int j = 0; j < s->nin; j++)
@@ -1073,7 +1110,7 @@ void vx_group_value(const vctx *c, int buf, const int *pa, int np,
     coord[a] = m;
     double v;
     vx_group_value(c, buf, pa, np, from + 1, coord, li, &v);
-    acc = m ? reduce2(op, acc, v) : v;
+    acc = m ? vx_reduce2(op, acc, v) : v;
   }
   if (op == PLAN_RED_AVG)
     acc /= (double)c->m->axis_sizes[a];
@@ -1124,9 +1161,17 @@ static int group_members(const vctx *c, int buf, const int *pa, int np,
 }
 
 /* Compares every replica of buffer `buf` with the reference. */
-void vx_compare_buffer(const vctx *c, int buf, diff *df) {
+int vx_compare_buffer(vctx *c, int buf, diff *df) {
   memset(df, 0, sizeof *df);
-  compare_blocks(c, buf, -1, df);
+  if (!c->comm) {
+    compare_blocks(c, buf, -1, df);
+    return PLAN_OK;
+  }
+  int rc = vx_dist_gather_partial(c, buf);
+  if (!rc)
+    compare_blocks(c, buf, -1, df);
+  vx_dist_drop_partial(c, buf);
+  return rc ? rc : vx_dist_merge_one(c, df);
 }
 
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
@@ -1140,7 +1185,8 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
    * microbatches): compared once */
   bool mb_once = c->mb_axis >= 0 && lb->pl.ax[c->mb_axis].kind == PLAN_PL_R;
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!vx_partial_leader(c, r, pa, np)) /* one representative per group */
+    /* one representative per group, in the process that runs it */
+    if (!vx_partial_leader(c, r, pa, np) || !vx_owned(c, r))
       continue;
     if ((mb_once && c->coords[r][c->mb_axis] != 0) ||
         (mb >= 0 && c->coords[r][c->mb_axis] != mb))
@@ -1300,7 +1346,12 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
     c->equal = 0;
     c->first_op = opname;
     c->first_tensor = t->name;
-    vx_diagnose(c, buf, df);
+    if (c->comm) /* the diagnoses read every rank's blocks */
+      snprintf(c->diagnosis, sizeof c->diagnosis,
+               "not made when distributed (each process holds one rank's "
+               "blocks); verify in one process to diagnose");
+    else
+      vx_diagnose(c, buf, df);
   }
   plan_buf_printf(&c->text,
                   "NOT EQUAL %s '%s' (%s, as %s): %lld of %lld elements "
@@ -1332,11 +1383,16 @@ static int compare_some(vctx *c, int buf, int64_t mb, diff *df) {
 }
 
 static int compare_one(vctx *c, int buf, diff *df) {
-  return compare_some(c, buf, -1, df);
+  if (!c->comm)
+    return compare_some(c, buf, -1, df);
+  int rc = vx_dist_gather_partial(c, buf); /* a partial group's blocks */
+  if (!rc)
+    rc = compare_some(c, buf, -1, df);
+  vx_dist_drop_partial(c, buf);
+  return rc;
 }
 
-/* *into += one (the comparison of more blocks of the same buffer). */
-static void merge_diff(diff *into, const diff *one) {
+void vx_merge_diff(diff *into, const diff *one) {
   if (one->mismatches && (!into->mismatches || one->max_abs > into->max_abs)) {
     into->max_abs = one->max_abs;
     into->at = one->at;
@@ -1377,7 +1433,7 @@ int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
   double t0 = seconds_now();
   diff one;
   int rc = compare_some(c, b, k, &one);
-  merge_diff(&c->diffs[b], &one);
+  vx_merge_diff(&c->diffs[b], &one);
   if (!rc && last)
     compared_buffer(c, b);
   c->cmp_seconds += seconds_now() - t0;
@@ -1452,7 +1508,7 @@ static int compare_pipelined(vctx *c) {
 
 /* Reports every comparison in topological order, then the outputs as
  * delivered: the first mismatch is the first divergent op. */
-static int compare_all(vctx *c) {
+static int compare_all(vctx *c, bool report) {
   const plan_program *prog = c->prog;
   int rc;
   diff *df;
@@ -1468,12 +1524,15 @@ static int compare_all(vctx *c) {
         continue;
       if ((rc = diff_of(c, b, &df)))
         return rc;
-      vx_report_tensor(c, "tensor", prog->ops[i].name, b, df);
+      if (report)
+        vx_report_tensor(c, "tensor", prog->ops[i].name, b, df);
     }
   for (int k = 0; k < prog->noutputs; k++) {
     if ((rc = diff_of(c, c->low->delivered[k], &df)))
       return rc;
-    vx_report_tensor(c, "output", "as delivered", c->low->delivered[k], df);
+    if (report)
+      vx_report_tensor(c, "output", "as delivered", c->low->delivered[k],
+                       df);
   }
   return PLAN_OK;
 }
@@ -1568,6 +1627,7 @@ static void free_ctx(vctx *c) {
       free(c->leaf_ref[t]);
   }
   free(c->coords); /* after the blocks: a pipeline's owners use them */
+  vx_dist_close(c);
   free(c->ref_mom);
   free(c->ref_vel);
   free(c->leaf_ref);
@@ -1628,6 +1688,7 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   memcpy(&full, opts,
          opts->version == 2   ? offsetof(plan_verify_options, tolerances)
          : opts->version == 3 ? offsetof(plan_verify_options, runner)
+         : opts->version == 4 ? offsetof(plan_verify_options, world)
                               : sizeof full);
   opts = &full;
   int dtype = -1;
@@ -1668,6 +1729,10 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   plan_arena_init(&c.rec_arena);
   int rc;
   c.nranks = c.m->ndevices;
+  if (opts->world && (rc = vx_dist_open(&c, p))) {
+    free_ctx(&c);
+    return rc;
+  }
   c.coords = calloc((size_t)c.nranks, sizeof *c.coords);
   if (!c.coords) {
     free_ctx(&c);
@@ -1693,11 +1758,19 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     double t0 = seconds_now();
     if ((rc = run_reference(&c, &c.ref)) || (rc = init_tolerances(&c)))
       break;
+    /* distributed: the low-precision bound sums every process's errors
+     * against the f64 reference, so each needs it */
+    if (c.comm && (rc = run_reference64(&c)))
+      break;
     double t1 = seconds_now();
     if ((rc = run_lowered(&c))) /* comparing as it goes */
       break;
     double t2 = seconds_now();
-    rc = compare_all(&c);
+    /* distributed: every process's comparisons first, merged */
+    if (c.comm && !(rc = compare_all(&c, false)))
+      rc = vx_dist_merge_diffs(&c);
+    if (!rc)
+      rc = compare_all(&c, true);
     if (!rc && c.equal && low->train)
       rc = vx_optimizer_step(&c);
     secs[0] += t1 - t0;
@@ -1795,6 +1868,14 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     c.runner->describe(where, sizeof where);
     plan_buf_printf(&c.text, "runner: %s%s%s\n", c.runner->name,
                     where[0] ? ": " : "", where);
+  }
+  if (c.comm) {
+    char how[512] = "";
+    c.comm->ops->describe(c.comm, how, sizeof how);
+    plan_buf_printf(&c.text,
+                    "distributed: %d processes, one rank each, compared "
+                    "where they ran; %s\n",
+                    c.comm->world, how);
   }
   rep->text = dup_or_empty(plan_buf_cstr(&c.text));
   if (!rep->file || !rep->runner) {

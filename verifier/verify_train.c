@@ -14,7 +14,8 @@
 #include "placement.h"
 #include "vctx.h"
 
-/* ---- training steps -------------------------------------------------------- */
+/* ---- training steps --------------------------------------------------------
+ */
 
 /* A training step's verification runs the training program `steps` times.
  * After each run the optimizer updates the reference's params from the
@@ -72,7 +73,9 @@ static double opt_update(const vctx *c, const plan_tensor *t, double w,
   return param_round(c, t, w - o->lr * g);
 }
 
-static double ***new_blocks(int n) { return calloc((size_t)n + 1, sizeof(double **)); }
+static double ***new_blocks(int n) {
+  return calloc((size_t)n + 1, sizeof(double **));
+}
 
 int vx_setup_grid(vctx *c) {
   const plan_lowered *l = c->low;
@@ -98,7 +101,7 @@ int vx_setup_grid(vctx *c) {
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < (pass ? st->nout : st->nin); j++)
           if (vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
-                           c->m->naxes, NULL))
+                              c->m->naxes, NULL))
             c->grid_op[st->op] = false;
     }
   }
@@ -149,7 +152,8 @@ int vx_setup_train(vctx *c) {
   int rc0 = setup_policy(c);
   if (rc0)
     return rc0;
-  plan_lbuf *nb = realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
+  plan_lbuf *nb =
+      realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
   if (!nb)
     return plan_oom();
   l->bufs = nb;
@@ -164,9 +168,8 @@ int vx_setup_train(vctx *c) {
   c->ref_vel = calloc((size_t)np + 1, sizeof(double *));
   c->master_buf = malloc(sizeof(int) * ((size_t)np + 1));
   c->keep_buf = calloc((size_t)(l->nbufs + np + 1), sizeof(bool));
-  if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master ||
-      !c->mom || !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf ||
-      !c->keep_buf)
+  if (!c->keep_ref || !c->leaf_ref || !c->leaf_blk || !c->master || !c->mom ||
+      !c->vel || !c->ref_mom || !c->ref_vel || !c->master_buf || !c->keep_buf)
     return plan_oom();
   /* loss scaling: the backward pass starts from loss_scale, not 1 (the
    * seed grad/<loss>, replicated: one element on every rank) */
@@ -200,6 +203,12 @@ int vx_setup_train(vctx *c) {
   return PLAN_OK;
 }
 
+/* Whether this process keeps rank r's optimizer arrays: its own rank's
+ * (distributed), one copy along a pipeline's microbatch axis. */
+static bool keeps(const vctx *c, int64_t r) {
+  return vx_mb_first(c, r) == r && vx_owned(c, r);
+}
+
 static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
   if (*dst)
     return PLAN_OK;
@@ -211,6 +220,8 @@ static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
       (*dst)[r] = (*dst)[q];
       continue;
     }
+    if (!vx_owned(c, r)) /* distributed: another process's */
+      continue;
     if (!((*dst)[r] = vx_take_array(c, c->bufs[buf][r].n, true)))
       return PLAN_ENOMEM;
   }
@@ -227,6 +238,43 @@ static double clipped(const vctx *c, double g, double coef) {
              : g * coef;
 }
 
+/* explained_by_gradient on rank r. */
+static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
+                           double coef_ref, double coef, int what,
+                           const double *got, const double *want, double k,
+                           double rtol, double atol, double ga) {
+  const plan_ltrain *tr = c->low->train;
+  const plan_training *o = &c->p->training;
+  int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
+  const plan_tensor *x = &c->prog->tensors[t], *gx = &c->prog->tensors[gt];
+  const block *g = &c->bufs[gb][r], *m = &c->bufs[mb][r];
+  if (g->n != m->n)
+    return false;
+  double err2 = 0, base2 = 0;
+  for (int64_t e = 0; e < g->n; e++) {
+    int64_t q = vx_global_index(gx, g, e);
+    double d = g->data[e] * coef - c->ref[gt][q] * coef_ref;
+    double b = c->ref[gt][q] - c->ref64[gt][q];
+    err2 += d * d;
+    base2 += b * b;
+  }
+  if (sqrt(err2) >
+      PLAN_VERIFY_LOWP_FACTOR * sqrt(base2) + ga * sqrt((double)g->n))
+    return false;
+  for (int64_t e = 0; e < m->n; e++) {
+    int64_t q = vx_global_index(x, m, e);
+    double gg = g->data[e] * coef, gw = c->ref[gt][q] * coef_ref;
+    double dd = what == 2 ? fabs(gg * gg - gw * gw)
+                : what == 0 && o->momentum != 0
+                    ? fabs(c->mom[i][r][e] - c->ref_mom[i][q])
+                    : fabs(gg - gw);
+    if (!(fabs(got[e] - want[q]) <=
+          atol + rtol * fabs(want[q]) + k * dd * (1 + 1e-6)))
+      return false;
+  }
+  return true;
+}
+
 /* Float mode: a gradient accepted within the float bound (against the f64
  * reference, as the single-device program's own error) moves what the
  * optimizer computes from it by more than that value's own tolerance: an
@@ -239,10 +287,9 @@ static double clipped(const vctx *c, double g, double coef) {
  * partial or wrongly clipped gradient fails the first test, a wrong update
  * the second. what: 0 the SGD param, 1 Adam's m, 2 Adam's v; got[rank] and
  * want[global index] the values compared. */
-static bool explained_by_gradient(const vctx *c, int i, int gb,
-                                  double coef_ref, const double *coef,
-                                  int what, double *const *got,
-                                  const double *want) {
+static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
+                                  const double *coef, int what,
+                                  double *const *got, const double *want) {
   const plan_ltrain *tr = c->low->train;
   const plan_training *o = &c->p->training;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
@@ -255,34 +302,12 @@ static bool explained_by_gradient(const vctx *c, int i, int gb,
   vx_default_tol(c, gx, &gr, &ga);
   double k = what == 0 ? o->lr : what == 1 ? 1 - o->beta1 : 1 - o->beta2;
   int mb = c->master_buf[i];
-  for (int64_t r = 0; r < c->nranks; r++) {
-    const block *g = &c->bufs[gb][r], *m = &c->bufs[mb][r];
-    if (g->n != m->n)
-      return false;
-    double err2 = 0, base2 = 0;
-    for (int64_t e = 0; e < g->n; e++) {
-      int64_t q = vx_global_index(gx, g, e);
-      double d = g->data[e] * coef[r] - c->ref[gt][q] * coef_ref;
-      double b = c->ref[gt][q] - c->ref64[gt][q];
-      err2 += d * d;
-      base2 += b * b;
-    }
-    if (sqrt(err2) > PLAN_VERIFY_LOWP_FACTOR * sqrt(base2) +
-                         ga * sqrt((double)g->n))
-      return false;
-    for (int64_t e = 0; e < m->n; e++) {
-      int64_t q = vx_global_index(x, m, e);
-      double gg = g->data[e] * coef[r], gw = c->ref[gt][q] * coef_ref;
-      double dd = what == 2                         ? fabs(gg * gg - gw * gw)
-                  : what == 0 && o->momentum != 0 ? fabs(c->mom[i][r][e] -
-                                                          c->ref_mom[i][q])
-                                                    : fabs(gg - gw);
-      if (!(fabs(got[r][e] - want[q]) <=
-            atol + rtol * fabs(want[q]) + k * dd * (1 + 1e-6)))
-        return false;
-    }
-  }
-  return true;
+  bool ok = true;
+  for (int64_t r = 0; r < c->nranks && ok; r++)
+    ok = !vx_owned(c, r) ||
+         rank_explained(c, i, gb, mb, r, coef_ref, coef[r], what, got[r], want,
+                        k, rtol, atol, ga);
+  return vx_dist_all(c, ok); /* every process's ranks */
 }
 
 /* One param's update on every rank, compared; its next storage blocks.
@@ -299,7 +324,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   int rc;
   /* the reference; the state only where the optimizer keeps one */
   bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
-  bool has_m = adam || c->p->training.momentum != 0, last = c->step + 1 >= c->nsteps;
+  bool has_m = adam || c->p->training.momentum != 0,
+       last = c->step + 1 >= c->nsteps;
   double none_m = 0, none_v = 0;
   if ((has_m && !c->ref_mom[i] &&
        !(c->ref_mom[i] = vx_take_array(c, n, true))) ||
@@ -329,7 +355,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
         (adam && (rc = alloc_rank_blocks(c, &c->vel[i], mb))))
       return rc;
     for (int64_t r = 0; r < c->nranks; r++) {
-      if (vx_mb_first(c, r) != r)
+      if (vx_mb_first(c, r) != r || !vx_owned(c, r))
         continue;
       block b = c->bufs[mb][r];
       b.data = c->master[i][r];
@@ -342,6 +368,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   for (int64_t r = 0; r < c->nranks; r++) {
     const block *g = &c->bufs[gb][r];
     block *m = &c->bufs[mb][r];
+    if (!vx_owned(c, r)) /* distributed: another process's */
+      continue;
     if (g->n != m->n)
       return plan_failf(PLAN_EINVALID,
                         "param '%s': its synced gradient is not laid out "
@@ -351,13 +379,13 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     /* pipelines: the master is R along the microbatch axis, one copy
      * shared by every microbatch's ranks (alloc_rank_blocks), updated
      * once; compared once too */
-    if (vx_mb_first(c, r) != r)
+    if (!keeps(c, r))
       continue;
     for (int64_t e = 0; e < m->n; e++)
-      c->master[i][r][e] = opt_update(c, x, c->master[i][r][e],
-                                      clipped(c, g->data[e], coef[r]),
-                                      has_m ? &c->mom[i][r][e] : &none_m,
-                                      adam ? &c->vel[i][r][e] : &none_v);
+      c->master[i][r][e] =
+          opt_update(c, x, c->master[i][r][e], clipped(c, g->data[e], coef[r]),
+                     has_m ? &c->mom[i][r][e] : &none_m,
+                     adam ? &c->vel[i][r][e] : &none_v);
     memcpy(m->data, c->master[i][r], bytes);
   }
   if (c->ref64) { /* the f64 reference knows the old values only */
@@ -365,7 +393,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     c->ref64[t] = NULL;
   }
   diff df;
-  vx_compare_buffer(c, mb, &df);
+  if ((rc = vx_compare_buffer(c, mb, &df)))
+    return rc;
   /* Float mode, Adam: each element's step is normalised by its own second
    * moment, so rounding noise in a gradient near zero can move it by up to
    * lr either way (DESIGN §3). The params are then accepted within 2 lr,
@@ -399,15 +428,15 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   vx_report_tensor(c, "param", label, mb, &df);
   /* Adam's update hides a gradient's scale (DESIGN §3): its state shows it,
    * compared in the master buffer against the reference's state */
-  for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2;
-       st++) {
+  for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2; st++) {
     double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
     for (int64_t r = 0; r < c->nranks; r++)
-      if (vx_mb_first(c, r) == r)
+      if (vx_mb_first(c, r) == r && vx_owned(c, r))
         memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
                sizeof(double) * (size_t)c->bufs[mb][r].n);
     c->ref[t] = want;
-    vx_compare_buffer(c, mb, &df);
+    if ((rc = vx_compare_buffer(c, mb, &df)))
+      return rc;
     if (df.mismatches &&
         explained_by_gradient(c, i, gb, coef_ref, coef, 1 + st,
                               st ? c->vel[i] : c->mom[i], want)) {
@@ -422,16 +451,16 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
       df.mismatches = 0;
     }
     vx_report_tensor(c, st ? "state v" : "state m",
-                  st ? c->label_v : c->label_m, mb, &df);
+                     st ? c->label_v : c->label_m, mb, &df);
     c->ref[t] = keep;
     /* float mode: the next step starts from the reference's state */
     for (int64_t r = 0; float_mode && r < c->nranks; r++)
-      for (int64_t e = 0; vx_mb_first(c, r) == r && e < c->bufs[mb][r].n; e++)
+      for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
         (st ? c->vel[i] : c->mom[i])[r][e] =
             want[vx_global_index(x, &c->bufs[mb][r], e)];
   }
   for (int64_t r = 0; r < c->nranks; r++)
-    if (vx_mb_first(c, r) == r)
+    if (keeps(c, r))
       memcpy(c->bufs[mb][r].data, c->master[i][r],
              sizeof(double) * (size_t)c->bufs[mb][r].n);
   /* the next step's storage blocks (none after the last step) */
@@ -440,30 +469,63 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
     return rc;
   double *glob = NULL;
-  if (!same) { /* gathered from the master blocks */
+  if (!same && !float_mode) { /* gathered from the master blocks */
     if (!(glob = malloc(sizeof(double) * ((size_t)n + 1))))
       return plan_oom();
-    for (int64_t r = c->nranks - 1; r >= 0; r--)
+    if (c->comm) {
+      rc = vx_dist_gather_global(c, x, mb, c->master[i], glob);
+      if (rc) {
+        free(glob);
+        return rc;
+      }
+    }
+    for (int64_t r = c->nranks - 1; r >= 0 && !c->comm; r--)
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
         glob[vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
   }
   /* (a pipelined run's arrays are shared along mb: each written once) */
   if (float_mode) /* every rank restarts from the reference's params */
     for (int64_t r = 0; r < c->nranks; r++)
-      for (int64_t e = 0; vx_mb_first(c, r) == r && e < c->bufs[mb][r].n; e++)
+      for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
         c->master[i][r][e] = c->ref[t][vx_global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (vx_mb_first(c, r) != r)
+    if (!keeps(c, r))
       continue;
     const block *sbk = &c->bufs[sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
-      c->leaf_blk[t][r][e] =
-          float_mode ? c->ref[t][vx_global_index(x, sbk, e)]
-          : same     ? c->master[i][r][e]
-                     : glob[vx_global_index(x, sbk, e)];
+      c->leaf_blk[t][r][e] = float_mode ? c->ref[t][vx_global_index(x, sbk, e)]
+                             : same     ? c->master[i][r][e]
+                                        : glob[vx_global_index(x, sbk, e)];
   }
   free(glob);
   return PLAN_OK;
+}
+
+static double sum_squares(const block *g) {
+  double s = 0;
+  for (int64_t e = 0; e < g->n; e++)
+    s += g->data[e] * g->data[e];
+  return s;
+}
+
+/* Distributed: every rank's sums of squares of its synced gradients,
+ * [rank * nparams + param], gathered from every process. */
+static int gathered_squares(vctx *c, double **sq) {
+  const plan_ltrain *tr = c->low->train;
+  size_t np = (size_t)tr->nparams;
+  double *mine = calloc(np + 1, sizeof *mine);
+  *sq = calloc(np * (size_t)c->nranks + 1, sizeof **sq);
+  if (!mine || !*sq) {
+    free(mine);
+    return plan_oom();
+  }
+  for (size_t i = 0; i < np; i++)
+    mine[i] = sum_squares(
+        &c->bufs[c->low->delivered[tr->grad_out[i]]][c->me]);
+  int rc = vx_dist_all_gather(c, mine, np * sizeof *mine, *sq,
+                              "gathering the gradient norms");
+  free(mine);
+  return rc;
 }
 
 /* Gradient clipping by global norm (torch's clip_grad_norm_: the
@@ -472,7 +534,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
  * every synced gradient over the ranks along that param's norm axes (the
  * all-reduce a runner would do), so each element counts once when lowering
  * chose the axes right. norm[rank] and coef[rank]. */
-static double clip_norms(vctx *c, double *norm, double *coef) {
+static double clip_norms(vctx *c, double *norm, double *coef,
+                         const double *sq) {
   const plan_ltrain *tr = c->low->train;
   double max = c->p->training.clip_grad_norm, ref2 = 0;
   for (int64_t r = 0; r < c->nranks; r++)
@@ -485,10 +548,8 @@ static double clip_norms(vctx *c, double *norm, double *coef) {
       ref2 += c->ref[gt][e] * c->ref[gt][e];
     int gb = c->low->delivered[tr->grad_out[i]];
     for (int64_t q = 0; q < c->nranks; q++) {
-      const block *g = &c->bufs[gb][q];
-      double s = 0;
-      for (int64_t e = 0; e < g->n; e++)
-        s += g->data[e] * g->data[e];
+      double s = sq ? sq[(size_t)q * (size_t)tr->nparams + (size_t)i]
+                    : sum_squares(&c->bufs[gb][q]);
       for (int64_t r = 0; r < c->nranks; r++) { /* q in r's group? */
         bool same = true;
         for (int a = 0; a < c->m->naxes && same; a++)
@@ -514,10 +575,10 @@ int vx_optimizer_step(vctx *c) {
   bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
   const char *label = plan_arena_printf(&c->rec_arena, "%s step %d",
                                         adam ? "adam" : "sgd", c->step + 1);
-  c->label_m = plan_arena_printf(&c->rec_arena,
-                                 "adam step %d: first moment", c->step + 1);
-  c->label_v = plan_arena_printf(&c->rec_arena,
-                                 "adam step %d: second moment", c->step + 1);
+  c->label_m = plan_arena_printf(&c->rec_arena, "adam step %d: first moment",
+                                 c->step + 1);
+  c->label_v = plan_arena_printf(&c->rec_arena, "adam step %d: second moment",
+                                 c->step + 1);
   double *norm = malloc(sizeof(double) * (size_t)c->nranks);
   double *coef = malloc(sizeof(double) * (size_t)c->nranks);
   if (!label || !c->label_m || !c->label_v || !norm || !coef) {
@@ -528,8 +589,12 @@ int vx_optimizer_step(vctx *c) {
   double ref_norm = 0, coef_ref = 1;
   for (int64_t r = 0; r < c->nranks; r++)
     coef[r] = 1;
-  if (c->p->training.clip_grad_norm > 0) {
-    ref_norm = clip_norms(c, norm, coef);
+  double *squares = NULL; /* distributed: every rank's sums of squares */
+  int rc = PLAN_OK;
+  if (c->p->training.clip_grad_norm > 0 && c->comm)
+    rc = gathered_squares(c, &squares);
+  if (c->p->training.clip_grad_norm > 0 && !rc) {
+    ref_norm = clip_norms(c, norm, coef, squares);
     coef_ref = fmin(1, c->p->training.clip_grad_norm / (ref_norm + 1e-6));
   }
   /* loss scaling: the gradients are unscaled before clipping's factor */
@@ -537,7 +602,7 @@ int vx_optimizer_step(vctx *c) {
   coef_ref *= u;
   for (int64_t r = 0; r < c->nranks; r++)
     coef[r] *= u;
-  int rc = PLAN_OK;
+  free(squares);
   bool was_equal = c->equal;
   for (int i = 0; i < tr->nparams && !rc; i++)
     rc = update_param(c, i, label, coef_ref, coef);
@@ -562,6 +627,5 @@ int vx_optimizer_step(vctx *c) {
   }
   free(norm);
   free(coef);
-  return rc;
+  return rc ? rc : c->dist_rc;
 }
-

@@ -13,6 +13,9 @@
 #   sweep      the op-rule sweep (tests/unit/test_sweep.c) on the 2x2 mesh
 #              with SWEEP_RUNNER=cuda: every op, every legal strategy,
 #              verified equal in both modes
+#   dist       distributed verification (tests/dist/run.sh) with
+#              --runner cuda --comm tcp: a process per rank, each running
+#              its ops through the plugin
 #
 # These check the CUDA path's plumbing (the loader, the vtable, the
 # verifier's use of run_op and of the all-reduce hook, blocks' offsets and
@@ -91,6 +94,13 @@ if SWEEP_RUNNER=cuda SWEEP_MESH="[2,2]" "$build/tests/test_sweep" >"$tmp/sweep" 
 else
   fail "sweep on cuda:"
   grep -E 'FAIL|ERROR|failures' "$tmp/sweep" | sed -n '1,8s/^/      /p'
+fi
+
+if sh tests/dist/run.sh "$plan" --runner cuda --comm tcp >"$tmp/dist" 2>&1; then
+  pass "$(tail -n 1 "$tmp/dist")"
+else
+  fail "distributed on cuda:"
+  grep -A 3 '^FAIL' "$tmp/dist" | sed -n '1,12s/^/      /p'
 fi
 
 echo "cuda-emu: $passed passed, $failed failed"

@@ -19,7 +19,8 @@
 #                                                test_sweep, test_comm_nccl,
 #                                                the plan lists
 #   BUNDLE/bench/bench_cuda
-#   BUNDLE/examples, spec/vectors/valid, tests/corpus/lowered
+#   BUNDLE/examples, spec/vectors/valid, tests/corpus/lowered,
+#   BUNDLE/tests/dist/run.sh
 #
 # usage: sh tests/gpu/make_bundle.sh BUILD BUNDLE [KERNEL_TEST]
 # BUILD holds the bundle builds (make gpu-bundle links them); KERNEL_TEST,
@@ -86,6 +87,8 @@ mkdir -p "$b/spec/vectors" "$b/tests/corpus"
 cp -R "$root/examples" "$b/examples"
 cp -R "$root/spec/vectors/valid" "$b/spec/vectors/valid"
 cp -R "$root/tests/corpus/lowered" "$b/tests/corpus/lowered"
+mkdir -p "$b/tests/dist"
+cp "$root/tests/dist/run.sh" "$b/tests/dist/"
 
 size=$(du -sb "$b" | cut -f1)
 if [ "$size" -ge "$limit" ]; then

@@ -81,7 +81,7 @@ cap() {
   [ "$l" -ge 1 ] || l=1
   echo "$l"
 }
-checks="nccl-virtual nccl-local nccl-comm kernels agreement sweep corpus bench-gemm bench-layer-f32 bench-layer-own"
+checks="nccl-virtual nccl-local nccl-comm kernels agreement sweep corpus dist-tcp dist-nccl bench-gemm bench-layer-f32 bench-layer-own"
 
 {
   echo "bundle: $bundle"
@@ -239,6 +239,51 @@ if [ "$rc" -eq 0 ] && ! grep -q '^FAIL' "$out/corpus.log" && grep -q ' 0 failed'
   result pass corpus "$line"
 else
   result FAIL corpus "exit $rc: $line (see corpus.log)"
+fi
+
+# ---- distributed verification ---------------------------------------------------------
+# a process per rank, every process on this machine's GPU(s), the
+# collectives over TCP (several processes share a GPU; NCCL refuses that)
+t=$(cap 120)
+timeout "$t" sh "$bundle/tests/dist/run.sh" "$plan" --runner cuda --comm tcp \
+  >"$out/dist-tcp.log" 2>&1
+rc=$?
+line=$(tail -n 1 "$out/dist-tcp.log")
+if [ "$rc" -eq 0 ]; then
+  result pass dist-tcp "$line"
+else
+  result FAIL dist-tcp "exit $rc: $line (see dist-tcp.log)"
+fi
+# NCCL: a process per GPU. With fewer GPUs than the smallest example's
+# ranks, a plan of one rank per visible GPU (the MLP, data parallel).
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$ngpu" -ge 1 ] || ngpu=1
+if "$plan" search examples/mlp-program.yaml --mesh dp=$ngpu --strategy dp \
+     -o "$out/mlp-dp$ngpu.plan.yaml" >"$out/dist-nccl.log" 2>&1; then
+  d=$out/dist-nccl.rv
+  r=0
+  while [ "$r" -lt "$ngpu" ]; do
+    (RANK=$r WORLD_SIZE=$ngpu LOCAL_RANK=$r timeout "$(cap 60)" "$plan" verify \
+       --runner cuda --distributed "$d" --timeout 50 "$out/mlp-dp$ngpu.plan.yaml" \
+       >"$out/dist-nccl.$r.log" 2>&1; echo $? >"$out/dist-nccl.$r.rc") &
+    r=$((r + 1))
+  done
+  wait
+  rc=$(cat "$out/dist-nccl.0.rc")
+  cat "$out/dist-nccl.0.log" >>"$out/dist-nccl.log"
+  how=$(grep -m1 '^distributed:' "$out/dist-nccl.0.log")
+  case $rc in
+    0) result pass dist-nccl "EQUAL on $ngpu GPU(s), one process each: $how" ;;
+    3) result skipped dist-nccl "$(grep -m1 error "$out/dist-nccl.0.log")" ;;
+    *) result FAIL dist-nccl "exit $rc: $(tail -n 2 "$out/dist-nccl.0.log" | tr '\n' ' ')" ;;
+  esac
+  if [ "$ngpu" -ge 4 ]; then # the examples that fit, one GPU per rank
+    DIST_MAX_RANKS=$ngpu timeout "$(cap 120)" sh "$bundle/tests/dist/run.sh" "$plan" \
+      --runner cuda >>"$out/dist-nccl.log" 2>&1 ||
+      result FAIL dist-nccl "the examples on NCCL: $(tail -n 1 "$out/dist-nccl.log")"
+  fi
+else
+  result FAIL dist-nccl "plan search for a $ngpu-rank plan failed (see dist-nccl.log)"
 fi
 
 # ---- benchmarks ------------------------------------------------------------------------

@@ -45,6 +45,22 @@ typedef struct plan_verify_options {
    * default) or "cuda" (the plugin libplan-cuda.so, docs/gpu.md); a runner
    * that is not built or has no device here gives PLAN_EUNSUPPORTED */
   const char *runner;
+  /* version 5: distributed verification (docs/gpu.md): this process is
+   * mesh rank `rank` of `world` processes, one per rank of the mesh (world
+   * must be its device count); each runs its own rank's share of the
+   * lowered program and the single-device program, the collectives go
+   * through the runner's communicator (NCCL for cuda, TCP otherwise), and
+   * every process returns the same report. The processes meet in
+   * `rendezvous`, a fresh folder every one of them sees, waiting up to
+   * timeout_s seconds (0: 300) for each other. world 0: every rank in
+   * this process (the default). */
+  int world, rank;
+  const char *rendezvous;
+  double timeout_s;
+  /* the communicator: "nccl" (the cuda runner's), "tcp" (the library's,
+   * with any runner: several processes on one GPU), or NULL: the
+   * runner's own where it has one (nccl for cuda), else tcp */
+  const char *comm;
 } plan_verify_options;
 
 typedef struct plan_verify_tolerance {
@@ -52,11 +68,12 @@ typedef struct plan_verify_tolerance {
   double rtol, atol;
 } plan_verify_tolerance;
 
-/* Versions 2 (without tolerances), 3 (without runner) and 4 are accepted. */
-#define PLAN_VERIFY_OPTIONS_VERSION 4
+/* Versions 2 (without tolerances), 3 (without runner), 4 (without the
+ * distributed fields) and 5 are accepted. */
+#define PLAN_VERIFY_OPTIONS_VERSION 5
 #define PLAN_VERIFY_OPTIONS_INIT                                               \
   {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,     \
-   NULL}
+   NULL, 0, 0, NULL, 0, NULL}
 
 typedef struct plan_verify_report plan_verify_report;
 
