@@ -124,7 +124,16 @@ $(COMM_NCCL_TEST): tests/cuda/test_comm_nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Irunners/cuda $(LDFLAGS) -o $@ $< -ldl
 
+# Then plan verify --distributed --runner cuda --comm nccl through the
+# same plugin and fakes (tests/dist/run.sh: every example, model and
+# training plan and the bug corpus, a process per rank, the one-process
+# report), with and without ncclCommSplit.
 .PHONY: check-cuda-emu-nccl
-check-cuda-emu-nccl: $(CUDA_EMU_PLUGIN) $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT) $(COMM_NCCL_TEST)
+check-cuda-emu-nccl: $(CUDA_EMU_PLUGIN) $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT) $(COMM_NCCL_TEST) $(TOOL)
 	@$(COMM_NCCL_TEST) $(abspath $(CUDA_EMU_PLUGIN)) $(abspath $(FAKE_NCCL)) \
 	  $(abspath $(FAKE_NCCL_NOSPLIT))
+	@for lib in $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT); do \
+	  echo "plan verify --distributed over the plugin's communicator on $$(basename $$lib):"; \
+	  PLAN_CUDA_PLUGIN=$(abspath $(CUDA_EMU_PLUGIN)) PLAN_NCCL_LIBRARY=$$(cd $$(dirname $$lib) && pwd)/$$(basename $$lib) \
+	    sh tests/dist/run.sh $(TOOL) --runner cuda --comm nccl || exit 1; \
+	done
