@@ -178,7 +178,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin
+	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"

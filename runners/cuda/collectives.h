@@ -71,9 +71,22 @@ int plan_cuda_host_all_reduce(double *const *blocks, int nmembers, int64_t n,
 /* The settings that make NCCL's reductions repeat bit for bit: NCCL_ALGO
  * Ring, NCCL_PROTO Simple, NCCL_NVLS_ENABLE 0, each set only when the user
  * has not; a line saying which values are in force ("NCCL_ALGO=Ring
- * (default here), ...") is written into desc. Call before any NCCL
- * communicator is made. */
+ * NCCL_PROTO=LL (user's) ...": a value the user set to something else is
+ * marked) is written into desc. Call before any NCCL communicator is made
+ * (nccl_setup.cu; it calls neither NCCL nor CUDA). */
 void plan_cuda_nccl_determinism(char *desc, size_t size);
+
+/* NCCL's unique id (`n` bytes) passed from rank 0 to the other ranks
+ * through a file on a file system every rank sees (nccl_setup.cu): rank 0
+ * publishes it, making the folder that holds `path` when missing, and
+ * writing atomically (a temporary file beside it, fsync, rename), so a
+ * reader never sees part of it; the others wait for it, polling, up to
+ * timeout_s seconds. Both return 0 or PLAN_EUNSUPPORTED with the reason
+ * (the file and what went wrong). Neither calls NCCL. */
+int plan_cuda_nccl_id_publish(const char *path, const void *id, size_t n,
+                              char *err, size_t errsz);
+int plan_cuda_nccl_id_wait(const char *path, double timeout_s, void *id,
+                           size_t n, char *err, size_t errsz);
 
 typedef struct plan_cuda_comms plan_cuda_comms;
 

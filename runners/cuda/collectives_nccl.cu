@@ -1,17 +1,14 @@
 /* NCCL communicators and collectives (collectives.h): mode (a), one
  * process driving its local GPUs, and mode (b), one process per rank with
- * the unique id passed through a file. */
+ * the unique id passed through a file (nccl_setup.cu, shared with the
+ * plugin's communicator). */
 #include "collectives.h"
 
 #include <cuda_runtime.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "libplan/common.h"
@@ -119,76 +116,7 @@ void describe(plan_cuda_comms *c, const char *mode) {
            (v / 100) % 100, v % 100, mode, c->nlocal, c->world, det);
 }
 
-/* Writes the unique id to `path` atomically: a temporary file beside it,
- * fsync, rename, so a reader never sees part of it. */
-int write_id(const char *path, const ncclUniqueId *id, char *err,
-             size_t errsz) {
-  char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0600);
-  if (fd < 0)
-    return fail(err, errsz, "cannot write the NCCL id file %s: %s", tmp,
-                strerror(errno));
-  bool ok = write(fd, id, sizeof *id) == (ssize_t)sizeof *id && !fsync(fd);
-  ok = !close(fd) && ok;
-  if (!ok || rename(tmp, path)) {
-    int e = errno;
-    unlink(tmp);
-    return fail(err, errsz, "cannot write the NCCL id file %s: %s", path,
-                strerror(e));
-  }
-  return 0;
-}
-
-/* Waits for rank 0's id file, up to timeout_s seconds. */
-int read_id(const char *path, double timeout_s, ncclUniqueId *id, char *err,
-            size_t errsz) {
-  struct timespec t0, now;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-      ssize_t n = read(fd, id, sizeof *id);
-      close(fd);
-      if (n == (ssize_t)sizeof *id)
-        return 0;
-      return fail(err, errsz, "NCCL id file %s: %s", path,
-                  "shorter than an ncclUniqueId (not written by rank 0?)");
-    }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double waited = (double)(now.tv_sec - t0.tv_sec) +
-                    1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
-    if (waited > timeout_s) {
-      char secs[32];
-      snprintf(secs, sizeof secs, "%g", timeout_s);
-      return fail(err, errsz,
-                  "NCCL id file %s did not appear within %s s: is rank 0 "
-                  "running, and is the path on a file system every rank "
-                  "sees?",
-                  path, secs);
-    }
-    usleep(50 * 1000);
-  }
-}
-
 } // namespace
-
-extern "C" void plan_cuda_nccl_determinism(char *desc, size_t size) {
-  static const char *const keys[3] = {"NCCL_ALGO", "NCCL_PROTO",
-                                      "NCCL_NVLS_ENABLE"};
-  static const char *const vals[3] = {"Ring", "Simple", "0"};
-  size_t used = 0;
-  for (int i = 0; i < 3; i++) {
-    const char *v = getenv(keys[i]);
-    bool mine = !v || !v[0];
-    if (mine)
-      setenv(keys[i], vals[i], 1);
-    if (desc && used < size)
-      used += (size_t)snprintf(desc + used, size - used, "%s%s=%s%s",
-                               i ? " " : "", keys[i], mine ? vals[i] : v,
-                               mine ? "" : " (user's)");
-  }
-}
 
 extern "C" int plan_cuda_comms_init_local(plan_cuda_comms **out, int ndev,
                                           char *err, size_t errsz) {
@@ -256,12 +184,14 @@ extern "C" int plan_cuda_comms_init_env(plan_cuda_comms **out,
   int rc = 0;
   if (rank == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);
-    rc = r != ncclSuccess ? nccl_fail(err, errsz, "ncclGetUniqueId", r)
-                          : write_id(id_file, &id, err, errsz);
+    rc = r != ncclSuccess
+             ? nccl_fail(err, errsz, "ncclGetUniqueId", r)
+             : plan_cuda_nccl_id_publish(id_file, &id, sizeof id, err, errsz);
     if (!rc)
       snprintf(c->id_file, sizeof c->id_file, "%s", id_file);
   } else {
-    rc = read_id(id_file, timeout_s, &id, err, errsz);
+    rc = plan_cuda_nccl_id_wait(id_file, timeout_s, &id, sizeof id, err,
+                                errsz);
   }
   if (rc) {
     free(c);

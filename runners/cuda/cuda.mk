@@ -118,9 +118,11 @@ check-gpu-bundle: gpu-bundle
 	@sh tests/gpu/test_bundle.sh $(GPU_BUNDLE) $(BUILD)
 
 # The kernels' agreement test on the device (kernels.mk's CUDA_GPU_TEST)
-# goes into the bundle too when it is defined.
+# and the NCCL communicator's test (kernels.mk's COMM_NCCL_TEST, run with
+# --device) go into the bundle too when they are defined.
 gpu-bundle: all cuda $(BUILD)/gpu-bundle-bin/plan $(BUILD)/gpu-bundle-bin/test_sweep
 	@if [ -n "$(CUDA_GPU_TEST)" ]; then $(MAKE) --no-print-directory $(CUDA_GPU_TEST); fi
+	@if [ -n "$(COMM_NCCL_TEST)" ]; then $(MAKE) --no-print-directory $(COMM_NCCL_TEST); fi
 	@sh tests/gpu/make_bundle.sh $(BUILD) $(GPU_BUNDLE) $(CUDA_GPU_TEST)
 
 gpu-check: gpu-bundle

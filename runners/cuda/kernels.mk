@@ -88,12 +88,52 @@ $(BUILD)/cuda-emu/plugin_emu.o: tests/cuda/plugin_emu.cc | cuda-emu-cxx
 	@echo "CXX $<"
 	@$(CXX) $(CUDA_EMU_CXXFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 
+# The NCCL communicator (comm_nccl.cu, with nccl_setup.cu) built for the
+# host over collectives_emu.h and nccl_emu.h: NCCL is loaded at comm_open.
+CUDA_EMU_COMM := $(BUILD)/cuda-emu/comm_nccl.o $(BUILD)/cuda-emu/nccl_setup.o
+
 # libplan.a's symbols stay hidden in the plugin, as in the real one.
-$(CUDA_EMU_PLUGIN): $(BUILD)/cuda-emu/plugin_emu.o $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) $(STATIC)
+$(CUDA_EMU_PLUGIN): $(BUILD)/cuda-emu/plugin_emu.o $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) $(CUDA_EMU_COMM) $(STATIC)
 	$(CXX) -shared $(LDFLAGS) -o $@ $(BUILD)/cuda-emu/plugin_emu.o \
-	  $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) -Wl,--exclude-libs,ALL $(STATIC) \
-	  $(LDLIBS_ALL) -Wl,-z,defs
+	  $(CUDA_EMU_OBJ) $(CUDA_EMU_VEMU) $(CUDA_EMU_COMM) \
+	  -Wl,--exclude-libs,ALL $(STATIC) $(LDLIBS_ALL) -ldl -Wl,-z,defs
 
 .PHONY: check-cuda-emu-plugin
 check-cuda-emu-plugin: $(CUDA_EMU_PLUGIN) $(TOOL) $(BUILD)/tests/test_sweep
 	@sh tests/cuda/run_emu.sh $(BUILD)
+
+# The plugin's NCCL communicator on the host: tests/cuda/test_comm_nccl.c
+# dlopens the plugin above, and runs its comm_open in 4 processes over
+# tests/cuda/fake_nccl.c, a host library standing in for libnccl.so.2
+# (PLAN_NCCL_LIBRARY), built with and without ncclCommSplit. No CUDA and
+# no NCCL needed: make test runs it everywhere.
+FAKE_NCCL := $(BUILD)/tests/cuda/libfake-nccl.so
+FAKE_NCCL_NOSPLIT := $(BUILD)/tests/cuda/libfake-nccl-nosplit.so
+COMM_NCCL_TEST := $(BUILD)/tests/cuda/test_comm_nccl
+
+$(FAKE_NCCL): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Irunners/cuda -shared $(LDFLAGS) -o $@ $<
+
+$(FAKE_NCCL_NOSPLIT): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DFAKE_NCCL_NO_SPLIT -Irunners/cuda -shared \
+	  $(LDFLAGS) -o $@ $<
+
+$(COMM_NCCL_TEST): tests/cuda/test_comm_nccl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Irunners/cuda $(LDFLAGS) -o $@ $< -ldl
+
+# Then plan verify --distributed --runner cuda --comm nccl through the
+# same plugin and fakes (tests/dist/run.sh: every example, model and
+# training plan and the bug corpus, a process per rank, the one-process
+# report), with and without ncclCommSplit.
+.PHONY: check-cuda-emu-nccl
+check-cuda-emu-nccl: $(CUDA_EMU_PLUGIN) $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT) $(COMM_NCCL_TEST) $(TOOL)
+	@$(COMM_NCCL_TEST) $(abspath $(CUDA_EMU_PLUGIN)) $(abspath $(FAKE_NCCL)) \
+	  $(abspath $(FAKE_NCCL_NOSPLIT))
+	@for lib in $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT); do \
+	  echo "plan verify --distributed over the plugin's communicator on $$(basename $$lib):"; \
+	  PLAN_CUDA_PLUGIN=$(abspath $(CUDA_EMU_PLUGIN)) PLAN_NCCL_LIBRARY=$$(cd $$(dirname $$lib) && pwd)/$$(basename $$lib) \
+	    sh tests/dist/run.sh $(TOOL) --runner cuda --comm nccl || exit 1; \
+	done

@@ -2,8 +2,9 @@
  * dlopen'ed by plan_runner_find("cuda"); its entry point checks the API
  * version and that a CUDA device is present, selects it, and returns the
  * vtable: the op kernels of ops_cuda.h (with a cuBLAS handle kept per
- * thread) and the virtual-rank all-reduce of collectives_virtual.cu (every
- * rank of the mesh on this one GPU).
+ * thread), the virtual-rank all-reduce of collectives_virtual.cu (every
+ * rank of the mesh on this one GPU) and the NCCL communicator of
+ * comm_nccl.cu (one process per rank, NCCL loaded when it is opened).
  *
  * The device is PLAN_CUDA_DEVICE when set, else LOCAL_RANK (a launcher's
  * per-host rank; device 0 when only one is visible), else 0. */
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 
 #include "collectives.h"
+#include "comm_nccl.h"
 #include "libplan/common.h"
 #include "ops_cuda.h"
 #include "runner.h"
@@ -107,9 +109,21 @@ int all_reduce(double *const *blocks, int nmembers, int64_t n, int reduce,
   return plan_cuda_host_all_reduce(blocks, nmembers, n, reduce, err, errsz);
 }
 
+/* The communicator runs on the device this thread's ops run on. */
+int comm_open(plan_comm **out, int rank, int world, const char *rendezvous,
+              double timeout_s, char *err, size_t errsz) {
+  if (out)
+    *out = NULL;
+  if (int rc = use_device(err, errsz))
+    return rc;
+  return plan_cuda_comm_open(out, rank, world, rendezvous, timeout_s, err,
+                             errsz);
+}
+
 const plan_runner_vtable cuda_vtable = {
-    PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    run_op,                  describe, all_reduce, NULL};
+    PLAN_RUNNER_API_VERSION, "cuda",     plan_cuda_supports_op,
+    run_op,                  describe,   all_reduce,
+    comm_open};
 
 } // namespace
 

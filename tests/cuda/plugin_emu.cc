@@ -1,6 +1,8 @@
 /* The CUDA runner's plugin built for the host: the same op kernels
- * (runners/cuda/kernels*.cu, gemm.cu) and virtual-rank all-reduce
- * (collectives_virtual.cu) compiled as C++ through runners/cuda/emu.h, and
+ * (runners/cuda/kernels*.cu, gemm.cu), virtual-rank all-reduce
+ * (collectives_virtual.cu) and NCCL communicator (comm_nccl.cu, over the
+ * library PLAN_NCCL_LIBRARY names: tests/cuda/fake_nccl.c in its test)
+ * compiled as C++ through runners/cuda/emu.h and collectives_emu.h, and
  * the same entry point and vtable shape as runners/cuda/plugin.cu, loaded
  * by plan_runner_find("cuda") through PLAN_CUDA_PLUGIN. No GPU is needed,
  * so `make test` runs plans through the whole CUDA path everywhere: the
@@ -10,6 +12,7 @@
 #include <stdio.h>
 
 #include "collectives.h"
+#include "comm_nccl.h"
 #include "ops_cuda.h"
 #include "runner.h"
 
@@ -24,7 +27,8 @@ void describe(char *buf, size_t size) {
 
 const plan_runner_vtable emu_vtable = {
     PLAN_RUNNER_API_VERSION, "cuda",   plan_cuda_supports_op,
-    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce, NULL};
+    plan_cuda_run_op,        describe, plan_cuda_host_all_reduce,
+    plan_cuda_comm_open};
 
 } // namespace
 

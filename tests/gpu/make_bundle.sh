@@ -16,7 +16,8 @@
 #                                                sets LD_LIBRARY_PATH; runs
 #                                                the tool
 #   BUNDLE/tests/gpu/                            run.sh, nccl_check,
-#                                                test_sweep, the plan lists
+#                                                test_sweep, test_comm_nccl,
+#                                                the plan lists
 #   BUNDLE/bench/bench_cuda
 #   BUNDLE/examples, spec/vectors/valid, tests/corpus/lowered,
 #   BUNDLE/tests/dist/run.sh
@@ -49,6 +50,10 @@ put "$build/bench/bench_cuda" "$b/bench/bench_cuda"
 kernel_test=${3:-}
 if [ -n "$kernel_test" ] && [ -f "$kernel_test" ]; then
   put "$kernel_test" "$b/tests/gpu/test_cuda_gpu"
+fi
+# the NCCL communicator's test (tests/cuda/test_comm_nccl.c, --device)
+if [ -f "$build/tests/cuda/test_comm_nccl" ]; then
+  put "$build/tests/cuda/test_comm_nccl" "$b/tests/gpu/test_comm_nccl"
 fi
 
 # the libraries they link, but the C library's own, the GPU machine's

@@ -15,6 +15,9 @@
 #                 host loop
 #   nccl-local    nccl_check --local 0: NCCL, one process driving every
 #                 visible GPU (ncclCommInitAll)
+#   nccl-comm     test_comm_nccl --device: the plugin's NCCL communicator
+#                 (comm_open), one process per visible GPU (at most 8):
+#                 exchanges and all-reduces on splits of the world
 #   kernels       the op kernels' agreement test with the CPU runner, on
 #                 the device (tests/cuda/test_cuda_emu.c built for it)
 #   agreement     plan verify --runner cuda and --runner cpu, exact and
@@ -78,7 +81,7 @@ cap() {
   [ "$l" -ge 1 ] || l=1
   echo "$l"
 }
-checks="nccl-virtual nccl-local kernels agreement sweep corpus dist-tcp dist-nccl bench-gemm bench-layer-f32 bench-layer-own"
+checks="nccl-virtual nccl-local nccl-comm kernels agreement sweep corpus dist-tcp dist-nccl bench-gemm bench-layer-f32 bench-layer-own"
 
 {
   echo "bundle: $bundle"
@@ -128,6 +131,25 @@ nccl() { # NAME ARGS...
 }
 nccl nccl-virtual --virtual 8
 nccl nccl-local --local 0
+
+# ---- the plugin's NCCL communicator: one process per GPU ---------------------------
+if [ -x "$bundle/tests/gpu/test_comm_nccl" ]; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  [ "$ngpu" -ge 1 ] 2>/dev/null || ngpu=1
+  [ "$ngpu" -le 8 ] || ngpu=8
+  timeout "$(cap 60)" "$bundle/tests/gpu/test_comm_nccl" --device \
+    "$bundle/libplan-cuda.so" "$ngpu" >"$out/nccl-comm.log" 2>&1
+  rc=$?
+  last=$(tail -n 1 "$out/nccl-comm.log")
+  case $rc in
+    0) result pass nccl-comm "$ngpu GPUs: $(grep -m1 '^      nccl ' "$out/nccl-comm.log" | sed 's/^ *//'); $last" ;;
+    3) result skipped nccl-comm "$last" ;;
+    124) result FAIL nccl-comm "timed out" ;;
+    *) result FAIL nccl-comm "exit $rc: $last (see nccl-comm.log)" ;;
+  esac
+else
+  result skipped nccl-comm "test_comm_nccl is not in this bundle"
+fi
 
 # ---- the op kernels against the CPU runner, on the device ------------------------
 if [ -x "$bundle/tests/gpu/test_cuda_gpu" ]; then

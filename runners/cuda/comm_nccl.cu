@@ -1,0 +1,620 @@
+/* The plugin's NCCL communicator (comm_nccl.h, runners/comm.h).
+ *
+ * NCCL is reached only through function pointers resolved with dlsym at
+ * open and kept in the communicator: the plugin does not link NCCL, so a
+ * machine with CUDA and cuBLAS but no NCCL still loads it, and nothing
+ * about NCCL lives outside a communicator.
+ *
+ * Built with nvcc, this is real NCCL on the device; built with a plain
+ * C++ compiler (collectives_emu.h, nccl_emu.h), device buffers are host
+ * buffers and the library loaded is whatever PLAN_NCCL_LIBRARY names:
+ * tests/cuda/fake_nccl.c in the test. */
+#include "comm_nccl.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+#include <nccl.h>
+#else
+#include "collectives_emu.h"
+#include "nccl_emu.h"
+#endif
+
+#include "collectives.h"
+#include "libplan/common.h"
+
+namespace {
+
+/* The NCCL functions used, resolved from the loaded library. */
+struct nccl_api {
+  void *lib;
+  ncclResult_t (*get_version)(int *);
+  ncclResult_t (*get_unique_id)(ncclUniqueId *);
+  ncclResult_t (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+  /* NULL before NCCL 2.18: all-reduces fold over exchange */
+  ncclResult_t (*comm_split)(ncclComm_t, int, int, ncclComm_t *,
+                             ncclConfig_t *);
+  ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t,
+                             ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t,
+                       cudaStream_t);
+  ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t,
+                       cudaStream_t);
+  ncclResult_t (*group_start)(void);
+  ncclResult_t (*group_end)(void);
+  ncclResult_t (*comm_get_async_error)(ncclComm_t, ncclResult_t *);
+  ncclResult_t (*comm_finalize)(ncclComm_t); /* optional (NCCL 2.14) */
+  ncclResult_t (*comm_destroy)(ncclComm_t);
+  ncclResult_t (*comm_abort)(ncclComm_t);
+  const char *(*get_error_string)(ncclResult_t);
+};
+
+/* The communicator of one all-reduce group, keyed by its member list. */
+struct group_comm {
+  int n;
+  int *members;
+  ncclComm_t comm; /* NULL: this rank alone in its group */
+};
+
+struct comm_nccl {
+  plan_comm base; /* first: every backend's header (comm.h) */
+  nccl_api api;
+  ncclComm_t world_comm;
+  cudaStream_t stream;
+  int device, version;
+  double timeout_s;
+  bool aborted; /* a collective failed or timed out: every comm aborted */
+  group_comm *groups;
+  int ngroups, cap_groups;
+  void *dbuf; /* the device staging buffer, grown to the largest call */
+  size_t dcap;
+  char device_name[256];
+  char det[200];
+};
+
+int failf(char *err, size_t errsz, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int failf(char *err, size_t errsz, int code, const char *fmt, ...) {
+  if (err && errsz) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+int nccl_fail(const comm_nccl *c, char *err, size_t errsz, const char *what,
+              ncclResult_t r) {
+  return failf(err, errsz, PLAN_EUNSUPPORTED, "%s: %s", what,
+               c->api.get_error_string(r));
+}
+
+int cuda_fail(char *err, size_t errsz, const char *what, cudaError_t e) {
+  return failf(err, errsz,
+               e == cudaErrorMemoryAllocation ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
+               "%s: %s", what, cudaGetErrorString(e));
+}
+
+template <typename F> bool resolve(void *lib, const char *name, F *out) {
+  void *p = dlsym(lib, name);
+  *out = reinterpret_cast<F>(p);
+  return p != NULL;
+}
+
+/* Loads NCCL and resolves what the communicator calls. */
+int load(nccl_api *a, char *err, size_t errsz) {
+  const char *name = getenv("PLAN_NCCL_LIBRARY");
+  if (!name || !name[0])
+    name = "libnccl.so.2";
+  /* NODELETE: NCCL leaves threads running (the bootstrap root that
+   * ncclGetUniqueId starts, proxies) that outlive its communicators, so
+   * its code must stay mapped after the last dlclose */
+  a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!a->lib) {
+    const char *why = dlerror();
+    return failf(err, errsz, PLAN_EUNSUPPORTED,
+                 "cannot load NCCL (PLAN_NCCL_LIBRARY, else libnccl.so.2 "
+                 "on the loader's path): %s",
+                 why ? why : name);
+  }
+  const char *missing = NULL;
+#define PLAN_NCCL_NEED(field, sym)                                             \
+  if (!missing && !resolve(a->lib, #sym, &a->field))                           \
+  missing = #sym
+  PLAN_NCCL_NEED(get_version, ncclGetVersion);
+  PLAN_NCCL_NEED(get_unique_id, ncclGetUniqueId);
+  PLAN_NCCL_NEED(comm_init_rank, ncclCommInitRank);
+  PLAN_NCCL_NEED(all_reduce, ncclAllReduce);
+  PLAN_NCCL_NEED(send, ncclSend);
+  PLAN_NCCL_NEED(recv, ncclRecv);
+  PLAN_NCCL_NEED(group_start, ncclGroupStart);
+  PLAN_NCCL_NEED(group_end, ncclGroupEnd);
+  PLAN_NCCL_NEED(comm_get_async_error, ncclCommGetAsyncError);
+  PLAN_NCCL_NEED(comm_destroy, ncclCommDestroy);
+  PLAN_NCCL_NEED(comm_abort, ncclCommAbort);
+  PLAN_NCCL_NEED(get_error_string, ncclGetErrorString);
+#undef PLAN_NCCL_NEED
+  if (missing) {
+    dlclose(a->lib);
+    a->lib = NULL;
+    return failf(err, errsz, PLAN_EUNSUPPORTED,
+                 "the NCCL library %s has no %s (NCCL 2.10 or newer is "
+                 "needed)",
+                 name, missing);
+  }
+  resolve(a->lib, "ncclCommSplit", &a->comm_split);
+  resolve(a->lib, "ncclCommFinalize", &a->comm_finalize);
+  return 0;
+}
+
+comm_nccl *self(plan_comm *pc) {
+  return reinterpret_cast<comm_nccl *>(pc);
+}
+const comm_nccl *self(const plan_comm *pc) {
+  return reinterpret_cast<const comm_nccl *>(pc);
+}
+
+double seconds_since(const struct timespec *t0) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - t0->tv_sec) +
+         1e-9 * (double)(now.tv_nsec - t0->tv_nsec);
+}
+
+/* After a failure the communicators' state is unknown: abort them all
+ * (ncclCommAbort does not wait for peers), so close cannot hang either. */
+void abort_all(comm_nccl *c) {
+  for (int i = 0; i < c->ngroups; i++)
+    if (c->groups[i].comm) {
+      c->api.comm_abort(c->groups[i].comm);
+      c->groups[i].comm = NULL;
+    }
+  if (c->world_comm) {
+    c->api.comm_abort(c->world_comm);
+    c->world_comm = NULL;
+  }
+  c->aborted = true;
+}
+
+int check_live(const comm_nccl *c, char *err, size_t errsz) {
+  if (!c->aborted)
+    return 0;
+  return failf(err, errsz, PLAN_EUNSUPPORTED,
+               "the NCCL communicator was aborted after an earlier failure");
+}
+
+/* Waits for the work queued on the stream, up to the timeout, watching
+ * NCCL's asynchronous errors on `comm` (a peer gone shows there). */
+int wait_done(comm_nccl *c, ncclComm_t comm, const char *what, char *err,
+              size_t errsz) {
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long spins = 0;; spins++) {
+    cudaError_t e = cudaStreamQuery(c->stream);
+    if (e == cudaSuccess)
+      return 0;
+    if (e != cudaErrorNotReady) {
+      abort_all(c);
+      return cuda_fail(err, errsz, what, e);
+    }
+    ncclResult_t ar = ncclSuccess;
+    ncclResult_t r = c->api.comm_get_async_error(comm, &ar);
+    if (r == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress)
+      r = ar;
+    if (r != ncclSuccess) {
+      int rc = nccl_fail(c, err, errsz, what, r);
+      abort_all(c);
+      return rc;
+    }
+    if (seconds_since(&t0) > c->timeout_s) {
+      abort_all(c);
+      return failf(err, errsz, PLAN_EUNSUPPORTED,
+                   "%s: not done within %g s (a rank gone or stuck?); the "
+                   "NCCL communicator is aborted",
+                   what, c->timeout_s);
+    }
+    if (spins > 1000)
+      usleep(100);
+  }
+}
+
+/* The staging buffer holds at least `bytes`. */
+int stage(comm_nccl *c, size_t bytes, char *err, size_t errsz) {
+  if (bytes <= c->dcap)
+    return 0;
+  if (c->dbuf)
+    cudaFree(c->dbuf);
+  c->dbuf = NULL;
+  c->dcap = 0;
+  cudaError_t e = cudaMalloc(&c->dbuf, bytes);
+  if (e != cudaSuccess) {
+    c->dbuf = NULL;
+    return cuda_fail(err, errsz, "cudaMalloc (the communicator's buffer)", e);
+  }
+  c->dcap = bytes;
+  return 0;
+}
+
+const size_t align = 256;
+
+size_t padded(int64_t bytes) {
+  return ((size_t)bytes + align - 1) / align * align;
+}
+
+int check_msgs(const comm_nccl *c, const char *kind, const plan_comm_msg *m,
+               int n, size_t *total, char *err, size_t errsz) {
+  if (n < 0 || (n && !m))
+    return failf(err, errsz, PLAN_EUSAGE, "exchange: %d %ss", n, kind);
+  for (int i = 0; i < n; i++) {
+    if (m[i].peer < 0 || m[i].peer >= c->base.world ||
+        m[i].peer == c->base.rank)
+      return failf(err, errsz, PLAN_EUSAGE,
+                   "exchange: %s %d names peer %d (rank %d of %d)", kind, i,
+                   m[i].peer, c->base.rank, c->base.world);
+    if (m[i].bytes < 0 || (m[i].bytes && !m[i].buf))
+      return failf(err, errsz, PLAN_EUSAGE,
+                   "exchange: %s %d has %lld bytes at %p", kind, i,
+                   (long long)m[i].bytes, m[i].buf);
+    if ((uint64_t)m[i].bytes > (uint64_t)(SIZE_MAX / 2) - *total)
+      return failf(err, errsz, PLAN_ENOMEM, "exchange: %s",
+                   "the messages' sizes overflow");
+    *total += padded(m[i].bytes);
+  }
+  return 0;
+}
+
+int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
+             const plan_comm_msg *recvs, int nrecvs, char *err, size_t errsz) {
+  comm_nccl *c = self(pc);
+  size_t total = 0;
+  int rc = check_msgs(c, "send", sends, nsends, &total, err, errsz);
+  if (!rc)
+    rc = check_msgs(c, "receive", recvs, nrecvs, &total, err, errsz);
+  if (!rc)
+    rc = check_live(c, err, errsz);
+  if (rc || total == 0)
+    return rc;
+  cudaError_t e = cudaSetDevice(c->device);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "exchange: cudaSetDevice", e);
+  if ((rc = stage(c, total, err, errsz)))
+    return rc;
+  char *d = (char *)c->dbuf;
+  size_t off = 0;
+  for (int i = 0; i < nsends; i++) {
+    e = cudaMemcpyAsync(d + off, sends[i].buf, (size_t)sends[i].bytes,
+                        cudaMemcpyHostToDevice, c->stream);
+    if (e != cudaSuccess)
+      return cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e);
+    off += padded(sends[i].bytes);
+  }
+  /* every send and receive in one group: NCCL posts them together, so two
+   * ranks sending each other large messages do not wait on each other */
+  const char *what = "ncclGroupStart";
+  ncclResult_t r = c->api.group_start();
+  if (r != ncclSuccess)
+    return nccl_fail(c, err, errsz, what, r);
+  off = 0;
+  for (int i = 0; i < nsends; i++) {
+    if (r == ncclSuccess && sends[i].bytes) {
+      what = "ncclSend";
+      r = c->api.send(d + off, (size_t)sends[i].bytes, ncclUint8, sends[i].peer,
+                      c->world_comm, c->stream);
+    }
+    off += padded(sends[i].bytes);
+  }
+  size_t recv0 = off;
+  for (int i = 0; i < nrecvs; i++) {
+    if (r == ncclSuccess && recvs[i].bytes) {
+      what = "ncclRecv";
+      r = c->api.recv(d + off, (size_t)recvs[i].bytes, ncclUint8, recvs[i].peer,
+                      c->world_comm, c->stream);
+    }
+    off += padded(recvs[i].bytes);
+  }
+  ncclResult_t r2 = c->api.group_end();
+  if (r == ncclSuccess && r2 != ncclSuccess) {
+    r = r2;
+    what = "ncclGroupEnd";
+  }
+  if (r != ncclSuccess) {
+    rc = nccl_fail(c, err, errsz, what, r);
+    abort_all(c); /* some of the group may have been posted */
+    return rc;
+  }
+  if ((rc = wait_done(c, c->world_comm, "exchange (ncclSend/ncclRecv)", err,
+                      errsz)))
+    return rc;
+  off = recv0;
+  for (int i = 0; i < nrecvs; i++) {
+    e = cudaMemcpyAsync(recvs[i].buf, d + off, (size_t)recvs[i].bytes,
+                        cudaMemcpyDeviceToHost, c->stream);
+    if (e != cudaSuccess)
+      return cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e);
+    off += padded(recvs[i].bytes);
+  }
+  e = cudaStreamSynchronize(c->stream);
+  return e == cudaSuccess ? 0 : cuda_fail(err, errsz, "exchange: download", e);
+}
+
+/* The group's communicator: the cached one, or a new one split from the
+ * world (collectively: every rank of the world misses at the same step,
+ * comm.h's contract, so every rank calls ncclCommSplit). */
+int group_for(comm_nccl *c, const int *members, int n, int pos,
+              group_comm **out, char *err, size_t errsz) {
+  for (int i = 0; i < c->ngroups; i++)
+    if (c->groups[i].n == n &&
+        !memcmp(c->groups[i].members, members, (size_t)n * sizeof *members)) {
+      *out = &c->groups[i];
+      return 0;
+    }
+  if (c->ngroups == c->cap_groups) {
+    int cap = c->cap_groups ? 2 * c->cap_groups : 8;
+    group_comm *g =
+        (group_comm *)realloc(c->groups, (size_t)cap * sizeof *c->groups);
+    if (!g)
+      return failf(err, errsz, PLAN_ENOMEM, "all_reduce: %s", "out of memory");
+    c->groups = g;
+    c->cap_groups = cap;
+  }
+  int *copy = (int *)malloc((size_t)n * sizeof *copy);
+  if (!copy)
+    return failf(err, errsz, PLAN_ENOMEM, "all_reduce: %s", "out of memory");
+  memcpy(copy, members, (size_t)n * sizeof *copy);
+  ncclComm_t sub = NULL;
+  ncclResult_t r = c->api.comm_split(
+      c->world_comm, n == 1 ? NCCL_SPLIT_NOCOLOR : members[0], pos, &sub, NULL);
+  if (r != ncclSuccess) {
+    free(copy);
+    int rc = nccl_fail(c, err, errsz, "ncclCommSplit", r);
+    abort_all(c);
+    return rc;
+  }
+  group_comm *g = &c->groups[c->ngroups++];
+  g->n = n;
+  g->members = copy;
+  g->comm = sub;
+  *out = g;
+  return 0;
+}
+
+int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
+               int64_t n, int reduce, char *err, size_t errsz) {
+  comm_nccl *c = self(pc);
+  /* avg is a sum divided on the host: NCCL's ncclAvg of floating types
+   * multiplies each value by 1 / n first, which rounds where the fold's
+   * sum / n (comm.h) does not, in exact mode too */
+  static const ncclRedOp_t ops[4] = {ncclSum, ncclSum, ncclMax, ncclMin};
+  if (nmembers < 1 || nmembers > c->base.world || !members)
+    return failf(err, errsz, PLAN_EUSAGE,
+                 "all_reduce: %d members in a world of %d", nmembers,
+                 c->base.world);
+  if (reduce < 0 || reduce > 3 || n < 0 || (n && !buf) ||
+      (uint64_t)n > SIZE_MAX / 2 / sizeof *buf)
+    return failf(err, errsz, PLAN_EUSAGE,
+                 "all_reduce: reduce %d over %lld values", reduce,
+                 (long long)n);
+  unsigned char seen[PLAN_COMM_MAX_WORLD] = {0};
+  int pos = -1;
+  for (int i = 0; i < nmembers; i++) {
+    int m = members[i];
+    if (m < 0 || m >= c->base.world || seen[m])
+      return failf(err, errsz, PLAN_EUSAGE,
+                   "all_reduce: member %d is rank %d (a world of %d, each "
+                   "rank once)",
+                   i, m, c->base.world);
+    seen[m] = 1;
+    if (m == c->base.rank)
+      pos = i;
+  }
+  if (pos < 0)
+    return failf(err, errsz, PLAN_EUSAGE,
+                 "all_reduce: rank %d is not in the group", c->base.rank);
+  if (int rc = check_live(c, err, errsz))
+    return rc;
+  if (!c->api.comm_split)
+    return plan_comm_fold_all_reduce(pc, members, nmembers, buf, n, reduce, err,
+                                     errsz);
+  cudaError_t e = cudaSetDevice(c->device);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "all_reduce: cudaSetDevice", e);
+  group_comm *g = NULL;
+  if (int rc = group_for(c, members, nmembers, pos, &g, err, errsz))
+    return rc;
+  if (nmembers == 1 || n == 0)
+    return 0;
+  size_t bytes = (size_t)n * sizeof *buf;
+  if (int rc = stage(c, bytes, err, errsz))
+    return rc;
+  e = cudaMemcpyAsync(c->dbuf, buf, bytes, cudaMemcpyHostToDevice, c->stream);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "all_reduce: cudaMemcpyAsync", e);
+  ncclResult_t r = c->api.all_reduce(c->dbuf, c->dbuf, (size_t)n, ncclFloat64,
+                                     ops[reduce], g->comm, c->stream);
+  if (r != ncclSuccess) {
+    int rc = nccl_fail(c, err, errsz, "ncclAllReduce", r);
+    abort_all(c);
+    return rc;
+  }
+  if (int rc = wait_done(c, g->comm, "ncclAllReduce", err, errsz))
+    return rc;
+  e = cudaMemcpyAsync(buf, c->dbuf, bytes, cudaMemcpyDeviceToHost, c->stream);
+  if (e == cudaSuccess)
+    e = cudaStreamSynchronize(c->stream);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "all_reduce: download", e);
+  if (reduce == 1) /* PLAN_RED_AVG */
+    for (int64_t i = 0; i < n; i++)
+      buf[i] /= nmembers;
+  return 0;
+}
+
+void describe(const plan_comm *pc, char *buf, size_t size) {
+  const comm_nccl *c = self(pc);
+  if (!size)
+    return;
+  int v = c->version;
+  /* NCCL_VERSION: X * 1000 + Y * 100 + Z up to 2.8, X * 10000 + Y * 100 +
+   * Z from 2.9 */
+  int major = v >= 10000 ? v / 10000 : v / 1000;
+  int minor = v >= 10000 ? (v / 100) % 100 : (v / 100) % 10;
+  snprintf(buf, size, "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s",
+           major, minor, v % 100, c->base.rank, c->base.world, c->device,
+           c->device_name, c->det,
+           c->api.comm_split ? ""
+                             : "; no ncclCommSplit (NCCL before 2.18): "
+                               "all-reduces folded over send/recv in "
+                               "member order");
+}
+
+/* Frees everything; finalizes first unless the communicators were
+ * aborted. Each process finalizes its communicators in one group (one by
+ * one, a finalize can wait on a peer's next one). */
+void destroy(comm_nccl *c) {
+  nccl_api *a = &c->api;
+  if (a->lib && !c->aborted && a->comm_finalize) {
+    a->group_start();
+    for (int i = 0; i < c->ngroups; i++)
+      if (c->groups[i].comm)
+        a->comm_finalize(c->groups[i].comm);
+    if (c->world_comm)
+      a->comm_finalize(c->world_comm);
+    a->group_end();
+  }
+  for (int i = 0; i < c->ngroups; i++) {
+    if (c->groups[i].comm)
+      a->comm_destroy(c->groups[i].comm);
+    free(c->groups[i].members);
+  }
+  free(c->groups);
+  if (c->world_comm)
+    a->comm_destroy(c->world_comm);
+  if (c->dbuf)
+    cudaFree(c->dbuf);
+  if (c->stream)
+    cudaStreamDestroy(c->stream);
+  if (a->lib)
+    dlclose(a->lib);
+  free(c);
+}
+
+void close_comm(plan_comm *pc) {
+  comm_nccl *c = self(pc);
+  cudaSetDevice(c->device);
+  destroy(c);
+}
+
+const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm};
+
+/* The unique id (rank 0's, through the id file), the device and its
+ * stream, then the world communicator. `published`: rank 0 wrote the id
+ * file (its caller removes it). */
+int join(comm_nccl *c, const char *id_path, bool *published, char *err,
+         size_t errsz) {
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  int rc = 0;
+  /* the id first: a rank that cannot use its device must not leave the
+   * others waiting for a file that never comes */
+  if (c->base.rank == 0) {
+    ncclResult_t r = c->api.get_unique_id(&id);
+    if (r != ncclSuccess)
+      return nccl_fail(c, err, errsz, "ncclGetUniqueId", r);
+    if (c->base.world > 1) {
+      rc = plan_cuda_nccl_id_publish(id_path, &id, sizeof id, err, errsz);
+      *published = !rc;
+    }
+  } else {
+    rc = plan_cuda_nccl_id_wait(id_path, c->timeout_s, &id, sizeof id, err,
+                                errsz);
+  }
+  if (rc)
+    return rc;
+  cudaDeviceProp p;
+  cudaError_t e = cudaGetDevice(&c->device);
+  if (e == cudaSuccess)
+    e = cudaGetDeviceProperties(&p, c->device);
+  if (e != cudaSuccess)
+    return cuda_fail(err, errsz, "cudaGetDevice", e);
+  snprintf(c->device_name, sizeof c->device_name, "%s", p.name);
+  e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    c->stream = NULL;
+    return cuda_fail(err, errsz, "cudaStreamCreate", e);
+  }
+  ncclResult_t r =
+      c->api.comm_init_rank(&c->world_comm, c->base.world, id, c->base.rank);
+  if (r != ncclSuccess) {
+    c->world_comm = NULL;
+    return nccl_fail(c, err, errsz, "ncclCommInitRank", r);
+  }
+  return 0;
+}
+
+} // namespace
+
+extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
+                                   const char *rendezvous, double timeout_s,
+                                   char *err, size_t errsz) {
+  if (!out)
+    return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s", "NULL out");
+  *out = NULL;
+  if (world < 1 || world > PLAN_COMM_MAX_WORLD || rank < 0 || rank >= world)
+    return failf(err, errsz, PLAN_EUSAGE,
+                 "comm_open: rank %d of %d (a world of 1 to %d)", rank, world,
+                 PLAN_COMM_MAX_WORLD);
+  if (!(timeout_s > 0) || isinf(timeout_s))
+    return failf(err, errsz, PLAN_EUSAGE,
+                 "comm_open: a timeout of %g s (a positive number needed)",
+                 timeout_s);
+  char id_path[4096] = "";
+  if (world > 1) {
+    if (!rendezvous || !rendezvous[0])
+      return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
+                   "no rendezvous folder for a world of several ranks");
+    if ((size_t)snprintf(id_path, sizeof id_path, "%s/nccl-id", rendezvous) >=
+        sizeof id_path)
+      return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
+                   "the rendezvous folder's path is too long");
+  }
+  comm_nccl *c = (comm_nccl *)calloc(1, sizeof *c);
+  if (!c)
+    return failf(err, errsz, PLAN_ENOMEM, "comm_open: %s", "out of memory");
+  c->base.ops = &nccl_ops;
+  c->base.rank = rank;
+  c->base.world = world;
+  c->timeout_s = timeout_s;
+  int rc = load(&c->api, err, errsz);
+  if (rc) {
+    free(c);
+    return rc;
+  }
+  /* before NCCL reads its environment, in the first communicator */
+  plan_cuda_nccl_determinism(c->det, sizeof c->det);
+  ncclResult_t r = c->api.get_version(&c->version);
+  if (r != ncclSuccess)
+    rc = nccl_fail(c, err, errsz, "ncclGetVersion", r);
+  bool published = false;
+  if (!rc)
+    rc = join(c, id_path, &published, err, errsz);
+  /* ncclCommInitRank returns once every rank has joined: the id is spent
+   * (and after a failure it must not mislead a later run) */
+  if (published)
+    unlink(id_path);
+  if (rc) {
+    destroy(c);
+    return rc;
+  }
+  *out = &c->base;
+  return 0;
+}

@@ -1,0 +1,81 @@
+/* The part of NCCL's interface (nccl.h, NCCL 2) that the plugin's
+ * communicator (comm_nccl.cu) uses, for builds without the CUDA toolkit:
+ * the host emulation of comm_nccl.cu, and tests/cuda/fake_nccl.c, the
+ * host library that stands in for libnccl.so.2 in its test. The types and
+ * values are NCCL's own (its ABI, stable across NCCL 2 releases), so the
+ * emulated communicator calls the fake the way the real one calls NCCL.
+ * Built with nvcc, comm_nccl.cu includes nccl.h instead. Valid C and C++. */
+#ifndef LIBPLAN_RUNNERS_CUDA_NCCL_EMU_H
+#define LIBPLAN_RUNNERS_CUDA_NCCL_EMU_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ncclComm *ncclComm_t;
+typedef struct ncclConfig_v ncclConfig_t; /* only ever NULL here */
+typedef void *plan_nccl_stream_t;         /* cudaStream_t */
+
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+#define NCCL_SPLIT_NOCOLOR -1
+
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4
+} ncclRedOp_t;
+
+typedef enum {
+  ncclInt8 = 0,
+  ncclChar = 0,
+  ncclUint8 = 1,
+  ncclFloat64 = 8
+} ncclDataType_t;
+
+ncclResult_t ncclGetVersion(int *version);
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank);
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, plan_nccl_stream_t stream);
+ncclResult_t ncclSend(const void *sendbuff, size_t count,
+                      ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      plan_nccl_stream_t stream);
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, plan_nccl_stream_t stream);
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
+ncclResult_t ncclCommFinalize(ncclComm_t comm);
+ncclResult_t ncclCommDestroy(ncclComm_t comm);
+ncclResult_t ncclCommAbort(ncclComm_t comm);
+const char *ncclGetErrorString(ncclResult_t result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,121 @@
+/* What every NCCL user of the CUDA runner does before a communicator
+ * exists (collectives.h): the settings that make NCCL's reductions repeat,
+ * and NCCL's unique id passed from rank 0 to the other ranks through a
+ * file. Shared by the plugin's communicator (comm_nccl.cu) and the NCCL
+ * collectives of nccl_check (collectives_nccl.cu). No NCCL or CUDA call
+ * here: the plugin links this file without linking NCCL, and the host
+ * emulation builds it as it is. */
+#include "collectives.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libplan/common.h"
+#include "libplan/plan.h"
+
+namespace {
+
+int id_fail(char *err, size_t errsz, const char *fmt, const char *a,
+            const char *b) {
+  if (err && errsz)
+    snprintf(err, errsz, fmt, a, b);
+  return PLAN_EUNSUPPORTED;
+}
+
+/* Makes the folder that holds `path` and every folder above it that is
+ * missing (mkdir -p of its dirname). */
+int make_parent(const char *path, char *err, size_t errsz) {
+  size_t n = strlen(path);
+  char *dir = (char *)malloc(n + 1);
+  if (!dir)
+    return id_fail(err, errsz, "%s%s", "out of memory", "");
+  memcpy(dir, path, n + 1);
+  char *slash = strrchr(dir, '/');
+  int rc = 0;
+  if (slash && slash != dir) {
+    *slash = 0;
+    for (char *p = dir + 1; !rc; p++) {
+      bool end = !*p;
+      if (*p != '/' && !end)
+        continue;
+      *p = 0;
+      if (mkdir(dir, 0777) && errno != EEXIST)
+        rc = id_fail(err, errsz, "cannot make the folder %s: %s", dir,
+                     strerror(errno));
+      if (end)
+        break;
+      *p = '/';
+    }
+  }
+  free(dir);
+  return rc;
+}
+
+} // namespace
+
+extern "C" void plan_cuda_nccl_determinism(char *desc, size_t size) {
+  static const char *const keys[3] = {"NCCL_ALGO", "NCCL_PROTO",
+                                      "NCCL_NVLS_ENABLE"};
+  static const char *const vals[3] = {"Ring", "Simple", "0"};
+  size_t used = 0;
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(keys[i]);
+    if (!v || !v[0])
+      setenv(keys[i], vals[i], 1);
+    /* a value equal to ours is ours, whoever set it (an earlier call in
+     * this process did, for one) */
+    bool mine = !v || !v[0] || !strcmp(v, vals[i]);
+    if (desc && used < size)
+      used += (size_t)snprintf(desc + used, size - used, "%s%s=%s%s",
+                               i ? " " : "", keys[i], mine ? vals[i] : v,
+                               mine ? "" : " (user's)");
+  }
+}
+
+extern "C" int plan_cuda_nccl_id_publish(const char *path, const void *id,
+                                         size_t n, char *err, size_t errsz) {
+  int rc = make_parent(path, err, errsz);
+  if (rc)
+    return rc;
+  if (plan_write_file_atomic(path, id, n) != PLAN_OK)
+    return id_fail(err, errsz, "NCCL id file: %s%s", plan_error_last()->message,
+                   "");
+  return 0;
+}
+
+extern "C" int plan_cuda_nccl_id_wait(const char *path, double timeout_s,
+                                      void *id, size_t n, char *err,
+                                      size_t errsz) {
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+      ssize_t got = read(fd, id, n);
+      close(fd);
+      if (got == (ssize_t)n)
+        return 0;
+      return id_fail(err, errsz, "NCCL id file %s: %s", path,
+                     "shorter than an ncclUniqueId (not written by rank 0?)");
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double waited = (double)(now.tv_sec - t0.tv_sec) +
+                    1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
+    if (waited > timeout_s) {
+      char secs[32];
+      snprintf(secs, sizeof secs, "%g", timeout_s);
+      return id_fail(err, errsz,
+                     "NCCL id file %s did not appear within %s s: is rank 0 "
+                     "running, and is the path on a file system every rank "
+                     "sees?",
+                     path, secs);
+    }
+    usleep(50 * 1000);
+  }
+}

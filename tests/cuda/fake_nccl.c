@@ -1,0 +1,402 @@
+/* A host stand-in for libnccl.so.2, for the test of the CUDA plugin's
+ * communicator built for the host (tests/cuda/test_comm_nccl.c): the NCCL
+ * functions comm_nccl.cu calls (runners/cuda/nccl_emu.h), for several
+ * processes on one machine, loaded through PLAN_NCCL_LIBRARY. "Device"
+ * buffers are host buffers (the emulation's).
+ *
+ * Transport: files. ncclGetUniqueId makes a fresh folder (mkdtemp) and
+ * puts its path in the id; a message from rank s to rank d of a
+ * communicator is the file "<folder>/<tag>.<s>.<d>.<k>" (k counts the
+ * messages from s to d), written under another name and renamed, so a
+ * receiver never reads part of one; the receiver waits for it, reads it
+ * and removes it. Every communicator has a tag of its own: the world's is
+ * "w"; a split's is its parent's, the split's number in the parent and
+ * its color, the same on every member because every rank splits in the
+ * same order.
+ *
+ * ncclCommInitRank and ncclCommFinalize wait for every rank (a barrier).
+ * ncclCommSplit gathers every rank's color and key and makes the
+ * sub-communicator of its color, ranks ordered by key (then parent rank),
+ * remembering the members' world ranks; ncclAllReduce (ncclFloat64)
+ * gathers the members' buffers and folds them in rank order (ncclAvg as
+ * NCCL's: each value times 1 / n, then summed); ncclSend and
+ * ncclRecv between ncclGroupStart and ncclGroupEnd are queued and run at
+ * ncclGroupEnd, every send first, so no order of posting deadlocks.
+ * Unlike NCCL, a receive whose size differs from its send is an error
+ * (ncclInvalidUsage).
+ *
+ * ncclGetUniqueId starts a thread that never ends, as NCCL's does.
+ *
+ * Built with -DFAKE_NCCL_NO_SPLIT it has no ncclCommSplit (an NCCL before
+ * 2.18). FAKE_NCCL_FAIL=<function name> makes that function fail with
+ * ncclSystemError. A wait longer than FAKE_NCCL_TIMEOUT seconds (default
+ * 30) fails with ncclRemoteError. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl_emu.h"
+
+#define FAKE_MAX_RANKS 256
+#define FAKE_MAX_QUEUE 1024
+
+struct ncclComm {
+  char dir[NCCL_UNIQUE_ID_BYTES];
+  char tag[96];
+  int rank, nranks;
+  int world_rank[FAKE_MAX_RANKS]; /* the members' ranks in the world */
+  int nsplits;
+  unsigned long sent[FAKE_MAX_RANKS], received[FAKE_MAX_RANKS];
+};
+
+/* The queue of one thread's group (NCCL's group state is per thread). */
+typedef struct fake_op {
+  int is_send;
+  void *buf;
+  size_t bytes;
+  int peer;
+  ncclComm_t comm;
+} fake_op;
+static _Thread_local int group_depth;
+static _Thread_local int nqueued;
+static _Thread_local fake_op queued[FAKE_MAX_QUEUE];
+
+static int fails(const char *fn) {
+  const char *f = getenv("FAKE_NCCL_FAIL");
+  return f && !strcmp(f, fn);
+}
+
+static double timeout_s(void) {
+  const char *v = getenv("FAKE_NCCL_TIMEOUT");
+  return v && v[0] ? atof(v) : 30.0;
+}
+
+static size_t type_size(ncclDataType_t t) {
+  switch ((int)t) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclFloat64:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
+static ncclResult_t post(ncclComm_t c, int dst, const void *buf, size_t bytes) {
+  char path[512], tmp[520];
+  snprintf(path, sizeof path, "%s/%s.%d.%d.%lu", c->dir, c->tag, c->rank, dst,
+           c->sent[dst]++);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f)
+    return ncclSystemError;
+  int ok = fwrite(buf, 1, bytes, f) == bytes;
+  ok = !fclose(f) && ok;
+  if (!ok || rename(tmp, path)) {
+    unlink(tmp);
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t take(ncclComm_t c, int src, void *buf, size_t bytes) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s.%d.%d.%lu", c->dir, c->tag, src, c->rank,
+           c->received[src]++);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double limit = timeout_s();
+  FILE *f;
+  while (!(f = fopen(path, "rb"))) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - t0.tv_sec) +
+            1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
+        limit) {
+      fprintf(stderr, "fake nccl: no message %s\n", path);
+      return ncclRemoteError;
+    }
+    struct timespec pause = {0, 200 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  size_t got = fread(buf, 1, bytes, f);
+  int extra = fgetc(f) != EOF;
+  fclose(f);
+  unlink(path);
+  return got == bytes && !extra ? ncclSuccess : ncclInvalidUsage;
+}
+
+/* Every rank of comm has reached it. */
+static ncclResult_t barrier(ncclComm_t comm) {
+  char token = 1;
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = post(comm, p, &token, 1);
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = take(comm, p, &token, 1);
+  return r;
+}
+
+ncclResult_t ncclGetVersion(int *version) {
+  *version = 21805; /* 2.18.5 */
+  return ncclSuccess;
+}
+
+/* NCCL's bootstrap root: a thread ncclGetUniqueId starts, which outlives
+ * the communicators. Here it only wakes every millisecond, so a library
+ * unmapped under it (a dlclose that unloads NCCL) crashes at once. */
+static void *bootstrap_root(void *arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec pause = {0, 1000 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  if (fails("ncclGetUniqueId"))
+    return ncclSystemError;
+  pthread_t root;
+  if (pthread_create(&root, NULL, bootstrap_root, NULL) || pthread_detach(root))
+    return ncclSystemError;
+  const char *t = getenv("TMPDIR");
+  memset(id, 0, sizeof *id);
+  int n = snprintf(id->internal, sizeof id->internal, "%s/fake-nccl.XXXXXX",
+                   t && t[0] ? t : "/tmp");
+  if (n < 0 || (size_t)n >= sizeof id->internal || !mkdtemp(id->internal))
+    return ncclSystemError;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  *comm = NULL;
+  if (fails("ncclCommInitRank"))
+    return ncclSystemError;
+  if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks ||
+      !memchr(id.internal, 0, sizeof id.internal) || !id.internal[0])
+    return ncclInvalidArgument;
+  ncclComm_t c = calloc(1, sizeof *c);
+  if (!c)
+    return ncclSystemError;
+  memcpy(c->dir, id.internal, sizeof c->dir);
+  snprintf(c->tag, sizeof c->tag, "w");
+  c->rank = rank;
+  c->nranks = nranks;
+  for (int i = 0; i < nranks; i++)
+    c->world_rank[i] = i;
+  /* as NCCL's, the call returns once every rank has joined */
+  ncclResult_t r = barrier(c);
+  if (r != ncclSuccess) {
+    free(c);
+    return r;
+  }
+  *comm = c;
+  return ncclSuccess;
+}
+
+/* How many times this process called ncclCommSplit (the test checks that
+ * a group's communicator is made once). */
+static int nsplit_calls;
+int fake_nccl_split_calls(void);
+int fake_nccl_split_calls(void) {
+  return nsplit_calls;
+}
+
+#ifndef FAKE_NCCL_NO_SPLIT
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *config) {
+  (void)config;
+  *newcomm = NULL;
+  nsplit_calls++;
+  if (fails("ncclCommSplit"))
+    return ncclSystemError;
+  int mine[2] = {color, key}, all[FAKE_MAX_RANKS][2];
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = post(comm, p, mine, sizeof mine);
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = take(comm, p, all[p], sizeof all[p]);
+    else
+      memcpy(all[p], mine, sizeof mine);
+  int split = comm->nsplits++;
+  if (r != ncclSuccess || color == NCCL_SPLIT_NOCOLOR)
+    return r;
+  ncclComm_t c = calloc(1, sizeof *c);
+  if (!c)
+    return ncclSystemError;
+  memcpy(c->dir, comm->dir, sizeof c->dir);
+  snprintf(c->tag, sizeof c->tag, "%.60s.s%dc%d", comm->tag, split, color);
+  /* the members of my color, by key then parent rank (insertion sort) */
+  int order[FAKE_MAX_RANKS], n = 0;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (all[p][0] != color)
+      continue;
+    int i = n++;
+    while (i > 0 && all[order[i - 1]][1] > all[p][1]) {
+      order[i] = order[i - 1];
+      i--;
+    }
+    order[i] = p;
+  }
+  c->nranks = n;
+  for (int i = 0; i < n; i++) {
+    c->world_rank[i] = comm->world_rank[order[i]];
+    if (order[i] == comm->rank)
+      c->rank = i;
+  }
+  *newcomm = c;
+  return ncclSuccess;
+}
+#endif
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, plan_nccl_stream_t stream) {
+  (void)stream;
+  if (fails("ncclAllReduce"))
+    return ncclSystemError;
+  if (datatype != ncclFloat64 || (int)op < 0 || (int)op > 4 || op == ncclProd ||
+      !comm)
+    return ncclInvalidArgument;
+  size_t bytes = count * sizeof(double);
+  double *all = malloc((size_t)comm->nranks * (bytes ? bytes : 1));
+  if (!all)
+    return ncclSystemError;
+  memcpy(all + (size_t)comm->rank * count, sendbuff, bytes);
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = post(comm, p, sendbuff, bytes);
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = take(comm, p, all + (size_t)p * count, bytes);
+  /* ncclAvg as NCCL does it for floating types: each value times 1 / n,
+   * then summed */
+  double scale = op == ncclAvg ? 1.0 / comm->nranks : 1.0;
+  if (r == ncclSuccess) {
+    double *out = recvbuff;
+    for (size_t i = 0; i < count; i++) {
+      double a = all[i] * scale;
+      for (int p = 1; p < comm->nranks; p++) {
+        double b = all[(size_t)p * count + i] * scale;
+        a = op == ncclMax   ? (a > b ? a : b)
+            : op == ncclMin ? (a < b ? a : b)
+                            : a + b;
+      }
+      out[i] = a;
+    }
+  }
+  free(all);
+  return r;
+}
+
+static ncclResult_t run_queue(void) {
+  ncclResult_t r = ncclSuccess;
+  for (int pass = 1; pass >= 0; pass--)
+    for (int i = 0; r == ncclSuccess && i < nqueued; i++)
+      if (queued[i].is_send == pass)
+        r = pass ? post(queued[i].comm, queued[i].peer, queued[i].buf,
+                        queued[i].bytes)
+                 : take(queued[i].comm, queued[i].peer, queued[i].buf,
+                        queued[i].bytes);
+  nqueued = 0;
+  return r;
+}
+
+static ncclResult_t enqueue(int is_send, void *buf, size_t count,
+                            ncclDataType_t datatype, int peer,
+                            ncclComm_t comm) {
+  size_t size = type_size(datatype);
+  if (!size || !comm || peer < 0 || peer >= comm->nranks || peer == comm->rank)
+    return ncclInvalidArgument;
+  if (nqueued == FAKE_MAX_QUEUE)
+    return ncclInternalError;
+  fake_op o = {is_send, buf, count * size, peer, comm};
+  queued[nqueued++] = o;
+  return group_depth ? ncclSuccess : run_queue();
+}
+
+ncclResult_t ncclSend(const void *sendbuff, size_t count,
+                      ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      plan_nccl_stream_t stream) {
+  (void)stream;
+  if (fails("ncclSend"))
+    return ncclSystemError;
+  return enqueue(1, (void *)(uintptr_t)sendbuff, count, datatype, peer, comm);
+}
+
+ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype,
+                      int peer, ncclComm_t comm, plan_nccl_stream_t stream) {
+  (void)stream;
+  if (fails("ncclRecv"))
+    return ncclSystemError;
+  return enqueue(0, recvbuff, count, datatype, peer, comm);
+}
+
+ncclResult_t ncclGroupStart(void) {
+  group_depth++;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd(void) {
+  if (group_depth == 0)
+    return ncclInvalidUsage;
+  if (--group_depth)
+    return ncclSuccess;
+  if (fails("ncclGroupEnd")) {
+    nqueued = 0;
+    return ncclSystemError;
+  }
+  return run_queue();
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  (void)comm;
+  *asyncError = ncclSuccess;
+  return ncclSuccess;
+}
+
+/* a barrier: after it, the world's folder can go (ncclCommDestroy) */
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return barrier(comm);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  /* every rank of the world tries: the last one past the barrier finds
+   * the folder empty (while a message is in it, rmdir fails) */
+  if (comm && !strcmp(comm->tag, "w"))
+    rmdir(comm->dir);
+  free(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return ncclCommDestroy(comm);
+}
+
+const char *ncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+  case ncclSuccess:
+    return "no error";
+  case ncclSystemError:
+    return "unhandled system error (fake)";
+  case ncclInvalidArgument:
+    return "invalid argument (fake)";
+  case ncclInvalidUsage:
+    return "invalid usage (fake)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error (fake)";
+  default:
+    return "unknown result code (fake)";
+  }
+}
