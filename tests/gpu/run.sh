@@ -28,6 +28,13 @@
 #                 mesh, tests/unit/test_sweep.c) verified on cuda
 #   corpus        the lowered bug corpus (tests/corpus/lowered): each
 #                 file's expected verdict on cuda, both modes
+#   dist-tcp      plan verify --distributed --runner cuda --comm tcp
+#                 (tests/dist/run.sh, the plans of up to 4 ranks): a
+#                 process per rank sharing the GPU(s), the one-process
+#                 report
+#   dist-nccl     plan verify --distributed --runner cuda over NCCL, one
+#                 process per visible GPU, on a data-parallel MLP of that
+#                 many ranks (and the examples that fit, with 4 or more)
 #   bench-gemm    bench_cuda: matmul TFLOP/s of the runner's gemm path and
 #                 a direct cublasGemmEx, f32 and bf16
 #   bench-layer-f32, bench-layer-own
@@ -243,10 +250,11 @@ fi
 
 # ---- distributed verification ---------------------------------------------------------
 # a process per rank, every process on this machine's GPU(s), the
-# collectives over TCP (several processes share a GPU; NCCL refuses that)
-t=$(cap 120)
-timeout "$t" sh "$bundle/tests/dist/run.sh" "$plan" --runner cuda --comm tcp \
-  >"$out/dist-tcp.log" 2>&1
+# collectives over TCP (several processes share a GPU; NCCL refuses that);
+# the plans of up to 4 ranks: each process makes its own CUDA context
+t=$(cap 90)
+DIST_MAX_RANKS=4 timeout "$t" sh "$bundle/tests/dist/run.sh" "$plan" --runner cuda \
+  --comm tcp >"$out/dist-tcp.log" 2>&1
 rc=$?
 line=$(tail -n 1 "$out/dist-tcp.log")
 if [ "$rc" -eq 0 ]; then
