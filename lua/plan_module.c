@@ -366,6 +366,31 @@ static int m_verify(lua_State *L) {
     lua_getfield(L, 2, "runner"); /* "cpu" (nil) or "cuda" */
     o.runner = lua_tostring(L, -1);
     lua_pop(L, 4);
+    /* one process of a distributed verification (docs/gpu.md) */
+    lua_getfield(L, 2, "distributed");
+    o.rendezvous = lua_tostring(L, -1);
+    lua_getfield(L, 2, "rank");
+    lua_getfield(L, 2, "world_size");
+    lua_getfield(L, 2, "timeout");
+    lua_getfield(L, 2, "comm");
+    o.comm = lua_tostring(L, -1);
+    bool given = !lua_isnil(L, -4) || !lua_isnil(L, -3) ||
+                 !lua_isnil(L, -2) || o.comm;
+    if (!o.rendezvous && given)
+      return luaL_error(L, "verify: rank, world_size, timeout and comm go "
+                           "with distributed");
+    if (o.rendezvous) {
+      lua_Integer rank = luaL_checkinteger(L, -4);
+      lua_Integer world = luaL_checkinteger(L, -3);
+      o.timeout_s = luaL_optnumber(L, -2, 0);
+      if (world < 1 || world > 1 << 20 || rank < 0 || rank >= world)
+        return luaL_error(L, "verify: rank must lie in [0, world_size)");
+      if (!(o.timeout_s >= 0))
+        return luaL_error(L, "verify: timeout must be >= 0 seconds");
+      o.rank = (int)rank;
+      o.world = (int)world;
+    }
+    lua_pop(L, 5);
   }
   plan_verify_report *r; /* manual regions: their bodies traced in Lua */
   if (plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL))

@@ -9,13 +9,13 @@ SO=${2:?usage: run.sh PLAN_BINARY PLAN_SO}
 DIR=$(cd "$(dirname "$0")" && pwd)
 passed=0; failed=0
 for t in "$DIR"/test_*.lua; do
-  if "$PLAN" run "$t" >/tmp/lua-test.$$ 2>&1; then
+  if PLAN_TOOL=$PLAN "$PLAN" run "$t" >/tmp/lua-test.$$ 2>&1; then
     passed=$((passed+1))
   else
     failed=$((failed+1)); echo "FAIL (plan run): $(basename "$t")"; cat /tmp/lua-test.$$
   fi
   if [ "${SAN:-0}" != 1 ] && command -v lua5.4 >/dev/null 2>&1; then
-    if LUA_CPATH="$(dirname "$SO")/?.so;;" lua5.4 "$t" >/tmp/lua-test.$$ 2>&1; then
+    if PLAN_TOOL=$PLAN LUA_CPATH="$(dirname "$SO")/?.so;;" lua5.4 "$t" >/tmp/lua-test.$$ 2>&1; then
       passed=$((passed+1))
     else
       failed=$((failed+1)); echo "FAIL (lua5.4 + plan.so): $(basename "$t")"; cat /tmp/lua-test.$$
