@@ -61,6 +61,11 @@ typedef struct plan_comm_ops {
   void (*describe)(const plan_comm *c, char *buf, size_t size);
   /* Frees the communicator (NULL-safe through plan_comm_close). */
   void (*close)(plan_comm *c);
+  /* Frees it after a failure of this process, without waiting for the
+   * others (NCCL's ncclCommAbort: a clean close may wait in NCCL for
+   * peers that are still in a collective); the peers then see this
+   * process gone. NULL: close does that already. */
+  void (*abort)(plan_comm *c);
 } plan_comm_ops;
 
 /* Every backend's communicator starts with this header. */
@@ -90,6 +95,12 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
 static inline void plan_comm_close(plan_comm *c) {
   if (c)
     c->ops->close(c);
+}
+
+/* After a failure: abort when the backend has it, else close. */
+static inline void plan_comm_abort(plan_comm *c) {
+  if (c)
+    (c->ops->abort ? c->ops->abort : c->ops->close)(c);
 }
 
 #endif

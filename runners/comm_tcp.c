@@ -61,7 +61,7 @@ static void tcp_describe(const plan_comm *c, char *buf, size_t size);
 static void tcp_close(plan_comm *c);
 
 static const plan_comm_ops tcp_ops = {tcp_exchange, plan_comm_fold_all_reduce,
-                                      tcp_describe, tcp_close};
+                                      tcp_describe, tcp_close, NULL};
 
 /* ---- small helpers ------------------------------------------------------- */
 

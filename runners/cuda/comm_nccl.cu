@@ -514,7 +514,8 @@ void close_comm(plan_comm *pc) {
   destroy(c);
 }
 
-const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm};
+const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm,
+                                NULL};
 
 /* The unique id (rank 0's, through the id file), the device and its
  * stream, then the world communicator. `published`: rank 0 wrote the id
