@@ -346,54 +346,61 @@ static int m_validate(lua_State *L) {
   return 2;
 }
 
+/* verify's option `name` of the options table at index 2: a string, or
+ * NULL when absent; left on the stack (a value in a slot of its own stays
+ * alive while the call runs, whatever Lua code runs meanwhile). */
+static const char *opt_string(lua_State *L, const char *name) {
+  if (lua_getfield(L, 2, name) == LUA_TNIL)
+    return NULL;
+  if (lua_type(L, -1) != LUA_TSTRING)
+    luaL_error(L, "verify: %s must be a string", name);
+  return lua_tostring(L, -1);
+}
+
 /* equal, report text, {first_op, first_tensor, diagnosis} | nil, message */
 static int m_verify(lua_State *L) {
   lplan *lp = live(L);
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  int top = lua_gettop(L);
   if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "mode");
-    const char *mode = lua_tostring(L, -1);
+    const char *mode = opt_string(L, "mode");
     if (mode && !strcmp(mode, "float"))
       o.mode = PLAN_VERIFY_FLOAT;
     else if (mode && strcmp(mode, "exact"))
       return luaL_error(L, "verify: mode is 'exact' or 'float'");
     lua_getfield(L, 2, "seed");
     o.seed = (uint64_t)luaL_optinteger(L, -1, 0);
-    lua_getfield(L, 2, "dtype");
-    o.dtype = lua_tostring(L, -1); /* kept alive by the options table */
+    o.dtype = opt_string(L, "dtype");
     if (o.dtype)
       o.mode = PLAN_VERIFY_FLOAT;
-    lua_getfield(L, 2, "runner"); /* "cpu" (nil) or "cuda" */
-    o.runner = lua_tostring(L, -1);
-    lua_pop(L, 4);
+    o.runner = opt_string(L, "runner"); /* "cpu" (nil) or "cuda" */
     /* one process of a distributed verification (docs/gpu.md) */
-    lua_getfield(L, 2, "distributed");
-    o.rendezvous = lua_tostring(L, -1);
+    o.rendezvous = opt_string(L, "distributed");
+    o.comm = opt_string(L, "comm");
     lua_getfield(L, 2, "rank");
     lua_getfield(L, 2, "world_size");
     lua_getfield(L, 2, "timeout");
-    lua_getfield(L, 2, "comm");
-    o.comm = lua_tostring(L, -1);
-    bool given = !lua_isnil(L, -4) || !lua_isnil(L, -3) ||
-                 !lua_isnil(L, -2) || o.comm;
+    bool given = !lua_isnil(L, -3) || !lua_isnil(L, -2) ||
+                 !lua_isnil(L, -1) || o.comm;
     if (!o.rendezvous && given)
       return luaL_error(L, "verify: rank, world_size, timeout and comm go "
                            "with distributed");
     if (o.rendezvous) {
-      lua_Integer rank = luaL_checkinteger(L, -4);
-      lua_Integer world = luaL_checkinteger(L, -3);
-      o.timeout_s = luaL_optnumber(L, -2, 0);
+      lua_Integer rank = luaL_checkinteger(L, -3);
+      lua_Integer world = luaL_checkinteger(L, -2);
+      o.timeout_s = luaL_optnumber(L, -1, 0);
       if (world < 1 || world > 1 << 20 || rank < 0 || rank >= world)
         return luaL_error(L, "verify: rank must lie in [0, world_size)");
-      if (!(o.timeout_s >= 0))
+      if (!(o.timeout_s >= 0 && o.timeout_s < 1e9))
         return luaL_error(L, "verify: timeout must be >= 0 seconds");
       o.rank = (int)rank;
       o.world = (int)world;
     }
-    lua_pop(L, 5);
   }
   plan_verify_report *r; /* manual regions: their bodies traced in Lua */
-  if (plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL))
+  int rc = plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL);
+  lua_settop(L, top); /* the options' values are not needed past here */
+  if (rc)
     return push_fail(L);
   /* the report is boxed while its fields are pushed */
   cbox *b = box(L, r, release_report);

@@ -118,6 +118,7 @@ typedef struct vctx {
   plan_comm *comm;
   int64_t me;
   int dist_rc; /* a communicator's failure where no status could return */
+  bool dist_done; /* the run ended well: closed, not aborted */
 } vctx;
 
 /* The rank with r's coordinates and microbatch 0 (r itself without a
@@ -195,6 +196,8 @@ void vx_merge_diff(diff *into, const diff *one);
  * process verifies the same plan p (the caller's: a training step runs
  * one derived from it) the same way. */
 int vx_dist_open(vctx *c, const plan_plan *p);
+/* Closes the communicator, or aborts it when the run failed here (its
+ * peers may still be in a collective: they see this process gone). */
 void vx_dist_close(vctx *c);
 /* The collectives of step s for this process's rank, through the
  * communicator: an all-reduce along the step's axis (k members), a

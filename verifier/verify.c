@@ -1719,10 +1719,6 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   plan_arena_init(&c.rec_arena);
   int rc;
   c.nranks = c.m->ndevices;
-  if (opts->world && (rc = vx_dist_open(&c, p))) {
-    free_ctx(&c);
-    return rc;
-  }
   c.coords = calloc((size_t)c.nranks, sizeof *c.coords);
   if (!c.coords) {
     free_ctx(&c);
@@ -1734,6 +1730,10 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
       c.coords[r][a] = x % c.m->axis_sizes[a];
       x /= c.m->axis_sizes[a];
     }
+  }
+  if (opts->world && (rc = vx_dist_open(&c, p))) {
+    free_ctx(&c);
+    return rc;
   }
   double secs[3] = {0, 0, 0};
   c.nsteps = 1;
@@ -1876,6 +1876,7 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   rep->first_op = dup_or_empty(c.first_op);
   rep->first_tensor = dup_or_empty(c.first_tensor);
   rep->diagnosis = dup_or_empty(c.diagnosis);
+  c.dist_done = true; /* every collective made: a clean close */
   free_ctx(&c);
   if (!rep->text || !rep->first_op || !rep->first_tensor || !rep->diagnosis) {
     plan_verify_report_free(rep);

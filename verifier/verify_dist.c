@@ -36,20 +36,41 @@ static int comm_fail(int rc, const char *what, const char *err) {
   return plan_failf(rc, "distributed verification: %s: %s", what, err);
 }
 
-/* What every process must agree on: the plan and the way it is checked. */
+/* What every process must agree on: the plan, the program it runs (a
+ * lowered file's steps are not in its plan) and the way it is checked. */
 typedef struct dist_key {
-  plan_hash plan;
-  uint64_t seed;
+  plan_hash plan, lowered;
+  uint64_t seed, tolerances;
+  double rtol, atol;
   int32_t mode, dtype, world, nranks;
 } dist_key;
+
+/* FNV-1a over n bytes, from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
+}
 
 static void fill_key(const vctx *c, const plan_plan *p, dist_key *k) {
   memset(k, 0, sizeof *k);
   plan_hash_part(&k->plan, p, PLAN_PART_PLAN); /* zeros without one */
-  k->seed = c->o->seed;
-  k->mode = (int32_t)c->o->mode;
+  plan_lowered_hash(&k->lowered, c->low);      /* zeros where it fails */
+  const plan_verify_options *o = c->o;
+  k->seed = o->seed;
+  k->rtol = o->rtol;
+  k->atol = o->atol;
+  k->tolerances = 0xcbf29ce484222325ULL;
+  for (int i = 0; i < o->ntolerances && o->tolerances; i++) {
+    const plan_verify_tolerance *t = &o->tolerances[i];
+    k->tolerances = fnv(k->tolerances, t->tensor, strlen(t->tensor) + 1);
+    k->tolerances = fnv(k->tolerances, &t->rtol, sizeof t->rtol);
+    k->tolerances = fnv(k->tolerances, &t->atol, sizeof t->atol);
+  }
+  k->mode = (int32_t)o->mode;
   k->dtype = c->dtype;
-  k->world = c->o->world;
+  k->world = o->world;
   k->nranks = (int32_t)c->nranks;
 }
 
@@ -85,8 +106,8 @@ int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
     }
   memmove((char *)all + bytes * (size_t)me, mine, bytes);
   char err[ERRSZ] = "";
-  int rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n, err,
-                                  sizeof err);
+  int rc =
+      c->comm->ops->exchange(c->comm, msg, n, msg + world, n, err, sizeof err);
   free(msg);
   return rc ? comm_fail(rc, what, err) : PLAN_OK;
 }
@@ -98,8 +119,8 @@ bool vx_dist_all(vctx *c, bool ok) {
   for (int q = 0; q < world; q++)
     members[q] = q;
   double v = ok ? 1 : 0;
-  int rc = all_reduce(c, members, world, &v, 1, PLAN_RED_MIN,
-                      "agreeing on a bound");
+  int rc =
+      all_reduce(c, members, world, &v, 1, PLAN_RED_MIN, "agreeing on a bound");
   if (rc && !c->dist_rc)
     c->dist_rc = rc;
   return !rc && v == 1;
@@ -120,11 +141,33 @@ static int check_same_run(vctx *c, const plan_plan *p) {
     if (q != me && memcmp(&all[q], &mine, sizeof mine))
       rc = plan_failf(PLAN_EUSAGE,
                       "distributed verification: process %d verifies "
-                      "another plan or with other options (plan hash, "
-                      "mode, seed, dtype or world size differ) than "
-                      "process %d",
+                      "another plan or with other options (plan, lowered "
+                      "program, mode, seed, dtype, tolerances or world "
+                      "size differ) than process %d",
                       q, me);
   free(all);
+  return rc;
+}
+
+/* One small all-reduce over every group along every mesh axis, now, while
+ * every process is known to be here: a backend that makes a communicator
+ * per group (NCCL's split, which waits for every rank) makes them all at
+ * the start, not at a step a failed process never reaches. */
+static int meet_groups(vctx *c) {
+  int rc = PLAN_OK, members[PLAN_COMM_MAX_WORLD];
+  for (int a = 0; a < c->m->naxes && !rc; a++) {
+    if (c->m->axis_sizes[a] < 2)
+      continue;
+    group_of(c, c->me, a, members);
+    double one = 1;
+    rc = all_reduce(c, members, (int)c->m->axis_sizes[a], &one, 1, PLAN_RED_SUM,
+                    "meeting each group");
+    if (!rc && one != (double)c->m->axis_sizes[a])
+      rc = plan_failf(PLAN_EUNSUPPORTED,
+                      "distributed verification: a group along mesh axis "
+                      "'%s' counts %g processes, not %lld",
+                      c->m->axis_names[a], one, (long long)c->m->axis_sizes[a]);
+  }
   return rc;
 }
 
@@ -164,18 +207,22 @@ int vx_dist_open(vctx *c, const plan_plan *p) {
   int rc = c->runner->comm_open && !tcp
                ? c->runner->comm_open(&c->comm, o->rank, o->world,
                                       o->rendezvous, timeout, err, sizeof err)
-               : plan_comm_tcp_open(&c->comm, o->rank, o->world,
-                                    o->rendezvous, timeout, err, sizeof err);
+               : plan_comm_tcp_open(&c->comm, o->rank, o->world, o->rendezvous,
+                                    timeout, err, sizeof err);
   if (rc) {
     c->comm = NULL;
     return comm_fail(rc, "opening the communicator", err);
   }
   c->me = o->rank;
-  return check_same_run(c, p);
+  int rc2 = check_same_run(c, p);
+  return rc2 ? rc2 : meet_groups(c);
 }
 
 void vx_dist_close(vctx *c) {
-  plan_comm_close(c->comm);
+  if (c->dist_done)
+    plan_comm_close(c->comm);
+  else
+    plan_comm_abort(c->comm);
   c->comm = NULL;
 }
 
@@ -225,12 +272,12 @@ int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
     const block *d = &dst[members[j]];
     for (int64_t e = 0; e < d->n; e++) {
       int64_t li = vx_local_index(t, layout, vx_global_index(t, d, e));
-      pack[at++] = li >= 0 && li < mine->n ? mine->data[li]
-                                           : identity(st->reduce);
+      pack[at++] =
+          li >= 0 && li < mine->n ? mine->data[li] : identity(st->reduce);
     }
   }
-  int rc = all_reduce(c, members, (int)k, pack, total, st->reduce,
-                      "reduce_scatter");
+  int rc =
+      all_reduce(c, members, (int)k, pack, total, st->reduce, "reduce_scatter");
   if (!rc) {
     at = 0;
     for (int64_t j = 0; members[j] != c->me; j++)
@@ -244,14 +291,13 @@ int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
 
 /* How many values member d reads from rank q in step s (q == -1: every
  * source checked; the first failure's status returned). */
-static int count_from(const vctx *c, const plan_lstep *s, int64_t d,
-                      int64_t q, int64_t *count) {
+static int count_from(const vctx *c, const plan_lstep *s, int64_t d, int64_t q,
+                      int64_t *count) {
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *b = &c->bufs[s->out[0]][d];
   *count = 0;
   for (int64_t e = 0; e < b->n; e++) {
-    int64_t li, from = vx_redist_source(c, s, d, vx_global_index(t, b, e),
-                                        &li);
+    int64_t li, from = vx_redist_source(c, s, d, vx_global_index(t, b, e), &li);
     if (from == -2)
       return plan_failf(PLAN_EINVALID,
                         "all_gather of '%s': its order needs even pieces",
@@ -320,13 +366,12 @@ int vx_dist_redist(vctx *c, const plan_lstep *s) {
                                           sizeof err)))
     rc = comm_fail(rc, plan_redist_kind_name(s->redist.kind), err);
   if (!rc) { /* the received values into place, message by message */
-    const plan_tensor *t =
-        &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+    const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
     block *d = &c->bufs[s->out[0]][c->me];
     int64_t next[PLAN_COMM_MAX_WORLD] = {0};
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t li, q = vx_redist_source(c, s, c->me,
-                                       vx_global_index(t, d, e), &li);
+      int64_t li,
+          q = vx_redist_source(c, s, c->me, vx_global_index(t, d, e), &li);
       if (q == c->me)
         continue;
       for (int i = 0; i < nr; i++)
@@ -376,8 +421,8 @@ int vx_dist_gather_partial(vctx *c, int buf) {
     block *g = &b[members[i]];
     if (!(g->data = vx_take_array(c, g->n, false)))
       return plan_oom();
-    msg[nm++] = (plan_comm_msg){members[i], g->data,
-                                g->n * (int64_t)sizeof(double)};
+    msg[nm++] =
+        (plan_comm_msg){members[i], g->data, g->n * (int64_t)sizeof(double)};
   }
   if (!leader)
     msg[nm++] = (plan_comm_msg){members[0], b[c->me].data,
@@ -422,8 +467,7 @@ int vx_dist_merge_one(vctx *c, diff *df) {
   diff *all = calloc((size_t)world, sizeof *all);
   if (!all)
     return plan_oom();
-  int rc = vx_dist_all_gather(c, df, sizeof *df, all,
-                              "merging a comparison");
+  int rc = vx_dist_all_gather(c, df, sizeof *df, all, "merging a comparison");
   if (!rc) {
     memset(df, 0, sizeof *df);
     for (int q = 0; q < world; q++)
@@ -456,8 +500,8 @@ int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
         (plan_comm_msg){q, got[q], bq->n * (int64_t)sizeof(double)};
   }
   char err[ERRSZ] = "";
-  if (!rc && (rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n,
-                                          err, sizeof err)))
+  if (!rc && (rc = c->comm->ops->exchange(c->comm, msg, n, msg + world, n, err,
+                                          sizeof err)))
     rc = comm_fail(rc, "gathering a param", err);
   for (int q = world - 1; q >= 0 && !rc; q--) { /* as in one process */
     const block *bq = &c->bufs[b][q];

@@ -415,6 +415,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                     (long long)df.compared);
     df.mismatches = 0;
   }
+  if (c->dist_rc) /* the processes could not agree: no more collectives */
+    return c->dist_rc;
   if (adam_float && df.mismatches &&
       df.max_abs <= 2 * c->p->training.lr * (1 + 1e-6)) {
     plan_buf_printf(&c->text,
@@ -450,6 +452,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                       st ? "(1 - beta2)" : "(1 - beta1)");
       df.mismatches = 0;
     }
+    if (c->dist_rc)
+      return c->dist_rc;
     vx_report_tensor(c, st ? "state v" : "state m",
                      st ? c->label_v : c->label_m, mb, &df);
     c->ref[t] = keep;

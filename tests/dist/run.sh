@@ -196,6 +196,40 @@ if [ "$(ranks_of "$other")" = "$n" ]; then
     sed -n '1,3s/^/    /p' "$tmp/d.0.err"
   fi
 fi
+# the processes run different lowered programs (the same plan, other
+# steps), or compare with other tolerances: refused by every one
+lo=$root/tests/corpus/lowered/rank-order-swapped.yaml
+sed 's/, order: \[1, 0\]//' "$lo" >"$tmp/fixed.yaml"
+if cmp -s "$lo" "$tmp/fixed.yaml"; then
+  bad "the fixed lowered program was not made"
+fi
+for variant in lowered tolerances; do
+  dir=$tmp/$variant.rv
+  i=0
+  while [ "$i" -lt 4 ]; do
+    if [ $variant = lowered ]; then
+      f=$lo
+      [ "$i" -gt 0 ] && f=$tmp/fixed.yaml
+      set -- "$f"
+    else
+      set -- --mode float "$mlp"
+      [ "$i" -gt 0 ] && set -- --mode float --rtol 0.5 --atol 0.5 "$mlp"
+    fi
+    (RANK=$i WORLD_SIZE=4 "$plan" verify --distributed "$dir" --timeout 60 "$@" \
+       >"$tmp/$variant.$i.out" 2>"$tmp/$variant.$i.err"; echo $? >"$tmp/$variant.$i.rc") &
+    i=$((i + 1))
+  done
+  wait
+  i=0
+  while [ "$i" -lt 4 ]; do
+    if [ "$(cat "$tmp/$variant.$i.rc")" = 2 ] && grep -q "another plan or with other options" "$tmp/$variant.$i.err"; then ok; else
+      bad "processes with other $variant: rank $i exits $(cat "$tmp/$variant.$i.rc")"
+      sed -n '1,3s/^/    /p' "$tmp/$variant.$i.out" "$tmp/$variant.$i.err"
+    fi
+    i=$((i + 1))
+  done
+done
+
 # a pipelined plan is refused with the reason (exit 3)
 pp=$ex/pipeline-1f1b.plan.yaml
 RANK=0 WORLD_SIZE=$(ranks_of "$pp") "$plan" verify --distributed "$tmp/p.rv" "$pp" \

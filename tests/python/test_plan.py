@@ -176,6 +176,9 @@ class TestChecks(unittest.TestCase):
                          comm="mpi")
             with self.assertRaises(libplan.UsageError):  # not the mesh
                 p.verify(distributed="/tmp/x", rank=0, world_size=3)
+            with self.assertRaises(libplan.UsageError):
+                p.verify(distributed="/tmp/x", rank=0, world_size=4,
+                         timeout=float("inf"))
 
     def test_verify(self):
         with libplan.load(BLOCK) as p:

@@ -39,11 +39,12 @@ def _distributed(folder, rank, world_size, timeout, comm):
             raise UsageError("verify: rank, world_size, timeout and comm go "
                              "with distributed")
         return None
-    env = os.environ
+    env = os.environ  # an empty variable counts as unset, as in the CLI
     if world_size is None:
-        world_size = env.get("WORLD_SIZE", env.get("OMPI_COMM_WORLD_SIZE"))
+        world_size = env.get("WORLD_SIZE") or \
+            env.get("OMPI_COMM_WORLD_SIZE") or None
     if rank is None:
-        rank = env.get("RANK", env.get("OMPI_COMM_WORLD_RANK"))
+        rank = env.get("RANK") or env.get("OMPI_COMM_WORLD_RANK") or None
     if world_size is None or rank is None:
         raise UsageError("verify: distributed needs rank and world_size, "
                          "or RANK and WORLD_SIZE from the launcher")
@@ -60,8 +61,8 @@ def _distributed(folder, rank, world_size, timeout, comm):
     if comm not in (None, "tcp", "nccl"):
         raise UsageError("verify: comm is 'tcp' or 'nccl', not %r" % (comm,))
     t = 0.0 if timeout is None else float(timeout)
-    if not t >= 0:
-        raise UsageError("verify: timeout must be >= 0 seconds")
+    if not 0 <= t < 1e9:
+        raise UsageError("verify: timeout must be >= 0 seconds (and finite)")
     return (world_size, rank, enc(os.fspath(folder)), t,
             None if comm is None else enc(comm))
 
