@@ -511,6 +511,73 @@ static void test_all_reduce_mismatch(void **state) {
   drop_dir(dir);
 }
 
+/* Ranks that disagree on the length: the fold's description of both
+ * calls, not a message size. */
+static int reduce_length_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  plan_comm *c = open_or_die(rank, world, dir);
+  static const int members[2] = {0, 1};
+  double buf[4] = {1, 2, 3, 4};
+  char err[512];
+  int rc = c->ops->all_reduce(c, members, 2, buf, rank ? 3 : 4, PLAN_RED_SUM,
+                              err, sizeof err);
+  char want[80];
+  snprintf(want, sizeof want, "rank %d reduces %d doubles (sum) over a group",
+           1 - rank, rank ? 4 : 3);
+  int code = 0;
+  if (rc != PLAN_EUSAGE || !strstr(err, want))
+    code = bad(rank, 1, "length mismatch: %d '%s'", rc, err);
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_all_reduce_length(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(2, dir, reduce_length_rank, NULL);
+  drop_dir(dir);
+}
+
+/* Groups of different sizes in one step, a group of one among them: the
+ * ranks' exchanges stay in step after it. */
+static int mixed_groups_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  static const int alone[1] = {0}, pair[2] = {2, 1};
+  const int *members = rank ? pair : alone;
+  int n = rank ? 2 : 1;
+  plan_comm *c = open_or_die(rank, world, dir);
+  char err[512];
+  double buf[NV], want[NV];
+  for (int e = 0; e < NV; e++)
+    buf[e] = value(rank, e, 0);
+  local_fold(members, n, PLAN_RED_SUM, 0, want);
+  int rc =
+      c->ops->all_reduce(c, members, n, buf, NV, PLAN_RED_SUM, err, sizeof err);
+  int code = 0;
+  if (rc)
+    code = bad(rank, 1, "all_reduce: %d %s", rc, err);
+  else if (memcmp(buf, want, sizeof buf) != 0)
+    code = bad(rank, 2, "all_reduce: not the member-order fold");
+  /* then a ring over the world */
+  int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+  unsigned char out[100], in[100];
+  fill_pattern(out, sizeof out, rank, next);
+  plan_comm_msg s = {next, out, sizeof out}, r = {prev, in, sizeof in};
+  if (!code && (rc = c->ops->exchange(c, &s, 1, &r, 1, err, sizeof err)))
+    code = bad(rank, 3, "ring after the all_reduce: %d %s", rc, err);
+  else if (!code && !check_pattern(in, sizeof in, prev, rank))
+    code = bad(rank, 4, "ring after the all_reduce: wrong bytes");
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_mixed_groups(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(3, dir, mixed_groups_rank, NULL);
+  drop_dir(dir);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 /* Rank 1 expects 640 bytes where rank 0 sends 800, then 640 where rank 0
@@ -1161,6 +1228,8 @@ int main(void) {
       cmocka_unit_test(test_stale_frames),
       cmocka_unit_test(test_cloexec),
       cmocka_unit_test(test_timeout_names),
+      cmocka_unit_test(test_all_reduce_length),
+      cmocka_unit_test(test_mixed_groups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
