@@ -12,9 +12,9 @@
 #include "ir.h"
 #include "util.h"
 
-/* The first words of every member's contribution: a description of the
- * call, so members that disagree on the group, the reduction or the length
- * are told so instead of folding different things. */
+/* What every member sends first, in an exchange of its own: a description
+ * of the call, so members that disagree on the group, the reduction or the
+ * length are told so instead of folding different things. */
 #define FOLD_MAGIC 0x706c616e666f6c64LL /* "planfold" */
 #define FOLD_DESC 5
 
@@ -72,8 +72,13 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
     return plan_errc(PLAN_EUSAGE, err, errsz,
                      "all_reduce: rank %d is not in the group it reduces over",
                      c->rank);
-  if (nmembers == 1)
-    return PLAN_OK; /* a sum of one, an average over one, the value itself */
+  if (nmembers == 1) {
+    /* a sum of one, an average over one, the value itself; the two calls
+     * the other groups make, empty, so a backend that counts calls (tcp)
+     * stays in step */
+    int rc = c->ops->exchange(c, NULL, 0, NULL, 0, err, errsz);
+    return rc ? rc : c->ops->exchange(c, NULL, 0, NULL, 0, err, errsz);
+  }
 
   int nothers = nmembers - 1;
   size_t nd = (size_t)n;
@@ -82,28 +87,26 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
   /* per other member: its description, then its n doubles */
   int64_t *descs = calloc((size_t)nothers * FOLD_DESC, sizeof *descs);
   double *theirs = nd ? malloc(sizeof *theirs * nd * (size_t)nothers) : NULL;
-  plan_comm_msg *msgs = malloc(sizeof *msgs * 4 * (size_t)nothers);
+  plan_comm_msg *msgs = malloc(sizeof *msgs * 2 * (size_t)nothers);
   if (!descs || (nd && !theirs) || !msgs) {
     free(descs);
     free(theirs);
     free(msgs);
     return plan_errc(PLAN_ENOMEM, err, errsz, "all_reduce: out of memory");
   }
-  plan_comm_msg *sends = msgs, *recvs = msgs + 2 * nothers;
-  int ns = 0, nr = 0;
+  /* First the descriptions alone, small and of one size everywhere, so
+   * members that disagree (on n too) are told what each reduces, not that
+   * a message has another size; then the data. */
+  plan_comm_msg *sends = msgs, *recvs = msgs + nothers;
   for (int i = 0, k = 0; i < nmembers; i++) {
     if (i == me)
       continue;
-    sends[ns++] = (plan_comm_msg){members[i], mine, sizeof mine};
-    sends[ns++] = (plan_comm_msg){members[i], buf, (int64_t)(sizeof *buf * nd)};
-    recvs[nr++] =
+    sends[k] = (plan_comm_msg){members[i], mine, sizeof mine};
+    recvs[k] =
         (plan_comm_msg){members[i], descs + (size_t)k * FOLD_DESC, sizeof mine};
-    recvs[nr++] =
-        (plan_comm_msg){members[i], theirs ? theirs + (size_t)k * nd : NULL,
-                        (int64_t)(sizeof *buf * nd)};
     k++;
   }
-  int rc = c->ops->exchange(c, sends, ns, recvs, nr, err, errsz);
+  int rc = c->ops->exchange(c, sends, nothers, recvs, nothers, err, errsz);
   for (int k = 0; !rc && k < nothers; k++) {
     const int64_t *d = descs + (size_t)k * FOLD_DESC;
     int who = members[k < me ? k : k + 1];
@@ -115,6 +118,18 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
           who, (long long)d[3], reduce_name((int)d[2]), (long long)d[1],
           d[0] == FOLD_MAGIC && d[4] == mine[4] ? "" : " (other ranks)",
           c->rank, (long long)n, reduce_name(reduce), nmembers);
+  }
+  if (!rc) {
+    for (int i = 0, k = 0; i < nmembers; i++) {
+      if (i == me)
+        continue;
+      sends[k] = (plan_comm_msg){members[i], buf, (int64_t)(sizeof *buf * nd)};
+      recvs[k] =
+          (plan_comm_msg){members[i], theirs ? theirs + (size_t)k * nd : NULL,
+                          (int64_t)(sizeof *buf * nd)};
+      k++;
+    }
+    rc = c->ops->exchange(c, sends, nothers, recvs, nothers, err, errsz);
   }
   if (!rc) {
     /* fold in member order: acc = x0; acc = acc op x1; ... */

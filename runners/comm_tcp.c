@@ -3,16 +3,29 @@
  * connects to every j < i and accepts every j > i), each checked by a
  * handshake, and exchanges over nonblocking sockets driven by poll.
  *
+ * The handshake: the connecting rank sends a hello (world, its rank, the
+ * rank it wants), the accepting one answers with its own, and the
+ * connecting one confirms with an ack; only then does either side keep the
+ * connection. Each handshake has its own short bound (HANDSHAKE_S): a
+ * connection that says nothing (a stray client on the port, a stale file
+ * naming a listener that never answers) is dropped and the rendezvous goes
+ * on, the connecting side reading the peer's file again and retrying, the
+ * accepting side accepting the next. The ack keeps a connection the
+ * connecting side gave up on (and retries) from being taken for the peer.
+ *
  * Every message on a connection is framed: magic, its index and the count
- * of the sender's messages to that peer in the call, its size. A receiver
- * that posted another size or count reads (and drops) what the sender
- * sent, so both sides finish the call and the stream stays in step, and
- * reports PLAN_EUSAGE. Every wait is bounded: the rendezvous by timeout_s
- * from the open, an exchange by timeout_s without progress. */
+ * of the sender's messages to that peer in the call, its size, the number
+ * of the sender's exchange call (see tcp_exchange). A receiver that posted
+ * another size or count reads (and drops) what the sender sent, so both
+ * sides finish the call and the stream stays in step, and reports
+ * PLAN_EUSAGE. Every wait is bounded: the rendezvous by timeout_s from the
+ * open, an exchange by timeout_s without progress. Every socket is made
+ * close-on-exec and nonblocking at once (SOCK_CLOEXEC, accept4), so a fork
+ * and exec elsewhere in the process never inherits one. */
+#define _GNU_SOURCE /* accept4 */
 #include "comm.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
@@ -35,10 +48,15 @@
 #include "util.h"
 
 #define HELLO_MAGIC 0x504c4e43u /* "PLNC" */
-#define HELLO_VERSION 1u
+#define HELLO_VERSION 2u
 #define HELLO_BYTES 20
+#define ACK_MAGIC 0x504c4e41u /* "PLNA" */
+#define ACK_BYTES 8
+/* Seconds one handshake may take, connect included (less when the
+ * rendezvous has less left). */
+#define HANDSHAKE_S 2.0
 #define FRAME_MAGIC 0x504c4e4du /* "PLNM" */
-#define FRAME_BYTES 20
+#define FRAME_BYTES 28
 #define ADDR_MAX 256
 /* One send or recv call moves at most this much. */
 #define IO_CHUNK ((size_t)1 << 30)
@@ -49,8 +67,9 @@ typedef struct tcp_comm {
   int listen_fd;
   int port;
   double timeout_s;
-  char *folder; /* NULL when world is 1 */
-  char *own;    /* this rank's rendezvous file */
+  uint64_t calls; /* exchange calls made, this one included */
+  char *folder;   /* NULL when world is 1 */
+  char *own;      /* this rank's rendezvous file */
   char addr[ADDR_MAX];
 } tcp_comm;
 
@@ -106,13 +125,11 @@ static uint64_t get64(const unsigned char *p) {
   return (uint64_t)get32(p) << 32 | get32(p + 4);
 }
 
-static int set_socket_flags(int fd) {
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return -1;
-  if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-    return -1;
-  return 0;
+/* The deadline of one handshake: HANDSHAKE_S from now, or the
+ * rendezvous's when that comes first. */
+static double handshake_deadline(double deadline) {
+  double d = now_s() + HANDSHAKE_S;
+  return d < deadline ? d : deadline;
 }
 
 static void set_nodelay(int fd) {
@@ -203,8 +220,8 @@ static char *rank_path(const char *folder, int rank) {
   return p;
 }
 
-/* Reads "address port" from a rank's file. 1 when read, 0 when missing or
- * not (yet) well formed, with a reason in why. */
+/* Reads "address port" from a rank's file. 1 when read; 0 when missing, -1
+ * when not (yet) well formed, with a reason in why. */
 static int read_rank_file(const char *path, char *addr, int *port, char *why,
                           size_t whysz) {
   FILE *f = fopen(path, "r");
@@ -219,7 +236,7 @@ static int read_rank_file(const char *path, char *addr, int *port, char *why,
   int pt = 0;
   if (!ok || sscanf(line, "%255s %d", a, &pt) != 2 || pt <= 0 || pt > 65535) {
     snprintf(why, whysz, "%s does not hold \"address port\"", path);
-    return 0;
+    return -1;
   }
   memcpy(addr, a, sizeof a);
   *port = pt;
@@ -259,7 +276,7 @@ static int own_address(char *addr, char *err, size_t errsz) {
 /* A listening socket on an ephemeral port of every interface: IPv6 with
  * IPv4 mapped when the host has it, else IPv4. */
 static int open_listener(tcp_comm *t, char *err, size_t errsz) {
-  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd >= 0) {
     int zero = 0;
     struct sockaddr_in6 a6;
@@ -273,7 +290,7 @@ static int open_listener(tcp_comm *t, char *err, size_t errsz) {
     }
   }
   if (fd < 0) {
-    fd = socket(AF_INET, SOCK_STREAM, 0);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_in a4;
     memset(&a4, 0, sizeof a4);
     a4.sin_family = AF_INET;
@@ -285,7 +302,9 @@ static int open_listener(tcp_comm *t, char *err, size_t errsz) {
   }
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
-  if (fd < 0 || set_socket_flags(fd) != 0 || listen(fd, t->base.world) != 0 ||
+  /* room for connections given up on (and retried) while this rank was
+   * still connecting to the ranks below it */
+  if (fd < 0 || listen(fd, SOMAXCONN) != 0 ||
       getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
     int e = errno;
     if (fd >= 0)
@@ -309,44 +328,46 @@ static void hello_pack(unsigned char *h, int world, int from, int to) {
   put32(h + 16, (uint32_t)to);
 }
 
-/* One attempt to connect to the address in peer's file and to shake hands.
- * PLAN_OK with *fd set; 1 to try again (why says what went wrong: no file,
- * refused, another process on that port); a status for a final error. */
-static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
-                       char *why, size_t whysz, char *err, size_t errsz) {
-  char *path = rank_path(t->folder, peer);
-  if (!path)
-    return plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
-  char addr[ADDR_MAX];
-  int port = 0;
-  if (!read_rank_file(path, addr, &port, why, whysz)) {
-    free(path);
-    return 1;
-  }
-  char service[16];
-  snprintf(service, sizeof service, "%d", port);
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int gai = getaddrinfo(addr, service, &hints, &res);
-  if (gai != 0) {
-    snprintf(why, whysz, "cannot resolve %s (from %s): %s", addr, path,
-             gai_strerror(gai));
-    free(path);
-    return 1;
-  }
+/* Why attempts to connect failed, least to most telling: across retries
+ * connect_lower keeps the most telling reason met (the latest of equals),
+ * so a peer that failed during the handshake and removed its file is
+ * reported as such, not as a file that is missing. */
+enum {
+  WHY_NONE,
+  WHY_NO_FILE,
+  WHY_BAD_FILE,
+  WHY_UNRESOLVED,
+  WHY_UNREACHABLE,
+  WHY_HANDSHAKE
+};
+
+typedef struct why_kept {
+  char text[512];
+  int level;
+} why_kept;
+
+static void note_why(why_kept *w, int level, const char *fmt, ...)
+    PLAN_PRINTF(3, 4);
+
+static void note_why(why_kept *w, int level, const char *fmt, ...) {
+  if (level < w->level)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(w->text, sizeof w->text, fmt, ap);
+  va_end(ap);
+  w->level = level;
+}
+
+/* A nonblocking close-on-exec connection to one of res's addresses
+ * before the deadline: the socket, or -1 with errno. */
+static int connect_to(const struct addrinfo *res, double deadline) {
   int s = -1, e = 0;
   for (const struct addrinfo *ai = res; ai && s < 0; ai = ai->ai_next) {
-    s = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+               ai->ai_protocol);
     if (s < 0) {
       e = errno;
-      continue;
-    }
-    if (set_socket_flags(s) != 0) {
-      e = errno;
-      close(s);
-      s = -1;
       continue;
     }
     if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0) {
@@ -368,35 +389,81 @@ static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
       }
     }
   }
+  if (s < 0)
+    errno = e;
+  return s;
+}
+
+/* One attempt to connect to the address in peer's file and to shake hands,
+ * within HANDSHAKE_S. PLAN_OK with *fd set; 1 to try again (why says what
+ * went wrong: no file, refused, no answer, another process on that port);
+ * a status for a final error. */
+static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
+                       why_kept *why, char *err, size_t errsz) {
+  char *path = rank_path(t->folder, peer);
+  if (!path)
+    return plan_errc(PLAN_ENOMEM, err, errsz, "tcp: out of memory");
+  char addr[ADDR_MAX], r[ADDR_MAX + 600];
+  int port = 0, got = read_rank_file(path, addr, &port, r, sizeof r);
+  if (got != 1) {
+    note_why(why, got == 0 ? WHY_NO_FILE : WHY_BAD_FILE, "%s", r);
+    free(path);
+    return 1;
+  }
+  char service[16];
+  snprintf(service, sizeof service, "%d", port);
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int gai = getaddrinfo(addr, service, &hints, &res);
+  if (gai != 0) {
+    note_why(why, WHY_UNRESOLVED, "cannot resolve %s (from %s): %s", addr, path,
+             gai_strerror(gai));
+    free(path);
+    return 1;
+  }
+  double hs = handshake_deadline(deadline);
+  int s = connect_to(res, hs);
+  int e = errno;
   freeaddrinfo(res);
   if (s < 0) {
-    snprintf(why, whysz, "cannot reach rank %d at %s:%d (from %s): %s", peer,
-             addr, port, path, strerror(e));
+    note_why(why, WHY_UNREACHABLE,
+             "cannot reach rank %d at %s:%d (from %s): %s", peer, addr, port,
+             path, strerror(e));
     free(path);
     return 1;
   }
   set_nodelay(s);
-  unsigned char h[HELLO_BYTES];
+  unsigned char h[HELLO_BYTES], ack[ACK_BYTES];
   hello_pack(h, t->base.world, t->base.rank, peer);
-  if (io_all(s, h, sizeof h, 1, deadline) != 0 ||
-      io_all(s, h, sizeof h, 0, deadline) != 0) {
-    snprintf(why, whysz, "no handshake from rank %d at %s:%d (from %s): %s",
-             peer, addr, port, path, strerror(errno));
-    close(s);
-    free(path);
-    return 1;
-  }
+  put32(ack, ACK_MAGIC);
+  put32(ack + 4, (uint32_t)t->base.rank);
+  hs = handshake_deadline(deadline);
   int rc = 1;
-  if (get32(h) != HELLO_MAGIC || get32(h + 4) != HELLO_VERSION ||
-      (int)get32(h + 12) != peer) {
+  if (io_all(s, h, sizeof h, 1, hs) != 0 ||
+      io_all(s, h, sizeof h, 0, hs) != 0) {
+    int e2 = errno;
+    note_why(why, WHY_HANDSHAKE,
+             "no handshake from rank %d at %s:%d (from %s): %s", peer, addr,
+             port, path,
+             e2 == EPIPE || e2 == ECONNRESET ? "it closed the connection"
+                                             : strerror(e2));
+  } else if (get32(h) != HELLO_MAGIC || get32(h + 4) != HELLO_VERSION ||
+             (int)get32(h + 12) != peer) {
     /* a port reused by another process since the file was written */
-    snprintf(why, whysz, "%s:%d (from %s) is not rank %d of this communicator",
-             addr, port, path, peer);
+    note_why(why, WHY_HANDSHAKE,
+             "%s:%d (from %s) is not rank %d of this communicator", addr, port,
+             path, peer);
   } else if ((int)get32(h + 8) != t->base.world) {
     rc = plan_errc(
         PLAN_EUSAGE, err, errsz,
         "tcp: rank %d runs in a world of %u, rank %d in a world of %d", peer,
         get32(h + 8), t->base.rank, t->base.world);
+  } else if (io_all(s, ack, sizeof ack, 1, hs) != 0) {
+    note_why(why, WHY_HANDSHAKE,
+             "rank %d at %s:%d (from %s) left during the handshake: %s", peer,
+             addr, port, path, strerror(errno));
   } else {
     *fd = s;
     s = -1;
@@ -410,10 +477,10 @@ static int try_connect(tcp_comm *t, int peer, double deadline, int *fd,
 
 static int connect_lower(tcp_comm *t, int peer, double deadline, char *err,
                          size_t errsz) {
-  char why[512] = "";
+  why_kept why = {"", WHY_NONE};
   for (;;) {
     int fd = -1;
-    int rc = try_connect(t, peer, deadline, &fd, why, sizeof why, err, errsz);
+    int rc = try_connect(t, peer, deadline, &fd, &why, err, errsz);
     if (rc == PLAN_OK) {
       t->fds[peer] = fd;
       return PLAN_OK;
@@ -424,12 +491,14 @@ static int connect_lower(tcp_comm *t, int peer, double deadline, char *err,
       return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
                        "tcp rank %d: no connection to rank %d within %g s: %s "
                        "(not started, or a file left by an earlier run)",
-                       t->base.rank, peer, t->timeout_s, why);
+                       t->base.rank, peer, t->timeout_s, why.text);
     nap_ms(10);
   }
 }
 
-/* Accepts the ranks above this one, in whatever order they come. */
+/* Accepts the ranks above this one, in whatever order they come. A
+ * connection that does not complete its handshake within HANDSHAKE_S is
+ * dropped: its rank, if it is one, tries again. */
 static int accept_higher(tcp_comm *t, double deadline, char *err,
                          size_t errsz) {
   int rank = t->base.rank, world = t->base.world;
@@ -451,28 +520,25 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
           "%d first; rendezvous %s)",
           rank, missing, t->timeout_s, first, t->folder);
     }
-    int s = accept(t->listen_fd, NULL, NULL);
+    int s = accept4(t->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (s < 0)
       continue; /* EAGAIN, a connection reset before we took it, EINTR */
-    if (set_socket_flags(s) != 0) {
-      close(s);
-      continue;
-    }
     set_nodelay(s);
+    double hs = handshake_deadline(deadline);
     unsigned char h[HELLO_BYTES];
-    if (io_all(s, h, sizeof h, 0, deadline) != 0 || get32(h) != HELLO_MAGIC ||
+    if (io_all(s, h, sizeof h, 0, hs) != 0 || get32(h) != HELLO_MAGIC ||
         get32(h + 4) != HELLO_VERSION) {
-      close(s); /* not one of ours */
+      close(s); /* not one of ours, or silent */
       continue;
     }
     int from = (int)get32(h + 12), to = (int)get32(h + 16);
     unsigned hw = get32(h + 8);
-    unsigned char r[HELLO_BYTES];
+    unsigned char r[HELLO_BYTES], ack[ACK_BYTES];
     hello_pack(r, world, rank, from);
     /* the reply tells the caller who answered, also when it is refused */
-    int sent = io_all(s, r, sizeof r, 1, deadline) == 0, send_errno = errno;
-    if (to != rank) {
-      close(s); /* meant for a rank that was on this port before */
+    int sent = io_all(s, r, sizeof r, 1, hs) == 0;
+    if (to != rank || !sent) {
+      close(s); /* meant for a rank that was on this port before, or gone */
       continue;
     }
     if ((int)hw != world) {
@@ -482,17 +548,16 @@ static int accept_higher(tcp_comm *t, double deadline, char *err,
           "tcp: rank %d runs in a world of %u, rank %d in a world of %d", from,
           hw, rank, world);
     }
+    if (io_all(s, ack, sizeof ack, 0, hs) != 0 || get32(ack) != ACK_MAGIC ||
+        (int)get32(ack + 4) != from) {
+      close(s); /* it gave this connection up: it tries again */
+      continue;
+    }
     if (from <= rank || from >= world || t->fds[from] >= 0) {
       close(s);
       return plan_errc(PLAN_EUSAGE, err, errsz,
                        "tcp rank %d: a second process claims rank %d", rank,
                        from);
-    }
-    if (!sent) {
-      close(s);
-      return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
-                       "tcp rank %d: rank %d left during the handshake: %s",
-                       rank, from, strerror(send_errno));
     }
     t->fds[from] = s;
     missing--;
@@ -626,6 +691,7 @@ typedef struct xpeer {
   int64_t roff;       /* bytes of the current frame + payload received */
   int64_t rbytes;     /* the current message's size, from its frame */
   int drop;           /* the current payload is read and dropped */
+  int stale;          /* ... and it belongs to an earlier call */
   unsigned char rhdr[FRAME_BYTES];
 } xpeer;
 
@@ -662,6 +728,7 @@ static int pump_send(const tcp_comm *t, int p, xpeer *x,
       put32(x->shdr + 4, (uint32_t)x->sent);
       put32(x->shdr + 8, (uint32_t)x->nsend);
       put64(x->shdr + 12, (uint64_t)m->bytes);
+      put64(x->shdr + 20, t->calls);
     }
     struct iovec iov[2];
     int niov = 0;
@@ -700,12 +767,40 @@ static int pump_send(const tcp_comm *t, int p, xpeer *x,
 
 /* Checks a whole frame header against what was posted. PLAN_OK, the first
  * mismatch recorded in *usage (its reason in err); a status when the stream
- * is out of step. */
+ * is out of step. A frame of an earlier call is a mismatch, read and
+ * dropped; one of a later call, a final error: the sender made a call this
+ * rank did not (or posted nothing to it in this one), and its frames cannot
+ * be taken now. */
 static int take_frame(const tcp_comm *t, int p, xpeer *x,
                       const plan_comm_msg *recvs, int *usage, char *err,
                       size_t errsz) {
   uint32_t idx = get32(x->rhdr + 4), cnt = get32(x->rhdr + 8);
-  uint64_t bytes = get64(x->rhdr + 12);
+  uint64_t bytes = get64(x->rhdr + 12), call = get64(x->rhdr + 20);
+  if (get32(x->rhdr) == FRAME_MAGIC && bytes <= (uint64_t)INT64_MAX &&
+      call != t->calls) {
+    if (call > t->calls)
+      return plan_errc(
+          PLAN_EUSAGE, err, errsz,
+          "tcp rank %d: rank %d sent a message of its exchange call %llu "
+          "while rank %d is in its call %llu: rank %d sent nothing in the "
+          "call where rank %d posted a receive from it, or the ranks do not "
+          "make the same calls",
+          t->base.rank, p, (unsigned long long)call, t->base.rank,
+          (unsigned long long)t->calls, p, t->base.rank);
+    if (!*usage) {
+      *usage = 1;
+      plan_errc(PLAN_EUSAGE, err, errsz,
+                "rank %d sent message(s) in an exchange where rank %d posted "
+                "no receive from it (its call %llu; read and dropped in call "
+                "%llu)",
+                p, t->base.rank, (unsigned long long)call,
+                (unsigned long long)t->calls);
+    }
+    x->rbytes = (int64_t)bytes;
+    x->drop = 1;
+    x->stale = 1;
+    return PLAN_OK;
+  }
   if (get32(x->rhdr) != FRAME_MAGIC || (int64_t)idx != x->got ||
       cnt > (uint32_t)INT_MAX || bytes > (uint64_t)INT64_MAX ||
       (x->count >= 0 && (int)cnt != x->count))
@@ -785,9 +880,13 @@ static int pump_recv(const tcp_comm *t, int p, xpeer *x,
         return rc;
     }
     if (x->roff - FRAME_BYTES == x->rbytes) {
-      x->got++;
       x->roff = 0;
       x->rbytes = 0;
+      if (x->stale) { /* not one of this call's messages */
+        x->stale = 0;
+        continue;
+      }
+      x->got++;
       if (x->got <= x->nrecv)
         x->ri = next_of(recvs, nrecvs, x->ri + 1, p);
     }
@@ -812,12 +911,48 @@ static int check_msgs(const tcp_comm *t, const plan_comm_msg *m, int n,
   return PLAN_OK;
 }
 
+/* The peers an exchange still waits for, up to four, into err. */
+static int stuck_error(const tcp_comm *t, const struct pollfd *pfds,
+                       const int *who, int np, char *err, size_t errsz) {
+  char list[256] = "";
+  size_t len = 0;
+  int shown = np < 4 ? np : 4;
+  for (int k = 0; k < shown && len < sizeof list; k++) {
+    short ev = pfds[k].events;
+    int n = snprintf(list + len, sizeof list - len, "%srank %d did not %s",
+                     k ? ", " : "", who[k],
+                     (ev & POLLIN) && (ev & POLLOUT) ? "send or receive"
+                     : ev & POLLIN                   ? "send"
+                                                     : "receive");
+    if (n < 0)
+      break;
+    len += (size_t)n;
+  }
+  return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                   "tcp rank %d: no progress within %g s: %s%s", t->base.rank,
+                   t->timeout_s, list, np > shown ? " (and others)" : "");
+}
+
+/* Which call a frame belongs to: every exchange call, on every rank, adds
+ * one to the communicator's count, empty calls and failed ones included,
+ * and each frame carries its sender's count. The contract (runners/comm.h)
+ * has every process make the same calls in the same order, so the frames
+ * of a call carry the receiver's own count. A sender's frames in a call
+ * where the receiver posted no receive from it stay in the socket; the
+ * receiver's next call that reads from that sender finds the older count,
+ * drops those frames and reports PLAN_EUSAGE naming the sender, then takes
+ * the frames of the current call. (A count per pair of ranks, of the calls
+ * where a rank sends to or receives from the other, would not do: when the
+ * receiver's call does nothing with the sender, its count for the pair does
+ * not move, and the sender's stray frames would carry exactly the count
+ * of the receiver's next call with it.) */
 static int tcp_exchange(plan_comm *c, const plan_comm_msg *sends, int nsends,
                         const plan_comm_msg *recvs, int nrecvs, char *err,
                         size_t errsz) {
   tcp_comm *t = (tcp_comm *)c;
   if (err && errsz)
     err[0] = 0;
+  t->calls++;
   int rc = check_msgs(t, sends, nsends, "sends", err, errsz);
   if (!rc)
     rc = check_msgs(t, recvs, nrecvs, "receives", err, errsz);
@@ -865,10 +1000,7 @@ static int tcp_exchange(plan_comm *c, const plan_comm_msg *sends, int nsends,
       break;
     }
     if (pr == 0) {
-      rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz,
-                     "tcp rank %d: rank %d did not %s within %g s", c->rank,
-                     who[0], pfds[0].events & POLLIN ? "send" : "receive",
-                     t->timeout_s);
+      rc = stuck_error(t, pfds, who, np, err, errsz);
       break;
     }
     int progress = 0;

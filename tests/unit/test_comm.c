@@ -4,15 +4,21 @@
  * to one peer, empty, 64 MiB both ways at once), all-reduce in member order
  * bit for bit, in disjoint groups at once; sizes, worlds and groups that
  * do not match are errors, a rank that never comes or leaves is an error
- * after the timeout, never a hang. Each child reports through its exit
+ * after the timeout, never a hang; a silent connection does not hold up
+ * the rendezvous; messages left over from an earlier exchange are
+ * reported, never taken as the current one's; every socket is
+ * close-on-exec from its creation. Each child reports through its exit
  * status (0: as expected); the parent asserts. */
+#define _DEFAULT_SOURCE /* syscall, for the socket and fcntl wrappers */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -32,6 +39,37 @@
 #include "libplan/common.h"
 
 #define TIMEOUT 5.0 /* the ranks' timeout where none is under test */
+
+/* The library's socket and fcntl calls come here (the test links it
+ * statically): a socket made without SOCK_CLOEXEC, or flags set on a
+ * descriptor after it was made, leave a moment in which a fork and exec in
+ * another thread of the process inherits the descriptor. Counted per
+ * process, so per rank. */
+static int sockets_without_cloexec, flags_set_late;
+
+int socket(int domain, int type, int protocol) {
+  if ((domain == AF_INET || domain == AF_INET6) && !(type & SOCK_CLOEXEC))
+    sockets_without_cloexec++;
+  return (int)syscall(SYS_socket, domain, type, protocol);
+}
+
+int fcntl(int fd, int cmd, ...) {
+  long arg = 0;
+  if (cmd != F_GETFD && cmd != F_GETFL) {
+    va_list ap;
+    va_start(ap, cmd);
+    arg = cmd == F_SETFD || cmd == F_SETFL || cmd == F_DUPFD ||
+                  cmd == F_DUPFD_CLOEXEC
+              ? (long)va_arg(ap, int)
+              : (long)(intptr_t)va_arg(ap, void *);
+    va_end(ap);
+  }
+  struct stat st;
+  if ((cmd == F_SETFD || cmd == F_SETFL) && fstat(fd, &st) == 0 &&
+      S_ISSOCK(st.st_mode))
+    flags_set_late++;
+  return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
 
 typedef int (*rank_fn)(int rank, int world, const char *dir, void *arg);
 
@@ -473,6 +511,73 @@ static void test_all_reduce_mismatch(void **state) {
   drop_dir(dir);
 }
 
+/* Ranks that disagree on the length: the fold's description of both
+ * calls, not a message size. */
+static int reduce_length_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  plan_comm *c = open_or_die(rank, world, dir);
+  static const int members[2] = {0, 1};
+  double buf[4] = {1, 2, 3, 4};
+  char err[512];
+  int rc = c->ops->all_reduce(c, members, 2, buf, rank ? 3 : 4, PLAN_RED_SUM,
+                              err, sizeof err);
+  char want[80];
+  snprintf(want, sizeof want, "rank %d reduces %d doubles (sum) over a group",
+           1 - rank, rank ? 4 : 3);
+  int code = 0;
+  if (rc != PLAN_EUSAGE || !strstr(err, want))
+    code = bad(rank, 1, "length mismatch: %d '%s'", rc, err);
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_all_reduce_length(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(2, dir, reduce_length_rank, NULL);
+  drop_dir(dir);
+}
+
+/* Groups of different sizes in one step, a group of one among them: the
+ * ranks' exchanges stay in step after it. */
+static int mixed_groups_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  static const int alone[1] = {0}, pair[2] = {2, 1};
+  const int *members = rank ? pair : alone;
+  int n = rank ? 2 : 1;
+  plan_comm *c = open_or_die(rank, world, dir);
+  char err[512];
+  double buf[NV], want[NV];
+  for (int e = 0; e < NV; e++)
+    buf[e] = value(rank, e, 0);
+  local_fold(members, n, PLAN_RED_SUM, 0, want);
+  int rc =
+      c->ops->all_reduce(c, members, n, buf, NV, PLAN_RED_SUM, err, sizeof err);
+  int code = 0;
+  if (rc)
+    code = bad(rank, 1, "all_reduce: %d %s", rc, err);
+  else if (memcmp(buf, want, sizeof buf) != 0)
+    code = bad(rank, 2, "all_reduce: not the member-order fold");
+  /* then a ring over the world */
+  int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+  unsigned char out[100], in[100];
+  fill_pattern(out, sizeof out, rank, next);
+  plan_comm_msg s = {next, out, sizeof out}, r = {prev, in, sizeof in};
+  if (!code && (rc = c->ops->exchange(c, &s, 1, &r, 1, err, sizeof err)))
+    code = bad(rank, 3, "ring after the all_reduce: %d %s", rc, err);
+  else if (!code && !check_pattern(in, sizeof in, prev, rank))
+    code = bad(rank, 4, "ring after the all_reduce: wrong bytes");
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_mixed_groups(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(3, dir, mixed_groups_rank, NULL);
+  drop_dir(dir);
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 /* Rank 1 expects 640 bytes where rank 0 sends 800, then 640 where rank 0
@@ -729,6 +834,376 @@ static void test_world_one(void **state) {
                    PLAN_EUSAGE);
 }
 
+/* ---- rendezvous that goes on past a silent connection -------------------- */
+
+/* Waits up to s seconds for path to exist (present 1) or to be gone
+ * (present 0). 1 when it did. */
+static int wait_path(const char *path, int present, double s) {
+  double end = now_s() + s;
+  for (;;) {
+    int there = access(path, F_OK) == 0;
+    if (there == present)
+      return 1;
+    if (now_s() > end)
+      return 0;
+    nap(10000);
+  }
+}
+
+/* A blocking TCP connection to the address in dir's rank-r file, once it
+ * is there; -1 when it does not come. */
+static int connect_to_rank_file(const char *dir, int r) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/rank-%d", dir, r);
+  if (!wait_path(path, 1, 5))
+    return -1;
+  char addr[64];
+  int port = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  int ok = fscanf(f, "%63s %d", addr, &port) == 2;
+  fclose(f);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  int s = ok ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+  if (s >= 0 && (inet_pton(AF_INET, addr, &a.sin_addr) != 1 ||
+                 connect(s, (struct sockaddr *)&a, sizeof a) != 0)) {
+    close(s);
+    s = -1;
+  }
+  return s;
+}
+
+/* One exchange of 64 bytes each way between ranks 0 and 1: 0 when the
+ * bytes came. */
+static int pair_ok(plan_comm *c, int rank) {
+  unsigned char out[64], in[64];
+  fill_pattern(out, sizeof out, rank, 1 - rank);
+  memset(in, 0, sizeof in);
+  plan_comm_msg s = {1 - rank, out, sizeof out}, r = {1 - rank, in, sizeof in};
+  char err[512];
+  int rc = c->ops->exchange(c, &s, 1, &r, 1, err, sizeof err);
+  if (rc)
+    return bad(rank, 1, "exchange: %d %s", rc, err);
+  if (!check_pattern(in, sizeof in, 1 - rank, rank))
+    return bad(rank, 2, "exchange: wrong bytes");
+  return 0;
+}
+
+/* Opens with a timeout of 8 s, which the rendezvous must not need. */
+static int open_quickly(int rank, int world, const char *dir,
+                        const char *what) {
+  plan_comm *c = NULL;
+  char err[512];
+  double t0 = now_s();
+  int rc = plan_comm_tcp_open(&c, rank, world, dir, 8.0, err, sizeof err);
+  double dt = now_s() - t0;
+  if (rc)
+    return bad(rank, 10, "%s: open: %d after %.2f s '%s'", what, rc, dt, err);
+  int code = pair_ok(c, rank);
+  plan_comm_close(c);
+  if (!code && dt > 5.5)
+    code = bad(rank, 11, "%s: the rendezvous took %.2f s", what, dt);
+  return code;
+}
+
+/* Rank -1 connects to rank 0's port, says nothing and holds the connection
+ * until rank 0 is gone; rank 1 comes only after it. */
+static int idle_client_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  char marker[600], own0[600];
+  snprintf(marker, sizeof marker, "%s/idle", dir);
+  snprintf(own0, sizeof own0, "%s/rank-0", dir);
+  if (rank < 0) {
+    int s = connect_to_rank_file(dir, 0);
+    if (s < 0)
+      return bad(rank, 20, "idle client: no connection to rank 0");
+    FILE *f = fopen(marker, "w");
+    if (f)
+      fclose(f);
+    wait_path(own0, 0, 12);
+    close(s);
+    return f ? 0 : bad(rank, 21, "cannot write %s", marker);
+  }
+  if (rank == 1 && !wait_path(marker, 1, 5))
+    return bad(rank, 22, "the idle client did not connect");
+  return open_quickly(rank, world, dir, "idle client");
+}
+
+static void test_idle_client(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  int ranks[3] = {0, 1, -1}, worlds[3] = {2, 2, 2};
+  run_ranks_as(3, ranks, worlds, dir, idle_client_rank, NULL);
+  char marker[600];
+  snprintf(marker, sizeof marker, "%s/idle", dir);
+  assert_int_equal(unlink(marker), 0);
+  drop_dir(dir);
+}
+
+/* A listener on 127.0.0.1 that never accepts; its port in *port. */
+static int silent_listener(int *port) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(s >= 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(s, 4), 0);
+  socklen_t al = sizeof a;
+  assert_int_equal(getsockname(s, (struct sockaddr *)&a, &al), 0);
+  *port = ntohs(a.sin_port);
+  return s;
+}
+
+static int late_zero_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  if (rank == 0)
+    nap(300000);
+  return open_quickly(rank, world, dir, "silent listener");
+}
+
+/* A stale rank-0 file points at a listener that takes connections and
+ * never answers: rank 1 gives that handshake up, reads the file again and
+ * meets rank 0, which came late and wrote a fresh one. */
+static void test_silent_listener(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  int port, ls = silent_listener(&port);
+  char path[600];
+  snprintf(path, sizeof path, "%s/rank-0", dir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "127.0.0.1 %d\n", port);
+  fclose(f);
+  run_ranks(2, dir, late_zero_rank, NULL);
+  close(ls);
+  drop_dir(dir);
+}
+
+/* Rank 0 is a process that takes rank 1's connection, closes it and
+ * removes its file, as a rank that fails during the handshake does: rank
+ * 1's error says what happened, not that the file is gone. */
+static int failing_zero_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  if (rank == 0) {
+    int port, ls = silent_listener(&port);
+    char path[600], tmp[620];
+    snprintf(path, sizeof path, "%s/rank-0", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+      return bad(rank, 30, "cannot write %s", tmp);
+    fprintf(f, "127.0.0.1 %d\n", port);
+    fclose(f);
+    if (rename(tmp, path) != 0)
+      return bad(rank, 31, "cannot rename %s", tmp);
+    int s = accept(ls, NULL, NULL);
+    unsigned char h[20];
+    int code = s < 0 || recv(s, h, sizeof h, MSG_WAITALL) != (ssize_t)sizeof h
+                   ? bad(rank, 32, "no hello from rank 1")
+                   : 0;
+    if (s >= 0)
+      close(s);
+    unlink(path);
+    close(ls);
+    return code;
+  }
+  plan_comm *c = NULL;
+  char err[512];
+  int rc = plan_comm_tcp_open(&c, rank, world, dir, 1.5, err, sizeof err);
+  if (rc != PLAN_EUNSUPPORTED || c || !strstr(err, "handshake from rank 0") ||
+      strstr(err, "no file"))
+    return bad(rank, 33, "failed rank 0: %d '%s'", rc, err);
+  return 0;
+}
+
+static void test_reason_kept(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(2, dir, failing_zero_rank, NULL);
+  drop_dir(dir);
+}
+
+/* ---- messages of an earlier exchange ------------------------------------- */
+
+/* One exchange between ranks 0 and 1, each side's messages given by
+ * flags: rank 0 sends, rank 0 receives, rank 1 sends, rank 1 receives;
+ * NOBYTES: rank 1 receives nothing whatever rc. tag marks the bytes of
+ * this call. rc and the received bytes checked: want1 is rank 1's
+ * status, where "expect" names what its err says. */
+enum { S0 = 1, R0 = 2, S1 = 4, R1 = 8, NOBYTES = 16 };
+
+static int step(plan_comm *c, int rank, int flags, int tag, int want1,
+                const char *expect) {
+  unsigned char out[32], in[32];
+  memset(out, tag + 16 * rank, sizeof out);
+  memset(in, 0, sizeof in);
+  int peer = 1 - rank;
+  plan_comm_msg s = {peer, out, sizeof out}, r = {peer, in, sizeof in};
+  int sends = flags & (rank ? S1 : S0), recvs = flags & (rank ? R1 : R0);
+  char err[512] = "";
+  int rc = c->ops->exchange(c, sends ? &s : NULL, sends ? 1 : 0,
+                            recvs ? &r : NULL, recvs ? 1 : 0, err, sizeof err);
+  int want = rank ? want1 : PLAN_OK;
+  if (rc != want || (rc && !strstr(err, expect)))
+    return bad(rank, 40 + tag, "call %d: %d '%s', %d expected", tag, rc, err,
+               want);
+  if (recvs && !(rank && (flags & NOBYTES)) && in[0] != tag + 16 * peer)
+    return bad(rank, 60 + tag, "call %d: bytes of call %d", tag,
+               in[0] - 16 * peer);
+  return 0;
+}
+
+static int stale_frames_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  plan_comm *c = open_or_die(rank, world, dir);
+  const char *why = "rank 0 sent";
+  int all = S0 | R0 | S1 | R1, code = 0;
+  /* rank 1 posts nothing in call 1: rank 0's message waits, and call 2
+   * says so and takes call 2's */
+  if (!code)
+    code = step(c, rank, S0, 1, PLAN_OK, "");
+  if (!code)
+    code = step(c, rank, all, 2, PLAN_EUSAGE, why);
+  if (!code)
+    code = step(c, rank, all, 3, PLAN_OK, "");
+  /* rank 1 sends in call 4 but posts no receive */
+  if (!code)
+    code = step(c, rank, all & ~R1, 4, PLAN_OK, "");
+  if (!code)
+    code = step(c, rank, all, 5, PLAN_EUSAGE, why);
+  if (!code)
+    code = step(c, rank, all, 6, PLAN_OK, "");
+  /* rank 0 sends nothing in call 7 where rank 1 waits for a message: rank
+   * 1 is told at once, by the frame of call 8 (its stream is then out of
+   * step: the last call) */
+  if (!code)
+    code = step(c, rank, R1 | NOBYTES, 7, PLAN_EUSAGE,
+                "rank 0 sent a message of its exchange call 8 while rank 1 "
+                "is in its call 7");
+  if (!code)
+    code = step(c, rank, S0, 8, PLAN_OK, "");
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_stale_frames(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  double t0 = now_s();
+  run_ranks(2, dir, stale_frames_rank, NULL);
+  assert_true(now_s() - t0 < TIMEOUT); /* nobody waited for a timeout */
+  drop_dir(dir);
+}
+
+/* ---- close-on-exec --------------------------------------------------------
+ */
+
+/* Marks in had[] the sockets the process holds (fds below 1024); their
+ * number, -1 without /proc. */
+static int held_sockets(char *had) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int fd = atoi(e->d_name);
+    struct stat st;
+    if (e->d_name[0] == '.' || fd == dirfd(d) || fd >= 1024 ||
+        fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+      continue;
+    had[fd] = 1;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Every socket the communicator holds is close-on-exec and nonblocking,
+ * and was so from its creation. */
+static int cloexec_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  char before[1024] = {0}, after[1024] = {0};
+  int code = 0, proc = held_sockets(before) >= 0;
+  sockets_without_cloexec = flags_set_late = 0;
+  plan_comm *c = open_or_die(rank, world, dir);
+  if (proc) {
+    held_sockets(after);
+    int n = 0;
+    for (int fd = 0; fd < 1024 && !code; fd++) {
+      if (!after[fd] || before[fd])
+        continue;
+      n++;
+      if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC) ||
+          !(fcntl(fd, F_GETFL) & O_NONBLOCK))
+        code =
+            bad(rank, 71, "socket %d is not close-on-exec and nonblocking", fd);
+    }
+    if (!code && n != world - 1)
+      code = bad(rank, 72, "%d sockets for %d peers", n, world - 1);
+  }
+  if (!code && (sockets_without_cloexec || flags_set_late))
+    code = bad(rank, 70,
+               "%d socket(s) made without SOCK_CLOEXEC, %d set flags later",
+               sockets_without_cloexec, flags_set_late);
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_cloexec(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(3, dir, cloexec_rank, NULL);
+  drop_dir(dir);
+}
+
+/* ---- an exchange timeout names every rank it waits for ----------------- */
+
+/* Rank 0 sends 32 MiB to rank 1, which never reads them, and waits for 8
+ * bytes from rank 2, which never sends: the timeout names both. */
+static int timeout_rank(int rank, int world, const char *dir, void *arg) {
+  (void)arg;
+  plan_comm *c = NULL;
+  char err[512];
+  int rc = plan_comm_tcp_open(&c, rank, world, dir, rank ? TIMEOUT : 1.5, err,
+                              sizeof err);
+  if (rc)
+    return bad(rank, 80, "open: %d %s", rc, err);
+  int code = 0;
+  if (rank == 0) {
+    int64_t big = (int64_t)32 << 20;
+    unsigned char *out = calloc(1, (size_t)big), in[8];
+    if (!out)
+      return bad(rank, 81, "out of memory");
+    plan_comm_msg s = {1, out, big}, r = {2, in, sizeof in};
+    rc = c->ops->exchange(c, &s, 1, &r, 1, err, sizeof err);
+    if (rc != PLAN_EUNSUPPORTED || !strstr(err, "rank 1 did not receive") ||
+        !strstr(err, "rank 2 did not send"))
+      code = bad(rank, 82, "timeout: %d '%s'", rc, err);
+    free(out);
+  } else {
+    char own0[600];
+    snprintf(own0, sizeof own0, "%s/rank-0", dir);
+    if (!wait_path(own0, 0, 10))
+      code = bad(rank, 83, "rank 0 did not finish");
+  }
+  plan_comm_close(c);
+  return code;
+}
+
+static void test_timeout_names(void **state) {
+  (void)state;
+  char *dir = fresh_dir();
+  run_ranks(3, dir, timeout_rank, NULL);
+  drop_dir(dir);
+}
+
 int main(void) {
   setenv("PLAN_COMM_ADDR", "127.0.0.1", 1);
   const struct CMUnitTest tests[] = {
@@ -747,6 +1222,14 @@ int main(void) {
       cmocka_unit_test(test_peer_gone),
       cmocka_unit_test(test_stale_file),
       cmocka_unit_test(test_bad_folder),
+      cmocka_unit_test(test_idle_client),
+      cmocka_unit_test(test_silent_listener),
+      cmocka_unit_test(test_reason_kept),
+      cmocka_unit_test(test_stale_frames),
+      cmocka_unit_test(test_cloexec),
+      cmocka_unit_test(test_timeout_names),
+      cmocka_unit_test(test_all_reduce_length),
+      cmocka_unit_test(test_mixed_groups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
