@@ -3,7 +3,9 @@
  * NCCL is reached only through function pointers resolved with dlsym at
  * open and kept in the communicator: the plugin does not link NCCL, so a
  * machine with CUDA and cuBLAS but no NCCL still loads it, and nothing
- * about NCCL lives outside a communicator.
+ * about NCCL lives outside a communicator. The ranks meet over the
+ * library's TCP communicator (comm.h), bounded by the timeout, before
+ * each NCCL call that waits for every rank (comm_nccl.h).
  *
  * Built with nvcc, this is real NCCL on the device; built with a plain
  * C++ compiler (collectives_emu.h, nccl_emu.h), device buffers are host
@@ -312,7 +314,8 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
     e = cudaMemcpyAsync(d + off, sends[i].buf, (size_t)sends[i].bytes,
                         cudaMemcpyHostToDevice, c->stream);
     if (e != cudaSuccess)
-      return local_fail(c, cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
+      return local_fail(c,
+                        cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
     off += padded(sends[i].bytes);
   }
   /* every send and receive in one group: NCCL posts them together, so two
@@ -357,7 +360,8 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
     e = cudaMemcpyAsync(recvs[i].buf, d + off, (size_t)recvs[i].bytes,
                         cudaMemcpyDeviceToHost, c->stream);
     if (e != cudaSuccess)
-      return local_fail(c, cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
+      return local_fail(c,
+                        cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
     off += padded(recvs[i].bytes);
   }
   e = cudaStreamSynchronize(c->stream);
@@ -554,8 +558,7 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
                                      errsz);
   cudaError_t e = cudaSetDevice(c->device);
   if (e != cudaSuccess)
-    return local_fail(c,
-                      cuda_fail(err, errsz, "all_reduce: cudaSetDevice", e));
+    return local_fail(c, cuda_fail(err, errsz, "all_reduce: cudaSetDevice", e));
   group_comm *g = NULL;
   if (int rc = group_for(c, members, nmembers, pos, &g, err, errsz))
     return rc;
@@ -597,8 +600,9 @@ void describe(const plan_comm *pc, char *buf, size_t size) {
    * Z from 2.9 */
   int major = v >= 10000 ? v / 10000 : v / 1000;
   int minor = v >= 10000 ? (v / 100) % 100 : (v / 100) % 10;
-  snprintf(buf, size, "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s%s%s%s",
-           major, minor, v % 100, c->base.rank, c->base.world, c->device,
+  snprintf(buf, size,
+           "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s%s%s%s", major,
+           minor, v % 100, c->base.rank, c->base.world, c->device,
            c->device_name, c->det, c->met[0] ? "; ranks met over tcp (" : "",
            c->met, c->met[0] ? ")" : "",
            c->api.comm_split ? ""
@@ -666,7 +670,8 @@ void describe_tcp(comm_nccl *c) {
   c->tcp->ops->describe(c->tcp, line, sizeof line);
   int n = snprintf(head, sizeof head, "tcp, rank %d of %d, ", c->base.rank,
                    c->base.world);
-  bool same = n > 0 && (size_t)n < sizeof head && !strncmp(line, head, (size_t)n);
+  bool same =
+      n > 0 && (size_t)n < sizeof head && !strncmp(line, head, (size_t)n);
   snprintf(c->met, sizeof c->met, "%s", same ? line + n : line);
 }
 
@@ -737,8 +742,8 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
    * enters it for a rank that failed or never came. A rank that failed
    * alone still comes, to tell the others why. */
   char terr[512] = "";
-  int rc = plan_comm_tcp_open(&c->tcp, rank, world, rendezvous, timeout_s,
-                              terr, sizeof terr);
+  int rc = plan_comm_tcp_open(&c->tcp, rank, world, rendezvous, timeout_s, terr,
+                              sizeof terr);
   if (rc) {
     c->tcp = NULL;
     rc = local ? failf(err, errsz, local, "%s", why)

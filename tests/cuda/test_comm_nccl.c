@@ -312,7 +312,8 @@ static void rank_main(int rank, const char *rv, int with_split) {
   int ncomms = with_split ? nsplits - (four && rank == 3) : 0; /* 3 alone */
   if (!device_mode && (fake_calls("ncclCommFinalize") - fin0 != 1 + ncomms ||
                        fake_calls("ncclCommAbort") != ab0))
-    bad("close: %d finalized, %d aborted", fake_calls("ncclCommFinalize") - fin0,
+    bad("close: %d finalized, %d aborted",
+        fake_calls("ncclCommFinalize") - fin0,
         fake_calls("ncclCommAbort") - ab0);
   exit(rank_failures ? 1 : 0);
 }
@@ -494,8 +495,8 @@ static void expect_refused(plan_comm *c) {
   char err[512] = "";
   double x = 1;
   int alone[1] = {me};
-  int rc = c->ops->all_reduce(c, alone, 1, &x, 1, PLAN_RED_SUM, err,
-                              sizeof err);
+  int rc =
+      c->ops->all_reduce(c, alone, 1, &x, 1, PLAN_RED_SUM, err, sizeof err);
   if (rc != PLAN_EUNSUPPORTED || !strstr(err, "aborted"))
     bad("a call after the abort: status %d, '%s'", rc, err);
 }
@@ -579,9 +580,9 @@ static void scenario_rank(int rank, const char *rv, int sc) {
   int ab0 = fake_calls("ncclCommAbort"), fin0 = fake_calls("ncclCommFinalize");
   int sp0 = fake_calls("ncclCommSplit");
   if (sc == S_ABORT_XCHG || sc == S_MEMCPY_REDUCE)
-    EXPECT_OK(c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err,
-                                 sizeof err),
-              "all_reduce (a split made)");
+    EXPECT_OK(
+        c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err),
+        "all_reduce (a split made)");
   int comms = 1 + (sc == S_ABORT_XCHG || sc == S_MEMCPY_REDUCE);
   if (rank == 1 && (sc == S_ABORT_XCHG || sc == S_ABORT_SPLIT)) {
     t0 = now_s();
