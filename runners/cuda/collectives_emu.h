@@ -3,7 +3,9 @@
  * host, kernels one index after another (tests/gpu/test_virtual_emu.c tests
  * their layouts and reduction order without a GPU; tests/cuda/
  * test_comm_nccl.c the communicator). "Device" memory is host memory; one
- * device, 0, whose work is done when a call returns. */
+ * device, 0, whose work is done when a call returns.
+ * PLAN_CUDA_EMU_FAIL=cudaMemcpyAsync makes that call fail
+ * (cudaErrorInvalidValue), as a device failure would. */
 #ifndef LIBPLAN_RUNNERS_CUDA_COLLECTIVES_EMU_H
 #define LIBPLAN_RUNNERS_CUDA_COLLECTIVES_EMU_H
 
@@ -14,6 +16,7 @@
 typedef void *cudaStream_t;
 typedef enum {
   cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorNotReady = 600
 } cudaError_t;
@@ -43,7 +46,10 @@ static inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n,
 }
 static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n,
                                           cudaMemcpyKind k, cudaStream_t st) {
+  const char *fail = getenv("PLAN_CUDA_EMU_FAIL");
   (void)st;
+  if (fail && !strcmp(fail, "cudaMemcpyAsync"))
+    return cudaErrorInvalidValue;
   return cudaMemcpy(d, s, n, k);
 }
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
@@ -81,7 +87,9 @@ static inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   return cudaSuccess;
 }
 static inline const char *cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : "out of memory";
+  return e == cudaSuccess             ? "no error"
+         : e == cudaErrorInvalidValue ? "invalid argument (emulated)"
+                                      : "out of memory";
 }
 
 #endif

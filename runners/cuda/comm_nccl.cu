@@ -3,7 +3,9 @@
  * NCCL is reached only through function pointers resolved with dlsym at
  * open and kept in the communicator: the plugin does not link NCCL, so a
  * machine with CUDA and cuBLAS but no NCCL still loads it, and nothing
- * about NCCL lives outside a communicator.
+ * about NCCL lives outside a communicator. The ranks meet over the
+ * library's TCP communicator (comm.h), bounded by the timeout, before
+ * each NCCL call that waits for every rank (comm_nccl.h).
  *
  * Built with nvcc, this is real NCCL on the device; built with a plain
  * C++ compiler (collectives_emu.h, nccl_emu.h), device buffers are host
@@ -73,12 +75,17 @@ struct comm_nccl {
   int device, version;
   double timeout_s;
   bool aborted; /* a collective failed or timed out: every comm aborted */
+  /* the library's TCP communicator over the same rendezvous: the ranks
+   * meet there before every NCCL call that waits for all of them */
+  plan_comm *tcp;
+  uint32_t meetings; /* meetings so far, the same count on every rank */
   group_comm *groups;
   int ngroups, cap_groups;
   void *dbuf; /* the device staging buffer, grown to the largest call */
   size_t dcap;
   char device_name[256];
   char det[200];
+  char met[320]; /* the TCP communicator's description (world > 1) */
 };
 
 int failf(char *err, size_t errsz, int code, const char *fmt, ...)
@@ -172,7 +179,9 @@ double seconds_since(const struct timespec *t0) {
 }
 
 /* After a failure the communicators' state is unknown: abort them all
- * (ncclCommAbort does not wait for peers), so close cannot hang either. */
+ * (ncclCommAbort does not wait for peers), so close cannot hang either,
+ * and close the TCP communicator, so a peer meeting this rank sees it
+ * gone at once. */
 void abort_all(comm_nccl *c) {
   for (int i = 0; i < c->ngroups; i++)
     if (c->groups[i].comm) {
@@ -183,7 +192,17 @@ void abort_all(comm_nccl *c) {
     c->api.comm_abort(c->world_comm);
     c->world_comm = NULL;
   }
+  plan_comm_close(c->tcp);
+  c->tcp = NULL;
   c->aborted = true;
+}
+
+/* A failure of this process in a collective (CUDA's, a buffer): its peers
+ * may be in the NCCL call already, waiting for this rank; aborted, they
+ * see it gone instead of waiting out their timeout. */
+int local_fail(comm_nccl *c, int rc) {
+  abort_all(c);
+  return rc;
 }
 
 int check_live(const comm_nccl *c, char *err, size_t errsz) {
@@ -286,16 +305,17 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
     return rc;
   cudaError_t e = cudaSetDevice(c->device);
   if (e != cudaSuccess)
-    return cuda_fail(err, errsz, "exchange: cudaSetDevice", e);
+    return local_fail(c, cuda_fail(err, errsz, "exchange: cudaSetDevice", e));
   if ((rc = stage(c, total, err, errsz)))
-    return rc;
+    return local_fail(c, rc);
   char *d = (char *)c->dbuf;
   size_t off = 0;
   for (int i = 0; i < nsends; i++) {
     e = cudaMemcpyAsync(d + off, sends[i].buf, (size_t)sends[i].bytes,
                         cudaMemcpyHostToDevice, c->stream);
     if (e != cudaSuccess)
-      return cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e);
+      return local_fail(c,
+                        cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
     off += padded(sends[i].bytes);
   }
   /* every send and receive in one group: NCCL posts them together, so two
@@ -303,7 +323,7 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
   const char *what = "ncclGroupStart";
   ncclResult_t r = c->api.group_start();
   if (r != ncclSuccess)
-    return nccl_fail(c, err, errsz, what, r);
+    return local_fail(c, nccl_fail(c, err, errsz, what, r));
   off = 0;
   for (int i = 0; i < nsends; i++) {
     if (r == ncclSuccess && sends[i].bytes) {
@@ -340,16 +360,109 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
     e = cudaMemcpyAsync(recvs[i].buf, d + off, (size_t)recvs[i].bytes,
                         cudaMemcpyDeviceToHost, c->stream);
     if (e != cudaSuccess)
-      return cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e);
+      return local_fail(c,
+                        cuda_fail(err, errsz, "exchange: cudaMemcpyAsync", e));
     off += padded(recvs[i].bytes);
   }
   e = cudaStreamSynchronize(c->stream);
-  return e == cudaSuccess ? 0 : cuda_fail(err, errsz, "exchange: download", e);
+  if (e != cudaSuccess)
+    return local_fail(c, cuda_fail(err, errsz, "exchange: download", e));
+  return 0;
+}
+
+/* What each rank tells every other over the TCP communicator before an
+ * NCCL call that returns only once every rank has made it
+ * (ncclCommInitRank, ncclCommSplit): that it is a rank of this NCCL
+ * communicator at the same meeting, and ready, or why not. Rank 0's
+ * carries NCCL's unique id at open. */
+struct meet_msg {
+  uint32_t magic, meeting;
+  int32_t world, status;
+  char reason[256];
+  ncclUniqueId id;
+};
+
+const uint32_t meet_magic = 0x504c4e49u; /* "PLNI" */
+
+/* Every rank meets every other over the TCP communicator (an all-to-all
+ * of meet_msg, bounded by its timeout): 0 when all are there and ready,
+ * so that none enters the NCCL call `what` for a rank that never comes.
+ * `local`: this rank's own failure before it (0: ready), `why` the
+ * reason; `id`: rank 0's to send, filled on the others. Else this rank's
+ * failure, the first other rank's, or the meeting's (a rank gone, a
+ * process that is not one of this communicator's ranks). */
+int meet(comm_nccl *c, const char *what, int local, const char *why,
+         ncclUniqueId *id, char *err, size_t errsz) {
+  int world = c->base.world, me = c->base.rank;
+  uint32_t meeting = c->meetings++;
+  if (local && (world == 1 || !c->tcp))
+    return failf(err, errsz, local, "%s", why);
+  if (world == 1)
+    return 0;
+  if (!c->tcp)
+    return failf(err, errsz, PLAN_EUNSUPPORTED,
+                 "%s: the NCCL communicator was aborted after an earlier "
+                 "failure",
+                 what);
+  meet_msg *all = (meet_msg *)calloc((size_t)world, sizeof *all);
+  plan_comm_msg *m =
+      (plan_comm_msg *)calloc(2 * (size_t)world, sizeof(plan_comm_msg));
+  if (!all || !m) {
+    free(all);
+    free(m);
+    return local ? failf(err, errsz, local, "%s", why)
+                 : failf(err, errsz, PLAN_ENOMEM, "%s: %s", what,
+                         "out of memory");
+  }
+  meet_msg *mine = &all[me];
+  mine->magic = meet_magic;
+  mine->meeting = meeting;
+  mine->world = world;
+  mine->status = local;
+  snprintf(mine->reason, sizeof mine->reason, "%s", local ? why : "");
+  if (me == 0 && id)
+    mine->id = *id;
+  int n = 0;
+  for (int p = 0; p < world; p++)
+    if (p != me) {
+      m[n] = plan_comm_msg{p, mine, (int64_t)sizeof *mine};
+      m[world + n] = plan_comm_msg{p, &all[p], (int64_t)sizeof *all};
+      n++;
+    }
+  char terr[512] = "";
+  int rc = c->tcp->ops->exchange(c->tcp, m, n, m + world, n, terr, sizeof terr);
+  if (local)
+    rc = failf(err, errsz, local, "%s", why);
+  else if (rc)
+    rc = failf(err, errsz, rc,
+               "%s: the ranks' meeting over tcp before it failed: %s", what,
+               terr);
+  for (int p = 0; p < world && !rc; p++) {
+    const meet_msg *q = &all[p];
+    if (p == me)
+      continue;
+    if (q->magic != meet_magic || q->meeting != meeting || q->world != world)
+      rc = failf(err, errsz, PLAN_EUSAGE,
+                 "%s: rank %d is not at the same step of an NCCL "
+                 "communicator of %d ranks (another communicator's "
+                 "process, or another run's?)",
+                 what, p, world);
+    else if (q->status)
+      rc = failf(err, errsz, PLAN_EUNSUPPORTED, "%s: rank %d failed: %.*s",
+                 what, p, (int)sizeof q->reason - 1, q->reason);
+  }
+  if (!rc && me != 0 && id)
+    *id = all[0].id;
+  free(all);
+  free(m);
+  return rc;
 }
 
 /* The group's communicator: the cached one, or a new one split from the
  * world (collectively: every rank of the world misses at the same step,
- * comm.h's contract, so every rank calls ncclCommSplit). */
+ * comm.h's contract, so every rank calls ncclCommSplit). The ranks meet
+ * over TCP first: ncclCommSplit waits for every rank, so none enters it
+ * when one failed before, and none after an abort. */
 int group_for(comm_nccl *c, const int *members, int n, int pos,
               group_comm **out, char *err, size_t errsz) {
   for (int i = 0; i < c->ngroups; i++)
@@ -358,27 +471,45 @@ int group_for(comm_nccl *c, const int *members, int n, int pos,
       *out = &c->groups[i];
       return 0;
     }
+  if (int rc = check_live(c, err, errsz))
+    return rc;
+  int local = 0;
+  const char *why = "";
   if (c->ngroups == c->cap_groups) {
     int cap = c->cap_groups ? 2 * c->cap_groups : 8;
     group_comm *g =
         (group_comm *)realloc(c->groups, (size_t)cap * sizeof *c->groups);
-    if (!g)
-      return failf(err, errsz, PLAN_ENOMEM, "all_reduce: %s", "out of memory");
-    c->groups = g;
-    c->cap_groups = cap;
+    if (g) {
+      c->groups = g;
+      c->cap_groups = cap;
+    } else {
+      local = PLAN_ENOMEM;
+    }
   }
-  int *copy = (int *)malloc((size_t)n * sizeof *copy);
-  if (!copy)
-    return failf(err, errsz, PLAN_ENOMEM, "all_reduce: %s", "out of memory");
-  memcpy(copy, members, (size_t)n * sizeof *copy);
+  int *copy = local ? NULL : (int *)malloc((size_t)n * sizeof *copy);
+  if (!copy) {
+    local = PLAN_ENOMEM;
+    why = "ncclCommSplit: out of memory";
+  } else {
+    memcpy(copy, members, (size_t)n * sizeof *copy);
+  }
+  if (int rc = meet(c, "ncclCommSplit", local, why, NULL, err, errsz)) {
+    free(copy);
+    return local_fail(c, rc);
+  }
   ncclComm_t sub = NULL;
   ncclResult_t r = c->api.comm_split(
       c->world_comm, n == 1 ? NCCL_SPLIT_NOCOLOR : members[0], pos, &sub, NULL);
-  if (r != ncclSuccess) {
+  int rc = 0;
+  if (r != ncclSuccess)
+    rc = nccl_fail(c, err, errsz, "ncclCommSplit", r);
+  else if (n > 1 && !sub)
+    rc = failf(err, errsz, PLAN_EUNSUPPORTED,
+               "ncclCommSplit: no communicator for the group of rank %d",
+               members[0]);
+  if (rc) {
     free(copy);
-    int rc = nccl_fail(c, err, errsz, "ncclCommSplit", r);
-    abort_all(c);
-    return rc;
+    return local_fail(c, rc);
   }
   group_comm *g = &c->groups[c->ngroups++];
   g->n = n;
@@ -427,7 +558,7 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
                                      errsz);
   cudaError_t e = cudaSetDevice(c->device);
   if (e != cudaSuccess)
-    return cuda_fail(err, errsz, "all_reduce: cudaSetDevice", e);
+    return local_fail(c, cuda_fail(err, errsz, "all_reduce: cudaSetDevice", e));
   group_comm *g = NULL;
   if (int rc = group_for(c, members, nmembers, pos, &g, err, errsz))
     return rc;
@@ -435,10 +566,11 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
     return 0;
   size_t bytes = (size_t)n * sizeof *buf;
   if (int rc = stage(c, bytes, err, errsz))
-    return rc;
+    return local_fail(c, rc);
   e = cudaMemcpyAsync(c->dbuf, buf, bytes, cudaMemcpyHostToDevice, c->stream);
   if (e != cudaSuccess)
-    return cuda_fail(err, errsz, "all_reduce: cudaMemcpyAsync", e);
+    return local_fail(c,
+                      cuda_fail(err, errsz, "all_reduce: cudaMemcpyAsync", e));
   ncclResult_t r = c->api.all_reduce(c->dbuf, c->dbuf, (size_t)n, ncclFloat64,
                                      ops[reduce], g->comm, c->stream);
   if (r != ncclSuccess) {
@@ -452,7 +584,7 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
   if (e == cudaSuccess)
     e = cudaStreamSynchronize(c->stream);
   if (e != cudaSuccess)
-    return cuda_fail(err, errsz, "all_reduce: download", e);
+    return local_fail(c, cuda_fail(err, errsz, "all_reduce: download", e));
   if (reduce == 1) /* PLAN_RED_AVG */
     for (int64_t i = 0; i < n; i++)
       buf[i] /= nmembers;
@@ -468,9 +600,11 @@ void describe(const plan_comm *pc, char *buf, size_t size) {
    * Z from 2.9 */
   int major = v >= 10000 ? v / 10000 : v / 1000;
   int minor = v >= 10000 ? (v / 100) % 100 : (v / 100) % 10;
-  snprintf(buf, size, "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s",
-           major, minor, v % 100, c->base.rank, c->base.world, c->device,
-           c->device_name, c->det,
+  snprintf(buf, size,
+           "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s%s%s%s", major,
+           minor, v % 100, c->base.rank, c->base.world, c->device,
+           c->device_name, c->det, c->met[0] ? "; ranks met over tcp (" : "",
+           c->met, c->met[0] ? ")" : "",
            c->api.comm_split ? ""
                              : "; no ncclCommSplit (NCCL before 2.18): "
                                "all-reduces folded over send/recv in "
@@ -499,6 +633,7 @@ void destroy(comm_nccl *c) {
   free(c->groups);
   if (c->world_comm)
     a->comm_destroy(c->world_comm);
+  plan_comm_close(c->tcp);
   if (c->dbuf)
     cudaFree(c->dbuf);
   if (c->stream)
@@ -514,33 +649,44 @@ void close_comm(plan_comm *pc) {
   destroy(c);
 }
 
-const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm,
-                                NULL};
+/* comm.h's abort, after a failure of this process: every NCCL
+ * communicator aborted (no finalize, which waits for the peers), the TCP
+ * communicator closed (a peer meeting this rank sees it gone), the
+ * buffers freed; NCCL stays mapped (load). */
+void abort_comm(plan_comm *pc) {
+  comm_nccl *c = self(pc);
+  cudaSetDevice(c->device);
+  abort_all(c);
+  destroy(c);
+}
 
-/* The unique id (rank 0's, through the id file), the device and its
- * stream, then the world communicator. `published`: rank 0 wrote the id
- * file (its caller removes it). */
-int join(comm_nccl *c, const char *id_path, bool *published, char *err,
-         size_t errsz) {
-  ncclUniqueId id;
-  memset(&id, 0, sizeof id);
-  int rc = 0;
-  /* the id first: a rank that cannot use its device must not leave the
-   * others waiting for a file that never comes */
-  if (c->base.rank == 0) {
-    ncclResult_t r = c->api.get_unique_id(&id);
-    if (r != ncclSuccess)
-      return nccl_fail(c, err, errsz, "ncclGetUniqueId", r);
-    if (c->base.world > 1) {
-      rc = plan_cuda_nccl_id_publish(id_path, &id, sizeof id, err, errsz);
-      *published = !rc;
-    }
-  } else {
-    rc = plan_cuda_nccl_id_wait(id_path, c->timeout_s, &id, sizeof id, err,
-                                errsz);
-  }
+const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm,
+                                abort_comm};
+
+/* The TCP communicator's address and folder, for describe: its own line
+ * less the "tcp, rank r of w, " that describe says already. */
+void describe_tcp(comm_nccl *c) {
+  char line[sizeof c->met], head[64];
+  c->tcp->ops->describe(c->tcp, line, sizeof line);
+  int n = snprintf(head, sizeof head, "tcp, rank %d of %d, ", c->base.rank,
+                   c->base.world);
+  bool same =
+      n > 0 && (size_t)n < sizeof head && !strncmp(line, head, (size_t)n);
+  snprintf(c->met, sizeof c->met, "%s", same ? line + n : line);
+}
+
+/* What this rank does alone before the ranks meet: NCCL loaded, the
+ * determinism settings, the device and its stream, and on rank 0 the
+ * unique id. */
+int prepare(comm_nccl *c, ncclUniqueId *id, char *err, size_t errsz) {
+  int rc = load(&c->api, err, errsz);
   if (rc)
     return rc;
+  /* before NCCL reads its environment, in the first communicator */
+  plan_cuda_nccl_determinism(c->det, sizeof c->det);
+  ncclResult_t r = c->api.get_version(&c->version);
+  if (r != ncclSuccess)
+    return nccl_fail(c, err, errsz, "ncclGetVersion", r);
   cudaDeviceProp p;
   cudaError_t e = cudaGetDevice(&c->device);
   if (e == cudaSuccess)
@@ -553,11 +699,10 @@ int join(comm_nccl *c, const char *id_path, bool *published, char *err,
     c->stream = NULL;
     return cuda_fail(err, errsz, "cudaStreamCreate", e);
   }
-  ncclResult_t r =
-      c->api.comm_init_rank(&c->world_comm, c->base.world, id, c->base.rank);
-  if (r != ncclSuccess) {
-    c->world_comm = NULL;
-    return nccl_fail(c, err, errsz, "ncclCommInitRank", r);
+  if (c->base.rank == 0) {
+    r = c->api.get_unique_id(id);
+    if (r != ncclSuccess)
+      return nccl_fail(c, err, errsz, "ncclGetUniqueId", r);
   }
   return 0;
 }
@@ -578,16 +723,9 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
     return failf(err, errsz, PLAN_EUSAGE,
                  "comm_open: a timeout of %g s (a positive number needed)",
                  timeout_s);
-  char id_path[4096] = "";
-  if (world > 1) {
-    if (!rendezvous || !rendezvous[0])
-      return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
-                   "no rendezvous folder for a world of several ranks");
-    if ((size_t)snprintf(id_path, sizeof id_path, "%s/nccl-id", rendezvous) >=
-        sizeof id_path)
-      return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
-                   "the rendezvous folder's path is too long");
-  }
+  if (world > 1 && (!rendezvous || !rendezvous[0]))
+    return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
+                 "no rendezvous folder for a world of several ranks");
   comm_nccl *c = (comm_nccl *)calloc(1, sizeof *c);
   if (!c)
     return failf(err, errsz, PLAN_ENOMEM, "comm_open: %s", "out of memory");
@@ -595,23 +733,36 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
   c->base.rank = rank;
   c->base.world = world;
   c->timeout_s = timeout_s;
-  int rc = load(&c->api, err, errsz);
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  char why[512] = "";
+  int local = prepare(c, &id, why, sizeof why);
+  /* ncclCommInitRank returns only once every rank has called it: the
+   * ranks meet over TCP first, bounded by the timeout, so that none
+   * enters it for a rank that failed or never came. A rank that failed
+   * alone still comes, to tell the others why. */
+  char terr[512] = "";
+  int rc = plan_comm_tcp_open(&c->tcp, rank, world, rendezvous, timeout_s, terr,
+                              sizeof terr);
   if (rc) {
-    free(c);
-    return rc;
+    c->tcp = NULL;
+    rc = local ? failf(err, errsz, local, "%s", why)
+               : failf(err, errsz, rc,
+                       "comm_open: the ranks' rendezvous before NCCL's init "
+                       "failed: %s",
+                       terr);
+  } else {
+    if (world > 1)
+      describe_tcp(c);
+    rc = meet(c, "ncclCommInitRank", local, why, &id, err, errsz);
   }
-  /* before NCCL reads its environment, in the first communicator */
-  plan_cuda_nccl_determinism(c->det, sizeof c->det);
-  ncclResult_t r = c->api.get_version(&c->version);
-  if (r != ncclSuccess)
-    rc = nccl_fail(c, err, errsz, "ncclGetVersion", r);
-  bool published = false;
-  if (!rc)
-    rc = join(c, id_path, &published, err, errsz);
-  /* ncclCommInitRank returns once every rank has joined: the id is spent
-   * (and after a failure it must not mislead a later run) */
-  if (published)
-    unlink(id_path);
+  if (!rc) {
+    ncclResult_t r = c->api.comm_init_rank(&c->world_comm, world, id, rank);
+    if (r != ncclSuccess) {
+      c->world_comm = NULL;
+      rc = nccl_fail(c, err, errsz, "ncclCommInitRank", r);
+    }
+  }
   if (rc) {
     destroy(c);
     return rc;

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* comm.h has no C++ guard of its own: its functions (the library's
- * plan_comm_fold_all_reduce) are C. Include this header before anything
+ * plan_comm_tcp_open, plan_comm_fold_all_reduce) are C. Include this header before anything
  * that includes comm.h (runner.h) in C++. */
 #ifdef __cplusplus
 extern "C" {
@@ -23,12 +23,24 @@ extern "C" {
  * PLAN_NCCL_LIBRARY when it is set, else "libnccl.so.2" as the dynamic
  * loader finds it; the library stays loaded until close. Before the first
  * communicator, plan_cuda_nccl_determinism pins NCCL's algorithm and
- * protocol (collectives.h). Rank 0 makes the unique id and publishes it
- * as `<rendezvous>/nccl-id` (the folder made when missing; written
- * atomically); the other ranks wait for that file up to timeout_s
- * seconds; rank 0 removes it once every rank has joined. world 1 needs no
- * rendezvous. The rendezvous folder must be fresh for each run (an id
- * file left from another run would be read as this one's).
+ * protocol (collectives.h).
+ *
+ * The ranks meet before entering NCCL, whose ncclCommInitRank returns
+ * only once every rank has called it: each rank first does what it does
+ * alone (NCCL loaded, the device and its stream; on rank 0 the unique
+ * id), then opens the library's TCP communicator (plan_comm_tcp_open) on
+ * the same rendezvous folder with the same timeout, which returns once
+ * every rank is there or fails after the timeout, naming the rank
+ * missing. Over it every rank tells every other that it is ready or why
+ * it failed, rank 0 sending the unique id; only when all are ready do
+ * they call ncclCommInitRank. So a rank that fails before (no NCCL, no
+ * device), never comes, or runs another communicator fails every rank
+ * within the timeout with the reason, and none waits in NCCL for it
+ * (only a process that dies between the meeting and its NCCL call still
+ * leaves the others in NCCL). The
+ * TCP communicator stays open with the NCCL one (closed at close or
+ * abort); nothing is written to the folder but its rank-<r> files, which
+ * it removes. world 1 needs no rendezvous.
  *
  * exchange: each message staged in one device buffer, every send and
  * receive posted in one NCCL group (bytes as ncclUint8), then the
@@ -40,20 +52,29 @@ extern "C" {
  * world (color: the group's first member; key: the rank's position in
  * the group, so the group's ranks are numbered in its order) the first
  * time the group is seen, then kept; a rank alone in its group takes part
- * in the split without a communicator. The reduction runs on the device
+ * in the split without a communicator. Every rank meets every other over
+ * TCP before the split, as before ncclCommInitRank, and never splits
+ * after an abort. The reduction runs on the device
  * (ncclFloat64; ncclSum, ncclMax, ncclMin; avg is the sum divided by the
  * group's size on the host, as the fold does: NCCL's ncclAvg scales each
  * value by 1 / n before summing, which rounds where sum / n does not).
  * With an NCCL older than 2.18 (no ncclCommSplit) the groups are reduced
  * by plan_comm_fold_all_reduce over exchange, in member order.
  *
- * A collective that is not done within timeout_s seconds, or that NCCL
- * reports failed, aborts every communicator of this process (later calls
- * fail at once). Returns 0 or PLAN_EUSAGE (arguments), PLAN_ENOMEM, or
- * PLAN_EUNSUPPORTED with the reason: NCCL not loadable (dlerror's text),
- * a missing NCCL function, NCCL's or CUDA's error ("ncclAllReduce:
- * <ncclGetErrorString>"), the id file not appearing. Close with
- * plan_comm_close. */
+ * A collective that is not done within timeout_s seconds, that NCCL
+ * reports failed, or that fails in this process (a CUDA call, the staging
+ * buffer) aborts every communicator of this process, the TCP one closed
+ * (later calls fail at once; peers waiting for this rank see it gone
+ * where NCCL or the TCP communicator tells them, else at their timeout). The abort op (comm.h) does the same after a
+ * failure outside the communicator: ncclCommAbort on the world and every
+ * split, no finalize, then everything freed. Returns 0 or PLAN_EUSAGE
+ * (arguments, or a process at the rendezvous that is not one of this
+ * communicator's ranks), PLAN_ENOMEM, or PLAN_EUNSUPPORTED with the
+ * reason: NCCL not loadable (dlerror's text), a missing NCCL function,
+ * NCCL's or CUDA's error ("ncclAllReduce: <ncclGetErrorString>"), the
+ * rendezvous's timeout, another rank's failure ("ncclCommInitRank: rank 1
+ * failed: ..."). Close with plan_comm_close, or plan_comm_abort after a
+ * failure. */
 int plan_cuda_comm_open(plan_comm **out, int rank, int world,
                         const char *rendezvous, double timeout_s, char *err,
                         size_t errsz);

@@ -120,9 +120,11 @@ $(FAKE_NCCL_NOSPLIT): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
 	$(CC) $(CFLAGS_ALL) -DFAKE_NCCL_NO_SPLIT -Irunners/cuda -shared \
 	  $(LDFLAGS) -o $@ $<
 
-$(COMM_NCCL_TEST): tests/cuda/test_comm_nccl.c
+# libplan.a for its TCP communicator: one of the test's ranks runs it.
+$(COMM_NCCL_TEST): tests/cuda/test_comm_nccl.c $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Irunners/cuda $(LDFLAGS) -o $@ $< -ldl
+	$(CC) $(CFLAGS_ALL) -Irunners/cuda $(LDFLAGS) -o $@ $< $(STATIC) \
+	  $(LDLIBS_ALL) -ldl
 
 # Then plan verify --distributed --runner cuda --comm nccl through the
 # same plugin and fakes (tests/dist/run.sh: every example, model and

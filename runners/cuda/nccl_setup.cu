@@ -1,8 +1,9 @@
 /* What every NCCL user of the CUDA runner does before a communicator
- * exists (collectives.h): the settings that make NCCL's reductions repeat,
- * and NCCL's unique id passed from rank 0 to the other ranks through a
- * file. Shared by the plugin's communicator (comm_nccl.cu) and the NCCL
- * collectives of nccl_check (collectives_nccl.cu). No NCCL or CUDA call
+ * exists (collectives.h): the settings that make NCCL's reductions repeat
+ * (the plugin's communicator, comm_nccl.cu, and the NCCL collectives of
+ * nccl_check, collectives_nccl.cu), and NCCL's unique id passed from rank
+ * 0 to the other ranks through a file (nccl_check's; the plugin's
+ * communicator passes it over the TCP communicator). No NCCL or CUDA call
  * here: the plugin links this file without linking NCCL, and the host
  * emulation builds it as it is. */
 #include "collectives.h"

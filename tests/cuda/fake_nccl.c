@@ -15,6 +15,11 @@
  * same order.
  *
  * ncclCommInitRank and ncclCommFinalize wait for every rank (a barrier).
+ * When a process lets go of its world communicator (ncclCommDestroy,
+ * ncclCommAbort) it leaves "<folder>/gone.<rank>": a rank waiting for a
+ * message from it fails at once (ncclRemoteError), as NCCL's peers see an
+ * aborted rank's connections close; the last one to go removes the
+ * folder.
  * ncclCommSplit gathers every rank's color and key and makes the
  * sub-communicator of its color, ranks ordered by key (then parent rank),
  * remembering the members' world ranks; ncclAllReduce (ncclFloat64)
@@ -26,16 +31,20 @@
  * (ncclInvalidUsage).
  *
  * ncclGetUniqueId starts a thread that never ends, as NCCL's does.
+ * fake_nccl_calls(name) counts this process's calls of ncclCommSplit,
+ * ncclCommFinalize and ncclCommAbort (the test checks which ran).
  *
  * Built with -DFAKE_NCCL_NO_SPLIT it has no ncclCommSplit (an NCCL before
  * 2.18). FAKE_NCCL_FAIL=<function name> makes that function fail with
  * ncclSystemError. A wait longer than FAKE_NCCL_TIMEOUT seconds (default
  * 30) fails with ncclRemoteError. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,6 +113,18 @@ static ncclResult_t post(ncclComm_t c, int dst, const void *buf, size_t bytes) {
   return ncclSuccess;
 }
 
+/* The marker of a world rank that has let go of the world. */
+static void gone_path(char *path, size_t size, const char *dir, int rank) {
+  snprintf(path, size, "%s/gone.%d", dir, rank);
+}
+
+static int is_gone(const char *dir, int rank) {
+  char path[512];
+  struct stat st;
+  gone_path(path, sizeof path, dir, rank);
+  return stat(path, &st) == 0;
+}
+
 static ncclResult_t take(ncclComm_t c, int src, void *buf, size_t bytes) {
   char path[512];
   snprintf(path, sizeof path, "%s/%s.%d.%d.%lu", c->dir, c->tag, src, c->rank,
@@ -113,6 +134,14 @@ static ncclResult_t take(ncclComm_t c, int src, void *buf, size_t bytes) {
   double limit = timeout_s();
   FILE *f;
   while (!(f = fopen(path, "rb"))) {
+    /* gone, and the message not left before it went (looked for again) */
+    if (is_gone(c->dir, c->world_rank[src]) && !(f = fopen(path, "rb"))) {
+      fprintf(stderr, "fake nccl: rank %d is gone: no message %s\n",
+              c->world_rank[src], path);
+      return ncclRemoteError;
+    }
+    if (f)
+      break;
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((double)(now.tv_sec - t0.tv_sec) +
             1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
@@ -203,11 +232,15 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
 }
 
 /* How many times this process called ncclCommSplit (the test checks that
- * a group's communicator is made once). */
-static int nsplit_calls;
-int fake_nccl_split_calls(void);
-int fake_nccl_split_calls(void) {
-  return nsplit_calls;
+ * a group's communicator is made once), ncclCommFinalize and
+ * ncclCommAbort; -1 for another name. */
+static int nsplit_calls, nfinalize_calls, nabort_calls;
+int fake_nccl_calls(const char *name);
+int fake_nccl_calls(const char *name) {
+  return !strcmp(name, "ncclCommSplit")      ? nsplit_calls
+         : !strcmp(name, "ncclCommFinalize") ? nfinalize_calls
+         : !strcmp(name, "ncclCommAbort")    ? nabort_calls
+                                             : -1;
 }
 
 #ifndef FAKE_NCCL_NO_SPLIT
@@ -366,22 +399,49 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   return ncclSuccess;
 }
 
-/* a barrier: after it, the world's folder can go (ncclCommDestroy) */
+/* a barrier: after it, no rank waits for another (ncclCommDestroy) */
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  nfinalize_calls++;
   return barrier(comm);
 }
 
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  /* every rank of the world tries: the last one past the barrier finds
-   * the folder empty (while a message is in it, rmdir fails) */
-  if (comm && !strcmp(comm->tag, "w"))
-    rmdir(comm->dir);
+/* Lets go of a communicator; for the world's, leaves this rank's marker,
+ * and once every rank's is there, removes the folder and what is left in
+ * it (messages an aborted rank never took). */
+static void let_go(ncclComm_t comm) {
+  if (comm && !strcmp(comm->tag, "w")) {
+    char path[512];
+    gone_path(path, sizeof path, comm->dir, comm->rank);
+    FILE *f = fopen(path, "w");
+    if (f)
+      fclose(f);
+    int all = 1;
+    for (int p = 0; p < comm->nranks && all; p++)
+      all = is_gone(comm->dir, p);
+    DIR *d = all ? opendir(comm->dir) : NULL;
+    for (struct dirent *e; d && (e = readdir(d));)
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        snprintf(path, sizeof path, "%s/%s", comm->dir, e->d_name);
+        unlink(path);
+      }
+    if (d) {
+      closedir(d);
+      rmdir(comm->dir);
+    }
+  }
   free(comm);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  let_go(comm);
   return ncclSuccess;
 }
 
+/* without waiting for anyone: the peers waiting for this rank see it gone */
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  return ncclCommDestroy(comm);
+  nabort_calls++;
+  let_go(comm);
+  return ncclSuccess;
 }
 
 const char *ncclGetErrorString(ncclResult_t result) {

@@ -10,13 +10,19 @@
  *              several messages to one peer, empty ones), all-reduces
  *              (sum, avg, max, min) on two splits of the world, the world,
  *              3 + 1, groups met again (one split each, counted by the
- *              fake); the id file gone after open, the determinism
- *              settings in force and described; then 2 and 3 ranks
+ *              fake); the determinism settings in force and described, a
+ *              clean close finalizing; no file left in the rendezvous
+ *              folder; then 2 and 3 ranks, over stale files of another run
  *   fold       4 ranks on a fake without ncclCommSplit (an NCCL before
  *              2.18): the all-reduces folded over exchange
- *   failures   PLAN_NCCL_LIBRARY naming a missing file, NCCL failing in
- *              ncclAllReduce (and the communicator refusing later calls),
- *              the id file that never comes, bad arguments
+ *   failures   PLAN_NCCL_LIBRARY naming a missing file; NCCL failing in
+ *              ncclAllReduce, ncclCommSplit, ncclGetUniqueId; a rank that
+ *              never comes, whose NCCL does not load, that runs the TCP
+ *              communicator instead: the rendezvous ends within the
+ *              timeout with the reason on every rank; the abort entry (no
+ *              finalize, the peers see the rank gone at once, no split
+ *              after it); a failing cudaMemcpyAsync aborting at once; bad
+ *              arguments
  *
  * On GPUs (--device, tests/gpu/run.sh): the real plugin and NCCL, one
  * process per GPU (PLAN_CUDA_DEVICE and LOCAL_RANK = the rank), the same
@@ -35,8 +41,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "libplan/common.h"
 #include "runner.h"
 
@@ -73,6 +81,27 @@ static void bad(const char *fmt, ...) {
     if (rc_ != 0)                                                              \
       bad("%s: status %d: %s", what, rc_, err);                                \
   } while (0)
+
+/* How many times this process called `name` (ncclCommSplit,
+ * ncclCommFinalize, ncclCommAbort) of the fake NCCL, loaded by comm_open
+ * (NCCL stays loaded after close); -1 when the fake is not there. */
+static int fake_calls(const char *name) {
+  const char *path = getenv("PLAN_NCCL_LIBRARY");
+  void *fake = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  void *sym = fake ? dlsym(fake, "fake_nccl_calls") : NULL;
+  int (*calls)(const char *);
+  memcpy(&calls, &sym, sizeof calls);
+  int n = sym ? calls(name) : -1;
+  if (fake)
+    dlclose(fake);
+  return n;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static unsigned char byte_of(int from, int to, int msg, size_t i) {
   return (unsigned char)(from * 37 + to * 11 + msg * 5 + (int)(i % 251));
@@ -218,7 +247,7 @@ static void rank_main(int rank, const char *rv, int with_split) {
   int cross[2] = {rank % 2 ? 3 : 0, rank % 2 ? 1 : 2}; /* {0,2} {3,1} */
   int three[3] = {0, 1, 2};
   int pairs = world % 2 == 0, four = world == 4;
-  int nsplits = 0;
+  int nsplits = 0, splits0 = device_mode ? 0 : fake_calls("ncclCommSplit");
   check_exchange(c, 0);
   if (pairs) {
     check_reduce(c, pair, 2, 1, PLAN_RED_SUM, "all_reduce sum, pairs");
@@ -250,17 +279,10 @@ static void rank_main(int rank, const char *rv, int with_split) {
   if (!device_mode) {
     /* one split per step that meets new groups, none for the groups met
      * again: the fake counts them */
-    void *fake = dlopen(getenv("PLAN_NCCL_LIBRARY"), RTLD_NOW | RTLD_NOLOAD);
-    void *calls = fake ? dlsym(fake, "fake_nccl_split_calls") : NULL;
-    int (*split_calls)(void);
-    memcpy(&split_calls, &calls, sizeof split_calls);
-    if (!calls)
-      bad("the fake's split counter is not there");
-    else if (split_calls() != (with_split ? nsplits : 0))
-      bad("%d calls of ncclCommSplit, not %d", split_calls(),
+    int splits = fake_calls("ncclCommSplit") - splits0;
+    if (splits != (with_split ? nsplits : 0))
+      bad("%d calls of ncclCommSplit, not %d", splits,
           with_split ? nsplits : 0);
-    if (fake)
-      dlclose(fake);
   }
 
   /* arguments that are wrong here, whatever the other ranks do */
@@ -284,7 +306,15 @@ static void rank_main(int rank, const char *rv, int with_split) {
   if (c->ops->all_reduce(c, twice, 2, &x, 1, PLAN_RED_SUM, err, sizeof err) !=
       PLAN_EUSAGE)
     bad("all_reduce of a group naming a rank twice: not PLAN_EUSAGE");
+  int fin0 = fake_calls("ncclCommFinalize"), ab0 = fake_calls("ncclCommAbort");
   plan_comm_close(c);
+  /* a clean close finalizes (the world and every split), never aborts */
+  int ncomms = with_split ? nsplits - (four && rank == 3) : 0; /* 3 alone */
+  if (!device_mode && (fake_calls("ncclCommFinalize") - fin0 != 1 + ncomms ||
+                       fake_calls("ncclCommAbort") != ab0))
+    bad("close: %d finalized, %d aborted",
+        fake_calls("ncclCommFinalize") - fin0,
+        fake_calls("ncclCommAbort") - ab0);
   exit(rank_failures ? 1 : 0);
 }
 
@@ -335,18 +365,65 @@ static int run_ranks(int n, rank_fn fn, const char *rv, int arg) {
   return ok;
 }
 
-static void world_run(const char *name, const char *lib, int with_split) {
-  char rv[512], id[600];
+/* Writes `text` to the file `name` in the folder rv (made first). */
+static int put_file(const char *rv, const char *name, const char *text) {
+  char path[600];
+  mkdir(rv, 0777);
+  snprintf(path, sizeof path, "%s/%s", rv, name);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return 0;
+  int ok = fputs(text, f) >= 0;
+  return !fclose(f) && ok;
+}
+
+/* The names in folder rv, space-separated, in `list`. */
+static void folder_list(const char *rv, char *list, size_t size) {
+  char cmd[600];
+  list[0] = 0;
+  snprintf(cmd, sizeof cmd, "ls -A '%s' 2>/dev/null", rv);
+  FILE *p = popen(cmd, "r");
+  size_t used = 0;
+  char line[256];
+  while (p && fgets(line, sizeof line, p) && used + strlen(line) + 1 < size) {
+    line[strcspn(line, "\n")] = 0;
+    used += (size_t)snprintf(list + used, size - used, "%s%s", used ? " " : "",
+                             line);
+  }
+  if (p)
+    pclose(p);
+}
+
+/* stale: the folder holds the files of a run killed before (an id file,
+ * rank 0's address on a port nobody listens on); this run must not read
+ * them as its own. */
+static void world_run(const char *name, const char *lib, int with_split,
+                      int stale) {
+  char rv[512], left[512];
   snprintf(rv, sizeof rv, "%s/%s/rendezvous", tmpdir, name);
   if (lib)
     setenv("PLAN_NCCL_LIBRARY", lib, 1);
+  if (stale) {
+    char parent[512];
+    snprintf(parent, sizeof parent, "%s/%s", tmpdir, name);
+    mkdir(parent, 0777);
+    if (!put_file(rv, "nccl-id", "not an id") ||
+        !put_file(rv, "rank-0", "127.0.0.1 1\n")) {
+      result(0, "%s: stale files written", name);
+      return;
+    }
+  }
   int ok = run_ranks(world, rank_main, rv, with_split);
-  result(ok, "%s: %d ranks: exchanges and all-reduces", name, world);
+  result(ok, "%s: %d ranks%s: exchanges and all-reduces", name, world,
+         stale ? ", a stale id file and address in the folder" : "");
   struct stat st;
-  snprintf(id, sizeof id, "%s/nccl-id", rv);
+  folder_list(rv, left, sizeof left);
   if (world > 1) /* a world of one needs no rendezvous */
-    result(stat(rv, &st) == 0 && S_ISDIR(st.st_mode) && stat(id, &st) != 0,
-           "%s: the rendezvous folder made, the id file removed", name);
+    result(stat(rv, &st) == 0 && S_ISDIR(st.st_mode) &&
+               !strcmp(left, stale ? "nccl-id" : ""),
+           "%s: the rendezvous folder made, no file of this run left in it "
+           "(left: '%s')",
+           name, left);
 }
 
 static void fail_rank(int rank, const char *rv, int arg) {
@@ -372,6 +449,206 @@ static void fail_rank(int rank, const char *rv, int arg) {
   exit(rank_failures ? 1 : 0);
 }
 
+/* Failures of one rank, each run by 2 ranks (3 for S_TCP_PEER), the
+ * communicator's timeout 20 s, the fake's 10 s: "at once" is within 5 s,
+ * which neither timeout allows. */
+enum {
+  S_RANK_GONE,     /* rank 1 never opens: rank 0's open ends at the timeout */
+  S_NO_NCCL,       /* rank 1's NCCL does not load */
+  S_NO_ID,         /* rank 0's ncclGetUniqueId fails */
+  S_TCP_PEER,      /* rank 1 of 3 runs the TCP communicator (--comm tcp) */
+  S_ABORT_XCHG,    /* rank 1 aborts; rank 0 waits for it in an exchange */
+  S_ABORT_SPLIT,   /* rank 1 aborts; rank 0 meets a new group (a split) */
+  S_MEMCPY_XCHG,   /* rank 1's cudaMemcpyAsync fails in an exchange */
+  S_MEMCPY_REDUCE, /* the same in an all-reduce */
+  S_SPLIT_FAILS,   /* ncclCommSplit fails on every rank */
+  S_COUNT
+};
+
+static const char *const scenario_name[S_COUNT] = {
+    "a rank that never comes: the TCP rendezvous ends at the timeout with "
+    "the reason",
+    "a rank whose NCCL does not load: every rank fails at once, saying so",
+    "ncclGetUniqueId failing on rank 0: every rank fails at once, saying so",
+    "a rank on the TCP communicator among NCCL ranks: every rank fails at "
+    "once, none enters NCCL",
+    "abort: no finalize, every communicator aborted, the peer's exchange "
+    "fails at once",
+    "abort before a split: the peer's all-reduce fails at the meeting, no "
+    "ncclCommSplit called",
+    "cudaMemcpyAsync failing in an exchange: aborted, the peer fails at once",
+    "cudaMemcpyAsync failing in an all-reduce: aborted, the peer fails at "
+    "once",
+    "ncclCommSplit failing: its error, then no split after the abort",
+};
+
+static void expect_fail(int rc, const char *err, double took, const char *what,
+                        const char *want) {
+  if (rc == 0 || !strstr(err, want))
+    bad("%s: status %d, '%s' (wanted '%s')", what, rc, err, want);
+  else if (took > 5.0)
+    bad("%s: failed after %.1f s, not at once: '%s'", what, took, err);
+}
+
+/* A call after the communicator's abort fails at once, saying so. */
+static void expect_refused(plan_comm *c) {
+  char err[512] = "";
+  double x = 1;
+  int alone[1] = {me};
+  int rc =
+      c->ops->all_reduce(c, alone, 1, &x, 1, PLAN_RED_SUM, err, sizeof err);
+  if (rc != PLAN_EUNSUPPORTED || !strstr(err, "aborted"))
+    bad("a call after the abort: status %d, '%s'", rc, err);
+}
+
+/* One exchange of 8 bytes each way with `peer`. */
+static int swap8(plan_comm *c, int peer, char *err, size_t errsz,
+                 double *took) {
+  double out = me, in = -1, t0 = now_s();
+  plan_comm_msg s = {peer, &out, 8}, r = {peer, &in, 8};
+  int rc = c->ops->exchange(c, &s, 1, &r, 1, err, errsz);
+  *took = now_s() - t0;
+  if (!rc && in != peer)
+    bad("exchange: %g from rank %d", in, peer);
+  return rc;
+}
+
+static void scenario_rank(int rank, const char *rv, int sc) {
+  char err[512] = "";
+  int n = sc == S_TCP_PEER ? 3 : 2, all[3] = {0, 1, 2};
+  double x[2] = {1, 2}, took, t0;
+  me = rank;
+  alarm(60);
+  if (sc == S_RANK_GONE && rank == 1)
+    exit(0); /* a process that failed before its comm_open */
+  if (sc == S_NO_NCCL && rank == 1)
+    setenv("PLAN_NCCL_LIBRARY", "/nonexistent/folder/libnccl.so.2", 1);
+  if (sc == S_NO_ID)
+    setenv("FAKE_NCCL_FAIL", "ncclGetUniqueId", 1);
+  if (sc == S_SPLIT_FAILS)
+    setenv("FAKE_NCCL_FAIL", "ncclCommSplit", 1);
+  if (sc == S_TCP_PEER && rank == 1) {
+    /* the verifier's first step on the TCP communicator: a key to every
+     * rank, one from each */
+    plan_comm *t = NULL;
+    int rc = plan_comm_tcp_open(&t, rank, n, rv, 20.0, err, sizeof err);
+    if (rc)
+      bad("plan_comm_tcp_open: status %d, '%s'", rc, err);
+    if (t) {
+      char key[2][40] = {{0}}, mine[40] = "a key";
+      plan_comm_msg s[2] = {{0, mine, 40}, {2, mine, 40}};
+      plan_comm_msg r[2] = {{0, key[0], 40}, {2, key[1], 40}};
+      t0 = now_s();
+      rc = t->ops->exchange(t, s, 2, r, 2, err, sizeof err);
+      expect_fail(rc, err, now_s() - t0, "the TCP rank's exchange", "");
+      plan_comm_close(t);
+    }
+    exit(rank_failures ? 1 : 0);
+  }
+  plan_comm *c = NULL;
+  t0 = now_s();
+  int rc = vt->comm_open(&c, rank, n, rv, sc == S_RANK_GONE ? 1.0 : 20.0, err,
+                         sizeof err);
+  took = now_s() - t0;
+  switch (sc) {
+  case S_RANK_GONE:
+    expect_fail(rc, err, took, "comm_open", "did not connect within 1 s");
+    break;
+  case S_NO_NCCL:
+    expect_fail(rc, err, took, "comm_open",
+                rank ? "cannot load NCCL" : "rank 1 failed: cannot load NCCL");
+    break;
+  case S_NO_ID:
+    expect_fail(rc, err, took, "comm_open",
+                rank ? "rank 0 failed: ncclGetUniqueId: unhandled system "
+                       "error (fake)"
+                     : "ncclGetUniqueId: unhandled system error (fake)");
+    break;
+  case S_TCP_PEER:
+    expect_fail(rc, err, took, "comm_open",
+                "ncclCommInitRank: the ranks' meeting over tcp before it "
+                "failed");
+    break;
+  default:
+    if (rc)
+      bad("comm_open: status %d, '%s'", rc, err);
+  }
+  if (!c)
+    exit(rank_failures ? 1 : 0);
+  if (rc)
+    bad("comm_open failed, yet made a communicator");
+  int ab0 = fake_calls("ncclCommAbort"), fin0 = fake_calls("ncclCommFinalize");
+  int sp0 = fake_calls("ncclCommSplit");
+  if (sc == S_ABORT_XCHG || sc == S_MEMCPY_REDUCE)
+    EXPECT_OK(
+        c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err),
+        "all_reduce (a split made)");
+  int comms = 1 + (sc == S_ABORT_XCHG || sc == S_MEMCPY_REDUCE);
+  if (rank == 1 && (sc == S_ABORT_XCHG || sc == S_ABORT_SPLIT)) {
+    t0 = now_s();
+    plan_comm_abort(c);
+    took = now_s() - t0;
+    if (took > 2.0)
+      bad("abort took %.1f s", took);
+    if (fake_calls("ncclCommAbort") - ab0 != comms ||
+        fake_calls("ncclCommFinalize") != fin0)
+      bad("abort: %d communicators aborted (not %d), %d finalized",
+          fake_calls("ncclCommAbort") - ab0, comms,
+          fake_calls("ncclCommFinalize") - fin0);
+    exit(rank_failures ? 1 : 0);
+  }
+  if (rank == 1 && (sc == S_MEMCPY_XCHG || sc == S_MEMCPY_REDUCE))
+    setenv("PLAN_CUDA_EMU_FAIL", "cudaMemcpyAsync", 1);
+  const char *peer_gone = "remote process exited or there was a network "
+                          "error (fake)";
+  switch (sc) {
+  case S_ABORT_XCHG:
+    rc = swap8(c, 1, err, sizeof err, &took);
+    expect_fail(rc, err, took, "an exchange with an aborted rank", peer_gone);
+    break;
+  case S_ABORT_SPLIT:
+    t0 = now_s();
+    rc = c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err);
+    expect_fail(rc, err, now_s() - t0, "an all-reduce with an aborted rank",
+                "ncclCommSplit: the ranks' meeting over tcp before it failed");
+    if (fake_calls("ncclCommSplit") != sp0)
+      bad("ncclCommSplit called with a rank gone");
+    break;
+  case S_MEMCPY_XCHG:
+    rc = swap8(c, 1 - rank, err, sizeof err, &took);
+    expect_fail(rc, err, took, "the exchange",
+                rank ? "exchange: cudaMemcpyAsync: invalid argument (emulated)"
+                     : peer_gone);
+    break;
+  case S_MEMCPY_REDUCE:
+    t0 = now_s();
+    rc = c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err);
+    expect_fail(rc, err, now_s() - t0, "the all-reduce",
+                rank ? "all_reduce: cudaMemcpyAsync: invalid argument "
+                       "(emulated)"
+                     : peer_gone);
+    break;
+  case S_SPLIT_FAILS:
+    t0 = now_s();
+    rc = c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err);
+    expect_fail(rc, err, now_s() - t0, "the all-reduce",
+                "ncclCommSplit: unhandled system error (fake)");
+    break;
+  }
+  /* the failure aborted every communicator: no finalize at close, and
+   * a new group makes no split */
+  expect_refused(c);
+  if (fake_calls("ncclCommAbort") - ab0 != comms)
+    bad("%d communicators aborted after the failure, not %d",
+        fake_calls("ncclCommAbort") - ab0, comms);
+  if (fake_calls("ncclCommSplit") - sp0 != (sc == S_SPLIT_FAILS) + comms - 1)
+    bad("%d calls of ncclCommSplit", fake_calls("ncclCommSplit") - sp0);
+  plan_comm_close(c);
+  if (fake_calls("ncclCommFinalize") != fin0)
+    bad("a close after the abort finalized");
+  exit(rank_failures ? 1 : 0);
+}
+
 static void failures(const char *fake) {
   char err[512], rv[512], d[256];
   plan_comm *c = (plan_comm *)&err; /* must come back NULL */
@@ -390,11 +667,19 @@ static void failures(const char *fake) {
          "ncclAllReduce failing: its error, then the communicator refuses");
   unsetenv("FAKE_NCCL_FAIL");
 
+  for (int sc = 0; sc < S_COUNT; sc++) {
+    snprintf(rv, sizeof rv, "%s/scenario-%d/rendezvous", tmpdir, sc);
+    result(run_ranks(sc == S_TCP_PEER ? 3 : 2, scenario_rank, rv, sc), "%s",
+           scenario_name[sc]);
+  }
+
   snprintf(rv, sizeof rv, "%s/nobody", tmpdir);
   rc = vt->comm_open(&c, 1, 2, rv, 0.3, err, sizeof err);
-  result(rc == PLAN_EUNSUPPORTED && !c && strstr(err, "nccl-id") &&
-             strstr(err, "did not appear within 0.3 s"),
-         "no rank 0: the id file's wait ends: status %d, '%s'", rc, err);
+  result(rc == PLAN_EUNSUPPORTED && !c && strstr(err, "rendezvous") &&
+             strstr(err, "no connection to rank 0 within 0.3 s"),
+         "no rank 0: the TCP rendezvous times out with the reason: status "
+         "%d, '%s'",
+         rc, err);
 
   rc = vt->comm_open(&c, 2, 2, rv, 5.0, err, sizeof err);
   int rc2 = vt->comm_open(&c, 0, 2, NULL, 5.0, err, sizeof err);
@@ -476,18 +761,22 @@ int main(int argc, char **argv) {
   unsetenv("NCCL_NVLS_ENABLE");
   unsetenv("FAKE_NCCL_FAIL");
   setenv("FAKE_NCCL_TIMEOUT", "10", 1);
+  unsetenv("PLAN_CUDA_EMU_FAIL");
+  /* the fake's folders (ncclGetUniqueId's) go with the test's */
+  if (!device_mode)
+    setenv("TMPDIR", tmpdir, 1);
 
   if (device_mode) {
     /* NCCL as the loader finds it (the bundle's env.sh) */
     unsetenv("PLAN_NCCL_LIBRARY");
-    world_run("device", NULL, 0);
+    world_run("device", NULL, 0, 0);
   } else {
-    world_run("split", argv[2], 1);
-    world_run("fold", argv[3], 0);
+    world_run("split", argv[2], 1, 0);
+    world_run("fold", argv[3], 0, 0);
     world = 2;
-    world_run("split-2", argv[2], 1);
+    world_run("split-2", argv[2], 1, 1);
     world = 3;
-    world_run("split-3", argv[2], 1);
+    world_run("split-3", argv[2], 1, 0);
     failures(argv[2]);
   }
 
