@@ -169,6 +169,13 @@ static void run_ranks(int world, const char *dir, rank_fn fn, void *arg) {
   run_ranks_as(world, ranks, worlds, dir, fn, arg);
 }
 
+/* run_ranks in a fresh rendezvous folder, removed after. */
+static void in_fresh_dir(int world, rank_fn fn, void *arg) {
+  char *dir = fresh_dir();
+  run_ranks(world, dir, fn, arg);
+  drop_dir(dir);
+}
+
 static plan_comm *open_or_die(int rank, int world, const char *dir) {
   plan_comm *c = NULL;
   char err[512];
@@ -346,9 +353,7 @@ static int order_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_order(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(2, dir, order_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(2, order_rank, NULL);
 }
 
 #define BIG ((int64_t)64 << 20)
@@ -386,9 +391,7 @@ static int big_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_big(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(2, dir, big_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(2, big_rank, NULL);
 }
 
 /* ---- all-reduce ---------------------------------------------------------- */
@@ -506,9 +509,7 @@ static int reduce_mismatch_rank(int rank, int world, const char *dir,
 
 static void test_all_reduce_mismatch(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(2, dir, reduce_mismatch_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(2, reduce_mismatch_rank, NULL);
 }
 
 /* Ranks that disagree on the length: the fold's description of both
@@ -533,9 +534,7 @@ static int reduce_length_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_all_reduce_length(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(2, dir, reduce_length_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(2, reduce_length_rank, NULL);
 }
 
 /* Groups of different sizes in one step, a group of one among them: the
@@ -573,9 +572,7 @@ static int mixed_groups_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_mixed_groups(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(3, dir, mixed_groups_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(3, mixed_groups_rank, NULL);
 }
 
 /* ---- errors -------------------------------------------------------------- */
@@ -1024,9 +1021,7 @@ static int failing_zero_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_reason_kept(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(2, dir, failing_zero_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(2, failing_zero_rank, NULL);
 }
 
 /* ---- messages of an earlier exchange ------------------------------------- */
@@ -1158,9 +1153,7 @@ static int cloexec_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_cloexec(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(3, dir, cloexec_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(3, cloexec_rank, NULL);
 }
 
 /* ---- an exchange timeout names every rank it waits for ----------------- */
@@ -1199,9 +1192,7 @@ static int timeout_rank(int rank, int world, const char *dir, void *arg) {
 
 static void test_timeout_names(void **state) {
   (void)state;
-  char *dir = fresh_dir();
-  run_ranks(3, dir, timeout_rank, NULL);
-  drop_dir(dir);
+  in_fresh_dir(3, timeout_rank, NULL);
 }
 
 int main(void) {
