@@ -3,8 +3,9 @@
 #
 #   make check-cuda-emu  builds the kernel sources with the host C++
 #                        compiler (emulation: runners/cuda/emu.h, no CUDA
-#                        needed) and runs tests/cuda/test_cuda_emu.c, the
-#                        agreement test against the CPU runner
+#                        needed) and runs the agreement test against the
+#                        CPU runner: tests/cuda/test_cuda_emu.c (the tests)
+#                        over tests/cuda/agree*.c (the harness, the cases)
 #   make cuda-kernels    compiles the kernel sources with nvcc into
 #                        $(BUILD)/runners/cuda/*.o (the pattern rule of
 #                        runners/cuda/cuda.mk), as the plugin links them
@@ -15,6 +16,12 @@ CUDA_KERN_SRC := $(sort $(wildcard runners/cuda/kernels*.cu runners/cuda/gemm*.c
 CUDA_KERN_OBJ := $(CUDA_KERN_SRC:%.cu=$(BUILD)/%.o)
 CUDA_EMU_OBJ := $(CUDA_KERN_SRC:runners/cuda/%.cu=$(BUILD)/cuda-emu/%.o)
 CUDA_EMU_TEST := $(BUILD)/tests/cuda/test_cuda_emu
+# The agreement test's sources, each compiled twice: for the host test
+# here, and with PLAN_CUDA_DEVICE_TEST for the device test below (every
+# file of it sees the same ON_DEVICE: tests/cuda/agree.h).
+CUDA_AGREE_SRC := tests/cuda/test_cuda_emu.c $(sort $(wildcard tests/cuda/agree*.c))
+CUDA_EMU_TEST_OBJ := $(CUDA_AGREE_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%.o)
+CUDA_GPU_TEST_OBJ := $(CUDA_AGREE_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/device/%.o)
 
 # No contraction of a * b + c into fma, on the device or the host: the
 # kernels then round like the CPU runner's plain C, bit for bit.
@@ -39,13 +46,14 @@ $(BUILD)/cuda-emu/%.o: runners/cuda/%.cu | cuda-emu-cxx
 	@echo "CXX $< (emulated)"
 	@$(CXX) $(CUDA_EMU_CXXFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/cuda/test_cuda_emu.o: tests/cuda/test_cuda_emu.c
+$(CUDA_EMU_TEST_OBJ): $(BUILD)/tests/cuda/%.o: tests/cuda/%.c
 	@mkdir -p $(dir $@)
 	@echo "CC $<"
 	@$(CC) $(CFLAGS_ALL) -Irunners/cuda -Itests -MMD -MP -c $< -o $@
 
-$(CUDA_EMU_TEST): $(BUILD)/tests/cuda/test_cuda_emu.o $(CUDA_EMU_OBJ) $(STATIC)
-	$(CXX) $(LDFLAGS) -o $@ $< $(CUDA_EMU_OBJ) $(STATIC) $(LDLIBS_ALL) -lcmocka
+$(CUDA_EMU_TEST): $(CUDA_EMU_TEST_OBJ) $(CUDA_EMU_OBJ) $(STATIC)
+	$(CXX) $(LDFLAGS) -o $@ $(CUDA_EMU_TEST_OBJ) $(CUDA_EMU_OBJ) $(STATIC) \
+	  $(LDLIBS_ALL) -lcmocka
 
 check-cuda-emu: $(CUDA_EMU_TEST)
 	@sh tests/run_unit.sh $(CUDA_EMU_TEST)
@@ -56,14 +64,14 @@ cuda-kernels: $(CUDA_KERN_OBJ)
 # exit 77 (no usable device) is reported as skipped, not passed.
 CUDA_GPU_TEST := $(BUILD)/tests/cuda/test_cuda_gpu
 
-$(BUILD)/tests/cuda/test_cuda_gpu.o: tests/cuda/test_cuda_emu.c
+$(CUDA_GPU_TEST_OBJ): $(BUILD)/tests/cuda/device/%.o: tests/cuda/%.c
 	@mkdir -p $(dir $@)
 	@echo "CC $< (device)"
 	@$(CC) $(CFLAGS_ALL) -DPLAN_CUDA_DEVICE_TEST -Irunners/cuda -Itests -MMD -MP -c $< -o $@
 
-$(CUDA_GPU_TEST): $(BUILD)/tests/cuda/test_cuda_gpu.o $(CUDA_KERN_OBJ) $(STATIC)
-	$(NVCC) $(CUDA_ARCH) -o $@ $< $(CUDA_KERN_OBJ) $(STATIC) $(CUDA_LIBS) \
-	  $(PKG_LIBS) -lm -lcmocka
+$(CUDA_GPU_TEST): $(CUDA_GPU_TEST_OBJ) $(CUDA_KERN_OBJ) $(STATIC)
+	$(NVCC) $(CUDA_ARCH) -o $@ $(CUDA_GPU_TEST_OBJ) $(CUDA_KERN_OBJ) $(STATIC) \
+	  $(CUDA_LIBS) $(PKG_LIBS) -lm -lcmocka
 
 check-cuda-gpu: $(CUDA_GPU_TEST)
 	@$(CUDA_GPU_TEST); rc=$$?; \

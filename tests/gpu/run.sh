@@ -19,7 +19,8 @@
 #                 (comm_open), one process per visible GPU (at most 8):
 #                 exchanges and all-reduces on splits of the world
 #   kernels       the op kernels' agreement test with the CPU runner, on
-#                 the device (tests/cuda/test_cuda_emu.c built for it)
+#                 the device (tests/cuda/test_cuda_emu.c and agree*.c
+#                 built for it)
 #   agreement     plan verify --runner cuda and --runner cpu, exact and
 #                 float mode (and --dtype bf16 for the examples), over the
 #                 example plans and the conformance vectors with a mesh:
