@@ -42,6 +42,9 @@ struct nccl_api {
   ncclResult_t (*get_version)(int *);
   ncclResult_t (*get_unique_id)(ncclUniqueId *);
   ncclResult_t (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+  /* NULL before NCCL 2.14: communicators made blocking */
+  ncclResult_t (*comm_init_rank_config)(ncclComm_t *, int, ncclUniqueId, int,
+                                        ncclConfig_t *);
   /* NULL before NCCL 2.18: all-reduces fold over exchange */
   ncclResult_t (*comm_split)(ncclComm_t, int, int, ncclComm_t *,
                              ncclConfig_t *);
@@ -74,6 +77,9 @@ struct comm_nccl {
   cudaStream_t stream;
   int device, version;
   double timeout_s;
+  /* made non-blocking (ncclCommInitRankConfig found): NCCL's calls may
+   * return ncclInProgress, the communicators polled until done */
+  bool nonblocking;
   bool aborted; /* a collective failed or timed out: every comm aborted */
   /* the library's TCP communicator over the same rendezvous: the ranks
    * meet there before every NCCL call that waits for all of them */
@@ -161,6 +167,7 @@ int load(nccl_api *a, char *err, size_t errsz) {
   }
   resolve(a->lib, "ncclCommSplit", &a->comm_split);
   resolve(a->lib, "ncclCommFinalize", &a->comm_finalize);
+  resolve(a->lib, "ncclCommInitRankConfig", &a->comm_init_rank_config);
   return 0;
 }
 
@@ -212,28 +219,77 @@ int check_live(const comm_nccl *c, char *err, size_t errsz) {
                "the NCCL communicator was aborted after an earlier failure");
 }
 
+/* A call's result that is not a failure: ncclSuccess, or on a
+ * non-blocking communicator ncclInProgress (the call runs on in NCCL,
+ * polled with ncclCommGetAsyncError). */
+bool posted(const comm_nccl *c, ncclResult_t r) {
+  return r == ncclSuccess || (c->nonblocking && r == ncclInProgress);
+}
+
+/* NCCL's state of `comm`: ncclSuccess, ncclInProgress, or its error. */
+ncclResult_t async_state(const comm_nccl *c, ncclComm_t comm) {
+  ncclResult_t ar = ncclSuccess;
+  ncclResult_t r = c->api.comm_get_async_error(comm, &ar);
+  return r != ncclSuccess ? r : ar;
+}
+
+/* After a call that makes communicators (ncclCommInitRankConfig,
+ * ncclCommSplit, ncclCommFinalize) on a non-blocking communicator: polls
+ * comms[0..n) (NULL ones skipped) until none is in progress, from t0 up
+ * to the timeout. 0 when all are done; else NCCL's error, or the
+ * timeout (a rank that never made its call: NCCL would wait for it
+ * forever), with the reason; the caller aborts. */
+int settle(const comm_nccl *c, const ncclComm_t *comms, int n,
+           const struct timespec *t0, const char *what, char *err,
+           size_t errsz) {
+  if (!c->nonblocking)
+    return 0;
+  for (long spins = 0;; spins++) {
+    bool busy = false;
+    for (int i = 0; i < n; i++) {
+      if (!comms[i])
+        continue;
+      ncclResult_t r = async_state(c, comms[i]);
+      if (r == ncclInProgress)
+        busy = true;
+      else if (r != ncclSuccess)
+        return nccl_fail(c, err, errsz, what, r);
+    }
+    if (!busy)
+      return 0;
+    if (seconds_since(t0) > c->timeout_s)
+      return failf(err, errsz, PLAN_EUNSUPPORTED,
+                   "%s: no answer from every rank within %g s (a rank gone "
+                   "after the ranks met?); the NCCL communicator is aborted",
+                   what, c->timeout_s);
+    if (spins > 100)
+      usleep(200);
+  }
+}
+
 /* Waits for the work queued on the stream, up to the timeout, watching
- * NCCL's asynchronous errors on `comm` (a peer gone shows there). */
+ * NCCL's asynchronous errors on `comm` (a peer gone shows there); on a
+ * non-blocking communicator, first until NCCL no longer reports the call
+ * in progress (it may not have queued all of it yet). */
 int wait_done(comm_nccl *c, ncclComm_t comm, const char *what, char *err,
               size_t errsz) {
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (long spins = 0;; spins++) {
-    cudaError_t e = cudaStreamQuery(c->stream);
-    if (e == cudaSuccess)
-      return 0;
-    if (e != cudaErrorNotReady) {
-      abort_all(c);
-      return cuda_fail(err, errsz, what, e);
-    }
-    ncclResult_t ar = ncclSuccess;
-    ncclResult_t r = c->api.comm_get_async_error(comm, &ar);
-    if (r == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress)
-      r = ar;
-    if (r != ncclSuccess) {
+    ncclResult_t r = async_state(c, comm);
+    if (r != ncclSuccess && r != ncclInProgress) {
       int rc = nccl_fail(c, err, errsz, what, r);
       abort_all(c);
       return rc;
+    }
+    if (r == ncclSuccess) {
+      cudaError_t e = cudaStreamQuery(c->stream);
+      if (e == cudaSuccess)
+        return 0;
+      if (e != cudaErrorNotReady) {
+        abort_all(c);
+        return cuda_fail(err, errsz, what, e);
+      }
     }
     if (seconds_since(&t0) > c->timeout_s) {
       abort_all(c);
@@ -322,11 +378,12 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
    * ranks sending each other large messages do not wait on each other */
   const char *what = "ncclGroupStart";
   ncclResult_t r = c->api.group_start();
-  if (r != ncclSuccess)
+  if (!posted(c, r))
     return local_fail(c, nccl_fail(c, err, errsz, what, r));
+  r = ncclSuccess;
   off = 0;
   for (int i = 0; i < nsends; i++) {
-    if (r == ncclSuccess && sends[i].bytes) {
+    if (posted(c, r) && sends[i].bytes) {
       what = "ncclSend";
       r = c->api.send(d + off, (size_t)sends[i].bytes, ncclUint8, sends[i].peer,
                       c->world_comm, c->stream);
@@ -335,7 +392,7 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
   }
   size_t recv0 = off;
   for (int i = 0; i < nrecvs; i++) {
-    if (r == ncclSuccess && recvs[i].bytes) {
+    if (posted(c, r) && recvs[i].bytes) {
       what = "ncclRecv";
       r = c->api.recv(d + off, (size_t)recvs[i].bytes, ncclUint8, recvs[i].peer,
                       c->world_comm, c->stream);
@@ -343,11 +400,11 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
     off += padded(recvs[i].bytes);
   }
   ncclResult_t r2 = c->api.group_end();
-  if (r == ncclSuccess && r2 != ncclSuccess) {
+  if (posted(c, r) && !posted(c, r2)) {
     r = r2;
     what = "ncclGroupEnd";
   }
-  if (r != ncclSuccess) {
+  if (!posted(c, r)) {
     rc = nccl_fail(c, err, errsz, what, r);
     abort_all(c); /* some of the group may have been posted */
     return rc;
@@ -497,17 +554,32 @@ int group_for(comm_nccl *c, const int *members, int n, int pos,
     free(copy);
     return local_fail(c, rc);
   }
+  /* non-blocking like the world: the split returns ncclInProgress, then
+   * the new communicator (and the world, which carries a split without
+   * one) is polled, so a rank that never splits is an error after the
+   * timeout instead of a hang */
   ncclComm_t sub = NULL;
-  ncclResult_t r = c->api.comm_split(
-      c->world_comm, n == 1 ? NCCL_SPLIT_NOCOLOR : members[0], pos, &sub, NULL);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ncclResult_t r =
+      c->api.comm_split(c->world_comm, n == 1 ? NCCL_SPLIT_NOCOLOR : members[0],
+                        pos, &sub, c->nonblocking ? &config : NULL);
   int rc = 0;
-  if (r != ncclSuccess)
+  if (!posted(c, r)) {
     rc = nccl_fail(c, err, errsz, "ncclCommSplit", r);
-  else if (n > 1 && !sub)
+  } else {
+    ncclComm_t both[2] = {sub, c->world_comm};
+    rc = settle(c, both, 2, &t0, "ncclCommSplit", err, errsz);
+  }
+  if (!rc && n > 1 && !sub)
     rc = failf(err, errsz, PLAN_EUNSUPPORTED,
                "ncclCommSplit: no communicator for the group of rank %d",
                members[0]);
   if (rc) {
+    if (sub)
+      c->api.comm_abort(sub);
     free(copy);
     return local_fail(c, rc);
   }
@@ -573,7 +645,7 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
                       cuda_fail(err, errsz, "all_reduce: cudaMemcpyAsync", e));
   ncclResult_t r = c->api.all_reduce(c->dbuf, c->dbuf, (size_t)n, ncclFloat64,
                                      ops[reduce], g->comm, c->stream);
-  if (r != ncclSuccess) {
+  if (!posted(c, r)) {
     int rc = nccl_fail(c, err, errsz, "ncclAllReduce", r);
     abort_all(c);
     return rc;
@@ -624,6 +696,24 @@ void destroy(comm_nccl *c) {
     if (c->world_comm)
       a->comm_finalize(c->world_comm);
     a->group_end();
+    /* non-blocking, the finalizes run on: each communicator polled, up to
+     * the timeout in all, and aborted when not done (a peer gone) */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char why[256];
+    for (int i = 0; i < c->ngroups; i++)
+      if (c->groups[i].comm &&
+          settle(c, &c->groups[i].comm, 1, &t0, "ncclCommFinalize", why,
+                 sizeof why)) {
+        a->comm_abort(c->groups[i].comm);
+        c->groups[i].comm = NULL;
+      }
+    if (c->world_comm &&
+        settle(c, &c->world_comm, 1, &t0, "ncclCommFinalize", why,
+               sizeof why)) {
+      a->comm_abort(c->world_comm);
+      c->world_comm = NULL;
+    }
   }
   for (int i = 0; i < c->ngroups; i++) {
     if (c->groups[i].comm)
@@ -757,10 +847,28 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
     rc = meet(c, "ncclCommInitRank", local, why, &id, err, errsz);
   }
   if (!rc) {
-    ncclResult_t r = c->api.comm_init_rank(&c->world_comm, world, id, rank);
-    if (r != ncclSuccess) {
+    /* non-blocking where NCCL can (2.14): the call returns at once and
+     * the communicator is polled up to the timeout, so a rank that dies
+     * after the meeting, before its own call, fails the others with the
+     * reason instead of leaving them in NCCL */
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    c->nonblocking = c->api.comm_init_rank_config != NULL;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ncclResult_t r =
+        c->nonblocking
+            ? c->api.comm_init_rank_config(&c->world_comm, world, id, rank,
+                                           &config)
+            : c->api.comm_init_rank(&c->world_comm, world, id, rank);
+    if (!posted(c, r)) {
+      if (c->world_comm)
+        c->api.comm_abort(c->world_comm);
       c->world_comm = NULL;
       rc = nccl_fail(c, err, errsz, "ncclCommInitRank", r);
+    } else if ((rc = settle(c, &c->world_comm, 1, &t0, "ncclCommInitRank",
+                            err, errsz))) {
+      abort_all(c);
     }
   }
   if (rc) {

@@ -8,6 +8,7 @@
 #ifndef LIBPLAN_RUNNERS_CUDA_NCCL_EMU_H
 #define LIBPLAN_RUNNERS_CUDA_NCCL_EMU_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -15,8 +16,41 @@ extern "C" {
 #endif
 
 typedef struct ncclComm *ncclComm_t;
-typedef struct ncclConfig_v ncclConfig_t; /* only ever NULL here */
-typedef void *plan_nccl_stream_t;         /* cudaStream_t */
+typedef void *plan_nccl_stream_t; /* cudaStream_t */
+
+/* A communicator's configuration (ncclCommInitRankConfig, ncclCommSplit;
+ * NCCL 2.14 and later), as nccl.h of NCCL 2.28.9 lays it out, with its
+ * initializer's values: NCCL reads `size` and `version` and takes only
+ * the fields it knows, so an older NCCL reads `blocking` from it too. */
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+#define NCCL_CONFIG_UNDEF_PTR NULL
+typedef struct ncclConfig_v22800 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char *netName;
+  int splitShare;
+  int trafficClass;
+  const char *commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+  int nChannelsPerNetPeer;
+  int nvlinkCentricSched;
+} ncclConfig_t;
+
+#define NCCL_CONFIG_INITIALIZER                                                \
+  {sizeof(ncclConfig_t), 0xcafebeef, 22809, NCCL_CONFIG_UNDEF_INT,             \
+   NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+   NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+   NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+   NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,        \
+   NCCL_CONFIG_UNDEF_INT}
 
 #define NCCL_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -56,6 +90,9 @@ ncclResult_t ncclGetVersion(int *version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
                               int rank);
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
+                                    ncclUniqueId id, int rank,
+                                    ncclConfig_t *config);
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *config);
 ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,

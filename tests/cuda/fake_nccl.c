@@ -30,14 +30,31 @@
  * Unlike NCCL, a receive whose size differs from its send is an error
  * (ncclInvalidUsage).
  *
+ * Non-blocking communicators (ncclCommInitRankConfig, or a split, with
+ * a config whose `blocking` is 0): ncclCommInitRankConfig posts this
+ * rank's token to every other and returns ncclInProgress; each
+ * ncclCommGetAsyncError then takes the tokens that have come, and says
+ * ncclInProgress until every rank's is there (for ever when a rank never
+ * calls it, as NCCL; ncclRemoteError once a rank is gone). Every other
+ * call on a non-blocking communicator (ncclCommSplit, ncclAllReduce,
+ * ncclGroupEnd, ncclCommFinalize) does its work, then returns
+ * ncclInProgress and has ncclCommGetAsyncError say so three times more
+ * before the result, so that the caller must poll.
+ *
  * ncclGetUniqueId starts a thread that never ends, as NCCL's does.
  * fake_nccl_calls(name) counts this process's calls of ncclCommSplit,
- * ncclCommFinalize and ncclCommAbort (the test checks which ran).
+ * ncclCommFinalize, ncclCommAbort, ncclCommInitRank,
+ * ncclCommInitRankConfig and ncclCommGetAsyncError (the test checks
+ * which ran).
  *
- * Built with -DFAKE_NCCL_NO_SPLIT it has no ncclCommSplit (an NCCL before
- * 2.18). FAKE_NCCL_FAIL=<function name> makes that function fail with
- * ncclSystemError. A wait longer than FAKE_NCCL_TIMEOUT seconds (default
- * 30) fails with ncclRemoteError. */
+ * Built with -DFAKE_NCCL_NO_SPLIT it has neither ncclCommSplit nor
+ * ncclCommInitRankConfig (an NCCL before 2.14: blocking communicators,
+ * groups folded over send/recv). FAKE_NCCL_FAIL=<function name> makes
+ * that function fail with ncclSystemError; FAKE_NCCL_EXIT=<function name>
+ * makes the process exit (status 0) as it enters that function, a
+ * process gone between the ranks' meeting and its call. A wait longer
+ * than FAKE_NCCL_TIMEOUT seconds (default 30) fails with
+ * ncclRemoteError. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -60,6 +77,18 @@ struct ncclComm {
   int world_rank[FAKE_MAX_RANKS]; /* the members' ranks in the world */
   int nsplits;
   unsigned long sent[FAKE_MAX_RANKS], received[FAKE_MAX_RANKS];
+  int nonblocking;
+  int polls;          /* ncclInProgress answers left */
+  ncclResult_t async; /* then the last call's result */
+  /* a gather under way (a non-blocking init's tokens, a split's colors
+   * and keys): one message of gather_bytes from every other rank */
+  int joining, gather_bytes;
+  char joined[FAKE_MAX_RANKS];
+  int gathered[FAKE_MAX_RANKS][2];
+  /* a split under way: its number and color, and its communicator (NULL
+   * for NCCL_SPLIT_NOCOLOR), whose `parent` is this one until done */
+  int splitting, split_index, split_color;
+  struct ncclComm *split_child, *parent;
 };
 
 /* The queue of one thread's group (NCCL's group state is per thread). */
@@ -76,7 +105,20 @@ static _Thread_local fake_op queued[FAKE_MAX_QUEUE];
 
 static int fails(const char *fn) {
   const char *f = getenv("FAKE_NCCL_FAIL");
+  const char *x = getenv("FAKE_NCCL_EXIT");
+  if (x && !strcmp(x, fn))
+    _exit(0);
   return f && !strcmp(f, fn);
+}
+
+/* A call on a non-blocking communicator: its result `r` comes through
+ * ncclCommGetAsyncError after a few polls; the call says ncclInProgress. */
+static ncclResult_t defer(ncclComm_t c, ncclResult_t r) {
+  if (!c || !c->nonblocking)
+    return r;
+  c->async = r;
+  c->polls = 3;
+  return ncclInProgress;
 }
 
 static double timeout_s(void) {
@@ -159,6 +201,98 @@ static ncclResult_t take(ncclComm_t c, int src, void *buf, size_t bytes) {
   return got == bytes && !extra ? ncclSuccess : ncclInvalidUsage;
 }
 
+/* Whether the next message from src has come. */
+static int has_come(ncclComm_t c, int src) {
+  char path[512];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s.%d.%d.%lu", c->dir, c->tag, src, c->rank,
+           c->received[src]);
+  return stat(path, &st) == 0;
+}
+
+/* A split's gather done: its communicator's members, those of its
+ * color by key then parent rank (insertion sort). */
+static void finish_split(ncclComm_t comm) {
+  ncclComm_t c = comm->split_child;
+  int color = comm->split_color;
+  comm->splitting = 0;
+  comm->split_child = NULL;
+  defer(comm, ncclSuccess);
+  if (!c)
+    return;
+  int order[FAKE_MAX_RANKS], n = 0;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (comm->gathered[p][0] != color)
+      continue;
+    int i = n++;
+    while (i > 0 && comm->gathered[order[i - 1]][1] > comm->gathered[p][1]) {
+      order[i] = order[i - 1];
+      i--;
+    }
+    order[i] = p;
+  }
+  c->nranks = n;
+  for (int i = 0; i < n; i++) {
+    c->world_rank[i] = comm->world_rank[order[i]];
+    if (order[i] == comm->rank)
+      c->rank = i;
+  }
+  c->parent = NULL;
+  defer(c, ncclSuccess);
+}
+
+/* Takes what has come of a gather; ncclInProgress until every rank's
+ * message is there, ncclRemoteError once a rank that has not sent it is
+ * gone. */
+static ncclResult_t gather_progress(ncclComm_t comm) {
+  if (!comm->joining)
+    return ncclSuccess;
+  int all = 1;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (comm->joined[p])
+      continue;
+    if (has_come(comm, p) &&
+        take(comm, p, comm->gathered[p], (size_t)comm->gather_bytes) ==
+            ncclSuccess)
+      comm->joined[p] = 1;
+    else if (is_gone(comm->dir, comm->world_rank[p])) {
+      ncclComm_t child = comm->split_child;
+      comm->joining = comm->splitting = 0;
+      comm->split_child = NULL;
+      comm->async = ncclRemoteError;
+      comm->polls = 0;
+      if (child) {
+        child->parent = NULL;
+        child->async = ncclRemoteError;
+        child->polls = 0;
+      }
+      return ncclRemoteError;
+    }
+    all = all && comm->joined[p];
+  }
+  if (!all)
+    return ncclInProgress;
+  comm->joining = 0;
+  if (comm->splitting)
+    finish_split(comm);
+  return ncclSuccess;
+}
+
+/* Starts a gather: this rank's message posted to every other. */
+static ncclResult_t gather_start(ncclComm_t comm, const void *mine,
+                                 int bytes) {
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
+    if (p != comm->rank)
+      r = post(comm, p, mine, (size_t)bytes);
+  memset(comm->joined, 0, sizeof comm->joined);
+  comm->joined[comm->rank] = 1;
+  memcpy(comm->gathered[comm->rank], mine, (size_t)bytes);
+  comm->gather_bytes = bytes;
+  comm->joining = r == ncclSuccess;
+  return r;
+}
+
 /* Every rank of comm has reached it. */
 static ncclResult_t barrier(ncclComm_t comm) {
   char token = 1;
@@ -204,11 +338,39 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
-                              int rank) {
+/* How many times this process called ncclCommSplit (the test checks that
+ * a group's communicator is made once), ncclCommFinalize, ncclCommAbort,
+ * ncclCommInitRank, ncclCommInitRankConfig and ncclCommGetAsyncError;
+ * -1 for another name. */
+static int nsplit_calls, nfinalize_calls, nabort_calls, ninit_calls,
+    ninit_config_calls, nasync_calls;
+int fake_nccl_calls(const char *name);
+int fake_nccl_calls(const char *name) {
+  return !strcmp(name, "ncclCommSplit")            ? nsplit_calls
+         : !strcmp(name, "ncclCommFinalize")       ? nfinalize_calls
+         : !strcmp(name, "ncclCommAbort")          ? nabort_calls
+         : !strcmp(name, "ncclCommInitRank")       ? ninit_calls
+         : !strcmp(name, "ncclCommInitRankConfig") ? ninit_config_calls
+         : !strcmp(name, "ncclCommGetAsyncError")  ? nasync_calls
+                                                   : -1;
+}
+
+#ifndef FAKE_NCCL_NO_SPLIT
+/* A config as NCCL checks it: its initializer's size, magic and a
+ * version from 2.14; -1 when wrong, else whether it asks non-blocking. */
+static int config_nonblocking(const ncclConfig_t *config) {
+  if (!config)
+    return 0;
+  if (config->size != sizeof *config || config->magic != 0xcafebeef ||
+      config->version < 21400)
+    return -1;
+  return config->blocking == 0;
+}
+#endif
+
+static ncclResult_t init_rank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank, int nonblocking) {
   *comm = NULL;
-  if (fails("ncclCommInitRank"))
-    return ncclSystemError;
   if (nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks ||
       !memchr(id.internal, 0, sizeof id.internal) || !id.internal[0])
     return ncclInvalidArgument;
@@ -221,6 +383,17 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
   c->nranks = nranks;
   for (int i = 0; i < nranks; i++)
     c->world_rank[i] = i;
+  if (nonblocking) {
+    /* the tokens posted; ncclCommGetAsyncError takes the others' */
+    int token[2] = {1, 0};
+    if (gather_start(c, token, 1) != ncclSuccess) {
+      free(c);
+      return ncclSystemError;
+    }
+    c->nonblocking = 1;
+    *comm = c;
+    return ncclInProgress;
+  }
   /* as NCCL's, the call returns once every rank has joined */
   ncclResult_t r = barrier(c);
   if (r != ncclSuccess) {
@@ -231,61 +404,77 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
   return ncclSuccess;
 }
 
-/* How many times this process called ncclCommSplit (the test checks that
- * a group's communicator is made once), ncclCommFinalize and
- * ncclCommAbort; -1 for another name. */
-static int nsplit_calls, nfinalize_calls, nabort_calls;
-int fake_nccl_calls(const char *name);
-int fake_nccl_calls(const char *name) {
-  return !strcmp(name, "ncclCommSplit")      ? nsplit_calls
-         : !strcmp(name, "ncclCommFinalize") ? nfinalize_calls
-         : !strcmp(name, "ncclCommAbort")    ? nabort_calls
-                                             : -1;
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  *comm = NULL;
+  ninit_calls++;
+  if (fails("ncclCommInitRank"))
+    return ncclSystemError;
+  return init_rank(comm, nranks, id, rank, 0);
 }
 
 #ifndef FAKE_NCCL_NO_SPLIT
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
+                                    ncclUniqueId id, int rank,
+                                    ncclConfig_t *config) {
+  *comm = NULL;
+  ninit_config_calls++;
+  if (fails("ncclCommInitRankConfig"))
+    return ncclSystemError;
+  int nonblocking = config_nonblocking(config);
+  if (nonblocking < 0)
+    return ncclInvalidArgument;
+  return init_rank(comm, nranks, id, rank, nonblocking);
+}
+
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
                            ncclComm_t *newcomm, ncclConfig_t *config) {
-  (void)config;
   *newcomm = NULL;
   nsplit_calls++;
   if (fails("ncclCommSplit"))
     return ncclSystemError;
-  int mine[2] = {color, key}, all[FAKE_MAX_RANKS][2];
-  ncclResult_t r = ncclSuccess;
-  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
-    if (p != comm->rank)
-      r = post(comm, p, mine, sizeof mine);
-  for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
-    if (p != comm->rank)
-      r = take(comm, p, all[p], sizeof all[p]);
-    else
-      memcpy(all[p], mine, sizeof mine);
-  int split = comm->nsplits++;
-  if (r != ncclSuccess || color == NCCL_SPLIT_NOCOLOR)
-    return r;
-  ncclComm_t c = calloc(1, sizeof *c);
-  if (!c)
-    return ncclSystemError;
-  memcpy(c->dir, comm->dir, sizeof c->dir);
-  snprintf(c->tag, sizeof c->tag, "%.60s.s%dc%d", comm->tag, split, color);
-  /* the members of my color, by key then parent rank (insertion sort) */
-  int order[FAKE_MAX_RANKS], n = 0;
-  for (int p = 0; p < comm->nranks; p++) {
-    if (all[p][0] != color)
-      continue;
-    int i = n++;
-    while (i > 0 && all[order[i - 1]][1] > all[p][1]) {
-      order[i] = order[i - 1];
-      i--;
-    }
-    order[i] = p;
+  int nonblocking = config ? config_nonblocking(config) : comm->nonblocking;
+  if (nonblocking < 0 || comm->joining)
+    return ncclInvalidArgument;
+  ncclComm_t c = NULL;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    if (!(c = calloc(1, sizeof *c)))
+      return ncclSystemError;
+    c->nonblocking = nonblocking;
+    memcpy(c->dir, comm->dir, sizeof c->dir);
+    snprintf(c->tag, sizeof c->tag, "%.60s.s%dc%d", comm->tag, comm->nsplits,
+             color);
+    c->parent = comm;
   }
-  c->nranks = n;
-  for (int i = 0; i < n; i++) {
-    c->world_rank[i] = comm->world_rank[order[i]];
-    if (order[i] == comm->rank)
-      c->rank = i;
+  int mine[2] = {color, key};
+  comm->split_index = comm->nsplits++;
+  comm->split_color = color;
+  comm->split_child = c;
+  comm->splitting = 1;
+  ncclResult_t r = gather_start(comm, mine, (int)sizeof mine);
+  if (r == ncclSuccess && nonblocking) {
+    /* the rest at ncclCommGetAsyncError, on either communicator */
+    *newcomm = c;
+    comm->polls = 0;
+    comm->async = ncclSuccess;
+    return ncclInProgress;
+  }
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (r == ncclSuccess && (r = gather_progress(comm)) == ncclInProgress) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((double)(now.tv_sec - t0.tv_sec) +
+            1e-9 * (double)(now.tv_nsec - t0.tv_nsec) >
+        timeout_s())
+      r = ncclRemoteError;
+    struct timespec pause = {0, 200 * 1000};
+    nanosleep(&pause, NULL);
+  }
+  if (r != ncclSuccess) {
+    comm->joining = comm->splitting = 0;
+    comm->split_child = NULL;
+    free(c);
+    return r;
   }
   *newcomm = c;
   return ncclSuccess;
@@ -330,7 +519,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
     }
   }
   free(all);
-  return r;
+  return defer(comm, r);
 }
 
 static ncclResult_t run_queue(void) {
@@ -390,25 +579,55 @@ ncclResult_t ncclGroupEnd(void) {
     nqueued = 0;
     return ncclSystemError;
   }
-  return run_queue();
+  /* the group's non-blocking communicators report its result */
+  ncclComm_t comms[FAKE_MAX_QUEUE];
+  int ncomms = 0;
+  for (int i = 0; i < nqueued; i++) {
+    int seen = 0;
+    for (int k = 0; k < ncomms && !seen; k++)
+      seen = comms[k] == queued[i].comm;
+    if (!seen)
+      comms[ncomms++] = queued[i].comm;
+  }
+  ncclResult_t r = run_queue(), out = r;
+  for (int k = 0; k < ncomms; k++)
+    if (defer(comms[k], r) == ncclInProgress)
+      out = ncclInProgress;
+  return out;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
-  (void)comm;
+  nasync_calls++;
   *asyncError = ncclSuccess;
+  if (!comm)
+    return ncclInvalidArgument;
+  /* a split's communicator is done when its parent's gather is */
+  ncclComm_t g = comm->parent ? comm->parent : comm;
+  if (g->joining && gather_progress(g) == ncclInProgress) {
+    *asyncError = ncclInProgress;
+    return ncclSuccess;
+  }
+  if (comm->polls > 0) {
+    comm->polls--;
+    *asyncError = ncclInProgress;
+  } else {
+    *asyncError = comm->async;
+  }
   return ncclSuccess;
 }
 
 /* a barrier: after it, no rank waits for another (ncclCommDestroy) */
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   nfinalize_calls++;
-  return barrier(comm);
+  return defer(comm, barrier(comm));
 }
 
 /* Lets go of a communicator; for the world's, leaves this rank's marker,
  * and once every rank's is there, removes the folder and what is left in
  * it (messages an aborted rank never took). */
 static void let_go(ncclComm_t comm) {
+  if (comm && comm->parent && comm->parent->split_child == comm)
+    comm->parent->split_child = NULL;
   if (comm && !strcmp(comm->tag, "w")) {
     char path[512];
     gone_path(path, sizeof path, comm->dir, comm->rank);

@@ -233,6 +233,16 @@ static void rank_main(int rank, const char *rv, int with_split) {
     bad("describe: '%s'", d);
   if (rank == 0)
     printf("      %s\n", d);
+  /* non-blocking where the NCCL has ncclCommInitRankConfig (the fake
+   * with ncclCommSplit), its init polled; blocking where it has not */
+  if (!device_mode &&
+      (fake_calls("ncclCommInitRankConfig") != with_split ||
+       fake_calls("ncclCommInitRank") != !with_split ||
+       (fake_calls("ncclCommGetAsyncError") > 0) != with_split))
+    bad("comm_open: %d ncclCommInitRankConfig, %d ncclCommInitRank, %d "
+        "ncclCommGetAsyncError",
+        fake_calls("ncclCommInitRankConfig"), fake_calls("ncclCommInitRank"),
+        fake_calls("ncclCommGetAsyncError"));
   const char *algo = getenv("NCCL_ALGO");
   if (!algo || strcmp(algo, "Ring"))
     bad("NCCL_ALGO is %s after comm_open", algo ? algo : "unset");
@@ -462,6 +472,8 @@ enum {
   S_MEMCPY_XCHG,   /* rank 1's cudaMemcpyAsync fails in an exchange */
   S_MEMCPY_REDUCE, /* the same in an all-reduce */
   S_SPLIT_FAILS,   /* ncclCommSplit fails on every rank */
+  S_GONE_AT_INIT,  /* rank 1 exits after the meeting, before its init */
+  S_GONE_AT_SPLIT, /* rank 1 exits after the meeting, before its split */
   S_COUNT
 };
 
@@ -480,6 +492,10 @@ static const char *const scenario_name[S_COUNT] = {
     "cudaMemcpyAsync failing in an all-reduce: aborted, the peer fails at "
     "once",
     "ncclCommSplit failing: its error, then no split after the abort",
+    "a rank gone between the meeting and its NCCL init: the others' "
+    "non-blocking init ends at the timeout with the reason, aborted",
+    "a rank gone between the meeting and its ncclCommSplit: the others' "
+    "non-blocking split ends at the timeout with the reason, aborted",
 };
 
 static void expect_fail(int rc, const char *err, double took, const char *what,
@@ -527,6 +543,8 @@ static void scenario_rank(int rank, const char *rv, int sc) {
     setenv("FAKE_NCCL_FAIL", "ncclGetUniqueId", 1);
   if (sc == S_SPLIT_FAILS)
     setenv("FAKE_NCCL_FAIL", "ncclCommSplit", 1);
+  if (sc == S_GONE_AT_INIT && rank == 1)
+    setenv("FAKE_NCCL_EXIT", "ncclCommInitRankConfig", 1);
   if (sc == S_TCP_PEER && rank == 1) {
     /* the verifier's first step on the TCP communicator: a key to every
      * rank, one from each */
@@ -547,8 +565,10 @@ static void scenario_rank(int rank, const char *rv, int sc) {
   }
   plan_comm *c = NULL;
   t0 = now_s();
-  int rc = vt->comm_open(&c, rank, n, rv, sc == S_RANK_GONE ? 1.0 : 20.0, err,
-                         sizeof err);
+  double limit = sc == S_RANK_GONE || sc == S_GONE_AT_INIT ? 1.0
+                 : sc == S_GONE_AT_SPLIT                 ? 2.0
+                                                         : 20.0;
+  int rc = vt->comm_open(&c, rank, n, rv, limit, err, sizeof err);
   took = now_s() - t0;
   switch (sc) {
   case S_RANK_GONE:
@@ -568,6 +588,19 @@ static void scenario_rank(int rank, const char *rv, int sc) {
     expect_fail(rc, err, took, "comm_open",
                 "ncclCommInitRank: the ranks' meeting over tcp before it "
                 "failed");
+    break;
+  case S_GONE_AT_INIT: /* rank 1 never comes back from its init */
+    expect_fail(rc, err, took, "comm_open",
+                "ncclCommInitRank: no answer from every rank within 1 s");
+    if (took < 1.0)
+      bad("comm_open failed after %.2f s, before the timeout", took);
+    if (fake_calls("ncclCommAbort") != 1 ||
+        fake_calls("ncclCommFinalize") != 0 ||
+        fake_calls("ncclCommGetAsyncError") < 2)
+      bad("the init not polled, then aborted: %d polls, %d aborted, %d "
+          "finalized",
+          fake_calls("ncclCommGetAsyncError"), fake_calls("ncclCommAbort"),
+          fake_calls("ncclCommFinalize"));
     break;
   default:
     if (rc)
@@ -599,6 +632,8 @@ static void scenario_rank(int rank, const char *rv, int sc) {
   }
   if (rank == 1 && (sc == S_MEMCPY_XCHG || sc == S_MEMCPY_REDUCE))
     setenv("PLAN_CUDA_EMU_FAIL", "cudaMemcpyAsync", 1);
+  if (rank == 1 && sc == S_GONE_AT_SPLIT)
+    setenv("FAKE_NCCL_EXIT", "ncclCommSplit", 1);
   const char *peer_gone = "remote process exited or there was a network "
                           "error (fake)";
   switch (sc) {
@@ -627,6 +662,16 @@ static void scenario_rank(int rank, const char *rv, int sc) {
                 rank ? "all_reduce: cudaMemcpyAsync: invalid argument "
                        "(emulated)"
                      : peer_gone);
+    break;
+  case S_GONE_AT_SPLIT: /* rank 1 never comes back from its split */
+    t0 = now_s();
+    rc = c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err);
+    took = now_s() - t0;
+    expect_fail(rc, err, took, "the all-reduce",
+                "ncclCommSplit: no answer from every rank within 2 s");
+    if (took < 2.0)
+      bad("the all-reduce failed after %.2f s, before the timeout", took);
+    comms = 2; /* the world, and the split's communicator, aborted */
     break;
   case S_SPLIT_FAILS:
     t0 = now_s();
