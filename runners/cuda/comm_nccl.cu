@@ -702,15 +702,13 @@ void destroy(comm_nccl *c) {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char why[256];
     for (int i = 0; i < c->ngroups; i++)
-      if (c->groups[i].comm &&
-          settle(c, &c->groups[i].comm, 1, &t0, "ncclCommFinalize", why,
-                 sizeof why)) {
+      if (c->groups[i].comm && settle(c, &c->groups[i].comm, 1, &t0,
+                                      "ncclCommFinalize", why, sizeof why)) {
         a->comm_abort(c->groups[i].comm);
         c->groups[i].comm = NULL;
       }
-    if (c->world_comm &&
-        settle(c, &c->world_comm, 1, &t0, "ncclCommFinalize", why,
-               sizeof why)) {
+    if (c->world_comm && settle(c, &c->world_comm, 1, &t0, "ncclCommFinalize",
+                                why, sizeof why)) {
       a->comm_abort(c->world_comm);
       c->world_comm = NULL;
     }
@@ -857,17 +855,16 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     ncclResult_t r =
-        c->nonblocking
-            ? c->api.comm_init_rank_config(&c->world_comm, world, id, rank,
-                                           &config)
-            : c->api.comm_init_rank(&c->world_comm, world, id, rank);
+        c->nonblocking ? c->api.comm_init_rank_config(&c->world_comm, world, id,
+                                                      rank, &config)
+                       : c->api.comm_init_rank(&c->world_comm, world, id, rank);
     if (!posted(c, r)) {
       if (c->world_comm)
         c->api.comm_abort(c->world_comm);
       c->world_comm = NULL;
       rc = nccl_fail(c, err, errsz, "ncclCommInitRank", r);
-    } else if ((rc = settle(c, &c->world_comm, 1, &t0, "ncclCommInitRank",
-                            err, errsz))) {
+    } else if ((rc = settle(c, &c->world_comm, 1, &t0, "ncclCommInitRank", err,
+                            errsz))) {
       abort_all(c);
     }
   }

@@ -35,9 +35,15 @@ extern "C" {
  * it failed, rank 0 sending the unique id; only when all are ready do
  * they call ncclCommInitRank. So a rank that fails before (no NCCL, no
  * device), never comes, or runs another communicator fails every rank
- * within the timeout with the reason, and none waits in NCCL for it
- * (only a process that dies between the meeting and its NCCL call still
- * leaves the others in NCCL). The
+ * within the timeout with the reason, and none waits in NCCL for it.
+ * Where NCCL has ncclCommInitRankConfig (2.14), the communicators are
+ * non-blocking (a config with blocking 0, for the world and each split):
+ * every call that returns ncclInProgress is followed by polling
+ * ncclCommGetAsyncError up to the timeout, so a process that dies
+ * between the meeting and its own init or split fails the others with
+ * "ncclCommInitRank: no answer from every rank within N s" (or
+ * ncclCommSplit's), aborted; with an older NCCL it still leaves them in
+ * NCCL's blocking call. The
  * TCP communicator stays open with the NCCL one (closed at close or
  * abort); nothing is written to the folder but its rank-<r> files, which
  * it removes. world 1 needs no rendezvous.

@@ -251,9 +251,8 @@ static ncclResult_t gather_progress(ncclComm_t comm) {
   for (int p = 0; p < comm->nranks; p++) {
     if (comm->joined[p])
       continue;
-    if (has_come(comm, p) &&
-        take(comm, p, comm->gathered[p], (size_t)comm->gather_bytes) ==
-            ncclSuccess)
+    if (has_come(comm, p) && take(comm, p, comm->gathered[p],
+                                  (size_t)comm->gather_bytes) == ncclSuccess)
       comm->joined[p] = 1;
     else if (is_gone(comm->dir, comm->world_rank[p])) {
       ncclComm_t child = comm->split_child;
@@ -279,8 +278,7 @@ static ncclResult_t gather_progress(ncclComm_t comm) {
 }
 
 /* Starts a gather: this rank's message posted to every other. */
-static ncclResult_t gather_start(ncclComm_t comm, const void *mine,
-                                 int bytes) {
+static ncclResult_t gather_start(ncclComm_t comm, const void *mine, int bytes) {
   ncclResult_t r = ncclSuccess;
   for (int p = 0; r == ncclSuccess && p < comm->nranks; p++)
     if (p != comm->rank)

@@ -235,10 +235,9 @@ static void rank_main(int rank, const char *rv, int with_split) {
     printf("      %s\n", d);
   /* non-blocking where the NCCL has ncclCommInitRankConfig (the fake
    * with ncclCommSplit), its init polled; blocking where it has not */
-  if (!device_mode &&
-      (fake_calls("ncclCommInitRankConfig") != with_split ||
-       fake_calls("ncclCommInitRank") != !with_split ||
-       (fake_calls("ncclCommGetAsyncError") > 0) != with_split))
+  if (!device_mode && (fake_calls("ncclCommInitRankConfig") != with_split ||
+                       fake_calls("ncclCommInitRank") != !with_split ||
+                       (fake_calls("ncclCommGetAsyncError") > 0) != with_split))
     bad("comm_open: %d ncclCommInitRankConfig, %d ncclCommInitRank, %d "
         "ncclCommGetAsyncError",
         fake_calls("ncclCommInitRankConfig"), fake_calls("ncclCommInitRank"),
@@ -566,8 +565,8 @@ static void scenario_rank(int rank, const char *rv, int sc) {
   plan_comm *c = NULL;
   t0 = now_s();
   double limit = sc == S_RANK_GONE || sc == S_GONE_AT_INIT ? 1.0
-                 : sc == S_GONE_AT_SPLIT                 ? 2.0
-                                                         : 20.0;
+                 : sc == S_GONE_AT_SPLIT                   ? 2.0
+                                                           : 20.0;
   int rc = vt->comm_open(&c, rank, n, rv, limit, err, sizeof err);
   took = now_s() - t0;
   switch (sc) {
