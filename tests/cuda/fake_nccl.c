@@ -251,21 +251,28 @@ static ncclResult_t gather_progress(ncclComm_t comm) {
   for (int p = 0; p < comm->nranks; p++) {
     if (comm->joined[p])
       continue;
-    if (has_come(comm, p) && take(comm, p, comm->gathered[p],
-                                  (size_t)comm->gather_bytes) == ncclSuccess)
-      comm->joined[p] = 1;
-    else if (is_gone(comm->dir, comm->world_rank[p])) {
+    /* gone, and its message not left before it went (looked for again
+     * after the marker: it may have come, and the rank gone, since) */
+    ncclResult_t r = ncclSuccess;
+    if (has_come(comm, p))
+      r = take(comm, p, comm->gathered[p], (size_t)comm->gather_bytes);
+    else if (is_gone(comm->dir, comm->world_rank[p]) && !has_come(comm, p))
+      r = ncclRemoteError;
+    else
+      r = ncclInProgress;
+    comm->joined[p] = r == ncclSuccess;
+    if (r != ncclSuccess && r != ncclInProgress) {
       ncclComm_t child = comm->split_child;
       comm->joining = comm->splitting = 0;
       comm->split_child = NULL;
-      comm->async = ncclRemoteError;
+      comm->async = r;
       comm->polls = 0;
       if (child) {
         child->parent = NULL;
-        child->async = ncclRemoteError;
+        child->async = r;
         child->polls = 0;
       }
-      return ncclRemoteError;
+      return r;
     }
     all = all && comm->joined[p];
   }
