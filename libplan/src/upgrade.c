@@ -64,12 +64,10 @@ static int hashes_as(plan_hash out[PLAN_UPGRADE_PARTS],
   return PLAN_OK;
 }
 
-/* The version scalar's token in `text`: [*start, *end) on line `line` (the
- * whole line [*bol, *eol) holds `libplan: TOKEN`, then blanks and an optional
- * comment). false when the text is laid out otherwise. */
-static bool find_version_line(const char *text, size_t len, int line,
-                              const char *version, size_t *bol, size_t *eol,
-                              size_t *start, size_t *end) {
+/* Line `line` (1-based) of text: its first byte and the end of its text
+ * (the newline or the end); false when the text has fewer lines. */
+static bool line_bounds(const char *text, size_t len, int line, size_t *bol,
+                        size_t *eol) {
   size_t i = 0;
   for (int l = 1; l < line; l++) {
     const char *nl = memchr(text + i, '\n', len - i);
@@ -77,9 +75,21 @@ static bool find_version_line(const char *text, size_t len, int line,
       return false;
     i = (size_t)(nl - text) + 1;
   }
-  *bol = i;
   const char *nl = memchr(text + i, '\n', len - i);
+  *bol = i;
   *eol = nl ? (size_t)(nl - text) : len;
+  return true;
+}
+
+/* The version scalar's token in `text`: [*start, *end) on line `line` (the
+ * whole line [*bol, *eol) holds `libplan: TOKEN`, then blanks and an optional
+ * comment). false when the text is laid out otherwise. */
+static bool find_version_line(const char *text, size_t len, int line,
+                              const char *version, size_t *bol, size_t *eol,
+                              size_t *start, size_t *end) {
+  if (!line_bounds(text, len, line, bol, eol))
+    return false;
+  size_t i = *bol;
   if (*eol > i && text[*eol - 1] == '\r')
     (*eol)--; /* CRLF: the CR stays with the line break */
   static const char key[] = "libplan";
@@ -179,15 +189,9 @@ static int findings(size_t out[3], const plan_plan *p) {
  * printed hashes); false when that line does not hold it. */
 static bool replace_on_line(plan_buf *b, const char *text, size_t len, int line,
                             const char *from, const char *to) {
-  size_t i = 0;
-  for (int l = 1; l < line; l++) {
-    const char *nl = memchr(text + i, '\n', len - i);
-    if (!nl)
-      return false;
-    i = (size_t)(nl - text) + 1;
-  }
-  const char *nl = memchr(text + i, '\n', len - i);
-  size_t eol = nl ? (size_t)(nl - text) : len, n = strlen(from);
+  size_t i, eol, n = strlen(from);
+  if (!line_bounds(text, len, line, &i, &eol))
+    return false;
   for (size_t j = i; j + n <= eol; j++)
     if (!memcmp(text + j, from, n)) {
       plan_buf_append(b, text, j);
