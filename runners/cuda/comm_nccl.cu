@@ -15,7 +15,6 @@
 
 #include <dlfcn.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +32,7 @@
 
 #include "collectives.h"
 #include "libplan/common.h"
+#include "util.h" /* plan_errc */
 
 namespace {
 
@@ -94,28 +94,16 @@ struct comm_nccl {
   char met[320]; /* the TCP communicator's description (world > 1) */
 };
 
-int failf(char *err, size_t errsz, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-int failf(char *err, size_t errsz, int code, const char *fmt, ...) {
-  if (err && errsz) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-  }
-  return code;
-}
-
 int nccl_fail(const comm_nccl *c, char *err, size_t errsz, const char *what,
               ncclResult_t r) {
-  return failf(err, errsz, PLAN_EUNSUPPORTED, "%s: %s", what,
-               c->api.get_error_string(r));
+  return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "%s: %s", what,
+                   c->api.get_error_string(r));
 }
 
 int cuda_fail(char *err, size_t errsz, const char *what, cudaError_t e) {
-  return failf(err, errsz,
-               e == cudaErrorMemoryAllocation ? PLAN_ENOMEM : PLAN_EUNSUPPORTED,
-               "%s: %s", what, cudaGetErrorString(e));
+  return plan_errc(e == cudaErrorMemoryAllocation ? PLAN_ENOMEM
+                                                  : PLAN_EUNSUPPORTED,
+                   err, errsz, "%s: %s", what, cudaGetErrorString(e));
 }
 
 template <typename F> bool resolve(void *lib, const char *name, F *out) {
@@ -135,10 +123,10 @@ int load(nccl_api *a, char *err, size_t errsz) {
   a->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!a->lib) {
     const char *why = dlerror();
-    return failf(err, errsz, PLAN_EUNSUPPORTED,
-                 "cannot load NCCL (PLAN_NCCL_LIBRARY, else libnccl.so.2 "
-                 "on the loader's path): %s",
-                 why ? why : name);
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "cannot load NCCL (PLAN_NCCL_LIBRARY, else libnccl.so.2 "
+                     "on the loader's path): %s",
+                     why ? why : name);
   }
   const char *missing = NULL;
 #define PLAN_NCCL_NEED(field, sym)                                             \
@@ -160,10 +148,10 @@ int load(nccl_api *a, char *err, size_t errsz) {
   if (missing) {
     dlclose(a->lib);
     a->lib = NULL;
-    return failf(err, errsz, PLAN_EUNSUPPORTED,
-                 "the NCCL library %s has no %s (NCCL 2.10 or newer is "
-                 "needed)",
-                 name, missing);
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "the NCCL library %s has no %s (NCCL 2.10 or newer is "
+                     "needed)",
+                     name, missing);
   }
   resolve(a->lib, "ncclCommSplit", &a->comm_split);
   resolve(a->lib, "ncclCommFinalize", &a->comm_finalize);
@@ -215,8 +203,9 @@ int local_fail(comm_nccl *c, int rc) {
 int check_live(const comm_nccl *c, char *err, size_t errsz) {
   if (!c->aborted)
     return 0;
-  return failf(err, errsz, PLAN_EUNSUPPORTED,
-               "the NCCL communicator was aborted after an earlier failure");
+  return plan_errc(
+      PLAN_EUNSUPPORTED, err, errsz,
+      "the NCCL communicator was aborted after an earlier failure");
 }
 
 /* A call's result that is not a failure: ncclSuccess, or on a
@@ -258,10 +247,11 @@ int settle(const comm_nccl *c, const ncclComm_t *comms, int n,
     if (!busy)
       return 0;
     if (seconds_since(t0) > c->timeout_s)
-      return failf(err, errsz, PLAN_EUNSUPPORTED,
-                   "%s: no answer from every rank within %g s (a rank gone "
-                   "after the ranks met?); the NCCL communicator is aborted",
-                   what, c->timeout_s);
+      return plan_errc(
+          PLAN_EUNSUPPORTED, err, errsz,
+          "%s: no answer from every rank within %g s (a rank gone "
+          "after the ranks met?); the NCCL communicator is aborted",
+          what, c->timeout_s);
     if (spins > 100)
       usleep(200);
   }
@@ -293,10 +283,10 @@ int wait_done(comm_nccl *c, ncclComm_t comm, const char *what, char *err,
     }
     if (seconds_since(&t0) > c->timeout_s) {
       abort_all(c);
-      return failf(err, errsz, PLAN_EUNSUPPORTED,
-                   "%s: not done within %g s (a rank gone or stuck?); the "
-                   "NCCL communicator is aborted",
-                   what, c->timeout_s);
+      return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                       "%s: not done within %g s (a rank gone or stuck?); the "
+                       "NCCL communicator is aborted",
+                       what, c->timeout_s);
     }
     if (spins > 1000)
       usleep(100);
@@ -329,20 +319,20 @@ size_t padded(int64_t bytes) {
 int check_msgs(const comm_nccl *c, const char *kind, const plan_comm_msg *m,
                int n, size_t *total, char *err, size_t errsz) {
   if (n < 0 || (n && !m))
-    return failf(err, errsz, PLAN_EUSAGE, "exchange: %d %ss", n, kind);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "exchange: %d %ss", n, kind);
   for (int i = 0; i < n; i++) {
     if (m[i].peer < 0 || m[i].peer >= c->base.world ||
         m[i].peer == c->base.rank)
-      return failf(err, errsz, PLAN_EUSAGE,
-                   "exchange: %s %d names peer %d (rank %d of %d)", kind, i,
-                   m[i].peer, c->base.rank, c->base.world);
+      return plan_errc(PLAN_EUSAGE, err, errsz,
+                       "exchange: %s %d names peer %d (rank %d of %d)", kind, i,
+                       m[i].peer, c->base.rank, c->base.world);
     if (m[i].bytes < 0 || (m[i].bytes && !m[i].buf))
-      return failf(err, errsz, PLAN_EUSAGE,
-                   "exchange: %s %d has %lld bytes at %p", kind, i,
-                   (long long)m[i].bytes, m[i].buf);
+      return plan_errc(PLAN_EUSAGE, err, errsz,
+                       "exchange: %s %d has %lld bytes at %p", kind, i,
+                       (long long)m[i].bytes, m[i].buf);
     if ((uint64_t)m[i].bytes > (uint64_t)(SIZE_MAX / 2) - *total)
-      return failf(err, errsz, PLAN_ENOMEM, "exchange: %s",
-                   "the messages' sizes overflow");
+      return plan_errc(PLAN_ENOMEM, err, errsz, "exchange: %s",
+                       "the messages' sizes overflow");
     *total += padded(m[i].bytes);
   }
   return 0;
@@ -453,23 +443,23 @@ int meet(comm_nccl *c, const char *what, int local, const char *why,
   int world = c->base.world, me = c->base.rank;
   uint32_t meeting = c->meetings++;
   if (local && (world == 1 || !c->tcp))
-    return failf(err, errsz, local, "%s", why);
+    return plan_errc(local, err, errsz, "%s", why);
   if (world == 1)
     return 0;
   if (!c->tcp)
-    return failf(err, errsz, PLAN_EUNSUPPORTED,
-                 "%s: the NCCL communicator was aborted after an earlier "
-                 "failure",
-                 what);
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                     "%s: the NCCL communicator was aborted after an earlier "
+                     "failure",
+                     what);
   meet_msg *all = (meet_msg *)calloc((size_t)world, sizeof *all);
   plan_comm_msg *m =
       (plan_comm_msg *)calloc(2 * (size_t)world, sizeof(plan_comm_msg));
   if (!all || !m) {
     free(all);
     free(m);
-    return local ? failf(err, errsz, local, "%s", why)
-                 : failf(err, errsz, PLAN_ENOMEM, "%s: %s", what,
-                         "out of memory");
+    return local ? plan_errc(local, err, errsz, "%s", why)
+                 : plan_errc(PLAN_ENOMEM, err, errsz, "%s: %s", what,
+                             "out of memory");
   }
   meet_msg *mine = &all[me];
   mine->magic = meet_magic;
@@ -489,24 +479,24 @@ int meet(comm_nccl *c, const char *what, int local, const char *why,
   char terr[512] = "";
   int rc = c->tcp->ops->exchange(c->tcp, m, n, m + world, n, terr, sizeof terr);
   if (local)
-    rc = failf(err, errsz, local, "%s", why);
+    rc = plan_errc(local, err, errsz, "%s", why);
   else if (rc)
-    rc = failf(err, errsz, rc,
-               "%s: the ranks' meeting over tcp before it failed: %s", what,
-               terr);
+    rc = plan_errc(rc, err, errsz,
+                   "%s: the ranks' meeting over tcp before it failed: %s", what,
+                   terr);
   for (int p = 0; p < world && !rc; p++) {
     const meet_msg *q = &all[p];
     if (p == me)
       continue;
     if (q->magic != meet_magic || q->meeting != meeting || q->world != world)
-      rc = failf(err, errsz, PLAN_EUSAGE,
-                 "%s: rank %d is not at the same step of an NCCL "
-                 "communicator of %d ranks (another communicator's "
-                 "process, or another run's?)",
-                 what, p, world);
+      rc = plan_errc(PLAN_EUSAGE, err, errsz,
+                     "%s: rank %d is not at the same step of an NCCL "
+                     "communicator of %d ranks (another communicator's "
+                     "process, or another run's?)",
+                     what, p, world);
     else if (q->status)
-      rc = failf(err, errsz, PLAN_EUNSUPPORTED, "%s: rank %d failed: %.*s",
-                 what, p, (int)sizeof q->reason - 1, q->reason);
+      rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz, "%s: rank %d failed: %.*s",
+                     what, p, (int)sizeof q->reason - 1, q->reason);
   }
   if (!rc && me != 0 && id)
     *id = all[0].id;
@@ -574,9 +564,9 @@ int group_for(comm_nccl *c, const int *members, int n, int pos,
     rc = settle(c, both, 2, &t0, "ncclCommSplit", err, errsz);
   }
   if (!rc && n > 1 && !sub)
-    rc = failf(err, errsz, PLAN_EUNSUPPORTED,
-               "ncclCommSplit: no communicator for the group of rank %d",
-               members[0]);
+    rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                   "ncclCommSplit: no communicator for the group of rank %d",
+                   members[0]);
   if (rc) {
     if (sub)
       c->api.comm_abort(sub);
@@ -599,30 +589,30 @@ int all_reduce(plan_comm *pc, const int *members, int nmembers, double *buf,
    * sum / n (comm.h) does not, in exact mode too */
   static const ncclRedOp_t ops[4] = {ncclSum, ncclSum, ncclMax, ncclMin};
   if (nmembers < 1 || nmembers > c->base.world || !members)
-    return failf(err, errsz, PLAN_EUSAGE,
-                 "all_reduce: %d members in a world of %d", nmembers,
-                 c->base.world);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "all_reduce: %d members in a world of %d", nmembers,
+                     c->base.world);
   if (reduce < 0 || reduce > 3 || n < 0 || (n && !buf) ||
       (uint64_t)n > SIZE_MAX / 2 / sizeof *buf)
-    return failf(err, errsz, PLAN_EUSAGE,
-                 "all_reduce: reduce %d over %lld values", reduce,
-                 (long long)n);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "all_reduce: reduce %d over %lld values", reduce,
+                     (long long)n);
   unsigned char seen[PLAN_COMM_MAX_WORLD] = {0};
   int pos = -1;
   for (int i = 0; i < nmembers; i++) {
     int m = members[i];
     if (m < 0 || m >= c->base.world || seen[m])
-      return failf(err, errsz, PLAN_EUSAGE,
-                   "all_reduce: member %d is rank %d (a world of %d, each "
-                   "rank once)",
-                   i, m, c->base.world);
+      return plan_errc(PLAN_EUSAGE, err, errsz,
+                       "all_reduce: member %d is rank %d (a world of %d, each "
+                       "rank once)",
+                       i, m, c->base.world);
     seen[m] = 1;
     if (m == c->base.rank)
       pos = i;
   }
   if (pos < 0)
-    return failf(err, errsz, PLAN_EUSAGE,
-                 "all_reduce: rank %d is not in the group", c->base.rank);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "all_reduce: rank %d is not in the group", c->base.rank);
   if (int rc = check_live(c, err, errsz))
     return rc;
   if (!c->api.comm_split)
@@ -801,22 +791,22 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
                                    const char *rendezvous, double timeout_s,
                                    char *err, size_t errsz) {
   if (!out)
-    return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s", "NULL out");
+    return plan_errc(PLAN_EUSAGE, err, errsz, "comm_open: %s", "NULL out");
   *out = NULL;
   if (world < 1 || world > PLAN_COMM_MAX_WORLD || rank < 0 || rank >= world)
-    return failf(err, errsz, PLAN_EUSAGE,
-                 "comm_open: rank %d of %d (a world of 1 to %d)", rank, world,
-                 PLAN_COMM_MAX_WORLD);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "comm_open: rank %d of %d (a world of 1 to %d)", rank,
+                     world, PLAN_COMM_MAX_WORLD);
   if (!(timeout_s > 0) || isinf(timeout_s))
-    return failf(err, errsz, PLAN_EUSAGE,
-                 "comm_open: a timeout of %g s (a positive number needed)",
-                 timeout_s);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "comm_open: a timeout of %g s (a positive number needed)",
+                     timeout_s);
   if (world > 1 && (!rendezvous || !rendezvous[0]))
-    return failf(err, errsz, PLAN_EUSAGE, "comm_open: %s",
-                 "no rendezvous folder for a world of several ranks");
+    return plan_errc(PLAN_EUSAGE, err, errsz, "comm_open: %s",
+                     "no rendezvous folder for a world of several ranks");
   comm_nccl *c = (comm_nccl *)calloc(1, sizeof *c);
   if (!c)
-    return failf(err, errsz, PLAN_ENOMEM, "comm_open: %s", "out of memory");
+    return plan_errc(PLAN_ENOMEM, err, errsz, "comm_open: %s", "out of memory");
   c->base.ops = &nccl_ops;
   c->base.rank = rank;
   c->base.world = world;
@@ -834,11 +824,12 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
                               sizeof terr);
   if (rc) {
     c->tcp = NULL;
-    rc = local ? failf(err, errsz, local, "%s", why)
-               : failf(err, errsz, rc,
-                       "comm_open: the ranks' rendezvous before NCCL's init "
-                       "failed: %s",
-                       terr);
+    rc = local
+             ? plan_errc(local, err, errsz, "%s", why)
+             : plan_errc(rc, err, errsz,
+                         "comm_open: the ranks' rendezvous before NCCL's init "
+                         "failed: %s",
+                         terr);
   } else {
     if (world > 1)
       describe_tcp(c);

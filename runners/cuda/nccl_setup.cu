@@ -19,15 +19,9 @@
 
 #include "libplan/common.h"
 #include "libplan/plan.h"
+#include "util.h" /* plan_errc */
 
 namespace {
-
-int id_fail(char *err, size_t errsz, const char *fmt, const char *a,
-            const char *b) {
-  if (err && errsz)
-    snprintf(err, errsz, fmt, a, b);
-  return PLAN_EUNSUPPORTED;
-}
 
 /* Makes the folder that holds `path` and every folder above it that is
  * missing (mkdir -p of its dirname). */
@@ -35,7 +29,7 @@ int make_parent(const char *path, char *err, size_t errsz) {
   size_t n = strlen(path);
   char *dir = (char *)malloc(n + 1);
   if (!dir)
-    return id_fail(err, errsz, "%s%s", "out of memory", "");
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "out of memory");
   memcpy(dir, path, n + 1);
   char *slash = strrchr(dir, '/');
   int rc = 0;
@@ -47,8 +41,8 @@ int make_parent(const char *path, char *err, size_t errsz) {
         continue;
       *p = 0;
       if (mkdir(dir, 0777) && errno != EEXIST)
-        rc = id_fail(err, errsz, "cannot make the folder %s: %s", dir,
-                     strerror(errno));
+        rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                       "cannot make the folder %s: %s", dir, strerror(errno));
       if (end)
         break;
       *p = '/';
@@ -85,8 +79,8 @@ extern "C" int plan_cuda_nccl_id_publish(const char *path, const void *id,
   if (rc)
     return rc;
   if (plan_write_file_atomic(path, id, n) != PLAN_OK)
-    return id_fail(err, errsz, "NCCL id file: %s%s", plan_error_last()->message,
-                   "");
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "NCCL id file: %s%s",
+                     plan_error_last()->message, "");
   return 0;
 }
 
@@ -102,8 +96,9 @@ extern "C" int plan_cuda_nccl_id_wait(const char *path, double timeout_s,
       close(fd);
       if (got == (ssize_t)n)
         return 0;
-      return id_fail(err, errsz, "NCCL id file %s: %s", path,
-                     "shorter than an ncclUniqueId (not written by rank 0?)");
+      return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "NCCL id file %s: %s",
+                       path,
+                       "shorter than an ncclUniqueId (not written by rank 0?)");
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
     double waited = (double)(now.tv_sec - t0.tv_sec) +
@@ -111,11 +106,11 @@ extern "C" int plan_cuda_nccl_id_wait(const char *path, double timeout_s,
     if (waited > timeout_s) {
       char secs[32];
       snprintf(secs, sizeof secs, "%g", timeout_s);
-      return id_fail(err, errsz,
-                     "NCCL id file %s did not appear within %s s: is rank 0 "
-                     "running, and is the path on a file system every rank "
-                     "sees?",
-                     path, secs);
+      return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                       "NCCL id file %s did not appear within %s s: is rank 0 "
+                       "running, and is the path on a file system every rank "
+                       "sees?",
+                       path, secs);
     }
     usleep(50 * 1000);
   }
