@@ -289,102 +289,94 @@ int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   return rc;
 }
 
-/* How many values member d reads from rank q in step s (q == -1: every
- * source checked; the first failure's status returned). */
-static int count_from(const vctx *c, const plan_lstep *s, int64_t d, int64_t q,
-                      int64_t *count) {
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
-  const block *b = &c->bufs[s->out[0]][d];
-  *count = 0;
-  for (int64_t e = 0; e < b->n; e++) {
-    int64_t li, from = vx_redist_source(c, s, d, vx_global_index(t, b, e), &li);
-    if (from == -2)
-      return plan_failf(PLAN_EINVALID,
-                        "all_gather of '%s': its order needs even pieces",
-                        t->name);
-    if (from < 0)
-      return plan_failf(PLAN_EINVALID,
-                        "%s of '%s': no rank of the group holds an element",
-                        plan_redist_kind_name(s->redist.kind), t->name);
-    *count += from == q;
-  }
-  return PLAN_OK;
-}
-
-/* Member d's values from this rank, in d's element order, into out (or
- * into d's own block, for this rank's). */
-static void pack_for(const vctx *c, const plan_lstep *s, int64_t d,
-                     double *out) {
+/* The values member d reads from this rank in step s, in d's element
+ * order, into out (room for d's block); their count. */
+static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
+                        double *out) {
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *b = &c->bufs[s->out[0]][d], *mine = &c->bufs[s->in[0]][c->me];
   int64_t n = 0;
   for (int64_t e = 0; e < b->n; e++) {
     int64_t li;
     if (vx_redist_source(c, s, d, vx_global_index(t, b, e), &li) == c->me)
-      out[d == c->me ? e : n++] = mine->data[li];
+      out[n++] = mine->data[li];
   }
+  return n;
 }
 
+/* Where each value of this rank's new block comes from (one pass: the
+ * rank, or the value itself when it is this rank's own), then the
+ * exchange: every member gets the values it reads from this rank, and the
+ * values read from each member land where they belong, in order. */
 int vx_dist_redist(vctx *c, const plan_lstep *s) {
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const block *mine = &c->bufs[s->in[0]][c->me];
+  block *d = &c->bufs[s->out[0]][c->me];
   int k = (int)c->m->axis_sizes[s->redist.axis];
   int members[PLAN_COMM_MAX_WORLD];
   group_of(c, c->me, s->redist.axis, members);
+  int64_t *from = malloc(sizeof *from * (size_t)(d->n > 0 ? d->n : 1));
+  if (!from)
+    return plan_oom();
+  int64_t count[PLAN_COMM_MAX_WORLD] = {0}; /* values read, by member */
+  int rc = PLAN_OK;
+  for (int64_t e = 0; e < d->n && !rc; e++) {
+    int64_t li,
+        q = vx_redist_source(c, s, c->me, vx_global_index(t, d, e), &li);
+    from[e] = q;
+    if (q == -2)
+      rc = plan_failf(PLAN_EINVALID,
+                      "all_gather of '%s': its order needs even pieces",
+                      t->name);
+    else if (q < 0)
+      rc = plan_failf(PLAN_EINVALID,
+                      "%s of '%s': no rank of the group holds an element",
+                      plan_redist_kind_name(s->redist.kind), t->name);
+    else if (q == c->me)
+      d->data[e] = mine->data[li];
+    else
+      count[c->coords[q][s->redist.axis]]++;
+  }
   plan_comm_msg sends[PLAN_COMM_MAX_WORLD], recvs[PLAN_COMM_MAX_WORLD];
-  double *mem[2 * PLAN_COMM_MAX_WORLD];
-  int ns = 0, nr = 0, rc = PLAN_OK;
+  int ns = 0, nr = 0;
   for (int j = 0; j < k && !rc; j++) {
     int q = members[j];
     if (q == c->me)
       continue;
-    int64_t to, from;
-    if ((rc = count_from(c, s, q, c->me, &to)) ||
-        (rc = count_from(c, s, c->me, q, &from)))
+    double *v = vx_take_array(c, c->bufs[s->out[0]][q].n, false);
+    if (!v) {
+      rc = plan_oom();
       break;
-    if (to) { /* member q reads `to` values of this rank's block */
-      if (!(mem[ns] = vx_take_array(c, to, false))) {
-        rc = plan_oom();
-        break;
-      }
-      pack_for(c, s, q, mem[ns]);
-      sends[ns] = (plan_comm_msg){q, mem[ns], to * (int64_t)sizeof(double)};
-      ns++;
     }
-    if (from) {
-      if (!(mem[PLAN_COMM_MAX_WORLD + nr] = vx_take_array(c, from, false))) {
-        rc = plan_oom();
-        break;
-      }
-      recvs[nr] = (plan_comm_msg){q, mem[PLAN_COMM_MAX_WORLD + nr],
-                                  from * (int64_t)sizeof(double)};
-      nr++;
+    int64_t to = pack_for(c, s, q, v); /* what member q reads from here */
+    if (to)
+      sends[ns++] = (plan_comm_msg){q, v, to * (int64_t)sizeof(double)};
+    else
+      free(v);
+    if (!count[j])
+      continue;
+    if (!(v = vx_take_array(c, count[j], false))) {
+      rc = plan_oom();
+      break;
     }
+    recvs[nr++] = (plan_comm_msg){q, v, count[j] * (int64_t)sizeof(double)};
   }
-  if (!rc)
-    pack_for(c, s, c->me, c->bufs[s->out[0]][c->me].data); /* its own */
   char err[ERRSZ] = "";
   if (!rc && (rc = c->comm->ops->exchange(c->comm, sends, ns, recvs, nr, err,
                                           sizeof err)))
     rc = comm_fail(rc, plan_redist_kind_name(s->redist.kind), err);
-  if (!rc) { /* the received values into place, message by message */
-    const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
-    block *d = &c->bufs[s->out[0]][c->me];
-    int64_t next[PLAN_COMM_MAX_WORLD] = {0};
-    for (int64_t e = 0; e < d->n; e++) {
-      int64_t li,
-          q = vx_redist_source(c, s, c->me, vx_global_index(t, d, e), &li);
-      if (q == c->me)
-        continue;
-      for (int i = 0; i < nr; i++)
-        if (recvs[i].peer == q) {
-          d->data[e] = ((double *)recvs[i].buf)[next[i]++];
-          break;
-        }
-    }
-  }
+  int64_t next[PLAN_COMM_MAX_WORLD] = {0};
+  for (int64_t e = 0; e < d->n && !rc; e++) /* in order, message by message */
+    for (int i = 0; i < nr && from[e] != c->me; i++)
+      if (recvs[i].peer == from[e]) {
+        d->data[e] = ((double *)recvs[i].buf)[next[i]++];
+        break;
+      }
   for (int i = 0; i < ns; i++)
     free(sends[i].buf);
   for (int i = 0; i < nr; i++)
     free(recvs[i].buf);
+  free(from);
   return rc;
 }
 
