@@ -17,7 +17,7 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhas
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
-CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC $(OPT) $(WARN) \
+CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC -fvisibility=hidden $(OPT) $(WARN) \
               -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners $(PKG_CFLAGS) $(CFLAGS)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
@@ -33,8 +33,17 @@ LDFLAGS += -fsanitize=address,undefined
 endif
 
 SOVERSION := 0
-LIB_SRC := $(sort $(wildcard libplan/src/*.c verifier/*.c runners/*.c runners/cpu/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# Two libraries by need. libplan (the core: read, validate, hash, diff,
+# price, lower, schedule) needs libyaml and xxHash only. libplan-verify adds
+# the verifier, the CPU runner (OpenBLAS) and the communicators; as a shared
+# library it carries the core too (one copy of it, and of the thread's last
+# error, per process), so a program links one of the two.
+CORE_SRC := $(sort $(wildcard libplan/src/*/*.c))
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+VERIFY_SRC := $(sort $(wildcard verifier/*.c runners/*.c runners/cpu/*.c))
+VERIFY_OBJ := $(VERIFY_SRC:%.c=$(BUILD)/%.o)
+LIB_SRC := $(CORE_SRC) $(VERIFY_SRC)
+LIB_OBJ := $(CORE_OBJ) $(VERIFY_OBJ)
 CLI_SRC := $(sort $(wildcard cli/*.c))
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -51,15 +60,22 @@ LUA_MOD := $(BUILD)/plan.so
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-STATIC := $(BUILD)/libplan.a
-SHARED := $(BUILD)/libplan.so.$(SOVERSION)
+CORE_STATIC := $(BUILD)/libplan.a
+VERIFY_STATIC := $(BUILD)/libplan-verify.a
+# What the tool, the tests and the plugins link: both archives, in order.
+STATIC := $(VERIFY_STATIC) $(CORE_STATIC)
+CORE_SHARED := $(BUILD)/libplan.so.$(SOVERSION)
+# The full library (core + verifier): what the Python binding loads.
+SHARED := $(BUILD)/libplan-verify.so.$(SOVERSION)
+CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -lyaml -lxxhash) -lm -pthread
 TOOL := $(BUILD)/plan
 
-.PHONY: all help deps deps-python test check-unit check-headers check-conformance \
+.PHONY: all help deps deps-python test check-unit check-headers check-symbols check-conformance \
         check-cli check-dist check-models check-lua check-python check-corpus check-docs wheel demo tour bench asan fuzz fmt lint install clean \
         tests-build
 
-all: $(STATIC) $(SHARED) $(BUILD)/libplan.so $(TOOL) $(LUA_MOD)
+all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
+     $(TOOL) $(LUA_MOD)
 
 help:
 	@echo "make            build libplan.a, libplan.so and the plan tool"
@@ -89,16 +105,30 @@ $(BUILD)/%.o: %.c
 	@echo "CC $<"
 	@$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
-$(STATIC): $(LIB_OBJ)
+$(CORE_STATIC): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-$(SHARED): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libplan.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+$(VERIFY_STATIC): $(VERIFY_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/libplan.so: $(SHARED)
+# -z defs: the core links with libyaml and xxHash alone, nothing else.
+$(CORE_SHARED): $(CORE_OBJ)
+	$(CC) -shared -Wl,-soname,libplan.so.$(SOVERSION) -Wl,-z,defs -Wl,--as-needed \
+	  $(LDFLAGS) -o $@ $^ $(CORE_LIBS)
+
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,libplan-verify.so.$(SOVERSION) -Wl,-z,defs -Wl,--as-needed \
+	  $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/libplan.so: $(CORE_SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
+
+$(BUILD)/libplan-verify.so: $(SHARED)
+	ln -sf libplan-verify.so.$(SOVERSION) $@
 
 $(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) $(CBC_CFLAGS) -Ilua
 
@@ -117,7 +147,7 @@ $(TOOL): $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
 
 # For a stock lua5.4 (`require "plan"`): the interpreter provides Lua itself.
 $(LUA_MOD): $(LUA_OBJ) $(STATIC)
-	$(CC) -shared $(LDFLAGS) -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
+	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -134,6 +164,11 @@ $(BUILD)/bench/%: bench/%.c $(STATIC)
 	$(CC) $(CFLAGS_ALL) -MMD -MP $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL)
 
 tests-build: all $(UNIT_BIN) $(HEADER_CHECKS)
+
+# The libraries export exactly the headers' PLAN_API functions; the archives
+# define no global without the plan_ prefix (tests/layers/symbols.sh).
+check-symbols: $(STATIC) $(CORE_SHARED) $(SHARED)
+	@sh tests/layers/symbols.sh $(BUILD)
 
 check-headers: $(HEADER_CHECKS)
 	@echo "headers: $(words $(HEADER_CHECKS)) compile alone"
@@ -167,7 +202,7 @@ check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
 
 # The Python binding (bindings/python) against this build's libplan.so.
-check-python: $(SHARED) $(BUILD)/libplan.so $(TOOL)
+check-python: $(SHARED) $(BUILD)/libplan-verify.so $(TOOL)
 	@LIBPLAN_LIBRARY=$(abspath $(SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
 	  python3 tests/python/run.py
 
@@ -178,7 +213,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-headers check-symbols check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"

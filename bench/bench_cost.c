@@ -32,9 +32,9 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "cost.h"
+#include "cost/cost_model.h"
 #include "libplan/libplan.h"
-#include "placement.h"
+#include "ir/placement.h"
 
 #define TARGET 1e6
 #define MIN_SECONDS 0.3

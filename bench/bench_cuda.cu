@@ -35,7 +35,7 @@
 extern "C" {
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#include "ops.h"
+#include "ir/ops.h"
 #include "runner.h"
 #include "verify_int.h"
 }

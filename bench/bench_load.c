@@ -43,8 +43,8 @@
 
 #include "bench_common.h"
 #include "libplan/libplan.h"
-#include "plan_int.h"
-#include "yamldoc.h"
+#include "read/plan_read.h"
+#include "yaml/yamldoc.h"
 
 #define MAX_REPS 100
 

@@ -71,9 +71,9 @@
 #include "bench_common.h"
 #include "libplan/libplan.h"
 #include "kernels.h"
-#include "lower.h"
-#include "ops.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "ir/ops.h"
+#include "read/plan_read.h"
 #include "runner.h"
 #include "verify_int.h"
 

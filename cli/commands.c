@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 const char usage_validate[] =
     "usage: plan validate [--program EDITED] [--format text|json] FILE...\n"

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lower.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
 
 const char usage_lower[] =
     "usage: plan lower [-o FILE] PLAN\n"

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "libplan/schedule.h"
-#include "util.h"
+#include "base/util.h"
 
 const char usage_schedule[] =
     "usage: plan schedule [--format text|yaml|json] [--svg FILE]\n"

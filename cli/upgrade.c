@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 const char usage_upgrade[] =
     "usage: plan upgrade [-o OUT | --in-place] FILE\n"

@@ -8,7 +8,7 @@
 #include "cli.h"
 #include "region_trace.h"
 #include "libplan/verify.h"
-#include "lower.h"
+#include "lower/lower.h"
 #include "reduce.h"
 #include "runner.h"
 #include "verify_int.h"

@@ -4,6 +4,10 @@
 
 #include <lua.h>
 
-int luaopen_plan(lua_State *L);
+#include "libplan/common.h"
+
+/* The one symbol plan.so exports (a stock lua5.4 looks it up by name); the
+ * rest is built with -fvisibility=hidden. */
+PLAN_API int luaopen_plan(lua_State *L);
 
 #endif

@@ -26,7 +26,7 @@
 
 #include "libplan/plan.h"
 #include "libplan/trace.h"
-#include "ops.h"
+#include "ir/ops.h"
 #include "region_trace.h"
 
 #define TENSOR_MT "plan.region.tensor"

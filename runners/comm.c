@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
-#include "util.h"
+#include "ir/ir.h"
+#include "base/util.h"
 
 /* What every member sends first, in an exchange of its own: a description
  * of the call, so members that disagree on the group, the reduction or the

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "libplan/plan.h"
-#include "util.h"
+#include "base/util.h"
 
 #define HELLO_MAGIC 0x504c4e43u /* "PLNC" */
 #define HELLO_VERSION 2u

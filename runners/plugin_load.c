@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "plugin_load.h"
-#include "util.h"
+#include "base/util.h"
 
 #ifndef PLAN_PREFIX
 #define PLAN_PREFIX "/usr/local"

@@ -22,7 +22,7 @@
 #include "comm.h"
 #include "kernels.h"
 #include "libplan/common.h"
-#include "ops.h"
+#include "ir/ops.h"
 
 #define PLAN_RUNNER_API_VERSION 3
 

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
-#include "placement.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
 #include "vctx.h"
 
 /* The global value of buffer `buf` as one replica holds it (partial axes
@@ -20,16 +20,16 @@ static void global_value_as(const vctx *c, int buf, const plan_placement *as,
                             double *out) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   for (int64_t r = c->nranks - 1; r >= 0; r--) { /* rank 0's copy last */
-    if (!vx_partial_leader(c, r, pa, np))
+    if (!plan_vx_partial_leader(c, r, pa, np))
       continue;
     block b;
-    vx_layout(c, as, lb->tensor, r, &b);
+    plan_vx_layout(c, as, lb->tensor, r, &b);
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
     for (int64_t e = 0; e < b.n; e++)
-      vx_group_value(c, buf, pa, np, 0, coord, e, &out[vx_global_index(t, &b, e)]);
+      plan_vx_group_value(c, buf, pa, np, 0, coord, e, &out[plan_vx_global_index(t, &b, e)]);
   }
 }
 
@@ -43,7 +43,7 @@ static bool all_close(const vctx *c, const plan_tensor *t, const double *got,
                       const double *ref, int64_t n) {
   double rtol = 0, atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    vx_diag_tol(c, t, &rtol, &atol);
+    plan_vx_diag_tol(c, t, &rtol, &atol);
   for (int64_t i = 0; i < n; i++)
     if (!(got[i] == ref[i] || (isnan(got[i]) && isnan(ref[i])) ||
           fabs(got[i] - ref[i]) <= atol + rtol * fabs(ref[i])))
@@ -59,8 +59,8 @@ static bool same_local_shapes(const vctx *c, int tensor,
   const plan_tensor *t = &c->prog->tensors[tensor];
   for (int64_t r = 0; r < c->nranks; r++) {
     block x, y;
-    vx_layout(c, a, tensor, r, &x);
-    vx_layout(c, b, tensor, r, &y);
+    plan_vx_layout(c, a, tensor, r, &x);
+    plan_vx_layout(c, b, tensor, r, &y);
     if (memcmp(x.local, y.local, sizeof(int64_t) * (size_t)t->rank))
       return false;
   }
@@ -74,7 +74,7 @@ static bool same_local_shapes(const vctx *c, int tensor,
 static bool diagnose_layout(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int64_t n = vx_count_of(t->dims, t->rank);
+  int64_t n = plan_vx_count_of(t->dims, t->rank);
   int sa[PLAN_MAX_MESH_AXES], ns = 0;
   for (int a = 0; a < c->m->naxes; a++)
     if (lb->pl.ax[a].kind == PLAN_PL_S)
@@ -154,7 +154,7 @@ static bool piece_equal(const double *x, int64_t i, const double *y,
 static double *diag_global(const vctx *c, int buf, double *rtol,
                            double *atol) {
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
-  int64_t n = vx_count_of(t->dims, t->rank);
+  int64_t n = plan_vx_count_of(t->dims, t->rank);
   *rtol = *atol = 0;
   if (n <= 0 || n > (1 << 22))
     return NULL;
@@ -163,7 +163,7 @@ static double *diag_global(const vctx *c, int buf, double *rtol,
     return NULL;
   global_value(c, buf, got);
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    vx_diag_tol(c, t, rtol, atol);
+    plan_vx_diag_tol(c, t, rtol, atol);
   return got;
 }
 
@@ -286,7 +286,7 @@ static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
 static bool diagnose_slices(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int64_t n = vx_count_of(t->dims, t->rank);
+  int64_t n = plan_vx_count_of(t->dims, t->rank);
   double rtol, atol;
   double *got = diag_global(c, buf, &rtol, &atol);
   if (!got)
@@ -422,7 +422,7 @@ static bool block_matches(const vctx *c, const plan_tensor *t, const block *b,
                           double rtol, double atol) {
   const double *ref = c->ref[t - c->prog->tensors];
   for (int64_t e = 0; e < b->n; e++) {
-    double v = b->data[e], want = ref[vx_global_index(t, b, e)];
+    double v = b->data[e], want = ref[plan_vx_global_index(t, b, e)];
     if (!(v == want || (isnan(v) && isnan(want)) ||
           fabs(v - want) <= atol + rtol * fabs(want)))
       return false;
@@ -438,7 +438,7 @@ static bool diagnose_drift(vctx *c, int buf) {
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   double rtol = 0, atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
-    vx_diag_tol(c, t, &rtol, &atol);
+    plan_vx_diag_tol(c, t, &rtol, &atol);
   for (int a = 0; a < c->m->naxes; a++) {
     if (lb->pl.ax[a].kind != PLAN_PL_R || c->m->axis_sizes[a] < 2)
       continue;
@@ -453,7 +453,7 @@ static bool diagnose_drift(vctx *c, int buf) {
       bool differ = false;
       for (int64_t m = 1; m < c->m->axis_sizes[a]; m++) {
         coord[a] = m;
-        const block *b = &c->bufs[buf][vx_rank_at(c->m, coord)];
+        const block *b = &c->bufs[buf][plan_vx_rank_at(c->m, coord)];
         for (int64_t e = 0; e < b->n && !differ; e++)
           differ = !(b->data[e] == b0->data[e] ||
                      (isnan(b->data[e]) && isnan(b0->data[e])));
@@ -463,7 +463,7 @@ static bool diagnose_drift(vctx *c, int buf) {
       drifted++;
       for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
         coord[a] = m;
-        int64_t q = vx_rank_at(c->m, coord);
+        int64_t q = plan_vx_rank_at(c->m, coord);
         bool ok = block_matches(c, t, &c->bufs[buf][q], rtol, atol);
         if (ok && good < 0)
           good = q;
@@ -543,7 +543,7 @@ static bool diagnose_ratio(vctx *c, const diff *df, double rtol) {
   return false;
 }
 
-void vx_diagnose(vctx *c, int buf, const diff *df) {
+void plan_vx_diagnose(vctx *c, int buf, const diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
@@ -553,7 +553,7 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
    * of the low-precision bound */
   double rtol = 1e-6, atol = 1e-6;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
-    vx_diag_tol(c, t, &rtol, &atol);
+    plan_vx_diag_tol(c, t, &rtol, &atol);
     rtol *= PLAN_VERIFY_LOWP_FACTOR;
   }
   /* a pipelined run hands back the blocks of microbatches that matched
@@ -563,11 +563,11 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
   for (int64_t r = 0; r < c->nranks; r++)
     whole &= c->bufs[buf][r].data || c->bufs[buf][r].n <= 0;
   if (!whole) {
-    if (!vx_diagnose_microbatches(c, buf))
+    if (!plan_vx_diagnose_microbatches(c, buf))
       diagnose_ratio(c, df, rtol);
     return;
   }
-  if (diagnose_partial_input(c, buf) || vx_diagnose_microbatches(c, buf))
+  if (diagnose_partial_input(c, buf) || plan_vx_diagnose_microbatches(c, buf))
     return;
   /* partial sums: along an R axis, the ranks' blocks sum to the reference */
   for (int a = 0; a < c->m->naxes; a++) {
@@ -585,11 +585,11 @@ void vx_diagnose(vctx *c, int buf, const diff *df) {
         double s = 0, first = b->data[e];
         for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
           coord[a] = m;
-          double v = c->bufs[buf][vx_rank_at(c->m, coord)].data[e];
+          double v = c->bufs[buf][plan_vx_rank_at(c->m, coord)].data[e];
           s += v;
           differ |= v != first;
         }
-        double want = ref[vx_global_index(t, b, e)];
+        double want = ref[plan_vx_global_index(t, b, e)];
         err2 += (s - want) * (s - want);
         want2 += want * want;
         n++;

@@ -15,7 +15,7 @@ static void tolerance(const vctx *c, const plan_tensor *t, double *rtol,
                       double *atol) {
   *rtol = *atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
-    vx_diag_tol(c, t, rtol, atol);
+    plan_vx_diag_tol(c, t, rtol, atol);
     *rtol *= PLAN_VERIFY_LOWP_FACTOR;
   }
 }
@@ -43,11 +43,11 @@ static bool holds(const vctx *c, int buf, int64_t k, int64_t j) {
     if (!b->data) /* handed back: it matched, so it held its own */
       return j == k;
     block o;
-    vx_layout(c, &lb->pl, lb->tensor, vx_rank_at(c->m, coord), &o);
+    plan_vx_layout(c, &lb->pl, lb->tensor, plan_vx_rank_at(c->m, coord), &o);
     if (o.n != b->n)
       return false;
     for (int64_t e = 0; e < b->n; e++) {
-      double want = j < 0 ? 0 : ref[vx_global_index(t, &o, e)];
+      double want = j < 0 ? 0 : ref[plan_vx_global_index(t, &o, e)];
       if (!close_to(b->data[e], want, rtol, atol))
         return false;
     }
@@ -72,7 +72,7 @@ static bool displaced_microbatches(vctx *c, int buf) {
   const plan_lpipe *pp = c->low->pipe;
   int64_t m = pp->microbatches;
   if (lb->pl.ax[c->mb_axis].kind != PLAN_PL_S || m < 2 ||
-      vx_partial_axes(lb, c->m->naxes, NULL) || !c->ref[lb->tensor])
+      plan_vx_partial_axes(lb, c->m->naxes, NULL) || !c->ref[lb->tensor])
     return false;
   char map[256] = "";
   size_t u = 0;
@@ -134,7 +134,7 @@ static bool one_contribution(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int axis = c->mb_axis;
-  if (lb->pl.ax[axis].kind != PLAN_PL_R || vx_partial_axes(lb, c->m->naxes,
+  if (lb->pl.ax[axis].kind != PLAN_PL_R || plan_vx_partial_axes(lb, c->m->naxes,
                                                            NULL))
     return false;
   int src = -1;
@@ -163,7 +163,7 @@ static bool one_contribution(vctx *c, int buf) {
   for (int64_t k = m - 1; k >= 0; k--) {
     bool all = true;
     for (int64_t r = 0; r < c->nranks && all; r++) {
-      if (c->coords[r][axis] != 0 || !vx_partial_leader(c, r, pa, np))
+      if (c->coords[r][axis] != 0 || !plan_vx_partial_leader(c, r, pa, np))
         continue;
       const block *b = &c->bufs[buf][r];
       int64_t coord[PLAN_MAX_MESH_AXES];
@@ -171,7 +171,7 @@ static bool one_contribution(vctx *c, int buf) {
       coord[axis] = k;
       for (int64_t e = 0; e < b->n && all; e++) {
         double v;
-        vx_group_value(c, src, pa, np, 0, coord, e, &v);
+        plan_vx_group_value(c, src, pa, np, 0, coord, e, &v);
         all = close_to(b->data[e], v, rtol, atol);
       }
     }
@@ -188,7 +188,7 @@ static bool one_contribution(vctx *c, int buf) {
   return false;
 }
 
-bool vx_diagnose_microbatches(vctx *c, int buf) {
+bool plan_vx_diagnose_microbatches(vctx *c, int buf) {
   if (!c->low->pipe)
     return false;
   return displaced_microbatches(c, buf) || one_contribution(c, buf);

@@ -29,7 +29,7 @@
  *    gets the new dims, ranges, reshape shapes and split sizes, and is
  *    written and read back again, so the loader infers and checks every
  *    shape; the result is validated. */
-#include "lower.h"
+#include "lower/lower.h"
 #include "reduce.h"
 
 #include <stdio.h>
@@ -37,9 +37,9 @@
 #include <string.h>
 
 #include "libplan/plan.h"
-#include "ops.h"
-#include "placement.h"
-#include "plan_int.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
+#include "read/plan_read.h"
 
 #define MAX_ATOMS 16                   /* parts of one tensor dim */
 #define MAX_DEPTH 8                    /* nested expansions */

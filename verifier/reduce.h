@@ -7,7 +7,7 @@
 #define LIBPLAN_REDUCE_H
 
 #include "libplan/verify.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 /* The lowered program `l` over a reduced program: same buffers, steps,
  * layouts and outputs; written and read back (plan_lowered_load_buffer

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "inputs.h"
-#include "ir.h"
-#include "ops.h"
+#include "ir/ir.h"
+#include "ir/ops.h"
 #include "runner.h"
 
 struct plan_ref_run {

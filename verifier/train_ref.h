@@ -12,39 +12,11 @@
 
 #include <stdint.h>
 
-#include "autodiff.h"
+#include "autodiff/autodiff.h"
 #include "libplan/verify.h"
 
-typedef struct plan_ref_options {
-  plan_verify_mode mode; /* exact: f64 with dyadic rounding; float */
-  uint64_t seed;
-  /* float mode: -1 runs each tensor in its own dtype; a float plan_dtype
-   * runs every float tensor in it (PLAN_F64 for finite differences) */
-  int dtype;
-} plan_ref_options;
-
-#define PLAN_REF_OPTIONS_INIT                                                  \
-  { PLAN_VERIFY_FLOAT, 0, -1 }
-
-/* One run of a program: a value for every tensor, as doubles (row-major,
- * the tensor's element count; integers hold their integer values). */
-typedef struct plan_ref_run plan_ref_run;
-
-/* Allocates every tensor of p and fills the leaves (inputs, params,
- * consts) as the verifier does. p must outlive the run. Returns PLAN_OK,
- * PLAN_ENOMEM or PLAN_EUSAGE (a NULL argument, an unknown dtype). */
-int plan_ref_run_new(plan_ref_run **out, const plan_program *p,
-                     const plan_ref_options *opts);
-void plan_ref_run_free(plan_ref_run *r);
-
-/* The values of a tensor (NULL for a bad index); a leaf's may be changed
- * before plan_ref_run_exec (a finite difference perturbs a param). */
-double *plan_ref_run_values(plan_ref_run *r, int tensor);
-int64_t plan_ref_run_count(const plan_ref_run *r, int tensor);
-
-/* Runs every op in program order, writing every produced tensor. Returns
- * PLAN_OK, or the kernel's failure (the message names the op). */
-int plan_ref_run_exec(plan_ref_run *r);
+/* plan_ref_options and plan_ref_run (the run of one program) are public:
+ * libplan/verify.h. */
 
 /* The reference gradients of a training step: fwd's training program
  * (grad/<param> for every float param), run once. */

@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lower.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
 #include "runner.h"
 #include "verify_int.h"
 
@@ -71,7 +71,7 @@ typedef struct vctx {
                          microbatch k's blocks have been written */
   bool *shared;       /* pipelines: [buffer] a leaf R along the microbatch
                          axis, whose blocks every microbatch's ranks share
-                         (vx_mb_first's); NULL otherwise */
+                         (plan_vx_mb_first's); NULL otherwise */
   int *pending;       /* per tensor: its buffers still to compare; at 0,
                          when all matched, its reference goes to the pool */
   bool *mismatched;   /* per tensor */
@@ -124,7 +124,7 @@ typedef struct vctx {
 /* The rank with r's coordinates and microbatch 0 (r itself without a
  * pipeline): the owner of what a pipelined run keeps once for every
  * microbatch (master params, optimizer state). */
-static inline int64_t vx_mb_first(const vctx *c, int64_t r) {
+static inline int64_t plan_vx_mb_first(const vctx *c, int64_t r) {
   if (c->mb_axis < 0 || c->coords[r][c->mb_axis] == 0)
     return r;
   int64_t k = c->coords[r][c->mb_axis], stride = 1;
@@ -135,23 +135,23 @@ static inline int64_t vx_mb_first(const vctx *c, int64_t r) {
 
 /* Whether rank r's block of buffer b is a shared copy of its microbatch
  * owner's (not its own memory). */
-static inline bool vx_shared_copy(const vctx *c, int b, int64_t r) {
-  return c->shared && c->shared[b] && vx_mb_first(c, r) != r;
+static inline bool plan_vx_shared_copy(const vctx *c, int b, int64_t r) {
+  return c->shared && c->shared[b] && plan_vx_mb_first(c, r) != r;
 }
 
 /* Whether rank r takes part in the step being run. */
-static inline bool vx_in_mb(const vctx *c, int64_t r) {
+static inline bool plan_vx_in_mb(const vctx *c, int64_t r) {
   return c->mb_now < 0 || c->coords[r][c->mb_axis] == c->mb_now;
 }
 
 /* Whether rank r runs in this process (every rank, unless distributed). */
-static inline bool vx_owned(const vctx *c, int64_t r) {
+static inline bool plan_vx_owned(const vctx *c, int64_t r) {
   return !c->comm || r == c->me;
 }
 
 /* Whether rank r takes part in the step being run here. */
-static inline bool vx_runs(const vctx *c, int64_t r) {
-  return vx_in_mb(c, r) && vx_owned(c, r);
+static inline bool plan_vx_runs(const vctx *c, int64_t r) {
+  return plan_vx_in_mb(c, r) && plan_vx_owned(c, r);
 }
 
 /* The slack of float mode's low-precision bound (verify.c's
@@ -160,127 +160,127 @@ static inline bool vx_runs(const vctx *c, int64_t r) {
 
 /* ---- shared by verify.c and diagnose.c --------------------------------------- */
 
-int64_t vx_count_of(const int64_t *dims, int rank);
+int64_t plan_vx_count_of(const int64_t *dims, int rank);
 /* The rank at mesh coordinates (row-major). */
-int64_t vx_rank_at(const plan_mesh *m, const int64_t *coord);
+int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord);
 /* Rank r's block of `tensor` under placement pl: its shape and offset. */
-void vx_layout(const vctx *c, const plan_placement *pl, int tensor, int64_t r,
+void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor, int64_t r,
                block *b);
 /* Global row-major index of local element k of a block. */
-int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k);
+int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k);
 /* The mesh axes along which buffer lb is partial, into pa (may be NULL);
  * their count. */
-int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa);
+int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa);
 /* Whether rank r has coordinate 0 on every partial axis pa[0..np). */
-bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
+bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
 /* The reduced value of local element li over the group of ranks that
  * differ from coord only on the partial axes pa[from..np). */
-void vx_group_value(const vctx *c, int buf, const int *pa, int np, int from,
+void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np, int from,
                     int64_t *coord, int64_t li, double *out);
 /* Local index of global element g in block b, or -1 when b lacks it. */
-int64_t vx_local_index(const plan_tensor *t, const block *b, int64_t g);
+int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g);
 /* The rank whose block of step s's input gives rank d's element g of the
  * output in a redistribution that copies (not a reduction), and the local
  * index there (*li): the first member of d's group, in coordinate order,
  * whose block holds g (an all_gather with an order reads its block from
  * the member that order names). -1 when no member holds g; -2 when the
  * order's block is too short (uneven pieces). */
-int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
                          int64_t g, int64_t *li);
 /* *into += one (the comparison of more blocks of the same buffer). */
-void vx_merge_diff(diff *into, const diff *one);
+void plan_vx_merge_diff(diff *into, const diff *one);
 
 /* ---- distributed verification (verify_dist.c) ------------------------------ */
 
 /* Opens the communicator of options' rank and world and checks that every
  * process verifies the same plan p (the caller's: a training step runs
  * one derived from it) the same way. */
-int vx_dist_open(vctx *c, const plan_plan *p);
+int plan_vx_dist_open(vctx *c, const plan_plan *p);
 /* Closes the communicator, or aborts it when the run failed here (its
  * peers may still be in a collective: they see this process gone). */
-void vx_dist_close(vctx *c);
+void plan_vx_dist_close(vctx *c);
 /* The collectives of step s for this process's rank, through the
  * communicator: an all-reduce along the step's axis (k members), a
  * reduce-scatter, a redistribution that copies. */
-int vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k);
-int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k);
-int vx_dist_redist(vctx *c, const plan_lstep *s);
+int plan_vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k);
+int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k);
+int plan_vx_dist_redist(vctx *c, const plan_lstep *s);
 /* Before comparing partial buffer buf: its group's blocks brought to the
  * group's leader (where compare_blocks reduces them); after: let go. */
-int vx_dist_gather_partial(vctx *c, int buf);
-void vx_dist_drop_partial(vctx *c, int buf);
+int plan_vx_dist_gather_partial(vctx *c, int buf);
+void plan_vx_dist_drop_partial(vctx *c, int buf);
 /* Every process's comparisons of the buffers merged (in rank order), so
  * that each makes the same report; one comparison, likewise. */
-int vx_dist_merge_diffs(vctx *c);
-int vx_dist_merge_one(vctx *c, diff *df);
+int plan_vx_dist_merge_diffs(vctx *c);
+int plan_vx_dist_merge_one(vctx *c, diff *df);
 /* Each process's `bytes` at mine, every one's into all (rank q's at
  * q * bytes). */
-int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
+int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
                        const char *what);
 /* Whether `ok` holds in every process (ok itself when not distributed;
  * false, with c->dist_rc set, when the communicator fails). */
-bool vx_dist_all(vctx *c, bool ok);
+bool plan_vx_dist_all(vctx *c, bool ok);
 /* Every rank's block of buffer b, this process's from blocks[me], into
  * global by global index (ranks last to first, as in one process). */
-int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
                           double *const *blocks, double *global);
 
 /* The dtype tensor t runs in (--dtype, or its own). */
-plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t);
+plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t);
 /* Tensor t's comparison tolerances; the diagnoses' (at least the
  * dtype's). */
-void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
                     double *atol);
-void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
                  double *atol);
 
 /* An array of n doubles (zeros when `zero`), from the pool of blocks the
  * run handed back when one fits: fresh pages cost more than the run's
  * arithmetic. free() it, or hand it to the pool. NULL when out of memory
  * (the error set). */
-double *vx_take_array(vctx *c, int64_t n, bool zero);
+double *plan_vx_take_array(vctx *c, int64_t n, bool zero);
 
 /* Fills rank's block of leaf `tensor` with the verifier's inputs. */
-void vx_fill_leaf(const vctx *c, int tensor, block *b);
+void plan_vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* Every block of buffer b allocated (zeros when fresh and `zero`). */
-int vx_ensure_buffer(vctx *c, int b, bool zero);
+int plan_vx_ensure_buffer(vctx *c, int b, bool zero);
 /* Compares every replica of buffer buf with the reference, into *df
  * (distributed: every process's replicas, merged). */
-int vx_compare_buffer(vctx *c, int buf, diff *df);
+int plan_vx_compare_buffer(vctx *c, int buf, diff *df);
 /* Records and prints the comparison of buffer buf ("tensor" or "output",
  * for op opname); the first mismatch sets the first divergent op. */
-void vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,
+void plan_vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,
                       const diff *df);
 
 /* Runs step i (on the ranks of c->mb_now), then the hook. */
-int vx_exec_step(vctx *c, int i);
+int plan_vx_exec_step(vctx *c, int i);
 /* After step i: compares what it wrote, hands back what no later step
  * reads. */
-int vx_after_step(vctx *c, int i);
+int plan_vx_after_step(vctx *c, int i);
 
 /* Pipelines: compares microbatch k's blocks of buffer b, adding to its
  * comparison (last: every microbatch's are compared now); hands back
  * microbatch k's blocks of b. */
-int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last);
-void vx_release_microbatch(vctx *c, int b, int64_t k);
+int plan_vx_compare_microbatch(vctx *c, int b, int64_t k, bool last);
+void plan_vx_release_microbatch(vctx *c, int b, int64_t k);
 
 /* verify_pipe.c: a pipelined program run action by action as its schedule
  * says, then compared step by step; a TRANSFER step for microbatch
  * c->mb_now. A deadlock at run time is a verdict: c->equal = 0, the
  * diagnosis names the ranks and the actions they wait at. */
-int vx_run_pipeline(vctx *c);
-int vx_run_transfer(vctx *c, const plan_lstep *s);
+int plan_vx_run_pipeline(vctx *c);
+int plan_vx_run_transfer(vctx *c, const plan_lstep *s);
 
 /* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
  * into c->diagnosis. */
-void vx_diagnose(vctx *c, int buf, const diff *df);
+void plan_vx_diagnose(vctx *c, int buf, const diff *df);
 /* diagnose_pipe.c: the microbatch diagnoses of a pipelined program; false
  * when none applies (or the program has no pipeline). */
-bool vx_diagnose_microbatches(vctx *c, int buf);
+bool plan_vx_diagnose_microbatches(vctx *c, int buf);
 
 /* verify_train.c: a training step's setup and its optimizer update. */
-int vx_setup_grid(vctx *c);
-int vx_setup_train(vctx *c);
-int vx_optimizer_step(vctx *c);
+int plan_vx_setup_grid(vctx *c);
+int plan_vx_setup_train(vctx *c);
+int plan_vx_optimizer_step(vctx *c);
 
 #endif

@@ -18,45 +18,45 @@
 #include <string.h>
 #include <time.h>
 
-#include "autodiff.h"
+#include "autodiff/autodiff.h"
 #include "inputs.h"
 #include "kernels.h"
 #include "runner.h"
 #include "libplan/schedule.h"
 #include "libplan/trace.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "ops.h"
-#include "placement.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
+#include "read/plan_read.h"
 #include "verify_int.h"
 
 #include "vctx.h"
 
-int64_t vx_count_of(const int64_t *dims, int rank) {
+int64_t plan_vx_count_of(const int64_t *dims, int rank) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++)
     n *= dims[d];
   return n;
 }
 
-int64_t vx_rank_at(const plan_mesh *m, const int64_t *coord) {
+int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord) {
   int64_t r = 0;
   for (int a = 0; a < m->naxes; a++)
     r = r * m->axis_sizes[a] + coord[a];
   return r;
 }
 
-void vx_layout(const vctx *c, const plan_placement *pl, int tensor,
+void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                    int64_t r, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
   plan_redist_local_layout(pl, t->dims, t->rank, c->m->axis_sizes,
                            c->coords[r], b->local, b->offset);
-  b->n = vx_count_of(b->local, t->rank);
+  b->n = plan_vx_count_of(b->local, t->rank);
 }
 
 /* Global row-major index of local element k of a block. */
-int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
+int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
   int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = b->local[d] ? k % b->local[d] : 0;
@@ -67,7 +67,7 @@ int64_t vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
   return g;
 }
 
-int64_t vx_local_index(const plan_tensor *t, const block *b, int64_t g) {
+int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g) {
   int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];
@@ -117,7 +117,7 @@ static double seconds_now(void) {
 }
 
 /* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
-plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t) {
+plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return t->dtype;
   if (c->dtype >= 0)
@@ -127,7 +127,7 @@ plan_dtype vx_run_dtype(const vctx *c, const plan_tensor *t) {
   return t->dtype;
 }
 
-void vx_fill_leaf(const vctx *c, int tensor, block *b) {
+void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
   bool exact = c->o->mode == PLAN_VERIFY_EXACT;
   plan_input_spec spec = {exact ? PLAN_INPUT_EXACT : PLAN_INPUT_FLOAT, 0, 0};
@@ -139,14 +139,14 @@ void vx_fill_leaf(const vctx *c, int tensor, block *b) {
   }
   uint64_t key = plan_input_tensor_key(t->name);
   for (int64_t k = 0; k < b->n; k++) {
-    int64_t g = vx_global_index(t, b, k);
+    int64_t g = plan_vx_global_index(t, b, k);
     if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
       b->data[k] = recipe_value(t, g, exact);
     else
       b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
   }
   /* float mode: inputs in the tensor's own precision */
-  plan_dtype dt = vx_run_dtype(c, t);
+  plan_dtype dt = plan_vx_run_dtype(c, t);
   if (!exact && (dt == PLAN_BF16 || dt == PLAN_F16))
     for (int64_t k = 0; k < b->n; k++)
       b->data[k] = dt == PLAN_BF16 ? plan_round_bf16((float)b->data[k])
@@ -159,7 +159,7 @@ static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return PLAN_I64;
   return c->o->mode == PLAN_VERIFY_EXACT || c->force64 ? PLAN_F64
-                                                      : vx_run_dtype(c, t);
+                                                      : plan_vx_run_dtype(c, t);
 }
 
 /* A scratch buffer of the context, grown as needed and reused from op to
@@ -342,7 +342,7 @@ static void give_block(vctx *c, block *b) {
   b->data = NULL;
 }
 
-double *vx_take_array(vctx *c, int64_t n, bool zero) {
+double *plan_vx_take_array(vctx *c, int64_t n, bool zero) {
   block b;
   memset(&b, 0, sizeof b);
   b.n = n > 0 ? n : 1;
@@ -356,14 +356,14 @@ double *vx_take_array(vctx *c, int64_t n, bool zero) {
 /* Rank r's block of buffer b back to the pool (a shared copy is only
  * let go: its owner's block is given once). */
 static void give_rank(vctx *c, int b, int64_t r) {
-  if (vx_shared_copy(c, b, r))
+  if (plan_vx_shared_copy(c, b, r))
     c->bufs[b][r].data = NULL;
   else
     give_block(c, &c->bufs[b][r]);
 }
 
 /* The mesh axes along which buffer lb is partial, into pa; their count. */
-int vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
+int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
   int np = 0;
   for (int a = 0; a < naxes; a++)
     if (lb->pl.ax[a].kind == PLAN_PL_P) {
@@ -393,8 +393,8 @@ static int runner_all_reduce(vctx *c, const plan_lstep *s, int64_t k,
     return plan_oom();
   for (int64_t m = 0; m < k; m++) {
     coord[st->axis] = m;
-    const block *sb = &src[vx_rank_at(c->m, coord)];
-    if (sb->n != d->n || dst[vx_rank_at(c->m, coord)].n != d->n) {
+    const block *sb = &src[plan_vx_rank_at(c->m, coord)];
+    if (sb->n != d->n || dst[plan_vx_rank_at(c->m, coord)].n != d->n) {
       free(blocks);
       return plan_failf(PLAN_EINVALID,
                         "all_reduce: the group's blocks differ in size");
@@ -421,11 +421,11 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis;
   if (c->comm)
-    return vx_dist_all_reduce(c, s, k);
+    return plan_vx_dist_all_reduce(c, s, k);
   /* the group's first member reduces in coordinate order; the others copy
    * its result (every member would compute the same bits) */
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (c->coords[r][a] != 0 || !vx_in_mb(c, r))
+    if (c->coords[r][a] != 0 || !plan_vx_in_mb(c, r))
       continue;
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
@@ -437,8 +437,8 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
     }
     for (int64_t m = 0; m < k && !c->runner->all_reduce; m++) {
       coord[a] = m;
-      const block *sb = &src[vx_rank_at(c->m, coord)];
-      if (sb->n != d->n || dst[vx_rank_at(c->m, coord)].n != d->n)
+      const block *sb = &src[plan_vx_rank_at(c->m, coord)];
+      if (sb->n != d->n || dst[plan_vx_rank_at(c->m, coord)].n != d->n)
         return plan_failf(PLAN_EINVALID,
                           "all_reduce: the group's blocks differ in size");
       double *x = d->data;
@@ -457,7 +457,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
         d->data[e] /= (double)k;
     for (int64_t m = 1; m < k; m++) {
       coord[a] = m;
-      double *q = dst[vx_rank_at(c->m, coord)].data;
+      double *q = dst[plan_vx_rank_at(c->m, coord)].data;
       if (q != d->data) /* a shared copy is the result already */
         memcpy(q, d->data, sizeof(double) * (size_t)d->n);
     }
@@ -493,12 +493,12 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
     coord[a] = m;
-    const block *sb = &src[vx_rank_at(c->m, coord)];
+    const block *sb = &src[plan_vx_rank_at(c->m, coord)];
     if (s->group_order) /* position m holds the block of order[m] */
       coord[a] = s->group_order[m];
-    const block *vb = &src[vx_rank_at(c->m, coord)];
+    const block *vb = &src[plan_vx_rank_at(c->m, coord)];
     for (int64_t e = 0; e < d->n && whole; e++) {
-      int64_t li = vx_local_index(t, sb, vx_global_index(t, d, e));
+      int64_t li = plan_vx_local_index(t, sb, plan_vx_global_index(t, d, e));
       whole = li >= 0 && li < vb->n;
       if (whole)
         blocks[m][e] = vb->data[li];
@@ -520,7 +520,7 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
   return rc;
 }
 
-int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
                          int64_t g, int64_t *li) {
   const plan_redist_step *st = &s->redist;
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
@@ -530,12 +530,12 @@ int64_t vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
   memcpy(coord, c->coords[d], sizeof coord);
   for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) { /* coordinate order */
     coord[a] = m;
-    *li = vx_local_index(t, &src[vx_rank_at(c->m, coord)], g);
+    *li = plan_vx_local_index(t, &src[plan_vx_rank_at(c->m, coord)], g);
     if (*li < 0)
       continue;
     if (s->group_order) /* position m holds the block of order[m] */
       coord[a] = s->group_order[m];
-    int64_t q = vx_rank_at(c->m, coord);
+    int64_t q = plan_vx_rank_at(c->m, coord);
     return *li < src[q].n ? q : -2; /* the reader allows even pieces only */
   }
   return -1;
@@ -553,11 +553,11 @@ static int run_redist(vctx *c, const plan_lstep *s) {
   bool local = st->kind == PLAN_REDIST_ZERO_NON_OWNER ||
                st->kind == PLAN_REDIST_RELABEL;
   if (c->comm && st->kind == PLAN_REDIST_REDUCE_SCATTER)
-    return vx_dist_reduce_scatter(c, s, k);
+    return plan_vx_dist_reduce_scatter(c, s, k);
   if (c->comm && !local)
-    return vx_dist_redist(c, s);
+    return plan_vx_dist_redist(c, s);
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!vx_runs(c, r))
+    if (!plan_vx_runs(c, r))
       continue;
     if (st->kind == PLAN_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
       bool done;
@@ -573,18 +573,18 @@ static int run_redist(vctx *c, const plan_lstep *s) {
     bool reduce = st->kind == PLAN_REDIST_ALL_REDUCE ||
                   st->kind == PLAN_REDIST_REDUCE_SCATTER;
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t g = vx_global_index(t, d, e);
+      int64_t g = plan_vx_global_index(t, d, e);
       if (st->kind == PLAN_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
         d->data[e] = 0;
         continue;
       }
       if (local) {
-        int64_t li = vx_local_index(t, &src[r], g);
+        int64_t li = plan_vx_local_index(t, &src[r], g);
         d->data[e] = li >= 0 ? src[r].data[li] : 0;
         continue;
       }
       if (!reduce) {
-        int64_t li, q = vx_redist_source(c, s, r, g, &li);
+        int64_t li, q = plan_vx_redist_source(c, s, r, g, &li);
         if (q == -2)
           return plan_failf(PLAN_EINVALID,
                             "all_gather of '%s': its order needs even "
@@ -601,13 +601,13 @@ static int run_redist(vctx *c, const plan_lstep *s) {
       bool have = false;
       for (int64_t m = 0; m < k; m++) { /* the group, in coordinate order */
         coord[a] = m;
-        const block *sb = &src[vx_rank_at(c->m, coord)];
-        int64_t li = vx_local_index(t, sb, g);
+        const block *sb = &src[plan_vx_rank_at(c->m, coord)];
+        int64_t li = plan_vx_local_index(t, sb, g);
         if (li < 0)
           continue;
         if (s->group_order) { /* position m holds the block of order[m] */
           coord[a] = s->group_order[m];
-          sb = &src[vx_rank_at(c->m, coord)];
+          sb = &src[plan_vx_rank_at(c->m, coord)];
           if (li >= sb->n) /* the reader allows even pieces only */
             return plan_failf(PLAN_EINVALID,
                               "all_gather of '%s': its order needs even "
@@ -660,16 +660,16 @@ static void compared_buffer(vctx *c, int b);
 /* Every block of buffer b allocated (zeros when fresh: a buffer read
  * before any step wrote it, which only a benchmark's stripped program
  * does, reads as zeros). */
-int vx_ensure_buffer(vctx *c, int b, bool zero) {
+int plan_vx_ensure_buffer(vctx *c, int b, bool zero) {
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[b][r];
     if (blk->data)
       continue;
-    if (vx_shared_copy(c, b, r)) { /* the owner's block (made first) */
-      blk->data = c->bufs[b][vx_mb_first(c, r)].data;
+    if (plan_vx_shared_copy(c, b, r)) { /* the owner's block (made first) */
+      blk->data = c->bufs[b][plan_vx_mb_first(c, r)].data;
       continue;
     }
-    if (!vx_runs(c, r)) /* pipelines: this microbatch's; this process's */
+    if (!plan_vx_runs(c, r)) /* pipelines: this microbatch's; this process's */
       continue;
     int rc = take_block(c, blk);
     if (rc)
@@ -682,7 +682,7 @@ int vx_ensure_buffer(vctx *c, int b, bool zero) {
 
 /* After step i: compare what it wrote, and hand back the buffers no later
  * step reads (kept when they mismatched: the diagnosis reads them). */
-int vx_after_step(vctx *c, int i) {
+int plan_vx_after_step(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
   int rc;
   for (int k = 0; k < s->nout; k++) {
@@ -734,7 +734,7 @@ static int setup_run(vctx *c) {
     if (!c->bufs[b])
       return plan_oom();
     for (int64_t r = 0; r < c->nranks; r++)
-      vx_layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
+      plan_vx_layout(c, &l->bufs[b].pl, l->bufs[b].tensor, r, &c->bufs[b][r]);
   }
   /* every tensor the reference has (not a manual region's traced ones) */
   int nt = l->norig_tensors > 0 ? l->norig_tensors : c->prog->ntensors;
@@ -759,12 +759,12 @@ static int run_input(vctx *c, const plan_lstep *s) {
   const plan_lbuf *b = &l->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[s->out[0]][r];
-    if (vx_shared_copy(c, s->out[0], r) || !vx_owned(c, r))
+    if (plan_vx_shared_copy(c, s->out[0], r) || !plan_vx_owned(c, r))
       continue; /* its owner's block, filled; another process's */
     /* a replica: copy the first rank's block that has the same place
      * (not for a partial leaf, zeroed on non-owners below; nor when the
      * first is in another process: filled again, the same values) */
-    int64_t q = vx_partial_axes(b, c->m->naxes, NULL) || c->comm ? r : 0;
+    int64_t q = plan_vx_partial_axes(b, c->m->naxes, NULL) || c->comm ? r : 0;
     block *rb = c->bufs[s->out[0]];
     while (q < r && (memcmp(rb[q].offset, blk->offset, sizeof blk->offset) ||
                      memcmp(rb[q].local, blk->local, sizeof blk->local)))
@@ -775,7 +775,7 @@ static int run_input(vctx *c, const plan_lstep *s) {
     else if (q < r)
       memcpy(blk->data, rb[q].data, sizeof(double) * (size_t)blk->n);
     else
-      vx_fill_leaf(c, b->tensor, blk);
+      plan_vx_fill_leaf(c, b->tensor, blk);
     /* a leaf stored as a partial sum: the owner holds it */
     for (int a = 0; a < c->m->naxes; a++)
       if (b->pl.ax[a].kind == PLAN_PL_P &&
@@ -787,14 +787,14 @@ static int run_input(vctx *c, const plan_lstep *s) {
 
 /* Step i on every rank, or (pipelines, c->mb_now >= 0) on the ranks of
  * microbatch c->mb_now; then the hook. */
-int vx_exec_step(vctx *c, int i) {
+int plan_vx_exec_step(vctx *c, int i) {
   const plan_lowered *l = c->low;
   const plan_lstep *s = &l->steps[i];
   int rc = PLAN_OK;
   for (int j = 0; j < s->nin && !rc; j++)
-    rc = vx_ensure_buffer(c, s->in[j], true);
+    rc = plan_vx_ensure_buffer(c, s->in[j], true);
   for (int k = 0; k < s->nout && !rc; k++)
-    rc = vx_ensure_buffer(c, s->out[k], false);
+    rc = plan_vx_ensure_buffer(c, s->out[k], false);
   if (rc)
     return rc;
   if (s->kind == PLAN_LSTEP_INPUT) {
@@ -802,12 +802,12 @@ int vx_exec_step(vctx *c, int i) {
   } else if (s->kind == PLAN_LSTEP_REDIST) {
     rc = run_redist(c, s);
   } else if (s->kind == PLAN_LSTEP_TRANSFER) {
-    rc = vx_run_transfer(c, s);
+    rc = plan_vx_run_transfer(c, s);
   } else {
     const plan_op *op = &c->prog->ops[s->op];
     double scale = mean_avg_scale(c, s, op);
     for (int64_t r = 0; r < c->nranks && !rc; r++) {
-      if (!vx_runs(c, r))
+      if (!plan_vx_runs(c, r))
         continue;
       block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
       for (int j = 0; j < s->nin; j++)
@@ -837,9 +837,9 @@ static int run_lowered(vctx *c) {
   if (rc)
     return rc;
   if (c->low->pipe) /* action by action; compared once it has run */
-    return vx_run_pipeline(c);
+    return plan_vx_run_pipeline(c);
   for (int i = 0; i < c->low->nsteps; i++)
-    if ((rc = vx_exec_step(c, i)) || (rc = vx_after_step(c, i)))
+    if ((rc = plan_vx_exec_step(c, i)) || (rc = plan_vx_after_step(c, i)))
       return rc;
   return PLAN_OK;
 }
@@ -857,14 +857,14 @@ static int run_reference(vctx *c, double ***dst) {
   for (int t = 0; t < prog->ntensors && !rc; t++) {
     const plan_tensor *x = &prog->tensors[t];
     memcpy(whole[t].local, x->dims, sizeof(int64_t) * (size_t)x->rank);
-    whole[t].n = vx_count_of(x->dims, x->rank);
+    whole[t].n = plan_vx_count_of(x->dims, x->rank);
     if ((rc = alloc_block(&whole[t])))
       break;
     if (x->producer < 0 && c->leaf_ref && c->leaf_ref[t])
       memcpy(whole[t].data, c->leaf_ref[t],
              sizeof(double) * (size_t)whole[t].n);
     else if (x->producer < 0)
-      vx_fill_leaf(c, t, &whole[t]);
+      plan_vx_fill_leaf(c, t, &whole[t]);
   }
   /* a manual region's traced ops are the lowered run's: the reference
    * runs the region's own ops */
@@ -892,7 +892,7 @@ static int run_reference64(vctx *c) {
   bool lowp = false;
   for (int t = 0; t < c->prog->ntensors; t++)
     lowp |= plan_dtype_is_float(c->prog->tensors[t].dtype) &&
-            vx_run_dtype(c, &c->prog->tensors[t]) != PLAN_F64;
+            plan_vx_run_dtype(c, &c->prog->tensors[t]) != PLAN_F64;
   if (!lowp)
     return PLAN_OK;
   c->force64 = true;
@@ -940,7 +940,7 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   *atol = c->o->atol;
   if (*rtol > 0 || *atol > 0)
     return;
-  dtype_tol(vx_run_dtype(c, t), rtol, atol);
+  dtype_tol(plan_vx_run_dtype(c, t), rtol, atol);
   /* a dtype policy: every tensor of the step is computed from values in
    * the compute dtype, and holds no more of their precision (an f32
    * gradient of bf16 activations, the loss of bf16 logits) */
@@ -953,7 +953,7 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   }
 }
 
-void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
                         double *atol) {
   int i = (int)(t - c->prog->tensors);
   *rtol = c->rtol[i];
@@ -963,11 +963,11 @@ void vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
 /* The diagnoses' test of "equal up to float noise": the tensor's tolerance,
  * at least the dtype's (a tolerance tightened for the comparison must not
  * make a sum of partials look unlike the reference). */
-void vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
                      double *atol) {
   double r, a;
-  vx_default_tol(c, t, rtol, atol);
-  dtype_tol(vx_run_dtype(c, t), &r, &a);
+  plan_vx_default_tol(c, t, rtol, atol);
+  dtype_tol(plan_vx_run_dtype(c, t), &r, &a);
   *rtol = fmax(*rtol, r);
   *atol = fmax(*atol, a);
 }
@@ -1015,7 +1015,7 @@ static int init_tolerances(vctx *c) {
   for (int t = 0; t < prog->ntensors; t++) {
     tolerance_of(c, &prog->tensors[t], &c->rtol[t], &c->atol[t]);
     const plan_tensor *x = &prog->tensors[t];
-    int64_t cnt = vx_count_of(x->dims, x->rank);
+    int64_t cnt = plan_vx_count_of(x->dims, x->rank);
     double s = 0;
     for (int64_t i = 0; c->ref[t] && i < cnt; i++)
       if (isfinite(c->ref[t][i]))
@@ -1056,7 +1056,7 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
     bad = !(fabs(want) >= 0x1p53 && ab <= 0x1p-40 * fabs(want));
   } else {
     double rtol, atol;
-    vx_default_tol(c, t, &rtol, &atol);
+    plan_vx_default_tol(c, t, &rtol, &atol);
     bad = !(ab <= atol + rtol * fabs(want));
     if (isfinite(ab)) {
       df->err2 += ab * ab;
@@ -1086,10 +1086,10 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
 
 /* The reduced block of the group of ranks that differ from `base` only on
  * the partial axes pa[from..np): reduced one axis at a time, last first. */
-void vx_group_value(const vctx *c, int buf, const int *pa, int np,
+void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np,
                         int from, int64_t *coord, int64_t li, double *out) {
   if (from == np) {
-    *out = c->bufs[buf][vx_rank_at(c->m, coord)].data[li];
+    *out = c->bufs[buf][plan_vx_rank_at(c->m, coord)].data[li];
     return;
   }
   int a = pa[from];
@@ -1099,7 +1099,7 @@ void vx_group_value(const vctx *c, int buf, const int *pa, int np,
   for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
     coord[a] = m;
     double v;
-    vx_group_value(c, buf, pa, np, from + 1, coord, li, &v);
+    plan_vx_group_value(c, buf, pa, np, from + 1, coord, li, &v);
     acc = m ? plan_reduce2(op, acc, v) : v;
   }
   if (op == PLAN_RED_AVG)
@@ -1111,7 +1111,7 @@ void vx_group_value(const vctx *c, int buf, const int *pa, int np,
 
 /* Whether rank r is its partial group's representative (coordinate 0 on
  * every partial axis): group_value reduces the group from there. */
-bool vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
+bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
   for (int i = 0; i < np; i++)
     if (c->coords[r][pa[i]] != 0)
       return false;
@@ -1142,7 +1142,7 @@ static int group_members(const vctx *c, int buf, const int *pa, int np,
       at[pa[i]] = x % c->m->axis_sizes[pa[i]];
       x /= c->m->axis_sizes[pa[i]];
     }
-    const block *q = &c->bufs[buf][vx_rank_at(c->m, at)];
+    const block *q = &c->bufs[buf][plan_vx_rank_at(c->m, at)];
     if (!q->data)
       return 0;
     mem[k] = q->data;
@@ -1151,17 +1151,17 @@ static int group_members(const vctx *c, int buf, const int *pa, int np,
 }
 
 /* Compares every replica of buffer `buf` with the reference. */
-int vx_compare_buffer(vctx *c, int buf, diff *df) {
+int plan_vx_compare_buffer(vctx *c, int buf, diff *df) {
   memset(df, 0, sizeof *df);
   if (!c->comm) {
     compare_blocks(c, buf, -1, df);
     return PLAN_OK;
   }
-  int rc = vx_dist_gather_partial(c, buf);
+  int rc = plan_vx_dist_gather_partial(c, buf);
   if (!rc)
     compare_blocks(c, buf, -1, df);
-  vx_dist_drop_partial(c, buf);
-  return rc ? rc : vx_dist_merge_one(c, df);
+  plan_vx_dist_drop_partial(c, buf);
+  return rc ? rc : plan_vx_dist_merge_one(c, df);
 }
 
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
@@ -1169,14 +1169,14 @@ int vx_compare_buffer(vctx *c, int buf, diff *df) {
 static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   /* pipelines: the copies of a value along the microbatch axis are made
    * by running the same steps on the same blocks (params, the sums over
    * microbatches): compared once */
   bool mb_once = c->mb_axis >= 0 && lb->pl.ax[c->mb_axis].kind == PLAN_PL_R;
   for (int64_t r = 0; r < c->nranks; r++) {
     /* one representative per group, in the process that runs it */
-    if (!vx_partial_leader(c, r, pa, np) || !vx_owned(c, r))
+    if (!plan_vx_partial_leader(c, r, pa, np) || !plan_vx_owned(c, r))
       continue;
     if ((mb_once && c->coords[r][c->mb_axis] != 0) ||
         (mb >= 0 && c->coords[r][c->mb_axis] != mb))
@@ -1193,7 +1193,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;
     for (int64_t e0 = 0, e = 0, g = 0; row > 0 && e < b->n; e++, g++) {
       if (e == e0) { /* a new row */
-        g = vx_global_index(t, b, e);
+        g = plan_vx_global_index(t, b, e);
         e0 += row;
       }
       double v;
@@ -1202,7 +1202,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
         for (int q = 1; q < nmem; q++)
           v += mem[q][e];
       } else if (np) {
-        vx_group_value(c, buf, pa, np, 0, coord, e, &v);
+        plan_vx_group_value(c, buf, pa, np, 0, coord, e, &v);
       } else {
         v = b->data[e];
       }
@@ -1233,10 +1233,10 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
 static bool low_precision_bound(const vctx *c, const plan_tensor *t,
                                 const diff *df) {
   if (df->nonfinite || !c->ref64 || !c->ref64[t - c->prog->tensors] ||
-      !plan_dtype_is_float(t->dtype) || vx_run_dtype(c, t) == PLAN_F64)
+      !plan_dtype_is_float(t->dtype) || plan_vx_run_dtype(c, t) == PLAN_F64)
     return false;
   double rtol, atol;
-  vx_default_tol(c, t, &rtol, &atol);
+  plan_vx_default_tol(c, t, &rtol, &atol);
   return sqrt(df->err64) <= PLAN_VERIFY_LOWP_FACTOR * sqrt(df->base64) +
                                 atol * sqrt((double)df->compared);
 }
@@ -1250,7 +1250,7 @@ static bool low_precision_bound(const vctx *c, const plan_tensor *t,
  * away). bf16 and f16 are left to the low-precision bound: their u makes
  * such a bound too loose to catch a dropped reduction. */
 static double depth_eps(const vctx *c, const plan_tensor *t) {
-  double u = depth_unit(vx_run_dtype(c, t));
+  double u = depth_unit(plan_vx_run_dtype(c, t));
   return PLAN_VERIFY_DEPTH_FACTOR * u *
          sqrt(fmax(c->depth[t - c->prog->tensors], 1));
 }
@@ -1270,7 +1270,7 @@ static void accepted(vctx *c, const char *what) {
     c->recs[c->nrecs - 1].mismatches = 0;
 }
 
-void vx_report_tensor(vctx *c, const char *what, const char *opname,
+void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
                           int buf, const diff *df) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
@@ -1291,7 +1291,7 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
     r->op = plan_arena_strdup(&c->rec_arena, opname);
     r->tensor = plan_arena_strdup(&c->rec_arena, t->name);
     r->placement = plan_arena_strdup(&c->rec_arena, pl);
-    r->dtype = plan_dtype_name(vx_run_dtype(c, t));
+    r->dtype = plan_dtype_name(plan_vx_run_dtype(c, t));
     r->mismatches = df->mismatches;
     r->compared = df->compared;
     r->max_abs = df->max_abs;
@@ -1310,7 +1310,7 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
                     "%.3g (Frobenius) and %.3g (largest), is within the "
                     "depth bound %.3g (reduction length %g)\n",
                     what, t->name, opname, pl, (long long)df->mismatches,
-                    (long long)df->compared, plan_dtype_name(vx_run_dtype(c, t)),
+                    (long long)df->compared, plan_dtype_name(plan_vx_run_dtype(c, t)),
                     df->ref2 > 0 ? sqrt(df->err2 / df->ref2) : 0,
                     df->max_scaled, depth_eps(c, t),
                     c->depth[lb->tensor]);
@@ -1324,7 +1324,7 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
                     "f64 reference, %g, is within %g times the "
                     "single-device program's own, %g\n",
                     what, t->name, opname, pl, (long long)df->mismatches,
-                    (long long)df->compared, plan_dtype_name(vx_run_dtype(c, t)),
+                    (long long)df->compared, plan_dtype_name(plan_vx_run_dtype(c, t)),
                     sqrt(df->err64), PLAN_VERIFY_LOWP_FACTOR,
                     sqrt(df->base64));
     accepted(c, what);
@@ -1341,7 +1341,7 @@ void vx_report_tensor(vctx *c, const char *what, const char *opname,
                "not made when distributed (each process holds one rank's "
                "blocks); verify in one process to diagnose");
     else
-      vx_diagnose(c, buf, df);
+      plan_vx_diagnose(c, buf, df);
   }
   plan_buf_printf(&c->text,
                   "NOT EQUAL %s '%s' (%s, as %s): %lld of %lld elements "
@@ -1361,7 +1361,7 @@ static int compare_some(vctx *c, int buf, int64_t mb, diff *df) {
   compare_blocks(c, buf, mb, df);
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   if (!df->mismatches || c->ref64 || c->o->mode != PLAN_VERIFY_FLOAT ||
-      !plan_dtype_is_float(t->dtype) || vx_run_dtype(c, t) == PLAN_F64 ||
+      !plan_dtype_is_float(t->dtype) || plan_vx_run_dtype(c, t) == PLAN_F64 ||
       depth_bound(c, t, df))
     return PLAN_OK;
   int rc = run_reference64(c);
@@ -1375,14 +1375,14 @@ static int compare_some(vctx *c, int buf, int64_t mb, diff *df) {
 static int compare_one(vctx *c, int buf, diff *df) {
   if (!c->comm)
     return compare_some(c, buf, -1, df);
-  int rc = vx_dist_gather_partial(c, buf); /* a partial group's blocks */
+  int rc = plan_vx_dist_gather_partial(c, buf); /* a partial group's blocks */
   if (!rc)
     rc = compare_some(c, buf, -1, df);
-  vx_dist_drop_partial(c, buf);
+  plan_vx_dist_drop_partial(c, buf);
   return rc;
 }
 
-void vx_merge_diff(diff *into, const diff *one) {
+void plan_vx_merge_diff(diff *into, const diff *one) {
   if (one->mismatches && (!into->mismatches || one->max_abs > into->max_abs)) {
     into->max_abs = one->max_abs;
     into->at = one->at;
@@ -1411,7 +1411,7 @@ static void compared_buffer(vctx *c, int b) {
   c->mismatched[t] |= c->diffs[b].mismatches != 0;
   if (--c->pending[t] == 0 && !c->mismatched[t] &&
       !(c->keep_ref && c->keep_ref[t])) {
-    block whole = {.n = vx_count_of(c->prog->tensors[t].dims,
+    block whole = {.n = plan_vx_count_of(c->prog->tensors[t].dims,
                                     c->prog->tensors[t].rank),
                    .data = c->ref[t]};
     give_block(c, &whole);
@@ -1419,18 +1419,18 @@ static void compared_buffer(vctx *c, int b) {
   }
 }
 
-int vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
+int plan_vx_compare_microbatch(vctx *c, int b, int64_t k, bool last) {
   double t0 = seconds_now();
   diff one;
   int rc = compare_some(c, b, k, &one);
-  vx_merge_diff(&c->diffs[b], &one);
+  plan_vx_merge_diff(&c->diffs[b], &one);
   if (!rc && last)
     compared_buffer(c, b);
   c->cmp_seconds += seconds_now() - t0;
   return rc;
 }
 
-void vx_release_microbatch(vctx *c, int b, int64_t k) {
+void plan_vx_release_microbatch(vctx *c, int b, int64_t k) {
   for (int64_t r = 0; r < c->nranks; r++)
     if (c->coords[r][c->mb_axis] == k)
       give_rank(c, b, r);
@@ -1440,7 +1440,7 @@ void vx_release_microbatch(vctx *c, int b, int64_t k) {
  * buffer no step wrote (zeros). */
 static int diff_of(vctx *c, int b, diff **df) {
   if (!c->compared[b]) {
-    int rc = vx_ensure_buffer(c, b, true);
+    int rc = plan_vx_ensure_buffer(c, b, true);
     if (rc || (rc = compare_one(c, b, &c->diffs[b])))
       return rc;
     c->compared[b] = true;
@@ -1464,7 +1464,7 @@ static int compare_pipelined(vctx *c) {
         continue;
       if ((rc = diff_of(c, s->out[0], &df)))
         return rc;
-      vx_report_tensor(c, "input", "split into microbatches", s->out[0], df);
+      plan_vx_report_tensor(c, "input", "split into microbatches", s->out[0], df);
     } else if (s->kind == PLAN_LSTEP_OP) {
       const plan_op *op = &c->prog->ops[s->op];
       for (int k = 0; k < op->nout; k++) {
@@ -1473,7 +1473,7 @@ static int compare_pipelined(vctx *c) {
           continue;
         if ((rc = diff_of(c, b, &df)))
           return rc;
-        vx_report_tensor(c, "tensor", op->name, b, df);
+        plan_vx_report_tensor(c, "tensor", op->name, b, df);
       }
     } else if (s->kind == PLAN_LSTEP_TRANSFER) {
       char name[64];
@@ -1485,13 +1485,13 @@ static int compare_pipelined(vctx *c) {
         return plan_oom();
       if ((rc = diff_of(c, s->out[0], &df)))
         return rc;
-      vx_report_tensor(c, "tensor", op, s->out[0], df);
+      plan_vx_report_tensor(c, "tensor", op, s->out[0], df);
     }
   }
   for (int k = 0; k < c->prog->noutputs; k++) {
     if ((rc = diff_of(c, l->delivered[k], &df)))
       return rc;
-    vx_report_tensor(c, "output", "as delivered", l->delivered[k], df);
+    plan_vx_report_tensor(c, "output", "as delivered", l->delivered[k], df);
   }
   return PLAN_OK;
 }
@@ -1515,13 +1515,13 @@ static int compare_all(vctx *c, bool report) {
       if ((rc = diff_of(c, b, &df)))
         return rc;
       if (report)
-        vx_report_tensor(c, "tensor", prog->ops[i].name, b, df);
+        plan_vx_report_tensor(c, "tensor", prog->ops[i].name, b, df);
     }
   for (int k = 0; k < prog->noutputs; k++) {
     if ((rc = diff_of(c, c->low->delivered[k], &df)))
       return rc;
     if (report)
-      vx_report_tensor(c, "output", "as delivered", c->low->delivered[k],
+      plan_vx_report_tensor(c, "output", "as delivered", c->low->delivered[k],
                        df);
   }
   return PLAN_OK;
@@ -1548,7 +1548,7 @@ static void free_run(vctx *c) {
       if (!c->bufs[b])
         continue;
       for (int64_t r = 0; r < c->nranks; r++)
-        if (!vx_shared_copy(c, b, r))
+        if (!plan_vx_shared_copy(c, b, r))
           free(c->bufs[b][r].data);
       free(c->bufs[b]);
     }
@@ -1586,11 +1586,11 @@ static void free_run(vctx *c) {
 }
 
 /* Per-rank arrays; a pipelined run shares them along the microbatch axis
- * (vx_mb_first owns each). */
+ * (plan_vx_mb_first owns each). */
 static void free_blocks(const vctx *c, double ***b, int n) {
   for (int i = 0; b && i < n; i++) {
     for (int64_t r = 0; b[i] && r < c->nranks; r++)
-      if (vx_mb_first(c, r) == r)
+      if (plan_vx_mb_first(c, r) == r)
         free(b[i][r]);
     free(b[i]);
   }
@@ -1617,7 +1617,7 @@ static void free_ctx(vctx *c) {
       free(c->leaf_ref[t]);
   }
   free(c->coords); /* after the blocks: a pipeline's owners use them */
-  vx_dist_close(c);
+  plan_vx_dist_close(c);
   free(c->ref_mom);
   free(c->ref_vel);
   free(c->leaf_ref);
@@ -1731,16 +1731,16 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
       x /= c.m->axis_sizes[a];
     }
   }
-  if (opts->world && (rc = vx_dist_open(&c, p))) {
+  if (opts->world && (rc = plan_vx_dist_open(&c, p))) {
     free_ctx(&c);
     return rc;
   }
   double secs[3] = {0, 0, 0};
   c.nsteps = 1;
-  rc = vx_setup_grid(&c);
+  rc = plan_vx_setup_grid(&c);
   if (!rc && low->train) {
     c.nsteps = c.p->training.steps > 1 ? (int)c.p->training.steps : 1;
-    rc = vx_setup_train(&c);
+    rc = plan_vx_setup_train(&c);
   }
   for (c.step = 0; !rc && c.step < c.nsteps; c.step++) {
     if (c.step)
@@ -1758,11 +1758,11 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     double t2 = seconds_now();
     /* distributed: every process's comparisons first, merged */
     if (c.comm && !(rc = compare_all(&c, false)))
-      rc = vx_dist_merge_diffs(&c);
+      rc = plan_vx_dist_merge_diffs(&c);
     if (!rc)
       rc = compare_all(&c, true);
     if (!rc && c.equal && low->train)
-      rc = vx_optimizer_step(&c);
+      rc = plan_vx_optimizer_step(&c);
     secs[0] += t1 - t0;
     secs[1] += t2 - t1;
     secs[2] += seconds_now() - t2;

@@ -1,6 +1,6 @@
 /* Distributed verification (libplan/verify.h, options version 5): one
  * process per mesh rank. Each process runs the single-device program and
- * its own rank's share of the lowered one: its blocks only (vx_owned), the
+ * its own rank's share of the lowered one: its blocks only (plan_vx_owned), the
  * local ops on its runner, and the collectives through a communicator
  * (runners/comm.h: the runner's own, NCCL for cuda, else the library's
  * TCP one):
@@ -12,7 +12,7 @@
  *    where it holds none), all-reduces the packed buffer, and keeps its
  *    own piece;
  *  - a redistribution that copies (all_gather, all_to_all, a slice) sends
- *    each member the values it reads from this rank (vx_redist_source:
+ *    each member the values it reads from this rank (plan_vx_redist_source:
  *    the member the single-process verifier would read) in one exchange.
  *
  * Comparisons are made where the blocks are: a replica by its rank, a
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "libplan/plan.h"
-#include "plan_int.h"
+#include "read/plan_read.h"
 #include "vctx.h"
 
 #define ERRSZ 512
@@ -80,7 +80,7 @@ static void group_of(const vctx *c, int64_t r, int a, int *members) {
   memcpy(coord, c->coords[r], sizeof coord);
   for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) {
     coord[a] = m;
-    members[m] = (int)vx_rank_at(c->m, coord);
+    members[m] = (int)plan_vx_rank_at(c->m, coord);
   }
 }
 
@@ -92,7 +92,7 @@ static int all_reduce(vctx *c, const int *members, int k, double *buf,
   return rc ? comm_fail(rc, what, err) : PLAN_OK;
 }
 
-int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
+int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
                        const char *what) {
   int world = c->comm->world, me = c->comm->rank, n = 0;
   plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
@@ -112,7 +112,7 @@ int vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
   return rc ? comm_fail(rc, what, err) : PLAN_OK;
 }
 
-bool vx_dist_all(vctx *c, bool ok) {
+bool plan_vx_dist_all(vctx *c, bool ok) {
   if (!c->comm)
     return ok;
   int world = c->comm->world, members[PLAN_COMM_MAX_WORLD];
@@ -135,7 +135,7 @@ static int check_same_run(vctx *c, const plan_plan *p) {
   if (!all)
     return plan_oom();
   fill_key(c, p, &mine);
-  int rc = vx_dist_all_gather(c, &mine, sizeof mine, all,
+  int rc = plan_vx_dist_all_gather(c, &mine, sizeof mine, all,
                               "meeting the other processes");
   for (int q = 0; q < world && !rc; q++)
     if (q != me && memcmp(&all[q], &mine, sizeof mine))
@@ -171,7 +171,7 @@ static int meet_groups(vctx *c) {
   return rc;
 }
 
-int vx_dist_open(vctx *c, const plan_plan *p) {
+int plan_vx_dist_open(vctx *c, const plan_plan *p) {
   const plan_verify_options *o = c->o;
   if (c->low->pipe)
     return plan_failf(PLAN_EUNSUPPORTED,
@@ -218,7 +218,7 @@ int vx_dist_open(vctx *c, const plan_plan *p) {
   return rc2 ? rc2 : meet_groups(c);
 }
 
-void vx_dist_close(vctx *c) {
+void plan_vx_dist_close(vctx *c) {
   if (c->dist_done)
     plan_comm_close(c->comm);
   else
@@ -226,7 +226,7 @@ void vx_dist_close(vctx *c) {
   c->comm = NULL;
 }
 
-int vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
+int plan_vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   const block *sb = &c->bufs[s->in[0]][c->me];
   block *d = &c->bufs[s->out[0]][c->me];
   if (sb->n != d->n) /* every member's: the layouts are the same */
@@ -247,7 +247,7 @@ static double identity(int reduce) {
                                   : 0.0;
 }
 
-int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
+int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   const plan_redist_step *st = &s->redist;
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
@@ -265,13 +265,13 @@ int vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   int64_t total = 0, at = 0;
   for (int64_t j = 0; j < k; j++)
     total += dst[members[j]].n;
-  double *pack = vx_take_array(c, total, false);
+  double *pack = plan_vx_take_array(c, total, false);
   if (!pack)
     return plan_oom();
   for (int64_t j = 0; j < k; j++) { /* member j's new block */
     const block *d = &dst[members[j]];
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t li = vx_local_index(t, layout, vx_global_index(t, d, e));
+      int64_t li = plan_vx_local_index(t, layout, plan_vx_global_index(t, d, e));
       pack[at++] =
           li >= 0 && li < mine->n ? mine->data[li] : identity(st->reduce);
     }
@@ -298,7 +298,7 @@ static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
   int64_t n = 0;
   for (int64_t e = 0; e < b->n; e++) {
     int64_t li;
-    if (vx_redist_source(c, s, d, vx_global_index(t, b, e), &li) == c->me)
+    if (plan_vx_redist_source(c, s, d, plan_vx_global_index(t, b, e), &li) == c->me)
       out[n++] = mine->data[li];
   }
   return n;
@@ -308,7 +308,7 @@ static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
  * rank, or the value itself when it is this rank's own), then the
  * exchange: every member gets the values it reads from this rank, and the
  * values read from each member land where they belong, in order. */
-int vx_dist_redist(vctx *c, const plan_lstep *s) {
+int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *mine = &c->bufs[s->in[0]][c->me];
   block *d = &c->bufs[s->out[0]][c->me];
@@ -322,7 +322,7 @@ int vx_dist_redist(vctx *c, const plan_lstep *s) {
   int rc = PLAN_OK;
   for (int64_t e = 0; e < d->n && !rc; e++) {
     int64_t li,
-        q = vx_redist_source(c, s, c->me, vx_global_index(t, d, e), &li);
+        q = plan_vx_redist_source(c, s, c->me, plan_vx_global_index(t, d, e), &li);
     from[e] = q;
     if (q == -2)
       rc = plan_failf(PLAN_EINVALID,
@@ -343,7 +343,7 @@ int vx_dist_redist(vctx *c, const plan_lstep *s) {
     int q = members[j];
     if (q == c->me)
       continue;
-    double *v = vx_take_array(c, c->bufs[s->out[0]][q].n, false);
+    double *v = plan_vx_take_array(c, c->bufs[s->out[0]][q].n, false);
     if (!v) {
       rc = plan_oom();
       break;
@@ -355,7 +355,7 @@ int vx_dist_redist(vctx *c, const plan_lstep *s) {
       free(v);
     if (!count[j])
       continue;
-    if (!(v = vx_take_array(c, count[j], false))) {
+    if (!(v = plan_vx_take_array(c, count[j], false))) {
       rc = plan_oom();
       break;
     }
@@ -383,7 +383,7 @@ int vx_dist_redist(vctx *c, const plan_lstep *s) {
 /* The members of buf's partial group led by this rank's group leader. */
 static int partial_group(const vctx *c, int buf, int *members) {
   const plan_lbuf *lb = &c->low->bufs[buf];
-  int pa[PLAN_MAX_MESH_AXES], np = vx_partial_axes(lb, c->m->naxes, pa);
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   if (!np)
     return 0;
   int64_t coord[PLAN_MAX_MESH_AXES], n = 1;
@@ -396,12 +396,12 @@ static int partial_group(const vctx *c, int buf, int *members) {
       coord[pa[i]] = y % c->m->axis_sizes[pa[i]];
       y /= c->m->axis_sizes[pa[i]];
     }
-    members[x] = (int)vx_rank_at(c->m, coord);
+    members[x] = (int)plan_vx_rank_at(c->m, coord);
   }
   return (int)n;
 }
 
-int vx_dist_gather_partial(vctx *c, int buf) {
+int plan_vx_dist_gather_partial(vctx *c, int buf) {
   int members[PLAN_COMM_MAX_WORLD], n = partial_group(c, buf, members);
   if (n < 2)
     return PLAN_OK;
@@ -411,7 +411,7 @@ int vx_dist_gather_partial(vctx *c, int buf) {
   bool leader = members[0] == c->me;
   for (int i = 1; i < n && leader; i++) { /* ghost blocks of the others */
     block *g = &b[members[i]];
-    if (!(g->data = vx_take_array(c, g->n, false)))
+    if (!(g->data = plan_vx_take_array(c, g->n, false)))
       return plan_oom();
     msg[nm++] =
         (plan_comm_msg){members[i], g->data, g->n * (int64_t)sizeof(double)};
@@ -427,7 +427,7 @@ int vx_dist_gather_partial(vctx *c, int buf) {
             : PLAN_OK;
 }
 
-void vx_dist_drop_partial(vctx *c, int buf) {
+void plan_vx_dist_drop_partial(vctx *c, int buf) {
   for (int64_t r = 0; r < c->nranks; r++)
     if (r != c->me && c->bufs[buf][r].data) {
       free(c->bufs[buf][r].data);
@@ -435,35 +435,35 @@ void vx_dist_drop_partial(vctx *c, int buf) {
     }
 }
 
-int vx_dist_merge_diffs(vctx *c) {
+int plan_vx_dist_merge_diffs(vctx *c) {
   int world = c->comm->world;
   size_t nb = (size_t)c->low->nbufs;
   diff *all = calloc(nb * (size_t)world + 1, sizeof *all);
   if (!all)
     return plan_oom();
-  int rc = vx_dist_all_gather(c, c->diffs, nb * sizeof *all, all,
+  int rc = plan_vx_dist_all_gather(c, c->diffs, nb * sizeof *all, all,
                               "merging the comparisons");
   for (size_t b = 0; b < nb && !rc; b++) { /* in rank order: everywhere alike */
     diff sum;
     memset(&sum, 0, sizeof sum);
     for (int q = 0; q < world; q++)
-      vx_merge_diff(&sum, &all[nb * (size_t)q + b]);
+      plan_vx_merge_diff(&sum, &all[nb * (size_t)q + b]);
     c->diffs[b] = sum;
   }
   free(all);
   return rc;
 }
 
-int vx_dist_merge_one(vctx *c, diff *df) {
+int plan_vx_dist_merge_one(vctx *c, diff *df) {
   int world = c->comm->world;
   diff *all = calloc((size_t)world, sizeof *all);
   if (!all)
     return plan_oom();
-  int rc = vx_dist_all_gather(c, df, sizeof *df, all, "merging a comparison");
+  int rc = plan_vx_dist_all_gather(c, df, sizeof *df, all, "merging a comparison");
   if (!rc) {
     memset(df, 0, sizeof *df);
     for (int q = 0; q < world; q++)
-      vx_merge_diff(df, &all[q]);
+      plan_vx_merge_diff(df, &all[q]);
   }
   free(all);
   return rc;
@@ -472,7 +472,7 @@ int vx_dist_merge_one(vctx *c, diff *df) {
 /* Every process's blocks of buffer b (n doubles each at rank r, from
  * blocks[r] for this process's rank) into global, by global index: the
  * param gathered from the master blocks. */
-int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
                           double *const *blocks, double *global) {
   int world = c->comm->world, me = c->comm->rank, n = 0;
   plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
@@ -482,7 +482,7 @@ int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
     if (q == me)
       continue;
     const block *bq = &c->bufs[b][q];
-    if (!(got[q] = vx_take_array(c, bq->n, false))) {
+    if (!(got[q] = plan_vx_take_array(c, bq->n, false))) {
       rc = plan_oom();
       break;
     }
@@ -499,7 +499,7 @@ int vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
     const block *bq = &c->bufs[b][q];
     const double *v = q == me ? blocks[me] : got[q];
     for (int64_t e = 0; e < bq->n; e++)
-      global[vx_global_index(t, bq, e)] = v[e];
+      global[plan_vx_global_index(t, bq, e)] = v[e];
   }
   for (int q = 0; got && q < world; q++)
     free(got[q]);

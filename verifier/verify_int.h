@@ -4,7 +4,7 @@
 #define LIBPLAN_VERIFY_INT_H
 
 #include "libplan/verify.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 /* One compared tensor. */
 typedef struct plan_vrecord {

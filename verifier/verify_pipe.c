@@ -61,19 +61,19 @@ static int phase_of(int ph) {
   return -1;
 }
 
-int vx_run_transfer(vctx *c, const plan_lstep *s) {
+int plan_vx_run_transfer(vctx *c, const plan_lstep *s) {
   const plan_lpipe *pp = c->low->pipe;
   int64_t m = pp->microbatches;
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!vx_in_mb(c, r))
+    if (!plan_vx_in_mb(c, r))
       continue;
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
     coord[pp->axis] = ((coord[pp->axis] + s->mb_shift) % m + m) % m;
-    const block *sb = &src[vx_rank_at(c->m, coord)];
+    const block *sb = &src[plan_vx_rank_at(c->m, coord)];
     if (!c->written[(size_t)s->in[0] * (size_t)m + (size_t)coord[pp->axis]] ||
-        !src[vx_rank_at(c->m, coord)].data) {
+        !src[plan_vx_rank_at(c->m, coord)].data) {
       /* a microbatch not computed yet: its blocks hold nothing */
       memset(dst[r].data, 0, sizeof(double) * (size_t)dst[r].n);
       continue;
@@ -101,7 +101,7 @@ static int shift_input(vctx *c, const plan_lstep *s) {
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
     coord[pp->axis] = ((coord[pp->axis] + s->mb_shift) % m + m) % m;
-    int64_t q = vx_rank_at(c->m, coord);
+    int64_t q = plan_vx_rank_at(c->m, coord);
     if (b[q].n != b[r].n) { /* uneven: left as it is */
       free(data);
       return PLAN_OK;
@@ -128,7 +128,7 @@ static bool first_read(const plan_lstep *s, int j) {
 
 static void release_if_done(prun *x, int b, int64_t k) {
   if (!x->hold[b] && x->mb_readers[(size_t)b * (size_t)x->M + (size_t)k] == 0)
-    vx_release_microbatch(x->c, b, k);
+    plan_vx_release_microbatch(x->c, b, k);
 }
 
 static int ran(prun *x, int i, int64_t k) {
@@ -139,7 +139,7 @@ static int ran(prun *x, int i, int64_t k) {
     int b = s->out[o];
     if (!x->per_mb[b])
       continue;
-    if ((rc = vx_compare_microbatch(c, b, k, ++x->mb_done[b] == x->M)))
+    if ((rc = plan_vx_compare_microbatch(c, b, k, ++x->mb_done[b] == x->M)))
       return rc;
     x->hold[b] |= c->diffs[b].mismatches != 0;
     release_if_done(x, b, k);
@@ -157,7 +157,7 @@ static int ran(prun *x, int i, int64_t k) {
   for (int j = 0; j < s->nin && ph != PLAN_LPHASE_POST; j++)
     if (first_read(s, j)) /* a buffer read twice by one step counts once */
       c->readers_left[s->in[j]]--;
-  return vx_after_step(c, i);
+  return plan_vx_after_step(c, i);
 }
 
 /* Runs the steps of (stage, phase) for microbatch k. */
@@ -167,7 +167,7 @@ static int run_part(prun *x, int stage, int ph, int64_t k) {
   c->mb_now = k;
   int g = stage * PH_N + ph;
   for (int j = x->start[g]; j < x->start[g + 1] && !rc; j++)
-    if (!(rc = vx_exec_step(c, x->order[j])))
+    if (!(rc = plan_vx_exec_step(c, x->order[j])))
       rc = ran(x, x->order[j], k);
   c->mb_now = -1;
   return rc;
@@ -351,7 +351,7 @@ static int run_schedule(prun *x) {
   return PLAN_OK;
 }
 
-int vx_run_pipeline(vctx *c) {
+int plan_vx_run_pipeline(vctx *c) {
   const plan_lowered *l = c->low;
   prun x;
   memset(&x, 0, sizeof x);
@@ -441,7 +441,7 @@ int vx_run_pipeline(vctx *c) {
       x.per_mb[b] = c->needs_cmp[b] && ph != PLAN_LPHASE_PRE &&
                     ph != PLAN_LPHASE_POST &&
                     lb->pl.ax[x.pp->axis].kind == PLAN_PL_S &&
-                    !vx_partial_axes(lb, c->m->naxes, NULL) &&
+                    !plan_vx_partial_axes(lb, c->m->naxes, NULL) &&
                     !(c->keep_buf && c->keep_buf[b]);
     }
   }
@@ -460,7 +460,7 @@ int vx_run_pipeline(vctx *c) {
   /* before the schedule: the leaves, on every rank */
   for (int i = 0; i < l->nsteps && !rc; i++)
     if (x.pp->phase[i] == PLAN_LPHASE_PRE) {
-      rc = vx_exec_step(c, i);
+      rc = plan_vx_exec_step(c, i);
       if (!rc && l->steps[i].kind == PLAN_LSTEP_INPUT && l->steps[i].mb_shift)
         rc = shift_input(c, &l->steps[i]);
       if (!rc)
@@ -476,7 +476,7 @@ int vx_run_pipeline(vctx *c) {
     for (int o = 0; o < l->steps[i].nout; o++)
       once &= c->shared[l->steps[i].out[o]];
     c->mb_now = once ? 0 : -1;
-    rc = vx_exec_step(c, i);
+    rc = plan_vx_exec_step(c, i);
     c->mb_now = -1;
     if (!rc)
       rc = ran(&x, i, -1);

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autodiff.h"
+#include "autodiff/autodiff.h"
 #include "inputs.h"
 #include "kernels.h"
-#include "placement.h"
+#include "ir/placement.h"
 #include "vctx.h"
 
 /* ---- training steps --------------------------------------------------------
@@ -32,7 +32,7 @@
 static double param_round(const vctx *c, const plan_tensor *t, double v) {
   if (c->o->mode == PLAN_VERIFY_EXACT)
     return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
-  switch (vx_run_dtype(c, t)) {
+  switch (plan_vx_run_dtype(c, t)) {
   case PLAN_F32:
     return (double)(float)v;
   case PLAN_BF16:
@@ -77,7 +77,7 @@ static double ***new_blocks(int n) {
   return calloc((size_t)n + 1, sizeof(double **));
 }
 
-int vx_setup_grid(vctx *c) {
+int plan_vx_setup_grid(vctx *c) {
   const plan_lowered *l = c->low;
   /* Exact mode keeps sums exact in any order while values stay short
    * dyadics. A backward pass multiplies activations by activations
@@ -100,7 +100,7 @@ int vx_setup_grid(vctx *c) {
         continue;
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < (pass ? st->nout : st->nin); j++)
-          if (vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
+          if (plan_vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
                               c->m->naxes, NULL))
             c->grid_op[st->op] = false;
     }
@@ -144,7 +144,7 @@ static int setup_policy(vctx *c) {
   return PLAN_OK;
 }
 
-int vx_setup_train(vctx *c) {
+int plan_vx_setup_train(vctx *c) {
   plan_lowered *l = c->low;
   const plan_ltrain *tr = l->train;
   int np = tr->nparams;
@@ -181,7 +181,7 @@ int vx_setup_train(vctx *c) {
       return plan_oom();
     c->leaf_ref[sd][0] = ls;
     for (int64_t r = 0; r < c->nranks; r++) {
-      int64_t q = vx_mb_first(c, r);
+      int64_t q = plan_vx_mb_first(c, r);
       if (q != r) { /* shared along the microbatch axis */
         c->leaf_blk[sd][r] = c->leaf_blk[sd][q];
         continue;
@@ -206,7 +206,7 @@ int vx_setup_train(vctx *c) {
 /* Whether this process keeps rank r's optimizer arrays: its own rank's
  * (distributed), one copy along a pipeline's microbatch axis. */
 static bool keeps(const vctx *c, int64_t r) {
-  return vx_mb_first(c, r) == r && vx_owned(c, r);
+  return plan_vx_mb_first(c, r) == r && plan_vx_owned(c, r);
 }
 
 static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
@@ -215,14 +215,14 @@ static int alloc_rank_blocks(vctx *c, double ***dst, int buf) {
   if (!(*dst = calloc((size_t)c->nranks, sizeof(double *))))
     return plan_oom();
   for (int64_t r = 0; r < c->nranks; r++) {
-    int64_t q = vx_mb_first(c, r);
+    int64_t q = plan_vx_mb_first(c, r);
     if (q != r) { /* pipelines: one copy along the microbatch axis */
       (*dst)[r] = (*dst)[q];
       continue;
     }
-    if (!vx_owned(c, r)) /* distributed: another process's */
+    if (!plan_vx_owned(c, r)) /* distributed: another process's */
       continue;
-    if (!((*dst)[r] = vx_take_array(c, c->bufs[buf][r].n, true)))
+    if (!((*dst)[r] = plan_vx_take_array(c, c->bufs[buf][r].n, true)))
       return PLAN_ENOMEM;
   }
   return PLAN_OK;
@@ -252,7 +252,7 @@ static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
     return false;
   double err2 = 0, base2 = 0;
   for (int64_t e = 0; e < g->n; e++) {
-    int64_t q = vx_global_index(gx, g, e);
+    int64_t q = plan_vx_global_index(gx, g, e);
     double d = g->data[e] * coef - c->ref[gt][q] * coef_ref;
     double b = c->ref[gt][q] - c->ref64[gt][q];
     err2 += d * d;
@@ -262,7 +262,7 @@ static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
       PLAN_VERIFY_LOWP_FACTOR * sqrt(base2) + ga * sqrt((double)g->n))
     return false;
   for (int64_t e = 0; e < m->n; e++) {
-    int64_t q = vx_global_index(x, m, e);
+    int64_t q = plan_vx_global_index(x, m, e);
     double gg = g->data[e] * coef, gw = c->ref[gt][q] * coef_ref;
     double dd = what == 2 ? fabs(gg * gg - gw * gw)
                 : what == 0 && o->momentum != 0
@@ -298,16 +298,16 @@ static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
       !c->ref[gt])
     return false;
   double rtol, atol, gr, ga;
-  vx_default_tol(c, x, &rtol, &atol);
-  vx_default_tol(c, gx, &gr, &ga);
+  plan_vx_default_tol(c, x, &rtol, &atol);
+  plan_vx_default_tol(c, gx, &gr, &ga);
   double k = what == 0 ? o->lr : what == 1 ? 1 - o->beta1 : 1 - o->beta2;
   int mb = c->master_buf[i];
   bool ok = true;
   for (int64_t r = 0; r < c->nranks && ok; r++)
-    ok = !vx_owned(c, r) ||
+    ok = !plan_vx_owned(c, r) ||
          rank_explained(c, i, gb, mb, r, coef_ref, coef[r], what, got[r], want,
                         k, rtol, atol, ga);
-  return vx_dist_all(c, ok); /* every process's ranks */
+  return plan_vx_dist_all(c, ok); /* every process's ranks */
 }
 
 /* One param's update on every rank, compared; its next storage blocks.
@@ -317,7 +317,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   const plan_ltrain *tr = c->low->train;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
   const plan_tensor *x = &c->prog->tensors[t];
-  int64_t n = vx_count_of(x->dims, x->rank);
+  int64_t n = plan_vx_count_of(x->dims, x->rank);
   int mb = c->master_buf[i], gb = c->low->delivered[tr->grad_out[i]];
   int sb = c->low->produced[t];
   bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
@@ -328,8 +328,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
        last = c->step + 1 >= c->nsteps;
   double none_m = 0, none_v = 0;
   if ((has_m && !c->ref_mom[i] &&
-       !(c->ref_mom[i] = vx_take_array(c, n, true))) ||
-      (adam && !c->ref_vel[i] && !(c->ref_vel[i] = vx_take_array(c, n, true))))
+       !(c->ref_mom[i] = plan_vx_take_array(c, n, true))) ||
+      (adam && !c->ref_vel[i] && !(c->ref_vel[i] = plan_vx_take_array(c, n, true))))
     return PLAN_ENOMEM;
   for (int64_t e = 0; e < n; e++)
     c->ref[t][e] =
@@ -337,7 +337,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                    has_m ? &c->ref_mom[i][e] : &none_m,
                    adam ? &c->ref_vel[i][e] : &none_v);
   if (!last) { /* the next step's reference param */
-    if (!c->leaf_ref[t] && !(c->leaf_ref[t] = vx_take_array(c, n, false)))
+    if (!c->leaf_ref[t] && !(c->leaf_ref[t] = plan_vx_take_array(c, n, false)))
       return PLAN_ENOMEM;
     memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
   }
@@ -345,7 +345,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
    * pipelined run keeps them once along the microbatch axis) */
   if (c->mb_axis >= 0)
     c->mb_now = 0;
-  rc = vx_ensure_buffer(c, mb, true);
+  rc = plan_vx_ensure_buffer(c, mb, true);
   c->mb_now = -1;
   if (rc)
     return rc;
@@ -355,20 +355,20 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
         (adam && (rc = alloc_rank_blocks(c, &c->vel[i], mb))))
       return rc;
     for (int64_t r = 0; r < c->nranks; r++) {
-      if (vx_mb_first(c, r) != r || !vx_owned(c, r))
+      if (plan_vx_mb_first(c, r) != r || !plan_vx_owned(c, r))
         continue;
       block b = c->bufs[mb][r];
       b.data = c->master[i][r];
       if (same)
         memcpy(b.data, c->bufs[sb][r].data, sizeof(double) * (size_t)b.n);
       else
-        vx_fill_leaf(c, t, &b);
+        plan_vx_fill_leaf(c, t, &b);
     }
   }
   for (int64_t r = 0; r < c->nranks; r++) {
     const block *g = &c->bufs[gb][r];
     block *m = &c->bufs[mb][r];
-    if (!vx_owned(c, r)) /* distributed: another process's */
+    if (!plan_vx_owned(c, r)) /* distributed: another process's */
       continue;
     if (g->n != m->n)
       return plan_failf(PLAN_EINVALID,
@@ -393,7 +393,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     c->ref64[t] = NULL;
   }
   diff df;
-  if ((rc = vx_compare_buffer(c, mb, &df)))
+  if ((rc = plan_vx_compare_buffer(c, mb, &df)))
     return rc;
   /* Float mode, Adam: each element's step is normalised by its own second
    * moment, so rounding noise in a gradient near zero can move it by up to
@@ -427,17 +427,17 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                     (long long)df.compared, df.max_abs);
     df.mismatches = 0;
   }
-  vx_report_tensor(c, "param", label, mb, &df);
+  plan_vx_report_tensor(c, "param", label, mb, &df);
   /* Adam's update hides a gradient's scale (DESIGN §3): its state shows it,
    * compared in the master buffer against the reference's state */
   for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2; st++) {
     double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
     for (int64_t r = 0; r < c->nranks; r++)
-      if (vx_mb_first(c, r) == r && vx_owned(c, r))
+      if (plan_vx_mb_first(c, r) == r && plan_vx_owned(c, r))
         memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
                sizeof(double) * (size_t)c->bufs[mb][r].n);
     c->ref[t] = want;
-    if ((rc = vx_compare_buffer(c, mb, &df)))
+    if ((rc = plan_vx_compare_buffer(c, mb, &df)))
       return rc;
     if (df.mismatches &&
         explained_by_gradient(c, i, gb, coef_ref, coef, 1 + st,
@@ -454,14 +454,14 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     }
     if (c->dist_rc)
       return c->dist_rc;
-    vx_report_tensor(c, st ? "state v" : "state m",
+    plan_vx_report_tensor(c, st ? "state v" : "state m",
                      st ? c->label_v : c->label_m, mb, &df);
     c->ref[t] = keep;
     /* float mode: the next step starts from the reference's state */
     for (int64_t r = 0; float_mode && r < c->nranks; r++)
       for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
         (st ? c->vel[i] : c->mom[i])[r][e] =
-            want[vx_global_index(x, &c->bufs[mb][r], e)];
+            want[plan_vx_global_index(x, &c->bufs[mb][r], e)];
   }
   for (int64_t r = 0; r < c->nranks; r++)
     if (keeps(c, r))
@@ -477,7 +477,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     if (!(glob = malloc(sizeof(double) * ((size_t)n + 1))))
       return plan_oom();
     if (c->comm) {
-      rc = vx_dist_gather_global(c, x, mb, c->master[i], glob);
+      rc = plan_vx_dist_gather_global(c, x, mb, c->master[i], glob);
       if (rc) {
         free(glob);
         return rc;
@@ -485,21 +485,21 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     }
     for (int64_t r = c->nranks - 1; r >= 0 && !c->comm; r--)
       for (int64_t e = 0; e < c->bufs[mb][r].n; e++)
-        glob[vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
+        glob[plan_vx_global_index(x, &c->bufs[mb][r], e)] = c->master[i][r][e];
   }
   /* (a pipelined run's arrays are shared along mb: each written once) */
   if (float_mode) /* every rank restarts from the reference's params */
     for (int64_t r = 0; r < c->nranks; r++)
       for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
-        c->master[i][r][e] = c->ref[t][vx_global_index(x, &c->bufs[mb][r], e)];
+        c->master[i][r][e] = c->ref[t][plan_vx_global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!keeps(c, r))
       continue;
     const block *sbk = &c->bufs[sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
-      c->leaf_blk[t][r][e] = float_mode ? c->ref[t][vx_global_index(x, sbk, e)]
+      c->leaf_blk[t][r][e] = float_mode ? c->ref[t][plan_vx_global_index(x, sbk, e)]
                              : same     ? c->master[i][r][e]
-                                        : glob[vx_global_index(x, sbk, e)];
+                                        : glob[plan_vx_global_index(x, sbk, e)];
   }
   free(glob);
   return PLAN_OK;
@@ -526,7 +526,7 @@ static int gathered_squares(vctx *c, double **sq) {
   for (size_t i = 0; i < np; i++)
     mine[i] = sum_squares(
         &c->bufs[c->low->delivered[tr->grad_out[i]]][c->me]);
-  int rc = vx_dist_all_gather(c, mine, np * sizeof *mine, *sq,
+  int rc = plan_vx_dist_all_gather(c, mine, np * sizeof *mine, *sq,
                               "gathering the gradient norms");
   free(mine);
   return rc;
@@ -547,7 +547,7 @@ static double clip_norms(vctx *c, double *norm, double *coef,
   for (int i = 0; i < tr->nparams; i++) {
     int gt = c->prog->outputs[tr->grad_out[i]];
     const plan_tensor *x = &c->prog->tensors[gt];
-    int64_t n = vx_count_of(x->dims, x->rank);
+    int64_t n = plan_vx_count_of(x->dims, x->rank);
     for (int64_t e = 0; e < n; e++)
       ref2 += c->ref[gt][e] * c->ref[gt][e];
     int gb = c->low->delivered[tr->grad_out[i]];
@@ -572,7 +572,7 @@ static double clip_norms(vctx *c, double *norm, double *coef,
   return sqrt(ref2) * u;
 }
 
-int vx_optimizer_step(vctx *c) {
+int plan_vx_optimizer_step(vctx *c) {
   const plan_ltrain *tr = c->low->train;
   if (c->p->training.optimizer == PLAN_OPT_NONE)
     return PLAN_OK;

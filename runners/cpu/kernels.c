@@ -13,8 +13,8 @@
 
 #include "kernels_int.h"
 #include "kernels_route.h"
-#include "ops.h"
-#include "util.h"
+#include "ir/ops.h"
+#include "base/util.h"
 
 /* ---- small helpers ------------------------------------------------------- */
 

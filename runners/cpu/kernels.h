@@ -98,7 +98,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 
 /* C linkage: the CUDA runner's sources (C++) include this header. */
 #ifdef __cplusplus

@@ -6,7 +6,7 @@
 
 #include "inputs.h"
 #include "kernels_int.h"
-#include "ops.h"
+#include "ir/ops.h"
 
 #define R double
 #define F(name) name##_f64

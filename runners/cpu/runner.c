@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "plugin_load.h"
-#include "util.h"
+#include "base/util.h"
 
 static const plan_runner_vtable cpu_vtable = {
     PLAN_RUNNER_API_VERSION,

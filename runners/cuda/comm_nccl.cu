@@ -32,7 +32,7 @@
 
 #include "collectives.h"
 #include "libplan/common.h"
-#include "util.h" /* plan_errc */
+#include "base/util.h" /* plan_errc */
 
 namespace {
 

@@ -21,8 +21,8 @@
 #include "emu.h"
 
 extern "C" {
-#include "ops.h"
-#include "util.h"
+#include "ir/ops.h"
+#include "base/util.h"
 }
 
 /* ---- host-side helpers --------------------------------------------------- */

@@ -19,7 +19,7 @@
 
 #include "libplan/common.h"
 #include "libplan/plan.h"
-#include "util.h" /* plan_errc */
+#include "base/util.h" /* plan_errc */
 
 namespace {
 

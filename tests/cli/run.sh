@@ -537,7 +537,7 @@ fake() { # VARIANT: builds $tmp/fake-VARIANT.so
   cc -std=c11 -shared -fPIC -D"FAKE_$1" -I"$root/libplan/include" \
     -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
     -o "$tmp/fake-$1.so" "$root/tests/cli/fake_runner.c" \
-    -Wl,--exclude-libs,ALL "$build/libplan.a" \
+    -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
 }
 if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
@@ -590,7 +590,7 @@ if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
   sed 's/acc + b;/acc + b + 1;/' "$root/tests/cli/fake_runner.c" >"$tmp/fake_bad.c"
   cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" -I"$root/libplan/src" \
     -I"$root/runners/cpu" -I"$root/runners" -o "$tmp/fake-bad.so" "$tmp/fake_bad.c" \
-    -Wl,--exclude-libs,ALL "$build/libplan.a" \
+    -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
   PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong all-reduce" verify --runner cuda "$mlp"
   has "$out" "NOT EQUAL" "a plugin with a wrong all-reduce"

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
-#include "ops.h"
+#include "ir/ops.h"
 #include "ops_cuda.h"
 
 /* Built against the nvcc objects (make check-cuda-gpu), the same test runs

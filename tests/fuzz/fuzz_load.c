@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "libplan/libplan.h"
-#include "plan_int.h"
+#include "read/plan_read.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -14,8 +14,8 @@
 
 #include "libplan/libplan.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
 #include "verify_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "libplan/common.h"
-#include "yamldoc.h"
+#include "yaml/yamldoc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

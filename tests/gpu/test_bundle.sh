@@ -103,7 +103,7 @@ fi
 cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" \
   -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
   -o "$tmp/fake.so" "$root/tests/cli/fake_runner.c" \
-  -Wl,--exclude-libs,ALL "$build/libplan.a" \
+  -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
   $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm ||
   bad "cannot build the stand-in plugin"
 clean PLAN_CUDA_PLUGIN="$tmp/fake.so" sh "$tmp/b/tests/gpu/run.sh" "$tmp/out2" >"$tmp/out" 2>&1

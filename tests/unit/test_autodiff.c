@@ -38,14 +38,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "autodiff.h"
+#include "autodiff/autodiff.h"
 #include "libplan/plan.h"
 #include "libplan/program.h"
 #include "libplan/verify.h"
-#include "ops.h"
-#include "placement.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
 #include "train_ref.h"
-#include "util.h"
+#include "base/util.h"
 
 #define FD_H 1e-6
 #define FD_TOL 1e-6

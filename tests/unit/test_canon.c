@@ -26,7 +26,7 @@
 #include <xxhash.h>
 
 #include "libplan/libplan.h"
-#include "plan_int.h"
+#include "read/plan_read.h"
 
 #define NPARTS 4
 static const char *const part_names[NPARTS] = {"plan", "program", "mesh",

@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "comm.h"
-#include "ir.h"
+#include "ir/ir.h"
 #include "libplan/common.h"
 
 #define TIMEOUT 5.0 /* the ranks' timeout where none is under test */

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cost.h"
+#include "cost/cost_model.h"
 #include "libplan/cost.h"
 #include "libplan/plan.h"
-#include "placement.h"
+#include "ir/placement.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -739,7 +739,7 @@ static void test_calibration(void **state) {
   near(t, flops / 5e14 + 4e-6, "glob rate");
   /* the gelu (named act) matches neither */
   cost_op_eval e;
-  assert_int_equal(cost_op_eval_at(&e, m, p, 1, NULL, NULL, 1), PLAN_OK);
+  assert_int_equal(plan_cost_op_eval_at(&e, m, p, 1, NULL, NULL, 1), PLAN_OK);
   assert_int_equal(e.bound, COST_BOUND_MEMORY);
   /* a table: linear between points, proportional past the last */
   plan_cost_model *m2 = model(p, "h100");
@@ -873,7 +873,7 @@ static void test_schedule_formulas(void **state) {
     p->pipeline.schedule = (plan_schedule_kind)kinds[k];
     assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, b, w, 4),
                      PLAN_OK);
-    assert_int_equal(cost_schedule_closed_form(&cs, &cb, p, f, b, w, 4),
+    assert_int_equal(plan_cost_schedule_closed_form(&cs, &cb, p, f, b, w, 4),
                      PLAN_OK);
     near(step, cs, "simulated = closed form");
     near(bubble, cb, "bubble");
@@ -896,7 +896,7 @@ static void test_schedule_formulas(void **state) {
   /* interleaved, 8 stages on 4 ranks: the fill shrinks by v = 2 */
   p->pipeline.schedule = PLAN_SCHED_INTERLEAVED_1F1B;
   p->pipeline.nstages = 8;
-  assert_int_equal(cost_schedule_closed_form(&cs, &cb, p, f, b, w, 8), PLAN_OK);
+  assert_int_equal(plan_cost_schedule_closed_form(&cs, &cb, p, f, b, w, 8), PLAN_OK);
   near(cs, 8 * 6.0 + 3 * 6.0 / 2, "interleaved, closed form");
   assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, b, w, 8),
                    PLAN_OK);

@@ -20,7 +20,7 @@
 
 #include "inputs.h"
 #include "kernels.h"
-#include "ops.h"
+#include "ir/ops.h"
 
 /* ---- test tensors: doubles with dims ------------------------------------- */
 

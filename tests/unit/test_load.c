@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "libplan/libplan.h"
-#include "ops.h"
-#include "plan_int.h"
+#include "ir/ops.h"
+#include "read/plan_read.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

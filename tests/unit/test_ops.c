@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "ir/ops.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

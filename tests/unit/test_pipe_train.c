@@ -19,12 +19,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autodiff.h"
+#include "autodiff/autodiff.h"
 #include "libplan/plan.h"
 #include "libplan/schedule.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
 #include "verify_int.h"
 #include "verify_mutations.h"
 

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "libplan/plan.h"
-#include "plan_int.h"
+#include "read/plan_read.h"
 
 typedef struct outcome {
   int rc;

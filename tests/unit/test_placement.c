@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "placement.h"
+#include "ir/placement.h"
 
 /* Parses and normalises `text`, failing the test on any error. */
 static plan_placement pl(const char *text, int naxes, int rank) {

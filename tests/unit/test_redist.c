@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "placement.h"
-#include "redist.h"
+#include "ir/placement.h"
+#include "lower/redist.h"
 
 #define MAXR 8   /* ranks in a simulated mesh */
 #define MAXE 512 /* elements of a simulated tensor */

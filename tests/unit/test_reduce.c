@@ -15,9 +15,9 @@
 
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "placement.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "ir/placement.h"
+#include "read/plan_read.h"
 #include "reduce.h"
 #include "verify_int.h"
 #include "verify_mutations.h"

@@ -16,7 +16,7 @@
 #include "libplan/plan.h"
 #include "libplan/trace.h"
 #include "libplan/verify.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 #define MANUAL "examples/mlp-manual.plan.yaml"
 

@@ -27,7 +27,7 @@
 #include <yaml.h>
 
 #include "libplan/libplan.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- an event tree ----------------------------------------------------------
  */

@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
-#include "placement.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

@@ -88,10 +88,10 @@
 #include "inputs.h"
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#include "ops.h"
-#include "placement.h"
-#include "plan_int.h"
-#include "util.h"
+#include "ir/ops.h"
+#include "ir/placement.h"
+#include "read/plan_read.h"
+#include "base/util.h"
 
 /* ---- the op cases ------------------------------------------------------- */
 

@@ -15,9 +15,9 @@
 
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "plan_int.h"
-#include "util.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
+#include "base/util.h"
 #include "verify_int.h"
 #include "verify_mutations.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "libplan/common.h"
-#include "util.h"
+#include "base/util.h"
 
 /* ---- last error ---------------------------------------------------------- */
 

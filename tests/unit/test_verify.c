@@ -14,8 +14,8 @@
 
 #include "libplan/plan.h"
 #include "libplan/verify.h"
-#include "lower.h"
-#include "plan_int.h"
+#include "lower/lower.h"
+#include "read/plan_read.h"
 #include "verify_int.h"
 #include "verify_mutations.h"
 

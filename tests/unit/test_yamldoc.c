@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "libplan/common.h"
-#include "util.h"
-#include "yamldoc.h"
+#include "base/util.h"
+#include "yaml/yamldoc.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

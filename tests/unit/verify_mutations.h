@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "libplan/plan.h"
-#include "lower.h"
+#include "lower/lower.h"
 
 /* Loads a plan file; fails the test, with the error, when it does not. */
 static inline plan_plan *load(const char *path) {

@@ -19,6 +19,15 @@
 extern "C" {
 #endif
 
+/* Marks the public API. The library is built with -fvisibility=hidden, so
+ * only what a header declares with PLAN_API is exported from libplan.so;
+ * every other function is internal, whatever its linkage. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PLAN_API __attribute__((visibility("default")))
+#else
+#define PLAN_API
+#endif
+
 /* Library version (semantic versioning; separate from the format version). */
 #define PLAN_VERSION_MAJOR 0
 #define PLAN_VERSION_MINOR 1
@@ -60,7 +69,7 @@ enum {
 /* Short stable name of a status code ("ok", "nomem", "io", "syntax",
  * "schema", "version", "invalid", "limit", "usage", "notfound",
  * "unsupported"), as used in conformance vectors. Never NULL. */
-const char *plan_status_name(int status);
+PLAN_API const char *plan_status_name(int status);
 
 /* The calling thread's last error. Fields are never NULL: message is "" and
  * file is "" when unset; line and column are 1-based, 0 when unknown. The
@@ -73,17 +82,17 @@ typedef struct plan_error {
   int column;
 } plan_error;
 
-const plan_error *plan_error_last(void);
-void plan_error_clear(void);
+PLAN_API const plan_error *plan_error_last(void);
+PLAN_API void plan_error_clear(void);
 
 /* Formats the last error as "file:line:col: error: message" into buf
  * (always NUL-terminated, truncated to size). Returns buf. */
-char *plan_error_format(char *buf, size_t size);
+PLAN_API char *plan_error_format(char *buf, size_t size);
 
 /* Runtime versions. */
-const char *plan_version_string(void);
-int plan_version_number(void);
-int plan_abi_version(void);
+PLAN_API const char *plan_version_string(void);
+PLAN_API int plan_version_number(void);
+PLAN_API int plan_abi_version(void);
 
 /* A 128-bit content hash (XXH3-128). Printed as "xxh3:" followed by the 32
  * hex digits of its big-endian canonical form. */
@@ -95,10 +104,10 @@ typedef struct plan_hash {
 #define PLAN_HASH_STRLEN 38 /* "xxh3:" + 32 hex + NUL */
 
 /* Writes the printed form into buf (at least PLAN_HASH_STRLEN bytes). */
-char *plan_hash_format(plan_hash h, char *buf);
+PLAN_API char *plan_hash_format(plan_hash h, char *buf);
 /* Parses "xxh3:<32 hex>". Returns PLAN_OK or PLAN_EINVALID. */
-int plan_hash_parse(plan_hash *out, const char *text);
-int plan_hash_equal(plan_hash a, plan_hash b);
+PLAN_API int plan_hash_parse(plan_hash *out, const char *text);
+PLAN_API int plan_hash_equal(plan_hash a, plan_hash b);
 
 #ifdef __cplusplus
 }

@@ -38,11 +38,11 @@ typedef struct plan_cost_report plan_cost_report;
 
 /* Number of built-in profiles, and the canonical name of profile i ("h100-sxm",
  * "h200-sxm", "a100-80gb"); NULL out of range. */
-int plan_cost_profile_count(void);
-const char *plan_cost_profile_name(int i);
+PLAN_API int plan_cost_profile_count(void);
+PLAN_API const char *plan_cost_profile_name(int i);
 /* The canonical name of a profile named by its name or an alias ("h100",
  * "H100-SXM5", "a100"; case does not matter), or NULL when unknown. */
-const char *plan_cost_profile_resolve(const char *name);
+PLAN_API const char *plan_cost_profile_resolve(const char *name);
 
 /* ---- the model ----------------------------------------------------------- */
 
@@ -62,13 +62,13 @@ const char *plan_cost_profile_resolve(const char *name);
  * take a plan with the same program and mesh shape (the plan itself, or a
  * copy a search edits). Returns PLAN_OK, PLAN_ENOTFOUND (unknown profile),
  * PLAN_EUSAGE (no plan, or no mesh), PLAN_EINVALID, PLAN_ENOMEM. */
-int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
+PLAN_API int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
                         const char *profile);
-void plan_cost_model_free(plan_cost_model *m);
+PLAN_API void plan_cost_model_free(plan_cost_model *m);
 
 /* The hardware's name: a built-in profile's canonical name, or the plan's
  * `hardware.name` ("custom" when it has none). Borrowed. */
-const char *plan_cost_model_hardware(const plan_cost_model *m);
+PLAN_API const char *plan_cost_model_hardware(const plan_cost_model *m);
 
 /* Model parameters by name:
  *   "efficiency.matmul"  fraction of peak FLOP/s matmul and linear reach
@@ -88,14 +88,14 @@ const char *plan_cost_model_hardware(const plan_cost_model *m);
  * Efficiencies lie in (0, 1]; every other value is finite and >= 0 (a
  * bandwidth or peak > 0). PLAN_ENOTFOUND for an unknown name, PLAN_EINVALID
  * for a value out of range. */
-int plan_cost_model_set(plan_cost_model *m, const char *name, double value);
-int plan_cost_model_get(double *out, const plan_cost_model *m,
+PLAN_API int plan_cost_model_set(plan_cost_model *m, const char *name, double value);
+PLAN_API int plan_cost_model_get(double *out, const plan_cost_model *m,
                         const char *name);
 
 /* Re-reads the device order and host topology of p's mesh (same axes): a
  * search that permutes `mesh.devices` calls this before pricing the new
  * order. PLAN_EUSAGE when the mesh's axes differ from the model's. */
-int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p);
+PLAN_API int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p);
 
 /* ---- calibration: measured figures override the model -------------------- */
 
@@ -120,9 +120,9 @@ int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p);
  * the time is interpolated linearly; below the first it is the first
  * point's; above the last it grows in proportion to size.
  * PLAN_EINVALID for bad figures, PLAN_EUSAGE for a bad pattern. */
-int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
+PLAN_API int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
                               double seconds, double rate);
-int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
+PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
                                     const double *sizes, const double *seconds,
                                     int n);
 /* Reads a calibration file (docs/cost.md, "Calibration"):
@@ -138,8 +138,8 @@ int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
  *     all_gather: {table: [[1048576, 2.1e-5], [1073741824, 3.1e-3]]}
  * Errors carry file, line and column (PLAN_ESYNTAX, PLAN_ESCHEMA,
  * PLAN_EINVALID, PLAN_EIO). The model is unchanged when it fails. */
-int plan_cost_model_load_calibration(plan_cost_model *m, const char *path);
-int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
+PLAN_API int plan_cost_model_load_calibration(plan_cost_model *m, const char *path);
+PLAN_API int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
                                             const char *data, size_t len,
                                             const char *name);
 
@@ -148,12 +148,12 @@ int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
 /* Seconds op `op` takes on its local blocks (the slowest rank's, forward)
  * when it consumes its inputs in placements in[0..nin) and produces outs[]
  * (compact form, "S(0)R"; NULL for either: the plan's own strategy). */
-int plan_cost_op(double *out, const plan_cost_model *m, const plan_plan *p,
+PLAN_API int plan_cost_op(double *out, const plan_cost_model *m, const plan_plan *p,
                  int op, const char *const *in, const char *const *outs);
 /* Seconds to change tensor `tensor` from placement `from` to `to` (compact
  * form): the redistribution planner's steps, each priced on the devices
  * its group spans. 0 when they are equal. */
-int plan_cost_redistribute(double *out, const plan_cost_model *m,
+PLAN_API int plan_cost_redistribute(double *out, const plan_cost_model *m,
                            const plan_plan *p, int tensor, const char *from,
                            const char *to);
 
@@ -167,23 +167,23 @@ int plan_cost_redistribute(double *out, const plan_cost_model *m,
  * schedule's bubble. Memory per device and whether it fits. p must be
  * valid (plan_validate without errors) and have the model's program and
  * mesh shape. *out is freed with plan_cost_report_free. */
-int plan_cost_plan(plan_cost_report **out, const plan_cost_model *m,
+PLAN_API int plan_cost_plan(plan_cost_report **out, const plan_cost_model *m,
                    const plan_plan *p);
-void plan_cost_report_free(plan_cost_report *r);
+PLAN_API void plan_cost_report_free(plan_cost_report *r);
 
 /* Step time (seconds) and its parts. For a pipeline the parts are summed
  * over stages (work), and the step follows the schedule. */
-double plan_cost_report_step_seconds(const plan_cost_report *r);
-double plan_cost_report_compute_seconds(const plan_cost_report *r);
-double plan_cost_report_comm_seconds(const plan_cost_report *r);
-double plan_cost_report_bubble_seconds(const plan_cost_report *r);
+PLAN_API double plan_cost_report_step_seconds(const plan_cost_report *r);
+PLAN_API double plan_cost_report_compute_seconds(const plan_cost_report *r);
+PLAN_API double plan_cost_report_comm_seconds(const plan_cost_report *r);
+PLAN_API double plan_cost_report_bubble_seconds(const plan_cost_report *r);
 /* Peak bytes on the fullest device, and the device's capacity (0 unknown). */
-double plan_cost_report_memory_peak(const plan_cost_report *r);
-double plan_cost_report_memory_capacity(const plan_cost_report *r);
+PLAN_API double plan_cost_report_memory_peak(const plan_cost_report *r);
+PLAN_API double plan_cost_report_memory_capacity(const plan_cost_report *r);
 /* 1 when the peak fits the capacity, else 0; the reason it does not
  * (borrowed, "" when it fits). */
-int plan_cost_report_fits(const plan_cost_report *r);
-const char *plan_cost_report_reason(const plan_cost_report *r);
+PLAN_API int plan_cost_report_fits(const plan_cost_report *r);
+PLAN_API const char *plan_cost_report_reason(const plan_cost_report *r);
 
 /* One row per op, in topological order. Strings are borrowed from the
  * report. */
@@ -233,21 +233,21 @@ typedef struct plan_cost_memory_info {
   double inflight; /* microbatches whose activations are held */
 } plan_cost_memory_info;
 
-size_t plan_cost_report_op_count(const plan_cost_report *r);
+PLAN_API size_t plan_cost_report_op_count(const plan_cost_report *r);
 /* PLAN_ENOTFOUND when i is out of range. */
-int plan_cost_report_op(plan_cost_op_info *out, const plan_cost_report *r,
+PLAN_API int plan_cost_report_op(plan_cost_op_info *out, const plan_cost_report *r,
                         size_t i);
-size_t plan_cost_report_collective_count(const plan_cost_report *r);
-int plan_cost_report_collective(plan_cost_collective_info *out,
+PLAN_API size_t plan_cost_report_collective_count(const plan_cost_report *r);
+PLAN_API int plan_cost_report_collective(plan_cost_collective_info *out,
                                 const plan_cost_report *r, size_t i);
-size_t plan_cost_report_memory_count(const plan_cost_report *r);
-int plan_cost_report_memory(plan_cost_memory_info *out,
+PLAN_API size_t plan_cost_report_memory_count(const plan_cost_report *r);
+PLAN_API int plan_cost_report_memory(plan_cost_memory_info *out,
                             const plan_cost_report *r, size_t i);
 
 /* The report as "text" (tables for people), "json" or "yaml" (schema
  * "libplan-cost/1", the same fields in both), newly allocated; the caller
  * frees *out with free(). PLAN_EUSAGE for another format. */
-int plan_cost_report_write(char **out, size_t *len, const plan_cost_report *r,
+PLAN_API int plan_cost_report_write(char **out, size_t *len, const plan_cost_report *r,
                            const char *format);
 
 #ifdef __cplusplus

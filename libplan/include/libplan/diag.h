@@ -31,15 +31,15 @@ typedef struct plan_diag {
 
 typedef struct plan_diags plan_diags;
 
-int plan_diags_new(plan_diags **out);
-void plan_diags_free(plan_diags *d);
-size_t plan_diags_count(const plan_diags *d);
+PLAN_API int plan_diags_new(plan_diags **out);
+PLAN_API void plan_diags_free(plan_diags *d);
+PLAN_API size_t plan_diags_count(const plan_diags *d);
 /* Borrowed; NULL when i is out of range. */
-const plan_diag *plan_diags_get(const plan_diags *d, size_t i);
+PLAN_API const plan_diag *plan_diags_get(const plan_diags *d, size_t i);
 /* Number of findings of severity >= sev. */
-size_t plan_diags_count_at_least(const plan_diags *d, plan_severity sev);
+PLAN_API size_t plan_diags_count_at_least(const plan_diags *d, plan_severity sev);
 /* Adds a finding (strings are copied). Returns PLAN_OK or PLAN_ENOMEM. */
-int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
+PLAN_API int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
                    const char *object, const char *file, int line, int column,
                    const char *fmt, ...)
 #if defined(__GNUC__)
@@ -48,7 +48,7 @@ int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
     ;
 /* Sorts findings by file position, then code, then object, so reports are
  * deterministic whatever order the checks ran in. */
-void plan_diags_sort(plan_diags *d);
+PLAN_API void plan_diags_sort(plan_diags *d);
 
 #ifdef __cplusplus
 }

@@ -23,10 +23,10 @@ typedef struct plan_plan plan_plan;
  * common.h) with the last error naming file, line and column; *out = NULL.
  * Only well-formedness is checked here (structure, names, shapes, placement
  * spellings); plan_validate judges the decisions. */
-int plan_load(plan_plan **out, const char *path);
+PLAN_API int plan_load(plan_plan **out, const char *path);
 /* Same from memory. `name` is used in messages; a program path is resolved
  * relative to `base_dir` (NULL: the current directory). */
-int plan_load_buffer(plan_plan **out, const char *data, size_t len,
+PLAN_API int plan_load_buffer(plan_plan **out, const char *data, size_t len,
                      const char *name, const char *base_dir);
 
 /* Options for loading. Initialise with PLAN_LOAD_OPTIONS_INIT.
@@ -43,12 +43,12 @@ typedef struct plan_load_options {
 #define PLAN_LOAD_OPTIONS_INIT {PLAN_LOAD_OPTIONS_VERSION, 0}
 
 /* plan_load / plan_load_buffer with options (NULL: the defaults). */
-int plan_load_ext(plan_plan **out, const char *path,
+PLAN_API int plan_load_ext(plan_plan **out, const char *path,
                   const plan_load_options *opts);
-int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
+PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
                          const char *name, const char *base_dir,
                          const plan_load_options *opts);
-void plan_free(plan_plan *p);
+PLAN_API void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
 typedef struct plan_write_options {
@@ -61,15 +61,15 @@ typedef struct plan_write_options {
 
 /* Writes the plan in canonical layout (the `plan fmt` output) into a newly
  * allocated NUL-terminated buffer; the caller frees *out with free(). */
-int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
+PLAN_API int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
                       const plan_write_options *opts);
 /* Writes to `path` atomically: a temporary file in the same folder, fsync,
  * rename. Nothing is changed when it fails. */
-int plan_save(const plan_plan *p, const char *path,
+PLAN_API int plan_save(const plan_plan *p, const char *path,
               const plan_write_options *opts);
 
 /* Writes `len` bytes atomically to `path` (temporary file, fsync, rename). */
-int plan_write_file_atomic(const char *path, const void *data, size_t len);
+PLAN_API int plan_write_file_atomic(const char *path, const void *data, size_t len);
 
 /* ---- hashes -------------------------------------------------------------- */
 
@@ -82,10 +82,10 @@ typedef enum plan_part {
 
 /* Content hash of one part. PLAN_ENOTFOUND for a part the plan lacks
  * (provenance, or a mesh in a program-only document). */
-int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
+PLAN_API int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
 /* The canonical encoding that is hashed (spec/canonical-form.md), newly
  * allocated; free with free(). */
-int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
+PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
 
 /* ---- upgrade ------------------------------------------------------------- */
 
@@ -127,26 +127,26 @@ typedef struct plan_upgrade_info {
  * `x-upgraded-from` key, or when its layout allows no edit in place and the
  * canonical layout would drop entries that name nothing in its program (its
  * validation findings would differ). */
-int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
+PLAN_API int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                         const char *data, size_t size, const char *name,
                         const char *base_dir);
 
 /* ---- views --------------------------------------------------------------- */
 
 /* Borrowed: valid while the plan lives. */
-const plan_program *plan_get_program(const plan_plan *p);
+PLAN_API const plan_program *plan_get_program(const plan_plan *p);
 /* 1 when the file holds a mesh (a plan), 0 for a program-only document. */
-int plan_has_mesh(const plan_plan *p);
-const char *plan_file(const plan_plan *p);
+PLAN_API int plan_has_mesh(const plan_plan *p);
+PLAN_API const char *plan_file(const plan_plan *p);
 
 /* Mesh: axes in order (major to minor), sizes, and the physical device of
  * each logical rank (ranks row-major over the axes). -1 / NULL when out of
  * range or the document has no mesh. */
-int plan_mesh_axis_count(const plan_plan *p);
-const char *plan_mesh_axis_name(const plan_plan *p, int axis);
-int64_t plan_mesh_axis_size(const plan_plan *p, int axis);
-int64_t plan_mesh_device_count(const plan_plan *p);
-int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
+PLAN_API int plan_mesh_axis_count(const plan_plan *p);
+PLAN_API const char *plan_mesh_axis_name(const plan_plan *p, int axis);
+PLAN_API int64_t plan_mesh_axis_size(const plan_plan *p, int axis);
+PLAN_API int64_t plan_mesh_device_count(const plan_plan *p);
+PLAN_API int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
 
 /* Placements in canonical compact form ("S(0)R", ...), written into buf
  * (NUL-terminated, truncated to size; 128 bytes always suffice).
@@ -155,14 +155,14 @@ int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
  * `slot` (output = 0) or produces output `slot` (output = 1) under its
  * strategy. PLAN_ENOTFOUND when the op has no strategy or an index is out of
  * range. */
-int plan_tensor_placement(char *buf, size_t size, const plan_plan *p,
+PLAN_API int plan_tensor_placement(char *buf, size_t size, const plan_plan *p,
                           int tensor);
-int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
+PLAN_API int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
                       int output, int slot);
 /* Pipeline stage of an op; -1 when the plan has no pipeline or the op is in
  * no stage. Number of stages (0 without a pipeline). */
-int plan_op_stage(const plan_plan *p, int op);
-int plan_stage_count(const plan_plan *p);
+PLAN_API int plan_op_stage(const plan_plan *p, int op);
+PLAN_API int plan_stage_count(const plan_plan *p);
 
 /* ---- validation, diff, drift --------------------------------------------- */
 
@@ -171,19 +171,19 @@ int plan_stage_count(const plan_plan *p);
  * device order, pipeline stages and schedules, regions, training fields.
  * Always returns PLAN_OK with findings in *out unless an allocation fails;
  * a negative verdict is any finding of severity PLAN_SEV_ERROR. */
-int plan_validate(plan_diags **out, const plan_plan *p);
+PLAN_API int plan_validate(plan_diags **out, const plan_plan *p);
 
 /* Drift report: compares the program the plan was made for (its inline
  * program, or the signatures it recorded) with `edited`. Findings name every
  * op and tensor that changed, appeared or vanished; errors where the plan no
  * longer applies (a named op changed, an op lacks a strategy). */
-int plan_drift(plan_diags **out, const plan_plan *p,
+PLAN_API int plan_drift(plan_diags **out, const plan_plan *p,
                const plan_program *edited);
 
 /* Semantic diff: ops, tensors, placements, strategies, mesh axes, devices,
  * stages, schedule, training and regions that differ between a and b. No
  * findings means the plans are equal in content (provenance aside). */
-int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b);
+PLAN_API int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b);
 
 #ifdef __cplusplus
 }

@@ -17,39 +17,39 @@ typedef struct plan_program plan_program;
 /* Loads a standalone program file (`libplan: "0.1"` and `program:`) or the
  * program of a plan file. On failure returns a negative status and sets the
  * last error with file, line and column; *out is set to NULL. */
-int plan_program_load(plan_program **out, const char *path);
+PLAN_API int plan_program_load(plan_program **out, const char *path);
 /* Same, from memory; `name` is used in error messages. */
-int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
+PLAN_API int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
                              const char *name);
-void plan_program_free(plan_program *p);
+PLAN_API void plan_program_free(plan_program *p);
 
 /* Content hash of the program's canonical form. */
-int plan_program_hash(plan_hash *out, const plan_program *p);
+PLAN_API int plan_program_hash(plan_hash *out, const plan_program *p);
 
 /* Read-only views. Index arguments out of range give NULL / -1. Strings are
  * borrowed from the program. Ops are in topological order. */
-const char *plan_program_name(const plan_program *p);
-int plan_program_op_count(const plan_program *p);
-int plan_program_tensor_count(const plan_program *p);
-const char *plan_program_op_name(const plan_program *p, int op);
-const char *plan_program_op_kind(const plan_program *p, int op);
+PLAN_API const char *plan_program_name(const plan_program *p);
+PLAN_API int plan_program_op_count(const plan_program *p);
+PLAN_API int plan_program_tensor_count(const plan_program *p);
+PLAN_API const char *plan_program_op_name(const plan_program *p, int op);
+PLAN_API const char *plan_program_op_kind(const plan_program *p, int op);
 /* Tensor index of input / output `slot` of an op; -1 when out of range. */
-int plan_program_op_input(const plan_program *p, int op, int slot);
-int plan_program_op_output(const plan_program *p, int op, int slot);
-int plan_program_op_find(const plan_program *p, const char *name);
-const char *plan_program_tensor_name(const plan_program *p, int tensor);
-int plan_program_tensor_find(const plan_program *p, const char *name);
+PLAN_API int plan_program_op_input(const plan_program *p, int op, int slot);
+PLAN_API int plan_program_op_output(const plan_program *p, int op, int slot);
+PLAN_API int plan_program_op_find(const plan_program *p, const char *name);
+PLAN_API const char *plan_program_tensor_name(const plan_program *p, int tensor);
+PLAN_API int plan_program_tensor_find(const plan_program *p, const char *name);
 /* Rank of a tensor; dims written into dims[0..rank) when dims != NULL and
  * max >= rank. Returns -1 for a bad index. */
-int plan_program_tensor_shape(const plan_program *p, int tensor, int64_t *dims,
+PLAN_API int plan_program_tensor_shape(const plan_program *p, int tensor, int64_t *dims,
                               int max);
 /* "f32", "bf16", ...; "input", "param", "const", "activation", "output". */
-const char *plan_program_tensor_dtype(const plan_program *p, int tensor);
-const char *plan_program_tensor_role(const plan_program *p, int tensor);
+PLAN_API const char *plan_program_tensor_dtype(const plan_program *p, int tensor);
+PLAN_API const char *plan_program_tensor_role(const plan_program *p, int tensor);
 /* 64-bit signature hash of an op or tensor (kind/shape/dtype/attributes/
  * input names), as recorded by plans for drift reports. */
-uint64_t plan_program_op_signature(const plan_program *p, int op);
-uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
+PLAN_API uint64_t plan_program_op_signature(const plan_program *p, int op);
+PLAN_API uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
 
 /* Writes the program as a standalone program document (`libplan:` and
  * `program:`, the layout of `plan fmt`) under the format version of the
@@ -57,7 +57,7 @@ uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
  * training program has its forward program's) into a newly allocated,
  * NUL-terminated buffer (*len bytes, unless len is NULL); free it with
  * free(). Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
-int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
+PLAN_API int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
 
 /* ---- training programs (autodiff) ------------------------------------------
  *
@@ -85,7 +85,7 @@ typedef struct plan_grad_options {
  * when the loss depends on the point at which a gradient op is taken (a
  * second derivative), with the op or tensor's position; PLAN_ENOMEM;
  * PLAN_EUSAGE for a NULL argument or an unknown options version. */
-int plan_program_grad(plan_program **out, const plan_program *p,
+PLAN_API int plan_program_grad(plan_program **out, const plan_program *p,
                       const plan_grad_options *opts);
 
 #ifdef __cplusplus

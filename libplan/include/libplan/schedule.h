@@ -45,11 +45,11 @@ enum {
 
 /* "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit"; "?" when out
  * of range. */
-const char *plan_schedule_kind_name(int kind);
+PLAN_API const char *plan_schedule_kind_name(int kind);
 /* The kind of a name, or -1. */
-int plan_schedule_kind_from_name(const char *name);
+PLAN_API int plan_schedule_kind_from_name(const char *name);
 /* "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B"; "?". */
-const char *plan_action_kind_name(int kind);
+PLAN_API const char *plan_action_kind_name(int kind);
 
 typedef struct plan_schedule plan_schedule;
 
@@ -60,25 +60,25 @@ typedef struct plan_schedule plan_schedule;
  * when the stages do not fit the schedule (plan_validate says why);
  * PLAN_ELIMIT over 2^22 stage-microbatch pairs. Free with
  * plan_schedule_free. */
-int plan_schedule_from_plan(plan_schedule **out, const plan_plan *p);
+PLAN_API int plan_schedule_from_plan(plan_schedule **out, const plan_plan *p);
 
 /* Generates a named schedule (not PLAN_SCHEDULE_EXPLICIT) for `stages`
  * stages on `ranks` ranks, stage s on rank s mod ranks. gpipe, 1f1b and
  * zb-h1 need stages == ranks; interleaved-1f1b a multiple of ranks (with
  * stages == ranks it is 1f1b). PLAN_EINVALID (with the reason) when the
  * shape does not fit, PLAN_ELIMIT when it is too large. */
-int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
+PLAN_API int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
                            int64_t microbatches);
 
 /* An explicit grid from text: rows[r] is rank r's actions separated by
  * spaces ("0F0 0SEND_F0 0F1 ..."); stage s runs on rank s mod nrows.
  * PLAN_EINVALID naming the row and column of an action that does not
  * parse. The checks of plan_schedule_simulate judge the rest. */
-int plan_schedule_from_grid(plan_schedule **out, int stages,
+PLAN_API int plan_schedule_from_grid(plan_schedule **out, int stages,
                             int64_t microbatches, const char *const *rows,
                             int nrows);
 
-void plan_schedule_free(plan_schedule *s);
+PLAN_API void plan_schedule_free(plan_schedule *s);
 
 /* How the simulation times actions. Initialise with
  * PLAN_SCHEDULE_OPTIONS_INIT. duration[kind]: time units of each action
@@ -107,18 +107,18 @@ typedef struct plan_schedule_options {
  * action it waits for). Without errors the results below are set. Returns
  * PLAN_OK unless an allocation fails or opts is malformed (PLAN_EUSAGE).
  * opts NULL: the defaults. */
-int plan_schedule_simulate(plan_diags **out, plan_schedule *s,
+PLAN_API int plan_schedule_simulate(plan_diags **out, plan_schedule *s,
                            const plan_schedule_options *opts);
 
 /* ---- views (borrowed from s; -1 / NULL when out of range) ---------------- */
 
-int plan_schedule_kind_of(const plan_schedule *s);
-int plan_schedule_ranks(const plan_schedule *s);
-int plan_schedule_stages(const plan_schedule *s);
-int64_t plan_schedule_microbatches(const plan_schedule *s);
-int plan_schedule_stage_rank(const plan_schedule *s, int stage);
+PLAN_API int plan_schedule_kind_of(const plan_schedule *s);
+PLAN_API int plan_schedule_ranks(const plan_schedule *s);
+PLAN_API int plan_schedule_stages(const plan_schedule *s);
+PLAN_API int64_t plan_schedule_microbatches(const plan_schedule *s);
+PLAN_API int plan_schedule_stage_rank(const plan_schedule *s, int stage);
 /* Number of actions of a rank. */
-int64_t plan_schedule_length(const plan_schedule *s, int rank);
+PLAN_API int64_t plan_schedule_length(const plan_schedule *s, int rank);
 
 typedef struct plan_schedule_action {
   int kind; /* PLAN_ACTION_* */
@@ -129,7 +129,7 @@ typedef struct plan_schedule_action {
 } plan_schedule_action;
 
 /* Action `index` of `rank`. PLAN_ENOTFOUND when out of range. */
-int plan_schedule_get(plan_schedule_action *out, const plan_schedule *s,
+PLAN_API int plan_schedule_get(plan_schedule_action *out, const plan_schedule *s,
                       int rank, int64_t index);
 
 typedef struct plan_schedule_result {
@@ -157,11 +157,11 @@ typedef struct plan_schedule_stage_stats {
   int peak_pending_w;
 } plan_schedule_stage_stats;
 
-int plan_schedule_result_get(plan_schedule_result *out, const plan_schedule *s);
+PLAN_API int plan_schedule_result_get(plan_schedule_result *out, const plan_schedule *s);
 /* PLAN_ENOTFOUND out of range, PLAN_EUSAGE before a complete simulation. */
-int plan_schedule_rank_stats_get(plan_schedule_rank_stats *out,
+PLAN_API int plan_schedule_rank_stats_get(plan_schedule_rank_stats *out,
                                  const plan_schedule *s, int rank);
-int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
+PLAN_API int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
                                   const plan_schedule *s, int stage);
 
 /* Writes the schedule and its last simulation as `format`: "text" (rows of
@@ -171,7 +171,7 @@ int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
  * gaps, a legend and a title). `name` (may be NULL) heads the text and the
  * picture. *out is NUL-terminated; free it with free(). PLAN_EUSAGE for an
  * unknown format. */
-int plan_schedule_write(char **out, size_t *len, const plan_schedule *s,
+PLAN_API int plan_schedule_write(char **out, size_t *len, const plan_schedule *s,
                         const char *format, const char *name);
 
 #ifdef __cplusplus

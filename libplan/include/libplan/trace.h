@@ -24,7 +24,6 @@
 
 #include "common.h"
 #include "plan.h"
-#include "verify.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,55 +36,49 @@ typedef int (*plan_region_tracer)(void *user, plan_trace *t);
 
 /* ---- the region being traced -------------------------------------------- */
 
-const char *plan_trace_region(const plan_trace *t);
-const char *plan_trace_body(const plan_trace *t);
-const char *plan_trace_file(const plan_trace *t);
+PLAN_API const char *plan_trace_region(const plan_trace *t);
+PLAN_API const char *plan_trace_body(const plan_trace *t);
+PLAN_API const char *plan_trace_file(const plan_trace *t);
 /* The file line of the body's first line (0 when unknown). */
-int plan_trace_body_line(const plan_trace *t);
+PLAN_API int plan_trace_body_line(const plan_trace *t);
 /* The region's boundary inputs and outputs, in the plan's order. */
-int plan_trace_ninputs(const plan_trace *t);
-const char *plan_trace_input_name(const plan_trace *t, int k);
-int plan_trace_noutputs(const plan_trace *t);
-const char *plan_trace_output_name(const plan_trace *t, int k);
+PLAN_API int plan_trace_ninputs(const plan_trace *t);
+PLAN_API const char *plan_trace_input_name(const plan_trace *t, int k);
+PLAN_API int plan_trace_noutputs(const plan_trace *t);
+PLAN_API const char *plan_trace_output_name(const plan_trace *t, int k);
 /* The handle of boundary input k: its tensor in its boundary placement. */
-int plan_trace_input(plan_trace *t, int k);
+PLAN_API int plan_trace_input(plan_trace *t, int k);
 
 /* ---- what the body does --------------------------------------------------- */
 
 /* Attributes of the next plan_trace_op, by the op's schema names
  * (spec/plan-format.md §2.4); unset ones take their defaults. */
-int plan_trace_attr_int(plan_trace *t, const char *name, int64_t v);
-int plan_trace_attr_ints(plan_trace *t, const char *name, const int64_t *v,
+PLAN_API int plan_trace_attr_int(plan_trace *t, const char *name, int64_t v);
+PLAN_API int plan_trace_attr_ints(plan_trace *t, const char *name, const int64_t *v,
                          int n);
-int plan_trace_attr_float(plan_trace *t, const char *name, double v);
-int plan_trace_attr_bool(plan_trace *t, const char *name, int v);
-int plan_trace_attr_string(plan_trace *t, const char *name, const char *v);
+PLAN_API int plan_trace_attr_float(plan_trace *t, const char *name, double v);
+PLAN_API int plan_trace_attr_bool(plan_trace *t, const char *name, int v);
+PLAN_API int plan_trace_attr_string(plan_trace *t, const char *name, const char *v);
 /* Op `op` (a registry name: "matmul", "gelu", ...) on the blocks of handles
  * in[0..nin): its nout outputs' handles into out. Refused (PLAN_EINVALID,
  * with the reason) when the shapes do not fit the op or its factor rule
  * refuses the inputs' placements. */
-int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
+PLAN_API int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
                   int *out, int nout);
 /* One collective along mesh axis `axis` on handle h: "all_reduce" (P -> R),
  * "all_gather" (S(dim) -> R), "reduce_scatter" (P -> S(dim)) or
  * "all_to_all" (S(dim) -> S(to_dim)); dim and to_dim -1 where unused. The
  * new handle, or PLAN_EINVALID when h's placement does not allow it. */
-int plan_trace_collective(plan_trace *t, const char *kind, int h,
+PLAN_API int plan_trace_collective(plan_trace *t, const char *kind, int h,
                           const char *axis, int dim, int to_dim);
 /* Binds region output k to handle h: same shape, and the output's boundary
  * placement (else PLAN_EINVALID naming both). */
-int plan_trace_set_output(plan_trace *t, int k, int h);
+PLAN_API int plan_trace_set_output(plan_trace *t, int k, int h);
 /* "name [dims] PLACEMENT" of handle h, into buf; its length. */
-int plan_trace_describe(const plan_trace *t, int h, char *buf, size_t n);
+PLAN_API int plan_trace_describe(const plan_trace *t, int h, char *buf, size_t n);
 
-/* ---- running it ----------------------------------------------------------- */
-
-/* plan_verify for a plan with manual regions: each region's body is run by
- * `tracer` (called once per manual region, at lowering). Without manual
- * regions, plan_verify itself. */
-int plan_verify_traced(plan_verify_report **out, const plan_plan *p,
-                       const plan_verify_options *opts,
-                       plan_region_tracer tracer, void *user);
+/* Verifying a plan with manual regions under a tracer: plan_verify_traced,
+ * in libplan/verify.h (the verifier's library). */
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "plan.h"
+#include "trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,23 +83,23 @@ typedef struct plan_verify_report plan_verify_report;
  * could not run: PLAN_EUNSUPPORTED (not verifiable here yet, or the runner
  * is not available here: the message says why), PLAN_EINVALID (the plan
  * does not lower), PLAN_ENOMEM, PLAN_EUSAGE (an unknown runner name). */
-int plan_verify(plan_verify_report **out, const plan_plan *p,
+PLAN_API int plan_verify(plan_verify_report **out, const plan_plan *p,
                 const plan_verify_options *opts);
-void plan_verify_report_free(plan_verify_report *r);
+PLAN_API void plan_verify_report_free(plan_verify_report *r);
 
 /* 1 when every compared tensor equals the reference, else 0. */
-int plan_verify_report_equal(const plan_verify_report *r);
+PLAN_API int plan_verify_report_equal(const plan_verify_report *r);
 /* Human-readable report (borrowed; never NULL). */
-const char *plan_verify_report_text(const plan_verify_report *r);
+PLAN_API const char *plan_verify_report_text(const plan_verify_report *r);
 /* The first divergent op in topological order and its tensor; NULL when
  * equal. */
-const char *plan_verify_report_first_op(const plan_verify_report *r);
-const char *plan_verify_report_first_tensor(const plan_verify_report *r);
+PLAN_API const char *plan_verify_report_first_op(const plan_verify_report *r);
+PLAN_API const char *plan_verify_report_first_tensor(const plan_verify_report *r);
 /* A short diagnosis of the first divergence ("" when none applies). */
-const char *plan_verify_report_diagnosis(const plan_verify_report *r);
+PLAN_API const char *plan_verify_report_diagnosis(const plan_verify_report *r);
 /* Collectives the lowered program runs, by kind name ("all_gather",
  * "all_reduce", "reduce_scatter", "all_to_all"): the count of that kind. */
-int plan_verify_report_collectives(const plan_verify_report *r,
+PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
                                    const char *kind);
 
 /* Shape reduction (DESIGN §3, after TrainVerify): a new plan whose program
@@ -125,17 +126,63 @@ int plan_verify_report_collectives(const plan_verify_report *r,
  * PLAN_EINVALID when the reduced plan does not load or validate while `p`
  * does (a bug of the reduction; the message names the op); PLAN_ENOMEM;
  * PLAN_EUSAGE for NULL arguments. */
-int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
+PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
 
 /* The runner that ran the check ("cpu", "cuda"; borrowed, never NULL). */
-const char *plan_verify_report_runner(const plan_verify_report *r);
+PLAN_API const char *plan_verify_report_runner(const plan_verify_report *r);
 
 /* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
  * verdict, mode, seed, runner, ranks, collective counts, the first divergence
  * with its diagnosis, and one entry per compared tensor), or "junit" (one test
  * case per compared tensor). Newly allocated; free with free(). */
-int plan_verify_report_write(char **out, size_t *len,
+PLAN_API int plan_verify_report_write(char **out, size_t *len,
                              const plan_verify_report *r, const char *format);
+
+/* Single-device reference runs: a program run whole on one device with the
+ * CPU runner's kernels and the verifier's inputs (the counter-based
+ * generator keyed by seed, tensor name and global index), as the verifier's
+ * own reference run does. A frontend uses it to compare a framework's run
+ * of the same program (the PyTorch bridge's tests do). */
+typedef struct plan_ref_options {
+  plan_verify_mode mode; /* exact: f64 with dyadic rounding; float */
+  uint64_t seed;
+  /* float mode: -1 runs each tensor in its own dtype; a float plan_dtype
+   * runs every float tensor in it (PLAN_F64 for finite differences) */
+  int dtype;
+} plan_ref_options;
+
+#define PLAN_REF_OPTIONS_INIT                                                  \
+  { PLAN_VERIFY_FLOAT, 0, -1 }
+
+/* One run of a program: a value for every tensor, as doubles (row-major,
+ * the tensor's element count; integers hold their integer values). */
+typedef struct plan_ref_run plan_ref_run;
+
+/* Allocates every tensor of p and fills the leaves (inputs, params,
+ * consts) as the verifier does. p must outlive the run. Returns PLAN_OK,
+ * PLAN_ENOMEM or PLAN_EUSAGE (a NULL argument, an unknown dtype). */
+PLAN_API int plan_ref_run_new(plan_ref_run **out, const plan_program *p,
+                              const plan_ref_options *opts);
+/* Frees the run; accepts NULL. */
+PLAN_API void plan_ref_run_free(plan_ref_run *r);
+
+/* The values of a tensor (NULL for a bad index), borrowed from the run; a
+ * leaf's may be changed before plan_ref_run_exec (a finite difference
+ * perturbs a param). */
+PLAN_API double *plan_ref_run_values(plan_ref_run *r, int tensor);
+/* The element count of a tensor (-1 for a bad index). */
+PLAN_API int64_t plan_ref_run_count(const plan_ref_run *r, int tensor);
+
+/* Runs every op in program order, writing every produced tensor. Returns
+ * PLAN_OK, or the kernel's failure (the message names the op). */
+PLAN_API int plan_ref_run_exec(plan_ref_run *r);
+
+/* plan_verify for a plan with manual regions: each region's body is run by
+ * `tracer` (called once per manual region, at lowering). Without manual
+ * regions, plan_verify itself. */
+PLAN_API int plan_verify_traced(plan_verify_report **out, const plan_plan *p,
+                       const plan_verify_options *opts,
+                       plan_region_tracer tracer, void *user);
 
 #ifdef __cplusplus
 }

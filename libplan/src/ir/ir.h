@@ -1,0 +1,482 @@
+/* The in-memory IR: program, mesh, placements and plan. This is the core's
+ * private view; the public headers expose opaque handles and accessors over
+ * it. See spec/plan-format.md for what each field means and
+ * docs/architecture.md for how modules use it.
+ *
+ * Ownership: every object hangs off one arena (the program's or the plan's),
+ * freed with its owner. Names are interned in that arena. Indices (int) link
+ * objects: an op names its tensors by index into program->tensors. */
+#ifndef LIBPLAN_IR_H
+#define LIBPLAN_IR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "libplan/common.h"
+#include "libplan/plan.h"
+#include "libplan/program.h"
+#include "base/util.h"
+
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PLAN_MAX_RANK 8
+#define PLAN_MAX_MESH_AXES 8
+#define PLAN_MAX_NAME 256 /* bytes in a tensor/op/axis name */
+
+/* ---- enums with name tables (each ends in a _COUNT sentinel) ------------- */
+
+typedef enum plan_dtype {
+  PLAN_F64,
+  PLAN_F32,
+  PLAN_BF16,
+  PLAN_F16,
+  PLAN_I64,
+  PLAN_I32,
+  PLAN_DTYPE_COUNT
+} plan_dtype;
+
+typedef enum plan_role {
+  PLAN_ROLE_INPUT,
+  PLAN_ROLE_PARAM,
+  PLAN_ROLE_CONST,
+  PLAN_ROLE_ACTIVATION,
+  PLAN_ROLE_OUTPUT,
+  PLAN_ROLE_COUNT
+} plan_role;
+
+/* Constant recipes: how a role:const tensor is generated. */
+typedef enum plan_recipe {
+  PLAN_RECIPE_NONE, /* a const without recipe is generated like an input */
+  PLAN_RECIPE_ZEROS,
+  PLAN_RECIPE_ONES,
+  PLAN_RECIPE_CAUSAL_MASK, /* [.., s, t]: 0 where t <= s, `fill` elsewhere */
+  PLAN_RECIPE_ROPE_COS,    /* [s, e]: cos(s * theta^(-2i/E)), i = e mod E/2 */
+  PLAN_RECIPE_ROPE_SIN,
+  PLAN_RECIPE_COUNT
+} plan_recipe;
+
+const char *plan_dtype_name(plan_dtype t);
+const char *plan_role_name(plan_role r);
+const char *plan_recipe_name(plan_recipe r);
+/* Return the enum value, or -1 when unknown. */
+int plan_dtype_from_name(const char *s);
+int plan_role_from_name(const char *s);
+int plan_recipe_from_name(const char *s);
+bool plan_dtype_is_float(plan_dtype t);
+int plan_dtype_size(plan_dtype t);
+
+/* ---- positions ----------------------------------------------------------- */
+
+typedef struct plan_pos {
+  int line; /* 1-based, 0 = unknown */
+  int col;
+} plan_pos;
+
+/* ---- op attributes --------------------------------------------------------
+ */
+
+typedef enum plan_attr_type {
+  PLAN_ATTR_INT,
+  PLAN_ATTR_INTS, /* list of int64 */
+  PLAN_ATTR_FLOAT,
+  PLAN_ATTR_BOOL,
+  PLAN_ATTR_STRING
+} plan_attr_type;
+
+typedef struct plan_attr_val {
+  int64_t i;
+  double f;
+  bool b;
+  const char *s;
+  int64_t *ints;
+  int nints;
+  bool present; /* written in the file (defaults are filled in regardless) */
+  plan_pos pos;
+} plan_attr_val;
+
+/* ---- program --------------------------------------------------------------
+ */
+
+typedef struct plan_tensor {
+  const char *name;
+  int rank;
+  int64_t *dims;          /* rank entries (arena) */
+  const char **dim_names; /* NULL when no dim is named; else rank entries,
+                             NULL where unnamed */
+  plan_dtype dtype;
+  plan_role role;
+  bool declared;  /* listed under program.tensors */
+  bool has_range; /* integer inputs: values in [range_lo, range_hi) */
+  int64_t range_lo, range_hi;
+  plan_recipe recipe;
+  double recipe_theta;  /* rope: base, default 10000 */
+  double recipe_fill;   /* causal_mask: masked value, default -1e9 */
+  struct plan_ext *ext; /* x- keys of the declaration */
+  int producer;         /* op index, -1 for leaves */
+  int producer_slot;    /* which output of the producer */
+  plan_pos pos;
+} plan_tensor;
+
+typedef struct plan_pending_in {
+  int op, slot;
+  const char *name;
+  plan_pos pos;
+} plan_pending_in;
+
+typedef struct plan_op {
+  const char *name;
+  int kind; /* plan_op_kind (ops.h) */
+  int nin, nout;
+  int *in;              /* tensor indices */
+  int *out;             /* tensor indices */
+  plan_attr_val *attrs; /* one per attribute of the kind's schema */
+  struct plan_ext *ext; /* x- keys of the op */
+  plan_pos pos;
+} plan_op;
+
+struct plan_program {
+  plan_arena arena;
+  const char *file; /* for diagnostics; "" when built in memory */
+  const char *name;
+  int version_major, version_minor; /* format version of its document */
+  plan_tensor *tensors;             /* malloc'd, grows while reading */
+  int ntensors, cap_tensors;
+  plan_op *ops; /* in topological order after load */
+  int nops, cap_ops;
+  /* Inputs named before their producer was read, bound when the program is
+   * finished (malloc'd; freed then). */
+  struct plan_pending_in *pending;
+  int npending, cap_pending;
+  bool sigs_done; /* signatures are computed on first use (plan_program_sigs) */
+  uint64_t *op_sigs, *tensor_sigs; /* per op / tensor, malloc'd then */
+  /* Filled while a pipelined load reads the rest of the plan (the worker
+   * would wait for the parser anyway): the program hash and the ops and
+   * tensors in name order, which every later hash reuses. */
+  bool hash_cached;
+  plan_hash hash;
+  int *ops_by_name, *tensors_by_name; /* malloc'd; NULL when not prepared */
+  int recent[8];  /* the last tensors created: most inputs are among them */
+  /* Shared attribute arrays of ops that write no attrs, per op kind. */
+  plan_attr_val *default_attrs[48];
+  int *outputs;
+  int noutputs;
+  int loss;              /* tensor index or -1 */
+  bool outputs_explicit; /* `outputs:` written (else: unconsumed tensors) */
+  plan_pos outputs_pos, loss_pos;
+  plan_strmap tensor_by_name;
+  plan_strmap op_by_name;
+  struct plan_ext *ext; /* x- keys of the program mapping */
+  plan_pos pos;
+};
+
+/* ---- generic values (provenance, x- extension keys) -----------------------
+ */
+
+typedef enum plan_value_kind {
+  PLAN_V_NULL,
+  PLAN_V_BOOL,
+  PLAN_V_INT,
+  PLAN_V_FLOAT,
+  PLAN_V_STRING,
+  PLAN_V_SEQ,
+  PLAN_V_MAP
+} plan_value_kind;
+
+typedef struct plan_value {
+  plan_value_kind kind;
+  bool b;
+  int64_t i;
+  double f;
+  const char *s; /* STRING */
+  bool block;    /* STRING written as a block scalar (kept for readability) */
+  int n;         /* SEQ items / MAP entries */
+  struct plan_value **items; /* SEQ: n items; MAP: n values */
+  const char **keys;         /* MAP: n keys, in file order */
+} plan_value;
+
+/* x- keys of one mapping, kept in file order, excluded from hashes. */
+typedef struct plan_ext {
+  int n;
+  const char **keys;
+  plan_value **vals;
+} plan_ext;
+
+/* ---- mesh -----------------------------------------------------------------
+ */
+
+typedef struct plan_link {
+  double bandwidth; /* bytes/s, 0 = unset */
+  double latency;   /* seconds */
+} plan_link;
+
+typedef struct plan_hardware {
+  const char *name;               /* NULL when not given */
+  double flops[PLAN_DTYPE_COUNT]; /* peak FLOP/s per dtype, 0 = unset */
+  double memory;                  /* bytes per device */
+  double memory_bandwidth;        /* bytes/s */
+  plan_link intra_host;
+  plan_link inter_host;
+  plan_link axis_link[PLAN_MAX_MESH_AXES]; /* per mesh axis override */
+  plan_pos pos;
+} plan_hardware;
+
+typedef struct plan_submesh {
+  const char *name;
+  /* index[a] >= 0 fixes mesh axis a to that index; -1 keeps the whole axis */
+  int64_t index[PLAN_MAX_MESH_AXES];
+  plan_pos pos;
+} plan_submesh;
+
+typedef struct plan_mesh {
+  int naxes;
+  const char *axis_names[PLAN_MAX_MESH_AXES];
+  int64_t axis_sizes[PLAN_MAX_MESH_AXES];
+  int64_t ndevices; /* product of axis sizes */
+  /* Physical device id of every logical rank; ranks are row-major over the
+   * axes (the last axis varies fastest). NULL means identity (iota). */
+  int64_t *devices;
+  int64_t devices_per_host; /* 0 = one host */
+  plan_submesh *submeshes;
+  int nsubmeshes;
+  plan_hardware *hardware; /* NULL when absent */
+  plan_ext *ext;
+  plan_pos pos;
+  plan_pos axes_pos;
+  plan_pos devices_pos;
+} plan_mesh;
+
+/* ---- placements ------------------------------------------------------------
+ */
+
+typedef enum plan_pl_kind {
+  PLAN_PL_R = 0,
+  PLAN_PL_S = 1,
+  PLAN_PL_P = 2
+} plan_pl_kind;
+
+typedef enum plan_reduce {
+  PLAN_RED_SUM = 0,
+  PLAN_RED_AVG = 1,
+  PLAN_RED_MAX = 2,
+  PLAN_RED_MIN = 3,
+  PLAN_RED_COUNT
+} plan_reduce;
+
+/* The placement of a tensor along one mesh axis. */
+typedef struct plan_axis_pl {
+  uint8_t kind;   /* plan_pl_kind */
+  uint8_t reduce; /* plan_reduce, for P */
+  int8_t dim;   /* for S: tensor dim (normalised to >= 0 once rank is known) */
+  int8_t level; /* for S: nesting level among the axes sharding `dim`,
+                   0 = major. Default: order of the mesh axes. */
+} plan_axis_pl;
+
+/* A placement over the whole mesh: one entry per mesh axis, in mesh order. */
+typedef struct plan_placement {
+  uint8_t naxes;
+  plan_axis_pl ax[PLAN_MAX_MESH_AXES];
+} plan_placement;
+
+/* ---- plan ------------------------------------------------------------------
+ */
+
+typedef struct plan_strategy {
+  bool set;
+  plan_placement *in;  /* op->nin entries */
+  plan_placement *out; /* op->nout entries */
+  plan_pos pos;
+  const char *pattern; /* the key it came from when a glob, else NULL */
+} plan_strategy;
+
+typedef enum plan_grad_sync {
+  PLAN_SYNC_AUTO, /* all-reduce where the gradient is partial */
+  PLAN_SYNC_ALL_REDUCE,
+  PLAN_SYNC_REDUCE_SCATTER, /* ZeRO / FSDP: sharded gradient and state */
+  PLAN_SYNC_NONE,           /* user asserts no sync is needed */
+  PLAN_SYNC_COUNT
+} plan_grad_sync;
+
+typedef enum plan_optimizer {
+  PLAN_OPT_NONE,
+  PLAN_OPT_SGD,
+  PLAN_OPT_ADAM,
+  PLAN_OPT_COUNT
+} plan_optimizer;
+
+typedef struct plan_param_train {
+  plan_grad_sync sync;
+  bool has_state_pl;
+  plan_placement state_pl; /* where optimizer state (and master weight) lives */
+  plan_pos pos;
+} plan_param_train;
+
+typedef struct plan_training {
+  bool present;
+  plan_optimizer optimizer;
+  double lr, momentum, beta1, beta2, eps, weight_decay;
+  int64_t steps; /* optimizer steps a verification runs, default 1 */
+  /* dtype policy; -1 = same as the tensor */
+  int param_dtype, compute_dtype, grad_dtype, accum_dtype;
+  double clip_grad_norm;    /* 0 = off */
+  double loss_scale;        /* 1 = off */
+  plan_param_train *params; /* per tensor index (only params used) */
+  bool *recompute;          /* per op index */
+  plan_pos pos;
+  plan_ext *ext;
+} plan_training;
+
+typedef enum plan_schedule_kind {
+  PLAN_SCHED_GPIPE,
+  PLAN_SCHED_1F1B,
+  PLAN_SCHED_INTERLEAVED_1F1B,
+  PLAN_SCHED_ZB_H1,
+  PLAN_SCHED_EXPLICIT,
+  PLAN_SCHED_COUNT
+} plan_schedule_kind;
+
+typedef enum plan_action_kind {
+  PLAN_ACT_F, /* forward */
+  PLAN_ACT_B, /* full backward */
+  PLAN_ACT_I, /* backward, input gradient half */
+  PLAN_ACT_W, /* backward, weight gradient half */
+  PLAN_ACT_SEND_F,
+  PLAN_ACT_RECV_F,
+  PLAN_ACT_SEND_B,
+  PLAN_ACT_RECV_B,
+  PLAN_ACT_COUNT
+} plan_action_kind;
+
+typedef struct plan_action {
+  uint8_t kind; /* plan_action_kind */
+  int32_t stage;
+  int32_t microbatch;
+  plan_pos pos;
+} plan_action;
+
+typedef struct plan_stage {
+  const char **patterns; /* op names or globs as written */
+  int npatterns;
+  int submesh; /* index into mesh submeshes, -1 = from the pipeline axis */
+  plan_pos pos;
+} plan_stage;
+
+typedef struct plan_pipeline {
+  bool present;
+  int axis; /* mesh axis index of the pp axis, -1 = none */
+  plan_stage *stages;
+  int nstages;
+  int *op_stage; /* per op index: stage, -1 = none (resolved) */
+  int64_t microbatches;
+  plan_schedule_kind schedule;
+  /* explicit grid: one action list per pipeline rank */
+  plan_action **grid;
+  int *grid_len;
+  int grid_ranks;
+  plan_pos pos;
+  plan_pos schedule_pos;
+  plan_ext *ext;
+} plan_pipeline;
+
+typedef enum plan_region_kind {
+  PLAN_REGION_PINNED,
+  PLAN_REGION_MANUAL,
+  PLAN_REGION_COUNT
+} plan_region_kind;
+
+typedef struct plan_boundary {
+  int tensor;
+  plan_placement pl;
+  plan_pos pos;
+} plan_boundary;
+
+typedef struct plan_region {
+  const char *name;
+  plan_region_kind kind;
+  const char **patterns;
+  int npatterns;
+  bool *ops;                       /* per op index: member (resolved) */
+  plan_boundary *inputs, *outputs; /* manual regions */
+  int ninputs, noutputs;
+  const char *body; /* manual: Lua source, kept as text */
+  int body_line;    /* the file line of the body's first line */
+  plan_pos pos;
+  plan_ext *ext;
+} plan_region;
+
+typedef struct plan_tensor_pl {
+  bool set;
+  plan_placement pl;
+  plan_pos pos;
+} plan_tensor_pl;
+
+/* The recorded identity of the program a plan was made for, when the plan
+ * refers to its program by path. */
+typedef struct plan_program_ref {
+  const char *path; /* as written, relative to the plan file's folder */
+  bool has_hash;
+  plan_hash hash;
+  /* recorded signatures (name -> sig), for the drift report */
+  int nops, ntensors;
+  const char **op_names, **tensor_names;
+  uint64_t *op_sigs, *tensor_sigs;
+  plan_pos pos;
+} plan_program_ref;
+
+/* A name or glob pattern used in a plan section, kept so validation can
+ * report names that match nothing (a vanished op, a typo). */
+typedef struct plan_name_use {
+  const char *pattern;
+  const char *section; /* "strategies", "placements", "regions", ... */
+  bool is_glob;
+  bool tensors; /* names tensors (else ops) */
+  int matches;
+  plan_pos pos;
+} plan_name_use;
+
+typedef struct plan_intern_slot {
+  uint64_t hash;
+  int n;
+  plan_placement *arr;
+} plan_intern_slot;
+
+/* Shared placement lists of strategies (a hash set; see plan_read.c). */
+typedef struct plan_intern {
+  plan_intern_slot *slots; /* malloc'd */
+  size_t cap, count;
+} plan_intern;
+
+struct plan_plan {
+  plan_arena arena;
+  const char *file;                 /* for diagnostics */
+  int version_major, version_minor; /* as read from the file */
+  plan_pos version_pos;             /* of the version scalar */
+  plan_program *program;            /* owned */
+  bool program_inline;
+  plan_program_ref ref; /* valid when !program_inline */
+  plan_mesh mesh;
+  bool has_mesh;
+  plan_tensor_pl *placements; /* per tensor index (inputs, params, consts) */
+  plan_tensor_pl *out_pl;     /* per program output position */
+  plan_strategy *strategies;  /* per op index */
+  plan_training training;
+  plan_pipeline pipeline;
+  plan_region *regions;
+  int nregions;
+  plan_value *provenance; /* NULL when absent; a generic map */
+  plan_ext *ext;          /* top-level x- keys */
+  plan_pos mesh_pos;
+  plan_name_use *uses; /* malloc'd */
+  int nuses, cap_uses;
+  plan_intern intern;
+  plan_strmap use_keys; /* "section:name" of recorded uses, for duplicates */
+  int next_op;          /* where the next exact strategy name is likely to be */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

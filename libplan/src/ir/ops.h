@@ -1,0 +1,235 @@
+/* The op registry: one table with every op kind's name, arity, attribute
+ * schema, shape/dtype inference and factor-based sharding rule (Shardy
+ * style; shared/OPS.md is the worked table). Kernels are not here: each
+ * runner keeps its own table indexed by plan_op_kind.
+ *
+ * Adding an op: add the enum value before PLAN_OP_COUNT, add its row to the
+ * table in ops.c (a static_assert there fails until every table is filled),
+ * write its infer and rule functions, and add it to tests/unit/test_ops.c. */
+#ifndef LIBPLAN_OPS_H
+#define LIBPLAN_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum plan_op_kind {
+  PLAN_OP_MATMUL,
+  PLAN_OP_LINEAR,
+  PLAN_OP_ADD,
+  PLAN_OP_SUB,
+  PLAN_OP_MUL,
+  PLAN_OP_DIV,
+  PLAN_OP_SCALE,
+  PLAN_OP_RELU,
+  PLAN_OP_GELU,
+  PLAN_OP_SILU,
+  PLAN_OP_TANH,
+  PLAN_OP_EXP,
+  PLAN_OP_SOFTMAX,
+  PLAN_OP_LAYERNORM,
+  PLAN_OP_RMSNORM,
+  PLAN_OP_EMBEDDING,
+  PLAN_OP_TRANSPOSE,
+  PLAN_OP_PERMUTE,
+  PLAN_OP_RESHAPE,
+  PLAN_OP_REDUCE_SUM,
+  PLAN_OP_REDUCE_MEAN,
+  PLAN_OP_SPLIT,
+  PLAN_OP_CONCAT,
+  PLAN_OP_CROSS_ENTROPY,
+  /* Broadcasting a tensor to a larger shape (numpy rules): the backward of
+   * the reductions, and grouped-query attention's shared heads. */
+  PLAN_OP_EXPAND,
+  /* Gradient ops: the backward of an op whose derivative no composition of
+   * the ops above gives exactly (docs/training-and-pipelines.md, Autodiff).
+   * Input 0 is always the output gradient, and each is linear in it. */
+  PLAN_OP_RELU_GRAD,
+  PLAN_OP_GELU_GRAD,
+  PLAN_OP_SILU_GRAD,
+  PLAN_OP_LAYERNORM_GRAD,
+  PLAN_OP_RMSNORM_GRAD,
+  PLAN_OP_EMBEDDING_GRAD,
+  PLAN_OP_CROSS_ENTROPY_GRAD,
+  /* Ops real models need beyond the minimum set (shared/OPS.md, last
+   * paragraph): a masked select (attention masks, masked fills), and
+   * repeating each slice of a dim (grouped-query attention's shared
+   * key/value heads, torch.repeat_interleave). */
+  PLAN_OP_WHERE,
+  PLAN_OP_REPEAT_INTERLEAVE,
+  /* Routing and mixture of experts (shared/OPS.md, last paragraph): the k
+   * largest along the last dim with their indices; gathering and
+   * scatter-adding along the last dim by integer indices (each the other's
+   * gradient); and GShard-style expert dispatch/combine over token groups
+   * with a per-group capacity, the routing (expert indices, optional
+   * weights) an input, plus the weights' gradient. */
+  PLAN_OP_TOPK,
+  PLAN_OP_GATHER,
+  PLAN_OP_SCATTER_ADD,
+  PLAN_OP_MOE_DISPATCH,
+  PLAN_OP_MOE_COMBINE,
+  PLAN_OP_MOE_WEIGHTS_GRAD,
+  PLAN_OP_COUNT
+} plan_op_kind;
+
+#define PLAN_MAX_OPERANDS 16 /* inputs + outputs of one op */
+#define PLAN_MAX_ATTRS 4
+
+typedef struct plan_attr_spec {
+  const char *name;
+  plan_attr_type type;
+  bool required;
+  int64_t def_i;     /* INT default */
+  double def_f;      /* FLOAT default */
+  bool def_b;        /* BOOL default */
+  const char *def_s; /* STRING default */
+  /* INTS default: always the empty list */
+  /* The value names dims of input 0 (negative counts from the end): loading
+   * rewrites it to dims >= 0, so `dim: -1` and `dim: 1` on a rank-2 input
+   * are the same program (and hash alike). */
+  bool is_dim;
+} plan_attr_spec;
+
+/* The shapes an op sees: ranks, dims and dtypes of its inputs (and, after
+ * inference, outputs). Attribute values are the op's plan_attr_val array in
+ * the order of the kind's schema. */
+typedef struct plan_shape {
+  int rank;
+  int64_t dims[PLAN_MAX_RANK];
+  plan_dtype dtype;
+} plan_shape;
+
+/* The shape of tensor t (its rank, dims and dtype). */
+static inline void plan_shape_of(const plan_tensor *t, plan_shape *s) {
+  s->rank = t->rank;
+  for (int d = 0; d < t->rank; d++)
+    s->dims[d] = t->dims[d];
+  s->dtype = t->dtype;
+}
+
+/* How partial (P) inputs pass through an op, per mesh axis. */
+typedef enum plan_partial_rule {
+  PLAN_PARTIAL_NONE,  /* not linear: any P input is illegal (relu, softmax..) */
+  PLAN_PARTIAL_PASS,  /* data movement (transpose, reshape, split..): any P
+                         passes through unchanged */
+  PLAN_PARTIAL_UNARY, /* linear unary (scale, reduce_*): P(sum|avg) passes;
+                         scale also passes P(max|min) when factor >= 0 */
+  PLAN_PARTIAL_ADDITIVE, /* add, sub, concat: all inputs P with the same
+                            sum|avg, or none */
+  PLAN_PARTIAL_PRODUCT,  /* matmul, mul: exactly one of inputs 0/1 P(sum|avg),
+                            the other R */
+  PLAN_PARTIAL_DIVIDEND, /* div: input 0 may be P(sum|avg), input 1 must be R */
+  PLAN_PARTIAL_LINEAR,   /* linear: one of x/w P(sum|avg) and the other R;
+                            then the bias (if any) must be P of the same kind */
+  PLAN_PARTIAL_TABLE,    /* embedding: the table may be P(sum|avg), ids R */
+  PLAN_PARTIAL_FIRST,    /* gradient ops: linear in input 0 (the output
+                            gradient), which may be P(sum|avg); every other
+                            input R */
+  PLAN_PARTIAL_SELECT    /* where (cond, a, b): a and b both P of one kind
+                            (any: each element is taken from a or from b
+                            on every rank alike, so a sum, mean, max or min
+                            over ranks commutes with the selection), or
+                            neither; cond never P */
+} plan_partial_rule;
+
+typedef struct plan_op_info {
+  const char *name;
+  int min_in, max_in;   /* max -1: up to PLAN_MAX_OPERANDS - 1 */
+  int min_out, max_out; /* max -1: decided by attributes (split) */
+  const plan_attr_spec *attrs;
+  int nattrs;
+  plan_partial_rule partial;
+  /* Validates attributes against input shapes and fills outputs.
+   * nout is the number of outputs the op declares. On a problem writes a
+   * one-line reason into err (size errsz) and returns PLAN_EINVALID. */
+  int (*infer)(const plan_shape *in, int nin, const plan_attr_val *attrs,
+               plan_shape *out, int nout, char *err, size_t errsz);
+} plan_op_info;
+
+/* The registry row of a kind; NULL when out of range. */
+const plan_op_info *plan_op_info_get(int kind);
+/* Kind from name ("matmul"), -1 when unknown. */
+int plan_op_kind_from_name(const char *name);
+const char *plan_op_kind_name(int kind);
+
+/* ---- factor-based sharding rules ------------------------------------------
+ */
+
+typedef enum plan_factor_kind {
+  PLAN_FACTOR_FREE,
+  PLAN_FACTOR_REDUCTION,        /* sharding gives P(reduce) results */
+  PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
+  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
+} plan_factor_kind;
+
+#define PLAN_RULE_MAX_FACTORS 32
+#define PLAN_RULE_MAX_COMPOUND 4
+
+typedef struct plan_factor {
+  int64_t size;
+  uint8_t kind;   /* plan_factor_kind */
+  uint8_t reduce; /* plan_reduce of the result for REDUCTION / MASKED */
+  /* A reduction whose result may also be stated as P(avg) when the factor is
+   * evenly sharded (reduce_mean). */
+  bool avg_if_even;
+  /* Short name for messages ("m", "k", "b0", "v"); NUL-terminated. */
+  char name[8];
+} plan_factor;
+
+typedef struct plan_rule_operand {
+  int rank;
+  /* Factors of each dim, major to minor. nf[d] == 0: the dim carries no
+   * factor (a broadcast size-1 dim); it may not be sharded. A merged dim
+   * (reshape) carries several factors; sharding it shards its major factor. */
+  int8_t nf[PLAN_MAX_RANK];
+  int8_t f[PLAN_MAX_RANK][PLAN_RULE_MAX_COMPOUND];
+  /* An input that lacks a reduction factor but is added after the reduction
+   * (linear's bias): it must be P along axes that shard that factor. */
+  bool additive;
+} plan_rule_operand;
+
+typedef struct plan_rule {
+  int nfactors;
+  plan_factor factors[PLAN_RULE_MAX_FACTORS];
+  int nin, nout;
+  plan_rule_operand operand[PLAN_MAX_OPERANDS]; /* inputs then outputs */
+} plan_rule;
+
+/* Builds the sharding rule of an op instance from its (inferred) shapes.
+ * Returns PLAN_OK, or PLAN_EINVALID with a reason in err. */
+int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
+                 const plan_shape *outs, int nout, const plan_attr_val *attrs,
+                 char *err, size_t errsz);
+
+/* Given the placements of an op's inputs on a mesh, derives the placements
+ * of its outputs under the rule (free factors carry their sharding, sharded
+ * reductions give P, partial inputs pass by the kind's partial rule).
+ * mesh_sizes[a] is the size of mesh axis a (needed for compound-dim
+ * divisibility and even-shard checks). Returns PLAN_OK, or PLAN_EINVALID with
+ * the first reason the inputs are illegal, e.g.
+ * "input 1 shards dim 0 (factor k) along tp but input 0 does not". */
+int plan_rule_infer_out(const plan_rule *rule, int kind,
+                        const plan_attr_val *attrs, const plan_placement *in,
+                        const int64_t *mesh_sizes,
+                        const char *const *axis_names, plan_placement *out,
+                        char *err, size_t errsz);
+
+/* Checks a whole strategy: inputs legal and outputs equal to what the rule
+ * derives (P(avg) accepted for P(sum) where the factor allows it).
+ * Returns PLAN_OK or PLAN_EINVALID with a reason. */
+int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
+                    const plan_placement *in, const plan_placement *out,
+                    const int64_t *mesh_sizes, const char *const *axis_names,
+                    char *err, size_t errsz);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,700 @@
+/* Lowered programs as files (spec/lowered-format.md): writing, reading with
+ * checks, and the content hash. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "libplan/plan.h"
+#include "lower/lower.h"
+#include "ir/placement.h"
+#include "read/plan_read.h"
+
+static const char *const coll_names[PLAN_REDIST_COUNT] = {
+    "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+    "slice",      "zero_non_owner", "relabel"};
+static const char *const reduce_names[PLAN_RED_COUNT] = {"sum", "avg", "max",
+                                                         "min"};
+
+/* "x@0": the tensor's name and the buffer's ordinal among its buffers. */
+static char **buffer_names(const plan_lowered *l) {
+  const plan_program *prog = l->plan->program;
+  char **names = calloc((size_t)l->nbufs + 1, sizeof(char *));
+  int *seen = calloc((size_t)prog->ntensors + 1, sizeof(int));
+  if (!names || !seen) {
+    free(names);
+    free(seen);
+    return NULL;
+  }
+  for (int b = 0; b < l->nbufs; b++) {
+    const char *t = prog->tensors[l->bufs[b].tensor].name;
+    size_t n = strlen(t) + 16;
+    if (!(names[b] = malloc(n)))
+      break;
+    snprintf(names[b], n, "%s@%d", t, seen[l->bufs[b].tensor]++);
+  }
+  free(seen);
+  return names;
+}
+
+static void free_names(char **names, int n) {
+  for (int i = 0; names && i < n; i++)
+    free(names[i]);
+  free(names);
+}
+
+/* quoted: names hold '@' and any characters a tensor name may */
+static void qstr(plan_buf *b, const char *s) {
+  plan_buf_putc(b, '"');
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\')
+      plan_buf_putc(b, '\\');
+    plan_buf_putc(b, *s);
+  }
+  plan_buf_putc(b, '"');
+}
+
+int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
+  *out = NULL;
+  if (l->pipe)
+    return plan_failf(PLAN_EUNSUPPORTED,
+                      "a pipelined program has no file form yet: `plan "
+                      "verify` runs it from the plan");
+  const plan_plan *p = l->plan;
+  const plan_program *prog = p->program;
+  char **names = buffer_names(l);
+  if (!names)
+    return plan_oom();
+  plan_buf b;
+  plan_buf_init(&b);
+  char pl[PLAN_PLACEMENT_STRLEN];
+  /* the plan's own version: the program written inline takes it, and its
+   * hash (part of the lowered hash) encodes it */
+  plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", p->version_major,
+                  p->version_minor);
+  plan_write_program_and_mesh(&b, p, false);
+  plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
+  for (int i = 0; i < l->nbufs; i++) {
+    plan_buf_puts(&b, "  ");
+    qstr(&b, names[i]);
+    plan_buf_puts(&b, ": {tensor: ");
+    qstr(&b, prog->tensors[l->bufs[i].tensor].name);
+    plan_buf_printf(&b, ", placement: \"%s\"}\n",
+                    plan_placement_format(&l->bufs[i].pl, pl));
+  }
+  plan_buf_puts(&b, l->nsteps ? "steps:\n" : "steps: []\n");
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *s = &l->steps[i];
+    if (s->kind == PLAN_LSTEP_INPUT) {
+      plan_buf_puts(&b, "  - {input: ");
+      qstr(&b, names[s->out[0]]);
+    } else if (s->kind == PLAN_LSTEP_OP) {
+      plan_buf_puts(&b, "  - {op: ");
+      qstr(&b, prog->ops[s->op].name);
+      plan_buf_puts(&b, ", in: [");
+      for (int j = 0; j < s->nin; j++) {
+        if (j)
+          plan_buf_puts(&b, ", ");
+        qstr(&b, names[s->in[j]]);
+      }
+      plan_buf_puts(&b, "], out: [");
+      for (int j = 0; j < s->nout; j++) {
+        if (j)
+          plan_buf_puts(&b, ", ");
+        qstr(&b, names[s->out[j]]);
+      }
+      plan_buf_putc(&b, ']');
+    } else {
+      const plan_redist_step *r = &s->redist;
+      plan_buf_printf(&b, "  - {collective: %s, axis: %s", coll_names[r->kind],
+                      p->mesh.axis_names[r->axis]);
+      if (r->kind == PLAN_REDIST_ALL_REDUCE ||
+          r->kind == PLAN_REDIST_REDUCE_SCATTER ||
+          r->kind == PLAN_REDIST_RELABEL)
+        plan_buf_printf(&b, ", reduce: %s", reduce_names[r->reduce]);
+      if (r->kind == PLAN_REDIST_ALL_GATHER ||
+          r->kind == PLAN_REDIST_REDUCE_SCATTER ||
+          r->kind == PLAN_REDIST_SLICE || r->kind == PLAN_REDIST_ALL_TO_ALL)
+        plan_buf_printf(&b, ", dim: %d", r->dim);
+      if (r->kind == PLAN_REDIST_ALL_TO_ALL)
+        plan_buf_printf(&b, ", to_dim: %d", r->to_dim);
+      if (s->group_order) {
+        plan_buf_puts(&b, ", order: [");
+        for (int64_t m = 0; m < p->mesh.axis_sizes[r->axis]; m++)
+          plan_buf_printf(&b, "%s%lld", m ? ", " : "",
+                          (long long)s->group_order[m]);
+        plan_buf_putc(&b, ']');
+      }
+      plan_buf_puts(&b, ", in: ");
+      qstr(&b, names[s->in[0]]);
+      plan_buf_puts(&b, ", out: ");
+      qstr(&b, names[s->out[0]]);
+    }
+    plan_buf_puts(&b, "}\n");
+  }
+  bool any = false;
+  for (int t = 0; t < prog->ntensors; t++)
+    if (l->produced[t] >= 0) {
+      plan_buf_puts(&b, any ? ", " : "layouts: {");
+      any = true;
+      qstr(&b, prog->tensors[t].name);
+      plan_buf_puts(&b, ": ");
+      qstr(&b, names[l->produced[t]]);
+    }
+  plan_buf_puts(&b, any ? "}\n" : "layouts: {}\n");
+  plan_buf_puts(&b, prog->noutputs ? "outputs: {" : "outputs: {}\n");
+  for (int k = 0; k < prog->noutputs; k++) {
+    if (k)
+      plan_buf_puts(&b, ", ");
+    qstr(&b, prog->tensors[prog->outputs[k]].name);
+    plan_buf_puts(&b, ": ");
+    qstr(&b, names[l->delivered[k]]);
+  }
+  if (prog->noutputs)
+    plan_buf_puts(&b, "}\n");
+  free_names(names, l->nbufs);
+  return plan_buf_take(&b, out, len);
+}
+
+/* ---- hash -------------------------------------------------------------------- */
+
+/* The canonical encoding follows the written form's meaning: buffers by
+ * name, steps in order, placements canonical (spec/lowered-format.md). The
+ * YAML writer's text is canonical already (fixed order, no defaults), so
+ * the hash covers the program's hash, the mesh's canonical encoding and the
+ * written buffers, steps, layouts and outputs. */
+int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
+  plan_hash ph;
+  int rc = plan_program_hash(&ph, l->plan->program);
+  if (rc)
+    return rc;
+  char *text, *mesh;
+  size_t len, mlen;
+  if ((rc = plan_lowered_write(&text, &len, l)))
+    return rc;
+  if ((rc = plan_canonical(&mesh, &mlen, l->plan, PLAN_PART_MESH))) {
+    free(text);
+    return rc;
+  }
+  /* skip the program section of the text: it is covered by its hash */
+  const char *from = strstr(text, "\nbuffers:");
+  XXH3_state_t *hs = XXH3_createState();
+  if (!hs || !from) {
+    XXH3_freeState(hs);
+    free(text);
+    free(mesh);
+    return plan_oom();
+  }
+  char hb[PLAN_HASH_STRLEN];
+  plan_hash_format(ph, hb);
+  XXH3_128bits_reset(hs);
+  XXH3_128bits_update(hs, "libplan-lowered 0.1\n", 20);
+  XXH3_128bits_update(hs, hb, strlen(hb));
+  XXH3_128bits_update(hs, mesh, mlen);
+  XXH3_128bits_update(hs, from, strlen(from));
+  XXH128_hash_t h = XXH3_128bits_digest(hs);
+  out->high = h.high64;
+  out->low = h.low64;
+  XXH3_freeState(hs);
+  free(text);
+  free(mesh);
+  return PLAN_OK;
+}
+
+/* ---- reading ----------------------------------------------------------------- */
+
+static const char *const lowered_keys[] = {"libplan-lowered", "program", "mesh",
+                                           "buffers", "steps", "layouts",
+                                           "outputs", NULL};
+
+bool plan_is_lowered_text(const char *data, size_t len) {
+  /* the first key, after comments and blank lines */
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r'))
+      i++;
+    if (i < len && (data[i] == '#' || data[i] == '\n')) {
+      while (i < len && data[i] != '\n')
+        i++;
+      i++;
+      continue;
+    }
+    break;
+  }
+  static const char key[] = "libplan-lowered";
+  return len - (i < len ? i : len) >= sizeof key - 1 &&
+         !memcmp(data + i, key, sizeof key - 1);
+}
+
+typedef struct lreader {
+  plan_reader rd;
+  plan_lowered *l;
+  plan_strmap byname; /* buffer name -> index in file order */
+  int *written;       /* per file buffer: the step that writes it, -1 */
+  plan_ynode **bnodes; /* per file buffer: its key node (positions) */
+} lreader;
+
+static int buf_ref(lreader *r, const plan_ynode *n, int *out) {
+  int rc = plan_rd_expect_scalar(&r->rd, n, "a buffer name");
+  if (rc)
+    return rc;
+  *out = plan_strmap_get(&r->byname, n->u.scalar.text);
+  if (*out < 0)
+    return plan_rd_fail(&r->rd, n, PLAN_EINVALID, "no buffer '%.60s' in buffers",
+                   n->u.scalar.text);
+  return PLAN_OK;
+}
+
+static int read_buffers(lreader *r, const plan_ynode *n) {
+  plan_lowered *l = r->l;
+  const plan_plan *p = l->plan;
+  int rc = plan_rd_expect_map(&r->rd, n, "buffers");
+  if (rc)
+    return rc;
+  l->nbufs = l->cap_bufs = (int)n->u.map.count;
+  l->bufs = calloc((size_t)l->nbufs + 1, sizeof(plan_lbuf));
+  r->written = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
+  r->bnodes = calloc((size_t)l->nbufs + 1, sizeof(plan_ynode *));
+  if (!l->bufs || !r->written || !r->bnodes)
+    return plan_oom();
+  static const char *const bkeys[] = {"tensor", "placement", NULL};
+  for (int i = 0; i < l->nbufs; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+    r->written[i] = -1;
+    r->bnodes[i] = (plan_ynode *)k;
+    if (plan_strmap_put(&r->byname, k->u.scalar.text, i))
+      return plan_oom();
+    if ((rc = plan_rd_expect_map(&r->rd, v, "a buffer")) ||
+        (rc = plan_rd_check_keys(&r->rd, v, bkeys, "a buffer", NULL)))
+      return rc;
+    const plan_ynode *tn = plan_ymap_get(v, "tensor"),
+                     *pn = plan_ymap_get(v, "placement");
+    if (!tn || !pn)
+      return plan_rd_fail(&r->rd, v, PLAN_ESCHEMA,
+                     "a buffer needs a 'tensor' and a 'placement'");
+    if ((rc = plan_rd_expect_scalar(&r->rd, tn, "tensor")))
+      return rc;
+    int t = plan_strmap_get(&p->program->tensor_by_name, tn->u.scalar.text);
+    if (t < 0)
+      return plan_rd_fail(&r->rd, tn, PLAN_EINVALID, "the program has no tensor '%.60s'",
+                     tn->u.scalar.text);
+    l->bufs[i].tensor = t;
+    if ((rc = plan_read_placement(&r->rd, pn, &p->mesh, p->program->tensors[t].rank,
+                             &l->bufs[i].pl)))
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+static int enum_of(const plan_reader *rd, const plan_ynode *n, const char *what,
+                   const char *const *names, int count, int *out) {
+  return plan_rd_enum(rd, n, what, names, count, out);
+}
+
+/* `order` of an all_gather: a permutation of the axis's coordinates, the
+ * block of coordinate order[i] landing at position i. Pieces must be the
+ * same size (the gathered dim splits evenly over every axis sharding it),
+ * so that a block fits any position. */
+static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
+                            int in_buf) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  int64_t k = m->axis_sizes[st->axis], *ord;
+  int cnt, rc;
+  if (st->kind != PLAN_REDIST_ALL_GATHER)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' is for an all_gather only");
+  if (k > 64)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' is for axes of up to 64 ranks; '%s' has %lld",
+                   m->axis_names[st->axis], (long long)k);
+  if ((rc = plan_rd_int_list(&r->rd, x, "order", &ord, &cnt, 64)))
+    return rc;
+  if (cnt != k)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' has %d coordinates; axis '%s' has %lld", cnt,
+                   m->axis_names[st->axis], (long long)k);
+  s->group_order = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)k);
+  if (!s->group_order)
+    return plan_oom();
+  uint64_t seen = 0;
+  for (int64_t i = 0; i < k; i++) {
+    if (ord[i] < 0 || ord[i] >= k || (seen >> ord[i] & 1))
+      return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                     "'order' must be a permutation of 0..%lld",
+                     (long long)k - 1);
+    seen |= 1ull << ord[i];
+    s->group_order[i] = ord[i];
+  }
+  const plan_lbuf *b = &l->bufs[in_buf];
+  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
+  int64_t split = 1;
+  for (int a = 0; a < m->naxes; a++)
+    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim)
+      split *= m->axis_sizes[a];
+  if (t->dims[st->dim] % split)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                   "'order' needs even pieces: dim %d of '%s' (%lld) does "
+                   "not split evenly %lld ways",
+                   st->dim, t->name, (long long)t->dims[st->dim],
+                   (long long)split);
+  return PLAN_OK;
+}
+
+static int read_step(lreader *r, const plan_ynode *n, int idx) {
+  plan_lowered *l = r->l;
+  const plan_plan *p = l->plan;
+  const plan_program *prog = p->program;
+  plan_reader *rd = &r->rd;
+  int rc = plan_rd_expect_map(rd, n, "a step");
+  if (rc)
+    return rc;
+  const plan_ynode *v;
+  plan_lstep *s = &l->steps[idx];
+  memset(s, 0, sizeof *s);
+  s->op = -1;
+  int ins[PLAN_MAX_OPERANDS], outs[PLAN_MAX_OPERANDS];
+  if ((v = plan_ymap_get(n, "input"))) {
+    static const char *const k[] = {"input", NULL};
+    if ((rc = plan_rd_check_keys(rd, n, k, "an input step", NULL)) ||
+        (rc = buf_ref(r, v, &outs[0])))
+      return rc;
+    if (prog->tensors[l->bufs[outs[0]].tensor].producer >= 0)
+      return plan_rd_fail(rd, v, PLAN_EINVALID,
+                     "input step for '%s', which an op produces",
+                     prog->tensors[l->bufs[outs[0]].tensor].name);
+    s->kind = PLAN_LSTEP_INPUT;
+    s->nout = 1;
+  } else if ((v = plan_ymap_get(n, "op"))) {
+    static const char *const k[] = {"op", "in", "out", NULL};
+    if ((rc = plan_rd_check_keys(rd, n, k, "an op step", NULL)) ||
+        (rc = plan_rd_expect_scalar(rd, v, "op")))
+      return rc;
+    s->op = plan_strmap_get(&prog->op_by_name, v->u.scalar.text);
+    if (s->op < 0)
+      return plan_rd_fail(rd, v, PLAN_EINVALID, "the program has no op '%.60s'",
+                     v->u.scalar.text);
+    const plan_op *op = &prog->ops[s->op];
+    s->kind = PLAN_LSTEP_OP;
+    s->nin = op->nin;
+    s->nout = op->nout;
+    for (int side = 0; side < 2; side++) {
+      const plan_ynode *lst = plan_ymap_get(n, side ? "out" : "in");
+      int want = side ? op->nout : op->nin;
+      if (!lst || lst->kind != PLAN_Y_SEQ || (int)lst->u.seq.count != want)
+        return plan_rd_fail(rd, lst ? lst : n, PLAN_EINVALID,
+                       "op step '%s' needs %s: a list of %d buffer%s",
+                       op->name, side ? "out" : "in", want, want == 1 ? "" : "s");
+      for (int j = 0; j < want; j++) {
+        int *dst = side ? &outs[j] : &ins[j];
+        if ((rc = buf_ref(r, lst->u.seq.items[j], dst)))
+          return rc;
+        int t = side ? op->out[j] : op->in[j];
+        if (l->bufs[*dst].tensor != t)
+          return plan_rd_fail(rd, lst->u.seq.items[j], PLAN_EINVALID,
+                         "buffer '%s' holds '%s', but %s %d of op '%s' is "
+                         "'%s'",
+                         lst->u.seq.items[j]->u.scalar.text,
+                         prog->tensors[l->bufs[*dst].tensor].name,
+                         side ? "output" : "input", j, op->name,
+                         prog->tensors[t].name);
+      }
+    }
+  } else if ((v = plan_ymap_get(n, "collective"))) {
+    static const char *const k[] = {"collective", "axis", "reduce", "dim",
+                                    "to_dim", "order", "in", "out", NULL};
+    if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
+      return rc;
+    int kind, red = PLAN_RED_SUM;
+    if ((rc = enum_of(rd, v, "collective", coll_names, PLAN_REDIST_COUNT,
+                      &kind)))
+      return rc;
+    plan_redist_step *st = &s->redist;
+    st->kind = (plan_redist_kind)kind;
+    st->dim = st->to_dim = -1;
+    const plan_ynode *an = plan_ymap_get(n, "axis");
+    if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis")))
+      return an ? rc : plan_rd_fail(rd, n, PLAN_ESCHEMA, "a collective needs an 'axis'");
+    st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text);
+    if (st->axis < 0)
+      return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
+                     an->u.scalar.text);
+    const plan_ynode *x;
+    if ((x = plan_ymap_get(n, "reduce")) &&
+        (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
+      return rc;
+    st->reduce = (plan_reduce)red;
+    int64_t d;
+    if ((x = plan_ymap_get(n, "dim"))) {
+      if ((rc = plan_rd_int(rd, x, "dim", &d)))
+        return rc;
+      st->dim = (int)d;
+    }
+    if ((x = plan_ymap_get(n, "to_dim"))) {
+      if ((rc = plan_rd_int(rd, x, "to_dim", &d)))
+        return rc;
+      st->to_dim = (int)d;
+    }
+    const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
+    if (!in || !out)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a collective needs 'in' and 'out'");
+    if ((rc = buf_ref(r, in, &ins[0])) || (rc = buf_ref(r, out, &outs[0])))
+      return rc;
+    if (l->bufs[ins[0]].tensor != l->bufs[outs[0]].tensor)
+      return plan_rd_fail(rd, out, PLAN_EINVALID,
+                     "a collective's in and out buffers hold one tensor");
+    /* the step must turn in's placement into out's */
+    plan_placement after = l->bufs[ins[0]].pl;
+    char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
+    st->before = after;
+    if (!plan_redist_apply(&after, st) ||
+        !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                     "%s over '%s' does not turn %s into %s",
+                     coll_names[kind], p->mesh.axis_names[st->axis],
+                     plan_placement_format(&l->bufs[ins[0]].pl, a),
+                     plan_placement_format(&l->bufs[outs[0]].pl, b));
+    st->after = l->bufs[outs[0]].pl;
+    if ((x = plan_ymap_get(n, "order")) &&
+        (rc = read_group_order(r, x, s, ins[0])))
+      return rc;
+    s->kind = PLAN_LSTEP_REDIST;
+    s->nin = s->nout = 1;
+    l->collectives[kind]++;
+  } else {
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                   "a step is {input: ..}, {op: .., in: .., out: ..} or "
+                   "{collective: .., axis: .., in: .., out: ..}");
+  }
+  s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
+  s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
+  if (!s->in || !s->out)
+    return plan_oom();
+  for (int j = 0; j < s->nin; j++) {
+    if (r->written[ins[j]] < 0)
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                     "step %d reads buffer '%s' before any step writes it",
+                     idx, r->bnodes[ins[j]]->u.scalar.text);
+    s->in[j] = ins[j];
+  }
+  for (int j = 0; j < s->nout; j++) {
+    if (r->written[outs[j]] >= 0)
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                     "buffer '%s' is written twice (steps %d and %d)",
+                     r->bnodes[outs[j]]->u.scalar.text, r->written[outs[j]],
+                     idx);
+    r->written[outs[j]] = idx;
+    s->out[j] = outs[j];
+  }
+  return PLAN_OK;
+}
+
+static int read_map_of_buffers(lreader *r, const plan_ynode *n,
+                               const char *what, bool outputs) {
+  plan_lowered *l = r->l;
+  const plan_program *prog = l->plan->program;
+  int rc = plan_rd_expect_map(&r->rd, n, what);
+  if (rc)
+    return rc;
+  for (size_t i = 0; i < n->u.map.count; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+    int t = plan_strmap_get(&prog->tensor_by_name, k->u.scalar.text), b;
+    if (t < 0)
+      return plan_rd_fail(&r->rd, k, PLAN_EINVALID, "the program has no tensor '%.60s'",
+                     k->u.scalar.text);
+    if ((rc = buf_ref(r, v, &b)))
+      return rc;
+    if (l->bufs[b].tensor != t)
+      return plan_rd_fail(&r->rd, v, PLAN_EINVALID, "buffer '%s' does not hold '%s'",
+                     v->u.scalar.text, k->u.scalar.text);
+    if (r->written[b] < 0)
+      return plan_rd_fail(&r->rd, v, PLAN_EINVALID, "no step writes buffer '%s'",
+                     v->u.scalar.text);
+    if (!outputs) {
+      l->produced[t] = b;
+      continue;
+    }
+    int slot = -1;
+    for (int j = 0; j < prog->noutputs; j++)
+      if (prog->outputs[j] == t)
+        slot = j;
+    if (slot < 0)
+      return plan_rd_fail(&r->rd, k, PLAN_EINVALID, "'%s' is not a program output",
+                     k->u.scalar.text);
+    l->delivered[slot] = b;
+  }
+  return PLAN_OK;
+}
+
+/* Buffers renumbered in the order steps write them, so names and the order
+ * of the buffers mapping do not change the program (nor its hash). */
+static int renumber(lreader *r) {
+  plan_lowered *l = r->l;
+  int *newi = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
+  plan_lbuf *nb = calloc((size_t)l->nbufs + 1, sizeof(plan_lbuf));
+  if (!newi || !nb) {
+    free(newi);
+    free(nb);
+    return plan_oom();
+  }
+  int next = 0;
+  for (int b = 0; b < l->nbufs; b++)
+    newi[b] = -1;
+  for (int s = 0; s < l->nsteps; s++)
+    for (int j = 0; j < l->steps[s].nout; j++) {
+      int b = l->steps[s].out[j];
+      newi[b] = next;
+      nb[next++] = l->bufs[b];
+    }
+  for (int b = 0; b < l->nbufs; b++)
+    if (newi[b] < 0) {
+      int rc = plan_rd_fail(&r->rd, r->bnodes[b], PLAN_EINVALID,
+                       "no step writes buffer '%s'", r->bnodes[b]->u.scalar.text);
+      free(newi);
+      free(nb);
+      return rc;
+    }
+  for (int s = 0; s < l->nsteps; s++) {
+    for (int j = 0; j < l->steps[s].nin; j++)
+      l->steps[s].in[j] = newi[l->steps[s].in[j]];
+    for (int j = 0; j < l->steps[s].nout; j++)
+      l->steps[s].out[j] = newi[l->steps[s].out[j]];
+  }
+  const plan_program *prog = l->plan->program;
+  for (int t = 0; t < prog->ntensors; t++)
+    if (l->produced[t] >= 0)
+      l->produced[t] = newi[l->produced[t]];
+  for (int k = 0; k < prog->noutputs; k++)
+    l->delivered[k] = newi[l->delivered[k]];
+  free(l->bufs);
+  l->bufs = nb;
+  free(newi);
+  return PLAN_OK;
+}
+
+int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
+                             const char *name, const char *base_dir) {
+  *out = NULL;
+  plan_error_clear();
+  plan_ydoc doc;
+  int rc = plan_ydoc_parse_buffer(&doc, data, len, name);
+  if (rc)
+    return rc;
+  lreader r;
+  memset(&r, 0, sizeof r);
+  plan_strmap_init(&r.byname);
+  plan_lowered *l = calloc(1, sizeof *l);
+  plan_ynode root;
+  plan_ypair *root_items = NULL;
+  plan_ynode key_libplan; /* the version key, renamed for the plan reader */
+  if (!l) {
+    plan_ydoc_free(&doc);
+    return plan_oom();
+  }
+  plan_arena_init(&l->arena);
+  r.l = l;
+  r.rd.file = doc.file;
+  r.rd.arena = &l->arena;
+  const plan_ynode *v, *R = doc.root;
+  if ((rc = plan_rd_expect_map(&r.rd, R, "a lowered program")))
+    goto done;
+  if (!(v = plan_ymap_get(R, "libplan-lowered"))) {
+    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA,
+                 "not a lowered program: no 'libplan-lowered' version");
+    goto done;
+  }
+  if ((rc = plan_rd_check_keys(&r.rd, R, lowered_keys, "a lowered program", NULL)))
+    goto done;
+  /* the program and mesh read as a plan would read them */
+  root = *R;
+  root_items = malloc(sizeof(plan_ypair) * 4);
+  if (!root_items) {
+    rc = plan_oom();
+    goto done;
+  }
+  {
+    plan_ypair *pairs = root_items;
+    size_t n = 0;
+    memset(&key_libplan, 0, sizeof key_libplan);
+    key_libplan.kind = PLAN_Y_SCALAR;
+    key_libplan.u.scalar.text = "libplan";
+    key_libplan.u.scalar.len = 7;
+    key_libplan.line = R->line;
+    key_libplan.col = R->col;
+    pairs[n].key = &key_libplan;
+    pairs[n++].value = (plan_ynode *)v;
+    for (size_t i = 0; i < R->u.map.count; i++) {
+      const char *k = R->u.map.pairs[i].key->u.scalar.text;
+      if (!strcmp(k, "program") || !strcmp(k, "mesh"))
+        pairs[n++] = R->u.map.pairs[i];
+    }
+    root.u.map.pairs = pairs;
+    root.u.map.count = n;
+  }
+  plan_plan *p;
+  if ((rc = plan_from_root(&p, &root, doc.file, base_dir)))
+    goto done;
+  l->own_plan = p;
+  l->plan = p;
+  if (!p->has_mesh) {
+    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs a 'mesh'");
+    goto done;
+  }
+  const plan_program *prog = p->program;
+  l->produced = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));
+  l->delivered = malloc(sizeof(int) * ((size_t)prog->noutputs + 1));
+  if (!l->produced || !l->delivered) {
+    rc = plan_oom();
+    goto done;
+  }
+  for (int t = 0; t < prog->ntensors; t++)
+    l->produced[t] = -1;
+  for (int k = 0; k < prog->noutputs; k++)
+    l->delivered[k] = -1;
+  if (!(v = plan_ymap_get(R, "buffers"))) {
+    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs 'buffers'");
+    goto done;
+  }
+  if ((rc = read_buffers(&r, v)))
+    goto done;
+  if (!(v = plan_ymap_get(R, "steps")) ||
+      (rc = plan_rd_expect_seq(&r.rd, v, "steps"))) {
+    rc = v ? rc : plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs 'steps'");
+    goto done;
+  }
+  l->nsteps = l->cap_steps = (int)v->u.seq.count;
+  if (!(l->steps = calloc((size_t)l->nsteps + 1, sizeof(plan_lstep)))) {
+    rc = plan_oom();
+    goto done;
+  }
+  for (int i = 0; i < l->nsteps; i++)
+    if ((rc = read_step(&r, v->u.seq.items[i], i)))
+      goto done;
+  if ((v = plan_ymap_get(R, "layouts")) &&
+      (rc = read_map_of_buffers(&r, v, "layouts", false)))
+    goto done;
+  if ((v = plan_ymap_get(R, "outputs")) &&
+      (rc = read_map_of_buffers(&r, v, "outputs", true)))
+    goto done;
+  for (int k = 0; k < prog->noutputs; k++)
+    if (l->delivered[k] < 0) {
+      rc = plan_rd_fail(&r.rd, v ? v : R, PLAN_EINVALID,
+                   "output '%s' has no buffer in outputs",
+                   prog->tensors[prog->outputs[k]].name);
+      goto done;
+    }
+  rc = renumber(&r);
+done:
+  free(root_items);
+  free(r.written);
+  free(r.bnodes);
+  plan_strmap_free(&r.byname);
+  plan_ydoc_free(&doc);
+  if (rc) {
+    plan_lowered_free(l);
+    return rc;
+  }
+  *out = l;
+  return PLAN_OK;
+}

@@ -1,0 +1,498 @@
+/* The redistribution planner (see redist.h for the per-rank meaning of each
+ * step). The plan works on the ordered list of axes sharding each dim, major
+ * to minor. A sharding can only be taken off a dim at its minor end (an
+ * all-gather of a middle level would leave every rank a strided mix of
+ * pieces when the chunks are uneven) and only put on at the minor end, so
+ * for each dim the planner keeps the longest common major prefix of the
+ * current and target lists, peels the rest off minor-first, and then grows
+ * the list to the target's major-first. */
+#include "lower/redist.h"
+
+#include "ir/placement.h"
+
+static const char *const kind_names[] = {
+    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
+    "slice",      "zero_non_owner", "relabel"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == PLAN_REDIST_COUNT,
+               "kind_names must name every plan_redist_kind");
+
+const char *plan_redist_kind_name(plan_redist_kind k) {
+  return (unsigned)k < PLAN_REDIST_COUNT ? kind_names[k] : "?";
+}
+
+/* ---- saturating arithmetic ----------------------------------------------- */
+
+static int64_t sat_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return plan_mul_i64(a, b, &r) ? r : INT64_MAX;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r;
+  return plan_add_i64(a, b, &r) ? r : INT64_MAX;
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+/* ---- layout -------------------------------------------------------------- */
+
+void plan_redist_local_layout(const plan_placement *p, const int64_t *shape,
+                              int rank, const int64_t *mesh_sizes,
+                              const int64_t *coord, int64_t *local_shape,
+                              int64_t *offset) {
+  for (int d = 0; d < rank; d++) {
+    int64_t off, len;
+    plan_placement_dim_range(p, d, shape[d], mesh_sizes, coord, &off, &len);
+    if (local_shape)
+      local_shape[d] = len;
+    if (offset)
+      offset[d] = off;
+  }
+}
+
+/* Piece r of a length-L piece cut into k torch.chunks. */
+static int64_t chunk_len(int64_t L, int64_t k, int64_t r) {
+  int64_t ch = L / k + (L % k != 0);
+  int64_t start;
+  if (!plan_mul_i64(r, ch, &start) || start > L)
+    start = L;
+  return L - start < ch ? L - start : ch;
+}
+
+/* Adds to rs[] the coordinates at which the piece length of L in k chunks
+ * can change (full chunks, the remainder, the empty tail): evaluating a
+ * function of the piece lengths at these covers every coordinate. */
+static int chunk_coords(int64_t L, int64_t k, int64_t *rs, int n) {
+  int64_t ch = L / k + (L % k != 0);
+  int64_t q = ch > 0 ? L / ch : 0; /* full chunks */
+  int64_t cand[5] = {0, q - 1, q, q + 1, k - 1};
+  for (int i = 0; i < 5; i++)
+    if (cand[i] >= 0 && cand[i] < k)
+      rs[n++] = cand[i];
+  return n;
+}
+
+#define LEN_SET_CAP 128
+
+/* The distinct lengths of the pieces of a dim of global size `size` after
+ * the first `depth` levels of the axes in axes[] (major to minor). At most 3
+ * new lengths arise per length and level, and they collapse quickly; past
+ * LEN_SET_CAP the set is cut (the costs then become a lower bound). */
+static int piece_lengths(int64_t size, const int *axes, int depth,
+                         const int64_t *mesh, int64_t out[LEN_SET_CAP]) {
+  int n = 1;
+  out[0] = size;
+  for (int l = 0; l < depth; l++) {
+    int64_t k = mesh[axes[l]];
+    int64_t next[LEN_SET_CAP];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      int64_t rs[5];
+      int nr = chunk_coords(out[i], k, rs, 0);
+      for (int j = 0; j < nr; j++) {
+        int64_t v = chunk_len(out[i], k, rs[j]);
+        bool seen = false;
+        for (int t = 0; t < m && !seen; t++)
+          seen = next[t] == v;
+        if (!seen && m < LEN_SET_CAP)
+          next[m++] = v;
+      }
+    }
+    for (int i = 0; i < m; i++)
+      out[i] = next[i];
+    n = m;
+  }
+  return n;
+}
+
+/* The largest local length of dim d over all ranks: the first piece at
+ * every level, as torch.chunk puts the remainder last. */
+static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
+                       const int64_t *mesh) {
+  int64_t zero[PLAN_MAX_MESH_AXES] = {0}, off, len;
+  plan_placement_dim_range(p, d, shape[d], mesh, zero, &off, &len);
+  return len;
+}
+
+/* The largest product of local lengths over the dims other than x and y.
+ * Distinct dims are sharded by distinct axes, so the maxima are
+ * independent and multiply. */
+static int64_t others_max(const plan_placement *p, const int64_t *shape,
+                          int rank, const int64_t *mesh, int x, int y) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++)
+    if (d != x && d != y)
+      n = sat_mul(n, max_len(p, d, shape, mesh));
+  return n;
+}
+
+/* Fills send_bytes and recv_bytes of step s (whose `before` is set). */
+static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
+                      int64_t esize, const int64_t *mesh) {
+  const plan_placement *p = &s->before;
+  int64_t k = mesh[s->axis], send = 0, recv = 0;
+  int axes[PLAN_MAX_MESH_AXES];
+  int64_t ls[LEN_SET_CAP], ls2[LEN_SET_CAP], rs[10];
+  switch (s->kind) {
+  case PLAN_REDIST_ALL_GATHER:
+  case PLAN_REDIST_REDUCE_SCATTER: {
+    bool gather = s->kind == PLAN_REDIST_ALL_GATHER;
+    int m = plan_placement_dim_axes(p, s->dim, axes);
+    /* Gather: the group's pieces split the piece one level up; scatter:
+     * they split the current piece. */
+    int n = piece_lengths(shape[s->dim], axes, gather ? m - 1 : m, mesh, ls);
+    for (int i = 0; i < n; i++) {
+      int nr = chunk_coords(ls[i], k, rs, 0);
+      for (int j = 0; j < nr; j++) {
+        int64_t own = chunk_len(ls[i], k, rs[j]);
+        int64_t mine = sat_mul(own, k - 1), rest = ls[i] - own;
+        send = max64(send, gather ? mine : rest);
+        recv = max64(recv, gather ? rest : mine);
+      }
+    }
+    int64_t o = others_max(p, shape, rank, mesh, s->dim, -1);
+    send = sat_mul(send, o);
+    recv = sat_mul(recv, o);
+    break;
+  }
+  case PLAN_REDIST_ALL_TO_ALL: {
+    int mi = plan_placement_dim_axes(p, s->dim, axes);
+    int ni = piece_lengths(shape[s->dim], axes, mi - 1, mesh, ls);
+    int mj = plan_placement_dim_axes(p, s->to_dim, axes);
+    int nj = piece_lengths(shape[s->to_dim], axes, mj, mesh, ls2);
+    for (int a = 0; a < ni; a++)
+      for (int b = 0; b < nj; b++) {
+        int64_t I = ls[a], J = ls2[b];
+        int nr = chunk_coords(I, k, rs, 0);
+        nr = chunk_coords(J, k, rs, nr);
+        for (int j = 0; j < nr; j++) {
+          int64_t ir = chunk_len(I, k, rs[j]), jr = chunk_len(J, k, rs[j]);
+          send = max64(send, sat_mul(ir, J - jr));
+          recv = max64(recv, sat_mul(I - ir, jr));
+        }
+      }
+    int64_t o = others_max(p, shape, rank, mesh, s->dim, s->to_dim);
+    send = sat_mul(send, o);
+    recv = sat_mul(recv, o);
+    break;
+  }
+  case PLAN_REDIST_ALL_REDUCE: {
+    /* Reduce-scatter plus all-gather of the flattened tensor in k chunks:
+     * n - c + (k - 1) c each way for a rank whose chunk is c; the first
+     * chunk is the largest. */
+    int64_t n = others_max(p, shape, rank, mesh, -1, -1);
+    int64_t c = n / k + (n % k != 0);
+    send = recv = k > 1 ? sat_add(n, sat_mul(k - 2, c)) : 0;
+    break;
+  }
+  default:
+    break; /* local */
+  }
+  s->send_bytes = sat_mul(send, esize);
+  s->recv_bytes = sat_mul(recv, esize);
+}
+
+/* ---- placement edits ----------------------------------------------------- */
+
+static void set_r(plan_axis_pl *e) {
+  e->kind = PLAN_PL_R;
+  e->reduce = PLAN_RED_SUM;
+  e->dim = 0;
+  e->level = -1;
+}
+
+/* Makes axis a shard dim d as its new minor-most level. */
+static void add_minor(plan_placement *p, int a, int d) {
+  int axes[PLAN_MAX_MESH_AXES];
+  int m = plan_placement_dim_axes(p, d, axes);
+  p->ax[a].kind = PLAN_PL_S;
+  p->ax[a].reduce = PLAN_RED_SUM;
+  p->ax[a].dim = (int8_t)d;
+  p->ax[a].level = (int8_t)m;
+}
+
+/* Applies step s to placement p; false when its precondition fails (an
+ * internal error: the planner only emits steps that apply). */
+static bool apply_step(plan_placement *p, const plan_redist_step *s);
+
+bool plan_redist_apply(plan_placement *p, const plan_redist_step *s) {
+  if (s->axis < 0 || s->axis >= p->naxes || (int)s->kind < 0 ||
+      s->kind >= PLAN_REDIST_COUNT)
+    return false;
+  return apply_step(p, s);
+}
+
+static bool apply_step(plan_placement *p, const plan_redist_step *s) {
+  plan_axis_pl *e = &p->ax[s->axis];
+  int axes[PLAN_MAX_MESH_AXES], m;
+  switch (s->kind) {
+  case PLAN_REDIST_ALL_GATHER:
+  case PLAN_REDIST_ALL_TO_ALL:
+    m = plan_placement_dim_axes(p, s->dim, axes);
+    if (e->kind != PLAN_PL_S || e->dim != s->dim || axes[m - 1] != s->axis)
+      return false;
+    set_r(e);
+    if (s->kind == PLAN_REDIST_ALL_TO_ALL) {
+      if (s->to_dim == s->dim)
+        return false;
+      add_minor(p, s->axis, s->to_dim);
+    }
+    return true;
+  case PLAN_REDIST_ALL_REDUCE:
+    if (e->kind != PLAN_PL_P || e->reduce != s->reduce)
+      return false;
+    set_r(e);
+    return true;
+  case PLAN_REDIST_REDUCE_SCATTER:
+  case PLAN_REDIST_SLICE:
+    if (s->kind == PLAN_REDIST_SLICE
+            ? e->kind != PLAN_PL_R
+            : e->kind != PLAN_PL_P || e->reduce != s->reduce)
+      return false;
+    add_minor(p, s->axis, s->dim);
+    return true;
+  case PLAN_REDIST_ZERO_NON_OWNER:
+  case PLAN_REDIST_RELABEL:
+    if (e->kind != PLAN_PL_R)
+      return false;
+    e->kind = PLAN_PL_P;
+    e->reduce = (uint8_t)s->reduce;
+    e->dim = 0;
+    e->level = -1;
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* ---- planning ------------------------------------------------------------ */
+
+/* True when the first n axes of dst's list for dim d are cur's list. */
+static bool is_prefix(const plan_placement *cur, const plan_placement *dst,
+                      int d, int *ncur) {
+  int ca[PLAN_MAX_MESH_AXES], da[PLAN_MAX_MESH_AXES];
+  int nc = plan_placement_dim_axes(cur, d, ca);
+  int nd = plan_placement_dim_axes(dst, d, da);
+  if (ncur)
+    *ncur = nc;
+  if (nc > nd)
+    return false;
+  for (int i = 0; i < nc; i++)
+    if (ca[i] != da[i])
+      return false;
+  return true;
+}
+
+/* True when axis a's target sharding S(d) at level p can be put on now:
+ * dim d holds exactly the target's first p levels. */
+static bool can_add(const plan_placement *cur, const plan_placement *dst,
+                    int a) {
+  if (dst->ax[a].kind != PLAN_PL_S)
+    return false;
+  int d = dst->ax[a].dim, n;
+  return is_prefix(cur, dst, d, &n) && n == dst->ax[a].level;
+}
+
+static void push(plan_redist_plan *out, plan_redist_kind kind, int axis,
+                 int dim, int to_dim, int reduce) {
+  plan_redist_step *s = &out->steps[out->nsteps++];
+  s->kind = kind;
+  s->axis = axis;
+  s->dim = dim;
+  s->to_dim = to_dim;
+  s->reduce = (plan_reduce)reduce;
+}
+
+/* The sharding steps: adds whenever ready (they shrink the data), else one
+ * removal from the minor end of a dim whose list is not a target prefix,
+ * preferring an all-to-all straight into the target dim. Ends with cur's
+ * shardings equal to dst's. Each axis is removed at most once and added at
+ * most once. */
+static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
+                           const plan_placement *dst, int rank) {
+  int naxes = cur->naxes;
+  /* Each pass adds or removes a sharding; the bound only guards the array
+   * against a planner bug (the replay then reports it). */
+  while (out->nsteps < 2 * PLAN_MAX_MESH_AXES) {
+    int a, d;
+    for (a = 0; a < naxes; a++)
+      if (cur->ax[a].kind != PLAN_PL_S && can_add(cur, dst, a))
+        break;
+    if (a < naxes) {
+      const plan_axis_pl *e = &cur->ax[a];
+      if (e->kind == PLAN_PL_P)
+        push(out, PLAN_REDIST_REDUCE_SCATTER, a, dst->ax[a].dim, -1, e->reduce);
+      else
+        push(out, PLAN_REDIST_SLICE, a, dst->ax[a].dim, -1, PLAN_RED_SUM);
+      apply_step(cur, &out->steps[out->nsteps - 1]);
+      continue;
+    }
+    int gather_dim = -1, gather_axis = -1, move_axis = -1, move_dim = -1;
+    for (d = 0; d < rank && move_axis < 0; d++) {
+      int axes[PLAN_MAX_MESH_AXES];
+      if (is_prefix(cur, dst, d, NULL))
+        continue;
+      int m = plan_placement_dim_axes(cur, d, axes);
+      int last = axes[m - 1];
+      if (dst->ax[last].kind == PLAN_PL_S && dst->ax[last].dim != d &&
+          can_add(cur, dst, last)) {
+        move_axis = last;
+        move_dim = d;
+      } else if (gather_dim < 0) {
+        gather_dim = d;
+        gather_axis = last;
+      }
+    }
+    if (move_axis >= 0)
+      push(out, PLAN_REDIST_ALL_TO_ALL, move_axis, move_dim,
+           dst->ax[move_axis].dim, PLAN_RED_SUM);
+    else if (gather_dim >= 0)
+      push(out, PLAN_REDIST_ALL_GATHER, gather_axis, gather_dim, -1,
+           PLAN_RED_SUM);
+    else
+      return;
+    apply_step(cur, &out->steps[out->nsteps - 1]);
+  }
+}
+
+static int64_t local_elems(const plan_placement *p, const int64_t *shape,
+                           int rank, const int64_t *mesh) {
+  return others_max(p, shape, rank, mesh, -1, -1);
+}
+
+static int check_placement(const plan_placement *p, const char *which,
+                           int naxes, int rank, plan_placement *out, char *err,
+                           size_t errsz) {
+  if (!p)
+    return plan_errf(err, errsz, "redistribute: no %s placement", which);
+  if (p->naxes != naxes)
+    return plan_errf(err, errsz,
+                     "redistribute: %s placement has %d axes but the mesh "
+                     "has %d",
+                     which, p->naxes, naxes);
+  for (int a = 0; a < naxes; a++) {
+    const plan_axis_pl *e = &p->ax[a];
+    if (e->kind > PLAN_PL_P ||
+        (e->kind == PLAN_PL_P && e->reduce >= PLAN_RED_COUNT))
+      return plan_errf(err, errsz,
+                       "redistribute: %s placement: bad entry on axis %d",
+                       which, a);
+  }
+  *out = *p;
+  char why[160];
+  if (plan_placement_normalize(out, rank, why, sizeof why) != PLAN_OK)
+    return plan_errf(err, errsz, "redistribute: %s placement: %s", which, why);
+  return PLAN_OK;
+}
+
+int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
+                      int dtype_size, const int64_t *mesh_sizes, int naxes,
+                      const plan_placement *src, const plan_placement *dst,
+                      char *err, size_t errsz) {
+  if (!out)
+    return plan_errf(err, errsz, "redistribute: no output plan");
+  out->nsteps = 0;
+  out->send_bytes = out->recv_bytes = 0;
+  if (naxes < 0 || naxes > PLAN_MAX_MESH_AXES)
+    return plan_errf(err, errsz, "redistribute: a mesh has 0..%d axes, not %d",
+                     PLAN_MAX_MESH_AXES, naxes);
+  if (rank < 0 || rank > PLAN_MAX_RANK)
+    return plan_errf(err, errsz, "redistribute: rank %d is out of range 0..%d",
+                     rank, PLAN_MAX_RANK);
+  if (dtype_size <= 0)
+    return plan_errf(err, errsz, "redistribute: dtype size %d is not positive",
+                     dtype_size);
+  if ((rank > 0 && !shape) || (naxes > 0 && !mesh_sizes))
+    return plan_errf(err, errsz, "redistribute: no shape or mesh sizes");
+  for (int d = 0; d < rank; d++)
+    if (shape[d] < 0)
+      return plan_errf(err, errsz, "redistribute: dim %d has size %lld", d,
+                       (long long)shape[d]);
+  for (int a = 0; a < naxes; a++)
+    if (mesh_sizes[a] < 1)
+      return plan_errf(err, errsz, "redistribute: mesh axis %d has size %lld",
+                       a, (long long)mesh_sizes[a]);
+  int rc = check_placement(src, "source", naxes, rank, &out->src, err, errsz);
+  if (rc == PLAN_OK)
+    rc = check_placement(dst, "target", naxes, rank, &out->dst, err, errsz);
+  if (rc != PLAN_OK)
+    return rc;
+  const plan_placement *to = &out->dst;
+
+  /* 1. Shardings (with reduce-scatters for partial axes that become
+   * shards). */
+  plan_placement cur = out->src;
+  plan_shardings(out, &cur, to, rank);
+  int ncore = out->nsteps;
+
+  /* 2. All-reduces of the partial axes that stay P(op) in neither cur nor
+   * dst, at the step boundary where the local tensor is smallest (they act
+   * elementwise, so any point is correct). */
+  int ar_axes[PLAN_MAX_MESH_AXES], nar = 0;
+  for (int a = 0; a < naxes; a++) {
+    const plan_axis_pl *e = &cur.ax[a], *t = &to->ax[a];
+    if (e->kind == PLAN_PL_P &&
+        !(t->kind == PLAN_PL_P && t->reduce == e->reduce))
+      ar_axes[nar++] = a;
+  }
+  if (nar > 0) {
+    plan_placement p = out->src;
+    int best = 0;
+    int64_t best_n = local_elems(&p, shape, rank, mesh_sizes);
+    for (int i = 0; i < ncore; i++) {
+      apply_step(&p, &out->steps[i]);
+      int64_t n = local_elems(&p, shape, rank, mesh_sizes);
+      if (n < best_n) {
+        best_n = n;
+        best = i + 1;
+      }
+    }
+    for (int i = ncore - 1; i >= best; i--)
+      out->steps[i + nar] = out->steps[i];
+    int saved = out->nsteps;
+    out->nsteps = best;
+    for (int i = 0; i < nar; i++)
+      push(out, PLAN_REDIST_ALL_REDUCE, ar_axes[i], -1, -1,
+           cur.ax[ar_axes[i]].reduce);
+    out->nsteps = saved + nar;
+  }
+
+  /* 3. R -> P last: the data is then as small as it gets, and zeroing is
+   * local. */
+  for (int a = 0; a < naxes; a++) {
+    const plan_axis_pl *t = &to->ax[a];
+    if (t->kind != PLAN_PL_P ||
+        (cur.ax[a].kind == PLAN_PL_P && cur.ax[a].reduce == t->reduce))
+      continue;
+    push(out,
+         t->reduce == PLAN_RED_SUM ? PLAN_REDIST_ZERO_NON_OWNER
+                                   : PLAN_REDIST_RELABEL,
+         a, -1, -1, t->reduce);
+  }
+
+  /* Replay: placements and costs of each step, and a check that the plan
+   * ends where it should. */
+  plan_placement p = out->src;
+  for (int i = 0; i < out->nsteps; i++) {
+    plan_redist_step *s = &out->steps[i];
+    s->before = p;
+    if (!apply_step(&p, s))
+      return plan_errf(err, errsz,
+                       "redistribute: internal error: step %d (%s) does not "
+                       "apply",
+                       i, plan_redist_kind_name(s->kind));
+    s->after = p;
+    step_cost(s, shape, rank, dtype_size, mesh_sizes);
+    out->send_bytes = sat_add(out->send_bytes, s->send_bytes);
+    out->recv_bytes = sat_add(out->recv_bytes, s->recv_bytes);
+  }
+  if (!plan_placement_equal(&p, to)) {
+    char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
+    return plan_errf(
+        err, errsz, "redistribute: internal error: plan ends at %s, not %s",
+        plan_placement_format(&p, a), plan_placement_format(to, b));
+  }
+  return PLAN_OK;
+}

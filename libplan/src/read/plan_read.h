@@ -1,0 +1,62 @@
+/* Internal entry points of the plan module: section readers, name
+ * resolution, canonical encoding. */
+#ifndef LIBPLAN_PLAN_INT_H
+#define LIBPLAN_PLAN_INT_H
+
+#include "ir/ir.h"
+#include "ir/placement.h"
+#include "read/program_read.h"
+#include "yaml/reader.h"
+
+/* How plan_load_buffer reads: pipelined on a second thread for documents
+ * of PLAN_PIPE_MIN_BYTES or more (AUTO), or forced either way (tests). */
+enum { PLAN_LOAD_AUTO = 0, PLAN_LOAD_SEQUENTIAL = 1, PLAN_LOAD_PIPED = 2 };
+#define PLAN_PIPE_MIN_BYTES ((size_t)1 << 20)
+int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
+                          const char *name, const char *base_dir, int mode);
+
+/* A plan from an already parsed root mapping (no streaming): the lowered
+ * program reader uses it for its `program` and `mesh`. */
+int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
+                   const char *base_dir);
+
+int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m);
+int plan_mesh_axis_find(const plan_mesh *m, const char *name);
+
+/* Reads a placement (compact string or map form) for a tensor of `rank`
+ * dims over the plan's mesh, normalised. */
+int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
+                   const plan_mesh *m, int rank, plan_placement *out);
+
+/* Records a name/pattern use; returns its index or a negative status. */
+int plan_record_use(plan_plan *p, const char *pattern, const char *section,
+                    bool tensors, plan_pos pos);
+
+/* Calls fn(op, ctx) for every op `pattern` names (an exact name or a glob);
+ * records the use and returns the number of matches, or a negative status
+ * when fn fails. */
+typedef int (*plan_op_fn)(int op, void *ctx);
+int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
+                 plan_pos pos, plan_op_fn fn, void *ctx);
+
+/* Pipeline actions: "0F1", "2B0", "1SEND_F3" (plan_sections.c). */
+const char *plan_action_word(int kind);
+int plan_action_parse(plan_action *a, const char *s, size_t len);
+/* Reads training, pipeline, regions and provenance. */
+int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
+                       plan_plan *p);
+
+/* The `program:` (inline or by reference) and `mesh:` sections of a plan,
+ * as plan_write_buffer writes them (write.c). */
+void plan_write_program_and_mesh(plan_buf *b, const plan_plan *p,
+                            bool self_contained);
+
+/* Canonical encodings (canon.c). */
+int plan_canon_encode(plan_buf *b, const plan_plan *p, plan_part part);
+int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which);
+
+/* Drift findings of `edited` against the program p was made for (diff.c). */
+int plan_drift_into(plan_diags *d, const plan_plan *p,
+                    const plan_program *edited);
+
+#endif

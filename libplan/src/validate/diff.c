@@ -1,0 +1,417 @@
+/* Drift reports (a plan against an edited program) and semantic diffs of two
+ * plans. Both compare meaning, never text: ops and tensors by signature,
+ * placements in canonical spelling, sections by canonical encoding. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "ir/ops.h"
+#include "read/plan_read.h"
+
+#define ADD(d, rcp, sev, code, obj, file, pos, ...)                            \
+  do {                                                                         \
+    int rc_ = plan_diags_add(d, sev, code, obj, file, (pos).line, (pos).col,   \
+                             __VA_ARGS__);                                     \
+    if (rc_ && !*(rcp))                                                        \
+      *(rcp) = rc_;                                                            \
+  } while (0)
+
+/* ---- drift
+ * ------------------------------------------------------------------- */
+
+static uint64_t op_sig(const plan_program *p, int i) {
+  return p->op_sigs ? p->op_sigs[i] : 0;
+}
+static uint64_t tensor_sig(const plan_program *p, int i) {
+  return p->tensor_sigs ? p->tensor_sigs[i] : 0;
+}
+
+/* The names and signatures of the program a plan was made for. */
+typedef struct sigset {
+  int n;
+  const char **names;
+  const uint64_t *sigs;
+  plan_strmap map;
+  uint64_t *own; /* storage when taken from a program */
+  const char **own_names;
+} sigset;
+
+static int sigset_from_program(sigset *s, const plan_program *prog, bool ops) {
+  memset(s, 0, sizeof *s);
+  plan_program_sigs(prog);
+  s->n = ops ? prog->nops : prog->ntensors;
+  s->own = malloc(sizeof(uint64_t) * ((size_t)s->n + 1));
+  s->own_names = malloc(sizeof(char *) * ((size_t)s->n + 1));
+  if (!s->own || !s->own_names)
+    return plan_oom();
+  for (int i = 0; i < s->n; i++) {
+    s->own[i] = ops ? op_sig(prog, i) : tensor_sig(prog, i);
+    s->own_names[i] = ops ? prog->ops[i].name : prog->tensors[i].name;
+  }
+  s->sigs = s->own;
+  s->names = s->own_names;
+  return PLAN_OK;
+}
+
+static int sigset_index(sigset *s) {
+  plan_strmap_init(&s->map);
+  for (int i = 0; i < s->n; i++)
+    if (plan_strmap_put(&s->map, s->names[i], i))
+      return plan_oom();
+  return PLAN_OK;
+}
+
+static void sigset_free(sigset *s) {
+  plan_strmap_free(&s->map);
+  free(s->own);
+  free(s->own_names);
+}
+
+static bool strategy_glob_covers(const plan_plan *p, const char *name) {
+  for (int i = 0; i < p->nuses; i++)
+    if (p->uses[i].is_glob && !strcmp(p->uses[i].section, "strategies") &&
+        plan_glob_match(p->uses[i].pattern, name))
+      return true;
+  return false;
+}
+
+/* The plan decides for a tensor when it stores it in a chosen placement,
+ * delivers it as an output in one, or names it in training. */
+static bool plan_names_tensor(const plan_plan *p, const char *name) {
+  const plan_program *prog = p->program;
+  int t = plan_strmap_get(&prog->tensor_by_name, name);
+  if (t >= 0 && p->has_mesh && p->placements[t].set)
+    return true;
+  for (int i = 0; t >= 0 && p->has_mesh && i < prog->noutputs; i++)
+    if (prog->outputs[i] == t && p->out_pl[i].set)
+      return true;
+  for (int i = 0; i < p->nuses; i++)
+    if (p->uses[i].tensors && !p->uses[i].is_glob &&
+        !strcmp(p->uses[i].pattern, name))
+      return true;
+  return false;
+}
+
+static int drift_kind(plan_diags *d, const plan_plan *p, sigset *old,
+                      const plan_program *edited, bool ops) {
+  int rc = PLAN_OK;
+  const char *pf = p->file, *ef = edited->file;
+  plan_pos none = {0, 0};
+  plan_program_sigs(edited);
+  int n = ops ? edited->nops : edited->ntensors;
+  char *seen = calloc((size_t)old->n + 1, 1);
+  if (!seen)
+    return plan_oom();
+  const char *what = ops ? "op" : "tensor";
+  for (int i = 0; i < n; i++) {
+    const char *name = ops ? edited->ops[i].name : edited->tensors[i].name;
+    uint64_t sig = ops ? op_sig(edited, i) : tensor_sig(edited, i);
+    plan_pos pos = ops ? edited->ops[i].pos : edited->tensors[i].pos;
+    int k = plan_strmap_get(&old->map, name);
+    if (k < 0) {
+      if (ops && !strategy_glob_covers(p, name))
+        ADD(d, &rc, PLAN_SEV_ERROR, "drift.added", name, ef, pos,
+            "op '%s' is new in the program and the plan has no strategy for it",
+            name);
+      else
+        ADD(d, &rc, PLAN_SEV_NOTE, "drift.added", name, ef, pos,
+            "%s '%s' is new in the program%s", what, name,
+            ops ? " (a strategy pattern of the plan covers it)" : "");
+      continue;
+    }
+    seen[k] = 1;
+    if (old->sigs[k] != sig) {
+      bool named = ops || plan_names_tensor(p, name);
+      ADD(d, &rc, named ? PLAN_SEV_ERROR : PLAN_SEV_WARNING, "drift.changed",
+          name, ef, pos,
+          "%s '%s' changed (kind, shape, dtype, attributes or inputs)%s", what,
+          name, named ? " and the plan decides for it" : "");
+    }
+  }
+  for (int k = 0; k < old->n; k++)
+    if (!seen[k])
+      ADD(d, &rc, PLAN_SEV_WARNING, "drift.removed", old->names[k], pf, none,
+          "%s '%s' is gone from the program; the plan's decisions for it no "
+          "longer apply",
+          what, old->names[k]);
+  free(seen);
+  return rc;
+}
+
+int plan_drift_into(plan_diags *d, const plan_plan *p,
+                    const plan_program *edited) {
+  sigset ops, tens;
+  int rc;
+  const plan_program_ref *r = &p->ref;
+  bool recorded = !p->program_inline && (r->nops || r->ntensors);
+  memset(&ops, 0, sizeof ops);
+  memset(&tens, 0, sizeof tens);
+  if (recorded) {
+    ops.n = r->nops;
+    ops.names = r->op_names;
+    ops.sigs = r->op_sigs;
+    tens.n = r->ntensors;
+    tens.names = r->tensor_names;
+    tens.sigs = r->tensor_sigs;
+  } else if ((rc = sigset_from_program(&ops, p->program, true)) ||
+             (rc = sigset_from_program(&tens, p->program, false))) {
+    goto done;
+  }
+  if ((rc = sigset_index(&ops)) || (rc = sigset_index(&tens)))
+    goto done;
+  if ((rc = drift_kind(d, p, &ops, edited, true)))
+    goto done;
+  rc = drift_kind(d, p, &tens, edited, false);
+done:
+  sigset_free(&ops);
+  sigset_free(&tens);
+  return rc;
+}
+
+int plan_drift(plan_diags **out, const plan_plan *p,
+               const plan_program *edited) {
+  *out = NULL;
+  if (!p || !edited)
+    return plan_failf(PLAN_EUSAGE, "plan_drift: NULL argument");
+  plan_diags *d;
+  int rc = plan_diags_new(&d);
+  if (rc)
+    return rc;
+  if ((rc = plan_drift_into(d, p, edited))) {
+    plan_diags_free(d);
+    return rc;
+  }
+  plan_diags_sort(d);
+  *out = d;
+  return PLAN_OK;
+}
+
+/* ---- diff
+ * ---------------------------------------------------------------------------
+ */
+
+typedef struct dctx {
+  plan_diags *d;
+  const plan_plan *a, *b;
+  int rc;
+} dctx;
+
+#define DIFF(c, code, obj, ...)                                                \
+  ADD((c)->d, &(c)->rc, PLAN_SEV_NOTE, code, obj, (c)->b->file, nopos,         \
+      __VA_ARGS__)
+
+static const plan_pos nopos = {0, 0};
+
+static void diff_program(dctx *c) {
+  const plan_program *pa = plan_program_sigs(c->a->program),
+                     *pb = plan_program_sigs(c->b->program);
+  for (int i = 0; i < pb->nops; i++) {
+    int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
+    if (k < 0)
+      DIFF(c, "diff.op", pb->ops[i].name, "op '%s' added (%s)", pb->ops[i].name,
+           plan_op_kind_name(pb->ops[i].kind));
+    else if (op_sig(pa, k) != op_sig(pb, i))
+      DIFF(c, "diff.op", pb->ops[i].name, "op '%s' changed", pb->ops[i].name);
+  }
+  for (int i = 0; i < pa->nops; i++)
+    if (plan_strmap_get(&pb->op_by_name, pa->ops[i].name) < 0)
+      DIFF(c, "diff.op", pa->ops[i].name, "op '%s' removed", pa->ops[i].name);
+  for (int i = 0; i < pb->ntensors; i++) {
+    int k = plan_strmap_get(&pa->tensor_by_name, pb->tensors[i].name);
+    if (k < 0)
+      DIFF(c, "diff.tensor", pb->tensors[i].name, "tensor '%s' added",
+           pb->tensors[i].name);
+    else if (tensor_sig(pa, k) != tensor_sig(pb, i))
+      DIFF(c, "diff.tensor", pb->tensors[i].name,
+           "tensor '%s' changed (shape, dtype, role or init)",
+           pb->tensors[i].name);
+  }
+  for (int i = 0; i < pa->ntensors; i++)
+    if (plan_strmap_get(&pb->tensor_by_name, pa->tensors[i].name) < 0)
+      DIFF(c, "diff.tensor", pa->tensors[i].name, "tensor '%s' removed",
+           pa->tensors[i].name);
+}
+
+static void diff_mesh(dctx *c) {
+  const plan_mesh *ma = &c->a->mesh, *mb = &c->b->mesh;
+  char sa[256] = "", sb[256] = "";
+  size_t ua = 0, ub = 0;
+  for (int i = 0; i < ma->naxes && ua < 200; i++)
+    ua += (size_t)snprintf(sa + ua, sizeof sa - ua, "%s%s=%lld", i ? "," : "",
+                           ma->axis_names[i], (long long)ma->axis_sizes[i]);
+  for (int i = 0; i < mb->naxes && ub < 200; i++)
+    ub += (size_t)snprintf(sb + ub, sizeof sb - ub, "%s%s=%lld", i ? "," : "",
+                           mb->axis_names[i], (long long)mb->axis_sizes[i]);
+  if (strcmp(sa, sb)) {
+    DIFF(c, "diff.mesh", "mesh", "mesh axes [%s] -> [%s]", sa, sb);
+    return;
+  }
+  bool same_dev = (!ma->devices && !mb->devices) ||
+                  (ma->devices && mb->devices &&
+                   !memcmp(ma->devices, mb->devices,
+                           sizeof(int64_t) * (size_t)ma->ndevices));
+  if (!same_dev)
+    DIFF(c, "diff.devices", "mesh", "device order differs");
+  if (ma->devices_per_host != mb->devices_per_host)
+    DIFF(c, "diff.mesh", "mesh", "devices_per_host %lld -> %lld",
+         (long long)ma->devices_per_host, (long long)mb->devices_per_host);
+  plan_buf ba, bb;
+  plan_buf_init(&ba);
+  plan_buf_init(&bb);
+  int rc = plan_canon_section(&ba, c->a, "mesh");
+  if (!rc)
+    rc = plan_canon_section(&bb, c->b, "mesh");
+  if (rc && !c->rc)
+    c->rc = rc;
+  if (!rc && same_dev && ma->devices_per_host == mb->devices_per_host &&
+      (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len)))
+    DIFF(c, "diff.mesh", "mesh", "hardware model or submeshes differ");
+  plan_buf_free(&ba);
+  plan_buf_free(&bb);
+}
+
+static void pl_list(const plan_placement *p, int n, char *buf, size_t sz) {
+  size_t u = 0;
+  char one[PLAN_PLACEMENT_STRLEN];
+  buf[0] = 0;
+  for (int i = 0; i < n && u < sz; i++)
+    u += (size_t)snprintf(buf + u, sz - u, "%s%s", i ? ", " : "",
+                          plan_placement_format(&p[i], one));
+}
+
+static void diff_decisions(dctx *c) {
+  const plan_program *pa = c->a->program, *pb = c->b->program;
+  char x[1024], y[1024];
+  for (int t = 0; t < pb->ntensors; t++) {
+    int k = plan_strmap_get(&pa->tensor_by_name, pb->tensors[t].name);
+    if (k < 0)
+      continue;
+    plan_placement ra, rb;
+    plan_placement_replicated(&ra, c->a->mesh.naxes);
+    plan_placement_replicated(&rb, c->b->mesh.naxes);
+    const plan_placement *qa =
+        c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
+    const plan_placement *qb =
+        c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
+    pl_list(qa, 1, x, sizeof x);
+    pl_list(qb, 1, y, sizeof y);
+    if (strcmp(x, y))
+      DIFF(c, "diff.placement", pb->tensors[t].name,
+           "placement of '%s': %s -> %s", pb->tensors[t].name, x, y);
+  }
+  for (int i = 0; i < pb->nops; i++) {
+    int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
+    if (k < 0)
+      continue;
+    const plan_strategy *sa = &c->a->strategies[k], *sb = &c->b->strategies[i];
+    if (!sa->set || !sb->set) {
+      if (sa->set != sb->set)
+        DIFF(c, "diff.strategy", pb->ops[i].name, "strategy of '%s' %s",
+             pb->ops[i].name, sa->set ? "removed" : "added");
+      continue;
+    }
+    if (pa->ops[k].nin != pb->ops[i].nin || pa->ops[k].nout != pb->ops[i].nout)
+      continue; /* reported as a changed op */
+    char xo[512], yo[512];
+    pl_list(sa->in, pa->ops[k].nin, x, sizeof x);
+    pl_list(sb->in, pb->ops[i].nin, y, sizeof y);
+    pl_list(sa->out, pa->ops[k].nout, xo, sizeof xo);
+    pl_list(sb->out, pb->ops[i].nout, yo, sizeof yo);
+    if (strcmp(x, y) || strcmp(xo, yo))
+      DIFF(c, "diff.strategy", pb->ops[i].name,
+           "strategy of '%s': in [%s] out [%s] -> in [%s] out [%s]",
+           pb->ops[i].name, x, xo, y, yo);
+  }
+  for (int i = 0; i < pb->noutputs; i++)
+    for (int k = 0; k < pa->noutputs; k++) {
+      if (strcmp(pa->tensors[pa->outputs[k]].name,
+                 pb->tensors[pb->outputs[i]].name))
+        continue;
+      plan_placement ra, rb;
+      plan_placement_replicated(&ra, c->a->mesh.naxes);
+      plan_placement_replicated(&rb, c->b->mesh.naxes);
+      pl_list(c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra, 1, x, sizeof x);
+      pl_list(c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb, 1, y, sizeof y);
+      if (strcmp(x, y))
+        DIFF(c, "diff.output", pb->tensors[pb->outputs[i]].name,
+             "output placement of '%s': %s -> %s",
+             pb->tensors[pb->outputs[i]].name, x, y);
+    }
+}
+
+static void diff_stages(dctx *c) {
+  const plan_pipeline *qa = &c->a->pipeline, *qb = &c->b->pipeline;
+  const plan_program *pa = c->a->program, *pb = c->b->program;
+  if (qa->present != qb->present) {
+    DIFF(c, "diff.pipeline", "pipeline", "pipeline %s",
+         qa->present ? "removed" : "added");
+    return;
+  }
+  if (!qa->present)
+    return;
+  if (qa->nstages != qb->nstages)
+    DIFF(c, "diff.pipeline", "pipeline", "%d -> %d stages", qa->nstages,
+         qb->nstages);
+  if (qa->microbatches != qb->microbatches)
+    DIFF(c, "diff.pipeline", "pipeline", "%lld -> %lld microbatches",
+         (long long)qa->microbatches, (long long)qb->microbatches);
+  if (qa->schedule != qb->schedule)
+    DIFF(c, "diff.schedule", "pipeline", "schedule changed");
+  for (int i = 0; i < pb->nops; i++) {
+    int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
+    if (k >= 0 && qa->op_stage[k] != qb->op_stage[i])
+      DIFF(c, "diff.stage", pb->ops[i].name,
+           "op '%s' moves from stage %d to %d", pb->ops[i].name,
+           qa->op_stage[k], qb->op_stage[i]);
+  }
+}
+
+static void diff_section(dctx *c, const char *which, const char *code) {
+  plan_buf ba, bb;
+  plan_buf_init(&ba);
+  plan_buf_init(&bb);
+  int rc = plan_canon_section(&ba, c->a, which);
+  if (!rc)
+    rc = plan_canon_section(&bb, c->b, which);
+  if (rc && !c->rc)
+    c->rc = rc;
+  if (!rc && (ba.len != bb.len || (ba.len && memcmp(ba.data, bb.data, ba.len))))
+    DIFF(c, code, which, "%s settings differ", which);
+  plan_buf_free(&ba);
+  plan_buf_free(&bb);
+}
+
+int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b) {
+  *out = NULL;
+  if (!a || !b)
+    return plan_failf(PLAN_EUSAGE, "plan_diff: NULL argument");
+  plan_diags *d;
+  int rc = plan_diags_new(&d);
+  if (rc)
+    return rc;
+  dctx c = {d, a, b, 0};
+  diff_program(&c);
+  if (a->has_mesh != b->has_mesh) {
+    DIFF(&c, "diff.mesh", "mesh", "mesh %s", a->has_mesh ? "removed" : "added");
+  } else if (a->has_mesh) {
+    diff_mesh(&c);
+    if (a->mesh.naxes == b->mesh.naxes)
+      diff_decisions(&c);
+    size_t before = plan_diags_count(d);
+    diff_stages(&c);
+    /* The rest of the pipeline (axis, submeshes, an explicit grid), only
+     * when the stages, microbatches and schedule kind agree: a moved op is
+     * reported as that, not also as a changed schedule. */
+    if (plan_diags_count(d) == before && a->pipeline.present &&
+        b->pipeline.present && a->pipeline.schedule == b->pipeline.schedule)
+      diff_section(&c, "pipeline", "diff.schedule");
+    diff_section(&c, "training", "diff.training");
+    diff_section(&c, "regions", "diff.regions");
+  }
+  if (c.rc) {
+    plan_diags_free(d);
+    return c.rc;
+  }
+  *out = d;
+  return PLAN_OK;
+}
