@@ -71,7 +71,7 @@ CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -l
 TOOL := $(BUILD)/plan
 
 .PHONY: all help deps deps-python test check-unit check-headers check-symbols check-conformance \
-        check-cli check-dist check-models check-lua check-python check-corpus check-docs wheel demo tour bench asan fuzz fmt lint install clean \
+        check-cli check-dist check-models check-lua check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz fmt lint install uninstall clean \
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
@@ -92,7 +92,8 @@ help:
 	@echo "make gpu-check  run the GPU tests and benchmarks (skipped without a GPU)"
 	@echo "make fmt        clang-format the C sources"
 	@echo "make lint       cppcheck over the C sources"
-	@echo "make install    install under PREFIX (default /usr/local)"
+	@echo "make install    install under PREFIX (default /usr/local), DESTDIR for staging"
+	@echo "make uninstall  remove what make install put under PREFIX"
 
 deps:
 	@sh scripts/deps.sh
@@ -213,7 +214,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-symbols check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-headers check-symbols check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
@@ -253,18 +254,51 @@ lint:
 	  --std=c11 --inline-suppr -Ilibplan/include -Ilibplan/src \
 	  --suppress=missingIncludeSystem libplan/src verifier runners cli
 
+# make install PREFIX=... [DESTDIR=...]: the libraries (libplan: the core;
+# libplan-verify: the core, the verifier and the CPU runner), their headers
+# and pkg-config files, the tool and its man page, the Lua module where a
+# stock lua5.4 looks (LUA_CMOD_DIR; /usr/local/lib/lua/5.4 is on its
+# default cpath) and the CUDA plugin when `make cuda` has built it.
+# make uninstall removes those files and nothing else.
+LIBDIR := $(PREFIX)/lib
+LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
+MAN1DIR := $(PREFIX)/share/man/man1
+PLAN_VERSION := $(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)
+PC_FILES := libplan.pc libplan-verify.pc
+INSTALLED := $(addprefix $(LIBDIR)/,libplan.a libplan-verify.a \
+               libplan.so.$(SOVERSION) libplan.so \
+               libplan-verify.so.$(SOVERSION) libplan-verify.so \
+               libplan-cuda.so $(addprefix pkgconfig/,$(PC_FILES))) \
+             $(HEADERS:libplan/include/%=$(PREFIX)/include/%) \
+             $(PREFIX)/bin/plan $(MAN1DIR)/plan.1 $(LUA_CMOD_DIR)/plan.so
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/libplan \
-	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libplan.so
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/libplan \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(LUA_CMOD_DIR)
+	install -m 644 $(CORE_STATIC) $(VERIFY_STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(CORE_SHARED) $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan.so
+	ln -sf libplan-verify.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan-verify.so
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/libplan/
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
-	@if [ -f $(CUDA_PLUGIN) ]; then install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(PREFIX)/lib/; \
+	install -m 644 docs/plan.1 $(DESTDIR)$(MAN1DIR)/
+	install -m 755 $(LUA_MOD) $(DESTDIR)$(LUA_CMOD_DIR)/
+	@if [ -f $(CUDA_PLUGIN) ]; then install -m 755 $(CUDA_PLUGIN) $(DESTDIR)$(LIBDIR)/; \
 	else echo "install: no $(CUDA_PLUGIN) (make cuda builds it): the cuda runner is not installed"; fi
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)|g' \
-	  libplan/libplan.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/libplan.pc
+	for pc in $(PC_FILES); do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(PLAN_VERSION)|g' \
+	    libplan/$$pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/$$pc || exit 1; \
+	done
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rmdir $(DESTDIR)$(PREFIX)/include/libplan 2>/dev/null || true
+
+# make install into a temporary prefix, then each piece used from a clean
+# environment: C programs through pkg-config (shared and static), the tool
+# and its man page, the Lua module, the Python binding; then uninstall.
+check-install: all
+	@sh tests/install/run.sh $(BUILD)
 
 clean:
 	rm -rf build build-asan build-fuzz
