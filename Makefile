@@ -259,7 +259,8 @@ lint:
 # and pkg-config files, the tool and its man page, the Lua module where a
 # stock lua5.4 looks (LUA_CMOD_DIR; /usr/local/lib/lua/5.4 is on its
 # default cpath) and the CUDA plugin when `make cuda` has built it.
-# make uninstall removes those files and nothing else.
+# As root into /usr or /usr/local it runs ldconfig. make uninstall removes
+# those files and nothing else.
 LIBDIR := $(PREFIX)/lib
 LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
 MAN1DIR := $(PREFIX)/share/man/man1
@@ -289,6 +290,8 @@ install: all
 	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(PLAN_VERSION)|g' \
 	    libplan/$$pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/$$pc || exit 1; \
 	done
+	@case "$(DESTDIR):$(LIBDIR)" in :/usr/lib|:/usr/local/lib) \
+	  if [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi ;; esac
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
