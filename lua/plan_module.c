@@ -54,40 +54,38 @@ typedef struct lplan {
 #define BOX_MT "libplan.box"
 
 /* A C object boxed in a userdata on the stack, released by the box's
- * __gc with its own free function: C memory that must outlive calls that
- * can raise. Clear box->ptr to keep the object. */
+ * __gc (or __close) with its own free function: C memory that must outlive
+ * calls that can raise. The box is made empty, before the object exists,
+ * and the object goes into it as soon as the C call that makes it returns:
+ * the only calls that can raise (making the box, then pushing results)
+ * come before the object exists or while the box holds it. */
 typedef struct cbox {
   void *ptr;
   void (*release)(void *);
 } cbox;
 
-static cbox *box(lua_State *L, void *ptr, void (*release)(void *)) {
+static cbox *box_new(lua_State *L, void (*release)(void *)) {
   cbox *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->ptr = ptr;
+  b->ptr = NULL;
   b->release = release;
   luaL_setmetatable(L, BOX_MT);
   return b;
 }
 
-static int box_gc(lua_State *L) {
-  cbox *b = luaL_checkudata(L, 1, BOX_MT);
+/* Releases the boxed object now (the box stays, empty). */
+static void box_release(cbox *b) {
   if (b->ptr && b->release)
     b->release(b->ptr);
   b->ptr = NULL;
+}
+
+static int box_gc(lua_State *L) {
+  box_release(luaL_checkudata(L, 1, BOX_MT));
   return 0;
 }
 
 static void release_report(void *r) { plan_verify_report_free(r); }
-
-/* Pushes text (malloc'd, taken) as a Lua string; frees it even when the
- * push raises. */
-static void push_taken(lua_State *L, char *text, size_t len) {
-  cbox *b = box(L, text, free);
-  lua_pushlstring(L, text ? text : "", text ? len : 0);
-  free(b->ptr);
-  b->ptr = NULL;
-  lua_remove(L, -2);
-}
+static void release_diags(void *d) { plan_diags_free(d); }
 
 /* nil, message from the thread's last error; returns 2. */
 static int push_fail(lua_State *L) {
@@ -292,11 +290,14 @@ static int m_text(lua_State *L) {
   lplan *lp = live(L);
   plan_write_options o = PLAN_WRITE_OPTIONS_INIT;
   o.self_contained = lua_toboolean(L, 2);
+  cbox *b = box_new(L, free);
   char *text;
   size_t len;
   if (plan_write_buffer(&text, &len, lp->p, &o))
     return push_fail(L);
-  push_taken(L, text, len);
+  b->ptr = text;
+  lua_pushlstring(L, text ? text : "", text ? len : 0);
+  box_release(b);
   return 1;
 }
 
@@ -319,19 +320,14 @@ static int m_save(lua_State *L) {
  * message" in the order validation gives. */
 static int m_validate(lua_State *L) {
   lplan *lp = live(L);
+  luaL_checkstack(L, 4, "validate");
+  cbox *b = box_new(L, release_diags);
   plan_diags *d;
   if (plan_validate(&d, lp->p))
     return push_fail(L);
+  b->ptr = d;
   size_t n = plan_diags_count(d);
-  bool ok = plan_diags_count_at_least(d, PLAN_SEV_ERROR) == 0;
-  /* copy into one Lua string list before anything can raise: build the
-   * table with lua_* calls that only raise on memory errors, freeing d in
-   * every case after */
-  lua_pushboolean(L, ok);
-  if (!lua_checkstack(L, 4)) {
-    plan_diags_free(d);
-    return luaL_error(L, "stack overflow");
-  }
+  lua_pushboolean(L, plan_diags_count_at_least(d, PLAN_SEV_ERROR) == 0);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
     const plan_diag *g = plan_diags_get(d, i);
@@ -342,7 +338,7 @@ static int m_validate(lua_State *L) {
     lua_pushstring(L, line);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
-  plan_diags_free(d);
+  box_release(b);
   return 2;
 }
 
@@ -361,6 +357,7 @@ static const char *opt_string(lua_State *L, const char *name) {
 static int m_verify(lua_State *L) {
   lplan *lp = live(L);
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  cbox *b = box_new(L, release_report); /* for the report */
   int top = lua_gettop(L);
   if (lua_istable(L, 2)) {
     const char *mode = opt_string(L, "mode");
@@ -399,11 +396,11 @@ static int m_verify(lua_State *L) {
   }
   plan_verify_report *r; /* manual regions: their bodies traced in Lua */
   int rc = plan_verify_traced(&r, lp->p, &o, plan_lua_trace_region, NULL);
+  if (!rc)
+    b->ptr = r;
   lua_settop(L, top); /* the options' values are not needed past here */
   if (rc)
     return push_fail(L);
-  /* the report is boxed while its fields are pushed */
-  cbox *b = box(L, r, release_report);
   lua_pushboolean(L, plan_verify_report_equal(r));
   lua_pushstring(L, plan_verify_report_text(r));
   lua_createtable(L, 0, 3);
@@ -417,9 +414,7 @@ static int m_verify(lua_State *L) {
       lua_pushstring(L, f[i]);
       lua_setfield(L, -2, names[i]);
     }
-  b->ptr = NULL;
-  plan_verify_report_free(r);
-  lua_remove(L, -4);
+  box_release(b);
   return 3;
 }
 
@@ -509,21 +504,19 @@ static int m_mesh(lua_State *L) {
 static int m_strategies(lua_State *L) {
   lplan *lp = live(L);
   int op = check_op(L, lp->p, 2);
+  cbox *b = box_new(L, free); /* a memory error while building frees it */
   plan_op_strategy *list;
   int n;
   if (plan_op_strategies(&list, &n, lp->p, op))
     return push_fail(L);
-  /* boxed: a memory error while building the table frees it */
-  cbox *b = box(L, list, free);
+  b->ptr = list;
   const plan_op *o = &lp->p->program->ops[op];
   lua_createtable(L, n, 0);
   for (int i = 0; i < n; i++) {
     push_strategy(L, o, list[i].in, list[i].out);
     lua_rawseti(L, -2, i + 1);
   }
-  free(b->ptr);
-  b->ptr = NULL;
-  lua_remove(L, -2);
+  box_release(b);
   return 1;
 }
 
@@ -646,10 +639,11 @@ static const plan_cost_model *cost_model(lua_State *L, lplan *lp,
   plan_cost_model_free(lp->cost);
   lp->cost = NULL;
   free(lp->cost_profile);
-  lp->cost_profile = profile ? strdup(profile) : NULL;
+  lp->cost_profile = NULL;
+  if (profile && !(lp->cost_profile = strdup(profile)))
+    luaL_error(L, "out of memory");
   if (plan_cost_model_new(&lp->cost, lp->p, profile))
     return NULL;
-  (void)L;
   return lp->cost;
 }
 
@@ -693,6 +687,7 @@ static int m_cost_redist(lua_State *L) {
 static int m_cost(lua_State *L) {
   lplan *lp = live(L);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 2, NULL));
+  cbox *b = box_new(L, free); /* for the text */
   plan_cost_report *r;
   lp->n_cost_plan++;
   if (!m || plan_cost_plan(&r, m, lp->p))
@@ -706,6 +701,7 @@ static int m_cost(lua_State *L) {
   plan_cost_report_free(r);
   if (rc)
     return push_fail(L);
+  b->ptr = text;
   lua_createtable(L, 0, 4);
   lua_pushnumber(L, step);
   lua_setfield(L, -2, "step");
@@ -713,8 +709,9 @@ static int m_cost(lua_State *L) {
   lua_setfield(L, -2, "memory");
   lua_pushboolean(L, fits);
   lua_setfield(L, -2, "fits");
-  push_taken(L, text, len);
+  lua_pushlstring(L, text ? text : "", text ? len : 0);
   lua_setfield(L, -2, "text");
+  box_release(b);
   return 1;
 }
 
@@ -805,6 +802,7 @@ static plan_value *to_value(lua_State *L, plan_plan *p, int idx, int depth) {
   idx = lua_absindex(L, idx);
   if (depth > 16)
     luaL_error(L, "provenance: nested too deep");
+  luaL_checkstack(L, 4, "provenance too deep");
   plan_value *v = plan_arena_alloc(&p->arena, sizeof *v);
   if (!v)
     luaL_error(L, "out of memory");
@@ -901,10 +899,11 @@ static int m_diff(lua_State *L) {
   lplan *lq = luaL_checkudata(L, 2, PLAN_MT);
   if (!lq->p)
     return luaL_error(L, "the other plan is closed");
+  cbox *b = box_new(L, release_diags);
   plan_diags *d;
   if (plan_diff(&d, lp->p, lq->p))
     return push_fail(L);
-  cbox *b = box(L, d, (void (*)(void *))plan_diags_free);
+  b->ptr = d;
   size_t n = plan_diags_count(d);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
@@ -912,9 +911,7 @@ static int m_diff(lua_State *L) {
     lua_pushfstring(L, "%s: %s", g->code, g->message);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
-  b->ptr = NULL;
-  plan_diags_free(d);
-  lua_remove(L, -2);
+  box_release(b);
   return 1;
 }
 
@@ -1101,6 +1098,8 @@ static void createmeta(lua_State *L) {
   luaL_newmetatable(L, BOX_MT);
   lua_pushcfunction(L, box_gc);
   lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, box_gc);
+  lua_setfield(L, -2, "__close");
   lua_pop(L, 1);
   luaL_newmetatable(L, PLAN_MT);
   luaL_setfuncs(L, plan_meta, 0);
