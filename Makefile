@@ -53,8 +53,7 @@ HEADER_CHECKS := $(HEADERS:libplan/include/libplan/%.h=$(BUILD)/headers/%.o)
 # The Lua module (lua/): linked into the tool and built as plan.so. Its Lua
 # sources (the search driver, lua/strategies/) are embedded as C.
 LUA_FILES := $(sort $(wildcard lua/*.lua lua/strategies/*.lua))
-LUA_OBJ := $(BUILD)/lua/plan_module.o $(BUILD)/lua/plan_milp.o \
-           $(BUILD)/lua/region_trace.o \
+LUA_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard lua/*.c))) \
            $(BUILD)/gen/lua_sources.o
 LUA_MOD := $(BUILD)/plan.so
 BENCH_SRC := $(sort $(wildcard bench/*.c))

@@ -11,6 +11,12 @@
 #include "lua_host.h"
 #include "plan_module.h"
 
+/* An error message for stderr: the error object is not always a string. */
+static const char *message(lua_State *L) {
+  const char *msg = lua_tostring(L, -1);
+  return msg ? msg : "(an error object that is not a string)";
+}
+
 /* The message handler: the error with a traceback. */
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
@@ -39,6 +45,7 @@ static int host_main(lua_State *L) {
   lua_pushcfunction(L, luaopen_plan);
   lua_setfield(L, -2, "plan");
   lua_pop(L, 1);
+  luaL_checkstack(L, h->argc + 3, "too many arguments");
   lua_createtable(L, h->argc, 1);
   lua_pushstring(L, h->name);
   lua_rawseti(L, -2, 0);
@@ -50,18 +57,17 @@ static int host_main(lua_State *L) {
   int rc = h->text ? luaL_loadbuffer(L, h->text, strlen(h->text), h->name)
                    : luaL_loadfile(L, h->name);
   if (rc) {
-    fprintf(stderr, "plan: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, "plan: %s\n", message(L));
     h->status = EXIT_BAD_INPUT;
     return 0;
   }
   for (int i = 0; i < h->argc; i++)
     lua_pushstring(L, h->argv[i]);
   lua_pushcfunction(L, traceback);
-  int fn = lua_gettop(L) - h->argc - 1, handler = lua_gettop(L);
+  int fn = lua_gettop(L) - h->argc - 1;
   lua_insert(L, fn); /* the handler below the chunk */
-  (void)handler;
   if (lua_pcall(L, h->argc, 1, fn)) {
-    fprintf(stderr, "plan: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, "plan: %s\n", message(L));
     h->status = EXIT_NEGATIVE;
     return 0;
   }
@@ -80,7 +86,7 @@ int cli_lua_run(const char *name, const char *text, int argc,
   lua_pushcfunction(L, host_main);
   lua_pushlightuserdata(L, &h);
   if (lua_pcall(L, 1, 0, 0)) {
-    fprintf(stderr, "plan: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, "plan: %s\n", message(L));
     h.status = EXIT_NEGATIVE;
   }
   lua_close(L);

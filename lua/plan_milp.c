@@ -103,10 +103,11 @@ static int l_milp(lua_State *L) {
       int *idx = lua_newuserdatauv(L, sizeof(int) * (size_t)(nz + 1), 0);
       double *val = lua_newuserdatauv(L, sizeof(double) * (size_t)(nz + 1), 0);
       for (lua_Integer k = 1; k <= nz; k++) {
-        lua_Integer j = (lua_Integer)field_num(L, cols, (int)k, 0);
-        if (j < 1 || j > n)
-          return luaL_error(L, "milp: row %d: no column %d", (int)r, (int)j);
-        idx[k - 1] = (int)(j - 1);
+        double j = field_num(L, cols, (int)k, 0); /* truncated, as C does */
+        if (!(j >= 1 && j < (double)n + 1))
+          return luaL_error(L, "milp: row %d: no column %d", (int)r,
+                            j > -1e9 && j < 1e9 ? (int)j : 0);
+        idx[k - 1] = (int)j - 1;
         val[k - 1] = field_num(L, coefs, (int)k, 0);
       }
       lua_getfield(L, row, "sense");

@@ -94,60 +94,137 @@ static int tensor_tostring(lua_State *L) {
   return 1;
 }
 
-/* A builder call failed: its message, at the body's line. */
-static int builder_error(lua_State *L) {
+/* Raises msg at the body's line. */
+static int raise_at_line(lua_State *L, const char *msg) {
   luaL_where(L, 1);
-  lua_pushstring(L, plan_error_last()->message);
+  lua_pushstring(L, msg);
   lua_concat(L, 2);
   return lua_error(L);
 }
 
+/* A builder call failed: its message, at the body's line. */
+static int builder_error(lua_State *L) {
+  return raise_at_line(L, plan_error_last()->message);
+}
+
 /* ---- ops -------------------------------------------------------------------- */
 
-/* Stages the attributes of table idx. */
-static void stage_attrs(lua_State *L, int idx, int *nout) {
-  plan_trace *t = box_of(L)->t;
+/* One attribute of an op call, read from the call's table. The builder
+ * holds what it is given (names, strings, lists) until the op, and a
+ * staged attribute stays staged until the next op: so an op call reads
+ * and checks everything first, where a Lua error may be raised, and only
+ * then stages the attributes and makes the op, with nothing that can
+ * raise in between; the body may catch an error and go on. */
+typedef struct call_attr {
+  const char *name;
+  int type; /* LUA_TNUMBER, LUA_TBOOLEAN, LUA_TSTRING or LUA_TTABLE */
+  int integer;
+  lua_Integer i;
+  lua_Number f;
+  const char *s;
+  const int64_t *v;
+  int n;
+} call_attr;
+
+/* The int list at the top of the stack into a userdata left there. */
+static const int64_t *read_list(lua_State *L, const char *name, int *n) {
+  lua_Integer len = luaL_len(L, -1);
+  if (len < 0 || len > PLAN_MAX_RANK * 4)
+    luaL_error(L, "attribute '%s': a list of at most %d", name,
+               PLAN_MAX_RANK * 4);
+  int64_t *v = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(len + 1), 0);
+  for (lua_Integer i = 1; i <= len; i++) {
+    lua_geti(L, -2, i);
+    v[i - 1] = (int64_t)luaL_checkinteger(L, -1);
+    lua_pop(L, 1);
+  }
+  *n = (int)len;
+  return v;
+}
+
+/* Reads the attributes of table idx ("outputs" into *nout) into an array
+ * left on the stack, with a table above it that holds the names, strings
+ * and lists they point to; their count into *na. The caller's table is
+ * left as it was. */
+static call_attr *read_attrs(lua_State *L, int idx, int *nout, int *na) {
+  int cap = 0;
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    cap++;
+    lua_pop(L, 1);
+  }
+  call_attr *a = lua_newuserdatauv(L, sizeof *a * (size_t)(cap + 1), 0);
+  lua_createtable(L, 2 * cap, 0);
+  int held = lua_gettop(L), nheld = 0, n = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (lua_type(L, -2) != LUA_TSTRING)
       luaL_error(L, "attribute names are strings");
+    if (n == cap)
+      luaL_error(L, "the attribute table changed while it was read");
     const char *k = lua_tostring(L, -2);
-    int rc = PLAN_OK;
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, held, ++nheld);
+    call_attr *c = &a[n];
+    memset(c, 0, sizeof *c);
+    c->name = k;
+    c->type = lua_type(L, -1);
     if (!strcmp(k, "outputs")) {
       *nout = (int)luaL_checkinteger(L, -1);
-    } else if (lua_isinteger(L, -1)) {
-      rc = plan_trace_attr_int(t, k, lua_tointeger(L, -1));
-    } else if (lua_type(L, -1) == LUA_TNUMBER) {
-      rc = plan_trace_attr_float(t, k, lua_tonumber(L, -1));
-    } else if (lua_type(L, -1) == LUA_TBOOLEAN) {
-      rc = plan_trace_attr_bool(t, k, lua_toboolean(L, -1));
-    } else if (lua_type(L, -1) == LUA_TSTRING) {
-      rc = plan_trace_attr_string(t, k, lua_tostring(L, -1));
-    } else if (lua_type(L, -1) == LUA_TTABLE) {
-      /* the list lives in the state: a userdata kept on the stack */
-      lua_Integer n = luaL_len(L, -1);
-      if (n < 0 || n > PLAN_MAX_RANK * 4)
-        luaL_error(L, "attribute '%s': a list of at most %d", k,
-                   PLAN_MAX_RANK * 4);
-      int64_t *v = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n + 1), 0);
-      for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, -2, i);
-        v[i - 1] = (int64_t)luaL_checkinteger(L, -1);
-        lua_pop(L, 1);
-      }
-      lua_replace(L, -2); /* keep the list in the value's slot */
-      lua_pushvalue(L, -2);
-      lua_pushvalue(L, -2);
-      lua_rawset(L, idx); /* referenced by the table until the op */
-      rc = plan_trace_attr_ints(t, k, v, (int)n);
+      lua_pop(L, 1);
+      continue;
+    }
+    if (c->type == LUA_TNUMBER) {
+      c->integer = lua_isinteger(L, -1);
+      c->i = lua_tointeger(L, -1);
+      c->f = lua_tonumber(L, -1);
+    } else if (c->type == LUA_TBOOLEAN) {
+      c->i = lua_toboolean(L, -1);
+    } else if (c->type == LUA_TSTRING) {
+      c->s = lua_tostring(L, -1);
+      lua_pushvalue(L, -1);
+      lua_rawseti(L, held, ++nheld);
+    } else if (c->type == LUA_TTABLE) {
+      c->v = read_list(L, k, &c->n);
+      lua_rawseti(L, held, ++nheld);
     } else {
       luaL_error(L, "attribute '%s' is a number, boolean, string or list",
                  k);
     }
-    if (rc)
-      builder_error(L);
+    n++;
     lua_pop(L, 1);
   }
+  *na = n;
+  return a;
+}
+
+static int stage_attr(plan_trace *t, const call_attr *c) {
+  switch (c->type) {
+  case LUA_TNUMBER:
+    return c->integer ? plan_trace_attr_int(t, c->name, c->i)
+                      : plan_trace_attr_float(t, c->name, c->f);
+  case LUA_TBOOLEAN:
+    return plan_trace_attr_bool(t, c->name, (int)c->i);
+  case LUA_TSTRING:
+    return plan_trace_attr_string(t, c->name, c->s);
+  default:
+    return plan_trace_attr_ints(t, c->name, c->v, c->n);
+  }
+}
+
+/* Stages the attributes; on a refusal, drops those staged (a refused
+ * plan_trace_op takes them, as every plan_trace_op does) and raises the
+ * refusal's message. */
+static void stage_attrs(lua_State *L, plan_trace *t, const char *op,
+                        const call_attr *a, int na) {
+  for (int i = 0; i < na; i++)
+    if (stage_attr(t, &a[i])) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", plan_error_last()->message);
+      int none[1];
+      plan_trace_op(t, op, NULL, 0, none, 0);
+      raise_at_line(L, msg);
+    }
 }
 
 static int op_call(lua_State *L) {
@@ -155,10 +232,11 @@ static int op_call(lua_State *L) {
   const char *name = lua_tostring(L, lua_upvalueindex(1));
   int kind = plan_op_kind_from_name(name);
   const plan_op_info *info = plan_op_info_get(kind);
-  int top = lua_gettop(L), nin = top, nout = info ? info->min_out : 1;
+  int top = lua_gettop(L), nin = top, nout = info ? info->min_out : 1, na = 0;
+  const call_attr *attrs = NULL;
   if (top > 0 && lua_type(L, top) == LUA_TTABLE) {
     nin = top - 1;
-    stage_attrs(L, top, &nout);
+    attrs = read_attrs(L, top, &nout, &na);
   }
   if (nin > PLAN_MAX_OPERANDS - 1 || nout < 1 ||
       nin + nout > PLAN_MAX_OPERANDS)
@@ -166,10 +244,15 @@ static int op_call(lua_State *L) {
   int in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   for (int j = 0; j < nin; j++)
     in[j] = check_tensor(L, j + 1);
+  luaL_checkstack(L, nout, "the op's outputs");
+  int base = lua_gettop(L);
+  for (int k = 0; k < nout; k++) /* made before the op, bound after */
+    push_tensor(L, -1);
+  stage_attrs(L, t, name, attrs, na);
   if (plan_trace_op(t, name, in, nin, out, nout) < 0)
     return builder_error(L);
   for (int k = 0; k < nout; k++)
-    push_tensor(L, out[k]);
+    *(int *)lua_touserdata(L, base + 1 + k) = out[k];
   return nout;
 }
 
@@ -180,10 +263,11 @@ static int collective(lua_State *L) {
   const char *axis = luaL_checkstring(L, 2);
   int dim = (int)luaL_optinteger(L, 3, -1);
   int to_dim = (int)luaL_optinteger(L, 4, -1);
+  push_tensor(L, -1); /* made before the collective, bound after */
   int nh = plan_trace_collective(t, kind, h, axis, dim, to_dim);
   if (nh < 0)
     return builder_error(L);
-  push_tensor(L, nh);
+  *(int *)lua_touserdata(L, -1) = nh;
   return 1;
 }
 

@@ -3,11 +3,23 @@
 # (`plan run`), and, unless this is a sanitizer build (SAN=1: the ASan
 # runtime must come first in the process), again in a stock lua5.4 that
 # loads plan.so with `require "plan"`. A test script raises on failure.
+# The tests' own C module (alloc_limit.c, which refuses memory for
+# test_unwind.lua) is built here first and found through LUA_CPATH.
 # usage: tests/lua/run.sh PLAN_BINARY PLAN_SO
 PLAN=${1:?usage: run.sh PLAN_BINARY PLAN_SO}
 SO=${2:?usage: run.sh PLAN_BINARY PLAN_SO}
 DIR=$(cd "$(dirname "$0")" && pwd)
 passed=0; failed=0
+tmp=$(mktemp -d)
+# alloc_limit, the tests' C module that refuses memory (test_unwind.lua)
+LUA_INC=$(pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
+if ${CC:-cc} -std=c11 -Wall -Wextra -Werror -O1 -g -shared -fPIC $LUA_INC \
+    -o "$tmp/alloc_limit.so" "$DIR/alloc_limit.c"; then
+  passed=$((passed+1))
+else
+  failed=$((failed+1)); echo "FAIL: tests/lua/alloc_limit.c does not build"
+fi
+export LUA_CPATH="$tmp/?.so;;"
 for t in "$DIR"/test_*.lua; do
   if PLAN_TOOL=$PLAN "$PLAN" run "$t" >/tmp/lua-test.$$ 2>&1; then
     passed=$((passed+1))
@@ -15,7 +27,7 @@ for t in "$DIR"/test_*.lua; do
     failed=$((failed+1)); echo "FAIL (plan run): $(basename "$t")"; cat /tmp/lua-test.$$
   fi
   if [ "${SAN:-0}" != 1 ] && command -v lua5.4 >/dev/null 2>&1; then
-    if PLAN_TOOL=$PLAN LUA_CPATH="$(dirname "$SO")/?.so;;" lua5.4 "$t" >/tmp/lua-test.$$ 2>&1; then
+    if PLAN_TOOL=$PLAN LUA_CPATH="$(dirname "$SO")/?.so;$tmp/?.so;;" lua5.4 "$t" >/tmp/lua-test.$$ 2>&1; then
       passed=$((passed+1))
     else
       failed=$((failed+1)); echo "FAIL (lua5.4 + plan.so): $(basename "$t")"; cat /tmp/lua-test.$$
@@ -25,7 +37,6 @@ done
 rm -f /tmp/lua-test.$$
 
 # plan search / plan replay from the command line
-tmp=$(mktemp -d)
 check() { # NAME WANT_RC CMD...
   name=$1; want=$2; shift 2
   out=$("$@" 2>&1); rc=$?
@@ -112,6 +123,9 @@ check "verify with a device order" 0 "$PLAN" verify "$tmp/h2.yaml"
 check "replay: no search recorded" 2 "$PLAN" replay examples/moe-experts.plan.yaml
 check "run: a script's error" 1 "$PLAN" run "$DIR/data/raises.lua"
 has "run: a script's error" "stack traceback"
+# a script's arguments, more than the C stack's first slots hold
+check "run: many arguments" 0 "$PLAN" run "$DIR/data/args.lua" $(seq 1 300)
+has "run: many arguments" "300 arguments, the last 300"
 rm -rf "$tmp"
 echo "lua: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,279 @@
+/* The plan userdata of the plan module: its lifetime (__gc, __close,
+ * close), what it holds (ops, tensors, mesh, outputs, devices, pinned
+ * regions, the cost calls made through it) and writing it out (hash, text,
+ * save, the lowered program). */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "libplan/cost.h"
+#include "lower/lower.h"
+#include "plan_module_internal.h"
+#include "search/strategy_space.h"
+
+static int m_gc(lua_State *L) {
+  lplan *lp = plan_lua_toplan(L, 1);
+  plan_cost_model_free(lp->cost);
+  free(lp->cost_profile);
+  free(lp->undo);
+  plan_free(lp->p);
+  memset(lp, 0, sizeof *lp);
+  return 0;
+}
+
+static int m_tostring(lua_State *L) {
+  lplan *lp = plan_lua_toplan(L, 1);
+  if (!lp->p) {
+    lua_pushliteral(L, "plan (closed)");
+    return 1;
+  }
+  const plan_plan *p = lp->p;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_pushfstring(L, "plan '%s' (%d ops", plan_program_name(p->program),
+                  p->program->nops);
+  luaL_addvalue(&b);
+  for (int a = 0; a < p->mesh.naxes; a++) {
+    lua_pushfstring(L, "%s%s=%d", a ? " x " : "; mesh ", p->mesh.axis_names[a],
+                    (int)p->mesh.axis_sizes[a]);
+    luaL_addvalue(&b);
+  }
+  luaL_addchar(&b, ')');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int m_hash(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  plan_hash h;
+  if (plan_hash_part(&h, lp->p, PLAN_PART_PLAN))
+    return plan_lua_fail(L);
+  char buf[64];
+  lua_pushstring(L, plan_hash_format(h, buf));
+  return 1;
+}
+
+static int m_text(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  plan_write_options o = PLAN_WRITE_OPTIONS_INIT;
+  o.self_contained = lua_toboolean(L, 2);
+  plan_lua_box *b = plan_lua_box_new(L, free);
+  char *text;
+  size_t len;
+  if (plan_write_buffer(&text, &len, lp->p, &o))
+    return plan_lua_fail(L);
+  b->ptr = text;
+  lua_pushlstring(L, text ? text : "", text ? len : 0);
+  plan_lua_box_release(b);
+  return 1;
+}
+
+static int m_save(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const char *path = luaL_checkstring(L, 2);
+  plan_write_options o = PLAN_WRITE_OPTIONS_INIT;
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "self_contained");
+    o.self_contained = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  if (plan_save(lp->p, path, &o))
+    return plan_lua_fail(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int m_lower(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const char *path = luaL_checkstring(L, 2);
+  plan_lowered *l;
+  if (plan_lower(&l, lp->p))
+    return plan_lua_fail(L);
+  char *text;
+  size_t len;
+  int rc = plan_lowered_write(&text, &len, l);
+  plan_lowered_free(l);
+  if (rc)
+    return plan_lua_fail(L);
+  rc = plan_write_file_atomic(path, text, len);
+  free(text);
+  if (rc)
+    return plan_lua_fail(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int m_ops(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const plan_program *prog = lp->p->program;
+  lua_createtable(L, prog->nops, 0);
+  for (int i = 0; i < prog->nops; i++) {
+    lua_pushstring(L, prog->ops[i].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* {name, kind, index, inputs = {...}, outputs = {...}} */
+static int m_op(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int op = plan_lua_check_op(L, lp->p, 2);
+  const plan_program *prog = lp->p->program;
+  const plan_op *o = &prog->ops[op];
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, o->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, plan_program_op_kind(prog, op));
+  lua_setfield(L, -2, "kind");
+  lua_pushinteger(L, op + 1);
+  lua_setfield(L, -2, "index");
+  plan_lua_push_names(L, prog, o->in, o->nin);
+  lua_setfield(L, -2, "inputs");
+  plan_lua_push_names(L, prog, o->out, o->nout);
+  lua_setfield(L, -2, "outputs");
+  return 1;
+}
+
+/* {name, shape = {...}, dtype, role, producer = op name | nil} */
+static int m_tensor(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int t = plan_lua_check_tensor(L, lp->p, 2);
+  const plan_program *prog = lp->p->program;
+  const plan_tensor *x = &prog->tensors[t];
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, x->name);
+  lua_setfield(L, -2, "name");
+  lua_createtable(L, x->rank, 0);
+  for (int d = 0; d < x->rank; d++) {
+    lua_pushinteger(L, x->dims[d]);
+    lua_rawseti(L, -2, d + 1);
+  }
+  lua_setfield(L, -2, "shape");
+  lua_pushstring(L, plan_program_tensor_dtype(prog, t));
+  lua_setfield(L, -2, "dtype");
+  lua_pushstring(L, plan_program_tensor_role(prog, t));
+  lua_setfield(L, -2, "role");
+  if (x->producer >= 0) {
+    lua_pushstring(L, prog->ops[x->producer].name);
+    lua_setfield(L, -2, "producer");
+  }
+  return 1;
+}
+
+/* {{name = "dp", size = 2}, ...} */
+static int m_mesh(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const plan_mesh *m = &lp->p->mesh;
+  lua_createtable(L, m->naxes, 0);
+  for (int a = 0; a < m->naxes; a++) {
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, m->axis_names[a]);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, m->axis_sizes[a]);
+    lua_setfield(L, -2, "size");
+    lua_rawseti(L, -2, a + 1);
+  }
+  return 1;
+}
+
+/* p:outputs(): the program's outputs, in order. */
+static int m_outputs(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const plan_program *prog = lp->p->program;
+  plan_lua_push_names(L, prog, prog->outputs, prog->noutputs);
+  return 1;
+}
+
+/* p:pinned(op): whether a pinned region holds the op (its strategy is a
+ * constraint every search keeps). */
+static int m_pinned(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int op = plan_lua_check_op(L, lp->p, 2);
+  bool pinned = false;
+  for (int i = 0; i < lp->p->nregions && !pinned; i++) {
+    const plan_region *r = &lp->p->regions[i];
+    pinned = r->kind == PLAN_REGION_PINNED && r->ops && r->ops[op];
+  }
+  lua_pushboolean(L, pinned);
+  return 1;
+}
+
+/* p:devices(): the physical device of each logical rank (row-major over
+ * the mesh axes), a list. */
+static int m_devices(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  const plan_mesh *m = &lp->p->mesh;
+  lua_createtable(L, (int)m->ndevices, 0);
+  for (int64_t r = 0; r < m->ndevices; r++) {
+    lua_pushinteger(L, m->devices ? m->devices[r] : r);
+    lua_rawseti(L, -2, r + 1);
+  }
+  return 1;
+}
+
+/* p:set_devices(list | nil): a new device order (a permutation of
+ * 0..n-1; nil: iota); the costs follow it. */
+static int m_set_devices(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int64_t n = lp->p->mesh.ndevices;
+  int rc;
+  if (lua_isnoneornil(L, 2)) {
+    rc = plan_set_mesh_devices(lp->p, NULL);
+  } else {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (luaL_len(L, 2) != n)
+      return luaL_error(L, "set_devices: %d devices for a mesh of %d",
+                        (int)luaL_len(L, 2), (int)n);
+    int64_t *d = lua_newuserdatauv(L, sizeof(int64_t) * (size_t)(n + 1), 0);
+    for (int64_t r = 0; r < n; r++) {
+      lua_rawgeti(L, 2, r + 1);
+      d[r] = (int64_t)luaL_checkinteger(L, -1);
+      lua_pop(L, 1);
+    }
+    rc = plan_set_mesh_devices(lp->p, d);
+  }
+  if (!rc && lp->cost)
+    rc = plan_cost_model_update_mesh(lp->cost, lp->p);
+  if (rc)
+    return plan_lua_fail(L);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:stats(): {cost_op = n, cost_redist = n, cost_plan = n}, the cost
+ * evaluations made through this plan. */
+static int m_stats(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, lp->n_cost_op);
+  lua_setfield(L, -2, "cost_op");
+  lua_pushinteger(L, lp->n_cost_redist);
+  lua_setfield(L, -2, "cost_redist");
+  lua_pushinteger(L, lp->n_cost_plan);
+  lua_setfield(L, -2, "cost_plan");
+  return 1;
+}
+
+const luaL_Reg plan_lua_plan_meta[] = {{"__gc", m_gc},
+                                       {"__close", m_gc},
+                                       {"__tostring", m_tostring},
+                                       {NULL, NULL}};
+
+const luaL_Reg plan_lua_plan_methods[] = {{"close", m_gc},
+                                          {"hash", m_hash},
+                                          {"text", m_text},
+                                          {"save", m_save},
+                                          {"lower", m_lower},
+                                          {"ops", m_ops},
+                                          {"op", m_op},
+                                          {"tensor", m_tensor},
+                                          {"mesh", m_mesh},
+                                          {"outputs", m_outputs},
+                                          {"pinned", m_pinned},
+                                          {"devices", m_devices},
+                                          {"set_devices", m_set_devices},
+                                          {"stats", m_stats},
+                                          {NULL, NULL}};

@@ -1,0 +1,164 @@
+/* The helpers the plan module's files share (plan_module_internal.h): the
+ * box that holds C memory across calls that can raise, the plan userdata
+ * and the argument checks and pushes of its methods. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <string.h>
+
+#include "libplan/plan.h"
+#include "plan_module_internal.h"
+
+#define BOX_MT "libplan.box"
+
+plan_lua_box *plan_lua_box_new(lua_State *L, void (*release)(void *)) {
+  plan_lua_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->ptr = NULL;
+  b->release = release;
+  luaL_setmetatable(L, BOX_MT);
+  return b;
+}
+
+/* Releases the boxed object now (the box stays, empty). */
+void plan_lua_box_release(plan_lua_box *b) {
+  if (b->ptr && b->release)
+    b->release(b->ptr);
+  b->ptr = NULL;
+}
+
+static int box_gc(lua_State *L) {
+  plan_lua_box_release(luaL_checkudata(L, 1, BOX_MT));
+  return 0;
+}
+
+void plan_lua_box_register(lua_State *L) {
+  luaL_newmetatable(L, BOX_MT);
+  lua_pushcfunction(L, box_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, box_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}
+
+lplan *plan_lua_toplan(lua_State *L, int arg) {
+  return luaL_checkudata(L, arg, PLAN_MT);
+}
+
+/* nil, message from the thread's last error; returns 2. */
+int plan_lua_fail(lua_State *L) {
+  char buf[1024];
+  lua_pushnil(L);
+  lua_pushstring(L, plan_error_format(buf, sizeof buf));
+  return 2;
+}
+
+lplan *plan_lua_live(lua_State *L) {
+  lplan *lp = plan_lua_toplan(L, 1);
+  if (!lp->p)
+    luaL_error(L, "the plan is closed");
+  return lp;
+}
+
+/* A new empty plan userdata on the stack (filled by the caller). */
+lplan *plan_lua_new_plan(lua_State *L) {
+  lplan *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+  memset(lp, 0, sizeof *lp);
+  luaL_setmetatable(L, PLAN_MT);
+  return lp;
+}
+
+/* The op at argument `arg`: a name or a 1-based index. */
+int plan_lua_check_op(lua_State *L, const plan_plan *p, int arg) {
+  const plan_program *prog = p->program;
+  if (lua_type(L, arg) == LUA_TNUMBER) {
+    lua_Integer i = luaL_checkinteger(L, arg);
+    if (i < 1 || i > prog->nops)
+      luaL_argerror(L, arg, "no op with that index");
+    return (int)i - 1;
+  }
+  const char *name = luaL_checkstring(L, arg);
+  int op = plan_program_op_find(prog, name);
+  if (op < 0)
+    luaL_error(L, "no op '%s'", name);
+  return op;
+}
+
+int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
+  const char *name = luaL_checkstring(L, arg);
+  int t = plan_program_tensor_find(p->program, name);
+  if (t < 0)
+    luaL_error(L, "no tensor '%s'", name);
+  return t;
+}
+
+void plan_lua_push_placement(lua_State *L, const plan_placement *pl) {
+  char buf[PLAN_PLACEMENT_STRLEN];
+  lua_pushstring(L, plan_placement_format(pl, buf));
+}
+
+/* Parses placement text for a tensor of rank `rank`; raises on error. */
+void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
+                              const char *text, int rank, plan_placement *out) {
+  char err[200];
+  size_t off;
+  if (plan_placement_parse(out, text, strlen(text), p->mesh.naxes, err,
+                           sizeof err, &off) ||
+      plan_placement_normalize(out, rank, err, sizeof err))
+    luaL_error(L, "placement '%s': %s", text, err);
+}
+
+/* {in = {...}, out = {...}} of placement strings. */
+void plan_lua_push_strategy(lua_State *L, const plan_op *o,
+                            const plan_placement *in,
+                            const plan_placement *out) {
+  lua_createtable(L, 0, 2);
+  lua_createtable(L, o->nin, 0);
+  for (int j = 0; j < o->nin; j++) {
+    plan_lua_push_placement(L, &in[j]);
+    lua_rawseti(L, -2, j + 1);
+  }
+  lua_setfield(L, -2, "in");
+  lua_createtable(L, o->nout, 0);
+  for (int k = 0; k < o->nout; k++) {
+    plan_lua_push_placement(L, &out[k]);
+    lua_rawseti(L, -2, k + 1);
+  }
+  lua_setfield(L, -2, "out");
+}
+
+/* Reads a strategy table at `arg` for op o into in/out; raises on error. */
+void plan_lua_check_strategy(lua_State *L, const plan_plan *p, const plan_op *o,
+                             int arg, plan_placement *in, plan_placement *out) {
+  luaL_checktype(L, arg, LUA_TTABLE);
+  for (int side = 0; side < 2; side++) {
+    int n = side ? o->nout : o->nin;
+    const int *ts = side ? o->out : o->in;
+    if (lua_getfield(L, arg, side ? "out" : "in") != LUA_TTABLE)
+      luaL_error(L,
+                 "op '%s': the strategy needs '%s', a list of %d "
+                 "placements",
+                 o->name, side ? "out" : "in", n);
+    if ((int)luaL_len(L, -1) != n)
+      luaL_error(L, "op '%s': '%s' has %d placements, the op %d", o->name,
+                 side ? "out" : "in", (int)luaL_len(L, -1), n);
+    for (int j = 0; j < n; j++) {
+      lua_rawgeti(L, -1, j + 1);
+      const char *text = lua_tostring(L, -1);
+      if (!text)
+        luaL_error(L, "op '%s': placement %d of '%s' is not a string", o->name,
+                   j + 1, side ? "out" : "in");
+      plan_lua_parse_placement(L, p, text, p->program->tensors[ts[j]].rank,
+                               side ? &out[j] : &in[j]);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+void plan_lua_push_names(lua_State *L, const plan_program *prog, const int *ts,
+                         int n) {
+  lua_createtable(L, n, 0);
+  for (int j = 0; j < n; j++) {
+    lua_pushstring(L, prog->tensors[ts[j]].name);
+    lua_rawseti(L, -2, j + 1);
+  }
+}
