@@ -1,20 +1,25 @@
 """Builds the libplan wheel: a PEP 517 backend, and a command for `make wheel`.
 
 No build package is needed: a wheel is a zip archive holding the package,
-a .dist-info folder (METADATA, WHEEL, RECORD) and, here, libplan.so.N beside
-the package's modules, where the binding looks first. The wheel is tagged
-py3-none-<platform>: the binding is pure Python over ctypes, the library is
-native. libplan.so links libyaml, xxHash and OpenBLAS dynamically; those
-come from the system.
+a .dist-info folder (METADATA, WHEEL, RECORD) and, here, the library beside
+the package's modules, where the binding looks first: libplan-verify.so.N
+(the core and verification), or libplan.so.N when the library given is the
+core one. The wheel is tagged py3-none-<platform>: the binding is pure
+Python over ctypes, the library is native. The library links libyaml,
+xxHash (and, libplan-verify, OpenBLAS) dynamically; those come from the
+system.
 
 The library to carry is, in order: the `library` config setting
 (pip --config-settings library=PATH), $LIBPLAN_LIBRARY, or build/ of the
-source tree these files sit in (run `make` first). The `plan` tool beside
-that library goes in too, as libplan/bin/plan (libplan.search runs it);
-`tool=none` (--tool none) leaves it out.
+source tree these files sit in (libplan-verify.so.N, else libplan.so.N).
+With none of these (no build), or `library=none`, the wheel carries no
+library and the binding loads the one the system's loader finds (a
+libplan of `make install`). The `plan` tool beside the carried library goes
+in too, as libplan/bin/plan (libplan.search runs it); `tool=none`
+(--tool none) leaves it out.
 
-    python3 bindings/python/build_backend.py [--library PATH] [--tool PATH]
-                                             [--out DIR]
+    python3 bindings/python/build_backend.py [--library PATH|none]
+                                             [--tool PATH|none] [--out DIR]
 """
 
 import base64
@@ -33,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 NAME = "libplan"
 ABI = 0  # libplan/_lib.py ABI_VERSION, the SONAME suffix
 SUMMARY = ("Distributed-training parallelization plans: load, validate, hash, "
-           "verify and price them (ctypes binding of libplan.so)")
+           "verify and price them (ctypes binding of libplan)")
 
 
 def version():
@@ -55,20 +60,38 @@ def version():
 
 
 def find_library(config_settings=None):
+    """The library to carry (a real path), or None for a wheel without
+    one: `library=none`, or nothing named and no build in the tree."""
     lib = (config_settings or {}).get("library") or os.environ.get(
         "LIBPLAN_LIBRARY")
+    if lib == "none":
+        return None
     if not lib:
-        for n in ("libplan.so.%d" % ABI, "libplan.so"):
+        for n in ("libplan-verify.so.%d" % ABI, "libplan.so.%d" % ABI):
             c = os.path.join(ROOT, "build", n)
             if os.path.exists(c):
-                lib = c
-                break
-    if not lib or not os.path.exists(lib):
+                return os.path.realpath(c)
+        sys.stderr.write(
+            "libplan: no library in %s (run `make` there first, or name one "
+            "with LIBPLAN_LIBRARY=PATH or --config-settings library=PATH): "
+            "the wheel carries none, and the binding loads the libplan the "
+            "system's loader finds\n" % os.path.join(ROOT, "build"))
+        return None
+    if not os.path.exists(lib):
         raise RuntimeError(
-            "libplan.so not found (%s): run `make` in the source tree, or "
+            "libplan library %s not found: run `make` in the source tree, or "
             "name it with LIBPLAN_LIBRARY=PATH or --config-settings "
-            "library=PATH" % (lib or os.path.join(ROOT, "build")))
+            "library=PATH" % lib)
     return os.path.realpath(lib)
+
+
+def carried_name(data):
+    """The name a library's bytes go under in the wheel: libplan-verify.so.N
+    when it defines plan_verify (its dynamic symbol names are NUL-separated
+    strings in the file), else libplan.so.N, the core."""
+    if b"\0plan_verify\0" in data:
+        return "libplan-verify.so.%d" % ABI
+    return "libplan.so.%d" % ABI
 
 
 def tag():
@@ -129,10 +152,10 @@ def _distinfo_name():
 
 def find_tool(lib, config_settings=None):
     """The `plan` tool to carry (libplan.search runs it): the `tool` config
-    setting, else `plan` beside the library; None when there is none or
-    the setting is "none"."""
+    setting, else `plan` beside the library `lib` (None: no library); None
+    when there is none or the setting is "none"."""
     tool = (config_settings or {}).get("tool")
-    if tool == "none":
+    if tool == "none" or not (tool or lib):
         return None
     tool = tool or os.path.join(os.path.dirname(lib), "plan")
     return tool if os.path.isfile(tool) and os.access(tool, os.X_OK) else None
@@ -140,7 +163,9 @@ def find_tool(lib, config_settings=None):
 
 def build(out_dir, library=None, config_settings=None, tool=None):
     """Writes the wheel into out_dir; returns its file name."""
-    lib = library or find_library(config_settings)
+    lib = library if library is not None else find_library(config_settings)
+    if lib == "none":
+        lib = None
     if tool is None:
         tool = find_tool(lib, config_settings)
     t = tag()
@@ -149,8 +174,10 @@ def build(out_dir, library=None, config_settings=None, tool=None):
     for name, full in _package_files():
         with open(full, "rb") as f:
             entries.append((name, f.read(), 0o644))
-    with open(lib, "rb") as f:
-        entries.append(("%s/libplan.so.%d" % (NAME, ABI), f.read(), 0o755))
+    if lib:
+        with open(lib, "rb") as f:
+            data = f.read()
+        entries.append(("%s/%s" % (NAME, carried_name(data)), data, 0o755))
     if tool and tool != "none":
         with open(tool, "rb") as f:
             entries.append(("%s/bin/plan" % NAME, f.read(), 0o755))
@@ -229,14 +256,19 @@ def build_sdist(sdist_directory, config_settings=None):
 def main(argv):
     import argparse
     ap = argparse.ArgumentParser(description="build the libplan wheel")
-    ap.add_argument("--library", help="libplan.so to carry (default: "
-                    "$LIBPLAN_LIBRARY, else build/ of the source tree)")
+    ap.add_argument("--library", help="the library to carry (default: "
+                    "$LIBPLAN_LIBRARY, else build/ of the source tree; "
+                    "'none' carries none)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "wheel"))
     ap.add_argument("--tool", help="the plan tool to carry (default: plan "
                     "beside the library; 'none' leaves it out)")
     a = ap.parse_args(argv)
-    name = build(a.out, library=a.library and os.path.realpath(a.library),
-                 tool=a.tool)
+    lib = a.library
+    if lib and lib != "none":
+        if not os.path.exists(lib):
+            ap.error("--library %s: no such file" % lib)
+        lib = os.path.realpath(lib)
+    name = build(a.out, library=lib, tool=a.tool)
     print(os.path.join(a.out, name))
     return 0
 

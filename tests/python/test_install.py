@@ -9,7 +9,7 @@ import tempfile
 import unittest
 import zipfile
 
-from util import BINDING, MLP, ROOT, libplan, python
+from util import BINDING, MLP, PIPELINE, ROOT, libplan, python
 
 sys.path.insert(0, BINDING)
 import build_backend  # noqa: E402  (bindings/python/build_backend.py)
@@ -67,15 +67,153 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("is not libplan", r.stderr)
 
     def test_found_in_tree(self):
-        if not os.path.exists(os.path.join(ROOT, "build", "libplan.so.%d"
-                                           % libplan.ABI_VERSION)):
-            self.skipTest("no build/libplan.so.%d in the source tree"
-                          % libplan.ABI_VERSION)
+        name = "libplan-verify.so.%d" % libplan.ABI_VERSION
+        if not os.path.exists(os.path.join(ROOT, "build", name)):
+            self.skipTest("no build/%s in the source tree" % name)
         env = {"LIBPLAN_LIBRARY": ""}
         r = python("import libplan; print(libplan.library_path)", env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertTrue(r.stdout.strip().startswith(
-            os.path.join(ROOT, "build")), r.stdout)
+        self.assertEqual(r.stdout.strip(), os.path.join(ROOT, "build", name))
+
+
+def _core_library():
+    """build/libplan.so.N beside the libplan-verify under test."""
+    return os.path.join(os.path.dirname(os.path.realpath(
+        libplan.library_path)), "libplan.so.%d" % libplan.ABI_VERSION)
+
+
+def _installed_copy(tmp):
+    """The package copied out of the source tree (as an installer puts it,
+    without a library), for the loader's turn."""
+    site = os.path.join(tmp, "site")
+    shutil.copytree(os.path.join(BINDING, "libplan"),
+                    os.path.join(site, "libplan"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+class TestDiscovery(unittest.TestCase):
+    """$LIBPLAN_LIBRARY, beside the package, the tree's build/, then the
+    system's loader by SONAME: libplan-verify.so.N before libplan.so.N."""
+
+    def setUp(self):
+        self.lib = os.path.realpath(libplan.library_path)
+        self.core = _core_library()
+        if not os.path.exists(self.core):
+            self.skipTest("no %s (make all builds it)" % self.core)
+
+    def _lookup(self, site, libdir, cwd):
+        return python("import libplan; print(libplan.library_path); "
+                      "print(libplan._lib.verifies)",
+                      env={"LIBPLAN_LIBRARY": "", "LD_LIBRARY_PATH": libdir},
+                      cwd=cwd, path=site)
+
+    def test_loader_finds_libplan_verify_first(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site = _installed_copy(tmp)
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            for n, target in (("libplan-verify.so.0", self.lib),
+                              ("libplan.so.0", self.core)):
+                os.symlink(target, os.path.join(libdir, n))
+            r = self._lookup(site, libdir, tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            path, verifies = r.stdout.split()
+            self.assertEqual(path, os.path.join(libdir, "libplan-verify.so.0"))
+            self.assertEqual(verifies, "True")
+
+    def test_loader_falls_back_to_the_core_library(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site = _installed_copy(tmp)
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            os.symlink(self.core, os.path.join(libdir, "libplan.so.0"))
+            r = self._lookup(site, libdir, tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            path, verifies = r.stdout.split()
+            self.assertEqual(path, os.path.join(libdir, "libplan.so.0"))
+            self.assertEqual(verifies, "False")
+
+    def test_beside_the_package_before_the_loader(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site = _installed_copy(tmp)
+            # the core beside the package, libplan-verify for the loader
+            shutil.copy(self.core, os.path.join(site, "libplan"))
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            os.symlink(self.lib, os.path.join(libdir, "libplan-verify.so.0"))
+            r = self._lookup(site, libdir, tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            path, verifies = r.stdout.split()
+            self.assertEqual(path, os.path.join(site, "libplan",
+                                                "libplan.so.0"))
+            self.assertEqual(verifies, "False")
+
+    def test_nothing_found_says_where_it_looked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            site = _installed_copy(tmp)
+            r = self._lookup(site, tmp, tmp)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("libplan not found", r.stderr)
+            self.assertIn("libplan-verify.so.0 (system loader", r.stderr)
+            self.assertIn("libplan.so.0 (system loader", r.stderr)
+            # an installed copy has no source tree's build/ to look in
+            self.assertNotIn("the source tree's build/", r.stderr)
+
+
+class TestCoreLibrary(unittest.TestCase):
+    """libplan.so.N, the core alone: everything but verification."""
+
+    def setUp(self):
+        self.core = _core_library()
+        if not os.path.exists(self.core):
+            self.skipTest("no %s (make all builds it)" % self.core)
+
+    def test_loads_validates_and_refuses_verify(self):
+        code = (
+            "import libplan\n"
+            "from libplan import _decls, _lib\n"
+            "print(libplan.library_path)\n"
+            "print(_lib.verifies)\n"
+            "with libplan.load(%r) as p:\n"
+            "    assert p.validate().ok\n"
+            "    print(p.hash())\n"
+            "    assert p.cost('h100').step_seconds > 0\n"
+            "    for call in (p.verify, p.reduce_shapes, lambda: "
+            "_lib.fn.ref_run_new(None, p.program._h, "
+            "_decls.RefOptions(1, 0, -1))):\n"
+            "        try:\n"
+            "            call()\n"
+            "        except libplan.UnsupportedError as e:\n"
+            "            print(e.code, e)\n"
+            "        else:\n"
+            "            raise AssertionError('no UnsupportedError')\n"
+            % MLP)
+        r = python(code, env={"LIBPLAN_LIBRARY": self.core})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], self.core)
+        self.assertEqual(lines[1], "False")
+        with libplan.load(MLP) as p:
+            self.assertEqual(lines[2], p.hash())
+        self.assertEqual(len(lines), 6, r.stdout)
+        for line, name in zip(lines[3:], ("plan_verify", "plan_reduce_shapes",
+                                          "plan_ref_run_new")):
+            self.assertTrue(line.startswith(
+                "-10 verification needs libplan-verify: %s is the core "
+                "library, without %s()" % (self.core, name)), line)
+            self.assertIn("libplan-verify.so.0", line)
+
+    def test_schedule_and_upgrade_work(self):
+        code = ("import libplan\n"
+                "with libplan.load(%r) as p:\n"
+                "    found, res = p.schedule().simulate()\n"
+                "    assert found.ok and res['simulated'], res\n"
+                "print(libplan.upgrade_text(open(%r).read()).upgraded)\n"
+                % (PIPELINE, MLP))
+        r = python(code, env={"LIBPLAN_LIBRARY": self.core})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "False")
 
 
 class TestNumpy(unittest.TestCase):
@@ -116,8 +254,10 @@ class TestWheel(unittest.TestCase):
             self.assertRegex(name, r"^libplan-[\d.]+-py3-none-\w+\.whl$")
             with zipfile.ZipFile(whl) as z:
                 names = z.namelist()
-                self.assertIn("libplan/libplan.so.%d" % libplan.ABI_VERSION,
-                              names)
+                self.assertIn("libplan/libplan-verify.so.%d"
+                              % libplan.ABI_VERSION, names)
+                self.assertNotIn("libplan/libplan.so.%d"
+                                 % libplan.ABI_VERSION, names)
                 self.assertIn("libplan/__init__.py", names)
                 info = [n for n in names if n.endswith(".dist-info/RECORD")]
                 self.assertEqual(len(info), 1)
@@ -145,10 +285,61 @@ class TestWheel(unittest.TestCase):
             self.assertEqual(tool, os.path.join(site, "libplan", "bin",
                                                 "plan"))
             self.assertEqual(lib, os.path.join(site, "libplan",
-                                               "libplan.so.%d"
+                                               "libplan-verify.so.%d"
                                                % libplan.ABI_VERSION))
             with libplan.load(MLP) as p:
                 self.assertEqual(h, p.hash())
+
+    def _libraries(self, whl):
+        with zipfile.ZipFile(whl) as z:
+            return sorted(n for n in z.namelist() if ".so" in n)
+
+    def test_wheel_of_the_core_library_carries_it_by_its_name(self):
+        core = _core_library()
+        if not os.path.exists(core):
+            self.skipTest("no %s (make all builds it)" % core)
+        with tempfile.TemporaryDirectory() as tmp:
+            name = build_backend.build(tmp, library=core, tool="none")
+            self.assertEqual(self._libraries(os.path.join(tmp, name)),
+                             ["libplan/libplan.so.%d" % libplan.ABI_VERSION])
+
+    def test_wheel_without_a_library_loads_the_installed_one(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            name = build_backend.build(tmp, library="none")
+            whl = os.path.join(tmp, name)
+            self.assertEqual(self._libraries(whl), [])
+            site = os.path.join(tmp, "site")
+            with zipfile.ZipFile(whl) as z:
+                self.assertNotIn("libplan/bin/plan", z.namelist())
+                z.extractall(site)
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            lib = os.path.realpath(libplan.library_path)
+            os.symlink(lib, os.path.join(libdir, "libplan-verify.so.%d"
+                                         % libplan.ABI_VERSION))
+            r = python("import libplan; print(libplan.library_path)",
+                       env={"LIBPLAN_LIBRARY": "",
+                            "LD_LIBRARY_PATH": libdir}, cwd=tmp, path=site)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.strip(), os.path.join(
+                libdir, "libplan-verify.so.%d" % libplan.ABI_VERSION))
+
+    def test_backend_without_a_build_makes_a_wheel_without_a_library(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = build_backend.ROOT
+            build_backend.ROOT = tmp  # a tree without build/
+            try:
+                env = os.environ.pop("LIBPLAN_LIBRARY", None)
+                try:
+                    self.assertIsNone(build_backend.find_library())
+                finally:
+                    if env is not None:
+                        os.environ["LIBPLAN_LIBRARY"] = env
+            finally:
+                build_backend.ROOT = saved
+            self.assertIsNone(build_backend.find_library({"library": "none"}))
+            with self.assertRaises(RuntimeError):
+                build_backend.find_library({"library": "/no/such/lib.so"})
 
     def test_sdist_builds_a_wheel(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -222,42 +222,30 @@ def _reference_run(prog, leaves, output):
     public reference run (plan_ref_run_*, libplan/verify.h)."""
     import ctypes
     import torch
-    lib = ctypes.CDLL(libplan.library_path)
-
-    class Options(ctypes.Structure):  # plan_ref_options
-        _fields_ = [("mode", ctypes.c_int), ("seed", ctypes.c_uint64),
-                    ("dtype", ctypes.c_int)]
-
-    lib.plan_ref_run_new.argtypes = [ctypes.POINTER(ctypes.c_void_p),
-                                     ctypes.c_void_p, ctypes.POINTER(Options)]
-    lib.plan_ref_run_values.restype = ctypes.POINTER(ctypes.c_double)
-    lib.plan_ref_run_values.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.plan_ref_run_count.restype = ctypes.c_int64
-    lib.plan_ref_run_count.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    lib.plan_ref_run_exec.argtypes = [ctypes.c_void_p]
-    lib.plan_ref_run_free.argtypes = [ctypes.c_void_p]
+    from libplan import _decls, _lib
+    fn = _lib.fn
     run = ctypes.c_void_p()
     # float mode, each tensor in its own dtype (f32, as torch runs it)
-    if lib.plan_ref_run_new(ctypes.byref(run), prog._h,
-                            ctypes.byref(Options(1, 0, -1))) != 0:
+    if fn.ref_run_new(ctypes.byref(run), prog._h,
+                      ctypes.byref(_decls.RefOptions(1, 0, -1))) != 0:
         raise AssertionError("plan_ref_run_new failed")
     try:
         for name, t in leaves.items():
             i = prog.tensor(name).index
             flat = t.detach().double().reshape(-1)
-            assert lib.plan_ref_run_count(run, i) == flat.numel(), name
-            buf = lib.plan_ref_run_values(run, i)
+            assert fn.ref_run_count(run, i) == flat.numel(), name
+            buf = fn.ref_run_values(run, i)
             for j, v in enumerate(flat.tolist()):
                 buf[j] = v
-        if lib.plan_ref_run_exec(run) != 0:
+        if fn.ref_run_exec(run) != 0:
             raise AssertionError("plan_ref_run_exec failed")
         i = prog.tensor(output).index
-        buf = lib.plan_ref_run_values(run, i)
-        vals = [buf[j] for j in range(lib.plan_ref_run_count(run, i))]
+        buf = fn.ref_run_values(run, i)
+        vals = [buf[j] for j in range(fn.ref_run_count(run, i))]
         return torch.tensor(vals, dtype=torch.float64).reshape(
             prog.shape(output))
     finally:
-        lib.plan_ref_run_free(run)
+        fn.ref_run_free(run)
 
 
 @unittest.skipUnless(lt.available(), NEED_TORCH)

@@ -1,7 +1,8 @@
 """libplan: distributed-training parallelization plans, from Python.
 
-A ctypes binding of libplan.so (no compiler, no required third-party
-package). Load a plan, check it, price it, verify it, and read the placement
+A ctypes binding of libplan (no compiler, no required third-party
+package): of libplan-verify.so, or of the core libplan.so, where all but
+verification works. Load a plan, check it, price it, verify it, and read the placement
 of every tensor and the strategy of every op:
 
     import libplan
@@ -19,11 +20,14 @@ from ._lib import ABI_VERSION, LibraryError, check_abi, path as library_path
 from .errors import (Error, PlanError, NoMemoryError, FileError, ParseError,
                      SchemaError, VersionError, InvalidError, DriftError,
                      LimitError, UsageError, NotFoundError, UnsupportedError)
-from ._core import (Plan, Program, Mesh, Strategy, Finding, Findings, Match,
-                    Op, Tensor, PlanOp, PlanTensor, VerifyReport, CostReport,
-                    Schedule, Upgrade, load, parse, load_program,
-                    cost_profiles, upgrade, upgrade_text, version,
-                    abi_version)
+from ._common import Finding, Findings, version, abi_version
+from ._program import Program, Op, Tensor, load_program
+from ._plan import (Plan, Mesh, Strategy, Match, PlanOp, PlanTensor, load,
+                    parse)
+from ._verify import VerifyReport
+from ._cost import CostReport, cost_profiles
+from ._schedule import Schedule
+from ._upgrade import Upgrade, upgrade, upgrade_text
 from .placements import Shard, Replicate, Partial
 from .placements import parse as parse_placement
 from .placements import format as format_placement

@@ -15,7 +15,8 @@ import subprocess
 import tempfile
 
 from . import _lib
-from ._core import Plan, Program
+from ._plan import Plan
+from ._program import Program
 from .builder import ProgramBuilder
 from .errors import InvalidError, UnsupportedError, UsageError
 

@@ -9,7 +9,8 @@ for produced tensors), op attributes.
 import json
 
 from . import placements as _pl
-from ._core import Plan, Program
+from ._plan import Plan
+from ._program import Program
 
 FORMAT = "1.0"
 

@@ -9,7 +9,7 @@ everything that needs torch itself raises UnsupportedError there.
 """
 
 from . import placements as _pl
-from ._core import Plan
+from ._plan import Plan
 from .builder import ProgramBuilder
 from .errors import UnsupportedError, UsageError
 

@@ -109,6 +109,16 @@ PLAN_API char *plan_hash_format(plan_hash h, char *buf);
 PLAN_API int plan_hash_parse(plan_hash *out, const char *text);
 PLAN_API int plan_hash_equal(plan_hash a, plan_hash b);
 
+/* ---- ABI check ----------------------------------------------------------- */
+
+/* sizeof of the public struct named `type_name` by its C name without the
+ * `struct` keyword ("plan_error", "plan_hash", "plan_load_options",
+ * "plan_verify_options", "plan_ref_options", ...: every struct of fixed
+ * layout the headers declare, verify.h's included, in both libraries);
+ * 0 for NULL or a name that is not one. A binding that mirrors the structs
+ * by hand compares its sizes with these when it loads the library. */
+PLAN_API size_t plan_abi_sizeof(const char *type_name);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,90 @@
+"""Pipeline schedules: generated or a plan's own, simulated, written."""
+
+import ctypes
+from collections import namedtuple
+
+from . import _decls
+from ._common import _Handle, _findings, _int, _take_out, enc, fn, s
+from .errors import UsageError, check
+
+
+Action = namedtuple("Action", "kind stage microbatch start end")
+
+
+class Schedule(_Handle):
+    """A pipeline schedule: per-rank action lists, simulated on demand."""
+
+    _free = staticmethod(lambda p: fn.schedule_free(p))
+    _kind = "schedule"
+
+    @classmethod
+    def generate(cls, kind, ranks, stages, microbatches):
+        """A named schedule ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")."""
+        k = fn.schedule_kind_from_name(enc(kind)) if isinstance(kind, str) \
+            else -1
+        if k < 0:
+            raise UsageError("unknown schedule %r" % (kind,))
+        out = ctypes.c_void_p()
+        ranks, stages = _int(ranks, "ranks"), _int(stages, "stages")
+        microbatches = _int(microbatches, "microbatches")
+        if not all(-2**31 <= v < 2**31 for v in (ranks, stages)) or \
+                not -2**63 <= microbatches < 2**63:
+            raise UsageError("ranks, stages or microbatches out of range")
+        check(fn.schedule_generate(ctypes.byref(out), k, ranks, stages,
+                                   microbatches))
+        return cls(out.value)
+
+    @property
+    def kind(self):
+        return s(fn.schedule_kind_name(fn.schedule_kind_of(self._h)))
+
+    @property
+    def ranks(self):
+        return fn.schedule_ranks(self._h)
+
+    @property
+    def stages(self):
+        return fn.schedule_stages(self._h)
+
+    @property
+    def microbatches(self):
+        return fn.schedule_microbatches(self._h)
+
+    def simulate(self, blocking_sends=False):
+        """Checks and runs the schedule; returns (findings, result dict)."""
+        opts = _decls.ScheduleOptions(1, (ctypes.c_int64 * 8)(1, 2, 1, 1, 0, 0,
+                                                            0, 0),
+                                    1 if blocking_sends else 0, 0)
+        found = _findings(fn.schedule_simulate, self._h, ctypes.byref(opts))
+        r = _decls.ScheduleResult()
+        check(fn.schedule_result_get(ctypes.byref(r), self._h))
+        return found, {k: getattr(r, k) for k, _ in r._fields_}
+
+    def actions(self, rank):
+        h = self._h
+        out = []
+        a = _decls.ScheduleAction()
+        for i in range(max(0, fn.schedule_length(h, rank))):
+            check(fn.schedule_get(ctypes.byref(a), h, rank, i))
+            out.append(Action(s(fn.action_kind_name(a.kind)), a.stage,
+                              a.microbatch, a.start, a.end))
+        return out
+
+    def write(self, fmt="text", name=None):
+        """"text", "yaml", "json" or "svg"."""
+        return _take_out(fn.schedule_write, self._h, enc(fmt),
+                         None if name is None else enc(name))
+
+    def __repr__(self):
+        if self.closed:
+            return "<libplan.Schedule closed>"
+        return ("<libplan.Schedule %s: %d stages on %d ranks, %d "
+                "microbatches>" % (self.kind, self.stages, self.ranks,
+                                   self.microbatches))
+
+
+def from_plan(plan):
+    """Plan.schedule: the plan's pipeline schedule."""
+    out = ctypes.c_void_p()
+    check(fn.schedule_from_plan(ctypes.byref(out), plan._h))
+    return Schedule(out.value)

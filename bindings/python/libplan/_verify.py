@@ -1,0 +1,133 @@
+"""Verification (libplan-verify): Plan.verify's options, the report, and
+shape reduction. With the core library alone the calls raise
+UnsupportedError (_lib)."""
+
+import ctypes
+import json
+import os
+
+from . import _decls, _lib
+from ._common import _Handle, _int, _mapping, _take_out, enc, fn, s
+from .errors import UsageError, check
+
+_COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
+
+
+def _distributed(folder, rank, world_size, timeout, comm):
+    """verify's distributed options as VerifyOptions' version-5 fields
+    (world, rank, rendezvous, timeout_s, comm), or None in one process."""
+    if folder is None:
+        if rank is not None or world_size is not None or timeout is not None \
+                or comm is not None:
+            raise UsageError("verify: rank, world_size, timeout and comm go "
+                             "with distributed")
+        return None
+    env = os.environ  # an empty variable counts as unset, as in the CLI
+    if world_size is None:
+        world_size = env.get("WORLD_SIZE") or \
+            env.get("OMPI_COMM_WORLD_SIZE") or None
+    if rank is None:
+        rank = env.get("RANK") or env.get("OMPI_COMM_WORLD_RANK") or None
+    if world_size is None or rank is None:
+        raise UsageError("verify: distributed needs rank and world_size, "
+                         "or RANK and WORLD_SIZE from the launcher")
+    try:  # the launcher's are text
+        world_size = int(world_size) if isinstance(world_size, str) \
+            else world_size
+        rank = int(rank) if isinstance(rank, str) else rank
+    except ValueError:
+        raise UsageError("verify: RANK and WORLD_SIZE must be integers") \
+            from None
+    world_size, rank = _int(world_size, "world_size"), _int(rank, "rank")
+    if not 0 <= rank < world_size:
+        raise UsageError("verify: rank must lie in [0, world_size)")
+    if comm not in (None, "tcp", "nccl"):
+        raise UsageError("verify: comm is 'tcp' or 'nccl', not %r" % (comm,))
+    t = 0.0 if timeout is None else float(timeout)
+    if not 0 <= t < 1e9:
+        raise UsageError("verify: timeout must be >= 0 seconds (and finite)")
+    return (world_size, rank, enc(os.fspath(folder)), t,
+            None if comm is None else enc(comm))
+
+
+class VerifyReport(_Handle):
+    """A verification's verdict: `equal` (also the truth value), the first
+    divergent op and tensor, a diagnosis, collective counts, the text."""
+
+    _free = staticmethod(lambda p: fn.verify_report_free(p))
+    _kind = "verify report"
+
+    def __init__(self, ptr):
+        super().__init__(ptr)
+        h = self._h
+        self.equal = bool(fn.verify_report_equal(h))
+        self.text = s(fn.verify_report_text(h))
+        self.first_op = s(fn.verify_report_first_op(h)) or None
+        self.first_tensor = s(fn.verify_report_first_tensor(h)) or None
+        self.diagnosis = s(fn.verify_report_diagnosis(h))
+        self.runner = s(fn.verify_report_runner(h))
+        self.collectives = {k: fn.verify_report_collectives(h, k.encode())
+                            for k in _COLLECTIVES}
+
+    def write(self, fmt="json"):
+        """The report as "text", "json", "yaml" or "junit"."""
+        return _take_out(fn.verify_report_write, self._h, enc(fmt))
+
+    def to_dict(self):
+        return json.loads(self.write("json"))
+
+    def __bool__(self):
+        return self.equal
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        if self.equal:
+            return "<libplan.VerifyReport equal>"
+        return "<libplan.VerifyReport differs at %s (%s): %s>" % (
+            self.first_op, self.first_tensor, self.diagnosis)
+
+
+def verify(plan, mode, seed, dtype, rtol, atol, tolerances, runner,
+           distributed, rank, world_size, timeout, comm):
+    """Plan.verify (its docstring has the arguments)."""
+    if mode not in ("exact", "float"):
+        raise UsageError("mode must be 'exact' or 'float', not %r"
+                         % (mode,))
+    seed = _int(seed, "seed")
+    if not 0 <= seed < 1 << 64:
+        raise UsageError("seed must lie in [0, 2^64)")
+    tol = list(_mapping(tolerances, "tolerances").items())
+    arr = (_decls.VerifyTolerance * max(1, len(tol)))()
+    keep = []
+    try:
+        for i, (name, (rt, at)) in enumerate(tol):
+            keep.append(enc(name))
+            arr[i] = _decls.VerifyTolerance(keep[-1], float(rt),
+                                            float(at))
+        dist = _distributed(distributed, rank, world_size, timeout,
+                            comm)
+        # the oldest version that says it all: a library before it
+        # still takes what does not need the newer fields
+        version = 5 if dist else 3 if runner is None else 4
+        opts = _decls.VerifyOptions(
+            version, 0 if mode == "exact" else 1, seed, float(rtol),
+            float(atol), None if dtype is None else enc(dtype),
+            arr if tol else None, len(tol),
+            None if runner is None else enc(runner),
+            *(dist or (0, 0, None, 0.0, None)))
+    except (TypeError, ValueError) as e:
+        raise UsageError("verify: %s (tolerances are {tensor: (rtol, "
+                         "atol)})" % e) from None
+    out = ctypes.c_void_p()
+    check(fn.verify(ctypes.byref(out), plan._h, ctypes.byref(opts)))
+    return VerifyReport(out.value)
+
+
+def reduce_shapes(plan):
+    """Plan.reduce_shapes: (the smaller plan, the one-line summary)."""
+    out = ctypes.c_void_p()
+    summ = ctypes.c_void_p()
+    check(fn.reduce_shapes(ctypes.byref(out), ctypes.byref(summ), plan._h))
+    return type(plan)(out.value), _lib.take_string(summ.value)
