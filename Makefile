@@ -202,7 +202,7 @@ check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
 
 # The Python binding (bindings/python) against this build's libplan.so.
-check-python: $(SHARED) $(BUILD)/libplan-verify.so $(TOOL)
+check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(TOOL)
 	@LIBPLAN_LIBRARY=$(abspath $(SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
 	  python3 tests/python/run.py
 
