@@ -39,8 +39,8 @@ char *cli_read_file(const char *path, size_t *len) {
   fclose(f);
   if (err || nomem) {
     free(data);
-    plan_error_set(err ? PLAN_EIO : PLAN_ENOMEM, NULL, 0, 0,
-                   "cannot read '%s'", path);
+    plan_error_set(err ? PLAN_EIO : PLAN_ENOMEM, NULL, 0, 0, "cannot read '%s'",
+                   path);
     return NULL;
   }
   data[n] = '\0';

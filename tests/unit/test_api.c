@@ -78,10 +78,9 @@ static void roundtrip(const char *file, int same_as_lowered) {
   if (same_as_lowered)
     assert_true(plan_hash_equal(h, hf));
   assert_int_equal(plan_lowered_step_count(lf), plan_lowered_step_count(l));
-  static const char *const kinds[] = {"all_gather",     "all_reduce",
-                                      "reduce_scatter", "all_to_all",
-                                      "slice",          "zero_non_owner",
-                                      "relabel"};
+  static const char *const kinds[] = {
+      "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
+      "slice",      "zero_non_owner", "relabel"};
   int total = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
     int n = plan_lowered_collective_count(l, kinds[k]);
@@ -109,9 +108,8 @@ static void roundtrip(const char *file, int same_as_lowered) {
     assert_memory_equal(again, text, len);
   }
   plan_lowered *l2 = NULL;
-  assert_int_equal(plan_lowered_load_buffer(&l2, again, alen, "again.yaml",
-                                            NULL),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_lowered_load_buffer(&l2, again, alen, "again.yaml", NULL), PLAN_OK);
   plan_hash h2;
   assert_int_equal(plan_lowered_hash(&h2, l2), PLAN_OK);
   assert_true(plan_hash_equal(h2, hf));
@@ -313,7 +311,8 @@ static void test_error_set(void **state) {
   assert_int_equal(e->column, 0);
   assert_string_equal(plan_error_format(buf, sizeof buf), "error: plain");
   /* a message may quote the current one */
-  plan_error_set(PLAN_EIO, "f", 1, 0, "wrapped: %s", plan_error_last()->message);
+  plan_error_set(PLAN_EIO, "f", 1, 0, "wrapped: %s",
+                 plan_error_last()->message);
   assert_string_equal(plan_error_last()->message, "wrapped: plain");
   /* long messages are truncated, never overrun */
   char big[3000];
@@ -420,10 +419,12 @@ static void assert_verify_defaults(const plan_verify_options *o,
 /* Verify options: every version from 2 on, and only its fields written. */
 static void test_verify_options_init(void **state) {
   (void)state;
-  static const size_t ends[] = {
-      0, 0, offsetof(plan_verify_options, tolerances),
-      offsetof(plan_verify_options, runner),
-      offsetof(plan_verify_options, world), sizeof(plan_verify_options)};
+  static const size_t ends[] = {0,
+                                0,
+                                offsetof(plan_verify_options, tolerances),
+                                offsetof(plan_verify_options, runner),
+                                offsetof(plan_verify_options, world),
+                                sizeof(plan_verify_options)};
   for (unsigned v = 2; v <= PLAN_VERIFY_OPTIONS_VERSION; v++) {
     plan_verify_options o;
     memset(&o, 0x5a, sizeof o);

@@ -67,7 +67,7 @@ PLAN_API int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
  * plan_load_buffer. */
 PLAN_API int plan_is_lowered_text(const char *data, size_t len);
 
-/* ---- views (borrowed from l) ---------------------------------------------- */
+/* ---- views (borrowed from l) ------------------------------------------ */
 
 /* The plan whose program and mesh the steps run on (never NULL for a valid
  * l): the plan lowered, its training step's plan for a training plan, or
