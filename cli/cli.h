@@ -1,4 +1,6 @@
-/* The `plan` command-line tool: shared helpers of the verbs. */
+/* The `plan` command-line tool: shared helpers of the verbs. The tool is
+ * built on the public API alone (libplan/libplan.h; `make
+ * check-cli-public`); its own helpers are in util.h. */
 #ifndef PLAN_CLI_H
 #define PLAN_CLI_H
 
@@ -6,8 +8,6 @@
 #include <stdio.h>
 
 #include "libplan/libplan.h"
-
-typedef struct plan_lowered plan_lowered; /* lower.h */
 
 /* Exit codes, the same for every verb. */
 enum {
@@ -40,9 +40,6 @@ void cli_print_diags(FILE *f, const plan_diags *d);
 /* Prints findings as a JSON document (schema "libplan-findings/1"). */
 void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);
 
-/* The whole file, NUL-terminated (free with free()); NULL with the last
- * error set when it cannot be read. */
-char *cli_read_file(const char *path, size_t *len);
 /* Loads FILE when it is a lowered program: 1 with *out set; 0 when FILE is
  * something else (a plan or a program); -1 with the last error set when it
  * cannot be read or is a malformed lowered program. */
@@ -57,8 +54,6 @@ int cli_load_valid(const char *file, FILE *f, const char *not_done,
  * `except` ("schedule."): a caller that reports those itself. */
 int cli_load_valid_except(const char *file, FILE *f, const char *not_done,
                           const char *except, plan_plan **out);
-/* The folder of a path ("." when none). */
-void cli_dirname(const char *path, char *out, size_t size);
 
 int cmd_validate(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lower/lower.h"
+#include "util.h"
 
 const char usage_validate[] =
     "usage: plan validate [--program EDITED] [--format text|json] FILE...\n"
@@ -145,32 +145,6 @@ int cmd_validate(int argc, char **argv) {
   return worst;
 }
 
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  size_t r;
-  while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-    n += r;
-    if (n == cap) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-  }
-  fclose(f);
-  if (buf)
-    *len = n;
-  return buf;
-}
-
 int cmd_fmt(int argc, char **argv) {
   const char *out = NULL, *file = NULL;
   bool in_place = false, check = false;
@@ -208,10 +182,10 @@ int cmd_fmt(int argc, char **argv) {
   plan_free(p);
   if (check) {
     size_t olen = 0;
-    char *orig = read_all(file, &olen);
+    char *orig = cli_read_file(file, &olen);
     bool same = orig && olen == len && !memcmp(orig, text, len);
     free(orig);
-    free(text);
+    plan_buffer_free(text);
     if (!same)
       printf("%s: not in canonical layout (run 'plan fmt --in-place %s')\n",
              file, file);
@@ -223,7 +197,7 @@ int cmd_fmt(int argc, char **argv) {
   } else {
     rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
   }
-  free(text);
+  plan_buffer_free(text);
   return rc;
 }
 
@@ -295,7 +269,7 @@ int cmd_hash(int argc, char **argv) {
       }
       fwrite(text, 1, len, stdout);
       fputc('\n', stdout);
-      free(text);
+      plan_buffer_free(text);
       continue;
     }
     plan_hash h;

@@ -121,7 +121,7 @@ int cmd_cost(int argc, char **argv) {
     rc = EXIT_NEGATIVE;
   }
 done:
-  free(text);
+  plan_buffer_free(text);
   plan_cost_report_free(r);
   plan_cost_model_free(m);
   plan_free(p);

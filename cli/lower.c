@@ -1,13 +1,11 @@
 /* `plan lower`: the plan's lowered program as a file, and helpers the
  * verbs that read lowered programs share. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "lower/lower.h"
-#include "read/plan_read.h"
+#include "util.h"
 
 const char usage_lower[] =
     "usage: plan lower [-o FILE] PLAN\n"
@@ -21,31 +19,6 @@ const char usage_lower[] =
     "Exit: 0 written, 1 the plan is invalid, 2 unreadable input or bad usage,\n"
     "3 not lowered here yet: a pipelined program has no file form, and a\n"
     "manual region needs its body run (plan verify runs both).\n";
-
-char *cli_read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    plan_failf(PLAN_EIO, "cannot read '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  plan_buf b;
-  plan_buf_init(&b);
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    plan_buf_append(&b, chunk, n);
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    plan_buf_free(&b);
-    plan_failf(err ? PLAN_EIO : PLAN_ENOMEM, "cannot read '%s'", path);
-    return NULL;
-  }
-  char *data = NULL;
-  if (plan_buf_take(&b, &data, len))
-    plan_failf(PLAN_ENOMEM, "cannot read '%s'", path);
-  return data;
-}
 
 int cli_load_lowered(const char *file, plan_lowered **out) {
   size_t flen = 0;
@@ -61,17 +34,6 @@ int cli_load_lowered(const char *file, plan_lowered **out) {
   }
   free(fdata);
   return lowered;
-}
-
-void cli_dirname(const char *path, char *out, size_t size) {
-  const char *slash = strrchr(path, '/');
-  size_t n = slash ? (size_t)(slash - path) : 0;
-  if (!slash)
-    snprintf(out, size, ".");
-  else if (n == 0)
-    snprintf(out, size, "/");
-  else
-    snprintf(out, size, "%.*s", (int)n, path);
 }
 
 int cli_load_valid(const char *file, FILE *f, const char *not_done,
@@ -143,6 +105,6 @@ int cmd_lower(int argc, char **argv) {
     rc = plan_write_file_atomic(out, text, len) ? cli_fail_last() : EXIT_OK;
   else
     rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
-  free(text);
+  plan_buffer_free(text);
   return rc;
 }

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "libplan/schedule.h"
-#include "base/util.h"
+#include "util.h"
 
 const char usage_schedule[] =
     "usage: plan schedule [--format text|yaml|json] [--svg FILE]\n"
@@ -55,7 +55,7 @@ static bool parse_durations(const char *text, plan_schedule_options *o,
       return false;
     }
     int64_t v;
-    if (!plan_parse_int64(eq + 1, (size_t)(end - eq - 1), &v) || v < 0 ||
+    if (!cli_parse_int64(eq + 1, (size_t)(end - eq - 1), &v) || v < 0 ||
         v > ((int64_t)1 << 32)) {
       snprintf(bad, badsz, "'%.*s' needs a whole number 0 to 2^32",
                (int)(end - p), p);
@@ -100,7 +100,7 @@ static int write_out(const plan_schedule *s, const char *format,
     rc = plan_write_file_atomic(path, text, len) ? cli_fail_last() : EXIT_OK;
   else if (fwrite(text, 1, len, stdout) != len)
     rc = EXIT_BAD_INPUT;
-  free(text);
+  plan_buffer_free(text);
   return rc;
 }
 
@@ -141,7 +141,7 @@ int cmd_schedule(int argc, char **argv) {
                          kind_name);
     } else if (!strcmp(a, "--microbatches") && has) {
       const char *n = argv[++i];
-      if (!plan_parse_int64(n, strlen(n), &microbatches) || microbatches < 1 ||
+      if (!cli_parse_int64(n, strlen(n), &microbatches) || microbatches < 1 ||
           microbatches > 1000000)
         return cli_usage("schedule", "--microbatches takes 1 to 1000000");
     } else if (a[0] == '-' && a[1]) {

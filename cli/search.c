@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "lua_host.h"
+#include "util.h"
 #include "lua_sources.h"
 
 const char usage_search[] =

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "lower/lower.h"
+#include "util.h"
 
 const char usage_upgrade[] =
     "usage: plan upgrade [-o OUT | --in-place] FILE\n"
@@ -100,7 +100,7 @@ int cmd_upgrade(int argc, char **argv) {
     return EXIT_OK;
   }
   if (dest && info.program_by_path && !same_folder(file, dest)) {
-    free(text);
+    plan_buffer_free(text);
     fprintf(stderr,
             "plan: %s: error: the program is a path relative to this file's "
             "folder; write the result there (or embed the program first: "
@@ -113,7 +113,7 @@ int cmd_upgrade(int argc, char **argv) {
   } else {
     rc = fwrite(text, 1, tlen, stdout) == tlen ? EXIT_OK : EXIT_BAD_INPUT;
   }
-  free(text);
+  plan_buffer_free(text);
   if (rc)
     return rc;
   fprintf(msg, "%s: format %d.%d -> %s%s%s\n", file, info.from_major,

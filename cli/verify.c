@@ -6,12 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "region_trace.h"
 #include "libplan/verify.h"
-#include "lower/lower.h"
-#include "reduce.h"
-#include "runner.h"
-#include "verify_int.h"
+#include "region_trace.h"
 
 const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner R]\n"
@@ -91,7 +87,7 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
   }
   if (outfile) {
     if (plan_write_file_atomic(outfile, text, len)) {
-      free(text);
+      plan_buffer_free(text);
       plan_verify_report_free(r);
       return cli_fail_last();
     }
@@ -101,7 +97,7 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
   } else {
     fwrite(text, 1, len, stdout);
   }
-  free(text);
+  plan_buffer_free(text);
   int rc = plan_verify_report_equal(r) ? EXIT_OK : EXIT_NEGATIVE;
   plan_verify_report_free(r);
   return rc;
@@ -146,6 +142,144 @@ static bool parse_tol(const char *s, char stop, double *out, const char **end) {
 
 #define CLI_MAX_TOLS 64
 
+/* What the command line asks for. The options' tolerances point into
+ * tols, so the struct stays where it was made. */
+typedef struct verify_args {
+  const char *file, *format, *outfile;
+  plan_verify_options o;
+  bool mode_given, tol_given, reduce;
+  plan_verify_tolerance tols[CLI_MAX_TOLS];
+  char tol_names[CLI_MAX_TOLS][256];
+  int ntols;
+} verify_args;
+
+/* --rtol, --atol and --tol at argv[*i]: 1 when it was one of them (*i on
+ * its value), 0 when not, else the usage error's exit code (negated). */
+static int parse_tolerance(verify_args *v, int argc, char **argv, int *i) {
+  const char *a = argv[*i], *end;
+  if (*i + 1 >= argc)
+    return 0;
+  if (!strcmp(a, "--rtol") || !strcmp(a, "--atol")) {
+    bool r = a[2] == 'r';
+    if (!parse_tol(argv[++*i], 0, r ? &v->o.rtol : &v->o.atol, &end))
+      return -cli_usage("verify", "%s takes a number >= 0", a);
+    v->tol_given = true;
+    return 1;
+  }
+  if (strcmp(a, "--tol"))
+    return 0;
+  const char *t = argv[++*i], *eq = strchr(t, '=');
+  plan_verify_tolerance *tol = &v->tols[v->ntols];
+  if (v->ntols == CLI_MAX_TOLS)
+    return -cli_usage("verify", "at most %d --tol", CLI_MAX_TOLS);
+  if (!eq || eq == t || eq - t >= 256 ||
+      !parse_tol(eq + 1, ',', &tol->rtol, &end) ||
+      !parse_tol(end + 1, 0, &tol->atol, &end))
+    return -cli_usage("verify", "--tol is TENSOR=RTOL,ATOL, not '%s'", t);
+  memcpy(v->tol_names[v->ntols], t, (size_t)(eq - t));
+  v->tol_names[v->ntols][eq - t] = 0;
+  tol->tensor = v->tol_names[v->ntols++];
+  v->tol_given = true;
+  return 1;
+}
+
+/* Every option other than the tolerances, at argv[*i]: EXIT_OK (*i on the
+ * option's last word) or the exit code of a usage error, or of a runner
+ * that cannot run here (exit 3, before anything is loaded). */
+static int parse_option(verify_args *v, int argc, char **argv, int *i) {
+  const char *a = argv[*i], *end;
+  plan_verify_options *o = &v->o;
+  bool has = *i + 1 < argc;
+  if (!strcmp(a, "--mode") && has) {
+    const char *m = argv[++*i];
+    if (!strcmp(m, "exact"))
+      o->mode = PLAN_VERIFY_EXACT;
+    else if (!strcmp(m, "float"))
+      o->mode = PLAN_VERIFY_FLOAT;
+    else
+      return cli_usage("verify", "--mode is exact or float");
+    v->mode_given = true;
+  } else if (!strcmp(a, "--dtype") && has) {
+    o->dtype = argv[++*i];
+    if (strcmp(o->dtype, "f64") && strcmp(o->dtype, "f32") &&
+        strcmp(o->dtype, "bf16") && strcmp(o->dtype, "f16"))
+      return cli_usage("verify", "--dtype is f64, f32, bf16 or f16");
+  } else if (!strcmp(a, "--seed") && has) {
+    char *e;
+    o->seed = strtoull(argv[++*i], &e, 10);
+    if (*e)
+      return cli_usage("verify", "--seed takes a number");
+  } else if (!strcmp(a, "--reduce")) {
+    v->reduce = true;
+  } else if (!strcmp(a, "--report") && has) {
+    v->format = argv[++*i];
+    if (strcmp(v->format, "text") && strcmp(v->format, "yaml") &&
+        strcmp(v->format, "json") && strcmp(v->format, "junit"))
+      return cli_usage("verify", "--report is text, yaml, json or junit");
+  } else if (!strcmp(a, "--out") && has) {
+    v->outfile = argv[++*i];
+  } else if (!strcmp(a, "--distributed") && has) {
+    o->rendezvous = argv[++*i];
+  } else if (!strcmp(a, "--timeout") && has) {
+    if (!parse_tol(argv[++*i], 0, &o->timeout_s, &end) || !(o->timeout_s > 0))
+      return cli_usage("verify", "--timeout takes seconds > 0");
+  } else if (!strcmp(a, "--comm") && has) {
+    o->comm = argv[++*i];
+    if (strcmp(o->comm, "tcp") && strcmp(o->comm, "nccl"))
+      return cli_usage("verify", "--comm is tcp or nccl");
+  } else if (!strcmp(a, "--runner") && has) {
+    o->runner = argv[++*i];
+    if (strcmp(o->runner, "cpu") && strcmp(o->runner, "cuda"))
+      return cli_usage("verify", "--runner is cpu or cuda");
+    if (plan_runner_check(o->runner))
+      return cli_fail_last(); /* exit 3 with the reason */
+  } else if (a[0] == '-' && a[1]) {
+    return cli_usage("verify", "unknown option '%s'", a);
+  } else if (v->file) {
+    return cli_usage("verify", "one plan at a time");
+  } else {
+    v->file = a;
+  }
+  return EXIT_OK;
+}
+
+/* The options that go together, and the ranks of a distributed run. */
+static int check_args(verify_args *v) {
+  plan_verify_options *o = &v->o;
+  if (!v->file)
+    return cli_usage("verify", "no plan given");
+  if (o->dtype && v->mode_given && o->mode == PLAN_VERIFY_EXACT)
+    return cli_usage("verify", "--dtype needs float mode (exact mode is f64)");
+  if (o->dtype)
+    o->mode = PLAN_VERIFY_FLOAT;
+  if (v->tol_given && o->mode != PLAN_VERIFY_FLOAT)
+    return cli_usage("verify", "tolerances need float mode (exact mode "
+                               "compares bits)");
+  o->ntolerances = v->ntols;
+  if ((o->timeout_s > 0 || o->comm) && !o->rendezvous)
+    return cli_usage("verify", "--timeout and --comm go with --distributed");
+  if (o->comm && !strcmp(o->comm, "nccl") &&
+      (!o->runner || strcmp(o->runner, "cuda")))
+    return cli_usage("verify", "--comm nccl goes with --runner cuda");
+  return o->rendezvous ? distributed_ranks(o) : 0;
+}
+
+static int parse_args(verify_args *v, int argc, char **argv) {
+  memset(v, 0, sizeof *v);
+  v->format = "text";
+  if (plan_verify_options_init(&v->o, PLAN_VERIFY_OPTIONS_VERSION))
+    return cli_fail_last();
+  v->o.tolerances = v->tols;
+  for (int i = 1; i < argc; i++) {
+    int rc = parse_tolerance(v, argc, argv, &i);
+    if (rc < 0)
+      return -rc;
+    if (!rc && (rc = parse_option(v, argc, argv, &i)))
+      return rc;
+  }
+  return check_args(v);
+}
+
 /* The reduction line goes before the verdict: on stdout beside a text
  * report (or a report written to a file), else on stderr so that a YAML,
  * JSON or JUnit report on stdout stays one document. */
@@ -155,115 +289,12 @@ static void print_reduction(const char *sum, const char *format,
   fprintf(f, "%s\n", sum);
 }
 
-int cmd_verify(int argc, char **argv) {
-  const char *file = NULL, *format = "text", *outfile = NULL;
-  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
-  bool mode_given = false, tol_given = false, reduce = false;
-  plan_verify_tolerance tols[CLI_MAX_TOLS];
-  char tol_names[CLI_MAX_TOLS][256];
-  int ntols = 0;
-  o.tolerances = tols;
-  for (int i = 1; i < argc; i++) {
-    const char *end;
-    if ((!strcmp(argv[i], "--rtol") || !strcmp(argv[i], "--atol")) &&
-        i + 1 < argc) {
-      bool r = argv[i][2] == 'r';
-      if (!parse_tol(argv[++i], 0, r ? &o.rtol : &o.atol, &end))
-        return cli_usage("verify", "%s takes a number >= 0", argv[i - 1]);
-      tol_given = true;
-      continue;
-    }
-    if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
-      const char *a = argv[++i], *eq = strchr(a, '=');
-      plan_verify_tolerance *t = &tols[ntols];
-      if (ntols == CLI_MAX_TOLS)
-        return cli_usage("verify", "at most %d --tol", CLI_MAX_TOLS);
-      if (!eq || eq == a || eq - a >= 256 ||
-          !parse_tol(eq + 1, ',', &t->rtol, &end) ||
-          !parse_tol(end + 1, 0, &t->atol, &end))
-        return cli_usage("verify", "--tol is TENSOR=RTOL,ATOL, not '%s'", a);
-      memcpy(tol_names[ntols], a, (size_t)(eq - a));
-      tol_names[ntols][eq - a] = 0;
-      t->tensor = tol_names[ntols++];
-      tol_given = true;
-      continue;
-    }
-    if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
-      const char *m = argv[++i];
-      if (!strcmp(m, "exact"))
-        o.mode = PLAN_VERIFY_EXACT;
-      else if (!strcmp(m, "float"))
-        o.mode = PLAN_VERIFY_FLOAT;
-      else
-        return cli_usage("verify", "--mode is exact or float");
-      mode_given = true;
-    } else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
-      o.dtype = argv[++i];
-      if (strcmp(o.dtype, "f64") && strcmp(o.dtype, "f32") &&
-          strcmp(o.dtype, "bf16") && strcmp(o.dtype, "f16"))
-        return cli_usage("verify", "--dtype is f64, f32, bf16 or f16");
-    } else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-      char *e;
-      o.seed = strtoull(argv[++i], &e, 10);
-      if (*e)
-        return cli_usage("verify", "--seed takes a number");
-    } else if (!strcmp(argv[i], "--reduce")) {
-      reduce = true;
-    } else if (!strcmp(argv[i], "--report") && i + 1 < argc) {
-      format = argv[++i];
-      if (strcmp(format, "text") && strcmp(format, "yaml") &&
-          strcmp(format, "json") && strcmp(format, "junit"))
-        return cli_usage("verify", "--report is text, yaml, json or junit");
-    } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-      outfile = argv[++i];
-    } else if (!strcmp(argv[i], "--distributed") && i + 1 < argc) {
-      o.rendezvous = argv[++i];
-    } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
-      if (!parse_tol(argv[++i], 0, &o.timeout_s, &end) || !(o.timeout_s > 0))
-        return cli_usage("verify", "--timeout takes seconds > 0");
-    } else if (!strcmp(argv[i], "--comm") && i + 1 < argc) {
-      o.comm = argv[++i];
-      if (strcmp(o.comm, "tcp") && strcmp(o.comm, "nccl"))
-        return cli_usage("verify", "--comm is tcp or nccl");
-    } else if (!strcmp(argv[i], "--runner") && i + 1 < argc) {
-      o.runner = argv[++i];
-      if (strcmp(o.runner, "cpu") && strcmp(o.runner, "cuda"))
-        return cli_usage("verify", "--runner is cpu or cuda");
-      if (!plan_runner_find(o.runner))
-        return cli_fail_last(); /* exit 3 with the reason */
-    } else if (argv[i][0] == '-' && argv[i][1]) {
-      return cli_usage("verify", "unknown option '%s'", argv[i]);
-    } else if (file) {
-      return cli_usage("verify", "one plan at a time");
-    } else {
-      file = argv[i];
-    }
-  }
-  if (!file)
-    return cli_usage("verify", "no plan given");
-  if (o.dtype && mode_given && o.mode == PLAN_VERIFY_EXACT)
-    return cli_usage("verify", "--dtype needs float mode (exact mode is f64)");
-  if (o.dtype)
-    o.mode = PLAN_VERIFY_FLOAT;
-  if (tol_given && o.mode != PLAN_VERIFY_FLOAT)
-    return cli_usage("verify", "tolerances need float mode (exact mode "
-                               "compares bits)");
-  o.ntolerances = ntols;
-  if ((o.timeout_s > 0 || o.comm) && !o.rendezvous)
-    return cli_usage("verify", "--timeout and --comm go with --distributed");
-  if (o.comm && !strcmp(o.comm, "nccl") && (!o.runner || strcmp(o.runner, "cuda")))
-    return cli_usage("verify", "--comm nccl goes with --runner cuda");
-  int drc = o.rendezvous ? distributed_ranks(&o) : 0;
-  if (drc)
-    return drc;
-  /* distributed: rank 0 speaks for every process */
-  const char *shown = o.rendezvous && o.rank ? NULL : file;
-  /* a lowered program runs as written */
-  plan_lowered *l;
-  int lowered = cli_load_lowered(file, &l);
-  if (lowered < 0)
-    return cli_fail_last();
-  if (lowered && reduce) {
+/* A lowered program runs as written (reduced first with --reduce); takes
+ * l. `shown` is the file the report names, NULL on a distributed run's
+ * other ranks. */
+static int verify_lowered(const verify_args *v, plan_lowered *l,
+                          const char *shown) {
+  if (v->reduce) {
     plan_lowered *rl;
     char *sum;
     int rrc = plan_reduce_lowered(&rl, &sum, l);
@@ -271,22 +302,24 @@ int cmd_verify(int argc, char **argv) {
     if (rrc)
       return cli_fail_last();
     if (shown)
-      print_reduction(sum, format, outfile);
-    free(sum);
+      print_reduction(sum, v->format, v->outfile);
+    plan_buffer_free(sum);
     l = rl;
   }
-  if (lowered) {
-    plan_verify_report *lr;
-    if (plan_verify_lowered(&lr, l->plan, l, &o))
-      return cli_fail_last();
-    return cli_emit_report(lr, shown, format, outfile);
-  }
-  /* the static checks first: an invalid plan is not run */
+  plan_verify_report *r;
+  if (plan_verify_lowered(&r, plan_lowered_plan(l), l, &v->o))
+    return cli_fail_last();
+  return cli_emit_report(r, shown, v->format, v->outfile);
+}
+
+/* A plan: validated first (an invalid plan is not run), reduced with
+ * --reduce, then lowered and run, its manual regions' bodies as Lua. */
+static int verify_plan(const verify_args *v, const char *shown) {
   plan_plan *p;
-  int vrc = cli_load_valid(file, stdout, "verified", &p);
+  int vrc = cli_load_valid(v->file, stdout, "verified", &p);
   if (vrc)
     return vrc;
-  if (reduce) {
+  if (v->reduce) {
     plan_plan *rp;
     char *sum;
     if (plan_reduce_shapes(&rp, &sum, p)) {
@@ -296,16 +329,30 @@ int cmd_verify(int argc, char **argv) {
     plan_free(p);
     p = rp;
     if (shown)
-      print_reduction(sum, format, outfile);
-    free(sum);
+      print_reduction(sum, v->format, v->outfile);
+    plan_buffer_free(sum);
   }
-  plan_verify_report *r; /* manual regions: their bodies run as Lua */
-  int rc = plan_verify_traced(&r, p, &o, plan_lua_trace_region, NULL);
+  plan_verify_report *r;
+  int rc = plan_verify_traced(&r, p, &v->o, plan_lua_trace_region, NULL);
   if (rc) {
     plan_free(p);
     return cli_fail_last(); /* 3 for what cannot run here, else 2 */
   }
-  rc = cli_emit_report(r, shown, format, outfile);
+  rc = cli_emit_report(r, shown, v->format, v->outfile);
   plan_free(p);
   return rc;
+}
+
+int cmd_verify(int argc, char **argv) {
+  verify_args v;
+  int rc = parse_args(&v, argc, argv);
+  if (rc)
+    return rc;
+  /* distributed: rank 0 speaks for every process */
+  const char *shown = v.o.rendezvous && v.o.rank ? NULL : v.file;
+  plan_lowered *l;
+  int lowered = cli_load_lowered(v.file, &l);
+  if (lowered < 0)
+    return cli_fail_last();
+  return lowered ? verify_lowered(&v, l, shown) : verify_plan(&v, shown);
 }

@@ -1,5 +1,7 @@
-/* Internal entry of the verifier: verify an already lowered program (the
- * bug corpus mutates lowered programs to inject bugs). */
+/* Internals of the verifier: the report's fields, and verifying an already
+ * lowered program with a hook after each step (the bug corpus mutates
+ * lowered programs and runs to inject bugs). plan_verify_lowered itself is
+ * public (libplan/verify.h). */
 #ifndef LIBPLAN_VERIFY_INT_H
 #define LIBPLAN_VERIFY_INT_H
 
@@ -36,10 +38,6 @@ struct plan_verify_report {
    * reference when one was needed) */
   double seconds_reference, seconds_lowered, seconds_compare;
 };
-
-/* Takes ownership of `low` (freed before returning, on every path). */
-int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
-                        plan_lowered *low, const plan_verify_options *opts);
 
 /* One rank's block of a buffer in the lowered run: its local shape, its
  * offset in the global tensor, and its values (row-major, as doubles). */

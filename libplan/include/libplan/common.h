@@ -85,9 +85,29 @@ typedef struct plan_error {
 PLAN_API const plan_error *plan_error_last(void);
 PLAN_API void plan_error_clear(void);
 
+/* Sets the calling thread's last error: code, the file, line and column
+ * it is about (file NULL or "", line and column 0 when there is none) and
+ * a printf-style message, truncated to 1023 bytes. For embedders and
+ * tracers (libplan/trace.h) whose own failures should read like the
+ * library's. Never allocates. Returns `code`, so a caller can write
+ * `return plan_error_set(PLAN_EINVALID, NULL, 0, 0, "...", ...);`. */
+PLAN_API int plan_error_set(int code, const char *file, int line, int column,
+                            const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
 /* Formats the last error as "file:line:col: error: message" into buf
  * (always NUL-terminated, truncated to size). Returns buf. */
 PLAN_API char *plan_error_format(char *buf, size_t size);
+
+/* Frees a buffer the library returned through a `char **out` parameter
+ * (plan_write_buffer, plan_canonical, the *_write functions, summaries);
+ * accepts NULL. The library allocates them with malloc, so free() frees
+ * them as well; this function lets a binding or a program with another C
+ * runtime free them without reaching for the library's allocator itself. */
+PLAN_API void plan_buffer_free(void *buf);
 
 /* Runtime versions. */
 PLAN_API const char *plan_version_string(void);

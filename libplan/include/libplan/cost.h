@@ -246,7 +246,7 @@ PLAN_API int plan_cost_report_memory(plan_cost_memory_info *out,
 
 /* The report as "text" (tables for people), "json" or "yaml" (schema
  * "libplan-cost/1", the same fields in both), newly allocated; the caller
- * frees *out with free(). PLAN_EUSAGE for another format. */
+ * frees *out with plan_buffer_free. PLAN_EUSAGE for another format. */
 PLAN_API int plan_cost_report_write(char **out, size_t *len, const plan_cost_report *r,
                            const char *format);
 

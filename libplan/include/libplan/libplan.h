@@ -5,6 +5,7 @@
 #include "common.h"
 #include "cost.h"
 #include "diag.h"
+#include "lowered.h"
 #include "plan.h"
 #include "program.h"
 #include "schedule.h"

@@ -41,6 +41,12 @@ typedef struct plan_load_options {
 } plan_load_options;
 #define PLAN_LOAD_OPTIONS_VERSION 1
 #define PLAN_LOAD_OPTIONS_INIT {PLAN_LOAD_OPTIONS_VERSION, 0}
+/* Fills *opts with the defaults of options version `version` (what
+ * PLAN_LOAD_OPTIONS_INIT gives), for a caller that cannot use the macro (a
+ * binding). PLAN_EUSAGE, opts unchanged, for a NULL opts or a version
+ * other than 1. */
+PLAN_API int plan_load_options_init(plan_load_options *opts,
+                                    unsigned int version);
 
 /* plan_load / plan_load_buffer with options (NULL: the defaults). */
 PLAN_API int plan_load_ext(plan_plan **out, const char *path,
@@ -58,9 +64,14 @@ typedef struct plan_write_options {
 #define PLAN_WRITE_OPTIONS_VERSION 1
 #define PLAN_WRITE_OPTIONS_INIT                                                \
   { PLAN_WRITE_OPTIONS_VERSION, 0 }
+/* Fills *opts as PLAN_WRITE_OPTIONS_INIT does. PLAN_EUSAGE, opts
+ * unchanged, for a NULL opts or a version other than 1. */
+PLAN_API int plan_write_options_init(plan_write_options *opts,
+                                     unsigned int version);
 
 /* Writes the plan in canonical layout (the `plan fmt` output) into a newly
- * allocated NUL-terminated buffer; the caller frees *out with free(). */
+ * allocated NUL-terminated buffer; the caller frees *out with
+ * plan_buffer_free. */
 PLAN_API int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
                       const plan_write_options *opts);
 /* Writes to `path` atomically: a temporary file in the same folder, fsync,
@@ -84,7 +95,7 @@ typedef enum plan_part {
  * (provenance, or a mesh in a program-only document). */
 PLAN_API int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
 /* The canonical encoding that is hashed (spec/canonical-form.md), newly
- * allocated; free with free(). */
+ * allocated; free it with plan_buffer_free. */
 PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
 
 /* ---- upgrade ------------------------------------------------------------- */
@@ -110,7 +121,8 @@ typedef struct plan_upgrade_info {
 
 /* Rewrites a plan or program file of an older format version (0.1, the
  * pre-release form of 1.0) as the current version, into a newly allocated
- * NUL-terminated buffer (*out, *len bytes; the caller frees it with free()).
+ * NUL-terminated buffer (*out, *len bytes; the caller frees it with
+ * plan_buffer_free).
  * The result records the step in a top-level `x-upgraded-from` key (the old
  * version and the old hash of every part), which no hash covers. Before it
  * returns, the result is read back and checked: with its version string set

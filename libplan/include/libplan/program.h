@@ -56,7 +56,7 @@ PLAN_API uint64_t plan_program_tensor_signature(const plan_program *p, int tenso
  * document it was read from (so it reads back with the same hash; a
  * training program has its forward program's) into a newly allocated,
  * NUL-terminated buffer (*len bytes, unless len is NULL); free it with
- * free(). Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
+ * plan_buffer_free. Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
 PLAN_API int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
 
 /* ---- training programs (autodiff) ------------------------------------------
@@ -78,6 +78,10 @@ typedef struct plan_grad_options {
 
 #define PLAN_GRAD_OPTIONS_VERSION 1
 #define PLAN_GRAD_OPTIONS_INIT {PLAN_GRAD_OPTIONS_VERSION, 0}
+/* Fills *opts as PLAN_GRAD_OPTIONS_INIT does. PLAN_EUSAGE, opts
+ * unchanged, for a NULL opts or a version other than 1. */
+PLAN_API int plan_grad_options_init(plan_grad_options *opts,
+                                    unsigned int version);
 
 /* The training program of `p` into *out (the caller frees it with
  * plan_program_free); opts NULL: the defaults. Fails with PLAN_EINVALID when

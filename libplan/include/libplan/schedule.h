@@ -97,6 +97,10 @@ typedef struct plan_schedule_options {
 #define PLAN_SCHEDULE_OPTIONS_VERSION 1
 #define PLAN_SCHEDULE_OPTIONS_INIT                                             \
   { PLAN_SCHEDULE_OPTIONS_VERSION, {1, 2, 1, 1, 0, 0, 0, 0}, 0, 0 }
+/* Fills *opts as PLAN_SCHEDULE_OPTIONS_INIT does. PLAN_EUSAGE, opts
+ * unchanged, for a NULL opts or a version other than 1. */
+PLAN_API int plan_schedule_options_init(plan_schedule_options *opts,
+                                        unsigned int version);
 
 /* Checks the schedule and runs it. Findings (codes schedule.*, spec §6) go
  * to *out: an action outside the pipeline or on the wrong rank, a missing
@@ -169,8 +173,8 @@ PLAN_API int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
  * with the grid in the plan's grammar), or "svg" (the per-rank timeline:
  * time to the right, F/B/I/W boxes with their microbatch, idle time as
  * gaps, a legend and a title). `name` (may be NULL) heads the text and the
- * picture. *out is NUL-terminated; free it with free(). PLAN_EUSAGE for an
- * unknown format. */
+ * picture. *out is NUL-terminated; free it with plan_buffer_free.
+ * PLAN_EUSAGE for an unknown format. */
 PLAN_API int plan_schedule_write(char **out, size_t *len, const plan_schedule *s,
                         const char *format, const char *name);
 

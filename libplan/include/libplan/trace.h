@@ -18,7 +18,8 @@
  *
  * Builder calls return a handle (>= 0) or a negative status with the last
  * error set (plan_error_last); the tracer returns PLAN_OK or a negative
- * status (its own failure, set with plan_failf, or a builder's). */
+ * status: a builder's, or its own failure, with the last error set by
+ * plan_error_set (common.h). */
 #ifndef LIBPLAN_TRACE_H
 #define LIBPLAN_TRACE_H
 

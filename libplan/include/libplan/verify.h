@@ -1,18 +1,22 @@
 /* libplan: numerical verification of a plan against its single-device
- * program (DESIGN §3). The plan is lowered to SPMD steps and run on the CPU
- * runner with simulated ranks; the reference program runs on the same
- * kernels; every tensor the plan produces is reassembled from the ranks'
+ * program (docs/verify.md). The plan is lowered to SPMD steps and run on
+ * the CPU runner with simulated ranks; the reference program runs on the
+ * same kernels; every tensor the plan produces is reassembled from the ranks'
  * blocks (every replica, partial sums reduced) and compared with the
  * reference, in topological order, so the first divergent op is named.
  *
  * A plan with a `training` section runs its training step `steps` times:
  * the loss, every gradient and the SGD-updated params on every replica are
- * compared as well (docs/training-and-pipelines.md, Training). Pipelines,
- * and dtype policies, return PLAN_EUNSUPPORTED. */
+ * compared as well (docs/training-and-pipelines.md, Training). A pipelined
+ * plan runs each pipeline rank's schedule, microbatch by microbatch.
+ *
+ * This header is the verifier's library, libplan-verify; every other
+ * header is the core's, libplan. */
 #ifndef LIBPLAN_VERIFY_H
 #define LIBPLAN_VERIFY_H
 
 #include "common.h"
+#include "lowered.h"
 #include "plan.h"
 #include "trace.h"
 
@@ -32,7 +36,7 @@ typedef struct plan_verify_options {
   unsigned int version; /* PLAN_VERIFY_OPTIONS_VERSION */
   plan_verify_mode mode;
   uint64_t seed;
-  double rtol, atol; /* float mode; 0: the dtype's defaults (DESIGN §3) */
+  double rtol, atol; /* float mode; 0: the dtype's defaults (docs/verify.md) */
   /* float mode: run every float tensor in this dtype ("f64", "f32",
    * "bf16", "f16"), to check a plan at another precision; NULL: each
    * tensor's own */
@@ -76,6 +80,23 @@ typedef struct plan_verify_tolerance {
   {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,     \
    NULL, 0, 0, NULL, 0, NULL}
 
+/* Fills *opts with the defaults of options version `version`, 2 to
+ * PLAN_VERIFY_OPTIONS_VERSION, and sets opts->version to it. Only the
+ * fields of that version are written: a caller built against an older
+ * header has a shorter struct. For the current version the result is
+ * PLAN_VERIFY_OPTIONS_INIT. PLAN_EUSAGE, opts unchanged, for a NULL opts
+ * or another version. */
+PLAN_API int plan_verify_options_init(plan_verify_options *opts,
+                                      unsigned int version);
+
+/* Whether runner `name` ("cpu", "cuda"; NULL: the default, cpu) can run
+ * here, as plan_verify with opts->runner = name would find it: PLAN_OK;
+ * PLAN_EUNSUPPORTED when it is not built or has no device here, with the
+ * reason in the last error (where the plugin was looked for, why it did
+ * not load); PLAN_EUSAGE for an unknown name. A tool asks before it loads
+ * anything, to report an unusable runner first. */
+PLAN_API int plan_runner_check(const char *name);
+
 typedef struct plan_verify_report plan_verify_report;
 
 /* Lowers and runs `p` and its reference program. *out always holds a report
@@ -102,9 +123,9 @@ PLAN_API const char *plan_verify_report_diagnosis(const plan_verify_report *r);
 PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
                                    const char *kind);
 
-/* Shape reduction (DESIGN §3, after TrainVerify): a new plan whose program
- * is smaller but keeps the sharding structure of `p`, so a plan of a real
- * model size verifies in seconds. The mesh, placements and strategies are
+/* Shape reduction (docs/verify.md, after TrainVerify): a new plan whose
+ * program is smaller but keeps the sharding structure of `p`, so a plan of
+ * a real model size verifies in seconds. The mesh, placements and strategies are
  * the same; every dim shrinks as far as these rules allow:
  * - dims that the ops tie together (by their factor-based sharding rules)
  *   get one size, and a merged dim is the product of its parts;
@@ -120,7 +141,7 @@ PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
  *   rewritten.
  * The result is written and read back, so its shapes are inferred and
  * checked like any loaded plan's. *summary (unless summary is NULL) is a
- * one-line account, newly allocated (free with free()):
+ * one-line account, newly allocated (free with plan_buffer_free):
  *   "reduced: batch 8->4, hidden 1024->2, ... (512x fewer elements)"
  * Returns PLAN_OK; PLAN_EUNSUPPORTED for pipelines and manual regions;
  * PLAN_EINVALID when the reduced plan does not load or validate while `p`
@@ -128,13 +149,37 @@ PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
  * PLAN_EUSAGE for NULL arguments. */
 PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
 
+/* The same for a lowered program as it is (docs/verify.md, "Lowered
+ * programs as files"): plan_lower's, or one read with plan_lowered_load
+ * (written by `plan lower`, by hand or by another tool, or changed on
+ * purpose: the check's contract is that it computes the reference program
+ * under its declared layouts). `p` is the plan `l` was lowered from, or
+ * plan_lowered_plan(l) for a lowered program read from a file; it must
+ * not be NULL, nor must out and l. Takes ownership of `l`: it is freed
+ * before the call returns, on every path (do not free it again). Statuses
+ * as plan_verify's. */
+PLAN_API int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
+                                 plan_lowered *l,
+                                 const plan_verify_options *opts);
+
+/* Shape reduction of a lowered program, through its program: its buffers
+ * carry only placements, so they take the place of strategies as the
+ * constraints (same rules as plan_reduce_shapes); the buffers, steps,
+ * layouts and outputs stay as they are. The result is written and read
+ * back (plan_lowered_load_buffer checks every step again); free it with
+ * plan_lowered_free. *summary as for plan_reduce_shapes (unless summary is
+ * NULL). PLAN_EUSAGE for a NULL out or l, PLAN_EUNSUPPORTED for manual
+ * regions, PLAN_EINVALID, PLAN_ENOMEM. */
+PLAN_API int plan_reduce_lowered(plan_lowered **out, char **summary,
+                                 const plan_lowered *l);
+
 /* The runner that ran the check ("cpu", "cuda"; borrowed, never NULL). */
 PLAN_API const char *plan_verify_report_runner(const plan_verify_report *r);
 
 /* The report as "text", "json" or "yaml" (schema "libplan-verify/1": the
  * verdict, mode, seed, runner, ranks, collective counts, the first divergence
  * with its diagnosis, and one entry per compared tensor), or "junit" (one test
- * case per compared tensor). Newly allocated; free with free(). */
+ * case per compared tensor). Newly allocated; free with plan_buffer_free. */
 PLAN_API int plan_verify_report_write(char **out, size_t *len,
                              const plan_verify_report *r, const char *format);
 
@@ -153,6 +198,10 @@ typedef struct plan_ref_options {
 
 #define PLAN_REF_OPTIONS_INIT                                                  \
   { PLAN_VERIFY_FLOAT, 0, -1 }
+/* Fills *opts as PLAN_REF_OPTIONS_INIT does. The struct has no version
+ * field, so the function takes none (a new field would come with a
+ * versioned struct). PLAN_EUSAGE for a NULL opts. */
+PLAN_API int plan_ref_options_init(plan_ref_options *opts);
 
 /* One run of a program: a value for every tensor, as doubles (row-major,
  * the tensor's element count; integers hold their integer values). */

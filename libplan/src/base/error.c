@@ -1,12 +1,15 @@
-/* Status names, versions, content-hash text and the thread-local last error.
+/* What common.h declares: status names, versions, content-hash text, the
+ * thread-local last error and plan_buffer_free.
  *
  * The last error lives in fixed-size thread-local buffers so that setting it
  * never allocates: reporting PLAN_ENOMEM must work when memory is gone. The
- * setters declared in util.h (plan_fail, plan_failf, plan_oom) are defined
- * here because they are the only writers of that state. */
+ * setters declared in util.h (plan_fail, plan_failf, plan_oom) and the
+ * public plan_error_set are defined here because they are the only writers
+ * of that state. */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libplan/common.h"
@@ -83,6 +86,15 @@ int plan_failf(int code, const char *fmt, ...) {
   return code;
 }
 
+int plan_error_set(int code, const char *file, int line, int column,
+                   const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  set_error(code, file, line, column, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 int plan_oom(void) {
   tls_err.code = PLAN_ENOMEM;
   tls_err.line = 0;
@@ -129,6 +141,14 @@ char *plan_error_format(char *buf, size_t size) {
   else
     snprintf(buf, size, "error: %s", e->message);
   return buf;
+}
+
+/* ---- buffers ------------------------------------------------------------- */
+
+/* Every buffer handed out through `char **out` comes from malloc (plan_buf,
+ * strdup), so free is its release. */
+void plan_buffer_free(void *buf) {
+  free(buf);
 }
 
 /* ---- versions ------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /* Lowering: a plan becomes an explicit SPMD program over rank-local buffers
- * (DESIGN §2, "Lowered program"). Every rank runs the same steps; a step is
- * a local op on local blocks or one redistribution step (redist.h) along
- * one mesh axis. The layout map says, for every tensor of the reference
+ * (spec/lowered-format.md, docs/verify.md). Every rank runs the same
+ * steps; a step is a local op on local blocks or one redistribution step
+ * (redist.h) along one mesh axis. The layout map says, for every tensor of the reference
  * program, which buffer holds it and in which placement, so a verifier can
  * reassemble the global tensor from the ranks' blocks.
  *
@@ -16,6 +16,7 @@
 #define LIBPLAN_LOWER_H
 
 #include "ir/ir.h"
+#include "libplan/lowered.h"
 #include "libplan/trace.h"
 #include "lower/redist.h"
 
@@ -110,7 +111,8 @@ typedef struct plan_ltrain {
   unsigned *norm_axes;
 } plan_ltrain;
 
-typedef struct plan_lowered {
+/* The lowered program (libplan/lowered.h declares it opaque). */
+struct plan_lowered {
   const plan_plan *plan;
   plan_plan *own_plan; /* a lowered file's program and mesh (else NULL) */
   plan_arena arena;
@@ -131,16 +133,11 @@ typedef struct plan_lowered {
    * instead). 0 without manual regions. */
   int norig_ops, norig_tensors;
   const struct plan_trace *trace; /* while lowering */
-} plan_lowered;
+};
 
-/* Lowers a validated plan. A training plan lowers its training step, whose
- * program (l->plan->program) is the training program, owned by l. Returns
- * PLAN_OK, PLAN_EUNSUPPORTED for what is not lowered yet (pipelines, manual
- * regions, the training features lower_train.c refuses), PLAN_EINVALID when
- * a redistribution cannot be planned or a gradient cannot be synced as the
- * plan says, PLAN_ENOMEM. `p` must outlive the result. */
-int plan_lower(plan_lowered **out, const plan_plan *p);
-void plan_lowered_free(plan_lowered *l);
+/* plan_lower, plan_lowered_free and the file form (write, load, hash) are
+ * public: libplan/lowered.h. A training plan lowers its training step,
+ * whose program (l->plan->program) is the training program, owned by l. */
 
 /* Internal to lowering: the steps of l->plan (lower.c), and the training
  * step of p (lower_train.c). */
@@ -162,18 +159,5 @@ int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);
  * batch dim, scalars). */
 int plan_pipeline_batch_dim(const plan_tensor *t);
 void plan_lpipe_free(plan_lpipe *pp);
-
-/* The lowered program as YAML (spec/lowered-format.md); newly allocated.
- * PLAN_EUNSUPPORTED for a pipelined program (no file form yet). */
-int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
-/* Reads a lowered program (a document whose first key is
- * `libplan-lowered`). Collective steps must fit their buffers' placements;
- * errors carry file, line and column. */
-int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
-                             const char *name, const char *base_dir);
-/* Content hash of the lowered program's canonical encoding. */
-int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
-/* Whether a document starts as a lowered program (its first key). */
-bool plan_is_lowered_text(const char *data, size_t len);
 
 #endif

@@ -207,7 +207,7 @@ static const char *const lowered_keys[] = {"libplan-lowered", "program", "mesh",
                                            "buffers", "steps", "layouts",
                                            "outputs", NULL};
 
-bool plan_is_lowered_text(const char *data, size_t len) {
+int plan_is_lowered_text(const char *data, size_t len) {
   /* the first key, after comments and blank lines */
   size_t i = 0;
   while (i < len) {

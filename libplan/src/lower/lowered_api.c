@@ -1,0 +1,83 @@
+/* Lowered programs in the public API (libplan/lowered.h) beside the file
+ * form of lowered_io.c: reading one from a path, and read-only views. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "lower/lower.h"
+
+static const char *const kind_names[PLAN_REDIST_COUNT] = {
+    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
+    "slice",      "zero_non_owner", "relabel"};
+
+/* The whole file into *data (NUL-terminated); the last error names it. */
+static int read_whole(const char *path, char **data, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
+                     strerror(errno));
+  plan_buf b;
+  plan_buf_init(&b);
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    plan_buf_append(&b, chunk, n);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    plan_buf_free(&b);
+    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s'", path);
+  }
+  if (plan_buf_take(&b, data, len))
+    return plan_fail(PLAN_ENOMEM, path, 0, 0, "out of memory reading '%s'",
+                     path);
+  return PLAN_OK;
+}
+
+int plan_lowered_load(plan_lowered **out, const char *path) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_load: NULL out");
+  *out = NULL;
+  plan_error_clear();
+  if (!path)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_load: NULL path");
+  char *data = NULL;
+  size_t len = 0;
+  int rc = read_whole(path, &data, &len);
+  if (rc)
+    return rc;
+  /* a program given by path is beside the file, as plan_load resolves it */
+  char dir[4096];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (slash && n < sizeof dir) {
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    if (!dir[0])
+      strcpy(dir, "/");
+  } else {
+    dir[0] = '\0';
+  }
+  rc = plan_lowered_load_buffer(out, data, len, path, dir);
+  free(data);
+  return rc;
+}
+
+const plan_plan *plan_lowered_plan(const plan_lowered *l) {
+  return l ? l->plan : NULL;
+}
+
+int plan_lowered_step_count(const plan_lowered *l) {
+  return l ? l->nsteps : -1;
+}
+
+int plan_lowered_collective_count(const plan_lowered *l, const char *kind) {
+  if (!l || !kind)
+    return -1;
+  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
+    if (!strcmp(kind, kind_names[k]))
+      return l->collectives[k];
+  return -1;
+}
