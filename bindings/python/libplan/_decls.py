@@ -137,7 +137,7 @@ STRUCTS = (Error, Hash, UpgradeInfo, Diag, WriteOptions, LoadOptions,
 
 vp = c_void_p
 pp = P(c_void_p)
-ps = P(c_void_p)  # char ** out (freed with free())
+ps = P(c_void_p)  # char ** out (freed with plan_buffer_free())
 
 # The core (libplan.so and libplan-verify.so alike): every one is required.
 PROTOS = {
@@ -148,6 +148,7 @@ PROTOS = {
     "plan_version_number": (c_int, []),
     "plan_abi_version": (c_int, []),
     "plan_abi_sizeof": (c_size_t, [c_char_p]),
+    "plan_buffer_free": (None, [c_void_p]),
     "plan_hash_format": (c_char_p, [Hash, c_char_p]),
     # diag.h
     "plan_diags_free": (None, [vp]),

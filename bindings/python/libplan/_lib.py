@@ -224,11 +224,8 @@ verifies = has_verify(lib)  # libplan-verify, else the core library
 fn = bind_functions(lib, path, verifies)
 check_structs(fn.abi_sizeof, path)
 
-# free() of the C library libplan allocates with, for buffers it hands over.
-_libc = ctypes.CDLL(None)
-free = _libc.free
-free.restype = None
-free.argtypes = [ctypes.c_void_p]
+# Buffers the library hands over are freed by the library itself.
+free = fn.buffer_free
 
 
 def take_string(ptr, length=None):
