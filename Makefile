@@ -69,7 +69,7 @@ SHARED := $(BUILD)/libplan-verify.so.$(SOVERSION)
 CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -lyaml -lxxhash) -lm -pthread
 TOOL := $(BUILD)/plan
 
-.PHONY: all help deps deps-python test check-unit check-headers check-symbols check-conformance \
+.PHONY: check-format all help deps deps-python test check-unit check-headers check-symbols check-conformance \
         check-cli check-dist check-models check-lua check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz fmt lint install uninstall clean \
         tests-build
 
@@ -256,14 +256,26 @@ fuzz:
 	done
 	@echo "fuzz: no findings"
 
-FMT_FILES := $(shell find libplan verifier runners cli tests bench -name '*.[ch]' 2>/dev/null)
+# The C sources clang-format keeps (.clang-format); the CUDA sources are
+# left to nvcc's dialect. `make fmt` rewrites them, `make check-format`
+# (in make test) fails on any difference.
+FMT_FILES := $(shell git ls-files '*.c' '*.h' 2>/dev/null | grep -v '^spec/')
 fmt:
 	clang-format -i $(FMT_FILES)
 
+check-format:
+	@clang-format --dry-run --Werror $(FMT_FILES) && \
+	  echo "format: $(words $(FMT_FILES)) files as clang-format writes them"
+
+# cppcheck over every C folder of the project, luacheck over the Lua sources
+# and tests (.luacheckrc); in make test.
+LINT_DIRS := libplan/src verifier runners cli lua
 lint:
-	cppcheck --quiet --error-exitcode=1 --enable=warning,portability \
+	cppcheck -j2 --quiet --error-exitcode=1 --enable=warning,portability \
 	  --std=c11 --inline-suppr -Ilibplan/include -Ilibplan/src \
-	  --suppress=missingIncludeSystem libplan/src verifier runners cli
+	  --suppress=missingIncludeSystem $(LINT_DIRS)
+	luacheck --quiet --no-color lua tests/lua
+	@echo "lint: cppcheck and luacheck found nothing"
 
 # make install PREFIX=... [DESTDIR=...]: the libraries (libplan: the core;
 # libplan-verify: the core, the verifier and the CPU runner), their headers

@@ -8,6 +8,14 @@
 
 #include "libplan/common.h"
 
+/* Ends a failed read: closes f, frees data, sets the error. */
+static char *read_failed(FILE *f, char *data, int code, const char *path) {
+  fclose(f);
+  free(data);
+  plan_error_set(code, NULL, 0, 0, "cannot read '%s'", path);
+  return NULL;
+}
+
 char *cli_read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) {
@@ -17,32 +25,24 @@ char *cli_read_file(const char *path, size_t *len) {
   }
   size_t cap = 1 << 16, n = 0;
   char *data = malloc(cap);
-  bool nomem = !data;
-  while (data) {
+  if (!data)
+    return read_failed(f, NULL, PLAN_ENOMEM, path);
+  for (;;) {
     if (cap - n < 2) { /* room for a byte and the NUL */
       char *grown = cap > SIZE_MAX / 2 ? NULL : realloc(data, cap * 2);
-      if (!grown) {
-        free(data);
-        data = NULL;
-        nomem = true;
-        break;
-      }
+      if (!grown)
+        return read_failed(f, data, PLAN_ENOMEM, path);
       data = grown;
       cap *= 2;
     }
     size_t got = fread(data + n, 1, cap - n - 1, f);
-    n += got;
     if (got == 0)
       break;
+    n += got;
   }
-  int err = ferror(f);
+  if (ferror(f))
+    return read_failed(f, data, PLAN_EIO, path);
   fclose(f);
-  if (err || nomem) {
-    free(data);
-    plan_error_set(err ? PLAN_EIO : PLAN_ENOMEM, NULL, 0, 0, "cannot read '%s'",
-                   path);
-    return NULL;
-  }
   data[n] = '\0';
   *len = n;
   return data;

@@ -26,7 +26,6 @@ return function(p, opts)
   local max_states = tonumber(opts.limit) or 64
   local hw = opts.hardware
   local ops = p:ops()
-  local n = #ops
   local info, last, outputs = {}, {}, {}
   for i, name in ipairs(ops) do
     local op = p:op(name)

@@ -15,7 +15,7 @@ local util = ...
 
 local matmuls = {matmul = true, linear = true}
 
-return function(p, opts)
+return function(p, _opts)
   local dp = util.axis(p, "dp") or 1
   local tp = util.axis(p, "tp") or (dp == 1 and 2 or 1)
   if #p:mesh() < 2 then tp = nil end

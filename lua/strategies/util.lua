@@ -27,7 +27,7 @@ end
 -- Where each input of `op` stands before the op runs: the placement its
 -- producer's strategy made, the leaf's storage placement, or nil (a leaf
 -- not placed yet: free to take what the op wants).
-function util.current(p, op, placed)
+function util.current(_p, op, placed)
   local cur = {}
   for j, t in ipairs(op.inputs) do cur[j] = placed[t] end
   return cur
@@ -112,7 +112,7 @@ end
 -- after op i (or is an output).
 function util.layers(p, info, alive_after)
   local n = #info
-  local live_count, produced = {}, {}
+  local produced = {}
   local segments, start = {}, 1
   for i = 1, n do
     for _, t in ipairs(info[i].op.inputs) do produced[t] = true end
@@ -121,7 +121,6 @@ function util.layers(p, info, alive_after)
     for t in pairs(produced) do
       if alive_after(t, i) then count = count + 1 end
     end
-    live_count[i] = count
     if count <= 2 or i == n then
       segments[#segments + 1] = {first = start, last = i}
       start = i + 1

@@ -76,7 +76,7 @@ raises(function() p:apply("mlp.act", {["in"] = {}, out = {"RR"}}) end,
        "'in' has 0 placements")
 
 -- verification from Lua, and a wrong plan not equal
-local eq, text, info = p:verify{mode = "float", seed = 2}
+local eq, text = p:verify{mode = "float", seed = 2}
 check(eq == true and text:find("EQUAL"), "verify equal")
 check(p:verify{runner = "cpu"} == true, "verify on the cpu runner")
 local nr, rmsg = p:verify{runner = "tpu"}
@@ -144,8 +144,8 @@ local r = assert(plan.milp{obj = {0, 0, 5}, integer = {true, true, false},
           {cols = {2}, coefs = {1}, sense = "=", rhs = 1},
           {cols = {3, 1, 2}, coefs = {1, -1, -1}, sense = ">=", rhs = -1}}})
 check(r.optimal and r.objective == 5 and r.x[3] == 1, "milp")
-local nr, nrm = plan.milp{obj = {1}, rows = {{cols = {1}, coefs = {1}, sense = ">=", rhs = 2}}}
-check(nr == nil and nrm:find("infeasible"), "milp infeasible")
+local inf, infm = plan.milp{obj = {1}, rows = {{cols = {1}, coefs = {1}, sense = ">=", rhs = 2}}}
+check(inf == nil and infm:find("infeasible"), "milp infeasible")
 raises(function() plan.milp{obj = {1}, rows = {{cols = {2}, coefs = {1}}}} end, "no column 2")
 -- the device order
 local d = assert(plan.load("examples/mlp-megatron.plan.yaml"))
