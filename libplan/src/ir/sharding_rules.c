@@ -1,5 +1,5 @@
-/* Building the factor-based sharding rule of one op instance (Shardy style;
- * shared/OPS.md is the worked table): which factors the op has, their kind
+/* Building the factor-based sharding rule of one op instance (Shardy
+ * style): which factors the op has, their kind
  * (free, reduction, need-replication, masked) and which dim of every operand
  * carries which factor. plan_rule_infer_out / plan_rule_check (sharding.c)
  * then judge placements against the rule without knowing the op.

@@ -1,5 +1,5 @@
 /* Lowering: a plan becomes an explicit SPMD program over rank-local buffers
- * (DESIGN §2, "Lowered program"). Every rank runs the same steps; a step is
+ * (the lowered program). Every rank runs the same steps; a step is
  * a local op on local blocks or one redistribution step (redist.h) along
  * one mesh axis. The layout map says, for every tensor of the reference
  * program, which buffer holds it and in which placement, so a verifier can

@@ -1,7 +1,7 @@
 /* Internal entry points of the plan module: section readers, name
  * resolution, canonical encoding. */
-#ifndef LIBPLAN_PLAN_INT_H
-#define LIBPLAN_PLAN_INT_H
+#ifndef LIBPLAN_PLAN_READ_H
+#define LIBPLAN_PLAN_READ_H
 
 #include "ir/ir.h"
 #include "ir/placement.h"
