@@ -1,5 +1,6 @@
-/* Internal to autodiff: the builder the backward rules (autodiff_rules.c)
- * use to append ops to the training program (autodiff.c).
+/* Internal to autodiff: the builder (autodiff_build.c) the backward rules
+ * (autodiff_rules.c) use to append ops to the training program
+ * (autodiff.c).
  *
  * Builders return the index of the tensor they make (>= 0) or a negative
  * status with the last error set, so a rule reads
@@ -8,8 +9,8 @@
  * Tensor indices below the forward program's count are its tensors. The
  * tensors array moves as it grows: hold indices, never plan_tensor
  * pointers, across a builder call. */
-#ifndef LIBPLAN_AUTODIFF_INT_H
-#define LIBPLAN_AUTODIFF_INT_H
+#ifndef LIBPLAN_AUTODIFF_BUILD_H
+#define LIBPLAN_AUTODIFF_BUILD_H
 
 #include <stdbool.h>
 
@@ -36,6 +37,12 @@ typedef struct plan_ad_ctx {
   int renamed[PLAN_MAX_OPERANDS];
   int nrenamed;
 } plan_ad_ctx;
+
+/* The forward program's name, version, x- keys, tensors and ops copied
+ * into p (its arena): where every training program starts. */
+int plan_ad_copy_forward(plan_program *p, const plan_program *f);
+/* Room for `need` training ops in c->origin and c->accum_of. */
+int plan_ad_grow_meta(plan_ad_ctx *c, int need);
 
 /* The attribute values of `kind` with every default filled in (a has
  * PLAN_MAX_ATTRS entries). */

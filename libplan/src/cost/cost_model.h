@@ -8,8 +8,8 @@
  * cost_plan.c (the whole plan: breakdown and memory), cost_report.c
  * (report accessors and writers), cost_pipeline.c (the pipeline schedule's
  * time and in-flight microbatches). */
-#ifndef LIBPLAN_COST_INT_H
-#define LIBPLAN_COST_INT_H
+#ifndef LIBPLAN_COST_MODEL_H
+#define LIBPLAN_COST_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -442,7 +442,7 @@ typedef struct plan_intern_slot {
   plan_placement *arr;
 } plan_intern_slot;
 
-/* Shared placement lists of strategies (a hash set; see plan_read.c). */
+/* Shared placement lists of strategies (a hash set; see plan_decisions.c). */
 typedef struct plan_intern {
   plan_intern_slot *slots; /* malloc'd */
   size_t cap, count;

@@ -1,8 +1,7 @@
 /* The op registry (ggml style): one row per plan_op_kind, indexed by the
  * enum, with each op's name, arity, attribute schema, partial rule and shape
- * inference (ops_infer.c). The sharding rules built from the inferred shapes
- * are in sharding_rules.c and sharding.c; the worked table they follow is
- * shared/OPS.md. */
+ * inference (ops_infer_*.c). The sharding rules built from the inferred shapes
+ * are in sharding_rules.c and sharding.c. */
 #include "ir/ops.h"
 
 #include <string.h>

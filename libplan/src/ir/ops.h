@@ -1,6 +1,6 @@
 /* The op registry: one table with every op kind's name, arity, attribute
  * schema, shape/dtype inference and factor-based sharding rule (Shardy
- * style; shared/OPS.md is the worked table). Kernels are not here: each
+ * style). Kernels are not here: each
  * runner keeps its own table indexed by plan_op_kind.
  *
  * Adding an op: add the enum value before PLAN_OP_COUNT, add its row to the
@@ -57,18 +57,18 @@ typedef enum plan_op_kind {
   PLAN_OP_RMSNORM_GRAD,
   PLAN_OP_EMBEDDING_GRAD,
   PLAN_OP_CROSS_ENTROPY_GRAD,
-  /* Ops real models need beyond the minimum set (shared/OPS.md, last
-   * paragraph): a masked select (attention masks, masked fills), and
-   * repeating each slice of a dim (grouped-query attention's shared
-   * key/value heads, torch.repeat_interleave). */
+  /* Ops real models need beyond the minimum set: a masked select
+   * (attention masks, masked fills), and repeating each slice of a dim
+   * (grouped-query attention's shared key/value heads,
+   * torch.repeat_interleave). */
   PLAN_OP_WHERE,
   PLAN_OP_REPEAT_INTERLEAVE,
-  /* Routing and mixture of experts (shared/OPS.md, last paragraph): the k
-   * largest along the last dim with their indices; gathering and
-   * scatter-adding along the last dim by integer indices (each the other's
-   * gradient); and GShard-style expert dispatch/combine over token groups
-   * with a per-group capacity, the routing (expert indices, optional
-   * weights) an input, plus the weights' gradient. */
+  /* Routing and mixture of experts: the k largest along the last dim with
+   * their indices; gathering and scatter-adding along the last dim by
+   * integer indices (each the other's gradient); and GShard-style expert
+   * dispatch/combine over token groups with a per-group capacity, the
+   * routing (expert indices, optional weights) an input, plus the weights'
+   * gradient. */
   PLAN_OP_TOPK,
   PLAN_OP_GATHER,
   PLAN_OP_SCATTER_ADD,

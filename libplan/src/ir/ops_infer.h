@@ -1,7 +1,8 @@
 /* Internal to the op registry: the inference function of every op kind,
- * defined in ops_infer.c and referenced by the table in ops.c. */
-#ifndef LIBPLAN_OPS_INT_H
-#define LIBPLAN_OPS_INT_H
+ * defined in ops_infer_*.c by op family and referenced by the table in
+ * ops.c. */
+#ifndef LIBPLAN_OPS_INFER_H
+#define LIBPLAN_OPS_INFER_H
 
 #include <stddef.h>
 

@@ -639,7 +639,7 @@ const char *plan_program_tensor_role(const plan_program *p, int t) {
 }
 const plan_program *plan_program_sigs(const plan_program *p) {
   if (p && !p->sigs_done) {
-    plan_program *m = (plan_program *)p; /* a cache, see program_int.h */
+    plan_program *m = (plan_program *)p; /* a cache, see program_read.h */
     plan_canon_program_sigs(m);
     m->sigs_done = true;
   }

@@ -1,5 +1,5 @@
-/* Building the factor-based sharding rule of one op instance (Shardy style;
- * shared/OPS.md is the worked table): which factors the op has, their kind
+/* Building the factor-based sharding rule of one op instance (Shardy
+ * style): which factors the op has, their kind
  * (free, reduction, need-replication, masked) and which dim of every operand
  * carries which factor. plan_rule_infer_out / plan_rule_check (sharding.c)
  * then judge placements against the rule without knowing the op.
@@ -482,18 +482,12 @@ static int rule_cross_entropy_grad(plan_rule *r, const plan_shape *in) {
   return PLAN_OK;
 }
 
-int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
-                 const plan_shape *outs, int nout, const plan_attr_val *attrs,
-                 char *err, size_t errsz) {
-  const plan_op_info *info = plan_op_info_get(kind);
-  if (!out || !info)
-    return plan_errf(err, errsz, "plan_op_rule: %s",
-                out ? "unknown op kind" : "no rule to fill");
-  if (nout < 1 || nout > PLAN_MAX_OPERANDS || nin < 0 ||
-      nin + nout > PLAN_MAX_OPERANDS)
-    return plan_errf(err, errsz, "%s: %d inputs and %d outputs are out of range",
-                info->name, nin, nout);
-  plan_shape inferred[PLAN_MAX_OPERANDS];
+/* The op's output shapes by inference, checked against the caller's
+ * `outs` when it gives them. */
+static int infer_outputs(const plan_op_info *info, const plan_shape *in,
+                         int nin, const plan_shape *outs, int nout,
+                         const plan_attr_val *attrs, plan_shape *inferred,
+                         char *err, size_t errsz) {
   int rc = info->infer(in, nin, attrs, inferred, nout, err, errsz);
   if (rc)
     return rc;
@@ -504,17 +498,51 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     if (!same) {
       char a[SHAPE_STRLEN], b[SHAPE_STRLEN];
       return plan_errf(err, errsz, "%s: output %d is %s but the op gives %s",
-                  info->name, o, fmt_shape(&outs[o], a),
-                  fmt_shape(&inferred[o], b));
+                       info->name, o, fmt_shape(&outs[o], a),
+                       fmt_shape(&inferred[o], b));
     }
   }
-  memset(out, 0, sizeof *out);
-  out->nin = nin;
-  out->nout = nout;
-  for (int i = 0; i < nin; i++)
-    out->operand[i].rank = in[i].rank;
-  for (int o = 0; o < nout; o++)
-    out->operand[nin + o].rank = inferred[o].rank;
+  return PLAN_OK;
+}
+
+/* transpose: a permutation swapping two dims (the last two by default). */
+static int rule_transpose(plan_rule *r, const plan_shape *x,
+                          const plan_attr_val *attrs) {
+  int perm[PLAN_MAX_RANK];
+  int rk = x->rank, d0 = rk - 2, d1 = rk - 1;
+  if (attrs && (attrs[0].present || attrs[0].nints > 0)) {
+    d0 = norm_dim(attrs[0].ints[0], rk);
+    d1 = norm_dim(attrs[0].ints[1], rk);
+  }
+  for (int d = 0; d < rk; d++)
+    perm[d] = d;
+  perm[d0] = d1;
+  perm[d1] = d0;
+  return rule_permute(r, x, perm);
+}
+
+/* split and concat (see rule_fused): the fused dim of every input and
+ * output carries its own need-replication factor. */
+static int rule_split_concat(plan_rule *r, const plan_shape *in, int nin,
+                             const plan_shape *outs, int nout,
+                             const plan_attr_val *attrs) {
+  const plan_shape *y = &outs[0];
+  int fused = norm_dim(attrs ? attrs[0].i : -1, y->rank);
+  int rc = rule_fused(r, y, fused);
+  for (int o = 0; o < nin + nout; o++) {
+    const plan_shape *s = o < nin ? &in[o] : &outs[o - nin];
+    carry(r, o, fused,
+          factor(r, s->dims[fused], PLAN_FACTOR_NEED_REPLICATION, "f", o));
+  }
+  return rc;
+}
+
+/* The factors of an op of `kind` over its input and (inferred) output
+ * shapes, by op family. */
+static int rule_of_kind(plan_rule *out, int kind, const plan_shape *in, int nin,
+                        const plan_shape *inferred, int nout,
+                        const plan_attr_val *attrs) {
+  int rc = PLAN_OK;
   const plan_shape *y = &inferred[0];
   int perm[PLAN_MAX_RANK];
   switch ((plan_op_kind)kind) {
@@ -551,19 +579,9 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   case PLAN_OP_EMBEDDING:
     rc = rule_embedding(out, in);
     break;
-  case PLAN_OP_TRANSPOSE: {
-    int r = in[0].rank, d0 = r - 2, d1 = r - 1;
-    if (attrs && (attrs[0].present || attrs[0].nints > 0)) {
-      d0 = norm_dim(attrs[0].ints[0], r);
-      d1 = norm_dim(attrs[0].ints[1], r);
-    }
-    for (int d = 0; d < r; d++)
-      perm[d] = d;
-    perm[d0] = d1;
-    perm[d1] = d0;
-    rc = rule_permute(out, &in[0], perm);
+  case PLAN_OP_TRANSPOSE:
+    rc = rule_transpose(out, &in[0], attrs);
     break;
-  }
   case PLAN_OP_PERMUTE:
     for (int d = 0; d < in[0].rank; d++)
       perm[d] = norm_dim(attrs[0].ints[d], in[0].rank);
@@ -577,16 +595,9 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     rc = rule_reduce(out, &in[0], attrs, kind == PLAN_OP_REDUCE_MEAN);
     break;
   case PLAN_OP_SPLIT:
-  case PLAN_OP_CONCAT: {
-    int fused = norm_dim(attrs ? attrs[0].i : -1, y->rank);
-    rc = rule_fused(out, y, fused);
-    for (int o = 0; o < nin + nout; o++) {
-      const plan_shape *s = o < nin ? &in[o] : &inferred[o - nin];
-      carry(out, o, fused,
-            factor(out, s->dims[fused], PLAN_FACTOR_NEED_REPLICATION, "f", o));
-    }
+  case PLAN_OP_CONCAT:
+    rc = rule_split_concat(out, in, nin, inferred, nout, attrs);
     break;
-  }
   case PLAN_OP_CROSS_ENTROPY:
     rc = rule_cross_entropy(out, in);
     break;
@@ -642,6 +653,33 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
     rc = PLAN_EINVALID;
     break;
   }
+  return rc;
+}
+
+int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
+                 const plan_shape *outs, int nout, const plan_attr_val *attrs,
+                 char *err, size_t errsz) {
+  const plan_op_info *info = plan_op_info_get(kind);
+  if (!out || !info)
+    return plan_errf(err, errsz, "plan_op_rule: %s",
+                out ? "unknown op kind" : "no rule to fill");
+  if (nout < 1 || nout > PLAN_MAX_OPERANDS || nin < 0 ||
+      nin + nout > PLAN_MAX_OPERANDS)
+    return plan_errf(err, errsz, "%s: %d inputs and %d outputs are out of range",
+                info->name, nin, nout);
+  plan_shape inferred[PLAN_MAX_OPERANDS];
+  int rc =
+      infer_outputs(info, in, nin, outs, nout, attrs, inferred, err, errsz);
+  if (rc)
+    return rc;
+  memset(out, 0, sizeof *out);
+  out->nin = nin;
+  out->nout = nout;
+  for (int i = 0; i < nin; i++)
+    out->operand[i].rank = in[i].rank;
+  for (int o = 0; o < nout; o++)
+    out->operand[nin + o].rank = inferred[o].rank;
+  rc = rule_of_kind(out, kind, in, nin, inferred, nout, attrs);
   /* The op set needs at most 23 factors (concat of 15 rank-8 inputs), so a
    * full table means factor() ran out and a factor is missing. */
   if (rc || out->nfactors >= PLAN_RULE_MAX_FACTORS)

@@ -1,7 +1,8 @@
 /* Lowering: a plan becomes an explicit SPMD program over rank-local buffers
  * (spec/lowered-format.md, docs/verify.md). Every rank runs the same
  * steps; a step is a local op on local blocks or one redistribution step
- * (redist.h) along one mesh axis. The layout map says, for every tensor of the reference
+ * (redist.h) along one mesh axis. The layout map says, for every tensor of
+ * the reference
  * program, which buffer holds it and in which placement, so a verifier can
  * reassemble the global tensor from the ranks' blocks.
  *

@@ -19,7 +19,7 @@
  *   reduce_scatter), which is the gradient sync: P(sum) -> R is the
  *   data-parallel all-reduce, P(sum) -> S the reduce-scatter, and a
  *   gradient that is R along an axis already (every rank there did the
- *   same computation, shared/OPS.md) gets no collective on it.
+ *   same computation) gets no collective on it.
  *
  * The optimizer step is not lowered into ops: the verifier applies it to
  * every rank's master blocks (verifier/verify.c, "training steps"). */

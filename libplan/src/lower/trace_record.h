@@ -1,7 +1,7 @@
 /* Internal to manual regions: the trace a region's body leaves (trace.c),
  * which the lowering turns into steps (lower.c). See libplan/trace.h. */
-#ifndef LIBPLAN_TRACE_INT_H
-#define LIBPLAN_TRACE_INT_H
+#ifndef LIBPLAN_TRACE_RECORD_H
+#define LIBPLAN_TRACE_RECORD_H
 
 #include "autodiff/autodiff_build.h"
 #include "ir/ir.h"

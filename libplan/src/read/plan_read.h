@@ -1,7 +1,7 @@
 /* Internal entry points of the plan module: section readers, name
  * resolution, canonical encoding. */
-#ifndef LIBPLAN_PLAN_INT_H
-#define LIBPLAN_PLAN_INT_H
+#ifndef LIBPLAN_PLAN_READ_H
+#define LIBPLAN_PLAN_READ_H
 
 #include "ir/ir.h"
 #include "ir/placement.h"
@@ -47,7 +47,7 @@ int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
                        plan_plan *p);
 
 /* The `program:` (inline or by reference) and `mesh:` sections of a plan,
- * as plan_write_buffer writes them (write.c). */
+ * as plan_write_buffer writes them (write_program.c). */
 void plan_write_program_and_mesh(plan_buf *b, const plan_plan *p,
                             bool self_contained);
 

@@ -1,6 +1,6 @@
 /* Internal entry points of the program module, shared by the plan reader. */
-#ifndef LIBPLAN_PROGRAM_INT_H
-#define LIBPLAN_PROGRAM_INT_H
+#ifndef LIBPLAN_PROGRAM_READ_H
+#define LIBPLAN_PROGRAM_READ_H
 
 #include "ir/ir.h"
 #include "ir/ops.h"

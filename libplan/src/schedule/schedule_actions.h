@@ -2,8 +2,8 @@
  * shares (generated or explicit), the checks and simulation
  * (schedule_sim.c) and the writers (schedule_out.c). The public view is
  * libplan/schedule.h. */
-#ifndef LIBPLAN_SCHEDULE_INT_H
-#define LIBPLAN_SCHEDULE_INT_H
+#ifndef LIBPLAN_SCHEDULE_ACTIONS_H
+#define LIBPLAN_SCHEDULE_ACTIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -301,44 +301,65 @@ static void svg_legend_item(plan_buf *b, double *x, double y, unsigned rgb,
   *x += 19 + 7.0 * (double)strlen(label) + 22;
 }
 
-static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
+/* The geometry of one timeline, worked out once for all its parts. */
+typedef struct svg_frame {
+  int R;        /* ranks */
+  int v;        /* virtual stages per rank */
+  bool ran;     /* simulated or deadlocked: there are times to show */
+  int64_t span; /* the last end time, at least 1 */
+  double u;     /* pixels per time unit */
+  double plot_w, width, axis_y, legend_y, height;
+  bool kinds[PLAN_ACT_COUNT]; /* the action kinds present */
+} svg_frame;
+
+static void svg_layout(svg_frame *f, const plan_schedule *s) {
   int R = s->nranks;
-  bool ran = s->simulated || s->deadlock;
+  f->R = R;
+  f->ran = s->simulated || s->deadlock;
   int64_t span = 0;
   for (int64_t i = 0; i < s->nacts; i++)
     if (s->end[i] > span)
       span = s->end[i];
   if (span < 1)
     span = 1;
+  f->span = span;
   double u = 1100.0 / (double)span;
   if (u > 36)
     u = 36;
   if (u < 0.5)
     u = 0.5;
-  double plot_w = u * (double)span;
-  double right = 96, width = LEFT + plot_w + right;
-  if (width < 760)
-    width = 760;
+  f->u = u;
+  f->plot_w = u * (double)span;
+  double right = 96;
+  f->width = LEFT + f->plot_w + right;
+  if (f->width < 760)
+    f->width = 760;
   double rows_end = row_y(R) - ROW_GAP;
-  double axis_y = rows_end + 4;
-  double legend_y = axis_y + 30;
-  double height = legend_y + 30;
-  int v = s->nstages / (R > 0 ? R : 1);
-  bool kinds[PLAN_ACT_COUNT] = {false};
+  f->axis_y = rows_end + 4;
+  f->legend_y = f->axis_y + 30;
+  f->height = f->legend_y + 30;
+  f->v = s->nstages / (R > 0 ? R : 1);
+  for (int k = 0; k < PLAN_ACT_COUNT; k++)
+    f->kinds[k] = false;
   for (int64_t i = 0; i < s->nacts; i++)
-    kinds[s->acts[i].kind] = true;
+    f->kinds[s->acts[i].kind] = true;
+}
 
+/* The document, its background, the title and the line of settings. */
+static void svg_head(plan_buf *b, const plan_schedule *s, const char *name,
+                     const svg_frame *f) {
+  int R = f->R;
   plan_buf_printf(b,
                   "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
                   "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                   "font-family=\"Helvetica, Arial, sans-serif\" "
                   "font-size=\"11\">\n",
-                  width, height, width, height);
+                  f->width, f->height, f->width, f->height);
   plan_buf_printf(b,
                   "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
                   "fill=\"#ffffff\"/>\n",
-                  width, height);
+                  f->width, f->height);
   /* title */
   plan_buf_puts(b, "<text x=\"16\" y=\"24\" font-size=\"15\" "
                    "font-weight=\"bold\" fill=\"#222\">");
@@ -355,10 +376,10 @@ static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
   else if (s->deadlock)
     plan_buf_puts(b, ": DEADLOCK");
   plan_buf_puts(b, "</text>\n<text x=\"16\" y=\"42\" fill=\"#555\">");
-  if (ran) {
+  if (f->ran) {
     plan_buf_puts(b, "time units:");
     for (int k = 0, n = 0; k <= PLAN_ACT_W; k++)
-      if (kinds[k])
+      if (f->kinds[k])
         plan_buf_printf(b, "%s %s %lld", n++ ? "," : "", plan_action_word(k),
                         (long long)s->dur[k]);
     plan_buf_printf(b, "; %s sends", s->blocking ? "blocking" : "buffered");
@@ -376,10 +397,13 @@ static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
     plan_buf_printf(b,
                     "<text x=\"%.1f\" y=\"%d\" fill=\"#555\" "
                     "text-anchor=\"end\">idle</text>\n",
-                    width - 16, TOP - 6);
+                    f->width - 16, TOP - 6);
+}
 
-  /* rows: an idle background, then the actions over it */
-  for (int r = 0; r < R; r++) {
+/* Every row's label and idle background (with its idle share), drawn
+ * before any action so the actions lie over them. */
+static void svg_rows(plan_buf *b, const plan_schedule *s, const svg_frame *f) {
+  for (int r = 0; r < f->R; r++) {
     double y = row_y(r);
     plan_buf_printf(b,
                     "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
@@ -388,94 +412,111 @@ static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
     plan_buf_printf(b,
                     "<rect class=\"idle\" x=\"%d\" y=\"%.1f\" width=\"%.1f\" "
                     "height=\"%d\" fill=\"#ececec\"/>\n",
-                    LEFT, y, plot_w, ROW_H);
+                    LEFT, y, f->plot_w, ROW_H);
     if (s->simulated)
       plan_buf_printf(b,
                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" "
                       "fill=\"#555\">%.1f%%</text>\n",
-                      width - 16, y + ROW_H / 2.0 + 4,
+                      f->width - 16, y + ROW_H / 2.0 + 4,
                       100.0 * rank_bubble(s, r));
   }
-  char an[48];
-  for (int r = 0; r < R; r++) {
-    double y = row_y(r);
-    int64_t stuck = -1;
-    for (int64_t i = s->off[r]; i < s->off[r + 1]; i++) {
-      const plan_action *a = &s->acts[i];
-      if (s->end[i] < 0) {
-        if (stuck < 0)
-          stuck = i;
-        continue;
-      }
-      double x0 = LEFT + u * (double)s->start[i];
-      double w = u * (double)(s->end[i] - s->start[i]);
-      plan_schedule_action_name(a, an);
-      if (!is_compute(a->kind)) {
-        /* a send or receive: a tick in the strip under the row */
-        bool send = a->kind == PLAN_ACT_SEND_F || a->kind == PLAN_ACT_SEND_B;
-        plan_buf_printf(b,
-                        "<rect data-action=\"%s\" x=\"%.1f\" y=\"%.1f\" "
-                        "width=\"%.1f\" height=\"%d\" fill=\"#%s\">"
-                        "<title>rank %d: %s, t %lld-%lld</title></rect>\n",
-                        an, x0 - (w < 2 ? 1 : 0), y + ROW_H + 1, w < 2 ? 2 : w,
-                        STRIP - 2, send ? "444444" : "aaaaaa", r, an,
-                        (long long)s->start[i], (long long)s->end[i]);
-        continue;
-      }
-      unsigned rgb = kind_rgb[a->kind];
-      if (v > 1)
-        rgb = tint(rgb, 0.5 * (double)(a->stage / R) / (double)(v - 1));
-      plan_buf_printf(b,
-                      "<rect data-action=\"%s\" x=\"%.1f\" y=\"%.1f\" "
-                      "width=\"%.1f\" height=\"%d\" fill=\"#%06x\" "
-                      "stroke=\"#ffffff\" stroke-width=\"%s\">"
-                      "<title>rank %d: %s (stage %d, microbatch %d), t "
-                      "%lld-%lld</title></rect>\n",
-                      an, x0, y, w, ROW_H, rgb, u >= 4 ? "1" : "0.3", r, an,
-                      a->stage, a->microbatch, (long long)s->start[i],
-                      (long long)s->end[i]);
-      int digits = a->microbatch >= 100 ? 3 : a->microbatch >= 10 ? 2 : 1;
-      if (w >= 6.5 * digits + 3) {
-        const char *fg = light(rgb) ? "#222222" : "#ffffff";
-        bool two = v > 1 && w >= 14;
-        plan_buf_printf(b,
-                        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                        "fill=\"%s\">%d</text>\n",
-                        x0 + w / 2, y + (two ? 12.0 : 17.0), fg, a->microbatch);
-        if (two)
-          plan_buf_printf(b,
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
-                          "font-size=\"8\" fill=\"%s\">s%d</text>\n",
-                          x0 + w / 2, y + 22.0, fg, a->stage);
-      }
-    }
-    if (stuck >= 0) {
-      /* where a deadlock stopped this rank, and what it waits for */
-      double x0 =
-          LEFT + u * (double)(stuck > s->off[r] ? s->end[stuck - 1] : 0);
-      plan_buf_printf(b,
-                      "<rect class=\"stuck\" x=\"%.1f\" y=\"%.1f\" width=\"3\" "
-                      "height=\"%d\" fill=\"#d62728\"/>\n"
-                      "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">waits at "
-                      "%s",
-                      x0, y, ROW_H, x0 + 6, y + 17.0,
-                      plan_schedule_action_name(&s->acts[stuck], an));
-      int64_t want = s->deadlock ? s->rank_wait[r] : -1;
-      if (want >= 0)
-        plan_buf_printf(b, " for %s (rank %d)",
-                        plan_schedule_action_name(&s->acts[want], an),
-                        s->stage_rank[s->acts[want].stage]);
-      plan_buf_puts(b, "</text>\n");
-    }
-  }
+}
 
-  /* time axis */
+/* One action of rank r that ran: a compute block in the row (its
+ * microbatch, and stage when virtual stages share the rank, written on it
+ * where it fits), or a tick in the strip under the row for a send or
+ * receive. */
+static void svg_action(plan_buf *b, const plan_schedule *s, const svg_frame *f,
+                       int r, int64_t i) {
+  const plan_action *a = &s->acts[i];
+  double y = row_y(r), u = f->u;
+  int R = f->R, v = f->v;
+  char an[48];
+  double x0 = LEFT + u * (double)s->start[i];
+  double w = u * (double)(s->end[i] - s->start[i]);
+  plan_schedule_action_name(a, an);
+  if (!is_compute(a->kind)) {
+    /* a send or receive: a tick in the strip under the row */
+    bool send = a->kind == PLAN_ACT_SEND_F || a->kind == PLAN_ACT_SEND_B;
+    plan_buf_printf(b,
+                    "<rect data-action=\"%s\" x=\"%.1f\" y=\"%.1f\" "
+                    "width=\"%.1f\" height=\"%d\" fill=\"#%s\">"
+                    "<title>rank %d: %s, t %lld-%lld</title></rect>\n",
+                    an, x0 - (w < 2 ? 1 : 0), y + ROW_H + 1, w < 2 ? 2 : w,
+                    STRIP - 2, send ? "444444" : "aaaaaa", r, an,
+                    (long long)s->start[i], (long long)s->end[i]);
+    return;
+  }
+  unsigned rgb = kind_rgb[a->kind];
+  if (v > 1)
+    rgb = tint(rgb, 0.5 * (double)(a->stage / R) / (double)(v - 1));
+  plan_buf_printf(b,
+                  "<rect data-action=\"%s\" x=\"%.1f\" y=\"%.1f\" "
+                  "width=\"%.1f\" height=\"%d\" fill=\"#%06x\" "
+                  "stroke=\"#ffffff\" stroke-width=\"%s\">"
+                  "<title>rank %d: %s (stage %d, microbatch %d), t "
+                  "%lld-%lld</title></rect>\n",
+                  an, x0, y, w, ROW_H, rgb, u >= 4 ? "1" : "0.3", r, an,
+                  a->stage, a->microbatch, (long long)s->start[i],
+                  (long long)s->end[i]);
+  int digits = a->microbatch >= 100 ? 3 : a->microbatch >= 10 ? 2 : 1;
+  if (w >= 6.5 * digits + 3) {
+    const char *fg = light(rgb) ? "#222222" : "#ffffff";
+    bool two = v > 1 && w >= 14;
+    plan_buf_printf(b,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                    "fill=\"%s\">%d</text>\n",
+                    x0 + w / 2, y + (two ? 12.0 : 17.0), fg, a->microbatch);
+    if (two)
+      plan_buf_printf(b,
+                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" "
+                      "font-size=\"8\" fill=\"%s\">s%d</text>\n",
+                      x0 + w / 2, y + 22.0, fg, a->stage);
+  }
+}
+
+/* The actions of rank r in its row; where a deadlock stopped the rank, a
+ * mark at its first action that never ran, and what it waits for. */
+static void svg_rank(plan_buf *b, const plan_schedule *s, const svg_frame *f,
+                     int r) {
+  double y = row_y(r);
+  int64_t stuck = -1;
+  for (int64_t i = s->off[r]; i < s->off[r + 1]; i++) {
+    if (s->end[i] < 0) {
+      if (stuck < 0)
+        stuck = i;
+      continue;
+    }
+    svg_action(b, s, f, r, i);
+  }
+  if (stuck < 0)
+    return;
+  char an[48];
+  double x0 = LEFT + f->u * (double)(stuck > s->off[r] ? s->end[stuck - 1] : 0);
+  plan_buf_printf(b,
+                  "<rect class=\"stuck\" x=\"%.1f\" y=\"%.1f\" width=\"3\" "
+                  "height=\"%d\" fill=\"#d62728\"/>\n"
+                  "<text x=\"%.1f\" y=\"%.1f\" fill=\"#d62728\">waits at "
+                  "%s",
+                  x0, y, ROW_H, x0 + 6, y + 17.0,
+                  plan_schedule_action_name(&s->acts[stuck], an));
+  int64_t want = s->deadlock ? s->rank_wait[r] : -1;
+  if (want >= 0)
+    plan_buf_printf(b, " for %s (rank %d)",
+                    plan_schedule_action_name(&s->acts[want], an),
+                    s->stage_rank[s->acts[want].stage]);
+  plan_buf_puts(b, "</text>\n");
+}
+
+/* The time axis under the rows, ticks at a round step. */
+static void svg_axis(plan_buf *b, const svg_frame *f) {
+  double u = f->u, axis_y = f->axis_y;
   plan_buf_printf(b,
                   "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                   "stroke=\"#888\"/>\n",
-                  LEFT, axis_y, LEFT + plot_w, axis_y);
+                  LEFT, axis_y, LEFT + f->plot_w, axis_y);
   int64_t step = nice_step(48.0 / u);
-  for (int64_t t = 0; t <= span; t += step) {
+  for (int64_t t = 0; t <= f->span; t += step) {
     double x = LEFT + u * (double)t;
     plan_buf_printf(b,
                     "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
@@ -487,20 +528,35 @@ static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
                   "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" "
                   "fill=\"#555\">time</text>\n",
                   LEFT - 8, axis_y + 16);
+}
 
-  /* legend */
-  double x = LEFT;
+/* The legend: the kinds present, idle, the ticks, the virtual stages. */
+static void svg_legend(plan_buf *b, const svg_frame *f) {
+  double x = LEFT, legend_y = f->legend_y;
   for (int k = 0; k <= PLAN_ACT_W; k++)
-    if (kinds[k])
+    if (f->kinds[k])
       svg_legend_item(b, &x, legend_y, kind_rgb[k], kind_label[k], false);
   svg_legend_item(b, &x, legend_y, 0xececec, "idle", false);
-  if (kinds[PLAN_ACT_SEND_F] || kinds[PLAN_ACT_SEND_B]) {
+  if (f->kinds[PLAN_ACT_SEND_F] || f->kinds[PLAN_ACT_SEND_B]) {
     svg_legend_item(b, &x, legend_y, 0x444444, "send", true);
     svg_legend_item(b, &x, legend_y, 0xaaaaaa, "receive", true);
   }
-  if (v > 1)
+  if (f->v > 1)
     svg_legend_item(b, &x, legend_y, tint(kind_rgb[0], 0.5),
                     "lighter: later virtual stage (sN: stage)", false);
+}
+
+/* An SVG timeline: one row per rank, the actions at their simulated
+ * times, then the time axis and the legend. */
+static void write_svg(plan_buf *b, const plan_schedule *s, const char *name) {
+  svg_frame f;
+  svg_layout(&f, s);
+  svg_head(b, s, name, &f);
+  svg_rows(b, s, &f);
+  for (int r = 0; r < f.R; r++)
+    svg_rank(b, s, &f, r);
+  svg_axis(b, &f);
+  svg_legend(b, &f);
   plan_buf_puts(b, "</svg>\n");
 }
 

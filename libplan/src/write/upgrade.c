@@ -226,164 +226,142 @@ static int scan_root(const char *data, size_t len, const char *name,
   return PLAN_OK;
 }
 
-int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
-                        const char *data, size_t size, const char *name,
-                        const char *base_dir) {
-  if (!out || !info || !data)
-    return plan_failf(PLAN_EUSAGE, "plan_upgrade_buffer: NULL argument");
-  *out = NULL;
-  if (len)
-    *len = 0;
-  memset(info, 0, sizeof *info);
-  if (!name)
-    name = "<buffer>";
-  plan_plan *old = NULL, *now = NULL;
+static const char *const part_key[PLAN_UPGRADE_PARTS] = {"plan", "program",
+                                                         "mesh", "provenance"};
+
+/* What the steps of one upgrade share. */
+typedef struct upgrade_job {
+  const char *name, *base_dir;
+  plan_plan *old; /* the file as read */
+  plan_upgrade_info *info;
+  /* the program version its old hash is taken at; whether the program's
+   * current hash (prog_now) replaces the one the plan recorded */
+  int pmaj, pmin;
+  bool rerecord;
+  plan_hash prog_now;
+  char old_version[32];
+} upgrade_job;
+
+/* A program by path keeps its own version; but when the program file
+ * was upgraded on its own (its hash, with the plan's old version, is the
+ * one the plan recorded), the recorded hash is brought along, and the
+ * old hashes are those the plan had before either was upgraded. */
+static int program_versions(upgrade_job *j) {
+  const plan_plan *old = j->old;
+  const plan_program *prog = old->program;
+  j->pmaj = prog->version_major;
+  j->pmin = prog->version_minor;
+  j->prog_now = (plan_hash){0, 0};
+  j->rerecord = false;
+  if (old->program_inline || !old->ref.has_hash ||
+      old->version_major >= PLAN_FORMAT_MAJOR)
+    return PLAN_OK;
+  plan_hash back;
+  int rc;
+  if ((rc = plan_program_hash(&j->prog_now, prog)) ||
+      (rc = program_hash_as(&back, prog, old->version_major,
+                            old->version_minor)))
+    return rc;
+  j->rerecord = !plan_hash_equal(j->prog_now, old->ref.hash) &&
+                plan_hash_equal(back, old->ref.hash);
+  if (j->rerecord) {
+    j->pmaj = old->version_major;
+    j->pmin = old->version_minor;
+  }
+  return PLAN_OK;
+}
+
+/* The record: the old version and the old hashes, a block mapping. */
+static void record_text(plan_buf *rec, const upgrade_job *j) {
+  plan_buf_printf(rec, RECORD_KEY ":\n  libplan: \"%s\"\n", j->old_version);
+  for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
+    if (j->info->has[k]) {
+      char hb[PLAN_HASH_STRLEN];
+      plan_buf_printf(rec, "  %s: \"%s\"\n", part_key[k],
+                      plan_hash_format(j->info->before[k], hb));
+    }
+}
+
+/* The edit in the canonical layout, for a file whose own layout allows
+ * none: its version line always allows it. */
+static int relayout(plan_buf *b, const upgrade_job *j, const char *record) {
   char *canon = NULL;
-  plan_buf b;
-  plan_buf_init(&b);
-  int rc = plan_load_buffer(&old, data, size, name, base_dir);
+  size_t clen;
+  plan_plan *now = NULL;
+  plan_buf_reset(b);
+  j->info->layout_kept = 0;
+  int rc = plan_write_buffer(&canon, &clen, j->old, NULL);
+  if (rc)
+    goto done;
+  if (!edit_text(b, canon, clen, 1, j->old_version, record)) {
+    rc = plan_fail(PLAN_EINVALID, j->name, j->old->version_pos.line,
+                   j->old->version_pos.col,
+                   "no version line in the canonical layout");
+    goto done;
+  }
+  /* once more through the writer, so the result is exactly what `plan
+   * fmt` writes */
+  free(canon);
+  canon = NULL;
+  if (!b->failed &&
+      ((rc = plan_load_buffer(&now, b->data, b->len, j->name, j->base_dir)) ||
+       (rc = plan_write_buffer(&canon, &clen, now, NULL))))
+    goto done;
+  plan_buf_reset(b);
+  if (canon)
+    plan_buf_append(b, canon, clen);
+done:
+  free(canon);
+  plan_free(now);
+  return rc;
+}
+
+/* The program file's new hash, where the old one was recorded. */
+static int rerecord_hash(plan_buf *b, const upgrade_job *j) {
+  char from[PLAN_HASH_STRLEN], to[PLAN_HASH_STRLEN];
+  plan_hash_format(j->old->ref.hash, from);
+  plan_hash_format(j->prog_now, to);
+  int rl, hline;
+  plan_pos unused;
+  int rc = scan_root(b->data, b->len, j->name, &rl, &hline, &unused);
   if (rc)
     return rc;
-  info->from_major = old->version_major;
-  info->from_minor = old->version_minor;
-  info->program_by_path = !old->program_inline;
-  /* A program by path keeps its own version; but when the program file
-   * was upgraded on its own (its hash, with the plan's old version, is the
-   * one the plan recorded), the recorded hash is brought along, and the
-   * old hashes are those the plan had before either was upgraded. */
-  const plan_program *prog = old->program;
-  int pmaj = prog->version_major, pmin = prog->version_minor;
-  plan_hash prog_now = {0, 0};
-  bool rerecord = false;
-  if (!old->program_inline && old->ref.has_hash &&
-      old->version_major < PLAN_FORMAT_MAJOR) {
-    plan_hash back;
-    if ((rc = plan_program_hash(&prog_now, prog)) ||
-        (rc = program_hash_as(&back, prog, old->version_major,
-                              old->version_minor)))
-      goto done;
-    rerecord = !plan_hash_equal(prog_now, old->ref.hash) &&
-               plan_hash_equal(back, old->ref.hash);
-    if (rerecord) {
-      pmaj = old->version_major;
-      pmin = old->version_minor;
-    }
-  }
-  if ((rc = hashes_as(info->before, info->has, old, old->version_major,
-                      old->version_minor, pmaj, pmin)))
-    goto done;
-  if (old->version_major >= PLAN_FORMAT_MAJOR) { /* already current */
-    memcpy(info->after, info->before, sizeof info->after);
-    goto done;
-  }
-  int vline, hline;
-  plan_pos record_at;
-  if ((rc = scan_root(data, size, name, &vline, &hline, &record_at)))
-    goto done;
-  if (record_at.line) {
-    rc = plan_fail(PLAN_EINVALID, name, record_at.line, record_at.col,
-                   "the file already has an '%s' key; remove it to upgrade",
-                   RECORD_KEY);
-    goto done;
-  }
-  /* the record: the old version and the old hashes, a block mapping */
-  char old_version[32];
-  snprintf(old_version, sizeof old_version, "%d.%d", old->version_major,
-           old->version_minor);
-  static const char *const part_key[PLAN_UPGRADE_PARTS] = {
-      "plan", "program", "mesh", "provenance"};
-  plan_buf rec;
-  plan_buf_init(&rec);
-  plan_buf_printf(&rec, RECORD_KEY ":\n  libplan: \"%s\"\n", old_version);
-  for (int k = 0; k < PLAN_UPGRADE_PARTS; k++)
-    if (info->has[k]) {
-      char hb[PLAN_HASH_STRLEN];
-      plan_buf_printf(&rec, "  %s: \"%s\"\n", part_key[k],
-                      plan_hash_format(info->before[k], hb));
-    }
-  const char *record = plan_buf_cstr(&rec);
-  if (rec.failed) {
-    plan_buf_free(&rec);
-    rc = plan_oom();
-    goto done;
-  }
-  info->layout_kept = 1;
-  if (!edit_text(&b, data, size, vline, old_version, record)) {
-    /* rewrite in canonical layout first: its version line always allows
-     * the edit */
-    size_t clen;
-    plan_buf_reset(&b);
-    info->layout_kept = 0;
-    if ((rc = plan_write_buffer(&canon, &clen, old, NULL))) {
-      plan_buf_free(&rec);
-      goto done;
-    }
-    if (!edit_text(&b, canon, clen, 1, old_version, record)) {
-      plan_buf_free(&rec);
-      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
-                     old->version_pos.col,
-                     "no version line in the canonical layout");
-      goto done;
-    }
-    /* once more through the writer, so the result is exactly what `plan
-     * fmt` writes */
-    free(canon);
-    canon = NULL;
-    if (!b.failed &&
-        ((rc = plan_load_buffer(&now, b.data, b.len, name, base_dir)) ||
-         (rc = plan_write_buffer(&canon, &clen, now, NULL)))) {
-      plan_buf_free(&rec);
-      goto done;
-    }
-    plan_free(now);
-    now = NULL;
-    plan_buf_reset(&b);
-    if (canon)
-      plan_buf_append(&b, canon, clen);
-  }
-  plan_buf_free(&rec);
-  if (b.failed) {
-    rc = plan_oom();
-    goto done;
-  }
-  if (rerecord) { /* the program file's new hash, where the old one was */
-    char from[PLAN_HASH_STRLEN], to[PLAN_HASH_STRLEN];
-    plan_hash_format(old->ref.hash, from);
-    plan_hash_format(prog_now, to);
-    int rl;
-    plan_pos unused;
-    if ((rc = scan_root(b.data, b.len, name, &rl, &hline, &unused)))
-      goto done;
-    plan_buf edited;
-    plan_buf_init(&edited);
-    if (!replace_on_line(&edited, b.data, b.len, hline, from, to)) {
-      plan_buf_free(&edited);
-      rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
-                     old->version_pos.col,
+  plan_buf edited;
+  plan_buf_init(&edited);
+  if (!replace_on_line(&edited, b->data, b->len, hline, from, to)) {
+    plan_buf_free(&edited);
+    return plan_fail(PLAN_EINVALID, j->name, j->old->version_pos.line,
+                     j->old->version_pos.col,
                      "the recorded program hash is not where it was read");
-      goto done;
-    }
-    plan_buf_free(&b);
-    b = edited;
-    if (b.failed) {
-      rc = plan_oom();
-      goto done;
-    }
-    info->program_rehashed = 1;
   }
-  /* the check: the result reads as the current version, and with the
-   * version string set back its hashes are the old ones, part by part */
-  if ((rc = plan_load_buffer(&now, b.data, b.len, name, base_dir)))
+  plan_buf_free(b);
+  *b = edited;
+  if (b->failed)
+    return plan_oom();
+  j->info->program_rehashed = 1;
+  return PLAN_OK;
+}
+
+/* The check: the result reads as the current version, and with the
+ * version string set back its hashes are the old ones, part by part; a
+ * result in the canonical layout also keeps every validation finding. */
+static int check_result(const plan_buf *b, const upgrade_job *j) {
+  const plan_plan *old = j->old;
+  plan_upgrade_info *info = j->info;
+  const char *name = j->name;
+  plan_plan *now = NULL;
+  int rc = plan_load_buffer(&now, b->data, b->len, name, j->base_dir);
+  if (rc)
     goto done;
   plan_hash same[PLAN_UPGRADE_PARTS];
   int has_now[PLAN_UPGRADE_PARTS];
   if ((rc = hashes_as(same, has_now, now, old->version_major,
-                      old->version_minor, pmaj, pmin)) ||
+                      old->version_minor, j->pmaj, j->pmin)) ||
       (rc = hashes_as(info->after, has_now, now, now->version_major,
                       now->version_minor, now->program->version_major,
                       now->program->version_minor)))
     goto done;
-  if (rerecord && !plan_hash_equal(now->ref.hash, prog_now)) {
+  if (j->rerecord && !plan_hash_equal(now->ref.hash, j->prog_now)) {
     rc =
         plan_fail(PLAN_EINVALID, name, old->version_pos.line,
                   old->version_pos.col, "the program hash was not re-recorded");
@@ -418,16 +396,83 @@ int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
                      "layout it would lose entries (its validation findings "
                      "differ): fix what `plan validate` reports, or put "
                      "`libplan: \"%s\"` on a line of its own; nothing written",
-                     old_version);
+                     j->old_version);
       goto done;
     }
   }
+done:
+  plan_free(now);
+  return rc;
+}
+
+/* The steps: read the file, take its hashes, edit the version and append
+ * the record (in place or in the canonical layout), bring a program
+ * file's new hash along, check the result. */
+int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
+                        const char *data, size_t size, const char *name,
+                        const char *base_dir) {
+  if (!out || !info || !data)
+    return plan_failf(PLAN_EUSAGE, "plan_upgrade_buffer: NULL argument");
+  *out = NULL;
+  if (len)
+    *len = 0;
+  memset(info, 0, sizeof *info);
+  if (!name)
+    name = "<buffer>";
+  upgrade_job j = {.name = name, .base_dir = base_dir, .info = info};
+  plan_buf b, rec;
+  plan_buf_init(&b);
+  plan_buf_init(&rec);
+  int rc = plan_load_buffer(&j.old, data, size, name, base_dir);
+  if (rc)
+    return rc;
+  const plan_plan *old = j.old;
+  info->from_major = old->version_major;
+  info->from_minor = old->version_minor;
+  info->program_by_path = !old->program_inline;
+  if ((rc = program_versions(&j)) ||
+      (rc = hashes_as(info->before, info->has, old, old->version_major,
+                      old->version_minor, j.pmaj, j.pmin)))
+    goto done;
+  if (old->version_major >= PLAN_FORMAT_MAJOR) { /* already current */
+    memcpy(info->after, info->before, sizeof info->after);
+    goto done;
+  }
+  int vline, hline;
+  plan_pos record_at;
+  if ((rc = scan_root(data, size, name, &vline, &hline, &record_at)))
+    goto done;
+  if (record_at.line) {
+    rc = plan_fail(PLAN_EINVALID, name, record_at.line, record_at.col,
+                   "the file already has an '%s' key; remove it to upgrade",
+                   RECORD_KEY);
+    goto done;
+  }
+  snprintf(j.old_version, sizeof j.old_version, "%d.%d", old->version_major,
+           old->version_minor);
+  record_text(&rec, &j);
+  const char *record = plan_buf_cstr(&rec);
+  if (rec.failed) {
+    rc = plan_oom();
+    goto done;
+  }
+  info->layout_kept = 1;
+  if (!edit_text(&b, data, size, vline, j.old_version, record) &&
+      (rc = relayout(&b, &j, record)))
+    goto done;
+  if (b.failed) {
+    rc = plan_oom();
+    goto done;
+  }
+  if (j.rerecord && (rc = rerecord_hash(&b, &j)))
+    goto done;
+  if ((rc = check_result(&b, &j)))
+    goto done;
   info->upgraded = 1;
   rc = plan_buf_take(&b, out, len);
 done:
+  plan_buf_free(&rec);
   plan_buf_free(&b);
-  free(canon);
-  plan_free(now);
-  plan_free(old);
+  plan_free(j.old);
   return rc;
 }

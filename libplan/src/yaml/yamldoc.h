@@ -1,5 +1,5 @@
-/* A positioned YAML document tree built from libyaml's event stream, with the
- * hostile-input limits of DESIGN §8 enforced while parsing:
+/* A positioned YAML document tree built from libyaml's event stream, with
+ * limits against hostile input enforced while parsing:
  * - exactly one document (an empty stream or a second document is an error);
  * - anchors and aliases are refused (no alias bombs; plans use name patterns);
  * - nesting deeper than PLAN_YAML_MAX_DEPTH is refused;

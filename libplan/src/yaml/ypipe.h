@@ -1,5 +1,5 @@
 /* A two-stage pipeline for streamed YAML: the parsing thread builds stream
- * items (yamldoc.c) into batch arenas and hands them over; a worker thread
+ * items (ydoc_stream.c) into batch arenas and hands them over; a worker thread
  * runs the reader callback on them in document order. On two or more cores
  * reading a large plan then costs about as much as parsing it.
  *

@@ -1,0 +1,391 @@
+/* Reading a plan's decisions: placements (compact or map spelling),
+ * the placements of inputs, params and consts, strategies (exact names and
+ * globs, exact names first, equal placement lists stored once) and output
+ * placements; and the record of every name or pattern a section uses, for
+ * validation to judge. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "libplan/plan.h"
+#include "read/plan_doc.h"
+
+static const char *const strategy_keys[] = {"in", "out", NULL};
+
+/* ---- placements ------------------------------------------------------------
+ */
+
+int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
+                        const plan_mesh *m, int rank, plan_placement *out) {
+  char err[160];
+  int rc;
+  if (n->kind == PLAN_Y_SCALAR) {
+    size_t off = 0;
+    if (plan_placement_parse(out, n->u.scalar.text, n->u.scalar.len, m->naxes,
+                             err, sizeof err, &off)) {
+      int col = n->col + (int)off + (n->u.scalar.style == PLAN_Y_QUOTED);
+      return plan_fail(PLAN_EINVALID, rd->file, n->line, col,
+                       "placement '%.60s': %s", n->u.scalar.text, err);
+    }
+  } else if (n->kind == PLAN_Y_MAP) {
+    /* {dp: S(0), tp: R, order: {0: [tp, dp]}} */
+    plan_placement_replicated(out, m->naxes);
+    for (int a = 0; a < m->naxes; a++)
+      out->ax[a].level = -1;
+    const plan_ynode *order = NULL;
+    for (size_t i = 0; i < n->u.map.count; i++) {
+      const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
+      if (!strcmp(k->u.scalar.text, "order")) {
+        order = v;
+        continue;
+      }
+      if (!strncmp(k->u.scalar.text, "x-", 2))
+        continue; /* extension keys are allowed in every mapping */
+      int a = plan_mesh_axis_find(m, k->u.scalar.text);
+      if (a < 0)
+        return plan_rd_fail(rd, k, PLAN_EINVALID, "no mesh axis '%.40s'",
+                            k->u.scalar.text);
+      if ((rc = plan_rd_expect_scalar(rd, v, "a placement entry")))
+        return rc;
+      plan_placement one;
+      size_t off = 0;
+      if (plan_placement_parse(&one, v->u.scalar.text, v->u.scalar.len, 1, err,
+                               sizeof err, &off))
+        return plan_fail(PLAN_EINVALID, rd->file, v->line, v->col + (int)off,
+                         "placement '%.60s': %s", v->u.scalar.text, err);
+      out->ax[a] = one.ax[0];
+    }
+    if (order) {
+      if ((rc = plan_rd_expect_map(rd, order, "order")))
+        return rc;
+      for (size_t i = 0; i < order->u.map.count; i++) {
+        const plan_ynode *k = order->u.map.pairs[i].key;
+        const plan_ynode *v = order->u.map.pairs[i].value;
+        int64_t dim;
+        if ((rc = plan_rd_int(rd, k, "an order dim", &dim)))
+          return rc;
+        const char **axes;
+        int cnt;
+        if ((rc = plan_rd_name_list(rd, v, "an axis name", &axes, &cnt)))
+          return rc;
+        for (int j = 0; j < cnt; j++) {
+          int a = plan_mesh_axis_find(m, axes[j]);
+          if (a < 0)
+            return plan_rd_fail(rd, v, PLAN_EINVALID, "no mesh axis '%s'",
+                                axes[j]);
+          /* dims count from the end when negative, on either side */
+          int64_t want = dim < 0 ? dim + rank : dim;
+          int have =
+              out->ax[a].dim < 0 ? out->ax[a].dim + rank : out->ax[a].dim;
+          if (out->ax[a].kind != PLAN_PL_S || have != want)
+            return plan_rd_fail(
+                rd, v, PLAN_EINVALID,
+                "order lists axis %s for dim %lld, but %s does not "
+                "shard dim %lld",
+                axes[j], (long long)dim, axes[j], (long long)dim);
+          out->ax[a].level = (int8_t)j;
+        }
+      }
+    }
+  } else {
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "a placement is a string like S(0)R or a map like "
+                        "{dp: S(0), tp: R}");
+  }
+  if (plan_placement_normalize(out, rank, err, sizeof err))
+    return plan_rd_fail(rd, n, PLAN_EINVALID, "placement: %s", err);
+  return PLAN_OK;
+}
+
+/* ---- name uses -------------------------------------------------------------
+ */
+
+int plan_record_use(plan_plan *p, const char *pattern, const char *section,
+                    bool tensors, plan_pos pos) {
+  /* The streamed mappings (strategies, placements) are consumed entry by
+   * entry, so their duplicate keys are caught here and where the entry is
+   * applied, not by the YAML reader. */
+  if (!strcmp(section, "strategies") || !strcmp(section, "placements")) {
+    char *key = plan_arena_printf(&p->arena, "%s:%s", section, pattern);
+    int first;
+    if (!key || plan_strmap_insert(&p->use_keys, key, p->nuses, &first))
+      return plan_oom();
+    if (first >= 0)
+      return plan_fail(PLAN_ESCHEMA, p->file, pos.line, pos.col,
+                       "duplicate key '%s' (first at line %d)", pattern,
+                       p->uses[first].pos.line);
+  }
+  if (p->nuses == p->cap_uses) {
+    int cap = p->cap_uses ? p->cap_uses * 2 : 16;
+    plan_name_use *u = realloc(p->uses, sizeof *u * (size_t)cap);
+    if (!u)
+      return plan_oom();
+    p->uses = u;
+    p->cap_uses = cap;
+  }
+  plan_name_use *u = &p->uses[p->nuses];
+  u->pattern = plan_arena_strdup(&p->arena, pattern);
+  if (!u->pattern)
+    return plan_oom();
+  u->section = section;
+  u->is_glob = plan_is_glob(pattern);
+  u->tensors = tensors;
+  u->matches = 0;
+  u->pos = pos;
+  return p->nuses++;
+}
+
+int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
+                 plan_pos pos, plan_op_fn fn, void *ctx) {
+  const plan_program *prog = p->program;
+  int matches = 0, rc;
+  if (!plan_is_glob(pattern)) {
+    /* An exact name that resolves needs no record (a 100k-op plan has
+     * 100k of them); a miss is kept for validation to report. */
+    int op =
+        p->next_op < prog->nops && !strcmp(prog->ops[p->next_op].name, pattern)
+            ? p->next_op /* strategies usually follow the ops' order */
+            : plan_strmap_get(&prog->op_by_name, pattern);
+    if (op >= 0) {
+      p->next_op = op + 1;
+      return (rc = fn(op, ctx)) ? rc : 1;
+    }
+    rc = plan_record_use(p, pattern, section, false, pos);
+    return rc < 0 ? rc : 0;
+  }
+  int u = plan_record_use(p, pattern, section, false, pos);
+  if (u < 0)
+    return u;
+  {
+    for (int op = 0; op < prog->nops; op++)
+      if (plan_glob_match(pattern, prog->ops[op].name)) {
+        matches++;
+        if ((rc = fn(op, ctx)))
+          return rc;
+      }
+  }
+  p->uses[u].matches = matches;
+  return matches;
+}
+
+/* ---- placements, strategies, outputs ----------------------------------------
+ */
+
+/* One entry of `placements`. */
+int plan_read_placement_entry(const plan_reader *rd, plan_plan *p,
+                              const plan_ynode *k, const plan_ynode *v) {
+  const plan_program *prog = p->program;
+  const char *name;
+  int rc;
+  if ((rc = plan_rd_name(rd, k, "a tensor name", &name)))
+    return rc;
+  int t = plan_strmap_get(&prog->tensor_by_name, name);
+  if (t < 0) { /* reported by validation (and drift) */
+    int u = plan_record_use(p, name, "placements", true, plan_rd_pos(k));
+    return u < 0 ? u : PLAN_OK;
+  }
+  if (prog->tensors[t].producer >= 0)
+    return plan_rd_fail(rd, k, PLAN_EINVALID,
+                        "placements are for inputs, params and consts; '%s' is "
+                        "produced by op '%s' (its placement is the op's "
+                        "strategy)",
+                        name, prog->ops[prog->tensors[t].producer].name);
+  plan_tensor_pl *tp = &p->placements[t];
+  if (tp->set)
+    return plan_rd_fail(rd, k, PLAN_ESCHEMA,
+                        "duplicate key '%s' (first at line %d)", name,
+                        tp->pos.line);
+  if ((rc = plan_read_placement(rd, v, &p->mesh, prog->tensors[t].rank,
+                                &tp->pl)))
+    return rc;
+  tp->set = true;
+  tp->pos = plan_rd_pos(k);
+  return PLAN_OK;
+}
+
+int plan_read_tensor_placements(const plan_reader *rd, const plan_ynode *n,
+                                plan_plan *p) {
+  int rc = plan_rd_expect_map(rd, n, "placements");
+  for (size_t i = 0; !rc && i < n->u.map.count; i++)
+    rc = plan_read_placement_entry(rd, p, n->u.map.pairs[i].key,
+                                   n->u.map.pairs[i].value);
+  return rc;
+}
+
+typedef struct strategy_ctx {
+  const plan_reader *rd;
+  plan_plan *p;
+  const plan_ynode *key, *value;
+  const char *pattern; /* NULL for an exact name */
+} strategy_ctx;
+
+static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
+                               const plan_plan *p, const int *tensors,
+                               int count, const char *what,
+                               plan_placement *out) {
+  const plan_program *prog = p->program;
+  int have = n->kind == PLAN_Y_SEQ ? (int)n->u.seq.count : 1;
+  if (have != count)
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "%s lists %d placement%s, the op has %d", what, have,
+                        have == 1 ? "" : "s", count);
+  for (int i = 0; i < count; i++) {
+    const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
+    int rc = plan_read_placement(rd, e, &p->mesh,
+                                 prog->tensors[tensors[i]].rank, &out[i]);
+    if (rc)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
+/* Strategies repeat (every layer's q projection has the same one), so equal
+ * placement lists are stored once and shared. */
+static plan_placement *intern_placements(plan_plan *p, const plan_placement *v,
+                                         int n) {
+  size_t bytes = sizeof(plan_placement) * (size_t)n;
+  uint64_t h = XXH3_64bits(v, bytes) ^ (uint64_t)n;
+  plan_intern *t = &p->intern;
+  if ((t->count + 1) * 2 > t->cap) {
+    size_t ncap = t->cap ? t->cap * 2 : 64;
+    plan_intern_slot *ns = calloc(ncap, sizeof *ns);
+    if (!ns) {
+      plan_oom();
+      return NULL;
+    }
+    for (size_t i = 0; i < t->cap; i++)
+      if (t->slots[i].arr) {
+        size_t j = t->slots[i].hash & (ncap - 1);
+        while (ns[j].arr)
+          j = (j + 1) & (ncap - 1);
+        ns[j] = t->slots[i];
+      }
+    free(t->slots);
+    t->slots = ns;
+    t->cap = ncap;
+  }
+  size_t j = h & (t->cap - 1);
+  for (; t->slots[j].arr; j = (j + 1) & (t->cap - 1))
+    if (t->slots[j].hash == h && t->slots[j].n == n &&
+        !memcmp(t->slots[j].arr, v, bytes))
+      return t->slots[j].arr;
+  plan_placement *arr = plan_arena_alloc(&p->arena, bytes);
+  if (!arr)
+    return NULL;
+  memcpy(arr, v, bytes);
+  t->slots[j].hash = h;
+  t->slots[j].n = n;
+  t->slots[j].arr = arr;
+  t->count++;
+  return arr;
+}
+
+static int apply_strategy(int opi, void *vctx) {
+  strategy_ctx *c = vctx;
+  plan_strategy *s = &c->p->strategies[opi];
+  const plan_op *op = &c->p->program->ops[opi];
+  /* Exact names win over patterns whatever the order they come in. */
+  if (s->set) {
+    if (!c->pattern && !s->pattern)
+      return plan_rd_fail(c->rd, c->key, PLAN_ESCHEMA,
+                          "duplicate key '%s' (first at line %d)", op->name,
+                          s->pos.line);
+    if (c->pattern && !s->pattern)
+      return PLAN_OK;
+    if (c->pattern && s->pattern)
+      return plan_rd_fail(c->rd, c->key, PLAN_EINVALID,
+                          "op '%s' matches both '%s' and '%s'; give it its own "
+                          "entry",
+                          op->name, s->pattern, c->pattern);
+  }
+  const plan_ynode *n = c->value;
+  int rc;
+  if ((rc = plan_rd_expect_map(c->rd, n,
+                               "a strategy ({in: [..], out: [..]})")) ||
+      (rc = plan_rd_check_keys(c->rd, n, strategy_keys, "a strategy", NULL)))
+    return rc;
+  const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
+  if (!in || !out)
+    return plan_rd_fail(c->rd, n, PLAN_ESCHEMA,
+                        "a strategy needs 'in' and 'out'");
+  plan_placement tmp[PLAN_MAX_OPERANDS];
+  memset(tmp, 0, sizeof tmp); /* interning compares bytes */
+  if ((rc = read_placement_list(c->rd, in, c->p, op->in, op->nin, "in", tmp)) ||
+      (rc = read_placement_list(c->rd, out, c->p, op->out, op->nout, "out",
+                                tmp + op->nin)))
+    return plan_fail(plan_error_last()->code, plan_error_last()->file,
+                     plan_error_last()->line, plan_error_last()->column,
+                     "strategy of op '%s': %s", op->name,
+                     plan_error_last()->message);
+  plan_placement *arr = intern_placements(c->p, tmp, op->nin + op->nout);
+  if (!arr)
+    return plan_oom();
+  s->in = arr;
+  s->out = arr + op->nin;
+  s->set = true;
+  s->pos = plan_rd_pos(c->key);
+  s->pattern = c->pattern;
+  return PLAN_OK;
+}
+
+/* One entry of `strategies`: an op name or a glob. */
+int plan_read_strategy_entry(const plan_reader *rd, plan_plan *p,
+                             const plan_ynode *k, const plan_ynode *v) {
+  int rc;
+  if ((rc = plan_rd_check_name(rd, k, "an op name or pattern")))
+    return rc;
+  const char *name = k->u.scalar.text; /* copied only where kept */
+  bool glob = plan_is_glob(name);
+  if (glob && !(name = plan_arena_strdup(&p->arena, name)))
+    return plan_oom();
+  strategy_ctx c = {rd, p, k, v, glob ? name : NULL};
+  rc = plan_for_ops(p, name, "strategies", plan_rd_pos(k), apply_strategy, &c);
+  return rc < 0 ? rc : PLAN_OK;
+}
+
+int plan_read_strategies(const plan_reader *rd, const plan_ynode *n,
+                         plan_plan *p) {
+  int rc = plan_rd_expect_map(rd, n, "strategies");
+  /* exact names first, then patterns (see on_item) */
+  for (int pass = 0; !rc && pass < 2; pass++)
+    for (size_t i = 0; !rc && i < n->u.map.count; i++) {
+      const plan_ynode *k = n->u.map.pairs[i].key;
+      if (plan_is_glob(k->u.scalar.text) != (pass == 1))
+        continue;
+      rc = plan_read_strategy_entry(rd, p, k, n->u.map.pairs[i].value);
+    }
+  return rc;
+}
+
+int plan_read_output_placements(const plan_reader *rd, const plan_ynode *n,
+                                plan_plan *p) {
+  int rc = plan_rd_expect_map(rd, n, "outputs");
+  if (rc)
+    return rc;
+  const plan_program *prog = p->program;
+  for (size_t i = 0; i < n->u.map.count; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key;
+    const char *name;
+    if ((rc = plan_rd_name(rd, k, "an output name", &name)))
+      return rc;
+    int u = plan_record_use(p, name, "outputs", true, plan_rd_pos(k));
+    if (u < 0)
+      return u;
+    int slot = -1;
+    for (int j = 0; j < prog->noutputs; j++)
+      if (!strcmp(prog->tensors[prog->outputs[j]].name, name))
+        slot = j;
+    if (slot < 0)
+      continue; /* validation reports it */
+    p->uses[u].matches = 1;
+    plan_tensor_pl *tp = &p->out_pl[slot];
+    if ((rc = plan_read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
+                                  prog->tensors[prog->outputs[slot]].rank,
+                                  &tp->pl)))
+      return rc;
+    tp->set = true;
+    tp->pos = plan_rd_pos(k);
+  }
+  return PLAN_OK;
+}

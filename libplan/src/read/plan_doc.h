@@ -1,0 +1,40 @@
+/* What the plan document reader (plan_read.c) calls in the other files of
+ * read/: the decisions (plan_decisions.c: placements, strategies, output
+ * placements) and the program reference (plan_program_ref.c). Each returns
+ * PLAN_OK or a negative status with the last error set. */
+#ifndef LIBPLAN_PLAN_DOC_H
+#define LIBPLAN_PLAN_DOC_H
+
+#include <stddef.h>
+
+#include "read/plan_read.h"
+
+/* ---- decisions (plan_decisions.c) ---------------------------------------- */
+
+/* One entry of `placements` (a tensor name: a placement). */
+int plan_read_placement_entry(const plan_reader *rd, plan_plan *p,
+                              const plan_ynode *k, const plan_ynode *v);
+/* A whole `placements` mapping left in the tree. */
+int plan_read_tensor_placements(const plan_reader *rd, const plan_ynode *n,
+                                plan_plan *p);
+/* One entry of `strategies`: an op name or a glob. */
+int plan_read_strategy_entry(const plan_reader *rd, plan_plan *p,
+                             const plan_ynode *k, const plan_ynode *v);
+/* A whole `strategies` mapping left in the tree: exact names first, then
+ * patterns. */
+int plan_read_strategies(const plan_reader *rd, const plan_ynode *n,
+                         plan_plan *p);
+/* The `outputs` mapping: output placements. */
+int plan_read_output_placements(const plan_reader *rd, const plan_ynode *n,
+                                plan_plan *p);
+
+/* ---- the program by path (plan_program_ref.c) ---------------------------- */
+
+/* The `program:` reference (path, hash, signatures) and the program it
+ * names, loaded into p->program; a relative path is from base_dir. */
+int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
+                          plan_plan *p, const char *base_dir);
+/* A whole file into a malloc'd, NUL-terminated buffer (at most 1 GiB). */
+int plan_read_file_all(const char *path, char **data, size_t *len);
+
+#endif
