@@ -20,7 +20,6 @@
 
 #include "autodiff/autodiff.h"
 #include "inputs.h"
-#include "kernels.h"
 #include "runner.h"
 #include "libplan/schedule.h"
 #include "libplan/trace.h"
@@ -29,6 +28,7 @@
 #include "ir/ops.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
+#include "base/numeric.h"
 #include "verify_int.h"
 
 #include "vctx.h"
@@ -235,7 +235,7 @@ static void set_view(plan_view *v, const plan_tensor *t, plan_dtype kd,
 static int runner_failure(int st, const plan_runner_vtable *runner) {
   if (st == PLAN_EINVALID || st == PLAN_EUSAGE)
     return PLAN_EINVALID;
-  if (st == PLAN_ENOMEM && runner == plan_cpu_runner())
+  if (st == PLAN_ENOMEM && plan_runner_is_cpu(runner))
     return PLAN_ENOMEM;
   return PLAN_EUNSUPPORTED;
 }
@@ -272,7 +272,7 @@ static int run_op(vctx *c, const plan_op *op, block *const *ins,
   }
   /* a plugin runner may lack a kernel: that is "cannot run here", not a
    * wrong plan (the CPU runner has every op) */
-  if (!rc && c->runner != plan_cpu_runner() && op->nout &&
+  if (!rc && !plan_runner_is_cpu(c->runner) && op->nout &&
       !c->runner->supports_op(op->kind, vout[0].dtype))
     return plan_failf(PLAN_EUNSUPPORTED,
                       "runner '%s' has no kernel for op '%s' (%s, %s)",

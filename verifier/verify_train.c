@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "autodiff/autodiff.h"
-#include "inputs.h"
-#include "kernels.h"
 #include "ir/placement.h"
+#include "base/numeric.h"
 #include "vctx.h"
 
 /* ---- training steps --------------------------------------------------------

@@ -30,8 +30,7 @@ $(CUDA_KERN_OBJ): NVCC_FLAGS += --fmad=false
 CUDA_EMU_CXXFLAGS := -x c++ -std=c++17 -fPIC $(OPT) -ffp-contract=off \
   -fno-exceptions -fno-rtti -Wall -Wextra -Wshadow -Wpointer-arith \
   -Wformat=2 -Wno-format-nonliteral -Wmissing-declarations -Werror \
-  -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
-  -Irunners/cuda $(CXXFLAGS)
+  -Ilibplan/include -Ilibplan/src -Irunners -Irunners/cuda $(CXXFLAGS)
 
 .PHONY: check-cuda-emu cuda-kernels check-cuda-gpu
 
