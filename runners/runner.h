@@ -9,10 +9,10 @@
  * where the runner runs and an optional all-reduce over the blocks of a
  * group of simulated ranks (the CUDA runner's virtual-rank mode); a runner
  * without one leaves it NULL and the verifier reduces on the host
- * (verifier/verify_redist.c), in the same order. Version 3 adds the runner's own
- * communicator for distributed verification (runners/comm.h): one process
- * per mesh rank; a runner without one leaves it NULL and the verifier
- * uses the library's TCP communicator. */
+ * (verifier/verify_redist.c), in the same order. Version 3 adds the
+ * runner's own communicator for distributed verification (runners/comm.h):
+ * one process per mesh rank; a runner without one leaves it NULL and the
+ * verifier uses the library's TCP communicator. */
 #ifndef LIBPLAN_RUNNER_H
 #define LIBPLAN_RUNNER_H
 

@@ -57,22 +57,24 @@ static int norm_dim(int64_t d, int rank) {
 static int check_view(const plan_view *v, const char *op, const char *what,
                       int i, char *err, size_t errsz) {
   if (v->rank < 0 || v->rank > PLAN_MAX_RANK)
-    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has rank %d (0 to %d)", op,
-                 what, i, v->rank, PLAN_MAX_RANK);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has rank %d (0 to %d)",
+                     op, what, i, v->rank, PLAN_MAX_RANK);
   if ((int)v->dtype < 0 || v->dtype >= PLAN_DTYPE_COUNT)
-    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has an unknown dtype (%d)",
-                 op, what, i, (int)v->dtype);
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "%s: %s %d has an unknown dtype (%d)", op, what, i,
+                     (int)v->dtype);
   int64_t n = 1;
   for (int d = 0; d < v->rank; d++) {
     if (v->dims[d] < 0)
-      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d dim %d is negative", op,
-                   what, i, d);
+      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d dim %d is negative",
+                       op, what, i, d);
     if (!plan_mul_i64(n, v->dims[d], &n) || n > INT64_MAX / 8)
-      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d is too large", op, what,
-                   i);
+      return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d is too large", op,
+                       what, i);
   }
   if (n > 0 && !v->data)
-    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has no data", op, what, i);
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %s %d has no data", op, what,
+                     i);
   return PLAN_OK;
 }
 
@@ -257,7 +259,7 @@ static int check_infer_local(int kind, const plan_attr_val *attrs,
   return check_infer(kind, a, in, nin, out, nout, err, errsz);
 }
 
-/* ---- the routing ops' indices and blocks -------------------------------- */
+/* ---- the routing ops' indices and blocks --------------------------------- */
 
 /* Every index within [0, n): else the error naming the first outside. */
 static int check_index(const plan_view *idx, int64_t n, const char *op,
@@ -346,7 +348,8 @@ int plan_kernel_check(int kind, const plan_attr_val *attrs, const plan_view *in,
     *bits = ctx->dyadic_bits ? ctx->dyadic_bits : PLAN_KERNEL_DYADIC_BITS;
     if (*bits < 1 || *bits > 60)
       return plan_errc(PLAN_EUSAGE, err, errsz,
-                   "%s: dyadic_bits %d is out of range (1 to 60)", op, *bits);
+                       "%s: dyadic_bits %d is out of range (1 to 60)", op,
+                       *bits);
   }
   int rc;
   for (int i = 0; i < nin; i++)

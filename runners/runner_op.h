@@ -133,10 +133,10 @@ typedef struct plan_kernel_ctx {
  * not fit the op (or an index is out of range); PLAN_EUSAGE for a bad
  * argument. On failure a one-line reason is written into err (size errsz;
  * err may be NULL). */
-int plan_kernel_check(int kind, const plan_attr_val *attrs,
-                      const plan_view *in, int nin, const plan_view *out,
-                      int nout, const plan_kernel_ctx *ctx, int *bits,
-                      char *err, size_t errsz);
+int plan_kernel_check(int kind, const plan_attr_val *attrs, const plan_view *in,
+                      int nin, const plan_view *out, int nout,
+                      const plan_kernel_ctx *ctx, int *bits, char *err,
+                      size_t errsz);
 
 /* The routing ops' (topk, gather, scatter_add, moe_*) index and block
  * checks; PLAN_OK for any other kind. */

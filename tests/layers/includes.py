@@ -86,33 +86,51 @@ MAY = {
 CROSSINGS = {
     # the runners read the op registry and its shapes (op kinds, attribute
     # schemas, shape inference for the common checks)
-    ("runners", "libplan/src/ir/ir.h"): "plan_dtype, plan_attr_val and the shapes the views carry",
-    ("runners", "libplan/src/ir/ops.h"): "the op registry: kinds, attribute schemas, shape inference",
-    ("runners", "runners/cpu/kernels.h"): "runner_find.c hands out the embedded CPU runner (plan_cpu_runner)",
-    ("cpu", "libplan/src/ir/ops.h"): "the op registry: kinds, attribute schemas, shape inference",
-    ("cuda", "libplan/src/ir/ops.h"): "the op registry: kinds and attribute schemas",
+    ("runners", "libplan/src/ir/ir.h"):
+        "plan_dtype, plan_attr_val and the shapes the views carry",
+    ("runners", "libplan/src/ir/ops.h"):
+        "the op registry: kinds, attribute schemas, shape inference",
+    ("runners", "runners/cpu/kernels.h"):
+        "runner_find.c hands out the embedded CPU runner (plan_cpu_runner)",
+    ("cpu", "libplan/src/ir/ops.h"):
+        "the op registry: kinds, attribute schemas, shape inference",
+    ("cuda", "libplan/src/ir/ops.h"):
+        "the op registry: kinds and attribute schemas",
     # the verifier runs the lowered program; a public lowered-program API
     # is a later step
-    ("verifier", "libplan/src/lower/lower.h"): "the lowered program it runs (no public lowered-program API yet)",
-    ("verifier", "libplan/src/ir/*.h"): "the program, ops and placements it reads (no public IR yet)",
-    ("verifier", "libplan/src/read/plan_read.h"): "the loaded plan's internals (plan_plan)",
-    ("verifier", "libplan/src/autodiff/autodiff.h"): "the training program's gradients for the reference",
+    ("verifier", "libplan/src/lower/lower.h"):
+        "the lowered program it runs (no public lowered-program API yet)",
+    ("verifier", "libplan/src/ir/*.h"):
+        "the program, ops and placements it reads (no public IR yet)",
+    ("verifier", "libplan/src/read/plan_read.h"):
+        "the loaded plan's internals (plan_plan)",
+    ("verifier", "libplan/src/autodiff/autodiff.h"):
+        "the training program's gradients for the reference",
     # cli/ and lua/ keep what they have while they are reworked
-    ("cli", "libplan/src/lower/lower.h"): "lower, verify and upgrade read the lowered program",
-    ("cli", "libplan/src/read/plan_read.h"): "lower reads the loaded plan's internals",
-    ("cli", "verifier/reduce.h"): "verify --reduce on a lowered program (plan_reduce_lowered)",
-    ("cli", "verifier/verify_int.h"): "verify of a lowered program (plan_verify_lowered)",
+    ("cli", "libplan/src/lower/lower.h"):
+        "lower, verify and upgrade read the lowered program",
+    ("cli", "libplan/src/read/plan_read.h"):
+        "lower reads the loaded plan's internals",
+    ("cli", "verifier/reduce.h"):
+        "verify --reduce on a lowered program (plan_reduce_lowered)",
+    ("cli", "verifier/verify_int.h"):
+        "verify of a lowered program (plan_verify_lowered)",
     ("cli", "runners/runner.h"): "verify --runner checks the runner by name",
-    ("lua", "libplan/src/cost/cost_model.h"): "the search prices strategies with the cost model",
+    ("lua", "libplan/src/cost/cost_model.h"):
+        "the search prices strategies with the cost model",
     ("lua", "libplan/src/lower/lower.h"): "the module lowers plans",
-    ("lua", "libplan/src/ir/*.h"): "the module reads programs, ops and placements",
-    ("lua", "libplan/src/read/plan_read.h"): "the module reads the loaded plan's internals",
-    ("lua", "libplan/src/search/strategy_space.h"): "the search enumerates the strategy space",
+    ("lua", "libplan/src/ir/*.h"):
+        "the module reads programs, ops and placements",
+    ("lua", "libplan/src/read/plan_read.h"):
+        "the module reads the loaded plan's internals",
+    ("lua", "libplan/src/search/strategy_space.h"):
+        "the search enumerates the strategy space",
 }
 
 # Symbol references across layers that remain: (folder, symbol) -> why.
 SYMBOL_CROSSINGS = {
-    ("runners", "plan_cpu_runner"): "runner_find.c hands out the embedded CPU runner",
+    ("runners", "plan_cpu_runner"):
+        "runner_find.c hands out the embedded CPU runner",
 }
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

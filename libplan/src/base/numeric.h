@@ -32,7 +32,8 @@ static inline double plan_dyadic_round(double x, int bits) {
   union {
     uint64_t u;
     double d;
-  } up = {(uint64_t)(1023 + bits) << 52}, down = {(uint64_t)(1023 - bits) << 52},
+  } up = {(uint64_t)(1023 + bits) << 52},
+    down = {(uint64_t)(1023 - bits) << 52},
     lim = {(uint64_t)(1023 + 52 - bits) << 52};
   if (!(x < lim.d && x > -lim.d)) /* large, infinite or NaN */
     return x;
