@@ -18,7 +18,7 @@ WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
 # Include paths by folder: each layer sees only what it may include
-# (tests/layers/includes.sh checks the includes themselves). The core: the
+# (tests/layers/includes.py checks the includes themselves). The core: the
 # public API and its own internals; the runners (runners/*.c, runners/cpu):
 # also the runner interface; the verifier: also its own folder. Everything
 # else (cli/, lua/, the tests, the benchmarks) sees every folder for now.
@@ -26,14 +26,14 @@ INC_CORE := -Ilibplan/include -Ilibplan/src
 INC_RUNNERS := $(INC_CORE) -Irunners
 INC_VERIFIER := $(INC_RUNNERS) -Iverifier
 INC_ALL := -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners
-INC = $(INC_ALL)
+LAYER_INC = $(INC_ALL)
 # The flags every C file compiles with, with its folder's include paths
-# (INC, set per object folder below; recursive, so each object's INC).
+# (LAYER_INC, set per object folder below; recursive, so each object's).
 CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC -fvisibility=hidden $(OPT) $(WARN) \
-             $(INC) $(PKG_CFLAGS) $(CFLAGS)
-$(BUILD)/libplan/src/%.o: INC = $(INC_CORE)
-$(BUILD)/runners/%.o: INC = $(INC_RUNNERS)
-$(BUILD)/verifier/%.o: INC = $(INC_VERIFIER)
+             $(LAYER_INC) $(PKG_CFLAGS) $(CFLAGS)
+$(BUILD)/libplan/src/%.o: LAYER_INC = $(INC_CORE)
+$(BUILD)/runners/%.o: LAYER_INC = $(INC_RUNNERS)
+$(BUILD)/verifier/%.o: LAYER_INC = $(INC_VERIFIER)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
@@ -169,7 +169,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL) -lcmocka
 
 # Each public header must compile on its own, seeing only the public API.
-$(BUILD)/headers/%.o: INC = -Ilibplan/include
+$(BUILD)/headers/%.o: LAYER_INC = -Ilibplan/include
 $(BUILD)/headers/%.o: libplan/include/libplan/%.h
 	@mkdir -p $(dir $@)
 	printf '#include "libplan/%s.h"\n' $* > $(BUILD)/headers/$*.c
