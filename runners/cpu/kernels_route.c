@@ -1,6 +1,7 @@
 /* The CPU kernels of the routing ops: topk, gather, scatter_add and the
- * mixture-of-experts dispatch / combine / weights gradient (kernels.h
- * states each op's local semantics; ops_infer.c the shapes).
+ * mixture-of-experts dispatch / combine / weights gradient
+ * (runners/runner_op.h states each op's local semantics; ops_infer.c the
+ * shapes).
  *
  * These ops move values more than they compute, so they read and write
  * through double (ld / st) whatever the float dtype: F64 keeps its bits,
@@ -10,7 +11,8 @@
  * exact mode.
  *
  * Their indices and blocks are checked before anything runs
- * (plan_kernel_route_check, called by plan_kernel_check for every runner).
+ * (plan_kernel_route_check, runners/runner_op.c, called by
+ * plan_kernel_check for every runner).
  *
  * A mixture-of-experts slot depends on the tokens before it in its group,
  * and kernels allocate nothing, so the kernels walk one expert at a time:
