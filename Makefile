@@ -17,8 +17,23 @@ PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lyaml -lxxhas
 WARN := -Wall -Wextra -Wshadow -Wmissing-prototypes -Wstrict-prototypes \
         -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Werror
 OPT ?= -O2 -g
-CFLAGS_ALL := -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC -fvisibility=hidden $(OPT) $(WARN) \
-              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners $(PKG_CFLAGS) $(CFLAGS)
+# Include paths by folder: each layer sees only what it may include
+# (tests/layers/includes.py checks the includes themselves). The core: the
+# public API and its own internals; the runners (runners/*.c, runners/cpu):
+# also the runner interface; the verifier: also its own folder. Everything
+# else (cli/, lua/, the tests, the benchmarks) sees every folder for now.
+INC_CORE := -Ilibplan/include -Ilibplan/src
+INC_RUNNERS := $(INC_CORE) -Irunners
+INC_VERIFIER := $(INC_RUNNERS) -Iverifier
+INC_ALL := -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners
+LAYER_INC = $(INC_ALL)
+# The flags every C file compiles with, with its folder's include paths
+# (LAYER_INC, set per object folder below; recursive, so each object's).
+CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC -fvisibility=hidden $(OPT) $(WARN) \
+             $(LAYER_INC) $(PKG_CFLAGS) $(CFLAGS)
+$(BUILD)/libplan/src/%.o: LAYER_INC = $(INC_CORE)
+$(BUILD)/runners/%.o: LAYER_INC = $(INC_RUNNERS)
+$(BUILD)/verifier/%.o: LAYER_INC = $(INC_VERIFIER)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
@@ -153,7 +168,8 @@ $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS_ALL) -lcmocka
 
-# Each public header must compile on its own.
+# Each public header must compile on its own, seeing only the public API.
+$(BUILD)/headers/%.o: LAYER_INC = -Ilibplan/include
 $(BUILD)/headers/%.o: libplan/include/libplan/%.h
 	@mkdir -p $(dir $@)
 	printf '#include "libplan/%s.h"\n' $* > $(BUILD)/headers/$*.c
@@ -169,6 +185,15 @@ tests-build: all $(UNIT_BIN) $(HEADER_CHECKS)
 # define no global without the plan_ prefix (tests/layers/symbols.sh).
 check-symbols: $(STATIC) $(CORE_SHARED) $(SHARED)
 	@sh tests/layers/symbols.sh $(BUILD)
+
+# The layers: each folder's includes against its allow list, and the
+# symbol references between the layers' objects (tests/layers/includes.py);
+# then its self-test, which must catch an injected forbidden include and
+# reference.
+.PHONY: check-layers
+check-layers: $(STATIC) $(CLI_OBJ) $(LUA_OBJ)
+	@python3 tests/layers/includes.py --build $(BUILD)
+	@python3 tests/layers/includes.py --self-test --build $(BUILD)
 
 check-headers: $(HEADER_CHECKS)
 	@echo "headers: $(words $(HEADER_CHECKS)) compile alone"
@@ -225,7 +250,7 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-symbols check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-headers check-symbols check-layers check-cli-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"
@@ -248,7 +273,7 @@ fuzz:
 	@for f in $(FUZZ_SRC); do \
 	  n=$$(basename $$f .c); \
 	  clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
-	    -fsanitize=fuzzer,address,undefined -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
+	    -fsanitize=fuzzer,address,undefined $(INC_ALL) \
 	    $$f $(LIB_SRC) -o build-fuzz/$$n $(LDLIBS_ALL) || exit 1; \
 	  mkdir -p build-fuzz/$$n.corpus; \
 	  ./build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \

@@ -1,6 +1,7 @@
-/* The runner interface (DESIGN §4): what the verifier needs from a backend
- * that executes lowered programs. Kernels live in runners, never in the
- * core; each runner keeps its own kernel table indexed by plan_op_kind.
+/* The runner interface: what the verifier needs from a backend that
+ * executes lowered programs. Kernels live in runners, never in the core;
+ * each runner keeps its own kernel table indexed by plan_op_kind, and
+ * every one follows the op contract of runner_op.h.
  *
  * A runner is a vtable with an API version, so a runner built as a plugin
  * (the CUDA runner, loaded with dlopen) can be checked before use. Version
@@ -8,10 +9,10 @@
  * where the runner runs and an optional all-reduce over the blocks of a
  * group of simulated ranks (the CUDA runner's virtual-rank mode); a runner
  * without one leaves it NULL and the verifier reduces on the host
- * (verifier/verify.c), in the same order. Version 3 adds the runner's own
- * communicator for distributed verification (runners/comm.h): one process
- * per mesh rank; a runner without one leaves it NULL and the verifier
- * uses the library's TCP communicator. */
+ * (verifier/verify_redist.c), in the same order. Version 3 adds the
+ * runner's own communicator for distributed verification (runners/comm.h):
+ * one process per mesh rank; a runner without one leaves it NULL and the
+ * verifier uses the library's TCP communicator. */
 #ifndef LIBPLAN_RUNNER_H
 #define LIBPLAN_RUNNER_H
 
@@ -20,9 +21,14 @@
 #include <stdint.h>
 
 #include "comm.h"
-#include "kernels.h"
+#include "runner_op.h"
 #include "libplan/common.h"
 #include "ir/ops.h"
+
+/* C linkage: the CUDA runner's plugin (C++) includes this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PLAN_RUNNER_API_VERSION 3
 
@@ -55,8 +61,14 @@ typedef struct plan_runner_vtable {
   const char *name; /* "cpu", "cuda" */
   /* Whether op `kind` has a kernel for outputs of `dtype`. */
   bool (*supports_op)(int kind, plan_dtype dtype);
-  /* One local op on rank-local blocks: the contract of plan_cpu_kernel
-   * (runners/cpu/kernels.h) for every runner. */
+  /* One local op on rank-local blocks, with the contract of runner_op.h:
+   * checked by plan_kernel_check first, then computed as the op's local
+   * semantics say. The statuses: PLAN_OK; PLAN_EINVALID when the shapes,
+   * dtypes or attributes do not fit the op (or an index is out of range);
+   * PLAN_EUNSUPPORTED for an op or dtype the runner lacks (or a device
+   * failure); PLAN_ELIMIT for a size the runner cannot address; PLAN_ENOMEM
+   * when out of memory; PLAN_EUSAGE for a bad argument; on failure a
+   * one-line reason in err. */
   int (*run_op)(int kind, const plan_attr_val *attrs, const plan_view *in,
                 int nin, plan_view *out, int nout, const plan_kernel_ctx *ctx,
                 char *err, size_t errsz);
@@ -90,10 +102,8 @@ typedef struct plan_runner_vtable {
 typedef const plan_runner_vtable *(*plan_runner_plugin_entry_fn)(
     int api_version, char *err, size_t errsz);
 
-/* The CPU runner: OpenBLAS and plain C kernels, embedded in the library. */
-const plan_runner_vtable *plan_cpu_runner(void);
-
-/* A runner by name: "cpu" (embedded), or "cuda", loaded from the plugin
+/* A runner by name (runner_find.c): "cpu" (embedded: OpenBLAS and plain
+ * C kernels, runners/cpu), or "cuda", loaded from the plugin
  * libplan-cuda.so: the file named by the environment variable
  * PLAN_CUDA_PLUGIN when it is set, else the first found beside the library
  * (or the executable linking it statically), beside the executable, in
@@ -105,5 +115,13 @@ const plan_runner_vtable *plan_cpu_runner(void);
  * an unknown name. The plugin stays loaded (the dynamic loader counts its
  * references); nothing is cached in the library. */
 const plan_runner_vtable *plan_runner_find(const char *name);
+
+/* Whether `r` is the embedded CPU runner: it has a kernel for every op,
+ * and its PLAN_ENOMEM is the host's memory. */
+bool plan_runner_is_cpu(const plan_runner_vtable *r);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,5 +1,5 @@
 /* Diagnoses: when a tensor differs from the reference, the usual causes
- * read from the numbers and the lowered steps (DESIGN §3, docs/verify.md
+ * read from the numbers and the lowered steps (docs/verify.md
  * "Diagnoses"): partial sums, replicas that drift apart, a ratio equal to
  * an axis size, a shard on the wrong dim, pieces in the wrong order,
  * displaced slices (an uneven shard unpadded wrongly), a non-linear op on
@@ -11,7 +11,7 @@
 
 #include "ir/ops.h"
 #include "ir/placement.h"
-#include "vctx.h"
+#include "verify_ctx.h"
 
 /* The global value of buffer `buf` as one replica holds it (partial axes
  * reduced), into out[global index], reading the blocks as placement `as`
@@ -492,7 +492,7 @@ static bool diagnose_drift(vctx *c, int buf) {
   return false;
 }
 
-/* The usual causes, from the numbers (DESIGN §3). */
+/* The usual causes, from the numbers (docs/verify.md, "Diagnoses"). */
 /* A constant ratio equal to an axis size (naming every axis that size). */
 static bool diagnose_ratio(vctx *c, const diff *df, double rtol) {
   if (df->want != 0) {

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vctx.h"
+#include "verify_ctx.h"
 
 static void tolerance(const vctx *c, const plan_tensor *t, double *rtol,
                       double *atol) {

@@ -8,6 +8,7 @@
 #include "inputs.h"
 #include "ir/ir.h"
 #include "ir/ops.h"
+#include "base/numeric.h"
 #include "runner.h"
 
 struct plan_ref_run {
@@ -124,7 +125,7 @@ int plan_ref_run_new(plan_ref_run **out, const plan_program *p,
     return plan_oom();
   r->p = p;
   r->o = *opts;
-  r->runner = plan_cpu_runner();
+  r->runner = plan_runner_find("cpu");
   size_t nt = (size_t)p->ntensors + 1;
   r->val = calloc(nt, sizeof(double *));
   r->count = calloc(nt, sizeof(int64_t));

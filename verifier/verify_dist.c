@@ -28,7 +28,7 @@
 
 #include "libplan/plan.h"
 #include "read/plan_read.h"
-#include "vctx.h"
+#include "verify_ctx.h"
 
 #define ERRSZ 512
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "libplan/schedule.h"
-#include "vctx.h"
+#include "verify_ctx.h"
 
 enum { PH_F, PH_I, PH_W, PH_RF, PH_RB, PH_N };
 

@@ -9,10 +9,9 @@
 #include <string.h>
 
 #include "autodiff/autodiff.h"
-#include "inputs.h"
-#include "kernels.h"
 #include "ir/placement.h"
-#include "vctx.h"
+#include "base/numeric.h"
+#include "verify_ctx.h"
 
 /* ---- training steps --------------------------------------------------------
  */
@@ -310,71 +309,87 @@ static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
   return plan_vx_dist_all(c, ok); /* every process's ranks */
 }
 
-/* One param's update on every rank, compared; its next storage blocks.
- * coef_ref and coef[rank]: clipping's coefficients. */
-static int update_param(vctx *c, int i, const char *label, double coef_ref,
-                        const double *coef) {
-  const plan_ltrain *tr = c->low->train;
-  int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
-  const plan_tensor *x = &c->prog->tensors[t];
-  int64_t n = plan_vx_count_of(x->dims, x->rank);
-  int mb = c->master_buf[i], gb = c->low->delivered[tr->grad_out[i]];
-  int sb = c->low->produced[t];
-  bool same = plan_placement_equal(&tr->master[i], &c->low->bufs[sb].pl);
-  int rc;
-  /* the reference; the state only where the optimizer keeps one */
-  bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
-  bool has_m = adam || c->p->training.momentum != 0,
-       last = c->step + 1 >= c->nsteps;
+/* One param's update (update_param): what its steps share. */
+typedef struct pupdate {
+  int i, t, gt; /* the param's index, its tensor, its gradient's */
+  const plan_tensor *x;
+  int64_t n;        /* the param's elements */
+  int mb, gb, sb;   /* its buffers: master, synced gradient, storage */
+  bool same;        /* master and storage placements agree */
+  bool adam, has_m; /* Adam; a first moment kept (Adam, or momentum) */
+  const char *label;
+  double coef_ref;    /* clipping's coefficients: the reference's, */
+  const double *coef; /* every rank's */
+} pupdate;
+
+/* The reference's update of the param (the state only where the
+ * optimizer keeps one), and the next step's reference param. */
+static int update_reference(vctx *c, const pupdate *u) {
+  int i = u->i, t = u->t, gt = u->gt;
+  int64_t n = u->n;
+  bool last = c->step + 1 >= c->nsteps;
   double none_m = 0, none_v = 0;
-  if ((has_m && !c->ref_mom[i] &&
+  if ((u->has_m && !c->ref_mom[i] &&
        !(c->ref_mom[i] = plan_vx_take_array(c, n, true))) ||
-      (adam && !c->ref_vel[i] && !(c->ref_vel[i] = plan_vx_take_array(c, n, true))))
+      (u->adam && !c->ref_vel[i] &&
+       !(c->ref_vel[i] = plan_vx_take_array(c, n, true))))
     return PLAN_ENOMEM;
   for (int64_t e = 0; e < n; e++)
-    c->ref[t][e] =
-        opt_update(c, x, c->ref[t][e], clipped(c, c->ref[gt][e], coef_ref),
-                   has_m ? &c->ref_mom[i][e] : &none_m,
-                   adam ? &c->ref_vel[i][e] : &none_v);
+    c->ref[t][e] = opt_update(c, u->x, c->ref[t][e],
+                              clipped(c, c->ref[gt][e], u->coef_ref),
+                              u->has_m ? &c->ref_mom[i][e] : &none_m,
+                              u->adam ? &c->ref_vel[i][e] : &none_v);
   if (!last) { /* the next step's reference param */
     if (!c->leaf_ref[t] && !(c->leaf_ref[t] = plan_vx_take_array(c, n, false)))
       return PLAN_ENOMEM;
     memcpy(c->leaf_ref[t], c->ref[t], sizeof(double) * (size_t)n);
   }
-  /* the ranks: master blocks start as the param's first values (a
-   * pipelined run keeps them once along the microbatch axis) */
+  return PLAN_OK;
+}
+
+/* The ranks' master blocks (and optimizer state), made the first time:
+ * the param's first values (a pipelined run keeps them once along the
+ * microbatch axis). */
+static int init_master(vctx *c, const pupdate *u) {
+  int i = u->i, mb = u->mb;
   if (c->mb_axis >= 0)
     c->mb_now = 0;
-  rc = plan_vx_ensure_buffer(c, mb, true);
+  int rc = plan_vx_ensure_buffer(c, mb, true);
   c->mb_now = -1;
-  if (rc)
+  if (rc || c->master[i])
     return rc;
-  if (!c->master[i]) {
-    if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
-        (has_m && (rc = alloc_rank_blocks(c, &c->mom[i], mb))) ||
-        (adam && (rc = alloc_rank_blocks(c, &c->vel[i], mb))))
-      return rc;
-    for (int64_t r = 0; r < c->nranks; r++) {
-      if (plan_vx_mb_first(c, r) != r || !plan_vx_owned(c, r))
-        continue;
-      block b = c->bufs[mb][r];
-      b.data = c->master[i][r];
-      if (same)
-        memcpy(b.data, c->bufs[sb][r].data, sizeof(double) * (size_t)b.n);
-      else
-        plan_vx_fill_leaf(c, t, &b);
-    }
-  }
+  if ((rc = alloc_rank_blocks(c, &c->master[i], mb)) ||
+      (u->has_m && (rc = alloc_rank_blocks(c, &c->mom[i], mb))) ||
+      (u->adam && (rc = alloc_rank_blocks(c, &c->vel[i], mb))))
+    return rc;
   for (int64_t r = 0; r < c->nranks; r++) {
-    const block *g = &c->bufs[gb][r];
-    block *m = &c->bufs[mb][r];
+    if (plan_vx_mb_first(c, r) != r || !plan_vx_owned(c, r))
+      continue;
+    block b = c->bufs[mb][r];
+    b.data = c->master[i][r];
+    if (u->same)
+      memcpy(b.data, c->bufs[u->sb][r].data, sizeof(double) * (size_t)b.n);
+    else
+      plan_vx_fill_leaf(c, u->t, &b);
+  }
+  return PLAN_OK;
+}
+
+/* Every rank's update of its master blocks from its synced gradient; the
+ * master buffer then holds them. */
+static int update_ranks(vctx *c, const pupdate *u) {
+  int i = u->i;
+  double none_m = 0, none_v = 0;
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *g = &c->bufs[u->gb][r];
+    block *m = &c->bufs[u->mb][r];
     if (!plan_vx_owned(c, r)) /* distributed: another process's */
       continue;
     if (g->n != m->n)
       return plan_failf(PLAN_EINVALID,
                         "param '%s': its synced gradient is not laid out "
                         "like its master copy",
-                        x->name);
+                        u->x->name);
     size_t bytes = sizeof(double) * (size_t)m->n;
     /* pipelines: the master is R along the microbatch axis, one copy
      * shared by every microbatch's ranks (alloc_rank_blocks), updated
@@ -382,36 +397,45 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     if (!keeps(c, r))
       continue;
     for (int64_t e = 0; e < m->n; e++)
-      c->master[i][r][e] =
-          opt_update(c, x, c->master[i][r][e], clipped(c, g->data[e], coef[r]),
-                     has_m ? &c->mom[i][r][e] : &none_m,
-                     adam ? &c->vel[i][r][e] : &none_v);
+      c->master[i][r][e] = opt_update(c, u->x, c->master[i][r][e],
+                                      clipped(c, g->data[e], u->coef[r]),
+                                      u->has_m ? &c->mom[i][r][e] : &none_m,
+                                      u->adam ? &c->vel[i][r][e] : &none_v);
     memcpy(m->data, c->master[i][r], bytes);
   }
+  return PLAN_OK;
+}
+
+/* The updated params compared with the reference's, and reported, within
+ * float mode's bounds for an optimizer step from a gradient within its
+ * own. */
+static int compare_param(vctx *c, const pupdate *u) {
+  int i = u->i, t = u->t;
   if (c->ref64) { /* the f64 reference knows the old values only */
     free(c->ref64[t]);
     c->ref64[t] = NULL;
   }
   diff df;
-  if ((rc = plan_vx_compare_buffer(c, mb, &df)))
+  int rc;
+  if ((rc = plan_vx_compare_buffer(c, u->mb, &df)))
     return rc;
   /* Float mode, Adam: each element's step is normalised by its own second
    * moment, so rounding noise in a gradient near zero can move it by up to
-   * lr either way (DESIGN §3). The params are then accepted within 2 lr,
-   * the moments (which keep the gradient's scale) carry the check, and the
-   * next step starts every rank from the reference's params. */
+   * lr either way (docs/verify.md). The params are then accepted within 2
+   * lr, the moments (which keep the gradient's scale) carry the check, and
+   * the next step starts every rank from the reference's params. */
   bool adam_float = c->p->training.optimizer == PLAN_OPT_ADAM &&
                     c->o->mode == PLAN_VERIFY_FLOAT;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
   if (float_mode && !adam_float && df.mismatches &&
-      explained_by_gradient(c, i, gb, coef_ref, coef, 0, c->master[i],
+      explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, 0, c->master[i],
                             c->ref[t])) {
     plan_buf_printf(&c->text,
                     "within bound param '%s' (%s): %lld of %lld elements "
                     "are outside the tolerance, each by no more than lr "
                     "times its momentum's difference, from a gradient "
                     "within the float bound\n",
-                    x->name, label, (long long)df.mismatches,
+                    u->x->name, u->label, (long long)df.mismatches,
                     (long long)df.compared);
     df.mismatches = 0;
   }
@@ -423,13 +447,20 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
                     "within bound param '%s' (%s): %lld of %lld elements "
                     "are outside the tolerance, by at most %g, within 2 lr "
                     "(Adam's normalised step); the moments are compared\n",
-                    x->name, label, (long long)df.mismatches,
+                    u->x->name, u->label, (long long)df.mismatches,
                     (long long)df.compared, df.max_abs);
     df.mismatches = 0;
   }
-  plan_vx_report_tensor(c, "param", label, mb, &df);
-  /* Adam's update hides a gradient's scale (DESIGN §3): its state shows it,
-   * compared in the master buffer against the reference's state */
+  plan_vx_report_tensor(c, "param", u->label, u->mb, &df);
+  return PLAN_OK;
+}
+
+/* Adam's update hides a gradient's scale (docs/verify.md): its state
+ * shows it, compared in the master buffer against the reference's
+ * state. */
+static int compare_state(vctx *c, const pupdate *u) {
+  int i = u->i, t = u->t, mb = u->mb;
+  bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
   for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2; st++) {
     double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
     for (int64_t r = 0; r < c->nranks; r++)
@@ -437,17 +468,19 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
         memcpy(c->bufs[mb][r].data, st ? c->vel[i][r] : c->mom[i][r],
                sizeof(double) * (size_t)c->bufs[mb][r].n);
     c->ref[t] = want;
+    diff df;
+    int rc;
     if ((rc = plan_vx_compare_buffer(c, mb, &df)))
       return rc;
     if (df.mismatches &&
-        explained_by_gradient(c, i, gb, coef_ref, coef, 1 + st,
+        explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, 1 + st,
                               st ? c->vel[i] : c->mom[i], want)) {
       plan_buf_printf(&c->text,
                       "within bound state %s '%s' (%s): %lld of %lld "
                       "elements are outside the tolerance, each by no more "
                       "than %s times its gradient's difference, from a "
                       "gradient within the float bound\n",
-                      st ? "v" : "m", x->name, st ? c->label_v : c->label_m,
+                      st ? "v" : "m", u->x->name, st ? c->label_v : c->label_m,
                       (long long)df.mismatches, (long long)df.compared,
                       st ? "(1 - beta2)" : "(1 - beta1)");
       df.mismatches = 0;
@@ -455,26 +488,37 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
     if (c->dist_rc)
       return c->dist_rc;
     plan_vx_report_tensor(c, st ? "state v" : "state m",
-                     st ? c->label_v : c->label_m, mb, &df);
+                          st ? c->label_v : c->label_m, mb, &df);
     c->ref[t] = keep;
     /* float mode: the next step starts from the reference's state */
     for (int64_t r = 0; float_mode && r < c->nranks; r++)
       for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
         (st ? c->vel[i] : c->mom[i])[r][e] =
-            want[plan_vx_global_index(x, &c->bufs[mb][r], e)];
+            want[plan_vx_global_index(u->x, &c->bufs[mb][r], e)];
   }
+  return PLAN_OK;
+}
+
+/* The master buffer back to the master blocks, and the next step's
+ * storage blocks (none after the last step): the master blocks when the
+ * placements agree, else gathered from them; in float mode the
+ * reference's params. */
+static int next_storage(vctx *c, const pupdate *u) {
+  int i = u->i, t = u->t, mb = u->mb;
+  const plan_tensor *x = u->x;
+  bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
+  int rc;
   for (int64_t r = 0; r < c->nranks; r++)
     if (keeps(c, r))
       memcpy(c->bufs[mb][r].data, c->master[i][r],
              sizeof(double) * (size_t)c->bufs[mb][r].n);
-  /* the next step's storage blocks (none after the last step) */
   if (c->step + 1 >= c->nsteps)
     return PLAN_OK;
-  if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], sb)))
+  if ((rc = alloc_rank_blocks(c, &c->leaf_blk[t], u->sb)))
     return rc;
   double *glob = NULL;
-  if (!same && !float_mode) { /* gathered from the master blocks */
-    if (!(glob = malloc(sizeof(double) * ((size_t)n + 1))))
+  if (!u->same && !float_mode) { /* gathered from the master blocks */
+    if (!(glob = malloc(sizeof(double) * ((size_t)u->n + 1))))
       return plan_oom();
     if (c->comm) {
       rc = plan_vx_dist_gather_global(c, x, mb, c->master[i], glob);
@@ -491,18 +535,49 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   if (float_mode) /* every rank restarts from the reference's params */
     for (int64_t r = 0; r < c->nranks; r++)
       for (int64_t e = 0; keeps(c, r) && e < c->bufs[mb][r].n; e++)
-        c->master[i][r][e] = c->ref[t][plan_vx_global_index(x, &c->bufs[mb][r], e)];
+        c->master[i][r][e] =
+            c->ref[t][plan_vx_global_index(x, &c->bufs[mb][r], e)];
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!keeps(c, r))
       continue;
-    const block *sbk = &c->bufs[sb][r];
+    const block *sbk = &c->bufs[u->sb][r];
     for (int64_t e = 0; e < sbk->n; e++)
-      c->leaf_blk[t][r][e] = float_mode ? c->ref[t][plan_vx_global_index(x, sbk, e)]
-                             : same     ? c->master[i][r][e]
-                                        : glob[plan_vx_global_index(x, sbk, e)];
+      c->leaf_blk[t][r][e] = float_mode
+                                 ? c->ref[t][plan_vx_global_index(x, sbk, e)]
+                             : u->same ? c->master[i][r][e]
+                                       : glob[plan_vx_global_index(x, sbk, e)];
   }
   free(glob);
   return PLAN_OK;
+}
+
+/* One param's update on every rank, compared; its next storage blocks.
+ * coef_ref and coef[rank]: clipping's coefficients. */
+static int update_param(vctx *c, int i, const char *label, double coef_ref,
+                        const double *coef) {
+  const plan_ltrain *tr = c->low->train;
+  pupdate u;
+  memset(&u, 0, sizeof u);
+  u.i = i;
+  u.t = tr->param[i];
+  u.gt = c->prog->outputs[tr->grad_out[i]];
+  u.x = &c->prog->tensors[u.t];
+  u.n = plan_vx_count_of(u.x->dims, u.x->rank);
+  u.mb = c->master_buf[i];
+  u.gb = c->low->delivered[tr->grad_out[i]];
+  u.sb = c->low->produced[u.t];
+  u.same = plan_placement_equal(&tr->master[i], &c->low->bufs[u.sb].pl);
+  u.adam = c->p->training.optimizer == PLAN_OPT_ADAM;
+  u.has_m = u.adam || c->p->training.momentum != 0;
+  u.label = label;
+  u.coef_ref = coef_ref;
+  u.coef = coef;
+  int rc;
+  if ((rc = update_reference(c, &u)) || (rc = init_master(c, &u)) ||
+      (rc = update_ranks(c, &u)) || (rc = compare_param(c, &u)) ||
+      (rc = compare_state(c, &u)))
+    return rc;
+  return next_storage(c, &u);
 }
 
 static double sum_squares(const block *g) {

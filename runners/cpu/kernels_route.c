@@ -1,6 +1,7 @@
 /* The CPU kernels of the routing ops: topk, gather, scatter_add and the
- * mixture-of-experts dispatch / combine / weights gradient (kernels.h
- * states each op's local semantics; ops_infer.c the shapes).
+ * mixture-of-experts dispatch / combine / weights gradient
+ * (runners/runner_op.h states each op's local semantics; ops_infer.c the
+ * shapes).
  *
  * These ops move values more than they compute, so they read and write
  * through double (ld / st) whatever the float dtype: F64 keeps its bits,
@@ -10,7 +11,8 @@
  * exact mode.
  *
  * Their indices and blocks are checked before anything runs
- * (plan_kernel_route_check, called by plan_kernel_check for every runner).
+ * (plan_kernel_route_check, runners/runner_op.c, called by
+ * plan_kernel_check for every runner).
  *
  * A mixture-of-experts slot depends on the tokens before it in its group,
  * and kernels allocate nothing, so the kernels walk one expert at a time:
@@ -51,29 +53,6 @@ static void zero(plan_view *v) {
            (size_t)n * (v->dtype == PLAN_F64 ? sizeof(double) : sizeof(float)));
 }
 
-/* Every index within [0, n): else the error naming the first outside. */
-static int check_index(const plan_view *idx, int64_t n, const char *op,
-                       const char *what, char *err, size_t errsz) {
-  const int64_t *id = idx->data;
-  int64_t cnt = count_of(idx);
-  for (int64_t i = 0; i < cnt; i++)
-    if (id[i] < 0 || id[i] >= n)
-      return plan_errf(err, errsz,
-                       "%s: index %lld (element %lld) is outside %s [0, %lld)",
-                       op, (long long)id[i], (long long)i, what, (long long)n);
-  return PLAN_OK;
-}
-
-/* A block [lo, lo + n) of a dim of global size g. */
-static int check_block(int64_t lo, int64_t n, int64_t g, const char *op,
-                       const char *what, char *err, size_t errsz) {
-  if (lo < 0 || lo + n > g)
-    return plan_errf(err, errsz,
-                     "%s: %s block [%lld, %lld) is outside [0, %lld)", op, what,
-                     (long long)lo, (long long)(lo + n), (long long)g);
-  return PLAN_OK;
-}
-
 /* The slots' block of a mixture-of-experts op: moe_dispatch's output,
  * moe_combine's input 0, moe_weights_grad's input 1; and its routing. */
 static const plan_view *moe_slots(int kind, const plan_view *in,
@@ -81,44 +60,6 @@ static const plan_view *moe_slots(int kind, const plan_view *in,
   return kind == PLAN_OP_MOE_DISPATCH  ? out
          : kind == PLAN_OP_MOE_COMBINE ? &in[0]
                                        : &in[1];
-}
-
-int plan_kernel_route_check(int kind, const plan_view *in, int nin,
-                            const plan_view *out, char *err, size_t errsz) {
-  (void)nin;
-  const char *op = plan_op_kind_name(kind);
-  int rc;
-  switch (kind) {
-  case PLAN_OP_GATHER: {
-    int r = in[0].rank;
-    int64_t g = global_dim(&in[0], r - 1);
-    if ((rc = check_block(in[0].offset[r - 1], in[0].dims[r - 1], g, op,
-                          "x's last-dim", err, errsz)))
-      return rc;
-    return check_index(&in[1], g, op, "x's last dim", err, errsz);
-  }
-  case PLAN_OP_SCATTER_ADD: {
-    int r = out->rank;
-    int64_t g = global_dim(out, r - 1);
-    if ((rc = check_block(out->offset[r - 1], out->dims[r - 1], g, op,
-                          "the result's last-dim", err, errsz)))
-      return rc;
-    return check_index(&in[1], g, op, "the result's last dim", err, errsz);
-  }
-  case PLAN_OP_MOE_DISPATCH:
-  case PLAN_OP_MOE_COMBINE:
-  case PLAN_OP_MOE_WEIGHTS_GRAD: {
-    const plan_view *slots = moe_slots(kind, in, out);
-    const plan_view *idx = &in[kind == PLAN_OP_MOE_WEIGHTS_GRAD ? 2 : 1];
-    int64_t experts = global_dim(slots, 0);
-    if ((rc = check_block(slots->offset[0], slots->dims[0], experts, op,
-                          "the experts", err, errsz)))
-      return rc;
-    return check_index(idx, experts, op, "the experts", err, errsz);
-  }
-  default:
-    return PLAN_OK;
-  }
 }
 
 /* ---- topk ---------------------------------------------------------------- */

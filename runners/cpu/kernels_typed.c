@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "inputs.h"
 #include "kernels_int.h"
 #include "ir/ops.h"
+#include "base/numeric.h"
 
 #define R double
 #define F(name) name##_f64

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "runner_op.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -17,8 +17,8 @@ CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS := -std=c++17 -O2 -g $(CUDA_ARCH) -Werror all-warnings \
               -Xcompiler -fPIC,-Wall,-Wextra,-Werror,-pthread \
-              -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
-              -Irunners/cuda $(PKG_CFLAGS) $(NVCCFLAGS)
+              -Ilibplan/include -Ilibplan/src -Irunners -Irunners/cuda \
+              $(PKG_CFLAGS) $(NVCCFLAGS)
 # The CUDA runtime is linked statically, so the plugin needs only the
 # driver and cuBLAS on the GPU machine (nccl_check needs NCCL too).
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt
@@ -65,7 +65,7 @@ $(NCCL_CHECK): $(BUILD)/tests/gpu/nccl_check.o $(NCCL_OBJ) $(CUDA_PLUGIN)
 $(BUILD)/bench/bench_cuda.o: bench/bench_cuda.cu
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
-	@$(NVCC) $(NVCC_FLAGS) -Ibench -MD -MP -MF $(@:.o=.d) -c $< -o $@
+	@$(NVCC) $(NVCC_FLAGS) -Ibench -Iverifier -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 # bench_cuda runs the verifier (libplan.a) on the plugin, and calls the
 # plugin's gemm layer directly: linked to it, found beside it ($ORIGIN/..).
@@ -84,7 +84,7 @@ $(VEMU_OBJ): runners/cuda/collectives_virtual.cu
 	@mkdir -p $(dir $@)
 	@echo "CXX $< (emulated)"
 	@$(CXX) -x c++ -std=c++17 -fPIC $(OPT) -Wall -Wextra -Wshadow -Werror \
-	  -Ilibplan/include -Ilibplan/src -Irunners/cpu -Irunners -Irunners/cuda \
+	  -Ilibplan/include -Ilibplan/src -Irunners -Irunners/cuda \
 	  -MMD -MP -c $< -o $@
 
 $(VEMU_TEST): tests/gpu/test_virtual_emu.c $(VEMU_OBJ)

@@ -39,8 +39,9 @@
 #endif
 
 extern "C" {
-#include "kernels.h"
+#include "runner_op.h"
 #include "libplan/common.h"
+#include "base/numeric.h"
 }
 
 #ifdef __CUDACC__
@@ -167,8 +168,8 @@ static PLAN_HD inline float plan_m_fma(float a, float b, float c) {
 }
 
 /* Exact mode: x rounded to the grid 2^-bits, half to even; bits < 0 (float
- * mode) leaves x. The same arithmetic as plan_dyadic_round (verifier/
- * inputs.h), so the grid values are bit-identical to the CPU runner's,
+ * mode) leaves x. The same arithmetic as plan_dyadic_round
+ * (base/numeric.h), so the grid values are bit-identical to the CPU runner's,
  * signed zeros included: a magnitude of 2^(52 - bits) or more, infinities
  * and NaN pass; below, adding and subtracting 2^52 rounds to an integer. */
 static PLAN_HD inline double plan_cu_grid(double x, int bits) {

@@ -83,8 +83,9 @@ static inline bool plan_cu_attr_ints(const plan_attr_val *a, int i,
   return true;
 }
 
-/* The arguments are checked by plan_kernel_check (runners/cpu/kernels.h),
- * the CPU runner's own checks: the same statuses and messages on both. */
+/* The arguments are checked by plan_kernel_check (runners/runner_op.h),
+ * the checks of every runner: the same statuses and messages as the CPU
+ * runner's. */
 
 /* ---- index maps ---------------------------------------------------------- */
 

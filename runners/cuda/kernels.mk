@@ -30,8 +30,7 @@ $(CUDA_KERN_OBJ): NVCC_FLAGS += --fmad=false
 CUDA_EMU_CXXFLAGS := -x c++ -std=c++17 -fPIC $(OPT) -ffp-contract=off \
   -fno-exceptions -fno-rtti -Wall -Wextra -Wshadow -Wpointer-arith \
   -Wformat=2 -Wno-format-nonliteral -Wmissing-declarations -Werror \
-  -Ilibplan/include -Ilibplan/src -Iverifier -Irunners/cpu -Irunners \
-  -Irunners/cuda $(CXXFLAGS)
+  -Ilibplan/include -Ilibplan/src -Irunners -Irunners/cuda $(CXXFLAGS)
 
 .PHONY: check-cuda-emu cuda-kernels check-cuda-gpu
 
@@ -119,13 +118,17 @@ FAKE_NCCL := $(BUILD)/tests/cuda/libfake-nccl.so
 FAKE_NCCL_NOSPLIT := $(BUILD)/tests/cuda/libfake-nccl-nosplit.so
 COMM_NCCL_TEST := $(BUILD)/tests/cuda/test_comm_nccl
 
+# A stand-in for libnccl.so.2 exports its functions: default visibility
+# after the library's -fvisibility=hidden.
+FAKE_NCCL_CFLAGS = $(CFLAGS_ALL) -fvisibility=default -Irunners/cuda
+
 $(FAKE_NCCL): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Irunners/cuda -shared $(LDFLAGS) -o $@ $<
+	$(CC) $(FAKE_NCCL_CFLAGS) -shared $(LDFLAGS) -o $@ $<
 
 $(FAKE_NCCL_NOSPLIT): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -DFAKE_NCCL_NO_SPLIT -Irunners/cuda -shared \
+	$(CC) $(FAKE_NCCL_CFLAGS) -DFAKE_NCCL_NO_SPLIT -shared \
 	  $(LDFLAGS) -o $@ $<
 
 # libplan.a for its TCP communicator: one of the test's ranks runs it.

@@ -1,7 +1,8 @@
 /* The CUDA runner's routing ops: topk, gather, scatter_add and the
  * mixture-of-experts dispatch / combine / weights gradient, with the local
- * semantics of the CPU runner (runners/cpu/kernels.h) and its arithmetic
- * (runners/cpu/kernels_route.c), so that the results agree bit for bit:
+ * semantics of every runner (runners/runner_op.h) and the CPU runner's
+ * arithmetic (runners/cpu/kernels_route.c), so that the results agree bit
+ * for bit:
  *
  *  - every value is read through double (exact for every storage type),
  *    products and sums are formed in double, and a result is converted
@@ -217,7 +218,7 @@ template <class S> struct plan_k_moe_wgrad {
 /* ---- host side ----------------------------------------------------------- */
 
 /* Indices and blocks were checked before anything was uploaded
- * (plan_kernel_check: plan_kernel_route_check, the CPU runner's own). */
+ * (plan_kernel_check: plan_kernel_route_check, every runner's). */
 
 template <class S> static int run_topk(plan_cu *cu, const plan_cu_call *c) {
   const plan_view *x = &c->in[0];

@@ -1,8 +1,9 @@
 /* The CUDA runner's op kernels: the vtable-compatible entry points of the
- * CUDA runner (runners/runner.h), with the contract of plan_cpu_kernel
- * (runners/cpu/kernels.h): host views in and out; each call checks the
- * views as the CPU runner does, uploads the inputs, runs the op on the
- * current CUDA device and its default stream, and downloads the outputs.
+ * CUDA runner (runners/runner.h), with the op contract of every runner
+ * (runners/runner_op.h): host views in and out; each call checks the
+ * views as every runner does (plan_kernel_check), uploads the inputs,
+ * runs the op on the current CUDA device and its default stream, and
+ * downloads the outputs.
  * A context (plan_cuda_ctx) is optional: it keeps one cuBLAS handle
  * across calls; plan_cuda_run_op, the vtable's entry, makes a handle per
  * call that needs one (matmul, linear).
@@ -63,7 +64,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "kernels.h"
+#include "runner_op.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,12 +73,12 @@ extern "C" {
 /* Whether op `kind` has a CUDA kernel for outputs of `dtype`. */
 bool plan_cuda_supports_op(int kind, plan_dtype dtype);
 
-/* One local op on rank-local host blocks: the contract of plan_cpu_kernel,
- * with these failures besides: PLAN_ENOMEM when device memory runs out,
- * PLAN_EUNSUPPORTED when a CUDA or cuBLAS call fails (no device, a driver
- * or launch error), each with the call and CUDA's error name and message
- * in err ("cudaMalloc: out of memory (2 GiB asked;
- * cudaErrorMemoryAllocation)"). */
+/* One local op on rank-local host blocks: the contract of run_op
+ * (runners/runner.h) and of plan_cpu_kernel, with these failures besides:
+ * PLAN_ENOMEM when device memory runs out, PLAN_EUNSUPPORTED when a CUDA
+ * or cuBLAS call fails (no device, a driver or launch error), each with
+ * the call and CUDA's error name and message in err ("cudaMalloc: out of
+ * memory (2 GiB asked; cudaErrorMemoryAllocation)"). */
 int plan_cuda_run_op(int kind, const plan_attr_val *attrs, const plan_view *in,
                      int nin, plan_view *out, int nout,
                      const plan_kernel_ctx *ctx, char *err, size_t errsz);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "runner.h"
+#include "cpu/kernels.h" /* the stand-in runs the CPU kernels */
 
 #ifdef FAKE_WORKS
 /* folded left in member order, as runners/runner.h asks */

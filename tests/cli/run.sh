@@ -535,7 +535,7 @@ has "$out" 'runner: "cpu"' "verify --report yaml names the runner"
 build=$(dirname "$plan")
 fake() { # VARIANT: builds $tmp/fake-VARIANT.so
   cc -std=c11 -shared -fPIC -D"FAKE_$1" -I"$root/libplan/include" \
-    -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
+    -I"$root/libplan/src" -I"$root/runners" \
     -o "$tmp/fake-$1.so" "$root/tests/cli/fake_runner.c" \
     -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
@@ -589,7 +589,7 @@ if command -v cc >/dev/null 2>&1 && [ -f "$build/libplan.a" ]; then
   # a wrong all-reduce in the plugin is caught: the verdict depends on it
   sed 's/acc + b;/acc + b + 1;/' "$root/tests/cli/fake_runner.c" >"$tmp/fake_bad.c"
   cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" -I"$root/libplan/src" \
-    -I"$root/runners/cpu" -I"$root/runners" -o "$tmp/fake-bad.so" "$tmp/fake_bad.c" \
+    -I"$root/runners" -o "$tmp/fake-bad.so" "$tmp/fake_bad.c" \
     -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
     $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm
   PLAN_CUDA_PLUGIN=$tmp/fake-bad.so expect 1 "a plugin with a wrong all-reduce" verify --runner cuda "$mlp"

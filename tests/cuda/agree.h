@@ -13,6 +13,7 @@
 
 #include "kernels.h"
 #include "ir/ops.h"
+#include "base/numeric.h"
 #include "ops_cuda.h"
 
 /* Built against the nvcc objects (make check-cuda-gpu), the same test runs

@@ -101,7 +101,7 @@ fi
 
 # the script's logic on a stand-in runner
 cc -std=c11 -shared -fPIC -DFAKE_WORKS -I"$root/libplan/include" \
-  -I"$root/libplan/src" -I"$root/runners/cpu" -I"$root/runners" \
+  -I"$root/libplan/src" -I"$root/runners" \
   -o "$tmp/fake.so" "$root/tests/cli/fake_runner.c" \
   -Wl,--exclude-libs,ALL "$build/libplan-verify.a" "$build/libplan.a" \
   $(pkg-config --libs yaml-0.1 libxxhash openblas 2>/dev/null || echo -lyaml -lxxhash -lopenblas) -lm ||

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "inputs.h"
+#include "base/numeric.h"
 
 static void test_block_equals_whole(void **state) {
   (void)state;

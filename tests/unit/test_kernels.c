@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inputs.h"
 #include "kernels.h"
 #include "ir/ops.h"
+#include "base/numeric.h"
 
 /* ---- test tensors: doubles with dims ------------------------------------- */
 

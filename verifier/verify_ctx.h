@@ -1,19 +1,20 @@
-/* The verifier's context, shared by its files: verify.c (the runs, the
- * comparison, reports), diagnose.c (the usual causes of a divergence) and
- * verify_train.c (a training step's optimizer update). Internal to
+/* The verifier's context, shared by its files (verify.c lists them: the
+ * driver, the runs, the comparison, the diagnoses, a training step's
+ * optimizer update), and what each file gives the others. Internal to
  * verifier/. */
-#ifndef LIBPLAN_VERIFIER_VCTX_H
-#define LIBPLAN_VERIFIER_VCTX_H
+#ifndef LIBPLAN_VERIFIER_VERIFY_CTX_H
+#define LIBPLAN_VERIFIER_VERIFY_CTX_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "lower/lower.h"
 #include "read/plan_read.h"
 #include "runner.h"
 #include "verify_int.h"
 
-/* ---- blocks ----------------------------------------------------------------- */
+/* ---- blocks -------------------------------------------------------------- */
 
 typedef plan_vblock block;
 
@@ -61,7 +62,7 @@ typedef struct vctx {
   /* The lowered run compares each buffer when its step has written it,
    * and hands back the blocks of a buffer once no later step reads it
    * (unless it mismatched: the diagnosis reads it). Per buffer: */
-  diff *diffs;        /* its comparison, when compared */
+  diff *diffs; /* its comparison, when compared */
   bool *compared;
   bool *needs_cmp;    /* a layout or a delivered output */
   int *last_use;      /* the last step that reads it, -1 when none */
@@ -81,7 +82,8 @@ typedef struct vctx {
   double **pool;
   int64_t *pool_n;
   int npool, cap_pool;
-  /* run_op's operand copies in the kernels' dtypes: inputs, then outputs */
+  /* plan_vx_run_op's operand copies in the kernels' dtypes: inputs, then
+   * outputs */
   void *scratch[PLAN_MAX_OPERANDS * 2];
   size_t scratch_cap[PLAN_MAX_OPERANDS * 2];
   plan_buf text;
@@ -94,8 +96,8 @@ typedef struct vctx {
   /* A training step (low->train), run `steps` times: the optimizer's
    * state between runs, per param (see "training steps" below): */
   int step, nsteps;
-  bool *keep_ref; /* [tensor]: reference values the update reads */
-  bool *keep_buf; /* [buffer]: blocks the update reads */
+  bool *keep_ref;     /* [tensor]: reference values the update reads */
+  bool *keep_buf;     /* [buffer]: blocks the update reads */
   double **leaf_ref;  /* [tensor]: a param's reference value this step */
   double ***leaf_blk; /* [tensor][rank]: its storage blocks this step */
   double ***master;   /* [param][rank]: master blocks (master placement) */
@@ -103,7 +105,7 @@ typedef struct vctx {
   double ***vel;      /* [param][rank]: Adam's second moment */
   double **ref_mom;   /* [param]: the reference's momentum */
   double **ref_vel;
-  int *master_buf;    /* [param]: a buffer of the master placement */
+  int *master_buf;               /* [param]: a buffer of the master placement */
   const char *label_m, *label_v; /* this step's Adam state records */
   /* exact mode: [op] the ops whose results both runs round to the dyadic
    * grid (see setup_grid) */
@@ -117,7 +119,7 @@ typedef struct vctx {
    * communicator and the one mesh rank it runs; NULL: every rank here. */
   plan_comm *comm;
   int64_t me;
-  int dist_rc; /* a communicator's failure where no status could return */
+  int dist_rc;    /* a communicator's failure where no status could return */
   bool dist_done; /* the run ended well: closed, not aborted */
 } vctx;
 
@@ -154,31 +156,64 @@ static inline bool plan_vx_runs(const vctx *c, int64_t r) {
   return plan_vx_in_mb(c, r) && plan_vx_owned(c, r);
 }
 
-/* The slack of float mode's low-precision bound (verify.c's
- * low_precision_bound; the partial-sums diagnosis allows the same). */
+/* The slack of float mode's low-precision bound (verify_tol.c's
+ * plan_vx_low_precision_bound; the partial-sums diagnosis allows the
+ * same). */
 #define PLAN_VERIFY_LOWP_FACTOR 4.0
 
-/* ---- shared by verify.c and diagnose.c --------------------------------------- */
+/* Wall seconds, for the report's phases. */
+static inline double plan_vx_seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- blocks (verify_block.c) --------------------------------------------- */
 
 int64_t plan_vx_count_of(const int64_t *dims, int rank);
 /* The rank at mesh coordinates (row-major). */
 int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord);
 /* Rank r's block of `tensor` under placement pl: its shape and offset. */
-void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor, int64_t r,
-               block *b);
+void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
+                    int64_t r, block *b);
 /* Global row-major index of local element k of a block. */
 int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k);
+/* Local index of global element g in block b, or -1 when b lacks it. */
+int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g);
 /* The mesh axes along which buffer lb is partial, into pa (may be NULL);
  * their count. */
 int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa);
-/* Whether rank r has coordinate 0 on every partial axis pa[0..np). */
-bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
-/* The reduced value of local element li over the group of ranks that
- * differ from coord only on the partial axes pa[from..np). */
-void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np, int from,
-                    int64_t *coord, int64_t li, double *out);
-/* Local index of global element g in block b, or -1 when b lacks it. */
-int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g);
+/* A fresh block of b->n zeros (at least one element). */
+int plan_vx_alloc_block(block *b);
+/* A block's memory from the pool when one fits (not zeroed), else fresh. */
+int plan_vx_take_block(vctx *c, block *b);
+/* A block's memory to the pool (freed when the pool cannot grow). */
+void plan_vx_give_block(vctx *c, block *b);
+/* Rank r's block of buffer b to the pool (a shared copy only let go). */
+void plan_vx_give_rank(vctx *c, int b, int64_t r);
+/* An array of n doubles (zeros when `zero`), from the pool of blocks the
+ * run handed back when one fits: fresh pages cost more than the run's
+ * arithmetic. free() it, or hand it to the pool. NULL when out of memory
+ * (the error set). */
+double *plan_vx_take_array(vctx *c, int64_t n, bool zero);
+/* Every block of buffer b allocated (zeros when fresh and `zero`). */
+int plan_vx_ensure_buffer(vctx *c, int b, bool zero);
+
+/* ---- inputs and one op (verify_op.c) ------------------------------------- */
+
+/* The dtype tensor t runs in (--dtype, or its own). */
+plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t);
+/* Fills rank's block of leaf `tensor` with the verifier's inputs. */
+void plan_vx_fill_leaf(const vctx *c, int tensor, block *b);
+/* One op on blocks through the runner: ins[j] / outs[k] are the blocks of
+ * the operands. */
+int plan_vx_run_op(vctx *c, const plan_op *op, block *const *ins,
+                   block *const *outs);
+
+/* ---- collectives (verify_redist.c) --------------------------------------- */
+
+/* The redistribution step s on the ranks that run it. */
+int plan_vx_run_redist(vctx *c, const plan_lstep *s);
 /* The rank whose block of step s's input gives rank d's element g of the
  * output in a redistribution that copies (not a reduction), and the local
  * index there (*li): the first member of d's group, in coordinate order,
@@ -186,11 +221,74 @@ int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g);
  * the member that order names). -1 when no member holds g; -2 when the
  * order's block is too short (uneven pieces). */
 int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
-                         int64_t g, int64_t *li);
+                              int64_t g, int64_t *li);
+
+/* ---- the two runs (verify_run.c) ----------------------------------------- */
+
+/* Runs step i (on the ranks of c->mb_now), then the hook. */
+int plan_vx_exec_step(vctx *c, int i);
+/* After step i: compares what it wrote, hands back what no later step
+ * reads. */
+int plan_vx_after_step(vctx *c, int i);
+/* The lowered run, comparing as it goes. */
+int plan_vx_run_lowered(vctx *c);
+/* The program on one device, every tensor whole, into *dst[tensor]. */
+int plan_vx_run_reference(vctx *c, double ***dst);
+/* Float mode: the f64 reference (c->ref64) of the low-precision bound,
+ * when the program has f32, bf16 or f16 tensors. */
+int plan_vx_run_reference64(vctx *c);
+
+/* ---- tolerances and bounds (verify_tol.c) -------------------------------- */
+
+/* Per-tensor tolerances, reduction depths and reference RMS (after the
+ * reference run). */
+int plan_vx_init_tolerances(vctx *c);
+/* Tensor t's comparison tolerances; the diagnoses' (at least the
+ * dtype's). */
+void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+                         double *atol);
+void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+                      double *atol);
+/* Whether a float-mode mismatch of tensor t is within the low-precision
+ * bound, and within the depth bound (whose epsilon depth_eps is). */
+bool plan_vx_low_precision_bound(const vctx *c, const plan_tensor *t,
+                                 const diff *df);
+double plan_vx_depth_eps(const vctx *c, const plan_tensor *t);
+bool plan_vx_depth_bound(const vctx *c, const plan_tensor *t, const diff *df);
+
+/* ---- comparing (verify_compare.c) ---------------------------------------- */
+
+/* Whether rank r has coordinate 0 on every partial axis pa[0..np). */
+bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
+/* The reduced value of local element li over the group of ranks that
+ * differ from coord only on the partial axes pa[from..np). */
+void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np,
+                         int from, int64_t *coord, int64_t li, double *out);
+/* Compares every replica of buffer buf with the reference, into *df
+ * (distributed: every process's replicas, merged). */
+int plan_vx_compare_buffer(vctx *c, int buf, diff *df);
+/* Compares buffer buf into *df during the lowered run (distributed: this
+ * process's replicas; the f64 reference made when a bound needs it). */
+int plan_vx_compare_one(vctx *c, int buf, diff *df);
+/* Once buffer b is compared: its tensor's reference to the pool when every
+ * buffer of the tensor matched. */
+void plan_vx_compared_buffer(vctx *c, int b);
 /* *into += one (the comparison of more blocks of the same buffer). */
 void plan_vx_merge_diff(diff *into, const diff *one);
+/* Records and prints the comparison of buffer buf ("tensor" or "output",
+ * for op opname); the first mismatch sets the first divergent op. */
+void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
+                           int buf, const diff *df);
+/* Pipelines: compares microbatch k's blocks of buffer b, adding to its
+ * comparison (last: every microbatch's are compared now); hands back
+ * microbatch k's blocks of b. */
+int plan_vx_compare_microbatch(vctx *c, int b, int64_t k, bool last);
+void plan_vx_release_microbatch(vctx *c, int b, int64_t k);
+/* Every comparison in topological order, then the outputs as delivered,
+ * reported when `report`: the first mismatch is the first divergent op. */
+int plan_vx_compare_all(vctx *c, bool report);
 
-/* ---- distributed verification (verify_dist.c) ------------------------------ */
+/* ---- distributed verification (verify_dist.c) ---------------------------- */
 
 /* Opens the communicator of options' rank and world and checks that every
  * process verifies the same plan p (the caller's: a training step runs
@@ -216,53 +314,16 @@ int plan_vx_dist_merge_one(vctx *c, diff *df);
 /* Each process's `bytes` at mine, every one's into all (rank q's at
  * q * bytes). */
 int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
-                       const char *what);
+                            const char *what);
 /* Whether `ok` holds in every process (ok itself when not distributed;
  * false, with c->dist_rc set, when the communicator fails). */
 bool plan_vx_dist_all(vctx *c, bool ok);
 /* Every rank's block of buffer b, this process's from blocks[me], into
  * global by global index (ranks last to first, as in one process). */
 int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
-                          double *const *blocks, double *global);
+                               double *const *blocks, double *global);
 
-/* The dtype tensor t runs in (--dtype, or its own). */
-plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t);
-/* Tensor t's comparison tolerances; the diagnoses' (at least the
- * dtype's). */
-void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
-                    double *atol);
-void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
-                 double *atol);
-
-/* An array of n doubles (zeros when `zero`), from the pool of blocks the
- * run handed back when one fits: fresh pages cost more than the run's
- * arithmetic. free() it, or hand it to the pool. NULL when out of memory
- * (the error set). */
-double *plan_vx_take_array(vctx *c, int64_t n, bool zero);
-
-/* Fills rank's block of leaf `tensor` with the verifier's inputs. */
-void plan_vx_fill_leaf(const vctx *c, int tensor, block *b);
-/* Every block of buffer b allocated (zeros when fresh and `zero`). */
-int plan_vx_ensure_buffer(vctx *c, int b, bool zero);
-/* Compares every replica of buffer buf with the reference, into *df
- * (distributed: every process's replicas, merged). */
-int plan_vx_compare_buffer(vctx *c, int buf, diff *df);
-/* Records and prints the comparison of buffer buf ("tensor" or "output",
- * for op opname); the first mismatch sets the first divergent op. */
-void plan_vx_report_tensor(vctx *c, const char *what, const char *opname, int buf,
-                      const diff *df);
-
-/* Runs step i (on the ranks of c->mb_now), then the hook. */
-int plan_vx_exec_step(vctx *c, int i);
-/* After step i: compares what it wrote, hands back what no later step
- * reads. */
-int plan_vx_after_step(vctx *c, int i);
-
-/* Pipelines: compares microbatch k's blocks of buffer b, adding to its
- * comparison (last: every microbatch's are compared now); hands back
- * microbatch k's blocks of b. */
-int plan_vx_compare_microbatch(vctx *c, int b, int64_t k, bool last);
-void plan_vx_release_microbatch(vctx *c, int b, int64_t k);
+/* ---- pipelines, diagnoses, training -------------------------------------- */
 
 /* verify_pipe.c: a pipelined program run action by action as its schedule
  * says, then compared step by step; a TRANSFER step for microbatch
@@ -271,7 +332,7 @@ void plan_vx_release_microbatch(vctx *c, int b, int64_t k);
 int plan_vx_run_pipeline(vctx *c);
 int plan_vx_run_transfer(vctx *c, const plan_lstep *s);
 
-/* diagnose.c: the usual causes of buffer buf's divergence (DESIGN §3),
+/* diagnose.c: the usual causes of buffer buf's divergence (docs/verify.md),
  * into c->diagnosis. */
 void plan_vx_diagnose(vctx *c, int buf, const diff *df);
 /* diagnose_pipe.c: the microbatch diagnoses of a pipelined program; false

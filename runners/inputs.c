@@ -1,4 +1,4 @@
-/* Counter-based verifier inputs and dyadic rounding; see inputs.h. */
+/* The counter-based verification inputs; see inputs.h. */
 #include "inputs.h"
 
 #include <math.h>

@@ -1,0 +1,50 @@
+/* Rounding shared by the verifier and every runner: exact mode's dyadic
+ * grid, and the bf16 / f16 formats that low-precision values are rounded
+ * to. Part of the verification contract: the verifier rounds inputs and
+ * its own results with these, and each runner rounds its op results the
+ * same way, bit for bit. */
+#ifndef LIBPLAN_BASE_NUMERIC_H
+#define LIBPLAN_BASE_NUMERIC_H
+
+#include <stdint.h>
+
+/* C linkage: the CUDA runner's sources (C++) include this header. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Rounds x to the nearest bf16 / f16 value (ties to even; NaN stays NaN,
+ * f16 overflows to +-infinity beyond 65504 and keeps subnormals). The
+ * kernels apply these to every BF16 / F16 result. */
+float plan_round_bf16(float x);
+float plan_round_f16(float x);
+
+/* Exact mode: rounds x to the grid 2^-bits (round half to even), so results
+ * of ops that are not exactly representable stay small dyadic numbers and
+ * every later sum is exact. Infinities and NaN pass through; bits in
+ * [1, 60]. Inline: exact mode rounds every element of most results.
+ *
+ * A value of magnitude 2^(52 - bits) or more is on the grid already (its
+ * last bit is worth at least 2^-bits). Below, x 2^bits and the division
+ * back are exact (powers of two), and adding and subtracting 2^52 rounds
+ * to an integer in the current rounding mode, half to even by default. */
+static inline double plan_dyadic_round(double x, int bits) {
+  union {
+    uint64_t u;
+    double d;
+  } up = {(uint64_t)(1023 + bits) << 52},
+    down = {(uint64_t)(1023 - bits) << 52},
+    lim = {(uint64_t)(1023 + 52 - bits) << 52};
+  if (!(x < lim.d && x > -lim.d)) /* large, infinite or NaN */
+    return x;
+  volatile double big = 0x1p52; /* kept from being folded away */
+  double y = x * up.d;
+  double r = y >= 0 ? (y + big) - big : -((-y + big) - big);
+  return r * down.d;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,159 @@
+/* The blocks of the lowered run: the index maps between a rank's block
+ * and its global tensor, and the pool of blocks handed back, reused for
+ * later buffers (fresh pages would be faulted in and zeroed again for
+ * every buffer). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify_ctx.h"
+
+int64_t plan_vx_count_of(const int64_t *dims, int rank) {
+  int64_t n = 1;
+  for (int d = 0; d < rank; d++)
+    n *= dims[d];
+  return n;
+}
+
+int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord) {
+  int64_t r = 0;
+  for (int a = 0; a < m->naxes; a++)
+    r = r * m->axis_sizes[a] + coord[a];
+  return r;
+}
+
+void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
+                    int64_t r, block *b) {
+  const plan_tensor *t = &c->prog->tensors[tensor];
+  plan_redist_local_layout(pl, t->dims, t->rank, c->m->axis_sizes, c->coords[r],
+                           b->local, b->offset);
+  b->n = plan_vx_count_of(b->local, t->rank);
+}
+
+/* Global row-major index of local element k of a block. */
+int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
+  int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = b->local[d] ? k % b->local[d] : 0;
+    k = b->local[d] ? k / b->local[d] : 0;
+  }
+  for (int d = 0; d < t->rank; d++)
+    g = g * t->dims[d] + b->offset[d] + idx[d];
+  return g;
+}
+
+int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g) {
+  int64_t idx[PLAN_MAX_RANK] = {0};
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = g % t->dims[d];
+    g /= t->dims[d];
+  }
+  int64_t k = 0;
+  for (int d = 0; d < t->rank; d++) {
+    int64_t i = idx[d] - b->offset[d];
+    if (i < 0 || i >= b->local[d])
+      return -1;
+    k = k * b->local[d] + i;
+  }
+  return k;
+}
+
+int plan_vx_alloc_block(block *b) {
+  b->data = calloc((size_t)(b->n > 0 ? b->n : 1), sizeof(double));
+  return b->data ? PLAN_OK : plan_oom();
+}
+
+/* A block's memory: a pooled one of at least n (and at most about twice
+ * n) elements, else a fresh one. Pooled memory is not zeroed: the step that
+ * writes a buffer writes every element. */
+int plan_vx_take_block(vctx *c, block *b) {
+  int64_t n = b->n > 0 ? b->n : 1, best = -1;
+  for (int i = 0; i < c->npool; i++)
+    if (c->pool_n[i] >= n && c->pool_n[i] <= 8 * n + 4096 &&
+        (best < 0 || c->pool_n[i] < c->pool_n[best]))
+      best = i;
+  if (best >= 0) {
+    b->data = c->pool[best];
+    c->pool[best] = c->pool[c->npool - 1];
+    c->pool_n[best] = c->pool_n[--c->npool];
+    return PLAN_OK;
+  }
+  return plan_vx_alloc_block(b);
+}
+
+void plan_vx_give_block(vctx *c, block *b) {
+  if (!b->data)
+    return;
+  if (c->npool == c->cap_pool) {
+    int cap = c->cap_pool ? 2 * c->cap_pool : 64;
+    double **np = realloc(c->pool, sizeof *np * (size_t)cap);
+    if (np)
+      c->pool = np;
+    int64_t *nn = np ? realloc(c->pool_n, sizeof *nn * (size_t)cap) : NULL;
+    if (nn)
+      c->pool_n = nn;
+    if (!np || !nn) { /* no room to pool it: free it */
+      free(b->data);
+      b->data = NULL;
+      return;
+    }
+    c->cap_pool = cap;
+  }
+  c->pool[c->npool] = b->data;
+  c->pool_n[c->npool++] = b->n > 0 ? b->n : 1;
+  b->data = NULL;
+}
+
+double *plan_vx_take_array(vctx *c, int64_t n, bool zero) {
+  block b;
+  memset(&b, 0, sizeof b);
+  b.n = n > 0 ? n : 1;
+  if (plan_vx_take_block(c, &b))
+    return NULL;
+  if (zero)
+    memset(b.data, 0, sizeof(double) * (size_t)b.n);
+  return b.data;
+}
+
+/* Rank r's block of buffer b back to the pool (a shared copy is only
+ * let go: its owner's block is given once). */
+void plan_vx_give_rank(vctx *c, int b, int64_t r) {
+  if (plan_vx_shared_copy(c, b, r))
+    c->bufs[b][r].data = NULL;
+  else
+    plan_vx_give_block(c, &c->bufs[b][r]);
+}
+
+/* The mesh axes along which buffer lb is partial, into pa; their count. */
+int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
+  int np = 0;
+  for (int a = 0; a < naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_P) {
+      if (pa)
+        pa[np] = a;
+      np++;
+    }
+  return np;
+}
+
+/* Every block of buffer b allocated (zeros when fresh: a buffer read
+ * before any step wrote it, which only a benchmark's stripped program
+ * does, reads as zeros). */
+int plan_vx_ensure_buffer(vctx *c, int b, bool zero) {
+  for (int64_t r = 0; r < c->nranks; r++) {
+    block *blk = &c->bufs[b][r];
+    if (blk->data)
+      continue;
+    if (plan_vx_shared_copy(c, b, r)) { /* the owner's block (made first) */
+      blk->data = c->bufs[b][plan_vx_mb_first(c, r)].data;
+      continue;
+    }
+    if (!plan_vx_runs(c, r)) /* pipelines: this microbatch's; this process's */
+      continue;
+    int rc = plan_vx_take_block(c, blk);
+    if (rc)
+      return rc;
+    if (zero) /* pooled memory is not */
+      memset(blk->data, 0, sizeof(double) * (size_t)(blk->n > 0 ? blk->n : 1));
+  }
+  return PLAN_OK;
+}
