@@ -13,8 +13,10 @@
  * nothing stays behind. The library prints nothing: notes, findings and
  * tracebacks come back as text in plan_search_info.
  *
- * Only libplan-search.so.0 (or the plan tool's objects) has these
- * functions; they need Lua 5.4 and CBC. */
+ * Only libplan-search.so.0 has these functions (they need Lua 5.4 and
+ * CBC); it carries libplan-verify's too, so a program links one of the
+ * libraries, never two (each has its own copy of the core and of the last
+ * error). */
 #ifndef LIBPLAN_SEARCH_H
 #define LIBPLAN_SEARCH_H
 
@@ -141,7 +143,9 @@ typedef struct plan_replay_result {
   /* NULL, or a note: the strategy's script has changed since the plan was
    * made (its hash differs from the recorded one) */
   char *note;
-  plan_plan *plan; /* the plan made again */
+  /* the plan made again, freed with the result; a caller that keeps it
+   * sets this to NULL and frees it with plan_free */
+  plan_plan *plan;
 } plan_replay_result;
 
 /* Makes the plan file at `path` again from its provenance: every decision
