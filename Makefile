@@ -68,7 +68,11 @@ HEADER_CHECKS := $(HEADERS:libplan/include/libplan/%.h=$(BUILD)/headers/%.o)
 # The Lua module (lua/): linked into the tool and built as plan.so. Its Lua
 # sources (the search driver, lua/strategies/) are embedded as C.
 LUA_FILES := $(sort $(wildcard lua/*.lua lua/strategies/*.lua))
-LUA_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard lua/*.c))) \
+# The search API (libplan/search.h) and the Lua host it shares with the
+# tool's `plan run`: the tool and libplan-search.so, not plan.so.
+SEARCH_SRC := lua/lua_host.c lua/search_api.c
+SEARCH_OBJ := $(SEARCH_SRC:%.c=$(BUILD)/%.o)
+LUA_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(sort $(filter-out $(SEARCH_SRC),$(wildcard lua/*.c)))) \
            $(BUILD)/gen/lua_sources.o
 LUA_MOD := $(BUILD)/plan.so
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -81,6 +85,11 @@ STATIC := $(VERIFY_STATIC) $(CORE_STATIC)
 CORE_SHARED := $(BUILD)/libplan.so.$(SOVERSION)
 # The full library (core + verifier): what the Python binding loads.
 SHARED := $(BUILD)/libplan-verify.so.$(SOVERSION)
+# The full library and search (libplan/search.h): libplan-verify's objects,
+# the Lua module's (from an archive, so that --exclude-libs hides
+# luaopen_plan) and the search API; needs Lua 5.4 and CBC.
+LUA_STATIC := $(BUILD)/libplan-lua.a
+SEARCH_SHARED := $(BUILD)/libplan-search.so.$(SOVERSION)
 CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -lyaml -lxxhash) -lm -pthread
 TOOL := $(BUILD)/plan
 
@@ -89,7 +98,7 @@ TOOL := $(BUILD)/plan
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
-     $(TOOL) $(LUA_MOD)
+     $(SEARCH_SHARED) $(BUILD)/libplan-search.so $(TOOL) $(LUA_MOD)
 
 help:
 	@echo "make            build libplan.a, libplan.so and the plan tool"
@@ -139,6 +148,19 @@ $(SHARED): $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libplan-verify.so.$(SOVERSION) -Wl,-z,defs -Wl,--as-needed \
 	  $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
+$(LUA_STATIC): $(LUA_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SEARCH_SHARED): $(LIB_OBJ) $(SEARCH_OBJ) $(LUA_STATIC)
+	$(CC) -shared -Wl,-soname,libplan-search.so.$(SOVERSION) -Wl,-z,defs -Wl,--as-needed \
+	  -Wl,--exclude-libs,ALL $(LDFLAGS) -o $@ $(LIB_OBJ) $(SEARCH_OBJ) $(LUA_STATIC) \
+	  $(LUA_LIBS) $(CBC_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/libplan-search.so: $(SEARCH_SHARED)
+	ln -sf libplan-search.so.$(SOVERSION) $@
+
 $(BUILD)/libplan.so: $(CORE_SHARED)
 	ln -sf libplan.so.$(SOVERSION) $@
 
@@ -146,6 +168,7 @@ $(BUILD)/libplan-verify.so: $(SHARED)
 	ln -sf libplan-verify.so.$(SOVERSION) $@
 
 $(CLI_OBJ) $(LUA_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) $(CBC_CFLAGS) -Ilua
+$(SEARCH_OBJ): CFLAGS_ALL += $(LUA_CFLAGS) -Ilua
 
 # The runner plugins' last folder to look in (runners/plugin_load.c).
 $(BUILD)/runners/plugin_load.o: CFLAGS_ALL += -DPLAN_PREFIX='"$(PREFIX)"'
@@ -157,12 +180,18 @@ $(BUILD)/gen/lua_sources.c: scripts/embed_lua.py $(LUA_FILES)
 $(BUILD)/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
 	@$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(TOOL): $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
+$(TOOL): $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
 
 # For a stock lua5.4 (`require "plan"`): the interpreter provides Lua itself.
 $(LUA_MOD): $(LUA_OBJ) $(STATIC)
 	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
+
+# The search API's test links the Lua objects too, and runs the tool.
+$(BUILD)/tests/test_search_api: tests/unit/test_search_api.c $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) | $(TOOL)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -MMD -MP $(LDFLAGS) -o $@ $< $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) \
+	  $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS) -lcmocka
 
 $(BUILD)/tests/%: tests/unit/%.c $(STATIC)
 	@mkdir -p $(dir $@)
@@ -183,7 +212,7 @@ tests-build: all $(UNIT_BIN) $(HEADER_CHECKS)
 
 # The libraries export exactly the headers' PLAN_API functions; the archives
 # define no global without the plan_ prefix (tests/layers/symbols.sh).
-check-symbols: $(STATIC) $(CORE_SHARED) $(SHARED)
+check-symbols: $(STATIC) $(CORE_SHARED) $(SHARED) $(SEARCH_SHARED)
 	@sh tests/layers/symbols.sh $(BUILD)
 
 # The layers: each folder's includes against its allow list, and the

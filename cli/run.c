@@ -1,5 +1,9 @@
 /* `plan run SCRIPT.lua [ARGS...]`: runs a Lua script with the `plan`
- * module (`local plan = require "plan"`). */
+ * module (`local plan = require "plan"`), in libplan's Lua host
+ * (lua/lua_host.h). */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -15,11 +19,58 @@ const char usage_run[] =
     "Exit: 0 when the script ends, the integer it returns when it returns\n"
     "one, 1 when it raises an error, 2 when it cannot be read or compiled.\n";
 
+typedef struct run_args {
+  const char *script;
+  int argc;
+  char *const *argv;
+  int status; /* what the script made of it */
+} run_args;
+
+/* In protected mode: libraries, the preloaded module, `arg`, the script. */
+static int run_main(lua_State *L) {
+  run_args *r = lua_touserdata(L, 1);
+  plan_lua_host_open(L, true);
+  luaL_checkstack(L, r->argc + 3, "too many arguments");
+  lua_createtable(L, r->argc, 1);
+  lua_pushstring(L, r->script);
+  lua_rawseti(L, -2, 0);
+  for (int i = 0; i < r->argc; i++) {
+    lua_pushstring(L, r->argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "arg");
+  if (luaL_loadfile(L, r->script)) {
+    fprintf(stderr, "plan: %s\n", plan_lua_host_message(L));
+    r->status = EXIT_BAD_INPUT;
+    return 0;
+  }
+  for (int i = 0; i < r->argc; i++)
+    lua_pushstring(L, r->argv[i]);
+  if (plan_lua_host_pcall(L, r->argc, 1)) {
+    fprintf(stderr, "plan: %s\n", plan_lua_host_message(L));
+    r->status = EXIT_NEGATIVE;
+    return 0;
+  }
+  r->status = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : EXIT_OK;
+  return 0;
+}
+
 int cmd_run(int argc, char **argv) {
   int first = 1;
   if (first < argc && !strcmp(argv[first], "--"))
     first++;
   if (first >= argc)
     return cli_usage("run", "no script given");
-  return cli_lua_run(argv[first], NULL, argc - first - 1, argv + first + 1);
+  run_args r = {argv[first], argc - first - 1, argv + first + 1, EXIT_OK};
+  char msg[1024];
+  int rc = plan_lua_host_run(run_main, &r, msg, sizeof msg);
+  if (rc == PLAN_LUA_HOST_NOSTATE) {
+    fprintf(stderr, "plan: %s\n", msg);
+    return EXIT_BAD_INPUT;
+  }
+  if (rc != LUA_OK) {
+    fprintf(stderr, "plan: %s\n", msg);
+    return EXIT_NEGATIVE;
+  }
+  return r.status;
 }

@@ -1,19 +1,21 @@
-/* `plan search` and `plan replay`: thin hosts of the search driver
- * (lua/search.lua, embedded), which runs a strategy (lua/strategies/, or
- * the user's Lua file) over the plan module's primitives. */
+/* `plan search` and `plan replay`: the options, a call to plan_search or
+ * plan_replay (libplan/search.h, which run the Lua search driver), and
+ * what they print and write. */
+#include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "lua_host.h"
+#include "libplan/search.h"
 #include "util.h"
-#include "lua_sources.h"
 
 const char usage_search[] =
     "usage: plan search PROGRAM --mesh dp=2,tp=4 [--strategy NAME|FILE.lua]\n"
-    "                   [--hardware NAME] [--seed N] [--width N] [--limit N] [--seconds N]\n"
+    "                   [--hardware NAME] [--seed N] [--width N] [--limit N] "
+    "[--seconds N]\n"
     "                   [--self-contained] -o PLAN\n"
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "\n"
@@ -43,28 +45,112 @@ const char usage_replay[] =
     "Exit: 0 the same plan, 1 a different plan, 2 unreadable input or no\n"
     "search in the provenance.\n";
 
-static const char *driver(void) {
-  for (int i = 0; plan_lua_sources[i].name; i++)
-    if (!strcmp(plan_lua_sources[i].name, "search"))
-      return plan_lua_sources[i].text;
-  return NULL;
+/* The value of a numeric option: an integer (or any number, when `real`),
+ * above 0 unless `any_sign`; false when it is something else. */
+static bool number_arg(const char *s, bool real, bool any_sign, double *v,
+                       int64_t *i) {
+  char *end;
+  errno = 0;
+  if (real)
+    *v = strtod(s, &end);
+  else
+    *i = strtoll(s, &end, 10);
+  if (!*s || *end || errno)
+    return false;
+  return any_sign || (real ? *v > 0 : *i > 0);
 }
 
-#define MAX_ARGS 16
+/* One valued option of plan search into o; EXIT_OK or a usage error. */
+static int search_option(plan_search_options *o, const char *name,
+                         const char *v, const char **out) {
+  double d = 0;
+  int64_t i = 0;
+  if (!strcmp(name, "--mesh"))
+    o->mesh = v;
+  else if (!strcmp(name, "--strategy"))
+    o->strategy = v;
+  else if (!strcmp(name, "--hardware"))
+    o->hardware = v;
+  else if (!strcmp(name, "-o"))
+    *out = v;
+  else if (!strcmp(name, "--devices") && strcmp(v, "search"))
+    return cli_usage("search", "--devices takes 'search', not '%s'", v);
+  else if (!strcmp(name, "--devices"))
+    o->devices = 1;
+  else if (!strcmp(name, "--seed") && number_arg(v, false, true, &d, &i))
+    o->seed = i;
+  else if (!strcmp(name, "--width") && number_arg(v, false, false, &d, &i) &&
+           i <= INT32_MAX)
+    o->width = (int)i;
+  else if (!strcmp(name, "--limit") && number_arg(v, false, false, &d, &i))
+    o->limit = i;
+  else if (!strcmp(name, "--seconds") && number_arg(v, true, false, &d, &i))
+    o->seconds = d;
+  else
+    return cli_usage("search", "%s needs a %s, not '%s'", name,
+                     !strcmp(name, "--seed")      ? "whole number"
+                     : !strcmp(name, "--seconds") ? "number above 0"
+                                                  : "whole number above 0",
+                     v);
+  return EXIT_OK;
+}
+
+/* A failed search or replay: the whole story on stderr; exit 1 when the
+ * strategy failed, 2 when the input or the strategy could not be used. */
+static int report_failure(const char *verb, const plan_search_info *info) {
+  char buf[1400];
+  const char *text =
+      info->details ? info->details : plan_error_format(buf, sizeof buf);
+  if (info->strategy_ran) {
+    fprintf(stderr, "plan: %s\n", text);
+    return EXIT_NEGATIVE;
+  }
+  fprintf(stderr, "plan %s: %s\n", verb, text);
+  return EXIT_BAD_INPUT;
+}
+
+/* The plan's mesh as "dp=2,tp=4" into buf. */
+static const char *mesh_text(const plan_plan *p, char *buf, size_t size) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int a = 0; a < plan_mesh_axis_count(p) && n < size; a++) {
+    int w = snprintf(buf + n, size - n, "%s%s=%lld", a ? "," : "",
+                     plan_mesh_axis_name(p, a),
+                     (long long)plan_mesh_axis_size(p, a));
+    n += w > 0 ? (size_t)w : 0;
+  }
+  return buf;
+}
+
+/* Writes the plan found to `out` and says what it is. */
+static int search_write(plan_plan *p, const plan_search_info *info,
+                        const plan_search_options *o, const char *out) {
+  char buf[1400], hash[PLAN_HASH_STRLEN], mesh[1100];
+  plan_write_options w = PLAN_WRITE_OPTIONS_INIT;
+  w.self_contained = o->self_contained;
+  plan_hash h;
+  if (plan_save(p, out, &w) || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
+    fprintf(stderr, "plan search: %s\n", plan_error_format(buf, sizeof buf));
+    return EXIT_BAD_INPUT;
+  }
+  double evals = (double)info->cost_evaluations;
+  printf("%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB "
+         "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
+         out, o->strategy ? o->strategy : "greedy",
+         o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
+         info->step_seconds * 1e3, info->memory_bytes / 1073741824.0,
+         info->fits ? "" : " (does not fit)", (long long)info->cost_evaluations,
+         info->seconds, info->seconds > 0 ? evals / info->seconds : 0.0,
+         plan_hash_format(h, hash));
+  return EXIT_OK;
+}
 
 int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
-      "--mesh", "--strategy", "--hardware", "--seed", "--width",
-      "--limit", "-o", "--seconds", "--devices", NULL};
-  static const char *const keys[] = {"mesh",  "strategy", "hardware",
-                                     "seed",  "width",    "limit",
-                                     "out",   "seconds",  "devices",
-                                     NULL};
-  char buf[MAX_ARGS][1100];
-  char *args[MAX_ARGS];
-  int n = 0;
+      "--mesh",  "--strategy", "--hardware", "--seed",    "--width",
+      "--limit", "-o",         "--seconds",  "--devices", NULL};
+  plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
-  bool self_contained = false, mesh = false;
   for (int i = 1; i < argc; i++) {
     int k = 0;
     while (valued[k] && strcmp(argv[i], valued[k]))
@@ -72,15 +158,14 @@ int cmd_search(int argc, char **argv) {
     if (valued[k]) {
       if (i + 1 >= argc)
         return cli_usage("search", "%s needs a value", argv[i]);
-      if (strlen(argv[i + 1]) > 1000 || n >= MAX_ARGS - 3)
+      if (strlen(argv[i + 1]) > 1000)
         return cli_usage("search", "%s: value too long", argv[i]);
-      snprintf(buf[n], sizeof buf[n], "%s=%s", keys[k], argv[++i]);
-      args[n] = buf[n];
-      n++;
-      out = k == 6 ? argv[i] : out;
-      mesh |= k == 0;
+      int rc = search_option(&o, argv[i], argv[i + 1], &out);
+      if (rc)
+        return rc;
+      i++;
     } else if (!strcmp(argv[i], "--self-contained")) {
-      self_contained = true;
+      o.self_contained = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_usage("search", "unknown option '%s'", argv[i]);
     } else if (input) {
@@ -103,21 +188,27 @@ int cmd_search(int argc, char **argv) {
     return cli_fail_last();
   bool is_plan = strstr(text, "\nmesh:") || !strncmp(text, "mesh:", 5);
   free(text);
-  if (!is_plan && !mesh)
+  if (!is_plan && !o.mesh)
     return cli_usage("search", "a program needs --mesh (e.g. dp=2,tp=4)");
-  snprintf(buf[n], sizeof buf[n], "%s=%s", is_plan ? "plan" : "program",
-           input);
-  args[n] = buf[n];
-  n++;
-  if (self_contained) {
-    snprintf(buf[n], sizeof buf[n], "self_contained=1");
-    args[n] = buf[n];
-    n++;
+  plan_search_info info = PLAN_SEARCH_INFO_INIT;
+  plan_plan *p;
+  int rc = plan_search(&p, &info, input, &o);
+  if (info.notes)
+    fputs(info.notes, stderr);
+  rc = rc ? report_failure("search", &info) : search_write(p, &info, &o, out);
+  plan_free(p);
+  plan_search_info_clear(&info);
+  return rc;
+}
+
+/* Prints each line of text with an indent. */
+static void print_indented(const char *text) {
+  for (const char *s = text; s && *s;) {
+    const char *nl = strchr(s, '\n');
+    size_t n = nl ? (size_t)(nl - s) : strlen(s);
+    printf("  %.*s\n", (int)n, s);
+    s += n + (nl != NULL);
   }
-  const char *src = driver();
-  if (!src)
-    return cli_usage("search", "the search driver is not built in");
-  return cli_lua_run("=search.lua", src, n, args);
 }
 
 int cmd_replay(int argc, char **argv) {
@@ -133,12 +224,29 @@ int cmd_replay(int argc, char **argv) {
     return cli_usage("replay", "no plan given");
   if (strlen(input) > 1000)
     return cli_usage("replay", "path too long");
-  char a[1100];
-  snprintf(a, sizeof a, "plan=%s", input);
-  char mode[] = "mode=replay";
-  char *args[2] = {mode, a};
-  const char *src = driver();
-  if (!src)
-    return cli_usage("replay", "the search driver is not built in");
-  return cli_lua_run("=search.lua", src, 2, args);
+  plan_search_info info = PLAN_SEARCH_INFO_INIT;
+  plan_replay_result *r;
+  int rc = plan_replay(&r, &info, input);
+  if (info.notes)
+    fputs(info.notes, stderr);
+  if (rc) {
+    rc = report_failure("replay", &info);
+  } else {
+    char a[PLAN_HASH_STRLEN], b[PLAN_HASH_STRLEN];
+    if (r->note)
+      fprintf(stderr, "plan replay: note: %s\n", r->note);
+    if (r->same) {
+      printf("%s: replayed: %s (strategy %s)\n", input,
+             plan_hash_format(r->replayed, a), r->strategy);
+    } else {
+      printf("%s: replay differs: recorded %s, replayed %s\n", input,
+             plan_hash_format(r->recorded, a),
+             plan_hash_format(r->replayed, b));
+      print_indented(r->diff);
+    }
+    rc = r->same ? EXIT_OK : EXIT_NEGATIVE;
+  }
+  plan_replay_result_free(r);
+  plan_search_info_clear(&info);
+  return rc;
 }

@@ -1,30 +1,38 @@
--- The search driver of `plan search` and `plan replay` (run by the plan
--- tool with arguments KEY=VALUE; see cli/search.c). A search starts from a
--- program on a mesh, or from a plan: the plan's pinned ops keep their
--- strategies, every other decision is made again. The strategy is a
--- built-in (lua/strategies/NAME.lua) or a Lua file returning
--- function(p, opts) that applies a strategy to every op it is free to
--- decide and returns where each tensor ends up ({tensor = placement}).
+-- The search driver of plan_search and plan_replay (lua/search_api.c runs
+-- it; `plan search` and `plan replay` call those). The chunk returns
+-- {search = fn, replay = fn}; each takes a request table from the C side
+-- and returns a result table. A search starts from a program on a mesh, or
+-- from a plan: the plan's pinned ops keep their strategies, every other
+-- decision is made again. The strategy is a built-in
+-- (lua/strategies/NAME.lua) or a Lua file returning function(p, opts)
+-- that applies a strategy to every op it is free to decide and returns
+-- where each tensor ends up ({tensor = placement}).
+--
+-- The driver prints nothing. Input that cannot be used comes back as
+-- {error = message, code = status name, at = a message with a position};
+-- the strategy's failures raise, after req.ran is set; the strategy's
+-- notes go to req.notes.
 local plan = require "plan"
-
-local args = {}
-for _, a in ipairs({...}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if not k then error("search: argument '" .. a .. "' is not KEY=VALUE", 0) end
-  args[k] = v
-end
 
 local util_src = assert(plan.source("strategies/util"))
 local util = assert(load(util_src, "=strategies/util.lua", "t"))()
 
--- The strategy's function and its source text.
-local function strategy_fn(name)
-  local src, chunkname
+-- The strategy's function and its source text; or nil, a message, the
+-- status name and the message that carries a position, when it cannot be
+-- read, compiled or run. `text`: the script of a file strategy, instead
+-- of reading the file.
+local function strategy_fn(name, text)
+  local src, chunkname = text, nil
   if name:match("%.lua$") then
-    local f, err = io.open(name, "r")
-    if not f then error("search: cannot read strategy '" .. name .. "': " .. err, 0) end
-    src = f:read("a")
-    f:close()
+    if not src then
+      local f, err = io.open(name, "r")
+      if not f then
+        return nil, "search: cannot read strategy '" .. name .. "': " .. err,
+               "io"
+      end
+      src = f:read("a")
+      f:close()
+    end
     chunkname = "@" .. name
   else
     src = plan.source("strategies/" .. name)
@@ -34,16 +42,18 @@ local function strategy_fn(name)
         local s = n:match("^strategies/(.+)$")
         if s and s ~= "util" then known[#known + 1] = s end
       end
-      error("search: no strategy '" .. name .. "' (built-in: " ..
-            table.concat(known, ", ") .. "; or a FILE.lua)", 0)
+      return nil, "search: no strategy '" .. name .. "' (built-in: " ..
+             table.concat(known, ", ") .. "; or a FILE.lua)", "notfound"
     end
     chunkname = "=strategies/" .. name .. ".lua"
   end
   local chunk, err = load(src, chunkname, "t")
-  if not chunk then error("search: " .. err, 0) end
-  local fn = chunk(util)
+  if not chunk then return nil, "search: " .. err, "syntax", err end
+  local ok, fn = pcall(chunk, util)
+  if not ok then return nil, tostring(fn), "invalid", tostring(fn) end
   if type(fn) ~= "function" then
-    error("search: strategy '" .. name .. "' does not return a function", 0)
+    return nil, "search: strategy '" .. name .. "' does not return a function",
+           "invalid"
   end
   return fn, src
 end
@@ -110,14 +120,15 @@ local function search_devices(p, hw)
   if best == 1 then p:set_devices(nil) else p:set_devices(axis_orders(p)[best]) end
 end
 
--- Runs the strategy on p; returns the provenance table to record.
-local function run_search(p, opts)
-  local fn, src = strategy_fn(opts.strategy)
+-- Runs the strategy fn (its source src) on p; returns the provenance
+-- table to record and the strategy's processor time.
+local function run_search(p, opts, fn, src)
   strip(p)
   if opts.devices == "search" then p:set_devices(nil) end
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,
-                 seconds = opts.seconds, outputs = p:outputs()}
+                 seconds = opts.seconds, outputs = p:outputs(),
+                 note = opts.note}
   local t0 = os.clock()
   local placed = fn(p, sopts)
   local seconds = os.clock() - t0
@@ -137,31 +148,100 @@ local function run_search(p, opts)
   if opts.limit then prov.search.limit = tonumber(opts.limit) end
   if opts.seconds then prov.search.seconds = tonumber(opts.seconds) end
   if opts.devices == "search" then prov.search.devices = "search" end
-  if opts.self_contained == "1" and opts.strategy:match("%.lua$") then
+  if opts.self_contained and opts.strategy:match("%.lua$") then
     prov.script_text = src
   end
   return prov, seconds
 end
 
-local function check_valid(p, what)
-  local ok, findings = p:validate()
-  if not ok then
-    for _, f in ipairs(findings) do io.stderr:write(f, "\n") end
-    error(what .. ": the plan it made is invalid", 0)
-  end
+-- The notes of the strategies, in req.notes.
+local function note_fn(req)
+  req.notes = req.notes or {}
+  return function(msg) req.notes[#req.notes + 1] = tostring(msg) end
 end
 
-if args.mode == "replay" then
-  -- replay: strip the plan's own decisions, search again with what its
-  -- provenance recorded, and compare the hashes
-  local p = assert(plan.load(args.plan))
+-- The plan of the request: a plan file, or a plan in memory.
+local function load_plan(req)
+  if req.path then return plan.load(req.path) end
+  return plan.parse(req.text, req.name, req.base_dir)
+end
+
+-- A mesh shape holds only names, sizes, '=' and ',' (as plan.new checks).
+local function mesh_ok(mesh)
+  return mesh ~= "" and not mesh:find("[^%w_=, ]")
+end
+
+-- The plan a search starts from: a plan (file or memory), a program file
+-- on a mesh (plan.new), or a program in memory, whose canonical text with
+-- the mesh added is a plan with the program inline.
+local function start_plan(req)
+  if req.is_plan then return load_plan(req) end
+  if req.path then return plan.new{program = req.path, mesh = req.mesh} end
+  local prog, err = plan.parse(req.text, req.name, req.base_dir)
+  if not prog then return nil, err end
+  if not mesh_ok(req.mesh) then
+    return nil, "plan.new: mesh '" .. req.mesh .. "' is not NAME=SIZE[,NAME=SIZE...]"
+  end
+  local text = prog:text(true) .. "mesh: {axes: [" ..
+               req.mesh:gsub(",", ", ") .. "]}\n"
+  prog:close()
+  return plan.parse(text, req.name, req.base_dir)
+end
+
+-- The mesh of p as text: "dp=2,tp=4".
+local function mesh_text(p)
+  local parts = {}
+  for _, a in ipairs(p:mesh()) do parts[#parts + 1] = a.name .. "=" .. a.size end
+  return table.concat(parts, ",")
+end
+
+local function stats(p)
+  local st = p:stats()
+  return st.cost_op + st.cost_redist + st.cost_plan
+end
+
+-- search: {path | text, name, base_dir, is_plan, mesh, strategy, hardware,
+-- seed, width, limit, seconds, devices, self_contained} ->
+-- {plan, step, memory, fits, evaluations, seconds}
+local function search(req)
+  local p, err = start_plan(req)
+  if not p then return {error = err, code = "load"} end
+  local opts = {strategy = req.strategy or "greedy", mesh = req.mesh or mesh_text(p),
+                hardware = req.hardware, seed = req.seed, width = req.width,
+                limit = req.limit, seconds = req.seconds,
+                devices = req.devices and "search" or nil,
+                self_contained = req.self_contained, note = note_fn(req)}
+  local fn, src, code, at = strategy_fn(opts.strategy)
+  if not fn then return {error = src, code = code, at = at} end
+  req.ran = true
+  local prov, seconds = run_search(p, opts, fn, src)
+  local ok, findings = p:validate()
+  if not ok then
+    return {error = "plan search: the plan it made is invalid", code = "invalid",
+            findings = findings}
+  end
+  local c, cerr = p:cost(opts.hardware)
+  if not c then error("plan search: " .. cerr, 0) end
+  prov.cost = {step_seconds = c.step, memory_bytes = c.memory, fits = c.fits}
+  p:set_provenance(prov)
+  return {plan = p, step = c.step, memory = c.memory, fits = c.fits,
+          evaluations = stats(p), seconds = seconds}
+end
+
+-- replay: {path | text, name, base_dir} -> {plan, same, recorded,
+-- replayed, strategy, note, diff, evaluations, seconds}: strip the plan's
+-- own decisions, search again with what its provenance recorded, and
+-- compare the hashes.
+local function replay(req)
+  local p, err = load_plan(req)
+  if not p then return {error = err, code = "load"} end
   local want = p:hash()
   local rec = p:provenance()
   if not rec or not rec.strategy then
-    io.stderr:write("plan replay: ", args.plan, ": no search in its provenance\n")
-    return 2
+    return {error = (req.path or req.name) .. ": no search in its provenance",
+            code = "notfound"}
   end
-  local q = assert(plan.load(args.plan))
+  local q = assert(load_plan(req))
   local opts = {strategy = rec.strategy, seed = rec.seed,
                 hardware = rec.search and rec.search.hardware ~= "default" and
                            rec.search.hardware or nil,
@@ -169,88 +249,34 @@ if args.mode == "replay" then
                 width = rec.search and rec.search.width,
                 limit = rec.search and rec.search.limit,
                 seconds = rec.search and rec.search.seconds,
-                devices = rec.search and rec.search.devices}
+                devices = rec.search and rec.search.devices,
+                note = note_fn(req)}
+  -- a file strategy that is gone travels in the self-contained form
+  local text
   if rec.script_text and opts.strategy:match("%.lua$") then
     local f = io.open(opts.strategy, "r")
-    if not f then -- the script travels in the self-contained form
-      local tmp = os.tmpname() .. ".lua"
-      f = assert(io.open(tmp, "w")); f:write(rec.script_text); f:close()
-      opts.strategy = tmp
-    else
-      f:close()
-    end
+    if f then f:close() else text = rec.script_text end
   end
   -- a recorded strategy that cannot be read or compiled any more is bad
-  -- input (exit 2), as for plan search
-  local loaded, lerr = pcall(strategy_fn, opts.strategy)
-  if not loaded then
-    if opts.strategy ~= rec.strategy then os.remove(opts.strategy) end
-    io.stderr:write("plan replay: ", tostring(lerr), " (the plan records ",
-                    "strategy '", rec.strategy, "'; its self-contained form ",
-                    "carries the script)\n")
-    return 2
+  -- input, as for a search
+  local fn, src, code, at = strategy_fn(opts.strategy, text)
+  if not fn then
+    return {error = src .. " (the plan records strategy '" .. rec.strategy ..
+                    "'; its self-contained form carries the script)",
+            code = code, at = at}
   end
-  local ok, prov = pcall(run_search, q, opts)
-  if opts.strategy ~= rec.strategy then os.remove(opts.strategy) end
-  if not ok then error(prov, 0) end
+  req.ran = true
+  local prov, seconds = run_search(q, opts, fn, src)
   local got = q:hash()
+  local note
   if rec.script and prov.script ~= rec.script then
-    io.stderr:write("plan replay: note: strategy '", rec.strategy,
-                    "' has changed since the plan was made (script ",
-                    tostring(rec.script), ", now ", prov.script, ")\n")
+    note = ("strategy '%s' has changed since the plan was made (script %s, now %s)")
+           :format(rec.strategy, tostring(rec.script), prov.script)
   end
-  if got == want then
-    print(args.plan .. ": replayed: " .. got .. " (strategy " .. rec.strategy .. ")")
-    return 0
-  end
-  print(args.plan .. ": replay differs: recorded " .. want .. ", replayed " .. got)
-  for _, d in ipairs(p:diff(q)) do print("  " .. d) end
-  return 1
+  return {plan = q, same = got == want, recorded = want, replayed = got,
+          strategy = rec.strategy, note = note,
+          diff = got ~= want and p:diff(q) or nil,
+          evaluations = stats(q), seconds = seconds}
 end
 
--- search
-local p, err
-if args.plan then
-  p, err = plan.load(args.plan)
-else
-  p, err = plan.new{program = args.program, mesh = args.mesh}
-end
-if not p then
-  io.stderr:write("plan search: ", err, "\n")
-  return 2
-end
-args.mesh = args.mesh or (function()
-  local parts = {}
-  for _, a in ipairs(p:mesh()) do parts[#parts + 1] = a.name .. "=" .. a.size end
-  return table.concat(parts, ",")
-end)()
-args.strategy = args.strategy or "greedy"
--- a strategy that cannot be read or compiled is bad input (exit 2)
-local loaded, lerr = pcall(strategy_fn, args.strategy)
-if not loaded then
-  io.stderr:write("plan search: ", tostring(lerr), "\n")
-  return 2
-end
-local prov, seconds = run_search(p, args)
-check_valid(p, "plan search")
-local c, cerr = p:cost(args.hardware)
-if not c then error("plan search: " .. cerr, 0) end
-prov.cost = {step_seconds = c.step, memory_bytes = c.memory, fits = c.fits}
-p:set_provenance(prov)
-local ok, serr = p:save(args.out, {self_contained = args.self_contained == "1"})
-if not ok then
-  io.stderr:write("plan search: ", serr, "\n")
-  return 2
-end
--- the hash of the file as written: a program file of an older format
--- version, embedded, takes the plan's version and so a new program hash
-local written = plan.load(args.out)
-local hash = written and written:hash() or p:hash()
-local st = p:stats()
-local evals = st.cost_op + st.cost_redist + st.cost_plan
-print(("%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB " ..
-       "per device%s; %d cost evaluations in %.3f s (%.0f/s); plan %s")
-      :format(args.out, args.strategy, args.mesh, c.step * 1e3,
-              c.memory / 2^30, c.fits and "" or " (does not fit)", evals,
-              seconds, seconds > 0 and evals / seconds or 0, hash))
-return 0
+return {search = search, replay = replay}

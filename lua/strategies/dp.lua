@@ -225,9 +225,9 @@ return function(p, opts)
     if best_cost == nil or c < best_cost then best, best_cost = st, c end
   end
   if not exact then
-    io.stderr:write("dp: note: more than ", max_states,
-                    " states after an op or at a cut; the cheapest were ",
-                    "kept, so the plan may not be optimal\n")
+    util.note(opts, "dp: note: more than ", max_states,
+              " states after an op or at a cut; the cheapest were ",
+              "kept, so the plan may not be optimal")
   end
   local choice = {}
   while best.seg do

@@ -164,7 +164,7 @@ return function(p, opts)
                           seconds = tonumber(opts.seconds) or 60}
   if not r then error("ilp: " .. err, 0) end
   if not r.optimal then
-    io.stderr:write("ilp: note: the solver stopped before proving the optimum\n")
+    util.note(opts, "ilp: note: the solver stopped before proving the optimum")
   end
   local placed = {}
   for i, name in ipairs(ops) do

@@ -17,6 +17,14 @@ function util.entries(pl)
   return out
 end
 
+-- A note for the user, its pieces joined: through opts.note, which the
+-- search driver gives (plan search prints the notes on stderr), or on
+-- stderr when the strategy runs without one.
+function util.note(opts, ...)
+  local msg = table.concat({...})
+  if opts.note then opts.note(msg) else io.stderr:write(msg, "\n") end
+end
+
 -- The index of the mesh axis named `name` (or nil).
 function util.axis(p, name)
   for i, a in ipairs(p:mesh()) do

@@ -2,8 +2,9 @@
 # The libraries export exactly the public API, and nothing internal leaks
 # into a program that links the archives.
 # - libplan.so exports every PLAN_API function of the core's headers (all
-#   but verify.h), and nothing else;
-# - libplan-verify.so exports every PLAN_API function of every header;
+#   but verify.h and search.h), and nothing else;
+# - libplan-verify.so exports those of every header but search.h;
+# - libplan-search.so exports those of every header (not luaopen_plan);
 # - every global symbol the archives define starts with plan_ (an
 #   embedder's own names cannot collide with ours).
 # Usage: symbols.sh BUILD_DIR
@@ -23,7 +24,8 @@ api() { # HEADER...
   done | sort -u
 }
 inc=$root/libplan/include/libplan
-api $(ls "$inc"/*.h | grep -v '/verify\.h$') >"$tmp/core.api"
+api $(ls "$inc"/*.h | grep -v -e '/verify\.h$' -e '/search\.h$') >"$tmp/core.api"
+api $(ls "$inc"/*.h | grep -v '/search\.h$') >"$tmp/verify.api"
 api "$inc"/*.h >"$tmp/all.api"
 [ -s "$tmp/core.api" ] || bad "no PLAN_API declaration found in $inc"
 
@@ -38,7 +40,8 @@ check_exports() { # LIB API_LIST
   echo "symbols: $(basename "$1") exports $(wc -l <"$tmp/got") functions"
 }
 check_exports "$build/libplan.so.0" "$tmp/core.api"
-check_exports "$build/libplan-verify.so.0" "$tmp/all.api"
+check_exports "$build/libplan-verify.so.0" "$tmp/verify.api"
+check_exports "$build/libplan-search.so.0" "$tmp/all.api"
 
 for a in "$build/libplan.a" "$build/libplan-verify.a"; do
   if [ ! -f "$a" ]; then bad "$a is not built"; continue; fi
