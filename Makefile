@@ -342,10 +342,11 @@ LIBDIR := $(PREFIX)/lib
 LUA_CMOD_DIR ?= $(PREFIX)/lib/lua/5.4
 MAN1DIR := $(PREFIX)/share/man/man1
 PLAN_VERSION := $(shell sed -n 's/.*PLAN_VERSION_STRING "\(.*\)"/\1/p' libplan/include/libplan/common.h)
-PC_FILES := libplan.pc libplan-verify.pc
+PC_FILES := libplan.pc libplan-verify.pc libplan-search.pc
 INSTALLED := $(addprefix $(LIBDIR)/,libplan.a libplan-verify.a \
                libplan.so.$(SOVERSION) libplan.so \
                libplan-verify.so.$(SOVERSION) libplan-verify.so \
+               libplan-search.so.$(SOVERSION) libplan-search.so \
                libplan-cuda.so $(addprefix pkgconfig/,$(PC_FILES))) \
              $(HEADERS:libplan/include/%=$(PREFIX)/include/%) \
              $(PREFIX)/bin/plan $(MAN1DIR)/plan.1 $(LUA_CMOD_DIR)/plan.so
@@ -354,9 +355,10 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/libplan \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(LUA_CMOD_DIR)
 	install -m 644 $(CORE_STATIC) $(VERIFY_STATIC) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(CORE_SHARED) $(SHARED) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(CORE_SHARED) $(SHARED) $(SEARCH_SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan.so
 	ln -sf libplan-verify.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan-verify.so
+	ln -sf libplan-search.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan-search.so
 	install -m 644 $(HEADERS) $(DESTDIR)$(PREFIX)/include/libplan/
 	install -m 755 $(TOOL) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 docs/plan.1 $(DESTDIR)$(MAN1DIR)/

@@ -82,8 +82,9 @@ fi
 pass
 
 want="lib/libplan.a lib/libplan-verify.a lib/libplan.so.0 lib/libplan.so
-lib/libplan-verify.so.0 lib/libplan-verify.so lib/pkgconfig/libplan.pc
-lib/pkgconfig/libplan-verify.pc bin/plan share/man/man1/plan.1
+lib/libplan-verify.so.0 lib/libplan-verify.so lib/libplan-search.so.0
+lib/libplan-search.so lib/pkgconfig/libplan.pc lib/pkgconfig/libplan-verify.pc
+lib/pkgconfig/libplan-search.pc bin/plan share/man/man1/plan.1
 lib/lua/5.4/plan.so"
 for h in "$root"/libplan/include/libplan/*.h; do
   want="$want include/libplan/${h##*/}"
@@ -97,6 +98,9 @@ if [ -z "$missing" ]; then pass; else : >"$out"; fail "not installed:$missing"; 
 files_ok() {
   [ "$(readlink "$lib/libplan.so")" = libplan.so.0 ] &&
     [ "$(readlink "$lib/libplan-verify.so")" = libplan-verify.so.0 ] &&
+    [ "$(readlink "$lib/libplan-search.so")" = libplan-search.so.0 ] &&
+    readelf -d "$lib/libplan-search.so.0" |
+    grep -q 'SONAME.*\[libplan-search\.so\.0\]' &&
     [ ! -L "$lib/libplan.so.0" ] && [ ! -L "$lib/libplan-verify.so.0" ] &&
     readelf -d "$lib/libplan.so.0" | grep -q 'SONAME.*\[libplan\.so\.0\]' &&
     readelf -d "$lib/libplan-verify.so.0" |
@@ -117,8 +121,8 @@ fi
 pc() { clean PKG_CONFIG_PATH="$lib/pkgconfig" pkg-config "$@"; }
 check "pkg-config finds yaml-0.1 libxxhash openblas (Debian names)" \
   pc --exists --print-errors yaml-0.1 libxxhash openblas
-check "pkg-config finds libplan and libplan-verify" \
-  pc --exists --print-errors libplan libplan-verify
+check "pkg-config finds libplan, libplan-verify and libplan-search" \
+  pc --exists --print-errors libplan libplan-verify libplan-search
 # pkg-config's words, one space apart (it ends its line with a space)
 # shellcheck disable=SC2086
 pcw() { w=$(pc "$@") && echo $w; }
@@ -179,6 +183,19 @@ verify_ok() {
     grep -q "libplan-verify\.so\.0 => $lib/libplan-verify\.so\.0"
 }
 check "verify.c: EQUAL, on libplan-verify.so.0 alone" verify_ok
+
+check "cc \$(pkg-config --cflags --libs libplan-search) search.c" \
+  build_c "$tmp/search" "$here/search.c" libplan-search
+search_ok() {
+  want=$(clean "$prefix/bin/plan" search "$root/examples/mlp-program.yaml" \
+    --mesh dp=2,tp=2 --strategy megatron -o "$tmp/searched.plan.yaml" >/dev/null &&
+    clean "$prefix/bin/plan" hash "$tmp/searched.plan.yaml") &&
+    got=$(run_lib "$tmp/search" "$root/examples/mlp-program.yaml") &&
+    echo "search.c: $got, plan search: $want" &&
+    [ -n "$want" ] && [ "$got" = "$want" ] &&
+    needed "$tmp/search" | grep -qx libplan-search.so.0
+}
+check "search.c: in-process search, the tool's plan hash, on libplan-search.so.0" search_ok
 
 # Statically: the archives, with what pkg-config --static adds; -l:NAME.a
 # picks the archive where the shared library sits beside it.
