@@ -67,10 +67,6 @@
 
 #include "nccl_emu.h"
 
-/* A stand-in for libnccl.so.2: every nccl* function is its API, exported
- * whatever -fvisibility the project builds with. */
-#pragma GCC visibility push(default)
-
 #define FAKE_MAX_RANKS 256
 #define FAKE_MAX_QUEUE 1024
 
@@ -688,4 +684,3 @@ const char *ncclGetErrorString(ncclResult_t result) {
     return "unknown result code (fake)";
   }
 }
-#pragma GCC visibility pop
