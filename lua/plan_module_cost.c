@@ -39,7 +39,7 @@ static int m_cost_op(lua_State *L) {
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 4, NULL));
   double s;
   lp->n_cost_op++;
-  if (!m || plan_cost_op_placed(&s, m, lp->p, op, in, out))
+  if (!m || plan_cost_op_seconds(&s, m, lp->p, op, in, out))
     return plan_lua_fail(L);
   lua_pushnumber(L, s);
   return 1;
@@ -56,7 +56,7 @@ static int m_cost_redist(lua_State *L) {
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 5, NULL));
   double s;
   lp->n_cost_redist++;
-  if (!m || plan_cost_redistribute_placed(&s, m, lp->p, t, &a, &b))
+  if (!m || plan_cost_redist_seconds(&s, m, lp->p, t, &a, &b))
     return plan_lua_fail(L);
   lua_pushnumber(L, s);
   return 1;

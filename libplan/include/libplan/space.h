@@ -11,7 +11,8 @@
  * axis, in mesh order. The functions that take them from a caller (set,
  * price) expect them normalized for the tensor they place (dims in
  * 0..rank-1, nesting levels resolved): what plan_placement_resolve,
- * plan_placement_for_tensor, plan_op_strategies and the getters give. */
+ * plan_placement_for_tensor, plan_op_strategies and the getters give. The
+ * setters check that; the pricing, for speed, does not. */
 #ifndef LIBPLAN_SPACE_H
 #define LIBPLAN_SPACE_H
 
@@ -203,31 +204,35 @@ PLAN_API int plan_set_output_placement(plan_plan *p, int k,
 PLAN_API int plan_set_mesh_devices(plan_plan *p, const int64_t *devices);
 
 /* ---- pricing (allocation-free) --------------------------------------------
- * m is a model made for p's program and mesh shape (plan_cost_model_new);
- * the plan may be a copy a search edits. Both read only the model and the
- * plan and allocate nothing, so threads may price with one model at once. */
+ * What a search calls millions of times, so the arguments are not checked
+ * beyond the indices: out, m and p are not NULL, m was made for p's
+ * program and mesh shape (plan_cost_model_new; p may be a copy a search
+ * edits), and every placement given is a normalized placement of its
+ * tensor over p's mesh (what plan_placement_resolve,
+ * plan_placement_for_tensor, plan_op_strategies and the getters above
+ * give). Anything else is undefined behaviour; cost.h's plan_cost_op and
+ * plan_cost_redistribute are the checked string forms. Both read only the
+ * model and the plan and allocate nothing, so threads may price with one
+ * model at once. */
 
 /* Seconds op `op` takes on its local blocks (the slowest rank's, forward,
- * whole batch) when it consumes in[0..nin) and produces outs[0..nout);
- * NULL for either: the plan's own strategy. PLAN_EUSAGE (and *out 0) for a
- * NULL out, m or p, no mesh, a model of another program or mesh shape, an
- * op out of range, or NULL placements for an op without a strategy;
- * PLAN_EINVALID for a placement that does not fit. */
-PLAN_API int plan_cost_op_placed(double *out, const plan_cost_model *m,
-                                 const plan_plan *p, int op,
-                                 const plan_placement *in,
-                                 const plan_placement *outs);
+ * whole batch) when it consumes in[0..nin) and produces out_pl[0..nout);
+ * NULL for either: the plan's own strategy. PLAN_EUSAGE (and *out 0) for
+ * an op out of range, or NULL placements for an op without a strategy. */
+PLAN_API int plan_cost_op_seconds(double *out, const plan_cost_model *m,
+                                  const plan_plan *p, int op,
+                                  const plan_placement *in,
+                                  const plan_placement *out_pl);
 
 /* Seconds to change tensor `tensor` from placement *from to *to (whole
  * batch): the redistribution planner's steps, each priced on the devices
- * its group spans. 0 when they are equal. PLAN_EUSAGE (and *out 0) as for
- * plan_cost_op_placed or a tensor out of range; PLAN_EINVALID for a
- * placement that does not fit or a change the planner cannot make. */
-PLAN_API int plan_cost_redistribute_placed(double *out,
-                                           const plan_cost_model *m,
-                                           const plan_plan *p, int tensor,
-                                           const plan_placement *from,
-                                           const plan_placement *to);
+ * its group spans; 0 when they are equal. PLAN_EUSAGE (and *out 0) for a
+ * tensor out of range; PLAN_EINVALID when the planner cannot make the
+ * change. */
+PLAN_API int plan_cost_redist_seconds(double *out, const plan_cost_model *m,
+                                      const plan_plan *p, int tensor,
+                                      const plan_placement *from,
+                                      const plan_placement *to);
 
 #ifdef __cplusplus
 }

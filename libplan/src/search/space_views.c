@@ -47,9 +47,15 @@ int plan_placement_format_text(char *buf, size_t size,
   if (!buf || !size || !pl || pl->naxes > PLAN_MAX_MESH_AXES)
     return plan_failf(PLAN_EUSAGE, "plan_placement_format_text: NULL "
                                    "argument, no room or too many axes");
+  if (size >= PLAN_PLACEMENT_STRLEN) { /* the common case: no copy */
+    plan_placement_format(pl, buf);
+    return PLAN_OK;
+  }
   char tmp[PLAN_PLACEMENT_STRLEN];
   size_t n = strlen(plan_placement_format(pl, tmp));
-  snprintf(buf, size, "%s", tmp);
+  size_t keep = n < size ? n : size - 1;
+  memcpy(buf, tmp, keep);
+  buf[keep] = '\0';
   if (n >= size)
     return plan_failf(PLAN_ELIMIT, "placement '%s' needs %zu bytes, not %zu",
                       tmp, n + 1, size);

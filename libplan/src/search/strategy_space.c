@@ -1,6 +1,7 @@
 /* The strategy space of an op, and in-place edits of a plan's decisions
  * (libplan/space.h; the reading side and the text forms are
- * space_views.c, the pricing space_cost.c). */
+ * space_views.c, the pricing cost/cost.c). The edits check the placements
+ * they are given: the core reads them unchecked from then on. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,7 +10,6 @@
 #include "ir/placement.h"
 #include "libplan/space.h"
 #include "read/plan_read.h"
-#include "search/space_check.h"
 
 /* The dim of operand `opnd` whose major factor is f, -1 when the operand
  * does not carry f, -2 when it carries f only as a minor factor of a
@@ -144,6 +144,57 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
   return PLAN_OK;
 }
 
+/* ---- edits ------------------------------------------------------------ */
+
+/* True when pl is a placement the core may read for a tensor of `rank` on
+ * a mesh of `naxes` axes: the axis count, kinds and reduces in range, S
+ * dims inside the rank and levels inside the mesh. */
+static bool fits(const plan_placement *pl, int naxes, int rank) {
+  if (pl->naxes != naxes)
+    return false;
+  for (int a = 0; a < naxes; a++) {
+    const plan_axis_pl *e = &pl->ax[a];
+    if (e->kind == PLAN_PL_S) {
+      if (e->dim < 0 || e->dim >= rank || e->level < 0 || e->level >= naxes)
+        return false;
+    } else if (e->kind == PLAN_PL_P) {
+      if (e->reduce >= PLAN_RED_COUNT)
+        return false;
+    } else if (e->kind != PLAN_PL_R) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* PLAN_OK, or PLAN_EINVALID naming `what` and the tensor. */
+static int check_placement(const plan_plan *p, int tensor,
+                           const plan_placement *pl, const char *what) {
+  const plan_tensor *t = &p->program->tensors[tensor];
+  if (fits(pl, p->mesh.naxes, t->rank))
+    return PLAN_OK;
+  char buf[PLAN_PLACEMENT_STRLEN];
+  return plan_failf(PLAN_EINVALID,
+                    "%s of tensor '%s': '%s' (%d axes) is no normalized "
+                    "placement for rank %d on %d mesh axes",
+                    what, t->name, plan_placement_format(pl, buf), pl->naxes,
+                    t->rank, p->mesh.naxes);
+}
+
+/* The placements of op `op`'s operands. */
+static int check_operands(const plan_plan *p, int op, const plan_placement *in,
+                          const plan_placement *out) {
+  const plan_op *o = &p->program->ops[op];
+  int rc;
+  for (int j = 0; j < o->nin; j++)
+    if ((rc = check_placement(p, o->in[j], &in[j], "input")))
+      return rc;
+  for (int k = 0; k < o->nout; k++)
+    if ((rc = check_placement(p, o->out[k], &out[k], "output")))
+      return rc;
+  return PLAN_OK;
+}
+
 static plan_strategy *strategies_of(plan_plan *p) {
   if (!p->strategies) {
     size_t n = (size_t)p->program->nops + 1;
@@ -164,7 +215,7 @@ int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
     return plan_failf(PLAN_EUSAGE, "plan_set_strategy: op '%s': NULL "
                       "placements", o->name);
   int rc;
-  if ((rc = plan_space_check_operands(p, op, in, out)))
+  if ((rc = check_operands(p, op, in, out)))
     return rc;
   plan_strategy *all = strategies_of(p);
   if (!all)
@@ -204,7 +255,7 @@ int plan_set_placement(plan_plan *p, int tensor, const plan_placement *pl) {
     return plan_failf(PLAN_EUSAGE,
                       "plan_set_placement: tensor %d is not a leaf", tensor);
   int rc;
-  if (pl && (rc = plan_space_check_placement(p, tensor, pl, "placement")))
+  if (pl && (rc = check_placement(p, tensor, pl, "placement")))
     return rc;
   plan_tensor_pl *tp = &p->placements[tensor];
   tp->set = pl != NULL;
@@ -219,7 +270,7 @@ int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl) {
     return plan_failf(PLAN_EUSAGE, "plan_set_output_placement: no output %d",
                       k);
   int rc;
-  if (pl && (rc = plan_space_check_placement(p, p->program->outputs[k], pl,
+  if (pl && (rc = check_placement(p, p->program->outputs[k], pl,
                                              "output placement")))
     return rc;
   plan_tensor_pl *tp = &p->out_pl[k];
