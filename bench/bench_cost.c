@@ -218,8 +218,8 @@ static int run(const char *file, const char *hw, int reps, int *fails) {
     printf("%s: %d ops, %d tensors, mesh %s, %d producer->consumer pairs "
            "(%d to R)\n",
            base ? base + 1 : file, plan_program_op_count(plan_get_program(p)),
-           plan_program_tensor_count(plan_get_program(p)), mesh,
-           b.npairs, b.nto_r);
+           plan_program_tensor_count(plan_get_program(p)), mesh, b.npairs,
+           b.nto_r);
     double cand = 0;
     for (int k = 0; k < NKINDS; k++) {
       double v = rate(&b, k, reps);

@@ -1,8 +1,8 @@
 /* What the files of the plan Lua module share (lua/plan_module*.c): the
  * plan userdata, the box that holds C memory across calls that can raise,
  * the argument checks and pushes of the plan's methods, and each file's
- * method table. The module uses the public API alone (the libplan headers; `make
- * check-lua-public`).
+ * method table. The module uses the public API alone (the libplan headers;
+ * `make check-lua-public`).
  *
  * Habits (Lua's own libraries): recoverable failures come back as
  * nil, message; misuse raises an error with the caller's position. A Lua
@@ -89,8 +89,8 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
                             const plan_placement *out);
 /* Reads a strategy table at `arg` for op `op` into in/out; raises on
  * error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op,
-                             int arg, plan_placement *in, plan_placement *out);
+void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+                             plan_placement *in, plan_placement *out);
 /* A list of the names of op `op`'s inputs (output 0) or outputs (1). */
 void plan_lua_push_operands(lua_State *L, const plan_program *prog, int op,
                             int output);

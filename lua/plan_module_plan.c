@@ -190,7 +190,8 @@ static int m_outputs(lua_State *L) {
   int n = plan_program_output_count(prog);
   lua_createtable(L, n, 0);
   for (int k = 0; k < n; k++) {
-    lua_pushstring(L, plan_program_tensor_name(prog, plan_program_output(prog, k)));
+    lua_pushstring(
+        L, plan_program_tensor_name(prog, plan_program_output(prog, k)));
     lua_rawseti(L, -2, k + 1);
   }
   return 1;

@@ -128,8 +128,8 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
 
 /* Reads a strategy table at `arg` for op `op` into in/out; raises on
  * error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op,
-                             int arg, plan_placement *in, plan_placement *out) {
+void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+                             plan_placement *in, plan_placement *out) {
   const plan_program *prog = plan_get_program(p);
   const char *name = plan_program_op_name(prog, op);
   luaL_checktype(L, arg, LUA_TTABLE);

@@ -194,14 +194,15 @@ enum {
 };
 
 typedef struct plan_provenance_value {
-  int type;          /* PLAN_VALUE_* */
-  int boolean;       /* BOOL: 0 or 1 */
-  int64_t integer;   /* INT */
-  double number;     /* FLOAT */
+  int type;           /* PLAN_VALUE_* */
+  int boolean;        /* BOOL: 0 or 1 */
+  int64_t integer;    /* INT */
+  double number;      /* FLOAT */
   const char *string; /* STRING: NUL-terminated */
-  int count;         /* SEQ: items; MAP: entries */
-  const struct plan_provenance_value *items; /* SEQ, MAP: count values */
-  const char *const *keys; /* MAP: count keys, in order, distinct */
+  int count;          /* SEQ: items; MAP: entries */
+  /* SEQ and MAP: count values; MAP: count keys, in order, distinct */
+  const struct plan_provenance_value *items;
+  const char *const *keys;
 } plan_provenance_value;
 
 /* The plan's provenance mapping, copied into *out: one block (the values,

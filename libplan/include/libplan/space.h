@@ -31,9 +31,9 @@ extern "C" {
  * The library's own limits (the core defines the same values; a mismatch
  * does not compile). */
 
-#define PLAN_MAX_RANK 8       /* dims of a tensor */
-#define PLAN_MAX_MESH_AXES 8  /* axes of a mesh */
-#define PLAN_MAX_OPERANDS 16  /* inputs + outputs of one op */
+#define PLAN_MAX_RANK 8      /* dims of a tensor */
+#define PLAN_MAX_MESH_AXES 8 /* axes of a mesh */
+#define PLAN_MAX_OPERANDS 16 /* inputs + outputs of one op */
 /* Bytes the compact form of any placement needs, NUL included. */
 #define PLAN_PLACEMENT_STRLEN (PLAN_MAX_MESH_AXES * 12 + 1)
 
@@ -171,7 +171,9 @@ PLAN_API int plan_get_output_placement(plan_placement *out, const plan_plan *p,
 PLAN_API int plan_op_pinned(const plan_plan *p, int op);
 
 /* ---- editing decisions in place ------------------------------------------
- * The plan keeps copies of what it is given. The edits are taken as given
+ * The plan keeps copies of what it is given (plan_set_strategy and
+ * plan_set_mesh_devices in memory the plan holds until plan_free, so every
+ * call grows it by the copy). The edits are taken as given
  * (plan_validate judges them); placements must have the mesh's axis count,
  * kinds and reduces in range and S dims inside the tensor's rank, else
  * PLAN_EINVALID naming the operand, with nothing changed. */

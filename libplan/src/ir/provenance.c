@@ -165,8 +165,9 @@ static int check(const plan_provenance_value *v, int depth) {
     return plan_failf(PLAN_EINVALID, "provenance: no value type %d", v->type);
   }
   if (v->count < 0 || (v->count && !v->items))
-    return plan_failf(PLAN_EINVALID, "provenance: a list or map of %d values "
-                                     "without them",
+    return plan_failf(PLAN_EINVALID,
+                      "provenance: a list or map of %d values "
+                      "without them",
                       v->count);
   int rc;
   if (v->type == PLAN_VALUE_MAP) {

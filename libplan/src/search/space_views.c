@@ -86,8 +86,8 @@ int plan_op_kind_count(void) {
   return PLAN_OP_COUNT;
 }
 
-int plan_op_kind_operands(int *min_in, int *max_in, int *min_out,
-                          int *max_out, int kind) {
+int plan_op_kind_operands(int *min_in, int *max_in, int *min_out, int *max_out,
+                          int kind) {
   const plan_op_info *info = plan_op_info_get(kind);
   if (!info)
     return plan_failf(PLAN_ENOTFOUND, "no op kind %d (0..%d)", kind,
