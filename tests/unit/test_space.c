@@ -340,6 +340,42 @@ static void test_set_strategy(void **state) {
   plan_free(p);
 }
 
+/* What a plan file states can be set back as it is (a search's undo puts
+ * back what it read): every example's strategies and placements. */
+static void test_set_back(void **state) {
+  (void)state;
+  static const char *const files[] = {
+      MEGATRON,
+      "examples/transformer-block.plan.yaml",
+      "examples/transformer-train.plan.yaml",
+      "examples/moe-experts.plan.yaml",
+      "examples/pipeline-1f1b.plan.yaml",
+      "examples/transformer4-interleaved.plan.yaml",
+      "examples/models/llama3-8b-layer.recipe.plan.yaml",
+  };
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    plan_plan *p = load(files[f]);
+    const plan_program *prog = plan_get_program(p);
+    int set = 0;
+    for (int op = 0; op < plan_program_op_count(prog); op++) {
+      plan_op_strategy s;
+      if (plan_get_strategy(&s, p, op))
+        continue;
+      if (plan_set_strategy(p, op, s.in, s.out))
+        fail_msg("%s: op %d: %s", files[f], op, plan_error_last()->message);
+      set++;
+    }
+    assert_true(set > 0);
+    for (int t = 0; t < plan_program_tensor_count(prog); t++) {
+      plan_placement pl;
+      if (plan_program_tensor_producer(prog, t) < 0 &&
+          !plan_get_placement(&pl, p, t) && plan_set_placement(p, t, &pl))
+        fail_msg("%s: tensor %d: %s", files[f], t, plan_error_last()->message);
+    }
+    plan_free(p);
+  }
+}
+
 static void test_set_placements(void **state) {
   (void)state;
   plan_plan *p = load(MEGATRON);
@@ -569,6 +605,7 @@ int main(void) {
       cmocka_unit_test(test_op_kinds),
       cmocka_unit_test(test_strategies),
       cmocka_unit_test(test_set_strategy),
+      cmocka_unit_test(test_set_back),
       cmocka_unit_test(test_set_placements),
       cmocka_unit_test(test_mesh_devices),
       cmocka_unit_test(test_pricing),
