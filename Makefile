@@ -252,6 +252,18 @@ check-cli-public:
 	done
 	@echo "cli-public: $(words $(CLI_PUBLIC_SRC)) files compile with the public headers alone"
 
+# The Lua module is built on the public API alone too: every lua/*.c
+# compiles with the public headers, its own and Lua's and CBC's, none of
+# libplan/src, verifier/ or runners/.
+.PHONY: check-lua-public
+LUA_PUBLIC_SRC := $(sort $(wildcard lua/*.c))
+check-lua-public:
+	@for f in $(LUA_PUBLIC_SRC); do \
+	  $(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -fsyntax-only $(WARN) \
+	    -Ilibplan/include -Ilua $(LUA_CFLAGS) $(CBC_CFLAGS) $$f || exit 1; \
+	done
+	@echo "lua-public: $(words $(LUA_PUBLIC_SRC)) files compile with the public headers alone"
+
 # plan verify --distributed: a process per rank, over TCP (tests/dist/run.sh)
 check-dist: $(TOOL)
 	@sh tests/dist/run.sh $(TOOL)

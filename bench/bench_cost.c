@@ -6,7 +6,8 @@
  * The plans are Llama-style decoder stacks written by bench/gen_plan.py
  * (run.sh makes 8 and 32 layers on dp x tp = 2x4 and 8x8). For each plan,
  * with the h100 profile unless --hardware says otherwise, each measured
- * for at least 0.3 s (best of REPS such runs):
+ * for at least 0.3 s (best of REPS such runs), through the struct-based
+ * pricing a search calls (libplan/space.h):
  *   op (plan)        plan_cost_op_seconds on every op, its own strategy
  *   op (replicated)  the same with every operand R (another strategy: other
  *                    block sizes, compute instead of memory bound)
@@ -27,14 +28,14 @@
  * them with the dynamic program over layers, runs well under 1 s.
  * PASS/FAIL per plan; the exit status is 0 unless something fails to run. */
 #define _DEFAULT_SOURCE /* wait4, in bench_common.h */
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_common.h"
-#include "cost/cost_model.h"
 #include "libplan/libplan.h"
-#include "ir/placement.h"
 
 #define TARGET 1e6
 #define MIN_SECONDS 0.3
@@ -54,41 +55,66 @@ typedef struct bench {
 
 static volatile double sink;
 
-static plan_placement produced(const plan_plan *p, int t) {
-  const plan_tensor *x = &p->program->tensors[t];
-  plan_placement pl;
-  if (x->producer >= 0)
-    return p->strategies[x->producer].out[x->producer_slot];
-  if (p->placements[t].set)
-    return p->placements[t].pl;
-  plan_placement_replicated(&pl, p->mesh.naxes);
-  return pl;
+static void replicated(plan_placement *pl, int naxes) {
+  memset(pl, 0, sizeof *pl);
+  pl->naxes = (uint8_t)naxes;
+}
+
+static bool is_replicated(const plan_placement *pl) {
+  for (int a = 0; a < pl->naxes; a++)
+    if (pl->ax[a].kind != PLAN_PL_R)
+      return false;
+  return true;
+}
+
+/* How tensor t is produced: its producer's output placement, or the
+ * leaf's stored one (R when the plan states none). */
+static int produced(plan_placement *out, const plan_plan *p, int t) {
+  const plan_program *prog = plan_get_program(p);
+  int op = plan_program_tensor_producer(prog, t);
+  if (op < 0) {
+    if (plan_get_placement(out, p, t))
+      replicated(out, plan_mesh_axis_count(p));
+    return 0;
+  }
+  plan_op_strategy s;
+  if (plan_get_strategy(&s, p, op))
+    return -1;
+  for (int k = 0; k < plan_program_op_output_count(prog, op); k++)
+    if (plan_program_op_output(prog, op, k) == t) {
+      *out = s.out[k];
+      return 0;
+    }
+  return -1;
 }
 
 static int setup(bench *b) {
-  const plan_program *prog = b->p->program;
-  int n = 0;
-  for (int i = 0; i < prog->nops; i++)
-    n += prog->ops[i].nin;
+  const plan_program *prog = plan_get_program(b->p);
+  int nops = plan_program_op_count(prog), n = 0;
+  for (int i = 0; i < nops; i++)
+    n += plan_program_op_input_count(prog, i);
   b->pairs = calloc((size_t)n + 1, sizeof *b->pairs);
   b->to_r = calloc((size_t)n + 1, sizeof *b->to_r);
-  b->op_first = calloc((size_t)prog->nops + 1, sizeof(int));
-  b->op_count = calloc((size_t)prog->nops + 1, sizeof(int));
+  b->op_first = calloc((size_t)nops + 1, sizeof(int));
+  b->op_count = calloc((size_t)nops + 1, sizeof(int));
   if (!b->pairs || !b->to_r || !b->op_first || !b->op_count)
     return -1;
-  for (int i = 0; i < prog->nops; i++) {
-    const plan_op *o = &prog->ops[i];
+  for (int i = 0; i < nops; i++) {
+    plan_op_strategy s;
+    if (plan_get_strategy(&s, b->p, i))
+      return -1;
     b->op_first[i] = b->nto_r;
-    for (int j = 0; j < o->nin; j++) {
+    for (int j = 0; j < plan_program_op_input_count(prog, i); j++) {
       pair *q = &b->pairs[b->npairs++];
-      q->tensor = o->in[j];
-      q->from = produced(b->p, o->in[j]);
-      q->to = b->p->strategies[i].in[j];
-      if (!plan_placement_is_replicated(&q->from)) {
+      q->tensor = plan_program_op_input(prog, i, j);
+      if (produced(&q->from, b->p, q->tensor))
+        return -1;
+      q->to = s.in[j];
+      if (!is_replicated(&q->from)) {
         pair *r = &b->to_r[b->nto_r++];
         r->tensor = q->tensor;
         r->from = q->from;
-        plan_placement_replicated(&r->to, b->p->mesh.naxes);
+        replicated(&r->to, plan_mesh_axis_count(b->p));
       }
     }
     b->op_count[i] = b->nto_r - b->op_first[i];
@@ -103,16 +129,16 @@ static const char *const kind_names[NKINDS] = {"op (plan)", "op (replicated)",
 
 /* One pass over the plan; returns the evaluations made. */
 static long pass(const bench *b, int kind) {
-  const plan_program *prog = b->p->program;
+  int nops = plan_program_op_count(plan_get_program(b->p));
   plan_placement repl[PLAN_MAX_OPERANDS];
   for (int j = 0; j < PLAN_MAX_OPERANDS; j++)
-    plan_placement_replicated(&repl[j], b->p->mesh.naxes);
+    replicated(&repl[j], plan_mesh_axis_count(b->p));
   double acc = 0, t;
   long n = 0;
   switch (kind) {
   case OP_PLAN:
   case OP_REPL:
-    for (int i = 0; i < prog->nops; i++) {
+    for (int i = 0; i < nops; i++) {
       plan_cost_op_seconds(&t, b->m, b->p, i, kind == OP_REPL ? repl : NULL,
                            kind == OP_REPL ? repl : NULL);
       acc += t;
@@ -132,7 +158,7 @@ static long pass(const bench *b, int kind) {
     break;
   }
   default:
-    for (int i = 0; i < prog->nops; i++) {
+    for (int i = 0; i < nops; i++) {
       plan_cost_op_seconds(&t, b->m, b->p, i, repl, repl);
       acc += t;
       n++;
@@ -184,15 +210,16 @@ static int run(const char *file, const char *hw, int reps, int *fails) {
   int rc = setup(&b);
   if (!rc) {
     char mesh[128] = "";
-    for (int a = 0; a < p->mesh.naxes; a++)
+    for (int a = 0; a < plan_mesh_axis_count(p); a++)
       snprintf(mesh + strlen(mesh), sizeof mesh - strlen(mesh), "%s%s=%lld",
-               a ? "x" : "", p->mesh.axis_names[a],
-               (long long)p->mesh.axis_sizes[a]);
+               a ? "x" : "", plan_mesh_axis_name(p, a),
+               (long long)plan_mesh_axis_size(p, a));
     const char *base = strrchr(file, '/');
     printf("%s: %d ops, %d tensors, mesh %s, %d producer->consumer pairs "
            "(%d to R)\n",
-           base ? base + 1 : file, p->program->nops, p->program->ntensors, mesh,
-           b.npairs, b.nto_r);
+           base ? base + 1 : file, plan_program_op_count(plan_get_program(p)),
+           plan_program_tensor_count(plan_get_program(p)), mesh, b.npairs,
+           b.nto_r);
     double cand = 0;
     for (int k = 0; k < NKINDS; k++) {
       double v = rate(&b, k, reps);

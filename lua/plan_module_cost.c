@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "libplan/cost.h"
-#include "cost/cost_model.h"
+#include "libplan/space.h"
 #include "plan_module_internal.h"
 
 /* The cost model of this plan's mesh, made on first use (or when another
@@ -34,9 +34,8 @@ static const plan_cost_model *cost_model(lua_State *L, lplan *lp,
 static int m_cost_op(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   int op = plan_lua_check_op(L, lp->p, 2);
-  const plan_op *o = &lp->p->program->ops[op];
   plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
-  plan_lua_check_strategy(L, lp->p, o, 3, in, out);
+  plan_lua_check_strategy(L, lp->p, op, 3, in, out);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 4, NULL));
   double s;
   lp->n_cost_op++;
@@ -51,10 +50,9 @@ static int m_cost_op(lua_State *L) {
 static int m_cost_redist(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   int t = plan_lua_check_tensor(L, lp->p, 2);
-  int rank = lp->p->program->tensors[t].rank;
   plan_placement a, b;
-  plan_lua_parse_placement(L, lp->p, luaL_checkstring(L, 3), rank, &a);
-  plan_lua_parse_placement(L, lp->p, luaL_checkstring(L, 4), rank, &b);
+  plan_lua_parse_placement(L, lp->p, luaL_checkstring(L, 3), t, &a);
+  plan_lua_parse_placement(L, lp->p, luaL_checkstring(L, 4), t, &b);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 5, NULL));
   double s;
   lp->n_cost_redist++;
@@ -69,7 +67,7 @@ static int m_cost_redist(lua_State *L) {
 static int m_cost(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 2, NULL));
-  plan_lua_box *b = plan_lua_box_new(L, free); /* for the text */
+  plan_lua_box *b = plan_lua_box_new(L, plan_buffer_free); /* the text */
   plan_cost_report *r;
   lp->n_cost_plan++;
   if (!m || plan_cost_plan(&r, m, lp->p))

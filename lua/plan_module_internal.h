@@ -1,7 +1,8 @@
 /* What the files of the plan Lua module share (lua/plan_module*.c): the
  * plan userdata, the box that holds C memory across calls that can raise,
  * the argument checks and pushes of the plan's methods, and each file's
- * method table.
+ * method table. The module uses the public API alone (the libplan headers;
+ * `make check-lua-public`).
  *
  * Habits (Lua's own libraries): recoverable failures come back as
  * nil, message; misuse raises an error with the caller's position. A Lua
@@ -17,8 +18,8 @@
 #include <stddef.h>
 
 #include "libplan/cost.h"
-#include "ir/ops.h"
-#include "ir/placement.h"
+#include "libplan/plan.h"
+#include "libplan/space.h"
 
 #define PLAN_MT "libplan.plan"
 
@@ -26,7 +27,7 @@
 typedef struct undo_entry {
   int op;
   bool had;
-  plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+  plan_op_strategy was;
 } undo_entry;
 
 /* The plan userdata: everything it holds is freed by its __gc. */
@@ -78,19 +79,21 @@ int plan_lua_check_op(lua_State *L, const plan_plan *p, int arg);
 /* The tensor named at argument `arg`; raises when none. */
 int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg);
 void plan_lua_push_placement(lua_State *L, const plan_placement *pl);
-/* Parses placement text for a tensor of rank `rank`; raises on error. */
+/* Parses placement text for tensor `tensor`; raises on error. */
 void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
-                              const char *text, int rank, plan_placement *out);
-/* {in = {...}, out = {...}} of placement strings. */
-void plan_lua_push_strategy(lua_State *L, const plan_op *o,
+                              const char *text, int tensor,
+                              plan_placement *out);
+/* {in = {...}, out = {...}} of placement strings for op `op`. */
+void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
                             const plan_placement *in,
                             const plan_placement *out);
-/* Reads a strategy table at `arg` for op o into in/out; raises on error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, const plan_op *o,
-                             int arg, plan_placement *in, plan_placement *out);
-/* A list of the names of tensors ts[0..n). */
-void plan_lua_push_names(lua_State *L, const plan_program *prog, const int *ts,
-                         int n);
+/* Reads a strategy table at `arg` for op `op` into in/out; raises on
+ * error. */
+void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+                             plan_placement *in, plan_placement *out);
+/* A list of the names of op `op`'s inputs (output 0) or outputs (1). */
+void plan_lua_push_operands(lua_State *L, const plan_program *prog, int op,
+                            int output);
 
 /* ---- the methods, by file ------------------------------------------------ */
 

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "libplan/plan.h"
 #include "libplan/cost.h"
-#include "lower/lower.h"
+#include "libplan/lowered.h"
+#include "libplan/plan.h"
+#include "libplan/space.h"
 #include "plan_module_internal.h"
-#include "search/strategy_space.h"
 
 static int m_gc(lua_State *L) {
   lplan *lp = plan_lua_toplan(L, 1);
@@ -31,14 +31,15 @@ static int m_tostring(lua_State *L) {
     return 1;
   }
   const plan_plan *p = lp->p;
+  const plan_program *prog = plan_get_program(p);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  lua_pushfstring(L, "plan '%s' (%d ops", plan_program_name(p->program),
-                  p->program->nops);
+  lua_pushfstring(L, "plan '%s' (%d ops", plan_program_name(prog),
+                  plan_program_op_count(prog));
   luaL_addvalue(&b);
-  for (int a = 0; a < p->mesh.naxes; a++) {
-    lua_pushfstring(L, "%s%s=%d", a ? " x " : "; mesh ", p->mesh.axis_names[a],
-                    (int)p->mesh.axis_sizes[a]);
+  for (int a = 0; a < plan_mesh_axis_count(p); a++) {
+    lua_pushfstring(L, "%s%s=%d", a ? " x " : "; mesh ",
+                    plan_mesh_axis_name(p, a), (int)plan_mesh_axis_size(p, a));
     luaL_addvalue(&b);
   }
   luaL_addchar(&b, ')');
@@ -99,7 +100,7 @@ static int m_lower(lua_State *L) {
   if (rc)
     return plan_lua_fail(L);
   rc = plan_write_file_atomic(path, text, len);
-  free(text);
+  plan_buffer_free(text);
   if (rc)
     return plan_lua_fail(L);
   lua_pushboolean(L, 1);
@@ -108,10 +109,11 @@ static int m_lower(lua_State *L) {
 
 static int m_ops(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  const plan_program *prog = lp->p->program;
-  lua_createtable(L, prog->nops, 0);
-  for (int i = 0; i < prog->nops; i++) {
-    lua_pushstring(L, prog->ops[i].name);
+  const plan_program *prog = plan_get_program(lp->p);
+  int n = plan_program_op_count(prog);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, plan_program_op_name(prog, i));
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -121,18 +123,17 @@ static int m_ops(lua_State *L) {
 static int m_op(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   int op = plan_lua_check_op(L, lp->p, 2);
-  const plan_program *prog = lp->p->program;
-  const plan_op *o = &prog->ops[op];
+  const plan_program *prog = plan_get_program(lp->p);
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, o->name);
+  lua_pushstring(L, plan_program_op_name(prog, op));
   lua_setfield(L, -2, "name");
   lua_pushstring(L, plan_program_op_kind(prog, op));
   lua_setfield(L, -2, "kind");
   lua_pushinteger(L, op + 1);
   lua_setfield(L, -2, "index");
-  plan_lua_push_names(L, prog, o->in, o->nin);
+  plan_lua_push_operands(L, prog, op, 0);
   lua_setfield(L, -2, "inputs");
-  plan_lua_push_names(L, prog, o->out, o->nout);
+  plan_lua_push_operands(L, prog, op, 1);
   lua_setfield(L, -2, "outputs");
   return 1;
 }
@@ -141,14 +142,15 @@ static int m_op(lua_State *L) {
 static int m_tensor(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   int t = plan_lua_check_tensor(L, lp->p, 2);
-  const plan_program *prog = lp->p->program;
-  const plan_tensor *x = &prog->tensors[t];
+  const plan_program *prog = plan_get_program(lp->p);
+  int64_t dims[PLAN_MAX_RANK];
+  int rank = plan_program_tensor_shape(prog, t, dims, PLAN_MAX_RANK);
   lua_createtable(L, 0, 5);
-  lua_pushstring(L, x->name);
+  lua_pushstring(L, plan_program_tensor_name(prog, t));
   lua_setfield(L, -2, "name");
-  lua_createtable(L, x->rank, 0);
-  for (int d = 0; d < x->rank; d++) {
-    lua_pushinteger(L, x->dims[d]);
+  lua_createtable(L, rank, 0);
+  for (int d = 0; d < rank; d++) {
+    lua_pushinteger(L, dims[d]);
     lua_rawseti(L, -2, d + 1);
   }
   lua_setfield(L, -2, "shape");
@@ -156,8 +158,9 @@ static int m_tensor(lua_State *L) {
   lua_setfield(L, -2, "dtype");
   lua_pushstring(L, plan_program_tensor_role(prog, t));
   lua_setfield(L, -2, "role");
-  if (x->producer >= 0) {
-    lua_pushstring(L, prog->ops[x->producer].name);
+  int producer = plan_program_tensor_producer(prog, t);
+  if (producer >= 0) {
+    lua_pushstring(L, plan_program_op_name(prog, producer));
     lua_setfield(L, -2, "producer");
   }
   return 1;
@@ -166,13 +169,14 @@ static int m_tensor(lua_State *L) {
 /* {{name = "dp", size = 2}, ...} */
 static int m_mesh(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  const plan_mesh *m = &lp->p->mesh;
-  lua_createtable(L, m->naxes, 0);
-  for (int a = 0; a < m->naxes; a++) {
+  const plan_plan *p = lp->p;
+  int naxes = plan_mesh_axis_count(p);
+  lua_createtable(L, naxes, 0);
+  for (int a = 0; a < naxes; a++) {
     lua_createtable(L, 0, 2);
-    lua_pushstring(L, m->axis_names[a]);
+    lua_pushstring(L, plan_mesh_axis_name(p, a));
     lua_setfield(L, -2, "name");
-    lua_pushinteger(L, m->axis_sizes[a]);
+    lua_pushinteger(L, plan_mesh_axis_size(p, a));
     lua_setfield(L, -2, "size");
     lua_rawseti(L, -2, a + 1);
   }
@@ -182,8 +186,14 @@ static int m_mesh(lua_State *L) {
 /* p:outputs(): the program's outputs, in order. */
 static int m_outputs(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  const plan_program *prog = lp->p->program;
-  plan_lua_push_names(L, prog, prog->outputs, prog->noutputs);
+  const plan_program *prog = plan_get_program(lp->p);
+  int n = plan_program_output_count(prog);
+  lua_createtable(L, n, 0);
+  for (int k = 0; k < n; k++) {
+    lua_pushstring(
+        L, plan_program_tensor_name(prog, plan_program_output(prog, k)));
+    lua_rawseti(L, -2, k + 1);
+  }
   return 1;
 }
 
@@ -192,12 +202,7 @@ static int m_outputs(lua_State *L) {
 static int m_pinned(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   int op = plan_lua_check_op(L, lp->p, 2);
-  bool pinned = false;
-  for (int i = 0; i < lp->p->nregions && !pinned; i++) {
-    const plan_region *r = &lp->p->regions[i];
-    pinned = r->kind == PLAN_REGION_PINNED && r->ops && r->ops[op];
-  }
-  lua_pushboolean(L, pinned);
+  lua_pushboolean(L, plan_op_pinned(lp->p, op));
   return 1;
 }
 
@@ -205,10 +210,10 @@ static int m_pinned(lua_State *L) {
  * the mesh axes), a list. */
 static int m_devices(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  const plan_mesh *m = &lp->p->mesh;
-  lua_createtable(L, (int)m->ndevices, 0);
-  for (int64_t r = 0; r < m->ndevices; r++) {
-    lua_pushinteger(L, m->devices ? m->devices[r] : r);
+  int64_t n = plan_mesh_device_count(lp->p);
+  lua_createtable(L, (int)n, 0);
+  for (int64_t r = 0; r < n; r++) {
+    lua_pushinteger(L, plan_mesh_device(lp->p, r));
     lua_rawseti(L, -2, r + 1);
   }
   return 1;
@@ -218,7 +223,7 @@ static int m_devices(lua_State *L) {
  * 0..n-1; nil: iota); the costs follow it. */
 static int m_set_devices(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  int64_t n = lp->p->mesh.ndevices;
+  int64_t n = plan_mesh_device_count(lp->p);
   int rc;
   if (lua_isnoneornil(L, 2)) {
     rc = plan_set_mesh_devices(lp->p, NULL);

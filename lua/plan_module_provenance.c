@@ -1,35 +1,37 @@
 /* The plan module's provenance: the plan's provenance mapping as Lua
- * values, and Lua values stored as one. */
+ * values, and Lua values stored as one (plan_provenance_value trees built
+ * in Lua-owned memory, which the plan copies). */
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "libplan/plan.h"
 #include "plan_module_internal.h"
 
-static void push_value(lua_State *L, const plan_value *v) {
+static void push_value(lua_State *L, const plan_provenance_value *v) {
   luaL_checkstack(L, 4, "provenance too deep");
-  switch (v ? v->kind : PLAN_V_NULL) {
-  case PLAN_V_BOOL:
-    lua_pushboolean(L, v->b);
+  switch (v->type) {
+  case PLAN_VALUE_BOOL:
+    lua_pushboolean(L, v->boolean);
     break;
-  case PLAN_V_INT:
-    lua_pushinteger(L, (lua_Integer)v->i);
+  case PLAN_VALUE_INT:
+    lua_pushinteger(L, (lua_Integer)v->integer);
     break;
-  case PLAN_V_FLOAT:
-    lua_pushnumber(L, v->f);
+  case PLAN_VALUE_FLOAT:
+    lua_pushnumber(L, v->number);
     break;
-  case PLAN_V_STRING:
-    lua_pushstring(L, v->s);
+  case PLAN_VALUE_STRING:
+    lua_pushstring(L, v->string);
     break;
-  case PLAN_V_SEQ:
-  case PLAN_V_MAP:
-    lua_createtable(L, v->kind == PLAN_V_SEQ ? v->n : 0,
-                    v->kind == PLAN_V_MAP ? v->n : 0);
-    for (int i = 0; i < v->n; i++) {
-      push_value(L, v->items[i]);
-      if (v->kind == PLAN_V_SEQ)
+  case PLAN_VALUE_SEQ:
+  case PLAN_VALUE_MAP:
+    lua_createtable(L, v->type == PLAN_VALUE_SEQ ? v->count : 0,
+                    v->type == PLAN_VALUE_MAP ? v->count : 0);
+    for (int i = 0; i < v->count; i++) {
+      push_value(L, &v->items[i]);
+      if (v->type == PLAN_VALUE_SEQ)
         lua_rawseti(L, -2, i + 1);
       else
         lua_setfield(L, -2, v->keys[i]);
@@ -43,9 +45,16 @@ static void push_value(lua_State *L, const plan_value *v) {
 /* p:provenance(): the provenance mapping as a table, or nil. */
 static int m_provenance(lua_State *L) {
   lplan *lp = plan_lua_live(L);
-  if (!lp->p->provenance)
+  plan_lua_box *b = plan_lua_box_new(L, plan_buffer_free);
+  plan_provenance_value *v;
+  int rc = plan_get_provenance(&v, lp->p);
+  if (rc == PLAN_ENOTFOUND)
     return 0;
-  push_value(L, lp->p->provenance);
+  if (rc)
+    return plan_lua_fail(L);
+  b->ptr = v;
+  push_value(L, v);
+  plan_lua_box_release(b);
   return 1;
 }
 
@@ -53,38 +62,45 @@ static int cmp_keys(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* The Lua value at idx as a plan_value in the plan's arena (tables with
- * keys 1..n are sequences, others maps with their keys sorted, so the
- * result never depends on Lua's table order); raises on other types. */
-static plan_value *to_value(lua_State *L, plan_plan *p, int idx, int depth) {
+/* A zeroed userdata of `size` bytes, anchored in the table at `anchors`
+ * so that it lives as long as that table. */
+static void *anchored(lua_State *L, int anchors, size_t size) {
+  void *ud = lua_newuserdatauv(L, size, 0);
+  memset(ud, 0, size);
+  lua_rawseti(L, anchors, (lua_Integer)luaL_len(L, anchors) + 1);
+  return ud;
+}
+
+/* The Lua value at idx into *v: tables with keys 1..n are sequences,
+ * others maps with their keys sorted, so the result never depends on
+ * Lua's table order; raises on other types. Arrays and the strings they
+ * point to are Lua's: userdata kept in the table at `anchors` and the
+ * strings of the tables read (which the caller keeps alive). */
+static void to_value(lua_State *L, int anchors, int idx, int depth,
+                     plan_provenance_value *v) {
   idx = lua_absindex(L, idx);
   if (depth > 16)
     luaL_error(L, "provenance: nested too deep");
   luaL_checkstack(L, 4, "provenance too deep");
-  plan_value *v = plan_arena_alloc(&p->arena, sizeof *v);
-  if (!v)
-    luaL_error(L, "out of memory");
   memset(v, 0, sizeof *v);
   switch (lua_type(L, idx)) {
   case LUA_TBOOLEAN:
-    v->kind = PLAN_V_BOOL;
-    v->b = lua_toboolean(L, idx);
-    return v;
+    v->type = PLAN_VALUE_BOOL;
+    v->boolean = lua_toboolean(L, idx);
+    return;
   case LUA_TNUMBER:
     if (lua_isinteger(L, idx)) {
-      v->kind = PLAN_V_INT;
-      v->i = (int64_t)lua_tointeger(L, idx);
+      v->type = PLAN_VALUE_INT;
+      v->integer = (int64_t)lua_tointeger(L, idx);
     } else {
-      v->kind = PLAN_V_FLOAT;
-      v->f = lua_tonumber(L, idx);
+      v->type = PLAN_VALUE_FLOAT;
+      v->number = lua_tonumber(L, idx);
     }
-    return v;
+    return;
   case LUA_TSTRING:
-    v->kind = PLAN_V_STRING;
-    v->s = plan_arena_strdup(&p->arena, lua_tostring(L, idx));
-    if (!v->s)
-      luaL_error(L, "out of memory");
-    return v;
+    v->type = PLAN_VALUE_STRING;
+    v->string = lua_tostring(L, idx);
+    return;
   case LUA_TTABLE:
     break;
   default:
@@ -98,40 +114,35 @@ static plan_value *to_value(lua_State *L, plan_plan *p, int idx, int depth) {
     lua_pop(L, 1);
   }
   bool seq = count == n;
-  v->kind = seq ? PLAN_V_SEQ : PLAN_V_MAP;
-  v->n = count;
-  v->items =
-      plan_arena_alloc(&p->arena, sizeof *v->items * (size_t)(count + 1));
-  if (!v->items)
-    luaL_error(L, "out of memory");
+  v->type = seq ? PLAN_VALUE_SEQ : PLAN_VALUE_MAP;
+  v->count = count;
+  plan_provenance_value *items =
+      anchored(L, anchors, sizeof *items * (size_t)(count + 1));
+  v->items = items;
   if (seq) {
     for (int i = 0; i < count; i++) {
       lua_rawgeti(L, idx, i + 1);
-      v->items[i] = to_value(L, p, -1, depth + 1);
+      to_value(L, anchors, -1, depth + 1, &items[i]);
       lua_pop(L, 1);
     }
-    return v;
+    return;
   }
-  v->keys = plan_arena_alloc(&p->arena, sizeof *v->keys * (size_t)(count + 1));
-  if (!v->keys)
-    luaL_error(L, "out of memory");
+  const char **keys = anchored(L, anchors, sizeof *keys * (size_t)(count + 1));
+  v->keys = keys;
   int k = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING)
       luaL_error(L, "provenance: map keys must be strings");
-    v->keys[k] = plan_arena_strdup(&p->arena, lua_tostring(L, -1));
-    if (!v->keys[k++])
-      luaL_error(L, "out of memory");
+    keys[k++] = lua_tostring(L, -1); /* held by the table */
   }
-  qsort(v->keys, (size_t)count, sizeof *v->keys, cmp_keys);
+  qsort(keys, (size_t)count, sizeof *keys, cmp_keys);
   for (int i = 0; i < count; i++) {
-    lua_getfield(L, idx, v->keys[i]);
-    v->items[i] = to_value(L, p, -1, depth + 1);
+    lua_getfield(L, idx, keys[i]);
+    to_value(L, anchors, -1, depth + 1, &items[i]);
     lua_pop(L, 1);
   }
-  return v;
 }
 
 /* p:set_provenance(table | nil): how the plan was made (a free mapping,
@@ -139,15 +150,19 @@ static plan_value *to_value(lua_State *L, plan_plan *p, int idx, int depth) {
 static int m_set_provenance(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   if (lua_isnoneornil(L, 2)) {
-    lp->p->provenance = NULL;
+    plan_set_provenance(lp->p, NULL);
     return 0;
   }
   luaL_checktype(L, 2, LUA_TTABLE);
-  plan_value *v = to_value(L, lp->p, 2, 0);
-  if (v->kind != PLAN_V_MAP && v->n)
+  lua_newtable(L); /* anchors the arrays until the plan has its copy */
+  int anchors = lua_gettop(L);
+  plan_provenance_value v;
+  to_value(L, anchors, 2, 0, &v);
+  if (v.type != PLAN_VALUE_MAP && v.count)
     return luaL_error(L, "provenance is a mapping");
-  v->kind = PLAN_V_MAP;
-  lp->p->provenance = v;
+  v.type = PLAN_VALUE_MAP;
+  if (plan_set_provenance(lp->p, &v))
+    return luaL_error(L, "%s", plan_error_last()->message);
   return 0;
 }
 

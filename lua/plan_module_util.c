@@ -68,10 +68,10 @@ lplan *plan_lua_new_plan(lua_State *L) {
 
 /* The op at argument `arg`: a name or a 1-based index. */
 int plan_lua_check_op(lua_State *L, const plan_plan *p, int arg) {
-  const plan_program *prog = p->program;
+  const plan_program *prog = plan_get_program(p);
   if (lua_type(L, arg) == LUA_TNUMBER) {
     lua_Integer i = luaL_checkinteger(L, arg);
-    if (i < 1 || i > prog->nops)
+    if (i < 1 || i > plan_program_op_count(prog))
       luaL_argerror(L, arg, "no op with that index");
     return (int)i - 1;
   }
@@ -84,7 +84,7 @@ int plan_lua_check_op(lua_State *L, const plan_plan *p, int arg) {
 
 int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
   const char *name = luaL_checkstring(L, arg);
-  int t = plan_program_tensor_find(p->program, name);
+  int t = plan_program_tensor_find(plan_get_program(p), name);
   if (t < 0)
     luaL_error(L, "no tensor '%s'", name);
   return t;
@@ -92,73 +92,83 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
 
 void plan_lua_push_placement(lua_State *L, const plan_placement *pl) {
   char buf[PLAN_PLACEMENT_STRLEN];
-  lua_pushstring(L, plan_placement_format(pl, buf));
+  plan_placement_format_text(buf, sizeof buf, pl);
+  lua_pushstring(L, buf);
 }
 
-/* Parses placement text for a tensor of rank `rank`; raises on error. */
+/* Parses placement text for tensor `tensor`; raises on error. */
 void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
-                              const char *text, int rank, plan_placement *out) {
-  char err[200];
-  size_t off;
-  if (plan_placement_parse(out, text, strlen(text), p->mesh.naxes, err,
-                           sizeof err, &off) ||
-      plan_placement_normalize(out, rank, err, sizeof err))
-    luaL_error(L, "placement '%s': %s", text, err);
+                              const char *text, int tensor,
+                              plan_placement *out) {
+  if (plan_placement_for_tensor(out, p, tensor, text))
+    luaL_error(L, "%s", plan_error_last()->message);
 }
 
 /* {in = {...}, out = {...}} of placement strings. */
-void plan_lua_push_strategy(lua_State *L, const plan_op *o,
+void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
                             const plan_placement *in,
                             const plan_placement *out) {
+  const plan_program *prog = plan_get_program(p);
+  int nin = plan_program_op_input_count(prog, op);
+  int nout = plan_program_op_output_count(prog, op);
   lua_createtable(L, 0, 2);
-  lua_createtable(L, o->nin, 0);
-  for (int j = 0; j < o->nin; j++) {
+  lua_createtable(L, nin, 0);
+  for (int j = 0; j < nin; j++) {
     plan_lua_push_placement(L, &in[j]);
     lua_rawseti(L, -2, j + 1);
   }
   lua_setfield(L, -2, "in");
-  lua_createtable(L, o->nout, 0);
-  for (int k = 0; k < o->nout; k++) {
+  lua_createtable(L, nout, 0);
+  for (int k = 0; k < nout; k++) {
     plan_lua_push_placement(L, &out[k]);
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "out");
 }
 
-/* Reads a strategy table at `arg` for op o into in/out; raises on error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, const plan_op *o,
-                             int arg, plan_placement *in, plan_placement *out) {
+/* Reads a strategy table at `arg` for op `op` into in/out; raises on
+ * error. */
+void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+                             plan_placement *in, plan_placement *out) {
+  const plan_program *prog = plan_get_program(p);
+  const char *name = plan_program_op_name(prog, op);
   luaL_checktype(L, arg, LUA_TTABLE);
   for (int side = 0; side < 2; side++) {
-    int n = side ? o->nout : o->nin;
-    const int *ts = side ? o->out : o->in;
+    int n = side ? plan_program_op_output_count(prog, op)
+                 : plan_program_op_input_count(prog, op);
     if (lua_getfield(L, arg, side ? "out" : "in") != LUA_TTABLE)
       luaL_error(L,
                  "op '%s': the strategy needs '%s', a list of %d "
                  "placements",
-                 o->name, side ? "out" : "in", n);
+                 name, side ? "out" : "in", n);
     if ((int)luaL_len(L, -1) != n)
-      luaL_error(L, "op '%s': '%s' has %d placements, the op %d", o->name,
+      luaL_error(L, "op '%s': '%s' has %d placements, the op %d", name,
                  side ? "out" : "in", (int)luaL_len(L, -1), n);
     for (int j = 0; j < n; j++) {
       lua_rawgeti(L, -1, j + 1);
       const char *text = lua_tostring(L, -1);
       if (!text)
-        luaL_error(L, "op '%s': placement %d of '%s' is not a string", o->name,
+        luaL_error(L, "op '%s': placement %d of '%s' is not a string", name,
                    j + 1, side ? "out" : "in");
-      plan_lua_parse_placement(L, p, text, p->program->tensors[ts[j]].rank,
-                               side ? &out[j] : &in[j]);
+      int t = side ? plan_program_op_output(prog, op, j)
+                   : plan_program_op_input(prog, op, j);
+      plan_lua_parse_placement(L, p, text, t, side ? &out[j] : &in[j]);
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
   }
 }
 
-void plan_lua_push_names(lua_State *L, const plan_program *prog, const int *ts,
-                         int n) {
+/* A list of the names of op `op`'s inputs (output 0) or outputs (1). */
+void plan_lua_push_operands(lua_State *L, const plan_program *prog, int op,
+                            int output) {
+  int n = output ? plan_program_op_output_count(prog, op)
+                 : plan_program_op_input_count(prog, op);
   lua_createtable(L, n, 0);
   for (int j = 0; j < n; j++) {
-    lua_pushstring(L, prog->tensors[ts[j]].name);
+    int t = output ? plan_program_op_output(prog, op, j)
+                   : plan_program_op_input(prog, op, j);
+    lua_pushstring(L, plan_program_tensor_name(prog, t));
     lua_rawseti(L, -2, j + 1);
   }
 }

@@ -25,8 +25,8 @@
 #include <string.h>
 
 #include "libplan/plan.h"
+#include "libplan/space.h"
 #include "libplan/trace.h"
-#include "ir/ops.h"
 #include "region_trace.h"
 
 #define TENSOR_MT "plan.region.tensor"
@@ -230,9 +230,11 @@ static void stage_attrs(lua_State *L, plan_trace *t, const char *op,
 static int op_call(lua_State *L) {
   plan_trace *t = box_of(L)->t;
   const char *name = lua_tostring(L, lua_upvalueindex(1));
-  int kind = plan_op_kind_from_name(name);
-  const plan_op_info *info = plan_op_info_get(kind);
-  int top = lua_gettop(L), nin = top, nout = info ? info->min_out : 1, na = 0;
+  int min_out;
+  if (plan_op_kind_operands(NULL, NULL, &min_out, NULL,
+                            plan_op_kind_from_name(name)))
+    min_out = 1;
+  int top = lua_gettop(L), nin = top, nout = min_out, na = 0;
   const call_attr *attrs = NULL;
   if (top > 0 && lua_type(L, top) == LUA_TTABLE) {
     nin = top - 1;
@@ -297,7 +299,7 @@ static void open_sandbox(lua_State *L) {
   lua_pushliteral(L, "tensor");
   lua_setfield(L, -2, "__name");
   lua_pop(L, 1);
-  for (int k = 0; k < PLAN_OP_COUNT; k++) {
+  for (int k = 0; k < plan_op_kind_count(); k++) {
     lua_pushstring(L, plan_op_kind_name(k));
     lua_pushcclosure(L, op_call, 1);
     lua_setglobal(L, plan_op_kind_name(k));
@@ -369,8 +371,9 @@ int plan_lua_trace_region(void *user, plan_trace *t) {
   sandbox box = {t, 0, 0};
   lua_State *L = lua_newstate(limited_alloc, &box);
   if (!L)
-    return plan_failf(PLAN_ENOMEM, "manual region '%s': no Lua state",
-                      plan_trace_region(t));
+    return plan_error_set(PLAN_ENOMEM, NULL, 0, 0,
+                          "manual region '%s': no Lua state",
+                          plan_trace_region(t));
   int rc = PLAN_OK;
   lua_pushcfunction(L, setup_and_run);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
@@ -392,11 +395,11 @@ int plan_lua_trace_region(void *user, plan_trace *t) {
     }
     const char *region = strstr(rest, head) == rest ? "" : head;
     if (rest == msg) /* no line of its own: the body's first */
-      rc = plan_fail(PLAN_EINVALID, file, plan_trace_body_line(t), 1, "%s%s",
-                     region, msg);
+      rc = plan_error_set(PLAN_EINVALID, file, plan_trace_body_line(t), 1,
+                          "%s%s", region, msg);
     else
-      rc = plan_failf(PLAN_EINVALID, "%.*s%s%s", (int)(rest - msg), msg,
-                      region, rest);
+      rc = plan_error_set(PLAN_EINVALID, NULL, 0, 0, "%.*s%s%s",
+                          (int)(rest - msg), msg, region, rest);
   }
   lua_close(L);
   return rc;

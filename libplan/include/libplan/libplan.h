@@ -9,6 +9,7 @@
 #include "plan.h"
 #include "program.h"
 #include "schedule.h"
+#include "space.h"
 #include "trace.h"
 #include "verify.h"
 

@@ -176,6 +176,49 @@ PLAN_API int plan_op_placement(char *buf, size_t size, const plan_plan *p, int o
 PLAN_API int plan_op_stage(const plan_plan *p, int op);
 PLAN_API int plan_stage_count(const plan_plan *p);
 
+/* ---- provenance ------------------------------------------------------------
+ * How the plan was made (spec/plan-format.md, "provenance"): a free
+ * mapping, hashed apart from the plan (PLAN_PART_PROVENANCE). Its values
+ * travel as trees of plan_provenance_value, a fixed layout that a caller
+ * builds in its own memory to set them and gets in one block to read
+ * them. */
+
+enum {
+  PLAN_VALUE_NULL = 0,
+  PLAN_VALUE_BOOL = 1,
+  PLAN_VALUE_INT = 2,
+  PLAN_VALUE_FLOAT = 3,
+  PLAN_VALUE_STRING = 4,
+  PLAN_VALUE_SEQ = 5,
+  PLAN_VALUE_MAP = 6
+};
+
+typedef struct plan_provenance_value {
+  int type;           /* PLAN_VALUE_* */
+  int boolean;        /* BOOL: 0 or 1 */
+  int64_t integer;    /* INT */
+  double number;      /* FLOAT */
+  const char *string; /* STRING: NUL-terminated */
+  int count;          /* SEQ: items; MAP: entries */
+  /* SEQ and MAP: count values; MAP: count keys, in order, distinct */
+  const struct plan_provenance_value *items;
+  const char *const *keys;
+} plan_provenance_value;
+
+/* The plan's provenance mapping, copied into *out: one block (the values,
+ * keys and strings together) that the caller frees with plan_buffer_free.
+ * PLAN_ENOTFOUND (*out NULL) when the plan has none; PLAN_EUSAGE for a
+ * NULL argument; PLAN_ENOMEM. */
+PLAN_API int plan_get_provenance(plan_provenance_value **out,
+                                 const plan_plan *p);
+/* Replaces the plan's provenance with a copy of v, a MAP (NULL removes
+ * it); the caller's tree is not kept. Map keys are kept in the order
+ * given. PLAN_EINVALID for a v that is not a MAP, a type out of range, a
+ * negative count, a NULL string or key, or a key twice in one map;
+ * PLAN_ELIMIT for values nested over 64 deep; PLAN_EUSAGE for a NULL plan;
+ * PLAN_ENOMEM. The plan is unchanged on failure. */
+PLAN_API int plan_set_provenance(plan_plan *p, const plan_provenance_value *v);
+
 /* ---- validation, diff, drift --------------------------------------------- */
 
 /* Static validation (no numerics): strategies legal under each op's factor

@@ -36,9 +36,19 @@ PLAN_API const char *plan_program_op_kind(const plan_program *p, int op);
 /* Tensor index of input / output `slot` of an op; -1 when out of range. */
 PLAN_API int plan_program_op_input(const plan_program *p, int op, int slot);
 PLAN_API int plan_program_op_output(const plan_program *p, int op, int slot);
+/* Number of inputs / outputs of an op; -1 when out of range. */
+PLAN_API int plan_program_op_input_count(const plan_program *p, int op);
+PLAN_API int plan_program_op_output_count(const plan_program *p, int op);
 PLAN_API int plan_program_op_find(const plan_program *p, const char *name);
 PLAN_API const char *plan_program_tensor_name(const plan_program *p, int tensor);
 PLAN_API int plan_program_tensor_find(const plan_program *p, const char *name);
+/* The op that produces a tensor; -1 for a leaf (input, param, const) or
+ * an index out of range. */
+PLAN_API int plan_program_tensor_producer(const plan_program *p, int tensor);
+/* The program's outputs, in order: their count, and the tensor index of
+ * output k (-1 when out of range). */
+PLAN_API int plan_program_output_count(const plan_program *p);
+PLAN_API int plan_program_output(const plan_program *p, int k);
 /* Rank of a tensor; dims written into dims[0..rank) when dims != NULL and
  * max >= rank. Returns -1 for a bad index. */
 PLAN_API int plan_program_tensor_shape(const plan_program *p, int tensor, int64_t *dims,

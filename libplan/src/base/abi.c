@@ -9,6 +9,7 @@
 #include "libplan/plan.h"
 #include "libplan/program.h"
 #include "libplan/schedule.h"
+#include "libplan/space.h"
 /* verify.h's option structs are plain data: the core answers for them too,
  * so a binding checks one table whichever library it loaded. */
 #include "libplan/verify.h"
@@ -31,6 +32,7 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_load_options),
     ABI_SIZE(plan_write_options),
     ABI_SIZE(plan_upgrade_info),
+    ABI_SIZE(plan_provenance_value),
     /* program.h */
     ABI_SIZE(plan_grad_options),
     /* cost.h */
@@ -43,6 +45,10 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_schedule_result),
     ABI_SIZE(plan_schedule_rank_stats),
     ABI_SIZE(plan_schedule_stage_stats),
+    /* space.h */
+    ABI_SIZE(plan_axis_pl),
+    ABI_SIZE(plan_placement),
+    ABI_SIZE(plan_op_strategy),
     /* verify.h */
     ABI_SIZE(plan_verify_options),
     ABI_SIZE(plan_verify_tolerance),

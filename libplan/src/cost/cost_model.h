@@ -1,7 +1,8 @@
 /* The cost model inside the core (docs/cost.md; public view:
  * libplan/cost.h). Searches call plan_cost_op_seconds and
- * plan_cost_redist_seconds millions of times: they take placements as
- * structs, allocate nothing and read only the model and the plan.
+ * plan_cost_redist_seconds (public: libplan/space.h) millions of times:
+ * they take placements as structs, allocate nothing and read only the
+ * model and the plan.
  *
  * Files: cost.c (model, op and collective pricing), cost_hw.c (built-in
  * profiles, the plan's own hardware), cost_calib.c (calibration),
@@ -16,6 +17,7 @@
 
 #include "ir/ir.h"
 #include "libplan/cost.h"
+#include "libplan/space.h"
 #include "ir/ops.h"
 #include "lower/redist.h"
 
@@ -166,12 +168,8 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
                     const plan_plan *p, int op, const plan_placement *in,
                     const plan_placement *outs, double split);
 
-/* The time of the op (whole batch), the slowest rank. PLAN_EUSAGE for an
- * op out of range or a plan without a strategy for it when in/out_pl are
- * NULL. */
-int plan_cost_op_seconds(double *out, const plan_cost_model *m,
-                         const plan_plan *p, int op, const plan_placement *in,
-                         const plan_placement *out_pl);
+/* plan_cost_op_seconds, the time of the op (whole batch) on the slowest
+ * rank: public, libplan/space.h. */
 
 typedef struct cost_step_eval {
   double seconds; /* per call */
@@ -201,12 +199,8 @@ void plan_cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
 void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m, int axis,
                     double bytes);
 
-/* The time to change a tensor's placement (whole batch). from == to costs
- * nothing. PLAN_EINVALID when the planner cannot do it. */
-int plan_cost_redist_seconds(double *out, const plan_cost_model *m,
-                             const plan_plan *p, int tensor,
-                             const plan_placement *from,
-                             const plan_placement *to);
+/* plan_cost_redist_seconds, the time to change a tensor's placement
+ * (whole batch): public, libplan/space.h. */
 
 /* ---- the pipeline schedule ----------------------------------------------- */
 

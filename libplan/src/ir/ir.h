@@ -15,6 +15,7 @@
 #include "libplan/common.h"
 #include "libplan/plan.h"
 #include "libplan/program.h"
+#include "libplan/space.h"
 #include "base/util.h"
 
 /* C linkage: the CUDA runner's sources (C++) include this header. */
@@ -22,8 +23,7 @@
 extern "C" {
 #endif
 
-#define PLAN_MAX_RANK 8
-#define PLAN_MAX_MESH_AXES 8
+/* PLAN_MAX_RANK and PLAN_MAX_MESH_AXES: libplan/space.h */
 #define PLAN_MAX_NAME 256 /* bytes in a tensor/op/axis name */
 
 /* ---- enums with name tables (each ends in a _COUNT sentinel) ------------- */
@@ -251,34 +251,8 @@ typedef struct plan_mesh {
 /* ---- placements ------------------------------------------------------------
  */
 
-typedef enum plan_pl_kind {
-  PLAN_PL_R = 0,
-  PLAN_PL_S = 1,
-  PLAN_PL_P = 2
-} plan_pl_kind;
-
-typedef enum plan_reduce {
-  PLAN_RED_SUM = 0,
-  PLAN_RED_AVG = 1,
-  PLAN_RED_MAX = 2,
-  PLAN_RED_MIN = 3,
-  PLAN_RED_COUNT
-} plan_reduce;
-
-/* The placement of a tensor along one mesh axis. */
-typedef struct plan_axis_pl {
-  uint8_t kind;   /* plan_pl_kind */
-  uint8_t reduce; /* plan_reduce, for P */
-  int8_t dim;   /* for S: tensor dim (normalised to >= 0 once rank is known) */
-  int8_t level; /* for S: nesting level among the axes sharding `dim`,
-                   0 = major. Default: order of the mesh axes. */
-} plan_axis_pl;
-
-/* A placement over the whole mesh: one entry per mesh axis, in mesh order. */
-typedef struct plan_placement {
-  uint8_t naxes;
-  plan_axis_pl ax[PLAN_MAX_MESH_AXES];
-} plan_placement;
+/* plan_placement (a placement over the whole mesh, one plan_axis_pl per
+ * axis in mesh order), its kinds and reduces are public: libplan/space.h. */
 
 /* ---- plan ------------------------------------------------------------------
  */

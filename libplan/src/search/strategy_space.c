@@ -1,13 +1,15 @@
 /* The strategy space of an op, and in-place edits of a plan's decisions
- * (strategy_space.h). */
+ * (libplan/space.h; the reading side and the text forms are
+ * space_views.c, the pricing cost/cost.c). The edits check the placements
+ * they are given: the core reads them unchecked from then on. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "ir/ops.h"
 #include "ir/placement.h"
+#include "libplan/space.h"
 #include "read/plan_read.h"
-#include "search/strategy_space.h"
-#include "base/util.h"
 
 /* The dim of operand `opnd` whose major factor is f, -1 when the operand
  * does not carry f, -2 when it carries f only as a minor factor of a
@@ -54,6 +56,8 @@ static bool inputs_for(const plan_rule *r, const int *choice, int naxes,
 
 int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
                        int op) {
+  if (!out || !count || !p)
+    return plan_failf(PLAN_EUSAGE, "plan_op_strategies: NULL argument");
   *out = NULL;
   *count = 0;
   const plan_program *prog = p->program;
@@ -140,6 +144,57 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
   return PLAN_OK;
 }
 
+/* ---- edits ------------------------------------------------------------ */
+
+/* True when pl is a placement the core may read for a tensor of `rank` on
+ * a mesh of `naxes` axes: the axis count, kinds and reduces in range, S
+ * dims inside the rank and levels inside the mesh. */
+static bool fits(const plan_placement *pl, int naxes, int rank) {
+  if (pl->naxes != naxes)
+    return false;
+  for (int a = 0; a < naxes; a++) {
+    const plan_axis_pl *e = &pl->ax[a];
+    if (e->kind == PLAN_PL_S) {
+      if (e->dim < 0 || e->dim >= rank || e->level < 0 || e->level >= naxes)
+        return false;
+    } else if (e->kind == PLAN_PL_P) {
+      if (e->reduce >= PLAN_RED_COUNT)
+        return false;
+    } else if (e->kind != PLAN_PL_R) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* PLAN_OK, or PLAN_EINVALID naming `what` and the tensor. */
+static int check_placement(const plan_plan *p, int tensor,
+                           const plan_placement *pl, const char *what) {
+  const plan_tensor *t = &p->program->tensors[tensor];
+  if (fits(pl, p->mesh.naxes, t->rank))
+    return PLAN_OK;
+  char buf[PLAN_PLACEMENT_STRLEN];
+  return plan_failf(PLAN_EINVALID,
+                    "%s of tensor '%s': '%s' (%d axes) is no normalized "
+                    "placement for rank %d on %d mesh axes",
+                    what, t->name, plan_placement_format(pl, buf), pl->naxes,
+                    t->rank, p->mesh.naxes);
+}
+
+/* The placements of op `op`'s operands. */
+static int check_operands(const plan_plan *p, int op, const plan_placement *in,
+                          const plan_placement *out) {
+  const plan_op *o = &p->program->ops[op];
+  int rc;
+  for (int j = 0; j < o->nin; j++)
+    if ((rc = check_placement(p, o->in[j], &in[j], "input")))
+      return rc;
+  for (int k = 0; k < o->nout; k++)
+    if ((rc = check_placement(p, o->out[k], &out[k], "output")))
+      return rc;
+  return PLAN_OK;
+}
+
 static plan_strategy *strategies_of(plan_plan *p) {
   if (!p->strategies) {
     size_t n = (size_t)p->program->nops + 1;
@@ -152,10 +207,16 @@ static plan_strategy *strategies_of(plan_plan *p) {
 
 int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
                       const plan_placement *out) {
-  if (!p->has_mesh || op < 0 || op >= p->program->nops)
+  if (!p || !p->has_mesh || op < 0 || op >= p->program->nops)
     return plan_failf(PLAN_EUSAGE, "plan_set_strategy: no op %d or no mesh",
                       op);
   const plan_op *o = &p->program->ops[op];
+  if ((!in && o->nin) || (!out && o->nout))
+    return plan_failf(PLAN_EUSAGE, "plan_set_strategy: op '%s': NULL "
+                      "placements", o->name);
+  int rc;
+  if ((rc = check_operands(p, op, in, out)))
+    return rc;
   plan_strategy *all = strategies_of(p);
   if (!all)
     return plan_oom();
@@ -168,8 +229,10 @@ int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
                                           sizeof *pout * (size_t)(o->nout + 1));
   if (!pin || !pout)
     return plan_oom();
-  memcpy(pin, in, sizeof *pin * (size_t)o->nin);
-  memcpy(pout, out, sizeof *pout * (size_t)o->nout);
+  if (o->nin)
+    memcpy(pin, in, sizeof *pin * (size_t)o->nin);
+  if (o->nout)
+    memcpy(pout, out, sizeof *pout * (size_t)o->nout);
   s->in = pin;
   s->out = pout;
   s->set = true;
@@ -178,16 +241,22 @@ int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
   return PLAN_OK;
 }
 
-void plan_clear_strategy(plan_plan *p, int op) {
-  if (p->strategies && op >= 0 && op < p->program->nops)
+int plan_clear_strategy(plan_plan *p, int op) {
+  if (!p || op < 0 || op >= p->program->nops)
+    return plan_failf(PLAN_EUSAGE, "plan_clear_strategy: no op %d", op);
+  if (p->strategies)
     p->strategies[op].set = false;
+  return PLAN_OK;
 }
 
 int plan_set_placement(plan_plan *p, int tensor, const plan_placement *pl) {
-  if (tensor < 0 || tensor >= p->program->ntensors || !p->placements ||
-      p->program->tensors[tensor].producer >= 0)
+  if (!p || !p->has_mesh || tensor < 0 || tensor >= p->program->ntensors ||
+      !p->placements || p->program->tensors[tensor].producer >= 0)
     return plan_failf(PLAN_EUSAGE,
                       "plan_set_placement: tensor %d is not a leaf", tensor);
+  int rc;
+  if (pl && (rc = check_placement(p, tensor, pl, "placement")))
+    return rc;
   plan_tensor_pl *tp = &p->placements[tensor];
   tp->set = pl != NULL;
   if (pl)
@@ -197,9 +266,13 @@ int plan_set_placement(plan_plan *p, int tensor, const plan_placement *pl) {
 }
 
 int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl) {
-  if (k < 0 || k >= p->program->noutputs || !p->out_pl)
+  if (!p || !p->has_mesh || k < 0 || k >= p->program->noutputs || !p->out_pl)
     return plan_failf(PLAN_EUSAGE, "plan_set_output_placement: no output %d",
                       k);
+  int rc;
+  if (pl && (rc = check_placement(p, p->program->outputs[k], pl,
+                                             "output placement")))
+    return rc;
   plan_tensor_pl *tp = &p->out_pl[k];
   tp->set = pl != NULL;
   if (pl)
@@ -209,9 +282,9 @@ int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl) {
 }
 
 int plan_set_mesh_devices(plan_plan *p, const int64_t *devices) {
-  plan_mesh *m = &p->mesh;
-  if (!p->has_mesh)
+  if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_set_mesh_devices: no mesh");
+  plan_mesh *m = &p->mesh;
   if (!devices) {
     m->devices = NULL;
     return PLAN_OK;
