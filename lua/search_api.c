@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "libplan/search.h"
 #include "lua_host.h"
 #include "lua_sources.h"
@@ -350,11 +349,11 @@ static int run(job *j) {
   plan_error_clear();
   int rc = plan_lua_host_run(job_main, j, msg, sizeof msg);
   if (rc == PLAN_LUA_HOST_NOSTATE || rc == LUA_ERRMEM || j->oom)
-    return plan_oom();
+    return plan_error_set(PLAN_ENOMEM, NULL, 0, 0, "out of memory");
   if (rc != LUA_OK)
-    return plan_failf(PLAN_EINVALID, "search: %s", msg);
+    return plan_error_set(PLAN_EINVALID, NULL, 0, 0, "search: %s", msg);
   if (j->code)
-    return plan_fail(j->code, j->file, j->line, j->column, "%s", j->message);
+    return plan_error_set(j->code, j->file, j->line, j->column, "%s", j->message);
   return PLAN_OK;
 }
 
@@ -362,7 +361,7 @@ static int run(job *j) {
 
 int plan_search_options_init(plan_search_options *opts, unsigned int version) {
   if (!opts || version != PLAN_SEARCH_OPTIONS_VERSION)
-    return plan_failf(PLAN_EUSAGE, "plan_search_options_init: %s",
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_options_init: %s",
                       opts ? "unknown version" : "NULL options");
   plan_search_options d = PLAN_SEARCH_OPTIONS_INIT;
   *opts = d;
@@ -371,7 +370,7 @@ int plan_search_options_init(plan_search_options *opts, unsigned int version) {
 
 int plan_search_info_init(plan_search_info *info, unsigned int version) {
   if (!info || version != PLAN_SEARCH_INFO_VERSION)
-    return plan_failf(PLAN_EUSAGE, "plan_search_info_init: %s",
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_info_init: %s",
                       info ? "unknown version" : "NULL info");
   plan_search_info d = PLAN_SEARCH_INFO_INIT;
   *info = d;
@@ -403,12 +402,12 @@ void plan_replay_result_free(plan_replay_result *r) {
 static int check_args(const void *out, plan_search_info *info,
                       const plan_search_options *opts, const char *fn) {
   if (!out)
-    return plan_failf(PLAN_EUSAGE, "%s: NULL out", fn);
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: NULL out", fn);
   if (info && info->version != PLAN_SEARCH_INFO_VERSION)
-    return plan_failf(PLAN_EUSAGE, "%s: unknown plan_search_info version %u",
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: unknown plan_search_info version %u",
                       fn, info->version);
   if (opts && opts->version != PLAN_SEARCH_OPTIONS_VERSION)
-    return plan_failf(PLAN_EUSAGE, "%s: unknown plan_search_options version %u",
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: unknown plan_search_options version %u",
                       fn, opts->version);
   plan_search_info_clear(info);
   return PLAN_OK;
@@ -450,7 +449,7 @@ static bool scan_mesh(const char *s, size_t len, size_t *k) {
 static int file_is_plan(const char *path, bool *is_plan) {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
+    return plan_error_set(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
                      strerror(errno));
   char buf[16384];
   size_t n, k = 1;
@@ -460,7 +459,7 @@ static int file_is_plan(const char *path, bool *is_plan) {
   int err = ferror(f);
   fclose(f);
   if (err)
-    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s'", path);
+    return plan_error_set(PLAN_EIO, path, 0, 0, "cannot read '%s'", path);
   return PLAN_OK;
 }
 
@@ -487,7 +486,7 @@ static int embed(plan_plan **p) {
 
 static int search_job(plan_plan **out, plan_search_info *info, job *j) {
   if (!j->is_plan && !(j->opts && j->opts->mesh))
-    return plan_failf(PLAN_EUSAGE,
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                       "a program needs a mesh (e.g. dp=2,tp=4) to search");
   int rc = run(j);
   if (!rc && j->opts && j->opts->self_contained)
@@ -509,7 +508,7 @@ int plan_search(plan_plan **out, plan_search_info *info, const char *path,
   if (rc)
     return rc;
   if (!path)
-    return plan_failf(PLAN_EUSAGE, "plan_search: NULL path");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search: NULL path");
   job j = {.path = path, .opts = opts};
   if ((rc = file_is_plan(path, &j.is_plan)))
     return rc;
@@ -525,7 +524,7 @@ int plan_search_buffer(plan_plan **out, plan_search_info *info,
   if (rc)
     return rc;
   if (!data)
-    return plan_failf(PLAN_EUSAGE, "plan_search_buffer: NULL data");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_buffer: NULL data");
   size_t k = 1;
   job j = {.text = data,
            .len = len,
@@ -543,7 +542,7 @@ static int replay_job(plan_replay_result **out, plan_search_info *info,
   int rc = run(j);
   plan_replay_result *r = NULL;
   if (!rc && !(r = calloc(1, sizeof *r)))
-    rc = plan_oom();
+    rc = plan_error_set(PLAN_ENOMEM, NULL, 0, 0, "out of memory");
   give_info(j, info);
   if (!rc) {
     r->same = j->same;
@@ -569,7 +568,7 @@ int plan_replay(plan_replay_result **out, plan_search_info *info,
   if (rc)
     return rc;
   if (!path)
-    return plan_failf(PLAN_EUSAGE, "plan_replay: NULL path");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_replay: NULL path");
   job j = {.replay = true, .path = path, .is_plan = true};
   return replay_job(out, info, &j);
 }
@@ -583,7 +582,7 @@ int plan_replay_buffer(plan_replay_result **out, plan_search_info *info,
   if (rc)
     return rc;
   if (!data)
-    return plan_failf(PLAN_EUSAGE, "plan_replay_buffer: NULL data");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_replay_buffer: NULL data");
   job j = {.replay = true,
            .text = data,
            .len = len,
