@@ -274,6 +274,7 @@ check-models: $(TOOL)
 # each verb's --help, relative links resolve (tests/docs/run.sh).
 check-docs: $(TOOL) $(LUA_MOD)
 	@sh tests/docs/run.sh $(TOOL)
+	@sh tests/docs/architecture.sh && sh tests/docs/citations.sh
 
 check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)

@@ -1,4 +1,4 @@
-/* The CUDA runner's benchmark (DESIGN §9, GPU): ratios measured in one
+/* The CUDA runner's benchmark (docs/gpu.md): ratios measured in one
  * run, on one GPU.
  *
  *  - matmul: TFLOP/s of a direct cublasGemmEx (the peak here) and of the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The bad-input corpus (DESIGN §8): hostile and invalid plan files, each
+# The bad-input corpus (the limits of libplan/src/yaml/yamldoc.h): hostile and invalid plan files, each
 # refused by `plan validate` with exit 2, the file, line and column of the
 # problem ("FILE:LINE:COL: error:"), nothing on stdout, and quickly.
 #

@@ -141,7 +141,7 @@ static const opcase cases[] = {
     {"matmul.f64", "matmul", NULL, 2, {{"a", "[4, 6]", "f64", 0}, {"b", "[6, 8]", "f64", 0}}, 1, 0},
     /* low precision: ranks round their partial sums to bf16/f16 before
      * the all-reduce, so float mode accepts these by the f64-reference
-     * bound (DESIGN §3), not by assert_close's per-element tolerance; they
+     * bound (docs/verify.md), not by assert_close's per-element tolerance; they
      * were reported NOT EQUAL before that bound existed */
     {"matmul.bf16", "matmul", NULL, 2, {{"a", "[4, 16]", "bf16", 0}, {"b", "[16, 8]", "bf16", 0}}, 1, 0},
     {"matmul.f16", "matmul", NULL, 2, {{"a", "[4, 16]", "f16", 0}, {"b", "[16, 8]", "f16", 0}}, 1, 0},

@@ -144,7 +144,8 @@ static void test_examples_equal(void **state) {
   }
 }
 
-/* What the lowering derives: the gradient sync follows the OPS.md rule. */
+/* What the lowering derives: the gradient sync follows the gradient rule for replicated
+ * tensors (spec/sharding-rules.md). */
 static void test_gradient_sync(void **state) {
   (void)state;
   plan_plan *p = load(TSP);
@@ -542,7 +543,7 @@ static void test_low_precision(void **state) {
 
 /* Adam: params, both moments compared; the transformer too. Adam's update
  * hides a gradient's scale, so clipping that counts replicas twice leaves
- * the params (nearly) right and shows in the first moment (DESIGN §3). */
+ * the params (nearly) right and shows in the first moment. */
 static void test_adam(void **state) {
   (void)state;
   char *t = read_text(TSP);

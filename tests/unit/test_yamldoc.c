@@ -1,5 +1,5 @@
 /* Unit tests for yamldoc.c: the positioned YAML tree and the hostile-input
- * limits of DESIGN §8. Every error is checked for its code, its 1-based
+ * limits of yamldoc.h. Every error is checked for its code, its 1-based
  * line and column, and the words of its message. */
 /* cmocka needs these four headers before it, in this order. */
 /* clang-format off */
