@@ -9,6 +9,9 @@
 #include "libplan/plan.h"
 #include "libplan/program.h"
 #include "libplan/schedule.h"
+/* search.h's structs too: only libplan-search has its functions, but the
+ * structs are plain data, so every library answers for them. */
+#include "libplan/search.h"
 /* verify.h's option structs are plain data: the core answers for them too,
  * so a binding checks one table whichever library it loaded. */
 #include "libplan/verify.h"
@@ -43,6 +46,10 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_schedule_result),
     ABI_SIZE(plan_schedule_rank_stats),
     ABI_SIZE(plan_schedule_stage_stats),
+    /* search.h */
+    ABI_SIZE(plan_search_options),
+    ABI_SIZE(plan_search_info),
+    ABI_SIZE(plan_replay_result),
     /* verify.h */
     ABI_SIZE(plan_verify_options),
     ABI_SIZE(plan_verify_tolerance),
