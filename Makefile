@@ -280,8 +280,8 @@ check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
 
 # The Python binding (bindings/python) against this build's libplan.so.
-check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(TOOL)
-	@LIBPLAN_LIBRARY=$(abspath $(SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
+check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(SEARCH_SHARED) $(TOOL)
+	@LIBPLAN_LIBRARY=$(abspath $(SEARCH_SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
 	  python3 tests/python/run.py
 
 # A wheel of the Python binding that carries libplan.so, in $(BUILD)/wheel.

@@ -3,8 +3,9 @@
 No build package is needed: a wheel is a zip archive holding the package,
 a .dist-info folder (METADATA, WHEEL, RECORD) and, here, the library beside
 the package's modules, where the binding looks first: libplan-verify.so.N
-(the core and verification), or libplan.so.N when the library given is the
-core one. The wheel is tagged py3-none-<platform>: the binding is pure
+(the core and verification), libplan-search.so.N when the library given is
+that one (verification and in-process search; it links Lua 5.4 and CBC),
+or libplan.so.N when it is the core one. The wheel is tagged py3-none-<platform>: the binding is pure
 Python over ctypes, the library is native. The library links libyaml,
 xxHash (and, libplan-verify, OpenBLAS) dynamically; those come from the
 system.
@@ -86,9 +87,12 @@ def find_library(config_settings=None):
 
 
 def carried_name(data):
-    """The name a library's bytes go under in the wheel: libplan-verify.so.N
-    when it defines plan_verify (its dynamic symbol names are NUL-separated
-    strings in the file), else libplan.so.N, the core."""
+    """The name a library's bytes go under in the wheel: libplan-search.so.N
+    when it defines plan_search (its dynamic symbol names are NUL-separated
+    strings in the file), libplan-verify.so.N when it defines plan_verify,
+    else libplan.so.N, the core."""
+    if b"\0plan_search\0" in data:
+        return "libplan-search.so.%d" % ABI
     if b"\0plan_verify\0" in data:
         return "libplan-verify.so.%d" % ABI
     return "libplan.so.%d" % ABI

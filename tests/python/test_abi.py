@@ -46,9 +46,11 @@ def declared(headers):
 class TestFunctions(unittest.TestCase):
     def test_declarations_match_the_headers(self):
         core = [h for h in os.listdir(INCLUDE)
-                if h.endswith(".h") and h != "verify.h"]
+                if h.endswith(".h") and h not in ("verify.h", "search.h")]
         self.assertEqual(set(_decls.PROTOS) - declared(core), set())
         self.assertEqual(set(_decls.VERIFY_PROTOS) - declared(["verify.h"]),
+                         set())
+        self.assertEqual(set(_decls.SEARCH_PROTOS) - declared(["search.h"]),
                          set())
 
     def test_a_missing_function_fails_naming_it_and_the_library(self):
@@ -91,9 +93,31 @@ class TestFunctions(unittest.TestCase):
         self.assertIn("plan_validate", str(cm.exception))
         self.assertNotIn("plan_verify", str(cm.exception))
 
+    def test_search_functions_are_required_in_libplan_search(self):
+        with self.assertRaises(libplan.LibraryError) as cm:
+            _lib.bind_functions(FakeLib({"plan_replay_buffer"}), "s.so")
+        self.assertIn("plan_replay_buffer", str(cm.exception))
+
+    def test_a_library_without_search_may_lack_its_functions(self):
+        lacks = set(_decls.SEARCH_PROTOS)
+        self.assertFalse(_lib.has_search(FakeLib(lacks)))
+        self.assertTrue(_lib.has_verify(FakeLib(lacks)))
+        fn = _lib.bind_functions(FakeLib(lacks), "/x/libplan-verify.so.0")
+        for name in _decls.SEARCH_PROTOS:
+            with self.assertRaises(libplan.UnsupportedError) as cm:
+                getattr(fn, name[len("plan_"):])()
+            self.assertIn("in-process search needs libplan-search: "
+                          "/x/libplan-verify.so.0 has no %s()" % name,
+                          str(cm.exception))
+        # and the core lacks both
+        lacks |= set(_decls.VERIFY_PROTOS)
+        _lib.bind_functions(FakeLib(lacks), "/x/libplan.so.0")
+
     def test_the_loaded_library_has_every_function(self):
-        self.assertTrue(_lib.verifies)  # make check-python: libplan-verify
-        for name in list(_decls.PROTOS) + list(_decls.VERIFY_PROTOS):
+        self.assertTrue(_lib.verifies)  # make check-python: libplan-search
+        self.assertTrue(_lib.searches)
+        for name in list(_decls.PROTOS) + list(_decls.VERIFY_PROTOS) + \
+                list(_decls.SEARCH_PROTOS):
             f = getattr(_lib.fn, name[len("plan_"):])
             self.assertIsInstance(f, ctypes._CFuncPtr, name)
 

@@ -67,8 +67,12 @@ class TestLibrary(unittest.TestCase):
         self.assertIn("is not libplan", r.stderr)
 
     def test_found_in_tree(self):
-        name = "libplan-verify.so.%d" % libplan.ABI_VERSION
-        if not os.path.exists(os.path.join(ROOT, "build", name)):
+        # libplan-search first: it is a superset of libplan-verify
+        for name in ("libplan-search.so.%d" % libplan.ABI_VERSION,
+                     "libplan-verify.so.%d" % libplan.ABI_VERSION):
+            if os.path.exists(os.path.join(ROOT, "build", name)):
+                break
+        else:
             self.skipTest("no build/%s in the source tree" % name)
         env = {"LIBPLAN_LIBRARY": ""}
         r = python("import libplan; print(libplan.library_path)", env=env)
@@ -122,6 +126,30 @@ class TestDiscovery(unittest.TestCase):
             self.assertEqual(path, os.path.join(libdir, "libplan-verify.so.0"))
             self.assertEqual(verifies, "True")
 
+    def test_loader_finds_libplan_search_before_libplan_verify(self):
+        search = os.path.join(os.path.dirname(self.core),
+                              "libplan-search.so.%d" % libplan.ABI_VERSION)
+        verify = os.path.join(os.path.dirname(self.core),
+                              "libplan-verify.so.%d" % libplan.ABI_VERSION)
+        if not (os.path.exists(search) and os.path.exists(verify)):
+            self.skipTest("no %s and %s (make all builds them)"
+                          % (search, verify))
+        with tempfile.TemporaryDirectory() as tmp:
+            site = _installed_copy(tmp)
+            libdir = os.path.join(tmp, "lib")
+            os.mkdir(libdir)
+            for target in (search, verify, self.core):
+                os.symlink(target, os.path.join(libdir,
+                                                os.path.basename(target)))
+            r = python("import libplan; print(libplan.library_path); "
+                       "print(libplan._lib.searches)",
+                       env={"LIBPLAN_LIBRARY": "", "LD_LIBRARY_PATH": libdir},
+                       cwd=tmp, path=site)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            path, searches = r.stdout.split()
+            self.assertEqual(path, os.path.join(libdir, "libplan-search.so.0"))
+            self.assertEqual(searches, "True")
+
     def test_loader_falls_back_to_the_core_library(self):
         with tempfile.TemporaryDirectory() as tmp:
             site = _installed_copy(tmp)
@@ -155,6 +183,7 @@ class TestDiscovery(unittest.TestCase):
             r = self._lookup(site, tmp, tmp)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("libplan not found", r.stderr)
+            self.assertIn("libplan-search.so.0 (system loader", r.stderr)
             self.assertIn("libplan-verify.so.0 (system loader", r.stderr)
             self.assertIn("libplan.so.0 (system loader", r.stderr)
             # an installed copy has no source tree's build/ to look in
@@ -247,6 +276,10 @@ class TestNumpy(unittest.TestCase):
 
 class TestWheel(unittest.TestCase):
     def test_wheel_carries_the_library_and_imports(self):
+        # by the name of what it is: the binding looks for that one first
+        carried = "libplan-%s.so.%d" % (
+            "search" if libplan._lib.searches else "verify",
+            libplan.ABI_VERSION)
         with tempfile.TemporaryDirectory() as tmp:
             name = build_backend.build(tmp, library=libplan.library_path,
                                        tool=libplan.find_tool())
@@ -254,8 +287,7 @@ class TestWheel(unittest.TestCase):
             self.assertRegex(name, r"^libplan-[\d.]+-py3-none-\w+\.whl$")
             with zipfile.ZipFile(whl) as z:
                 names = z.namelist()
-                self.assertIn("libplan/libplan-verify.so.%d"
-                              % libplan.ABI_VERSION, names)
+                self.assertIn("libplan/" + carried, names)
                 self.assertNotIn("libplan/libplan.so.%d"
                                  % libplan.ABI_VERSION, names)
                 self.assertIn("libplan/__init__.py", names)
@@ -284,9 +316,7 @@ class TestWheel(unittest.TestCase):
             lib, h, tool = r.stdout.split()
             self.assertEqual(tool, os.path.join(site, "libplan", "bin",
                                                 "plan"))
-            self.assertEqual(lib, os.path.join(site, "libplan",
-                                               "libplan-verify.so.%d"
-                                               % libplan.ABI_VERSION))
+            self.assertEqual(lib, os.path.join(site, "libplan", carried))
             with libplan.load(MLP) as p:
                 self.assertEqual(h, p.hash())
 

@@ -126,11 +126,39 @@ class ScheduleResult(ctypes.Structure):
                 ("bubble", c_double), ("peak_activations", c_int)]
 
 
+class SearchOptions(ctypes.Structure):
+    c_name = "plan_search_options"
+    _fields_ = [("version", c_uint), ("strategy", c_char_p),
+                ("mesh", c_char_p), ("hardware", c_char_p),
+                ("seed", c_int64), ("width", c_int), ("limit", c_int64),
+                ("seconds", c_double), ("devices", c_int),
+                ("self_contained", c_int)]
+
+
+class SearchInfo(ctypes.Structure):
+    c_name = "plan_search_info"
+    # notes and details are the library's (plan_search_info_clear frees
+    # them): c_char_p reads them without taking them
+    _fields_ = [("version", c_uint), ("strategy_ran", c_int),
+                ("step_seconds", c_double), ("memory_bytes", c_double),
+                ("fits", c_int), ("cost_evaluations", c_int64),
+                ("seconds", c_double), ("notes", c_char_p),
+                ("details", c_char_p)]
+
+
+class ReplayResult(ctypes.Structure):
+    c_name = "plan_replay_result"
+    _fields_ = [("same", c_int), ("recorded", Hash), ("replayed", Hash),
+                ("strategy", c_char_p), ("diff", c_char_p),
+                ("note", c_char_p), ("plan", c_void_p)]
+
+
 # What the load-time check compares with plan_abi_sizeof.
 STRUCTS = (Error, Hash, UpgradeInfo, Diag, WriteOptions, LoadOptions,
            GradOptions, VerifyTolerance, VerifyOptions, RefOptions,
            CostOpInfo, CostCollectiveInfo, CostMemoryInfo, ScheduleOptions,
-           ScheduleAction, ScheduleResult)
+           ScheduleAction, ScheduleResult, SearchOptions, SearchInfo,
+           ReplayResult)
 
 
 # ---- functions: name -> (restype, argtypes) --------------------------------
@@ -247,6 +275,10 @@ PROTOS = {
     "plan_schedule_get": (c_int, [P(ScheduleAction), vp, c_int, c_int64]),
     "plan_schedule_result_get": (c_int, [P(ScheduleResult), vp]),
     "plan_schedule_write": (c_int, [ps, P(c_size_t), vp, c_char_p, c_char_p]),
+    # lowered.h
+    "plan_lower": (c_int, [pp, vp]),
+    "plan_lowered_free": (None, [vp]),
+    "plan_lowered_write": (c_int, [ps, P(c_size_t), vp]),
 }
 
 # verify.h: only libplan-verify has these (required there); with the core
@@ -269,4 +301,19 @@ VERIFY_PROTOS = {
     "plan_ref_run_values": (P(c_double), [vp, c_int]),
     "plan_ref_run_count": (c_int64, [vp, c_int]),
     "plan_ref_run_exec": (c_int, [vp]),
+}
+
+# search.h: only libplan-search has these (required there); with another
+# library search and replay run the plan tool instead (_search).
+SEARCH_PROTOS = {
+    "plan_search_options_init": (c_int, [P(SearchOptions), c_uint]),
+    "plan_search_info_init": (c_int, [P(SearchInfo), c_uint]),
+    "plan_search_info_clear": (None, [P(SearchInfo)]),
+    "plan_search": (c_int, [pp, P(SearchInfo), c_char_p, P(SearchOptions)]),
+    "plan_search_buffer": (c_int, [pp, P(SearchInfo), c_char_p, c_size_t,
+                                   c_char_p, c_char_p, P(SearchOptions)]),
+    "plan_replay": (c_int, [P(P(ReplayResult)), P(SearchInfo), c_char_p]),
+    "plan_replay_buffer": (c_int, [P(P(ReplayResult)), P(SearchInfo),
+                                   c_char_p, c_size_t, c_char_p, c_char_p]),
+    "plan_replay_result_free": (None, [P(ReplayResult)]),
 }

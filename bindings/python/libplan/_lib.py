@@ -1,24 +1,28 @@
 """Finding the library, and the checks that it is the one this binding
 was written for, at import.
 
-There are two libraries: libplan-verify.so.N (the core plus verification,
-the reference run and shape reduction: libplan/verify.h) and libplan.so.N
-(the core alone). The first found of these is loaded:
+There are three libraries: libplan-search.so.N (everything: the core,
+verification and the in-process search and replay of libplan/search.h),
+libplan-verify.so.N (the core plus verification, the reference run and
+shape reduction: libplan/verify.h) and libplan.so.N (the core alone). Each
+carries its own copy of the core and its own last error, so one process
+loads one of them, the first found of:
   1. $LIBPLAN_LIBRARY (a path): an explicit choice wins, so a debug build
      can be tried under an installed wheel;
-  2. beside this package: libplan-verify.so.N (what a wheel carries), then
-     libplan.so.N;
+  2. beside this package: libplan-search.so.N, libplan-verify.so.N (what a
+     wheel carries), then libplan.so.N;
   3. when this package sits in the source tree (bindings/python/libplan),
      build/ of that tree, in the same order, for PYTHONPATH=bindings/python;
-  4. the system's loader by SONAME, libplan-verify.so.N then libplan.so.N
-     (its cache, LD_LIBRARY_PATH: a libplan of `make install`).
+  4. the system's loader by SONAME, in the same order (its cache,
+     LD_LIBRARY_PATH: a libplan of `make install`).
 
 Then, before anything is called, each of these raises LibraryError (an
 ImportError) naming the library: another ABI version; a function the
-binding declares (_decls) that the library lacks (verify.h's only in
-libplan-verify: the core legitimately lacks them, and then calling one
-raises UnsupportedError); a struct the binding mirrors whose size differs
-from the library's (plan_abi_sizeof).
+binding declares (_decls) that the library lacks (verify.h's only in a
+library with plan_verify, search.h's only in one with plan_search: the
+others legitimately lack them; calling a verify.h one then raises
+UnsupportedError, and search runs the plan tool); a struct the binding
+mirrors whose size differs from the library's (plan_abi_sizeof).
 """
 
 import ctypes
@@ -31,9 +35,10 @@ from . import _decls
 # also the SONAME suffix (libplan.so.0).
 ABI_VERSION = 0
 
+SEARCH_SONAME = "libplan-search.so.%d" % ABI_VERSION
 VERIFY_SONAME = "libplan-verify.so.%d" % ABI_VERSION
 CORE_SONAME = "libplan.so.%d" % ABI_VERSION
-_SONAMES = (VERIFY_SONAME, CORE_SONAME)
+_SONAMES = (SEARCH_SONAME, VERIFY_SONAME, CORE_SONAME)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -117,7 +122,8 @@ def load_library():
     # By SONAME, then whatever libplan the loader's cache knows (another
     # ABI's, as it cannot be ours: check_abi then says which it is).
     names = list(_SONAMES) + [n for n in (ctypes.util.find_library(x) for x
-                                          in ("plan-verify", "plan"))
+                                          in ("plan-search", "plan-verify",
+                                              "plan"))
                               if n and n not in _SONAMES]
     for name in names:
         try:
@@ -147,6 +153,28 @@ def has_verify(lib):
     return True
 
 
+def has_search(lib):
+    """Whether `lib` is libplan-search (it has plan_search)."""
+    try:
+        getattr(lib, "plan_search")
+    except AttributeError:
+        return False
+    return True
+
+
+def _needs_search(name, path):
+    """A stand-in for search.h's `name` in a library without it (_search
+    runs the plan tool instead, so only a direct call meets this)."""
+    def call(*args):
+        from .errors import UnsupportedError
+        raise UnsupportedError(
+            "in-process search needs libplan-search: %s has no %s(); point "
+            "LIBPLAN_LIBRARY at %s, or let search and replay run the plan "
+            "tool" % (path, name, SEARCH_SONAME), -10)
+    call.__name__ = name
+    return call
+
+
 def _needs_verify(name, path):
     """A stand-in for verify.h's `name` in the core library."""
     def call(*args):
@@ -160,20 +188,25 @@ def _needs_verify(name, path):
     return call
 
 
-def bind_functions(lib, path, verify=None):
+def bind_functions(lib, path, verify=None, search=None):
     """Declares every function of _decls on `lib`; returns the _Funcs.
     Raises LibraryError naming every declared function `lib` lacks (verify.h's
-    count only when `lib` is libplan-verify; verify None: ask the library)."""
+    count only when `lib` has plan_verify, search.h's only when it has
+    plan_search; verify or search None: ask the library)."""
     if verify is None:
         verify = has_verify(lib)
+    if search is None:
+        search = has_search(lib)
     out = _Funcs()
     missing = []
-    tables = [(_decls.PROTOS, True), (_decls.VERIFY_PROTOS, verify)]
-    for table, required in tables:
+    tables = [(_decls.PROTOS, True, None),
+              (_decls.VERIFY_PROTOS, verify, _needs_verify),
+              (_decls.SEARCH_PROTOS, search, _needs_search)]
+    for table, required, stand_in in tables:
         for name, (res, args) in table.items():
             short = name[len("plan_"):]
             if not required:
-                setattr(out, short, _needs_verify(name, path))
+                setattr(out, short, stand_in(name, path))
                 continue
             try:
                 f = getattr(lib, name)
@@ -220,8 +253,9 @@ def check_structs(sizeof, path, structs=_decls.STRUCTS):
 
 
 lib, path = load_library()
-verifies = has_verify(lib)  # libplan-verify, else the core library
-fn = bind_functions(lib, path, verifies)
+verifies = has_verify(lib)  # libplan-search or libplan-verify, not the core
+searches = has_search(lib)  # libplan-search: search in-process
+fn = bind_functions(lib, path, verifies, searches)
 check_structs(fn.abi_sizeof, path)
 
 # Buffers the library hands over are freed by the library itself.

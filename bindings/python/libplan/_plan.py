@@ -389,14 +389,15 @@ class Plan(_Handle):
         return _cost.cost(self, hardware, parameters, calibration)
 
     def replay(self, tool=None):
-        """Makes the plan again from its provenance with the `plan` tool:
-        (same hash, message). See libplan.search."""
+        """Makes the plan again from its provenance: (same hash, message).
+        In-process over libplan-search, else (or given `tool`) with the
+        `plan` tool. See libplan.search."""
         from ._search import replay
         return replay(self, tool)
 
     def lower(self, tool=None):
-        """The lowered SPMD program as text (runs `plan lower`; see
-        libplan.search for how the tool is found)."""
+        """The lowered SPMD program as text (what `plan lower` writes; the
+        library lowers it, or the `tool` named runs)."""
         from ._search import lower
         return lower(self, tool)
 

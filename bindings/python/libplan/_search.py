@@ -1,24 +1,30 @@
-"""Plan search, replay and lowering through the `plan` tool.
+"""Plan search, replay and lowering.
 
-The search strategies are Lua (lua/search.lua and lua/strategies/) run by
-the tool's embedded interpreter; the C API has no search entry point, so
-these functions run `plan search` / `plan replay` and load the result. The
-tool is looked for: the `tool` argument, $LIBPLAN_TOOL, `plan` beside the
-library (build/plan next to build/libplan.so.0; libplan/bin/plan in a wheel),
-then `plan` on PATH.
+Over libplan-search (libplan/search.h) `search` and `replay` call the
+library in-process: a Program, ProgramBuilder or Plan is written to text
+and handed over as a buffer, so nothing touches the disk. Over another
+library, or when a `tool` is named, they run `plan search` / `plan replay`
+and load the result. The tool is looked for: the `tool` argument,
+$LIBPLAN_TOOL, `plan` beside the library (build/plan next to
+build/libplan.so.0; libplan/bin/plan in a wheel), then `plan` on PATH.
+`lower` calls plan_lower (lowered.h, in every library) unless a `tool` is
+named.
 """
 
+import ctypes
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 
-from . import _lib
+from . import _decls, _lib
+from ._common import _hash_str, _int, _take_out, enc, fn, s
 from ._plan import Plan
 from ._program import Program
 from .builder import ProgramBuilder
-from .errors import InvalidError, UnsupportedError, UsageError
+from .errors import (Error, InvalidError, UnsupportedError, UsageError,
+                     error_class)
 
 __all__ = ["find_tool", "search", "replay", "lower"]
 
@@ -40,7 +46,8 @@ def find_tool(tool=None):
         return found
     raise UnsupportedError(
         "the plan tool was not found (tried the tool argument, $LIBPLAN_TOOL, "
-        "beside %s, and PATH); search and replay run it" % _lib.path)
+        "beside %s, and PATH); search and replay run it over a library "
+        "without in-process search (libplan-search)" % _lib.path)
 
 
 _POS = re.compile(r"^(?:plan:? ?\w*: )?(.+?):(\d+):(\d+): (?:error: )?(.*)$")
@@ -56,6 +63,8 @@ def _run(args):
 def _fail(cls, code, what, msg):
     """The tool's first error line as an exception, with its position when
     it names one (file:line:column: ...)."""
+    if cls is UsageError and "no strategy '" in msg:
+        cls, code = input_error(-9), -9  # as in-process: also NotFoundError
     m = _POS.match(msg)
     if m:
         return cls("%s: %s" % (what, m.group(4)), code, m.group(1),
@@ -80,7 +89,20 @@ def search(program, mesh=None, strategy="greedy", hardware=None, seed=None,
     decision of that plan again but its pinned regions. Returns the Plan,
     with the provenance `replay` needs. A program from memory makes a
     self-contained plan. InvalidError when the strategy fails or makes an
-    invalid plan; UsageError for bad arguments (the tool's message)."""
+    invalid plan (with the file and line a Lua strategy raised at, and the
+    whole story in `details`); UsageError for bad arguments or input, also
+    of the status's own class (NotFoundError for an unknown strategy,
+    ParseError for a strategy file that does not compile, ...). Runs
+    in-process over libplan-search unless `tool` names a plan tool to run."""
+    if tool is None and _lib.searches:
+        return _search_here(program, mesh, strategy, hardware, seed, width,
+                            limit, self_contained)
+    return _tool_search(program, mesh, strategy, hardware, seed, width,
+                        limit, self_contained, tool)
+
+
+def _tool_search(program, mesh, strategy, hardware, seed, width, limit,
+                 self_contained, tool):
     exe = find_tool(tool)
     with tempfile.TemporaryDirectory(prefix="libplan-search-") as tmp:
         if isinstance(program, (Program, ProgramBuilder, Plan)):
@@ -128,7 +150,17 @@ def search(program, mesh=None, strategy="greedy", hardware=None, seed=None,
 
 def replay(plan, tool=None):
     """Makes a searched plan again from its provenance. Returns (same,
-    message): same is True when the plan hashes agree."""
+    message): same is True when the plan hashes agree (the message says
+    the hash, or the recorded and replayed hashes and the differences, one
+    per indented line); False too, with the failure's first line, when the
+    strategy fails. Runs in-process over libplan-search unless `tool` names
+    a plan tool to run."""
+    if tool is None and _lib.searches:
+        return _replay_here(plan)
+    return _tool_replay(plan, tool)
+
+
+def _tool_replay(plan, tool):
     exe = find_tool(tool)
     with tempfile.TemporaryDirectory(prefix="libplan-replay-") as tmp:
         if isinstance(plan, Plan):
@@ -146,7 +178,15 @@ def replay(plan, tool=None):
 def lower(plan, tool=None):
     """The SPMD program every rank runs (spec/lowered-format.md), as text:
     `plan lower`. InvalidError for an invalid plan, UnsupportedError for
-    what is not lowered yet."""
+    what is not lowered yet (as `plan lower`, a UsageError, also of the
+    status's class, for what else fails). Calls the library unless `tool`
+    names a plan tool to run."""
+    if tool is None:
+        return _lower_here(plan)
+    return _tool_lower(plan, tool)
+
+
+def _tool_lower(plan, tool):
     exe = find_tool(tool)
     with tempfile.TemporaryDirectory(prefix="libplan-lower-") as tmp:
         if isinstance(plan, Plan):
@@ -165,3 +205,174 @@ def lower(plan, tool=None):
             raise _fail(UsageError, -8, "plan lower", msg)
         with open(out) as f:
             return f.read()
+
+
+# ---- in-process (libplan-search, lowered.h) --------------------------------
+
+_INPUT_ERRORS = {}
+
+
+def input_error(code):
+    """The class for a failure before the strategy ran: the status's own
+    (NotFoundError, ParseError, ...), also a UsageError, as the tool's exit
+    2 has always been."""
+    base = error_class(code)
+    if issubclass(base, UsageError) or base is Error:
+        return UsageError if base is Error else base
+    cls = _INPUT_ERRORS.get(code)
+    if cls is None:
+        cls = _INPUT_ERRORS[code] = type(base.__name__, (base, UsageError), {
+            "__module__": base.__module__, "__doc__": base.__doc__})
+    return cls
+
+
+def _raise(cls, what, code, info):
+    """The last error (read first, before any other call) as `cls` with
+    "what: " before its message and info's details attached."""
+    e = fn.error_last().contents
+    msg = s(e.message) or s(fn.status_name(code))
+    exc = cls("%s: %s" % (what, msg), code, s(e.file), e.line, e.column)
+    exc.details = s(info.details) or None
+    raise exc
+
+
+def _fail_here(rc, info, verb):
+    if info.strategy_ran:
+        _raise(InvalidError, "%s failed" % verb, rc, info)
+    _raise(input_error(rc), "plan " + verb, rc, info)
+
+
+def _source(x):
+    """(text, None) for a Program, ProgramBuilder or Plan (written with the
+    program inline), else (None, path)."""
+    if isinstance(x, Plan):
+        return x.text(self_contained=True), None
+    if isinstance(x, ProgramBuilder):
+        return x.yaml(), None
+    if isinstance(x, Program):
+        return x.text(), None
+    return None, os.fspath(x)
+
+
+def _opt_int(v, what, low):
+    if v is None:
+        return 0
+    v = _int(v, what)
+    if v < low or v >= 1 << 63:
+        raise UsageError("plan search: %s must be %s" % (
+            what, "a whole number" if low < 0 else "a whole number above 0"))
+    return v
+
+
+def _search_here(program, mesh, strategy, hardware, seed, width, limit,
+                 self_contained):
+    text, path = _source(program)
+    if self_contained is None:
+        self_contained = text is not None
+    opts = _decls.SearchOptions()
+    fn.search_options_init(ctypes.byref(opts), 1)
+    keep = [enc(os.fspath(strategy)) if strategy else None,
+            enc(_mesh_arg(mesh)) if mesh is not None else None,
+            enc(hardware) if hardware is not None else None]
+    opts.strategy, opts.mesh, opts.hardware = keep
+    opts.seed = _opt_int(seed, "seed", -(1 << 63))
+    opts.width = _opt_int(width, "width", 1)
+    if opts.width >= 1 << 31:
+        raise UsageError("plan search: width must be below 2^31")
+    opts.limit = _opt_int(limit, "limit", 1)
+    opts.self_contained = 1 if self_contained else 0
+    info = _decls.SearchInfo()
+    fn.search_info_init(ctypes.byref(info), 1)
+    out = ctypes.c_void_p()
+    try:
+        if text is None:
+            rc = fn.search(ctypes.byref(out), ctypes.byref(info), enc(path),
+                           ctypes.byref(opts))
+            base = os.path.dirname(os.path.abspath(path))
+        else:
+            data = enc(text)
+            rc = fn.search_buffer(ctypes.byref(out), ctypes.byref(info), data,
+                                  len(data), b"<search>", None,
+                                  ctypes.byref(opts))
+            base = None
+        if rc < 0:
+            _fail_here(rc, info, "search")
+    finally:
+        fn.search_info_clear(ctypes.byref(info))
+    # as the tool's file read back: the program inline, named "<search>"
+    with Plan(out.value) as found:
+        text = found.text(self_contained=True)
+    return Plan.parse(text, name="<search>", base_dir=base)
+
+
+def _replay_here(plan):
+    text, path = _source(plan) if isinstance(plan, Plan) else \
+        (None, os.fspath(plan))
+    info = _decls.SearchInfo()
+    fn.search_info_init(ctypes.byref(info), 1)
+    out = ctypes.POINTER(_decls.ReplayResult)()
+    try:
+        if text is None:
+            name = path
+            rc = fn.replay(ctypes.byref(out), ctypes.byref(info), enc(path))
+        else:
+            name = plan.file or "<plan>"
+            data = enc(text)
+            rc = fn.replay_buffer(ctypes.byref(out), ctypes.byref(info), data,
+                                  len(data), enc(name), None)
+        if rc < 0 and info.strategy_ran:  # the tool's exit 1: not the same
+            e = fn.error_last().contents
+            where = s(e.file)
+            if where and e.line:
+                where += ":%d:%d: " % (e.line, e.column) if e.column else \
+                    ":%d: " % e.line
+            elif where:
+                where += ": "
+            return False, "plan: %s%s" % (where, s(e.message))
+        if rc < 0:
+            _fail_here(rc, info, "replay")
+    finally:
+        fn.search_info_clear(ctypes.byref(info))
+    try:
+        r = out.contents
+        if r.same:
+            return True, "%s: replayed: %s (strategy %s)" % (
+                name, _hash_str(r.replayed), s(r.strategy))
+        lines = ["%s: replay differs: recorded %s, replayed %s" % (
+            name, _hash_str(r.recorded), _hash_str(r.replayed))]
+        lines += ["  " + l for l in s(r.diff).splitlines()]
+        return False, "\n".join(lines)
+    finally:
+        fn.replay_result_free(out)
+
+
+def _lower_here(plan):
+    if isinstance(plan, Plan):
+        return _lower_plan(plan)
+    try:
+        p = Plan.load(os.fspath(plan))
+    except Error as e:  # as `plan lower` says it: exit 2, a usage error
+        exc = input_error(e.code)("plan lower: " + e.message, e.code, e.file,
+                                  e.line, e.column)
+        raise exc from None
+    with p:
+        return _lower_plan(p)
+
+
+def _lower_plan(plan):
+    errors = plan.validate().errors
+    if errors:  # `plan lower` prints them; its first line is the first's
+        f = errors[0]
+        exc = InvalidError("plan lower: %s [%s]" % (f.message, f.code), -6,
+                           f.file, f.line, f.column)
+        exc.findings = errors
+        raise exc
+    out = ctypes.c_void_p()
+    rc = fn.lower(ctypes.byref(out), plan._h)
+    if rc < 0:
+        _raise(UnsupportedError if rc == -10 else input_error(rc),
+               "plan lower", rc, _decls.SearchInfo())
+    try:
+        return _take_out(fn.lowered_write, out)
+    finally:
+        fn.lowered_free(out)

@@ -10,6 +10,9 @@
 #include "libplan/program.h"
 #include "libplan/schedule.h"
 #include "libplan/space.h"
+/* search.h's structs too: only libplan-search has its functions, but the
+ * structs are plain data, so every library answers for them. */
+#include "libplan/search.h"
 /* verify.h's option structs are plain data: the core answers for them too,
  * so a binding checks one table whichever library it loaded. */
 #include "libplan/verify.h"
@@ -49,6 +52,10 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_axis_pl),
     ABI_SIZE(plan_placement),
     ABI_SIZE(plan_op_strategy),
+    /* search.h */
+    ABI_SIZE(plan_search_options),
+    ABI_SIZE(plan_search_info),
+    ABI_SIZE(plan_replay_result),
     /* verify.h */
     ABI_SIZE(plan_verify_options),
     ABI_SIZE(plan_verify_tolerance),
