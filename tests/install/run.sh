@@ -307,8 +307,8 @@ if [ -n "$py" ] && "$py" -m pip --version >/dev/null 2>&1; then
     for l in $libs; do
       case $l in "$lib"/libplan*.so.0) ;; *) echo "not the prefix's: $l"; return 1 ;; esac
     done
-    # the full library comes first by SONAME, so verification works
-    echo "$libs" | grep -q '/libplan-verify\.so\.0$' || { echo "not libplan-verify: $libs"; return 1; }
+    # the fullest library comes first by SONAME, so verification works
+    echo "$libs" | grep -q '/libplan-search\.so\.0$' || { echo "not libplan-search: $libs"; return 1; }
     echo "$r" | grep -qx 'verify EQUAL'
   }
   check "python3 -c 'import libplan': installed library by SONAME" py_ok
