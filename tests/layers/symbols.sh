@@ -18,9 +18,14 @@ ok() { n=$((n+1)); }
 bad() { n=$((n+1)); fail=$((fail+1)); echo "FAIL: $1"; }
 
 # PLAN_API declarations: the name before the first '(' of each.
+# A declaration may wrap after its return type (clang-format does that for
+# long ones): a PLAN_API line without '(' is joined with the next.
 api() { # HEADER...
   for h in "$@"; do
-    sed -n 's/^PLAN_API [^(]*[ *]\(plan_[a-z0-9_]*\)(.*/\1/p' "$h"
+    awk '/^PLAN_API/ && !/\(/ { held = $0; next }
+         held != "" { $0 = held " " $0; held = "" }
+         { print }' "$h" |
+      sed -n 's/^PLAN_API [^(]*[ *]\(plan_[a-z0-9_]*\)(.*/\1/p'
   done | sort -u
 }
 inc=$root/libplan/include/libplan
