@@ -58,7 +58,9 @@ static char *g_data;
 static size_t g_len;
 static plan_plan *g_plan;
 
-static double now(void) { return bench_now(); }
+static double now(void) {
+  return bench_now();
+}
 
 static void die_last(const char *what) {
   const plan_error *e = plan_error_last();
@@ -441,7 +443,8 @@ int main(int argc, char **argv) {
   row("(a) libyaml events only (scan_events)", a, B, "");
   row("(b) load + validate + hash(PLAN) + free", b, B, "");
   row("(c) plan_hash_part(PLAN)", c, B, "");
-  row("    plan_program_hash (part of (c))", cp, B, "  (prepared during the load)");
+  row("    plan_program_hash (part of (c))", cp, B,
+      "  (prepared during the load)");
   row("(b1) (b) on one thread, no pipeline", b1, B, "");
   row("(c1) hash from scratch (plan loaded as b1)", c1, B, "");
   printf("(d) phases, measured on one thread\n");

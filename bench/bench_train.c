@@ -88,8 +88,8 @@ int main(int argc, char **argv) {
     long rss = bench_child("bench_train", argv[0], args, out, sizeof out);
     double whole, ref, low, cmp;
     int eq;
-    if (rss < 0 || sscanf(out, "%lf %lf %lf %lf %d", &whole, &ref, &low,
-                          &cmp, &eq) != 5)
+    if (rss < 0 ||
+        sscanf(out, "%lf %lf %lf %lf %d", &whole, &ref, &low, &cmp, &eq) != 5)
       return 1;
     printf("  run %d: whole %.3f s (reference %.3f, lowered %.3f, compare "
            "%.3f), peak RSS %.0f MiB, %s\n",

@@ -93,8 +93,7 @@ int main(int argc, char **argv) {
   }
   printf("upgrade %s (%.1f MB): validate %.3f s, upgrade %.3f s: %.2fx "
          "validate (best of %d)\n",
-         path, (double)len / 1e6, best_val, best_up, best_up / best_val,
-         reps);
+         path, (double)len / 1e6, best_val, best_up, best_up / best_val, reps);
   free(text);
   return 0;
 }

@@ -17,15 +17,14 @@
  *
  * Phases. The public API runs everything at once (lower, the reference
  * run, the lowered run, the comparison, and a reference in f64 only when
- * a low-precision tensor misses its tolerance), so the phases are separated by subtraction, with the
- * internal entry plan_verify_lowered (verify_int.h, as tests/unit/
- * test_verify.c uses it) on the same lowered program with steps removed:
- *   full      every step
- *   noredist  the REDIST steps removed (ops run on stale blocks: same shapes)
- *   inputs    only the INPUT steps (leaf blocks filled)
- *   none      no steps (buffers allocated, compared as zeros)
- * so, per mesh, fill = inputs - none, ops = noredist - inputs, collectives =
- * full - noredist, and the run = full - none. "none" itself is the rest of
+ * a low-precision tensor misses its tolerance), so the phases are separated by
+ * subtraction, with the internal entry plan_verify_lowered (verify_int.h, as
+ * tests/unit/ test_verify.c uses it) on the same lowered program with steps
+ * removed: full      every step noredist  the REDIST steps removed (ops run on
+ * stale blocks: same shapes) inputs    only the INPUT steps (leaf blocks
+ * filled) none      no steps (buffers allocated, compared as zeros) so, per
+ * mesh, fill = inputs - none, ops = noredist - inputs, collectives = full -
+ * noredist, and the run = full - none. "none" itself is the rest of
  * plan_verify: both reference runs and the comparison. The reference run is
  * the one-device program's run (full - none on the 1-device mesh): the same
  * executor on whole tensors, the op list run_reference runs. Each figure is
@@ -33,9 +32,9 @@
  * CLOCK_MONOTONIC around plan_verify_lowered; its peak RSS is ru_maxrss
  * from wait4. The memory target compares the peak of verifying the plan
  * ("full" on the mesh) with the peak of the reference run alone ("none" on
- * the one-device mesh). The run's own memory is the peak of "full" minus the peak of
- * "none" (the blocks it touches); the accounting line adds up the blocks'
- * sizes from the layouts.
+ * the one-device mesh). The run's own memory is the peak of "full" minus the
+ * peak of "none" (the blocks it touches); the accounting line adds up the
+ * blocks' sizes from the layouts.
  *
  * FLOPs: matmul and linear 2mnk (+ the bias), other computing ops one per
  * output element (softmax and the norms five), data movement none; summed
@@ -85,7 +84,9 @@ static size_cfg g_cfg = {8, 512, 1024, 16, 0, 2, 4};
 static int g_reps = 3;  /* matmul timings: best of */
 static int g_vreps = 1; /* children per phase: best of */
 
-static double now(void) { return bench_now(); }
+static double now(void) {
+  return bench_now();
+}
 
 static void die_last(const char *what) {
   const plan_error *e = plan_error_last();
@@ -94,7 +95,8 @@ static void die_last(const char *what) {
   exit(2);
 }
 
-/* ---- the plan -------------------------------------------------------------- */
+/* ---- the plan --------------------------------------------------------------
+ */
 
 typedef struct sbuf {
   char *s;
@@ -107,8 +109,8 @@ static void put(sbuf *b, const char *fmt, ...) {
   for (;;) {
     va_list ap;
     va_start(ap, fmt);
-    int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0,
-                      fmt, ap);
+    int k =
+        vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
     va_end(ap);
     if (k >= 0 && b->s && b->n + (size_t)k < b->cap) {
       b->n += (size_t)k;
@@ -181,24 +183,22 @@ static char *plan_yaml(const size_cfg *c, int one, size_t *len) {
       "    - {name: merge, op: reshape, in: [ctx_t], out: ctx_m, attrs: "
       "{shape: [%ld, %ld, %ld]}}\n",
       B, S, H);
-  put(&b,
-      "    - {name: proj, op: matmul, in: [ctx_m, w_o], out: attn_out}\n"
-      "    - {name: res1, op: add, in: [x, attn_out], out: r1}\n"
-      "    - {name: ln2, op: layernorm, in: [r1, ln2_w, ln2_b], out: h2}\n"
-      "    - {name: fc1, op: linear, in: [h2, w_fc1, b_fc1], out: f1}\n"
-      "    - {name: act, op: gelu, in: [f1], out: f1a}\n"
-      "    - {name: fc2, op: matmul, in: [f1a, w_fc2], out: f2}\n"
-      "    - {name: res2, op: add, in: [r1, f2], out: y}\n"
-      "  outputs: [y]\n");
+  put(&b, "    - {name: proj, op: matmul, in: [ctx_m, w_o], out: attn_out}\n"
+          "    - {name: res1, op: add, in: [x, attn_out], out: r1}\n"
+          "    - {name: ln2, op: layernorm, in: [r1, ln2_w, ln2_b], out: h2}\n"
+          "    - {name: fc1, op: linear, in: [h2, w_fc1, b_fc1], out: f1}\n"
+          "    - {name: act, op: gelu, in: [f1], out: f1a}\n"
+          "    - {name: fc2, op: matmul, in: [f1a, w_fc2], out: f2}\n"
+          "    - {name: res2, op: add, in: [r1, f2], out: y}\n"
+          "  outputs: [y]\n");
   if (one)
     put(&b, "mesh:\n  axes: [dev=1]\n  devices: iota\n");
   else
-    put(&b, "mesh:\n  axes: [dp=%ld, tp=%ld]\n  devices: iota\n", c->dp,
-        c->tp);
+    put(&b, "mesh:\n  axes: [dp=%ld, tp=%ld]\n  devices: iota\n", c->dp, c->tp);
   const char *leaves[][2] = {
-      {"x", "S(0)R"},     {"ln1_w", "RR"},   {"ln1_b", "RR"},
+      {"x", "S(0)R"},     {"ln1_w", "RR"},    {"ln1_b", "RR"},
       {"w_qkv", "RS(0)"}, {"b_qkv", "RS(0)"}, {"mask", "RR"},
-      {"w_o", "RS(0)"},   {"ln2_w", "RR"},   {"ln2_b", "RR"},
+      {"w_o", "RS(0)"},   {"ln2_w", "RR"},    {"ln2_b", "RR"},
       {"w_fc1", "RS(0)"}, {"b_fc1", "RS(0)"}, {"w_fc2", "RS(0)"}};
   put(&b, "placements:\n");
   for (size_t i = 0; i < sizeof leaves / sizeof *leaves; i++)
@@ -252,8 +252,8 @@ static plan_plan *load_plan(int one) {
   size_t len;
   char *yaml = plan_yaml(&g_cfg, one, &len);
   plan_plan *p;
-  if (plan_load_buffer(&p, yaml, len, one ? "bench-verify-1dev.yaml"
-                                          : "bench-verify.yaml",
+  if (plan_load_buffer(&p, yaml, len,
+                       one ? "bench-verify-1dev.yaml" : "bench-verify.yaml",
                        NULL))
     die_last("plan_load_buffer");
   free(yaml);
@@ -275,7 +275,8 @@ static plan_lowered *lower_plan(const plan_plan *p) {
   return l;
 }
 
-/* ---- local shapes and FLOPs -------------------------------------------------- */
+/* ---- local shapes and FLOPs
+ * -------------------------------------------------- */
 
 static int64_t count_of(const int64_t *d, int rank) {
   int64_t n = 1;
@@ -301,8 +302,8 @@ static void buf_view(const plan_lowered *l, int b, int64_t r, plan_dtype dt,
   memset(v, 0, sizeof *v);
   v->dtype = dt;
   v->rank = t->rank;
-  plan_redist_local_layout(&l->bufs[b].pl, t->dims, t->rank,
-                           p->mesh.axis_sizes, coord, v->dims, v->offset);
+  plan_redist_local_layout(&l->bufs[b].pl, t->dims, t->rank, p->mesh.axis_sizes,
+                           coord, v->dims, v->offset);
   memcpy(v->global_dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
 }
 
@@ -400,11 +401,11 @@ static totals count_lowered(const plan_lowered *l) {
   return t;
 }
 
-/* ---- children: one verification each ------------------------------------------ */
+/* ---- children: one verification each
+ * ------------------------------------------ */
 
 enum { STRIP_FULL, STRIP_NOREDIST, STRIP_INPUTS, STRIP_NONE, STRIP_COUNT };
-static const char *const strip_names[] = {"full", "noredist", "inputs",
-                                          "none"};
+static const char *const strip_names[] = {"full", "noredist", "inputs", "none"};
 
 static void strip(plan_lowered *l, int how) {
   int n = 0;
@@ -517,7 +518,8 @@ static int measure(const char *mode, int reps, child_res *best) {
   return 0;
 }
 
-/* ---- the matmul path ------------------------------------------------------------ */
+/* ---- the matmul path
+ * ------------------------------------------------------------ */
 
 static void fill_f(float *a, int64_t n, unsigned seed) {
   for (int64_t i = 0; i < n; i++) {
@@ -594,8 +596,8 @@ static int time_matmul(const plan_lowered *l, const plan_lstep *s,
       rc = -1;
   }
   memset(res, 0, sizeof *res);
-  res->flops = 2.0 * (double)sh.m * (double)sh.n * (double)sh.k *
-               (double)sh.batch;
+  res->flops =
+      2.0 * (double)sh.m * (double)sh.n * (double)sh.k * (double)sh.batch;
   char err[256];
   plan_kernel_ctx kc = {false, 0};
   for (int rep = 0; rep <= g_reps && !rc; rep++) { /* rep 0: warm-up */
@@ -670,8 +672,8 @@ static int matmul_section(const char *title, const plan_lowered *l,
     if (sh.batch > 1)
       snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " %lld",
                (long long)sh.batch);
-    printf("  %-8s %-26s %9.1f %9.1f %9.1f %8.1f%%  %6.1f%%\n", op->name,
-           shape, t.flops / t.raw * 1e-9, t.flops / t.runner * 1e-9,
+    printf("  %-8s %-26s %9.1f %9.1f %9.1f %8.1f%%  %6.1f%%\n", op->name, shape,
+           t.flops / t.raw * 1e-9, t.flops / t.runner * 1e-9,
            t.flops / t.verifier * 1e-9, 100.0 * t.convert / t.verifier,
            100.0 * t.raw / t.verifier);
     sum->flops += t.flops;
@@ -683,9 +685,12 @@ static int matmul_section(const char *title, const plan_lowered *l,
   return 0;
 }
 
-/* ---- main ------------------------------------------------------------------------ */
+/* ---- main
+ * ------------------------------------------------------------------------ */
 
-static const char *verdict(int ok) { return ok ? "PASS" : "FAIL"; }
+static const char *verdict(int ok) {
+  return ok ? "PASS" : "FAIL";
+}
 
 static long opt_long(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) {
@@ -726,10 +731,9 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--quick"))
       quick = 1;
     else {
-      fprintf(stderr,
-              "usage: bench_verify [--batch B] [--seq S] [--hidden H] "
-              "[--heads N] [--ffn F] [--dp D] [--tp T] [-n REPS] "
-              "[--child-reps N] [--quick]\n");
+      fprintf(stderr, "usage: bench_verify [--batch B] [--seq S] [--hidden H] "
+                      "[--heads N] [--ffn F] [--dp D] [--tp T] [-n REPS] "
+                      "[--child-reps N] [--quick]\n");
       return 2;
     }
   }
@@ -787,8 +791,8 @@ int main(int argc, char **argv) {
   r1[STRIP_NOREDIST] = r1[STRIP_FULL];
   if (!rd[STRIP_FULL].equal)
     printf("warning: the distributed plan did not verify EQUAL\n");
-  printf("%-44s %10s %10s %12s\n", "phase (wall s, one child each)",
-         "lowered", "reference", "peak RSS MiB");
+  printf("%-44s %10s %10s %12s\n", "phase (wall s, one child each)", "lowered",
+         "reference", "peak RSS MiB");
   printf("%-44s %10.3f %10.3f\n", "plan_lower", rd[STRIP_FULL].lower,
          r1[STRIP_FULL].lower);
   printf("%-44s %10.3f %10.3f %6.0f %5.0f\n",
@@ -816,9 +820,8 @@ int main(int argc, char **argv) {
    * one-device program, its lowered run the plan's, so the per-FLOP
    * target is judged on these, not on differences between processes */
   const child_res *fd = &rd[STRIP_FULL];
-  printf("%-44s %10.3f %10.3f\n",
-         "timed inside plan_verify_lowered: the runs", fd->phase_low,
-         fd->phase_ref);
+  printf("%-44s %10.3f %10.3f\n", "timed inside plan_verify_lowered: the runs",
+         fd->phase_low, fd->phase_ref);
   printf("%-44s %10.3f\n", "  the comparison", fd->phase_cmp);
   printf("%-44s %10.2f %10.2f\n", "  ms per GFLOP", wd / td.flops * 1e12,
          w1 / t1.flops * 1e12);
@@ -834,8 +837,8 @@ int main(int argc, char **argv) {
 
   /* ---- the matmul path ---- */
   mm_time sd = {0, 0, 0, 0, 0}, s1 = {0, 0, 0, 0, 0};
-  if (matmul_section("matmul path, lowered (rank 0's blocks), best of reps:",
-                     ld, &sd) ||
+  if (matmul_section(
+          "matmul path, lowered (rank 0's blocks), best of reps:", ld, &sd) ||
       matmul_section("matmul path, reference:", l1, &s1))
     return 2;
   mm_time all = {sd.flops + s1.flops, sd.raw + s1.raw, sd.runner + s1.runner,
@@ -857,8 +860,9 @@ int main(int argc, char **argv) {
   printf("targets:\n");
   printf("  lowered / reference time per FLOP        %6.2fx   (<= 1.5x)   %s\n",
          per_flop, verdict(per_flop <= 1.5));
-  printf("  verifier matmul path / raw sgemm GFLOP/s %6.1f%%   (>= 80%%)    %s\n",
-         100 * mm_ratio, verdict(mm_ratio >= 0.8));
+  printf(
+      "  verifier matmul path / raw sgemm GFLOP/s %6.1f%%   (>= 80%%)    %s\n",
+      100 * mm_ratio, verdict(mm_ratio >= 0.8));
   printf("  verify peak / reference run peak (RSS)   %6.2fx   (<= 3x)     %s\n",
          mem_ratio, verdict(mem_ratio <= 3));
   printf("  (the runs' own memory, full - none: %.2fx; blocks from the "

@@ -128,8 +128,9 @@ int cmd_validate(int argc, char **argv) {
       /* the content hash, so a CI log says which plan was judged */
       plan_hash h;
       char hb[PLAN_HASH_STRLEN] = "";
-      if (plan_hash_part(&h, p, plan_has_mesh(p) ? PLAN_PART_PLAN
-                                                 : PLAN_PART_PROGRAM) == PLAN_OK)
+      if (plan_hash_part(&h, p,
+                         plan_has_mesh(p) ? PLAN_PART_PLAN
+                                          : PLAN_PART_PROGRAM) == PLAN_OK)
         plan_hash_format(h, hb);
       printf("%s: %s (%zu error%s, %zu warning%s) %s\n", files[f],
              errors ? "invalid" : "valid", errors, errors == 1 ? "" : "s",

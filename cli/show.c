@@ -95,8 +95,7 @@ int cmd_show(int argc, char **argv) {
     return cli_fail_last();
   plan_cost_model *model = NULL;
   plan_cost_report *report = NULL;
-  if (cost && (!plan_has_mesh(p) ||
-               plan_cost_model_new(&model, p, hardware) ||
+  if (cost && (!plan_has_mesh(p) || plan_cost_model_new(&model, p, hardware) ||
                plan_cost_plan(&report, model, p))) {
     if (!plan_has_mesh(p))
       cli_usage("show", "--cost needs a plan with a mesh");
@@ -159,8 +158,7 @@ int cmd_show(int argc, char **argv) {
   bool staged = plan_stage_count(p) > 0;
   bool timed = report && plan_cost_report_op_count(report) == (size_t)nops;
   printf("\n%s%s%-*s  %-13s %s  ->  %s\n", staged ? "stage " : "",
-         timed ? "     modeled  " : "", wop, "op", "kind", "inputs",
-         "outputs");
+         timed ? "     modeled  " : "", wop, "op", "kind", "inputs", "outputs");
   char ins[2048], outs[1024];
   for (int i = 0; i < nops; i++) {
     operands(p, i, 0, ins, sizeof ins);

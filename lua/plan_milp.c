@@ -112,7 +112,8 @@ static int l_milp(lua_State *L) {
       }
       lua_getfield(L, row, "sense");
       const char *sense = luaL_optstring(L, -1, "=");
-      char s = !strcmp(sense, "<=") ? 'L' : !strcmp(sense, ">=") ? 'G'
+      char s = !strcmp(sense, "<=")   ? 'L'
+               : !strcmp(sense, ">=") ? 'G'
                : !strcmp(sense, "=")  ? 'E'
                                       : 0;
       if (!s)
@@ -151,12 +152,12 @@ static int l_milp(lua_State *L) {
   lua_pop(L, 1);
   int status = Cbc_solve(b->m);
   /* stopped by the time limit: its best solution so far, if any */
-  const double *x = status == 0 ? Cbc_getColSolution(b->m)
-                                : Cbc_bestSolution(b->m);
+  const double *x =
+      status == 0 ? Cbc_getColSolution(b->m) : Cbc_bestSolution(b->m);
   if (!x || Cbc_isProvenInfeasible(b->m)) {
     lua_pushnil(L);
     lua_pushstring(L, Cbc_isProvenInfeasible(b->m) ? "milp: infeasible"
-                                                    : "milp: no solution");
+                                                   : "milp: no solution");
     return 2;
   }
   lua_createtable(L, 0, 3);

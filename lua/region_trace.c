@@ -70,12 +70,12 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   /* the line the body was at (level 0: the running function) */
   lua_getinfo(L, "Sl", ar);
   lua_pushfstring(L, "%s:%d: the body ran past %d million instructions",
-                  ar->short_src, ar->currentline,
-                  INSTRUCTION_LIMIT / 1000000);
+                  ar->short_src, ar->currentline, INSTRUCTION_LIMIT / 1000000);
   lua_error(L);
 }
 
-/* ---- tensors ---------------------------------------------------------------- */
+/* ---- tensors ----------------------------------------------------------------
+ */
 
 static void push_tensor(lua_State *L, int h) {
   int *u = lua_newuserdatauv(L, sizeof(int), 0);
@@ -107,7 +107,8 @@ static int builder_error(lua_State *L) {
   return raise_at_line(L, plan_error_last()->message);
 }
 
-/* ---- ops -------------------------------------------------------------------- */
+/* ---- ops --------------------------------------------------------------------
+ */
 
 /* One attribute of an op call, read from the call's table. The builder
  * holds what it is given (names, strings, lists) until the op, and a
@@ -188,8 +189,7 @@ static call_attr *read_attrs(lua_State *L, int idx, int *nout, int *na) {
       c->v = read_list(L, k, &c->n);
       lua_rawseti(L, held, ++nheld);
     } else {
-      luaL_error(L, "attribute '%s' is a number, boolean, string or list",
-                 k);
+      luaL_error(L, "attribute '%s' is a number, boolean, string or list", k);
     }
     n++;
     lua_pop(L, 1);
@@ -240,8 +240,7 @@ static int op_call(lua_State *L) {
     nin = top - 1;
     attrs = read_attrs(L, top, &nout, &na);
   }
-  if (nin > PLAN_MAX_OPERANDS - 1 || nout < 1 ||
-      nin + nout > PLAN_MAX_OPERANDS)
+  if (nin > PLAN_MAX_OPERANDS - 1 || nout < 1 || nin + nout > PLAN_MAX_OPERANDS)
     return luaL_error(L, "%s: too many operands", name);
   int in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   for (int j = 0; j < nin; j++)
@@ -273,22 +272,20 @@ static int collective(lua_State *L) {
   return 1;
 }
 
-/* ---- the sandbox ------------------------------------------------------------ */
+/* ---- the sandbox ------------------------------------------------------------
+ */
 
 static void open_sandbox(lua_State *L) {
-  static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},
-                                  {LUA_STRLIBNAME, luaopen_string},
-                                  {LUA_TABLIBNAME, luaopen_table},
-                                  {LUA_MATHLIBNAME, luaopen_math},
-                                  {LUA_UTF8LIBNAME, luaopen_utf8},
-                                  {NULL, NULL}};
+  static const luaL_Reg libs[] = {
+      {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+      {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+      {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
   for (const luaL_Reg *l = libs; l->name; l++) {
     luaL_requiref(L, l->name, l->func, 1);
     lua_pop(L, 1);
   }
-  static const char *const removed[] = {"dofile", "loadfile", "load",
-                                        "require", "print", "collectgarbage",
-                                        NULL};
+  static const char *const removed[] = {
+      "dofile", "loadfile", "load", "require", "print", "collectgarbage", NULL};
   for (int i = 0; removed[i]; i++) {
     lua_pushnil(L);
     lua_setglobal(L, removed[i]);
@@ -331,8 +328,9 @@ static int run_body(lua_State *L) {
     return lua_error(L);
   lua_call(L, 0, 1);
   if (lua_type(L, -1) != LUA_TFUNCTION)
-    return luaL_error(L, "the body returns %s, not a function of the "
-                         "region's inputs",
+    return luaL_error(L,
+                      "the body returns %s, not a function of the "
+                      "region's inputs",
                       luaL_typename(L, -1));
   int nin = plan_trace_ninputs(t), nout = plan_trace_noutputs(t);
   luaL_checkstack(L, nin + nout + 4, "the region's inputs");
@@ -346,8 +344,9 @@ static int run_body(lua_State *L) {
   lua_call(L, nin, LUA_MULTRET);
   int got = lua_gettop(L) - base;
   if (got != nout)
-    return luaL_error(L, "the body's function returns %d values for %d "
-                         "outputs",
+    return luaL_error(L,
+                      "the body's function returns %d values for %d "
+                      "outputs",
                       got, nout);
   for (int k = 0; k < nout; k++) {
     if (!luaL_testudata(L, base + 1 + k, TENSOR_MT))

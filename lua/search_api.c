@@ -353,7 +353,8 @@ static int run(job *j) {
   if (rc != LUA_OK)
     return plan_error_set(PLAN_EINVALID, NULL, 0, 0, "search: %s", msg);
   if (j->code)
-    return plan_error_set(j->code, j->file, j->line, j->column, "%s", j->message);
+    return plan_error_set(j->code, j->file, j->line, j->column, "%s",
+                          j->message);
   return PLAN_OK;
 }
 
@@ -361,8 +362,9 @@ static int run(job *j) {
 
 int plan_search_options_init(plan_search_options *opts, unsigned int version) {
   if (!opts || version != PLAN_SEARCH_OPTIONS_VERSION)
-    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_options_init: %s",
-                      opts ? "unknown version" : "NULL options");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "plan_search_options_init: %s",
+                          opts ? "unknown version" : "NULL options");
   plan_search_options d = PLAN_SEARCH_OPTIONS_INIT;
   *opts = d;
   return PLAN_OK;
@@ -371,7 +373,7 @@ int plan_search_options_init(plan_search_options *opts, unsigned int version) {
 int plan_search_info_init(plan_search_info *info, unsigned int version) {
   if (!info || version != PLAN_SEARCH_INFO_VERSION)
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_info_init: %s",
-                      info ? "unknown version" : "NULL info");
+                          info ? "unknown version" : "NULL info");
   plan_search_info d = PLAN_SEARCH_INFO_INIT;
   *info = d;
   return PLAN_OK;
@@ -404,11 +406,13 @@ static int check_args(const void *out, plan_search_info *info,
   if (!out)
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: NULL out", fn);
   if (info && info->version != PLAN_SEARCH_INFO_VERSION)
-    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: unknown plan_search_info version %u",
-                      fn, info->version);
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "%s: unknown plan_search_info version %u", fn,
+                          info->version);
   if (opts && opts->version != PLAN_SEARCH_OPTIONS_VERSION)
-    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "%s: unknown plan_search_options version %u",
-                      fn, opts->version);
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "%s: unknown plan_search_options version %u", fn,
+                          opts->version);
   plan_search_info_clear(info);
   return PLAN_OK;
 }
@@ -450,7 +454,7 @@ static int file_is_plan(const char *path, bool *is_plan) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return plan_error_set(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
-                     strerror(errno));
+                          strerror(errno));
   char buf[16384];
   size_t n, k = 1;
   *is_plan = false;
@@ -487,7 +491,7 @@ static int embed(plan_plan **p) {
 static int search_job(plan_plan **out, plan_search_info *info, job *j) {
   if (!j->is_plan && !(j->opts && j->opts->mesh))
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
-                      "a program needs a mesh (e.g. dp=2,tp=4) to search");
+                          "a program needs a mesh (e.g. dp=2,tp=4) to search");
   int rc = run(j);
   if (!rc && j->opts && j->opts->self_contained)
     rc = embed(&j->plan);
@@ -524,7 +528,8 @@ int plan_search_buffer(plan_plan **out, plan_search_info *info,
   if (rc)
     return rc;
   if (!data)
-    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_search_buffer: NULL data");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "plan_search_buffer: NULL data");
   size_t k = 1;
   job j = {.text = data,
            .len = len,
@@ -582,7 +587,8 @@ int plan_replay_buffer(plan_replay_result **out, plan_search_info *info,
   if (rc)
     return rc;
   if (!data)
-    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_replay_buffer: NULL data");
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "plan_replay_buffer: NULL data");
   job j = {.replay = true,
            .text = data,
            .len = len,

@@ -54,9 +54,8 @@ typedef struct plan_comm_ops {
    * folds in member order, ((x0 + x1) + x2) + ..., avg that sum / n, the
    * bits of the single-process verifier; NCCL reduces in its own (pinned)
    * order: the same values in exact mode, within tolerance in float. */
-  int (*all_reduce)(plan_comm *c, const int *members, int nmembers,
-                    double *buf, int64_t n, int reduce, char *err,
-                    size_t errsz);
+  int (*all_reduce)(plan_comm *c, const int *members, int nmembers, double *buf,
+                    int64_t n, int reduce, char *err, size_t errsz);
   /* One line: the backend, rank and world, its transport settings. */
   void (*describe)(const plan_comm *c, char *buf, size_t size);
   /* Frees the communicator (NULL-safe through plan_comm_close). */

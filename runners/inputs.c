@@ -72,4 +72,3 @@ void plan_input_fill_block(double *out, uint64_t seed, uint64_t tensor_key,
     }
   }
 }
-

@@ -50,10 +50,10 @@ extern "C" {
  * and the loader refuses a plugin without it or with another key. */
 #define PLAN_RUNNER_PLUGIN_ABI "plan_runner_plugin_abi"
 #define PLAN_RUNNER_ABI_KEY                                                    \
-  ((unsigned long long)PLAN_VERSION_NUMBER << 32 |                            \
-   (unsigned long long)PLAN_OP_COUNT << 24 |                                  \
-   (unsigned long long)sizeof(plan_view) << 12 |                              \
-   (unsigned long long)sizeof(plan_attr_val) << 4 |                           \
+  ((unsigned long long)PLAN_VERSION_NUMBER << 32 |                             \
+   (unsigned long long)PLAN_OP_COUNT << 24 |                                   \
+   (unsigned long long)sizeof(plan_view) << 12 |                               \
+   (unsigned long long)sizeof(plan_attr_val) << 4 |                            \
    (unsigned long long)sizeof(plan_kernel_ctx))
 
 typedef struct plan_runner_vtable {
@@ -93,9 +93,8 @@ typedef struct plan_runner_vtable {
    * folder, the timeout), on the runner's own transport (NCCL for the
    * CUDA runner; this rank's ops then run on the GPU that LOCAL_RANK
    * names). NULL: the library's TCP communicator. */
-  int (*comm_open)(plan_comm **out, int rank, int world,
-                   const char *rendezvous, double timeout_s, char *err,
-                   size_t errsz);
+  int (*comm_open)(plan_comm **out, int rank, int world, const char *rendezvous,
+                   double timeout_s, char *err, size_t errsz);
 } plan_runner_vtable;
 
 /* The entry point's type (PLAN_RUNNER_PLUGIN_ENTRY). */

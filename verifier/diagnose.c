@@ -29,7 +29,8 @@ static void global_value_as(const vctx *c, int buf, const plan_placement *as,
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
     for (int64_t e = 0; e < b.n; e++)
-      plan_vx_group_value(c, buf, pa, np, 0, coord, e, &out[plan_vx_global_index(t, &b, e)]);
+      plan_vx_group_value(c, buf, pa, np, 0, coord, e,
+                          &out[plan_vx_global_index(t, &b, e)]);
   }
 }
 
@@ -103,7 +104,8 @@ static bool diagnose_layout(vctx *c, int buf) {
     if (k % 2) { /* the nesting of every multi-axis dim reversed */
       bool multi = false;
       for (int d = 0; d < t->rank; d++) {
-        int axes[PLAN_MAX_MESH_AXES], na = plan_placement_dim_axes(&cand, d, axes);
+        int axes[PLAN_MAX_MESH_AXES],
+            na = plan_placement_dim_axes(&cand, d, axes);
         for (int i = 0; i < na; i++)
           cand.ax[axes[i]].level = (int8_t)(na - 1 - i);
         multi |= na > 1;
@@ -135,8 +137,8 @@ static bool diagnose_layout(vctx *c, int buf) {
 
 /* Whether piece i of `x` equals piece j of `y`: pieces are the k equal
  * slices of dim d (outer x dim x inner layout). */
-static bool piece_equal(const double *x, int64_t i, const double *y,
-                        int64_t j, int64_t outer, int64_t len, int64_t chunk,
+static bool piece_equal(const double *x, int64_t i, const double *y, int64_t j,
+                        int64_t outer, int64_t len, int64_t chunk,
                         int64_t inner, double rtol, double atol) {
   for (int64_t o = 0; o < outer; o++)
     for (int64_t q = 0; q < chunk * inner; q++) {
@@ -151,8 +153,7 @@ static bool piece_equal(const double *x, int64_t i, const double *y,
 /* For a diagnosis: the global value of buffer buf (newly allocated; NULL
  * when the tensor is too large to diagnose or memory is short) and the
  * diagnoses' tolerances. */
-static double *diag_global(const vctx *c, int buf, double *rtol,
-                           double *atol) {
+static double *diag_global(const vctx *c, int buf, double *rtol, double *atol) {
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   int64_t n = plan_vx_count_of(t->dims, t->rank);
   *rtol = *atol = 0;
@@ -207,8 +208,7 @@ static bool diagnose_pieces(vctx *c, int buf) {
       for (int64_t i = 0; i < k && u < sizeof list - 40; i++)
         if (src[i] != i)
           u += (size_t)snprintf(list + u, sizeof list - u, "%s%lld<-%lld",
-                                u ? ", " : "", (long long)i,
-                                (long long)src[i]);
+                                u ? ", " : "", (long long)i, (long long)src[i]);
       char axes[160] = "";
       size_t v = 0;
       for (int b = 0; b < c->m->naxes && v < sizeof axes - 70; b++)
@@ -252,9 +252,10 @@ static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   for (int d = 0; d < t->rank; d++) {
-    int axes[PLAN_MAX_MESH_AXES], na = plan_placement_dim_axes(&lb->pl, d, axes);
-    if (na && !plan_placement_dim_even(&lb->pl, d, t->dims[d],
-                                       c->m->axis_sizes)) {
+    int axes[PLAN_MAX_MESH_AXES],
+        na = plan_placement_dim_axes(&lb->pl, d, axes);
+    if (na &&
+        !plan_placement_dim_even(&lb->pl, d, t->dims[d], c->m->axis_sizes)) {
       snprintf(why, whysz,
                "'%s' is sharded unevenly (dim %d, %lld over '%s'%s)", t->name,
                d, (long long)t->dims[d], c->m->axis_names[axes[0]],
@@ -401,18 +402,18 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
   plan_rule *rule = malloc(sizeof *rule);
   char err[256] = "";
   bool bad = false;
-  if (rule &&
-      !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs, err,
-                    sizeof err)) {
+  if (rule && !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs,
+                            err, sizeof err)) {
     err[0] = 0;
-    bad = plan_rule_check(rule, op->kind, op->attrs, pin, pout,
-                          c->m->axis_sizes, c->m->axis_names, err,
-                          sizeof err) != PLAN_OK;
+    bad =
+        plan_rule_check(rule, op->kind, op->attrs, pin, pout, c->m->axis_sizes,
+                        c->m->axis_names, err, sizeof err) != PLAN_OK;
   }
   free(rule);
   if (bad)
-    snprintf(why, whysz, "op '%s' ran on blocks its sharding rule does not "
-                         "allow (%s)",
+    snprintf(why, whysz,
+             "op '%s' ran on blocks its sharding rule does not "
+             "allow (%s)",
              op->name, err);
   return bad;
 }
@@ -485,8 +486,7 @@ static bool diagnose_drift(vctx *c, int buf) {
     char why[400];
     if (w > 0 && (size_t)w < sizeof c->diagnosis &&
         rule_violation(c, buf, why, sizeof why))
-      snprintf(c->diagnosis + w, sizeof c->diagnosis - (size_t)w, "; %s",
-               why);
+      snprintf(c->diagnosis + w, sizeof c->diagnosis - (size_t)w, "; %s", why);
     return true;
   }
   return false;
@@ -517,8 +517,7 @@ static bool diagnose_ratio(vctx *c, const diff *df, double rtol) {
       }
       if (k == 0)
         continue;
-      bool mb = c->low->pipe &&
-                (double)c->low->pipe->microbatches == k;
+      bool mb = c->low->pipe && (double)c->low->pipe->microbatches == k;
       if (!inv && mb)
         snprintf(c->diagnosis, sizeof c->diagnosis,
                  "values are %g times the reference, the size of axis %s, "
@@ -630,4 +629,3 @@ void plan_vx_diagnose(vctx *c, int buf, const diff *df) {
              "zeros where the reference has values: a shard from the wrong "
              "group or rank, or a contribution that never arrived");
 }
-

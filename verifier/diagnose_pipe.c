@@ -134,8 +134,8 @@ static bool one_contribution(vctx *c, int buf) {
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int axis = c->mb_axis;
-  if (lb->pl.ax[axis].kind != PLAN_PL_R || plan_vx_partial_axes(lb, c->m->naxes,
-                                                           NULL))
+  if (lb->pl.ax[axis].kind != PLAN_PL_R ||
+      plan_vx_partial_axes(lb, c->m->naxes, NULL))
     return false;
   int src = -1;
   for (int i = 0; i < c->low->nsteps && src < 0; i++) {

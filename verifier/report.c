@@ -9,7 +9,9 @@
 
 #define SCHEMA "libplan-verify/1"
 
-static void json_str(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
+static void json_str(plan_buf *b, const char *s) {
+  plan_buf_quoted(b, s);
+}
 
 /* Numbers: shortest round-trip spelling; non-finite values as null. */
 static void num(plan_buf *b, double v) {
@@ -57,9 +59,10 @@ static void write_json(plan_buf *b, const plan_verify_report *r, bool yaml) {
   else
     plan_buf_puts(b, "{\"schema\": \"" SCHEMA "\", \"plan\": ");
   json_str(b, r->file);
-  plan_buf_printf(b, yaml ? "\nverdict: %s\nmode: %s\nseed: %llu\nrunner: "
-                          : ", \"verdict\": \"%s\", \"mode\": \"%s\", "
-                            "\"seed\": %llu, \"runner\": ",
+  plan_buf_printf(b,
+                  yaml ? "\nverdict: %s\nmode: %s\nseed: %llu\nrunner: "
+                       : ", \"verdict\": \"%s\", \"mode\": \"%s\", "
+                         "\"seed\": %llu, \"runner\": ",
                   r->equal ? "equal" : "not_equal",
                   r->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
                   (unsigned long long)r->seed);
@@ -85,7 +88,9 @@ static void write_json(plan_buf *b, const plan_verify_report *r, bool yaml) {
   plan_buf_puts(b, yaml ? "\ntensors:" : ", \"tensors\": [");
   for (int i = 0; i < r->nrecs; i++) {
     const plan_vrecord *v = &r->recs[i];
-    plan_buf_puts(b, yaml ? "\n  - {\"kind\": " : i ? ",\n  {\"kind\": " : "\n  {\"kind\": ");
+    plan_buf_puts(b, yaml ? "\n  - {\"kind\": "
+                     : i  ? ",\n  {\"kind\": "
+                          : "\n  {\"kind\": ");
     json_str(b, v->what);
     plan_buf_puts(b, ", \"op\": ");
     json_str(b, v->op);
@@ -140,9 +145,10 @@ static void write_junit(plan_buf *b, const plan_verify_report *r) {
       plan_buf_puts(b, "/>\n");
       continue;
     }
-    plan_buf_printf(b, ">\n      <failure message=\"%lld of %lld elements "
-                       "differ\">largest abs error %g at %lld (got %.17g, "
-                       "want %.17g)",
+    plan_buf_printf(b,
+                    ">\n      <failure message=\"%lld of %lld elements "
+                    "differ\">largest abs error %g at %lld (got %.17g, "
+                    "want %.17g)",
                     (long long)v->mismatches, (long long)v->compared,
                     v->max_abs, (long long)v->at, v->got, v->want);
     if (!strcmp(v->op, r->first_op) && !strcmp(v->tensor, r->first_tensor) &&

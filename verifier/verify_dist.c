@@ -93,7 +93,7 @@ static int all_reduce(vctx *c, const int *members, int k, double *buf,
 }
 
 int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
-                       const char *what) {
+                            const char *what) {
   int world = c->comm->world, me = c->comm->rank, n = 0;
   plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
   if (!msg)
@@ -136,7 +136,7 @@ static int check_same_run(vctx *c, const plan_plan *p) {
     return plan_oom();
   fill_key(c, p, &mine);
   int rc = plan_vx_dist_all_gather(c, &mine, sizeof mine, all,
-                              "meeting the other processes");
+                                   "meeting the other processes");
   for (int q = 0; q < world && !rc; q++)
     if (q != me && memcmp(&all[q], &mine, sizeof mine))
       rc = plan_failf(PLAN_EUSAGE,
@@ -271,7 +271,8 @@ int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   for (int64_t j = 0; j < k; j++) { /* member j's new block */
     const block *d = &dst[members[j]];
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t li = plan_vx_local_index(t, layout, plan_vx_global_index(t, d, e));
+      int64_t li =
+          plan_vx_local_index(t, layout, plan_vx_global_index(t, d, e));
       pack[at++] =
           li >= 0 && li < mine->n ? mine->data[li] : identity(st->reduce);
     }
@@ -298,7 +299,8 @@ static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
   int64_t n = 0;
   for (int64_t e = 0; e < b->n; e++) {
     int64_t li;
-    if (plan_vx_redist_source(c, s, d, plan_vx_global_index(t, b, e), &li) == c->me)
+    if (plan_vx_redist_source(c, s, d, plan_vx_global_index(t, b, e), &li) ==
+        c->me)
       out[n++] = mine->data[li];
   }
   return n;
@@ -321,8 +323,8 @@ int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
   int64_t count[PLAN_COMM_MAX_WORLD] = {0}; /* values read, by member */
   int rc = PLAN_OK;
   for (int64_t e = 0; e < d->n && !rc; e++) {
-    int64_t li,
-        q = plan_vx_redist_source(c, s, c->me, plan_vx_global_index(t, d, e), &li);
+    int64_t li, q = plan_vx_redist_source(c, s, c->me,
+                                          plan_vx_global_index(t, d, e), &li);
     from[e] = q;
     if (q == -2)
       rc = plan_failf(PLAN_EINVALID,
@@ -442,7 +444,7 @@ int plan_vx_dist_merge_diffs(vctx *c) {
   if (!all)
     return plan_oom();
   int rc = plan_vx_dist_all_gather(c, c->diffs, nb * sizeof *all, all,
-                              "merging the comparisons");
+                                   "merging the comparisons");
   for (size_t b = 0; b < nb && !rc; b++) { /* in rank order: everywhere alike */
     diff sum;
     memset(&sum, 0, sizeof sum);
@@ -459,7 +461,8 @@ int plan_vx_dist_merge_one(vctx *c, diff *df) {
   diff *all = calloc((size_t)world, sizeof *all);
   if (!all)
     return plan_oom();
-  int rc = plan_vx_dist_all_gather(c, df, sizeof *df, all, "merging a comparison");
+  int rc =
+      plan_vx_dist_all_gather(c, df, sizeof *df, all, "merging a comparison");
   if (!rc) {
     memset(df, 0, sizeof *df);
     for (int q = 0; q < world; q++)
@@ -473,7 +476,7 @@ int plan_vx_dist_merge_one(vctx *c, diff *df) {
  * blocks[r] for this process's rank) into global, by global index: the
  * param gathered from the master blocks. */
 int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
-                          double *const *blocks, double *global) {
+                               double *const *blocks, double *global) {
   int world = c->comm->world, me = c->comm->rank, n = 0;
   plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);
   double **got = calloc((size_t)world, sizeof *got);

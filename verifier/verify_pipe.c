@@ -343,8 +343,8 @@ static int run_schedule(prun *x) {
         continue;
       char msg[160];
       snprintf(msg, sizeof msg,
-               "the schedule never runs stage %d's %s of microbatch %lld",
-               s, x->done_f[i] ? "backward" : "forward", (long long)k);
+               "the schedule never runs stage %d's %s of microbatch %lld", s,
+               x->done_f[i] ? "backward" : "forward", (long long)k);
       stuck(x, msg);
       return PLAN_OK;
     }
@@ -383,8 +383,7 @@ int plan_vx_run_pipeline(vctx *c) {
   }
   /* runs, order, start and a cursor in one block (freed with runs) */
   size_t ngroups = (size_t)x.S * PH_N;
-  x.runs = calloc(2 * ((size_t)l->nsteps + 1) + 2 * (ngroups + 1),
-                  sizeof(int));
+  x.runs = calloc(2 * ((size_t)l->nsteps + 1) + 2 * (ngroups + 1), sizeof(int));
   if (x.runs) { /* a stable counting sort of the steps by group */
     x.order = x.runs + l->nsteps + 1;
     x.start = x.order + l->nsteps + 1;

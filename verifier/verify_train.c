@@ -100,7 +100,7 @@ int plan_vx_setup_grid(vctx *c) {
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < (pass ? st->nout : st->nin); j++)
           if (plan_vx_partial_axes(&l->bufs[pass ? st->out[j] : st->in[j]],
-                              c->m->naxes, NULL))
+                                   c->m->naxes, NULL))
             c->grid_op[st->op] = false;
     }
   }
@@ -599,10 +599,9 @@ static int gathered_squares(vctx *c, double **sq) {
     return plan_oom();
   }
   for (size_t i = 0; i < np; i++)
-    mine[i] = sum_squares(
-        &c->bufs[c->low->delivered[tr->grad_out[i]]][c->me]);
+    mine[i] = sum_squares(&c->bufs[c->low->delivered[tr->grad_out[i]]][c->me]);
   int rc = plan_vx_dist_all_gather(c, mine, np * sizeof *mine, *sq,
-                              "gathering the gradient norms");
+                                   "gathering the gradient norms");
   free(mine);
   return rc;
 }

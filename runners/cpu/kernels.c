@@ -19,7 +19,6 @@
 
 /* ---- small helpers ------------------------------------------------------- */
 
-
 static bool dtype_is_float(plan_dtype t) {
   return t == PLAN_F64 || t == PLAN_F32 || t == PLAN_BF16 || t == PLAN_F16;
 }
@@ -481,8 +480,8 @@ static int run_matmul(const plan_typed_kernels *K, const plan_attr_val *attrs,
   mm.n = b->dims[mm.tb ? rb - 2 : rb - 1];
   if (!fits_int(mm.m) || !fits_int(mm.n) || !fits_int(mm.k))
     return plan_errc(PLAN_ELIMIT, err, errsz,
-                 "matmul: m, n, k = %lld, %lld, %lld exceed BLAS's int",
-                 (long long)mm.m, (long long)mm.n, (long long)mm.k);
+                     "matmul: m, n, k = %lld, %lld, %lld exceed BLAS's int",
+                     (long long)mm.m, (long long)mm.n, (long long)mm.k);
   mm.brank = nb;
   mm.bcount = prod(out->dims, 0, nb);
   for (int j = 0; j < nb; j++)
@@ -515,8 +514,8 @@ static int run_linear(const plan_typed_kernels *K, const plan_view *in, int nin,
   int64_t rows = prod(x->dims, 0, x->rank - 1);
   if (!fits_int(rows) || !fits_int(n) || !fits_int(k))
     return plan_errc(PLAN_ELIMIT, err, errsz,
-                 "linear: rows, n, k = %lld, %lld, %lld exceed BLAS's int",
-                 (long long)rows, (long long)n, (long long)k);
+                     "linear: rows, n, k = %lld, %lld, %lld exceed BLAS's int",
+                     (long long)rows, (long long)n, (long long)k);
   K->linear(x->data, w->data, nin > 2 ? in[2].data : NULL, out->data, rows, n,
             k);
   return PLAN_OK;
@@ -644,8 +643,8 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
   case PLAN_OP_COUNT:
     break;
   }
-  return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "no CPU kernel for op kind %d",
-               kind);
+  return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
+                   "no CPU kernel for op kind %d", kind);
 }
 
 int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
@@ -659,7 +658,7 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
     return rc;
   if (!plan_cpu_supports(kind, out[0].dtype))
     return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "%s: no CPU kernel for %s",
-                 plan_op_kind_name(kind), plan_dtype_name(out[0].dtype));
+                     plan_op_kind_name(kind), plan_dtype_name(out[0].dtype));
   if ((rc = run(kind, attrs, in, nin, out, nout, bits, err, errsz)))
     return rc;
   for (int i = 0; i < nout; i++)

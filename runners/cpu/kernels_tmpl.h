@@ -420,8 +420,7 @@ static void F(embedding_grad)(const void *vdy, const int64_t *ids, int64_t n,
 
 static void F(cross_entropy_grad)(const void *vdy, const void *vl,
                                   const int64_t *labels, int64_t rows,
-                                  int64_t c, double count, void *vo,
-                                  int bits) {
+                                  int64_t c, double count, void *vo, int bits) {
   const R *lg = vl;
   R *o = vo;
   /* dy / count once, as the forward divides its sum once */
@@ -445,7 +444,7 @@ static void F(cross_entropy_grad)(const void *vdy, const void *vl,
 }
 
 const plan_typed_kernels TABLE = {
-    F(binary),   F(unary),     F(softmax),        F(norm),
-    F(reduce),   F(cross_entropy), F(matmul),     F(linear),
-    F(act_grad), F(norm_grad), F(embedding_grad), F(cross_entropy_grad),
+    F(binary),   F(unary),         F(softmax),        F(norm),
+    F(reduce),   F(cross_entropy), F(matmul),         F(linear),
+    F(act_grad), F(norm_grad),     F(embedding_grad), F(cross_entropy_grad),
 };

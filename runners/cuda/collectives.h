@@ -43,18 +43,18 @@ int plan_cuda_virtual_all_reduce(void *const *buf, int n, int64_t count,
                                  plan_dtype dt, int reduce, void *stream,
                                  char *err, size_t errsz);
 /* out[r] (n * count) = in[0] | in[1] | ... | in[n-1] (count each). */
-int plan_cuda_virtual_all_gather(const void *const *in, void *const *out,
-                                 int n, int64_t count, plan_dtype dt,
-                                 void *stream, char *err, size_t errsz);
+int plan_cuda_virtual_all_gather(const void *const *in, void *const *out, int n,
+                                 int64_t count, plan_dtype dt, void *stream,
+                                 char *err, size_t errsz);
 /* out[r][i] = reduce over m of in[m][r * count + i], in member order. */
 int plan_cuda_virtual_reduce_scatter(const void *const *in, void *const *out,
                                      int n, int64_t count, plan_dtype dt,
                                      int reduce, void *stream, char *err,
                                      size_t errsz);
 /* out[r][m * count + i] = in[m][r * count + i]. */
-int plan_cuda_virtual_all_to_all(const void *const *in, void *const *out,
-                                 int n, int64_t count, plan_dtype dt,
-                                 void *stream, char *err, size_t errsz);
+int plan_cuda_virtual_all_to_all(const void *const *in, void *const *out, int n,
+                                 int64_t count, plan_dtype dt, void *stream,
+                                 char *err, size_t errsz);
 /* Rank `dst` receives rank `src`'s count elements: out = in. */
 int plan_cuda_virtual_send_recv(const void *in, void *out, int64_t count,
                                 plan_dtype dt, void *stream, char *err,

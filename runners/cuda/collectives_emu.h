@@ -52,7 +52,9 @@ static inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n,
     return cudaErrorInvalidValue;
   return cudaMemcpy(d, s, n, k);
 }
-static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline cudaError_t cudaGetLastError(void) {
+  return cudaSuccess;
+}
 static inline cudaError_t cudaGetDevice(int *d) {
   *d = 0;
   return cudaSuccess;

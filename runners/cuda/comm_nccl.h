@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 /* comm.h has no C++ guard of its own: its functions (the library's
- * plan_comm_tcp_open, plan_comm_fold_all_reduce) are C. Include this header before anything
- * that includes comm.h (runner.h) in C++. */
+ * plan_comm_tcp_open, plan_comm_fold_all_reduce) are C. Include this header
+ * before anything that includes comm.h (runner.h) in C++. */
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -71,16 +71,16 @@ extern "C" {
  * reports failed, or that fails in this process (a CUDA call, the staging
  * buffer) aborts every communicator of this process, the TCP one closed
  * (later calls fail at once; peers waiting for this rank see it gone
- * where NCCL or the TCP communicator tells them, else at their timeout). The abort op (comm.h) does the same after a
- * failure outside the communicator: ncclCommAbort on the world and every
- * split, no finalize, then everything freed. Returns 0 or PLAN_EUSAGE
- * (arguments, or a process at the rendezvous that is not one of this
- * communicator's ranks), PLAN_ENOMEM, or PLAN_EUNSUPPORTED with the
- * reason: NCCL not loadable (dlerror's text), a missing NCCL function,
- * NCCL's or CUDA's error ("ncclAllReduce: <ncclGetErrorString>"), the
- * rendezvous's timeout, another rank's failure ("ncclCommInitRank: rank 1
- * failed: ..."). Close with plan_comm_close, or plan_comm_abort after a
- * failure. */
+ * where NCCL or the TCP communicator tells them, else at their timeout). The
+ * abort op (comm.h) does the same after a failure outside the communicator:
+ * ncclCommAbort on the world and every split, no finalize, then everything
+ * freed. Returns 0 or PLAN_EUSAGE (arguments, or a process at the rendezvous
+ * that is not one of this communicator's ranks), PLAN_ENOMEM, or
+ * PLAN_EUNSUPPORTED with the reason: NCCL not loadable (dlerror's text), a
+ * missing NCCL function, NCCL's or CUDA's error ("ncclAllReduce:
+ * <ncclGetErrorString>"), the rendezvous's timeout, another rank's failure
+ * ("ncclCommInitRank: rank 1 failed: ..."). Close with plan_comm_close, or
+ * plan_comm_abort after a failure. */
 int plan_cuda_comm_open(plan_comm **out, int rank, int world,
                         const char *rendezvous, double timeout_s, char *err,
                         size_t errsz);

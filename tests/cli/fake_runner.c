@@ -36,9 +36,13 @@ static void fake_describe(char *buf, size_t size) {
   snprintf(buf, size, "a stand-in on the CPU kernels");
 }
 
-static const plan_runner_vtable fake = {
-    PLAN_RUNNER_API_VERSION, "cuda",        plan_cpu_supports,
-    plan_cpu_kernel,         fake_describe, fake_all_reduce, NULL};
+static const plan_runner_vtable fake = {PLAN_RUNNER_API_VERSION,
+                                        "cuda",
+                                        plan_cpu_supports,
+                                        plan_cpu_kernel,
+                                        fake_describe,
+                                        fake_all_reduce,
+                                        NULL};
 #elif defined(FAKE_FAILS)
 /* a device out of memory at the first op: the machine's failure */
 static bool all_ops(int kind, plan_dtype dtype) {

@@ -328,27 +328,28 @@ static const adcase cases[] = {
     {"gather", P("x", "[3, 6]") ", " IDS("i", "[3, 4]", "6"),
      "{name: op, op: gather, in: [x, i], out: y}", NULL},
     {"scatter_add", P("s", "[3, 4]") ", " IDS("i", "[3, 4]", "6"),
-     "{name: op, op: scatter_add, in: [s, i], out: y, attrs: {size: 6}}",
-     NULL},
+     "{name: op, op: scatter_add, in: [s, i], out: y, attrs: {size: 6}}", NULL},
     {"moe_dispatch",
-     P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", " P("w", "[2, 5, 2]"),
+     P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", " P("w",
+                                                                "[2, 5, 2]"),
      "{name: op, op: moe_dispatch, in: [x, i, w], out: y, attrs: {experts: 4, "
      "capacity: 3}}",
      NULL},
-    {"moe_dispatch.unweighted", P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4"),
+    {"moe_dispatch.unweighted",
+     P("x", "[2, 5, 3]") ", " IDS("i", "[2, 5, 2]", "4"),
      "{name: op, op: moe_dispatch, in: [x, i], out: y, attrs: {experts: 4, "
      "capacity: 2}}",
      NULL},
     {"moe_combine",
-     P("s", "[4, 2, 3, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", "
-     P("w", "[2, 5, 2]"),
+     P("s", "[4, 2, 3, 3]") ", " IDS("i", "[2, 5, 2]", "4") ", " P("w",
+                                                                   "[2, 5, 2]"),
      "{name: op, op: moe_combine, in: [s, i, w], out: y}", NULL},
     {"moe_combine.unweighted",
      P("s", "[4, 2, 2, 3]") ", " IDS("i", "[2, 5, 2]", "4"),
      "{name: op, op: moe_combine, in: [s, i], out: y}", NULL},
     {"moe_weights_grad",
-     P("a", "[2, 5, 3]") ", " P("b", "[4, 2, 3, 3]") ", "
-     IDS("i", "[2, 5, 2]", "4"),
+     P("a", "[2, 5, 3]") ", " P("b", "[4, 2, 3, 3]") ", " IDS("i", "[2, 5, 2]",
+                                                              "4"),
      "{name: op, op: moe_weights_grad, in: [a, b, i], out: y}", NULL},
 };
 

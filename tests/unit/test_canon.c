@@ -1043,8 +1043,8 @@ static void test_x_keys_round_trip(void **state) {
 
 static void test_x_keys_in_ops_and_tensors(void **state) {
   (void)state;
-  /* spec/plan-format.md: extension keys are kept and round-tripped wherever they are
-   * accepted, which includes tensor declarations and ops. */
+  /* spec/plan-format.md: extension keys are kept and round-tripped wherever
+   * they are accepted, which includes tensor declarations and ops. */
   static const char text[] =
       "libplan: \"0.1\"\n"
       "program:\n"

@@ -896,7 +896,8 @@ static void test_schedule_formulas(void **state) {
   /* interleaved, 8 stages on 4 ranks: the fill shrinks by v = 2 */
   p->pipeline.schedule = PLAN_SCHED_INTERLEAVED_1F1B;
   p->pipeline.nstages = 8;
-  assert_int_equal(plan_cost_schedule_closed_form(&cs, &cb, p, f, b, w, 8), PLAN_OK);
+  assert_int_equal(plan_cost_schedule_closed_form(&cs, &cb, p, f, b, w, 8),
+                   PLAN_OK);
   near(cs, 8 * 6.0 + 3 * 6.0 / 2, "interleaved, closed form");
   assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, b, w, 8),
                    PLAN_OK);

@@ -30,8 +30,7 @@ static void test_block_equals_whole(void **state) {
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
       for (int l = 0; l < 2; l++)
-        assert_true(block[k++] ==
-                    whole[((2 + i) * 7 + (3 + j)) * 3 + (1 + l)]);
+        assert_true(block[k++] == whole[((2 + i) * 7 + (3 + j)) * 3 + (1 + l)]);
   /* empty blocks write nothing */
   const int64_t none[3] = {0, 3, 2};
   block[0] = 99;
@@ -114,8 +113,8 @@ static void test_dyadic(void **state) {
   assert_true(isinf(plan_dyadic_round(INFINITY, 8)));
   assert_true(isnan(plan_dyadic_round(NAN, 8)));
   /* sums of rounded values are exact in any order */
-  double a = plan_dyadic_round(exp(0.3), 8), b = plan_dyadic_round(tanh(0.7), 8),
-         c = plan_dyadic_round(1 / 3.0, 8);
+  double a = plan_dyadic_round(exp(0.3), 8),
+         b = plan_dyadic_round(tanh(0.7), 8), c = plan_dyadic_round(1 / 3.0, 8);
   assert_true((a + b) + c == a + (b + c));
 }
 

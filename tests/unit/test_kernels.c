@@ -1508,8 +1508,8 @@ static void test_topk_gather_scatter(void **state) {
     tt *v = mk(2, d13), *i = mk(2, d13);
     i->int_dtype = PLAN_I64;
     tt *outs[2] = {v, i};
-    assert_int_equal(run_k(PLAN_OP_TOPK, int_attrs(PLAN_OP_TOPK, 3, 0), dt,
-                           &x, 1, outs, 2, NULL),
+    assert_int_equal(run_k(PLAN_OP_TOPK, int_attrs(PLAN_OP_TOPK, 3, 0), dt, &x,
+                           1, outs, 2, NULL),
                      PLAN_OK);
     expect_vals(v, (double[]){3, 3, 2, NAN, 5, 2});
     expect_vals(i, (double[]){1, 2, 4, 1, 4, 2});
@@ -1828,10 +1828,10 @@ static void test_exact_grads(void **state) {
                                PLAN_OP_RELU_GRAD};
   for (int k = 0; k < 5; k++) {
     tt *in[3] = {dy, x, w}, *got = mk_like(x);
-    int nin = kinds[k] == PLAN_OP_LAYERNORM_GRAD ||
-                      kinds[k] == PLAN_OP_RMSNORM_GRAD
-                  ? 3
-                  : 2;
+    int nin =
+        kinds[k] == PLAN_OP_LAYERNORM_GRAD || kinds[k] == PLAN_OP_RMSNORM_GRAD
+            ? 3
+            : 2;
     assert_int_equal(run_k(kinds[k], NULL, PLAN_F64, in, nin, &got, 1, &ctx),
                      PLAN_OK);
     for (int64_t i = 0; i < got->n; i++)

@@ -93,7 +93,8 @@ static void test_variants(void **state) {
   char *t = replace(read_text(T1F1B), "schedule: 1f1b", "schedule: gpipe");
   expect_equal_text(t, "gpipe.plan.yaml");
   free(t);
-  t = replace(read_text(T1F1B), "optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}",
+  t = replace(read_text(T1F1B),
+              "optimizer: {kind: sgd, lr: 0.05, momentum: 0.9}",
               "optimizer: {kind: adam, lr: 0.001}\n  clip_grad_norm: 1.0");
   expect_equal_text(t, "adam-clip.plan.yaml");
   free(t);
@@ -105,17 +106,19 @@ static void test_variants(void **state) {
   expect_equal_text(t, "forward.plan.yaml");
   free(t);
   t = read_text(MLP8);
-  t = replace(t, "- {name: head,  op: matmul,        in: [a7, w_head], out: logits}",
-              "- {name: skip,  op: add,           in: [a7, a1], out: a7s}\n"
-              "    - {name: head,  op: matmul,        in: [a7s, w_head], out: logits}");
+  t = replace(
+      t, "- {name: head,  op: matmul,        in: [a7, w_head], out: logits}",
+      "- {name: skip,  op: add,           in: [a7, a1], out: a7s}\n"
+      "    - {name: head,  op: matmul,        in: [a7s, w_head], out: logits}");
   t = replace(t, "layers.*.act: {in: [S(0)R], out: S(0)R}",
               "layers.*.act: {in: [S(0)R], out: S(0)R}\n"
               "  skip:         {in: [S(0)R, S(0)R], out: S(0)R}");
   t = replace(t, "- {ops: [\"layers.[67].*\", head, loss]}",
               "- {ops: [\"layers.[67].*\", skip, head, loss]}");
   plan_plan *p = NULL;
-  assert_int_equal(plan_load_buffer(&p, t, strlen(t), "skip.plan.yaml",
-                                    "examples"), PLAN_OK);
+  assert_int_equal(
+      plan_load_buffer(&p, t, strlen(t), "skip.plan.yaml", "examples"),
+      PLAN_OK);
   plan_lowered *l = NULL;
   assert_int_equal(plan_lower(&l, p), PLAN_OK);
   /* a1 goes from stage 0 to stage 3; its gradient's contribution from
@@ -181,7 +184,8 @@ static void test_placement_of_steps(void **state) {
   }
 }
 
-/* ---- the bugs ------------------------------------------------------------- */
+/* ---- the bugs -------------------------------------------------------------
+ */
 
 typedef struct bug {
   const char *name;
@@ -194,13 +198,13 @@ typedef struct bug {
 /* Each microbatch's loss a mean over its own samples, the gradients summed:
  * the loss's seed is m on every microbatch where the mean over the whole
  * batch wants 1 (a stand-in for a runner that computes it so). */
-static int seed_times_m(void *user, const plan_lowered *l, int step,
-                        int64_t mb, plan_vblock *const *bufs) {
+static int seed_times_m(void *user, const plan_lowered *l, int step, int64_t mb,
+                        plan_vblock *const *bufs) {
   (void)user;
   (void)mb;
   const plan_lstep *s = &l->steps[step];
-  if (s->kind != PLAN_LSTEP_INPUT || strcmp(tensor_of(l, s->out[0]),
-                                            "grad/loss.out"))
+  if (s->kind != PLAN_LSTEP_INPUT ||
+      strcmp(tensor_of(l, s->out[0]), "grad/loss.out"))
     return 0;
   for (int64_t r = 0; r < l->plan->mesh.ndevices; r++)
     bufs[s->out[0]][r].data[0] = (double)l->pipe->microbatches;
@@ -265,8 +269,8 @@ static plan_verify_report *run_bug(const char *file, const bug *b, int mode) {
     assert_int_equal(b->inject(l), 0);
   plan_verify_options o = options(mode);
   plan_verify_report *r = NULL;
-  assert_int_equal(
-      plan_verify_lowered_hooked(&r, p, l, &o, b->hook, NULL), PLAN_OK);
+  assert_int_equal(plan_verify_lowered_hooked(&r, p, l, &o, b->hook, NULL),
+                   PLAN_OK);
   plan_free(p); /* the report keeps its own strings */
   return r;
 }
@@ -297,24 +301,33 @@ static void check_bug(const char *file, const bug *b) {
 
 static void test_accumulation_summed(void **state) {
   (void)state;
-  bug b = {"accumulation summed where averaged", NULL, seed_times_m,
-           "grad/loss/dlogits", "grad/logits",
+  bug b = {"accumulation summed where averaged",
+           NULL,
+           seed_times_m,
+           "grad/loss/dlogits",
+           "grad/logits",
            {"4 times the reference", "microbatches"}};
   check_bug(T1F1B, &b);
 }
 
 static void test_labels_of_another_microbatch(void **state) {
   (void)state;
-  bug b = {"labels of another microbatch", labels_shifted, NULL,
-           "split into microbatches", "labels",
+  bug b = {"labels of another microbatch",
+           labels_shifted,
+           NULL,
+           "split into microbatches",
+           "labels",
            {"microbatch 0 holds microbatch 1's", "0<-1, 1<-2, 2<-3, 3<-0"}};
   check_bug(T1F1B, &b);
 }
 
 static void test_send_recv_off_by_one(void **state) {
   (void)state;
-  bug b = {"send/recv off by one microbatch", recv_off_by_one, NULL,
-           "send_f from stage 0 to stage 1", "",
+  bug b = {"send/recv off by one microbatch",
+           recv_off_by_one,
+           NULL,
+           "send_f from stage 0 to stage 1",
+           "",
            {"microbatch 0 holds microbatch 1's"}};
   /* the residual stream: its name depends on the generator */
   plan_plan *p = load(T1F1B);
@@ -336,8 +349,11 @@ static void test_send_recv_off_by_one(void **state) {
 
 static void test_cleared_between_microbatches(void **state) {
   (void)state;
-  bug b = {"gradients cleared between microbatches", NULL, cleared,
-           "as delivered", "grad/embed.weight",
+  bug b = {"gradients cleared between microbatches",
+           NULL,
+           cleared,
+           "as delivered",
+           "grad/embed.weight",
            {"microbatch 3's contribution", "cleared between microbatches"}};
   check_bug(T1F1B, &b);
 }

@@ -53,8 +53,8 @@ static void same_both_ways(const char *data, size_t len, const char *name,
   load_mode(data, len, name, dir, PLAN_LOAD_SEQUENTIAL, &a);
   load_mode(data, len, name, dir, PLAN_LOAD_PIPED, &b);
   if (a.rc != b.rc || strcmp(a.err, b.err))
-    fprintf(stderr, "%s:\n  sequential %d %s\n  piped      %d %s\n", name,
-            a.rc, a.err, b.rc, b.err);
+    fprintf(stderr, "%s:\n  sequential %d %s\n  piped      %d %s\n", name, a.rc,
+            a.err, b.rc, b.err);
   assert_int_equal(a.rc, b.rc);
   assert_string_equal(a.err, b.err);
   for (int k = 0; k < 4; k++)
@@ -124,8 +124,8 @@ static char *big_plan(int layers, int bad_layer, const char *what,
     OUT("    w%d: {shape: [16, 16], role: param}\n", i);
   OUT("  ops:\n");
   for (int i = 0; i < layers; i++) {
-    const char *kind = i == bad_layer && !strcmp(what, "kind") ? "matmull"
-                                                                 : "matmul";
+    const char *kind =
+        i == bad_layer && !strcmp(what, "kind") ? "matmull" : "matmul";
     char in[32];
     snprintf(in, sizeof in, i ? "a%d" : "x", i - 1);
     OUT("    - {name: l%d.mm, op: %s, in: [%s, w%d], out: h%d}\n", i, kind, in,
@@ -134,7 +134,8 @@ static char *big_plan(int layers, int bad_layer, const char *what,
   }
   OUT("mesh:\n  axes: [dp=2, tp=2]\nplacements:\n  x: S(0)R\n");
   for (int i = 0; i < layers; i++)
-    OUT("  w%d: R%s\n", i, i == bad_layer && !strcmp(what, "placement") ? "S(7)" : "R");
+    OUT("  w%d: R%s\n", i,
+        i == bad_layer && !strcmp(what, "placement") ? "S(7)" : "R");
   OUT("strategies:\n");
   for (int i = 0; i < layers; i++) {
     OUT("  l%d.mm: {in: [S(0)R, RR], out: S(0)R}\n", i);

@@ -27,7 +27,6 @@ static void show_error(void) {
   fprintf(stderr, "%s\n", plan_error_format(buf, sizeof buf));
 }
 
-
 static plan_plan *load_text(const char *text, const char *name) {
   plan_plan *p = NULL;
   if (plan_load_buffer(&p, text, strlen(text), name, "."))
@@ -417,10 +416,6 @@ static void test_idempotent(void **state) {
 /* ---- bugs found at full size and reduced ------------------------------------
  */
 
-
-
-
-
 static plan_verify_report *run_mutated(const plan_plan *p, mutation m,
                                        plan_verify_mode mode) {
   plan_lowered *l;
@@ -552,28 +547,29 @@ static void test_lowered(void **state) {
 static void test_expand_repeat(void **state) {
   (void)state;
   static const char text[] =
-    "libplan: \"0.1\"\n"
-    "program:\n"
-    "  name: rep\n"
-    "  tensors:\n"
-    "    x: {shape: [8, 2, 16], dtype: f32, role: input}\n"
-    "    b: {shape: [1, 16], dtype: f32, role: param}\n"
-    "  ops:\n"
-    "    - {name: rep, op: repeat_interleave, in: [x], out: y, attrs: {repeats: 4, dim: 1}}\n"
-    "    - {name: sum, op: reduce_sum, in: [y], out: z, attrs: {dims: [1]}}\n"
-    "    - {name: bb, op: expand, in: [b], out: be, attrs: {shape: [8, 16]}}\n"
-    "    - {name: add, op: add, in: [z, be], out: o}\n"
-    "  outputs: [o]\n"
-    "mesh:\n"
-    "  axes: [dp=2]\n"
-    "placements:\n"
-    "  x: S(0)\n"
-    "strategies:\n"
-    "  rep: {in: [S(0)], out: S(0)}\n"
-    "  sum: {in: [S(0)], out: S(0)}\n"
-    "  bb: {in: [R], out: R}\n"
-    "  add: {in: [S(0), S(0)], out: S(0)}\n"
-;
+      "libplan: \"0.1\"\n"
+      "program:\n"
+      "  name: rep\n"
+      "  tensors:\n"
+      "    x: {shape: [8, 2, 16], dtype: f32, role: input}\n"
+      "    b: {shape: [1, 16], dtype: f32, role: param}\n"
+      "  ops:\n"
+      "    - {name: rep, op: repeat_interleave, in: [x], out: y, attrs: "
+      "{repeats: 4, dim: 1}}\n"
+      "    - {name: sum, op: reduce_sum, in: [y], out: z, attrs: {dims: [1]}}\n"
+      "    - {name: bb, op: expand, in: [b], out: be, attrs: {shape: [8, "
+      "16]}}\n"
+      "    - {name: add, op: add, in: [z, be], out: o}\n"
+      "  outputs: [o]\n"
+      "mesh:\n"
+      "  axes: [dp=2]\n"
+      "placements:\n"
+      "  x: S(0)\n"
+      "strategies:\n"
+      "  rep: {in: [S(0)], out: S(0)}\n"
+      "  sum: {in: [S(0)], out: S(0)}\n"
+      "  bb: {in: [R], out: R}\n"
+      "  add: {in: [S(0), S(0)], out: S(0)}\n";
   plan_plan *p = load_text(text, "rep.yaml"), *r = NULL;
   char *sum = NULL;
   assert_int_equal(plan_reduce_shapes(&r, &sum, p), PLAN_OK);

@@ -21,9 +21,9 @@
 #define MANUAL "examples/mlp-manual.plan.yaml"
 
 typedef struct how {
-  const char *act;   /* "gelu" or a wrong op */
-  bool reduce;       /* all-reduce the partial sums */
-  const char *axis;  /* of the all-reduce */
+  const char *act;  /* "gelu" or a wrong op */
+  bool reduce;      /* all-reduce the partial sums */
+  const char *axis; /* of the all-reduce */
   bool set_output;
   int calls;
 } how;
@@ -50,8 +50,8 @@ static int trace_mlp(void *user, plan_trace *t) {
     return rc;
   plan_trace_describe(t, y, d, sizeof d);
   assert_non_null(strstr(d, "S(0)P(sum)")); /* the rule's partial sums */
-  if (w->reduce && (y = plan_trace_collective(t, "all_reduce", y, w->axis,
-                                              -1, -1)) < 0)
+  if (w->reduce &&
+      (y = plan_trace_collective(t, "all_reduce", y, w->axis, -1, -1)) < 0)
     return y;
   if (w->set_output && (rc = plan_trace_set_output(t, 0, y)) < 0)
     return rc;
@@ -148,8 +148,8 @@ static int trace_attrs(void *user, plan_trace *t) {
   assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) >= 0);
   assert_int_equal(plan_trace_attr_int(t, "nope", 1), PLAN_OK);
   assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) < 0);
-  assert_non_null(strstr(plan_error_last()->message,
-                         "gelu has no attribute 'nope'"));
+  assert_non_null(
+      strstr(plan_error_last()->message, "gelu has no attribute 'nope'"));
   assert_int_equal(plan_trace_attr_int(t, "approximate", 1), PLAN_OK);
   assert_true(plan_trace_op(t, "gelu", &h, 1, &a, 1) < 0);
   assert_non_null(strstr(plan_error_last()->message, "another type"));

@@ -1,6 +1,7 @@
 /* Unit tests for the factor-based sharding rules: plan_op_rule (the factors
  * of each op), plan_rule_infer_out (derived output placements) and
- * plan_rule_check (whole strategies), on the cases of spec/sharding-rules.md. */
+ * plan_rule_check (whole strategies), on the cases of spec/sharding-rules.md.
+ */
 /* cmocka needs these first, in this order. */
 /* clang-format off */
 #include <stdarg.h>

@@ -507,8 +507,7 @@ static const char *plan_yaml_partial(sweep *s, const plan_placement *in,
       plan_buf_printf(b,
                       "    %s_u: {shape: %.*s%s%lld], dtype: %s, role: %s}\n",
                       t->name, (int)(n - 1), t->shape, scalar ? "" : ", ",
-                      (long long)(2 * ndev), t->dtype ? t->dtype : "f32",
-                      role);
+                      (long long)(2 * ndev), t->dtype ? t->dtype : "f32", role);
       continue;
     }
     plan_buf_printf(b, "    %s: {shape: %s, dtype: %s, role: %s", t->name,

@@ -144,8 +144,8 @@ static void test_examples_equal(void **state) {
   }
 }
 
-/* What the lowering derives: the gradient sync follows the gradient rule for replicated
- * tensors (spec/sharding-rules.md). */
+/* What the lowering derives: the gradient sync follows the gradient rule for
+ * replicated tensors (spec/sharding-rules.md). */
 static void test_gradient_sync(void **state) {
   (void)state;
   plan_plan *p = load(TSP);
@@ -244,8 +244,9 @@ static void test_optimizer_settings(void **state) {
 static void test_refusals(void **state) {
   (void)state;
   char *t = read_text("examples/pipeline-1f1b.plan.yaml");
-  t = replace(t, "{name: layers.7.act, op: relu,   in: [h7], out: a7}",
-              "{name: layers.7.act, op: softmax, in: [h7], out: a7, attrs: {dim: 0}}");
+  t = replace(
+      t, "{name: layers.7.act, op: relu,   in: [h7], out: a7}",
+      "{name: layers.7.act, op: softmax, in: [h7], out: a7, attrs: {dim: 0}}");
   plan_plan *p = load_text(t);
   plan_lowered *l = NULL;
   assert_int_equal(plan_lower(&l, p), PLAN_EUNSUPPORTED);
@@ -269,8 +270,9 @@ static void test_dtype_policy(void **state) {
   const char *files[] = {MLP, TSP, "examples/transformer4-1f1b.plan.yaml"};
   for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
     char *t = read_text(files[f]);
-    t = replace(t, "steps: 2", "steps: 2\n  dtypes: {param: f32, compute: "
-                               "bf16, grad: f32, accum: f32}");
+    t = replace(t, "steps: 2",
+                "steps: 2\n  dtypes: {param: f32, compute: "
+                "bf16, grad: f32, accum: f32}");
     plan_plan *p = load_text(t);
     assert_int_equal(p->training.compute_dtype, PLAN_BF16);
     for (int mode = 0; mode < 2; mode++) {
@@ -510,7 +512,8 @@ static void test_low_precision(void **state) {
     }
   /* Adam in bf16: the moments within what the gradient explains */
   char *t = read_text(MLP);
-  t = replace(t, "{kind: sgd, lr: 0.125, momentum: 0.5}", "{kind: adam, lr: 0.01}");
+  t = replace(t, "{kind: sgd, lr: 0.125, momentum: 0.5}",
+              "{kind: adam, lr: 0.01}");
   plan_plan *p = load_text(t);
   expect_equal_in(p, "bf16");
   plan_free(p);

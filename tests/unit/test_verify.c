@@ -19,13 +19,11 @@
 #include "verify_int.h"
 #include "verify_mutations.h"
 
-
 static void test_examples_equal(void **state) {
   (void)state;
-  static const char *const files[] = {"examples/mlp-megatron.plan.yaml",
-                                      "examples/mlp-by-path.plan.yaml",
-                                      "examples/transformer-block.plan.yaml",
-                                      "examples/moe-experts.plan.yaml"};
+  static const char *const files[] = {
+      "examples/mlp-megatron.plan.yaml", "examples/mlp-by-path.plan.yaml",
+      "examples/transformer-block.plan.yaml", "examples/moe-experts.plan.yaml"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++)
     for (int mode = 0; mode < 2; mode++)
       for (uint64_t seed = 0; seed < 3; seed++) {
@@ -93,7 +91,6 @@ static void test_collective_counts(void **state) {
   plan_free(p);
 }
 
-
 static plan_verify_report *run_mutated(const char *file, mutation m,
                                        plan_plan **pp) {
   plan_plan *p = load(file);
@@ -105,7 +102,6 @@ static plan_verify_report *run_mutated(const char *file, mutation m,
   *pp = p;
   return r;
 }
-
 
 static void test_dropped_all_reduce(void **state) {
   (void)state;
@@ -138,7 +134,6 @@ static void test_mean_where_sum(void **state) {
   plan_free(p);
 }
 
-
 static void test_wrong_axis(void **state) {
   (void)state;
   plan_plan *p;
@@ -150,7 +145,6 @@ static void test_wrong_axis(void **state) {
   plan_verify_report_free(r);
   plan_free(p);
 }
-
 
 static void test_gather_left_out(void **state) {
   (void)state;
@@ -174,8 +168,12 @@ static void set_gather_order(plan_lowered *l, bool duplicate) {
   for (int64_t m = 0; m < k; m++)
     s->group_order[m] = duplicate ? 0 : k - 1 - m;
 }
-static void reverse_gather(plan_lowered *l) { set_gather_order(l, false); }
-static void duplicate_gather(plan_lowered *l) { set_gather_order(l, true); }
+static void reverse_gather(plan_lowered *l) {
+  set_gather_order(l, false);
+}
+static void duplicate_gather(plan_lowered *l) {
+  set_gather_order(l, true);
+}
 
 static void test_gather_order(void **state) {
   (void)state;
@@ -237,8 +235,8 @@ static void test_gather_order_file(void **state) {
   size_t n;
   assert_int_equal(plan_lowered_write(&text, &n, l), PLAN_OK);
   assert_non_null(strstr(text, "order: [1, 0]"));
-  assert_int_equal(plan_lowered_load_buffer(&l2, text, n, "low.yaml", "examples"),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_lowered_load_buffer(&l2, text, n, "low.yaml", "examples"), PLAN_OK);
   plan_lowered_free(l);
   plan_verify_report *r;
   assert_int_equal(plan_verify_lowered(&r, l2->plan, l2, NULL), PLAN_OK);
@@ -290,8 +288,8 @@ static void test_lowered_files(void **state) {
     size_t n1, n2;
     assert_int_equal(plan_lowered_write(&t1, &n1, l), PLAN_OK);
     assert_true(plan_is_lowered_text(t1, n1));
-    assert_int_equal(plan_lowered_load_buffer(&l2, t1, n1, "low.yaml", "examples"),
-                     PLAN_OK);
+    assert_int_equal(
+        plan_lowered_load_buffer(&l2, t1, n1, "low.yaml", "examples"), PLAN_OK);
     assert_int_equal(plan_lowered_write(&t2, &n2, l2), PLAN_OK);
     assert_int_equal(n1, n2);
     assert_memory_equal(t1, t2, n1);
@@ -519,16 +517,15 @@ static void test_uneven_unpadded_wrongly(void **state) {
       "strategies:\n"
       "  mm: {in: [R, R], out: R}\n";
   plan_plan *p = NULL;
-  assert_int_equal(plan_load_buffer(&p, text, sizeof text - 1, "uneven.yaml", "."),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_load_buffer(&p, text, sizeof text - 1, "uneven.yaml", "."), PLAN_OK);
   for (int bug = 0; bug < 2; bug++) {
     plan_lowered *l;
     assert_int_equal(plan_lower(&l, p), PLAN_OK);
     int hits = 0;
     plan_verify_report *r;
-    assert_int_equal(plan_verify_lowered_hooked(&r, p, l, NULL,
-                                                bug ? unpad_wrongly : NULL,
-                                                &hits),
+    assert_int_equal(plan_verify_lowered_hooked(
+                         &r, p, l, NULL, bug ? unpad_wrongly : NULL, &hits),
                      PLAN_OK);
     assert_int_equal(hits, bug);
     assert_int_equal(plan_verify_report_equal(r), !bug);
@@ -537,7 +534,8 @@ static void test_uneven_unpadded_wrongly(void **state) {
       const char *d = plan_verify_report_diagnosis(r);
       assert_non_null(strstr(d, "along dim 0 of 'y'"));
       assert_non_null(strstr(d, "2<-3, 3<-4, 4<-zeros"));
-      assert_non_null(strstr(d, "'x' is sharded unevenly (dim 0, 5 over 'dp')"));
+      assert_non_null(
+          strstr(d, "'x' is sharded unevenly (dim 0, 5 over 'dp')"));
     }
     plan_verify_report_free(r);
   }

@@ -63,7 +63,7 @@ PLAN_API const char *plan_cost_profile_resolve(const char *name);
  * copy a search edits). Returns PLAN_OK, PLAN_ENOTFOUND (unknown profile),
  * PLAN_EUSAGE (no plan, or no mesh), PLAN_EINVALID, PLAN_ENOMEM. */
 PLAN_API int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
-                        const char *profile);
+                                 const char *profile);
 PLAN_API void plan_cost_model_free(plan_cost_model *m);
 
 /* The hardware's name: a built-in profile's canonical name, or the plan's
@@ -88,14 +88,16 @@ PLAN_API const char *plan_cost_model_hardware(const plan_cost_model *m);
  * Efficiencies lie in (0, 1]; every other value is finite and >= 0 (a
  * bandwidth or peak > 0). PLAN_ENOTFOUND for an unknown name, PLAN_EINVALID
  * for a value out of range. */
-PLAN_API int plan_cost_model_set(plan_cost_model *m, const char *name, double value);
+PLAN_API int plan_cost_model_set(plan_cost_model *m, const char *name,
+                                 double value);
 PLAN_API int plan_cost_model_get(double *out, const plan_cost_model *m,
-                        const char *name);
+                                 const char *name);
 
 /* Re-reads the device order and host topology of p's mesh (same axes): a
  * search that permutes `mesh.devices` calls this before pricing the new
  * order. PLAN_EUSAGE when the mesh's axes differ from the model's. */
-PLAN_API int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p);
+PLAN_API int plan_cost_model_update_mesh(plan_cost_model *m,
+                                         const plan_plan *p);
 
 /* ---- calibration: measured figures override the model -------------------- */
 
@@ -121,10 +123,11 @@ PLAN_API int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p)
  * point's; above the last it grows in proportion to size.
  * PLAN_EINVALID for bad figures, PLAN_EUSAGE for a bad pattern. */
 PLAN_API int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
-                              double seconds, double rate);
-PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
-                                    const double *sizes, const double *seconds,
-                                    int n);
+                                       double seconds, double rate);
+PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m,
+                                             const char *pattern,
+                                             const double *sizes,
+                                             const double *seconds, int n);
 /* Reads a calibration file (docs/cost.md, "Calibration"):
  *   libplan-calibration: "0.1"
  *   hardware: h100-sxm                # optional, informational
@@ -138,24 +141,27 @@ PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pat
  *     all_gather: {table: [[1048576, 2.1e-5], [1073741824, 3.1e-3]]}
  * Errors carry file, line and column (PLAN_ESYNTAX, PLAN_ESCHEMA,
  * PLAN_EINVALID, PLAN_EIO). The model is unchanged when it fails. */
-PLAN_API int plan_cost_model_load_calibration(plan_cost_model *m, const char *path);
+PLAN_API int plan_cost_model_load_calibration(plan_cost_model *m,
+                                              const char *path);
 PLAN_API int plan_cost_model_load_calibration_buffer(plan_cost_model *m,
-                                            const char *data, size_t len,
-                                            const char *name);
+                                                     const char *data,
+                                                     size_t len,
+                                                     const char *name);
 
 /* ---- single evaluations (what a search asks) ----------------------------- */
 
 /* Seconds op `op` takes on its local blocks (the slowest rank's, forward)
  * when it consumes its inputs in placements in[0..nin) and produces outs[]
  * (compact form, "S(0)R"; NULL for either: the plan's own strategy). */
-PLAN_API int plan_cost_op(double *out, const plan_cost_model *m, const plan_plan *p,
-                 int op, const char *const *in, const char *const *outs);
+PLAN_API int plan_cost_op(double *out, const plan_cost_model *m,
+                          const plan_plan *p, int op, const char *const *in,
+                          const char *const *outs);
 /* Seconds to change tensor `tensor` from placement `from` to `to` (compact
  * form): the redistribution planner's steps, each priced on the devices
  * its group spans. 0 when they are equal. */
 PLAN_API int plan_cost_redistribute(double *out, const plan_cost_model *m,
-                           const plan_plan *p, int tensor, const char *from,
-                           const char *to);
+                                    const plan_plan *p, int tensor,
+                                    const char *from, const char *to);
 
 /* ---- the whole plan ------------------------------------------------------ */
 
@@ -168,7 +174,7 @@ PLAN_API int plan_cost_redistribute(double *out, const plan_cost_model *m,
  * valid (plan_validate without errors) and have the model's program and
  * mesh shape. *out is freed with plan_cost_report_free. */
 PLAN_API int plan_cost_plan(plan_cost_report **out, const plan_cost_model *m,
-                   const plan_plan *p);
+                            const plan_plan *p);
 PLAN_API void plan_cost_report_free(plan_cost_report *r);
 
 /* Step time (seconds) and its parts. For a pipeline the parts are summed
@@ -235,20 +241,21 @@ typedef struct plan_cost_memory_info {
 
 PLAN_API size_t plan_cost_report_op_count(const plan_cost_report *r);
 /* PLAN_ENOTFOUND when i is out of range. */
-PLAN_API int plan_cost_report_op(plan_cost_op_info *out, const plan_cost_report *r,
-                        size_t i);
+PLAN_API int plan_cost_report_op(plan_cost_op_info *out,
+                                 const plan_cost_report *r, size_t i);
 PLAN_API size_t plan_cost_report_collective_count(const plan_cost_report *r);
 PLAN_API int plan_cost_report_collective(plan_cost_collective_info *out,
-                                const plan_cost_report *r, size_t i);
+                                         const plan_cost_report *r, size_t i);
 PLAN_API size_t plan_cost_report_memory_count(const plan_cost_report *r);
 PLAN_API int plan_cost_report_memory(plan_cost_memory_info *out,
-                            const plan_cost_report *r, size_t i);
+                                     const plan_cost_report *r, size_t i);
 
 /* The report as "text" (tables for people), "json" or "yaml" (schema
  * "libplan-cost/1", the same fields in both), newly allocated; the caller
  * frees *out with plan_buffer_free. PLAN_EUSAGE for another format. */
-PLAN_API int plan_cost_report_write(char **out, size_t *len, const plan_cost_report *r,
-                           const char *format);
+PLAN_API int plan_cost_report_write(char **out, size_t *len,
+                                    const plan_cost_report *r,
+                                    const char *format);
 
 #ifdef __cplusplus
 }

@@ -37,11 +37,12 @@ PLAN_API size_t plan_diags_count(const plan_diags *d);
 /* Borrowed; NULL when i is out of range. */
 PLAN_API const plan_diag *plan_diags_get(const plan_diags *d, size_t i);
 /* Number of findings of severity >= sev. */
-PLAN_API size_t plan_diags_count_at_least(const plan_diags *d, plan_severity sev);
+PLAN_API size_t plan_diags_count_at_least(const plan_diags *d,
+                                          plan_severity sev);
 /* Adds a finding (strings are copied). Returns PLAN_OK or PLAN_ENOMEM. */
 PLAN_API int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
-                   const char *object, const char *file, int line, int column,
-                   const char *fmt, ...)
+                            const char *object, const char *file, int line,
+                            int column, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 8, 9)))
 #endif

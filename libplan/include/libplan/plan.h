@@ -27,7 +27,7 @@ PLAN_API int plan_load(plan_plan **out, const char *path);
 /* Same from memory. `name` is used in messages; a program path is resolved
  * relative to `base_dir` (NULL: the current directory). */
 PLAN_API int plan_load_buffer(plan_plan **out, const char *data, size_t len,
-                     const char *name, const char *base_dir);
+                              const char *name, const char *base_dir);
 
 /* Options for loading. Initialise with PLAN_LOAD_OPTIONS_INIT.
  * threads: 0 lets the library read documents of 1 MiB or more with two
@@ -40,7 +40,8 @@ typedef struct plan_load_options {
   int threads;
 } plan_load_options;
 #define PLAN_LOAD_OPTIONS_VERSION 1
-#define PLAN_LOAD_OPTIONS_INIT {PLAN_LOAD_OPTIONS_VERSION, 0}
+#define PLAN_LOAD_OPTIONS_INIT                                                 \
+  { PLAN_LOAD_OPTIONS_VERSION, 0 }
 /* Fills *opts with the defaults of options version `version` (what
  * PLAN_LOAD_OPTIONS_INIT gives), for a caller that cannot use the macro (a
  * binding). PLAN_EUSAGE, opts unchanged, for a NULL opts or a version
@@ -50,10 +51,10 @@ PLAN_API int plan_load_options_init(plan_load_options *opts,
 
 /* plan_load / plan_load_buffer with options (NULL: the defaults). */
 PLAN_API int plan_load_ext(plan_plan **out, const char *path,
-                  const plan_load_options *opts);
+                           const plan_load_options *opts);
 PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
-                         const char *name, const char *base_dir,
-                         const plan_load_options *opts);
+                                  const char *name, const char *base_dir,
+                                  const plan_load_options *opts);
 PLAN_API void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
@@ -73,14 +74,15 @@ PLAN_API int plan_write_options_init(plan_write_options *opts,
  * allocated NUL-terminated buffer; the caller frees *out with
  * plan_buffer_free. */
 PLAN_API int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
-                      const plan_write_options *opts);
+                               const plan_write_options *opts);
 /* Writes to `path` atomically: a temporary file in the same folder, fsync,
  * rename. Nothing is changed when it fails. */
 PLAN_API int plan_save(const plan_plan *p, const char *path,
-              const plan_write_options *opts);
+                       const plan_write_options *opts);
 
 /* Writes `len` bytes atomically to `path` (temporary file, fsync, rename). */
-PLAN_API int plan_write_file_atomic(const char *path, const void *data, size_t len);
+PLAN_API int plan_write_file_atomic(const char *path, const void *data,
+                                    size_t len);
 
 /* ---- hashes -------------------------------------------------------------- */
 
@@ -96,7 +98,8 @@ typedef enum plan_part {
 PLAN_API int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part);
 /* The canonical encoding that is hashed (spec/canonical-form.md), newly
  * allocated; free it with plan_buffer_free. */
-PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_part part);
+PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p,
+                            plan_part part);
 
 /* ---- upgrade ------------------------------------------------------------- */
 
@@ -106,12 +109,12 @@ PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p, plan_pa
  * where has[part] is 1 (the parts the file has). */
 typedef struct plan_upgrade_info {
   int from_major, from_minor; /* the file's format version */
-  int upgraded;        /* 1: the result is format PLAN_FORMAT_STRING; 0: the
-                          file's major is already current, nothing to write */
-  int layout_kept;     /* 1: only the version line changed and the record was
-                          added (comments and layout kept); 0: the result is
-                          in canonical layout */
-  int program_by_path; /* 1: the program is another file, left as it is */
+  int upgraded;         /* 1: the result is format PLAN_FORMAT_STRING; 0: the
+                           file's major is already current, nothing to write */
+  int layout_kept;      /* 1: only the version line changed and the record was
+                           added (comments and layout kept); 0: the result is
+                           in canonical layout */
+  int program_by_path;  /* 1: the program is another file, left as it is */
   int program_rehashed; /* 1: that file had been upgraded on its own; the
                            hash the plan records was brought along */
   int has[PLAN_UPGRADE_PARTS];
@@ -139,9 +142,10 @@ typedef struct plan_upgrade_info {
  * `x-upgraded-from` key, or when its layout allows no edit in place and the
  * canonical layout would drop entries that name nothing in its program (its
  * validation findings would differ). */
-PLAN_API int plan_upgrade_buffer(char **out, size_t *len, plan_upgrade_info *info,
-                        const char *data, size_t size, const char *name,
-                        const char *base_dir);
+PLAN_API int plan_upgrade_buffer(char **out, size_t *len,
+                                 plan_upgrade_info *info, const char *data,
+                                 size_t size, const char *name,
+                                 const char *base_dir);
 
 /* ---- views --------------------------------------------------------------- */
 
@@ -168,9 +172,9 @@ PLAN_API int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
  * strategy. PLAN_ENOTFOUND when the op has no strategy or an index is out of
  * range. */
 PLAN_API int plan_tensor_placement(char *buf, size_t size, const plan_plan *p,
-                          int tensor);
-PLAN_API int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
-                      int output, int slot);
+                                   int tensor);
+PLAN_API int plan_op_placement(char *buf, size_t size, const plan_plan *p,
+                               int op, int output, int slot);
 /* Pipeline stage of an op; -1 when the plan has no pipeline or the op is in
  * no stage. Number of stages (0 without a pipeline). */
 PLAN_API int plan_op_stage(const plan_plan *p, int op);
@@ -233,12 +237,13 @@ PLAN_API int plan_validate(plan_diags **out, const plan_plan *p);
  * op and tensor that changed, appeared or vanished; errors where the plan no
  * longer applies (a named op changed, an op lacks a strategy). */
 PLAN_API int plan_drift(plan_diags **out, const plan_plan *p,
-               const plan_program *edited);
+                        const plan_program *edited);
 
 /* Semantic diff: ops, tensors, placements, strategies, mesh axes, devices,
  * stages, schedule, training and regions that differ between a and b. No
  * findings means the plans are equal in content (provenance aside). */
-PLAN_API int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b);
+PLAN_API int plan_diff(plan_diags **out, const plan_plan *a,
+                       const plan_plan *b);
 
 #ifdef __cplusplus
 }

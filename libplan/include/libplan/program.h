@@ -19,8 +19,8 @@ typedef struct plan_program plan_program;
  * last error with file, line and column; *out is set to NULL. */
 PLAN_API int plan_program_load(plan_program **out, const char *path);
 /* Same, from memory; `name` is used in error messages. */
-PLAN_API int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
-                             const char *name);
+PLAN_API int plan_program_load_buffer(plan_program **out, const char *data,
+                                      size_t len, const char *name);
 PLAN_API void plan_program_free(plan_program *p);
 
 /* Content hash of the program's canonical form. */
@@ -40,7 +40,8 @@ PLAN_API int plan_program_op_output(const plan_program *p, int op, int slot);
 PLAN_API int plan_program_op_input_count(const plan_program *p, int op);
 PLAN_API int plan_program_op_output_count(const plan_program *p, int op);
 PLAN_API int plan_program_op_find(const plan_program *p, const char *name);
-PLAN_API const char *plan_program_tensor_name(const plan_program *p, int tensor);
+PLAN_API const char *plan_program_tensor_name(const plan_program *p,
+                                              int tensor);
 PLAN_API int plan_program_tensor_find(const plan_program *p, const char *name);
 /* The op that produces a tensor; -1 for a leaf (input, param, const) or
  * an index out of range. */
@@ -51,15 +52,18 @@ PLAN_API int plan_program_output_count(const plan_program *p);
 PLAN_API int plan_program_output(const plan_program *p, int k);
 /* Rank of a tensor; dims written into dims[0..rank) when dims != NULL and
  * max >= rank. Returns -1 for a bad index. */
-PLAN_API int plan_program_tensor_shape(const plan_program *p, int tensor, int64_t *dims,
-                              int max);
+PLAN_API int plan_program_tensor_shape(const plan_program *p, int tensor,
+                                       int64_t *dims, int max);
 /* "f32", "bf16", ...; "input", "param", "const", "activation", "output". */
-PLAN_API const char *plan_program_tensor_dtype(const plan_program *p, int tensor);
-PLAN_API const char *plan_program_tensor_role(const plan_program *p, int tensor);
+PLAN_API const char *plan_program_tensor_dtype(const plan_program *p,
+                                               int tensor);
+PLAN_API const char *plan_program_tensor_role(const plan_program *p,
+                                              int tensor);
 /* 64-bit signature hash of an op or tensor (kind/shape/dtype/attributes/
  * input names), as recorded by plans for drift reports. */
 PLAN_API uint64_t plan_program_op_signature(const plan_program *p, int op);
-PLAN_API uint64_t plan_program_tensor_signature(const plan_program *p, int tensor);
+PLAN_API uint64_t plan_program_tensor_signature(const plan_program *p,
+                                                int tensor);
 
 /* Writes the program as a standalone program document (`libplan:` and
  * `program:`, the layout of `plan fmt`) under the format version of the
@@ -67,7 +71,8 @@ PLAN_API uint64_t plan_program_tensor_signature(const plan_program *p, int tenso
  * training program has its forward program's) into a newly allocated,
  * NUL-terminated buffer (*len bytes, unless len is NULL); free it with
  * plan_buffer_free. Returns PLAN_OK, PLAN_ENOMEM or PLAN_EUSAGE. */
-PLAN_API int plan_program_write_buffer(char **out, size_t *len, const plan_program *p);
+PLAN_API int plan_program_write_buffer(char **out, size_t *len,
+                                       const plan_program *p);
 
 /* ---- training programs (autodiff) ------------------------------------------
  *
@@ -87,7 +92,8 @@ typedef struct plan_grad_options {
 } plan_grad_options;
 
 #define PLAN_GRAD_OPTIONS_VERSION 1
-#define PLAN_GRAD_OPTIONS_INIT {PLAN_GRAD_OPTIONS_VERSION, 0}
+#define PLAN_GRAD_OPTIONS_INIT                                                 \
+  { PLAN_GRAD_OPTIONS_VERSION, 0 }
 /* Fills *opts as PLAN_GRAD_OPTIONS_INIT does. PLAN_EUSAGE, opts
  * unchanged, for a NULL opts or a version other than 1. */
 PLAN_API int plan_grad_options_init(plan_grad_options *opts,
@@ -100,7 +106,7 @@ PLAN_API int plan_grad_options_init(plan_grad_options *opts,
  * second derivative), with the op or tensor's position; PLAN_ENOMEM;
  * PLAN_EUSAGE for a NULL argument or an unknown options version. */
 PLAN_API int plan_program_grad(plan_program **out, const plan_program *p,
-                      const plan_grad_options *opts);
+                               const plan_grad_options *opts);
 
 #ifdef __cplusplus
 }

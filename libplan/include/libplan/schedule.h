@@ -67,16 +67,16 @@ PLAN_API int plan_schedule_from_plan(plan_schedule **out, const plan_plan *p);
  * zb-h1 need stages == ranks; interleaved-1f1b a multiple of ranks (with
  * stages == ranks it is 1f1b). PLAN_EINVALID (with the reason) when the
  * shape does not fit, PLAN_ELIMIT when it is too large. */
-PLAN_API int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
-                           int64_t microbatches);
+PLAN_API int plan_schedule_generate(plan_schedule **out, int kind, int ranks,
+                                    int stages, int64_t microbatches);
 
 /* An explicit grid from text: rows[r] is rank r's actions separated by
  * spaces ("0F0 0SEND_F0 0F1 ..."); stage s runs on rank s mod nrows.
  * PLAN_EINVALID naming the row and column of an action that does not
  * parse. The checks of plan_schedule_simulate judge the rest. */
 PLAN_API int plan_schedule_from_grid(plan_schedule **out, int stages,
-                            int64_t microbatches, const char *const *rows,
-                            int nrows);
+                                     int64_t microbatches,
+                                     const char *const *rows, int nrows);
 
 PLAN_API void plan_schedule_free(plan_schedule *s);
 
@@ -112,7 +112,7 @@ PLAN_API int plan_schedule_options_init(plan_schedule_options *opts,
  * PLAN_OK unless an allocation fails or opts is malformed (PLAN_EUSAGE).
  * opts NULL: the defaults. */
 PLAN_API int plan_schedule_simulate(plan_diags **out, plan_schedule *s,
-                           const plan_schedule_options *opts);
+                                    const plan_schedule_options *opts);
 
 /* ---- views (borrowed from s; -1 / NULL when out of range) ---------------- */
 
@@ -133,8 +133,8 @@ typedef struct plan_schedule_action {
 } plan_schedule_action;
 
 /* Action `index` of `rank`. PLAN_ENOTFOUND when out of range. */
-PLAN_API int plan_schedule_get(plan_schedule_action *out, const plan_schedule *s,
-                      int rank, int64_t index);
+PLAN_API int plan_schedule_get(plan_schedule_action *out,
+                               const plan_schedule *s, int rank, int64_t index);
 
 typedef struct plan_schedule_result {
   int simulated;        /* the last simulation ran every action */
@@ -161,12 +161,13 @@ typedef struct plan_schedule_stage_stats {
   int peak_pending_w;
 } plan_schedule_stage_stats;
 
-PLAN_API int plan_schedule_result_get(plan_schedule_result *out, const plan_schedule *s);
+PLAN_API int plan_schedule_result_get(plan_schedule_result *out,
+                                      const plan_schedule *s);
 /* PLAN_ENOTFOUND out of range, PLAN_EUSAGE before a complete simulation. */
 PLAN_API int plan_schedule_rank_stats_get(plan_schedule_rank_stats *out,
-                                 const plan_schedule *s, int rank);
+                                          const plan_schedule *s, int rank);
 PLAN_API int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
-                                  const plan_schedule *s, int stage);
+                                           const plan_schedule *s, int stage);
 
 /* Writes the schedule and its last simulation as `format`: "text" (rows of
  * actions, bubble, peaks), "yaml" or "json" (schema libplan-schedule/1,
@@ -175,8 +176,9 @@ PLAN_API int plan_schedule_stage_stats_get(plan_schedule_stage_stats *out,
  * gaps, a legend and a title). `name` (may be NULL) heads the text and the
  * picture. *out is NUL-terminated; free it with plan_buffer_free.
  * PLAN_EUSAGE for an unknown format. */
-PLAN_API int plan_schedule_write(char **out, size_t *len, const plan_schedule *s,
-                        const char *format, const char *name);
+PLAN_API int plan_schedule_write(char **out, size_t *len,
+                                 const plan_schedule *s, const char *format,
+                                 const char *name);
 
 #ifdef __cplusplus
 }

@@ -50,33 +50,36 @@ PLAN_API const char *plan_trace_output_name(const plan_trace *t, int k);
 /* The handle of boundary input k: its tensor in its boundary placement. */
 PLAN_API int plan_trace_input(plan_trace *t, int k);
 
-/* ---- what the body does --------------------------------------------------- */
+/* ---- what the body does ---------------------------------------------------
+ */
 
 /* Attributes of the next plan_trace_op, by the op's schema names
  * (spec/plan-format.md §2.4); unset ones take their defaults. */
 PLAN_API int plan_trace_attr_int(plan_trace *t, const char *name, int64_t v);
-PLAN_API int plan_trace_attr_ints(plan_trace *t, const char *name, const int64_t *v,
-                         int n);
+PLAN_API int plan_trace_attr_ints(plan_trace *t, const char *name,
+                                  const int64_t *v, int n);
 PLAN_API int plan_trace_attr_float(plan_trace *t, const char *name, double v);
 PLAN_API int plan_trace_attr_bool(plan_trace *t, const char *name, int v);
-PLAN_API int plan_trace_attr_string(plan_trace *t, const char *name, const char *v);
+PLAN_API int plan_trace_attr_string(plan_trace *t, const char *name,
+                                    const char *v);
 /* Op `op` (a registry name: "matmul", "gelu", ...) on the blocks of handles
  * in[0..nin): its nout outputs' handles into out. Refused (PLAN_EINVALID,
  * with the reason) when the shapes do not fit the op or its factor rule
  * refuses the inputs' placements. */
-PLAN_API int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
-                  int *out, int nout);
+PLAN_API int plan_trace_op(plan_trace *t, const char *op, const int *in,
+                           int nin, int *out, int nout);
 /* One collective along mesh axis `axis` on handle h: "all_reduce" (P -> R),
  * "all_gather" (S(dim) -> R), "reduce_scatter" (P -> S(dim)) or
  * "all_to_all" (S(dim) -> S(to_dim)); dim and to_dim -1 where unused. The
  * new handle, or PLAN_EINVALID when h's placement does not allow it. */
 PLAN_API int plan_trace_collective(plan_trace *t, const char *kind, int h,
-                          const char *axis, int dim, int to_dim);
+                                   const char *axis, int dim, int to_dim);
 /* Binds region output k to handle h: same shape, and the output's boundary
  * placement (else PLAN_EINVALID naming both). */
 PLAN_API int plan_trace_set_output(plan_trace *t, int k, int h);
 /* "name [dims] PLACEMENT" of handle h, into buf; its length. */
-PLAN_API int plan_trace_describe(const plan_trace *t, int h, char *buf, size_t n);
+PLAN_API int plan_trace_describe(const plan_trace *t, int h, char *buf,
+                                 size_t n);
 
 /* Verifying a plan with manual regions under a tracer: plan_verify_traced,
  * in libplan/verify.h (the verifier's library). */

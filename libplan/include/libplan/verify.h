@@ -77,8 +77,10 @@ typedef struct plan_verify_tolerance {
  * distributed fields) and 5 are accepted. */
 #define PLAN_VERIFY_OPTIONS_VERSION 5
 #define PLAN_VERIFY_OPTIONS_INIT                                               \
-  {PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,     \
-   NULL, 0, 0, NULL, 0, NULL}
+  {                                                                            \
+    PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,    \
+        NULL, 0, 0, NULL, 0, NULL                                              \
+  }
 
 /* Fills *opts with the defaults of options version `version`, 2 to
  * PLAN_VERIFY_OPTIONS_VERSION, and sets opts->version to it. Only the
@@ -105,7 +107,7 @@ typedef struct plan_verify_report plan_verify_report;
  * is not available here: the message says why), PLAN_EINVALID (the plan
  * does not lower), PLAN_ENOMEM, PLAN_EUSAGE (an unknown runner name). */
 PLAN_API int plan_verify(plan_verify_report **out, const plan_plan *p,
-                const plan_verify_options *opts);
+                         const plan_verify_options *opts);
 PLAN_API void plan_verify_report_free(plan_verify_report *r);
 
 /* 1 when every compared tensor equals the reference, else 0. */
@@ -115,18 +117,19 @@ PLAN_API const char *plan_verify_report_text(const plan_verify_report *r);
 /* The first divergent op in topological order and its tensor; NULL when
  * equal. */
 PLAN_API const char *plan_verify_report_first_op(const plan_verify_report *r);
-PLAN_API const char *plan_verify_report_first_tensor(const plan_verify_report *r);
+PLAN_API const char *
+plan_verify_report_first_tensor(const plan_verify_report *r);
 /* A short diagnosis of the first divergence ("" when none applies). */
 PLAN_API const char *plan_verify_report_diagnosis(const plan_verify_report *r);
 /* Collectives the lowered program runs, by kind name ("all_gather",
  * "all_reduce", "reduce_scatter", "all_to_all"): the count of that kind. */
 PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
-                                   const char *kind);
+                                            const char *kind);
 
 /* Shape reduction (docs/verify.md, after TrainVerify): a new plan whose
  * program is smaller but keeps the sharding structure of `p`, so a plan of
- * a real model size verifies in seconds. The mesh, placements and strategies are
- * the same; every dim shrinks as far as these rules allow:
+ * a real model size verifies in seconds. The mesh, placements and strategies
+ * are the same; every dim shrinks as far as these rules allow:
  * - dims that the ops tie together (by their factor-based sharding rules)
  *   get one size, and a merged dim is the product of its parts;
  * - a dim sharded evenly over k ranks stays a multiple of k, with
@@ -147,7 +150,8 @@ PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
  * PLAN_EINVALID when the reduced plan does not load or validate while `p`
  * does (a bug of the reduction; the message names the op); PLAN_ENOMEM;
  * PLAN_EUSAGE for NULL arguments. */
-PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary, const plan_plan *p);
+PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
+                                const plan_plan *p);
 
 /* The same for a lowered program as it is (docs/verify.md, "Lowered
  * programs as files"): plan_lower's, or one read with plan_lowered_load
@@ -181,7 +185,8 @@ PLAN_API const char *plan_verify_report_runner(const plan_verify_report *r);
  * with its diagnosis, and one entry per compared tensor), or "junit" (one test
  * case per compared tensor). Newly allocated; free with plan_buffer_free. */
 PLAN_API int plan_verify_report_write(char **out, size_t *len,
-                             const plan_verify_report *r, const char *format);
+                                      const plan_verify_report *r,
+                                      const char *format);
 
 /* Single-device reference runs: a program run whole on one device with the
  * CPU runner's kernels and the verifier's inputs (the counter-based
@@ -230,8 +235,8 @@ PLAN_API int plan_ref_run_exec(plan_ref_run *r);
  * `tracer` (called once per manual region, at lowering). Without manual
  * regions, plan_verify itself. */
 PLAN_API int plan_verify_traced(plan_verify_report **out, const plan_plan *p,
-                       const plan_verify_options *opts,
-                       plan_region_tracer tracer, void *user);
+                                const plan_verify_options *opts,
+                                plan_region_tracer tracer, void *user);
 
 #ifdef __cplusplus
 }

@@ -64,10 +64,10 @@ static const plan_attr_val *same_attrs(const plan_op *op) {
 
 static int second_order(plan_ad_ctx *c, const plan_op *op, int slot) {
   return plan_ad_fail(c,
-                 "the loss depends on input %d ('%s'), the point this "
-                 "gradient op is taken at; its gradient there is a second "
-                 "derivative, which autodiff does not build",
-                 slot, c->f->tensors[op->in[slot]].name);
+                      "the loss depends on input %d ('%s'), the point this "
+                      "gradient op is taken at; its gradient there is a second "
+                      "derivative, which autodiff does not build",
+                      slot, c->f->tensors[op->in[slot]].name);
 }
 
 /* ---- matmul, linear ------------------------------------------------------ */
@@ -244,7 +244,7 @@ static int bw_softmax(plan_ad_ctx *c, const plan_op *op, int dy) {
 static int norm_ones(plan_ad_ctx *c, int x, const char *part) {
   int64_t d = dim_of(c, x, rank_of(c, x) - 1);
   return plan_ad_const(c, part, NULL, 1, &d, c->p->tensors[x].dtype,
-                  PLAN_RECIPE_ONES);
+                       PLAN_RECIPE_ONES);
 }
 
 /* y = xh w (+ bias) with xh the normalised x (layernorm: (x - mean) rstd,
@@ -266,11 +266,12 @@ static int bw_norm(plan_ad_ctx *c, const plan_op *op, int dy, int gkind) {
   if (plan_ad_wants(c, op, 1)) {
     int ones = norm_ones(c, x, "ones");
     int in[2] = {x, ones};
-    int xh =
-        ones < 0 ? ones : plan_ad_op(c, op->kind, "xhat", same_attrs(op), in, 2);
+    int xh = ones < 0 ? ones
+                      : plan_ad_op(c, op->kind, "xhat", same_attrs(op), in, 2);
     bool rows = rank_of(c, x) > 1;
     int g =
-        xh < 0 ? xh : plan_ad_binary(c, PLAN_OP_MUL, rows ? "dw.mul" : "dw", dy, xh);
+        xh < 0 ? xh
+               : plan_ad_binary(c, PLAN_OP_MUL, rows ? "dw.mul" : "dw", dy, xh);
     if (g >= 0)
       g = plan_ad_sum_rows(c, "dw", g);
     if ((rc = give(c, op, 1, g)))
@@ -291,15 +292,17 @@ static int bw_embedding(plan_ad_ctx *c, const plan_op *op, int dy) {
   a[0].i = dim_of(c, op->in[0], 0);
   a[0].present = true;
   int in[2] = {dy, op->in[1]};
-  return give(c, op, 0, plan_ad_op(c, PLAN_OP_EMBEDDING_GRAD, "dtable", a, in, 2));
+  return give(c, op, 0,
+              plan_ad_op(c, PLAN_OP_EMBEDDING_GRAD, "dtable", a, in, 2));
 }
 
 /* loss = mean over samples of lse(logits) - logits[label]:
  * dlogits = dloss (softmax(logits) - onehot(labels)) / samples. */
 static int bw_cross_entropy(plan_ad_ctx *c, const plan_op *op, int dy) {
   int in[3] = {dy, op->in[0], op->in[1]};
-  return give(c, op, 0,
-              plan_ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "dlogits", NULL, in, 3));
+  return give(
+      c, op, 0,
+      plan_ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "dlogits", NULL, in, 3));
 }
 
 /* ---- data movement ------------------------------------------------------- */
@@ -404,7 +407,7 @@ static int bw_where(plan_ad_ctx *c, const plan_op *op, int dy) {
       continue;
     if (zero < 0 &&
         (zero = plan_ad_const(c, "zero", NULL, 0, NULL, c->p->tensors[dy].dtype,
-                         PLAN_RECIPE_ZEROS)) < 0)
+                              PLAN_RECIPE_ZEROS)) < 0)
       return zero;
     int in[3] = {op->in[0], s == 1 ? dy : zero, s == 1 ? zero : dy};
     int g = plan_ad_op(c, PLAN_OP_WHERE, part[s], NULL, in, 3);
@@ -419,7 +422,7 @@ static int bw_where(plan_ad_ctx *c, const plan_op *op, int dy) {
   int r = dims_of(c, op->in[0], dims);
   return give(c, op, 0,
               plan_ad_const(c, part[0], NULL, r, dims,
-                       c->p->tensors[op->in[0]].dtype, PLAN_RECIPE_ZEROS));
+                            c->p->tensors[op->in[0]].dtype, PLAN_RECIPE_ZEROS));
 }
 
 /* repeat_interleave(x, repeats, dim): dx sums the copies: dy reshaped with
@@ -453,7 +456,8 @@ static int bw_repeat_interleave(plan_ad_ctx *c, const plan_op *op, int dy) {
   }
   int g = plan_ad_reshape(c, "dx.split", dy, rs, sd);
   if (g >= 0)
-    g = plan_ad_reduce_sum(c, r < PLAN_MAX_RANK ? "dx" : "dx.sum", g, &rd, 1, false);
+    g = plan_ad_reduce_sum(c, r < PLAN_MAX_RANK ? "dx" : "dx.sum", g, &rd, 1,
+                           false);
   if (g >= 0)
     g = plan_ad_reshape(c, "dx.shape", g, r, xd);
   return give(c, op, 0, g);
@@ -484,9 +488,9 @@ static int bw_topk(plan_ad_ctx *c, const plan_op *op, const int *dys) {
 /* gather and scatter_add are each other's adjoint (the indices fixed). */
 static int bw_gather(plan_ad_ctx *c, const plan_op *op, int dy) {
   int x = op->in[0];
-  return give(c, op, 0,
-              scatter_into(c, "dx", dy, op->in[1],
-                           dim_of(c, x, rank_of(c, x) - 1)));
+  return give(
+      c, op, 0,
+      scatter_into(c, "dx", dy, op->in[1], dim_of(c, x, rank_of(c, x) - 1)));
 }
 
 static int bw_scatter_add(plan_ad_ctx *c, const plan_op *op, int dy) {
@@ -508,7 +512,8 @@ static int moe_to_slots(plan_ad_ctx *c, const char *part, int t, int idx, int w,
   return plan_ad_op(c, PLAN_OP_MOE_DISPATCH, part, a, in, w < 0 ? 2 : 3);
 }
 
-static int moe_from_slots(plan_ad_ctx *c, const char *part, int s, int idx, int w) {
+static int moe_from_slots(plan_ad_ctx *c, const char *part, int s, int idx,
+                          int w) {
   int in[3] = {s, idx, w};
   return plan_ad_op(c, PLAN_OP_MOE_COMBINE, part, NULL, in, w < 0 ? 2 : 3);
 }
@@ -553,9 +558,9 @@ static int bw_moe_weights_grad(plan_ad_ctx *c, const plan_op *op, int dz) {
       (rc = give(c, op, 0, moe_from_slots(c, "da", b, idx, dz))))
     return rc;
   if (plan_ad_wants(c, op, 1))
-    return give(c, op, 1,
-                moe_to_slots(c, "db", a, idx, dz, dim_of(c, b, 0),
-                             dim_of(c, b, 2)));
+    return give(
+        c, op, 1,
+        moe_to_slots(c, "db", a, idx, dz, dim_of(c, b, 0), dim_of(c, b, 2)));
   return PLAN_OK;
 }
 
@@ -579,11 +584,13 @@ static int bw_norm_grad(plan_ad_ctx *c, const plan_op *op, int dz) {
   int x = op->in[1], rc;
   int ones = norm_ones(c, x, "ones");
   int in[3] = {dz, x, ones};
-  int jg = ones < 0 ? ones : plan_ad_op(c, op->kind, "jdz", same_attrs(op), in, 3);
+  int jg =
+      ones < 0 ? ones : plan_ad_op(c, op->kind, "jdz", same_attrs(op), in, 3);
   if (jg < 0)
     return jg;
   if (plan_ad_wants(c, op, 0) &&
-      (rc = give(c, op, 0, plan_ad_binary(c, PLAN_OP_MUL, "da", jg, op->in[2]))))
+      (rc =
+           give(c, op, 0, plan_ad_binary(c, PLAN_OP_MUL, "da", jg, op->in[2]))))
     return rc;
   if (!plan_ad_wants(c, op, 2))
     return PLAN_OK;
@@ -607,10 +614,11 @@ static int bw_cross_entropy_grad(plan_ad_ctx *c, const plan_op *op, int dz) {
   if (plan_ad_wants(c, op, 1))
     return second_order(c, op, 1);
   int one = plan_ad_const(c, "one", NULL, 0, NULL, c->p->tensors[dz].dtype,
-                     PLAN_RECIPE_ONES);
+                          PLAN_RECIPE_ONES);
   int in[3] = {one, op->in[1], op->in[2]};
-  int g =
-      one < 0 ? one : plan_ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "da.g", NULL, in, 3);
+  int g = one < 0
+              ? one
+              : plan_ad_op(c, PLAN_OP_CROSS_ENTROPY_GRAD, "da.g", NULL, in, 3);
   if (g >= 0)
     g = plan_ad_binary(c, PLAN_OP_MUL, "da.mul", dz, g);
   int64_t all[PLAN_MAX_RANK];
@@ -650,7 +658,8 @@ int plan_ad_backward(plan_ad_ctx *c, const plan_op *op, const int *dy) {
     return bw_tanh(c, op, dy[0]);
   case PLAN_OP_EXP:
     /* y = exp x: dx = dy y */
-    return give(c, op, 0, plan_ad_binary(c, PLAN_OP_MUL, "dx", dy[0], op->out[0]));
+    return give(c, op, 0,
+                plan_ad_binary(c, PLAN_OP_MUL, "dx", dy[0], op->out[0]));
   case PLAN_OP_SOFTMAX:
     return bw_softmax(c, op, dy[0]);
   case PLAN_OP_LAYERNORM:

@@ -102,7 +102,8 @@ int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
   /* A failed copy leaves some bytes in the arena; they are freed with it. */
   if (!e.d.code || !e.d.object || !e.d.file)
     return plan_oom();
-  if (!e.d.message) /* plan_arena_vprintf set the last error: ENOMEM or EINVALID */
+  if (!e.d.message) /* plan_arena_vprintf set the last error: ENOMEM or EINVALID
+                     */
     return plan_error_last()->code;
   d->items[d->count++] = e;
   return PLAN_OK;

@@ -135,7 +135,8 @@ void *plan_arena_alloc(plan_arena *a, size_t size) {
 }
 
 void *plan_arena_alloc_align(plan_arena *a, size_t size, size_t align) {
-  return arena_alloc(a, size, align && align <= ARENA_ALIGN ? align : ARENA_ALIGN);
+  return arena_alloc(a, size,
+                     align && align <= ARENA_ALIGN ? align : ARENA_ALIGN);
 }
 
 char *plan_arena_strndup(plan_arena *a, const char *s, size_t len) {
@@ -668,7 +669,8 @@ bool plan_is_glob(const char *s) {
   return strpbrk(s, "*?[") != NULL;
 }
 
-/* ---- short messages ------------------------------------------------------- */
+/* ---- short messages -------------------------------------------------------
+ */
 
 static void verrf(char *err, size_t errsz, const char *fmt, va_list ap) {
   if (err && errsz)

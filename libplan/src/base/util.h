@@ -65,7 +65,8 @@ char *plan_arena_strdup(plan_arena *a, const char *s);
 char *plan_arena_printf(plan_arena *a, const char *fmt, ...) PLAN_PRINTF(2, 3);
 char *plan_arena_vprintf(plan_arena *a, const char *fmt, va_list ap);
 
-/* ---- growable arrays ------------------------------------------------------ */
+/* ---- growable arrays ------------------------------------------------------
+ */
 
 /* Grows *arr (of elements of `elem` bytes, *cap of them) to hold at least
  * `need`: by half again each time (less slack at the peak of a big load),
@@ -141,7 +142,8 @@ int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old);
 int plan_strmap_get(const plan_strmap *m, const char *key);
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);
 
-/* ---- short messages --------------------------------------------------------- */
+/* ---- short messages ---------------------------------------------------------
+ */
 
 /* Writes a one-line reason into err (size errsz; err may be NULL) and
  * returns PLAN_EINVALID: the error style of the op registry and rules. */

@@ -24,8 +24,8 @@
 
 const char *const plan_cost_bound_names[COST_BOUND_COUNT] = {
     "compute", "memory", "floor", "view", "calibrated"};
-const char *const plan_cost_alg_names[COST_ALG_COUNT] = {"ring", "tree", "local",
-                                                    "p2p", "calibrated"};
+const char *const plan_cost_alg_names[COST_ALG_COUNT] = {
+    "ring", "tree", "local", "p2p", "calibrated"};
 
 /* FLOPs per element and class of each op kind, by name, so kinds added to
  * the registry later get a sensible default (pointwise, 1 FLOP) until they
@@ -393,7 +393,7 @@ static inline double local_len(int64_t n, int64_t div) {
 }
 
 double plan_cost_local_numel(const plan_tensor *t, const plan_placement *pl,
-                        const int64_t *mesh_sizes) {
+                             const int64_t *mesh_sizes) {
   int64_t div[PLAN_MAX_RANK];
   shard_divisors(pl, mesh_sizes, t->rank, div);
   double n = 1;
@@ -432,8 +432,8 @@ double plan_cost_cal_time(const cost_cal *c, double size, double base_floor) {
 }
 
 int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
-                    const plan_plan *p, int op, const plan_placement *in,
-                    const plan_placement *outs, double split) {
+                         const plan_plan *p, int op, const plan_placement *in,
+                         const plan_placement *outs, double split) {
   const plan_program *prog = p->program;
   if (op < 0 || op >= prog->nops)
     return plan_failf(PLAN_EUSAGE, "op %d is out of range (0..%d)", op,
@@ -473,7 +473,8 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
   }
   for (int k = 0; k < o->nout; k++) {
     double n = plan_cost_local_numel(&ts[o->out[k]], &outs[k], ms);
-    double b = n * plan_dtype_size(plan_cost_tensor_dtype(p, o->out[k])) / split;
+    double b =
+        n * plan_dtype_size(plan_cost_tensor_dtype(p, o->out[k])) / split;
     bytes += cls == COST_CLASS_GATHER ? 2 * b : b;
     if (k == 0)
       out0 = n;
@@ -573,8 +574,8 @@ static bool calibrated(const plan_cost_model *m, int ci, double bytes,
 }
 
 void plan_cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
-                       const plan_tensor *t, int esize,
-                       const plan_redist_step *s, double split) {
+                            const plan_tensor *t, int esize,
+                            const plan_redist_step *s, double split) {
   if (split < 1)
     split = 1;
   memset(out, 0, sizeof *out);
@@ -633,8 +634,8 @@ void plan_cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
   }
 }
 
-void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m, int axis,
-                    double bytes) {
+void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m,
+                         int axis, double bytes) {
   memset(out, 0, sizeof *out);
   out->algorithm = COST_ALG_P2P;
   out->bytes = bytes;

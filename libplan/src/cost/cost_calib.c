@@ -172,20 +172,22 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
   for (int i = 0; i < 3; i++)
     given += plan_ymap_get(v, keys[i]) != NULL;
   if (given != 1)
-    return plan_rd_fail(rd, v, PLAN_EINVALID,
-                   "calibration of '%s': give exactly one of seconds, %s and "
-                   "table",
-                   pattern, rate_key);
+    return plan_rd_fail(
+        rd, v, PLAN_EINVALID,
+        "calibration of '%s': give exactly one of seconds, %s and "
+        "table",
+        pattern, rate_key);
   const plan_ynode *n;
   double x;
   if ((n = plan_ymap_get(v, "seconds")) || (n = plan_ymap_get(v, rate_key))) {
-    if ((rc = plan_rd_number(rd, n,
-                        n == plan_ymap_get(v, "seconds") ? "seconds" : rate_key,
-                        &x)))
+    if ((rc = plan_rd_number(
+             rd, n, n == plan_ymap_get(v, "seconds") ? "seconds" : rate_key,
+             &x)))
       return rc;
     if (x <= 0)
       return plan_rd_fail(rd, n, PLAN_EINVALID,
-                     "calibration of '%s': the figure must be > 0", pattern);
+                          "calibration of '%s': the figure must be > 0",
+                          pattern);
     return add_entry(m, pattern,
                      n == plan_ymap_get(v, "seconds") ? COST_CAL_FIXED
                                                       : COST_CAL_RATE,
@@ -197,8 +199,8 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
   size_t cnt = n->u.seq.count;
   if (cnt < 1 || cnt > 4096)
     return plan_rd_fail(rd, n, PLAN_EINVALID,
-                   "calibration of '%s': a table holds 1 to 4096 points",
-                   pattern);
+                        "calibration of '%s': a table holds 1 to 4096 points",
+                        pattern);
   double *sizes = malloc(sizeof(double) * cnt);
   double *secs = malloc(sizeof(double) * cnt);
   if (!sizes || !secs) {
@@ -212,8 +214,8 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
       break;
     if (pt->u.seq.count != 2) {
       rc = plan_rd_fail(rd, pt, PLAN_ESCHEMA,
-                   "a table point is [size, seconds], not %zu numbers",
-                   pt->u.seq.count);
+                        "a table point is [size, seconds], not %zu numbers",
+                        pt->u.seq.count);
       break;
     }
     if ((rc = plan_rd_number(rd, pt->u.seq.items[0], "a size", &sizes[i])) ||
@@ -225,7 +227,7 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
     int bad = table_problem(sizes, secs, (int)cnt, why, sizeof why);
     if (bad != -2)
       rc = plan_rd_fail(rd, bad >= 0 ? n->u.seq.items[bad] : n, PLAN_EINVALID,
-                   "calibration of '%s': %s", pattern, why);
+                        "calibration of '%s': %s", pattern, why);
   }
   if (!rc)
     rc = add_entry(m, pattern, COST_CAL_TABLE, 0, sizes, secs, (int)cnt);
@@ -242,15 +244,16 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
   const plan_ynode *v = plan_ymap_get(root, "libplan-calibration");
   if (!v)
     return plan_rd_fail(rd, root, PLAN_ESCHEMA,
-                   "a calibration file starts with libplan-calibration: "
-                   "\"0.1\"");
+                        "a calibration file starts with libplan-calibration: "
+                        "\"0.1\"");
   const char *ver;
   if ((rc = plan_rd_string(rd, v, "libplan-calibration", &ver)))
     return rc;
   if (strncmp(ver, "0.", 2) != 0)
     return plan_rd_fail(rd, v, PLAN_EVERSION,
-                   "calibration format '%s': this reader knows 0.x", ver);
-  if ((rc = plan_rd_check_keys(rd, root, root_keys, "a calibration file", NULL)))
+                        "calibration format '%s': this reader knows 0.x", ver);
+  if ((rc =
+           plan_rd_check_keys(rd, root, root_keys, "a calibration file", NULL)))
     return rc;
   if ((v = plan_ymap_get(root, "hardware")) &&
       (rc = plan_rd_expect_scalar(rd, v, "hardware")))
@@ -267,7 +270,8 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
         char msg[512];
         snprintf(msg, sizeof msg, "%s", plan_error_last()->message);
         return plan_rd_fail(rd, rc == PLAN_ENOTFOUND ? k : x,
-                       rc == PLAN_ENOTFOUND ? PLAN_ESCHEMA : rc, "%s", msg);
+                            rc == PLAN_ENOTFOUND ? PLAN_ESCHEMA : rc, "%s",
+                            msg);
       }
     }
   }
@@ -278,8 +282,8 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
       const plan_ynode *k = v->u.map.pairs[i].key;
       if (coll_kind(k->u.scalar.text) >= 0)
         return plan_rd_fail(rd, k, PLAN_EINVALID,
-                       "'%s' is a collective: list it under collectives",
-                       k->u.scalar.text);
+                            "'%s' is a collective: list it under collectives",
+                            k->u.scalar.text);
       if ((rc = read_entry(rd, m, k, v->u.map.pairs[i].value,
                            "flops_per_second")))
         return rc;
@@ -292,9 +296,9 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
       const plan_ynode *k = v->u.map.pairs[i].key;
       if (coll_kind(k->u.scalar.text) < 0)
         return plan_rd_fail(rd, k, PLAN_EINVALID,
-                       "unknown collective '%s' (all_gather, all_reduce, "
-                       "reduce_scatter, all_to_all, send)",
-                       k->u.scalar.text);
+                            "unknown collective '%s' (all_gather, all_reduce, "
+                            "reduce_scatter, all_to_all, send)",
+                            k->u.scalar.text);
       if ((rc = read_entry(rd, m, k, v->u.map.pairs[i].value, "bandwidth")))
         return rc;
     }

@@ -142,7 +142,7 @@ plan_dtype plan_cost_tensor_dtype(const plan_plan *p, int tensor);
 /* Local element count of a tensor under a placement on the slowest rank
  * (torch.chunk: the first piece of every level is the largest). */
 double plan_cost_local_numel(const plan_tensor *t, const plan_placement *pl,
-                        const int64_t *mesh_sizes);
+                             const int64_t *mesh_sizes);
 
 enum {
   COST_BOUND_COMPUTE,
@@ -165,8 +165,8 @@ typedef struct cost_op_eval {
  * runs it on a microbatch of 1/split of the batch: FLOPs and the bytes of
  * non-parameter operands shrink, parameters are read in full. */
 int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
-                    const plan_plan *p, int op, const plan_placement *in,
-                    const plan_placement *outs, double split);
+                         const plan_plan *p, int op, const plan_placement *in,
+                         const plan_placement *outs, double split);
 
 /* plan_cost_op_seconds, the time of the op (whole batch) on the slowest
  * rank: public, libplan/space.h. */
@@ -191,13 +191,13 @@ extern const char *const plan_cost_alg_names[COST_ALG_COUNT];
 /* One redistribution step of a tensor of `esize`-byte elements, `split` as
  * above (bytes / split per call). */
 void plan_cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
-                       const plan_tensor *t, int esize,
-                       const plan_redist_step *s, double split);
+                            const plan_tensor *t, int esize,
+                            const plan_redist_step *s, double split);
 
 /* A point-to-point transfer of `bytes` over mesh axis `axis` (-1: the
  * mesh's widest link class). */
-void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m, int axis,
-                    double bytes);
+void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m,
+                         int axis, double bytes);
 
 /* plan_cost_redist_seconds, the time to change a tensor's placement
  * (whole batch): public, libplan/space.h. */
@@ -218,9 +218,10 @@ int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
                             const double *bwd, const double *wgt, int nstages);
 /* The closed forms per named schedule (docs/cost.md, "Pipelines"): what a
  * schedule that cannot be generated is priced with. */
-int plan_cost_schedule_closed_form(double *step, double *bubble, const plan_plan *p,
-                              const double *fwd, const double *bwd,
-                              const double *wgt, int nstages);
+int plan_cost_schedule_closed_form(double *step, double *bubble,
+                                   const plan_plan *p, const double *fwd,
+                                   const double *bwd, const double *wgt,
+                                   int nstages);
 
 /* ---- reports ------------------------------------------------------------- */
 

@@ -35,9 +35,10 @@ static int pipeline_ranks(const plan_plan *p) {
   return pp->nstages > 0 ? pp->nstages : 1;
 }
 
-int plan_cost_schedule_closed_form(double *step, double *bubble, const plan_plan *p,
-                              const double *fwd, const double *bwd,
-                              const double *wgt, int nstages) {
+int plan_cost_schedule_closed_form(double *step, double *bubble,
+                                   const plan_plan *p, const double *fwd,
+                                   const double *bwd, const double *wgt,
+                                   int nstages) {
   *step = *bubble = 0;
   if (nstages < 1)
     return PLAN_OK;
@@ -208,5 +209,6 @@ int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
     for (int s = 0; inflight && s < nstages; s++)
       inflight[s] = m;
   }
-  return plan_cost_schedule_closed_form(step, bubble, p, fwd, bwd, wgt, nstages);
+  return plan_cost_schedule_closed_form(step, bubble, p, fwd, bwd, wgt,
+                                        nstages);
 }

@@ -95,7 +95,8 @@ static plan_placement produced_pl(const plan_plan *p, int t) {
 
 static double tensor_bytes(const ctx *c, int t, const plan_placement *pl) {
   const plan_plan *p = c->p;
-  return plan_cost_local_numel(&p->program->tensors[t], pl, p->mesh.axis_sizes) *
+  return plan_cost_local_numel(&p->program->tensors[t], pl,
+                               p->mesh.axis_sizes) *
          plan_dtype_size(plan_cost_tensor_dtype(p, t));
 }
 

@@ -271,7 +271,9 @@ int plan_cost_report_text(plan_buf *b, const plan_cost_report *r) {
 
 /* ---- json and yaml ------------------------------------------------------- */
 
-static void json_str(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
+static void json_str(plan_buf *b, const char *s) {
+  plan_buf_quoted(b, s);
+}
 
 static void num(plan_buf *b, double v) {
   char buf[40];

@@ -158,7 +158,7 @@ struct plan_program {
   bool hash_cached;
   plan_hash hash;
   int *ops_by_name, *tensors_by_name; /* malloc'd; NULL when not prepared */
-  int recent[8];  /* the last tensors created: most inputs are among them */
+  int recent[8]; /* the last tensors created: most inputs are among them */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
   plan_attr_val *default_attrs[48];
   int *outputs;

@@ -244,7 +244,6 @@ done:
 /* ---- shapes
  * ------------------------------------------------------------------ */
 
-
 /* Rewrites dim attributes to their non-negative form (transpose's absent
  * dims become the last two), so equivalent spellings are one program. */
 static int normalize_dim_attrs(plan_program *p, plan_op *op, int rank) {
@@ -327,8 +326,8 @@ static int infer_shapes(const plan_reader *rd, plan_program *p) {
         }
       } else {
         t->rank = out[k].rank;
-        t->dims = plan_arena_alloc_align(&p->arena,
-                                   sizeof(int64_t) * (size_t)(t->rank + 1), 8);
+        t->dims = plan_arena_alloc_align(
+            &p->arena, sizeof(int64_t) * (size_t)(t->rank + 1), 8);
         if (!t->dims)
           return plan_oom();
         memcpy(t->dims, out[k].dims, sizeof(int64_t) * (size_t)t->rank);
@@ -503,7 +502,7 @@ int plan_read_version(plan_reader *rd, const plan_ynode *root) {
       !plan_parse_int64(dot + 1, strlen(dot + 1), &min) || maj < 0 || min < 0 ||
       maj > 1000 || min > 1000)
     return plan_rd_fail(rd, v, PLAN_EVERSION,
-                   "format version '%.40s' is not MAJOR.MINOR", t);
+                        "format version '%.40s' is not MAJOR.MINOR", t);
   rd->ver_major = (int)maj;
   rd->ver_minor = (int)min;
   rd->ver_pos = plan_rd_pos(v);
@@ -513,17 +512,17 @@ int plan_read_version(plan_reader *rd, const plan_ynode *root) {
   if (maj == 0 && min <= PLAN_FORMAT_PRERELEASE_MINOR)
     return PLAN_OK;
   if (maj == 0)
-    return plan_rd_fail(rd, v, PLAN_EVERSION,
-                   "format version %d.%d does not exist: the pre-release "
-                   "formats end with 0.%d, which this reader (format %s) reads",
-                   (int)maj, (int)min, PLAN_FORMAT_PRERELEASE_MINOR,
-                   PLAN_FORMAT_STRING);
+    return plan_rd_fail(
+        rd, v, PLAN_EVERSION,
+        "format version %d.%d does not exist: the pre-release "
+        "formats end with 0.%d, which this reader (format %s) reads",
+        (int)maj, (int)min, PLAN_FORMAT_PRERELEASE_MINOR, PLAN_FORMAT_STRING);
   if (maj != PLAN_FORMAT_MAJOR)
     return plan_rd_fail(rd, v, PLAN_EVERSION,
-                   "format version %d.%d is not readable by this reader "
-                   "(format %s)%s",
-                   (int)maj, (int)min, PLAN_FORMAT_STRING,
-                   maj < PLAN_FORMAT_MAJOR ? "; run 'plan upgrade'" : "");
+                        "format version %d.%d is not readable by this reader "
+                        "(format %s)%s",
+                        (int)maj, (int)min, PLAN_FORMAT_STRING,
+                        maj < PLAN_FORMAT_MAJOR ? "; run 'plan upgrade'" : "");
   return PLAN_OK;
 }
 
@@ -550,16 +549,18 @@ int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
   if ((rc = plan_rd_check_keys(&rd, doc.root, top_keys, "the document", NULL)))
     goto fail;
   if (!(pn = plan_ymap_get(doc.root, "program"))) {
-    rc = plan_rd_fail(&rd, doc.root, PLAN_ESCHEMA, "the document has no 'program'");
+    rc = plan_rd_fail(&rd, doc.root, PLAN_ESCHEMA,
+                      "the document has no 'program'");
     goto fail;
   }
   if (pn->kind == PLAN_Y_MAP && plan_ymap_get(pn, "path")) {
     rc = plan_rd_fail(&rd, pn, PLAN_EUNSUPPORTED,
-                 "this plan refers to its program by path; load the plan "
-                 "instead");
+                      "this plan refers to its program by path; load the plan "
+                      "instead");
     goto fail;
   }
-  if ((rc = plan_program_read(&rd, pn, p)) || (rc = plan_program_finish(&rd, p)))
+  if ((rc = plan_program_read(&rd, pn, p)) ||
+      (rc = plan_program_finish(&rd, p)))
     goto fail;
   plan_ydoc_free(&doc);
   *out = p;

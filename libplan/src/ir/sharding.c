@@ -23,7 +23,6 @@
 
 #include "ir/placement.h"
 
-
 /* What produced the entry of the outputs along one axis: the factor sharded
  * there (-1 when none) and an input dim sharding it, kept so plan_rule_check
  * can test whether a reduction is evenly sharded (P(avg) for reduce_mean). */
@@ -95,10 +94,11 @@ static int shard_axis(judge *j, int a, int first_s) {
     if (e->kind != PLAN_PL_S)
       continue;
     if (r->operand[i].nf[e->dim] == 0)
-      return plan_errf(j->err, j->errsz,
-                  "%s: input %d dim %d is a broadcast size-1 dim and cannot "
-                  "be sharded (S(%d) along %s)",
-                  op, i, e->dim, e->dim, ax);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input %d dim %d is a broadcast size-1 dim and cannot "
+          "be sharded (S(%d) along %s)",
+          op, i, e->dim, e->dim, ax);
     int fi = r->operand[i].f[e->dim][0];
     if (F < 0) {
       F = fi;
@@ -108,19 +108,20 @@ static int shard_axis(judge *j, int a, int first_s) {
       if (r->factors[F].kind == PLAN_FACTOR_NEED_REPLICATION) {
         if (r->nin == 1)
           return plan_errf(j->err, j->errsz,
-                      "%s: dim %d must be replicated (sharded along %s)", op, d,
-                      ax);
+                           "%s: dim %d must be replicated (sharded along %s)",
+                           op, d, ax);
         return plan_errf(j->err, j->errsz,
-                    "%s: dim %d of input %d must be replicated (sharded "
-                    "along %s)",
-                    op, d, first_s, ax);
+                         "%s: dim %d of input %d must be replicated (sharded "
+                         "along %s)",
+                         op, d, first_s, ax);
       }
     } else if (fi != F) {
-      return plan_errf(j->err, j->errsz,
-                  "%s: input %d shards dim %d (factor %s) along %s but input "
-                  "%d shards dim %d (factor %s)",
-                  op, first_s, d, r->factors[F].name, ax, i, e->dim,
-                  r->factors[fi].name);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input %d shards dim %d (factor %s) along %s but input "
+          "%d shards dim %d (factor %s)",
+          op, first_s, d, r->factors[F].name, ax, i, e->dim,
+          r->factors[fi].name);
     }
   }
   if (F < 0) /* first_s is S, so this cannot happen */
@@ -138,30 +139,33 @@ static int shard_axis(judge *j, int a, int first_s) {
       /* Only an additive input may hold P beside a sharded reduction. */
       if (has ||
           !(r->operand[i].additive && reduction && e->reduce == pf->reduce))
-        return plan_errf(j->err, j->errsz,
-                    "%s: input %d is %s along %s while input %d shards dim "
-                    "%d (factor %s) there; along one axis the inputs are "
-                    "either sharded or partial",
-                    op, i, entry_str(e, eb), ax, first_s, d, fn);
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: input %d is %s along %s while input %d shards dim "
+            "%d (factor %s) there; along one axis the inputs are "
+            "either sharded or partial",
+            op, i, entry_str(e, eb), ax, first_s, d, fn);
     } else if (has) {
       if (!major)
-        return plan_errf(j->err, j->errsz,
-                    "%s: input %d shards dim %d (factor %s) along %s, but "
-                    "input %d holds factor %s as the minor part of dim %d, "
-                    "which cannot be sharded alone",
-                    op, first_s, d, fn, ax, i, fn, cd);
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: input %d shards dim %d (factor %s) along %s, but "
+            "input %d holds factor %s as the minor part of dim %d, "
+            "which cannot be sharded alone",
+            op, first_s, d, fn, ax, i, fn, cd);
       if (e->kind != PLAN_PL_S)
         return plan_errf(j->err, j->errsz,
-                    "%s: input %d shards dim %d (factor %s) along %s but "
-                    "input %d does not (it is %s there)",
-                    op, first_s, d, fn, ax, i, entry_str(e, eb));
+                         "%s: input %d shards dim %d (factor %s) along %s but "
+                         "input %d does not (it is %s there)",
+                         op, first_s, d, fn, ax, i, entry_str(e, eb));
     } else if (r->operand[i].additive && reduction) {
       /* R: each rank would add the whole value to its partial result. */
-      return plan_errf(j->err, j->errsz,
-                  "%s: input %d must be P(%s) along %s because factor %s (dim "
-                  "%d of input %d) is sharded there; as R it would be added "
-                  "on every rank",
-                  op, i, red_name(pf->reduce), ax, fn, d, first_s);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input %d must be P(%s) along %s because factor %s (dim "
+          "%d of input %d) is sharded there; as R it would be added "
+          "on every rank",
+          op, i, red_name(pf->reduce), ax, fn, d, first_s);
     }
   }
   for (int o = 0; o < r->nout; o++) {
@@ -176,16 +180,18 @@ static int shard_axis(judge *j, int a, int first_s) {
       continue;
     }
     if (!has)
-      return plan_errf(j->err, j->errsz,
-                  "%s: factor %s (dim %d of input %d) is sharded along %s but "
-                  "output %d has no dim for it",
-                  op, fn, d, first_s, ax, o);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: factor %s (dim %d of input %d) is sharded along %s but "
+          "output %d has no dim for it",
+          op, fn, d, first_s, ax, o);
     if (!major)
-      return plan_errf(j->err, j->errsz,
-                  "%s: factor %s (dim %d of input %d) is sharded along %s but "
-                  "output %d holds it as the minor part of dim %d, which S "
-                  "cannot express",
-                  op, fn, d, first_s, ax, o, cd);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: factor %s (dim %d of input %d) is sharded along %s but "
+          "output %d holds it as the minor part of dim %d, which S "
+          "cannot express",
+          op, fn, d, first_s, ax, o, cd);
     e->kind = PLAN_PL_S;
     e->dim = (int8_t)cd;
     e->level = 0; /* set by order_levels */
@@ -206,88 +212,97 @@ static int partial_axis(judge *j, int a, int first_p) {
   const char *pks = entry_str(&j->in[first_p].ax[a], eb2);
   switch (j->info->partial) {
   case PLAN_PARTIAL_NONE:
-    return plan_errf(j->err, j->errsz,
-                "%s: input %d is %s along %s, but %s is not linear: reduce it "
-                "first",
-                op, first_p, pks, ax, op);
+    return plan_errf(
+        j->err, j->errsz,
+        "%s: input %d is %s along %s, but %s is not linear: reduce it "
+        "first",
+        op, first_p, pks, ax, op);
   case PLAN_PARTIAL_PASS:
   case PLAN_PARTIAL_ADDITIVE:
     for (int i = 0; i < r->nin; i++) {
       const plan_axis_pl *e = &j->in[i].ax[a];
       if (e->kind != PLAN_PL_P || e->reduce != pk)
         return plan_errf(j->err, j->errsz,
-                    "%s: input %d is %s along %s while input %d is %s: %s "
-                    "needs every input partial in the same way, or none",
-                    op, i, entry_str(e, eb), ax, first_p, pks, op);
+                         "%s: input %d is %s along %s while input %d is %s: %s "
+                         "needs every input partial in the same way, or none",
+                         op, i, entry_str(e, eb), ax, first_p, pks, op);
     }
     if (j->info->partial == PLAN_PARTIAL_ADDITIVE && !linear_reduce(pk))
-      return plan_errf(j->err, j->errsz,
-                  "%s: %s along %s does not pass through %s; only P(sum) and "
-                  "P(avg) do",
-                  op, pks, ax, op);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: %s along %s does not pass through %s; only P(sum) and "
+          "P(avg) do",
+          op, pks, ax, op);
     break;
   case PLAN_PARTIAL_UNARY:
     if (!linear_reduce(pk)) {
       if (j->kind != PLAN_OP_SCALE)
-        return plan_errf(j->err, j->errsz,
-                    "%s: %s along %s does not pass through %s; only P(sum) "
-                    "and P(avg) do",
-                    op, pks, ax, op);
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: %s along %s does not pass through %s; only P(sum) "
+            "and P(avg) do",
+            op, pks, ax, op);
       /* max/min commute with scaling only by a non-negative factor. */
       double f = j->attrs ? j->attrs[0].f : j->info->attrs[0].def_f;
       if (!(f >= 0))
         return plan_errf(j->err, j->errsz,
-                    "scale: %s along %s passes only a factor >= 0, not %g", pks,
-                    ax, f);
+                         "scale: %s along %s passes only a factor >= 0, not %g",
+                         pks, ax, f);
     }
     break;
   case PLAN_PARTIAL_PRODUCT:
   case PLAN_PARTIAL_LINEAR: {
     const plan_axis_pl *in1 = &j->in[1].ax[a];
     if (in0->kind == PLAN_PL_P && in1->kind == PLAN_PL_P)
-      return plan_errf(j->err, j->errsz,
-                  "%s: inputs 0 and 1 are both partial along %s; the product "
-                  "of partial values is not partial: reduce one first",
-                  op, ax);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: inputs 0 and 1 are both partial along %s; the product "
+          "of partial values is not partial: reduce one first",
+          op, ax);
     if (in0->kind != PLAN_PL_P && in1->kind != PLAN_PL_P)
       /* Only linear's bias can be partial here. */
-      return plan_errf(j->err, j->errsz,
-                  "%s: the bias (input %d) is %s along %s but neither x nor w "
-                  "is; the sum over ranks would multiply x w by their number",
-                  op, first_p, pks, ax);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: the bias (input %d) is %s along %s but neither x nor w "
+          "is; the sum over ranks would multiply x w by their number",
+          op, first_p, pks, ax);
     int p = in0->kind == PLAN_PL_P ? 0 : 1;
     pk = j->in[p].ax[a].reduce;
     pks = entry_str(&j->in[p].ax[a], eb2);
     if (!linear_reduce(pk))
-      return plan_errf(j->err, j->errsz,
-                  "%s: input %d is %s along %s; only P(sum) and P(avg) pass "
-                  "through %s",
-                  op, p, pks, ax, op);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input %d is %s along %s; only P(sum) and P(avg) pass "
+          "through %s",
+          op, p, pks, ax, op);
     if (r->nin == 3) {
       const plan_axis_pl *e = &j->in[2].ax[a];
       if (e->kind != PLAN_PL_P || e->reduce != pk)
-        return plan_errf(j->err, j->errsz,
-                    "%s: the bias (input 2) must be %s along %s like input "
-                    "%d, not %s; else it is added once per rank",
-                    op, pks, ax, p, entry_str(e, eb));
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: the bias (input 2) must be %s along %s like input "
+            "%d, not %s; else it is added once per rank",
+            op, pks, ax, p, entry_str(e, eb));
     }
     break;
   }
   case PLAN_PARTIAL_DIVIDEND:
   case PLAN_PARTIAL_TABLE:
     if (j->in[1].ax[a].kind == PLAN_PL_P)
-      return plan_errf(j->err, j->errsz,
-                  j->info->partial == PLAN_PARTIAL_DIVIDEND
-                      ? "%s: the divisor (input 1) is %s along %s; only the "
-                        "dividend may be partial"
-                      : "%s: the ids (input 1) are %s along %s; only the "
-                        "table may be partial",
-                  op, entry_str(&j->in[1].ax[a], eb), ax);
+      return plan_errf(
+          j->err, j->errsz,
+          j->info->partial == PLAN_PARTIAL_DIVIDEND
+              ? "%s: the divisor (input 1) is %s along %s; only the "
+                "dividend may be partial"
+              : "%s: the ids (input 1) are %s along %s; only the "
+                "table may be partial",
+          op, entry_str(&j->in[1].ax[a], eb), ax);
     if (!linear_reduce(pk))
-      return plan_errf(j->err, j->errsz,
-                  "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
-                  "through %s",
-                  op, pks, ax, op);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
+          "through %s",
+          op, pks, ax, op);
     break;
   case PLAN_PARTIAL_SELECT:
     /* where(cond, a, b): summing (or averaging, or taking the max or min
@@ -295,37 +310,41 @@ static int partial_axis(judge *j, int a, int first_p) {
      * sum b_r) only when a and b are both partial in that way: an R
      * operand would be counted once per rank where it is selected. */
     if (in0->kind == PLAN_PL_P)
-      return plan_errf(j->err, j->errsz,
-                  "%s: the condition (input 0) is %s along %s; it selects, "
-                  "so it cannot be partial: reduce it first",
-                  op, entry_str(in0, eb), ax);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: the condition (input 0) is %s along %s; it selects, "
+          "so it cannot be partial: reduce it first",
+          op, entry_str(in0, eb), ax);
     for (int i = 1; i < r->nin; i++) {
       const plan_axis_pl *e = &j->in[i].ax[a];
       if (e->kind != PLAN_PL_P || e->reduce != pk)
-        return plan_errf(j->err, j->errsz,
-                    "%s: input %d is %s along %s while input %d is %s: a and "
-                    "b (inputs 1 and 2) must be partial in the same way, or "
-                    "neither",
-                    op, i, entry_str(e, eb), ax, first_p, pks);
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: input %d is %s along %s while input %d is %s: a and "
+            "b (inputs 1 and 2) must be partial in the same way, or "
+            "neither",
+            op, i, entry_str(e, eb), ax, first_p, pks);
     }
     break;
   case PLAN_PARTIAL_FIRST:
     if (first_p != 0)
       return plan_errf(j->err, j->errsz,
-                  "%s: input %d is %s along %s; only the output gradient "
-                  "(input 0) may be partial",
-                  op, first_p, pks, ax);
+                       "%s: input %d is %s along %s; only the output gradient "
+                       "(input 0) may be partial",
+                       op, first_p, pks, ax);
     for (int i = 1; i < r->nin; i++)
       if (j->in[i].ax[a].kind == PLAN_PL_P)
-        return plan_errf(j->err, j->errsz,
-                    "%s: input %d is %s along %s; only the output gradient "
-                    "(input 0) may be partial",
-                    op, i, entry_str(&j->in[i].ax[a], eb), ax);
+        return plan_errf(
+            j->err, j->errsz,
+            "%s: input %d is %s along %s; only the output gradient "
+            "(input 0) may be partial",
+            op, i, entry_str(&j->in[i].ax[a], eb), ax);
     if (!linear_reduce(pk))
-      return plan_errf(j->err, j->errsz,
-                  "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
-                  "through %s",
-                  op, pks, ax, op);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input 0 is %s along %s; only P(sum) and P(avg) pass "
+          "through %s",
+          op, pks, ax, op);
     break;
   }
   for (int o = 0; o < r->nout; o++) {
@@ -372,11 +391,11 @@ static int order_levels(judge *j) {
       if (!same) {
         char b1[PLAN_MAX_MESH_AXES * 20], b2[PLAN_MAX_MESH_AXES * 20];
         return plan_errf(j->err, j->errsz,
-                    "%s: inputs %d and %d shard factor %s in different "
-                    "nesting orders: [%s] vs [%s]",
-                    j->info->name, ref, i, r->factors[F].name,
-                    axes_str(j, ref_axes, nref, b1, sizeof b1),
-                    axes_str(j, axes, n, b2, sizeof b2));
+                         "%s: inputs %d and %d shard factor %s in different "
+                         "nesting orders: [%s] vs [%s]",
+                         j->info->name, ref, i, r->factors[F].name,
+                         axes_str(j, ref_axes, nref, b1, sizeof b1),
+                         axes_str(j, axes, n, b2, sizeof b2));
       }
     }
     if (ref < 0)
@@ -425,14 +444,15 @@ static int compound_check(judge *j, int opnd, const plan_placement *p) {
       continue;
     char b[PLAN_MAX_MESH_AXES * 20];
     bool is_in = opnd < r->nin;
-    return plan_errf(j->err, j->errsz,
-                "%s: dim %d of %s %d is compound (major part %s of size "
-                "%lld); sharding it along [%s] (%lld shards) needs %lld to "
-                "divide by %lld",
-                j->info->name, d, is_in ? "input" : "output",
-                is_in ? opnd : opnd - r->nin, major->name,
-                (long long)major->size, axes_str(j, axes, n, b, sizeof b),
-                (long long)prod, (long long)major->size, (long long)prod);
+    return plan_errf(
+        j->err, j->errsz,
+        "%s: dim %d of %s %d is compound (major part %s of size "
+        "%lld); sharding it along [%s] (%lld shards) needs %lld to "
+        "divide by %lld",
+        j->info->name, d, is_in ? "input" : "output",
+        is_in ? opnd : opnd - r->nin, major->name, (long long)major->size,
+        axes_str(j, axes, n, b, sizeof b), (long long)prod,
+        (long long)major->size, (long long)prod);
   }
   return PLAN_OK;
 }
@@ -441,29 +461,31 @@ static int judge_run(judge *j) {
   const plan_rule *r = j->rule;
   const char *op = j->info->name;
   if (r->nin < 1 || r->nout < 1 || r->nin + r->nout > PLAN_MAX_OPERANDS)
-    return plan_errf(j->err, j->errsz, "%s: the rule has %d inputs and %d outputs",
-                op, r->nin, r->nout);
+    return plan_errf(j->err, j->errsz,
+                     "%s: the rule has %d inputs and %d outputs", op, r->nin,
+                     r->nout);
   j->naxes = j->in[0].naxes;
   if (j->naxes > PLAN_MAX_MESH_AXES)
-    return plan_errf(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op, j->naxes,
-                PLAN_MAX_MESH_AXES);
+    return plan_errf(j->err, j->errsz, "%s: %d mesh axes (at most %d)", op,
+                     j->naxes, PLAN_MAX_MESH_AXES);
   for (int i = 0; i < r->nin; i++) {
     if (j->in[i].naxes != j->naxes)
-      return plan_errf(j->err, j->errsz,
-                  "%s: input %d has a placement over %d mesh axes, input 0 "
-                  "over %d",
-                  op, i, j->in[i].naxes, j->naxes);
+      return plan_errf(
+          j->err, j->errsz,
+          "%s: input %d has a placement over %d mesh axes, input 0 "
+          "over %d",
+          op, i, j->in[i].naxes, j->naxes);
     for (int a = 0; a < j->naxes; a++) {
       const plan_axis_pl *e = &j->in[i].ax[a];
       if (e->kind > PLAN_PL_P ||
           (e->kind == PLAN_PL_P && e->reduce >= PLAN_RED_COUNT))
         return plan_errf(j->err, j->errsz,
-                    "%s: input %d has an unknown placement along %s", op, i,
-                    j->ax[a]);
+                         "%s: input %d has an unknown placement along %s", op,
+                         i, j->ax[a]);
       if (e->kind == PLAN_PL_S && (e->dim < 0 || e->dim >= r->operand[i].rank))
         return plan_errf(j->err, j->errsz,
-                    "%s: input %d is S(%d) along %s but has rank %d", op, i,
-                    e->dim, j->ax[a], r->operand[i].rank);
+                         "%s: input %d is S(%d) along %s but has rank %d", op,
+                         i, e->dim, j->ax[a], r->operand[i].rank);
     }
   }
   for (int o = 0; o < r->nout; o++) {
@@ -510,7 +532,7 @@ static int judge_init(judge *j, const plan_rule *rule, int kind,
   j->info = plan_op_info_get(kind);
   if (!rule || !in || !out || !j->info || rule->nin < 1) {
     plan_errf(err, errsz, "sharding rule: %s",
-         j->info ? "missing rule, inputs or outputs" : "unknown op kind");
+              j->info ? "missing rule, inputs or outputs" : "unknown op kind");
     return PLAN_EUSAGE;
   }
   j->rule = rule;
@@ -590,11 +612,11 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
     if (plan_placement_equal(&alt, &out[o]))
       continue;
     char b1[PLAN_PLACEMENT_STRLEN], b2[PLAN_PLACEMENT_STRLEN];
-    return plan_errf(err, errsz,
-                "%s: output %d should be %s but the strategy says %s%s",
-                j.info->name, o, plan_placement_format(&want[o], b1),
-                plan_placement_format(&out[o], b2),
-                uneven ? " (P(avg) needs evenly sharded reduced dims)" : "");
+    return plan_errf(
+        err, errsz, "%s: output %d should be %s but the strategy says %s%s",
+        j.info->name, o, plan_placement_format(&want[o], b1),
+        plan_placement_format(&out[o], b2),
+        uneven ? " (P(avg) needs evenly sharded reduced dims)" : "");
   }
   return PLAN_OK;
 }

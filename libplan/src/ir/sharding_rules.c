@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 #define SHAPE_STRLEN PLAN_DIMS_STRLEN
 
 /* "[4, 6]" for messages. */
@@ -309,8 +308,7 @@ static int rule_cross_entropy(plan_rule *r, const plan_shape *in) {
  * own that only the output carries (free: sharding the result of a
  * broadcast is a slice of copies), and the input's size-1 dim carries
  * nothing. */
-static int rule_expand(plan_rule *r, const plan_shape *x,
-                       const plan_shape *y) {
+static int rule_expand(plan_rule *r, const plan_shape *x, const plan_shape *y) {
   for (int j = 0; j < y->rank; j++) {
     int ji = j - (y->rank - x->rank);
     int f = factor(r, y->dims[j], PLAN_FACTOR_FREE, "d", j);
@@ -662,11 +660,12 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   const plan_op_info *info = plan_op_info_get(kind);
   if (!out || !info)
     return plan_errf(err, errsz, "plan_op_rule: %s",
-                out ? "unknown op kind" : "no rule to fill");
+                     out ? "unknown op kind" : "no rule to fill");
   if (nout < 1 || nout > PLAN_MAX_OPERANDS || nin < 0 ||
       nin + nout > PLAN_MAX_OPERANDS)
-    return plan_errf(err, errsz, "%s: %d inputs and %d outputs are out of range",
-                info->name, nin, nout);
+    return plan_errf(err, errsz,
+                     "%s: %d inputs and %d outputs are out of range",
+                     info->name, nin, nout);
   plan_shape inferred[PLAN_MAX_OPERANDS];
   int rc =
       infer_outputs(info, in, nin, outs, nout, attrs, inferred, err, errsz);
@@ -683,7 +682,8 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
   /* The op set needs at most 23 factors (concat of 15 rank-8 inputs), so a
    * full table means factor() ran out and a factor is missing. */
   if (rc || out->nfactors >= PLAN_RULE_MAX_FACTORS)
-    return plan_errf(err, errsz, "%s: cannot build the sharding rule (%d factors)",
-                info->name, out->nfactors);
+    return plan_errf(err, errsz,
+                     "%s: cannot build the sharding rule (%d factors)",
+                     info->name, out->nfactors);
   return PLAN_OK;
 }

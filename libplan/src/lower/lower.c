@@ -13,7 +13,8 @@
 #include "lower/trace_record.h"
 
 static int new_buf(plan_lowered *l, int tensor, const plan_placement *pl) {
-  if (plan_grow((void **)&l->bufs, &l->cap_bufs, l->nbufs + 1, sizeof(plan_lbuf)))
+  if (plan_grow((void **)&l->bufs, &l->cap_bufs, l->nbufs + 1,
+                sizeof(plan_lbuf)))
     return -1;
   l->bufs[l->nbufs].tensor = tensor;
   l->bufs[l->nbufs].pl = *pl;
@@ -23,7 +24,7 @@ static int new_buf(plan_lowered *l, int tensor, const plan_placement *pl) {
 static plan_lstep *new_step(plan_lowered *l, plan_lstep_kind kind, int nin,
                             int nout) {
   if (plan_grow((void **)&l->steps, &l->cap_steps, l->nsteps + 1,
-           sizeof(plan_lstep)))
+                sizeof(plan_lstep)))
     return NULL;
   plan_lstep *s = &l->steps[l->nsteps];
   memset(s, 0, sizeof *s);
@@ -238,9 +239,8 @@ int plan_lower_steps(plan_lowered *l) {
   }
   /* ops in topological order; a manual region's trace where its first op
    * was, the traced ops with it */
-  region_done = l->trace ? calloc((size_t)l->trace->p->nregions + 1,
-                                  sizeof(bool))
-                         : NULL;
+  region_done =
+      l->trace ? calloc((size_t)l->trace->p->nregions + 1, sizeof(bool)) : NULL;
   if (l->trace && !region_done) {
     rc = plan_oom();
     goto done;
@@ -356,15 +356,14 @@ int plan_lower_traced(plan_lowered **out, const plan_plan *p,
     if (p->regions[r].kind == PLAN_REGION_MANUAL)
       manual = r;
   if (manual >= 0 && (!tracer || p->training.present || p->pipeline.present))
-    return plan_failf(PLAN_EUNSUPPORTED,
-                      "manual region '%s': %s", p->regions[manual].name,
-                      !tracer ? "its body runs in a Lua host: `plan verify` "
+    return plan_failf(
+        PLAN_EUNSUPPORTED, "manual region '%s': %s", p->regions[manual].name,
+        !tracer               ? "its body runs in a Lua host: `plan verify` "
                                 "and the Lua module lower it"
-                      : p->training.present
-                          ? "manual regions in a training step are not "
-                            "lowered yet (the body's backward)"
-                          : "manual regions in a pipeline are not lowered "
-                            "yet");
+        : p->training.present ? "manual regions in a training step are not "
+                                "lowered yet (the body's backward)"
+                              : "manual regions in a pipeline are not lowered "
+                                "yet");
   const plan_program *prog = p->program;
   for (int i = 0; i < prog->nops; i++)
     if (!p->strategies[i].set)

@@ -28,10 +28,10 @@ typedef struct plan_lbuf {
 } plan_lbuf;
 
 typedef enum plan_lstep_kind {
-  PLAN_LSTEP_INPUT,  /* materialise a leaf tensor's blocks (inputs, params,
-                        consts) in its storage placement */
-  PLAN_LSTEP_OP,     /* a program op on local blocks */
-  PLAN_LSTEP_REDIST, /* one redistribution step: in[0] -> out[0] */
+  PLAN_LSTEP_INPUT,    /* materialise a leaf tensor's blocks (inputs, params,
+                          consts) in its storage placement */
+  PLAN_LSTEP_OP,       /* a program op on local blocks */
+  PLAN_LSTEP_REDIST,   /* one redistribution step: in[0] -> out[0] */
   PLAN_LSTEP_TRANSFER, /* pipelines: in[0] (written by another stage) sent
                           to this step's stage, as out[0]: same tensor,
                           same placement */
@@ -40,14 +40,14 @@ typedef enum plan_lstep_kind {
 
 typedef struct plan_lstep {
   plan_lstep_kind kind;
-  int op;      /* OP: program op index; else -1 */
+  int op; /* OP: program op index; else -1 */
   int nin, nout;
-  int *in;     /* buffer indices */
+  int *in; /* buffer indices */
   int *out;
   plan_redist_step redist; /* REDIST */
-  int64_t *group_order; /* ALL_GATHER from a lowered file: the coordinate
-                           whose block lands at each position of the
-                           concatenation; NULL: coordinate order */
+  int64_t *group_order;    /* ALL_GATHER from a lowered file: the coordinate
+                              whose block lands at each position of the
+                              concatenation; NULL: coordinate order */
   /* Pipelines, INPUT and TRANSFER steps: microbatch k receives the data of
    * microbatch (k + mb_shift) mod m. 0 in every lowering; the bug corpus
    * sets it (labels paired with another microbatch's inputs, a send/recv
@@ -76,17 +76,17 @@ typedef enum plan_lphase {
  * along which inputs are split on their batch dim. A rank of that mesh is
  * a (device of one pipeline rank's sub-mesh, microbatch) pair. */
 typedef struct plan_lpipe {
-  int axis;             /* the microbatch axis (the pipeline axis's slot) */
+  int axis; /* the microbatch axis (the pipeline axis's slot) */
   int64_t microbatches;
   int nstages;
   struct plan_schedule *schedule; /* each pipeline rank's actions (stage
                                      s on rank s mod its ranks) */
-  int *stage;           /* [step]: its stage; -1 for PRE and POST */
-  uint8_t *phase;       /* [step]: plan_lphase */
-  int *from_stage;      /* [step]: a TRANSFER's sending stage; else -1 */
-  int transfers;        /* TRANSFER steps */
-  plan_plan *xplan;     /* the plan over the microbatch mesh: owned, its
-                           program borrowed from the plan lowered */
+  int *stage;                     /* [step]: its stage; -1 for PRE and POST */
+  uint8_t *phase;                 /* [step]: plan_lphase */
+  int *from_stage;  /* [step]: a TRANSFER's sending stage; else -1 */
+  int transfers;    /* TRANSFER steps */
+  plan_plan *xplan; /* the plan over the microbatch mesh: owned, its
+                       program borrowed from the plan lowered */
 } plan_lpipe;
 
 struct plan_grad_map;
@@ -121,8 +121,8 @@ struct plan_lowered {
   int nbufs, cap_bufs;
   plan_lstep *steps;
   int nsteps, cap_steps;
-  int *produced; /* per program tensor: the buffer its producer (or its
-                    INPUT step) writes, -1 when none */
+  int *produced;  /* per program tensor: the buffer its producer (or its
+                     INPUT step) writes, -1 when none */
   int *delivered; /* per program output slot: the buffer in the output
                      placement */
   int collectives[PLAN_REDIST_COUNT]; /* steps of each kind */

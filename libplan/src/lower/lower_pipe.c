@@ -84,7 +84,9 @@ static int derive_mb(const plan_plan *p, int64_t m, plan_axis_pl *mb) {
   const plan_program *prog = p->program;
   for (int t = 0; t < prog->ntensors; t++) {
     memset(&mb[t], 0, sizeof mb[t]);
-    int d = prog->tensors[t].producer < 0 ? plan_pipeline_batch_dim(&prog->tensors[t]) : -1;
+    int d = prog->tensors[t].producer < 0
+                ? plan_pipeline_batch_dim(&prog->tensors[t])
+                : -1;
     if (d >= 0) {
       mb[t].kind = PLAN_PL_S;
       mb[t].dim = (int8_t)d;
@@ -106,8 +108,8 @@ static int derive_mb(const plan_plan *p, int64_t m, plan_axis_pl *mb) {
     for (int k = 0; k < op->nout; k++)
       plan_shape_of(&prog->tensors[op->out[k]], &so[k]);
     char err[256];
-    if (plan_op_rule(&rule, op->kind, si, op->nin, so, op->nout, op->attrs,
-                     err, sizeof err) ||
+    if (plan_op_rule(&rule, op->kind, si, op->nin, so, op->nout, op->attrs, err,
+                     sizeof err) ||
         plan_rule_infer_out(&rule, op->kind, op->attrs, in, sizes, names, out,
                             err, sizeof err))
       return plan_fail(PLAN_EUNSUPPORTED, p->file, op->pos.line, op->pos.col,
@@ -182,7 +184,8 @@ static int microbatch_plan(plan_plan **out, const plan_plan *p) {
     const plan_op *op = &prog->ops[i];
     plan_strategy *st = &xp->strategies[i];
     *st = p->strategies[i];
-    st->in = plan_arena_alloc(A, sizeof(plan_placement) * (size_t)(op->nin + 1));
+    st->in =
+        plan_arena_alloc(A, sizeof(plan_placement) * (size_t)(op->nin + 1));
     st->out =
         plan_arena_alloc(A, sizeof(plan_placement) * (size_t)(op->nout + 1));
     if (!st->in || !st->out) {
@@ -204,7 +207,8 @@ static int microbatch_plan(plan_plan **out, const plan_plan *p) {
   return rc;
 }
 
-/* ---- where each step runs ---------------------------------------------------- */
+/* ---- where each step runs
+ * ---------------------------------------------------- */
 
 typedef struct sctx {
   const plan_plan *p; /* the pipelined plan */
@@ -264,11 +268,11 @@ static int place_step(sctx *c, int i) {
     pp->stage[i] = c->p->pipeline.op_stage[s->op];
     pp->phase[i] = PLAN_LPHASE_F;
   } else {
-    pp->stage[i] = fwd >= 0 ? c->p->pipeline.op_stage[fwd]
+    pp->stage[i] = fwd >= 0     ? c->p->pipeline.op_stage[fwd]
                    : first >= 0 ? first
                                 : pp->nstages - 1;
-    pp->phase[i] = map->part[s->op] == PLAN_GRAD_WEIGHT ? PLAN_LPHASE_W
-                                                         : PLAN_LPHASE_I;
+    pp->phase[i] =
+        map->part[s->op] == PLAN_GRAD_WEIGHT ? PLAN_LPHASE_W : PLAN_LPHASE_I;
   }
   return PLAN_OK;
 }
@@ -299,8 +303,7 @@ static int insert_transfers(sctx *c) {
   for (int i = 0; !rc && i < n; i++) {
     plan_lstep *s = &l->steps[i];
     int t = pp->stage[i];
-    for (int j = 0; !rc && t >= 0 && is_stage_phase(pp->phase[i]) &&
-                    j < s->nin;
+    for (int j = 0; !rc && t >= 0 && is_stage_phase(pp->phase[i]) && j < s->nin;
          j++) {
       int b = s->in[j], w = c->writer[b];
       if (w < 0 || pp->stage[w] < 0 || pp->stage[w] == t)

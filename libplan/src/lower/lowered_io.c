@@ -11,7 +11,7 @@
 #include "read/plan_read.h"
 
 static const char *const coll_names[PLAN_REDIST_COUNT] = {
-    "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
     "slice",      "zero_non_owner", "relabel"};
 static const char *const reduce_names[PLAN_RED_COUNT] = {"sum", "avg", "max",
                                                          "min"};
@@ -156,7 +156,8 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   return plan_buf_take(&b, out, len);
 }
 
-/* ---- hash -------------------------------------------------------------------- */
+/* ---- hash
+ * -------------------------------------------------------------------- */
 
 /* The canonical encoding follows the written form's meaning: buffers by
  * name, steps in order, placements canonical (spec/lowered-format.md). The
@@ -201,11 +202,12 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
   return PLAN_OK;
 }
 
-/* ---- reading ----------------------------------------------------------------- */
+/* ---- reading
+ * ----------------------------------------------------------------- */
 
-static const char *const lowered_keys[] = {"libplan-lowered", "program", "mesh",
-                                           "buffers", "steps", "layouts",
-                                           "outputs", NULL};
+static const char *const lowered_keys[] = {
+    "libplan-lowered", "program", "mesh",    "buffers",
+    "steps",           "layouts", "outputs", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
   /* the first key, after comments and blank lines */
@@ -229,8 +231,8 @@ int plan_is_lowered_text(const char *data, size_t len) {
 typedef struct lreader {
   plan_reader rd;
   plan_lowered *l;
-  plan_strmap byname; /* buffer name -> index in file order */
-  int *written;       /* per file buffer: the step that writes it, -1 */
+  plan_strmap byname;  /* buffer name -> index in file order */
+  int *written;        /* per file buffer: the step that writes it, -1 */
   plan_ynode **bnodes; /* per file buffer: its key node (positions) */
 } lreader;
 
@@ -240,8 +242,8 @@ static int buf_ref(lreader *r, const plan_ynode *n, int *out) {
     return rc;
   *out = plan_strmap_get(&r->byname, n->u.scalar.text);
   if (*out < 0)
-    return plan_rd_fail(&r->rd, n, PLAN_EINVALID, "no buffer '%.60s' in buffers",
-                   n->u.scalar.text);
+    return plan_rd_fail(&r->rd, n, PLAN_EINVALID,
+                        "no buffer '%.60s' in buffers", n->u.scalar.text);
   return PLAN_OK;
 }
 
@@ -271,16 +273,17 @@ static int read_buffers(lreader *r, const plan_ynode *n) {
                      *pn = plan_ymap_get(v, "placement");
     if (!tn || !pn)
       return plan_rd_fail(&r->rd, v, PLAN_ESCHEMA,
-                     "a buffer needs a 'tensor' and a 'placement'");
+                          "a buffer needs a 'tensor' and a 'placement'");
     if ((rc = plan_rd_expect_scalar(&r->rd, tn, "tensor")))
       return rc;
     int t = plan_strmap_get(&p->program->tensor_by_name, tn->u.scalar.text);
     if (t < 0)
-      return plan_rd_fail(&r->rd, tn, PLAN_EINVALID, "the program has no tensor '%.60s'",
-                     tn->u.scalar.text);
+      return plan_rd_fail(&r->rd, tn, PLAN_EINVALID,
+                          "the program has no tensor '%.60s'",
+                          tn->u.scalar.text);
     l->bufs[i].tensor = t;
-    if ((rc = plan_read_placement(&r->rd, pn, &p->mesh, p->program->tensors[t].rank,
-                             &l->bufs[i].pl)))
+    if ((rc = plan_read_placement(&r->rd, pn, &p->mesh,
+                                  p->program->tensors[t].rank, &l->bufs[i].pl)))
       return rc;
   }
   return PLAN_OK;
@@ -304,17 +307,17 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
   int cnt, rc;
   if (st->kind != PLAN_REDIST_ALL_GATHER)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                   "'order' is for an all_gather only");
+                        "'order' is for an all_gather only");
   if (k > 64)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                   "'order' is for axes of up to 64 ranks; '%s' has %lld",
-                   m->axis_names[st->axis], (long long)k);
+                        "'order' is for axes of up to 64 ranks; '%s' has %lld",
+                        m->axis_names[st->axis], (long long)k);
   if ((rc = plan_rd_int_list(&r->rd, x, "order", &ord, &cnt, 64)))
     return rc;
   if (cnt != k)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                   "'order' has %d coordinates; axis '%s' has %lld", cnt,
-                   m->axis_names[st->axis], (long long)k);
+                        "'order' has %d coordinates; axis '%s' has %lld", cnt,
+                        m->axis_names[st->axis], (long long)k);
   s->group_order = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)k);
   if (!s->group_order)
     return plan_oom();
@@ -322,8 +325,8 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
   for (int64_t i = 0; i < k; i++) {
     if (ord[i] < 0 || ord[i] >= k || (seen >> ord[i] & 1))
       return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                     "'order' must be a permutation of 0..%lld",
-                     (long long)k - 1);
+                          "'order' must be a permutation of 0..%lld",
+                          (long long)k - 1);
     seen |= 1ull << ord[i];
     s->group_order[i] = ord[i];
   }
@@ -335,10 +338,10 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
       split *= m->axis_sizes[a];
   if (t->dims[st->dim] % split)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                   "'order' needs even pieces: dim %d of '%s' (%lld) does "
-                   "not split evenly %lld ways",
-                   st->dim, t->name, (long long)t->dims[st->dim],
-                   (long long)split);
+                        "'order' needs even pieces: dim %d of '%s' (%lld) does "
+                        "not split evenly %lld ways",
+                        st->dim, t->name, (long long)t->dims[st->dim],
+                        (long long)split);
   return PLAN_OK;
 }
 
@@ -362,8 +365,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       return rc;
     if (prog->tensors[l->bufs[outs[0]].tensor].producer >= 0)
       return plan_rd_fail(rd, v, PLAN_EINVALID,
-                     "input step for '%s', which an op produces",
-                     prog->tensors[l->bufs[outs[0]].tensor].name);
+                          "input step for '%s', which an op produces",
+                          prog->tensors[l->bufs[outs[0]].tensor].name);
     s->kind = PLAN_LSTEP_INPUT;
     s->nout = 1;
   } else if ((v = plan_ymap_get(n, "op"))) {
@@ -374,7 +377,7 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     s->op = plan_strmap_get(&prog->op_by_name, v->u.scalar.text);
     if (s->op < 0)
       return plan_rd_fail(rd, v, PLAN_EINVALID, "the program has no op '%.60s'",
-                     v->u.scalar.text);
+                          v->u.scalar.text);
     const plan_op *op = &prog->ops[s->op];
     s->kind = PLAN_LSTEP_OP;
     s->nin = op->nin;
@@ -384,8 +387,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       int want = side ? op->nout : op->nin;
       if (!lst || lst->kind != PLAN_Y_SEQ || (int)lst->u.seq.count != want)
         return plan_rd_fail(rd, lst ? lst : n, PLAN_EINVALID,
-                       "op step '%s' needs %s: a list of %d buffer%s",
-                       op->name, side ? "out" : "in", want, want == 1 ? "" : "s");
+                            "op step '%s' needs %s: a list of %d buffer%s",
+                            op->name, side ? "out" : "in", want,
+                            want == 1 ? "" : "s");
       for (int j = 0; j < want; j++) {
         int *dst = side ? &outs[j] : &ins[j];
         if ((rc = buf_ref(r, lst->u.seq.items[j], dst)))
@@ -393,17 +397,18 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
         int t = side ? op->out[j] : op->in[j];
         if (l->bufs[*dst].tensor != t)
           return plan_rd_fail(rd, lst->u.seq.items[j], PLAN_EINVALID,
-                         "buffer '%s' holds '%s', but %s %d of op '%s' is "
-                         "'%s'",
-                         lst->u.seq.items[j]->u.scalar.text,
-                         prog->tensors[l->bufs[*dst].tensor].name,
-                         side ? "output" : "input", j, op->name,
-                         prog->tensors[t].name);
+                              "buffer '%s' holds '%s', but %s %d of op '%s' is "
+                              "'%s'",
+                              lst->u.seq.items[j]->u.scalar.text,
+                              prog->tensors[l->bufs[*dst].tensor].name,
+                              side ? "output" : "input", j, op->name,
+                              prog->tensors[t].name);
       }
     }
   } else if ((v = plan_ymap_get(n, "collective"))) {
-    static const char *const k[] = {"collective", "axis", "reduce", "dim",
-                                    "to_dim", "order", "in", "out", NULL};
+    static const char *const k[] = {"collective", "axis",   "reduce",
+                                    "dim",        "to_dim", "order",
+                                    "in",         "out",    NULL};
     if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
       return rc;
     int kind, red = PLAN_RED_SUM;
@@ -415,11 +420,13 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     st->dim = st->to_dim = -1;
     const plan_ynode *an = plan_ymap_get(n, "axis");
     if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis")))
-      return an ? rc : plan_rd_fail(rd, n, PLAN_ESCHEMA, "a collective needs an 'axis'");
+      return an ? rc
+                : plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                               "a collective needs an 'axis'");
     st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text);
     if (st->axis < 0)
       return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
-                     an->u.scalar.text);
+                          an->u.scalar.text);
     const plan_ynode *x;
     if ((x = plan_ymap_get(n, "reduce")) &&
         (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
@@ -436,14 +443,16 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
         return rc;
       st->to_dim = (int)d;
     }
-    const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
+    const plan_ynode *in = plan_ymap_get(n, "in"),
+                     *out = plan_ymap_get(n, "out");
     if (!in || !out)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a collective needs 'in' and 'out'");
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                          "a collective needs 'in' and 'out'");
     if ((rc = buf_ref(r, in, &ins[0])) || (rc = buf_ref(r, out, &outs[0])))
       return rc;
     if (l->bufs[ins[0]].tensor != l->bufs[outs[0]].tensor)
       return plan_rd_fail(rd, out, PLAN_EINVALID,
-                     "a collective's in and out buffers hold one tensor");
+                          "a collective's in and out buffers hold one tensor");
     /* the step must turn in's placement into out's */
     plan_placement after = l->bufs[ins[0]].pl;
     char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
@@ -451,10 +460,10 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     if (!plan_redist_apply(&after, st) ||
         !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
       return plan_rd_fail(rd, n, PLAN_EINVALID,
-                     "%s over '%s' does not turn %s into %s",
-                     coll_names[kind], p->mesh.axis_names[st->axis],
-                     plan_placement_format(&l->bufs[ins[0]].pl, a),
-                     plan_placement_format(&l->bufs[outs[0]].pl, b));
+                          "%s over '%s' does not turn %s into %s",
+                          coll_names[kind], p->mesh.axis_names[st->axis],
+                          plan_placement_format(&l->bufs[ins[0]].pl, a),
+                          plan_placement_format(&l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
     if ((x = plan_ymap_get(n, "order")) &&
         (rc = read_group_order(r, x, s, ins[0])))
@@ -464,8 +473,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     l->collectives[kind]++;
   } else {
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "a step is {input: ..}, {op: .., in: .., out: ..} or "
-                   "{collective: .., axis: .., in: .., out: ..}");
+                        "a step is {input: ..}, {op: .., in: .., out: ..} or "
+                        "{collective: .., axis: .., in: .., out: ..}");
   }
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
   s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
@@ -474,16 +483,16 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
   for (int j = 0; j < s->nin; j++) {
     if (r->written[ins[j]] < 0)
       return plan_rd_fail(rd, n, PLAN_EINVALID,
-                     "step %d reads buffer '%s' before any step writes it",
-                     idx, r->bnodes[ins[j]]->u.scalar.text);
+                          "step %d reads buffer '%s' before any step writes it",
+                          idx, r->bnodes[ins[j]]->u.scalar.text);
     s->in[j] = ins[j];
   }
   for (int j = 0; j < s->nout; j++) {
     if (r->written[outs[j]] >= 0)
       return plan_rd_fail(rd, n, PLAN_EINVALID,
-                     "buffer '%s' is written twice (steps %d and %d)",
-                     r->bnodes[outs[j]]->u.scalar.text, r->written[outs[j]],
-                     idx);
+                          "buffer '%s' is written twice (steps %d and %d)",
+                          r->bnodes[outs[j]]->u.scalar.text,
+                          r->written[outs[j]], idx);
     r->written[outs[j]] = idx;
     s->out[j] = outs[j];
   }
@@ -501,16 +510,18 @@ static int read_map_of_buffers(lreader *r, const plan_ynode *n,
     const plan_ynode *k = n->u.map.pairs[i].key, *v = n->u.map.pairs[i].value;
     int t = plan_strmap_get(&prog->tensor_by_name, k->u.scalar.text), b;
     if (t < 0)
-      return plan_rd_fail(&r->rd, k, PLAN_EINVALID, "the program has no tensor '%.60s'",
-                     k->u.scalar.text);
+      return plan_rd_fail(&r->rd, k, PLAN_EINVALID,
+                          "the program has no tensor '%.60s'",
+                          k->u.scalar.text);
     if ((rc = buf_ref(r, v, &b)))
       return rc;
     if (l->bufs[b].tensor != t)
-      return plan_rd_fail(&r->rd, v, PLAN_EINVALID, "buffer '%s' does not hold '%s'",
-                     v->u.scalar.text, k->u.scalar.text);
+      return plan_rd_fail(&r->rd, v, PLAN_EINVALID,
+                          "buffer '%s' does not hold '%s'", v->u.scalar.text,
+                          k->u.scalar.text);
     if (r->written[b] < 0)
-      return plan_rd_fail(&r->rd, v, PLAN_EINVALID, "no step writes buffer '%s'",
-                     v->u.scalar.text);
+      return plan_rd_fail(&r->rd, v, PLAN_EINVALID,
+                          "no step writes buffer '%s'", v->u.scalar.text);
     if (!outputs) {
       l->produced[t] = b;
       continue;
@@ -520,8 +531,8 @@ static int read_map_of_buffers(lreader *r, const plan_ynode *n,
       if (prog->outputs[j] == t)
         slot = j;
     if (slot < 0)
-      return plan_rd_fail(&r->rd, k, PLAN_EINVALID, "'%s' is not a program output",
-                     k->u.scalar.text);
+      return plan_rd_fail(&r->rd, k, PLAN_EINVALID,
+                          "'%s' is not a program output", k->u.scalar.text);
     l->delivered[slot] = b;
   }
   return PLAN_OK;
@@ -550,7 +561,8 @@ static int renumber(lreader *r) {
   for (int b = 0; b < l->nbufs; b++)
     if (newi[b] < 0) {
       int rc = plan_rd_fail(&r->rd, r->bnodes[b], PLAN_EINVALID,
-                       "no step writes buffer '%s'", r->bnodes[b]->u.scalar.text);
+                            "no step writes buffer '%s'",
+                            r->bnodes[b]->u.scalar.text);
       free(newi);
       free(nb);
       return rc;
@@ -601,10 +613,11 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
     goto done;
   if (!(v = plan_ymap_get(R, "libplan-lowered"))) {
     rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA,
-                 "not a lowered program: no 'libplan-lowered' version");
+                      "not a lowered program: no 'libplan-lowered' version");
     goto done;
   }
-  if ((rc = plan_rd_check_keys(&r.rd, R, lowered_keys, "a lowered program", NULL)))
+  if ((rc = plan_rd_check_keys(&r.rd, R, lowered_keys, "a lowered program",
+                               NULL)))
     goto done;
   /* the program and mesh read as a plan would read them */
   root = *R;
@@ -638,7 +651,8 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
   l->own_plan = p;
   l->plan = p;
   if (!p->has_mesh) {
-    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs a 'mesh'");
+    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA,
+                      "a lowered program needs a 'mesh'");
     goto done;
   }
   const plan_program *prog = p->program;
@@ -653,14 +667,17 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
   for (int k = 0; k < prog->noutputs; k++)
     l->delivered[k] = -1;
   if (!(v = plan_ymap_get(R, "buffers"))) {
-    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs 'buffers'");
+    rc = plan_rd_fail(&r.rd, R, PLAN_ESCHEMA,
+                      "a lowered program needs 'buffers'");
     goto done;
   }
   if ((rc = read_buffers(&r, v)))
     goto done;
   if (!(v = plan_ymap_get(R, "steps")) ||
       (rc = plan_rd_expect_seq(&r.rd, v, "steps"))) {
-    rc = v ? rc : plan_rd_fail(&r.rd, R, PLAN_ESCHEMA, "a lowered program needs 'steps'");
+    rc = v ? rc
+           : plan_rd_fail(&r.rd, R, PLAN_ESCHEMA,
+                          "a lowered program needs 'steps'");
     goto done;
   }
   l->nsteps = l->cap_steps = (int)v->u.seq.count;
@@ -680,8 +697,8 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
   for (int k = 0; k < prog->noutputs; k++)
     if (l->delivered[k] < 0) {
       rc = plan_rd_fail(&r.rd, v ? v : R, PLAN_EINVALID,
-                   "output '%s' has no buffer in outputs",
-                   prog->tensors[prog->outputs[k]].name);
+                        "output '%s' has no buffer in outputs",
+                        prog->tensors[prog->outputs[k]].name);
       goto done;
     }
   rc = renumber(&r);

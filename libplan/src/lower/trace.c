@@ -19,14 +19,24 @@ static const plan_region *cur(const plan_trace *t) {
   return &t->p->regions[t->region];
 }
 
-const char *plan_trace_region(const plan_trace *t) { return cur(t)->name; }
-const char *plan_trace_body(const plan_trace *t) { return cur(t)->body; }
+const char *plan_trace_region(const plan_trace *t) {
+  return cur(t)->name;
+}
+const char *plan_trace_body(const plan_trace *t) {
+  return cur(t)->body;
+}
 const char *plan_trace_file(const plan_trace *t) {
   return t->p->file ? t->p->file : "";
 }
-int plan_trace_body_line(const plan_trace *t) { return cur(t)->body_line; }
-int plan_trace_ninputs(const plan_trace *t) { return cur(t)->ninputs; }
-int plan_trace_noutputs(const plan_trace *t) { return cur(t)->noutputs; }
+int plan_trace_body_line(const plan_trace *t) {
+  return cur(t)->body_line;
+}
+int plan_trace_ninputs(const plan_trace *t) {
+  return cur(t)->ninputs;
+}
+int plan_trace_noutputs(const plan_trace *t) {
+  return cur(t)->noutputs;
+}
 
 const char *plan_trace_input_name(const plan_trace *t, int k) {
   const plan_region *r = cur(t);
@@ -64,7 +74,8 @@ static int new_handle(plan_trace *t, int tensor, const plan_placement *pl) {
 }
 
 static trace_rec *new_rec(plan_trace *t, trace_rec_kind kind) {
-  if (plan_grow((void **)&t->recs, &t->cap_recs, t->nrecs + 1, sizeof(trace_rec)))
+  if (plan_grow((void **)&t->recs, &t->cap_recs, t->nrecs + 1,
+                sizeof(trace_rec)))
     return NULL;
   trace_rec *r = &t->recs[t->nrecs++];
   memset(r, 0, sizeof *r);
@@ -74,7 +85,9 @@ static trace_rec *new_rec(plan_trace *t, trace_rec_kind kind) {
   return r;
 }
 
-static bool valid(const plan_trace *t, int h) { return h >= 0 && h < t->nh; }
+static bool valid(const plan_trace *t, int h) {
+  return h >= 0 && h < t->nh;
+}
 
 int plan_trace_input(plan_trace *t, int k) {
   const plan_region *r = cur(t);
@@ -106,7 +119,8 @@ int plan_trace_describe(const plan_trace *t, int h, char *buf, size_t n) {
   return (int)(u < n ? u : n - 1);
 }
 
-/* ---- attributes ------------------------------------------------------------- */
+/* ---- attributes -------------------------------------------------------------
+ */
 
 static int stage(plan_trace *t, const char *name, trace_attr a) {
   if (!name)
@@ -199,7 +213,8 @@ static int take_attrs(plan_trace *t, int kind, plan_attr_val *av) {
   return rc;
 }
 
-/* ---- ops and collectives ---------------------------------------------------- */
+/* ---- ops and collectives ----------------------------------------------------
+ */
 
 int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
                   int *out, int nout) {
@@ -285,11 +300,12 @@ int plan_trace_collective(plan_trace *t, const char *kind, int h,
   while (ki < n && (!kind || strcmp(kinds[ki].name, kind)))
     ki++;
   if (ki == n)
-    return fail(t, "no collective '%s' (all_reduce, all_gather, "
-                   "reduce_scatter, all_to_all)", kind);
-  if (!valid(t, h))
-    return fail(t, "%s of something that is no tensor of the region",
+    return fail(t,
+                "no collective '%s' (all_reduce, all_gather, "
+                "reduce_scatter, all_to_all)",
                 kind);
+  if (!valid(t, h))
+    return fail(t, "%s of something that is no tensor of the region", kind);
   const plan_mesh *m = &t->p->mesh;
   int a = 0;
   while (a < m->naxes && (!axis || strcmp(m->axis_names[a], axis)))
@@ -333,9 +349,9 @@ int plan_trace_collective(plan_trace *t, const char *kind, int h,
   char err[256] = "";
   plan_redist_plan rp;
   if (ok && (plan_placement_normalize(&after, x->rank, err, sizeof err) ||
-             plan_redistribute(&rp, x->dims, x->rank,
-                               plan_dtype_size(x->dtype), m->axis_sizes,
-                               m->naxes, &before, &after, err, sizeof err)))
+             plan_redistribute(&rp, x->dims, x->rank, plan_dtype_size(x->dtype),
+                               m->axis_sizes, m->naxes, &before, &after, err,
+                               sizeof err)))
     ok = false;
   if (ok && (rp.nsteps != 1 || rp.steps[0].kind != kinds[ki].kind ||
              rp.steps[0].axis != a)) {
@@ -371,9 +387,9 @@ int plan_trace_set_output(plan_trace *t, int k, int h) {
   const plan_tensor *want = &t->ad.p->tensors[b->tensor];
   const plan_tensor *got = &t->ad.p->tensors[t->h_tensor[h]];
   char msg[600], pg[PLAN_PLACEMENT_STRLEN], pw[PLAN_PLACEMENT_STRLEN];
-  bool shape = got->rank == want->rank &&
-               !memcmp(got->dims, want->dims,
-                       sizeof(int64_t) * (size_t)want->rank);
+  bool shape =
+      got->rank == want->rank &&
+      !memcmp(got->dims, want->dims, sizeof(int64_t) * (size_t)want->rank);
   if (!shape || !plan_placement_equal(&t->h_pl[h], &b->pl)) {
     plan_placement_format(&t->h_pl[h], pg);
     plan_placement_format(&b->pl, pw);
@@ -394,7 +410,8 @@ int plan_trace_set_output(plan_trace *t, int k, int h) {
   return h;
 }
 
-/* ---- a plan's regions ------------------------------------------------------- */
+/* ---- a plan's regions -------------------------------------------------------
+ */
 
 void plan_trace_free(plan_trace *t) {
   if (!t)

@@ -37,9 +37,9 @@ typedef struct trace_attr {
 
 struct plan_trace {
   const plan_plan *p; /* the plan whose regions are traced */
-  plan_ad_ctx ad;          /* ad.p: its program, extended by the traced ops */
+  plan_ad_ctx ad;     /* ad.p: its program, extended by the traced ops */
   int norig_ops, norig_tensors;
-  int region;             /* the region being traced */
+  int region; /* the region being traced */
   /* handles: a tensor of ad.p in a placement */
   int *h_tensor;
   plan_placement *h_pl;
@@ -48,7 +48,7 @@ struct plan_trace {
   int nattrs;
   trace_rec *recs;
   int nrecs, cap_recs;
-  bool *out_set; /* the current region's outputs bound */
+  bool *out_set;  /* the current region's outputs bound */
   int traced_ops; /* ops made by the current region, for their names */
 };
 

@@ -42,7 +42,7 @@ static int read_axes(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
     return rc;
   if (n->u.seq.count == 0 || n->u.seq.count > PLAN_MAX_MESH_AXES)
     return plan_rd_fail(rd, n, PLAN_ELIMIT, "a mesh has 1 to %d axes, not %zu",
-                   PLAN_MAX_MESH_AXES, n->u.seq.count);
+                        PLAN_MAX_MESH_AXES, n->u.seq.count);
   m->naxes = (int)n->u.seq.count;
   m->ndevices = 1;
   for (int a = 0; a < m->naxes; a++) {
@@ -53,29 +53,31 @@ static int read_axes(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
     const char *eq = strchr(t, '=');
     if (!eq || !is_ident(t, (size_t)(eq - t)))
       return plan_rd_fail(rd, e, PLAN_ESCHEMA,
-                     "mesh axis '%.40s' must be NAME=SIZE with NAME an "
-                     "identifier",
-                     t);
+                          "mesh axis '%.40s' must be NAME=SIZE with NAME an "
+                          "identifier",
+                          t);
     int64_t size;
     if (!plan_parse_int64(eq + 1, strlen(eq + 1), &size) || size < 1)
       return plan_rd_fail(rd, e, PLAN_EINVALID,
-                     "mesh axis '%.40s' needs a size >= 1", t);
+                          "mesh axis '%.40s' needs a size >= 1", t);
     if ((size_t)(eq - t) == 5 && !strncmp(t, "order", 5))
-      return plan_rd_fail(rd, e, PLAN_EINVALID,
-                     "'order' is reserved (the map form of a placement uses "
-                     "it for the nesting order); name the axis otherwise");
+      return plan_rd_fail(
+          rd, e, PLAN_EINVALID,
+          "'order' is reserved (the map form of a placement uses "
+          "it for the nesting order); name the axis otherwise");
     m->axis_names[a] = plan_arena_strndup(rd->arena, t, (size_t)(eq - t));
     if (!m->axis_names[a])
       return plan_oom();
     for (int b = 0; b < a; b++)
       if (!strcmp(m->axis_names[a], m->axis_names[b]))
-        return plan_rd_fail(rd, e, PLAN_EINVALID, "mesh axis '%s' is named twice",
-                       m->axis_names[a]);
+        return plan_rd_fail(rd, e, PLAN_EINVALID,
+                            "mesh axis '%s' is named twice", m->axis_names[a]);
     m->axis_sizes[a] = size;
     if (!plan_mul_i64(m->ndevices, size, &m->ndevices) ||
         m->ndevices > PLAN_MAX_DEVICES)
-      return plan_rd_fail(rd, e, PLAN_ELIMIT, "the mesh has more than %d devices",
-                     PLAN_MAX_DEVICES);
+      return plan_rd_fail(rd, e, PLAN_ELIMIT,
+                          "the mesh has more than %d devices",
+                          PLAN_MAX_DEVICES);
   }
   return PLAN_OK;
 }
@@ -90,18 +92,19 @@ static int flatten_devices(const plan_reader *rd, const plan_ynode *n,
       return rc;
     if (v < 0)
       return plan_rd_fail(rd, n, PLAN_EINVALID, "device id %lld is negative",
-                     (long long)v);
+                          (long long)v);
     if (*count >= m->ndevices)
       return plan_rd_fail(rd, n, PLAN_EINVALID,
-                     "more device ids than the mesh's %lld devices",
-                     (long long)m->ndevices);
+                          "more device ids than the mesh's %lld devices",
+                          (long long)m->ndevices);
     m->devices[(*count)++] = v;
     return PLAN_OK;
   }
   if (n->kind != PLAN_Y_SEQ || depth > PLAN_MAX_MESH_AXES)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "devices must be 'iota', a (nested) list of device ids, or "
-                   "{iota: [..], transpose: [..]}");
+    return plan_rd_fail(
+        rd, n, PLAN_ESCHEMA,
+        "devices must be 'iota', a (nested) list of device ids, or "
+        "{iota: [..], transpose: [..]}");
   for (size_t i = 0; i < n->u.seq.count; i++) {
     int rc = flatten_devices(rd, n->u.seq.items[i], m, count, depth + 1);
     if (rc)
@@ -118,7 +121,8 @@ static int iota_devices(const plan_reader *rd, const plan_ynode *n,
     return rc;
   const plan_ynode *dn = plan_ymap_get(n, "iota");
   if (!dn)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "devices mapping needs 'iota: [dims]'");
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "devices mapping needs 'iota: [dims]'");
   int64_t *dims, *perm = NULL;
   int nd, np = 0;
   if ((rc = plan_rd_int_list(rd, dn, "iota", &dims, &nd, PLAN_MAX_RANK)))
@@ -129,8 +133,8 @@ static int iota_devices(const plan_reader *rd, const plan_ynode *n,
       return plan_rd_fail(rd, dn, PLAN_EINVALID, "iota dims must be >= 1");
   if (nd == 0 || total != m->ndevices)
     return plan_rd_fail(rd, dn, PLAN_EINVALID,
-                   "iota dims hold %lld devices but the mesh has %lld",
-                   (long long)total, (long long)m->ndevices);
+                        "iota dims hold %lld devices but the mesh has %lld",
+                        (long long)total, (long long)m->ndevices);
   const plan_ynode *tn = plan_ymap_get(n, "transpose");
   if (tn) {
     if ((rc = plan_rd_int_list(rd, tn, "transpose", &perm, &np, PLAN_MAX_RANK)))
@@ -138,11 +142,12 @@ static int iota_devices(const plan_reader *rd, const plan_ynode *n,
     bool seen[PLAN_MAX_RANK] = {false};
     if (np != nd)
       return plan_rd_fail(rd, tn, PLAN_EINVALID,
-                     "transpose must list each of the %d iota dims once", nd);
+                          "transpose must list each of the %d iota dims once",
+                          nd);
     for (int i = 0; i < np; i++) {
       if (perm[i] < 0 || perm[i] >= nd || seen[perm[i]])
         return plan_rd_fail(rd, tn, PLAN_EINVALID,
-                       "transpose must be a permutation of 0..%d", nd - 1);
+                            "transpose must be a permutation of 0..%d", nd - 1);
       seen[perm[i]] = true;
     }
   }
@@ -177,10 +182,11 @@ static int read_devices(const plan_reader *rd, const plan_ynode *n,
   if (plan_yscalar_is(n, "iota"))
     return PLAN_OK; /* identity: devices stays NULL */
   if (n->kind == PLAN_Y_SCALAR)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "devices must be 'iota', a (nested) list of device ids, or "
-                   "{iota: [..], transpose: [..]}, not '%.40s'",
-                   n->u.scalar.text);
+    return plan_rd_fail(
+        rd, n, PLAN_ESCHEMA,
+        "devices must be 'iota', a (nested) list of device ids, or "
+        "{iota: [..], transpose: [..]}, not '%.40s'",
+        n->u.scalar.text);
   m->devices =
       plan_arena_alloc(rd->arena, sizeof(int64_t) * (size_t)m->ndevices);
   if (!m->devices)
@@ -193,8 +199,8 @@ static int read_devices(const plan_reader *rd, const plan_ynode *n,
     rc = flatten_devices(rd, n, m, &count, 0);
     if (!rc && count != m->ndevices)
       rc = plan_rd_fail(rd, n, PLAN_EINVALID,
-                   "devices lists %lld ids but the mesh has %lld devices",
-                   (long long)count, (long long)m->ndevices);
+                        "devices lists %lld ids but the mesh has %lld devices",
+                        (long long)count, (long long)m->ndevices);
   }
   if (rc)
     return rc;
@@ -244,13 +250,14 @@ static int read_hardware(const plan_reader *rd, const plan_ynode *n,
       const plan_ynode *k = v->u.map.pairs[i].key;
       int dt = plan_dtype_from_name(k->u.scalar.text);
       if (dt < 0)
-        return plan_rd_fail(rd, k, PLAN_ESCHEMA, "unknown dtype '%.40s' in flops",
-                       k->u.scalar.text);
-      if ((rc = plan_rd_number(rd, v->u.map.pairs[i].value, "flops", &h->flops[dt])))
+        return plan_rd_fail(rd, k, PLAN_ESCHEMA,
+                            "unknown dtype '%.40s' in flops", k->u.scalar.text);
+      if ((rc = plan_rd_number(rd, v->u.map.pairs[i].value, "flops",
+                               &h->flops[dt])))
         return rc;
       if (h->flops[dt] < 0)
         return plan_rd_fail(rd, v->u.map.pairs[i].value, PLAN_EINVALID,
-                       "flops must be >= 0");
+                            "flops must be >= 0");
     }
   }
   if ((v = plan_ymap_get(n, "memory")) &&
@@ -275,7 +282,7 @@ static int read_hardware(const plan_reader *rd, const plan_ynode *n,
       int a = plan_mesh_axis_find(m, k->u.scalar.text);
       if (a < 0)
         return plan_rd_fail(rd, k, PLAN_EINVALID, "links: no mesh axis '%.40s'",
-                       k->u.scalar.text);
+                            k->u.scalar.text);
       if ((rc = read_link(rd, v->u.map.pairs[i].value, &h->axis_link[a])))
         return rc;
     }
@@ -308,10 +315,11 @@ static int read_submeshes(const plan_reader *rd, const plan_ynode *n,
       int a = plan_mesh_axis_find(m, ak->u.scalar.text);
       if (a < 0)
         return plan_rd_fail(rd, ak, PLAN_EINVALID,
-                       "submesh '%s': no mesh axis '%.40s'", s->name,
-                       ak->u.scalar.text);
+                            "submesh '%s': no mesh axis '%.40s'", s->name,
+                            ak->u.scalar.text);
       int64_t idx;
-      if ((rc = plan_rd_int(rd, v->u.map.pairs[j].value, "a submesh index", &idx)))
+      if ((rc = plan_rd_int(rd, v->u.map.pairs[j].value, "a submesh index",
+                            &idx)))
         return rc;
       if (idx < 0 || idx >= m->axis_sizes[a])
         return plan_rd_fail(
@@ -331,7 +339,8 @@ int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
   m->pos = plan_rd_pos(n);
   const plan_ynode *v = plan_ymap_get(n, "axes");
   if (!v)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "mesh needs 'axes: [NAME=SIZE, ...]'");
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "mesh needs 'axes: [NAME=SIZE, ...]'");
   m->axes_pos = plan_rd_pos(v);
   if ((rc = read_axes(rd, v, m)))
     return rc;
@@ -341,7 +350,8 @@ int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
     if ((rc = plan_rd_int(rd, v, "devices_per_host", &m->devices_per_host)))
       return rc;
     if (m->devices_per_host < 1)
-      return plan_rd_fail(rd, v, PLAN_EINVALID, "devices_per_host must be >= 1");
+      return plan_rd_fail(rd, v, PLAN_EINVALID,
+                          "devices_per_host must be >= 1");
   }
   if ((v = plan_ymap_get(n, "submeshes")) && (rc = read_submeshes(rd, v, m)))
     return rc;

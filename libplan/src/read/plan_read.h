@@ -26,7 +26,7 @@ int plan_mesh_axis_find(const plan_mesh *m, const char *name);
 /* Reads a placement (compact string or map form) for a tensor of `rank`
  * dims over the plan's mesh, normalised. */
 int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
-                   const plan_mesh *m, int rank, plan_placement *out);
+                        const plan_mesh *m, int rank, plan_placement *out);
 
 /* Records a name/pattern use; returns its index or a negative status. */
 int plan_record_use(plan_plan *p, const char *pattern, const char *section,
@@ -49,7 +49,7 @@ int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
 /* The `program:` (inline or by reference) and `mesh:` sections of a plan,
  * as plan_write_buffer writes them (write_program.c). */
 void plan_write_program_and_mesh(plan_buf *b, const plan_plan *p,
-                            bool self_contained);
+                                 bool self_contained);
 
 /* Canonical encodings (canon.c). */
 int plan_canon_encode(plan_buf *b, const plan_plan *p, plan_part part);

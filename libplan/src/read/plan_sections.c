@@ -76,7 +76,7 @@ static int set_state_pl(int t, void *vc) {
   plan_param_train *pt = &c->p->training.params[t];
   pt->has_state_pl = true;
   return plan_read_placement(c->rd, c->value, &c->p->mesh,
-                        c->p->program->tensors[t].rank, &pt->state_pl);
+                             c->p->program->tensors[t].rank, &pt->state_pl);
 }
 
 static int set_recompute(int op, void *vc) {
@@ -97,8 +97,8 @@ static int read_dtype_opt(const plan_reader *rd, const plan_ynode *n,
   *out = plan_dtype_from_name(v->u.scalar.text);
   if (*out < 0 || !plan_dtype_is_float((plan_dtype)*out))
     return plan_rd_fail(rd, v, PLAN_ESCHEMA,
-                   "%s dtype must be f64, f32, bf16 or f16, not '%.40s'", key,
-                   v->u.scalar.text);
+                        "%s dtype must be f64, f32, bf16 or f16, not '%.40s'",
+                        key, v->u.scalar.text);
   return PLAN_OK;
 }
 
@@ -111,9 +111,9 @@ static int read_optimizer(const plan_reader *rd, const plan_ynode *n,
   const plan_ynode *k = plan_ymap_get(n, "kind");
   if (!k)
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "optimizer needs a 'kind' (sgd or adam)");
-  if ((rc =
-           plan_rd_enum(rd, k, "optimizer", optimizer_names, PLAN_OPT_COUNT, &kind)))
+                        "optimizer needs a 'kind' (sgd or adam)");
+  if ((rc = plan_rd_enum(rd, k, "optimizer", optimizer_names, PLAN_OPT_COUNT,
+                         &kind)))
     return rc;
   tr->optimizer = (plan_optimizer)kind;
   if (kind == PLAN_OPT_ADAM)
@@ -133,7 +133,8 @@ static int read_optimizer(const plan_reader *rd, const plan_ynode *n,
          !strcmp(nums[i].key, "eps")))
       return plan_rd_fail(rd, v, PLAN_ESCHEMA, "sgd has no '%s'", nums[i].key);
     if (kind == PLAN_OPT_ADAM && !strcmp(nums[i].key, "momentum"))
-      return plan_rd_fail(rd, v, PLAN_ESCHEMA, "adam has no 'momentum' (use beta1)");
+      return plan_rd_fail(rd, v, PLAN_ESCHEMA,
+                          "adam has no 'momentum' (use beta1)");
     if ((rc = plan_rd_number(rd, v, nums[i].key, nums[i].dst)))
       return rc;
     if (*nums[i].dst < 0)
@@ -199,13 +200,13 @@ static int read_training(const plan_reader *rd, const plan_ynode *n,
           continue; /* globs first, exact names overwrite them */
         train_ctx c = {rd, p, v->u.map.pairs[i].value, 0};
         if ((rc = plan_rd_enum(rd, c.value, "grad_sync kind", sync_names,
-                          PLAN_SYNC_COUNT, &c.sync)))
+                               PLAN_SYNC_COUNT, &c.sync)))
           return rc;
         const char *name;
         if ((rc = plan_rd_name(rd, k, "a param name", &name)))
           return rc;
-        if ((rc = for_tensors(p, name, "training.grad_sync", plan_rd_pos(k), true,
-                              set_sync, &c)) < 0)
+        if ((rc = for_tensors(p, name, "training.grad_sync", plan_rd_pos(k),
+                              true, set_sync, &c)) < 0)
           return rc;
       }
   }
@@ -222,8 +223,8 @@ static int read_training(const plan_reader *rd, const plan_ynode *n,
         const char *name;
         if ((rc = plan_rd_name(rd, k, "a param name", &name)))
           return rc;
-        if ((rc = for_tensors(p, name, "training.optimizer_state", plan_rd_pos(k),
-                              true, set_state_pl, &c)) < 0)
+        if ((rc = for_tensors(p, name, "training.optimizer_state",
+                              plan_rd_pos(k), true, set_state_pl, &c)) < 0)
           return rc;
       }
   }
@@ -337,10 +338,11 @@ static int read_grid_row(const plan_reader *rd, const plan_ynode *n,
     if ((rc = plan_rd_expect_scalar(rd, e, "an action")))
       return rc;
     if (plan_action_parse(&acts[i], e->u.scalar.text, e->u.scalar.len))
-      return plan_rd_fail(rd, e, PLAN_EINVALID,
-                     "action '%.40s' is not STAGE ACTION MICROBATCH (e.g. 0F1, "
-                     "2B0, 1I3, 1W3, 0SEND_F2)",
-                     e->u.scalar.text);
+      return plan_rd_fail(
+          rd, e, PLAN_EINVALID,
+          "action '%.40s' is not STAGE ACTION MICROBATCH (e.g. 0F1, "
+          "2B0, 1I3, 1W3, 0SEND_F2)",
+          e->u.scalar.text);
     acts[i].pos = plan_rd_pos(e);
   }
   *out = acts;
@@ -382,33 +384,36 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
     pp->axis = plan_mesh_axis_find(&p->mesh, v->u.scalar.text);
     if (pp->axis < 0)
       return plan_rd_fail(rd, v, PLAN_EINVALID,
-                     "pipeline axis '%.40s' is not a mesh axis",
-                     v->u.scalar.text);
+                          "pipeline axis '%.40s' is not a mesh axis",
+                          v->u.scalar.text);
   }
   if ((v = plan_ymap_get(n, "microbatches"))) {
     if ((rc = plan_rd_int(rd, v, "microbatches", &pp->microbatches)))
       return rc;
     if (pp->microbatches < 1 || pp->microbatches > 1000000)
-      return plan_rd_fail(rd, v, PLAN_EINVALID, "microbatches must be 1 to 1000000");
+      return plan_rd_fail(rd, v, PLAN_EINVALID,
+                          "microbatches must be 1 to 1000000");
   }
   const plan_ynode *grid = plan_ymap_get(n, "grid");
   if ((v = plan_ymap_get(n, "schedule"))) {
     int k;
-    if ((rc = plan_rd_enum(rd, v, "schedule", schedule_names, PLAN_SCHED_COUNT, &k)))
+    if ((rc = plan_rd_enum(rd, v, "schedule", schedule_names, PLAN_SCHED_COUNT,
+                           &k)))
       return rc;
     pp->schedule = (plan_schedule_kind)k;
     pp->schedule_pos = plan_rd_pos(v);
     if ((k == PLAN_SCHED_EXPLICIT) != (grid != NULL))
-      return plan_rd_fail(rd, v, PLAN_EINVALID,
-                     "schedule: explicit goes with a 'grid', and a 'grid' with "
-                     "schedule: explicit (or no schedule)");
+      return plan_rd_fail(
+          rd, v, PLAN_EINVALID,
+          "schedule: explicit goes with a 'grid', and a 'grid' with "
+          "schedule: explicit (or no schedule)");
   } else if (grid) {
     pp->schedule = PLAN_SCHED_EXPLICIT;
   }
   if (grid) {
     pp->schedule_pos = plan_rd_pos(grid);
-    if ((rc = plan_rd_expect_seq(rd, grid,
-                            "grid (one row of actions per pipeline rank)")))
+    if ((rc = plan_rd_expect_seq(
+             rd, grid, "grid (one row of actions per pipeline rank)")))
       return rc;
     if (grid->u.seq.count > 65536)
       return plan_rd_fail(rd, grid, PLAN_ELIMIT, "grid has too many rows");
@@ -435,7 +440,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   if ((rc = plan_rd_expect_seq(rd, v, "stages")))
     return rc;
   if (v->u.seq.count < 1 || v->u.seq.count > 65536)
-    return plan_rd_fail(rd, v, PLAN_EINVALID, "a pipeline has 1 to 65536 stages");
+    return plan_rd_fail(rd, v, PLAN_EINVALID,
+                        "a pipeline has 1 to 65536 stages");
   pp->nstages = (int)v->u.seq.count;
   pp->stages =
       plan_arena_alloc(rd->arena, sizeof(plan_stage) * (v->u.seq.count + 1));
@@ -446,14 +452,15 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
     plan_stage *st = &pp->stages[s];
     st->pos = plan_rd_pos(sn);
     st->submesh = -1;
-    if ((rc = plan_rd_expect_map(rd, sn, "a stage ({ops: [..], submesh: NAME})")) ||
+    if ((rc = plan_rd_expect_map(rd, sn,
+                                 "a stage ({ops: [..], submesh: NAME})")) ||
         (rc = plan_rd_check_keys(rd, sn, stage_keys, "a stage", NULL)))
       return rc;
     const plan_ynode *on = plan_ymap_get(sn, "ops"), *mn;
     if (!on)
       return plan_rd_fail(rd, sn, PLAN_ESCHEMA, "a stage needs 'ops'");
     if ((rc = plan_rd_name_list(rd, on, "an op name or pattern", &st->patterns,
-                           &st->npatterns)))
+                                &st->npatterns)))
       return rc;
     if ((mn = plan_ymap_get(sn, "submesh"))) {
       if ((rc = plan_rd_expect_scalar(rd, mn, "submesh")))
@@ -462,14 +469,15 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
         if (!strcmp(p->mesh.submeshes[k].name, mn->u.scalar.text))
           st->submesh = k;
       if (st->submesh < 0)
-        return plan_rd_fail(rd, mn, PLAN_EINVALID, "no submesh '%.40s' in the mesh",
-                       mn->u.scalar.text);
+        return plan_rd_fail(rd, mn, PLAN_EINVALID,
+                            "no submesh '%.40s' in the mesh",
+                            mn->u.scalar.text);
     }
     for (int i = 0; i < st->npatterns; i++) {
       stage_ctx c = {pp, s};
       const plan_ynode *at = on->kind == PLAN_Y_SEQ ? on->u.seq.items[i] : on;
-      if ((rc = plan_for_ops(p, st->patterns[i], "pipeline.stages", plan_rd_pos(at),
-                             set_stage, &c)) < 0)
+      if ((rc = plan_for_ops(p, st->patterns[i], "pipeline.stages",
+                             plan_rd_pos(at), set_stage, &c)) < 0)
         return rc;
     }
   }
@@ -505,9 +513,9 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
     b->pos = plan_rd_pos(k);
     if (b->tensor < 0)
       return plan_rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'",
-                     k->u.scalar.text);
+                          k->u.scalar.text);
     if ((rc = plan_read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
-                             p->program->tensors[b->tensor].rank, &b->pl)))
+                                  p->program->tensors[b->tensor].rank, &b->pl)))
       return rc;
   }
   return PLAN_OK;
@@ -536,21 +544,23 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
       return rc;
     for (int j = 0; j < i; j++)
       if (!strcmp(p->regions[j].name, r->name))
-        return plan_rd_fail(rd, v, PLAN_EINVALID, "region '%s' is defined twice",
-                       r->name);
+        return plan_rd_fail(rd, v, PLAN_EINVALID,
+                            "region '%s' is defined twice", r->name);
     int kind;
     if (!(v = plan_ymap_get(rn, "kind")))
       return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
-                     "region '%s' needs a 'kind' (pinned or manual)", r->name);
+                          "region '%s' needs a 'kind' (pinned or manual)",
+                          r->name);
     if ((rc = plan_rd_enum(rd, v, "region kind", region_kind_names,
-                      PLAN_REGION_COUNT, &kind)))
+                           PLAN_REGION_COUNT, &kind)))
       return rc;
     r->kind = (plan_region_kind)kind;
     if (!(v = plan_ymap_get(rn, "ops")))
-      return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "region '%s' needs 'ops'", r->name);
+      return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "region '%s' needs 'ops'",
+                          r->name);
     const plan_ynode *opsn = v;
     if ((rc = plan_rd_name_list(rd, v, "an op name or pattern", &r->patterns,
-                           &r->npatterns)))
+                                &r->npatterns)))
       return rc;
     r->ops = plan_arena_alloc(rd->arena, (size_t)p->program->nops + 1);
     if (!r->ops)
@@ -570,12 +580,12 @@ static int read_regions(const plan_reader *rd, const plan_ynode *n,
       const plan_ynode *bad = in ? in : out ? out : body;
       if (bad)
         return plan_rd_fail(rd, bad, PLAN_ESCHEMA,
-                       "inputs, outputs and body are for manual regions");
+                            "inputs, outputs and body are for manual regions");
       continue;
     }
     if (!body)
       return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
-                     "manual region '%s' needs a Lua 'body'", r->name);
+                          "manual region '%s' needs a Lua 'body'", r->name);
     if ((rc = plan_rd_string(rd, body, "body", &r->body)))
       return rc;
     /* a block scalar's text starts on the line after its indicator */

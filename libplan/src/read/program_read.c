@@ -29,7 +29,7 @@ static int read_dim(const plan_reader *rd, const plan_ynode *n, int64_t *size,
     size_t nl = (size_t)(eq - t);
     if (nl == 0 || nl > 64)
       return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                     "shape entry '%.40s' must be SIZE or NAME=SIZE", t);
+                          "shape entry '%.40s' must be SIZE or NAME=SIZE", t);
     *dim_name = plan_arena_strndup(rd->arena, t, nl);
     if (!*dim_name)
       return plan_oom();
@@ -38,25 +38,26 @@ static int read_dim(const plan_reader *rd, const plan_ynode *n, int64_t *size,
   }
   if (!plan_parse_int64(num, numlen, size))
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "shape entry '%.40s' must be SIZE or NAME=SIZE with an "
-                   "integer SIZE",
-                   t);
+                        "shape entry '%.40s' must be SIZE or NAME=SIZE with an "
+                        "integer SIZE",
+                        t);
   if (*size < 0)
     return plan_rd_fail(rd, n, PLAN_EINVALID, "negative dimension %lld",
-                   (long long)*size);
+                        (long long)*size);
   return PLAN_OK;
 }
 
-int plan_read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) {
+int plan_read_shape(const plan_reader *rd, const plan_ynode *n,
+                    plan_tensor *t) {
   int rc = plan_rd_expect_seq(rd, n, "shape");
   if (rc)
     return rc;
   if (n->u.seq.count > PLAN_MAX_RANK)
     return plan_rd_fail(rd, n, PLAN_ELIMIT, "rank %zu is over the limit of %d",
-                   n->u.seq.count, PLAN_MAX_RANK);
+                        n->u.seq.count, PLAN_MAX_RANK);
   t->rank = (int)n->u.seq.count;
-  t->dims =
-      plan_arena_alloc_align(rd->arena, sizeof(int64_t) * (size_t)(t->rank + 1), 8);
+  t->dims = plan_arena_alloc_align(rd->arena,
+                                   sizeof(int64_t) * (size_t)(t->rank + 1), 8);
   if (!t->dims)
     return plan_oom();
   int64_t elems = 1;
@@ -75,7 +76,7 @@ int plan_read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t) 
       t->dim_names[d] = dn;
     if (!plan_mul_i64(elems, t->dims[d], &elems))
       return plan_rd_fail(rd, e, PLAN_EINVALID,
-                     "the shape's element count overflows int64");
+                          "the shape's element count overflows int64");
   }
   return PLAN_OK;
 }
@@ -100,7 +101,8 @@ static int read_init(const plan_reader *rd, const plan_ynode *n,
         (rc = plan_rd_number(rd, v, "fill", &t->recipe_fill)))
       return rc;
   }
-  if ((rc = plan_rd_enum(rd, rn, "init recipe", recipes, PLAN_RECIPE_COUNT, &r)))
+  if ((rc =
+           plan_rd_enum(rd, rn, "init recipe", recipes, PLAN_RECIPE_COUNT, &r)))
     return rc;
   t->recipe = (plan_recipe)r;
   return PLAN_OK;
@@ -120,11 +122,13 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
   t->recipe_fill = -1e9;
   if ((rc = plan_rd_expect_map(rd, n, "a tensor declaration")))
     return rc;
-  if ((rc = plan_rd_check_keys(rd, n, tensor_keys, "a tensor declaration", &t->ext)))
+  if ((rc = plan_rd_check_keys(rd, n, tensor_keys, "a tensor declaration",
+                               &t->ext)))
     return rc;
   const plan_ynode *v = plan_ymap_get(n, "shape");
   if (!v)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "tensor '%s' needs a 'shape'", t->name);
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "tensor '%s' needs a 'shape'",
+                        t->name);
   if ((rc = plan_read_shape(rd, v, t)))
     return rc;
   int e;
@@ -132,10 +136,11 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
     if ((rc = plan_rd_expect_scalar(rd, v, "dtype")))
       return rc;
     if ((e = plan_dtype_from_name(v->u.scalar.text)) < 0)
-      return plan_rd_fail(rd, v, PLAN_ESCHEMA,
-                     "unknown dtype '%.40s' (expected f64, f32, bf16, f16, "
-                     "i64 or i32)",
-                     v->u.scalar.text);
+      return plan_rd_fail(
+          rd, v, PLAN_ESCHEMA,
+          "unknown dtype '%.40s' (expected f64, f32, bf16, f16, "
+          "i64 or i32)",
+          v->u.scalar.text);
     t->dtype = (plan_dtype)e;
   }
   if ((v = plan_ymap_get(n, "role"))) {
@@ -143,9 +148,9 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
       return rc;
     if ((e = plan_role_from_name(v->u.scalar.text)) < 0)
       return plan_rd_fail(rd, v, PLAN_ESCHEMA,
-                     "unknown role '%.40s' (expected input, param, const, "
-                     "activation or output)",
-                     v->u.scalar.text);
+                          "unknown role '%.40s' (expected input, param, const, "
+                          "activation or output)",
+                          v->u.scalar.text);
     t->role = (plan_role)e;
   }
   if ((v = plan_ymap_get(n, "range"))) {
@@ -154,13 +159,14 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
     if ((rc = plan_rd_int_list(rd, v, "range", &r, &cnt, 2)))
       return rc;
     if (cnt != 2 || r[0] >= r[1])
-      return plan_rd_fail(rd, v, PLAN_EINVALID,
-                     "range must be [LOW, HIGH] with LOW < HIGH (values are "
-                     "drawn from LOW to HIGH-1)");
+      return plan_rd_fail(
+          rd, v, PLAN_EINVALID,
+          "range must be [LOW, HIGH] with LOW < HIGH (values are "
+          "drawn from LOW to HIGH-1)");
     if (plan_dtype_is_float(t->dtype))
       return plan_rd_fail(rd, v, PLAN_EINVALID,
-                     "range is for integer tensors; '%s' is %s", t->name,
-                     plan_dtype_name(t->dtype));
+                          "range is for integer tensors; '%s' is %s", t->name,
+                          plan_dtype_name(t->dtype));
     t->has_range = true;
     t->range_lo = r[0];
     t->range_hi = r[1];
@@ -173,7 +179,7 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
 /* Grows a malloc'd array to hold `need` elements, zeroing the new part. */
 static int new_tensor(plan_program *p, int *out) {
   int rc = plan_grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
-                sizeof(plan_tensor));
+                     sizeof(plan_tensor));
   if (rc)
     return rc;
   *out = p->ntensors++;
@@ -219,8 +225,8 @@ static int bind_output(const plan_reader *rd, plan_program *p,
   plan_tensor *t = &p->tensors[ti];
   if (t->producer >= 0)
     return plan_rd_fail(rd, at, PLAN_EINVALID,
-                   "tensor '%s' is produced twice (also by op '%s')", t->name,
-                   p->ops[t->producer].name);
+                        "tensor '%s' is produced twice (also by op '%s')",
+                        t->name, p->ops[t->producer].name);
   t->producer = op;
   t->producer_slot = slot;
   *out = ti;
@@ -252,7 +258,8 @@ static int read_attr(const plan_reader *rd, const plan_attr_spec *spec,
   return rc;
 }
 
-int plan_program_fill_attr_defaults(const plan_op_info *info, plan_attr_val *attrs) {
+int plan_program_fill_attr_defaults(const plan_op_info *info,
+                                    plan_attr_val *attrs) {
   for (int i = 0; i < info->nattrs; i++) {
     const plan_attr_spec *s = &info->attrs[i];
     attrs[i].i = s->def_i;
@@ -286,8 +293,8 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
     for (int j = 0; j < info->nattrs; j++)
       if (info->attrs[j].required)
         return plan_rd_fail(rd, opnode, PLAN_ESCHEMA,
-                       "op '%s' (%s) needs the attribute '%s'", op->name,
-                       info->name, info->attrs[j].name);
+                            "op '%s' (%s) needs the attribute '%s'", op->name,
+                            info->name, info->attrs[j].name);
     /* Ops without attrs share one default array per kind (copied before
      * anything changes it, see program.c). */
     op->attrs = default_attrs(rd, p, op->kind);
@@ -311,7 +318,7 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
           found = j;
       if (found < 0)
         return plan_rd_fail(rd, k, PLAN_ESCHEMA, "%s has no attribute '%.60s'",
-                       info->name, k->u.scalar.text);
+                            info->name, k->u.scalar.text);
       if ((rc = read_attr(rd, &info->attrs[found], n->u.map.pairs[i].value,
                           &op->attrs[found])))
         return rc;
@@ -320,17 +327,18 @@ static int read_attrs(const plan_reader *rd, plan_program *p, plan_op *op,
   for (int j = 0; j < info->nattrs; j++)
     if (info->attrs[j].required && !op->attrs[j].present)
       return plan_rd_fail(rd, opnode, PLAN_ESCHEMA,
-                     "op '%s' (%s) needs the attribute '%s'", op->name,
-                     info->name, info->attrs[j].name);
+                          "op '%s' (%s) needs the attribute '%s'", op->name,
+                          info->name, info->attrs[j].name);
   return PLAN_OK;
 }
 
 /* Reads one op: name, kind, outputs, attributes and inputs. An input whose
  * producer has not been read yet is bound when the program is finished. */
 int plan_program_add_op(const plan_reader *rd, plan_program *p,
-                   const plan_ynode *n) {
+                        const plan_ynode *n) {
   int rc, idx = p->nops;
-  if ((rc = plan_grow((void **)&p->ops, &p->cap_ops, p->nops + 1, sizeof(plan_op))))
+  if ((rc = plan_grow((void **)&p->ops, &p->cap_ops, p->nops + 1,
+                      sizeof(plan_op))))
     return rc;
   p->nops++;
   plan_op *op = &p->ops[idx];
@@ -350,16 +358,17 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
     return rc;
   if (prev >= 0)
     return plan_rd_fail(rd, v, PLAN_EINVALID,
-                   "op name '%s' is used twice (first at line %d)", op->name,
-                   p->ops[prev].pos.line);
+                        "op name '%s' is used twice (first at line %d)",
+                        op->name, p->ops[prev].pos.line);
   if (!(v = plan_ymap_get(n, "op")))
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs an 'op' kind", op->name);
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "op '%s' needs an 'op' kind",
+                        op->name);
   if ((rc = plan_rd_expect_scalar(rd, v, "op kind")))
     return rc;
   op->kind = plan_op_kind_from_name(v->u.scalar.text);
   if (op->kind < 0)
     return plan_rd_fail(rd, v, PLAN_EINVALID, "unknown op kind '%.60s'",
-                   v->u.scalar.text);
+                        v->u.scalar.text);
   const plan_op_info *info = plan_op_info_get(op->kind);
   const plan_ynode *const *items;
   int cnt;
@@ -368,8 +377,8 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   if ((rc = plan_rd_name_nodes(rd, v, "an output name", &items, &cnt)))
     return rc;
   if (cnt < 1 || cnt > PLAN_MAX_OPERANDS)
-    return plan_rd_fail(rd, v, PLAN_EINVALID, "op '%s' has %d outputs", op->name,
-                   cnt);
+    return plan_rd_fail(rd, v, PLAN_EINVALID, "op '%s' has %d outputs",
+                        op->name, cnt);
   op->nout = cnt;
   op->out = plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)cnt, 4);
   if (!op->out)
@@ -380,8 +389,8 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   if ((info->min_out >= 0 && cnt < info->min_out) ||
       (info->max_out >= 0 && cnt > info->max_out))
     return plan_rd_fail(rd, v, PLAN_EINVALID, "%s takes %d output%s, not %d",
-                   info->name, info->min_out, info->min_out == 1 ? "" : "s",
-                   cnt);
+                        info->name, info->min_out,
+                        info->min_out == 1 ? "" : "s", cnt);
   if ((rc = read_attrs(rd, p, op, info, plan_ymap_get(n, "attrs"), n)))
     return rc;
   if (!(v = plan_ymap_get(n, "in")))
@@ -392,13 +401,15 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   if (cnt < info->min_in || cnt > max_in) {
     if (info->min_in == max_in)
       return plan_rd_fail(rd, v, PLAN_EINVALID, "%s takes %d input%s, not %d",
-                     info->name, info->min_in, info->min_in == 1 ? "" : "s",
-                     cnt);
-    return plan_rd_fail(rd, v, PLAN_EINVALID, "%s takes %d to %d inputs, not %d",
-                   info->name, info->min_in, max_in, cnt);
+                          info->name, info->min_in,
+                          info->min_in == 1 ? "" : "s", cnt);
+    return plan_rd_fail(rd, v, PLAN_EINVALID,
+                        "%s takes %d to %d inputs, not %d", info->name,
+                        info->min_in, max_in, cnt);
   }
   op->nin = cnt;
-  op->in = plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)(cnt + 1), 4);
+  op->in =
+      plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)(cnt + 1), 4);
   if (!op->in)
     return plan_oom();
   for (int i = 0; i < cnt; i++) {
@@ -407,7 +418,7 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
     if (op->in[i] >= 0)
       continue;
     if ((rc = plan_grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
-                   sizeof(plan_pending_in))))
+                        sizeof(plan_pending_in))))
       return rc;
     plan_pending_in *pi = &p->pending[p->npending++];
     pi->op = idx;
@@ -423,7 +434,7 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
 /* Reads one entry of `tensors`. The tensor may already exist as the output
  * of an op read earlier: the declaration then names its dims. */
 int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
-                       const plan_ynode *key, const plan_ynode *value) {
+                            const plan_ynode *key, const plan_ynode *value) {
   plan_tensor tmp;
   memset(&tmp, 0, sizeof tmp);
   int rc = read_tensor(rd, key, value, &tmp);
@@ -434,8 +445,8 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
     plan_tensor *t = &p->tensors[ti];
     if (t->declared)
       return plan_rd_fail(rd, key, PLAN_ESCHEMA,
-                     "duplicate key '%s' (first at line %d)", tmp.name,
-                     t->pos.line);
+                          "duplicate key '%s' (first at line %d)", tmp.name,
+                          t->pos.line);
     tmp.producer = t->producer;
     tmp.producer_slot = t->producer_slot;
     *t = tmp;
@@ -448,7 +459,8 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
                                                            : PLAN_OK;
 }
 
-int plan_program_read(const plan_reader *rd, const plan_ynode *n, plan_program *p) {
+int plan_program_read(const plan_reader *rd, const plan_ynode *n,
+                      plan_program *p) {
   int rc;
   if ((rc = plan_rd_expect_map(rd, n, "program")))
     return rc;
@@ -475,7 +487,7 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n, plan_program *
    * read here. */
   for (size_t i = 0; tn && i < tn->u.map.count; i++)
     if ((rc = plan_program_add_tensor(rd, p, tn->u.map.pairs[i].key,
-                                 tn->u.map.pairs[i].value)))
+                                      tn->u.map.pairs[i].value)))
       return rc;
   for (size_t i = 0; i < on->u.seq.count; i++)
     if ((rc = plan_program_add_op(rd, p, on->u.seq.items[i])))
@@ -505,12 +517,12 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n, plan_program *
       const plan_ynode *at = v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v;
       int ti = plan_strmap_get(&p->tensor_by_name, names[i]);
       if (ti < 0)
-        return plan_rd_fail(rd, at, PLAN_EINVALID, "output '%s' is not a tensor",
-                       names[i]);
+        return plan_rd_fail(rd, at, PLAN_EINVALID,
+                            "output '%s' is not a tensor", names[i]);
       for (int j = 0; j < i; j++)
         if (p->outputs[j] == ti)
-          return plan_rd_fail(rd, at, PLAN_EINVALID, "output '%s' is listed twice",
-                         names[i]);
+          return plan_rd_fail(rd, at, PLAN_EINVALID,
+                              "output '%s' is listed twice", names[i]);
       p->outputs[i] = ti;
     }
     p->noutputs = cnt;
@@ -523,7 +535,8 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n, plan_program *
       return rc;
     p->loss = plan_strmap_get(&p->tensor_by_name, name);
     if (p->loss < 0)
-      return plan_rd_fail(rd, v, PLAN_EINVALID, "loss '%s' is not a tensor", name);
+      return plan_rd_fail(rd, v, PLAN_EINVALID, "loss '%s' is not a tensor",
+                          name);
     p->loss_pos = plan_rd_pos(v);
   }
   return PLAN_OK;

@@ -10,17 +10,20 @@
 plan_program *plan_program_new(const char *file);
 /* Reads the `program:` mapping into p (allocated with plan_program_new; the
  * reader's arena must be &p->arena). */
-int plan_program_read(const plan_reader *rd, const plan_ynode *n, plan_program *p);
+int plan_program_read(const plan_reader *rd, const plan_ynode *n,
+                      plan_program *p);
 /* One op / one tensor declaration, for streaming readers (plan_program_read
  * reads whatever they left in the tree). */
-int plan_program_add_op(const plan_reader *rd, plan_program *p, const plan_ynode *n);
+int plan_program_add_op(const plan_reader *rd, plan_program *p,
+                        const plan_ynode *n);
 int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
-                       const plan_ynode *key, const plan_ynode *value);
+                            const plan_ynode *key, const plan_ynode *value);
 /* Orders ops topologically, checks roles, infers shapes and dtypes, decides
  * outputs and computes signatures. Errors carry positions. */
 int plan_program_finish(const plan_reader *rd, plan_program *p);
 int plan_read_shape(const plan_reader *rd, const plan_ynode *n, plan_tensor *t);
-int plan_program_fill_attr_defaults(const plan_op_info *info, plan_attr_val *attrs);
+int plan_program_fill_attr_defaults(const plan_op_info *info,
+                                    plan_attr_val *attrs);
 /* Reads the `libplan:` version field of a document into rd. */
 int plan_read_version(plan_reader *rd, const plan_ynode *root);
 

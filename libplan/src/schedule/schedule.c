@@ -85,7 +85,7 @@ void plan_schedule_free(plan_schedule *s) {
 }
 
 int plan_schedule_alloc(plan_schedule **out, int kind, int nranks, int nstages,
-                   int64_t nmb, int64_t nacts) {
+                        int64_t nmb, int64_t nacts) {
   *out = NULL;
   if (nranks < 1 || nstages < 1 || nmb < 1 || nacts < 0 ||
       nacts > (int64_t)1 << 30)
@@ -394,7 +394,8 @@ int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
     kind = PLAN_SCHED_1F1B; /* generate 1F1B, report what was asked */
   int per = kind == PLAN_SCHED_ZB_H1 ? 3 : 2;
   plan_schedule *c;
-  int rc = plan_schedule_alloc(&c, kind, ranks, stages, microbatches, cells * per);
+  int rc =
+      plan_schedule_alloc(&c, kind, ranks, stages, microbatches, cells * per);
   if (rc)
     return rc;
   emitter e = {c->acts, 0};
@@ -461,8 +462,8 @@ int plan_schedule_from_grid(plan_schedule **out, int stages,
     }
   }
   plan_schedule *s;
-  int rc =
-      plan_schedule_alloc(&s, PLAN_SCHED_EXPLICIT, nrows, stages, microbatches, n);
+  int rc = plan_schedule_alloc(&s, PLAN_SCHED_EXPLICIT, nrows, stages,
+                               microbatches, n);
   if (rc)
     return rc;
   n = 0;
@@ -505,8 +506,8 @@ static int from_plan_grid(plan_schedule **out, const plan_plan *p) {
   for (int r = 0; r < pp->grid_ranks; r++)
     n += pp->grid_len[r];
   plan_schedule *s;
-  int rc = plan_schedule_alloc(&s, PLAN_SCHED_EXPLICIT, pp->grid_ranks, pp->nstages,
-                          pp->microbatches, n);
+  int rc = plan_schedule_alloc(&s, PLAN_SCHED_EXPLICIT, pp->grid_ranks,
+                               pp->nstages, pp->microbatches, n);
   if (rc)
     return rc;
   free(s->file);

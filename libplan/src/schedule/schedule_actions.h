@@ -44,13 +44,13 @@ struct plan_schedule {
 /* An empty schedule for `nranks` ranks and `nacts` actions (acts, off and
  * the result arrays allocated, times -1). stage_rank[s] = s mod nranks. */
 int plan_schedule_alloc(plan_schedule **out, int kind, int nranks, int nstages,
-                   int64_t nmb, int64_t nacts);
+                        int64_t nmb, int64_t nacts);
 
 /* The static checks, then (when they found no error) the simulation
  * (schedule_sim.c). `d` receives the findings; *errors (may be NULL)
  * counts the errors added. */
 int plan_schedule_run(plan_diags *d, plan_schedule *s,
-                 const plan_schedule_options *o, size_t *errors);
+                      const plan_schedule_options *o, size_t *errors);
 
 /* Validation of a plan's explicit grid (validate.c): the grid's rows
  * against `ranks` (the pipeline axis size, 0 when there is none), the

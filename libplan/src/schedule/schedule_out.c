@@ -19,7 +19,9 @@ static bool is_compute(int kind) {
  */
 
 /* A double-quoted string for YAML and JSON alike (both read \" \\ \uXXXX). */
-static void put_quoted(plan_buf *b, const char *s) { plan_buf_quoted(b, s); }
+static void put_quoted(plan_buf *b, const char *s) {
+  plan_buf_quoted(b, s);
+}
 
 static void put_double(plan_buf *b, double v) {
   char buf[32];
@@ -202,10 +204,11 @@ static void write_data(plan_buf *b, const plan_schedule *s, const char *name,
     for (int r = 0; r < s->nranks; r++) {
       plan_buf_puts(b, json ? (r ? ", [" : "[") : "  - [");
       for (int64_t i = s->off[r]; i < s->off[r + 1]; i++)
-        plan_buf_printf(
-            b, json ? "%s[\"%s\", %lld, %lld]" : "%s[%s, %lld, %lld]",
-            i > s->off[r] ? ", " : "", plan_schedule_action_name(&s->acts[i], a),
-            (long long)s->start[i], (long long)s->end[i]);
+        plan_buf_printf(b,
+                        json ? "%s[\"%s\", %lld, %lld]" : "%s[%s, %lld, %lld]",
+                        i > s->off[r] ? ", " : "",
+                        plan_schedule_action_name(&s->acts[i], a),
+                        (long long)s->start[i], (long long)s->end[i]);
       plan_buf_printf(b, "]%s", nl);
     }
     if (json)

@@ -478,7 +478,7 @@ static int finish_stats(plan_schedule *s, const int64_t *dur) {
 }
 
 int plan_schedule_run(plan_diags *d, plan_schedule *s,
-                 const plan_schedule_options *o, size_t *errors) {
+                      const plan_schedule_options *o, size_t *errors) {
   sim x = {s, d, 0, PLAN_OK, s->nmb, {NULL}, NULL, 0, 0};
   run_state q = {0};
   plan_diags *note = NULL;

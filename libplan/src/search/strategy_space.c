@@ -76,8 +76,8 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
   if (!rule)
     return plan_oom();
   char err[256];
-  int rc = plan_op_rule(rule, o->kind, in, o->nin, outs, o->nout, o->attrs,
-                        err, sizeof err);
+  int rc = plan_op_rule(rule, o->kind, in, o->nin, outs, o->nout, o->attrs, err,
+                        sizeof err);
   if (rc) {
     free(rule);
     return plan_failf(PLAN_EINVALID, "op '%s': no sharding rule: %s", o->name,
@@ -86,8 +86,8 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
   /* the choices of each axis: R, then every shardable factor */
   int nchoice[PLAN_MAX_MESH_AXES], total = 1;
   for (int a = 0; a < m->naxes; a++) {
-    bool fixed = m->axis_sizes[a] < 2 ||
-                 (p->pipeline.present && p->pipeline.axis == a);
+    bool fixed =
+        m->axis_sizes[a] < 2 || (p->pipeline.present && p->pipeline.axis == a);
     nchoice[a] = fixed ? 1 : 1 + rule->nfactors;
     if (total > (1 << 20) / nchoice[a]) {
       free(rule);
@@ -133,8 +133,8 @@ int plan_op_strategies(plan_op_strategy **out, int *count, const plan_plan *p,
     for (int j = 0; j < o->nin && valid; j++)
       valid = !plan_placement_normalize(&s->in[j], in[j].rank, e2, sizeof e2);
     for (int k = 0; k < o->nout && valid; k++)
-      valid = !plan_placement_normalize(&s->out[k], outs[k].rank, e2,
-                                        sizeof e2);
+      valid =
+          !plan_placement_normalize(&s->out[k], outs[k].rank, e2, sizeof e2);
     if (valid)
       n++;
   }
@@ -212,8 +212,10 @@ int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
                       op);
   const plan_op *o = &p->program->ops[op];
   if ((!in && o->nin) || (!out && o->nout))
-    return plan_failf(PLAN_EUSAGE, "plan_set_strategy: op '%s': NULL "
-                      "placements", o->name);
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_set_strategy: op '%s': NULL "
+                      "placements",
+                      o->name);
   int rc;
   if ((rc = check_operands(p, op, in, out)))
     return rc;
@@ -223,10 +225,10 @@ int plan_set_strategy(plan_plan *p, int op, const plan_placement *in,
   plan_strategy *s = &all[op];
   /* the arrays of a strategy read from a file may be shared by a glob's
    * ops: give this op its own */
-  plan_placement *pin = plan_arena_alloc(&p->arena,
-                                         sizeof *pin * (size_t)(o->nin + 1));
-  plan_placement *pout = plan_arena_alloc(&p->arena,
-                                          sizeof *pout * (size_t)(o->nout + 1));
+  plan_placement *pin =
+      plan_arena_alloc(&p->arena, sizeof *pin * (size_t)(o->nin + 1));
+  plan_placement *pout =
+      plan_arena_alloc(&p->arena, sizeof *pout * (size_t)(o->nout + 1));
   if (!pin || !pout)
     return plan_oom();
   if (o->nin)
@@ -270,8 +272,8 @@ int plan_set_output_placement(plan_plan *p, int k, const plan_placement *pl) {
     return plan_failf(PLAN_EUSAGE, "plan_set_output_placement: no output %d",
                       k);
   int rc;
-  if (pl && (rc = check_placement(p, p->program->outputs[k], pl,
-                                             "output placement")))
+  if (pl &&
+      (rc = check_placement(p, p->program->outputs[k], pl, "output placement")))
     return rc;
   plan_tensor_pl *tp = &p->out_pl[k];
   tp->set = pl != NULL;

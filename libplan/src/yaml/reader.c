@@ -7,7 +7,7 @@
 #include <string.h>
 
 int plan_rd_fail(const plan_reader *rd, const plan_ynode *at, int code,
-            const char *fmt, ...) {
+                 const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);
@@ -38,26 +38,26 @@ static const char *kind_word(const plan_ynode *n) {
 }
 
 int plan_rd_expect_map(const plan_reader *rd, const plan_ynode *n,
-                  const char *what) {
+                       const char *what) {
   if (n->kind != PLAN_Y_MAP)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a mapping, not %s", what,
-                   kind_word(n));
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a mapping, not %s",
+                        what, kind_word(n));
   return PLAN_OK;
 }
 
 int plan_rd_expect_seq(const plan_reader *rd, const plan_ynode *n,
-                  const char *what) {
+                       const char *what) {
   if (n->kind != PLAN_Y_SEQ)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a sequence, not %s", what,
-                   kind_word(n));
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a sequence, not %s",
+                        what, kind_word(n));
   return PLAN_OK;
 }
 
 int plan_rd_expect_scalar(const plan_reader *rd, const plan_ynode *n,
-                     const char *what) {
+                          const char *what) {
   if (n->kind != PLAN_Y_SCALAR)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a scalar, not %s", what,
-                   kind_word(n));
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a scalar, not %s",
+                        what, kind_word(n));
   return PLAN_OK;
 }
 
@@ -93,7 +93,8 @@ static int ext_add(const plan_reader *rd, plan_ext **ext, const char *key,
 }
 
 int plan_rd_check_keys(const plan_reader *rd, const plan_ynode *map,
-                  const char *const *known, const char *what, plan_ext **ext) {
+                       const char *const *known, const char *what,
+                       plan_ext **ext) {
   for (size_t i = 0; i < map->u.map.count; i++) {
     const plan_ynode *k = map->u.map.pairs[i].key;
     const char *key = k->u.scalar.text;
@@ -115,17 +116,18 @@ int plan_rd_check_keys(const plan_reader *rd, const plan_ynode *map,
       continue;
     if (rd->ver_major == PLAN_FORMAT_MAJOR && rd->ver_minor > PLAN_FORMAT_MINOR)
       return plan_rd_fail(rd, k, PLAN_EVERSION,
-                     "unknown field '%s' in %s: the file is format %d.%d, "
-                     "this reader knows %s",
-                     key, what, rd->ver_major, rd->ver_minor,
-                     PLAN_FORMAT_STRING);
-    return plan_rd_fail(rd, k, PLAN_ESCHEMA, "unknown field '%s' in %s", key, what);
+                          "unknown field '%s' in %s: the file is format %d.%d, "
+                          "this reader knows %s",
+                          key, what, rd->ver_major, rd->ver_minor,
+                          PLAN_FORMAT_STRING);
+    return plan_rd_fail(rd, k, PLAN_ESCHEMA, "unknown field '%s' in %s", key,
+                        what);
   }
   return PLAN_OK;
 }
 
 int plan_rd_string(const plan_reader *rd, const plan_ynode *n, const char *what,
-              const char **out) {
+                   const char **out) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
@@ -134,7 +136,7 @@ int plan_rd_string(const plan_reader *rd, const plan_ynode *n, const char *what,
 }
 
 int plan_rd_name(const plan_reader *rd, const plan_ynode *n, const char *what,
-            const char **out) {
+                 const char **out) {
   int rc = plan_rd_check_name(rd, n, what);
   if (rc)
     return rc;
@@ -143,7 +145,7 @@ int plan_rd_name(const plan_reader *rd, const plan_ynode *n, const char *what,
 }
 
 int plan_rd_check_name(const plan_reader *rd, const plan_ynode *n,
-                  const char *what) {
+                       const char *what) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
@@ -152,47 +154,49 @@ int plan_rd_check_name(const plan_reader *rd, const plan_ynode *n,
     return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must not be empty", what);
   if (len > PLAN_MAX_NAME)
     return plan_rd_fail(rd, n, PLAN_ELIMIT, "%s is longer than %d bytes", what,
-                   PLAN_MAX_NAME);
+                        PLAN_MAX_NAME);
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)n->u.scalar.text[i];
     if (c < 0x20 || c == 0x7f)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s contains a control character",
-                     what);
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                          "%s contains a control character", what);
   }
   return PLAN_OK;
 }
 
 int plan_rd_int(const plan_reader *rd, const plan_ynode *n, const char *what,
-           int64_t *out) {
+                int64_t *out) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
   if (n->u.scalar.tag && strcmp(n->u.scalar.tag, "int") != 0)
     return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be an integer", what);
   if (!plan_parse_int64(n->u.scalar.text, n->u.scalar.len, out))
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                   "%s must be an integer that fits in 64 bits, not '%.40s'",
-                   what, n->u.scalar.text);
+    return plan_rd_fail(
+        rd, n, PLAN_ESCHEMA,
+        "%s must be an integer that fits in 64 bits, not '%.40s'", what,
+        n->u.scalar.text);
   return PLAN_OK;
 }
 
 int plan_rd_number(const plan_reader *rd, const plan_ynode *n, const char *what,
-              double *out) {
+                   double *out) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
   if (!plan_parse_double(n->u.scalar.text, n->u.scalar.len, out))
     return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a number, not '%.40s'",
-                   what, n->u.scalar.text);
+                        what, n->u.scalar.text);
   if (*out != *out)
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a number, not NaN", what);
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be a number, not NaN",
+                        what);
   if (isinf(*out))
     return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be finite", what);
   return PLAN_OK;
 }
 
 int plan_rd_bool(const plan_reader *rd, const plan_ynode *n, const char *what,
-            bool *out) {
+                 bool *out) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
@@ -202,19 +206,19 @@ int plan_rd_bool(const plan_reader *rd, const plan_ynode *n, const char *what,
   else if (!strcmp(t, "false") || !strcmp(t, "False") || !strcmp(t, "FALSE"))
     *out = false;
   else
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA, "%s must be true or false, not '%.40s'",
-                   what, t);
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "%s must be true or false, not '%.40s'", what, t);
   return PLAN_OK;
 }
 
-int plan_rd_int_list(const plan_reader *rd, const plan_ynode *n, const char *what,
-                int64_t **out, int *count, int max) {
+int plan_rd_int_list(const plan_reader *rd, const plan_ynode *n,
+                     const char *what, int64_t **out, int *count, int max) {
   int rc = plan_rd_expect_seq(rd, n, what);
   if (rc)
     return rc;
   if (n->u.seq.count > (size_t)max)
     return plan_rd_fail(rd, n, PLAN_ELIMIT, "%s has more than %d entries", what,
-                   max);
+                        max);
   int64_t *v =
       plan_arena_alloc(rd->arena, sizeof(int64_t) * (n->u.seq.count + 1));
   if (!v)
@@ -227,8 +231,8 @@ int plan_rd_int_list(const plan_reader *rd, const plan_ynode *n, const char *wha
   return PLAN_OK;
 }
 
-int plan_rd_name_list(const plan_reader *rd, const plan_ynode *n, const char *what,
-                 const char ***out, int *count) {
+int plan_rd_name_list(const plan_reader *rd, const plan_ynode *n,
+                      const char *what, const char ***out, int *count) {
   if (n->kind == PLAN_Y_SCALAR) {
     const char **v = plan_arena_alloc(rd->arena, sizeof(char *));
     if (!v)
@@ -257,8 +261,9 @@ int plan_rd_name_list(const plan_reader *rd, const plan_ynode *n, const char *wh
   return PLAN_OK;
 }
 
-int plan_rd_name_nodes(const plan_reader *rd, const plan_ynode *n, const char *what,
-                  const plan_ynode *const **items, int *count) {
+int plan_rd_name_nodes(const plan_reader *rd, const plan_ynode *n,
+                       const char *what, const plan_ynode *const **items,
+                       int *count) {
   int rc;
   if (n->kind == PLAN_Y_SCALAR) {
     if ((rc = plan_rd_check_name(rd, n, what)))
@@ -286,7 +291,8 @@ static bool text_in(const char *t, const char *const *list) {
   return false;
 }
 
-int plan_rd_value(const plan_reader *rd, const plan_ynode *n, plan_value **out) {
+int plan_rd_value(const plan_reader *rd, const plan_ynode *n,
+                  plan_value **out) {
   plan_value *v = plan_arena_alloc(rd->arena, sizeof *v);
   if (!v)
     return plan_oom();
@@ -323,7 +329,7 @@ int plan_rd_value(const plan_reader *rd, const plan_ynode *n, plan_value **out) 
     }
     if (tag && strcmp(tag, "str") != 0)
       return plan_rd_fail(rd, n, PLAN_ESCHEMA, "'%.40s' is not a valid !!%s", t,
-                     tag);
+                          tag);
     v->kind = PLAN_V_STRING;
     v->block = n->u.scalar.style == PLAN_Y_BLOCK;
     v->s = plan_arena_strndup(rd->arena, t, n->u.scalar.len);
@@ -361,7 +367,7 @@ int plan_rd_value(const plan_reader *rd, const plan_ynode *n, plan_value **out) 
 }
 
 int plan_rd_enum(const plan_reader *rd, const plan_ynode *n, const char *what,
-            const char *const *names, int count, int *out) {
+                 const char *const *names, int count, int *out) {
   int rc = plan_rd_expect_scalar(rd, n, what);
   if (rc)
     return rc;
@@ -381,6 +387,6 @@ int plan_rd_enum(const plan_reader *rd, const plan_ynode *n, const char *what,
       used += (size_t)w;
   }
   return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                 "unknown %s '%.60s' (expected one of: %s)", what,
-                 n->u.scalar.text, list);
+                      "unknown %s '%.60s' (expected one of: %s)", what,
+                      n->u.scalar.text, list);
 }

@@ -14,8 +14,9 @@
 #define YP_BATCHES 8
 #define YP_BATCH_BYTES ((size_t)256 * 1024)
 #define YP_QUEUE 16384
-#define YP_CHUNK 512 /* items handed over per lock: a wake-up per item would
-                        cost more than the item */
+#define YP_CHUNK                                                               \
+  512 /* items handed over per lock: a wake-up per item would                  \
+         cost more than the item */
 
 typedef struct yp_item {
   plan_yitem item;
@@ -120,7 +121,9 @@ int plan_ypipe_start(plan_ypipe **out, plan_ystream_fn fn, void *ctx) {
   return PLAN_OK;
 }
 
-plan_arena *plan_ypipe_arena(plan_ypipe *p) { return &p->batch[p->cur]; }
+plan_arena *plan_ypipe_arena(plan_ypipe *p) {
+  return &p->batch[p->cur];
+}
 
 /* Hands the locally gathered items to the worker; the mutex is held.
  * Waits for room. False once the worker has failed. */
