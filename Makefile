@@ -291,7 +291,8 @@ wheel: $(SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-headers check-symbols check-layers check-cli-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-format lint
+	$(MAKE) check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"

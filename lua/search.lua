@@ -22,7 +22,7 @@ local util = assert(load(util_src, "=strategies/util.lua", "t"))()
 -- read, compiled or run. `text`: the script of a file strategy, instead
 -- of reading the file.
 local function strategy_fn(name, text)
-  local src, chunkname = text, nil
+  local src, chunkname = text
   if name:match("%.lua$") then
     if not src then
       local f, err = io.open(name, "r")

@@ -545,24 +545,28 @@ int plan_search_buffer(plan_plan **out, plan_search_info *info,
 static int replay_job(plan_replay_result **out, plan_search_info *info,
                       job *j) {
   int rc = run(j);
-  plan_replay_result *r = NULL;
-  if (!rc && !(r = calloc(1, sizeof *r)))
-    rc = plan_error_set(PLAN_ENOMEM, NULL, 0, 0, "out of memory");
   give_info(j, info);
-  if (!rc) {
-    r->same = j->same;
-    r->recorded = j->recorded;
-    r->replayed = j->replayed;
-    r->strategy = j->strategy;
-    r->diff = j->diff;
-    r->note = j->note;
-    r->plan = j->plan;
-    j->strategy = j->diff = j->note = NULL;
-    j->plan = NULL;
-    *out = r;
+  if (rc) {
+    job_free(j);
+    return rc;
   }
+  plan_replay_result *r = calloc(1, sizeof *r);
+  if (!r) {
+    job_free(j);
+    return plan_error_set(PLAN_ENOMEM, NULL, 0, 0, "out of memory");
+  }
+  r->same = j->same;
+  r->recorded = j->recorded;
+  r->replayed = j->replayed;
+  r->strategy = j->strategy;
+  r->diff = j->diff;
+  r->note = j->note;
+  r->plan = j->plan;
+  j->strategy = j->diff = j->note = NULL;
+  j->plan = NULL;
   job_free(j);
-  return rc;
+  *out = r;
+  return PLAN_OK;
 }
 
 int plan_replay(plan_replay_result **out, plan_search_info *info,
