@@ -38,7 +38,7 @@ def declared(headers):
     out = set()
     for h in headers:
         with open(os.path.join(INCLUDE, h)) as f:
-            out |= set(re.findall(r"(?m)^PLAN_API [^(]*?[ *](plan_\w+)\(",
+            out |= set(re.findall(r"(?m)^PLAN_API [^(]*?[\s*](plan_\w+)\(",
                                   f.read()))
     return out
 
