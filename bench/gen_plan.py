@@ -6,7 +6,7 @@ the load benchmark (bench/bench_load.c, bench/run.sh).
 The program is what a tracing front end would emit: one op per line in flow
 style, hierarchical names (layers.17.attn.q), every param declared, every op
 with an explicit strategy that is legal under its sharding rule
-(libplan/src/sharding_rules.c), and a placement for every input, param and
+(libplan/src/ir/sharding_rules.c), and a placement for every input, param and
 const. Per layer:
 
   ln1        rmsnorm      [B,S,H]           x R / S(seq) with --sp
