@@ -98,9 +98,9 @@ check-cuda-virtual: $(VEMU_TEST)
 # (DT_RPATH, which also serves the libraries' own dependencies), so the
 # libraries copied beside them are found wherever the folder goes.
 BUNDLE_RPATH := -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN'
-$(BUILD)/gpu-bundle-bin/plan: $(CLI_OBJ) $(LUA_OBJ) $(STATIC)
+$(BUILD)/gpu-bundle-bin/plan: $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $(BUNDLE_RPATH) -o $@ $(CLI_OBJ) $(LUA_OBJ) $(STATIC) \
+	$(CC) $(LDFLAGS) $(BUNDLE_RPATH) -o $@ $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) \
 	  $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
 
 $(BUILD)/gpu-bundle-bin/test_sweep: tests/unit/test_sweep.c $(STATIC)
