@@ -54,6 +54,45 @@ static void qstr(plan_buf *b, const char *s) {
   plan_buf_putc(b, '"');
 }
 
+/* The layouts map, in the order of the buffers it names (the order the
+ * buffers are written in), not of the program's tensors: a training
+ * program read back from the file numbers its tensors differently from
+ * the one autodiff built, and the text (so the hash) must not change. A
+ * counting sort by buffer index, stable for tensors sharing a buffer. */
+static int write_layouts(plan_buf *b, const plan_lowered *l,
+                         const char *const *names) {
+  const plan_program *prog = l->plan->program;
+  int *start = calloc((size_t)l->nbufs + 1, sizeof *start);
+  int *order = malloc(((size_t)prog->ntensors + 1) * sizeof *order);
+  if (!start || !order) {
+    free(start);
+    free(order);
+    return -1;
+  }
+  int n = 0;
+  for (int t = 0; t < prog->ntensors; t++)
+    if (l->produced[t] >= 0) {
+      start[l->produced[t] + 1]++;
+      n++;
+    }
+  for (int k = 0; k < l->nbufs; k++)
+    start[k + 1] += start[k];
+  for (int t = 0; t < prog->ntensors; t++)
+    if (l->produced[t] >= 0)
+      order[start[l->produced[t]]++] = t;
+  for (int i = 0; i < n; i++) {
+    int t = order[i];
+    plan_buf_puts(b, i ? ", " : "layouts: {");
+    qstr(b, prog->tensors[t].name);
+    plan_buf_puts(b, ": ");
+    qstr(b, names[l->produced[t]]);
+  }
+  plan_buf_puts(b, n ? "}\n" : "layouts: {}\n");
+  free(start);
+  free(order);
+  return 0;
+}
+
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   *out = NULL;
   if (l->pipe)
@@ -132,16 +171,11 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
     }
     plan_buf_puts(&b, "}\n");
   }
-  bool any = false;
-  for (int t = 0; t < prog->ntensors; t++)
-    if (l->produced[t] >= 0) {
-      plan_buf_puts(&b, any ? ", " : "layouts: {");
-      any = true;
-      qstr(&b, prog->tensors[t].name);
-      plan_buf_puts(&b, ": ");
-      qstr(&b, names[l->produced[t]]);
-    }
-  plan_buf_puts(&b, any ? "}\n" : "layouts: {}\n");
+  if (write_layouts(&b, l, (const char *const *)names)) {
+    free_names(names, l->nbufs);
+    plan_buf_free(&b);
+    return plan_oom();
+  }
   plan_buf_puts(&b, prog->noutputs ? "outputs: {" : "outputs: {}\n");
   for (int k = 0; k < prog->noutputs; k++) {
     if (k)
