@@ -408,6 +408,12 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
                                plan_lowered *low,
                                const plan_verify_options *opts,
                                plan_verify_step_hook hook, void *user) {
+  if (!out || !p || !low) {
+    if (out)
+      *out = NULL;
+    plan_lowered_free(low); /* owned, on every path */
+    return plan_failf(PLAN_EUSAGE, "plan_verify_lowered: NULL argument");
+  }
   *out = NULL;
   plan_verify_options full;
   vctx c;

@@ -156,6 +156,36 @@ static void test_lowered_pipeline(void **state) {
   assert_int_equal(plan_lower(&l, NULL), PLAN_EUSAGE);
 }
 
+/* Every lowered-program function refuses a NULL argument with PLAN_EUSAGE
+ * (or its documented answer) and touches nothing. */
+static void test_lowered_null_arguments(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/mlp-megatron.plan.yaml");
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(NULL, p), PLAN_EUSAGE);
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  char *text = (char *)&text;
+  size_t len = 0;
+  assert_int_equal(plan_lowered_write(&text, &len, NULL), PLAN_EUSAGE);
+  assert_null(text);
+  assert_int_equal(plan_lowered_write(NULL, &len, l), PLAN_EUSAGE);
+  plan_hash h;
+  assert_int_equal(plan_lowered_hash(&h, NULL), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_hash(NULL, l), PLAN_EUSAGE);
+  assert_int_equal(plan_is_lowered_text(NULL, 5), 0);
+  plan_lowered *r = (plan_lowered *)&r;
+  assert_int_equal(plan_lowered_load_buffer(&r, NULL, 3, "x", NULL),
+                   PLAN_EUSAGE);
+  assert_null(r);
+  assert_int_equal(plan_lowered_load_buffer(NULL, "x", 1, "x", NULL),
+                   PLAN_EUSAGE);
+  plan_verify_report *rep = (plan_verify_report *)&rep;
+  assert_int_equal(plan_verify_lowered(&rep, NULL, l, NULL), PLAN_EUSAGE);
+  assert_null(rep); /* l was taken and freed */
+  assert_int_equal(plan_verify_lowered(&rep, p, NULL, NULL), PLAN_EUSAGE);
+  plan_free(p);
+}
+
 /* A program given by path resolves against the lowered file's folder. */
 static void test_lowered_program_by_path(void **state) {
   (void)state;
@@ -460,6 +490,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lowered_roundtrip),
       cmocka_unit_test(test_lowered_pipeline),
+      cmocka_unit_test(test_lowered_null_arguments),
       cmocka_unit_test(test_lowered_program_by_path),
       cmocka_unit_test(test_is_lowered_text),
       cmocka_unit_test(test_lowered_load_errors),

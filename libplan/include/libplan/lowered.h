@@ -37,7 +37,7 @@ PLAN_API void plan_lowered_free(plan_lowered *l);
 /* The text form (spec/lowered-format.md) into a newly allocated,
  * NUL-terminated buffer of *len bytes; free *out with plan_buffer_free.
  * PLAN_EUNSUPPORTED for a pipelined program (no file form yet),
- * PLAN_ENOMEM; *out = NULL on failure. */
+ * PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument; *out = NULL on failure. */
 PLAN_API int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
 
 /* Reads a lowered program file. The program given by path is resolved
@@ -55,14 +55,14 @@ PLAN_API int plan_lowered_load_buffer(plan_lowered **out, const char *data,
 
 /* Content hash of the lowered program's canonical encoding: the program's
  * hash, the mesh, and the buffers, steps, layouts and outputs as written.
- * A lowered program and the file it writes, read back, hash the same,
- * except a training step's: its file lists the training program's tensors
- * leaves first and the layouts follow that order, so the hashes agree from
- * the file on. PLAN_EUNSUPPORTED for a pipelined program; PLAN_ENOMEM. */
+ * A lowered program and the file it writes, read back, hash the same (a
+ * training step's too). PLAN_EUNSUPPORTED for a pipelined program;
+ * PLAN_ENOMEM; PLAN_EUSAGE for a NULL argument. */
 PLAN_API int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
 
 /* 1 when `data` (len bytes) starts as a lowered program (its first key,
- * after comments and blank lines, is `libplan-lowered`), else 0; nothing
+ * after comments and blank lines, is `libplan-lowered`), else 0 (also for
+ * a NULL data); nothing
  * is parsed, so a caller can choose between plan_lowered_load_buffer and
  * plan_load_buffer. */
 PLAN_API int plan_is_lowered_text(const char *data, size_t len);

@@ -161,7 +161,7 @@ PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
  * plan_lowered_plan(l) for a lowered program read from a file; it must
  * not be NULL, nor must out and l. Takes ownership of `l`: it is freed
  * before the call returns, on every path (do not free it again). Statuses
- * as plan_verify's. */
+ * as plan_verify's; PLAN_EUSAGE for a NULL out, p or l. */
 PLAN_API int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
                                  plan_lowered *l,
                                  const plan_verify_options *opts);

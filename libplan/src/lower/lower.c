@@ -348,6 +348,8 @@ static int traced_plan(plan_lowered *l, const plan_plan *p, plan_trace *t) {
 
 int plan_lower_traced(plan_lowered **out, const plan_plan *p,
                       plan_region_tracer tracer, void *user) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_lower: NULL out");
   *out = NULL;
   if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_lower: a plan with a mesh is needed");

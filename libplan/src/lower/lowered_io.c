@@ -94,6 +94,11 @@ static int write_layouts(plan_buf *b, const plan_lowered *l,
 }
 
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
+  if (!out || !l) {
+    if (out)
+      *out = NULL;
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_write: NULL argument");
+  }
   *out = NULL;
   if (l->pipe)
     return plan_failf(PLAN_EUNSUPPORTED,
@@ -199,6 +204,8 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
  * the hash covers the program's hash, the mesh's canonical encoding and the
  * written buffers, steps, layouts and outputs. */
 int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
+  if (!out || !l)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_hash: NULL argument");
   plan_hash ph;
   int rc = plan_program_hash(&ph, l->plan->program);
   if (rc)
@@ -244,6 +251,8 @@ static const char *const lowered_keys[] = {
     "steps",           "layouts", "outputs", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
+  if (!data)
+    return 0;
   /* the first key, after comments and blank lines */
   size_t i = 0;
   while (i < len) {
@@ -621,8 +630,14 @@ static int renumber(lreader *r) {
 
 int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                              const char *name, const char *base_dir) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_load_buffer: NULL out");
   *out = NULL;
   plan_error_clear();
+  if (!data)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_load_buffer: NULL data");
+  if (!name)
+    name = "<memory>";
   plan_ydoc doc;
   int rc = plan_ydoc_parse_buffer(&doc, data, len, name);
   if (rc)
