@@ -7,36 +7,10 @@
 #include <string.h>
 
 #include "inputs.h"
+#include "recipes.h"
 #include "ir/ops.h"
 #include "base/numeric.h"
 #include "verify_ctx.h"
-
-/* ---- inputs -------------------------------------------------------------- */
-
-static double recipe_value(const plan_tensor *t, int64_t g, bool exact) {
-  int64_t idx[PLAN_MAX_RANK] = {0};
-  for (int d = t->rank - 1; d >= 0; d--) {
-    idx[d] = g % t->dims[d];
-    g /= t->dims[d];
-  }
-  double v = 0;
-  switch (t->recipe) {
-  case PLAN_RECIPE_ONES:
-    return 1;
-  case PLAN_RECIPE_CAUSAL_MASK:
-    return idx[t->rank - 1] <= idx[t->rank - 2] ? 0 : t->recipe_fill;
-  case PLAN_RECIPE_ROPE_COS:
-  case PLAN_RECIPE_ROPE_SIN: {
-    int64_t half = t->dims[1] / 2, i = idx[1] % half;
-    double ang = (double)idx[0] *
-                 pow(t->recipe_theta, -2.0 * (double)i / (double)t->dims[1]);
-    v = t->recipe == PLAN_RECIPE_ROPE_COS ? cos(ang) : sin(ang);
-    return exact ? plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS) : v;
-  }
-  default:
-    return 0;
-  }
-}
 
 /* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
 plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t) {
@@ -63,7 +37,7 @@ void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
   for (int64_t k = 0; k < b->n; k++) {
     int64_t g = plan_vx_global_index(t, b, k);
     if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
-      b->data[k] = recipe_value(t, g, exact);
+      b->data[k] = plan_vx_recipe_value(t, g, exact);
     else
       b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
   }
