@@ -109,7 +109,7 @@ help:
 	@echo "make bench      run the benchmarks (bench/)"
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
-	@echo "make wheel      build the Python wheel (with libplan.so) in build/wheel"
+	@echo "make wheel      build the Python wheel (with libplan-search) in build/wheel"
 	@echo "make cuda       build the CUDA runner plugin and its GPU tests (needs nvcc)"
 	@echo "make gpu-bundle build/gpu-bundle: the tool, plugin and GPU tests for a GPU machine"
 	@echo "make gpu-check  run the GPU tests and benchmarks (skipped without a GPU)"
@@ -284,9 +284,10 @@ check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(SEARCH_SHARE
 	@LIBPLAN_LIBRARY=$(abspath $(SEARCH_SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
 	  python3 tests/python/run.py
 
-# A wheel of the Python binding that carries libplan.so, in $(BUILD)/wheel.
-wheel: $(SHARED)
-	python3 bindings/python/build_backend.py --library $(SHARED) --out $(BUILD)/wheel
+# A wheel of the Python binding that carries the search library (the
+# widest: search and replay in-process), in $(BUILD)/wheel.
+wheel: $(SEARCH_SHARED)
+	python3 bindings/python/build_backend.py --library $(SEARCH_SHARED) --out $(BUILD)/wheel
 
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python

@@ -2,17 +2,19 @@
 
 No build package is needed: a wheel is a zip archive holding the package,
 a .dist-info folder (METADATA, WHEEL, RECORD) and, here, the library beside
-the package's modules, where the binding looks first: libplan-verify.so.N
-(the core and verification), libplan-search.so.N when the library given is
-that one (verification and in-process search; it links Lua 5.4 and CBC),
-or libplan.so.N when it is the core one. The wheel is tagged py3-none-<platform>: the binding is pure
+the package's modules, where the binding looks first, under the name of
+what it is: libplan-search.so.N (verification and in-process search; it
+links Lua 5.4 and CBC), libplan-verify.so.N (the core and verification) or
+libplan.so.N (the core). The wheel is tagged py3-none-<platform>: the
+binding is pure
 Python over ctypes, the library is native. The library links libyaml,
 xxHash (and, libplan-verify, OpenBLAS) dynamically; those come from the
 system.
 
 The library to carry is, in order: the `library` config setting
 (pip --config-settings library=PATH), $LIBPLAN_LIBRARY, or build/ of the
-source tree these files sit in (libplan-verify.so.N, else libplan.so.N).
+source tree these files sit in (libplan-search.so.N, else
+libplan-verify.so.N, else libplan.so.N).
 With none of these (no build), or `library=none`, the wheel carries no
 library and the binding loads the one the system's loader finds (a
 libplan of `make install`). The `plan` tool beside the carried library goes
@@ -68,7 +70,8 @@ def find_library(config_settings=None):
     if lib == "none":
         return None
     if not lib:
-        for n in ("libplan-verify.so.%d" % ABI, "libplan.so.%d" % ABI):
+        for n in ("libplan-search.so.%d" % ABI, "libplan-verify.so.%d" % ABI,
+                  "libplan.so.%d" % ABI):
             c = os.path.join(ROOT, "build", n)
             if os.path.exists(c):
                 return os.path.realpath(c)
