@@ -94,7 +94,7 @@ CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -l
 TOOL := $(BUILD)/plan
 
 .PHONY: check-format all help deps deps-python test check-unit check-headers check-symbols check-conformance \
-        check-cli check-dist check-models check-lua check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz fmt lint install uninstall clean \
+        check-cli check-dist check-models check-lua check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
@@ -109,6 +109,7 @@ help:
 	@echo "make bench      run the benchmarks (bench/)"
 	@echo "make asan       unit + conformance + corpus tests under ASan/UBSan"
 	@echo "make fuzz       run the libFuzzer targets for FUZZ_SECONDS each"
+	@echo "make check-fuzz run each libFuzzer target briefly from the seeds (in make test)"
 	@echo "make wheel      build the Python wheel (with libplan-search) in build/wheel"
 	@echo "make cuda       build the CUDA runner plugin and its GPU tests (needs nvcc)"
 	@echo "make gpu-bundle build/gpu-bundle: the tool, plugin and GPU tests for a GPU machine"
@@ -295,6 +296,7 @@ test: deps deps-python
 	$(MAKE) check-format lint
 	$(MAKE) check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
+	$(MAKE) check-fuzz
 	$(MAKE) asan
 	@echo "make test: all suites passed"
 
@@ -312,19 +314,49 @@ tour: deps all
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)
 
+# Fuzzing (libFuzzer, clang, with ASan and UBSan). The library's objects
+# are built once with coverage (build-fuzz/obj, an archive of them) and
+# linked into each target.
+# `make fuzz` runs each target FUZZ_SECONDS on a corpus kept in
+# build-fuzz/NAME.corpus; `make check-fuzz` (in make test) runs each
+# FUZZ_CHECK_SECONDS from the seeds alone, with a fixed seed, so the run is
+# short and the same each time: a finding (crash, leak, UB, a broken
+# invariant) fails it.
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
-fuzz:
-	@mkdir -p build-fuzz
-	@for f in $(FUZZ_SRC); do \
-	  n=$$(basename $$f .c); \
-	  clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
-	    -fsanitize=fuzzer,address,undefined $(INC_ALL) \
-	    $$f $(LIB_SRC) -o build-fuzz/$$n $(LDLIBS_ALL) || exit 1; \
-	  mkdir -p build-fuzz/$$n.corpus; \
-	  ./build-fuzz/$$n -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	    -rss_limit_mb=2048 -timeout=10 build-fuzz/$$n.corpus tests/fuzz/seeds || exit 1; \
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
+FUZZ_CHECK_SECONDS ?= 8
+FUZZ_CC := clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
+  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+  $(INC_ALL) $(PKG_CFLAGS)
+FUZZ_RUN = -max_len=65536 -rss_limit_mb=2048 -timeout=10
+build-fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer-no-link -c $< -o $@
+build-fuzz/libplan-fuzz.a: $(FUZZ_OBJ)
+	ar rcs $@ $^
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c build-fuzz/libplan-fuzz.a
+	$(FUZZ_CC) -fsanitize=fuzzer $< build-fuzz/libplan-fuzz.a -o $@ $(LDLIBS_ALL)
+fuzz: $(FUZZ_BIN)
+	@for n in $(FUZZ_BIN); do \
+	  mkdir -p $$n.corpus; \
+	  $$n -max_total_time=$(FUZZ_SECONDS) $(FUZZ_RUN) \
+	    $$n.corpus tests/fuzz/seeds || exit 1; \
 	done
 	@echo "fuzz: no findings"
+check-fuzz: $(FUZZ_BIN)
+	@pass=0; fail=0; for n in $(FUZZ_BIN); do \
+	  c=$$(mktemp -d); \
+	  if $$n -seed=1 -max_total_time=$(FUZZ_CHECK_SECONDS) $(FUZZ_RUN) \
+	      -print_final_stats=0 $$c tests/fuzz/seeds >$$c.log 2>&1; then \
+	    pass=$$((pass+1)); \
+	    echo "ok    $$(basename $$n): $$(grep -o 'Done [0-9]* runs' $$c.log), $$(ls $$c | wc -l) new inputs"; \
+	  else \
+	    fail=$$((fail+1)); echo "FAIL  $$(basename $$n):"; tail -40 $$c.log; \
+	  fi; \
+	  rm -rf $$c $$c.log; \
+	done; \
+	echo "fuzz: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
 # The C sources clang-format keeps (.clang-format); the CUDA sources are
 # left to nvcc's dialect. `make fmt` rewrites them, `make check-format`
