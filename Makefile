@@ -293,11 +293,11 @@ wheel: $(SEARCH_SHARED)
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
 	$(MAKE) tests-build
-	$(MAKE) check-format lint
-	$(MAKE) check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
-	$(MAKE) check-cuda-virtual cuda-build
-	$(MAKE) check-fuzz
-	$(MAKE) asan
+	@MAKE="$(MAKE)" sh tests/suites.sh check-format lint \
+	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
+	  check-cuda-virtual cuda-build \
+	  check-fuzz \
+	  asan
 	@echo "make test: all suites passed"
 
 # The sweep runs a third of its (case, mesh) pairs here (every op still
