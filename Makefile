@@ -9,6 +9,9 @@ BUILD ?= build
 CC ?= cc
 SAN ?= 0
 FUZZ_SECONDS ?= 30
+# Parallel jobs for make test's builds (each suite's prerequisites build in
+# parallel; the suites themselves run one at a time).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 PKGS := yaml-0.1 libxxhash openblas
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -292,8 +295,8 @@ wheel: $(SEARCH_SHARED)
 
 # The README's test command. Order: cheap to expensive.
 test: deps deps-python
-	$(MAKE) tests-build
-	@MAKE="$(MAKE)" sh tests/suites.sh check-format lint \
+	$(MAKE) -j$(JOBS) tests-build
+	@MAKE="$(MAKE)" JOBS=$(JOBS) sh tests/suites.sh check-format lint \
 	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
 	  check-cuda-virtual cuda-build \
 	  check-fuzz \
@@ -303,7 +306,8 @@ test: deps deps-python
 # The sweep runs a third of its (case, mesh) pairs here (every op still
 # swept); the plain run covers them all.
 asan:
-	SWEEP_SAMPLE=3 $(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
+	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" tests-build
+	SWEEP_SAMPLE=3 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)
