@@ -32,8 +32,10 @@ class Shard(Placement):
     __slots__ = ("dim", "level")
 
     def __init__(self, dim, level=None):
-        self.dim = int(dim)
-        self.level = None if level is None else int(level)
+        from ._common import _int  # (not at import: _common loads the
+        # library) an integer, not a float cut short
+        self.dim = _int(dim, "Shard: dim")
+        self.level = None if level is None else _int(level, "Shard: level")
 
     def is_shard(self, dim=None):
         return dim is None or dim == self.dim
@@ -131,8 +133,8 @@ def parse(text):
         if m.group("r"):
             out.append(Replicate())
         elif m.group("sd") is not None:
-            out.append(Shard(int(m.group("sd")),
-                             None if m.group("sl") is None else m.group("sl")))
+            out.append(Shard(int(m.group("sd")), None if m.group("sl") is None
+                             else int(m.group("sl"))))
         else:
             out.append(Partial(m.group("po") or "sum"))
         pos = m.end()
