@@ -3,7 +3,6 @@ its plan is closed, integers that do not fit the C type they are passed
 as, NUL bytes in paths and names, NaN or negative tolerances, and
 distributed verification's world size and rank out of range."""
 
-import gc
 import json
 import os
 import shutil

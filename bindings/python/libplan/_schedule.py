@@ -5,8 +5,7 @@ from collections import namedtuple
 
 from . import _decls
 from ._common import _Handle, _findings, _ranged, _take_out, enc, fn, s
-from .errors import NotFoundError
-from .errors import UsageError, check
+from .errors import NotFoundError, UsageError, check
 
 
 Action = namedtuple("Action", "kind stage microbatch start end")

@@ -138,9 +138,9 @@ def make_plan(program, mesh, placements=None, strategies=None, outputs=None,
     (inputs, outputs)}: inputs a list of placements; outputs one placement,
     or a list of them) and output placements."""
     axes = list(mesh.items()) if isinstance(mesh, dict) else list(mesh)
+    axes = ["%s=%d" % (a, _int(n, "mesh axis %s" % (a,))) for a, n in axes]
     doc = ['libplan: "%s"' % FORMAT, _program_yaml(program).rstrip("\n"),
-           "mesh:", "  axes: %s" % _j(["%s=%d" % (a, _int(n, "mesh axis %s" % (a,)))
-                              for a, n in axes])]
+           "mesh:", "  axes: %s" % _j(axes)]
     if devices is not None:
         doc.append("  devices: %s" % _j(list(devices)))
     if placements:

@@ -32,8 +32,9 @@ class Shard(Placement):
     __slots__ = ("dim", "level")
 
     def __init__(self, dim, level=None):
-        from ._common import _int  # (not at import: _common loads the
-        # library) an integer, not a float cut short
+        # 1.5 is refused, not cut to 1 (imported here, as _common loads
+        # the library)
+        from ._common import _int
         self.dim = _int(dim, "Shard: dim")
         self.level = None if level is None else _int(level, "Shard: level")
 
