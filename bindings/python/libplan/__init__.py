@@ -19,7 +19,8 @@ the whole API.
 from ._lib import ABI_VERSION, LibraryError, check_abi, path as library_path
 from .errors import (Error, PlanError, NoMemoryError, FileError, ParseError,
                      SchemaError, VersionError, InvalidError, DriftError,
-                     LimitError, UsageError, NotFoundError, UnsupportedError)
+                     LimitError, UsageError, RangeError, NotFoundError,
+                     UnsupportedError)
 from ._common import Finding, Findings, version, abi_version
 from ._program import Program, Op, Tensor, load_program
 from ._plan import (Plan, Mesh, Strategy, Match, PlanOp, PlanTensor, load,
@@ -39,7 +40,8 @@ __version__ = version()
 __all__ = [
     "ABI_VERSION", "LibraryError", "library_path", "Error", "PlanError",
     "NoMemoryError", "FileError", "ParseError", "SchemaError", "VersionError",
-    "InvalidError", "DriftError", "LimitError", "UsageError", "NotFoundError",
+    "InvalidError", "DriftError", "LimitError", "UsageError", "RangeError",
+    "NotFoundError",
     "UnsupportedError", "Plan", "Program", "Mesh", "Strategy", "Finding",
     "Findings", "Match", "Op", "Tensor", "PlanOp", "PlanTensor",
     "VerifyReport", "CostReport", "Schedule", "load", "parse", "load_program",

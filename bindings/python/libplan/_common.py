@@ -1,27 +1,103 @@
 """What the object modules share: argument checks, owned C handles,
-findings, hashes, and the library's versions."""
+findings, hashes, and the library's versions.
+
+Every argument that crosses into C goes through one check here: an
+integer must fit its C type (RangeError, an OverflowError: ctypes would
+cut it short), a float be finite (and not negative for a tolerance),
+a string or path hold no NUL byte (C would end it there), and
+a handle's parent be open (UsageError "plan is closed")."""
 
 import ctypes
+import math
+import os
 from collections import namedtuple
 
 from . import _lib
-from .errors import UsageError, check
+from .errors import RangeError, UsageError, check
 
 fn = _lib.fn
-enc, s = _lib.enc, _lib.s
+s = _lib.s
+_text = _lib.enc  # text handed over with its length: a NUL is the reader's
 
 _SEVERITY = ("note", "warning", "error")
 
+# [low, high) of the C types integers are passed as
+_C_RANGE = {"int": (-(1 << 31), 1 << 31), "int64": (-(1 << 63), 1 << 63),
+            "uint64": (0, 1 << 64)}
+_BOUND = {0: "0", 1 << 31: "2^31", -(1 << 31): "-2^31", 1 << 63: "2^63",
+          -(1 << 63): "-2^63", 1 << 64: "2^64"}
+
 
 def _int(v, what):
-    """An integer argument, or UsageError."""
-    if isinstance(v, bool) or not isinstance(v, int):
-        try:
-            v = v.__index__()
-        except (AttributeError, TypeError):
-            raise UsageError("%s must be an integer, not %s"
-                             % (what, type(v).__name__)) from None
+    """An integer argument (a bool is not one), or UsageError."""
+    if not isinstance(v, bool):
+        if isinstance(v, int):
+            return int(v)
+        index = getattr(type(v), "__index__", None)
+        if index is not None:
+            try:
+                return int(index(v))
+            except TypeError:
+                pass
+    raise UsageError("%s must be an integer, not %s"
+                     % (what, type(v).__name__))
+
+
+def _ranged(v, what, ctype="int"):
+    """An integer argument that fits C's `ctype` ("int", "int64",
+    "uint64"): RangeError (an OverflowError and a UsageError) outside it."""
+    v = _int(v, what)
+    low, high = _C_RANGE[ctype]
+    if not low <= v < high:
+        raise RangeError("%s must lie in [%s, %s), not %d" % (
+            what, _BOUND[low], _BOUND[high], v))
     return v
+
+
+def _float(v, what, low=None):
+    """A finite float argument (>= low when low is given), or UsageError:
+    a NaN compares false with everything, so C would take it for a pass."""
+    try:  # what float() takes, "1e-3" too, as before these checks
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        raise UsageError("%s must be a number, not %s"
+                         % (what, type(v).__name__)) from None
+    if not math.isfinite(f):
+        raise UsageError("%s must be finite, not %r" % (what, f))
+    if low is not None and f < low:
+        raise UsageError("%s must be >= %g, not %r" % (what, low, f))
+    return f
+
+
+def _cstr(v, what="a string argument"):
+    """bytes for a NUL-terminated const char * (from a str, bytes or
+    path-like); UsageError for another type or a NUL byte inside, where C
+    would end the string."""
+    if isinstance(v, os.PathLike):
+        v = os.fspath(v)
+    if isinstance(v, str):
+        try:  # as os.fsencode: a path read from the disk round-trips
+            b = v.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as e:
+            raise UsageError("%s %r cannot be encoded: %s"
+                             % (what, v, e.reason)) from None
+    elif isinstance(v, bytes):
+        b = v
+    else:
+        raise UsageError("%s must be a str, bytes or path, not %s"
+                         % (what, type(v).__name__))
+    if b"\0" in b:
+        raise UsageError("%s %r contains a NUL byte" % (what, v))
+    return b
+
+
+def _path(v, what="path"):
+    """A path (str, bytes or os.PathLike) as bytes for C; UsageError for
+    another type or a NUL byte inside ("a\\0b" would open "a")."""
+    return _cstr(v, what)
+
+
+enc = _cstr  # the modules' spelling for any other const char * argument
 
 
 def _mapping(v, what):
@@ -55,13 +131,18 @@ class _Handle:
 
     @property
     def _h(self):
+        # A view's pointer lies inside its owner: once the owner is closed
+        # it is freed memory, whatever the view's own state.
+        if self._owner is not None:
+            self._owner._h  # raises "<owner> is closed"
         if not self._ptr:
             raise UsageError("%s is closed" % self._kind)
         return self._ptr
 
     @property
     def closed(self):
-        return not self._ptr
+        return not self._ptr or (self._owner is not None and
+                                 self._owner.closed)
 
     def close(self):
         """Frees the C object now (idempotent). A borrowed view closes

@@ -5,7 +5,7 @@ import json
 from collections import namedtuple
 
 from . import _decls
-from ._common import _Handle, _mapping, _take_out, enc, fn, s
+from ._common import _Handle, _mapping, _path, _take_out, enc, fn, s
 from .errors import UsageError, check
 
 
@@ -73,7 +73,7 @@ class CostReport(_Handle):
 
     def write(self, fmt="text"):
         """The report as "text", "json" or "yaml" (libplan-cost/1)."""
-        return _take_out(fn.cost_report_write, self._h, enc(fmt))
+        return _take_out(fn.cost_report_write, self._h, enc(fmt, "format"))
 
     @property
     def text(self):
@@ -98,7 +98,7 @@ class CostReport(_Handle):
 def cost(plan, hardware, parameters, calibration):
     """Plan.cost: the plan priced on a hardware model (a CostReport)."""
     m = ctypes.c_void_p()
-    hw = None if hardware is None else enc(hardware)
+    hw = None if hardware is None else enc(hardware, "hardware")
     check(fn.cost_model_new(ctypes.byref(m), plan._h, hw))
     try:
         for k, v in _mapping(parameters, "parameters").items():
@@ -107,9 +107,10 @@ def cost(plan, hardware, parameters, calibration):
             except (TypeError, ValueError):
                 raise UsageError("cost parameter %s: %r is not a number"
                                  % (k, v)) from None
-            check(fn.cost_model_set(m, enc(k), v))
+            check(fn.cost_model_set(m, enc(k, "cost parameter"), v))
         if calibration is not None:
-            check(fn.cost_model_load_calibration(m, enc(calibration)))
+            check(fn.cost_model_load_calibration(
+                m, _path(calibration, "calibration")))
         out = ctypes.c_void_p()
         check(fn.cost_plan(ctypes.byref(out), m, plan._h))
         return CostReport(out.value, s(fn.cost_model_hardware(m)))

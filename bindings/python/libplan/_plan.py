@@ -8,8 +8,8 @@ from collections import namedtuple
 
 from . import _cost, _decls, _schedule, _verify
 from . import placements as _pl
-from ._common import (_Handle, _findings, _hash_str, _take_out, enc, fn,
-                      s)
+from ._common import (_Handle, _findings, _hash_str, _path, _ranged,
+                      _take_out, _text, enc, fn, s)
 from ._program import Program
 from .errors import DriftError, NotFoundError, UsageError, check
 
@@ -30,7 +30,15 @@ class Mesh(namedtuple("Mesh", "axes sizes devices")):
         return len(self.devices)
 
     def coords(self, rank):
-        """The coordinates of logical rank `rank` on each axis."""
+        """The coordinates of logical rank `rank` on each axis (UsageError
+        for a rank not on the mesh)."""
+        rank = _ranged(rank, "rank", "int64")
+        n = 1
+        for size in self.sizes:
+            n *= size
+        if not 0 <= rank < n:
+            raise UsageError("rank %d is not on the mesh of %d devices"
+                             % (rank, n))
         out = []
         for n in reversed(self.sizes):
             out.append(rank % n)
@@ -88,6 +96,7 @@ class PlanTensor(namedtuple("PlanTensor", "index name shape dtype role "
 _LEAVES = (b"input", b"param", b"const")
 _tensor_placement = fn.tensor_placement
 _tls = threading.local()
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # placement's fast path
 
 
 def _buffer():
@@ -110,16 +119,18 @@ class Plan(_Handle):
     @classmethod
     def load(cls, path, threads=0):
         out = ctypes.c_void_p()
-        opts = _decls.LoadOptions(1, threads)
-        check(fn.load_ext(ctypes.byref(out), enc(path), ctypes.byref(opts)))
+        opts = _decls.LoadOptions(1, _ranged(threads, "threads"))
+        check(fn.load_ext(ctypes.byref(out), _path(path),
+                          ctypes.byref(opts)))
         return cls(out.value)
 
     @classmethod
     def parse(cls, text, name="<string>", base_dir=None):
-        data = enc(text)
+        data = _text(text)
         out = ctypes.c_void_p()
-        check(fn.load_buffer(ctypes.byref(out), data, len(data), enc(name),
-                             None if base_dir is None else enc(base_dir)))
+        check(fn.load_buffer(ctypes.byref(out), data, len(data),
+                             enc(name, "name"), None if base_dir is None
+                             else _path(base_dir, "base_dir")))
         return cls(out.value)
 
     # -- identity and output --
@@ -157,7 +168,7 @@ class Plan(_Handle):
         """Writes the plan to `path` atomically (nothing changes on failure).
         A program given by path is written relative to the new file."""
         opts = _decls.WriteOptions(1, 1 if self_contained else 0)
-        check(fn.save(self._h, enc(path), ctypes.byref(opts)))
+        check(fn.save(self._h, _path(path), ctypes.byref(opts)))
 
     # -- views --
 
@@ -178,8 +189,8 @@ class Plan(_Handle):
                           for r in range(fn.mesh_device_count(h))))
 
     def _tensor_index(self, key):
-        if isinstance(key, int):
-            return key
+        if not isinstance(key, (str, bytes)):
+            return _ranged(key, "tensor index")
         names = self._names
         if names is None:
             # one pass over the names, then dict lookups: cheaper than a C
@@ -195,10 +206,14 @@ class Plan(_Handle):
             raise NotFoundError("no tensor %r in the plan" % (key,)) from None
 
     def _op_index(self, key):
-        if isinstance(key, int):
-            return key
-        i = fn.program_op_find(fn.get_program(self._h), enc(key))
-        if i < 0:
+        """The index of an op named or numbered `key` (NotFoundError when
+        the plan has none)."""
+        prog = fn.get_program(self._h)
+        if isinstance(key, (str, bytes)):
+            i = fn.program_op_find(prog, enc(key, "op name"))
+        else:
+            i = _ranged(key, "op index")
+        if not 0 <= i < fn.program_op_count(prog):
             raise NotFoundError("no op %r in the plan" % (key,))
         return i
 
@@ -206,7 +221,8 @@ class Plan(_Handle):
         """The stored placement of an input, param or const (compact form;
         all R when the plan says nothing)."""
         h = self._ptr or self._h  # (self._h raises when closed)
-        i = tensor if type(tensor) is int else self._tensor_index(tensor)
+        i = (tensor if type(tensor) is int and _INT_MIN <= tensor <= _INT_MAX
+             else self._tensor_index(tensor))
         try:
             buf = _tls.buf
         except AttributeError:
@@ -224,8 +240,6 @@ class Plan(_Handle):
         h = self._h
         i = self._op_index(op)
         prog = fn.get_program(h)
-        if not 0 <= i < fn.program_op_count(prog):
-            raise NotFoundError("no op %r in the plan" % (op,))
         buf = ctypes.create_string_buffer(256)
         sides = []
         for output, f in ((0, fn.program_op_input), (1, fn.program_op_output)):

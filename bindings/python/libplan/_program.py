@@ -5,7 +5,8 @@ import ctypes
 from collections import namedtuple
 
 from . import _decls
-from ._common import _Handle, _hash_str, _take_out, enc, fn, s
+from ._common import (_Handle, _hash_str, _path, _ranged, _take_out, _text,
+                      enc, fn, s)
 from .errors import NotFoundError, check
 
 
@@ -30,15 +31,15 @@ class Program(_Handle):
     @classmethod
     def load(cls, path):
         out = ctypes.c_void_p()
-        check(fn.program_load(ctypes.byref(out), enc(path)))
+        check(fn.program_load(ctypes.byref(out), _path(path)))
         return cls(out.value)
 
     @classmethod
     def parse(cls, text, name="<string>"):
-        data = enc(text)
+        data = _text(text)
         out = ctypes.c_void_p()
         check(fn.program_load_buffer(ctypes.byref(out), data, len(data),
-                                     enc(name)))
+                                     enc(name, "name")))
         return cls(out.value)
 
     @property
@@ -61,10 +62,17 @@ class Program(_Handle):
                 return tuple(out)
             out.append(s(fn.program_tensor_name(self._h, t)))
 
+    def _index(self, key, find, what):
+        """The index `key` (range-checked), or the one of the name `key`
+        (-1 when there is none)."""
+        if isinstance(key, (str, bytes)):
+            return find(self._h, enc(key, what + " name"))
+        return _ranged(key, what + " index")
+
     def op(self, key):
         """An op by index or name (NotFoundError when there is none)."""
         h = self._h
-        i = key if isinstance(key, int) else fn.program_op_find(h, enc(key))
+        i = self._index(key, fn.program_op_find, "op")
         if not 0 <= i < fn.program_op_count(h):
             raise NotFoundError("no op %r in the program" % (key,))
         return Op(i, s(fn.program_op_name(h, i)), s(fn.program_op_kind(h, i)),
@@ -74,8 +82,7 @@ class Program(_Handle):
     def tensor(self, key):
         """A tensor by index or name (NotFoundError when there is none)."""
         h = self._h
-        i = (key if isinstance(key, int)
-             else fn.program_tensor_find(h, enc(key)))
+        i = self._index(key, fn.program_tensor_find, "tensor")
         if not 0 <= i < fn.program_tensor_count(h):
             raise NotFoundError("no tensor %r in the program" % (key,))
         return Tensor(i, s(fn.program_tensor_name(h, i)), self.shape(i),
@@ -84,8 +91,7 @@ class Program(_Handle):
 
     def shape(self, key):
         h = self._h
-        i = (key if isinstance(key, int)
-             else fn.program_tensor_find(h, enc(key)))
+        i = self._index(key, fn.program_tensor_find, "tensor")
         dims = (ctypes.c_int64 * 8)()
         r = fn.program_tensor_shape(h, i, dims, 8)
         if r < 0:

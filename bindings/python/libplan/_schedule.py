@@ -4,8 +4,8 @@ import ctypes
 from collections import namedtuple
 
 from . import _decls
-from ._common import _Handle, _findings, _int, _take_out, enc, fn, s
-from .errors import UsageError, check
+from ._common import _Handle, _findings, _ranged, _take_out, enc, fn, s
+from .errors import NotFoundError, UsageError, check
 
 
 Action = namedtuple("Action", "kind stage microbatch start end")
@@ -25,11 +25,8 @@ class Schedule(_Handle):
         if k < 0:
             raise UsageError("unknown schedule %r" % (kind,))
         out = ctypes.c_void_p()
-        ranks, stages = _int(ranks, "ranks"), _int(stages, "stages")
-        microbatches = _int(microbatches, "microbatches")
-        if not all(-2**31 <= v < 2**31 for v in (ranks, stages)) or \
-                not -2**63 <= microbatches < 2**63:
-            raise UsageError("ranks, stages or microbatches out of range")
+        ranks, stages = _ranged(ranks, "ranks"), _ranged(stages, "stages")
+        microbatches = _ranged(microbatches, "microbatches", "int64")
         check(fn.schedule_generate(ctypes.byref(out), k, ranks, stages,
                                    microbatches))
         return cls(out.value)
@@ -61,10 +58,17 @@ class Schedule(_Handle):
         return found, {k: getattr(r, k) for k, _ in r._fields_}
 
     def actions(self, rank):
+        """The actions of rank `rank` in order (NotFoundError for a rank
+        the schedule does not have)."""
         h = self._h
+        rank = _ranged(rank, "rank")
+        n = fn.schedule_length(h, rank)
+        if n < 0:
+            raise NotFoundError("no rank %d in a schedule on %d ranks"
+                                % (rank, fn.schedule_ranks(h)))
         out = []
         a = _decls.ScheduleAction()
-        for i in range(max(0, fn.schedule_length(h, rank))):
+        for i in range(n):
             check(fn.schedule_get(ctypes.byref(a), h, rank, i))
             out.append(Action(s(fn.action_kind_name(a.kind)), a.stage,
                               a.microbatch, a.start, a.end))
@@ -72,8 +76,8 @@ class Schedule(_Handle):
 
     def write(self, fmt="text", name=None):
         """"text", "yaml", "json" or "svg"."""
-        return _take_out(fn.schedule_write, self._h, enc(fmt),
-                         None if name is None else enc(name))
+        return _take_out(fn.schedule_write, self._h, enc(fmt, "format"),
+                         None if name is None else enc(name, "name"))
 
     def __repr__(self):
         if self.closed:

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 
 from . import _decls, _lib
-from ._common import _hash_str, _int, _take_out, enc, fn, s
+from ._common import _hash_str, _ranged, _take_out, _text, enc, fn, s
 from ._plan import Plan
 from ._program import Program
 from .builder import ProgramBuilder
@@ -257,8 +257,8 @@ def _source(x):
 def _opt_int(v, what, low):
     if v is None:
         return 0
-    v = _int(v, what)
-    if v < low or v >= 1 << 63:
+    v = _ranged(v, "plan search: " + what, "int64")
+    if v < low:
         raise UsageError("plan search: %s must be %s" % (
             what, "a whole number" if low < 0 else "a whole number above 0"))
     return v
@@ -276,9 +276,8 @@ def _search_here(program, mesh, strategy, hardware, seed, width, limit,
             enc(hardware) if hardware is not None else None]
     opts.strategy, opts.mesh, opts.hardware = keep
     opts.seed = _opt_int(seed, "seed", -(1 << 63))
-    opts.width = _opt_int(width, "width", 1)
-    if opts.width >= 1 << 31:
-        raise UsageError("plan search: width must be below 2^31")
+    # width is a C int: checked before the field would cut it short
+    opts.width = _ranged(_opt_int(width, "width", 1), "plan search: width")
     opts.limit = _opt_int(limit, "limit", 1)
     opts.self_contained = 1 if self_contained else 0
     info = _decls.SearchInfo()
@@ -290,7 +289,7 @@ def _search_here(program, mesh, strategy, hardware, seed, width, limit,
                            ctypes.byref(opts))
             base = os.path.dirname(os.path.abspath(path))
         else:
-            data = enc(text)
+            data = _text(text)
             rc = fn.search_buffer(ctypes.byref(out), ctypes.byref(info), data,
                                   len(data), b"<search>", None,
                                   ctypes.byref(opts))
@@ -317,7 +316,7 @@ def _replay_here(plan):
             rc = fn.replay(ctypes.byref(out), ctypes.byref(info), enc(path))
         else:
             name = plan.file or "<plan>"
-            data = enc(text)
+            data = _text(text)
             rc = fn.replay_buffer(ctypes.byref(out), ctypes.byref(info), data,
                                   len(data), enc(name), None)
         if rc < 0 and info.strategy_ran:  # the tool's exit 1: not the same

@@ -5,7 +5,7 @@ import os
 from collections import namedtuple
 
 from . import _decls, _lib
-from ._common import _hash_str, enc, fn
+from ._common import _hash_str, _path, _text, enc, fn
 from .errors import UsageError, check
 
 _UPGRADE_PARTS = ("plan", "program", "mesh", "provenance")  # plan_part order
@@ -28,12 +28,13 @@ def upgrade_text(text, name="<string>", base_dir=None):
     as before with the version set back. Raises the library's errors (a
     newer major: VersionError, with file, line and column)."""
     f = fn.upgrade_buffer
-    data = enc(text)
+    data = _text(text)
     out = ctypes.c_void_p()
     n = ctypes.c_size_t()
     info = _decls.UpgradeInfo()
     check(f(ctypes.byref(out), ctypes.byref(n), ctypes.byref(info), data,
-            len(data), enc(name), None if base_dir is None else enc(base_dir)))
+            len(data), enc(name, "name"),
+            None if base_dir is None else _path(base_dir, "base_dir")))
     new = _lib.take_string(out.value, n.value) if out.value else None
     parts = [(i, p) for i, p in enumerate(_UPGRADE_PARTS) if info.has[i]]
     return Upgrade(bool(info.upgraded),
@@ -53,6 +54,9 @@ def upgrade(path, out=None, in_place=False):
     (out elsewhere raises UsageError)."""
     if in_place and out is not None:
         raise UsageError("upgrade: give out or in_place, not both")
+    _path(path)
+    if out is not None:
+        _path(out, "out")
     with open(path, "rb") as fh:
         text = fh.read().decode("utf-8", "surrogateescape")
     base = os.path.dirname(os.path.abspath(path))
@@ -66,6 +70,6 @@ def upgrade(path, out=None, in_place=False):
                          "relative to its folder; write the result in that "
                          "folder" % path)
     data = r.text.encode("utf-8", "surrogateescape")
-    check(fn.write_file_atomic(enc(dest), data, len(data)))
+    check(fn.write_file_atomic(_path(dest), data, len(data)))
     return r
 

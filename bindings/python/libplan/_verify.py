@@ -7,8 +7,9 @@ import json
 import os
 
 from . import _decls, _lib
-from ._common import _Handle, _int, _mapping, _take_out, enc, fn, s
-from .errors import UsageError, check
+from ._common import (_Handle, _float, _mapping, _path, _ranged, _take_out,
+                      enc, fn, s)
+from .errors import Error, UsageError, check
 
 _COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
 
@@ -38,7 +39,12 @@ def _distributed(folder, rank, world_size, timeout, comm):
     except ValueError:
         raise UsageError("verify: RANK and WORLD_SIZE must be integers") \
             from None
-    world_size, rank = _int(world_size, "world_size"), _int(rank, "rank")
+    # C takes both as an int: 2^40 would be 0, one process on its own
+    world_size = _ranged(world_size, "verify: world_size")
+    rank = _ranged(rank, "verify: rank")
+    if world_size < 1:
+        raise UsageError("verify: world_size must be at least 1, not %d"
+                         % world_size)
     if not 0 <= rank < world_size:
         raise UsageError("verify: rank must lie in [0, world_size)")
     if comm not in (None, "tcp", "nccl"):
@@ -46,7 +52,7 @@ def _distributed(folder, rank, world_size, timeout, comm):
     t = 0.0 if timeout is None else float(timeout)
     if not 0 <= t < 1e9:
         raise UsageError("verify: timeout must be >= 0 seconds (and finite)")
-    return (world_size, rank, enc(os.fspath(folder)), t,
+    return (world_size, rank, _path(folder, "verify: distributed"), t,
             None if comm is None else enc(comm))
 
 
@@ -71,7 +77,7 @@ class VerifyReport(_Handle):
 
     def write(self, fmt="json"):
         """The report as "text", "json", "yaml" or "junit"."""
-        return _take_out(fn.verify_report_write, self._h, enc(fmt))
+        return _take_out(fn.verify_report_write, self._h, enc(fmt, "format"))
 
     def to_dict(self):
         return json.loads(self.write("json"))
@@ -95,28 +101,30 @@ def verify(plan, mode, seed, dtype, rtol, atol, tolerances, runner,
     if mode not in ("exact", "float"):
         raise UsageError("mode must be 'exact' or 'float', not %r"
                          % (mode,))
-    seed = _int(seed, "seed")
-    if not 0 <= seed < 1 << 64:
-        raise UsageError("seed must lie in [0, 2^64)")
+    seed = _ranged(seed, "seed", "uint64")
     tol = list(_mapping(tolerances, "tolerances").items())
     arr = (_decls.VerifyTolerance * max(1, len(tol)))()
     keep = []
     try:
         for i, (name, (rt, at)) in enumerate(tol):
-            keep.append(enc(name))
-            arr[i] = _decls.VerifyTolerance(keep[-1], float(rt),
-                                            float(at))
+            keep.append(enc(name, "tolerances: tensor"))
+            arr[i] = _decls.VerifyTolerance(
+                keep[-1], _float(rt, "tolerances: %s: rtol" % (name,), 0),
+                _float(at, "tolerances: %s: atol" % (name,), 0))
         dist = _distributed(distributed, rank, world_size, timeout,
                             comm)
         # the oldest version that says it all: a library before it
         # still takes what does not need the newer fields
         version = 5 if dist else 3 if runner is None else 4
         opts = _decls.VerifyOptions(
-            version, 0 if mode == "exact" else 1, seed, float(rtol),
-            float(atol), None if dtype is None else enc(dtype),
+            version, 0 if mode == "exact" else 1, seed,
+            _float(rtol, "rtol", 0), _float(atol, "atol", 0),
+            None if dtype is None else enc(dtype, "dtype"),
             arr if tol else None, len(tol),
-            None if runner is None else enc(runner),
+            None if runner is None else enc(runner, "runner"),
             *(dist or (0, 0, None, 0.0, None)))
+    except Error:
+        raise  # already says which argument
     except (TypeError, ValueError) as e:
         raise UsageError("verify: %s (tolerances are {tensor: (rtol, "
                          "atol)})" % e) from None

@@ -9,6 +9,7 @@ for produced tensors), op attributes.
 import json
 
 from . import placements as _pl
+from ._common import _int
 from ._plan import Plan
 from ._program import Program
 
@@ -23,9 +24,9 @@ def _shape(shape):
     out = []
     for d in shape:
         if isinstance(d, tuple):  # ("batch", 8): a named dim
-            out.append("%s=%d" % (d[0], d[1]))
+            out.append("%s=%d" % (d[0], _int(d[1], "a dim's size")))
         else:
-            out.append(int(d))
+            out.append(_int(d, "a dim's size"))
     return out
 
 
@@ -137,8 +138,9 @@ def make_plan(program, mesh, placements=None, strategies=None, outputs=None,
     (inputs, outputs)}: inputs a list of placements; outputs one placement,
     or a list of them) and output placements."""
     axes = list(mesh.items()) if isinstance(mesh, dict) else list(mesh)
+    axes = ["%s=%d" % (a, _int(n, "mesh axis %s" % (a,))) for a, n in axes]
     doc = ['libplan: "%s"' % FORMAT, _program_yaml(program).rstrip("\n"),
-           "mesh:", "  axes: %s" % _j(["%s=%d" % (a, n) for a, n in axes])]
+           "mesh:", "  axes: %s" % _j(axes)]
     if devices is not None:
         doc.append("  devices: %s" % _j(list(devices)))
     if placements:

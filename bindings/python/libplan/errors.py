@@ -83,6 +83,11 @@ class UsageError(Error, ValueError):
     status = "usage"
 
 
+class RangeError(UsageError, OverflowError):
+    """An integer argument that does not fit the C type it is passed as
+    (C would cut it short: 2**62 as an int is 0)."""
+
+
 class NotFoundError(Error, LookupError):
     """A named object (op, tensor, part, profile) does not exist."""
     status = "notfound"

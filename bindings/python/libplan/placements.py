@@ -32,8 +32,11 @@ class Shard(Placement):
     __slots__ = ("dim", "level")
 
     def __init__(self, dim, level=None):
-        self.dim = int(dim)
-        self.level = None if level is None else int(level)
+        # 1.5 is refused, not cut to 1 (imported here, as _common loads
+        # the library)
+        from ._common import _int
+        self.dim = _int(dim, "Shard: dim")
+        self.level = None if level is None else _int(level, "Shard: level")
 
     def is_shard(self, dim=None):
         return dim is None or dim == self.dim
@@ -131,8 +134,8 @@ def parse(text):
         if m.group("r"):
             out.append(Replicate())
         elif m.group("sd") is not None:
-            out.append(Shard(int(m.group("sd")),
-                             None if m.group("sl") is None else m.group("sl")))
+            out.append(Shard(int(m.group("sd")), None if m.group("sl") is None
+                             else int(m.group("sl"))))
         else:
             out.append(Partial(m.group("po") or "sum"))
         pos = m.end()
