@@ -11,8 +11,9 @@
 
 #include "sandbox.h"
 
-/* Often enough that a loop between two hook calls is short. */
-#define HOOK_EVERY 1000
+/* Often enough that the instructions between two hook calls are quick
+ * even when each is slow (a comparison of two long strings). */
+#define HOOK_EVERY 100
 /* Allocations this large (or larger) also look at the clock: a VM
  * instruction that copies a long string is slow, and allocates. */
 #define CLOCK_BYTES (64u << 10)
@@ -35,12 +36,11 @@ void plan_lua_sandbox_init(plan_lua_sandbox *b, const char *what, void *user) {
     if (!*end && v > 0 && v < 1e9)
       b->seconds = v;
   }
-  b->deadline = now() + b->seconds;
 }
 
 /* Trips the limit that was reached (instructions or time), if one was. */
 static void over(plan_lua_sandbox *b) {
-  if (b->tripped)
+  if (b->tripped || !b->active)
     return;
   if (b->steps > PLAN_LUA_SANDBOX_STEPS)
     snprintf(b->why, sizeof b->why, "%s ran past %lld million instructions",
@@ -61,7 +61,7 @@ static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     b->used -= old;
     return NULL;
   }
-  if (nsize > old) {
+  if (nsize > old && b->active) {
     if (b->used - old + nsize > PLAN_LUA_SANDBOX_MEMORY)
       return NULL; /* Lua raises "not enough memory" */
     if (nsize - old >= CLOCK_BYTES) {
@@ -163,6 +163,7 @@ static int sandbox_xpcall(lua_State *L) {
 }
 
 void plan_lua_sandbox_start(lua_State *L) {
+  plan_lua_sandbox *b = plan_lua_sandbox_of(L);
   plan_lua_sandbox_guard(L);
   lua_pushglobaltable(L);
   lua_pushcfunction(L, sandbox_pcall);
@@ -178,7 +179,14 @@ void plan_lua_sandbox_start(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
+  b->deadline = now() + b->seconds;
+  b->active = true;
   lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+}
+
+int plan_lua_sandbox_start_lua(lua_State *L) {
+  plan_lua_sandbox_start(L);
+  return 0;
 }
 
 /* A copy of the loaded library `name` into the table on the top, as the
@@ -221,4 +229,18 @@ void plan_lua_sandbox_env(lua_State *L) {
   copy_library(L, LUA_UTF8LIBNAME, NULL);
   lua_pushvalue(L, -1);
   lua_setfield(L, -2, "_G");
+}
+
+int plan_lua_sandbox_load(lua_State *L) {
+  size_t len;
+  const char *text = luaL_checklstring(L, 1, &len);
+  const char *name = luaL_checkstring(L, 2);
+  if (luaL_loadbufferx(L, text, len, name, "t") != LUA_OK) {
+    lua_pushnil(L);
+    lua_insert(L, -2);
+    return 2;
+  }
+  plan_lua_sandbox_env(L);
+  lua_setupvalue(L, -2, 1); /* the chunk's _ENV */
+  return 1;
 }

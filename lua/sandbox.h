@@ -30,11 +30,12 @@ typedef struct plan_lua_sandbox {
   long long steps;  /* instructions run, plus guarded calls' work */
   double seconds;   /* the wall-clock limit */
   double deadline;  /* monotonic seconds at which it trips */
+  bool active;      /* started: the limits hold (before, only counting) */
   bool tripped;     /* the instruction or time limit was reached */
   char why[160];    /* once tripped: the limit's message */
 } plan_lua_sandbox;
 
-/* Sets b up: limits as above, the clock started now. The time limit is
+/* Sets b up, not yet started: limits as above. The time limit is
  * $LIBPLAN_SANDBOX_SECONDS when that is a number above 0, else 10 s. */
 void plan_lua_sandbox_init(plan_lua_sandbox *b, const char *what, void *user);
 
@@ -44,17 +45,25 @@ lua_State *plan_lua_sandbox_newstate(plan_lua_sandbox *b);
 /* The sandbox of a state made by plan_lua_sandbox_newstate. */
 plan_lua_sandbox *plan_lua_sandbox_of(lua_State *L);
 
-/* Starts the limits on L (its libraries open): the count hook, pcall and
- * xpcall in the global table, the guarded library functions in the
- * loaded string and table libraries, and the string metatable hidden from
- * getmetatable. Raises on a memory error. */
+/* Starts the limits on L (its libraries open; the clock starts now): the
+ * count hook, pcall and xpcall in the global table, the guarded library
+ * functions in the loaded string, table and utf8 libraries, and the string
+ * metatable hidden from getmetatable. Raises on a memory error. */
 void plan_lua_sandbox_start(lua_State *L);
+
+/* plan_lua_sandbox_start as a Lua C function (no arguments). */
+int plan_lua_sandbox_start_lua(lua_State *L);
 
 /* Pushes a fresh environment for a sandboxed chunk in a state that has
  * more: the base library's safe functions (no dofile, loadfile, load,
  * require, print, collectgarbage) and copies of string (without dump),
  * table, math and utf8; no io, os, debug, package or coroutine. */
 void plan_lua_sandbox_env(lua_State *L);
+
+/* load(text, chunkname) for a sandboxed chunk, as a Lua C function: the
+ * chunk (text only) with a fresh plan_lua_sandbox_env as its _ENV; or nil
+ * and the message. */
+int plan_lua_sandbox_load(lua_State *L);
 
 /* Charges work that a C function does without VM instructions: `steps`
  * more instructions and `bytes` more memory (held until the state ends).

@@ -10,7 +10,9 @@
  *   repetition item, %b and back reference, times the pattern's length)
  *   is over PATTERN_LIMIT is refused; then the stock function runs;
  * - table.move, insert, remove: written here, the elements they move
- *   charged first; table.concat: the elements it joins charged first. */
+ *   charged first; table.concat and table.sort: the elements they join or
+ *   sort charged first, then the stock function;
+ * - utf8.len and utf8.offset: the subject's length charged first. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -169,11 +171,22 @@ static int guarded_gsub(lua_State *L) {
 
 /* ---- the table functions ------------------------------------------------- */
 
+/* Argument `arg` is a table, or has a metatable (that may make it one). */
+static void check_table(lua_State *L, int arg) {
+  if (lua_type(L, arg) == LUA_TTABLE)
+    return;
+  if (!lua_getmetatable(L, arg))
+    luaL_typeerror(L, arg, "table");
+  lua_pop(L, 1);
+}
+
 static int guarded_move(lua_State *L) {
+  check_table(L, 1);
   lua_Integer f = luaL_checkinteger(L, 2);
   lua_Integer e = luaL_checkinteger(L, 3);
   lua_Integer t = luaL_checkinteger(L, 4);
   int tt = !lua_isnoneornil(L, 5) ? 5 : 1; /* the destination table */
+  check_table(L, tt);
   if (e >= f) {
     luaL_argcheck(L, f > 0 || e < LUA_MAXINTEGER + f, 3,
                   "too many elements to move");
@@ -197,6 +210,7 @@ static int guarded_move(lua_State *L) {
 }
 
 static int guarded_insert(lua_State *L) {
+  check_table(L, 1);
   lua_Integer e = luaL_len(L, 1) + 1; /* the first empty slot */
   lua_Integer pos;
   switch (lua_gettop(L)) {
@@ -221,6 +235,7 @@ static int guarded_insert(lua_State *L) {
 }
 
 static int guarded_remove(lua_State *L) {
+  check_table(L, 1);
   lua_Integer size = luaL_len(L, 1);
   lua_Integer pos = luaL_optinteger(L, 2, size);
   if (pos != size)
@@ -253,6 +268,34 @@ static int guarded_concat(lua_State *L) {
   return 1;
 }
 
+/* table.sort: n log n charged for the elements the table holds (a
+ * length from __len without elements fails at the first comparison, or
+ * calls Lua, which the hook counts), then the stock function. */
+static int guarded_sort(lua_State *L) {
+  long long n = lua_type(L, 1) == LUA_TTABLE ? (long long)lua_rawlen(L, 1) : 0;
+  long long log = 1;
+  while ((1LL << log) < n && log < 62)
+    log++;
+  plan_lua_sandbox_charge(L, n > PLAN_LUA_SANDBOX_STEPS ? n : n * log / 4, 0);
+  int nargs = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, nargs, 0);
+  return 0;
+}
+
+/* utf8.len, utf8.offset: a scan of the subject (argument 1), charged. */
+static int guarded_scan(lua_State *L) {
+  size_t n;
+  luaL_checklstring(L, 1, &n);
+  plan_lua_sandbox_charge(L, (long long)(n / 4), 0);
+  int nargs = lua_gettop(L);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, nargs, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* ---- installing them ----------------------------------------------------- */
 
 /* lib[name] = fn, with the stock lib[name] as its upvalue; lib on top. */
@@ -279,6 +322,13 @@ void plan_lua_sandbox_guard(lua_State *L) {
     guard(L, "insert", guarded_insert);
     guard(L, "remove", guarded_remove);
     guard(L, "concat", guarded_concat);
+    guard(L, "sort", guarded_sort);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, -1, LUA_UTF8LIBNAME);
+  if (lua_istable(L, -1)) {
+    guard(L, "len", guarded_scan);
+    guard(L, "offset", guarded_scan);
   }
   lua_pop(L, 2);
 }
