@@ -382,6 +382,22 @@ static void test_self_contained(void **state) {
   assert_int_equal(r->same, 1);
   assert_true(plan_hash_equal(r->replayed, hash_of(p, PLAN_PART_PLAN)));
   plan_replay_result_free(r);
+  /* a file named instead: only with the recorded hash */
+  ro.trust_embedded_script = 0;
+  ro.strategy = path_in_tmp("other.lua");
+  write_text(ro.strategy, "return function(p) return {} end\n");
+  r = NULL;
+  assert_int_equal(
+      plan_replay_buffer_ext(&r, NULL, text, len, "sc.yaml", NULL, &ro),
+      PLAN_EINVALID);
+  assert_null(r);
+  assert_non_null(strstr(plan_error_last()->message, "is not the script"));
+  assert_int_equal(unlink(ro.strategy), 0);
+  ro.version = 99;
+  assert_int_equal(
+      plan_replay_buffer_ext(&r, NULL, text, len, "sc.yaml", NULL, &ro),
+      PLAN_EUSAGE);
+  assert_int_equal(plan_replay_options_init(&ro, 99), PLAN_EUSAGE);
   free(text);
   plan_free(p);
 }
