@@ -64,7 +64,8 @@ open(dst, "w").write(text)
 PY
 }
 pwned=$tmp/pwned
-evil="local f = io.open('$pwned', 'w') f:write('x') f:close() os.tmpname()
+# (a temp file first, as the script seen in the wild did, then the marker)
+evil="local name = os.tmpname() local f = io.open('$pwned', 'w') f:write(name) f:close()
 return function(p) return {} end"
 make_plan evil.yaml "$evil" nohash
 expect "the evil plan validates" 0 "$PLAN" validate "$tmp/evil.yaml"
@@ -74,7 +75,7 @@ expect "replay never runs an embedded script unasked" 2 "$PLAN" replay "$tmp/evi
 has "replay never runs an embedded script unasked" "--trust-embedded-script"
 not_made "replay never runs an embedded script unasked" "$pwned"
 expect "an embedded script trusted runs in the sandbox" 2 "$PLAN" replay "$tmp/evil.yaml" --trust-embedded-script
-has "an embedded script trusted runs in the sandbox" "global 'io'"
+has "an embedded script trusted runs in the sandbox" "global 'os'"
 not_made "an embedded script trusted runs in the sandbox" "$pwned"
 # the recorded path is never read: a file there with other content
 printf '%s\n' "$evil" >"$tmp/evil.lua"
@@ -127,7 +128,7 @@ try:
     libplan.replay(path, trust_embedded_script=True)
     sys.exit('the embedded script ran with io')
 except libplan.UsageError as e:
-    assert \"global 'io'\" in str(e), e
+    assert \"global 'os'\" in str(e), e
 same, msg = libplan.replay(sys.argv[2], strategy=sys.argv[3])
 assert same, msg
 print('ok')
