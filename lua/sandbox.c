@@ -162,6 +162,23 @@ static int sandbox_xpcall(lua_State *L) {
   return finish_pcall(L, status, 2);
 }
 
+/* setmetatable without finalizers: Lua runs a __gc metamethod with the
+ * hooks off, where no limit could stop it. (An object is finalized only
+ * when its metatable has __gc as it is set, so a __gc added later is
+ * never called.) */
+static int sandbox_setmetatable(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc");
+    if (lua_rawget(L, 2) != LUA_TNIL)
+      return luaL_error(L, "setmetatable: no __gc metamethods in the sandbox");
+    lua_pop(L, 1);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, 1);
+  return 1;
+}
+
 void plan_lua_sandbox_start(lua_State *L) {
   plan_lua_sandbox *b = plan_lua_sandbox_of(L);
   plan_lua_sandbox_guard(L);
@@ -170,6 +187,9 @@ void plan_lua_sandbox_start(lua_State *L) {
   lua_setfield(L, -2, "pcall");
   lua_pushcfunction(L, sandbox_xpcall);
   lua_setfield(L, -2, "xpcall");
+  lua_getfield(L, -1, "setmetatable");
+  lua_pushcclosure(L, sandbox_setmetatable, 1);
+  lua_setfield(L, -2, "setmetatable");
   lua_pop(L, 1);
   /* the string library stays the state's own: no getmetatable("") */
   lua_pushliteral(L, "");

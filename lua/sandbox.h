@@ -7,10 +7,11 @@
  * instructions and watches the wall clock, replaces pcall and xpcall with
  * versions that cannot swallow a limit, and replaces the library functions
  * whose C loops the hook cannot see (string.rep, the pattern functions,
- * table.move, insert, remove, concat) with guarded ones that charge their
- * work and refuse what would run past a limit. Once the instruction or
- * time limit trips it stays tripped: every later hook call, guarded call
- * and pcall raises again, so nothing catches it and goes on. */
+ * table.move, insert, remove, concat, sort, utf8.len, offset) with guarded
+ * ones that charge their work and refuse what would run past a limit, and
+ * setmetatable with one that refuses __gc (finalizers run unhooked). Once the
+ * instruction or time limit trips it stays tripped: every later hook call,
+ * guarded call and pcall raises again, so nothing catches it and goes on. */
 #ifndef LIBPLAN_LUA_SANDBOX_H
 #define LIBPLAN_LUA_SANDBOX_H
 
@@ -46,9 +47,9 @@ lua_State *plan_lua_sandbox_newstate(plan_lua_sandbox *b);
 plan_lua_sandbox *plan_lua_sandbox_of(lua_State *L);
 
 /* Starts the limits on L (its libraries open; the clock starts now): the
- * count hook, pcall and xpcall in the global table, the guarded library
- * functions in the loaded string, table and utf8 libraries, and the string
- * metatable hidden from getmetatable. Raises on a memory error. */
+ * count hook, pcall, xpcall and setmetatable in the global table, the guarded
+ * library functions in the loaded string, table and utf8 libraries, and the
+ * string metatable hidden from getmetatable. Raises on a memory error. */
 void plan_lua_sandbox_start(lua_State *L);
 
 /* plan_lua_sandbox_start as a Lua C function (no arguments). */

@@ -7,8 +7,9 @@
 #   recorded hash; the path the provenance records is never read;
 # - the sandbox's limits hold (a manual region's body, and the embedded
 #   script): pcall cannot swallow the instruction limit, C library loops
-#   are charged (string.rep, table.move, table.insert, patterns), memory
-#   is capped with the ops a body traces, and there is a wall clock.
+#   are charged (string.rep, table.move, table.insert, patterns), no
+#   finalizer runs (Lua runs them unhooked), memory is capped with the ops
+#   a body traces, and there is a wall clock.
 # usage: tests/security/run.sh PLAN_BINARY [LIBPLAN_SEARCH_SO]
 PLAN=${1:?usage: run.sh PLAN_BINARY [LIBPLAN_SEARCH_SO]}
 LIB=${2:-}
@@ -110,6 +111,11 @@ make_plan loop.yaml "return function(p)
 end" nohash
 expect "the embedded script: pcall cannot swallow the limit" 1 "$PLAN" replay "$tmp/loop.yaml" --trust-embedded-script
 has "the embedded script: pcall cannot swallow the limit" "the script ran past 100 million instructions"
+make_plan gc.yaml "return function(p)
+  setmetatable({}, {__gc = function() while true do end end})
+end" nohash
+expect "the embedded script: no finalizers" 1 "$PLAN" replay "$tmp/gc.yaml" --trust-embedded-script
+has "the embedded script: no finalizers" "no __gc metamethods"
 make_plan rep.yaml "return function(p) local s = ('x'):rep(2^40) end" nohash
 expect "the embedded script: string.rep over the memory cap" 1 "$PLAN" replay "$tmp/rep.yaml" --trust-embedded-script
 has "the embedded script: string.rep over the memory cap" "memory limit"
@@ -159,6 +165,9 @@ has "region: table.move of 2^40 elements" "ran past 100 million instructions"
 region insert.yaml "table.insert(setmetatable({}, {__len = function() return 2^62 end}), 1, 0)"
 expect "region: table.insert under a huge __len" 2 "$PLAN" verify "$tmp/insert.yaml"
 has "region: table.insert under a huge __len" "ran past 100 million instructions"
+region gc.yaml "setmetatable({}, {__gc = function() while true do end end}) for i = 1, 1e6 do local t = {} end"
+expect "region: a finalizer (run with the hooks off) is refused" 2 "$PLAN" verify "$tmp/gc.yaml"
+has "region: a finalizer (run with the hooks off) is refused" "no __gc metamethods"
 region pattern.yaml 'local s = ("a"):rep(5000) s:find(("a-"):rep(30) .. "b")'
 expect "region: a pattern that backtracks without end" 2 "$PLAN" verify "$tmp/pattern.yaml"
 has "region: a pattern that backtracks without end" "pattern limit"
