@@ -97,7 +97,7 @@ CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -l
 TOOL := $(BUILD)/plan
 
 .PHONY: check-format all help deps deps-python test check-unit check-headers check-symbols check-conformance \
-        check-cli check-dist check-models check-lua check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
+        check-cli check-dist check-models check-lua check-security check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
@@ -283,6 +283,11 @@ check-docs: $(TOOL) $(LUA_MOD)
 check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)
 
+# Untrusted plan files: replay trusts nothing in them, the Lua sandbox's
+# limits hold (tests/security/run.sh).
+check-security: $(TOOL) $(SEARCH_SHARED)
+	@sh tests/security/run.sh $(TOOL) $(abspath $(SEARCH_SHARED))
+
 # The Python binding (bindings/python) against this build's libplan.so.
 check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(SEARCH_SHARED) $(TOOL)
 	@LIBPLAN_LIBRARY=$(abspath $(SEARCH_SHARED)) LIBPLAN_TOOL=$(abspath $(TOOL)) \
@@ -297,7 +302,7 @@ wheel: $(SEARCH_SHARED)
 test: deps deps-python
 	$(MAKE) -j$(JOBS) tests-build
 	@MAKE="$(MAKE)" JOBS=$(JOBS) sh tests/suites.sh check-format lint \
-	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
+	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
 	  check-cuda-virtual cuda-build \
 	  check-fuzz \
 	  asan

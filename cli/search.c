@@ -37,13 +37,22 @@ const char usage_search[] =
     "2 unreadable input or bad usage.\n";
 
 const char usage_replay[] =
-    "usage: plan replay PLAN\n"
+    "usage: plan replay PLAN [--strategy FILE.lua | --trust-embedded-script]\n"
     "\n"
     "Makes PLAN again from its provenance (the strategy, its parameters and\n"
     "seed; every decision but the pinned regions' is cleared first) and\n"
     "compares the plan hashes. Prints the differences when they differ.\n"
-    "Exit: 0 the same plan, 1 a different plan, 2 unreadable input or no\n"
-    "search in the provenance.\n";
+    "Nothing in PLAN is trusted: a built-in strategy runs by its name; a\n"
+    "plan made with a strategy file needs that file named,\n"
+    "  --strategy FILE.lua      its hash must be the one the provenance "
+    "records\n"
+    "or the script the provenance carries (--self-contained) run in the\n"
+    "sandbox (docs/lua.md, \"Replay\"),\n"
+    "  --trust-embedded-script  no io, os or require; limits on memory,\n"
+    "                           instructions and time\n"
+    "Exit: 0 the same plan, 1 a different plan or the strategy failed,\n"
+    "2 unreadable input, no search in the provenance, or a strategy file\n"
+    "neither named nor trusted (or not the recorded one).\n";
 
 /* The value of a numeric option: an integer (or any number, when `real`),
  * above 0 unless `any_sign`; false when it is something else. */
@@ -213,7 +222,20 @@ static void print_indented(const char *text) {
 
 int cmd_replay(int argc, char **argv) {
   const char *input = NULL;
+  plan_replay_options o = PLAN_REPLAY_OPTIONS_INIT;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--strategy")) {
+      if (i + 1 >= argc)
+        return cli_usage("replay", "--strategy needs a value");
+      if (strlen(argv[i + 1]) > 1000)
+        return cli_usage("replay", "--strategy: value too long");
+      o.strategy = argv[++i];
+      continue;
+    }
+    if (!strcmp(argv[i], "--trust-embedded-script")) {
+      o.trust_embedded_script = 1;
+      continue;
+    }
     if (argv[i][0] == '-' && argv[i][1])
       return cli_usage("replay", "unknown option '%s'", argv[i]);
     if (input)
@@ -226,7 +248,10 @@ int cmd_replay(int argc, char **argv) {
     return cli_usage("replay", "path too long");
   plan_search_info info = PLAN_SEARCH_INFO_INIT;
   plan_replay_result *r;
-  int rc = plan_replay(&r, &info, input);
+  if (o.strategy && o.trust_embedded_script)
+    return cli_usage(
+        "replay", "--strategy and --trust-embedded-script: one or the other");
+  int rc = plan_replay_ext(&r, &info, input, &o);
   if (info.notes)
     fputs(info.notes, stderr);
   if (rc) {

@@ -58,7 +58,11 @@ const char *plan_lua_host_message(lua_State *L) {
 }
 
 int plan_lua_host_run(lua_CFunction body, void *ud, char *msg, size_t msgsize) {
-  lua_State *L = luaL_newstate();
+  return plan_lua_host_run_in(luaL_newstate(), body, ud, msg, msgsize);
+}
+
+int plan_lua_host_run_in(lua_State *L, lua_CFunction body, void *ud, char *msg,
+                         size_t msgsize) {
   if (!L) {
     if (msg && msgsize)
       snprintf(msg, msgsize, "cannot create a Lua state (out of memory)");

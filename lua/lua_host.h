@@ -35,4 +35,9 @@ const char *plan_lua_host_message(lua_State *L);
  * PLAN_LUA_HOST_NOSTATE when no state can be made (out of memory). */
 int plan_lua_host_run(lua_CFunction body, void *ud, char *msg, size_t msgsize);
 
+/* The same in the state L, made by the caller (NULL: none could be made),
+ * closed here. */
+int plan_lua_host_run_in(lua_State *L, lua_CFunction body, void *ud, char *msg,
+                         size_t msgsize);
+
 #endif

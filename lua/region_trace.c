@@ -4,8 +4,10 @@
  * Each body runs once, at lowering, in a fresh Lua state of its own: the
  * base library without its loaders (no dofile, loadfile, load, require,
  * print, collectgarbage), string, table, math and utf8; no io, os or debug.
- * Memory is capped by the state's allocator and instructions by a count
- * hook, so a runaway body stops with an error naming its region and line.
+ * It runs under the sandbox's limits (sandbox.h: memory, the ops it
+ * traces included; instructions, which pcall cannot swallow; wall clock;
+ * guarded string and table functions), so a runaway body stops with an
+ * error naming its region and line.
  * The chunk is text only (no bytecode) and is numbered with the plan
  * file's lines, so errors point into the plan.
  *
@@ -28,50 +30,16 @@
 #include "libplan/space.h"
 #include "libplan/trace.h"
 #include "region_trace.h"
+#include "sandbox.h"
 
 #define TENSOR_MT "plan.region.tensor"
-#define MEMORY_LIMIT (256u << 20)   /* bytes a body may hold */
-#define INSTRUCTION_LIMIT 100000000 /* VM instructions a body may run */
-#define HOOK_EVERY 10000
+/* What the trace holds for an op or collective, besides its attributes'
+ * text: charged to the body's memory, so a body that makes ops without end
+ * stops at the cap. */
+#define OP_BYTES 1024
 
-typedef struct sandbox {
-  plan_trace *t;
-  size_t used;
-  long long steps;
-} sandbox;
-
-static sandbox *box_of(lua_State *L) {
-  void *ud = NULL;
-  lua_getallocf(L, &ud);
-  return ud;
-}
-
-static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-  sandbox *b = ud;
-  size_t old = ptr ? osize : 0;
-  if (nsize == 0) {
-    free(ptr);
-    b->used -= old;
-    return NULL;
-  }
-  if (nsize > old && b->used - old + nsize > MEMORY_LIMIT)
-    return NULL; /* Lua raises "not enough memory" */
-  void *p = realloc(ptr, nsize);
-  if (p)
-    b->used = b->used - old + nsize;
-  return p;
-}
-
-static void count_hook(lua_State *L, lua_Debug *ar) {
-  sandbox *b = box_of(L);
-  b->steps += HOOK_EVERY;
-  if (b->steps <= INSTRUCTION_LIMIT)
-    return;
-  /* the line the body was at (level 0: the running function) */
-  lua_getinfo(L, "Sl", ar);
-  lua_pushfstring(L, "%s:%d: the body ran past %d million instructions",
-                  ar->short_src, ar->currentline, INSTRUCTION_LIMIT / 1000000);
-  lua_error(L);
+static plan_trace *trace_of(lua_State *L) {
+  return plan_lua_sandbox_of(L)->user;
 }
 
 /* ---- tensors ----------------------------------------------------------------
@@ -89,7 +57,7 @@ static int check_tensor(lua_State *L, int idx) {
 
 static int tensor_tostring(lua_State *L) {
   char buf[256];
-  plan_trace_describe(box_of(L)->t, check_tensor(L, 1), buf, sizeof buf);
+  plan_trace_describe(trace_of(L), check_tensor(L, 1), buf, sizeof buf);
   lua_pushstring(L, buf);
   return 1;
 }
@@ -228,7 +196,7 @@ static void stage_attrs(lua_State *L, plan_trace *t, const char *op,
 }
 
 static int op_call(lua_State *L) {
-  plan_trace *t = box_of(L)->t;
+  plan_trace *t = trace_of(L);
   const char *name = lua_tostring(L, lua_upvalueindex(1));
   int min_out;
   if (plan_op_kind_operands(NULL, NULL, &min_out, NULL,
@@ -242,6 +210,11 @@ static int op_call(lua_State *L) {
   }
   if (nin > PLAN_MAX_OPERANDS - 1 || nout < 1 || nin + nout > PLAN_MAX_OPERANDS)
     return luaL_error(L, "%s: too many operands", name);
+  size_t bytes = OP_BYTES * (size_t)nout;
+  for (int i = 0; i < na; i++)
+    bytes += (attrs[i].s ? strlen(attrs[i].s) : 0) +
+             sizeof(int64_t) * (size_t)attrs[i].n + strlen(attrs[i].name);
+  plan_lua_sandbox_charge(L, 0, bytes);
   int in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   for (int j = 0; j < nin; j++)
     in[j] = check_tensor(L, j + 1);
@@ -258,12 +231,13 @@ static int op_call(lua_State *L) {
 }
 
 static int collective(lua_State *L) {
-  plan_trace *t = box_of(L)->t;
+  plan_trace *t = trace_of(L);
   const char *kind = lua_tostring(L, lua_upvalueindex(1));
   int h = check_tensor(L, 1);
   const char *axis = luaL_checkstring(L, 2);
   int dim = (int)luaL_optinteger(L, 3, -1);
   int to_dim = (int)luaL_optinteger(L, 4, -1);
+  plan_lua_sandbox_charge(L, 0, OP_BYTES);
   push_tensor(L, -1); /* made before the collective, bound after */
   int nh = plan_trace_collective(t, kind, h, axis, dim, to_dim);
   if (nh < 0)
@@ -290,6 +264,7 @@ static void open_sandbox(lua_State *L) {
     lua_pushnil(L);
     lua_setglobal(L, removed[i]);
   }
+  plan_lua_sandbox_start(L);
   luaL_newmetatable(L, TENSOR_MT);
   lua_pushcfunction(L, tensor_tostring);
   lua_setfield(L, -2, "__tostring");
@@ -312,7 +287,7 @@ static void open_sandbox(lua_State *L) {
 
 /* Runs in protected mode: the body, its function, the outputs bound. */
 static int run_body(lua_State *L) {
-  plan_trace *t = box_of(L)->t;
+  plan_trace *t = trace_of(L);
   const char *body = plan_trace_body(t);
   int line = plan_trace_body_line(t);
   luaL_Buffer b;
@@ -361,22 +336,32 @@ static int run_body(lua_State *L) {
 
 static int setup_and_run(lua_State *L) {
   open_sandbox(L);
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
   return run_body(L);
 }
 
 int plan_lua_trace_region(void *user, plan_trace *t) {
   (void)user;
-  sandbox box = {t, 0, 0};
-  lua_State *L = lua_newstate(limited_alloc, &box);
+  plan_lua_sandbox box;
+  plan_lua_sandbox_init(&box, "the body", t);
+  lua_State *L = plan_lua_sandbox_newstate(&box);
   if (!L)
     return plan_error_set(PLAN_ENOMEM, NULL, 0, 0,
                           "manual region '%s': no Lua state",
                           plan_trace_region(t));
   int rc = PLAN_OK;
   lua_pushcfunction(L, setup_and_run);
-  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+  int status = lua_pcall(L, 0, 0, 0);
+  if (status != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
+    char limit[200];
+    if (box.tripped && (!msg || !strstr(msg, box.why))) /* caught as other */
+      msg = box.why;
+    else if (status == LUA_ERRMEM) {
+      snprintf(limit, sizeof limit,
+               "the body ran past its memory limit of %d MiB",
+               (int)(PLAN_LUA_SANDBOX_MEMORY >> 20));
+      msg = limit;
+    }
     if (!msg)
       msg = "the body failed";
     char head[300];

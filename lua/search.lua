@@ -17,22 +17,45 @@ local plan = require "plan"
 local util_src = assert(plan.source("strategies/util"))
 local util = assert(load(util_src, "=strategies/util.lua", "t"))()
 
+-- The plan methods a sandboxed strategy may call: everything a strategy
+-- needs to read, decide and price; nothing that writes a file, lowers or
+-- verifies, or reaches another plan.
+local SANDBOX_METHODS = {
+  "hash", "text", "ops", "op", "tensor", "mesh", "outputs", "pinned",
+  "devices", "set_devices", "stats", "strategies", "strategy", "apply",
+  "undo", "clear_strategy", "placement", "set_placement", "cost", "cost_op",
+  "cost_redist", "validate", "provenance",
+}
+
+-- What a sandboxed strategy sees of plan p: a table of those methods,
+-- with p out of its reach.
+local function plan_proxy(p)
+  local methods = {}
+  for _, m in ipairs(SANDBOX_METHODS) do
+    methods[m] = function(_, ...) return p[m](p, ...) end
+  end
+  return setmetatable({}, {__index = methods, __metatable = false,
+                           __tostring = function() return tostring(p) end})
+end
+
 -- The strategy's function and its source text; or nil, a message, the
 -- status name and the message that carries a position, when it cannot be
 -- read, compiled or run. `text`: the script of a file strategy, instead
--- of reading the file.
-local function strategy_fn(name, text)
+-- of reading the file. `sandbox_load`: load the script into the sandbox
+-- with it (lua/sandbox.c): it then sees a copy of util and, for the plan,
+-- plan_proxy's methods.
+local function strategy_fn(name, text, sandbox_load)
   local src, chunkname = text
-  if name:match("%.lua$") then
-    if not src then
-      local f, err = io.open(name, "r")
-      if not f then
-        return nil, "search: cannot read strategy '" .. name .. "': " .. err,
-               "io"
-      end
-      src = f:read("a")
-      f:close()
+  if src then
+    chunkname = "@" .. name
+  elseif name:match("%.lua$") then
+    local f, err = io.open(name, "r")
+    if not f then
+      return nil, "search: cannot read strategy '" .. name .. "': " .. err,
+             "io"
     end
+    src = f:read("a")
+    f:close()
     chunkname = "@" .. name
   else
     src = plan.source("strategies/" .. name)
@@ -47,13 +70,25 @@ local function strategy_fn(name, text)
     end
     chunkname = "=strategies/" .. name .. ".lua"
   end
-  local chunk, err = load(src, chunkname, "t")
+  local chunk, err
+  local arg = util
+  if sandbox_load then
+    chunk, err = sandbox_load(src, chunkname)
+    arg = {}
+    for k, v in pairs(util) do arg[k] = v end
+  else
+    chunk, err = load(src, chunkname, "t")
+  end
   if not chunk then return nil, "search: " .. err, "syntax", err end
-  local ok, fn = pcall(chunk, util)
+  local ok, fn = pcall(chunk, arg)
   if not ok then return nil, tostring(fn), "invalid", tostring(fn) end
   if type(fn) ~= "function" then
     return nil, "search: strategy '" .. name .. "' does not return a function",
            "invalid"
+  end
+  if sandbox_load then
+    local inner = fn
+    fn = function(p, sopts) return inner(plan_proxy(p), sopts) end
   end
   return fn, src
 end
@@ -228,7 +263,65 @@ local function search(req)
           evaluations = stats(p), seconds = seconds}
 end
 
--- replay: {path | text, name, base_dir} -> {plan, same, recorded,
+-- The strategy a replay runs: trusting nothing in the plan file. A
+-- built-in runs by its name; a file strategy runs from the file the user
+-- names (req.script), whose hash must be the recorded one, or from the
+-- script the provenance carries, only when req.trust_embedded_script, and
+-- then in the sandbox. Returns strategy_fn's values.
+local function replay_strategy(req, rec, name)
+  local what = req.path or req.name
+  local function text(v) return type(v) == "string" and v or nil end
+  rec = {script = text(rec.script), script_text = text(rec.script_text)}
+  if req.script then
+    local f, err = io.open(req.script, "r")
+    if not f then
+      return nil, "cannot read strategy '" .. req.script ..
+             "': " .. err, "io"
+    end
+    local src = f:read("a")
+    f:close()
+    if not rec.script then
+      return nil, what .. ": its provenance records no script hash to check '" ..
+             req.script .. "' against", "invalid"
+    end
+    if plan.hash_text(src) ~= rec.script then
+      return nil, ("%s: '%s' is not the script the plan was made with " ..
+                   "(its hash is %s; the provenance records %s)")
+                  :format(what, req.script, plan.hash_text(src), rec.script),
+             "invalid"
+    end
+    return strategy_fn(req.script, src)
+  end
+  if not name:match("%.lua$") then
+    local fn, src, code, at = strategy_fn(name)
+    if not fn then
+      src = src .. " (the plan records strategy '" .. name .. "')"
+    end
+    return fn, src, code, at
+  end
+  if not rec.script_text then
+    return nil, ("%s: the plan was made with the strategy file '%s': name " ..
+                 "it with --strategy FILE%s"):format(what, name,
+                 rec.script and " (its hash must be " .. rec.script .. ")" or ""),
+           "usage"
+  end
+  if not req.trust_embedded_script then
+    return nil, ("%s: its provenance carries the script of '%s'; replay " ..
+                 "runs a script from a plan file only when told to " ..
+                 "(--trust-embedded-script, in the sandbox), or name the " ..
+                 "file with --strategy FILE"):format(what, name), "usage"
+  end
+  if rec.script and plan.hash_text(rec.script_text) ~= rec.script then
+    return nil, ("%s: the script it carries does not have its recorded " ..
+                 "hash %s"):format(what, tostring(rec.script)), "invalid"
+  end
+  -- from here on, the whole state is under the sandbox's limits
+  req.sandbox_start()
+  return strategy_fn(name, rec.script_text, req.sandbox_load)
+end
+
+-- replay: {path | text, name, base_dir, script, trust_embedded_script,
+-- sandbox_start, sandbox_load} -> {plan, same, recorded,
 -- replayed, strategy, note, diff, evaluations, seconds}: strip the plan's
 -- own decisions, search again with what its provenance recorded, and
 -- compare the hashes.
@@ -237,7 +330,7 @@ local function replay(req)
   if not p then return {error = err, code = "load"} end
   local want = p:hash()
   local rec = p:provenance()
-  if not rec or not rec.strategy then
+  if not rec or type(rec.strategy) ~= "string" then
     return {error = (req.path or req.name) .. ": no search in its provenance",
             code = "notfound"}
   end
@@ -251,20 +344,8 @@ local function replay(req)
                 seconds = rec.search and rec.search.seconds,
                 devices = rec.search and rec.search.devices,
                 note = note_fn(req)}
-  -- a file strategy that is gone travels in the self-contained form
-  local text
-  if rec.script_text and opts.strategy:match("%.lua$") then
-    local f = io.open(opts.strategy, "r")
-    if f then f:close() else text = rec.script_text end
-  end
-  -- a recorded strategy that cannot be read or compiled any more is bad
-  -- input, as for a search
-  local fn, src, code, at = strategy_fn(opts.strategy, text)
-  if not fn then
-    return {error = src .. " (the plan records strategy '" .. rec.strategy ..
-                    "'; its self-contained form carries the script)",
-            code = code, at = at}
-  end
+  local fn, src, code, at = replay_strategy(req, rec, opts.strategy)
+  if not fn then return {error = src, code = code, at = at} end
   req.ran = true
   local prov, seconds = run_search(q, opts, fn, src)
   local got = q:hash()

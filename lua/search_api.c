@@ -19,6 +19,7 @@
 #include "lua_host.h"
 #include "lua_sources.h"
 #include "plan_module_internal.h"
+#include "sandbox.h"
 
 /* One call: the request, then its outcome, owned here until handed over. */
 typedef struct job {
@@ -28,6 +29,12 @@ typedef struct job {
   size_t len;
   bool is_plan; /* the input has a mesh (search) */
   const plan_search_options *opts;
+  const plan_replay_options *ropts;
+  /* replay with trust_embedded_script: a state with the sandbox's
+   * allocator, whose limits the driver starts before it loads the
+   * embedded script into the sandbox's environment */
+  bool sandboxed;
+  plan_lua_sandbox box;
   /* the failure: code, and the last error to set once the state is gone */
   int code;
   bool oom; /* a copy out of the state failed */
@@ -149,6 +156,17 @@ static void push_request(lua_State *L, const job *j) {
   }
   lua_pushboolean(L, j->is_plan);
   lua_setfield(L, -2, "is_plan");
+  if (j->ropts) {
+    set_string(L, "script", j->ropts->strategy);
+    lua_pushboolean(L, j->ropts->trust_embedded_script);
+    lua_setfield(L, -2, "trust_embedded_script");
+  }
+  if (j->sandboxed) {
+    lua_pushcfunction(L, plan_lua_sandbox_start_lua);
+    lua_setfield(L, -2, "sandbox_start");
+    lua_pushcfunction(L, plan_lua_sandbox_load);
+    lua_setfield(L, -2, "sandbox_load");
+  }
   const plan_search_options *o = j->opts;
   if (!o)
     return;
@@ -343,11 +361,43 @@ static int job_main(lua_State *L) {
   return 0;
 }
 
+/* A sandboxed job that ran into a limit: the failure is the script's,
+ * with the limit's message (a tripped limit may have reached the driver
+ * as another error, and memory as Lua's own); true when so. */
+static bool sandbox_failed(job *j, int rc) {
+  char why[200];
+  if (!j->box.active)
+    return false;
+  if (j->box.tripped)
+    snprintf(why, sizeof why, "%s", j->box.why);
+  else if (rc == LUA_ERRMEM || j->code == PLAN_ENOMEM ||
+           strstr(j->message, "not enough memory"))
+    snprintf(why, sizeof why, "the script ran past its memory limit of %d MiB",
+             (int)(PLAN_LUA_SANDBOX_MEMORY >> 20));
+  else
+    return false;
+  j->ran = true;
+  if (!j->code || !strstr(j->message, why))
+    set_failure(j, PLAN_EINVALID, NULL, 0, 0, why);
+  j->code = PLAN_EINVALID;
+  return true;
+}
+
 /* Runs the job; PLAN_OK, or its failure with the last error set. */
 static int run(job *j) {
   char msg[1024];
   plan_error_clear();
-  int rc = plan_lua_host_run(job_main, j, msg, sizeof msg);
+  int rc;
+  if (j->sandboxed) {
+    plan_lua_sandbox_init(&j->box, "the script", NULL);
+    rc = plan_lua_host_run_in(plan_lua_sandbox_newstate(&j->box), job_main, j,
+                              msg, sizeof msg);
+    if (rc != PLAN_LUA_HOST_NOSTATE && !j->oom && sandbox_failed(j, rc))
+      return plan_error_set(j->code, j->file, j->line, j->column, "%s",
+                            j->message);
+  } else {
+    rc = plan_lua_host_run(job_main, j, msg, sizeof msg);
+  }
   if (rc == PLAN_LUA_HOST_NOSTATE || rc == LUA_ERRMEM || j->oom)
     return plan_error_set(PLAN_ENOMEM, NULL, 0, 0, "out of memory");
   if (rc != LUA_OK)
@@ -569,25 +619,51 @@ static int replay_job(plan_replay_result **out, plan_search_info *info,
   return PLAN_OK;
 }
 
-int plan_replay(plan_replay_result **out, plan_search_info *info,
-                const char *path) {
+int plan_replay_options_init(plan_replay_options *opts, unsigned int version) {
+  if (!opts || version != PLAN_REPLAY_OPTIONS_VERSION)
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "plan_replay_options_init: %s",
+                          opts ? "unknown version" : "NULL options");
+  plan_replay_options d = PLAN_REPLAY_OPTIONS_INIT;
+  *opts = d;
+  return PLAN_OK;
+}
+
+/* The replay options' version; PLAN_OK or PLAN_EUSAGE. */
+static int check_replay_options(const plan_replay_options *opts,
+                                const char *fn) {
+  if (opts && opts->version != PLAN_REPLAY_OPTIONS_VERSION)
+    return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
+                          "%s: unknown plan_replay_options version %u", fn,
+                          opts->version);
+  return PLAN_OK;
+}
+
+int plan_replay_ext(plan_replay_result **out, plan_search_info *info,
+                    const char *path, const plan_replay_options *opts) {
   if (out)
     *out = NULL;
   int rc = check_args(out, info, NULL, "plan_replay");
+  if (!rc)
+    rc = check_replay_options(opts, "plan_replay");
   if (rc)
     return rc;
   if (!path)
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0, "plan_replay: NULL path");
-  job j = {.replay = true, .path = path, .is_plan = true};
+  job j = {.replay = true, .path = path, .is_plan = true, .ropts = opts};
+  j.sandboxed = opts && opts->trust_embedded_script && !opts->strategy;
   return replay_job(out, info, &j);
 }
 
-int plan_replay_buffer(plan_replay_result **out, plan_search_info *info,
-                       const char *data, size_t len, const char *name,
-                       const char *base_dir) {
+int plan_replay_buffer_ext(plan_replay_result **out, plan_search_info *info,
+                           const char *data, size_t len, const char *name,
+                           const char *base_dir,
+                           const plan_replay_options *opts) {
   if (out)
     *out = NULL;
   int rc = check_args(out, info, NULL, "plan_replay_buffer");
+  if (!rc)
+    rc = check_replay_options(opts, "plan_replay_buffer");
   if (rc)
     return rc;
   if (!data)
@@ -598,6 +674,19 @@ int plan_replay_buffer(plan_replay_result **out, plan_search_info *info,
            .len = len,
            .name = name ? name : "<memory>",
            .base_dir = base_dir ? base_dir : ".",
-           .is_plan = true};
+           .is_plan = true,
+           .ropts = opts};
+  j.sandboxed = opts && opts->trust_embedded_script && !opts->strategy;
   return replay_job(out, info, &j);
+}
+
+int plan_replay(plan_replay_result **out, plan_search_info *info,
+                const char *path) {
+  return plan_replay_ext(out, info, path, NULL);
+}
+
+int plan_replay_buffer(plan_replay_result **out, plan_search_info *info,
+                       const char *data, size_t len, const char *name,
+                       const char *base_dir) {
+  return plan_replay_buffer_ext(out, info, data, len, name, base_dir, NULL);
 }

@@ -74,13 +74,20 @@ LUA
 check "search with a file" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/all-r.lua" --self-contained -o "$tmp/user.yaml"
 has "search with a file" "strategy $tmp/all-r.lua"
 mv "$tmp/all-r.lua" "$tmp/all-r.moved"
-check "replay with the script inline" 0 "$PLAN" replay "$tmp/user.yaml"
-# without the self-contained form, a strategy file gone is bad input
+# the script inline runs only when trusted, in the sandbox
+check "replay with the script inline, not trusted" 2 "$PLAN" replay "$tmp/user.yaml"
+has "replay with the script inline, not trusted" "--trust-embedded-script"
+check "replay with the script inline" 0 "$PLAN" replay "$tmp/user.yaml" --trust-embedded-script
+check "replay with the script named" 0 "$PLAN" replay "$tmp/user.yaml" --strategy "$tmp/all-r.moved"
+# without the self-contained form, the strategy file must be named
 mv "$tmp/all-r.moved" "$tmp/all-r.lua"
 check "search with a file, not self-contained" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2 --strategy "$tmp/all-r.lua" -o "$tmp/user2.yaml"
+check "replay without its strategy file named" 2 "$PLAN" replay "$tmp/user2.yaml"
+has "replay without its strategy file named" "--strategy FILE"
+check "replay with its strategy file named" 0 "$PLAN" replay "$tmp/user2.yaml" --strategy "$tmp/all-r.lua"
 mv "$tmp/all-r.lua" "$tmp/all-r.moved"
-check "replay without its strategy file" 2 "$PLAN" replay "$tmp/user2.yaml"
-has "replay without its strategy file" "cannot read strategy"
+check "replay with a strategy file that is gone" 2 "$PLAN" replay "$tmp/user2.yaml" --strategy "$tmp/all-r.lua"
+has "replay with a strategy file that is gone" "cannot read strategy"
 # a replay that does not match: a strategy edited by hand
 sed 's/mlp.act: {in: \[S(0)S(1)\], out: S(0)S(1)}/mlp.act: {in: [RR], out: RR}/' "$tmp/megatron.yaml" > "$tmp/edited.yaml"
 if ! cmp -s "$tmp/megatron.yaml" "$tmp/edited.yaml"; then

@@ -45,6 +45,44 @@ class TestSearch(unittest.TestCase):
                 p.save(out)
                 self.assertTrue(libplan.replay(out)[0])
 
+    def test_replay_trusts_nothing_in_the_file(self):
+        # a file strategy, self-contained: its script replays only when
+        # trusted (in the sandbox) or when the file is named, in-process
+        # and through the tool alike
+        script = ("local util = ...\n"
+                  "return function(p, opts)\n"
+                  "  local placed = {}\n"
+                  "  for _, name in ipairs(p:ops()) do\n"
+                  "    local op = p:op(name)\n"
+                  "    if not p:pinned(name) then\n"
+                  "      p:apply(name, p:strategies(name)[1])\n"
+                  "    end\n"
+                  "    util.record(p, op, p:strategy(name), placed)\n"
+                  "  end\n"
+                  "  return placed\n"
+                  "end\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            lua = os.path.join(tmp, "all-r.lua")
+            with open(lua, "w") as f:
+                f.write(script)
+            with libplan.search(MLP_PROGRAM, "dp=2", strategy=lua,
+                                self_contained=True) as p:
+                for tool in (None, TOOL):
+                    with self.assertRaises(libplan.UsageError) as cm:
+                        p.replay(tool=tool)
+                    self.assertIn("--trust-embedded-script", str(cm.exception))
+                    same, msg = p.replay(tool=tool, trust_embedded_script=True)
+                    self.assertTrue(same, msg)
+                    same, msg = p.replay(tool=tool, strategy=lua)
+                    self.assertTrue(same, msg)
+                with open(lua, "a") as f:
+                    f.write("-- edited\n")
+                with self.assertRaises(libplan.UsageError) as cm:
+                    p.replay(strategy=lua)
+                self.assertIn("is not the script", str(cm.exception))
+                with self.assertRaises(libplan.UsageError):
+                    p.replay(strategy=lua, trust_embedded_script=True)
+
     def test_search_from_memory(self):
         with libplan.load_program(MLP_PROGRAM) as prog, \
                 libplan.search(prog, "dp=2,tp=2", strategy="megatron") as p, \

@@ -334,7 +334,7 @@ static void test_buffer(void **state) {
 }
 
 /* A file strategy, self-contained: its script travels in the provenance,
- * so the plan replays without the file. */
+ * so the plan replays without the file, when told to trust it. */
 static void test_self_contained(void **state) {
   (void)state;
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
@@ -363,11 +363,41 @@ static void test_self_contained(void **state) {
   size_t len;
   assert_int_equal(plan_write_buffer(&text, &len, p, &w), PLAN_OK);
   plan_replay_result *r = NULL;
-  assert_int_equal(plan_replay_buffer(&r, NULL, text, len, "sc.yaml", NULL),
+  /* the script it carries runs only when trusted (then in the sandbox) */
+  plan_search_info info = PLAN_SEARCH_INFO_INIT;
+  assert_int_equal(plan_replay_buffer(&r, &info, text, len, "sc.yaml", NULL),
+                   PLAN_EUSAGE);
+  assert_null(r);
+  assert_int_equal(info.strategy_ran, 0);
+  assert_non_null(
+      strstr(plan_error_last()->message, "--trust-embedded-script"));
+  plan_search_info_clear(&info);
+  plan_replay_options ro;
+  assert_int_equal(plan_replay_options_init(&ro, PLAN_REPLAY_OPTIONS_VERSION),
                    PLAN_OK);
+  ro.trust_embedded_script = 1;
+  assert_int_equal(
+      plan_replay_buffer_ext(&r, NULL, text, len, "sc.yaml", NULL, &ro),
+      PLAN_OK);
   assert_int_equal(r->same, 1);
   assert_true(plan_hash_equal(r->replayed, hash_of(p, PLAN_PART_PLAN)));
   plan_replay_result_free(r);
+  /* a file named instead: only with the recorded hash */
+  ro.trust_embedded_script = 0;
+  ro.strategy = path_in_tmp("other.lua");
+  write_text(ro.strategy, "return function(p) return {} end\n");
+  r = NULL;
+  assert_int_equal(
+      plan_replay_buffer_ext(&r, NULL, text, len, "sc.yaml", NULL, &ro),
+      PLAN_EINVALID);
+  assert_null(r);
+  assert_non_null(strstr(plan_error_last()->message, "is not the script"));
+  assert_int_equal(unlink(ro.strategy), 0);
+  ro.version = 99;
+  assert_int_equal(
+      plan_replay_buffer_ext(&r, NULL, text, len, "sc.yaml", NULL, &ro),
+      PLAN_EUSAGE);
+  assert_int_equal(plan_replay_options_init(&ro, 99), PLAN_EUSAGE);
   free(text);
   plan_free(p);
 }

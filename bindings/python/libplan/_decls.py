@@ -153,12 +153,18 @@ class ReplayResult(ctypes.Structure):
                 ("note", c_char_p), ("plan", c_void_p)]
 
 
+class ReplayOptions(ctypes.Structure):
+    c_name = "plan_replay_options"
+    _fields_ = [("version", c_uint), ("strategy", c_char_p),
+                ("trust_embedded_script", c_int)]
+
+
 # What the load-time check compares with plan_abi_sizeof.
 STRUCTS = (Error, Hash, UpgradeInfo, Diag, WriteOptions, LoadOptions,
            GradOptions, VerifyTolerance, VerifyOptions, RefOptions,
            CostOpInfo, CostCollectiveInfo, CostMemoryInfo, ScheduleOptions,
            ScheduleAction, ScheduleResult, SearchOptions, SearchInfo,
-           ReplayResult)
+           ReplayResult, ReplayOptions)
 
 
 # ---- functions: name -> (restype, argtypes) --------------------------------
@@ -316,4 +322,10 @@ SEARCH_PROTOS = {
     "plan_replay_buffer": (c_int, [P(P(ReplayResult)), P(SearchInfo),
                                    c_char_p, c_size_t, c_char_p, c_char_p]),
     "plan_replay_result_free": (None, [P(ReplayResult)]),
+    "plan_replay_options_init": (c_int, [P(ReplayOptions), c_uint]),
+    "plan_replay_ext": (c_int, [P(P(ReplayResult)), P(SearchInfo), c_char_p,
+                                P(ReplayOptions)]),
+    "plan_replay_buffer_ext": (c_int, [P(P(ReplayResult)), P(SearchInfo),
+                                       c_char_p, c_size_t, c_char_p, c_char_p,
+                                       P(ReplayOptions)]),
 }

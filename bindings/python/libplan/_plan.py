@@ -402,12 +402,13 @@ class Plan(_Handle):
         parameters: {name: value} (docs/cost.md); calibration: a file."""
         return _cost.cost(self, hardware, parameters, calibration)
 
-    def replay(self, tool=None):
+    def replay(self, tool=None, strategy=None, trust_embedded_script=False):
         """Makes the plan again from its provenance: (same hash, message).
         In-process over libplan-search, else (or given `tool`) with the
-        `plan` tool. See libplan.search."""
+        `plan` tool. `strategy` and `trust_embedded_script` as for
+        libplan.replay."""
         from ._search import replay
-        return replay(self, tool)
+        return replay(self, tool, strategy, trust_embedded_script)
 
     def lower(self, tool=None):
         """The lowered SPMD program as text (what `plan lower` writes; the

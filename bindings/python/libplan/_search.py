@@ -148,19 +148,26 @@ def _tool_search(program, mesh, strategy, hardware, seed, width, limit,
         return Plan.parse(text, name="<search>", base_dir=base)
 
 
-def replay(plan, tool=None):
+def replay(plan, tool=None, strategy=None, trust_embedded_script=False):
     """Makes a searched plan again from its provenance. Returns (same,
     message): same is True when the plan hashes agree (the message says
     the hash, or the recorded and replayed hashes and the differences, one
     per indented line); False too, with the failure's first line, when the
-    strategy fails. Runs in-process over libplan-search unless `tool` names
-    a plan tool to run."""
+    strategy fails. Nothing in the plan is trusted: a built-in strategy
+    runs by its name; a plan made with a strategy file needs `strategy`,
+    the path of that file (its hash must be the recorded one), or
+    `trust_embedded_script=True` to run the script its provenance carries,
+    in the sandbox; else UsageError. Runs in-process over libplan-search
+    unless `tool` names a plan tool to run."""
+    if strategy is not None and trust_embedded_script:
+        raise UsageError("plan replay: strategy or trust_embedded_script, "
+                         "not both")
     if tool is None and _lib.searches:
-        return _replay_here(plan)
-    return _tool_replay(plan, tool)
+        return _replay_here(plan, strategy, trust_embedded_script)
+    return _tool_replay(plan, tool, strategy, trust_embedded_script)
 
 
-def _tool_replay(plan, tool):
+def _tool_replay(plan, tool, strategy, trust_embedded_script):
     exe = find_tool(tool)
     with tempfile.TemporaryDirectory(prefix="libplan-replay-") as tmp:
         if isinstance(plan, Plan):
@@ -169,7 +176,12 @@ def _tool_replay(plan, tool):
                 f.write(plan.text(self_contained=True))
         else:
             path = os.fspath(plan)
-        rc, out, msg = _run([exe, "replay", path])
+        args = [exe, "replay", path]
+        if strategy is not None:
+            args += ["--strategy", os.fspath(strategy)]
+        if trust_embedded_script:
+            args.append("--trust-embedded-script")
+        rc, out, msg = _run(args)
         if rc not in (0, 1):
             raise _fail(UsageError, -8, "plan replay", msg)
         return rc == 0, out.strip() or msg
@@ -304,21 +316,28 @@ def _search_here(program, mesh, strategy, hardware, seed, width, limit,
     return Plan.parse(text, name="<search>", base_dir=base)
 
 
-def _replay_here(plan):
+def _replay_here(plan, strategy, trust_embedded_script):
     text, path = _source(plan) if isinstance(plan, Plan) else \
         (None, os.fspath(plan))
+    opts = _decls.ReplayOptions()
+    fn.replay_options_init(ctypes.byref(opts), 1)
+    keep = enc(os.fspath(strategy)) if strategy is not None else None
+    opts.strategy = keep
+    opts.trust_embedded_script = 1 if trust_embedded_script else 0
     info = _decls.SearchInfo()
     fn.search_info_init(ctypes.byref(info), 1)
     out = ctypes.POINTER(_decls.ReplayResult)()
     try:
         if text is None:
             name = path
-            rc = fn.replay(ctypes.byref(out), ctypes.byref(info), enc(path))
+            rc = fn.replay_ext(ctypes.byref(out), ctypes.byref(info),
+                               enc(path), ctypes.byref(opts))
         else:
             name = plan.file or "<plan>"
             data = _text(text)
-            rc = fn.replay_buffer(ctypes.byref(out), ctypes.byref(info), data,
-                                  len(data), enc(name), None)
+            rc = fn.replay_buffer_ext(ctypes.byref(out), ctypes.byref(info),
+                                      data, len(data), enc(name), None,
+                                      ctypes.byref(opts))
         if rc < 0 and info.strategy_ran:  # the tool's exit 1: not the same
             e = fn.error_last().contents
             where = s(e.file)

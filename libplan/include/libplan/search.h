@@ -5,7 +5,8 @@
  * strategy: a built-in (megatron, greedy, beam, dp, ilp, exhaustive) or a
  * Lua file returning function(p, opts) (docs/lua.md). The result carries
  * its provenance (strategy, script hash, options, seed, library version,
- * modeled cost), so a replay can make it again and compare the hashes.
+ * modeled cost), so a replay can make it again and compare the hashes; a
+ * replay trusts nothing in the file (plan_replay_ext).
  * `plan search` and `plan replay` are these calls and some printing.
  *
  * Each call runs the Lua search driver in a Lua state of its own, made and
@@ -148,18 +149,57 @@ typedef struct plan_replay_result {
   plan_plan *plan;
 } plan_replay_result;
 
+/* What a replay may run besides a built-in strategy: nothing in the plan
+ * file is trusted. Initialise with PLAN_REPLAY_OPTIONS_INIT or
+ * plan_replay_options_init; the string is borrowed for the call. */
+typedef struct plan_replay_options {
+  unsigned int version; /* PLAN_REPLAY_OPTIONS_VERSION */
+  /* the Lua file to run for a plan made with a file strategy; its script
+   * hash must equal the provenance's `script` (else PLAN_EINVALID). NULL:
+   * none */
+  const char *strategy;
+  /* 1: run the script the provenance carries (`script_text`, what
+   * --self-contained records) when no strategy file is named, in the
+   * sandbox (docs/lua.md, "Replay"). 0: never run it (PLAN_EUSAGE) */
+  int trust_embedded_script;
+} plan_replay_options;
+
+#define PLAN_REPLAY_OPTIONS_VERSION 1
+#define PLAN_REPLAY_OPTIONS_INIT                                               \
+  { PLAN_REPLAY_OPTIONS_VERSION, NULL, 0 }
+
+/* Sets *opts to the defaults of `version` (PLAN_EUSAGE as for
+ * plan_search_options_init). */
+PLAN_API int plan_replay_options_init(plan_replay_options *opts,
+                                      unsigned int version);
+
 /* Makes the plan file at `path` again from its provenance: every decision
  * but the pinned regions' is cleared, the recorded strategy runs with the
- * recorded options and seed (a file strategy that is gone is taken from
- * the provenance's script, which --self-contained records), and the plan
- * hashes are compared. A different plan is a success with same = 0.
+ * recorded options and seed, and the plan hashes are compared. A
+ * different plan is a success with same = 0. The strategy is a built-in
+ * the provenance names; or, for a plan made with a file strategy, the
+ * file opts->strategy names (its hash checked against the recorded one),
+ * or with opts->trust_embedded_script the script the provenance carries,
+ * run in the sandbox; nothing else from the file runs. opts NULL: the
+ * defaults.
  * Fails with *out = NULL: the status of reading the plan, PLAN_ENOTFOUND
- * when its provenance records no search, the strategy's statuses as for
- * plan_search. */
-PLAN_API int plan_replay(plan_replay_result **out, plan_search_info *info,
-                         const char *path);
+ * when its provenance records no search, PLAN_EUSAGE for a file strategy
+ * neither named nor trusted, PLAN_EINVALID for a strategy file whose hash
+ * is not the recorded one, the strategy's statuses as for plan_search
+ * (PLAN_EINVALID, with info->strategy_ran, for a sandbox limit). */
+PLAN_API int plan_replay_ext(plan_replay_result **out, plan_search_info *info,
+                             const char *path, const plan_replay_options *opts);
 /* The same for a plan in memory (name and base_dir as for
  * plan_search_buffer). */
+PLAN_API int plan_replay_buffer_ext(plan_replay_result **out,
+                                    plan_search_info *info, const char *data,
+                                    size_t len, const char *name,
+                                    const char *base_dir,
+                                    const plan_replay_options *opts);
+/* plan_replay_ext and plan_replay_buffer_ext with the default options: a
+ * built-in strategy, or the failure above for a file strategy. */
+PLAN_API int plan_replay(plan_replay_result **out, plan_search_info *info,
+                         const char *path);
 PLAN_API int plan_replay_buffer(plan_replay_result **out,
                                 plan_search_info *info, const char *data,
                                 size_t len, const char *name,

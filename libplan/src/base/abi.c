@@ -56,6 +56,7 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_search_options),
     ABI_SIZE(plan_search_info),
     ABI_SIZE(plan_replay_result),
+    ABI_SIZE(plan_replay_options),
     /* verify.h */
     ABI_SIZE(plan_verify_options),
     ABI_SIZE(plan_verify_tolerance),
