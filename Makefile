@@ -239,6 +239,7 @@ check-corpus: $(TOOL)
 
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
+	@sh tests/cli/scale.sh $(TOOL)
 
 # The tool is built on the public API alone: every cli/*.c compiles with
 # the public headers and Lua's and CBC's, none of libplan/src, verifier/ or
