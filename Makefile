@@ -310,6 +310,13 @@ tour: deps all
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)
 
+# Work in proportion to the input (bench/bench_scale.sh): validate and hash
+# of 100k to 1M-op chains in three name orders, a 4M-rank verify. Not in
+# `make bench` or `make test`: a few minutes on 2 cores.
+.PHONY: bench-scale
+bench-scale: all
+	@sh bench/bench_scale.sh $(BUILD)
+
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 fuzz:
 	@mkdir -p build-fuzz
