@@ -4,6 +4,8 @@
 # - a 120k-op chain whose names come in the order that made the old
 #   middle-pivot name sort recurse once per op (a stack overflow in every
 #   verb that hashes): validate and hash finish, agree, in seconds;
+# - a plan of 300 regions hashes every one (the hash once took the first
+#   256); regions x ops over 2^27 is refused at the regions' position;
 # - a mesh of 4194304 ranks over an 8-element relu: verify and verify
 #   --reduce are refused with exit 3 and the reason (ranks x buffers over
 #   the verifier's limit of rank blocks), at once, under `timeout 10`.
@@ -86,6 +88,45 @@ expect 0 "hash a 120k-op chain in adversarial name order" 60 hash "$tmp/adv.yaml
 if [ -n "$vhash" ] && [ "$(cat "$out")" = "$vhash" ]; then ok; else
   bad "hash and validate print different hashes ($vhash)"
 fi
+
+# ---- many regions ------------------------------------------------------------
+
+# regions N R LAST: a chain of N ops with R pinned regions, region i
+# holding op i (region R-1 holding op LAST instead)
+regions() {
+  awk -v n="$1" -v r="$2" -v last="$3" 'BEGIN {
+    print "libplan: \"1.0\"\nprogram:\n  name: chain\n  tensors:"
+    print "    x: {shape: [8], dtype: f32, role: input}\n  ops:"
+    prev = "x"
+    for (i = 0; i < n; i++) {
+      printf "    - {name: n%05d, op: relu, in: [%s], out: t%05d}\n", i, prev, i
+      prev = sprintf("t%05d", i)
+    }
+    printf "  outputs: [%s]\n", prev
+    print "mesh:\n  axes: [dp=1]\nplacements:\n  x: R\nstrategies:"
+    print "  \"*\": {in: [R], out: R}\nregions:"
+    for (i = 0; i < r; i++)
+      printf "  - {name: r%05d, kind: pinned, ops: [n%05d]}\n", i, i < r - 1 ? i : last
+  }'
+}
+# the hash covers every region, not only the first 256
+regions 400 300 299 >"$tmp/r300a.yaml"
+regions 400 300 350 >"$tmp/r300b.yaml"
+expect 0 "hash a plan of 300 regions" 20 hash "$tmp/r300a.yaml"
+cp "$out" "$tmp/r300a.hash"
+expect 0 "hash it with its last region changed" 20 hash "$tmp/r300b.yaml"
+if cmp -s "$out" "$tmp/r300a.hash"; then
+  bad "the 300th region's ops do not change the plan hash"
+else ok; fi
+# regions x ops is bounded (each region holds a flag per op)
+regions 20000 7000 6999 >"$tmp/rmany.yaml"
+expect 2 "7000 regions over 20000 ops" 20 validate "$tmp/rmany.yaml"
+has "$err" "rmany.yaml:20015:3: error: 7000 regions over a program of 20000 ops: more than 2^27 regions x ops" \
+  "7000 regions over 20000 ops"
+# under the bound, every pass over the regions is linear in regions x ops
+regions 20000 6000 5999 >"$tmp/rfew.yaml"
+expect 0 "6000 regions over 20000 ops" 20 validate "$tmp/rfew.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "6000 regions over 20000 ops"
 
 # ---- a mesh far larger than the data ---------------------------------------
 
