@@ -243,6 +243,7 @@ check-corpus: $(TOOL)
 
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
+	@sh tests/cli/scale.sh $(TOOL)
 
 # The tool is built on the public API alone: every cli/*.c compiles with
 # the public headers and Lua's and CBC's, none of libplan/src, verifier/ or
@@ -322,6 +323,13 @@ tour: deps all
 
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)
+
+# Work in proportion to the input (bench/bench_scale.sh): validate and hash
+# of 100k to 1M-op chains in three name orders, a 4M-rank verify. Not in
+# `make bench` or `make test`: a few minutes on 2 cores.
+.PHONY: bench-scale
+bench-scale: all
+	@sh bench/bench_scale.sh $(BUILD)
 
 # Fuzzing (libFuzzer, clang, with ASan and UBSan). The library's objects
 # are built once with coverage (build-fuzz/obj, an archive of them) and

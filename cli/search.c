@@ -30,9 +30,11 @@ const char usage_search[] =
     "  --width N    beam's width (default 8)\n"
     "  --limit N    dp's most states per step (default 64), exhaustive's\n"
     "               most combinations (default 100000)\n"
-    "  --seconds N  ilp's solver time limit (default 60)\n"
+    "  --seconds N  ilp's solver time limit, and the device order search's\n"
+    "               (default 60)\n"
     "  --devices search  also choose the device order (each order of the\n"
-    "               mesh axes over the devices) by the modeled step time\n"
+    "               mesh axes over the devices, until --seconds) by the\n"
+    "               modeled step time\n"
     "Exit: 0 written, 1 the strategy failed or made an invalid plan,\n"
     "2 unreadable input or bad usage.\n";
 

@@ -107,52 +107,65 @@ local function strip(p)
   for _, t in ipairs(p:outputs()) do p:set_placement(t, nil) end
 end
 
--- Every order of the mesh axes over the physical devices (iota first):
--- device(rank) is the rank's coordinates read in that axis order. Returns
--- a list of device lists.
-local function axis_orders(p)
-  local mesh, n = p:mesh(), 1
-  for _, a in ipairs(mesh) do n = n * a.size end
-  local perms = {}
-  local function permute(prefix, rest)
-    if #rest == 0 then perms[#perms + 1] = prefix; return end
-    for i = 1, #rest do
-      local np, nr = {table.unpack(prefix)}, {table.unpack(rest)}
-      np[#np + 1] = table.remove(nr, i)
-      permute(np, nr)
-    end
-  end
-  local all = {}
-  for i = 1, #mesh do all[i] = i end
-  permute({}, all)
-  local orders = {}
-  for k, perm in ipairs(perms) do
-    local devs = {}
-    for r = 0, n - 1 do
-      local coord, x = {}, r
-      for a = #mesh, 1, -1 do coord[a] = x % mesh[a].size; x = x // mesh[a].size end
-      local d = 0
-      for _, a in ipairs(perm) do d = d * mesh[a].size + coord[a] end
-      devs[r + 1] = d
-    end
-    orders[k] = devs
-  end
-  return orders
+-- The next order of the list a (of axis numbers) in lexicographic order,
+-- in place; false after the last.
+local function next_order(a)
+  local i = #a - 1
+  while i >= 1 and a[i] >= a[i + 1] do i = i - 1 end
+  if i < 1 then return false end
+  local j = #a
+  while a[j] <= a[i] do j = j - 1 end
+  a[i], a[j] = a[j], a[i]
+  local lo, hi = i + 1, #a
+  while lo < hi do a[lo], a[hi] = a[hi], a[lo]; lo, hi = lo + 1, hi - 1 end
+  return true
 end
 
--- Placement as a search decision: the device order (of the axis orders)
--- under which the plan's modeled step is least; ties keep the earlier
--- (iota first).
-local function search_devices(p, hw)
-  local best, best_cost
-  for k, devs in ipairs(axis_orders(p)) do
-    if k == 1 then p:set_devices(nil) else p:set_devices(devs) end
+-- The device list of one order of the mesh axes: device(rank) is the
+-- rank's coordinates read in that axis order.
+local function devices_of(mesh, n, order)
+  local devs = {}
+  for r = 0, n - 1 do
+    local coord, x = {}, r
+    for a = #mesh, 1, -1 do coord[a] = x % mesh[a].size; x = x // mesh[a].size end
+    local d = 0
+    for _, a in ipairs(order) do d = d * mesh[a].size + coord[a] end
+    devs[r + 1] = d
+  end
+  return devs
+end
+
+-- Placement as a search decision: the device order under which the plan's
+-- modeled step is least; ties keep the earlier. Orders of the axes larger
+-- than 1 (an axis of size 1 moves no device) are tried one at a time in
+-- lexicographic order, iota first, each made only when tried; the search
+-- stops when `seconds` of processor time are spent (default 60) and keeps
+-- the best order so far, with a note.
+local function search_devices(p, hw, seconds, note)
+  local mesh, n, order = p:mesh(), 1, {}
+  for i, a in ipairs(mesh) do
+    n = n * a.size
+    if a.size > 1 then order[#order + 1] = i end
+  end
+  local total = 1
+  for k = 2, #order do total = total * k end
+  local limit, t0 = tonumber(seconds) or 60, os.clock()
+  local best, best_cost, tried = nil, nil, 0
+  repeat
+    local devs = tried > 0 and devices_of(mesh, n, order) or nil
+    p:set_devices(devs)
+    tried = tried + 1
     local c = p:cost(hw)
     if c and (best_cost == nil or c.step < best_cost) then
-      best, best_cost = k, c.step
+      best, best_cost = devs, c.step
     end
+  until not next_order(order) or os.clock() - t0 >= limit
+  p:set_devices(best)
+  if tried < total and note then
+    note(string.format("devices: %d of %d axis orders tried in %g s " ..
+                       "(--seconds), the best of those kept", tried, total,
+                       limit))
   end
-  if best == 1 then p:set_devices(nil) else p:set_devices(axis_orders(p)[best]) end
 end
 
 -- Runs the strategy fn (its source src) on p; returns the provenance
@@ -171,7 +184,9 @@ local function run_search(p, opts, fn, src)
     error("search: strategy '" .. opts.strategy .. "' returned no placements", 0)
   end
   util.deliver_outputs(p, placed, p:outputs())
-  if opts.devices == "search" then search_devices(p, opts.hardware) end
+  if opts.devices == "search" then
+    search_devices(p, opts.hardware, opts.seconds, opts.note)
+  end
   local prov = {
     tool = "libplan " .. plan.version,
     strategy = opts.strategy,

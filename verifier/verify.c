@@ -190,6 +190,16 @@ static int init_ctx(vctx *c, const plan_plan *p, plan_lowered *low,
 static int setup_ranks(vctx *c, const plan_plan *p) {
   plan_buf_init(&c->text);
   plan_arena_init(&c->rec_arena);
+  int64_t nbufs = c->low->nbufs > 0 ? c->low->nbufs : 1;
+  if (c->m->ndevices > PLAN_VERIFY_MAX_RANK_BLOCKS / nbufs)
+    return plan_failf(
+        PLAN_EUNSUPPORTED,
+        "verifying would simulate %lld ranks x %lld buffers, more than the "
+        "%lld rank blocks the verifier runs: every rank makes, runs and "
+        "compares its block of every buffer, even an empty or replicated "
+        "one; verify the plan on a smaller mesh",
+        (long long)c->m->ndevices, (long long)nbufs,
+        (long long)PLAN_VERIFY_MAX_RANK_BLOCKS);
   c->nranks = c->m->ndevices;
   c->coords = calloc((size_t)c->nranks, sizeof *c->coords);
   if (!c->coords)

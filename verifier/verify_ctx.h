@@ -35,6 +35,15 @@ typedef struct diff {
   bool bad_nonfinite;
 } diff;
 
+/* The most blocks one verification simulates: ranks (microbatches
+ * included) times buffers of the lowered program. Every rank holds a
+ * block of every buffer, made, run and compared even where it holds
+ * nothing or a replica, so the work grows with the mesh, not the data (a
+ * 4M-rank mesh over an 8-element tensor took 16 s and 2 GB). Past this
+ * the run is refused as PLAN_EUNSUPPORTED (exit 3) with the counts,
+ * before anything is allocated (docs/verify.md, "Limits of the run"). */
+#define PLAN_VERIFY_MAX_RANK_BLOCKS ((int64_t)1 << 22)
+
 typedef struct vctx {
   const plan_plan *p;
   const plan_program *prog;

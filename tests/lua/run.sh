@@ -127,6 +127,19 @@ if awk "BEGIN { exit !($moved < $kept) }"; then passed=$((passed+1)); else
 out=$(cat "$tmp/h2.yaml"); has "the searched device order" "devices: [0, 4, 1, 5, 2, 6, 3, 7]"
 check "replay with a device order" 0 "$PLAN" replay "$tmp/h2.yaml"
 check "verify with a device order" 0 "$PLAN" verify "$tmp/h2.yaml"
+# the device order search over 7 axes (6 of them larger than 1: 720
+# orders) obeys --seconds: it stops early, keeps the best so far, says so
+cat > "$tmp/axes7.yaml" <<YAML
+libplan: "0.1"
+program: {path: "$(pwd)/examples/mlp-program.yaml"}
+mesh:
+  axes: [a=2, b=2, c=2, d=2, e=2, f=1, g=2]
+  devices_per_host: 4
+YAML
+check "search --devices search --seconds" 0 timeout 60 "$PLAN" search "$tmp/axes7.yaml" --strategy greedy --hardware h100 --devices search --seconds 0.01 -o "$tmp/h7.yaml"
+has "search --devices search --seconds" "axis orders tried in 0.01 s (--seconds)"
+has "search --devices search --seconds" "of 720 axis orders"
+check "validate the plan of a cut device search" 0 "$PLAN" validate "$tmp/h7.yaml"
 check "replay: no search recorded" 2 "$PLAN" replay examples/moe-experts.plan.yaml
 check "run: a script's error" 1 "$PLAN" run "$DIR/data/raises.lua"
 has "run: a script's error" "stack traceback"

@@ -12,7 +12,13 @@
  * Each entry carries the 8 bytes of its name at the current depth as a
  * big-endian integer (zero past the end), so partitions compare integers and
  * the names are read once per 8 bytes of depth. Byte order, as the canonical
- * form wants. */
+ * form wants.
+ *
+ * Names come from untrusted files, so the sort is guarded the way introsort
+ * guards quicksort: pending parts live on a heap stack, not the C stack, and
+ * a part that has been partitioned 2 log2(n) times at the same depth without
+ * finishing is heapsorted, so no order of names costs more than O(n log n)
+ * comparisons or recursion at all. */
 static void swap_named(named *a, named *b) {
   named t = *a;
   *a = *b;
@@ -32,21 +38,102 @@ static void load_chunks(named *v, size_t n, size_t d) {
     v[i].key = chunk_at(v[i].name, d);
 }
 
-/* v[0..n) all share the first d bytes and carry chunk d in .key */
-static void mkqsort(named *v, size_t n, size_t d) {
-  while (n > 1) {
-    if (n < 8) { /* insertion sort: key, then the rest of the strings */
-      for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0; j--) {
-          const named *x = &v[j - 1], *y = &v[j];
-          if (x->key < y->key ||
-              (x->key == y->key && strcmp(x->name + d, y->name + d) <= 0))
-            break;
-          swap_named(&v[j - 1], &v[j]);
-        }
+/* Entries that share their first d bytes, by the rest. */
+static int named_cmp_at(const named *x, const named *y, size_t d) {
+  if (x->key != y->key)
+    return x->key < y->key ? -1 : 1;
+  return strcmp(x->name + d, y->name + d);
+}
+
+static void insertion_sort(named *v, size_t n, size_t d) {
+  for (size_t i = 1; i < n; i++)
+    for (size_t j = i; j > 0 && named_cmp_at(&v[j - 1], &v[j], d) > 0; j--)
+      swap_named(&v[j - 1], &v[j]);
+}
+
+static void sift_down(named *v, size_t root, size_t n, size_t d) {
+  for (size_t c; (c = 2 * root + 1) < n; root = c) {
+    if (c + 1 < n && named_cmp_at(&v[c], &v[c + 1], d) < 0)
+      c++;
+    if (named_cmp_at(&v[root], &v[c], d) >= 0)
       return;
+    swap_named(&v[root], &v[c]);
+  }
+}
+
+/* The fallback: O(n log n) whatever the order, no extra memory. */
+static void heap_sort(named *v, size_t n, size_t d) {
+  for (size_t i = n / 2; i-- > 0;)
+    sift_down(v, i, n, d);
+  for (size_t end = n; end > 1; end--) {
+    swap_named(&v[0], &v[end - 1]);
+    sift_down(v, 0, end - 1, d);
+  }
+}
+
+/* How many partitions a part of n entries may take at one depth. */
+static int depth_budget(size_t n) {
+  int b = 0;
+  for (; n > 1; n >>= 1)
+    b += 2;
+  return b;
+}
+
+/* The median of the keys at i, j, k moved to v[0]: a sorted or reversed
+ * part splits in half. */
+static void pivot_to_front(named *v, size_t i, size_t j, size_t k) {
+  uint64_t a = v[i].key, b = v[j].key, c = v[k].key;
+  size_t m =
+      a < b ? (b < c ? j : (a < c ? k : i)) : (a < c ? i : (b < c ? k : j));
+  swap_named(&v[0], &v[m]);
+}
+
+typedef struct sort_part {
+  named *v;
+  size_t n, d;
+  int budget;
+} sort_part;
+
+typedef struct sort_stack {
+  sort_part *parts;
+  size_t len, cap;
+} sort_stack;
+
+static int stack_push(sort_stack *s, named *v, size_t n, size_t d, int budget) {
+  if (n < 2)
+    return PLAN_OK;
+  if (s->len == s->cap) {
+    size_t ncap = s->cap ? s->cap * 2 : 64;
+    sort_part *np = realloc(s->parts, ncap * sizeof *np);
+    if (!np)
+      return plan_oom();
+    s->parts = np;
+    s->cap = ncap;
+  }
+  s->parts[s->len++] = (sort_part){v, n, d, budget};
+  return PLAN_OK;
+}
+
+/* One part: v[0..n) all share the first d bytes and carry chunk d in .key.
+ * Its smaller and larger entries are pushed; the equal ones, when their
+ * names go on, are followed 8 bytes deeper in this loop. */
+static int sort_part_run(sort_stack *s, sort_part p) {
+  named *v = p.v;
+  size_t n = p.n, d = p.d;
+  int budget = p.budget;
+  while (n > 1) {
+    if (n < 8) {
+      insertion_sort(v, n, d);
+      return PLAN_OK;
     }
-    swap_named(&v[0], &v[n / 2]);
+    if (budget-- <= 0) {
+      heap_sort(v, n, d);
+      return PLAN_OK;
+    }
+    if (n < 64)
+      pivot_to_front(v, 0, n / 2, n - 1);
+    else
+      pivot_to_front(v, n / 4, n / 2, n - 1 - n / 4);
     uint64_t pivot = v[0].key;
     size_t lt = 0, gt = n, i = 0;
     /* v[0..lt) < pivot, v[lt..i) == pivot, v[gt..n) > pivot */
@@ -59,16 +146,31 @@ static void mkqsort(named *v, size_t n, size_t d) {
       else
         i++;
     }
-    mkqsort(v, lt, d);
-    mkqsort(v + gt, n - gt, d);
+    int rc = stack_push(s, v, lt, d, budget);
+    if (!rc)
+      rc = stack_push(s, v + gt, n - gt, d, budget);
+    if (rc)
+      return rc;
     if ((pivot & 0xff) == 0)
-      return; /* the equal names end inside this chunk: all equal */
-    /* the equal part, 8 bytes deeper (a loop, not recursion) */
+      return PLAN_OK; /* the equal names end inside this chunk: all equal */
     v += lt;
     n = gt - lt;
     d += 8;
     load_chunks(v, n, d);
+    budget = depth_budget(n);
   }
+  return PLAN_OK;
+}
+
+/* v[0..n) by name, byte order. PLAN_OK or the OOM status. */
+static int mkqsort(named *v, size_t n) {
+  sort_stack s = {0};
+  load_chunks(v, n, 0);
+  int rc = stack_push(&s, v, n, 0, depth_budget(n));
+  while (!rc && s.len)
+    rc = sort_part_run(&s, s.parts[--s.len]);
+  free(s.parts);
+  return rc;
 }
 
 /* An array of (name, index) sorted by name; NULL on OOM. */
@@ -81,8 +183,10 @@ static named *sorted_names(int n, const char *(*get)(const void *, int),
     v[i].name = get(ctx, i);
     v[i].idx = i;
   }
-  load_chunks(v, (size_t)n, 0);
-  mkqsort(v, (size_t)n, 0);
+  if (mkqsort(v, (size_t)n)) {
+    free(v);
+    return NULL;
+  }
   return v;
 }
 

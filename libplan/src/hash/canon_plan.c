@@ -211,24 +211,23 @@ static void cj_boundaries(cj *c, const plan_program *prog,
   plan_buf_putc(c->b, '}');
 }
 
-static void cj_regions(cj *c, const plan_plan *p, const named *ops) {
+/* Every region by name (the names are unique), each with its members. */
+static int cj_regions(cj *c, const plan_plan *p, const named *ops) {
   static const char *const kinds[PLAN_REGION_COUNT] = {"pinned", "manual"};
   const plan_program *prog = p->program;
-  int idx[256], n = p->nregions < 256 ? p->nregions : 256;
-  for (int i = 0; i < n; i++)
-    idx[i] = i;
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && strcmp(p->regions[idx[j - 1]].name,
-                                    p->regions[idx[j]].name) > 0;
-         j--) {
-      int t = idx[j];
-      idx[j] = idx[j - 1];
-      idx[j - 1] = t;
-    }
+  int n = p->nregions;
+  named *idx = malloc(sizeof(named) * ((size_t)n + 1));
+  if (!idx)
+    return plan_oom();
+  for (int i = 0; i < n; i++) {
+    idx[i].name = p->regions[i].name;
+    idx[i].idx = i;
+  }
+  qsort(idx, (size_t)n, sizeof(named), named_cmp);
   bool first = true;
   plan_buf_putc(c->b, '{');
   for (int i = 0; i < n; i++) {
-    const plan_region *r = &p->regions[idx[i]];
+    const plan_region *r = &p->regions[idx[i].idx];
     bool f = true;
     cj_key(c, &first, r->name);
     plan_buf_putc(c->b, '{');
@@ -251,6 +250,8 @@ static void cj_regions(cj *c, const plan_plan *p, const named *ops) {
     plan_buf_putc(c->b, '}');
   }
   plan_buf_putc(c->b, '}');
+  free(idx);
+  return PLAN_OK;
 }
 
 int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
@@ -308,7 +309,8 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   cj_str(c, plan_hash_format(ph, hbuf));
   if (p->nregions) {
     cj_key(c, &first, "regions");
-    cj_regions(c, p, ops);
+    if ((rc = cj_regions(c, p, ops)))
+      goto done;
   }
   cj_key(c, &first, "strategies");
   plan_buf_putc(c->b, '{');
@@ -361,7 +363,7 @@ int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which) {
   else if (!strcmp(which, "pipeline") && p->pipeline.present)
     rc = cj_pipeline(&c, p, ops);
   else if (!strcmp(which, "regions") && p->nregions)
-    cj_regions(&c, p, ops);
+    rc = cj_regions(&c, p, ops);
   plan_cj_order_free(&ord);
   if (!rc && b->failed)
     rc = plan_oom();

@@ -521,82 +521,104 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
+/* Region r from its node rn; names holds the names read before it. */
+static int read_region(const plan_reader *rd, const plan_ynode *rn,
+                       plan_plan *p, plan_region *r, plan_strmap *names) {
+  const plan_ynode *v;
+  int rc;
+  if ((rc = plan_rd_expect_map(rd, rn, "a region")) ||
+      (rc = plan_rd_check_keys(rd, rn, region_keys, "a region", &r->ext)))
+    return rc;
+  r->pos = plan_rd_pos(rn);
+  if (!(v = plan_ymap_get(rn, "name")))
+    return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "a region needs a 'name'");
+  if ((rc = plan_rd_name(rd, v, "a region name", &r->name)))
+    return rc;
+  int old;
+  if ((rc = plan_strmap_insert(names, r->name, 0, &old)))
+    return rc;
+  if (old >= 0)
+    return plan_rd_fail(rd, v, PLAN_EINVALID, "region '%s' is defined twice",
+                        r->name);
+  int kind;
+  if (!(v = plan_ymap_get(rn, "kind")))
+    return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
+                        "region '%s' needs a 'kind' (pinned or manual)",
+                        r->name);
+  if ((rc = plan_rd_enum(rd, v, "region kind", region_kind_names,
+                         PLAN_REGION_COUNT, &kind)))
+    return rc;
+  r->kind = (plan_region_kind)kind;
+  if (!(v = plan_ymap_get(rn, "ops")))
+    return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "region '%s' needs 'ops'",
+                        r->name);
+  const plan_ynode *opsn = v;
+  if ((rc = plan_rd_name_list(rd, v, "an op name or pattern", &r->patterns,
+                              &r->npatterns)))
+    return rc;
+  r->ops = plan_arena_alloc(rd->arena, (size_t)p->program->nops + 1);
+  if (!r->ops)
+    return plan_oom();
+  for (int j = 0; j < r->npatterns; j++) {
+    region_ctx c = {r};
+    const plan_ynode *at =
+        opsn->kind == PLAN_Y_SEQ ? opsn->u.seq.items[j] : opsn;
+    if ((rc = plan_for_ops(p, r->patterns[j], "regions", plan_rd_pos(at),
+                           set_member, &c)) < 0)
+      return rc;
+  }
+  const plan_ynode *in = plan_ymap_get(rn, "inputs"),
+                   *out = plan_ymap_get(rn, "outputs"),
+                   *body = plan_ymap_get(rn, "body");
+  if (r->kind == PLAN_REGION_PINNED) {
+    const plan_ynode *bad = in ? in : out ? out : body;
+    if (bad)
+      return plan_rd_fail(rd, bad, PLAN_ESCHEMA,
+                          "inputs, outputs and body are for manual regions");
+    return PLAN_OK;
+  }
+  if (!body)
+    return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
+                        "manual region '%s' needs a Lua 'body'", r->name);
+  if ((rc = plan_rd_string(rd, body, "body", &r->body)))
+    return rc;
+  /* a block scalar's text starts on the line after its indicator */
+  r->body_line = body->line + (body->kind == PLAN_Y_SCALAR &&
+                               body->u.scalar.style == PLAN_Y_BLOCK);
+  if (in && (rc = read_boundaries(rd, in, p, &r->inputs, &r->ninputs)))
+    return rc;
+  if (out && (rc = read_boundaries(rd, out, p, &r->outputs, &r->noutputs)))
+    return rc;
+  return PLAN_OK;
+}
+
+/* Every region holds a flag per op of the program, and validation, lowering
+ * and the writers pass over each region's flags: regions x ops is bounded
+ * so that a short list of regions cannot make them hold or scan more. */
+#define MAX_REGION_FLAGS ((uint64_t)1 << 27)
+
 static int read_regions(const plan_reader *rd, const plan_ynode *n,
                         plan_plan *p) {
   int rc = plan_rd_expect_seq(rd, n, "regions");
   if (rc)
     return rc;
+  uint64_t nops = (uint64_t)p->program->nops + 1;
+  if ((uint64_t)n->u.seq.count > MAX_REGION_FLAGS / nops)
+    return plan_rd_fail(rd, n, PLAN_ELIMIT,
+                        "%zu regions over a program of %d ops: more than "
+                        "2^27 regions x ops",
+                        n->u.seq.count, p->program->nops);
   p->nregions = (int)n->u.seq.count;
   p->regions =
       plan_arena_alloc(rd->arena, sizeof(plan_region) * (n->u.seq.count + 1));
   if (!p->regions)
     return plan_oom();
-  for (int i = 0; i < p->nregions; i++) {
-    const plan_ynode *rn = n->u.seq.items[i], *v;
-    plan_region *r = &p->regions[i];
-    if ((rc = plan_rd_expect_map(rd, rn, "a region")) ||
-        (rc = plan_rd_check_keys(rd, rn, region_keys, "a region", &r->ext)))
-      return rc;
-    r->pos = plan_rd_pos(rn);
-    if (!(v = plan_ymap_get(rn, "name")))
-      return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "a region needs a 'name'");
-    if ((rc = plan_rd_name(rd, v, "a region name", &r->name)))
-      return rc;
-    for (int j = 0; j < i; j++)
-      if (!strcmp(p->regions[j].name, r->name))
-        return plan_rd_fail(rd, v, PLAN_EINVALID,
-                            "region '%s' is defined twice", r->name);
-    int kind;
-    if (!(v = plan_ymap_get(rn, "kind")))
-      return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
-                          "region '%s' needs a 'kind' (pinned or manual)",
-                          r->name);
-    if ((rc = plan_rd_enum(rd, v, "region kind", region_kind_names,
-                           PLAN_REGION_COUNT, &kind)))
-      return rc;
-    r->kind = (plan_region_kind)kind;
-    if (!(v = plan_ymap_get(rn, "ops")))
-      return plan_rd_fail(rd, rn, PLAN_ESCHEMA, "region '%s' needs 'ops'",
-                          r->name);
-    const plan_ynode *opsn = v;
-    if ((rc = plan_rd_name_list(rd, v, "an op name or pattern", &r->patterns,
-                                &r->npatterns)))
-      return rc;
-    r->ops = plan_arena_alloc(rd->arena, (size_t)p->program->nops + 1);
-    if (!r->ops)
-      return plan_oom();
-    for (int j = 0; j < r->npatterns; j++) {
-      region_ctx c = {r};
-      const plan_ynode *at =
-          opsn->kind == PLAN_Y_SEQ ? opsn->u.seq.items[j] : opsn;
-      if ((rc = plan_for_ops(p, r->patterns[j], "regions", plan_rd_pos(at),
-                             set_member, &c)) < 0)
-        return rc;
-    }
-    const plan_ynode *in = plan_ymap_get(rn, "inputs"),
-                     *out = plan_ymap_get(rn, "outputs"),
-                     *body = plan_ymap_get(rn, "body");
-    if (r->kind == PLAN_REGION_PINNED) {
-      const plan_ynode *bad = in ? in : out ? out : body;
-      if (bad)
-        return plan_rd_fail(rd, bad, PLAN_ESCHEMA,
-                            "inputs, outputs and body are for manual regions");
-      continue;
-    }
-    if (!body)
-      return plan_rd_fail(rd, rn, PLAN_ESCHEMA,
-                          "manual region '%s' needs a Lua 'body'", r->name);
-    if ((rc = plan_rd_string(rd, body, "body", &r->body)))
-      return rc;
-    /* a block scalar's text starts on the line after its indicator */
-    r->body_line = body->line + (body->kind == PLAN_Y_SCALAR &&
-                                 body->u.scalar.style == PLAN_Y_BLOCK);
-    if (in && (rc = read_boundaries(rd, in, p, &r->inputs, &r->ninputs)))
-      return rc;
-    if (out && (rc = read_boundaries(rd, out, p, &r->outputs, &r->noutputs)))
-      return rc;
-  }
-  return PLAN_OK;
+  plan_strmap names;
+  plan_strmap_init(&names);
+  for (int i = 0; i < p->nregions && !rc; i++)
+    rc = read_region(rd, n->u.seq.items[i], p, &p->regions[i], &names);
+  plan_strmap_free(&names);
+  return rc;
 }
 
 /* ---- all sections

@@ -407,46 +407,82 @@ static void check_pipeline(vctx *v) {
 /* ---- regions and training
  * ------------------------------------------------------------- */
 
-static void check_regions(vctx *v) {
+/* An op in two regions: reported against the first region that holds it
+ * (owner[op], by region index), so the pass is one scan of each region's
+ * flags. */
+static void check_overlaps(vctx *v, int *owner) {
   const plan_program *prog = v->prog;
+  for (int op = 0; op < prog->nops; op++)
+    owner[op] = -1;
   for (int i = 0; i < v->p->nregions; i++) {
     const plan_region *r = &v->p->regions[i];
     for (int op = 0; op < prog->nops; op++) {
       if (!r->ops[op])
         continue;
-      for (int j = 0; j < i; j++)
-        if (v->p->regions[j].ops[op])
-          FIND(v, PLAN_SEV_ERROR, "region.overlap", prog->ops[op].name, r->pos,
-               plfile(v), "op '%s' is in regions '%s' and '%s'",
-               prog->ops[op].name, v->p->regions[j].name, r->name);
+      if (owner[op] < 0)
+        owner[op] = i;
+      else
+        FIND(v, PLAN_SEV_ERROR, "region.overlap", prog->ops[op].name, r->pos,
+             plfile(v), "op '%s' is in regions '%s' and '%s'",
+             prog->ops[op].name, v->p->regions[owner[op]].name, r->name);
     }
+  }
+}
+
+/* A manual region's boundary tensors must cross its edge: an input is
+ * read by an op of the region and made outside it; an output is made
+ * inside. read_in[t]: an op of the region reads t (made here, cleared
+ * after). */
+static void check_boundaries(vctx *v, const plan_region *r, bool *read_in) {
+  const plan_program *prog = v->prog;
+  for (int op = 0; op < prog->nops; op++)
+    if (r->ops[op])
+      for (int j = 0; j < prog->ops[op].nin; j++)
+        read_in[prog->ops[op].in[j]] = true;
+  for (int k = 0; k < r->ninputs + r->noutputs; k++) {
+    bool is_in = k < r->ninputs;
+    const plan_boundary *b =
+        is_in ? &r->inputs[k] : &r->outputs[k - r->ninputs];
+    const plan_tensor *t = &prog->tensors[b->tensor];
+    bool ok =
+        is_in ? read_in[b->tensor] && (t->producer < 0 || !r->ops[t->producer])
+              : t->producer >= 0 && r->ops[t->producer];
+    if (!ok)
+      FIND(v, PLAN_SEV_ERROR, "region.boundary", t->name, b->pos, plfile(v),
+           "'%s' is not an %s of manual region '%s'", t->name,
+           is_in ? "input" : "output", r->name);
+  }
+  for (int op = 0; op < prog->nops; op++)
+    if (r->ops[op])
+      for (int j = 0; j < prog->ops[op].nin; j++)
+        read_in[prog->ops[op].in[j]] = false;
+}
+
+static void check_regions(vctx *v) {
+  const plan_program *prog = v->prog;
+  if (!v->p->nregions)
+    return;
+  int *owner = malloc(sizeof(int) * ((size_t)prog->nops + 1));
+  bool *read_in = calloc((size_t)prog->ntensors + 1, sizeof(bool));
+  if (!owner || !read_in) {
+    free(owner);
+    free(read_in);
+    if (!v->rc)
+      v->rc = plan_oom();
+    return;
+  }
+  check_overlaps(v, owner);
+  for (int i = 0; i < v->p->nregions; i++) {
+    const plan_region *r = &v->p->regions[i];
     if (r->kind != PLAN_REGION_MANUAL)
       continue;
     if (!r->body || !r->body[0])
       FIND(v, PLAN_SEV_ERROR, "region.body", r->name, r->pos, plfile(v),
            "manual region '%s' has an empty body", r->name);
-    /* boundary tensors must cross the region's edge */
-    for (int k = 0; k < r->ninputs + r->noutputs; k++) {
-      bool is_in = k < r->ninputs;
-      const plan_boundary *b =
-          is_in ? &r->inputs[k] : &r->outputs[k - r->ninputs];
-      const plan_tensor *t = &prog->tensors[b->tensor];
-      bool ok = false;
-      if (is_in) {
-        for (int op = 0; op < prog->nops && !ok; op++)
-          if (r->ops[op])
-            for (int j = 0; j < prog->ops[op].nin; j++)
-              ok |= prog->ops[op].in[j] == b->tensor &&
-                    (t->producer < 0 || !r->ops[t->producer]);
-      } else {
-        ok = t->producer >= 0 && r->ops[t->producer];
-      }
-      if (!ok)
-        FIND(v, PLAN_SEV_ERROR, "region.boundary", t->name, b->pos, plfile(v),
-             "'%s' is not an %s of manual region '%s'", t->name,
-             is_in ? "input" : "output", r->name);
-    }
+    check_boundaries(v, r, read_in);
   }
+  free(owner);
+  free(read_in);
 }
 
 static void check_training(vctx *v) {

@@ -1,0 +1,162 @@
+#!/bin/sh
+# Tests of the `plan` tool on inputs whose size once decided whether it
+# ran at all:
+# - a 120k-op chain whose names come in the order that made the old
+#   middle-pivot name sort recurse once per op (a stack overflow in every
+#   verb that hashes): validate and hash finish, agree, in seconds;
+# - a plan of 300 regions hashes every one (the hash once took the first
+#   256); regions x ops over 2^27 is refused at the regions' position;
+# - a mesh of 4194304 ranks over an 8-element relu: verify and verify
+#   --reduce are refused with exit 3 and the reason (ranks x buffers over
+#   the verifier's limit of rank blocks), at once, under `timeout 10`.
+#
+# usage: sh tests/cli/scale.sh PATH/TO/plan
+# Prints "cli-scale: N passed, M failed" and exits non-zero when anything
+# failed.
+
+plan=${1:?usage: scale.sh PATH/TO/plan}
+case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-scale.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+passed=0
+failed=0
+out=$tmp/out
+err=$tmp/err
+
+ok() { passed=$((passed + 1)); }
+bad() {
+  failed=$((failed + 1))
+  echo "FAIL: $*"
+  if [ -s "$out" ]; then echo "  stdout:"; sed -n '1,8s/^/    /p' "$out"; fi
+  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
+}
+
+# expect RC NAME SECONDS ARGS...: the tool exits with RC within SECONDS.
+expect() {
+  want=$1 name=$2 secs=$3
+  shift 3
+  timeout "$secs" "$plan" "$@" >"$out" 2>"$err"
+  rc=$?
+  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
+}
+
+has() { # FILE TEXT NAME
+  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2' in $(basename "$1")"; fi
+}
+
+# ---- the adversarial name order --------------------------------------------
+
+# Chain position i gets the rank key[i]: the old sort swapped the middle
+# entry of a part to its front as the pivot; with the smallest name there,
+# the part left is [a2 .. a(n-1), a1], one shorter (a ring buffer).
+awk -v n=120000 'BEGIN {
+  for (i = 0; i < n; i++) buf[i] = i
+  head = 0; tail = n; r = 0
+  while (tail - head >= 8) {
+    a = head; b = head + int((tail - head) / 2)
+    t = buf[a]; buf[a] = buf[b]; buf[b] = t
+    key[buf[head]] = r++; head++
+    buf[tail++] = buf[head++]
+  }
+  for (i = head; i < tail; i++) key[buf[i]] = r++
+  print "libplan: \"1.0\""
+  print "program:"
+  print "  name: chain"
+  print "  tensors:"
+  print "    x: {shape: [8], dtype: f32, role: input}"
+  print "  ops:"
+  prev = "x"
+  for (i = 0; i < n; i++) {
+    o = sprintf("t%07d", key[i])
+    printf "    - {name: n%07d, op: relu, in: [%s], out: %s}\n", key[i], prev, o
+    prev = o
+  }
+  printf "  outputs: [%s]\n", prev
+  print "mesh:"
+  print "  axes: [dp=1]"
+  print "placements:"
+  print "  x: R"
+  print "strategies:"
+  print "  \"*\": {in: [R], out: R}"
+}' >"$tmp/adv.yaml"
+
+expect 0 "validate a 120k-op chain in adversarial name order" 60 validate "$tmp/adv.yaml"
+has "$out" "valid (0 errors, 0 warnings) xxh3:" "validate the adversarial chain"
+vhash=$(sed -n 's/.* \(xxh3:[0-9a-f]*\)$/\1/p' "$out")
+expect 0 "hash a 120k-op chain in adversarial name order" 60 hash "$tmp/adv.yaml"
+if [ -n "$vhash" ] && [ "$(cat "$out")" = "$vhash" ]; then ok; else
+  bad "hash and validate print different hashes ($vhash)"
+fi
+
+# ---- many regions ------------------------------------------------------------
+
+# regions N R LAST: a chain of N ops with R pinned regions, region i
+# holding op i (region R-1 holding op LAST instead)
+regions() {
+  awk -v n="$1" -v r="$2" -v last="$3" 'BEGIN {
+    print "libplan: \"1.0\"\nprogram:\n  name: chain\n  tensors:"
+    print "    x: {shape: [8], dtype: f32, role: input}\n  ops:"
+    prev = "x"
+    for (i = 0; i < n; i++) {
+      printf "    - {name: n%05d, op: relu, in: [%s], out: t%05d}\n", i, prev, i
+      prev = sprintf("t%05d", i)
+    }
+    printf "  outputs: [%s]\n", prev
+    print "mesh:\n  axes: [dp=1]\nplacements:\n  x: R\nstrategies:"
+    print "  \"*\": {in: [R], out: R}\nregions:"
+    for (i = 0; i < r; i++)
+      printf "  - {name: r%05d, kind: pinned, ops: [n%05d]}\n", i, i < r - 1 ? i : last
+  }'
+}
+# the hash covers every region, not only the first 256
+regions 400 300 299 >"$tmp/r300a.yaml"
+regions 400 300 350 >"$tmp/r300b.yaml"
+expect 0 "hash a plan of 300 regions" 20 hash "$tmp/r300a.yaml"
+cp "$out" "$tmp/r300a.hash"
+expect 0 "hash it with its last region changed" 20 hash "$tmp/r300b.yaml"
+if cmp -s "$out" "$tmp/r300a.hash"; then
+  bad "the 300th region's ops do not change the plan hash"
+else ok; fi
+# regions x ops is bounded (each region holds a flag per op)
+regions 20000 7000 6999 >"$tmp/rmany.yaml"
+expect 2 "7000 regions over 20000 ops" 20 validate "$tmp/rmany.yaml"
+has "$err" "rmany.yaml:20015:3: error: 7000 regions over a program of 20000 ops: more than 2^27 regions x ops" \
+  "7000 regions over 20000 ops"
+# under the bound, every pass over the regions is linear in regions x ops
+regions 20000 6000 5999 >"$tmp/rfew.yaml"
+expect 0 "6000 regions over 20000 ops" 20 validate "$tmp/rfew.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "6000 regions over 20000 ops"
+
+# ---- a mesh far larger than the data ---------------------------------------
+
+cat >"$tmp/wide.yaml" <<'EOF'
+libplan: "1.0"
+program:
+  name: tiny
+  tensors:
+    x: {shape: [8], dtype: f32, role: input}
+  ops:
+    - {name: act, op: relu, in: [x], out: y}
+  outputs: [y]
+mesh:
+  axes: [dp=4194304]
+placements:
+  x: R
+strategies:
+  act: {in: [R], out: R}
+EOF
+expect 0 "validate a 4M-rank mesh" 10 validate "$tmp/wide.yaml"
+for mode in "" "--reduce"; do
+  expect 3 "verify $mode on a 4M-rank mesh is refused" 10 verify $mode "$tmp/wide.yaml"
+  has "$err" "verifying would simulate 4194304 ranks x 2 buffers" "verify $mode on a 4M-rank mesh"
+  has "$err" "more than the 4194304 rank blocks" "verify $mode on a 4M-rank mesh"
+done
+# the same program on 8 ranks, each holding one element, still verifies
+sed 's/dp=4194304/dp=8/; s/x: R/x: S(0)/; s/{in: \[R\], out: R}/{in: [S(0)], out: S(0)}/' \
+  "$tmp/wide.yaml" >"$tmp/eight.yaml"
+expect 0 "verify the same relu on 8 ranks" 10 verify "$tmp/eight.yaml"
+has "$out" "EQUAL" "verify the same relu on 8 ranks"
+
+echo "cli-scale: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
