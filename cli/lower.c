@@ -102,7 +102,7 @@ int cmd_lower(int argc, char **argv) {
   if (rc)
     return cli_fail_last();
   if (out)
-    rc = plan_write_file_atomic(out, text, len) ? cli_fail_last() : EXIT_OK;
+    rc = cli_write_output(out, text, len);
   else
     rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
   plan_buffer_free(text);

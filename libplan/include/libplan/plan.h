@@ -19,7 +19,8 @@ typedef struct plan_plan plan_plan;
 /* ---- load and save ------------------------------------------------------- */
 
 /* Reads a plan file. A program given by path is resolved relative to the plan
- * file's folder and read too. On failure returns a negative status (see
+ * file's folder and read too (it must lie in that folder's tree: see
+ * plan_load_root). On failure returns a negative status (see
  * common.h) with the last error naming file, line and column; *out = NULL.
  * Only well-formedness is checked here (structure, names, shapes, placement
  * spellings); plan_validate judges the decisions. */
@@ -55,6 +56,16 @@ PLAN_API int plan_load_ext(plan_plan **out, const char *path,
 PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
                                   const char *name, const char *base_dir,
                                   const plan_load_options *opts);
+/* plan_load_ext with a wider folder for a program by path. A plan may name
+ * a program file only inside its own folder tree (symlinks and '..'
+ * resolved), so that a plan from elsewhere cannot read any file the caller
+ * can; program_root names another folder the program may lie in instead
+ * (NULL: the environment variable PLAN_PROGRAM_ROOT when set, else the
+ * plan's folder; the same default holds for every other load function).
+ * A path outside it is PLAN_EINVALID, naming the plan file's position. */
+PLAN_API int plan_load_root(plan_plan **out, const char *path,
+                            const char *program_root,
+                            const plan_load_options *opts);
 PLAN_API void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
