@@ -240,6 +240,11 @@ check-corpus: $(TOOL)
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 
+# Untrusted files and hostile write targets, strict numeric flags.
+.PHONY: check-security-files
+check-security-files: $(TOOL)
+	@sh tests/security/files.sh $(TOOL)
+
 # The tool is built on the public API alone: every cli/*.c compiles with
 # the public headers and Lua's and CBC's, none of libplan/src, verifier/ or
 # runners/ (check-lua-public does the same for the Lua module).
@@ -292,7 +297,7 @@ wheel: $(SHARED)
 test: deps deps-python
 	$(MAKE) tests-build
 	$(MAKE) check-format lint
-	$(MAKE) check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
+	$(MAKE) check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-security-files check-dist check-models check-lua check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl
 	$(MAKE) check-cuda-virtual cuda-build
 	$(MAKE) asan
 	@echo "make test: all suites passed"

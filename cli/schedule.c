@@ -56,8 +56,7 @@ static bool parse_durations(const char *text, plan_schedule_options *o,
     }
     int64_t v;
     if (plan_parse_int(&v, eq + 1, (size_t)(end - eq - 1)) || eq[1] == '+' ||
-        v < 0 ||
-        v > ((int64_t)1 << 32)) {
+        v < 0 || v > ((int64_t)1 << 32)) {
       snprintf(bad, badsz, "'%.*s' needs a whole number 0 to 2^32",
                (int)(end - p), p);
       return false;

@@ -109,7 +109,8 @@ PLAN_API char *plan_error_format(char *buf, size_t size);
  * runtime free them without reaching for the library's allocator itself. */
 PLAN_API void plan_buffer_free(void *buf);
 
-/* ---- files and numbers ---------------------------------------------------- */
+/* ---- files and numbers ----------------------------------------------------
+ */
 
 /* The most bytes a plan or program file may have (plan_load, a program by
  * path, plan_read_file's default), and a lowered program file (whose steps

@@ -14,8 +14,7 @@
 
 /* What a file that is not regular is, for the message. */
 static const char *kind_of(mode_t m) {
-  return S_ISDIR(m)    ? "a directory"
-         : S_ISFIFO(m) ? "a FIFO"
+  return S_ISFIFO(m)   ? "a FIFO"
          : S_ISCHR(m)  ? "a character device"
          : S_ISBLK(m)  ? "a block device"
          : S_ISSOCK(m) ? "a socket"
@@ -108,6 +107,10 @@ int plan_read_file(char **out, size_t *len, const char *path,
     int e = errno;
     close(fd);
     return io_error(path, e);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    return io_error(path, EISDIR);
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);

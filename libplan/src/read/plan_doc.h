@@ -36,6 +36,5 @@ int plan_read_output_placements(const plan_reader *rd, const plan_ynode *n,
  * set, else base_dir), symlinks and '..' resolved, and be another file
  * than the plan itself (spec/plan-format.md, "Program by path"). */
 int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
-                          plan_plan *p, const char *base_dir,
-                          const char *root);
+                          plan_plan *p, const char *base_dir, const char *root);
 #endif

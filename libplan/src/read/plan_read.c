@@ -154,8 +154,8 @@ static int load_program(load_ctx *c, const plan_ynode *v) {
     p->program_inline = false;
     plan_program_free(p->program);
     p->program = NULL;
-    if ((rc = plan_read_program_ref(&c->rd, v, p, c->base_dir,
-                                     c->program_root)))
+    if ((rc =
+             plan_read_program_ref(&c->rd, v, p, c->base_dir, c->program_root)))
       return rc;
   } else {
     p->program_inline = true;

@@ -101,8 +101,8 @@ static int open_temp(const char *target, mode_t mode, char **tmp) {
     suffix[6] = '\0';
     snprintf(*tmp, n + 32, "%.*s.%s.tmp.%s", (int)dl, target, target + dl,
              suffix);
-    int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
-                  mode);
+    int fd =
+        open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd >= 0 || errno != EEXIST)
       return fd;
   }
