@@ -122,6 +122,8 @@ has "$err" "leads outside the folder" "a symlink out of the folder"
 # allowed with a root that holds them
 expect 0 "an absolute path under --program-root" validate --program-root "$tmp" "$d/abs.plan.yaml"
 expect 0 "--program-root before the verb" --program-root "$tmp" validate "$d/link.plan.yaml"
+expect 0 "a root elsewhere keeps the plan's own folder" validate --program-root "$tmp/outside" "$d/ok.plan.yaml"
+expect 2 "a root elsewhere allows only itself" validate --program-root "$tmp/outside/x" "$d/abs.plan.yaml"
 PLAN_PROGRAM_ROOT=$tmp timeout 20 "$plan" hash "$d/abs.plan.yaml" >"$out" 2>"$err"
 check "PLAN_PROGRAM_ROOT allows it too" [ $? -eq 0 ]
 expect 2 "--program-root without a folder" validate "$d/abs.plan.yaml" --program-root

@@ -56,13 +56,13 @@ PLAN_API int plan_load_ext(plan_plan **out, const char *path,
 PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
                                   const char *name, const char *base_dir,
                                   const plan_load_options *opts);
-/* plan_load_ext with a wider folder for a program by path. A plan may name
+/* plan_load_ext with another folder for a program by path. A plan may name
  * a program file only inside its own folder tree (symlinks and '..'
  * resolved), so that a plan from elsewhere cannot read any file the caller
- * can; program_root names another folder the program may lie in instead
- * (NULL: the environment variable PLAN_PROGRAM_ROOT when set, else the
- * plan's folder; the same default holds for every other load function).
- * A path outside it is PLAN_EINVALID, naming the plan file's position. */
+ * can; program_root names a folder the program may lie in as well (NULL:
+ * the environment variable PLAN_PROGRAM_ROOT when set, else none; the
+ * same default holds for every other load function). A path outside both
+ * is PLAN_EINVALID, naming the plan file's position. */
 PLAN_API int plan_load_root(plan_plan **out, const char *path,
                             const char *program_root,
                             const plan_load_options *opts);

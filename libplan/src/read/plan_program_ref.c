@@ -57,31 +57,36 @@ static bool is_inside(const char *f, const char *dir) {
   return !strncmp(f, dir, n) && (f[n] == '/' || f[n] == '\0');
 }
 
-/* The program file `full` (as written: `rel`) checked against the folder
- * the plan may reach: inside `root` once symlinks and '..' are resolved,
- * so a plan from elsewhere cannot make the loader read (and quote) any
- * file the user can, and not the plan file itself. */
+/* Whether resolved path `f` lies in folder `dir`; a folder that is not
+ * given or cannot be resolved holds nothing. */
+static bool inside_folder(const char *f, const char *dir) {
+  char *d = dir && dir[0] ? realpath(dir, NULL) : NULL;
+  bool in = d && is_inside(f, d);
+  free(d);
+  return in;
+}
+
+/* The program file `full` (as written: `rel`) checked against the folders
+ * the plan may reach, once symlinks and '..' are resolved: the plan's own
+ * folder tree `base`, and `root` when the loader allows one; so a plan
+ * from elsewhere cannot make the loader read any file the user can. Not
+ * the plan file itself either. */
 static int check_program_path(const plan_reader *rd, const plan_ynode *pathn,
                               const char *rel, const char *full,
-                              const char *root) {
+                              const char *base, const char *root) {
   char *rf = realpath(full, NULL);
   if (!rf)
     return plan_fail(PLAN_EIO, rd->file, pathn->line, pathn->col,
                      "program '%s': cannot read '%s': %s", rel, full,
                      strerror(errno));
-  char *rr = realpath(root, NULL);
   int rc = PLAN_OK;
-  if (!rr)
-    rc = plan_fail(PLAN_EIO, rd->file, pathn->line, pathn->col,
-                   "program '%s': the program root '%s' cannot be resolved: "
-                   "%s",
-                   rel, root, strerror(errno));
-  else if (!is_inside(rf, rr))
+  if (!inside_folder(rf, base) && !inside_folder(rf, root))
     rc = plan_fail(PLAN_EINVALID, rd->file, pathn->line, pathn->col,
-                   "program path '%s' leads outside the folder '%s'; a plan "
-                   "may name only files in its own folder tree unless its "
-                   "loader allows a wider root (plan --program-root DIR)",
-                   rel, root);
+                   "program path '%s' leads outside the folder '%s'%s%s%s; a "
+                   "plan may name only files in its own folder tree unless "
+                   "its loader allows another root (plan --program-root DIR)",
+                   rel, base, root && root[0] ? " and the program root '" : "",
+                   root && root[0] ? root : "", root && root[0] ? "'" : "");
   if (!rc) {
     char *self = rd->file ? realpath(rd->file, NULL) : NULL;
     if (self && !strcmp(self, rf))
@@ -89,7 +94,6 @@ static int check_program_path(const plan_reader *rd, const plan_ynode *pathn,
                      "program path '%s' names this plan file itself", rel);
     free(self);
   }
-  free(rr);
   free(rf);
   return rc;
 }
@@ -133,9 +137,8 @@ int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
     return plan_oom();
   if (!root || !root[0])
     root = getenv("PLAN_PROGRAM_ROOT");
-  if (!root || !root[0])
-    root = base_dir && base_dir[0] ? base_dir : ".";
-  if ((rc = check_program_path(rd, pathn, r->path, full, root)))
+  if ((rc = check_program_path(rd, pathn, r->path, full,
+                               base_dir && base_dir[0] ? base_dir : ".", root)))
     return rc;
   char *data = NULL;
   size_t len = 0;

@@ -133,10 +133,11 @@ static int write_via_temp(const char *path, const char *target,
   int fd = open_temp(target, exists ? 0600 : 0666, &tmp);
   if (fd < 0) {
     int e = errno;
+    bool named = tmp != NULL;
     free(tmp);
-    return tmp ? plan_failf(PLAN_EIO, "cannot write '%s': %s", path,
-                            strerror(e))
-               : plan_oom();
+    return named ? plan_failf(PLAN_EIO, "cannot write '%s': %s", path,
+                              strerror(e))
+                 : plan_oom();
   }
   int e = 0;
   if (exists) {
