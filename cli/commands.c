@@ -185,7 +185,7 @@ int cmd_fmt(int argc, char **argv) {
   plan_free(p);
   if (check) {
     size_t olen = 0;
-    char *orig = cli_read_file(file, &olen);
+    char *orig = cli_read_file(file, &olen, 0);
     bool same = orig && olen == len && !memcmp(orig, text, len);
     free(orig);
     plan_buffer_free(text);

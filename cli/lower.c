@@ -22,7 +22,7 @@ const char usage_lower[] =
 
 int cli_load_lowered(const char *file, plan_lowered **out) {
   size_t flen = 0;
-  char *fdata = cli_read_file(file, &flen);
+  char *fdata = cli_read_file(file, &flen, PLAN_MAX_LOWERED_BYTES);
   if (!fdata)
     return -1;
   int lowered = plan_is_lowered_text(fdata, flen);

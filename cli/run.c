@@ -33,7 +33,7 @@ typedef struct run_args {
  * regular file only, so a FIFO fails at once instead of waiting. */
 static int load_script(lua_State *L, const char *path) {
   size_t len;
-  char *text = cli_read_file(path, &len);
+  char *text = cli_read_file(path, &len, 0);
   if (!text) {
     char buf[1400];
     lua_pushstring(L, plan_error_format(buf, sizeof buf));

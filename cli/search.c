@@ -163,7 +163,7 @@ int cmd_search(int argc, char **argv) {
   /* a file with a mesh is a plan to search again; else a program, which
    * needs --mesh */
   size_t len;
-  char *text = cli_read_file(input, &len);
+  char *text = cli_read_file(input, &len, 0);
   if (!text)
     return cli_fail_last();
   bool is_plan = strstr(text, "\nmesh:") || !strncmp(text, "mesh:", 5);

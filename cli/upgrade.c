@@ -72,7 +72,7 @@ int cmd_upgrade(int argc, char **argv) {
   if (out && !strcmp(out, "-"))
     out = NULL; /* -o -: standard output, as without -o */
   size_t len = 0;
-  char *data = cli_read_file(file, &len);
+  char *data = cli_read_file(file, &len, 0);
   if (!data)
     return cli_fail_last();
   if (plan_is_lowered_text(data, len)) {

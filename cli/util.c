@@ -9,9 +9,9 @@
 
 #include "cli.h"
 
-char *cli_read_file(const char *path, size_t *len) {
+char *cli_read_file(const char *path, size_t *len, size_t max_bytes) {
   char *data = NULL;
-  if (plan_read_file(&data, len, path, PLAN_MAX_LOWERED_BYTES))
+  if (plan_read_file(&data, len, path, max_bytes))
     return NULL;
   return data;
 }

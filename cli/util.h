@@ -10,9 +10,9 @@
 
 /* The whole file, NUL-terminated (free with free()); NULL with the last
  * libplan error set when it cannot be read (plan_read_file: regular files
- * only, at most PLAN_MAX_LOWERED_BYTES, since it may be a lowered
- * program). *len is its length in bytes. */
-char *cli_read_file(const char *path, size_t *len);
+ * only, at most max_bytes; 0: PLAN_MAX_FILE_BYTES, the cap of plans and
+ * programs). *len is its length in bytes. */
+char *cli_read_file(const char *path, size_t *len, size_t max_bytes);
 
 /* The folder of a path ("." when none, "/" for a file at the root), into
  * out (NUL-terminated, truncated to size). */
