@@ -129,6 +129,11 @@ check "PLAN_PROGRAM_ROOT allows it too" [ $? -eq 0 ]
 expect 2 "--program-root without a folder" validate "$d/abs.plan.yaml" --program-root
 expect 2 "/dev/zero under --program-root /" validate --program-root / "$d/dev.plan.yaml"
 has "$err" "character device" "/dev/zero under --program-root /"
+# a program named on the command line may be anywhere
+(cd "$tmp/outside" && timeout 20 "$plan" search "$d/mlp-program.yaml" --mesh dp=2 \
+   -o "$d/found.plan.yaml" >"$out" 2>"$err")
+check "search of a program outside the working folder" [ $? -eq 0 ]
+expect 0 "its plan, beside the program, loads" validate "$d/found.plan.yaml"
 # a foreign file is not quoted, even when a root lets the path through
 expect 2 "a foreign file as the program" validate --program-root "$tmp" "$d/up.plan.yaml"
 lacks "$err" "secret_password" "a foreign file as the program"

@@ -66,6 +66,14 @@ PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
 PLAN_API int plan_load_root(plan_plan **out, const char *path,
                             const char *program_root,
                             const plan_load_options *opts);
+/* The same from memory: a program path is resolved relative to base_dir
+ * (NULL: the current directory) and must lie in its tree or program_root's
+ * (for text the caller wrote itself, "/" allows any path). */
+PLAN_API int plan_load_buffer_root(plan_plan **out, const char *data,
+                                   size_t len, const char *name,
+                                   const char *base_dir,
+                                   const char *program_root,
+                                   const plan_load_options *opts);
 PLAN_API void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */

@@ -362,12 +362,12 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
 
 int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
                           const char *name, const char *base_dir, int mode) {
-  return plan_load_buffer_root(out, data, len, name, base_dir, mode, NULL);
+  return plan_load_buffer_in(out, data, len, name, base_dir, mode, NULL);
 }
 
-int plan_load_buffer_root(plan_plan **out, const char *data, size_t len,
-                          const char *name, const char *base_dir, int mode,
-                          const char *program_root) {
+int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
+                        const char *name, const char *base_dir, int mode,
+                        const char *program_root) {
   *out = NULL;
   plan_error_clear();
   if (!data && len)
@@ -442,6 +442,20 @@ int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
   return plan_load_buffer_mode(out, data, len, name, base_dir, mode);
 }
 
+int plan_load_buffer_root(plan_plan **out, const char *data, size_t len,
+                          const char *name, const char *base_dir,
+                          const char *program_root,
+                          const plan_load_options *opts) {
+  int mode, rc;
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_load_buffer: NULL out");
+  *out = NULL;
+  if ((rc = load_mode_of(opts, &mode)))
+    return rc;
+  return plan_load_buffer_in(out, data, len, name, base_dir, mode,
+                             program_root);
+}
+
 int plan_load(plan_plan **out, const char *path) {
   return plan_load_ext(out, path, NULL);
 }
@@ -477,7 +491,7 @@ int plan_load_root(plan_plan **out, const char *path, const char *program_root,
   }
   int mode;
   if (!(rc = load_mode_of(opts, &mode)))
-    rc = plan_load_buffer_root(out, data, len, path, dir, mode, program_root);
+    rc = plan_load_buffer_in(out, data, len, path, dir, mode, program_root);
   free(data);
   return rc;
 }
