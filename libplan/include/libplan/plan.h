@@ -94,12 +94,20 @@ PLAN_API int plan_write_options_init(plan_write_options *opts,
  * plan_buffer_free. */
 PLAN_API int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
                                const plan_write_options *opts);
-/* Writes to `path` atomically: a temporary file in the same folder, fsync,
- * rename. Nothing is changed when it fails. */
+/* Writes to `path` atomically, as plan_write_file_atomic does (the same
+ * targets refused). Nothing is changed when it fails. */
 PLAN_API int plan_save(const plan_plan *p, const char *path,
                        const plan_write_options *opts);
 
-/* Writes `len` bytes atomically to `path` (temporary file, fsync, rename). */
+/* Writes `len` bytes atomically to `path`: a temporary file
+ * ".NAME.tmp.XXXXXX" beside it (created exclusively), fsync, rename. Only
+ * a regular file or a new name is replaced: a symlink is followed to its
+ * regular file (the link stays), the file's mode (and owner, where
+ * allowed) is kept; a device, FIFO, socket, folder, dangling symlink or a
+ * file with other hard links is refused (PLAN_EIO, nothing touched).
+ * While the temporary file exists the calling thread holds back SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT, so such a signal never leaves it behind;
+ * no handler is installed. */
 PLAN_API int plan_write_file_atomic(const char *path, const void *data,
                                     size_t len);
 
