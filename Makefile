@@ -245,6 +245,11 @@ check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 	@sh tests/cli/scale.sh $(TOOL)
 
+# Untrusted files and hostile write targets, strict numeric flags.
+.PHONY: check-security-files
+check-security-files: $(TOOL)
+	@sh tests/security/files.sh $(TOOL)
+
 # The tool is built on the public API alone: every cli/*.c compiles with
 # the public headers and Lua's and CBC's, none of libplan/src, verifier/ or
 # runners/ (check-lua-public does the same for the Lua module).
@@ -303,7 +308,7 @@ wheel: $(SEARCH_SHARED)
 test: deps deps-python
 	$(MAKE) -j$(JOBS) tests-build
 	@MAKE="$(MAKE)" JOBS=$(JOBS) sh tests/suites.sh check-format lint \
-	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
+	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-security-files check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
 	  check-cuda-virtual cuda-build \
 	  check-fuzz \
 	  asan

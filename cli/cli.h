@@ -27,6 +27,9 @@ typedef struct cli_verb {
 /* Prints the last libplan error as "plan: file:line:col: error: msg" and
  * returns EXIT_BAD_INPUT (or EXIT_CANNOT_RUN for PLAN_EUNSUPPORTED). */
 int cli_fail_last(void);
+/* The same for an error about `file`: named even when the library's
+ * error names no file (out of memory while running it). */
+int cli_fail_in(const char *file);
 /* Prints a usage error for `verb` and returns EXIT_BAD_INPUT. */
 int cli_usage(const char *verb, const char *fmt, ...)
 #if defined(__GNUC__)

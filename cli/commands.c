@@ -170,6 +170,8 @@ int cmd_fmt(int argc, char **argv) {
     return cli_usage("fmt", "no file given");
   if ((out != NULL) + in_place + check > 1)
     return cli_usage("fmt", "-o, --in-place and --check exclude each other");
+  if (out && !strcmp(out, "-"))
+    out = NULL; /* -o -: standard output, as without -o */
   plan_plan *p;
   int rc = load_or_fail(&p, file);
   if (rc)
@@ -183,7 +185,7 @@ int cmd_fmt(int argc, char **argv) {
   plan_free(p);
   if (check) {
     size_t olen = 0;
-    char *orig = cli_read_file(file, &olen);
+    char *orig = cli_read_file(file, &olen, 0);
     bool same = orig && olen == len && !memcmp(orig, text, len);
     free(orig);
     plan_buffer_free(text);
@@ -194,7 +196,7 @@ int cmd_fmt(int argc, char **argv) {
   }
   const char *dest = in_place ? file : out;
   if (dest) {
-    rc = plan_write_file_atomic(dest, text, len) ? cli_fail_last() : EXIT_OK;
+    rc = cli_write_output(dest, text, len);
   } else {
     rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util.h"
 #include "libplan/cost.h"
 
 const char usage_cost[] =
@@ -89,9 +90,10 @@ int cmd_cost(int argc, char **argv) {
   }
   for (int i = 0; i < nsets; i++) {
     const char *eq = strchr(sets[i], '=');
-    char name[128], *end = NULL;
-    double v = eq ? strtod(eq + 1, &end) : 0;
-    if (!eq || (size_t)(eq - sets[i]) >= sizeof name || end == eq + 1 || *end) {
+    char name[128];
+    double v = 0;
+    if (!eq || (size_t)(eq - sets[i]) >= sizeof name ||
+        !cli_parse_real(eq + 1, strlen(eq + 1), &v)) {
       rc = cli_usage("cost", "--set wants NAME=NUMBER, not '%s'", sets[i]);
       goto done;
     }

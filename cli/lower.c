@@ -22,7 +22,7 @@ const char usage_lower[] =
 
 int cli_load_lowered(const char *file, plan_lowered **out) {
   size_t flen = 0;
-  char *fdata = cli_read_file(file, &flen);
+  char *fdata = cli_read_file(file, &flen, PLAN_MAX_LOWERED_BYTES);
   if (!fdata)
     return -1;
   int lowered = plan_is_lowered_text(fdata, flen);
@@ -102,7 +102,7 @@ int cmd_lower(int argc, char **argv) {
   if (rc)
     return cli_fail_last();
   if (out)
-    rc = plan_write_file_atomic(out, text, len) ? cli_fail_last() : EXIT_OK;
+    rc = cli_write_output(out, text, len);
   else
     rc = fwrite(text, 1, len, stdout) == len ? EXIT_OK : EXIT_BAD_INPUT;
   plan_buffer_free(text);

@@ -2,6 +2,7 @@
  * errors with positions, and maps outcomes to the shared exit codes. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -43,7 +44,10 @@ static void print_help(FILE *f) {
   fprintf(f, "\n"
              "Every verb takes --help. Exit codes: 0 ok, 1 negative verdict\n"
              "(findings or differences), 2 unreadable input or bad usage,\n"
-             "3 cannot run here.\n");
+             "3 cannot run here.\n"
+             "\n"
+             "--program-root DIR (with any verb): a program by path may lie\n"
+             "anywhere under DIR, not only in the plan's own folder tree.\n");
 }
 
 int cli_fail_last(void) {
@@ -51,6 +55,20 @@ int cli_fail_last(void) {
   fprintf(stderr, "plan: %s\n", plan_error_format(buf, sizeof buf));
   return plan_error_last()->code == PLAN_EUNSUPPORTED ? EXIT_CANNOT_RUN
                                                       : EXIT_BAD_INPUT;
+}
+
+int cli_fail_in(const char *file) {
+  const plan_error *e = plan_error_last();
+  if (e->file[0] || !file)
+    return cli_fail_last();
+  /* an error of the run itself (out of memory on a huge shape): still say
+   * which file it was about */
+  fprintf(stderr, "plan: %s: error: %s\n", file,
+          e->code == PLAN_ENOMEM
+              ? "out of memory (its tensors are too large to run here; "
+                "--reduce verifies a smaller program of the same structure)"
+              : e->message);
+  return e->code == PLAN_EUNSUPPORTED ? EXIT_CANNOT_RUN : EXIT_BAD_INPUT;
 }
 
 int cli_usage(const char *verb, const char *fmt, ...) {
@@ -125,7 +143,40 @@ void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict) {
   fprintf(f, "]}\n");
 }
 
+/* Takes --program-root DIR out of argv (before a "--"), for every verb:
+ * the library reads it as PLAN_PROGRAM_ROOT, also where a verb loads
+ * through the search or upgrade calls. 0, or the exit code of a usage
+ * error. */
+static int take_program_root(int *argc, char **argv) {
+  int n = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (!strcmp(argv[i], "--")) {
+      while (i < *argc)
+        argv[n++] = argv[i++];
+      break;
+    }
+    if (strcmp(argv[i], "--program-root")) {
+      argv[n++] = argv[i];
+      continue;
+    }
+    if (i + 1 >= *argc || !argv[i + 1][0]) {
+      fprintf(stderr, "plan: --program-root needs a folder\n");
+      return EXIT_BAD_INPUT;
+    }
+    if (setenv("PLAN_PROGRAM_ROOT", argv[++i], 1) != 0) {
+      fprintf(stderr, "plan: --program-root: cannot set it\n");
+      return EXIT_BAD_INPUT;
+    }
+  }
+  argv[n] = NULL;
+  *argc = n;
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  int prc = take_program_root(&argc, argv);
+  if (prc)
+    return prc;
   if (argc < 2) {
     print_help(stderr);
     return EXIT_BAD_INPUT;

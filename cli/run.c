@@ -4,10 +4,12 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "lua_host.h"
+#include "util.h"
 
 const char usage_run[] =
     "usage: plan run SCRIPT.lua [ARGS...]\n"
@@ -26,6 +28,35 @@ typedef struct run_args {
   int status; /* what the script made of it */
 } run_args;
 
+/* Loads the script as luaL_loadfile would (a first line starting with '#'
+ * skipped, line numbers kept), but read as every file of the tool is: a
+ * regular file only, so a FIFO fails at once instead of waiting. */
+static int load_script(lua_State *L, const char *path) {
+  size_t len;
+  char *text = cli_read_file(path, &len, 0);
+  if (!text) {
+    char buf[1400];
+    lua_pushstring(L, plan_error_format(buf, sizeof buf));
+    return LUA_ERRFILE;
+  }
+  const char *s = text;
+  if (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) { /* a UTF-8 BOM */
+    s += 3;
+    len -= 3;
+  }
+  if (len > 0 && s[0] == '#') { /* a shebang line: kept as an empty line */
+    while (len > 0 && s[0] != '\n') {
+      s++;
+      len--;
+    }
+  }
+  lua_pushfstring(L, "@%s", path);
+  int rc = luaL_loadbufferx(L, s, len, lua_tostring(L, -1), NULL);
+  lua_remove(L, -2); /* the chunk name */
+  free(text);
+  return rc;
+}
+
 /* In protected mode: libraries, the preloaded module, `arg`, the script. */
 static int run_main(lua_State *L) {
   run_args *r = lua_touserdata(L, 1);
@@ -39,7 +70,7 @@ static int run_main(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_setglobal(L, "arg");
-  if (luaL_loadfile(L, r->script)) {
+  if (load_script(L, r->script)) {
     fprintf(stderr, "plan: %s\n", plan_lua_host_message(L));
     r->status = EXIT_BAD_INPUT;
     return 0;

@@ -55,8 +55,8 @@ static bool parse_durations(const char *text, plan_schedule_options *o,
       return false;
     }
     int64_t v;
-    if (!cli_parse_int64(eq + 1, (size_t)(end - eq - 1), &v) || v < 0 ||
-        v > ((int64_t)1 << 32)) {
+    if (plan_parse_int(&v, eq + 1, (size_t)(end - eq - 1)) || eq[1] == '+' ||
+        v < 0 || v > ((int64_t)1 << 32)) {
       snprintf(bad, badsz, "'%.*s' needs a whole number 0 to 2^32",
                (int)(end - p), p);
       return false;
@@ -97,7 +97,7 @@ static int write_out(const plan_schedule *s, const char *format,
     return cli_fail_last();
   int rc = EXIT_OK;
   if (path)
-    rc = plan_write_file_atomic(path, text, len) ? cli_fail_last() : EXIT_OK;
+    rc = cli_write_output(path, text, len);
   else if (fwrite(text, 1, len, stdout) != len)
     rc = EXIT_BAD_INPUT;
   plan_buffer_free(text);
@@ -140,10 +140,9 @@ int cmd_schedule(int argc, char **argv) {
                          "zb-h1, not '%s'",
                          kind_name);
     } else if (!strcmp(a, "--microbatches") && has) {
-      const char *n = argv[++i];
-      if (!cli_parse_int64(n, strlen(n), &microbatches) || microbatches < 1 ||
-          microbatches > 1000000)
-        return cli_usage("schedule", "--microbatches takes 1 to 1000000");
+      int rc = cli_int_arg("schedule", a, argv[++i], 1, 1000000, &microbatches);
+      if (rc)
+        return rc;
     } else if (a[0] == '-' && a[1]) {
       return cli_usage("schedule", "unknown option '%s'", a);
     } else if (file) {

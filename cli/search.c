@@ -1,7 +1,6 @@
 /* `plan search` and `plan replay`: the options, a call to plan_search or
  * plan_replay (libplan/search.h, which run the Lua search driver), and
  * what they print and write. */
-#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,26 +55,11 @@ const char usage_replay[] =
     "2 unreadable input, no search in the provenance, or a strategy file\n"
     "neither named nor trusted (or not the recorded one).\n";
 
-/* The value of a numeric option: an integer (or any number, when `real`),
- * above 0 unless `any_sign`; false when it is something else. */
-static bool number_arg(const char *s, bool real, bool any_sign, double *v,
-                       int64_t *i) {
-  char *end;
-  errno = 0;
-  if (real)
-    *v = strtod(s, &end);
-  else
-    *i = strtoll(s, &end, 10);
-  if (!*s || *end || errno)
-    return false;
-  return any_sign || (real ? *v > 0 : *i > 0);
-}
-
 /* One valued option of plan search into o; EXIT_OK or a usage error. */
 static int search_option(plan_search_options *o, const char *name,
                          const char *v, const char **out) {
-  double d = 0;
   int64_t i = 0;
+  int rc = EXIT_OK;
   if (!strcmp(name, "--mesh"))
     o->mesh = v;
   else if (!strcmp(name, "--strategy"))
@@ -88,22 +72,18 @@ static int search_option(plan_search_options *o, const char *name,
     return cli_usage("search", "--devices takes 'search', not '%s'", v);
   else if (!strcmp(name, "--devices"))
     o->devices = 1;
-  else if (!strcmp(name, "--seed") && number_arg(v, false, true, &d, &i))
+  else if (!strcmp(name, "--seed") &&
+           !(rc = cli_int_arg("search", name, v, INT64_MIN, INT64_MAX, &i)))
     o->seed = i;
-  else if (!strcmp(name, "--width") && number_arg(v, false, false, &d, &i) &&
-           i <= INT32_MAX)
+  else if (!strcmp(name, "--width") &&
+           !(rc = cli_int_arg("search", name, v, 1, INT32_MAX, &i)))
     o->width = (int)i;
-  else if (!strcmp(name, "--limit") && number_arg(v, false, false, &d, &i))
+  else if (!strcmp(name, "--limit") &&
+           !(rc = cli_int_arg("search", name, v, 1, INT64_MAX, &i)))
     o->limit = i;
-  else if (!strcmp(name, "--seconds") && number_arg(v, true, false, &d, &i))
-    o->seconds = d;
-  else
-    return cli_usage("search", "%s needs a %s, not '%s'", name,
-                     !strcmp(name, "--seed")      ? "whole number"
-                     : !strcmp(name, "--seconds") ? "number above 0"
-                                                  : "whole number above 0",
-                     v);
-  return EXIT_OK;
+  else if (!strcmp(name, "--seconds"))
+    rc = cli_real_arg("search", name, v, 0, 1e9, &o->seconds);
+  return rc;
 }
 
 /* A failed search or replay: the whole story on stderr; exit 1 when the
@@ -194,7 +174,7 @@ int cmd_search(int argc, char **argv) {
   /* a file with a mesh is a plan to search again; else a program, which
    * needs --mesh */
   size_t len;
-  char *text = cli_read_file(input, &len);
+  char *text = cli_read_file(input, &len, 0);
   if (!text)
     return cli_fail_last();
   bool is_plan = strstr(text, "\nmesh:") || !strncmp(text, "mesh:", 5);

@@ -69,8 +69,10 @@ int cmd_upgrade(int argc, char **argv) {
     return cli_usage("upgrade", "no file given");
   if (out && in_place)
     return cli_usage("upgrade", "-o and --in-place exclude each other");
+  if (out && !strcmp(out, "-"))
+    out = NULL; /* -o -: standard output, as without -o */
   size_t len = 0;
-  char *data = cli_read_file(file, &len);
+  char *data = cli_read_file(file, &len, 0);
   if (!data)
     return cli_fail_last();
   if (plan_is_lowered_text(data, len)) {
@@ -109,7 +111,7 @@ int cmd_upgrade(int argc, char **argv) {
     return EXIT_BAD_INPUT;
   }
   if (dest) {
-    rc = plan_write_file_atomic(dest, text, tlen) ? cli_fail_last() : EXIT_OK;
+    rc = cli_write_output(dest, text, tlen);
   } else {
     rc = fwrite(text, 1, tlen, stdout) == tlen ? EXIT_OK : EXIT_BAD_INPUT;
   }

@@ -2,49 +2,17 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "libplan/common.h"
+#include "cli.h"
 
-/* Ends a failed read: closes f, frees data, sets the error. */
-static char *read_failed(FILE *f, char *data, int code, const char *path) {
-  fclose(f);
-  free(data);
-  plan_error_set(code, NULL, 0, 0, "cannot read '%s'", path);
-  return NULL;
-}
-
-char *cli_read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    plan_error_set(PLAN_EIO, NULL, 0, 0, "cannot read '%s': %s", path,
-                   strerror(errno));
+char *cli_read_file(const char *path, size_t *len, size_t max_bytes) {
+  char *data = NULL;
+  if (plan_read_file(&data, len, path, max_bytes))
     return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *data = malloc(cap);
-  if (!data)
-    return read_failed(f, NULL, PLAN_ENOMEM, path);
-  for (;;) {
-    if (cap - n < 2) { /* room for a byte and the NUL */
-      char *grown = cap > SIZE_MAX / 2 ? NULL : realloc(data, cap * 2);
-      if (!grown)
-        return read_failed(f, data, PLAN_ENOMEM, path);
-      data = grown;
-      cap *= 2;
-    }
-    size_t got = fread(data + n, 1, cap - n - 1, f);
-    if (got == 0)
-      break;
-    n += got;
-  }
-  if (ferror(f))
-    return read_failed(f, data, PLAN_EIO, path);
-  fclose(f);
-  data[n] = '\0';
-  *len = n;
   return data;
 }
 
@@ -59,32 +27,75 @@ void cli_dirname(const char *path, char *out, size_t size) {
     snprintf(out, size, "%.*s", (int)n, path);
 }
 
-bool cli_parse_int64(const char *s, size_t len, int64_t *out) {
-  size_t i = 0;
-  bool neg = false;
-  if (len > 0 && (s[0] == '-' || s[0] == '+')) {
-    neg = s[0] == '-';
-    i = 1;
+int cli_int_arg(const char *verb, const char *flag, const char *value,
+                int64_t lo, int64_t hi, int64_t *out) {
+  int64_t v;
+  /* a '+' or a '-' only where negative numbers are allowed */
+  bool signed_ok = lo < 0 || (value[0] != '-' && value[0] != '+');
+  if (signed_ok && plan_parse_int(&v, value, strlen(value)) == PLAN_OK &&
+      v >= lo && v <= hi) {
+    *out = v;
+    return EXIT_OK;
   }
-  if (i == len)
-    return false; /* empty, or a bare sign */
-  if (s[i] == '0' && len - i > 1)
-    return false; /* leading zero */
-  /* accumulated negatively, so INT64_MIN parses without overflow */
-  int64_t acc = 0;
-  for (; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9')
+  if (lo == INT64_MIN && hi == INT64_MAX)
+    return cli_usage(verb, "%s takes a whole number, not '%s'", flag, value);
+  return cli_usage(verb, "%s takes a whole number from %lld to %lld, not '%s'",
+                   flag, (long long)lo, (long long)hi, value);
+}
+
+bool cli_parse_real(const char *s, size_t len, double *out) {
+  /* the spelling first: strtod alone would take spaces, hex, inf and nan */
+  size_t i = 0, digits = 0;
+  if (i < len && (s[i] == '-' || s[i] == '+'))
+    i++;
+  for (; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+    digits++;
+  if (i < len && s[i] == '.')
+    for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+      digits++;
+  if (!digits)
+    return false;
+  if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+    size_t e = ++i;
+    if (i < len && (s[i] == '-' || s[i] == '+'))
+      e = ++i;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+      ;
+    if (i == e)
       return false;
-    int d = s[i] - '0';
-    if (acc < (INT64_MIN + d) / 10)
-      return false;
-    acc = acc * 10 - d;
   }
-  if (!neg) {
-    if (acc == INT64_MIN)
-      return false;
-    acc = -acc;
-  }
-  *out = acc;
+  if (i != len || len >= 64)
+    return false;
+  char buf[64];
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  errno = 0;
+  double v = strtod(buf, NULL);
+  if (!isfinite(v) || errno == ERANGE)
+    return false;
+  *out = v;
   return true;
+}
+
+int cli_real_arg(const char *verb, const char *flag, const char *value,
+                 double above, double most, double *out) {
+  double v;
+  if (cli_parse_real(value, strlen(value), &v) && v > above && v <= most) {
+    *out = v;
+    return EXIT_OK;
+  }
+  return cli_usage(verb, "%s takes a number above %g, not '%s'", flag, above,
+                   value);
+}
+
+int cli_write_output(const char *dest, const char *text, size_t len) {
+  if (!strcmp(dest, "-")) {
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0) {
+      fprintf(stderr, "plan: cannot write to standard output: %s\n",
+              strerror(errno));
+      return EXIT_BAD_INPUT;
+    }
+    return EXIT_OK;
+  }
+  return plan_write_file_atomic(dest, text, len) ? cli_fail_last() : EXIT_OK;
 }

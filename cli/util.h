@@ -1,5 +1,6 @@
 /* The `plan` tool's own helpers, not the library's business: reading a
- * whole file, a path's folder, strict integer parsing. */
+ * whole file, a path's folder, numeric options parsed strictly, output to
+ * a file or standard output, the temporary file a signal must remove. */
 #ifndef PLAN_CLI_UTIL_H
 #define PLAN_CLI_UTIL_H
 
@@ -8,17 +9,32 @@
 #include <stdint.h>
 
 /* The whole file, NUL-terminated (free with free()); NULL with the last
- * libplan error set (plan_error_set: PLAN_EIO, PLAN_ENOMEM) when it cannot
- * be read. *len is its length in bytes. */
-char *cli_read_file(const char *path, size_t *len);
+ * libplan error set when it cannot be read (plan_read_file: regular files
+ * only, at most max_bytes; 0: PLAN_MAX_FILE_BYTES, the cap of plans and
+ * programs). *len is its length in bytes. */
+char *cli_read_file(const char *path, size_t *len, size_t max_bytes);
 
 /* The folder of a path ("." when none, "/" for a file at the root), into
  * out (NUL-terminated, truncated to size). */
 void cli_dirname(const char *path, char *out, size_t size);
 
-/* A whole decimal integer s[0..len): an optional sign, digits, no leading
- * zeros beyond "0", nothing else (no spaces, no underscores). False on any
- * deviation or overflow, *out untouched. */
-bool cli_parse_int64(const char *s, size_t len, int64_t *out);
+/* The value of a numeric option `flag` of `verb`: a whole decimal number
+ * (plan_parse_int: no spaces, signs only where lo < 0, nothing after it) in
+ * [lo, hi]. EXIT_OK with *out set, else a usage error naming the flag
+ * (exit 2). */
+int cli_int_arg(const char *verb, const char *flag, const char *value,
+                int64_t lo, int64_t hi, int64_t *out);
+/* A finite decimal number (digits, an optional fraction and exponent; no
+ * spaces, hex, inf or nan) above `above` (strictly) and at most `most`.
+ * EXIT_OK with *out set, else a usage error naming the flag. */
+int cli_real_arg(const char *verb, const char *flag, const char *value,
+                 double above, double most, double *out);
+/* Whether s[0..len) is such a number; *out set when it is. */
+bool cli_parse_real(const char *s, size_t len, double *out);
+
+/* Writes text to `dest`: standard output for "-", else the file, written
+ * atomically (plan_write_file_atomic). EXIT_OK, or the exit code of the
+ * failure after its message. */
+int cli_write_output(const char *dest, const char *text, size_t len);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "libplan/verify.h"
+#include "util.h"
 #include "region_trace.h"
 
 const char usage_verify[] =
@@ -95,10 +96,11 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
     return cli_fail_last();
   }
   if (outfile) {
-    if (plan_write_file_atomic(outfile, text, len)) {
+    int wrc = cli_write_output(outfile, text, len);
+    if (wrc) {
       plan_buffer_free(text);
       plan_verify_report_free(r);
-      return cli_fail_last();
+      return wrc;
     }
     /* the verdict still goes to the terminal */
     printf("%s: %s (report in %s)\n", file,
@@ -120,9 +122,10 @@ static int env_int(const char *a, const char *b, int lo, int hi) {
     v = getenv(b);
   if (!v || !v[0])
     return -1;
-  char *e;
-  long x = strtol(v, &e, 10);
-  return *e || x < lo || x > hi ? -2 : (int)x;
+  int64_t x;
+  if (v[0] == '+' || plan_parse_int(&x, v, strlen(v)) || x < lo || x > hi)
+    return -2;
+  return (int)x;
 }
 
 /* --distributed: this process's rank and the world size, from the
@@ -139,11 +142,12 @@ static int distributed_ranks(plan_verify_options *o) {
   return 0;
 }
 
-/* A tolerance: a finite number >= 0, the whole argument. */
+/* A tolerance: a finite number >= 0 (cli_parse_real's spelling), up to
+ * `stop` or the end of s; *end on the stop. */
 static bool parse_tol(const char *s, char stop, double *out, const char **end) {
-  char *e;
-  *out = strtod(s, &e);
-  if (e == s || *e != stop || !(*out >= 0) || *out > 1e300)
+  const char *e = stop ? strchr(s, stop) : s + strlen(s);
+  if (!e || !cli_parse_real(s, (size_t)(e - s), out) || !(*out >= 0) ||
+      *out > 1e300)
     return false;
   *end = e;
   return true;
@@ -196,7 +200,7 @@ static int parse_tolerance(verify_args *v, int argc, char **argv, int *i) {
  * option's last word) or the exit code of a usage error, or of a runner
  * that cannot run here (exit 3, before anything is loaded). */
 static int parse_option(verify_args *v, int argc, char **argv, int *i) {
-  const char *a = argv[*i], *end;
+  const char *a = argv[*i];
   plan_verify_options *o = &v->o;
   bool has = *i + 1 < argc;
   if (!strcmp(a, "--mode") && has) {
@@ -214,10 +218,11 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
         strcmp(o->dtype, "bf16") && strcmp(o->dtype, "f16"))
       return cli_usage("verify", "--dtype is f64, f32, bf16 or f16");
   } else if (!strcmp(a, "--seed") && has) {
-    char *e;
-    o->seed = strtoull(argv[++*i], &e, 10);
-    if (*e)
-      return cli_usage("verify", "--seed takes a number");
+    int64_t seed;
+    int rc = cli_int_arg("verify", a, argv[++*i], 0, INT64_MAX, &seed);
+    if (rc)
+      return rc;
+    o->seed = (uint64_t)seed;
   } else if (!strcmp(a, "--reduce")) {
     v->reduce = true;
   } else if (!strcmp(a, "--report") && has) {
@@ -230,8 +235,9 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
   } else if (!strcmp(a, "--distributed") && has) {
     o->rendezvous = argv[++*i];
   } else if (!strcmp(a, "--timeout") && has) {
-    if (!parse_tol(argv[++*i], 0, &o->timeout_s, &end) || !(o->timeout_s > 0))
-      return cli_usage("verify", "--timeout takes seconds > 0");
+    int rc = cli_real_arg("verify", a, argv[++*i], 0, 1e9, &o->timeout_s);
+    if (rc)
+      return rc;
   } else if (!strcmp(a, "--comm") && has) {
     o->comm = argv[++*i];
     if (strcmp(o->comm, "tcp") && strcmp(o->comm, "nccl"))
@@ -309,7 +315,7 @@ static int verify_lowered(const verify_args *v, plan_lowered *l,
     int rrc = plan_reduce_lowered(&rl, &sum, l);
     plan_lowered_free(l);
     if (rrc)
-      return cli_fail_last();
+      return cli_fail_in(v->file);
     if (shown)
       print_reduction(sum, v->format, v->outfile);
     plan_buffer_free(sum);
@@ -317,7 +323,7 @@ static int verify_lowered(const verify_args *v, plan_lowered *l,
   }
   plan_verify_report *r;
   if (plan_verify_lowered(&r, plan_lowered_plan(l), l, &v->o))
-    return cli_fail_last();
+    return cli_fail_in(v->file);
   return cli_emit_report(r, shown, v->format, v->outfile);
 }
 
@@ -333,7 +339,7 @@ static int verify_plan(const verify_args *v, const char *shown) {
     char *sum;
     if (plan_reduce_shapes(&rp, &sum, p)) {
       plan_free(p);
-      return cli_fail_last(); /* 3 for pipelines, else 2 */
+      return cli_fail_in(v->file); /* 3 for pipelines, else 2 */
     }
     plan_free(p);
     p = rp;
@@ -345,7 +351,7 @@ static int verify_plan(const verify_args *v, const char *shown) {
   int rc = plan_verify_traced(&r, p, &v->o, plan_lua_trace_region, NULL);
   if (rc) {
     plan_free(p);
-    return cli_fail_last(); /* 3 for what cannot run here, else 2 */
+    return cli_fail_in(v->file); /* 3 for what cannot run here, else 2 */
   }
   rc = cli_emit_report(r, shown, v->format, v->outfile);
   plan_free(p);

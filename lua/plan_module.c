@@ -90,7 +90,9 @@ static int l_new(lua_State *L) {
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
   lplan *lp = plan_lua_new_plan(L);
-  if (plan_load_buffer(&lp->p, text, len, "<plan.new>", "."))
+  /* the program path is the caller's own argument, not a file's content:
+   * any folder may hold it */
+  if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL))
     return plan_lua_fail(L);
   return 1;
 }

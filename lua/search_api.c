@@ -8,7 +8,6 @@
  * a C local across a Lua call that can raise. The last error is set only
  * once the state is closed, from what the job recorded. */
 #include <lauxlib.h>
-#include <errno.h>
 #include <lua.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -501,19 +500,14 @@ static bool scan_mesh(const char *s, size_t len, size_t *k) {
 
 /* The same for a file: *is_plan, or PLAN_EIO. */
 static int file_is_plan(const char *path, bool *is_plan) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return plan_error_set(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
-                          strerror(errno));
-  char buf[16384];
-  size_t n, k = 1;
-  *is_plan = false;
-  while (!*is_plan && (n = fread(buf, 1, sizeof buf, f)) > 0)
-    *is_plan = scan_mesh(buf, n, &k);
-  int err = ferror(f);
-  fclose(f);
-  if (err)
-    return plan_error_set(PLAN_EIO, path, 0, 0, "cannot read '%s'", path);
+  /* plan_read_file: a regular file only (a FIFO is not waited on), capped */
+  char *data = NULL;
+  size_t len = 0, k = 1;
+  int rc = plan_read_file(&data, &len, path, 0);
+  if (rc)
+    return rc;
+  *is_plan = scan_mesh(data, len, &k);
+  plan_buffer_free(data);
   return PLAN_OK;
 }
 

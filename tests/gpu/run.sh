@@ -273,7 +273,8 @@ if "$plan" search examples/mlp-program.yaml --mesh dp=$ngpu --strategy dp \
   r=0
   while [ "$r" -lt "$ngpu" ]; do
     (RANK=$r WORLD_SIZE=$ngpu LOCAL_RANK=$r timeout "$(cap 60)" "$plan" verify \
-       --runner cuda --distributed "$d" --timeout 50 "$out/mlp-dp$ngpu.plan.yaml" \
+       --runner cuda --distributed "$d" --timeout 50 --program-root . \
+       "$out/mlp-dp$ngpu.plan.yaml" \
        >"$out/dist-nccl.$r.log" 2>&1; echo $? >"$out/dist-nccl.$r.rc") &
     r=$((r + 1))
   done

@@ -189,7 +189,7 @@ check "cc \$(pkg-config --cflags --libs libplan-search) search.c" \
 search_ok() {
   want=$(clean "$prefix/bin/plan" search "$root/examples/mlp-program.yaml" \
     --mesh dp=2,tp=2 --strategy megatron -o "$tmp/searched.plan.yaml" >/dev/null &&
-    clean "$prefix/bin/plan" hash "$tmp/searched.plan.yaml") &&
+    clean "$prefix/bin/plan" hash --program-root "$root" "$tmp/searched.plan.yaml") &&
     got=$(run_lib "$tmp/search" "$root/examples/mlp-program.yaml") &&
     echo "search.c: $got, plan search: $want" &&
     [ -n "$want" ] && [ "$got" = "$want" ] &&

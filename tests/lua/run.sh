@@ -20,6 +20,10 @@ else
   failed=$((failed+1)); echo "FAIL: tests/lua/alloc_limit.c does not build"
 fi
 export LUA_CPATH="$tmp/?.so;;"
+# the searched plans are written to temporary folders and name the
+# repository's programs by path: a root that holds those
+PLAN_PROGRAM_ROOT=$(cd "$DIR/../.." && pwd)
+export PLAN_PROGRAM_ROOT
 for t in "$DIR"/test_*.lua; do
   if PLAN_TOOL=$PLAN "$PLAN" run "$t" >/tmp/lua-test.$$ 2>&1; then
     passed=$((passed+1))

@@ -313,7 +313,13 @@ class TestSave(unittest.TestCase):
                 out = os.path.join(tmp, "sub", "p.yaml")
                 os.makedirs(os.path.dirname(out))
                 p.save(out)
-                with libplan.load(out) as q:
+                # the program is outside the new file's folder tree: refused
+                # unless a root that holds both is given
+                with self.assertRaises(libplan.InvalidError) as cm:
+                    libplan.load(out)
+                self.assertIn("leads outside the folder", str(cm.exception))
+                self.assertEqual(cm.exception.file, out)
+                with libplan.load(out, program_root="/") as q:
                     self.assertEqual(q.hash(), p.hash())
 
 

@@ -7,7 +7,7 @@ import shutil
 import tempfile
 import unittest
 
-from util import MLP, MLP_PROGRAM, TOOL, libplan, python
+from util import MLP, MLP_PROGRAM, ROOT, TOOL, libplan, python
 
 from libplan import _lib
 
@@ -156,7 +156,8 @@ class TestInProcess(unittest.TestCase):
                 r = python_tool(["search", MLP_PROGRAM, "--mesh", "dp=2,tp=2",
                                  "--strategy", strategy, "-o", out])
                 self.assertEqual(r.returncode, 0, r.stderr)
-                with libplan.load(out) as f:
+                # its program is the repository's, outside tmp
+                with libplan.load(out, program_root=ROOT) as f:
                     self.assertEqual(m.hash(), f.hash(), strategy)
 
     def test_replay_same_and_tampered(self):

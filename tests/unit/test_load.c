@@ -1556,6 +1556,17 @@ static void test_program_by_path(void **state) {
                "    tensors: {x: \"00000000000000ff\"}\n" MESH22,
            path, plan_hash_format(h2, hb),
            (unsigned long long)plan_program_op_signature(g, 0));
+  /* outside the plan's folder tree (base_dir) it is refused at the path;
+   * a root that holds it (PLAN_PROGRAM_ROOT here) lets it through */
+  char other[200];
+  snprintf(other, sizeof other, "%s/other", tmpdir);
+  assert_int_equal(mkdir(other, 0755), 0);
+  assert_int_equal(plan_load_buffer(&p, text2, strlen(text2), "t.yaml", other),
+                   PLAN_EINVALID);
+  assert_null(p);
+  assert_non_null(strstr(plan_error_last()->message, "leads outside"));
+  assert_int_equal(plan_error_last()->line, 3);
+  assert_int_equal(setenv("PLAN_PROGRAM_ROOT", tmpdir, 1), 0);
   assert_int_equal(
       plan_load_buffer(&p, text2, strlen(text2), "t.yaml", "/nonexistent"),
       PLAN_OK);
@@ -1607,6 +1618,23 @@ static void test_program_by_path(void **state) {
   assert_int_equal(plan_load(&p, plan_path), PLAN_EIO);
   assert_null(p);
   assert_string_equal(plan_error_last()->file, plan_path);
+  assert_int_equal(unsetenv("PLAN_PROGRAM_ROOT"), 0);
+
+  /* plan_load_root: the root given by the caller */
+  snprintf(plan_path, sizeof plan_path, "%s/abs.yaml", other);
+  write_file(plan_path, text2);
+  assert_int_equal(plan_load(&p, plan_path), PLAN_EINVALID);
+  assert_null(p);
+  assert_int_equal(plan_load_root(&p, plan_path, tmpdir, NULL), PLAN_OK);
+  plan_free(p);
+  assert_int_equal(plan_load_root(&p, plan_path, other, NULL), PLAN_EINVALID);
+  assert_null(p);
+  /* a program path that names the plan itself is the file's error */
+  snprintf(text3, sizeof text3, HDR "program:\n  path: self.yaml\n" MESH22);
+  snprintf(plan_path, sizeof plan_path, "%s/self.yaml", tmpdir);
+  write_file(plan_path, text3);
+  assert_int_equal(plan_load(&p, plan_path), PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "itself"));
 }
 
 /* ---- the bad-input corpus

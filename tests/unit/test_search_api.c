@@ -435,6 +435,9 @@ static int teardown(void **state) {
 int main(int argc, char **argv) {
   (void)argc;
   find_tool(argv[0]);
+  /* the searched plans are saved in a temporary folder and name the
+   * repository's example programs: a root that holds both */
+  setenv("PLAN_PROGRAM_ROOT", "/", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options_init),
       cmocka_unit_test(test_same_as_tool),

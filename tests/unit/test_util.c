@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "libplan/common.h"
 #include "base/util.h"
@@ -498,11 +500,64 @@ static void test_parse_int64(void **state) {
     if (plan_parse_int64(bad[i], strlen(bad[i]), &v))
       fail_msg("parse_int64 accepted \"%s\"", bad[i]);
     assert_int_equal(v, 99);
+    /* the public face (the tool's flags) is the same parser */
+    assert_int_equal(plan_parse_int(&v, bad[i], strlen(bad[i])), PLAN_EINVALID);
+    assert_int_equal(v, 99);
   }
   int64_t v;
+  assert_int_equal(plan_parse_int(&v, "-42", 3), PLAN_OK);
+  assert_int_equal(v, -42);
+  assert_int_equal(plan_parse_int(&v, "9223372036854775807", 19), PLAN_OK);
+  assert_int_equal(v, INT64_MAX);
+  assert_int_equal(plan_parse_int(NULL, "1", 1), PLAN_EINVALID);
+  assert_int_equal(plan_parse_int(&v, NULL, 1), PLAN_EINVALID);
   assert_true(plan_parse_int64("123abc", 3, &v));
   assert_int_equal(v, 123);
   assert_false(plan_parse_int64("123", 0, &v));
+}
+
+/* plan_read_file: regular files only, never blocking, capped. */
+static void test_read_file(void **state) {
+  (void)state;
+  char dir[] = "/tmp/libplan-read-XXXXXX", path[128];
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/f.yaml", dir);
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite("0123456789", 1, 10, f), 10);
+  assert_int_equal(fclose(f), 0);
+  char *data = (char *)1;
+  size_t len = 99;
+  assert_int_equal(plan_read_file(&data, &len, path, 0), PLAN_OK);
+  assert_int_equal(len, 10);
+  assert_string_equal(data, "0123456789");
+  plan_buffer_free(data);
+  /* exactly at the cap is fine, one byte over is not */
+  assert_int_equal(plan_read_file(&data, &len, path, 10), PLAN_OK);
+  plan_buffer_free(data);
+  assert_int_equal(plan_read_file(&data, &len, path, 9), PLAN_ELIMIT);
+  assert_null(data);
+  assert_non_null(strstr(plan_error_last()->message, "9 bytes"));
+  assert_string_equal(plan_error_last()->file, path);
+  /* a FIFO with no writer: refused at once, not waited on */
+  char fifo[128];
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(plan_read_file(&data, &len, fifo, 0), PLAN_EIO);
+  assert_non_null(strstr(plan_error_last()->message, "FIFO"));
+  /* devices and folders */
+  assert_int_equal(plan_read_file(&data, &len, "/dev/zero", 0), PLAN_EIO);
+  assert_non_null(strstr(plan_error_last()->message, "character device"));
+  assert_int_equal(plan_read_file(&data, &len, dir, 0), PLAN_EIO);
+  assert_non_null(strstr(plan_error_last()->message, "directory"));
+  snprintf(path, sizeof path, "%s/none.yaml", dir);
+  assert_int_equal(plan_read_file(&data, &len, path, 0), PLAN_EIO);
+  assert_int_equal(plan_read_file(NULL, &len, path, 0), PLAN_EUSAGE);
+  assert_int_equal(plan_read_file(&data, &len, NULL, 0), PLAN_EUSAGE);
+  remove(fifo);
+  snprintf(path, sizeof path, "%s/f.yaml", dir);
+  remove(path);
+  rmdir(dir);
 }
 
 static void test_overflow(void **state) {
@@ -622,6 +677,7 @@ int main(void) {
       cmocka_unit_test(test_format_double),
       cmocka_unit_test(test_parse_double),
       cmocka_unit_test(test_parse_int64),
+      cmocka_unit_test(test_read_file),
       cmocka_unit_test(test_overflow),
       cmocka_unit_test(test_glob),
   };

@@ -212,6 +212,7 @@ PROTOS = {
     "plan_program_grad": (c_int, [pp, vp, P(GradOptions)]),
     # plan.h
     "plan_load_ext": (c_int, [pp, c_char_p, P(LoadOptions)]),
+    "plan_load_root": (c_int, [pp, c_char_p, c_char_p, P(LoadOptions)]),
     "plan_load_buffer": (c_int, [pp, c_char_p, c_size_t, c_char_p, c_char_p]),
     "plan_free": (None, [vp]),
     "plan_write_buffer": (c_int, [ps, P(c_size_t), vp, P(WriteOptions)]),

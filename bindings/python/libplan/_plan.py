@@ -117,11 +117,12 @@ class Plan(_Handle):
     _names = None  # tensor name -> index, built on the first lookup
 
     @classmethod
-    def load(cls, path, threads=0):
+    def load(cls, path, threads=0, program_root=None):
         out = ctypes.c_void_p()
         opts = _decls.LoadOptions(1, _ranged(threads, "threads"))
-        check(fn.load_ext(ctypes.byref(out), _path(path),
-                          ctypes.byref(opts)))
+        root = None if program_root is None else _path(program_root)
+        check(fn.load_root(ctypes.byref(out), _path(path), root,
+                           ctypes.byref(opts)))
         return cls(out.value)
 
     @classmethod
@@ -441,9 +442,11 @@ class Match(namedtuple("Match", "ok findings placements strategies")):
         return self.ok
 
 
-def load(path, threads=0):
-    """Loads a plan file: `with libplan.load(path) as plan: ...`."""
-    return Plan.load(path, threads)
+def load(path, threads=0, program_root=None):
+    """Loads a plan file: `with libplan.load(path) as plan: ...`. A program
+    by path must lie in the plan's folder tree, or under `program_root`
+    when given (else $PLAN_PROGRAM_ROOT)."""
+    return Plan.load(path, threads, program_root)
 
 
 def parse(text, name="<string>", base_dir=None):

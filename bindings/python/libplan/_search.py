@@ -141,8 +141,9 @@ def _tool_search(program, mesh, strategy, hardware, seed, width, limit,
         base = os.path.dirname(os.path.abspath(src))
         if not self_contained:
             # the tool wrote the program path relative to `out`: load from
-            # the file itself while it exists
-            p = Plan.load(out)
+            # the file itself while it exists (our own file in our own
+            # temporary folder, naming the program the tool read: any root)
+            p = Plan.load(out, program_root="/")
             text = p.text(self_contained=True)
             p.close()
         return Plan.parse(text, name="<search>", base_dir=base)

@@ -109,6 +109,32 @@ PLAN_API char *plan_error_format(char *buf, size_t size);
  * runtime free them without reaching for the library's allocator itself. */
 PLAN_API void plan_buffer_free(void *buf);
 
+/* ---- files and numbers ----------------------------------------------------
+ */
+
+/* The most bytes a plan or program file may have (plan_load, a program by
+ * path, plan_read_file's default), and a lowered program file (whose steps
+ * and layouts make it larger than its plan). */
+#define PLAN_MAX_FILE_BYTES ((size_t)256 << 20)
+#define PLAN_MAX_LOWERED_BYTES ((size_t)1 << 30)
+
+/* Reads the whole regular file `path` into a newly allocated NUL-terminated
+ * buffer (*out, *len bytes without the NUL; free it with plan_buffer_free).
+ * The file is opened without blocking (a FIFO never hangs the call) and
+ * refused unless it is a regular file; it may hold at most max_bytes (0:
+ * PLAN_MAX_FILE_BYTES), checked against its size before the read and while
+ * it is read. PLAN_EIO (cannot open or read; not a regular file),
+ * PLAN_ELIMIT (too large), PLAN_ENOMEM, PLAN_EUSAGE; the last error names
+ * the file and never quotes its content; *out = NULL on failure. */
+PLAN_API int plan_read_file(char **out, size_t *len, const char *path,
+                            size_t max_bytes);
+
+/* Parses a whole decimal integer s[0..len): an optional sign, digits, no
+ * leading zeros beyond "0", nothing else (no spaces, no underscores, no
+ * trailing text). PLAN_OK with *out set, else PLAN_EINVALID (empty, any
+ * other character, out of the int64 range) with *out untouched. */
+PLAN_API int plan_parse_int(int64_t *out, const char *s, size_t len);
+
 /* Runtime versions. */
 PLAN_API const char *plan_version_string(void);
 PLAN_API int plan_version_number(void);

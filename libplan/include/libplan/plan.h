@@ -19,7 +19,8 @@ typedef struct plan_plan plan_plan;
 /* ---- load and save ------------------------------------------------------- */
 
 /* Reads a plan file. A program given by path is resolved relative to the plan
- * file's folder and read too. On failure returns a negative status (see
+ * file's folder and read too (it must lie in that folder's tree: see
+ * plan_load_root). On failure returns a negative status (see
  * common.h) with the last error naming file, line and column; *out = NULL.
  * Only well-formedness is checked here (structure, names, shapes, placement
  * spellings); plan_validate judges the decisions. */
@@ -55,6 +56,24 @@ PLAN_API int plan_load_ext(plan_plan **out, const char *path,
 PLAN_API int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
                                   const char *name, const char *base_dir,
                                   const plan_load_options *opts);
+/* plan_load_ext with another folder for a program by path. A plan may name
+ * a program file only inside its own folder tree (symlinks and '..'
+ * resolved), so that a plan from elsewhere cannot read any file the caller
+ * can; program_root names a folder the program may lie in as well (NULL:
+ * the environment variable PLAN_PROGRAM_ROOT when set, else none; the
+ * same default holds for every other load function). A path outside both
+ * is PLAN_EINVALID, naming the plan file's position. */
+PLAN_API int plan_load_root(plan_plan **out, const char *path,
+                            const char *program_root,
+                            const plan_load_options *opts);
+/* The same from memory: a program path is resolved relative to base_dir
+ * (NULL: the current directory) and must lie in its tree or program_root's
+ * (for text the caller wrote itself, "/" allows any path). */
+PLAN_API int plan_load_buffer_root(plan_plan **out, const char *data,
+                                   size_t len, const char *name,
+                                   const char *base_dir,
+                                   const char *program_root,
+                                   const plan_load_options *opts);
 PLAN_API void plan_free(plan_plan *p);
 
 /* Options for writing. Initialise with PLAN_WRITE_OPTIONS_INIT. */
@@ -75,12 +94,20 @@ PLAN_API int plan_write_options_init(plan_write_options *opts,
  * plan_buffer_free. */
 PLAN_API int plan_write_buffer(char **out, size_t *len, const plan_plan *p,
                                const plan_write_options *opts);
-/* Writes to `path` atomically: a temporary file in the same folder, fsync,
- * rename. Nothing is changed when it fails. */
+/* Writes to `path` atomically, as plan_write_file_atomic does (the same
+ * targets refused). Nothing is changed when it fails. */
 PLAN_API int plan_save(const plan_plan *p, const char *path,
                        const plan_write_options *opts);
 
-/* Writes `len` bytes atomically to `path` (temporary file, fsync, rename). */
+/* Writes `len` bytes atomically to `path`: a temporary file
+ * ".NAME.tmp.XXXXXX" beside it (created exclusively), fsync, rename. Only
+ * a regular file or a new name is replaced: a symlink is followed to its
+ * regular file (the link stays), the file's mode (and owner, where
+ * allowed) is kept; a device, FIFO, socket, folder, dangling symlink or a
+ * file with other hard links is refused (PLAN_EIO, nothing touched).
+ * While the temporary file exists the calling thread holds back SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT, so such a signal never leaves it behind;
+ * no handler is installed. */
 PLAN_API int plan_write_file_atomic(const char *path, const void *data,
                                     size_t len);
 

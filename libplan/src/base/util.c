@@ -467,6 +467,13 @@ bool plan_parse_int64(const char *s, size_t len, int64_t *out) {
   return true;
 }
 
+/* The public face of the one integer parser (libplan/common.h). */
+int plan_parse_int(int64_t *out, const char *s, size_t len) {
+  if (!out || (!s && len))
+    return PLAN_EINVALID;
+  return plan_parse_int64(s ? s : "", len, out) ? PLAN_OK : PLAN_EINVALID;
+}
+
 static bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }

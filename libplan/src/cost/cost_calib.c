@@ -344,32 +344,16 @@ int plan_cost_model_load_calibration(plan_cost_model *m, const char *path) {
   if (!m || !path)
     return plan_failf(PLAN_EUSAGE, "plan_cost_model_load_calibration: NULL "
                                    "argument");
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read the calibration file");
-  plan_buf b;
-  plan_buf_init(&b);
-  char chunk[16384];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    plan_buf_append(&b, chunk, n);
-    if (b.len > ((size_t)64 << 20)) {
-      fclose(f);
-      plan_buf_free(&b);
-      return plan_fail(PLAN_ELIMIT, path, 0, 0,
-                       "a calibration file over 64 MiB");
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    plan_buf_free(&b);
-    return err ? plan_fail(PLAN_EIO, path, 0, 0,
-                           "cannot read the calibration file")
-               : plan_oom();
-  }
-  int rc = plan_cost_model_load_calibration_buffer(m, b.data ? b.data : "",
-                                                   b.len, path);
-  plan_buf_free(&b);
+  /* a regular file only, never waited on, at most 64 MiB */
+  char *data = NULL;
+  size_t len = 0;
+  int rc = plan_read_file(&data, &len, path, (size_t)64 << 20);
+  if (rc == PLAN_ELIMIT)
+    return plan_fail(rc, path, 0, 0, "a calibration file over 64 MiB");
+  if (rc)
+    return plan_fail(rc, path, 0, 0, "cannot read the calibration file: %s",
+                     plan_error_last()->message);
+  rc = plan_cost_model_load_calibration_buffer(m, data, len, path);
+  free(data);
   return rc;
 }

@@ -546,7 +546,8 @@ int plan_program_load_buffer(plan_program **out, const char *data, size_t len,
   const plan_ynode *pn;
   if ((rc = plan_read_version(&rd, doc.root)))
     goto fail;
-  if ((rc = plan_rd_check_keys(&rd, doc.root, top_keys, "the document", NULL)))
+  if ((rc = plan_rd_check_doc_start(&rd, doc.root, top_keys)) ||
+      (rc = plan_rd_check_keys(&rd, doc.root, top_keys, "the document", NULL)))
     goto fail;
   if (!(pn = plan_ymap_get(doc.root, "program"))) {
     rc = plan_rd_fail(&rd, doc.root, PLAN_ESCHEMA,

@@ -12,30 +12,6 @@ static const char *const kind_names[PLAN_REDIST_COUNT] = {
     "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
     "slice",      "zero_non_owner", "relabel"};
 
-/* The whole file into *data (NUL-terminated); the last error names it. */
-static int read_whole(const char *path, char **data, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s': %s", path,
-                     strerror(errno));
-  plan_buf b;
-  plan_buf_init(&b);
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    plan_buf_append(&b, chunk, n);
-  int err = ferror(f);
-  fclose(f);
-  if (err) {
-    plan_buf_free(&b);
-    return plan_fail(PLAN_EIO, path, 0, 0, "cannot read '%s'", path);
-  }
-  if (plan_buf_take(&b, data, len))
-    return plan_fail(PLAN_ENOMEM, path, 0, 0, "out of memory reading '%s'",
-                     path);
-  return PLAN_OK;
-}
-
 int plan_lowered_load(plan_lowered **out, const char *path) {
   if (!out)
     return plan_failf(PLAN_EUSAGE, "plan_lowered_load: NULL out");
@@ -45,7 +21,7 @@ int plan_lowered_load(plan_lowered **out, const char *path) {
     return plan_failf(PLAN_EUSAGE, "plan_lowered_load: NULL path");
   char *data = NULL;
   size_t len = 0;
-  int rc = read_whole(path, &data, &len);
+  int rc = plan_read_file(&data, &len, path, PLAN_MAX_LOWERED_BYTES);
   if (rc)
     return rc;
   /* a program given by path is beside the file, as plan_load resolves it */

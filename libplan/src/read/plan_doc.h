@@ -31,10 +31,11 @@ int plan_read_output_placements(const plan_reader *rd, const plan_ynode *n,
 /* ---- the program by path (plan_program_ref.c) ---------------------------- */
 
 /* The `program:` reference (path, hash, signatures) and the program it
- * names, loaded into p->program; a relative path is from base_dir. */
+ * names, loaded into p->program; a relative path is from base_dir. The
+ * file must lie inside base_dir's tree or the folder `root` (NULL:
+ * $PLAN_PROGRAM_ROOT when set, else none), symlinks and '..' resolved,
+ * and be another file than the plan itself (spec/plan-format.md,
+ * "Program by path"). */
 int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
-                          plan_plan *p, const char *base_dir);
-/* A whole file into a malloc'd, NUL-terminated buffer (at most 1 GiB). */
-int plan_read_file_all(const char *path, char **data, size_t *len);
-
+                          plan_plan *p, const char *base_dir, const char *root);
 #endif

@@ -1,5 +1,7 @@
+#define _XOPEN_SOURCE 700 /* realpath */
 /* Reading a program by path (`program: {path, hash, signatures}`): the
- * recorded hash and signatures, and the program file itself, read whole. */
+ * recorded hash and signatures, and the program file itself, read whole,
+ * once it is known to lie inside the folder the loader allows. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,57 +49,58 @@ static int read_sig_map(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
-int plan_read_file_all(const char *path, char **data, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return plan_failf(PLAN_EIO, "cannot read '%s': %s", path, strerror(errno));
-  plan_buf b;
-  plan_buf_init(&b);
-  /* one read of the whole file when its size is known (the usual case) */
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
-      st.st_size < ((off_t)1 << 30)) {
-    size_t want = (size_t)st.st_size;
-    char *buf = malloc(want + 1);
-    if (!buf) {
-      fclose(f);
-      return plan_oom();
-    }
-    size_t got = fread(buf, 1, want, f);
-    int c = got == want ? fgetc(f) : EOF;
-    if (got == want && c == EOF && !ferror(f)) {
-      fclose(f);
-      buf[want] = '\0';
-      *data = buf;
-      *len = want;
-      return PLAN_OK;
-    }
-    free(buf);
-    rewind(f); /* the file changed under us: read it the slow way */
+/* Whether resolved path `f` is `dir` or below it (both from realpath). */
+static bool is_inside(const char *f, const char *dir) {
+  size_t n = strlen(dir);
+  if (n == 1 && dir[0] == '/')
+    return true;
+  return !strncmp(f, dir, n) && (f[n] == '/' || f[n] == '\0');
+}
+
+/* Whether resolved path `f` lies in folder `dir`; a folder that is not
+ * given or cannot be resolved holds nothing. */
+static bool inside_folder(const char *f, const char *dir) {
+  char *d = dir && dir[0] ? realpath(dir, NULL) : NULL;
+  bool in = d && is_inside(f, d);
+  free(d);
+  return in;
+}
+
+/* The program file `full` (as written: `rel`) checked against the folders
+ * the plan may reach, once symlinks and '..' are resolved: the plan's own
+ * folder tree `base`, and `root` when the loader allows one; so a plan
+ * from elsewhere cannot make the loader read any file the user can. Not
+ * the plan file itself either. */
+static int check_program_path(const plan_reader *rd, const plan_ynode *pathn,
+                              const char *rel, const char *full,
+                              const char *base, const char *root) {
+  char *rf = realpath(full, NULL);
+  if (!rf)
+    return plan_fail(PLAN_EIO, rd->file, pathn->line, pathn->col,
+                     "program '%s': cannot read '%s': %s", rel, full,
+                     strerror(errno));
+  int rc = PLAN_OK;
+  if (!inside_folder(rf, base) && !inside_folder(rf, root))
+    rc = plan_fail(PLAN_EINVALID, rd->file, pathn->line, pathn->col,
+                   "program path '%s' leads outside the folder '%s'%s%s%s; a "
+                   "plan may name only files in its own folder tree unless "
+                   "its loader allows another root (plan --program-root DIR)",
+                   rel, base, root && root[0] ? " and the program root '" : "",
+                   root && root[0] ? root : "", root && root[0] ? "'" : "");
+  if (!rc) {
+    char *self = rd->file ? realpath(rd->file, NULL) : NULL;
+    if (self && !strcmp(self, rf))
+      rc = plan_fail(PLAN_EINVALID, rd->file, pathn->line, pathn->col,
+                     "program path '%s' names this plan file itself", rel);
+    free(self);
   }
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    plan_buf_append(&b, chunk, n);
-    if (b.len > (1u << 30)) {
-      fclose(f);
-      plan_buf_free(&b);
-      return plan_failf(PLAN_ELIMIT, "'%s' is larger than 1 GiB", path);
-    }
-  }
-  int err = ferror(f);
-  fclose(f);
-  if (err || b.failed) {
-    plan_buf_free(&b);
-    return err ? plan_failf(PLAN_EIO, "cannot read '%s'", path) : plan_oom();
-  }
-  *len = b.len;
-  *data = b.data ? b.data : calloc(1, 1);
-  return *data ? PLAN_OK : plan_oom();
+  free(rf);
+  return rc;
 }
 
 int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
-                          plan_plan *p, const char *base_dir) {
+                          plan_plan *p, const char *base_dir,
+                          const char *root) {
   int rc = plan_rd_check_keys(rd, n, ref_keys, "program", NULL);
   if (rc)
     return rc;
@@ -132,12 +135,23 @@ int plan_read_program_ref(const plan_reader *rd, const plan_ynode *n,
                    : plan_arena_printf(rd->arena, "%s/%s", base_dir, r->path);
   if (!full)
     return plan_oom();
+  if (!root || !root[0])
+    root = getenv("PLAN_PROGRAM_ROOT");
+  if ((rc = check_program_path(rd, pathn, r->path, full,
+                               base_dir && base_dir[0] ? base_dir : ".", root)))
+    return rc;
   char *data = NULL;
   size_t len = 0;
-  if ((rc = plan_read_file_all(full, &data, &len)))
+  if ((rc = plan_read_file(&data, &len, full, 0)))
     return plan_fail(rc, rd->file, pathn->line, pathn->col, "program '%s': %s",
                      r->path, plan_error_last()->message);
   rc = plan_program_load_buffer(&p->program, data, len, full);
   free(data);
+  /* a chain of programs by path is the file's fault, not the machine's */
+  if (rc == PLAN_EUNSUPPORTED)
+    return plan_fail(PLAN_EINVALID, rd->file, pathn->line, pathn->col,
+                     "program '%s' refers to its own program by path; the "
+                     "file a plan names must hold its program inline",
+                     r->path);
   return rc;
 }

@@ -46,6 +46,7 @@ typedef struct load_ctx {
   plan_plan *p;
   plan_reader rd;
   const char *base_dir;
+  const char *program_root; /* NULL: the default (plan_read_program_ref) */
   bool have_version, program_done, mesh_done;
   /* Pipelined loads cannot leave an item in the tree for later: items that
    * must wait are copied here instead and read at the same point. */
@@ -153,7 +154,8 @@ static int load_program(load_ctx *c, const plan_ynode *v) {
     p->program_inline = false;
     plan_program_free(p->program);
     p->program = NULL;
-    if ((rc = plan_read_program_ref(&c->rd, v, p, c->base_dir)))
+    if ((rc =
+             plan_read_program_ref(&c->rd, v, p, c->base_dir, c->program_root)))
       return rc;
   } else {
     p->program_inline = true;
@@ -261,7 +263,8 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
     p->version_minor = rd->ver_minor;
     p->version_pos = rd->ver_pos;
   }
-  if ((rc = plan_rd_check_keys(rd, root, top_keys, "the document", &p->ext)))
+  if ((rc = plan_rd_check_doc_start(rd, root, top_keys)) ||
+      (rc = plan_rd_check_keys(rd, root, top_keys, "the document", &p->ext)))
     return rc;
   if (!(v = plan_ymap_get(root, "program")))
     return plan_rd_fail(rd, root, PLAN_ESCHEMA,
@@ -359,6 +362,12 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
 
 int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
                           const char *name, const char *base_dir, int mode) {
+  return plan_load_buffer_in(out, data, len, name, base_dir, mode, NULL);
+}
+
+int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
+                        const char *name, const char *base_dir, int mode,
+                        const char *program_root) {
   *out = NULL;
   plan_error_clear();
   if (!data && len)
@@ -372,6 +381,7 @@ int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
   c.rd.file = p->file;
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
+  c.program_root = program_root;
   plan_arena_init(&c.defer_arena);
   plan_ydoc doc;
   int rc;
@@ -432,19 +442,40 @@ int plan_load_buffer_ext(plan_plan **out, const char *data, size_t len,
   return plan_load_buffer_mode(out, data, len, name, base_dir, mode);
 }
 
+int plan_load_buffer_root(plan_plan **out, const char *data, size_t len,
+                          const char *name, const char *base_dir,
+                          const char *program_root,
+                          const plan_load_options *opts) {
+  int mode, rc;
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_load_buffer: NULL out");
+  *out = NULL;
+  if ((rc = load_mode_of(opts, &mode)))
+    return rc;
+  return plan_load_buffer_in(out, data, len, name, base_dir, mode,
+                             program_root);
+}
+
 int plan_load(plan_plan **out, const char *path) {
   return plan_load_ext(out, path, NULL);
 }
 
 int plan_load_ext(plan_plan **out, const char *path,
                   const plan_load_options *opts) {
+  return plan_load_root(out, path, NULL, opts);
+}
+
+int plan_load_root(plan_plan **out, const char *path, const char *program_root,
+                   const plan_load_options *opts) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_load: NULL out");
   *out = NULL;
   plan_error_clear();
   if (!path)
     return plan_failf(PLAN_EUSAGE, "plan_load: NULL path");
   char *data = NULL;
   size_t len = 0;
-  int rc = plan_read_file_all(path, &data, &len);
+  int rc = plan_read_file(&data, &len, path, 0);
   if (rc)
     return plan_fail(rc, path, 0, 0, "%s", plan_error_last()->message);
   /* Resolve a program path relative to the plan's folder. */
@@ -458,7 +489,9 @@ int plan_load_ext(plan_plan **out, const char *path,
   } else {
     dir[0] = 0;
   }
-  rc = plan_load_buffer_ext(out, data, len, path, dir, opts);
+  int mode;
+  if (!(rc = load_mode_of(opts, &mode)))
+    rc = plan_load_buffer_in(out, data, len, path, dir, mode, program_root);
   free(data);
   return rc;
 }

@@ -14,6 +14,11 @@ enum { PLAN_LOAD_AUTO = 0, PLAN_LOAD_SEQUENTIAL = 1, PLAN_LOAD_PIPED = 2 };
 #define PLAN_PIPE_MIN_BYTES ((size_t)1 << 20)
 int plan_load_buffer_mode(plan_plan **out, const char *data, size_t len,
                           const char *name, const char *base_dir, int mode);
+/* The same with the folder a program by path may lie in (NULL: the
+ * default, plan_read_program_ref). */
+int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
+                        const char *name, const char *base_dir, int mode,
+                        const char *program_root);
 
 /* A plan from an already parsed root mapping (no streaming): the lowered
  * program reader uses it for its `program` and `mesh`. */

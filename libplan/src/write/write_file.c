@@ -1,13 +1,20 @@
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _XOPEN_SOURCE 700 /* realpath, fchown */
 /* Saving plans: the atomic file write every saver uses (a temporary file in
- * the same folder, synced, then renamed over the target) and plan_save,
- * which writes a program reference relative to the new file's folder. */
+ * the same folder, synced, then renamed over the target; only a regular
+ * file or a new name is replaced, a symlink is followed, the mode kept)
+ * and plan_save, which writes a program reference relative to the new
+ * file's folder. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libplan/plan.h"
@@ -16,47 +23,172 @@
 /* ---- atomic writes
  * ----------------------------------------------------------------------- */
 
-int plan_write_file_atomic(const char *path, const void *data, size_t len) {
-  if (!path)
-    return plan_failf(PLAN_EUSAGE, "plan_write_file_atomic: NULL path");
-  size_t n = strlen(path);
-  char *tmp = malloc(n + 32);
-  if (!tmp)
-    return plan_oom();
-  /* same folder, so rename() stays on one filesystem and is atomic */
-  snprintf(tmp, n + 32, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return plan_failf(PLAN_EIO, "cannot write '%s': %s", path, strerror(e));
+/* What a file that is not regular is, for the message. */
+static const char *kind_of(mode_t m) {
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a regular file";
+}
+
+/* The file a write to `path` replaces, newly allocated in *target: path
+ * itself, or the regular file a symlink leads to (so the link stays a
+ * link). *st its status and *exists whether there is one. Refuses (PLAN_EIO)
+ * anything but a regular file or a new name, and a file with other hard
+ * links, which a rename would leave holding the old text. */
+static int write_target(const char *path, char **target, struct stat *st,
+                        bool *exists) {
+  *target = NULL;
+  *exists = false;
+  if (lstat(path, st) != 0) {
+    if (errno != ENOENT)
+      return plan_failf(PLAN_EIO, "cannot write '%s': %s", path,
+                        strerror(errno));
+    *target = strdup(path);
+    return *target ? PLAN_OK : plan_oom();
   }
-  const char *p = data;
-  size_t left = len;
+  if (S_ISLNK(st->st_mode)) {
+    *target = realpath(path, NULL);
+    if (!*target || stat(*target, st) != 0)
+      return plan_failf(PLAN_EIO,
+                        "cannot write '%s': a symlink that leads to no file "
+                        "(%s)",
+                        path, strerror(errno));
+  } else if (!(*target = strdup(path))) {
+    return plan_oom();
+  }
+  if (!S_ISREG(st->st_mode))
+    return plan_failf(PLAN_EIO,
+                      "cannot write '%s': it is %s, not a regular file, and is "
+                      "not replaced",
+                      path, kind_of(st->st_mode));
+  if (st->st_nlink > 1)
+    return plan_failf(PLAN_EIO,
+                      "cannot write '%s': it has %lu hard links, which "
+                      "replacing it would leave with the old content",
+                      path, (unsigned long)st->st_nlink);
+  *exists = true;
+  return PLAN_OK;
+}
+
+/* Creates the temporary file beside `target`: ".NAME.tmp.XXXXXX", hidden
+ * and never ending in the target's extension, so a leftover of a killed run
+ * is not mistaken for a plan; O_EXCL, so it never collides with another
+ * run's and never follows a link someone put there. Its name in *tmp. */
+static int open_temp(const char *target, mode_t mode, char **tmp) {
+  const char *slash = strrchr(target, '/');
+  size_t dl = slash ? (size_t)(slash - target) + 1 : 0, n = strlen(target);
+  *tmp = malloc(n + 32);
+  if (!*tmp)
+    return -1;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+               ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)tmp;
+  static const char digits[] =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  for (int attempt = 0; attempt < 100; attempt++) {
+    /* splitmix64: a fresh suffix per attempt */
+    uint64_t z = (x += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    z ^= z >> 31;
+    char suffix[7];
+    for (int k = 0; k < 6; k++, z /= 62)
+      suffix[k] = digits[z % 62];
+    suffix[6] = '\0';
+    snprintf(*tmp, n + 32, "%.*s.%s.tmp.%s", (int)dl, target, target + dl,
+             suffix);
+    int fd =
+        open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd >= 0 || errno != EEXIST)
+      return fd;
+  }
+  return -1;
+}
+
+/* Writes all of data to fd, then syncs it; 0 or an errno. */
+static int write_all(int fd, const char *p, size_t left) {
   while (left > 0) {
     ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR)
-        continue;
-      break;
-    }
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return errno;
     p += w;
     left -= (size_t)w;
   }
-  int e = left ? errno : 0;
-  if (!e && fsync(fd) != 0)
-    e = errno;
+  return fsync(fd) != 0 ? errno : 0;
+}
+
+/* The temporary file's life, from creation to rename or removal: the
+ * target's mode (and owner, where allowed) kept, synced, renamed. */
+static int write_via_temp(const char *path, const char *target,
+                          const struct stat *st, bool exists, const void *data,
+                          size_t len) {
+  char *tmp = NULL;
+  /* a new file gets 0666 less the umask, as any created file does */
+  int fd = open_temp(target, exists ? 0600 : 0666, &tmp);
+  if (fd < 0) {
+    int e = errno;
+    bool named = tmp != NULL;
+    free(tmp);
+    return named ? plan_failf(PLAN_EIO, "cannot write '%s': %s", path,
+                              strerror(e))
+                 : plan_oom();
+  }
+  int e = 0;
+  if (exists) {
+    /* the owner first: fchown may clear set-id bits that fchmod restores */
+    if (fchown(fd, st->st_uid, st->st_gid) != 0 && errno != EPERM)
+      e = errno;
+    if (!e && fchmod(fd, st->st_mode & 07777) != 0)
+      e = errno;
+  }
+  if (!e)
+    e = write_all(fd, data, len);
   if (close(fd) != 0 && !e)
     e = errno;
-  if (!e && rename(tmp, path) != 0)
+  if (!e && rename(tmp, target) != 0)
     e = errno;
-  if (e) {
+  if (e)
     unlink(tmp);
-    free(tmp);
-    return plan_failf(PLAN_EIO, "cannot write '%s': %s", path, strerror(e));
-  }
   free(tmp);
+  if (e)
+    return plan_failf(PLAN_EIO, "cannot write '%s': %s", path, strerror(e));
   return PLAN_OK;
+}
+
+int plan_write_file_atomic(const char *path, const void *data, size_t len) {
+  if (!path || (!data && len))
+    return plan_failf(PLAN_EUSAGE, "plan_write_file_atomic: NULL argument");
+  char *target;
+  struct stat st;
+  bool exists;
+  int rc = write_target(path, &target, &st, &exists);
+  if (rc) {
+    free(target);
+    return rc;
+  }
+  /* While the temporary file exists, this thread holds back the signals
+   * that end a process by default: one that arrives lands once the file
+   * is renamed or removed, so an interrupted run leaves no temporary file
+   * behind (the library installs no handler; SIGKILL can still leave one,
+   * hidden and named as such, and the target intact). */
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGHUP);
+  sigaddset(&block, SIGQUIT);
+  bool masked = pthread_sigmask(SIG_BLOCK, &block, &old) == 0;
+  rc = write_via_temp(path, target, &st, exists, data, len);
+  if (masked)
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  free(target);
+  return rc;
 }
 
 /* The path of file `target` relative to the folder of file `from` (both

@@ -92,6 +92,27 @@ static int ext_add(const plan_reader *rd, plan_ext **ext, const char *key,
   return PLAN_OK;
 }
 
+int plan_rd_check_doc_start(const plan_reader *rd, const plan_ynode *root,
+                            const char *const *known) {
+  if (!root || root->kind != PLAN_Y_MAP)
+    return PLAN_OK;
+  for (size_t i = 0; i < root->u.map.count; i++) {
+    const plan_ynode *k = root->u.map.pairs[i].key;
+    const char *key = k->u.scalar.text;
+    if (!strcmp(key, "libplan"))
+      return PLAN_OK;
+    bool ok = !strncmp(key, "x-", 2);
+    for (const char *const *kn = known; *kn && !ok; kn++)
+      ok = !strcmp(*kn, key);
+    if (!ok)
+      return plan_rd_fail(rd, root, PLAN_ESCHEMA,
+                          "not a libplan file: it does not start with "
+                          "'libplan: \"%s\"' and its keys are not a plan's",
+                          PLAN_FORMAT_STRING);
+  }
+  return PLAN_OK;
+}
+
 int plan_rd_check_keys(const plan_reader *rd, const plan_ynode *map,
                        const char *const *known, const char *what,
                        plan_ext **ext) {

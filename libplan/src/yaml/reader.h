@@ -28,6 +28,12 @@ int plan_rd_expect_seq(const plan_reader *rd, const plan_ynode *n,
 int plan_rd_expect_scalar(const plan_reader *rd, const plan_ynode *n,
                           const char *what);
 
+/* A document's keys before its `libplan` version key: one that is not in
+ * `known` (nor an `x-` key) means the file is not a libplan document at
+ * all, said without quoting the key, since such a file may be anyone's
+ * (a program path that names a secret). */
+int plan_rd_check_doc_start(const plan_reader *rd, const plan_ynode *root,
+                            const char *const *known);
 /* Checks that every key of `map` is in `known` (NULL-terminated) or starts
  * with "x-"; x- entries are kept in *ext (when ext != NULL; else they are
  * skipped). An unknown key is PLAN_ESCHEMA, or PLAN_EVERSION when the file is

@@ -76,94 +76,16 @@ int plan_yd_parser_error(const yaml_parser_t *p, const char *name,
 
 /* ---- input --------------------------------------------------------------- */
 
-static int io_fail(const char *path, const char *what, int err) {
-  char buf[256];
-  if (strerror_r(err, buf, sizeof buf) != 0)
-    snprintf(buf, sizeof buf, "error %d", err);
-  return plan_fail(PLAN_EIO, path, 0, 0, "cannot %s %s: %s", what, path, buf);
-}
-
-/* Reads a whole file (capped at YD_MAX_INPUT) into a malloc'd buffer. Works
- * for pipes and other files whose size stat cannot tell. */
+/* Reads a whole file (capped at YD_MAX_INPUT) into a malloc'd buffer:
+ * plan_read_file's checks (regular files only, never blocking on open). */
 int plan_yd_read_file(const char *path, char **out, size_t *outlen) {
-  struct stat sb;
-  char *buf = NULL;
-  size_t len = 0, cap;
-  int fd;
-
-  *out = NULL;
-  *outlen = 0;
+  if (out)
+    *out = NULL;
+  if (outlen)
+    *outlen = 0;
   if (!path)
     return plan_failf(PLAN_EUSAGE, "file path is NULL");
-  fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return io_fail(path, "open", errno);
-  if (fstat(fd, &sb) != 0) {
-    int err = errno;
-    close(fd);
-    return io_fail(path, "read", err);
-  }
-  if (S_ISDIR(sb.st_mode)) {
-    close(fd);
-    return io_fail(path, "read", EISDIR);
-  }
-  if (S_ISREG(sb.st_mode) && (uint64_t)sb.st_size > YD_MAX_INPUT) {
-    close(fd);
-    return plan_fail(PLAN_ELIMIT, path, 0, 0,
-                     "%s is larger than the 1 GiB input limit", path);
-  }
-  /* One byte more than the size, so that reaching EOF needs no regrowth. */
-  cap =
-      (S_ISREG(sb.st_mode) && sb.st_size > 0) ? (size_t)sb.st_size + 1 : 65536;
-  buf = malloc(cap);
-  if (!buf) {
-    close(fd);
-    return plan_oom();
-  }
-  for (;;) {
-    ssize_t n;
-    if (len == cap) {
-      size_t ncap = cap * 2;
-      char *nbuf;
-      if (ncap > YD_MAX_INPUT + 1)
-        ncap = YD_MAX_INPUT + 1;
-      if (ncap <= len) { /* already holds more than the limit allows */
-        free(buf);
-        close(fd);
-        return plan_fail(PLAN_ELIMIT, path, 0, 0,
-                         "%s is larger than the 1 GiB input limit", path);
-      }
-      nbuf = realloc(buf, ncap);
-      if (!nbuf) {
-        free(buf);
-        close(fd);
-        return plan_oom();
-      }
-      buf = nbuf;
-      cap = ncap;
-    }
-    n = read(fd, buf + len, cap - len);
-    if (n < 0) {
-      int err = errno;
-      if (err == EINTR)
-        continue;
-      free(buf);
-      close(fd);
-      return io_fail(path, "read", err);
-    }
-    if (n == 0)
-      break;
-    len += (size_t)n;
-  }
-  close(fd);
-  if (len > YD_MAX_INPUT) {
-    free(buf);
-    return plan_fail(PLAN_ELIMIT, path, 0, 0,
-                     "%s is larger than the 1 GiB input limit", path);
-  }
-  *out = buf;
-  *outlen = len;
-  return PLAN_OK;
+  return plan_read_file(out, outlen, path, YD_MAX_INPUT);
 }
 
 /* Prepares a parser over data. The encoding is fixed to UTF-8 (plans are
