@@ -275,8 +275,9 @@ check-lua-public:
 	done
 	@echo "lua-public: $(words $(LUA_PUBLIC_SRC)) files compile with the public headers alone"
 
-# plan verify --distributed: a process per rank, over TCP (tests/dist/run.sh)
-check-dist: $(TOOL)
+# plan verify --distributed: a process per rank under mpirun, over MPI
+# (tests/dist/run.sh)
+check-dist: $(TOOL) $(MPI_PLUGIN)
 	@sh tests/dist/run.sh $(TOOL)
 
 check-models: $(TOOL)
