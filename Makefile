@@ -239,7 +239,7 @@ check-layers: $(STATIC) $(CLI_OBJ) $(LUA_OBJ)
 check-headers: $(HEADER_CHECKS)
 	@echo "headers: $(words $(HEADER_CHECKS)) compile alone"
 
-check-unit: $(UNIT_BIN)
+check-unit: $(UNIT_BIN) $(MPI_PLUGIN)
 	@sh tests/run_unit.sh $(UNIT_BIN)
 
 check-conformance: $(TOOL)
