@@ -75,10 +75,11 @@ struct plan_comm {
 };
 
 /* The MPI backend: this process's rank of MPI_COMM_WORLD, MPI
- * initialized when it is not yet (and finalized at exit, unless a peer
- * failed). The plugin libplan-comm-mpi.so is dlopen'ed on the first call:
- * PLAN_COMM_MPI_PLUGIN when set, else beside the library, beside the
- * executable or in PREFIX/lib. Every wait is bounded by timeout_s; a peer
+ * initialized when it is not yet (and finalized at exit, unless a run
+ * failed). PLAN_EUSAGE when no MPI launcher started the process
+ * (plan_comm_under_mpi). The plugin libplan-comm-mpi.so is dlopen'ed on the
+ * first call: PLAN_COMM_MPI_PLUGIN when set, else beside the library, beside
+ * the executable or in PREFIX/lib. Every wait is bounded by timeout_s; a peer
  * that stops answering fails the call with the ranks waited for.
  * PLAN_EUNSUPPORTED when the plugin is missing or MPI fails. */
 int plan_comm_mpi_open(plan_comm **out, double timeout_s, char *err,

@@ -37,6 +37,12 @@ int plan_comm_mpi_open(plan_comm **out, double timeout_s, char *err,
                        size_t errsz) {
   if (out)
     *out = NULL;
+  /* no singleton MPI: a process no launcher started is told so */
+  if (!plan_comm_under_mpi())
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "mpi: this process was not started by an MPI launcher "
+                     "(mpirun, srun: none of OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
+                     "PMIX_RANK, PMI_RANK is set)");
   char path[PATH_MAX + 64], looked[4 * PATH_MAX + 64] = "";
   const char *given = getenv(MPI_PLUGIN_ENV);
   if (given && given[0]) {

@@ -9,7 +9,9 @@
  * waited for, so a dead or stuck peer never holds the others (MPI itself
  * may not notice a dead peer on shared memory). After such a failure the
  * communicator is broken (later calls fail at once) and MPI is not
- * finalized at exit: MPI_Finalize would wait for the dead peer.
+ * finalized at exit: MPI_Finalize would wait for the dead peer (nor
+ * after any failed run: the abort op). MPI's launcher then reports the
+ * job failed, as it is.
  *
  * An exchange sends, per peer it sends to, one header message (the call's
  * number, its count of messages to that peer and their sizes) and then
@@ -181,7 +183,11 @@ static int take_header(mpi_comm *m, int p, xpeer *x, const plan_comm_msg *recvs,
                        int nrecvs, int words, int *usage, char *err,
                        size_t errsz) {
   int64_t *h = x->rhdr;
-  if (words < HDR_FIXED || h[0] != HDR_MAGIC || h[2] != words - HDR_FIXED)
+  bool sizes_ok = true;
+  for (int k = HDR_FIXED; k < words; k++)
+    sizes_ok = sizes_ok && h[k] >= 0;
+  if (words < HDR_FIXED || h[0] != HDR_MAGIC || h[2] != words - HDR_FIXED ||
+      !sizes_ok)
     return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
                      "mpi rank %d: rank %d sent a header that is not one of "
                      "this communicator's",
@@ -440,8 +446,20 @@ static void mpi_close(plan_comm *c) {
   free(m);
 }
 
+/* After a failure of this process (comm.h's abort): no finalize at exit
+ * either, since a peer may still wait in a call this process never
+ * makes, and MPI_Finalize would wait for that peer in turn. */
+static void mpi_abort(plan_comm *c) {
+  mpi_comm *m = (mpi_comm *)c;
+  if (!m)
+    return;
+  m->broken = true;
+  atomic_store(&mpi_broken, true);
+  mpi_close(c);
+}
+
 static const plan_comm_ops mpi_ops = {mpi_exchange, plan_comm_fold_all_reduce,
-                                      mpi_describe, mpi_close, NULL};
+                                      mpi_describe, mpi_close, mpi_abort};
 
 /* MPI initialized (by this plugin when nobody has), errors returned. */
 static int init_mpi(char *err, size_t errsz) {
@@ -507,7 +525,7 @@ int plan_comm_mpi_plugin_open(int abi, plan_comm **out, double timeout_s,
   int len = 0;
   MPI_Get_library_version(lib, &len);
   lib[strcspn(lib, ",\n")] = 0; /* "Open MPI v4.1.4" */
-  snprintf(m->lib, sizeof m->lib, "%s", lib);
+  snprintf(m->lib, sizeof m->lib, "%.90s", lib);
   MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &m->base.world);
   if (m->base.world > PLAN_COMM_MAX_WORLD) {

@@ -49,10 +49,13 @@ r=${OMPI_COMM_WORLD_RANK:?not under mpirun}
 echo $? >"$TMPD/$tag.$r.rc"
 END
 # Open MPI on localhost: shared memory, no network; as root too; ranks
-# that outlive a killed one (--enable-recovery); bounded in time.
+# that outlive a killed one (--enable-recovery); bounded in time. The
+# ranks' leaks are not checked under the sanitizers (make asan): Open
+# MPI's finalize unloads its components, whose allocations then show as
+# unnamed leaks; memory errors still are.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TMPD="$tmp"
 mpi() {
-  timeout 120 mpirun --oversubscribe --mca btl self,vader \
+  LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0" timeout 120 mpirun --oversubscribe --mca btl self,vader \
     --enable-recovery -quiet "$@" >>"$tmp/mpirun.out" 2>&1
 }
 
@@ -213,12 +216,12 @@ case " $extra " in
   *) killed ;;
 esac
 # a launcher's ranks without MPI (torchrun's RANK, WORLD_SIZE) on the cpu
-# runner: refused, MPI sees a world of one
+# runner: refused with the reason
 if [ -z "$extra" ]; then
   RANK=0 WORLD_SIZE="$n" "$plan" verify --distributed --timeout 10 "$mlp" \
     >"$tmp/t.out" 2>"$tmp/t.err"
   rc=$?
-  if [ "$rc" = 2 ] && grep -q "rank 0 of 1 to its communicator" "$tmp/t.err"; then ok; else
+  if [ "$rc" = 2 ] && grep -q "not started by an MPI launcher" "$tmp/t.err"; then ok; else
     bad "the cpu runner without MPI: exit $rc"
     sed -n '1,3s/^/    /p' "$tmp/t.err"
   fi
