@@ -5,6 +5,8 @@
 #
 #   BUNDLE/plan, libplan.so.0, libplan-cuda.so   the tool, the library, the
 #                                                plugin (run path $ORIGIN)
+#   BUNDLE/libplan-comm-mpi.so                   the MPI communicator's
+#                                                plugin (the machine's MPI)
 #   BUNDLE/lib*.so*                              the non-CUDA libraries they
 #                                                link (ldd), beside them; the
 #                                                largest gzipped (env.sh
