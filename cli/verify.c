@@ -270,7 +270,10 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
   } else if (a[0] == '-' && a[1]) {
     return cli_usage("verify", "unknown option '%s'", a);
   } else if (v->file) {
-    return cli_usage("verify", "one plan at a time");
+    return cli_usage("verify", v->distributed
+                                   ? "one plan at a time (NCCL's id folder "
+                                     "goes as --distributed=DIR)"
+                                   : "one plan at a time");
   } else {
     v->file = a;
   }

@@ -180,6 +180,12 @@ rc=$?
 if [ "$rc" = 2 ] && grep -q "runs under a launcher: mpirun" "$tmp/e.err"; then ok; else
   bad "no launcher environment: exit $rc"
 fi
+# a folder that does not exist yet after --distributed is not a plan
+"$plan" verify --distributed "$tmp/new.rv" "$mlp" >"$tmp/e.out" 2>"$tmp/e.err"
+rc=$?
+if [ "$rc" = 2 ] && grep -q "goes as --distributed=DIR" "$tmp/e.err"; then ok; else
+  bad "--distributed NEWDIR PLAN: exit $rc"
+fi
 # rank 1 is killed at its third exchange on the MPI communicator (the
 # test hook PLAN_TEST_MPI_DIE): every other rank gives up within its
 # timeout, exit 3, naming the rank it waited for. NCCL's peers see a rank
