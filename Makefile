@@ -37,6 +37,7 @@ CFLAGS_ALL = -std=c11 -D_POSIX_C_SOURCE=200809L -pthread -fPIC -fvisibility=hidd
 $(BUILD)/libplan/src/%.o: LAYER_INC = $(INC_CORE)
 $(BUILD)/runners/%.o: LAYER_INC = $(INC_RUNNERS)
 $(BUILD)/verifier/%.o: LAYER_INC = $(INC_VERIFIER)
+$(BUILD)/runners/mpi/%.o: LAYER_INC = $(INC_RUNNERS) $(MPI_CFLAGS)
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(LDLIBS)
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
@@ -95,13 +96,19 @@ LUA_STATIC := $(BUILD)/libplan-lua.a
 SEARCH_SHARED := $(BUILD)/libplan-search.so.$(SOVERSION)
 CORE_LIBS := $(shell pkg-config --libs yaml-0.1 libxxhash 2>/dev/null || echo -lyaml -lxxhash) -lm -pthread
 TOOL := $(BUILD)/plan
+# The MPI communicator (runners/mpi): a plugin linked with libmpi, which
+# the library dlopens for a distributed run (runners/comm_mpi_load.c); its
+# one object sees mpi.h (as system headers: no warnings of theirs).
+MPI_CFLAGS := $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags ompi-c))
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c)
+MPI_PLUGIN := $(BUILD)/libplan-comm-mpi.so
 
 .PHONY: check-format all help deps deps-python test check-unit check-headers check-symbols check-conformance \
         check-cli check-dist check-models check-lua check-security check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
-     $(SEARCH_SHARED) $(BUILD)/libplan-search.so $(TOOL) $(LUA_MOD)
+     $(SEARCH_SHARED) $(BUILD)/libplan-search.so $(TOOL) $(LUA_MOD) $(MPI_PLUGIN)
 
 help:
 	@echo "make            build libplan.a, libplan.so and the plan tool"
@@ -187,6 +194,11 @@ $(BUILD)/gen/lua_sources.o: $(BUILD)/gen/lua_sources.c
 $(TOOL): $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(LUA_LIBS) $(CBC_LIBS)
 
+# libplan.a's symbols stay hidden in the plugin, as in the CUDA one.
+$(MPI_PLUGIN): $(BUILD)/runners/mpi/comm_mpi.o $(STATIC)
+	$(CC) -shared $(LDFLAGS) -o $@ $< -Wl,--exclude-libs,ALL $(STATIC) \
+	  $(MPI_LIBS) $(LDLIBS_ALL) -Wl,-z,defs
+
 # For a stock lua5.4 (`require "plan"`): the interpreter provides Lua itself.
 $(LUA_MOD): $(LUA_OBJ) $(STATIC)
 	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
@@ -231,7 +243,7 @@ check-layers: $(STATIC) $(CLI_OBJ) $(LUA_OBJ)
 check-headers: $(HEADER_CHECKS)
 	@echo "headers: $(words $(HEADER_CHECKS)) compile alone"
 
-check-unit: $(UNIT_BIN)
+check-unit: $(UNIT_BIN) $(MPI_PLUGIN)
 	@sh tests/run_unit.sh $(UNIT_BIN)
 
 check-conformance: $(TOOL)
@@ -273,8 +285,9 @@ check-lua-public:
 	done
 	@echo "lua-public: $(words $(LUA_PUBLIC_SRC)) files compile with the public headers alone"
 
-# plan verify --distributed: a process per rank, over TCP (tests/dist/run.sh)
-check-dist: $(TOOL)
+# plan verify --distributed: a process per rank under mpirun, over MPI
+# (tests/dist/run.sh)
+check-dist: $(TOOL) $(MPI_PLUGIN)
 	@sh tests/dist/run.sh $(TOOL)
 
 check-models: $(TOOL)
@@ -417,7 +430,7 @@ INSTALLED := $(addprefix $(LIBDIR)/,libplan.a libplan-verify.a \
                libplan.so.$(SOVERSION) libplan.so \
                libplan-verify.so.$(SOVERSION) libplan-verify.so \
                libplan-search.so.$(SOVERSION) libplan-search.so \
-               libplan-cuda.so $(addprefix pkgconfig/,$(PC_FILES))) \
+               libplan-cuda.so libplan-comm-mpi.so $(addprefix pkgconfig/,$(PC_FILES))) \
              $(HEADERS:libplan/include/%=$(PREFIX)/include/%) \
              $(PREFIX)/bin/plan $(MAN1DIR)/plan.1 $(LUA_CMOD_DIR)/plan.so
 
@@ -425,7 +438,7 @@ install: all
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include/libplan \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(LUA_CMOD_DIR)
 	install -m 644 $(CORE_STATIC) $(VERIFY_STATIC) $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(CORE_SHARED) $(SHARED) $(SEARCH_SHARED) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(CORE_SHARED) $(SHARED) $(SEARCH_SHARED) $(MPI_PLUGIN) $(DESTDIR)$(LIBDIR)/
 	ln -sf libplan.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan.so
 	ln -sf libplan-verify.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan-verify.so
 	ln -sf libplan-search.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libplan-search.so

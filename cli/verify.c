@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "libplan/verify.h"
@@ -16,7 +17,7 @@ const char usage_verify[] =
     "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... "
     "[--reduce]\n"
     "                   [--report text|yaml|json|junit [--out FILE]]\n"
-    "                   [--distributed DIR [--timeout S] [--comm tcp|nccl]]\n"
+    "                   [--distributed[=DIR] [--timeout S] [--comm mpi|nccl]]\n"
     "                   PLAN|LOWERED\n"
     "\n"
     "Lowers PLAN to rank-local steps with explicit collectives, runs them on\n"
@@ -59,17 +60,20 @@ const char usage_verify[] =
     "(schema\n"
     "                libplan-verify/1), junit (XML for CI)\n"
     "  --out FILE    write the report to FILE (atomically) instead of stdout\n"
-    "  --distributed DIR  run as one process of a distributed verification:\n"
-    "                one process per mesh rank, started by a launcher that\n"
-    "                sets RANK and WORLD_SIZE (torchrun, mpirun; OpenMPI's\n"
-    "                OMPI_COMM_WORLD_RANK/SIZE are read too); each runs its\n"
-    "                rank's share, the collectives over TCP (cpu) or NCCL\n"
-    "                (cuda, the GPU LOCAL_RANK names); they meet in DIR, a\n"
-    "                fresh folder all of them see. Rank 0 writes the report;\n"
-    "                every process exits with the verdict (docs/gpu.md)\n"
+    "  --distributed[=DIR]  run as one process of a distributed "
+    "verification:\n"
+    "                one process per mesh rank, started by mpirun or srun\n"
+    "                (rank and world from MPI), or by torchrun (RANK,\n"
+    "                WORLD_SIZE) with --comm nccl; each runs its rank's "
+    "share,\n"
+    "                the collectives over MPI (cpu) or NCCL (cuda, the GPU\n"
+    "                LOCAL_RANK names). DIR: a fresh folder every process\n"
+    "                sees, where rank 0 leaves NCCL's id when not under MPI.\n"
+    "                Rank 0 writes the report; every process exits with the\n"
+    "                verdict, 3 when a peer fails (docs/gpu.md)\n"
     "  --timeout S   how long a process waits for the others (default 300)\n"
     "  --comm C      the collectives' transport: nccl (cuda's default) or\n"
-    "                tcp (the cpu runner's; with cuda, several processes\n"
+    "                mpi (the cpu runner's; with cuda, several processes\n"
     "                on one GPU)\n"
     "A training plan verifies its training step (loss, every gradient, the\n"
     "optimizer's update over its steps); a pipelined one runs each pipeline\n"
@@ -114,12 +118,13 @@ static int cli_emit_report(plan_verify_report *r, const char *file,
   return rc;
 }
 
-/* An integer in [lo, hi] from the first of two environment variables set;
- * -1 when neither is, -2 when it is not such a number. */
-static int env_int(const char *a, const char *b, int lo, int hi) {
-  const char *v = getenv(a);
-  if (!v || !v[0])
-    v = getenv(b);
+/* An integer in [lo, hi] from the first of the environment variables
+ * names[0..n) that is set; -1 when none is, -2 when it is not such a
+ * number. */
+static int env_int(const char *const *names, int n, int lo, int hi) {
+  const char *v = NULL;
+  for (int i = 0; i < n && (!v || !v[0]); i++)
+    v = getenv(names[i]);
   if (!v || !v[0])
     return -1;
   int64_t x;
@@ -129,16 +134,22 @@ static int env_int(const char *a, const char *b, int lo, int hi) {
 }
 
 /* --distributed: this process's rank and the world size, from the
- * launcher's environment. */
+ * launcher's environment: mpirun's (Open MPI), srun's (PMI, Slurm), or
+ * torchrun's (RANK, WORLD_SIZE; NCCL with the id in a shared folder). */
 static int distributed_ranks(plan_verify_options *o) {
-  o->world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1, 1 << 20);
-  o->rank = env_int("RANK", "OMPI_COMM_WORLD_RANK", 0, 1 << 20);
+  static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                      "SLURM_NTASKS", "WORLD_SIZE"};
+  static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                      "SLURM_PROCID", "RANK"};
+  o->world = env_int(sizes, 4, 1, 1 << 20);
+  o->rank = env_int(ranks, 4, 0, 1 << 20);
   if (o->world == -1 || o->rank == -1)
-    return cli_usage("verify", "--distributed needs RANK and WORLD_SIZE "
-                               "from the launcher (torchrun, mpirun)");
+    return cli_usage("verify", "--distributed runs under a launcher: mpirun "
+                               "or srun (MPI), or torchrun (RANK and "
+                               "WORLD_SIZE, with --comm nccl)");
   if (o->world < 0 || o->rank < 0 || o->rank >= o->world)
-    return cli_usage("verify", "RANK and WORLD_SIZE are not a rank of a "
-                               "world (0 <= RANK < WORLD_SIZE)");
+    return cli_usage("verify", "the launcher's rank and world size are not a "
+                               "rank of a world (0 <= RANK < WORLD_SIZE)");
   return 0;
 }
 
@@ -160,7 +171,7 @@ static bool parse_tol(const char *s, char stop, double *out, const char **end) {
 typedef struct verify_args {
   const char *file, *format, *outfile;
   plan_verify_options o;
-  bool mode_given, tol_given, reduce;
+  bool mode_given, tol_given, reduce, distributed;
   plan_verify_tolerance tols[CLI_MAX_TOLS];
   char tol_names[CLI_MAX_TOLS][256];
   int ntols;
@@ -194,6 +205,13 @@ static int parse_tolerance(verify_args *v, int argc, char **argv, int *i) {
   tol->tensor = v->tol_names[v->ntols++];
   v->tol_given = true;
   return 1;
+}
+
+/* Whether path names a folder: the argument after --distributed is its
+ * folder when it is one (a plan is a file). */
+static bool cli_is_dir(const char *path) {
+  struct stat st;
+  return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
 
 /* Every option other than the tolerances, at argv[*i]: EXIT_OK (*i on the
@@ -232,16 +250,23 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
       return cli_usage("verify", "--report is text, yaml, json or junit");
   } else if (!strcmp(a, "--out") && has) {
     v->outfile = argv[++*i];
-  } else if (!strcmp(a, "--distributed") && has) {
-    o->rendezvous = argv[++*i];
+  } else if (!strcmp(a, "--distributed")) {
+    v->distributed = true;
+    if (has && cli_is_dir(argv[*i + 1])) /* the NCCL id's folder */
+      o->rendezvous = argv[++*i];
+  } else if (!strncmp(a, "--distributed=", 14)) {
+    v->distributed = true;
+    o->rendezvous = a + 14;
+    if (!o->rendezvous[0])
+      return cli_usage("verify", "--distributed= needs a folder");
   } else if (!strcmp(a, "--timeout") && has) {
     int rc = cli_real_arg("verify", a, argv[++*i], 0, 1e9, &o->timeout_s);
     if (rc)
       return rc;
   } else if (!strcmp(a, "--comm") && has) {
     o->comm = argv[++*i];
-    if (strcmp(o->comm, "tcp") && strcmp(o->comm, "nccl"))
-      return cli_usage("verify", "--comm is tcp or nccl");
+    if (strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl"))
+      return cli_usage("verify", "--comm is mpi or nccl");
   } else if (!strcmp(a, "--runner") && has) {
     o->runner = argv[++*i];
     if (strcmp(o->runner, "cpu") && strcmp(o->runner, "cuda"))
@@ -251,7 +276,10 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
   } else if (a[0] == '-' && a[1]) {
     return cli_usage("verify", "unknown option '%s'", a);
   } else if (v->file) {
-    return cli_usage("verify", "one plan at a time");
+    return cli_usage("verify", v->distributed
+                                   ? "one plan at a time (NCCL's id folder "
+                                     "goes as --distributed=DIR)"
+                                   : "one plan at a time");
   } else {
     v->file = a;
   }
@@ -271,12 +299,12 @@ static int check_args(verify_args *v) {
     return cli_usage("verify", "tolerances need float mode (exact mode "
                                "compares bits)");
   o->ntolerances = v->ntols;
-  if ((o->timeout_s > 0 || o->comm) && !o->rendezvous)
+  if ((o->timeout_s > 0 || o->comm) && !v->distributed)
     return cli_usage("verify", "--timeout and --comm go with --distributed");
   if (o->comm && !strcmp(o->comm, "nccl") &&
       (!o->runner || strcmp(o->runner, "cuda")))
     return cli_usage("verify", "--comm nccl goes with --runner cuda");
-  return o->rendezvous ? distributed_ranks(o) : 0;
+  return v->distributed ? distributed_ranks(o) : 0;
 }
 
 static int parse_args(verify_args *v, int argc, char **argv) {
@@ -364,7 +392,7 @@ int cmd_verify(int argc, char **argv) {
   if (rc)
     return rc;
   /* distributed: rank 0 speaks for every process */
-  const char *shown = v.o.rendezvous && v.o.rank ? NULL : v.file;
+  const char *shown = v.distributed && v.o.rank ? NULL : v.file;
   plan_lowered *l;
   int lowered = cli_load_lowered(v.file, &l);
   if (lowered < 0)

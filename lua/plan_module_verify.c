@@ -4,6 +4,7 @@
 #include <lua.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libplan/plan.h"
@@ -48,6 +49,30 @@ static int m_validate(lua_State *L) {
 /* verify's option `name` of the options table at index 2: a string, or
  * NULL when absent; left on the stack (a value in a slot of its own stays
  * alive while the call runs, whatever Lua code runs meanwhile). */
+/* The integer at stack index idx, or (nil there) the first of the
+ * launcher's variables names[0..n) that is set; an error when neither. */
+static lua_Integer env_or_integer(lua_State *L, int idx,
+                                  const char *const *names, int n,
+                                  const char *what) {
+  if (!lua_isnil(L, idx))
+    return luaL_checkinteger(L, idx);
+  for (int i = 0; i < n; i++) {
+    const char *v = getenv(names[i]);
+    char *e;
+    if (!v || !v[0])
+      continue;
+    long long x = strtoll(v, &e, 10);
+    if (*e)
+      return luaL_error(L, "verify: %s from %s is not an integer", what,
+                        names[i]);
+    return (lua_Integer)x;
+  }
+  return luaL_error(L,
+                    "verify: distributed runs under a launcher (mpirun, "
+                    "srun, torchrun), or needs %s",
+                    what);
+}
+
 static const char *opt_string(lua_State *L, const char *name) {
   if (lua_getfield(L, 2, name) == LUA_TNIL)
     return NULL;
@@ -74,20 +99,35 @@ static int m_verify(lua_State *L) {
     if (o.dtype)
       o.mode = PLAN_VERIFY_FLOAT;
     o.runner = opt_string(L, "runner"); /* "cpu" (nil) or "cuda" */
-    /* one process of a distributed verification (docs/gpu.md) */
-    o.rendezvous = opt_string(L, "distributed");
+    /* one process of a distributed verification (docs/gpu.md):
+     * distributed = true (under mpirun or srun), or the folder where rank
+     * 0 leaves NCCL's id (torchrun); rank and world_size default to the
+     * launcher's */
+    lua_getfield(L, 2, "distributed");
+    bool dist = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    o.rendezvous = NULL;
+    lua_getfield(L, 2, "distributed");
+    if (lua_type(L, -1) == LUA_TSTRING)
+      o.rendezvous = lua_tostring(L, -1); /* kept on the stack */
+    else if (dist && lua_type(L, -1) != LUA_TBOOLEAN)
+      return luaL_error(L, "verify: distributed is true or a folder");
     o.comm = opt_string(L, "comm");
     lua_getfield(L, 2, "rank");
     lua_getfield(L, 2, "world_size");
     lua_getfield(L, 2, "timeout");
     bool given =
         !lua_isnil(L, -3) || !lua_isnil(L, -2) || !lua_isnil(L, -1) || o.comm;
-    if (!o.rendezvous && given)
+    if (!dist && given)
       return luaL_error(L, "verify: rank, world_size, timeout and comm go "
                            "with distributed");
-    if (o.rendezvous) {
-      lua_Integer rank = luaL_checkinteger(L, -3);
-      lua_Integer world = luaL_checkinteger(L, -2);
+    if (dist) {
+      static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                          "SLURM_NTASKS", "WORLD_SIZE"};
+      static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                          "SLURM_PROCID", "RANK"};
+      lua_Integer rank = env_or_integer(L, -3, ranks, 4, "rank");
+      lua_Integer world = env_or_integer(L, -2, sizes, 4, "world_size");
       o.timeout_s = luaL_optnumber(L, -1, 0);
       if (world < 1 || world > 1 << 20 || rank < 0 || rank >= world)
         return luaL_error(L, "verify: rank must lie in [0, world_size)");

@@ -74,7 +74,7 @@ int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
                      c->rank);
   if (nmembers == 1) {
     /* a sum of one, an average over one, the value itself; the two calls
-     * the other groups make, empty, so a backend that counts calls (tcp)
+     * the other groups make, empty, so a backend that counts calls (mpi)
      * stays in step */
     int rc = c->ops->exchange(c, NULL, 0, NULL, 0, err, errsz);
     return rc ? rc : c->ops->exchange(c, NULL, 0, NULL, 0, err, errsz);

@@ -3,8 +3,9 @@
  * share of the lowered program, the plan's collectives going through a
  * plan_comm. Two backends:
  *
- *  - tcp (runners/comm_tcp.c, in the library): any runner, any processes
- *    that reach each other over TCP, on one host or several;
+ *  - mpi (runners/mpi/comm_mpi.c, the plugin libplan-comm-mpi.so that
+ *    runners/comm_mpi_load.c loads): any runner, the processes of one MPI
+ *    job (mpirun, srun), on one host or several;
  *  - nccl (the CUDA plugin's, runners/cuda/comm_nccl.cu): the same calls
  *    on NCCL, the collectives run on the GPUs.
  *
@@ -50,7 +51,7 @@ typedef struct plan_comm_ops {
    * among them. Every member calls it with the same list and n; the
    * groups of one verifier step partition the world, so a backend may
    * make a communicator for a group (collectively) the first time it
-   * meets it. reduce: plan_reduce (sum, avg, max, min). The tcp backend
+   * meets it. reduce: plan_reduce (sum, avg, max, min). The mpi backend
    * folds in member order, ((x0 + x1) + x2) + ..., avg that sum / n, the
    * bits of the single-process verifier; NCCL reduces in its own (pinned)
    * order: the same values in exact mode, within tolerance in float. */
@@ -73,19 +74,31 @@ struct plan_comm {
   int rank, world;
 };
 
-/* The TCP backend. `rendezvous` is a folder every process sees (a shared
- * file system across hosts), made when missing, fresh for each run: rank
- * r writes its address there atomically (a file "rank-<r>"), reads every
- * other rank's, waiting up to timeout_s seconds, and every pair of ranks
- * connects once; each rank removes its own file at close. The address is
- * PLAN_COMM_ADDR when set (this host as the others reach it), else the
- * host name's first IPv4 address. world 1 needs no folder. */
-int plan_comm_tcp_open(plan_comm **out, int rank, int world,
-                       const char *rendezvous, double timeout_s, char *err,
+/* The MPI backend: this process's rank of MPI_COMM_WORLD, MPI
+ * initialized when it is not yet (and finalized at exit, unless a run
+ * failed). PLAN_EUSAGE when no MPI launcher started the process
+ * (plan_comm_under_mpi). The plugin libplan-comm-mpi.so is dlopen'ed on the
+ * first call: PLAN_COMM_MPI_PLUGIN when set, else beside the library, beside
+ * the executable or in PREFIX/lib. Every wait is bounded by timeout_s; a peer
+ * that stops answering fails the call with the ranks waited for.
+ * PLAN_EUNSUPPORTED when the plugin is missing or MPI fails. */
+int plan_comm_mpi_open(plan_comm **out, double timeout_s, char *err,
                        size_t errsz);
 
+/* Whether an MPI launcher started this process (mpirun, srun):
+ * OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK or PMI_RANK set. */
+int plan_comm_under_mpi(void);
+
+/* The plugin's entry point: plan_comm_mpi_plugin_open(abi, out, timeout_s,
+ * err, errsz), abi PLAN_COMM_MPI_ABI (this header's plan_comm layout). */
+#define PLAN_COMM_MPI_ENTRY "plan_comm_mpi_plugin_open"
+#define PLAN_COMM_MPI_ABI 1
+typedef int (*plan_comm_mpi_entry_fn)(int abi, plan_comm **out,
+                                      double timeout_s, char *err,
+                                      size_t errsz);
+
 /* An all-reduce on exchange alone: the group's buffers gathered at every
- * member, then folded in member order (the tcp backend's all_reduce, and
+ * member, then folded in member order (the mpi backend's all_reduce, and
  * any backend's when it has no group communicator). */
 int plan_comm_fold_all_reduce(plan_comm *c, const int *members, int nmembers,
                               double *buf, int64_t n, int reduce, char *err,

@@ -127,6 +127,24 @@ static const plan_runner_vtable *load_at(const char *path, const char *runner,
   return vt;
 }
 
+bool plan_plugin_find(const char *file, char *path, size_t size, char *looked,
+                      size_t lsize) {
+  char dirs[PLAN_PLUGIN_DIRS][PATH_MAX];
+  int n = search_dirs(dirs);
+  for (int i = 0; i < n; i++) {
+    int len = snprintf(path, size, "%s/%s", dirs[i], file);
+    if (len > 0 && (size_t)len < size && !access(path, F_OK))
+      return true;
+  }
+  size_t used = 0;
+  if (lsize)
+    looked[0] = 0;
+  for (int i = 0; i < n && used < lsize; i++)
+    used += (size_t)snprintf(looked + used, lsize - used, "%s%s", i ? ", " : "",
+                             dirs[i]);
+  return false;
+}
+
 const plan_runner_vtable *
 plan_runner_plugin_load(const char *runner, const char *file, const char *env) {
   const char *given = getenv(env);
@@ -140,19 +158,9 @@ plan_runner_plugin_load(const char *runner, const char *file, const char *env) {
     }
     return load_at(given, runner, file);
   }
-  char dirs[PLAN_PLUGIN_DIRS][PATH_MAX];
-  int n = search_dirs(dirs);
-  char path[PATH_MAX + 64];
-  for (int i = 0; i < n; i++) {
-    int len = snprintf(path, sizeof path, "%s/%s", dirs[i], file);
-    if (len > 0 && (size_t)len < sizeof path && !access(path, F_OK))
-      return load_at(path, runner, file);
-  }
-  char looked[PLAN_PLUGIN_DIRS * PATH_MAX + 64] = "";
-  size_t used = 0;
-  for (int i = 0; i < n && used < sizeof looked; i++)
-    used += (size_t)snprintf(looked + used, sizeof looked - used, "%s%s",
-                             i ? ", " : "", dirs[i]);
+  char path[PATH_MAX + 64], looked[PLAN_PLUGIN_DIRS * PATH_MAX + 64];
+  if (plan_plugin_find(file, path, sizeof path, looked, sizeof looked))
+    return load_at(path, runner, file);
   plan_failf(PLAN_EUNSUPPORTED,
              "runner '%s': plugin %s not found (looked in: %s; %s unset); "
              "build it with `make %s` (needs nvcc)",

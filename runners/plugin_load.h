@@ -12,4 +12,11 @@
 const plan_runner_vtable *
 plan_runner_plugin_load(const char *runner, const char *file, const char *env);
 
+/* The path of plugin `file` in the folders plan_runner_plugin_load looks
+ * in (beside this library or the executable linking it, beside the
+ * executable, PREFIX/lib) into path; false, with the folders looked in
+ * (comma-separated) in `looked`, when it is in none. */
+bool plan_plugin_find(const char *file, char *path, size_t size, char *looked,
+                      size_t lsize);
+
 #endif

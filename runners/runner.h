@@ -12,7 +12,7 @@
  * (verifier/verify_redist.c), in the same order. Version 3 adds the
  * runner's own communicator for distributed verification (runners/comm.h):
  * one process per mesh rank; a runner without one leaves it NULL and the
- * verifier uses the library's TCP communicator. */
+ * verifier uses the library's MPI communicator. */
 #ifndef LIBPLAN_RUNNER_H
 #define LIBPLAN_RUNNER_H
 
@@ -89,10 +89,10 @@ typedef struct plan_runner_vtable {
                     char *err, size_t errsz);
   /* ---- version 3 ---- */
   /* Opens this process's communicator of a distributed verification
-   * (the contract of plan_comm_tcp_open: rank, world, the rendezvous
-   * folder, the timeout), on the runner's own transport (NCCL for the
-   * CUDA runner; this rank's ops then run on the GPU that LOCAL_RANK
-   * names). NULL: the library's TCP communicator. */
+   * (rank, world, the folder for NCCL's id when not under MPI, the
+   * timeout), on the runner's own transport (NCCL for the CUDA runner;
+   * this rank's ops then run on the GPU that LOCAL_RANK names). NULL: the
+   * library's MPI communicator (plan_comm_mpi_open). */
   int (*comm_open)(plan_comm **out, int rank, int world, const char *rendezvous,
                    double timeout_s, char *err, size_t errsz);
 } plan_runner_vtable;

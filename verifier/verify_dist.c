@@ -3,7 +3,7 @@
  * its own rank's share of the lowered one: its blocks only (plan_vx_owned), the
  * local ops on its runner, and the collectives through a communicator
  * (runners/comm.h: the runner's own, NCCL for cuda, else the library's
- * TCP one):
+ * MPI one):
  *
  *  - an all-reduce is the communicator's, over the rank's group along the
  *    step's axis (NCCL reduces on the GPUs);
@@ -190,29 +190,32 @@ int plan_vx_dist_open(vctx *c, const plan_plan *p) {
     return plan_failf(PLAN_EUSAGE,
                       "distributed verification takes at most %d processes",
                       PLAN_COMM_MAX_WORLD);
-  if (!o->rendezvous || !o->rendezvous[0])
-    return plan_failf(PLAN_EUSAGE, "distributed verification needs a "
-                                   "rendezvous folder");
-  bool tcp = o->comm && !strcmp(o->comm, "tcp");
-  if (o->comm && !tcp && strcmp(o->comm, "nccl"))
-    return plan_failf(PLAN_EUSAGE, "no communicator named '%s' (tcp, nccl)",
+  if (o->comm && strcmp(o->comm, "mpi") && strcmp(o->comm, "nccl"))
+    return plan_failf(PLAN_EUSAGE, "no communicator named '%s' (mpi, nccl)",
                       o->comm);
-  if (o->comm && !tcp && !c->runner->comm_open)
+  bool own = o->comm ? !strcmp(o->comm, "nccl") : c->runner->comm_open != NULL;
+  if (own && !c->runner->comm_open)
     return plan_failf(PLAN_EUSAGE,
                       "runner '%s' has no communicator of its own: the "
                       "nccl one goes with the cuda runner",
                       c->runner->name);
   double timeout = o->timeout_s > 0 ? o->timeout_s : 300;
   char err[ERRSZ] = "";
-  int rc = c->runner->comm_open && !tcp
-               ? c->runner->comm_open(&c->comm, o->rank, o->world,
+  int rc = own ? c->runner->comm_open(&c->comm, o->rank, o->world,
                                       o->rendezvous, timeout, err, sizeof err)
-               : plan_comm_tcp_open(&c->comm, o->rank, o->world, o->rendezvous,
-                                    timeout, err, sizeof err);
+               : plan_comm_mpi_open(&c->comm, timeout, err, sizeof err);
   if (rc) {
     c->comm = NULL;
     return comm_fail(rc, "opening the communicator", err);
   }
+  if (c->comm->rank != o->rank || c->comm->world != o->world)
+    return plan_failf(PLAN_EUSAGE,
+                      "distributed verification: this process is rank %d of "
+                      "%d to its communicator (%s), rank %d of %d to the "
+                      "options; start one process per mesh rank under "
+                      "mpirun or srun",
+                      c->comm->rank, c->comm->world, own ? "nccl" : "mpi",
+                      o->rank, o->world);
   c->me = o->rank;
   int rc2 = check_same_run(c, p);
   return rc2 ? rc2 : meet_groups(c);

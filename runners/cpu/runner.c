@@ -8,7 +8,7 @@ static const plan_runner_vtable cpu_vtable = {
     plan_cpu_kernel,
     NULL, /* describe: the name says it */
     NULL, /* all_reduce: the verifier's, on the host */
-    NULL  /* comm_open: the library's TCP communicator */
+    NULL  /* comm_open: the library's MPI communicator */
 };
 
 const plan_runner_vtable *plan_cpu_runner(void) {

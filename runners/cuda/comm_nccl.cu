@@ -4,7 +4,7 @@
  * open and kept in the communicator: the plugin does not link NCCL, so a
  * machine with CUDA and cuBLAS but no NCCL still loads it, and nothing
  * about NCCL lives outside a communicator. The ranks meet over the
- * library's TCP communicator (comm.h), bounded by the timeout, before
+ * library's MPI communicator (comm.h), bounded by the timeout, before
  * each NCCL call that waits for every rank (comm_nccl.h).
  *
  * Built with nvcc, this is real NCCL on the device; built with a plain
@@ -81,9 +81,13 @@ struct comm_nccl {
    * return ncclInProgress, the communicators polled until done */
   bool nonblocking;
   bool aborted; /* a collective failed or timed out: every comm aborted */
-  /* the library's TCP communicator over the same rendezvous: the ranks
-   * meet there before every NCCL call that waits for all of them */
-  plan_comm *tcp;
+  /* under MPI, the library's MPI communicator: the ranks meet over it
+   * before every NCCL call that waits for all of them; NULL otherwise */
+  plan_comm *host;
+  /* not under MPI (torchrun): NCCL's id passed in the file id_path that
+   * rank 0 writes; no meeting before the splits */
+  bool by_file;
+  char id_path[4096];
   uint32_t meetings; /* meetings so far, the same count on every rank */
   group_comm *groups;
   int ngroups, cap_groups;
@@ -91,7 +95,7 @@ struct comm_nccl {
   size_t dcap;
   char device_name[256];
   char det[200];
-  char met[320]; /* the TCP communicator's description (world > 1) */
+  char met[320]; /* how the ranks met (world > 1) */
 };
 
 int nccl_fail(const comm_nccl *c, char *err, size_t errsz, const char *what,
@@ -175,7 +179,7 @@ double seconds_since(const struct timespec *t0) {
 
 /* After a failure the communicators' state is unknown: abort them all
  * (ncclCommAbort does not wait for peers), so close cannot hang either,
- * and close the TCP communicator, so a peer meeting this rank sees it
+ * and close the MPI communicator, so a peer meeting this rank sees it
  * gone at once. */
 void abort_all(comm_nccl *c) {
   for (int i = 0; i < c->ngroups; i++)
@@ -187,8 +191,8 @@ void abort_all(comm_nccl *c) {
     c->api.comm_abort(c->world_comm);
     c->world_comm = NULL;
   }
-  plan_comm_close(c->tcp);
-  c->tcp = NULL;
+  plan_comm_close(c->host);
+  c->host = NULL;
   c->aborted = true;
 }
 
@@ -417,7 +421,7 @@ int exchange(plan_comm *pc, const plan_comm_msg *sends, int nsends,
   return 0;
 }
 
-/* What each rank tells every other over the TCP communicator before an
+/* What each rank tells every other over the MPI communicator before an
  * NCCL call that returns only once every rank has made it
  * (ncclCommInitRank, ncclCommSplit): that it is a rank of this NCCL
  * communicator at the same meeting, and ready, or why not. Rank 0's
@@ -431,7 +435,17 @@ struct meet_msg {
 
 const uint32_t meet_magic = 0x504c4e49u; /* "PLNI" */
 
-/* Every rank meets every other over the TCP communicator (an all-to-all
+/* Not under MPI: rank 0 writes NCCL's id into the shared folder (mode
+ * 0600, a temporary file renamed), the others wait for it up to the
+ * timeout. */
+int meet_by_file(comm_nccl *c, ncclUniqueId *id, char *err, size_t errsz) {
+  if (c->base.rank == 0)
+    return plan_cuda_nccl_id_publish(c->id_path, id, sizeof *id, err, errsz);
+  return plan_cuda_nccl_id_wait(c->id_path, c->timeout_s, id, sizeof *id, err,
+                                errsz);
+}
+
+/* Every rank meets every other over the MPI communicator (an all-to-all
  * of meet_msg, bounded by its timeout): 0 when all are there and ready,
  * so that none enters the NCCL call `what` for a rank that never comes.
  * `local`: this rank's own failure before it (0: ready), `why` the
@@ -442,11 +456,13 @@ int meet(comm_nccl *c, const char *what, int local, const char *why,
          ncclUniqueId *id, char *err, size_t errsz) {
   int world = c->base.world, me = c->base.rank;
   uint32_t meeting = c->meetings++;
-  if (local && (world == 1 || !c->tcp))
+  if (local && (world == 1 || !c->host))
     return plan_errc(local, err, errsz, "%s", why);
   if (world == 1)
     return 0;
-  if (!c->tcp)
+  if (c->by_file) /* the id through a file, no meeting before a split */
+    return id ? meet_by_file(c, id, err, errsz) : 0;
+  if (!c->host)
     return plan_errc(PLAN_EUNSUPPORTED, err, errsz,
                      "%s: the NCCL communicator was aborted after an earlier "
                      "failure",
@@ -477,12 +493,13 @@ int meet(comm_nccl *c, const char *what, int local, const char *why,
       n++;
     }
   char terr[512] = "";
-  int rc = c->tcp->ops->exchange(c->tcp, m, n, m + world, n, terr, sizeof terr);
+  int rc =
+      c->host->ops->exchange(c->host, m, n, m + world, n, terr, sizeof terr);
   if (local)
     rc = plan_errc(local, err, errsz, "%s", why);
   else if (rc)
     rc = plan_errc(rc, err, errsz,
-                   "%s: the ranks' meeting over tcp before it failed: %s", what,
+                   "%s: the ranks' meeting over mpi before it failed: %s", what,
                    terr);
   for (int p = 0; p < world && !rc; p++) {
     const meet_msg *q = &all[p];
@@ -508,7 +525,7 @@ int meet(comm_nccl *c, const char *what, int local, const char *why,
 /* The group's communicator: the cached one, or a new one split from the
  * world (collectively: every rank of the world misses at the same step,
  * comm.h's contract, so every rank calls ncclCommSplit). The ranks meet
- * over TCP first: ncclCommSplit waits for every rank, so none enters it
+ * over MPI first: ncclCommSplit waits for every rank, so none enters it
  * when one failed before, and none after an abort. */
 int group_for(comm_nccl *c, const int *members, int n, int pos,
               group_comm **out, char *err, size_t errsz) {
@@ -665,8 +682,7 @@ void describe(const plan_comm *pc, char *buf, size_t size) {
   snprintf(buf, size,
            "nccl %d.%d.%d, rank %d of %d, device %d (%s), %s%s%s%s%s", major,
            minor, v % 100, c->base.rank, c->base.world, c->device,
-           c->device_name, c->det, c->met[0] ? "; ranks met over tcp (" : "",
-           c->met, c->met[0] ? ")" : "",
+           c->device_name, c->det, c->met[0] ? "; ranks met " : "", c->met, "",
            c->api.comm_split ? ""
                              : "; no ncclCommSplit (NCCL before 2.18): "
                                "all-reduces folded over send/recv in "
@@ -711,7 +727,7 @@ void destroy(comm_nccl *c) {
   free(c->groups);
   if (c->world_comm)
     a->comm_destroy(c->world_comm);
-  plan_comm_close(c->tcp);
+  plan_comm_close(c->host);
   if (c->dbuf)
     cudaFree(c->dbuf);
   if (c->stream)
@@ -728,7 +744,7 @@ void close_comm(plan_comm *pc) {
 }
 
 /* comm.h's abort, after a failure of this process: every NCCL
- * communicator aborted (no finalize, which waits for the peers), the TCP
+ * communicator aborted (no finalize, which waits for the peers), the MPI
  * communicator closed (a peer meeting this rank sees it gone), the
  * buffers freed; NCCL stays mapped (load). */
 void abort_comm(plan_comm *pc) {
@@ -741,16 +757,42 @@ void abort_comm(plan_comm *pc) {
 const plan_comm_ops nccl_ops = {exchange, all_reduce, describe, close_comm,
                                 abort_comm};
 
-/* The TCP communicator's address and folder, for describe: its own line
- * less the "tcp, rank r of w, " that describe says already. */
-void describe_tcp(comm_nccl *c) {
-  char line[sizeof c->met], head[64];
-  c->tcp->ops->describe(c->tcp, line, sizeof line);
-  int n = snprintf(head, sizeof head, "tcp, rank %d of %d, ", c->base.rank,
-                   c->base.world);
-  bool same =
-      n > 0 && (size_t)n < sizeof head && !strncmp(line, head, (size_t)n);
-  snprintf(c->met, sizeof c->met, "%s", same ? line + n : line);
+/* How the ranks meet: over MPI (rank 0 sending NCCL's id), or through
+ * the id file in the shared folder (torchrun). Under MPI, MPI's rank and
+ * world must be the ones asked for. */
+int open_host(comm_nccl *c, int rank, int world, const char *rendezvous,
+              char *err, size_t errsz) {
+  if (world == 1)
+    return 0;
+  if (!plan_comm_under_mpi()) {
+    if (!rendezvous || !rendezvous[0])
+      return plan_errc(PLAN_EUSAGE, err, errsz, "comm_open: %s",
+                       "not under MPI: a world of several ranks needs a "
+                       "shared folder for NCCL's id (--distributed=DIR)");
+    int n = snprintf(c->id_path, sizeof c->id_path, "%s/nccl-id", rendezvous);
+    if (n < 0 || (size_t)n >= sizeof c->id_path)
+      return plan_errc(PLAN_EUSAGE, err, errsz, "comm_open: %s",
+                       "the folder's path is too long");
+    c->by_file = true;
+    int w = snprintf(c->met, sizeof c->met, "through the id file %.290s",
+                     c->id_path);
+    (void)w; /* a long path's end cut from the description */
+    return 0;
+  }
+  int rc = plan_comm_mpi_open(&c->host, c->timeout_s, err, errsz);
+  if (rc) {
+    c->host = NULL;
+    return rc;
+  }
+  if (c->host->rank != rank || c->host->world != world)
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "comm_open: rank %d of %d asked for, MPI's rank %d of %d",
+                     rank, world, c->host->rank, c->host->world);
+  char line[sizeof c->met];
+  c->host->ops->describe(c->host, line, sizeof line);
+  int w = snprintf(c->met, sizeof c->met, "over %.300s", line);
+  (void)w;
+  return 0;
 }
 
 /* What this rank does alone before the ranks meet: NCCL loaded, the
@@ -801,9 +843,6 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
     return plan_errc(PLAN_EUSAGE, err, errsz,
                      "comm_open: a timeout of %g s (a positive number needed)",
                      timeout_s);
-  if (world > 1 && (!rendezvous || !rendezvous[0]))
-    return plan_errc(PLAN_EUSAGE, err, errsz, "comm_open: %s",
-                     "no rendezvous folder for a world of several ranks");
   comm_nccl *c = (comm_nccl *)calloc(1, sizeof *c);
   if (!c)
     return plan_errc(PLAN_ENOMEM, err, errsz, "comm_open: %s", "out of memory");
@@ -815,26 +854,18 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
   memset(&id, 0, sizeof id);
   char why[512] = "";
   int local = prepare(c, &id, why, sizeof why);
-  /* ncclCommInitRank returns only once every rank has called it: the
-   * ranks meet over TCP first, bounded by the timeout, so that none
-   * enters it for a rank that failed or never came. A rank that failed
-   * alone still comes, to tell the others why. */
+  /* ncclCommInitRank returns only once every rank has called it: under
+   * MPI the ranks meet over it first, bounded by the timeout, so that
+   * none enters it for a rank that failed or never came (a rank that
+   * failed alone still comes, to tell the others why); otherwise the id
+   * goes through the folder and the non-blocking init bounds the wait. */
   char terr[512] = "";
-  int rc = plan_comm_tcp_open(&c->tcp, rank, world, rendezvous, timeout_s, terr,
-                              sizeof terr);
-  if (rc) {
-    c->tcp = NULL;
-    rc = local
-             ? plan_errc(local, err, errsz, "%s", why)
-             : plan_errc(rc, err, errsz,
-                         "comm_open: the ranks' rendezvous before NCCL's init "
-                         "failed: %s",
-                         terr);
-  } else {
-    if (world > 1)
-      describe_tcp(c);
+  int rc = open_host(c, rank, world, rendezvous, terr, sizeof terr);
+  if (rc)
+    rc = local ? plan_errc(local, err, errsz, "%s", why)
+               : plan_errc(rc, err, errsz, "%s", terr);
+  else
     rc = meet(c, "ncclCommInitRank", local, why, &id, err, errsz);
-  }
   if (!rc) {
     /* non-blocking where NCCL can (2.14): the call returns at once and
      * the communicator is polled up to the timeout, so a rank that dies
@@ -857,6 +888,8 @@ extern "C" int plan_cuda_comm_open(plan_comm **out, int rank, int world,
     } else if ((rc = settle(c, &c->world_comm, 1, &t0, "ncclCommInitRank", err,
                             errsz))) {
       abort_all(c);
+    } else if (c->by_file && rank == 0) {
+      unlink(c->id_path); /* every rank has read it: the init is done */
     }
   }
   if (rc) {

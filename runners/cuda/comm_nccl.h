@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* comm.h has no C++ guard of its own: its functions (the library's
- * plan_comm_tcp_open, plan_comm_fold_all_reduce) are C. Include this header
+ * plan_comm_mpi_open, plan_comm_fold_all_reduce) are C. Include this header
  * before anything that includes comm.h (runner.h) in C++. */
 #ifdef __cplusplus
 extern "C" {
@@ -28,12 +28,11 @@ extern "C" {
  * The ranks meet before entering NCCL, whose ncclCommInitRank returns
  * only once every rank has called it: each rank first does what it does
  * alone (NCCL loaded, the device and its stream; on rank 0 the unique
- * id), then opens the library's TCP communicator (plan_comm_tcp_open) on
- * the same rendezvous folder with the same timeout, which returns once
- * every rank is there or fails after the timeout, naming the rank
- * missing. Over it every rank tells every other that it is ready or why
- * it failed, rank 0 sending the unique id; only when all are ready do
- * they call ncclCommInitRank. So a rank that fails before (no NCCL, no
+ * id). Under MPI (plan_comm_under_mpi) it then opens the library's MPI
+ * communicator (plan_comm_mpi_open) with the same timeout, MPI's rank and
+ * world the ones asked for. Over it every rank tells every other that it is
+ * ready or why it failed, rank 0 sending the unique id; only when all are ready
+ * do they call ncclCommInitRank. So a rank that fails before (no NCCL, no
  * device), never comes, or runs another communicator fails every rank
  * within the timeout with the reason, and none waits in NCCL for it.
  * Where NCCL has ncclCommInitRankConfig (2.14), the communicators are
@@ -44,9 +43,12 @@ extern "C" {
  * "ncclCommInitRank: no answer from every rank within N s" (or
  * ncclCommSplit's), aborted; with an older NCCL it still leaves them in
  * NCCL's blocking call. The
- * TCP communicator stays open with the NCCL one (closed at close or
- * abort); nothing is written to the folder but its rank-<r> files, which
- * it removes. world 1 needs no rendezvous.
+ * MPI communicator stays open with the NCCL one (closed at close or
+ * abort). Not under MPI (torchrun), rank 0 writes the id into
+ * `rendezvous`/nccl-id (mode 0600, renamed into place) and removes it once
+ * the init is done; the others wait for it up to the timeout; there is no
+ * meeting before the splits (the non-blocking calls bound the waits).
+ * world 1 needs no rendezvous.
  *
  * exchange: each message staged in one device buffer, every send and
  * receive posted in one NCCL group (bytes as ncclUint8), then the
@@ -59,19 +61,19 @@ extern "C" {
  * the group, so the group's ranks are numbered in its order) the first
  * time the group is seen, then kept; a rank alone in its group takes part
  * in the split without a communicator. Every rank meets every other over
- * TCP before the split, as before ncclCommInitRank, and never splits
- * after an abort. The reduction runs on the device
- * (ncclFloat64; ncclSum, ncclMax, ncclMin; avg is the sum divided by the
- * group's size on the host, as the fold does: NCCL's ncclAvg scales each
- * value by 1 / n before summing, which rounds where sum / n does not).
- * With an NCCL older than 2.18 (no ncclCommSplit) the groups are reduced
- * by plan_comm_fold_all_reduce over exchange, in member order.
+ * MPI (when under it) before the split, as before ncclCommInitRank, and never
+ * splits after an abort. The reduction runs on the device (ncclFloat64;
+ * ncclSum, ncclMax, ncclMin; avg is the sum divided by the group's size on the
+ * host, as the fold does: NCCL's ncclAvg scales each value by 1 / n before
+ * summing, which rounds where sum / n does not). With an NCCL older than 2.18
+ * (no ncclCommSplit) the groups are reduced by plan_comm_fold_all_reduce over
+ * exchange, in member order.
  *
  * A collective that is not done within timeout_s seconds, that NCCL
  * reports failed, or that fails in this process (a CUDA call, the staging
- * buffer) aborts every communicator of this process, the TCP one closed
+ * buffer) aborts every communicator of this process, the MPI one closed
  * (later calls fail at once; peers waiting for this rank see it gone
- * where NCCL or the TCP communicator tells them, else at their timeout). The
+ * where NCCL or the MPI communicator tells them, else at their timeout). The
  * abort op (comm.h) does the same after a failure outside the communicator:
  * ncclCommAbort on the world and every split, no finalize, then everything
  * freed. Returns 0 or PLAN_EUSAGE (arguments, or a process at the rendezvous

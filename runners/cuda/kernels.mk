@@ -131,7 +131,7 @@ $(FAKE_NCCL_NOSPLIT): tests/cuda/fake_nccl.c runners/cuda/nccl_emu.h
 	$(CC) $(FAKE_NCCL_CFLAGS) -DFAKE_NCCL_NO_SPLIT -shared \
 	  $(LDFLAGS) -o $@ $<
 
-# libplan.a for its TCP communicator: one of the test's ranks runs it.
+# libplan.a: the library the test and the plugin share.
 $(COMM_NCCL_TEST): tests/cuda/test_comm_nccl.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Irunners/cuda $(LDFLAGS) -o $@ $< $(STATIC) \

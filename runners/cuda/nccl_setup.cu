@@ -2,9 +2,9 @@
  * exists (collectives.h): the settings that make NCCL's reductions repeat
  * (the plugin's communicator, comm_nccl.cu, and the NCCL collectives of
  * nccl_check, collectives_nccl.cu), and NCCL's unique id passed from rank
- * 0 to the other ranks through a file (nccl_check's; the plugin's
- * communicator passes it over the TCP communicator). No NCCL or CUDA call
- * here: the plugin links this file without linking NCCL, and the host
+ * 0 to the other ranks through a file (nccl_check's, and the plugin's
+ * communicator's when not under MPI; under MPI it goes over MPI). No NCCL or
+ * CUDA call here: the plugin links this file without linking NCCL, and the host
  * emulation builds it as it is. */
 #include "collectives.h"
 
@@ -78,10 +78,27 @@ extern "C" int plan_cuda_nccl_id_publish(const char *path, const void *id,
   int rc = make_parent(path, err, errsz);
   if (rc)
     return rc;
-  if (plan_write_file_atomic(path, id, n) != PLAN_OK)
-    return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "NCCL id file: %s%s",
-                     plan_error_last()->message, "");
-  return 0;
+  /* written whole under another name, mode 0600, then renamed: a reader
+   * never sees part of it, and no other user reads it */
+  size_t len = strlen(path);
+  char *tmp = (char *)malloc(len + 16);
+  if (!tmp)
+    return plan_errc(PLAN_EUNSUPPORTED, err, errsz, "out of memory");
+  snprintf(tmp, len + 16, "%s.tmp.XXXXXX", path);
+  int fd = mkstemp(tmp);
+  bool ok = fd >= 0 && fchmod(fd, 0600) == 0 && write(fd, id, n) == (ssize_t)n;
+  if (fd >= 0 && close(fd) != 0)
+    ok = false;
+  if (ok && rename(tmp, path) != 0)
+    ok = false;
+  if (!ok) {
+    rc = plan_errc(PLAN_EUNSUPPORTED, err, errsz, "NCCL id file %s: %s", path,
+                   strerror(errno));
+    if (fd >= 0)
+      unlink(tmp);
+  }
+  free(tmp);
+  return rc;
 }
 
 extern "C" int plan_cuda_nccl_id_wait(const char *path, double timeout_s,

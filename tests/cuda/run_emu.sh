@@ -14,7 +14,7 @@
 #              with SWEEP_RUNNER=cuda: every op, every legal strategy,
 #              verified equal in both modes
 #   dist       distributed verification (tests/dist/run.sh) with
-#              --runner cuda --comm tcp: a process per rank, each running
+#              --runner cuda --comm mpi: a process per rank, each running
 #              its ops through the plugin
 #
 # These check the CUDA path's plumbing (the loader, the vtable, the
@@ -96,7 +96,7 @@ else
   grep -E 'FAIL|ERROR|failures' "$tmp/sweep" | sed -n '1,8s/^/      /p'
 fi
 
-if sh tests/dist/run.sh "$plan" --runner cuda --comm tcp >"$tmp/dist" 2>&1; then
+if sh tests/dist/run.sh "$plan" --runner cuda --comm mpi >"$tmp/dist" 2>&1; then
   pass "$(tail -n 1 "$tmp/dist")"
 else
   fail "distributed on cuda:"

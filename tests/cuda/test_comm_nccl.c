@@ -12,14 +12,15 @@
  *              3 + 1, groups met again (one split each, counted by the
  *              fake); the determinism settings in force and described, a
  *              clean close finalizing; no file left in the rendezvous
- *              folder; then 2 and 3 ranks, over stale files of another run
+ *              folder (NCCL's id file: these processes are not under MPI);
+ *              then 2 and 3 ranks
  *   fold       4 ranks on a fake without ncclCommSplit (an NCCL before
  *              2.18): the all-reduces folded over exchange
  *   failures   PLAN_NCCL_LIBRARY naming a missing file; NCCL failing in
  *              ncclAllReduce, ncclCommSplit, ncclGetUniqueId; a rank that
- *              never comes, whose NCCL does not load, that runs the TCP
- *              communicator instead: the rendezvous ends within the
- *              timeout with the reason on every rank; the abort entry (no
+ *              never comes, whose NCCL does not load: NCCL's id file or
+ *              init ends within the timeout with the reason on every
+ *              rank; the abort entry (no
  *              finalize, the peers see the rank gone at once, no split
  *              after it); a failing cudaMemcpyAsync aborting at once; bad
  *              arguments
@@ -465,7 +466,6 @@ enum {
   S_RANK_GONE,     /* rank 1 never opens: rank 0's open ends at the timeout */
   S_NO_NCCL,       /* rank 1's NCCL does not load */
   S_NO_ID,         /* rank 0's ncclGetUniqueId fails */
-  S_TCP_PEER,      /* rank 1 of 3 runs the TCP communicator (--comm tcp) */
   S_ABORT_XCHG,    /* rank 1 aborts; rank 0 waits for it in an exchange */
   S_ABORT_SPLIT,   /* rank 1 aborts; rank 0 meets a new group (a split) */
   S_MEMCPY_XCHG,   /* rank 1's cudaMemcpyAsync fails in an exchange */
@@ -476,17 +476,19 @@ enum {
   S_COUNT
 };
 
+#define PEER_GONE "remote process exited or there was a network error (fake)"
+
 static const char *const scenario_name[S_COUNT] = {
-    "a rank that never comes: the TCP rendezvous ends at the timeout with "
-    "the reason",
-    "a rank whose NCCL does not load: every rank fails at once, saying so",
-    "ncclGetUniqueId failing on rank 0: every rank fails at once, saying so",
-    "a rank on the TCP communicator among NCCL ranks: every rank fails at "
-    "once, none enters NCCL",
+    "a rank that never comes: the non-blocking init ends at the timeout "
+    "with the reason",
+    "a rank whose NCCL does not load: it fails at once, the other at the "
+    "timeout, saying so",
+    "ncclGetUniqueId failing on rank 0: it fails at once, the other at the "
+    "timeout waiting for the id file",
     "abort: no finalize, every communicator aborted, the peer's exchange "
     "fails at once",
-    "abort before a split: the peer's all-reduce fails at the meeting, no "
-    "ncclCommSplit called",
+    "abort before a split: the peer's all-reduce fails at once in "
+    "ncclCommSplit",
     "cudaMemcpyAsync failing in an exchange: aborted, the peer fails at once",
     "cudaMemcpyAsync failing in an all-reduce: aborted, the peer fails at "
     "once",
@@ -530,7 +532,7 @@ static int swap8(plan_comm *c, int peer, char *err, size_t errsz,
 
 static void scenario_rank(int rank, const char *rv, int sc) {
   char err[512] = "";
-  int n = sc == S_TCP_PEER ? 3 : 2, all[3] = {0, 1, 2};
+  int n = 2, all[3] = {0, 1, 2};
   double x[2] = {1, 2}, took, t0;
   me = rank;
   alarm(60);
@@ -544,49 +546,30 @@ static void scenario_rank(int rank, const char *rv, int sc) {
     setenv("FAKE_NCCL_FAIL", "ncclCommSplit", 1);
   if (sc == S_GONE_AT_INIT && rank == 1)
     setenv("FAKE_NCCL_EXIT", "ncclCommInitRankConfig", 1);
-  if (sc == S_TCP_PEER && rank == 1) {
-    /* the verifier's first step on the TCP communicator: a key to every
-     * rank, one from each */
-    plan_comm *t = NULL;
-    int rc = plan_comm_tcp_open(&t, rank, n, rv, 20.0, err, sizeof err);
-    if (rc)
-      bad("plan_comm_tcp_open: status %d, '%s'", rc, err);
-    if (t) {
-      char key[2][40] = {{0}}, mine[40] = "a key";
-      plan_comm_msg s[2] = {{0, mine, 40}, {2, mine, 40}};
-      plan_comm_msg r[2] = {{0, key[0], 40}, {2, key[1], 40}};
-      t0 = now_s();
-      rc = t->ops->exchange(t, s, 2, r, 2, err, sizeof err);
-      expect_fail(rc, err, now_s() - t0, "the TCP rank's exchange", "");
-      plan_comm_close(t);
-    }
-    exit(rank_failures ? 1 : 0);
-  }
   plan_comm *c = NULL;
   t0 = now_s();
-  double limit = sc == S_RANK_GONE || sc == S_GONE_AT_INIT ? 1.0
-                 : sc == S_GONE_AT_SPLIT                   ? 2.0
-                                                           : 20.0;
+  double limit = sc == S_RANK_GONE || sc == S_GONE_AT_INIT || sc == S_NO_NCCL ||
+                         sc == S_NO_ID
+                     ? 1.0
+                 : sc == S_GONE_AT_SPLIT ? 2.0
+                                         : 20.0;
   int rc = vt->comm_open(&c, rank, n, rv, limit, err, sizeof err);
   took = now_s() - t0;
   switch (sc) {
   case S_RANK_GONE:
-    expect_fail(rc, err, took, "comm_open", "did not connect within 1 s");
+    expect_fail(rc, err, took, "comm_open",
+                "ncclCommInitRank: no answer from every rank within 1 s");
     break;
   case S_NO_NCCL:
     expect_fail(rc, err, took, "comm_open",
-                rank ? "cannot load NCCL" : "rank 1 failed: cannot load NCCL");
+                rank
+                    ? "cannot load NCCL"
+                    : "ncclCommInitRank: no answer from every rank within 1 s");
     break;
   case S_NO_ID:
     expect_fail(rc, err, took, "comm_open",
-                rank ? "rank 0 failed: ncclGetUniqueId: unhandled system "
-                       "error (fake)"
+                rank ? "did not appear within 1 s"
                      : "ncclGetUniqueId: unhandled system error (fake)");
-    break;
-  case S_TCP_PEER:
-    expect_fail(rc, err, took, "comm_open",
-                "ncclCommInitRank: the ranks' meeting over tcp before it "
-                "failed");
     break;
   case S_GONE_AT_INIT: /* rank 1 never comes back from its init */
     expect_fail(rc, err, took, "comm_open",
@@ -633,8 +616,7 @@ static void scenario_rank(int rank, const char *rv, int sc) {
     setenv("PLAN_CUDA_EMU_FAIL", "cudaMemcpyAsync", 1);
   if (rank == 1 && sc == S_GONE_AT_SPLIT)
     setenv("FAKE_NCCL_EXIT", "ncclCommSplit", 1);
-  const char *peer_gone = "remote process exited or there was a network "
-                          "error (fake)";
+  const char *peer_gone = PEER_GONE;
   switch (sc) {
   case S_ABORT_XCHG:
     rc = swap8(c, 1, err, sizeof err, &took);
@@ -643,10 +625,11 @@ static void scenario_rank(int rank, const char *rv, int sc) {
   case S_ABORT_SPLIT:
     t0 = now_s();
     rc = c->ops->all_reduce(c, all, 2, x, 2, PLAN_RED_SUM, err, sizeof err);
+    /* not under MPI, no meeting before the split: NCCL's own error,
+     * at once, the split's communicator aborted with the world's */
     expect_fail(rc, err, now_s() - t0, "an all-reduce with an aborted rank",
-                "ncclCommSplit: the ranks' meeting over tcp before it failed");
-    if (fake_calls("ncclCommSplit") != sp0)
-      bad("ncclCommSplit called with a rank gone");
+                "ncclCommSplit: " PEER_GONE);
+    comms = 2;
     break;
   case S_MEMCPY_XCHG:
     rc = swap8(c, 1 - rank, err, sizeof err, &took);
@@ -713,15 +696,14 @@ static void failures(const char *fake) {
 
   for (int sc = 0; sc < S_COUNT; sc++) {
     snprintf(rv, sizeof rv, "%s/scenario-%d/rendezvous", tmpdir, sc);
-    result(run_ranks(sc == S_TCP_PEER ? 3 : 2, scenario_rank, rv, sc), "%s",
-           scenario_name[sc]);
+    result(run_ranks(2, scenario_rank, rv, sc), "%s", scenario_name[sc]);
   }
 
   snprintf(rv, sizeof rv, "%s/nobody", tmpdir);
   rc = vt->comm_open(&c, 1, 2, rv, 0.3, err, sizeof err);
-  result(rc == PLAN_EUNSUPPORTED && !c && strstr(err, "rendezvous") &&
-             strstr(err, "no connection to rank 0 within 0.3 s"),
-         "no rank 0: the TCP rendezvous times out with the reason: status "
+  result(rc == PLAN_EUNSUPPORTED && !c && strstr(err, "nccl-id") &&
+             strstr(err, "did not appear within 0.3 s"),
+         "no rank 0: the id file's wait times out with the reason: status "
          "%d, '%s'",
          rc, err);
 
@@ -818,7 +800,7 @@ int main(int argc, char **argv) {
     world_run("split", argv[2], 1, 0);
     world_run("fold", argv[3], 0, 0);
     world = 2;
-    world_run("split-2", argv[2], 1, 1);
+    world_run("split-2", argv[2], 1, 0);
     world = 3;
     world_run("split-3", argv[2], 1, 0);
     failures(argv[2]);

@@ -1,16 +1,16 @@
 #!/bin/sh
 # Distributed verification (`plan verify --distributed`, docs/gpu.md): one
-# process per mesh rank on the CPU runner, the collectives over the
-# library's TCP communicator, started here the way a launcher would
-# (RANK, WORLD_SIZE). Every plan must get the verdict, the first divergent
-# op and the per-tensor comparisons of the verification in one process;
-# the bug corpus must be caught the same way; a launch that goes wrong
-# (a rank missing, processes on different plans, a world that is not the
-# mesh) must fail with a reason, never hang.
+# process per mesh rank on the CPU runner, started by mpirun on localhost
+# (shared memory only: --mca btl self,vader), the collectives over the
+# library's MPI communicator. Every plan must get the verdict, the first
+# divergent op and the per-tensor comparisons of the verification in one
+# process; the bug corpus must be caught the same way; a launch that goes
+# wrong (a rank killed, processes on different plans, a world that is not
+# the mesh, no MPI) must fail with a reason, never hang.
 #
 # usage: sh tests/dist/run.sh PATH/TO/plan [VERIFY-OPTIONS...]
 # VERIFY-OPTIONS go to every verification, distributed or not (for
-# instance --runner cuda --comm tcp). DIST_MAX_RANKS=N leaves out the
+# instance --runner cuda --comm mpi). DIST_MAX_RANKS=N leaves out the
 # plans of more ranks (NCCL on N GPUs: one process per GPU); they are
 # counted and named as left out. Prints "dist: N passed, M failed"
 # and exits non-zero when anything failed.
@@ -38,24 +38,37 @@ ranks_of() {
   "$plan" verify "$@" 2>/dev/null | sed -n 's/.*, \([0-9][0-9]*\) ranks[;,].*/\1/p' | head -n 1
 }
 
-# launch N TAG ARGS...: N processes of `plan verify --distributed`, rank i's
-# output in $tmp/TAG.i.{out,err,rc}; waits for all of them.
+# Each rank's process, under mpirun: its output in $tmp/TAG.R.{out,err,rc}
+# (R its MPI rank). It exits 0 whatever the verdict, so that mpirun does
+# not kill the others for it; the rc file holds the verdict.
+cat >"$tmp/rank.sh" <<'END'
+tag=$1
+shift
+r=${OMPI_COMM_WORLD_RANK:?not under mpirun}
+"$@" >"$TMPD/$tag.$r.out" 2>"$TMPD/$tag.$r.err"
+echo $? >"$TMPD/$tag.$r.rc"
+END
+# Open MPI on localhost: shared memory, no network; as root too; ranks
+# that outlive a killed one (--enable-recovery); bounded in time. The
+# ranks' leaks are not checked under the sanitizers (make asan): Open
+# MPI's finalize unloads its components, whose allocations then show as
+# unnamed leaks; memory errors still are.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 TMPD="$tmp"
+mpi() {
+  LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0" timeout 120 mpirun --oversubscribe --mca btl self,vader \
+    --enable-recovery -quiet "$@" >>"$tmp/mpirun.out" 2>&1
+}
+
+# launch N TAG ARGS...: N processes of `plan verify --distributed` under
+# mpirun, rank i's output in $tmp/TAG.i.{out,err,rc}; waits for all.
 launch() {
   n=$1
   tag=$2
   shift 2
-  dir=$tmp/$tag.rv
-  i=0
-  pids=
-  while [ "$i" -lt "$n" ]; do
-    # shellcheck disable=SC2086 # the options, one word each
-    (RANK=$i WORLD_SIZE=$n "$plan" verify $extra --distributed "$dir" --timeout 60 "$@" \
-       >"$tmp/$tag.$i.out" 2>"$tmp/$tag.$i.err"
-     echo $? >"$tmp/$tag.$i.rc") &
-    pids="$pids $!"
-    i=$((i + 1))
-  done
-  for p in $pids; do wait "$p"; done
+  rm -f "$tmp/$tag".*
+  # shellcheck disable=SC2086 # the options, one word each
+  mpi -np "$n" sh "$tmp/rank.sh" "$tag" "$plan" verify $extra --distributed \
+    --timeout 60 "$@"
 }
 
 # The report (YAML: every tensor's comparison, with its element counts)
@@ -156,41 +169,75 @@ fi
 # A launch that goes wrong.
 mlp=$ex/mlp-megatron.plan.yaml
 n=$(ranks_of "$mlp")
-RANK=0 WORLD_SIZE=$((n + 1)) "$plan" verify --distributed "$tmp/w.rv" "$mlp" \
-  >"$tmp/w.out" 2>"$tmp/w.err"
-rc=$?
-if [ "$rc" = 2 ] && grep -q "one process per mesh rank" "$tmp/w.err"; then ok; else
+# shellcheck disable=SC2086
+mpi -np $((n + 1)) sh "$tmp/rank.sh" w "$plan" verify $extra --distributed "$mlp"
+rc=$(cat "$tmp/w.0.rc")
+if [ "$rc" = 2 ] && grep -q "one process per mesh rank" "$tmp/w.0.err"; then ok; else
   bad "a world that is not the mesh: exit $rc"
 fi
-"$plan" verify --distributed "$tmp/e.rv" "$mlp" >"$tmp/e.out" 2>"$tmp/e.err"
+"$plan" verify --distributed "$mlp" >"$tmp/e.out" 2>"$tmp/e.err"
 rc=$?
-if [ "$rc" = 2 ] && grep -q "RANK and WORLD_SIZE" "$tmp/e.err"; then ok; else
+if [ "$rc" = 2 ] && grep -q "runs under a launcher: mpirun" "$tmp/e.err"; then ok; else
   bad "no launcher environment: exit $rc"
 fi
-# rank 1 never starts: rank 0 gives up after its timeout, with the reason
-start=$(date +%s)
-RANK=0 WORLD_SIZE=$n "$plan" verify --distributed "$tmp/m.rv" --timeout 2 "$mlp" \
-  >"$tmp/m.out" 2>"$tmp/m.err"
+# a folder that does not exist yet after --distributed is not a plan
+"$plan" verify --distributed "$tmp/new.rv" "$mlp" >"$tmp/e.out" 2>"$tmp/e.err"
 rc=$?
-took=$(( $(date +%s) - start ))
-if [ "$rc" = 3 ] && [ "$took" -lt 30 ] && grep -q "distributed verification" "$tmp/m.err"; then ok; else
-  bad "a rank missing: exit $rc after ${took}s"
-  sed -n '1,3s/^/    /p' "$tmp/m.err"
+if [ "$rc" = 2 ] && grep -q "goes as --distributed=DIR" "$tmp/e.err"; then ok; else
+  bad "--distributed NEWDIR PLAN: exit $rc"
+fi
+# rank 1 is killed at its third exchange on the MPI communicator (the
+# test hook PLAN_TEST_MPI_DIE): every other rank gives up within its
+# timeout, exit 3, naming the rank it waited for. NCCL's peers see a rank
+# gone in NCCL: tests/cuda/test_comm_nccl.c.
+killed() {
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  PLAN_TEST_MPI_DIE=1:3 mpi -np "$n" sh "$tmp/rank.sh" k "$plan" verify $extra \
+    --distributed --timeout 2 "$mlp"
+  took=$(($(date +%s) - start))
+  if [ "$(cat "$tmp/k.1.rc")" = 137 ]; then ok; else
+    bad "the killed rank exits $(cat "$tmp/k.1.rc"), not 137 (SIGKILL)"
+  fi
+  if grep -q "rank 0: no progress within 2 s: rank 1 did not send" "$tmp/k.0.err"; then ok; else
+    bad "rank 0 does not name the killed rank"
+    sed -n '1,3s/^/    /p' "$tmp/k.0.err"
+  fi
+  i=0
+  while [ "$i" -lt "$n" ]; do
+    if [ "$i" != 1 ]; then
+      rc=$(cat "$tmp/k.$i.rc")
+      if [ "$rc" = 3 ] && [ "$took" -lt 20 ] &&
+        grep -q "distributed verification: .* rank $i: no progress within 2 s: rank [0-9]* did not" "$tmp/k.$i.err"; then ok; else
+        bad "a rank killed: rank $i exits $rc after ${took}s"
+        sed -n '1,3s/^/    /p' "$tmp/k.$i.err"
+      fi
+    fi
+    i=$((i + 1))
+  done
+}
+case " $extra " in
+  *" --comm mpi "*) killed ;;
+  *" --runner cuda "*) echo "left out: a killed rank (its collectives are NCCL's)" ;;
+  *) killed ;;
+esac
+# a launcher's ranks without MPI (torchrun's RANK, WORLD_SIZE) on the cpu
+# runner: refused with the reason
+if [ -z "$extra" ]; then
+  RANK=0 WORLD_SIZE="$n" "$plan" verify --distributed --timeout 10 "$mlp" \
+    >"$tmp/t.out" 2>"$tmp/t.err"
+  rc=$?
+  if [ "$rc" = 2 ] && grep -q "not started by an MPI launcher" "$tmp/t.err"; then ok; else
+    bad "the cpu runner without MPI: exit $rc"
+    sed -n '1,3s/^/    /p' "$tmp/t.err"
+  fi
 fi
 # the processes verify different plans: refused by every one
 other=$ex/moe-experts.plan.yaml
 if [ "$(ranks_of "$other")" = "$n" ]; then
-  dir=$tmp/d.rv
-  (RANK=0 WORLD_SIZE=$n "$plan" verify --distributed "$dir" --timeout 60 "$mlp" \
-     >"$tmp/d.0.out" 2>"$tmp/d.0.err"; echo $? >"$tmp/d.0.rc") &
-  p0=$!
-  i=1
-  while [ "$i" -lt "$n" ]; do
-    (RANK=$i WORLD_SIZE=$n "$plan" verify --distributed "$dir" --timeout 60 "$other" \
-       >"$tmp/d.$i.out" 2>"$tmp/d.$i.err"; echo $? >"$tmp/d.$i.rc") &
-    i=$((i + 1))
-  done
-  wait
+  # shellcheck disable=SC2086
+  mpi -np 1 sh "$tmp/rank.sh" d "$plan" verify $extra --distributed --timeout 60 "$mlp" : \
+    -np $((n - 1)) sh "$tmp/rank.sh" d "$plan" verify $extra --distributed --timeout 60 "$other"
   if [ "$(cat "$tmp/d.0.rc")" = 2 ] && grep -q "another plan" "$tmp/d.0.err"; then ok; else
     bad "processes on different plans: rank 0 exits $(cat "$tmp/d.0.rc")"
     sed -n '1,3s/^/    /p' "$tmp/d.0.err"
@@ -204,22 +251,14 @@ if cmp -s "$lo" "$tmp/fixed.yaml"; then
   bad "the fixed lowered program was not made"
 fi
 for variant in lowered tolerances; do
-  dir=$tmp/$variant.rv
-  i=0
-  while [ "$i" -lt 4 ]; do
-    if [ $variant = lowered ]; then
-      f=$lo
-      [ "$i" -gt 0 ] && f=$tmp/fixed.yaml
-      set -- "$f"
-    else
-      set -- --mode float "$mlp"
-      [ "$i" -gt 0 ] && set -- --mode float --rtol 0.5 --atol 0.5 "$mlp"
-    fi
-    (RANK=$i WORLD_SIZE=4 "$plan" verify --distributed "$dir" --timeout 60 "$@" \
-       >"$tmp/$variant.$i.out" 2>"$tmp/$variant.$i.err"; echo $? >"$tmp/$variant.$i.rc") &
-    i=$((i + 1))
-  done
-  wait
+  if [ $variant = lowered ]; then
+    set -- "$lo" "$tmp/fixed.yaml"
+  else
+    set -- "--mode float $mlp" "--mode float --rtol 0.5 --atol 0.5 $mlp"
+  fi
+  # shellcheck disable=SC2086
+  mpi -np 1 sh "$tmp/rank.sh" $variant "$plan" verify $extra --distributed --timeout 60 $1 : \
+    -np 3 sh "$tmp/rank.sh" $variant "$plan" verify $extra --distributed --timeout 60 $2
   i=0
   while [ "$i" -lt 4 ]; do
     if [ "$(cat "$tmp/$variant.$i.rc")" = 2 ] && grep -q "another plan or with other options" "$tmp/$variant.$i.err"; then ok; else
@@ -232,10 +271,10 @@ done
 
 # a pipelined plan is refused with the reason (exit 3)
 pp=$ex/pipeline-1f1b.plan.yaml
-RANK=0 WORLD_SIZE=$(ranks_of "$pp") "$plan" verify --distributed "$tmp/p.rv" "$pp" \
-  >"$tmp/p.out" 2>"$tmp/p.err"
-rc=$?
-if [ "$rc" = 3 ] && grep -q "pipeline" "$tmp/p.err"; then ok; else
+# shellcheck disable=SC2086
+mpi -np "$(ranks_of "$pp")" sh "$tmp/rank.sh" p "$plan" verify $extra --distributed "$pp"
+rc=$(cat "$tmp/p.0.rc")
+if [ "$rc" = 3 ] && grep -q "pipeline" "$tmp/p.0.err"; then ok; else
   bad "a pipelined plan: exit $rc"
 fi
 

@@ -194,6 +194,10 @@ def run_blocks(path, blocks):
         return
     tmp, tree, bindir = scratch_copy()
     env = dict(os.environ)
+    # mpirun in a block: on this machine's cores only, shared memory, as
+    # root too (Open MPI refuses root without these)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_btl="self,vader")
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
     env["TMPDIR"] = tmp
     env["DEMO_OUT"] = os.path.join(tmp, "demo")

@@ -5,6 +5,8 @@
 #
 #   BUNDLE/plan, libplan.so.0, libplan-cuda.so   the tool, the library, the
 #                                                plugin (run path $ORIGIN)
+#   BUNDLE/libplan-comm-mpi.so                   the MPI communicator's
+#                                                plugin (the machine's MPI)
 #   BUNDLE/lib*.so*                              the non-CUDA libraries they
 #                                                link (ldd), beside them; the
 #                                                largest gzipped (env.sh
@@ -44,6 +46,9 @@ put() { # FILE DEST
 put "$build/gpu-bundle-bin/plan" "$b/plan"
 put "$build/libplan.so.0" "$b/libplan.so.0"
 put "$build/libplan-cuda.so" "$b/libplan-cuda.so"
+# the MPI communicator's plugin: it loads the GPU machine's own Open MPI
+# (libmpi.so.40, with its components and mpirun), so none is bundled
+put "$build/libplan-comm-mpi.so" "$b/libplan-comm-mpi.so"
 put "$build/tests/gpu/nccl_check" "$b/tests/gpu/nccl_check"
 put "$build/gpu-bundle-bin/test_sweep" "$b/tests/gpu/test_sweep"
 put "$build/bench/bench_cuda" "$b/bench/bench_cuda"

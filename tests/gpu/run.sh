@@ -29,12 +29,13 @@
 #                 mesh, tests/unit/test_sweep.c) verified on cuda
 #   corpus        the lowered bug corpus (tests/corpus/lowered): each
 #                 file's expected verdict on cuda, both modes
-#   dist-tcp      plan verify --distributed --runner cuda --comm tcp
-#                 (tests/dist/run.sh, the plans of up to 4 ranks): a
+#   dist-mpi      plan verify --distributed --runner cuda --comm mpi under
+#                 mpirun (tests/dist/run.sh, the plans of up to 4 ranks): a
 #                 process per rank sharing the GPU(s), the one-process
-#                 report
+#                 report; skipped without mpirun (Open MPI) on the machine
 #   dist-nccl     plan verify --distributed --runner cuda over NCCL, one
-#                 process per visible GPU, on a data-parallel MLP of that
+#                 process per visible GPU started as torchrun would (RANK,
+#                 WORLD_SIZE, NCCL's id through a folder), on a data-parallel MLP of that
 #                 many ranks (and the examples that fit, with 4 or more)
 #   bench-gemm    bench_cuda: matmul TFLOP/s of the runner's gemm path and
 #                 a direct cublasGemmEx, f32 and bf16
@@ -89,7 +90,7 @@ cap() {
   [ "$l" -ge 1 ] || l=1
   echo "$l"
 }
-checks="nccl-virtual nccl-local nccl-comm kernels agreement sweep corpus dist-tcp dist-nccl bench-gemm bench-layer-f32 bench-layer-own"
+checks="nccl-virtual nccl-local nccl-comm kernels agreement sweep corpus dist-mpi dist-nccl bench-gemm bench-layer-f32 bench-layer-own"
 
 {
   echo "bundle: $bundle"
@@ -251,17 +252,21 @@ fi
 
 # ---- distributed verification ---------------------------------------------------------
 # a process per rank, every process on this machine's GPU(s), the
-# collectives over TCP (several processes share a GPU; NCCL refuses that);
+# collectives over MPI (several processes share a GPU; NCCL refuses that);
 # the plans of up to 4 ranks: each process makes its own CUDA context
-t=$(cap 90)
-DIST_MAX_RANKS=4 timeout "$t" sh "$bundle/tests/dist/run.sh" "$plan" --runner cuda \
-  --comm tcp >"$out/dist-tcp.log" 2>&1
-rc=$?
-line=$(tail -n 1 "$out/dist-tcp.log")
-if [ "$rc" -eq 0 ]; then
-  result pass dist-tcp "$line"
+if command -v mpirun >/dev/null 2>&1; then
+  t=$(cap 90)
+  DIST_MAX_RANKS=4 timeout "$t" sh "$bundle/tests/dist/run.sh" "$plan" --runner cuda \
+    --comm mpi >"$out/dist-mpi.log" 2>&1
+  rc=$?
+  line=$(tail -n 1 "$out/dist-mpi.log")
+  if [ "$rc" -eq 0 ]; then
+    result pass dist-mpi "$line"
+  else
+    result FAIL dist-mpi "exit $rc: $line (see dist-mpi.log)"
+  fi
 else
-  result FAIL dist-tcp "exit $rc: $line (see dist-tcp.log)"
+  result skipped dist-mpi "no mpirun on this machine (Open MPI: openmpi-bin)"
 fi
 # NCCL: a process per GPU. With fewer GPUs than the smallest example's
 # ranks, a plan of one rank per visible GPU (the MLP, data parallel).
@@ -273,7 +278,7 @@ if "$plan" search examples/mlp-program.yaml --mesh dp=$ngpu --strategy dp \
   r=0
   while [ "$r" -lt "$ngpu" ]; do
     (RANK=$r WORLD_SIZE=$ngpu LOCAL_RANK=$r timeout "$(cap 60)" "$plan" verify \
-       --runner cuda --distributed "$d" --timeout 50 --program-root . \
+       --runner cuda --distributed="$d" --timeout 50 --program-root . \
        "$out/mlp-dp$ngpu.plan.yaml" \
        >"$out/dist-nccl.$r.log" 2>&1; echo $? >"$out/dist-nccl.$r.rc") &
     r=$((r + 1))
@@ -287,7 +292,8 @@ if "$plan" search examples/mlp-program.yaml --mesh dp=$ngpu --strategy dp \
     3) result skipped dist-nccl "$(grep -m1 error "$out/dist-nccl.0.log")" ;;
     *) result FAIL dist-nccl "exit $rc: $(tail -n 2 "$out/dist-nccl.0.log" | tr '\n' ' ')" ;;
   esac
-  if [ "$ngpu" -ge 4 ]; then # the examples that fit, one GPU per rank
+  if [ "$ngpu" -ge 4 ] && command -v mpirun >/dev/null 2>&1; then
+    # the examples that fit, one GPU per rank, under mpirun
     DIST_MAX_RANKS=$ngpu timeout "$(cap 120)" sh "$bundle/tests/dist/run.sh" "$plan" \
       --runner cuda >>"$out/dist-nccl.log" 2>&1 ||
       result FAIL dist-nccl "the examples on NCCL: $(tail -n 1 "$out/dist-nccl.log")"

@@ -136,15 +136,18 @@ class TestChecks(unittest.TestCase):
 
 
     def test_verify_distributed(self):
-        """One process per mesh rank (four, started here as a launcher
-        would): every process gets the one-process verdict, the records
-        count every rank's elements, a bug is found at the same op."""
+        """One process per mesh rank (four, under mpirun on localhost):
+        every process gets the one-process verdict, the records count
+        every rank's elements, a bug is found at the same op."""
         code = ("import json, os, sys, libplan\n"
                 "with libplan.parse(open(sys.argv[1]).read(), 'p.yaml',\n"
                 "                   os.path.dirname(sys.argv[2])) as p:\n"
-                "    r = p.verify(distributed=sys.argv[3], timeout=60)\n"
-                "    print(json.dumps([r.equal, r.first_op,\n"
-                "                      r.to_dict()['tensors']]))\n")
+                "    r = p.verify(distributed=True, timeout=60)\n"
+                "    out = os.path.join(sys.argv[3], 'rank-%s.json' %\n"
+                "                       os.environ['OMPI_COMM_WORLD_RANK'])\n"
+                "    with open(out, 'w') as f:\n"
+                "        json.dump([r.equal, r.first_op,\n"
+                "                   r.to_dict()['tensors']], f)\n")
         for text in (MLP_TEXT, MLP_TEXT.replace(FC2_GOOD, FC2_BAD)):
             with libplan.parse(text, "p.yaml", os.path.dirname(MLP)) as p:
                 one = p.verify()
@@ -152,17 +155,20 @@ class TestChecks(unittest.TestCase):
                 src = os.path.join(d, "p.yaml")
                 with open(src, "w") as f:
                     f.write(text)
-                env = dict(os.environ, WORLD_SIZE="4",
+                env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                           OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                            PYTHONPATH=os.path.dirname(libplan.__path__[0]))
-                procs = [subprocess.Popen(
-                    [sys.executable, "-c", code, src, MLP,
-                     os.path.join(d, "rv")],
-                    env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True) for r in range(4)]
-                outs = [pr.communicate(timeout=120) for pr in procs]
-            for pr, (out, err) in zip(procs, outs):
-                self.assertEqual(pr.returncode, 0, err)
-                equal, first_op, tensors = json.loads(out)
+                pr = subprocess.run(
+                    ["mpirun", "--oversubscribe", "--mca", "btl",
+                     "self,vader", "-quiet", "-np", "4", sys.executable,
+                     "-c", code, src, MLP, d],
+                    env=env, capture_output=True, text=True, timeout=120)
+                self.assertEqual(pr.returncode, 0, pr.stderr)
+                got = []
+                for r in range(4):
+                    with open(os.path.join(d, "rank-%d.json" % r)) as f:
+                        got.append(json.load(f))
+            for equal, first_op, tensors in got:
                 self.assertEqual(equal, one.equal)
                 self.assertEqual(first_op, one.first_op)
                 self.assertEqual(tensors, one.to_dict()["tensors"])
@@ -172,8 +178,8 @@ class TestChecks(unittest.TestCase):
             with self.assertRaises(libplan.UsageError):
                 p.verify(distributed="/tmp/x", rank=4, world_size=4)
             with self.assertRaises(libplan.UsageError):
-                p.verify(distributed="/tmp/x", rank=0, world_size=4,
-                         comm="mpi")
+                p.verify(distributed=True, rank=0, world_size=4,
+                         comm="tcp")
             with self.assertRaises(libplan.UsageError):  # not the mesh
                 p.verify(distributed="/tmp/x", rank=0, world_size=3)
             with self.assertRaises(libplan.UsageError):

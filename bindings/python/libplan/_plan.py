@@ -383,11 +383,13 @@ class Plan(_Handle):
         glob: (rtol, atol)} (float mode); runner "cpu" (None: the default)
         or "cuda" (UnsupportedError, with the reason, where it cannot run).
 
-        distributed: a folder every process sees, to run as one process of
-        a verification with one process per mesh rank (docs/gpu.md); rank
-        and world_size default to the launcher's RANK and WORLD_SIZE;
+        distributed: True to run as one process of a verification with
+        one process per mesh rank, under mpirun or srun (docs/gpu.md), or
+        a folder every process sees where rank 0 leaves NCCL's id (a
+        torchrun launch, comm "nccl"); rank and world_size default to the
+        launcher's (OMPI_COMM_WORLD_*, PMI_*, SLURM_*, RANK/WORLD_SIZE);
         timeout (seconds, default 300) bounds the wait for the others;
-        comm "tcp" or "nccl" (None: the runner's own, else tcp). Every
+        comm "mpi" or "nccl" (None: the runner's own, else mpi). Every
         process gets the same verdict."""
         return _verify.verify(self, mode, seed, dtype, rtol, atol,
                               tolerances, runner, distributed, rank,

@@ -14,31 +14,45 @@ from .errors import Error, UsageError, check
 _COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
 
 
+_SIZES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE")
+_RANKS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK")
+
+
+def _env_first(names):
+    """The first of the launcher's variables that is set (an empty one
+    counts as unset, as in the CLI), or None."""
+    for n in names:
+        v = os.environ.get(n)
+        if v:
+            return v
+    return None
+
+
 def _distributed(folder, rank, world_size, timeout, comm):
     """verify's distributed options as VerifyOptions' version-5 fields
-    (world, rank, rendezvous, timeout_s, comm), or None in one process."""
-    if folder is None:
+    (world, rank, rendezvous, timeout_s, comm), or None in one process.
+    folder: True (under mpirun or srun), or the shared folder for NCCL's
+    id (a torchrun launch)."""
+    if folder is None or folder is False:
         if rank is not None or world_size is not None or timeout is not None \
                 or comm is not None:
             raise UsageError("verify: rank, world_size, timeout and comm go "
                              "with distributed")
         return None
-    env = os.environ  # an empty variable counts as unset, as in the CLI
     if world_size is None:
-        world_size = env.get("WORLD_SIZE") or \
-            env.get("OMPI_COMM_WORLD_SIZE") or None
+        world_size = _env_first(_SIZES)
     if rank is None:
-        rank = env.get("RANK") or env.get("OMPI_COMM_WORLD_RANK") or None
+        rank = _env_first(_RANKS)
     if world_size is None or rank is None:
-        raise UsageError("verify: distributed needs rank and world_size, "
-                         "or RANK and WORLD_SIZE from the launcher")
+        raise UsageError("verify: distributed runs under a launcher (mpirun, "
+                         "srun, torchrun), or needs rank and world_size")
     try:  # the launcher's are text
         world_size = int(world_size) if isinstance(world_size, str) \
             else world_size
         rank = int(rank) if isinstance(rank, str) else rank
     except ValueError:
-        raise UsageError("verify: RANK and WORLD_SIZE must be integers") \
-            from None
+        raise UsageError("verify: the launcher's rank and world size must be "
+                         "integers") from None
     # C takes both as an int: 2^40 would be 0, one process on its own
     world_size = _ranged(world_size, "verify: world_size")
     rank = _ranged(rank, "verify: rank")
@@ -47,13 +61,13 @@ def _distributed(folder, rank, world_size, timeout, comm):
                          % world_size)
     if not 0 <= rank < world_size:
         raise UsageError("verify: rank must lie in [0, world_size)")
-    if comm not in (None, "tcp", "nccl"):
-        raise UsageError("verify: comm is 'tcp' or 'nccl', not %r" % (comm,))
+    if comm not in (None, "mpi", "nccl"):
+        raise UsageError("verify: comm is 'mpi' or 'nccl', not %r" % (comm,))
     t = 0.0 if timeout is None else float(timeout)
     if not 0 <= t < 1e9:
         raise UsageError("verify: timeout must be >= 0 seconds (and finite)")
-    return (world_size, rank, _path(folder, "verify: distributed"), t,
-            None if comm is None else enc(comm))
+    rv = None if folder is True else _path(folder, "verify: distributed")
+    return (world_size, rank, rv, t, None if comm is None else enc(comm))
 
 
 class VerifyReport(_Handle):

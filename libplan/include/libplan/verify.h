@@ -54,17 +54,20 @@ typedef struct plan_verify_options {
    * mesh rank `rank` of `world` processes, one per rank of the mesh (world
    * must be its device count); each runs its own rank's share of the
    * lowered program and the single-device program, the collectives go
-   * through the runner's communicator (NCCL for cuda, TCP otherwise), and
-   * every process returns the same report. The processes meet in
-   * `rendezvous`, a fresh folder every one of them sees, waiting up to
-   * timeout_s seconds (0: 300) for each other. world 0: every rank in
-   * this process (the default). */
+   * through the runner's communicator (NCCL for cuda, MPI otherwise), and
+   * every process returns the same report. The processes are one MPI job
+   * (mpirun, srun: rank and world must be MPI's), or, with nccl only, a
+   * torchrun launch where rank 0 leaves NCCL's id in `rendezvous`, a
+   * fresh folder every one of them sees (NULL under MPI). Each waits up
+   * to timeout_s seconds (0: 300) for the others; a peer that stops
+   * answering fails the run with PLAN_EUNSUPPORTED. world 0: every rank
+   * in this process (the default). */
   int world, rank;
   const char *rendezvous;
   double timeout_s;
-  /* the communicator: "nccl" (the cuda runner's), "tcp" (the library's,
+  /* the communicator: "nccl" (the cuda runner's), "mpi" (the library's,
    * with any runner: several processes on one GPU), or NULL: the
-   * runner's own where it has one (nccl for cuda), else tcp */
+   * runner's own where it has one (nccl for cuda), else mpi */
   const char *comm;
 } plan_verify_options;
 
