@@ -94,9 +94,17 @@ int cmd_lower(int argc, char **argv) {
     plan_free(p);
     return cli_fail_last();
   }
+  int rc;
+  if (out && strcmp(out, "-")) {
+    /* a program by path is written relative to FILE's folder */
+    rc = plan_lowered_save(l, out) ? cli_fail_last() : EXIT_OK;
+    plan_lowered_free(l);
+    plan_free(p);
+    return rc;
+  }
   char *text;
   size_t len;
-  int rc = plan_lowered_write(&text, &len, l);
+  rc = plan_lowered_write(&text, &len, l);
   plan_lowered_free(l);
   plan_free(p);
   if (rc)

@@ -322,7 +322,14 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
   tmp.steps = malloc(sizeof *tmp.steps * ((size_t)l->nsteps + 1));
   tmp.produced = malloc(sizeof(int) * ((size_t)np->ntensors + 1));
   tmp.delivered = malloc(sizeof(int) * ((size_t)np->noutputs + 1));
-  if (!tmp.bufs || !tmp.steps || !tmp.produced || !tmp.delivered) {
+  tmp.required = NULL;
+  tmp.grad_of = NULL;
+  if (l->required) {
+    tmp.required = malloc(sizeof(plan_placement) * ((size_t)np->noutputs + 1));
+    tmp.grad_of = malloc(sizeof(int) * ((size_t)np->noutputs + 1));
+  }
+  if (!tmp.bufs || !tmp.steps || !tmp.produced || !tmp.delivered ||
+      (l->required && (!tmp.required || !tmp.grad_of))) {
     rc = plan_oom();
     goto done;
   }
@@ -348,8 +355,17 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
     const char *nm = np->tensors[np->outputs[k]].name;
     tmp.delivered[k] = -1;
     for (int j = 0; j < oprog->noutputs; j++)
-      if (!strcmp(oprog->tensors[oprog->outputs[j]].name, nm))
+      if (!strcmp(oprog->tensors[oprog->outputs[j]].name, nm)) {
         tmp.delivered[k] = l->delivered[j];
+        if (tmp.required) { /* the contract, over the new indices */
+          tmp.required[k] = l->required[j];
+          tmp.grad_of[k] =
+              l->grad_of[j] < 0
+                  ? -1
+                  : plan_strmap_get(&np->tensor_by_name,
+                                    oprog->tensors[l->grad_of[j]].name);
+        }
+      }
   }
   for (int b = 0; b < l->nbufs && !rc; b++)
     if (tmp.bufs[b].tensor < 0)
@@ -382,6 +398,8 @@ done:
   free(tmp.steps);
   free(tmp.produced);
   free(tmp.delivered);
+  free(tmp.required);
+  free(tmp.grad_of);
   plan_free(red);
   if (rc) {
     free(sum);

@@ -297,6 +297,16 @@ void plan_vx_release_microbatch(vctx *c, int b, int64_t k);
  * reported when `report`: the first mismatch is the first divergent op. */
 int plan_vx_compare_all(vctx *c, bool report);
 
+/* ---- the delivered placements (verify_contract.c) ------------------------ */
+
+/* Whether output slot k is delivered in the placement the plan requires
+ * (without a stated one: not partial); if not, a NOT EQUAL line, and the
+ * first divergence with its diagnosis. */
+bool plan_vx_check_delivered(vctx *c, int k);
+/* After a misplaced output's record (the records held nrecs_before): it
+ * counts as mismatching, whatever its values. */
+void plan_vx_misplaced_record(vctx *c, int nrecs_before);
+
 /* ---- distributed verification (verify_dist.c) ---------------------------- */
 
 /* Opens the communicator of options' rank and world and checks that every

@@ -644,6 +644,16 @@ has "$tmp/mlp.lowered.yaml" 'libplan-lowered: "1.0"' "lower -o"
 has "$tmp/mlp.lowered.yaml" "collective: all_reduce, axis: tp" "lower -o"
 expect 0 "verify a lowered program" verify "$tmp/mlp.lowered.yaml"
 has "$out" "EQUAL" "verify a lowered program"
+has "$tmp/mlp.lowered.yaml" 'required: {"y": "S(0)R"}' "lower -o: the required placements"
+# a program by path, lowered into another folder: the path is written from
+# there, so the file verifies (its program outside its folder tree needs
+# --program-root)
+mkdir -p "$tmp/other/dir"
+expect 0 "lower -o elsewhere, program by path" lower -o "$tmp/other/dir/bp.yaml" "$ex/mlp-by-path.plan.yaml"
+lacks "$tmp/other/dir/bp.yaml" "path: mlp-program.yaml" "lower -o elsewhere, program by path"
+has "$tmp/other/dir/bp.yaml" "/examples/mlp-program.yaml" "lower -o elsewhere, program by path"
+expect 0 "verify a lowered program by path, elsewhere" --program-root "$root" verify "$tmp/other/dir/bp.yaml"
+has "$out" "EQUAL" "verify a lowered program by path, elsewhere"
 # --reduce: a smaller program with the same sharding structure
 expect 0 "verify --reduce" verify --reduce "$ex/transformer-block.plan.yaml"
 has "$out" "reduced: seq 8->4, hidden 16->2" "verify --reduce"

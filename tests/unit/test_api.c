@@ -169,6 +169,8 @@ static void test_lowered_null_arguments(void **state) {
   assert_int_equal(plan_lowered_write(&text, &len, NULL), PLAN_EUSAGE);
   assert_null(text);
   assert_int_equal(plan_lowered_write(NULL, &len, l), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_save(NULL, "x.yaml"), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_save(l, NULL), PLAN_EUSAGE);
   plan_hash h;
   assert_int_equal(plan_lowered_hash(&h, NULL), PLAN_EUSAGE);
   assert_int_equal(plan_lowered_hash(NULL, l), PLAN_EUSAGE);

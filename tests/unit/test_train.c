@@ -431,6 +431,32 @@ static void test_grads_summed_not_averaged(void **state) {
   }
 }
 
+/* Bug: w1's gradient sync dropped: the output slot names the partial
+ * gradient the backward matmul left, not the all-reduced one. Its values,
+ * partial axes summed, are the reference's; its placement is not the
+ * master placement the plan requires. */
+static void deliver_unsynced(plan_lowered *l) {
+  plan_lstep *s = find_redist(l, "grad/w1", PLAN_REDIST_ALL_REDUCE, 0);
+  assert_non_null(s);
+  int k = output_slot(l, "grad/w1");
+  assert_true(l->grad_of[k] >= 0);
+  assert_string_equal(l->plan->program->tensors[l->grad_of[k]].name, "w1");
+  l->delivered[k] = s->in[0];
+}
+
+static void test_sync_dropped(void **state) {
+  (void)state;
+  for (int mode = 0; mode < 2; mode++) {
+    plan_plan *p;
+    plan_verify_report *r =
+        run_bug(MLP, deliver_unsynced, NULL, NULL, mode, &p);
+    expect_bug(r, "as delivered", "grad/w1",
+               "gradient of w1 not synchronised over 'dp'", "RS(1)");
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+}
+
 /* Bug: grad_sync none on gradients that are partial over dp: each replica
  * updates its params from its own partial gradient and they drift apart.
  * The gradients themselves sum to the reference; the updated params are
@@ -641,6 +667,7 @@ int main(void) {
       cmocka_unit_test(test_extra_grad_reduce),
       cmocka_unit_test(test_grads_scaled_twice),
       cmocka_unit_test(test_grads_summed_not_averaged),
+      cmocka_unit_test(test_sync_dropped),
       cmocka_unit_test(test_sync_none),
       cmocka_unit_test(test_clip_counts_replicas_twice),
       cmocka_unit_test(test_low_precision),

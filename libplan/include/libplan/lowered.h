@@ -39,6 +39,11 @@ PLAN_API void plan_lowered_free(plan_lowered *l);
  * PLAN_EUNSUPPORTED for a pipelined program (no file form yet),
  * PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument; *out = NULL on failure. */
 PLAN_API int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
+/* Writes the text form to `path` atomically (as plan_write_file_atomic
+ * does). A program given by path is written relative to the new file's
+ * folder, so the file finds it wherever it is written. PLAN_EIO naming
+ * the path, and the statuses of plan_lowered_write. */
+PLAN_API int plan_lowered_save(const plan_lowered *l, const char *path);
 
 /* Reads a lowered program file. The program given by path is resolved
  * relative to the file's folder. Every collective step must fit its

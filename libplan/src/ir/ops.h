@@ -154,6 +154,16 @@ typedef struct plan_op_info {
 
 /* The registry row of a kind; NULL when out of range. */
 const plan_op_info *plan_op_info_get(int kind);
+/* Whether the blocks one rank holds of an op's operands fit op `kind`
+ * with attributes `attrs` (NULL: the schema defaults): the registry's
+ * inference on the local shapes, or the local-block rules of the ops whose
+ * attributes name global sizes (reshape, expand, split, embedding_grad,
+ * scatter_add, moe_dispatch) (ops_local.c). PLAN_OK, or PLAN_EINVALID with
+ * a one-line reason in err. Runners check it before running an op, the
+ * lowered-file reader for every op step. */
+int plan_op_check_local(int kind, const plan_attr_val *attrs,
+                        const plan_shape *in, int nin, const plan_shape *out,
+                        int nout, char *err, size_t errsz);
 /* Kind from name ("matmul"), -1 when unknown. */
 int plan_op_kind_from_name(const char *name);
 const char *plan_op_kind_name(int kind);

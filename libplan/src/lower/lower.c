@@ -210,8 +210,11 @@ int plan_lower_steps(plan_lowered *l) {
   int rc = PLAN_OK;
   l->produced = calloc((size_t)prog->ntensors + 1, sizeof(int));
   l->delivered = calloc((size_t)prog->noutputs + 1, sizeof(int));
+  l->required = calloc((size_t)prog->noutputs + 1, sizeof(plan_placement));
+  l->grad_of = malloc(sizeof(int) * ((size_t)prog->noutputs + 1));
   h.first = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));
-  if (!l->produced || !l->delivered || !h.first) {
+  if (!l->produced || !l->delivered || !l->required || !l->grad_of ||
+      !h.first) {
     rc = plan_oom();
     goto done;
   }
@@ -290,11 +293,15 @@ int plan_lower_steps(plan_lowered *l) {
       pl = p->out_pl[k].pl;
     else
       plan_placement_replicated(&pl, p->mesh.naxes);
+    l->required[k] = pl; /* the contract the verifier checks */
+    l->grad_of[k] = -1;
     if ((l->delivered[k] = buffer_in(l, &h, t, l->produced[t], &pl)) < 0) {
       rc = plan_error_last()->code ? plan_error_last()->code : plan_oom();
       goto done;
     }
   }
+  for (int i = 0; l->train && i < l->train->nparams; i++)
+    l->grad_of[l->train->grad_out[i]] = l->train->param[i];
 done:
   free(region_done);
   free(h.first);
@@ -407,6 +414,8 @@ void plan_lowered_free(plan_lowered *l) {
   free(l->steps);
   free(l->produced);
   free(l->delivered);
+  free(l->required);
+  free(l->grad_of);
   plan_arena_free(&l->arena);
   free(l);
 }

@@ -125,6 +125,13 @@ struct plan_lowered {
                      INPUT step) writes, -1 when none */
   int *delivered; /* per program output slot: the buffer in the output
                      placement */
+  /* per program output slot: the placement the plan requires it in (its
+   * output placement; a gradient's master placement, the gradient sync),
+   * which the verifier checks the delivered buffer is in; NULL for a
+   * lowered file that states none (then no output may be partial) */
+  plan_placement *required;
+  int *grad_of; /* per output slot: the param whose gradient it is, or -1;
+                   NULL with required */
   int collectives[PLAN_REDIST_COUNT]; /* steps of each kind */
   plan_ltrain *train; /* a training step; NULL for a forward program */
   plan_lpipe *pipe;   /* a pipelined program; NULL without a pipeline */

@@ -7,6 +7,7 @@
 
 #include "libplan/plan.h"
 #include "lower/lower.h"
+#include "lower/lowered_check.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
 
@@ -91,6 +92,31 @@ static int write_layouts(plan_buf *b, const plan_lowered *l,
   free(start);
   free(order);
   return 0;
+}
+
+/* The placement each output is required in: `"y": "S(0)R"`, a gradient
+ * `"grad/w": {placement: "RS(1)", gradient_of: "w"}`; nothing for a file
+ * that stated none. */
+static void write_required(plan_buf *b, const plan_lowered *l) {
+  const plan_program *prog = l->plan->program;
+  char pl[PLAN_PLACEMENT_STRLEN];
+  if (!l->required || !prog->noutputs)
+    return;
+  plan_buf_puts(b, "required: {");
+  for (int k = 0; k < prog->noutputs; k++) {
+    if (k)
+      plan_buf_puts(b, ", ");
+    qstr(b, prog->tensors[prog->outputs[k]].name);
+    plan_placement_format(&l->required[k], pl);
+    if (l->grad_of[k] < 0) {
+      plan_buf_printf(b, ": \"%s\"", pl);
+      continue;
+    }
+    plan_buf_printf(b, ": {placement: \"%s\", gradient_of: ", pl);
+    qstr(b, prog->tensors[l->grad_of[k]].name);
+    plan_buf_putc(b, '}');
+  }
+  plan_buf_puts(b, "}\n");
 }
 
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
@@ -191,8 +217,40 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   }
   if (prog->noutputs)
     plan_buf_puts(&b, "}\n");
+  write_required(&b, l);
   free_names(names, l->nbufs);
   return plan_buf_take(&b, out, len);
+}
+
+int plan_lowered_save(const plan_lowered *l, const char *path) {
+  if (!l || !path)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_save: NULL argument");
+  const plan_plan *p = l->plan;
+  char *text = NULL, *rebased = NULL;
+  size_t len;
+  /* as plan_save does: the program path from the new file's folder */
+  if (!p->program_inline && p->program && p->program->file &&
+      p->program->file[0] &&
+      !(rebased = plan_path_from(path, p->program->file)))
+    return plan_failf(PLAN_EIO,
+                      "%s: cannot write the program's path (%s) "
+                      "relative to it: is its folder there?",
+                      path, p->program->file);
+  int rc;
+  if (rebased) {
+    plan_plan moved = *p;
+    plan_lowered lm = *l;
+    moved.ref.path = rebased;
+    lm.plan = &moved;
+    rc = plan_lowered_write(&text, &len, &lm);
+  } else {
+    rc = plan_lowered_write(&text, &len, l);
+  }
+  free(rebased);
+  if (!rc)
+    rc = plan_write_file_atomic(path, text, len);
+  plan_buffer_free(text);
+  return rc;
 }
 
 /* ---- hash
@@ -247,8 +305,8 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
  * ----------------------------------------------------------------- */
 
 static const char *const lowered_keys[] = {
-    "libplan-lowered", "program", "mesh",    "buffers",
-    "steps",           "layouts", "outputs", NULL};
+    "libplan-lowered", "program", "mesh",     "buffers", "steps",
+    "layouts",         "outputs", "required", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
   if (!data)
@@ -539,6 +597,10 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     r->written[outs[j]] = idx;
     s->out[j] = outs[j];
   }
+  char why[1024];
+  if (s->kind == PLAN_LSTEP_OP &&
+      plan_lowered_check_op_step(l, s, why, sizeof why))
+    return plan_rd_fail(rd, n, PLAN_EINVALID, "%s", why);
   return PLAN_OK;
 }
 
@@ -579,6 +641,80 @@ static int read_map_of_buffers(lreader *r, const plan_ynode *n,
     l->delivered[slot] = b;
   }
   return PLAN_OK;
+}
+
+/* One entry of `required`: a placement, or {placement, gradient_of}. */
+static int read_required_one(lreader *r, const plan_ynode *v, int slot) {
+  plan_lowered *l = r->l;
+  const plan_plan *p = l->plan;
+  const plan_program *prog = p->program;
+  const plan_tensor *t = &prog->tensors[prog->outputs[slot]];
+  const plan_ynode *pn = v, *gn = NULL;
+  int rc;
+  if (v->kind == PLAN_Y_MAP) {
+    static const char *const k[] = {"placement", "gradient_of", NULL};
+    if ((rc = plan_rd_check_keys(&r->rd, v, k, "a required placement", NULL)))
+      return rc;
+    pn = plan_ymap_get(v, "placement");
+    gn = plan_ymap_get(v, "gradient_of");
+    if (!pn)
+      return plan_rd_fail(&r->rd, v, PLAN_ESCHEMA,
+                          "a required placement needs a 'placement'");
+  }
+  if ((rc = plan_read_placement(&r->rd, pn, &p->mesh, t->rank,
+                                &l->required[slot])))
+    return rc;
+  if (!gn)
+    return PLAN_OK;
+  if ((rc = plan_rd_expect_scalar(&r->rd, gn, "gradient_of")))
+    return rc;
+  int w = plan_strmap_get(&prog->tensor_by_name, gn->u.scalar.text);
+  if (w < 0 || prog->tensors[w].role != PLAN_ROLE_PARAM)
+    return plan_rd_fail(&r->rd, gn, PLAN_EINVALID,
+                        "gradient_of: the program has no param '%.60s'",
+                        gn->u.scalar.text);
+  l->grad_of[slot] = w;
+  return PLAN_OK;
+}
+
+/* `required`: the placement the plan requires each output in. Optional
+ * (files written before it); when given, every output has an entry. */
+static int read_required(lreader *r, const plan_ynode *n) {
+  plan_lowered *l = r->l;
+  const plan_program *prog = l->plan->program;
+  int rc = plan_rd_expect_map(&r->rd, n, "required");
+  if (rc)
+    return rc;
+  size_t no = (size_t)prog->noutputs + 1;
+  l->required = calloc(no, sizeof(plan_placement));
+  l->grad_of = malloc(no * sizeof(int));
+  bool *seen = calloc(no, sizeof(bool));
+  if (!l->required || !l->grad_of || !seen) {
+    free(seen);
+    return plan_oom();
+  }
+  for (int k = 0; k < prog->noutputs; k++)
+    l->grad_of[k] = -1;
+  for (size_t i = 0; i < n->u.map.count && !rc; i++) {
+    const plan_ynode *k = n->u.map.pairs[i].key;
+    int t = plan_strmap_get(&prog->tensor_by_name, k->u.scalar.text), slot = -1;
+    for (int j = 0; t >= 0 && j < prog->noutputs; j++)
+      if (prog->outputs[j] == t)
+        slot = j;
+    if (slot < 0)
+      rc = plan_rd_fail(&r->rd, k, PLAN_EINVALID,
+                        "required: '%.60s' is not a program output",
+                        k->u.scalar.text);
+    else if (!(rc = read_required_one(r, n->u.map.pairs[i].value, slot)))
+      seen[slot] = true;
+  }
+  for (int k = 0; k < prog->noutputs && !rc; k++)
+    if (!seen[k])
+      rc = plan_rd_fail(&r->rd, n, PLAN_EINVALID,
+                        "output '%s' has no placement in required",
+                        prog->tensors[prog->outputs[k]].name);
+  free(seen);
+  return rc;
 }
 
 /* Buffers renumbered in the order steps write them, so names and the order
@@ -750,6 +886,8 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                         prog->tensors[prog->outputs[k]].name);
       goto done;
     }
+  if ((v = plan_ymap_get(R, "required")) && (rc = read_required(&r, v)))
+    goto done;
   rc = renumber(&r);
 done:
   free(root_items);

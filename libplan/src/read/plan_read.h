@@ -55,6 +55,11 @@ int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
  * as plan_write_buffer writes them (write_program.c). */
 void plan_write_program_and_mesh(plan_buf *b, const plan_plan *p,
                                  bool self_contained);
+/* The path of file `target` relative to the folder of file `from` (both
+ * as the process sees them), newly allocated: how a file saved at `from`
+ * refers to its program (write_file.c). NULL when either cannot be
+ * resolved or memory is short. */
+char *plan_path_from(const char *from, const char *target);
 
 /* Canonical encodings (canon.c). */
 int plan_canon_encode(plan_buf *b, const plan_plan *p, plan_part part);

@@ -191,10 +191,7 @@ int plan_write_file_atomic(const char *path, const void *data, size_t len) {
   return rc;
 }
 
-/* The path of file `target` relative to the folder of file `from` (both
- * as the process sees them), newly allocated; NULL when either cannot be
- * resolved or memory is short. */
-static char *path_from(const char *from, const char *target) {
+char *plan_path_from(const char *from, const char *target) {
   char *dir = strdup(from);
   if (!dir)
     return NULL;
@@ -250,7 +247,7 @@ int plan_save(const plan_plan *p, const char *path,
   char *rebased = NULL;
   if (!p->program_inline && !(opts && opts->self_contained) && p->program &&
       p->program->file && p->program->file[0])
-    rebased = path_from(path, p->program->file);
+    rebased = plan_path_from(path, p->program->file);
   if (rebased) {
     plan_plan moved = *p;
     moved.ref.path = rebased;

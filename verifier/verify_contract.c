@@ -1,0 +1,118 @@
+/* The delivered placements, part of the contract: every program output (a
+ * training step's gradients among them) must be delivered in the
+ * placement the plan requires (low->required), before its values are
+ * compared. The comparison reduces partial axes, so without this a
+ * gradient that was never synchronised, or an output left partial, would
+ * match the reference. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ir/placement.h"
+#include "verify_ctx.h"
+
+/* The axes along which `got` is partial and `want` is not (or reduces
+ * otherwise), as "'dp'" or "'dp' and 'tp'", into buf; their count. */
+static int unsynced_axes(const vctx *c, const plan_placement *got,
+                         const plan_placement *want, char *buf, size_t n) {
+  int cnt = 0;
+  size_t at = 0;
+  buf[0] = 0;
+  for (int a = 0; a < c->m->naxes; a++) {
+    if (got->ax[a].kind != PLAN_PL_P ||
+        (want->ax[a].kind == PLAN_PL_P &&
+         want->ax[a].reduce == got->ax[a].reduce))
+      continue;
+    int w = snprintf(buf + at, n - at, "%s'%s'", cnt ? " and " : "",
+                     c->m->axis_names[a]);
+    if (w > 0 && (size_t)w < n - at)
+      at += (size_t)w;
+    cnt++;
+  }
+  return cnt;
+}
+
+/* Why output slot k's buffer is not what the plan requires, into c's
+ * diagnosis when it is the first divergence. */
+static void diagnose(vctx *c, int k, const plan_placement *got,
+                     const plan_placement *want, const char *gs,
+                     const char *ws) {
+  const plan_lowered *l = c->low;
+  const char *name = c->prog->tensors[c->prog->outputs[k]].name;
+  char axes[256];
+  int np = unsynced_axes(c, got, want, axes, sizeof axes);
+  int w = l->grad_of ? l->grad_of[k] : -1;
+  const char *param = w >= 0 ? c->prog->tensors[w].name : NULL;
+  char *d = c->diagnosis;
+  size_t n = sizeof c->diagnosis;
+  if (!l->required)
+    snprintf(d, n,
+             "output '%s' is delivered partial over %s (as %s), and the "
+             "lowered program states no required placement for it "
+             "('required'), so it must not be partial: a reduction over %s "
+             "is missing",
+             name, axes, gs, axes);
+  else if (param && np)
+    snprintf(d, n,
+             "gradient of %s not synchronised over %s: '%s' is delivered as "
+             "%s, partial, but the plan requires %s (the gradient sync)",
+             param, axes, name, gs, ws);
+  else if (param)
+    snprintf(d, n,
+             "gradient of %s delivered as %s, but the plan requires %s (where "
+             "the optimizer updates %s)",
+             param, gs, ws, param);
+  else if (np)
+    snprintf(d, n,
+             "output '%s' is delivered as %s, partial over %s, but the plan "
+             "requires %s: a reduction over %s is missing",
+             name, gs, axes, ws, axes);
+  else
+    snprintf(d, n, "output '%s' is delivered as %s, but the plan requires %s",
+             name, gs, ws);
+}
+
+bool plan_vx_check_delivered(vctx *c, int k) {
+  const plan_lowered *l = c->low;
+  const plan_placement *got = &l->bufs[l->delivered[k]].pl;
+  plan_placement want;
+  if (l->required) {
+    want = l->required[k];
+  } else { /* no stated contract: delivered as it is, but never partial */
+    want = *got;
+    for (int a = 0; a < want.naxes; a++)
+      if (want.ax[a].kind == PLAN_PL_P)
+        memset(&want.ax[a], 0, sizeof want.ax[a]);
+  }
+  if (plan_placement_equal(got, &want))
+    return true;
+  char gs[PLAN_PLACEMENT_STRLEN], ws[PLAN_PLACEMENT_STRLEN];
+  plan_placement_format(got, gs);
+  plan_placement_format(&want, ws);
+  const char *name = c->prog->tensors[c->prog->outputs[k]].name;
+  if (l->required)
+    plan_buf_printf(&c->text,
+                    "NOT EQUAL output '%s' (as delivered, as %s): the plan "
+                    "requires it as %s\n",
+                    name, gs, ws);
+  else
+    plan_buf_printf(&c->text,
+                    "NOT EQUAL output '%s' (as delivered, as %s): partial, "
+                    "with no required placement stated\n",
+                    name, gs);
+  if (c->equal) {
+    c->equal = 0;
+    c->first_op = "as delivered";
+    c->first_tensor = name;
+    diagnose(c, k, got, &want, gs, ws);
+  }
+  return false;
+}
+
+void plan_vx_misplaced_record(vctx *c, int nrecs_before) {
+  /* the output's record: no element is where the plan wants it */
+  if (c->nrecs > nrecs_before) {
+    plan_vrecord *r = &c->recs[c->nrecs - 1];
+    if (!r->mismatches)
+      r->mismatches = r->compared ? r->compared : 1;
+  }
+}
