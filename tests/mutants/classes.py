@@ -200,7 +200,7 @@ def _block(lw, pl):
     """How many ways each dim is cut: equal cuts give equal block shapes
     (for even shards)."""
     cuts = {}
-    for (name, n), e in zip(lw.axes, placement(pl)):
+    for (_, n), e in zip(lw.axes, placement(pl)):
         if e[0] == "S":
             cuts[e[1]] = cuts.get(e[1], 1) * n
     return {d: c for d, c in cuts.items() if c > 1}
@@ -210,7 +210,7 @@ def _same_data(lw, a, b):
     pa, pb = placement(lw.buffers[a]["placement"]), placement(lw.buffers[b]["placement"])
     # entries may differ only on axes of size 1, or as R against P(avg/max/min)
     # (a relabel: every rank holds the same values)
-    for (name, n), x, y in zip(lw.axes, pa, pb):
+    for (_, n), x, y in zip(lw.axes, pa, pb):
         if x == y or n == 1:
             continue
         if {x[0], y[0]} == {"R", "P"} and ("P", "sum") not in (x, y):

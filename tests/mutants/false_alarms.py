@@ -36,6 +36,8 @@ def main():
     ap.add_argument("--sizes", default="full,reduce")
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--full-bound", type=int, default=runner.FULL_BOUND,
+                    help="declared elements above which full size is not run")
     args = ap.parse_args()
     seeds, modes, sizes = seed_list(args.seeds), args.modes.split(","), args.sizes.split(",")
     start = time.time()
@@ -46,8 +48,8 @@ def main():
                 n = runner.declared_elements(f.read())
             rows.append(name)
             for size in sizes:
-                if size == "full" and n > runner.FULL_BOUND:
-                    print("%s: full size skipped: %d declared elements, over %d" % (name, n, runner.FULL_BOUND))
+                if size == "full" and n > args.full_bound:
+                    print("%s: full size skipped: %d declared elements, over %d" % (name, n, args.full_bound))
                     continue
                 for mode in modes:
                     for seed in seeds:

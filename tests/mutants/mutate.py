@@ -59,11 +59,11 @@ def programs(args, tmp):
         ref = re.search(r"^program:\n  path: \"?([^\"\n]+)", text, re.M)
         if ref:  # a program by path: beside the lowered file, as beside the plan
             shutil.copy(os.path.join(os.path.dirname(path), ref.group(1)), tmp)
-        big = runner.declared_elements(text) > runner.FULL_BOUND
+        big = runner.declared_elements(text) > args.full_bound
         red = args.reduce == "always" or big
         if big:
             print("%s: %d declared elements, over %d: verified with --reduce" % (
-                name, runner.declared_elements(text), runner.FULL_BOUND))
+                name, runner.declared_elements(text), args.full_bound))
         out.append((name, text, red))
         for ax in unit.get(name, []):
             lw = Lowered(text)
@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--reduce", choices=["auto", "always"], default="auto")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--full-bound", type=int, default=runner.FULL_BOUND,
+                    help="declared elements above which full size is not run")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     args.examples = [g for g in args.examples.split(",") if g]
