@@ -253,6 +253,25 @@ check-corpus: $(TOOL)
 	@sh tests/corpus/run.sh $(TOOL)
 	@sh tests/corpus/lowered/run.sh $(TOOL)
 
+# Mutation testing of the verifier and the false-alarm sweep
+# (tests/mutants): a seeded sample here, everything in `make mutants`.
+MUTANT_SEEDS ?= 0
+MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts
+.PHONY: check-mutants mutants false-alarms
+check-mutants: $(TOOL)
+	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),gpt2-small-block.recipe \
+	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand \
+	  --per-class 3 --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp
+	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE) --seeds 0-2
+
+mutants: $(TOOL)
+	@rc=0; python3 tests/mutants/mutate.py --plan $(TOOL) --seeds $(MUTANT_SEEDS) \
+	  --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp || rc=1; \
+	python3 tests/mutants/false_alarms.py --plan $(TOOL) || rc=1; exit $$rc
+
+false-alarms: $(TOOL)
+	python3 tests/mutants/false_alarms.py --plan $(TOOL)
+
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 	@sh tests/cli/scale.sh $(TOOL)
@@ -321,7 +340,7 @@ wheel: $(SEARCH_SHARED)
 test: deps deps-python
 	$(MAKE) -j$(JOBS) tests-build
 	@MAKE="$(MAKE)" JOBS=$(JOBS) sh tests/suites.sh check-format lint \
-	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-cli check-security-files check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
+	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-mutants check-cli check-security-files check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
 	  check-cuda-virtual cuda-build \
 	  check-fuzz \
 	  asan

@@ -1,0 +1,277 @@
+"""The bug classes of the mutation tool: each a function over a lowered
+program that yields (name, mutated text, expectation, reason).
+
+The expectation is "differs" (the mutant changes the numbers, so the
+verifier must answer NOT EQUAL) or "equal" (it provably does not: an axis
+of size 1, a relabel that moves no data); the reason says why. A mutant is
+written so that it loads (placements redeclared to fit its steps); where
+that is not possible the loader's refusal is counted as such.
+"""
+
+from lowered import placement, placement_text
+
+REDUCING = ("all_reduce", "reduce_scatter")
+
+
+def _colls(lw, kinds):
+    for i, st in enumerate(lw.steps):
+        if st.get("collective") in kinds:
+            yield i, st
+
+
+def _size1(lw, axis):
+    return "axis '%s' has size 1: the step moves no data" % axis
+
+
+def _set_entry(lw, buf, axis, entry):
+    pl = placement(lw.buffers[buf]["placement"])
+    pl[lw.axis_index(axis)] = entry
+    lw.buffers[buf]["placement"] = placement_text(pl)
+
+
+def _entry(lw, buf, axis):
+    return placement(lw.buffers[buf]["placement"])[lw.axis_index(axis)]
+
+
+def _from_input(lw, buf):
+    """An input is made in whatever placement it declares, so redeclaring
+    it changes no data: such mutants are not bugs, and are not made."""
+    w = lw.writer(buf)
+    return w < 0 or "input" in lw.steps[w]
+
+
+def _tag(i, st):
+    return "%s@step%d:%s" % (st["collective"], i, st["in"])
+
+
+def dropped(lw):
+    """A collective dropped: its consumers read its input, redeclared in
+    the placement the collective made (partial sums taken as the sum)."""
+    for i, st in _colls(lw, ("all_reduce", "zero_non_owner", "relabel", "reduce_scatter")):
+        if _from_input(lw, st["in"]):
+            continue
+        m, kind, ax = lw.copy(), st["collective"], st["axis"]
+        if kind == "reduce_scatter":
+            # the reduction goes, the shard stays: a slice of the partials
+            _set_entry(m, st["in"], ax, ("R",))
+            m.steps[i] = {"collective": "slice", "axis": ax, "dim": st["dim"], "in": st["in"], "out": st["out"]}
+        else:
+            m.buffers[st["in"]]["placement"] = lw.buffers[st["out"]]["placement"]
+            del m.steps[i]
+            del m.buffers[st["out"]]
+            m.rename_reads(st["out"], st["in"], i - 1)
+        if kind == "relabel":
+            yield _tag(i, st), m.text(), "equal", "a relabel moves no data"
+        elif lw.axis_size(ax) == 1:
+            yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+        else:
+            yield _tag(i, st), m.text(), "differs", "%s over '%s' dropped" % (kind, ax)
+
+
+def duplicated(lw):
+    """An all-reduce done twice: its result relabelled as partial and
+    reduced again (a sum counts every value once per rank)."""
+    for i, st in _colls(lw, ("all_reduce",)):
+        m, ax, red = lw.copy(), st["axis"], st["reduce"]
+        once, p, twice = st["out"], st["out"] + "#p", st["out"] + "#2"
+        tensor = lw.buffers[once]["tensor"]
+        m.buffers[p] = {"tensor": tensor, "placement": lw.buffers[st["in"]]["placement"]}
+        m.buffers[twice] = {"tensor": tensor, "placement": lw.buffers[once]["placement"]}
+        m.rename_reads(once, twice, i)
+        m.steps[i + 1 : i + 1] = [
+            {"collective": "relabel", "axis": ax, "reduce": red, "in": once, "out": p},
+            {"collective": "all_reduce", "axis": ax, "reduce": red, "in": p, "out": twice},
+        ]
+        for k, v in lw.layouts.items():
+            m.layouts[k] = v  # the first all-reduce's input stays the layout
+        if lw.axis_size(ax) == 1:
+            yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+        elif red != "sum":
+            yield _tag(i, st), m.text(), "equal", "a second all_reduce(%s) of equal replicas gives them back" % red
+        else:
+            yield _tag(i, st), m.text(), "differs", "all_reduce over '%s' done twice" % ax
+
+
+def other_axis(lw):
+    """A collective moved to another axis of the same size: its buffers'
+    entries for the two axes swap, so the step fits, but the data its input
+    holds was made for the original axes."""
+    for i, st in _colls(lw, ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "slice")):
+        ax = st["axis"]
+        if _from_input(lw, st["in"]):
+            continue
+        for bx, n in lw.axes:
+            if bx == ax or n != lw.axis_size(ax):
+                continue
+            m = lw.copy()
+            for b in (st["in"], st["out"]):
+                pl = placement(lw.buffers[b]["placement"])
+                a, c = lw.axis_index(ax), lw.axis_index(bx)
+                pl[a], pl[c] = pl[c], pl[a]
+                m.buffers[b]["placement"] = placement_text(pl)
+            if m.buffers[st["in"]] == lw.buffers[st["in"]]:
+                continue
+            m.steps[i] = dict(st, axis=bx)
+            if n == 1:
+                yield _tag(i, st) + "->" + bx, m.text(), "equal", _size1(lw, ax)
+            else:
+                yield _tag(i, st) + "->" + bx, m.text(), "differs", "%s over '%s' instead of '%s'" % (st["collective"], bx, ax)
+
+
+def sum_to_max(lw):
+    """A sum reduction turned into max (its input redeclared P(max))."""
+    for i, st in _colls(lw, REDUCING):
+        if st["reduce"] != "sum" or _from_input(lw, st["in"]):
+            continue
+        m, ax = lw.copy(), st["axis"]
+        _set_entry(m, st["in"], ax, ("P", "max"))
+        m.steps[i] = dict(st, reduce="max")
+        if lw.axis_size(ax) == 1:
+            yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+        else:
+            yield _tag(i, st), m.text(), "differs", "%s(max) for %s(sum) over '%s'" % (st["collective"], st["collective"], ax)
+
+
+def gather_order(lw):
+    """An all-gather's rank order swapped (the group's order reversed)."""
+    for i, st in _colls(lw, ("all_gather",)):
+        n = lw.axis_size(st["axis"])
+        if n < 2:
+            continue  # one member: no other order
+        m = lw.copy()
+        m.steps[i] = dict(st, order=list(range(n - 1, -1, -1)))
+        yield _tag(i, st), m.text(), "differs", "all_gather over '%s' in reversed order" % st["axis"]
+
+
+def shard_dim(lw):
+    """A shard dim changed: an op's output declared with two of its shards'
+    dims swapped (S(0)S(1) read as S(1)S(0)) or a dim's nesting reversed,
+    over axes of one size, so every block keeps its shape."""
+    for name, b in lw.buffers.items():
+        w = lw.writer(name)
+        if w < 0 or "op" not in lw.steps[w]:
+            continue
+        pl = placement(b["placement"])
+        s = [k for k, e in enumerate(pl) if e[0] == "S"]
+        for x in s:
+            for y in s:
+                if y <= x or lw.axes[x][1] != lw.axes[y][1]:
+                    continue
+                q = list(pl)
+                if pl[x][1] != pl[y][1]:
+                    q[x], q[y] = ("S", pl[y][1], None), ("S", pl[x][1], None)
+                    what = "dims swapped"
+                else:
+                    lx = 0 if pl[x][2] is None else pl[x][2]
+                    ly = 1 if pl[y][2] is None else pl[y][2]
+                    q[x], q[y] = ("S", pl[x][1], ly), ("S", pl[y][1], lx)
+                    what = "nesting reversed"
+                m = lw.copy()
+                m.buffers[name]["placement"] = placement_text(q)
+                tag = "%s:%s->%s" % (name, b["placement"], placement_text(q))
+                if lw.axes[x][1] == 1:
+                    yield tag, m.text(), "equal", _size1(lw, lw.axes[x][0])
+                else:
+                    yield tag, m.text(), "differs", "'%s' written by op '%s' declared %s (%s)" % (
+                        name, lw.steps[w]["op"], placement_text(q), what)
+
+
+def _readers(lw, buf, after):
+    for j in range(after + 1, len(lw.steps)):
+        st = lw.steps[j]
+        if "op" in st and buf in st["in"]:
+            yield j, st
+
+
+def partial_read(lw):
+    """A consumer reading the partial instead of the reduced buffer."""
+    for i, st in _colls(lw, ("all_reduce",)):
+        for j, op in _readers(lw, st["out"], i):
+            m, ax = lw.copy(), st["axis"]
+            m.steps[j] = dict(op, **{"in": [st["in"] if b == st["out"] else b for b in op["in"]]})
+            tag = "%s<-%s" % (op["op"], st["in"])
+            if lw.axis_size(ax) == 1:
+                yield tag, m.text(), "equal", _size1(lw, ax)
+            else:
+                yield tag, m.text(), "differs", "op '%s' reads %s, not the all_reduce's %s" % (op["op"], st["in"], st["out"])
+
+
+def _block(lw, pl):
+    """How many ways each dim is cut: equal cuts give equal block shapes
+    (for even shards)."""
+    cuts = {}
+    for (_, n), e in zip(lw.axes, placement(pl)):
+        if e[0] == "S":
+            cuts[e[1]] = cuts.get(e[1], 1) * n
+    return {d: c for d, c in cuts.items() if c > 1}
+
+
+def _same_data(lw, a, b):
+    pa, pb = placement(lw.buffers[a]["placement"]), placement(lw.buffers[b]["placement"])
+    # entries may differ only on axes of size 1, or as R against P(avg/max/min)
+    # (a relabel: every rank holds the same values)
+    for (_, n), x, y in zip(lw.axes, pa, pb):
+        if x == y or n == 1:
+            continue
+        if {x[0], y[0]} == {"R", "P"} and ("P", "sum") not in (x, y):
+            continue
+        return False
+    return True
+
+
+def wrong_operand(lw):
+    """An op reads another buffer of the same tensor with the same block
+    shape (not the all-reduce partials, which partial_read covers)."""
+    reduced = {st["out"]: st["in"] for _, st in _colls(lw, ("all_reduce",))}
+    for j, op in enumerate(lw.steps):
+        if "op" not in op:
+            continue
+        for k, b in enumerate(op["in"]):
+            t = lw.buffers[b]["tensor"]
+            for c, cb in lw.buffers.items():
+                if c == b or cb["tensor"] != t or reduced.get(b) == c:
+                    continue
+                w = lw.writer(c)
+                if w < 0 or w >= j or _block(lw, cb["placement"]) != _block(lw, lw.buffers[b]["placement"]):
+                    continue
+                m = lw.copy()
+                ins = list(op["in"])
+                ins[k] = c
+                m.steps[j] = dict(op, **{"in": ins})
+                tag = "%s[%d]:%s->%s" % (op["op"], k, b, c)
+                if _same_data(lw, b, c):
+                    yield tag, m.text(), "equal", "%s and %s hold the same values on every rank" % (b, c)
+                else:
+                    yield tag, m.text(), "differs", "op '%s' reads %s (%s) for %s (%s)" % (
+                        op["op"], c, cb["placement"], b, lw.buffers[b]["placement"])
+
+
+def grad_sync(lw):
+    """A gradient sync dropped in a training step: the output names the
+    unsynchronised gradient (each rank's partial)."""
+    for i, st in _colls(lw, REDUCING):
+        t = lw.buffers[st["out"]]["tensor"]
+        if not t.startswith("grad/") or lw.outputs.get(t) != st["out"]:
+            continue
+        m, ax = lw.copy(), st["axis"]
+        del m.steps[i]
+        del m.buffers[st["out"]]
+        m.rename_reads(st["out"], st["in"], i - 1)
+        if lw.axis_size(ax) == 1:
+            yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+        else:
+            yield _tag(i, st), m.text(), "differs", "'%s' delivered unsynchronised over '%s' (%s)" % (
+                t, ax, lw.buffers[st["in"]]["placement"])
+
+
+CLASSES = {
+    "dropped": dropped,
+    "duplicated": duplicated,
+    "other-axis": other_axis,
+    "sum-to-max": sum_to_max,
+    "gather-order": gather_order,
+    "shard-dim": shard_dim,
+    "partial-read": partial_read,
+    "wrong-operand": wrong_operand,
+    "grad-sync": grad_sync,
+}
