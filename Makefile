@@ -260,7 +260,7 @@ MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-
 .PHONY: check-mutants mutants false-alarms
 check-mutants: $(TOOL)
 	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),gpt2-small-block.recipe \
-	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand \
+	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync \
 	  --per-class 3 --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp
 	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE) --seeds 0-2
 
