@@ -122,11 +122,17 @@ class Lowered:
             self.steps.append(flow(lines[i][4:]))
             i += 1
         self.layouts, self.outputs = {}, {}
+        # later sections (`required`: the delivered placements the plan
+        # requires) are kept as written: mutants change what the program
+        # does, never the contract it is checked against
+        self.tail = []
         for ln in lines[i:]:
             if ln.startswith("layouts:"):
                 self.layouts = flow(ln[len("layouts:") :].strip())
             elif ln.startswith("outputs:"):
                 self.outputs = flow(ln[len("outputs:") :].strip())
+            elif ln.strip():
+                self.tail.append(ln)
         self.axes = []
         for ln in self.head:
             mm = re.match(r"^  axes: \[(.*)\]$", ln)
@@ -140,6 +146,7 @@ class Lowered:
         c.steps = [dict(st) for st in self.steps]
         c.layouts = dict(self.layouts)
         c.outputs = dict(self.outputs)
+        c.tail = list(self.tail)
         c.axes = list(self.axes)
         return c
 
@@ -151,6 +158,7 @@ class Lowered:
         out += ["  - " + _emit_step(st) for st in self.steps]
         out.append("layouts: " + _emit({k: v for k, v in self.layouts.items()}, quote_all=True))
         out.append("outputs: " + _emit({k: v for k, v in self.outputs.items()}, quote_all=True))
+        out += self.tail
         return "\n".join(out) + "\n"
 
     def axis_size(self, name):
