@@ -73,7 +73,9 @@ class VerifyOptions(ctypes.Structure):
                 ("runner", c_char_p),
                 # version 5: distributed verification
                 ("world", c_int), ("rank", c_int), ("rendezvous", c_char_p),
-                ("timeout_s", c_double), ("comm", c_char_p)]
+                ("timeout_s", c_double), ("comm", c_char_p),
+                # version 6: the memory the run may use (0: what is here)
+                ("memory_limit", c_uint64)]
 
 
 class RefOptions(ctypes.Structure):
