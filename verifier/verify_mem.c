@@ -8,7 +8,9 @@
  * of the low-precision bound may be needed); the lowered run holds every
  * rank's block of each buffer from the step that writes it to the last
  * step that reads it (training's params and synced gradients to the
- * end; a pipeline's buffers all the run long); the kernels' scratch
+ * end; a pipeline's buffers, and in float mode every buffer, all the run
+ * long: one that matches only by the f64 bound is kept for the
+ * diagnosis); the kernels' scratch
  * holds one op's operands converted, with room to grow twice; training
  * adds master copies, two moments and leaves, each on every rank and
  * whole. */
@@ -48,9 +50,9 @@ static double whole_elems(const plan_plan *p, int tensor) {
 
 /* The lowered run's peak of live blocks, in elements: a buffer from the
  * step that first names it to its last reader (kept to the end when
- * `keep` says so, or in a pipeline). */
+ * `keep` or keep_all says so, or in a pipeline). */
 static int lowered_peak(const plan_plan *p, const plan_lowered *l,
-                        const bool *keep, double *peak) {
+                        const bool *keep, bool keep_all, double *peak) {
   size_t nb = (size_t)l->nbufs + 1;
   int *last = malloc(nb * sizeof *last);
   double *size = malloc(nb * sizeof *size);
@@ -62,7 +64,7 @@ static int lowered_peak(const plan_plan *p, const plan_lowered *l,
     return plan_oom();
   }
   for (int b = 0; b < l->nbufs; b++) {
-    last[b] = keep[b] || l->pipe ? l->nsteps : -1;
+    last[b] = keep_all || keep[b] || l->pipe ? l->nsteps : -1;
     size[b] = rank_elems(p, &l->bufs[b].pl, l->bufs[b].tensor);
   }
   for (int i = 0; i < l->nsteps; i++)
@@ -112,19 +114,24 @@ static double training_elems(const plan_plan *p, const plan_lowered *l) {
   return n;
 }
 
-/* The largest sum of one op's whole operands. */
+/* The kernels' scratch (verify_op.c): one slot per operand position,
+ * each grown to the largest whole operand in that position (up to twice
+ * that, as it grows by doubling). */
 static double scratch_elems(const plan_plan *p) {
-  double top = 0;
+  double top[2 * PLAN_MAX_OPERANDS] = {0}, n = 0;
   for (int i = 0; i < p->program->nops; i++) {
     const plan_op *op = &p->program->ops[i];
-    double n = 0;
-    for (int j = 0; j < op->nin; j++)
-      n += whole_elems(p, op->in[j]);
-    for (int k = 0; k < op->nout; k++)
-      n += whole_elems(p, op->out[k]);
-    top = n > top ? n : top;
+    for (int j = 0; j < 2 * PLAN_MAX_OPERANDS; j++) {
+      int k = j < PLAN_MAX_OPERANDS ? j : j - PLAN_MAX_OPERANDS;
+      if (k >= (j < PLAN_MAX_OPERANDS ? op->nin : op->nout))
+        continue;
+      double e = whole_elems(p, j < PLAN_MAX_OPERANDS ? op->in[k] : op->out[k]);
+      top[j] = e > top[j] ? e : top[j];
+    }
   }
-  return top;
+  for (int j = 0; j < 2 * PLAN_MAX_OPERANDS; j++)
+    n += 2 * top[j];
+  return n;
 }
 
 int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
@@ -140,17 +147,21 @@ int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
       keep[l->delivered[l->train->grad_out[i]]] = true;
     }
   double peak = 0;
-  int rc = lowered_peak(q, l, keep, &peak);
+  /* float mode: a buffer within tolerance only by the f64 bound counts as
+   * mismatched and is kept for the diagnosis; any may be */
+  int rc = lowered_peak(q, l, keep, float_mode, &peak);
   free(keep);
   if (rc)
     return rc;
   double ref = 0;
   for (int t = 0; t < q->program->ntensors; t++)
     ref += whole_elems(q, t);
-  double n = peak + ref * (float_mode ? 2 : 1) + 2 * scratch_elems(q);
+  double n = peak + ref * (float_mode ? 2 : 1) + scratch_elems(q);
   if (l->train)
     n += training_elems(q, l);
-  double b = n * (double)sizeof(double) + (4 << 20); /* and the bookkeeping */
+  /* a quarter more: the block pool's and the allocator's slack, the
+   * plan's own structures; and the bookkeeping */
+  double b = 1.25 * n * (double)sizeof(double) + (4 << 20);
   *bytes = b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
   return PLAN_OK;
 }
