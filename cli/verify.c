@@ -387,8 +387,9 @@ static int verify_fail(const char *file) {
   const plan_error *e = plan_error_last();
   if (e->code != PLAN_ENOMEM)
     return cli_fail_in(file);
-  fprintf(stderr, "plan: %s: error: %s (--reduce verifies a smaller "
-                  "program of the same structure)\n",
+  fprintf(stderr,
+          "plan: %s: error: %s (--reduce verifies a smaller "
+          "program of the same structure)\n",
           file, e->message && e->message[0] ? e->message : "out of memory");
   return EXIT_CANNOT_RUN;
 }

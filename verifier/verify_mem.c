@@ -109,8 +109,7 @@ static double training_elems(const plan_plan *p, const plan_lowered *l) {
          3 * whole_elems(p, tr->param[i]);
   for (int t = 0; t < p->program->ntensors; t++)
     if (p->program->tensors[t].producer < 0 && l->produced[t] >= 0)
-      n += whole_elems(p, t) +
-           rank_elems(p, &l->bufs[l->produced[t]].pl, t);
+      n += whole_elems(p, t) + rank_elems(p, &l->bufs[l->produced[t]].pl, t);
   return n;
 }
 
