@@ -402,7 +402,7 @@ static void test_runner_option(void **state) {
   plan_plan *p = load("examples/mlp-megatron.plan.yaml");
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
   plan_verify_report *r;
-  assert_int_equal(o.version, 5);
+  assert_int_equal(o.version, 6);
   assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
   assert_string_equal(plan_verify_report_runner(r), "cpu");
   assert_true(plan_verify_report_equal(r));
