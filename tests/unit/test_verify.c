@@ -419,7 +419,7 @@ static void test_runner_option(void **state) {
   assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
   assert_string_equal(plan_verify_report_runner(r), "cpu");
   plan_verify_report_free(r);
-  o.version = 6;
+  o.version = 7;
   assert_int_equal(plan_verify(&r, p, &o), PLAN_EUSAGE);
   o.version = 4;
   o.runner = "cuda";
