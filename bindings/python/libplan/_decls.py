@@ -304,6 +304,7 @@ VERIFY_PROTOS = {
     "plan_verify_report_collectives": (c_int, [vp, c_char_p]),
     "plan_verify_report_write": (c_int, [ps, P(c_size_t), vp, c_char_p]),
     "plan_reduce_shapes": (c_int, [pp, ps, vp]),
+    "plan_verify_estimate": (c_int, [P(c_uint64), vp, vp, P(VerifyOptions)]),
     # the single-device reference run
     "plan_ref_run_new": (c_int, [pp, vp, P(RefOptions)]),
     "plan_ref_run_free": (None, [vp]),
