@@ -448,8 +448,10 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   }
   double secs[3] = {0, 0, 0};
   uint64_t need = 0;
-  if ((rc = plan_vx_preflight(p, low, &full, &need)) ||
-      (rc = setup_ranks(&c, p)) || (rc = run_steps(&c, secs))) {
+  /* the preflight after the ranks' limit: it walks every rank's blocks */
+  if ((rc = setup_ranks(&c, p)) ||
+      (rc = plan_vx_preflight(p, low, &full, &need)) ||
+      (rc = run_steps(&c, secs))) {
     free_ctx(&c);
     return rc == PLAN_ENOMEM ? out_of_memory(p, need) : rc;
   }
