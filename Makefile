@@ -275,6 +275,7 @@ false-alarms: $(TOOL)
 check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 	@sh tests/cli/scale.sh $(TOOL)
+	@sh tests/cli/memory.sh $(TOOL)
 
 # Untrusted files and hostile write targets, strict numeric flags.
 .PHONY: check-security-files

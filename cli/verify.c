@@ -15,7 +15,8 @@ const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner "
     "R]\n"
     "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... "
-    "[--reduce]\n"
+    "[--reduce[=auto]]\n"
+    "                   [--memory-limit SIZE]\n"
     "                   [--report text|yaml|json|junit [--out FILE]]\n"
     "                   [--distributed[=DIR] [--timeout S] [--comm mpi|nccl]]\n"
     "                   PLAN|LOWERED\n"
@@ -46,6 +47,11 @@ const char usage_verify[] =
     "                shard pattern (at least 2 per shard where it had them),\n"
     "                every other dim shrinks to 2; prints what was reduced\n"
     "                (a lowered program: its program, steps unchanged)\n"
+    "  --reduce auto reduce only when the full run does not fit in memory\n"
+    "  --memory-limit SIZE  the memory the run may use (bytes, or with K, M,\n"
+    "                G, T and B or iB: 512MB, 2GiB; default: what is free\n"
+    "                here, cgroup and MemAvailable); a run estimated over it\n"
+    "                is refused with the figures (exit 3), before it starts\n"
     "  --rtol X --atol Y  float mode: these tolerances for every tensor,\n"
     "                instead of the dtype's\n"
     "  --tol TENSOR=RTOL,ATOL  float mode: these for a tensor, or for the\n"
@@ -82,7 +88,8 @@ const char usage_verify[] =
     "lowered ops and collectives; the region's outputs are compared with\n"
     "the ops it replaces (docs/lua.md, Manual regions).\n"
     "Exit: 0 equal, 1 not equal or invalid plan, 2 unreadable input or bad\n"
-    "usage, 3 cannot run here.\n";
+    "usage, 3 cannot run here (a runner missing, not enough memory: also\n"
+    "when an allocation fails mid-run).\n";
 
 /* Writes the report (to stdout or atomically to outfile), frees it and
  * returns the verdict's exit code. */
@@ -164,6 +171,35 @@ static bool parse_tol(const char *s, char stop, double *out, const char **end) {
   return true;
 }
 
+/* A size: digits, then optionally K, M, G or T with B (powers of 1000)
+ * or iB (of 1024), or B alone; at least one byte. */
+static bool parse_size(const char *s, uint64_t *out) {
+  uint64_t n = 0;
+  const char *p = s;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    if (n > (UINT64_MAX - 9) / 10)
+      return false;
+    n = n * 10 + (uint64_t)(*p - '0');
+  }
+  if (p == s)
+    return false;
+  static const char units[] = "KMGT";
+  const char *u = *p ? strchr(units, *p) : NULL;
+  int e = u ? (int)(u - units) + 1 : 0;
+  uint64_t base = 1000;
+  if (e && !strcmp(p + 1, "iB"))
+    base = 1024;
+  else if (e ? strcmp(p + 1, "B") : *p && strcmp(p, "B"))
+    return false;
+  for (int k = 0; k < e; k++) {
+    if (n > UINT64_MAX / base)
+      return false;
+    n *= base;
+  }
+  *out = n;
+  return n > 0;
+}
+
 #define CLI_MAX_TOLS 64
 
 /* What the command line asks for. The options' tolerances point into
@@ -171,7 +207,7 @@ static bool parse_tol(const char *s, char stop, double *out, const char **end) {
 typedef struct verify_args {
   const char *file, *format, *outfile;
   plan_verify_options o;
-  bool mode_given, tol_given, reduce, distributed;
+  bool mode_given, tol_given, reduce, reduce_auto, distributed;
   plan_verify_tolerance tols[CLI_MAX_TOLS];
   char tol_names[CLI_MAX_TOLS][256];
   int ntols;
@@ -241,8 +277,19 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
     if (rc)
       return rc;
     o->seed = (uint64_t)seed;
+  } else if (!strcmp(a, "--reduce") && has && !strcmp(argv[*i + 1], "auto")) {
+    v->reduce_auto = true;
+    ++*i;
+  } else if (!strcmp(a, "--reduce=auto")) {
+    v->reduce_auto = true;
   } else if (!strcmp(a, "--reduce")) {
     v->reduce = true;
+  } else if (!strcmp(a, "--memory-limit") && has) {
+    if (!parse_size(argv[++*i], &o->memory_limit))
+      return cli_usage("verify",
+                       "--memory-limit is a size: bytes, or N with K, M, G "
+                       "or T and B or iB (512MB, 2GiB), not '%s'",
+                       argv[*i]);
   } else if (!strcmp(a, "--report") && has) {
     v->format = argv[++*i];
     if (strcmp(v->format, "text") && strcmp(v->format, "yaml") &&
@@ -299,6 +346,8 @@ static int check_args(verify_args *v) {
     return cli_usage("verify", "tolerances need float mode (exact mode "
                                "compares bits)");
   o->ntolerances = v->ntols;
+  if (v->reduce && v->reduce_auto)
+    return cli_usage("verify", "--reduce or --reduce auto, not both");
   if ((o->timeout_s > 0 || o->comm) && !v->distributed)
     return cli_usage("verify", "--timeout and --comm go with --distributed");
   if (o->comm && !strcmp(o->comm, "nccl") &&
@@ -332,12 +381,38 @@ static void print_reduction(const char *sum, const char *format,
   fprintf(f, "%s\n", sum);
 }
 
+/* A verification that could not run: out of memory mid-run is exit 3
+ * (cannot run here), with the library's message naming the file. */
+static int verify_fail(const char *file) {
+  const plan_error *e = plan_error_last();
+  if (e->code != PLAN_ENOMEM)
+    return cli_fail_in(file);
+  fprintf(stderr,
+          "plan: %s: error: %s (--reduce verifies a smaller "
+          "program of the same structure)\n",
+          file, e->message && e->message[0] ? e->message : "out of memory");
+  return EXIT_CANNOT_RUN;
+}
+
+/* --reduce auto: whether the full run would not fit (the limit given, or
+ * the memory here); when the estimate cannot be made, the full run's
+ * preflight says so. */
+static bool too_big(const verify_args *v, const plan_plan *p,
+                    const plan_lowered *l) {
+  uint64_t need, have = v->o.memory_limit;
+  if (plan_verify_estimate(&need, p, l, &v->o))
+    return false;
+  if (!have && plan_verify_memory_available(&have))
+    return false;
+  return need > have;
+}
+
 /* A lowered program runs as written (reduced first with --reduce); takes
  * l. `shown` is the file the report names, NULL on a distributed run's
  * other ranks. */
 static int verify_lowered(const verify_args *v, plan_lowered *l,
                           const char *shown) {
-  if (v->reduce) {
+  if (v->reduce || (v->reduce_auto && too_big(v, NULL, l))) {
     plan_lowered *rl;
     char *sum;
     int rrc = plan_reduce_lowered(&rl, &sum, l);
@@ -351,7 +426,7 @@ static int verify_lowered(const verify_args *v, plan_lowered *l,
   }
   plan_verify_report *r;
   if (plan_verify_lowered(&r, plan_lowered_plan(l), l, &v->o))
-    return cli_fail_in(v->file);
+    return verify_fail(v->file);
   return cli_emit_report(r, shown, v->format, v->outfile);
 }
 
@@ -362,7 +437,7 @@ static int verify_plan(const verify_args *v, const char *shown) {
   int vrc = cli_load_valid(v->file, stdout, "verified", &p);
   if (vrc)
     return vrc;
-  if (v->reduce) {
+  if (v->reduce || (v->reduce_auto && too_big(v, p, NULL))) {
     plan_plan *rp;
     char *sum;
     if (plan_reduce_shapes(&rp, &sum, p)) {
@@ -379,7 +454,7 @@ static int verify_plan(const verify_args *v, const char *shown) {
   int rc = plan_verify_traced(&r, p, &v->o, plan_lua_trace_region, NULL);
   if (rc) {
     plan_free(p);
-    return cli_fail_in(v->file); /* 3 for what cannot run here, else 2 */
+    return verify_fail(v->file); /* 3 for what cannot run here, else 2 */
   }
   rc = cli_emit_report(r, shown, v->format, v->outfile);
   plan_free(p);

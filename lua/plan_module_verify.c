@@ -160,6 +160,26 @@ static int m_verify(lua_State *L) {
   return 3;
 }
 
+/* p:verify_estimate{mode = "exact"|"float"}: the bytes verifying would
+ * take (docs/verify.md, Memory) | nil, message */
+static int m_verify_estimate(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+  if (lua_istable(L, 2)) {
+    const char *mode = opt_string(L, "mode");
+    if (mode && !strcmp(mode, "float"))
+      o.mode = PLAN_VERIFY_FLOAT;
+    else if (mode && strcmp(mode, "exact"))
+      return luaL_error(L, "verify_estimate: mode is 'exact' or 'float'");
+  }
+  uint64_t bytes;
+  if (plan_verify_estimate(&bytes, lp->p, NULL, &o))
+    return plan_lua_fail(L);
+  lua_pushinteger(L,
+                  bytes > (uint64_t)INT64_MAX ? INT64_MAX : (lua_Integer)bytes);
+  return 1;
+}
+
 /* p:diff(q): the semantic differences (strings; empty when the plans are
  * equal in content). */
 static int m_diff(lua_State *L) {
@@ -183,7 +203,9 @@ static int m_diff(lua_State *L) {
   return 1;
 }
 
-const luaL_Reg plan_lua_verify_methods[] = {{"validate", m_validate},
-                                            {"verify", m_verify},
-                                            {"diff", m_diff},
-                                            {NULL, NULL}};
+const luaL_Reg plan_lua_verify_methods[] = {
+    {"validate", m_validate},
+    {"verify", m_verify},
+    {"verify_estimate", m_verify_estimate},
+    {"diff", m_diff},
+    {NULL, NULL}};

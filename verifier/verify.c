@@ -147,6 +147,7 @@ static int full_options(const plan_verify_options *opts,
          opts->version == 2   ? offsetof(plan_verify_options, tolerances)
          : opts->version == 3 ? offsetof(plan_verify_options, runner)
          : opts->version == 4 ? offsetof(plan_verify_options, world)
+         : opts->version == 5 ? offsetof(plan_verify_options, memory_limit)
                               : sizeof *full);
   *dtype = -1;
   if (full->dtype) {
@@ -389,6 +390,17 @@ static int make_report(vctx *c, const plan_plan *p, const double *secs,
 
 /* ---- the entries --------------------------------------------------------- */
 
+/* An allocation failed mid-run: the message names the file and what the
+ * run needs (the context freed first, so there is room to say it). */
+static int out_of_memory(const plan_plan *p, uint64_t need) {
+  char n[32] = "";
+  if (need)
+    plan_vx_format_bytes(n, sizeof n, need);
+  return plan_failf(PLAN_ENOMEM, "out of memory verifying %s%s%s",
+                    p->file ? p->file : "the plan",
+                    need ? ": needs about " : "", n);
+}
+
 int plan_verify(plan_verify_report **out, const plan_plan *p,
                 const plan_verify_options *opts) {
   return plan_verify_traced(out, p, opts, NULL, NULL); /* no Lua host */
@@ -435,9 +447,13 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
     return rc;
   }
   double secs[3] = {0, 0, 0};
-  if ((rc = setup_ranks(&c, p)) || (rc = run_steps(&c, secs))) {
+  uint64_t need = 0;
+  /* the preflight after the ranks' limit: it walks every rank's blocks */
+  if ((rc = setup_ranks(&c, p)) ||
+      (rc = plan_vx_preflight(p, low, &full, &need)) ||
+      (rc = run_steps(&c, secs))) {
     free_ctx(&c);
-    return rc;
+    return rc == PLAN_ENOMEM ? out_of_memory(p, need) : rc;
   }
   return make_report(&c, p, secs, out);
 }

@@ -363,4 +363,16 @@ int plan_vx_setup_grid(vctx *c);
 int plan_vx_setup_train(vctx *c);
 int plan_vx_optimizer_step(vctx *c);
 
+/* ---- memory (verify_mem.c) ----------------------------------------------- */
+
+/* The peak bytes verifying l would allocate (p: its plan). */
+int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
+                     uint64_t *bytes);
+/* Before running: PLAN_EUNSUPPORTED with the figures when the estimate,
+ * into *need (0 when not made), is over the limit or what is available. */
+int plan_vx_preflight(const plan_plan *p, const plan_lowered *l,
+                      const plan_verify_options *o, uint64_t *need);
+/* "61 GB", "40 MB": decimal units, as the messages give sizes. */
+void plan_vx_format_bytes(char *out, size_t cap, uint64_t b);
+
 #endif

@@ -22,6 +22,7 @@ int plan_verify_options_init(plan_verify_options *opts, unsigned int version) {
          version == 2   ? offsetof(plan_verify_options, tolerances)
          : version == 3 ? offsetof(plan_verify_options, runner)
          : version == 4 ? offsetof(plan_verify_options, world)
+         : version == 5 ? offsetof(plan_verify_options, memory_limit)
                         : sizeof full);
   return PLAN_OK;
 }

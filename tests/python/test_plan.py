@@ -239,6 +239,17 @@ class TestChecks(unittest.TestCase):
         with libplan.load(path) as p:
             self.assertTrue(p.verify().equal)
 
+    def test_verify_estimate(self):
+        with libplan.load(BLOCK) as p:
+            small, _ = p.reduce_shapes()
+            with small:
+                full, less = p.verify_estimate(), small.verify_estimate()
+                self.assertGreater(less, 0)
+                self.assertGreater(full, less)
+                self.assertGreaterEqual(small.verify_estimate("float"), less)
+            with self.assertRaises(libplan.UsageError):
+                p.verify_estimate("fast")
+
     def test_reduce_shapes(self):
         with libplan.load(BLOCK) as p:
             small, summary = p.reduce_shapes()

@@ -444,6 +444,8 @@ static void assert_verify_defaults(const plan_verify_options *o,
     assert_true(o->timeout_s == m.timeout_s);
     assert_ptr_equal(o->comm, m.comm);
   }
+  if (version >= 6)
+    assert_true(o->memory_limit == m.memory_limit);
 }
 
 /* Verify options: every version from 2 on, and only its fields written. */
@@ -454,6 +456,7 @@ static void test_verify_options_init(void **state) {
                                 offsetof(plan_verify_options, tolerances),
                                 offsetof(plan_verify_options, runner),
                                 offsetof(plan_verify_options, world),
+                                offsetof(plan_verify_options, memory_limit),
                                 sizeof(plan_verify_options)};
   for (unsigned v = 2; v <= PLAN_VERIFY_OPTIONS_VERSION; v++) {
     plan_verify_options o;

@@ -402,7 +402,7 @@ static void test_runner_option(void **state) {
   plan_plan *p = load("examples/mlp-megatron.plan.yaml");
   plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
   plan_verify_report *r;
-  assert_int_equal(o.version, 5);
+  assert_int_equal(o.version, 6);
   assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
   assert_string_equal(plan_verify_report_runner(r), "cpu");
   assert_true(plan_verify_report_equal(r));
@@ -419,7 +419,7 @@ static void test_runner_option(void **state) {
   assert_int_equal(plan_verify(&r, p, &o), PLAN_OK);
   assert_string_equal(plan_verify_report_runner(r), "cpu");
   plan_verify_report_free(r);
-  o.version = 6;
+  o.version = 7;
   assert_int_equal(plan_verify(&r, p, &o), PLAN_EUSAGE);
   o.version = 4;
   o.runner = "cuda";

@@ -73,7 +73,9 @@ class VerifyOptions(ctypes.Structure):
                 ("runner", c_char_p),
                 # version 5: distributed verification
                 ("world", c_int), ("rank", c_int), ("rendezvous", c_char_p),
-                ("timeout_s", c_double), ("comm", c_char_p)]
+                ("timeout_s", c_double), ("comm", c_char_p),
+                # version 6: the memory the run may use (0: what is here)
+                ("memory_limit", c_uint64)]
 
 
 class RefOptions(ctypes.Structure):
@@ -302,6 +304,7 @@ VERIFY_PROTOS = {
     "plan_verify_report_collectives": (c_int, [vp, c_char_p]),
     "plan_verify_report_write": (c_int, [ps, P(c_size_t), vp, c_char_p]),
     "plan_reduce_shapes": (c_int, [pp, ps, vp]),
+    "plan_verify_estimate": (c_int, [P(c_uint64), vp, vp, P(VerifyOptions)]),
     # the single-device reference run
     "plan_ref_run_new": (c_int, [pp, vp, P(RefOptions)]),
     "plan_ref_run_free": (None, [vp]),

@@ -395,6 +395,12 @@ class Plan(_Handle):
                               tolerances, runner, distributed, rank,
                               world_size, timeout, comm)
 
+    def verify_estimate(self, mode="exact"):
+        """The peak bytes verify(mode=mode) would allocate (an upper bound,
+        docs/verify.md, Memory); verify refuses a run over what is free
+        here with UnsupportedError."""
+        return _verify.estimate(self, mode)
+
     def reduce_shapes(self):
         """A smaller plan with the same sharding structure, and a summary."""
         return _verify.reduce_shapes(self)

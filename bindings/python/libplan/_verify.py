@@ -147,6 +147,18 @@ def verify(plan, mode, seed, dtype, rtol, atol, tolerances, runner,
     return VerifyReport(out.value)
 
 
+def estimate(plan, mode):
+    """Plan.verify_estimate: the bytes verifying the plan would take."""
+    if mode not in ("exact", "float"):
+        raise UsageError("mode must be 'exact' or 'float', not %r"
+                         % (mode,))
+    opts = _decls.VerifyOptions(6, 0 if mode == "exact" else 1)
+    out = ctypes.c_uint64()
+    check(fn.verify_estimate(ctypes.byref(out), plan._h, None,
+                             ctypes.byref(opts)))
+    return out.value
+
+
 def reduce_shapes(plan):
     """Plan.reduce_shapes: (the smaller plan, the one-line summary)."""
     out = ctypes.c_void_p()

@@ -69,6 +69,13 @@ typedef struct plan_verify_options {
    * with any runner: several processes on one GPU), or NULL: the
    * runner's own where it has one (nccl for cuda), else mpi */
   const char *comm;
+  /* version 6: the bytes the run may use (docs/verify.md, Memory). Before
+   * running, the verifier estimates its peak (plan_verify_estimate) and
+   * refuses a run over this limit with PLAN_EUNSUPPORTED, the figures and
+   * the size of the --reduce'd run in the message. 0: the memory available
+   * here (plan_verify_memory_available); UINT64_MAX: no check. A
+   * distributed run is not checked. */
+  uint64_t memory_limit;
 } plan_verify_options;
 
 typedef struct plan_verify_tolerance {
@@ -77,12 +84,12 @@ typedef struct plan_verify_tolerance {
 } plan_verify_tolerance;
 
 /* Versions 2 (without tolerances), 3 (without runner), 4 (without the
- * distributed fields) and 5 are accepted. */
-#define PLAN_VERIFY_OPTIONS_VERSION 5
+ * distributed fields), 5 (without memory_limit) and 6 are accepted. */
+#define PLAN_VERIFY_OPTIONS_VERSION 6
 #define PLAN_VERIFY_OPTIONS_INIT                                               \
   {                                                                            \
     PLAN_VERIFY_OPTIONS_VERSION, PLAN_VERIFY_EXACT, 0, 0, 0, NULL, NULL, 0,    \
-        NULL, 0, 0, NULL, 0, NULL                                              \
+        NULL, 0, 0, NULL, 0, NULL, 0                                           \
   }
 
 /* Fills *opts with the defaults of options version `version`, 2 to
@@ -104,11 +111,30 @@ PLAN_API int plan_runner_check(const char *name);
 
 typedef struct plan_verify_report plan_verify_report;
 
+/* The peak bytes verifying `p` (l NULL: lowered here, without manual
+ * regions' tracer) or the lowered program `l` (borrowed; p may then be
+ * NULL) would allocate with these options, into *bytes: the reference
+ * run's tensors, every rank's blocks of the buffers live at once, the
+ * kernels' scratch, the training state (docs/verify.md, Memory). An upper
+ * bound, at most a few times the measured peak. PLAN_EUSAGE for a NULL
+ * bytes or no program; the statuses of plan_lower. */
+PLAN_API int plan_verify_estimate(uint64_t *bytes, const plan_plan *p,
+                                  const plan_lowered *l,
+                                  const plan_verify_options *opts);
+
+/* The memory this process can use now, into *bytes: the smallest of the
+ * cgroup's limit less its usage (v2 or v1) and the kernel's MemAvailable.
+ * PLAN_EUNSUPPORTED when neither can be read (*bytes = UINT64_MAX). */
+PLAN_API int plan_verify_memory_available(uint64_t *bytes);
+
 /* Lowers and runs `p` and its reference program. *out always holds a report
  * when PLAN_OK is returned (equal or not); a negative status means the check
  * could not run: PLAN_EUNSUPPORTED (not verifiable here yet, or the runner
- * is not available here: the message says why), PLAN_EINVALID (the plan
- * does not lower), PLAN_ENOMEM, PLAN_EUSAGE (an unknown runner name). */
+ * is not available here, or the run needs more memory than
+ * opts->memory_limit: the message says why), PLAN_EINVALID (the plan
+ * does not lower), PLAN_ENOMEM (an allocation failed mid-run: the message
+ * names the plan's file and the estimate), PLAN_EUSAGE (an unknown runner
+ * name). */
 PLAN_API int plan_verify(plan_verify_report **out, const plan_plan *p,
                          const plan_verify_options *opts);
 PLAN_API void plan_verify_report_free(plan_verify_report *r);
