@@ -1,7 +1,8 @@
 #!/bin/sh
 # The distributed-verification benchmark: `plan verify` in one process
 # (every rank simulated) against `plan verify --distributed` with one
-# process per rank on this machine (the CPU runner, TCP over loopback), on
+# process per rank on this machine (the CPU runner, over MPI: mpirun on
+# localhost, shared memory), on
 # the same plans in the same run: wall time (best of BENCH_DIST_REPS,
 # default 3), their ratio, and peak memory (one process; the largest of
 # the distributed processes, and their sum). With more processes than
@@ -28,19 +29,20 @@ one_run() {
   echo "$(echo "$t1 - $t0" | bc) $(cat "$TMP/mem")"
 }
 
-# dist_run N ARGS: seconds, the largest and the summed peak KB of N processes
+# dist_run N ARGS: seconds, the largest and the summed peak KB of N
+# processes, started by mpirun (shared memory, as root too)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cat >"$TMP/rank.sh" <<'END'
+r=${OMPI_COMM_WORLD_RANK:?not under mpirun}
+/usr/bin/time -f '%M' -o "$BENCH_TMP/mem.$r" "$@" >/dev/null 2>&1 || true
+END
 dist_run() {
   n=$1
   shift
-  rm -rf "$TMP/rv"
   t0=$(now)
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    RANK=$i WORLD_SIZE=$n /usr/bin/time -f '%M' -o "$TMP/mem.$i" \
-      "$TOOL" verify --distributed "$TMP/rv" "$@" >/dev/null 2>&1 &
-    i=$((i + 1))
-  done
-  wait
+  BENCH_TMP=$TMP mpirun --oversubscribe --mca btl self,vader -quiet \
+    -x BENCH_TMP -np "$n" sh "$TMP/rank.sh" "$TOOL" verify --distributed "$@" \
+    >/dev/null 2>&1 || true
   t1=$(now)
   max=0
   sum=0
