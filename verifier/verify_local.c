@@ -1,0 +1,367 @@
+/* Checks of each step on its own (docs/verify.md, "Op-local checks"): the
+ * replicas a step writes agree bit for bit (every mode), and in float mode
+ * each step's result is compared with what follows from the distributed
+ * run's own inputs: an op against the reference kernel in f64 on its
+ * reassembled inputs, a collective against its input's value. An error
+ * bound of one step cannot widen with the depth of the program. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/numeric.h"
+#include "ir/ops.h"
+#include "verify_ctx.h"
+
+/* The slack of the op-local bound: eps = LOCAL_FACTOR u sqrt(K). */
+#define PLAN_VERIFY_LOCAL_FACTOR 8.0
+
+/* Unit roundoff of a float dtype. */
+static double unit_of(plan_dtype d) {
+  switch (d) {
+  case PLAN_F64:
+    return 0x1p-53;
+  case PLAN_BF16:
+    return 0x1p-8;
+  case PLAN_F16:
+    return 0x1p-11;
+  default:
+    return 0x1p-24;
+  }
+}
+
+/* The first failure of a step's own check: it decides the verdict when the
+ * end-to-end comparison does not (plan_vx_local_verdict). */
+static void local_failure(vctx *c, int step, const char *op,
+                          const char *tensor) {
+  if (step >= c->local_fail)
+    return;
+  c->local_fail = step;
+  c->local_op = op;
+  c->local_tensor = tensor;
+}
+
+/* ---- replicas ------------------------------------------------------------ */
+
+/* The rank that rank r's block of buffer b is a replica of: r with
+ * coordinate 0 on every R axis but a pipeline's microbatch axis. */
+static int64_t replica_leader(const vctx *c, const plan_lbuf *lb, int64_t r) {
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[r], sizeof coord);
+  for (int a = 0; a < c->m->naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_R && a != c->mb_axis)
+      coord[a] = 0;
+  return plan_vx_rank_at(c->m, coord);
+}
+
+int plan_vx_check_replicas(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  if (c->comm) /* one rank per process: no replica here to compare */
+    return PLAN_OK;
+  for (int k = 0; k < s->nout; k++) {
+    int b = s->out[k];
+    const plan_lbuf *lb = &c->low->bufs[b];
+    for (int64_t r = 0; r < c->nranks; r++) {
+      int64_t q = replica_leader(c, lb, r);
+      const block *x = &c->bufs[b][r], *y = &c->bufs[b][q];
+      if (q == r || !plan_vx_runs(c, r) || !plan_vx_runs(c, q) || !x->data ||
+          !y->data || x->n != y->n)
+        continue;
+      int64_t e = 0;
+      while (e < x->n && (x->data[e] == y->data[e] ||
+                          (isnan(x->data[e]) && isnan(y->data[e]))))
+        e++;
+      if (e == x->n)
+        continue;
+      const plan_tensor *t = &c->prog->tensors[lb->tensor];
+      char pl[PLAN_PLACEMENT_STRLEN];
+      plan_placement_format(&lb->pl, pl);
+      int64_t g = plan_vx_global_index(t, x, e);
+      plan_buf_printf(&c->text,
+                      "drifted: buffer '%s' (as %s), ranks %lld and %lld "
+                      "differ at element %lld (got %.17g vs %.17g)\n",
+                      t->name, pl, (long long)q, (long long)r, (long long)g,
+                      y->data[e], x->data[e]);
+      if (i < c->local_fail) {
+        snprintf(c->local_diag, sizeof c->local_diag,
+                 "drifted: buffer '%s' (as %s), ranks %lld and %lld differ at "
+                 "element %lld (got %.17g vs %.17g); replicas computed by the "
+                 "same kernels from the same inputs agree bit for bit",
+                 t->name, pl, (long long)q, (long long)r, (long long)g,
+                 y->data[e], x->data[e]);
+        local_failure(c, i,
+                      s->kind == PLAN_LSTEP_OP ? c->prog->ops[s->op].name
+                                               : "a collective",
+                      t->name);
+      }
+      break; /* one report per buffer */
+    }
+  }
+  return PLAN_OK;
+}
+
+/* ---- reassembling a buffer ----------------------------------------------- */
+
+/* Buffer b's global value into out (count elements), each element from the
+ * first block that holds it, its partial group reduced; into mag (may be
+ * NULL) the sum of the magnitudes the reduction added, the scale its
+ * rounding errors have. */
+static void reassemble(const vctx *c, int b, double *out, double *mag) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
+  int64_t nmem = 1;
+  for (int i = 0; i < np; i++)
+    nmem *= c->m->axis_sizes[pa[i]];
+  for (int64_t r = 0; r < c->nranks; r++) {
+    if (!plan_vx_partial_leader(c, r, pa, np) || replica_leader(c, lb, r) != r)
+      continue;
+    const block *x = &c->bufs[b][r];
+    for (int64_t e = 0; x->data && e < x->n; e++) {
+      int64_t g = plan_vx_global_index(t, x, e);
+      double v = x->data[e], m = fabs(v);
+      if (np) {
+        int64_t coord[PLAN_MAX_MESH_AXES];
+        memcpy(coord, c->coords[r], sizeof coord);
+        plan_vx_group_value(c, b, pa, np, 0, coord, e, &v);
+        m = 0;
+        for (int64_t k = 0; mag && k < nmem; k++) {
+          int64_t at[PLAN_MAX_MESH_AXES], z = k;
+          memcpy(at, c->coords[r], sizeof at);
+          for (int i = np - 1; i >= 0; i--) {
+            at[pa[i]] = z % c->m->axis_sizes[pa[i]];
+            z /= c->m->axis_sizes[pa[i]];
+          }
+          const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
+          if (q->data && e < q->n)
+            m += fabs(q->data[e]);
+        }
+      }
+      out[g] = v;
+      if (mag)
+        mag[g] = m;
+    }
+  }
+}
+
+/* ---- comparing one step's result ----------------------------------------- */
+
+typedef struct local_cmp {
+  int64_t bad, n, at;
+  double got, want, worst, err2, ref2;
+  bool nonfinite;
+} local_cmp;
+
+/* got against want (count elements; mag: the partials' magnitudes, or
+ * NULL), per element within eps (max(|want|, mag) + RMS(want)) and in
+ * norm within eps |want|. Integers compare exactly. */
+static void compare_local(const double *got, const double *want,
+                          const double *mag, int64_t count, bool is_float,
+                          double eps, local_cmp *lc) {
+  memset(lc, 0, sizeof *lc);
+  lc->n = count;
+  double s = 0;
+  for (int64_t g = 0; g < count; g++)
+    if (isfinite(want[g]))
+      s += want[g] * want[g];
+  double rms = count > 0 ? sqrt(s / (double)count) : 0;
+  for (int64_t g = 0; g < count; g++) {
+    double x = got[g], y = want[g];
+    if (x == y || (isnan(x) && isnan(y)))
+      continue;
+    double ab = fabs(x - y), sc = fmax(fabs(y), mag ? mag[g] : 0) + rms;
+    bool bad = !is_float || !isfinite(ab) || ab > eps * sc;
+    if (isfinite(ab)) {
+      lc->err2 += ab * ab;
+    } else {
+      lc->nonfinite = true;
+    }
+    if (!bad)
+      continue;
+    double rel = sc > 0 ? ab / sc : INFINITY;
+    if (!lc->bad++ || rel > lc->worst) {
+      lc->worst = rel;
+      lc->at = g;
+      lc->got = x;
+      lc->want = y;
+    }
+  }
+  lc->ref2 = s;
+  if (is_float && !lc->bad && (lc->nonfinite || sqrt(lc->err2) > eps * sqrt(s)))
+    lc->bad = -1; /* the norm clause */
+}
+
+static void report_local(vctx *c, int step, const char *what, const char *op,
+                         bool is_op, int b, const local_cmp *lc, double eps,
+                         double k) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  char pl[PLAN_PLACEMENT_STRLEN], line[768];
+  const char *q = is_op ? "op '" : "";
+  plan_placement_format(&lb->pl, pl);
+  if (lc->bad > 0)
+    snprintf(line, sizeof line,
+             "%s%s%s (tensor '%s', as %s) is not what follows from the "
+             "distributed run's own %s: %lld of %lld elements outside the "
+             "local bound %.3g (reduction length %g); element %lld got %.17g, "
+             "want %.17g",
+             q, op, is_op ? "'" : "", t->name, pl, what, (long long)lc->bad,
+             (long long)lc->n, eps, k, (long long)lc->at, lc->got, lc->want);
+  else
+    snprintf(line, sizeof line,
+             "%s%s%s (tensor '%s', as %s) is not what follows from the "
+             "distributed run's own %s: relative error %.3g (Frobenius), "
+             "outside the local bound %.3g (reduction length %g)",
+             q, op, is_op ? "'" : "", t->name, pl, what,
+             lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, eps, k);
+  plan_buf_printf(&c->text, "NOT EQUAL locally: %s\n", line);
+  if (step < c->local_fail) {
+    snprintf(c->local_diag, sizeof c->local_diag, "%s", line);
+    local_failure(c, step, op, t->name);
+  }
+}
+
+/* The whole-tensor block of tensor t over data. */
+static void whole_block(const plan_tensor *t, double *data, block *w) {
+  memset(w, 0, sizeof *w);
+  memcpy(w->local, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  w->n = plan_vx_count_of(t->dims, t->rank);
+  w->data = data;
+}
+
+static void give(vctx *c, const plan_tensor *t, double *data) {
+  if (!data)
+    return;
+  block w;
+  whole_block(t, data, &w);
+  plan_vx_give_block(c, &w);
+}
+
+/* An op step: the reference kernel in f64 on the reassembled inputs, its
+ * results against the reassembled outputs, within eps = LOCAL_FACTOR u
+ * sqrt(K) (u: the output's unit roundoff, K: the op's reduction length). */
+static int check_op(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  const plan_op *op = &c->prog->ops[s->op];
+  double *in[PLAN_MAX_OPERANDS] = {0}, *want[PLAN_MAX_OPERANDS] = {0};
+  double *got[PLAN_MAX_OPERANDS] = {0}, *mag[PLAN_MAX_OPERANDS] = {0};
+  block win[PLAN_MAX_OPERANDS], wout[PLAN_MAX_OPERANDS];
+  block *pin[PLAN_MAX_OPERANDS], *pout[PLAN_MAX_OPERANDS];
+  int rc = PLAN_OK;
+  for (int j = 0; j < s->nin && !rc; j++) {
+    const plan_tensor *t = &c->prog->tensors[op->in[j]];
+    int64_t n = plan_vx_count_of(t->dims, t->rank);
+    if (!(in[j] = plan_vx_take_array(c, n, true)))
+      rc = PLAN_ENOMEM;
+    else
+      reassemble(c, s->in[j], in[j], NULL);
+    whole_block(t, in[j], &win[j]);
+    pin[j] = &win[j];
+  }
+  for (int k = 0; k < s->nout && !rc; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    int64_t n = plan_vx_count_of(t->dims, t->rank);
+    if (!(want[k] = plan_vx_take_array(c, n, true)) ||
+        !(got[k] = plan_vx_take_array(c, n, true)) ||
+        !(mag[k] = plan_vx_take_array(c, n, true)))
+      rc = PLAN_ENOMEM;
+    else
+      reassemble(c, s->out[k], got[k], mag[k]);
+    whole_block(t, want[k], &wout[k]);
+    pout[k] = &wout[k];
+  }
+  if (!rc) {
+    c->force64 = true;
+    rc = plan_vx_run_op(c, op, pin, pout);
+    c->force64 = false;
+  }
+  double red = plan_vx_op_reduction_length(c->prog, op);
+  for (int k = 0; k < s->nout && !rc; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    double eps = PLAN_VERIFY_LOCAL_FACTOR * unit_of(plan_vx_run_dtype(c, t)) *
+                 sqrt(fmax(red, 1));
+    local_cmp lc;
+    compare_local(got[k], want[k], mag[k], wout[k].n,
+                  plan_dtype_is_float(t->dtype), eps, &lc);
+    if (lc.bad)
+      report_local(c, i, "inputs", op->name, true, s->out[k], &lc, eps, red);
+  }
+  for (int j = 0; j < s->nin; j++)
+    give(c, &c->prog->tensors[op->in[j]], in[j]);
+  for (int k = 0; k < s->nout; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    give(c, t, want[k]);
+    give(c, t, got[k]);
+    give(c, t, mag[k]);
+  }
+  return rc;
+}
+
+/* A collective: its output holds its input's tensor in another placement,
+ * so their reassembled values agree up to the order of a reduction's sum
+ * of doubles. */
+static int check_redist(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  int64_t n = plan_vx_count_of(t->dims, t->rank);
+  double *want = plan_vx_take_array(c, n, true);
+  double *mag = want ? plan_vx_take_array(c, n, true) : NULL;
+  double *got = mag ? plan_vx_take_array(c, n, true) : NULL;
+  int rc = got ? PLAN_OK : PLAN_ENOMEM;
+  if (!rc) {
+    reassemble(c, s->in[0], want, mag);
+    reassemble(c, s->out[0], got, NULL);
+    double k = (double)c->nranks;
+    double eps = PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k;
+    local_cmp lc;
+    compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), eps, &lc);
+    if (lc.bad) {
+      char name[128];
+      snprintf(name, sizeof name, "%s over '%s'",
+               plan_redist_kind_name(s->redist.kind),
+               c->m->axis_names[s->redist.axis]);
+      const char *nm = plan_arena_strdup(&c->rec_arena, name);
+      if (!nm)
+        rc = plan_oom();
+      else
+        report_local(c, i, "input", nm, false, s->out[0], &lc, eps, k);
+    }
+  }
+  give(c, t, want);
+  give(c, t, mag);
+  give(c, t, got);
+  return rc;
+}
+
+int plan_vx_check_local(vctx *c, int i) {
+  if (!c->local_on)
+    return PLAN_OK;
+  const plan_lstep *s = &c->low->steps[i];
+  if (s->kind == PLAN_LSTEP_OP)
+    return check_op(c, i);
+  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
+    return check_redist(c, i);
+  return PLAN_OK; /* an input: the verifier's own values */
+}
+
+bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {
+  if (!c->local_on || df->bad_nonfinite || c->writer[buf] < 0 ||
+      c->writer[buf] >= c->local_fail)
+    return false;
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  if (!plan_dtype_is_float(t->dtype))
+    return false;
+  plan_dtype d = plan_vx_run_dtype(c, t);
+  int cd = c->policy ? c->p->training.compute_dtype : -1;
+  return d == PLAN_BF16 || d == PLAN_F16 || cd == PLAN_BF16 || cd == PLAN_F16;
+}
+
+void plan_vx_local_verdict(vctx *c) {
+  if (c->local_fail == INT_MAX || !c->equal)
+    return;
+  c->equal = 0;
+  c->first_op = c->local_op;
+  c->first_tensor = c->local_tensor;
+  snprintf(c->diagnosis, sizeof c->diagnosis, "%s", c->local_diag);
+}
