@@ -274,6 +274,7 @@ void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
     c->equal = 0;
     c->first_op = opname;
     c->first_tensor = t->name;
+    c->first_step = c->writer ? c->writer[buf] : -1;
     if (c->comm) /* the diagnoses read every rank's blocks */
       snprintf(c->diagnosis, sizeof c->diagnosis,
                "not made when distributed (each process holds one rank's "

@@ -134,6 +134,7 @@ typedef struct vctx {
   bool local_on;
   int local_fail;
   const char *local_op, *local_tensor;
+  int first_step; /* the step that wrote the first divergent buffer */
   char local_diag[1024];
   /* Distributed verification (verify_dist.c): this process's
    * communicator and the one mesh rank it runs; NULL: every rank here. */

@@ -1,8 +1,9 @@
 /* Checks of each step on its own (docs/verify.md, "Op-local checks"): the
  * replicas a step writes agree bit for bit (every mode), and in float mode
  * each step's result is compared with what follows from the distributed
- * run's own inputs: an op against the reference kernel in f64 on its
- * reassembled inputs, a collective against its input's value. An error
+ * run's own inputs: an op against the reference kernel, in the dtype the
+ * reference run computes it in, on its reassembled inputs; a collective
+ * against its input's value. An error
  * bound of one step cannot widen with the depth of the program. */
 #include <limits.h>
 #include <math.h>
@@ -14,7 +15,7 @@
 #include "ir/ops.h"
 #include "verify_ctx.h"
 
-/* The slack of the op-local bound: eps = LOCAL_FACTOR u sqrt(K). */
+/* The slack of the op-local bounds (op_bound). */
 #define PLAN_VERIFY_LOCAL_FACTOR 8.0
 
 /* Unit roundoff of a float dtype. */
@@ -153,12 +154,19 @@ typedef struct local_cmp {
   bool nonfinite;
 } local_cmp;
 
+/* The bound of one step: element i may differ by
+ *   rel (|want_i| + mag_i) + acc RMS(want)
+ * (mag_i: the magnitudes a partial result's reduction adds, else 0), and
+ * the whole by norm |want| (Frobenius). */
+typedef struct local_bound {
+  double rel, acc, norm;
+} local_bound;
+
 /* got against want (count elements; mag: the partials' magnitudes, or
- * NULL), per element within eps (max(|want|, mag) + RMS(want)) and in
- * norm within eps |want|. Integers compare exactly. */
+ * NULL) within bound b. Integers compare exactly. */
 static void compare_local(const double *got, const double *want,
                           const double *mag, int64_t count, bool is_float,
-                          double eps, local_cmp *lc) {
+                          const local_bound *b, local_cmp *lc) {
   memset(lc, 0, sizeof *lc);
   lc->n = count;
   double s = 0;
@@ -170,8 +178,9 @@ static void compare_local(const double *got, const double *want,
     double x = got[g], y = want[g];
     if (x == y || (isnan(x) && isnan(y)))
       continue;
-    double ab = fabs(x - y), sc = fmax(fabs(y), mag ? mag[g] : 0) + rms;
-    bool bad = !is_float || !isfinite(ab) || ab > eps * sc;
+    double ab = fabs(x - y);
+    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms;
+    bool bad = !is_float || !isfinite(ab) || ab > lim;
     if (isfinite(ab)) {
       lc->err2 += ab * ab;
     } else {
@@ -179,7 +188,7 @@ static void compare_local(const double *got, const double *want,
     }
     if (!bad)
       continue;
-    double rel = sc > 0 ? ab / sc : INFINITY;
+    double rel = lim > 0 ? ab / lim : INFINITY;
     if (!lc->bad++ || rel > lc->worst) {
       lc->worst = rel;
       lc->at = g;
@@ -188,13 +197,14 @@ static void compare_local(const double *got, const double *want,
     }
   }
   lc->ref2 = s;
-  if (is_float && !lc->bad && (lc->nonfinite || sqrt(lc->err2) > eps * sqrt(s)))
+  if (is_float && !lc->bad &&
+      (lc->nonfinite || sqrt(lc->err2) > b->norm * sqrt(s)))
     lc->bad = -1; /* the norm clause */
 }
 
 static void report_local(vctx *c, int step, const char *what, const char *op,
-                         bool is_op, int b, const local_cmp *lc, double eps,
-                         double k) {
+                         bool is_op, int b, const local_cmp *lc,
+                         const local_bound *lb_, double k) {
   const plan_lbuf *lb = &c->low->bufs[b];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN], line[768];
@@ -204,17 +214,18 @@ static void report_local(vctx *c, int step, const char *what, const char *op,
     snprintf(line, sizeof line,
              "%s%s%s (tensor '%s', as %s) is not what follows from the "
              "distributed run's own %s: %lld of %lld elements outside the "
-             "local bound %.3g (reduction length %g); element %lld got %.17g, "
-             "want %.17g",
+             "local bound %.3g |want| + %.3g RMS (reduction length %g); "
+             "element %lld got %.17g, want %.17g",
              q, op, is_op ? "'" : "", t->name, pl, what, (long long)lc->bad,
-             (long long)lc->n, eps, k, (long long)lc->at, lc->got, lc->want);
+             (long long)lc->n, lb_->rel, lb_->acc, k, (long long)lc->at,
+             lc->got, lc->want);
   else
     snprintf(line, sizeof line,
              "%s%s%s (tensor '%s', as %s) is not what follows from the "
              "distributed run's own %s: relative error %.3g (Frobenius), "
              "outside the local bound %.3g (reduction length %g)",
              q, op, is_op ? "'" : "", t->name, pl, what,
-             lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, eps, k);
+             lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, lb_->norm, k);
   plan_buf_printf(&c->text, "NOT EQUAL locally: %s\n", line);
   if (step < c->local_fail) {
     snprintf(c->local_diag, sizeof c->local_diag, "%s", line);
@@ -238,9 +249,32 @@ static void give(vctx *c, const plan_tensor *t, double *data) {
   plan_vx_give_block(c, &w);
 }
 
-/* An op step: the reference kernel in f64 on the reassembled inputs, its
- * results against the reassembled outputs, within eps = LOCAL_FACTOR u
- * sqrt(K) (u: the output's unit roundoff, K: the op's reduction length). */
+/* The bound of an op's result in tensor t, K its reduction length: the
+ * same kernel on the same inputs gives the same bits but where the ranks
+ * sum in another order. A partial result (split) rounds each rank's part:
+ * 2 u (|want| + the parts' magnitudes); a reduction may round the other
+ * way: 2 u |want|; both may accumulate in another order: 8 K u_acc RMS (u:
+ * the output dtype's unit roundoff, u_acc: the kernel's accumulator's, f32
+ * below f64). An elementwise op on whole blocks must match bit for bit but
+ * for that last term. */
+static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
+                            bool split) {
+  plan_dtype d = plan_vx_run_dtype(c, t);
+  double u = unit_of(d), ua = d == PLAN_F64 ? 0x1p-53 : 0x1p-24;
+  local_bound b;
+  b.rel = split || k > 0 ? 2 * u : 0;
+  b.acc = PLAN_VERIFY_LOCAL_FACTOR * fmax(k, 1) * ua;
+  b.norm = PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1));
+  return b;
+}
+
+/* An op step: the reference kernel on the reassembled inputs (in the
+ * op's dtype, as the reference run: the same kernel on the same inputs
+ * differs from the ranks' result only where the op's reduction is split
+ * over ranks, each partial rounded on its own; an f64 kernel would need a
+ * bound for the op's conditioning, as a layernorm's backward loses digits
+ * to cancellation in f32), its
+ * results against the reassembled outputs, within op_bound. */
 static int check_op(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_op *op = &c->prog->ops[s->op];
@@ -271,21 +305,19 @@ static int check_op(vctx *c, int i) {
     whole_block(t, want[k], &wout[k]);
     pout[k] = &wout[k];
   }
-  if (!rc) {
-    c->force64 = true;
+  if (!rc) /* as the reference run computes it: in the op's dtype */
     rc = plan_vx_run_op(c, op, pin, pout);
-    c->force64 = false;
-  }
   double red = plan_vx_op_reduction_length(c->prog, op);
   for (int k = 0; k < s->nout && !rc; k++) {
     const plan_tensor *t = &c->prog->tensors[op->out[k]];
-    double eps = PLAN_VERIFY_LOCAL_FACTOR * unit_of(plan_vx_run_dtype(c, t)) *
-                 sqrt(fmax(red, 1));
+    const plan_lbuf *ob = &c->low->bufs[s->out[k]];
+    bool split = plan_vx_partial_axes(ob, c->m->naxes, NULL) > 0;
+    local_bound b = op_bound(c, t, red, split);
     local_cmp lc;
-    compare_local(got[k], want[k], mag[k], wout[k].n,
-                  plan_dtype_is_float(t->dtype), eps, &lc);
+    compare_local(got[k], want[k], split ? mag[k] : NULL, wout[k].n,
+                  plan_dtype_is_float(t->dtype), &b, &lc);
     if (lc.bad)
-      report_local(c, i, "inputs", op->name, true, s->out[k], &lc, eps, red);
+      report_local(c, i, "inputs", op->name, true, s->out[k], &lc, &b, red);
   }
   for (int j = 0; j < s->nin; j++)
     give(c, &c->prog->tensors[op->in[j]], in[j]);
@@ -312,10 +344,15 @@ static int check_redist(vctx *c, int i) {
   if (!rc) {
     reassemble(c, s->in[0], want, mag);
     reassemble(c, s->out[0], got, NULL);
-    double k = (double)c->nranks;
-    double eps = PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k;
+    /* a reduction sums k doubles, in another order than reassemble */
+    plan_redist_kind kd = s->redist.kind;
+    double k = kd == PLAN_REDIST_ALL_REDUCE || kd == PLAN_REDIST_REDUCE_SCATTER
+                   ? (double)c->m->axis_sizes[s->redist.axis]
+                   : 1;
+    local_bound b = {PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0,
+                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k};
     local_cmp lc;
-    compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), eps, &lc);
+    compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
     if (lc.bad) {
       char name[128];
       snprintf(name, sizeof name, "%s over '%s'",
@@ -325,7 +362,7 @@ static int check_redist(vctx *c, int i) {
       if (!nm)
         rc = plan_oom();
       else
-        report_local(c, i, "input", nm, false, s->out[0], &lc, eps, k);
+        report_local(c, i, "input", nm, false, s->out[0], &lc, &b, k);
     }
   }
   give(c, t, want);
@@ -358,7 +395,9 @@ bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {
 }
 
 void plan_vx_local_verdict(vctx *c) {
-  if (c->local_fail == INT_MAX || !c->equal)
+  /* the end-to-end diagnosis of the same step says more; an earlier step's
+   * own failure is the first divergence (drift hides it end to end) */
+  if (c->local_fail == INT_MAX || (!c->equal && c->first_step <= c->local_fail))
     return;
   c->equal = 0;
   c->first_op = c->local_op;
