@@ -131,7 +131,7 @@ typedef struct vctx {
   /* verify_local.c: float mode, each step checked on its own inputs
    * (not pipelined, not distributed); the first step whose check or whose
    * replicas failed (INT_MAX: none), its op, tensor and diagnosis */
-  bool local_on;
+  bool local_on, local_is_op;
   int local_fail;
   const char *local_op, *local_tensor;
   int first_step; /* the step that wrote the first divergent buffer */

@@ -39,8 +39,24 @@ static void local_failure(vctx *c, int step, const char *op,
   if (step >= c->local_fail)
     return;
   c->local_fail = step;
+  c->local_is_op = c->low->steps[step].kind == PLAN_LSTEP_OP;
   c->local_op = op;
   c->local_tensor = tensor;
+}
+
+/* A step's name in a report: its op's, or "all_gather over 'tp'" (kept in
+ * the records' arena). */
+static const char *step_name(vctx *c, const plan_lstep *s) {
+  if (s->kind == PLAN_LSTEP_OP)
+    return c->prog->ops[s->op].name;
+  if (s->kind != PLAN_LSTEP_REDIST)
+    return "input";
+  char name[128];
+  snprintf(name, sizeof name, "%s over '%s'",
+           plan_redist_kind_name(s->redist.kind),
+           c->m->axis_names[s->redist.axis]);
+  const char *nm = plan_arena_strdup(&c->rec_arena, name);
+  return nm ? nm : "a collective";
 }
 
 /* ---- replicas ------------------------------------------------------------ */
@@ -91,10 +107,7 @@ int plan_vx_check_replicas(vctx *c, int i) {
                  "same kernels from the same inputs agree bit for bit",
                  t->name, pl, (long long)q, (long long)r, (long long)g,
                  y->data[e], x->data[e]);
-        local_failure(c, i,
-                      s->kind == PLAN_LSTEP_OP ? c->prog->ops[s->op].name
-                                               : "a collective",
-                      t->name);
+        local_failure(c, i, step_name(c, s), t->name);
       }
       break; /* one report per buffer */
     }
@@ -354,15 +367,8 @@ static int check_redist(vctx *c, int i) {
     local_cmp lc;
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
     if (lc.bad) {
-      char name[128];
-      snprintf(name, sizeof name, "%s over '%s'",
-               plan_redist_kind_name(s->redist.kind),
-               c->m->axis_names[s->redist.axis]);
-      const char *nm = plan_arena_strdup(&c->rec_arena, name);
-      if (!nm)
-        rc = plan_oom();
-      else
-        report_local(c, i, "input", nm, false, s->out[0], &lc, &b, k);
+      report_local(c, i, "input", step_name(c, s), false, s->out[0], &lc, &b,
+                   k);
     }
   }
   give(c, t, want);
@@ -395,9 +401,12 @@ bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {
 }
 
 void plan_vx_local_verdict(vctx *c) {
-  /* the end-to-end diagnosis of the same step says more; an earlier step's
-   * own failure is the first divergence (drift hides it end to end) */
-  if (c->local_fail == INT_MAX || (!c->equal && c->first_step <= c->local_fail))
+  /* The end-to-end diagnosis of the same step says more; an earlier op's
+   * own failure is the first divergence (drift hid it end to end). A
+   * collective's stays with the op that reads its result, as the
+   * end-to-end comparison names it (docs/verify.md, "Diagnoses"). */
+  if (c->local_fail == INT_MAX ||
+      (!c->equal && (c->first_step <= c->local_fail || !c->local_is_op)))
     return;
   c->equal = 0;
   c->first_op = c->local_op;
