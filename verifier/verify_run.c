@@ -36,7 +36,9 @@ static double mean_avg_scale(const vctx *c, const plan_lstep *s,
  * step reads (kept when they mismatched: the diagnosis reads them). */
 int plan_vx_after_step(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
+  double tl = plan_vx_seconds_now(); /* a check: the comparison's time */
   int rc = plan_vx_check_local(c, i);
+  c->cmp_seconds += plan_vx_seconds_now() - tl;
   if (rc)
     return rc;
   for (int k = 0; k < s->nout; k++) {
