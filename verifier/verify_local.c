@@ -3,8 +3,8 @@
  * each step's result is compared with what follows from the distributed
  * run's own inputs: an op against the reference kernel, in the dtype the
  * reference run computes it in, on its reassembled inputs; a collective
- * against its input's value. An error
- * bound of one step cannot widen with the depth of the program. */
+ * against its input's value. The bound of one step cannot widen with the
+ * depth of the program. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -50,7 +50,7 @@ static const char *step_name(vctx *c, const plan_lstep *s) {
   if (s->kind == PLAN_LSTEP_OP)
     return c->prog->ops[s->op].name;
   if (s->kind != PLAN_LSTEP_REDIST)
-    return "input";
+    return s->kind == PLAN_LSTEP_TRANSFER ? "send/recv" : "input";
   char name[128];
   snprintf(name, sizeof name, "%s over '%s'",
            plan_redist_kind_name(s->redist.kind),
