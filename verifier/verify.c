@@ -49,6 +49,8 @@ static void free_run(vctx *c) {
   free(c->diffs);
   free(c->compared);
   free(c->needs_cmp);
+  free(c->extra);
+  free(c->writer);
   free(c->last_use);
   free(c->pending);
   free(c->mismatched);
@@ -72,7 +74,8 @@ static void free_run(vctx *c) {
   free(c->rms);
   c->bufs = NULL;
   c->diffs = NULL;
-  c->compared = c->needs_cmp = c->mismatched = NULL;
+  c->compared = c->needs_cmp = c->mismatched = c->extra = NULL;
+  c->writer = NULL;
   c->last_use = c->pending = NULL;
   c->ref64 = c->ref = NULL;
   c->rtol = c->atol = c->depth = c->rms = NULL;
@@ -245,6 +248,8 @@ static int run_steps(vctx *c, double *secs) {
       rc = plan_vx_dist_merge_diffs(c);
     if (!rc)
       rc = plan_vx_compare_all(c, true);
+    if (!rc)
+      plan_vx_local_verdict(c);
     if (!rc && c->equal && c->low->train)
       rc = plan_vx_optimizer_step(c);
     secs[0] += t1 - t0;

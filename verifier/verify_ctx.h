@@ -73,7 +73,11 @@ typedef struct vctx {
    * (unless it mismatched: the diagnosis reads it). Per buffer: */
   diff *diffs; /* its comparison, when compared */
   bool *compared;
-  bool *needs_cmp;    /* a layout or a delivered output */
+  bool *needs_cmp;    /* written by a step (a layout, a delivered output, a
+                         collective's result) */
+  bool *extra;        /* [buffer]: compared only because a step writes it
+                         (neither a layout nor an output): reported last */
+  int *writer;        /* [buffer]: the last step that writes it, -1: none */
   int *last_use;      /* the last step that reads it, -1 when none */
   int *readers_left;  /* pipelines: the steps that read it and have not run
                          for every microbatch (NULL otherwise) */
@@ -124,6 +128,14 @@ typedef struct vctx {
   int mb_axis;
   int64_t mb_now;
   bool deadlock; /* the schedule could not finish: nothing compared */
+  /* verify_local.c: float mode, each step checked on its own inputs
+   * (not pipelined, not distributed); the first step whose check or whose
+   * replicas failed (INT_MAX: none), its op, tensor and diagnosis */
+  bool local_on, local_is_op;
+  int local_fail;
+  const char *local_op, *local_tensor;
+  int first_step; /* the step that wrote the first divergent buffer */
+  char local_diag[1024];
   /* Distributed verification (verify_dist.c): this process's
    * communicator and the one mesh rank it runs; NULL: every rank here. */
   plan_comm *comm;
@@ -341,6 +353,24 @@ bool plan_vx_dist_all(vctx *c, bool ok);
  * global by global index (ranks last to first, as in one process). */
 int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
                                double *const *blocks, double *global);
+
+/* ---- each step on its own (verify_local.c) ------------------------------- */
+
+/* After step i ran (on the ranks of c->mb_now): the replicas it wrote agree
+ * bit for bit, else "drifted", naming both ranks. Every mode. */
+int plan_vx_check_replicas(vctx *c, int i);
+/* Float mode (c->local_on): step i against what follows from the
+ * distributed run's own inputs (an op: the reference kernel in f64 on the
+ * reassembled inputs; a collective: its input's value). */
+int plan_vx_check_local(vctx *c, int i);
+/* Whether a low-precision tensor's end-to-end mismatch in buffer buf is
+ * drift: every step up to its writer passed its own check. */
+bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df);
+/* After the comparison: a failed step check decides a verdict the
+ * end-to-end comparison left equal. */
+void plan_vx_local_verdict(vctx *c);
+/* verify_tol.c: the reduction length op adds (0 when none). */
+double plan_vx_op_reduction_length(const plan_program *prog, const plan_op *op);
 
 /* ---- pipelines, diagnoses, training -------------------------------------- */
 

@@ -1,6 +1,7 @@
 /* The two runs: the lowered program step by step on simulated ranks,
  * comparing each buffer as its step writes it, and the reference program
  * on one device, every tensor whole. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,7 +36,11 @@ static double mean_avg_scale(const vctx *c, const plan_lstep *s,
  * step reads (kept when they mismatched: the diagnosis reads them). */
 int plan_vx_after_step(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
-  int rc;
+  double tl = plan_vx_seconds_now(); /* a check: the comparison's time */
+  int rc = plan_vx_check_local(c, i);
+  c->cmp_seconds += plan_vx_seconds_now() - tl;
+  if (rc)
+    return rc;
   for (int k = 0; k < s->nout; k++) {
     int b = s->out[k];
     if (c->needs_cmp[b] && !c->compared[b]) {
@@ -76,11 +81,18 @@ static int setup_run(vctx *c) {
   c->last_use = malloc(nb * sizeof(int));
   c->pending = calloc((size_t)c->prog->ntensors + 1, sizeof(int));
   c->mismatched = calloc((size_t)c->prog->ntensors + 1, sizeof(bool));
+  c->extra = calloc(nb, sizeof(bool));
+  c->writer = malloc(nb * sizeof(int));
   if (!c->bufs || !c->diffs || !c->compared || !c->needs_cmp || !c->last_use ||
-      !c->pending || !c->mismatched)
+      !c->pending || !c->mismatched || !c->extra || !c->writer)
     return plan_oom();
+  /* each step checked on its own inputs: float mode, where the end-to-end
+   * comparison cannot tell a deep chain's drift from a bug; not when
+   * pipelined or distributed (docs/verify.md, "Op-local checks") */
+  c->local_on = c->o->mode == PLAN_VERIFY_FLOAT && !l->pipe && !c->comm;
+  c->local_fail = INT_MAX;
   for (int b = 0; b < l->nbufs; b++) {
-    c->last_use[b] = -1;
+    c->last_use[b] = c->writer[b] = -1;
     c->bufs[b] = calloc((size_t)c->nranks, sizeof(block));
     if (!c->bufs[b])
       return plan_oom();
@@ -97,6 +109,16 @@ static int setup_run(vctx *c) {
   for (int i = 0; i < l->nsteps; i++)
     if (l->steps[i].kind == PLAN_LSTEP_TRANSFER) /* as received */
       c->needs_cmp[l->steps[i].out[0]] = true;
+  for (int i = 0; i < l->nsteps; i++)
+    for (int k = 0; k < l->steps[i].nout; k++) {
+      int b = l->steps[i].out[k];
+      c->writer[b] = i;
+      /* every buffer a step writes (a collective's result not in the
+       * layouts too) is its tensor in its placement; pipelines compare
+       * what their schedule reports */
+      if (!l->pipe && !c->needs_cmp[b] && l->bufs[b].tensor < nt)
+        c->needs_cmp[b] = c->extra[b] = true;
+    }
   for (int b = 0; b < l->nbufs; b++)
     c->pending[l->bufs[b].tensor] += c->needs_cmp[b];
   for (int i = 0; i < l->nsteps; i++)
@@ -180,6 +202,8 @@ int plan_vx_exec_step(vctx *c, int i) {
   }
   if (!rc && c->hook)
     rc = c->hook(c->hook_user, l, i, c->mb_now, c->bufs);
+  if (!rc)
+    rc = plan_vx_check_replicas(c, i);
   return rc;
 }
 

@@ -80,7 +80,8 @@ void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
 /* The reduction length an op adds: the product of the sizes of the
  * factors it sums over (matmul's k, a norm's or softmax's dim, a reduced
  * dim), from its sharding rule. */
-static double op_reduction_length(const plan_program *prog, const plan_op *op) {
+double plan_vx_op_reduction_length(const plan_program *prog,
+                                   const plan_op *op) {
   plan_shape in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   for (int j = 0; j < op->nin + op->nout; j++) {
     const plan_tensor *t =
@@ -132,7 +133,7 @@ int plan_vx_init_tolerances(vctx *c) {
     double d = 0;
     for (int j = 0; j < op->nin; j++)
       d = fmax(d, c->depth[op->in[j]]);
-    d += op_reduction_length(prog, op);
+    d += plan_vx_op_reduction_length(prog, op);
     for (int k = 0; k < op->nout; k++)
       c->depth[op->out[k]] = d;
   }

@@ -1,0 +1,507 @@
+/* Checks of each step on its own (docs/verify.md, "Op-local checks"): the
+ * replicas a step writes agree bit for bit (every mode), and in float mode
+ * each step's result is compared with what follows from the distributed
+ * run's own inputs: an op against the reference kernel, in the dtype the
+ * reference run computes it in, on its reassembled inputs; a collective
+ * against its input's value. The bound of one step cannot widen with the
+ * depth of the program. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/numeric.h"
+#include "ir/ops.h"
+#include "verify_ctx.h"
+
+/* The slack of the op-local bounds (op_bound). */
+#define PLAN_VERIFY_LOCAL_FACTOR 8.0
+
+/* Unit roundoff of a float dtype. */
+static double unit_of(plan_dtype d) {
+  switch (d) {
+  case PLAN_F64:
+    return 0x1p-53;
+  case PLAN_BF16:
+    return 0x1p-8;
+  case PLAN_F16:
+    return 0x1p-11;
+  default:
+    return 0x1p-24;
+  }
+}
+
+/* The first failure of a step's own check: it decides the verdict when the
+ * end-to-end comparison does not (plan_vx_local_verdict). */
+static void local_failure(vctx *c, int step, const char *op,
+                          const char *tensor) {
+  if (step >= c->local_fail)
+    return;
+  c->local_fail = step;
+  c->local_is_op = c->low->steps[step].kind == PLAN_LSTEP_OP;
+  c->local_op = op;
+  c->local_tensor = tensor;
+}
+
+/* A step's name in a report: its op's, or "all_gather over 'tp'" (kept in
+ * the records' arena). */
+static const char *step_name(vctx *c, const plan_lstep *s) {
+  if (s->kind == PLAN_LSTEP_OP)
+    return c->prog->ops[s->op].name;
+  if (s->kind != PLAN_LSTEP_REDIST)
+    return s->kind == PLAN_LSTEP_TRANSFER ? "send/recv" : "input";
+  char name[128];
+  snprintf(name, sizeof name, "%s over '%s'",
+           plan_redist_kind_name(s->redist.kind),
+           c->m->axis_names[s->redist.axis]);
+  const char *nm = plan_arena_strdup(&c->rec_arena, name);
+  return nm ? nm : "a collective";
+}
+
+/* ---- replicas ------------------------------------------------------------ */
+
+/* The rank that rank r's block of buffer b is a replica of: r with
+ * coordinate 0 on every R axis but a pipeline's microbatch axis. */
+static int64_t replica_leader(const vctx *c, const plan_lbuf *lb, int64_t r) {
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[r], sizeof coord);
+  for (int a = 0; a < c->m->naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_R && a != c->mb_axis)
+      coord[a] = 0;
+  return plan_vx_rank_at(c->m, coord);
+}
+
+int plan_vx_check_replicas(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  if (c->comm) /* one rank per process: no replica here to compare */
+    return PLAN_OK;
+  for (int k = 0; k < s->nout; k++) {
+    int b = s->out[k];
+    const plan_lbuf *lb = &c->low->bufs[b];
+    for (int64_t r = 0; r < c->nranks; r++) {
+      int64_t q = replica_leader(c, lb, r);
+      const block *x = &c->bufs[b][r], *y = &c->bufs[b][q];
+      if (q == r || !plan_vx_runs(c, r) || !plan_vx_runs(c, q) || !x->data ||
+          !y->data || x->n != y->n)
+        continue;
+      int64_t e = 0;
+      while (e < x->n && (x->data[e] == y->data[e] ||
+                          (isnan(x->data[e]) && isnan(y->data[e]))))
+        e++;
+      if (e == x->n)
+        continue;
+      const plan_tensor *t = &c->prog->tensors[lb->tensor];
+      char pl[PLAN_PLACEMENT_STRLEN];
+      plan_placement_format(&lb->pl, pl);
+      int64_t g = plan_vx_global_index(t, x, e);
+      plan_buf_printf(&c->text,
+                      "drifted: buffer '%s' (as %s), ranks %lld and %lld "
+                      "differ at element %lld (got %.17g vs %.17g)\n",
+                      t->name, pl, (long long)q, (long long)r, (long long)g,
+                      y->data[e], x->data[e]);
+      if (i < c->local_fail) {
+        snprintf(c->local_diag, sizeof c->local_diag,
+                 "drifted: buffer '%s' (as %s), ranks %lld and %lld differ at "
+                 "element %lld (got %.17g vs %.17g); replicas computed by the "
+                 "same kernels from the same inputs agree bit for bit",
+                 t->name, pl, (long long)q, (long long)r, (long long)g,
+                 y->data[e], x->data[e]);
+        local_failure(c, i, step_name(c, s), t->name);
+      }
+      break; /* one report per buffer */
+    }
+  }
+  return PLAN_OK;
+}
+
+/* ---- reassembling a buffer ----------------------------------------------- */
+
+/* The blocks of the partial group led by rank r when every partial axis
+ * sums, into mem (at most max); their count, or 0 when the group needs
+ * the general path (another reduction, too many, a block missing). */
+static int sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
+                       const double **mem, int max) {
+  int64_t n = 1;
+  for (int i = 0; i < np; i++) {
+    if (c->low->bufs[b].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
+      return 0;
+    n *= c->m->axis_sizes[pa[i]];
+  }
+  if (n > max)
+    return 0;
+  for (int64_t k = 0; k < n; k++) {
+    int64_t at[PLAN_MAX_MESH_AXES], z = k;
+    memcpy(at, c->coords[r], sizeof at);
+    for (int i = np - 1; i >= 0; i--) {
+      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
+      z /= c->m->axis_sizes[pa[i]];
+    }
+    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
+    if (!q->data || q->n != c->bufs[b][r].n)
+      return 0;
+    mem[k] = q->data;
+  }
+  return (int)n;
+}
+
+/* Element e of the partial group led by rank r, reduced (the general
+ * path), and the magnitudes it adds into *m. */
+static double group_element(const vctx *c, int b, const int *pa, int np,
+                            int64_t r, int64_t e, double *m) {
+  int64_t coord[PLAN_MAX_MESH_AXES], nmem = 1;
+  memcpy(coord, c->coords[r], sizeof coord);
+  double v;
+  plan_vx_group_value(c, b, pa, np, 0, coord, e, &v);
+  for (int i = 0; i < np; i++)
+    nmem *= c->m->axis_sizes[pa[i]];
+  *m = 0;
+  for (int64_t k = 0; k < nmem; k++) {
+    int64_t at[PLAN_MAX_MESH_AXES], z = k;
+    memcpy(at, c->coords[r], sizeof at);
+    for (int i = np - 1; i >= 0; i--) {
+      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
+      z /= c->m->axis_sizes[pa[i]];
+    }
+    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
+    if (q->data && e < q->n)
+      *m += fabs(q->data[e]);
+  }
+  return v;
+}
+
+/* Buffer b's global value into out, each element from the first block
+ * that holds it, its partial group reduced; into mag (may be NULL) the
+ * sum of the magnitudes the reduction added, the scale its rounding
+ * errors have. */
+static void reassemble(const vctx *c, int b, double *out, double *mag) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
+  for (int64_t r = 0; r < c->nranks; r++) {
+    if (!plan_vx_partial_leader(c, r, pa, np) || replica_leader(c, lb, r) != r)
+      continue;
+    const block *x = &c->bufs[b][r];
+    const double *mem[64];
+    int nmem = np ? sum_members(c, b, pa, np, r, mem, 64) : 0;
+    /* rows along the innermost dim are contiguous in the block and in the
+     * tensor: one index computation per row */
+    int64_t row = t->rank ? x->local[t->rank - 1] : 1;
+    for (int64_t e0 = 0, e = 0, g = 0; x->data && row > 0 && e < x->n;
+         e++, g++) {
+      if (e == e0) {
+        g = plan_vx_global_index(t, x, e);
+        e0 += row;
+      }
+      double v = x->data[e], m = fabs(v);
+      if (nmem > 0) {
+        v = mem[0][e];
+        m = fabs(v);
+        for (int q = 1; q < nmem; q++) {
+          v += mem[q][e];
+          m += fabs(mem[q][e]);
+        }
+      } else if (np) {
+        v = group_element(c, b, pa, np, r, e, &m);
+      }
+      out[g] = v;
+      if (mag)
+        mag[g] = m;
+    }
+  }
+}
+
+/* ---- comparing one step's result ----------------------------------------- */
+
+typedef struct local_cmp {
+  int64_t bad, n, at;
+  double got, want, worst, err2, ref2;
+  bool nonfinite;
+} local_cmp;
+
+/* The bound of one step: element i may differ by
+ *   rel (|want_i| + mag_i) + acc RMS(want)
+ * (mag_i: the magnitudes a partial result's reduction adds, else 0), and
+ * the whole by norm |want| (Frobenius). */
+typedef struct local_bound {
+  double rel, acc, norm;
+} local_bound;
+
+/* got against want (count elements; mag: the partials' magnitudes, or
+ * NULL) within bound b. Integers compare exactly. */
+static void compare_local(const double *got, const double *want,
+                          const double *mag, int64_t count, bool is_float,
+                          const local_bound *b, local_cmp *lc) {
+  memset(lc, 0, sizeof *lc);
+  lc->n = count;
+  double s = 0;
+  for (int64_t g = 0; g < count; g++)
+    if (isfinite(want[g]))
+      s += want[g] * want[g];
+  double rms = count > 0 ? sqrt(s / (double)count) : 0;
+  for (int64_t g = 0; g < count; g++) {
+    double x = got[g], y = want[g];
+    if (x == y || (isnan(x) && isnan(y)))
+      continue;
+    double ab = fabs(x - y);
+    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms;
+    bool bad = !is_float || !isfinite(ab) || ab > lim;
+    if (isfinite(ab)) {
+      lc->err2 += ab * ab;
+    } else {
+      lc->nonfinite = true;
+    }
+    if (!bad)
+      continue;
+    double rel = lim > 0 ? ab / lim : INFINITY;
+    if (!lc->bad++ || rel > lc->worst) {
+      lc->worst = rel;
+      lc->at = g;
+      lc->got = x;
+      lc->want = y;
+    }
+  }
+  lc->ref2 = s;
+  if (is_float && !lc->bad &&
+      (lc->nonfinite || sqrt(lc->err2) > b->norm * sqrt(s)))
+    lc->bad = -1; /* the norm clause */
+}
+
+static void report_local(vctx *c, int step, const char *what, const char *op,
+                         bool is_op, int b, const local_cmp *lc,
+                         const local_bound *lb_, double k) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  char pl[PLAN_PLACEMENT_STRLEN], line[768];
+  const char *q = is_op ? "op '" : "";
+  plan_placement_format(&lb->pl, pl);
+  if (lc->bad > 0)
+    snprintf(line, sizeof line,
+             "%s%s%s (tensor '%s', as %s) is not what follows from the "
+             "distributed run's own %s: %lld of %lld elements outside the "
+             "local bound %.3g |want| + %.3g RMS (reduction length %g); "
+             "element %lld got %.17g, want %.17g",
+             q, op, is_op ? "'" : "", t->name, pl, what, (long long)lc->bad,
+             (long long)lc->n, lb_->rel, lb_->acc, k, (long long)lc->at,
+             lc->got, lc->want);
+  else
+    snprintf(line, sizeof line,
+             "%s%s%s (tensor '%s', as %s) is not what follows from the "
+             "distributed run's own %s: relative error %.3g (Frobenius), "
+             "outside the local bound %.3g (reduction length %g)",
+             q, op, is_op ? "'" : "", t->name, pl, what,
+             lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, lb_->norm, k);
+  plan_buf_printf(&c->text, "NOT EQUAL locally: %s\n", line);
+  if (step < c->local_fail) {
+    snprintf(c->local_diag, sizeof c->local_diag, "%s", line);
+    local_failure(c, step, op, t->name);
+  }
+}
+
+/* Whether every rank holds buffer b whole (R on every axis): rank 0's
+ * block is its value. */
+static bool whole(const vctx *c, int b) {
+  for (int a = 0; a < c->m->naxes; a++)
+    if (c->low->bufs[b].pl.ax[a].kind != PLAN_PL_R)
+      return false;
+  return c->bufs[b][0].data != NULL;
+}
+
+/* Buffer b's global value (tensor t): rank 0's block when b is whole
+ * (*own false), else reassembled into a fresh array (*own true), with the
+ * partials' magnitudes into mag when not NULL. */
+static int view_of(vctx *c, int b, const plan_tensor *t, double **out,
+                   bool *own, double *mag) {
+  if (whole(c, b) && !mag) {
+    *out = c->bufs[b][0].data;
+    *own = false;
+    return PLAN_OK;
+  }
+  if (!(*out = plan_vx_take_array(c, plan_vx_count_of(t->dims, t->rank), true)))
+    return PLAN_ENOMEM;
+  *own = true;
+  reassemble(c, b, *out, mag);
+  return PLAN_OK;
+}
+
+/* The whole-tensor block of tensor t over data. */
+static void whole_block(const plan_tensor *t, double *data, block *w) {
+  memset(w, 0, sizeof *w);
+  memcpy(w->local, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  w->n = plan_vx_count_of(t->dims, t->rank);
+  w->data = data;
+}
+
+static void give(vctx *c, const plan_tensor *t, double *data) {
+  if (!data)
+    return;
+  block w;
+  whole_block(t, data, &w);
+  plan_vx_give_block(c, &w);
+}
+
+/* The bound of an op's result in tensor t, K its reduction length: the
+ * same kernel on the same inputs gives the same bits but where the ranks
+ * sum in another order. A partial result (split) rounds each rank's part:
+ * 2 u (|want| + the parts' magnitudes); a reduction may round the other
+ * way: 2 u |want|; both may accumulate in another order: 8 K u_acc RMS (u:
+ * the output dtype's unit roundoff, u_acc: the kernel's accumulator's, f32
+ * below f64). An elementwise op on whole blocks must match bit for bit but
+ * for that last term. */
+static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
+                            bool split, bool partial_in) {
+  plan_dtype d = plan_vx_run_dtype(c, t);
+  double u = unit_of(d), ua = d == PLAN_F64 ? 0x1p-53 : 0x1p-24;
+  local_bound b;
+  b.rel = split || k > 0 ? 2 * u : 0;
+  b.acc = PLAN_VERIFY_LOCAL_FACTOR * fmax(k, 1) * ua;
+  /* a linear op on partial inputs into a partial result: each rank read
+   * its part as is, the reference kernel reads their sum, which a runner
+   * may round to the dtype (the GPU runner does): u of each input, through
+   * K terms */
+  if (split && partial_in)
+    b.acc = fmax(b.acc, PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1)));
+  b.norm = PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1));
+  return b;
+}
+
+/* An op step: the reference kernel on the reassembled inputs (in the
+ * op's dtype, as the reference run: the same kernel on the same inputs
+ * differs from the ranks' result only where the op's reduction is split
+ * over ranks, each partial rounded on its own; an f64 kernel would need a
+ * bound for the op's conditioning, as a layernorm's backward loses digits
+ * to cancellation in f32), its
+ * results against the reassembled outputs, within op_bound. */
+static int check_op(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  const plan_op *op = &c->prog->ops[s->op];
+  bool all_whole = true;
+  for (int j = 0; j < s->nin + s->nout; j++)
+    all_whole &= whole(c, j < s->nin ? s->in[j] : s->out[j - s->nin]);
+  if (all_whole) /* rank 0 ran the reference kernel on these very inputs;
+                    its replicas are checked bit for bit */
+    return PLAN_OK;
+  double *in[PLAN_MAX_OPERANDS] = {0}, *want[PLAN_MAX_OPERANDS] = {0};
+  double *got[PLAN_MAX_OPERANDS] = {0}, *mag[PLAN_MAX_OPERANDS] = {0};
+  bool own_in[PLAN_MAX_OPERANDS] = {0}, own_got[PLAN_MAX_OPERANDS] = {0};
+  block win[PLAN_MAX_OPERANDS], wout[PLAN_MAX_OPERANDS];
+  block *pin[PLAN_MAX_OPERANDS], *pout[PLAN_MAX_OPERANDS];
+  int rc = PLAN_OK;
+  for (int j = 0; j < s->nin && !rc; j++) {
+    const plan_tensor *t = &c->prog->tensors[op->in[j]];
+    rc = view_of(c, s->in[j], t, &in[j], &own_in[j], NULL);
+    whole_block(t, in[j], &win[j]);
+    pin[j] = &win[j];
+  }
+  for (int k = 0; k < s->nout && !rc; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    int64_t n = plan_vx_count_of(t->dims, t->rank);
+    bool split =
+        plan_vx_partial_axes(&c->low->bufs[s->out[k]], c->m->naxes, NULL) > 0;
+    if (!(want[k] = plan_vx_take_array(c, n, true)) ||
+        (split && !(mag[k] = plan_vx_take_array(c, n, true))))
+      rc = PLAN_ENOMEM;
+    else
+      rc = view_of(c, s->out[k], t, &got[k], &own_got[k], mag[k]);
+    whole_block(t, want[k], &wout[k]);
+    pout[k] = &wout[k];
+  }
+  if (!rc) /* as the reference run computes it: in the op's dtype */
+    rc = plan_vx_run_op(c, op, pin, pout);
+  double red = plan_vx_op_reduction_length(c->prog, op);
+  bool partial_in = false;
+  for (int j = 0; j < s->nin; j++)
+    partial_in |=
+        plan_vx_partial_axes(&c->low->bufs[s->in[j]], c->m->naxes, NULL) > 0;
+  for (int k = 0; k < s->nout && !rc; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    local_bound b = op_bound(c, t, red, mag[k] != NULL, partial_in);
+    local_cmp lc;
+    compare_local(got[k], want[k], mag[k], wout[k].n,
+                  plan_dtype_is_float(t->dtype), &b, &lc);
+    if (lc.bad)
+      report_local(c, i, "inputs", op->name, true, s->out[k], &lc, &b, red);
+  }
+  for (int j = 0; j < s->nin; j++)
+    if (own_in[j])
+      give(c, &c->prog->tensors[op->in[j]], in[j]);
+  for (int k = 0; k < s->nout; k++) {
+    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    give(c, t, want[k]);
+    give(c, t, mag[k]);
+    if (own_got[k])
+      give(c, t, got[k]);
+  }
+  return rc;
+}
+
+/* A collective: its output holds its input's tensor in another placement,
+ * so their reassembled values agree up to the order of a reduction's sum
+ * of doubles. */
+static int check_redist(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  int64_t n = plan_vx_count_of(t->dims, t->rank);
+  double *want = plan_vx_take_array(c, n, true);
+  double *mag = want ? plan_vx_take_array(c, n, true) : NULL;
+  double *got = mag ? plan_vx_take_array(c, n, true) : NULL;
+  int rc = got ? PLAN_OK : PLAN_ENOMEM;
+  if (!rc) {
+    reassemble(c, s->in[0], want, mag);
+    reassemble(c, s->out[0], got, NULL);
+    /* a reduction sums k doubles, in another order than reassemble */
+    plan_redist_kind kd = s->redist.kind;
+    double k = kd == PLAN_REDIST_ALL_REDUCE || kd == PLAN_REDIST_REDUCE_SCATTER
+                   ? (double)c->m->axis_sizes[s->redist.axis]
+                   : 1;
+    local_bound b = {PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0,
+                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k};
+    local_cmp lc;
+    compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
+    if (lc.bad) {
+      report_local(c, i, "input", step_name(c, s), false, s->out[0], &lc, &b,
+                   k);
+    }
+  }
+  give(c, t, want);
+  give(c, t, mag);
+  give(c, t, got);
+  return rc;
+}
+
+int plan_vx_check_local(vctx *c, int i) {
+  if (!c->local_on)
+    return PLAN_OK;
+  const plan_lstep *s = &c->low->steps[i];
+  if (s->kind == PLAN_LSTEP_OP)
+    return check_op(c, i);
+  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
+    return check_redist(c, i);
+  return PLAN_OK; /* an input: the verifier's own values */
+}
+
+bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {
+  if (!c->local_on || df->bad_nonfinite || c->writer[buf] < 0 ||
+      c->writer[buf] >= c->local_fail)
+    return false;
+  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  if (!plan_dtype_is_float(t->dtype))
+    return false;
+  plan_dtype d = plan_vx_run_dtype(c, t);
+  int cd = c->policy ? c->p->training.compute_dtype : -1;
+  return d == PLAN_BF16 || d == PLAN_F16 || cd == PLAN_BF16 || cd == PLAN_F16;
+}
+
+void plan_vx_local_verdict(vctx *c) {
+  /* The end-to-end diagnosis of the same step says more; an earlier op's
+   * own failure is the first divergence (drift hid it end to end). A
+   * collective's stays with the op that reads its result, as the
+   * end-to-end comparison names it (docs/verify.md, "Diagnoses"). */
+  if (c->local_fail == INT_MAX ||
+      (!c->equal && (c->first_step <= c->local_fail || !c->local_is_op)))
+    return;
+  c->equal = 0;
+  c->first_op = c->local_op;
+  c->first_tensor = c->local_tensor;
+  snprintf(c->diagnosis, sizeof c->diagnosis, "%s", c->local_diag);
+}
