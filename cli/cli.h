@@ -26,6 +26,11 @@ typedef struct cli_verb {
 
 /* Prints the last libplan error as "plan: file:line:col: error: msg" and
  * returns EXIT_BAD_INPUT (or EXIT_CANNOT_RUN for PLAN_EUNSUPPORTED). */
+/* Sends the ending signals to the main thread, so the library's writer
+ * can hold them back while a temporary file exists (signals.c). Call
+ * first in main. */
+void cli_signals_init(void);
+
 int cli_fail_last(void);
 /* The same for an error about `file`: named even when the library's
  * error names no file (out of memory while running it). */

@@ -174,6 +174,7 @@ static int take_program_root(int *argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  cli_signals_init();
   int prc = take_program_root(&argc, argv);
   if (prc)
     return prc;

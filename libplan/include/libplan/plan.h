@@ -107,7 +107,10 @@ PLAN_API int plan_save(const plan_plan *p, const char *path,
  * file with other hard links is refused (PLAN_EIO, nothing touched).
  * While the temporary file exists the calling thread holds back SIGINT,
  * SIGTERM, SIGHUP and SIGQUIT, so such a signal never leaves it behind;
- * no handler is installed. */
+ * no handler is installed. A signal sent to the process lands on any
+ * thread that does not hold it back: a program with other threads
+ * (OpenBLAS starts some) passes these signals to the writing thread, as
+ * the plan tool does (its cli/signals.c), or blocks them in all of them. */
 PLAN_API int plan_write_file_atomic(const char *path, const void *data,
                                     size_t len);
 
