@@ -27,32 +27,7 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 
 # gen N ORDER: the chain plan on stdout
 gen() {
-  awk -v n="$1" -v order="$2" 'BEGIN {
-    for (i = 0; i < n; i++) key[i] = i
-    if (order == "adversarial") { # the old sort: the smallest name in the middle
-      for (i = 0; i < n; i++) buf[i] = i
-      head = 0; tail = n; r = 0
-      while (tail - head >= 8) {
-        a = head; b = head + int((tail - head) / 2)
-        t = buf[a]; buf[a] = buf[b]; buf[b] = t
-        key[buf[head]] = r++; head++
-        buf[tail++] = buf[head++]
-      }
-      for (i = head; i < tail; i++) key[buf[i]] = r++
-    }
-    print "libplan: \"1.0\"\nprogram:\n  name: chain\n  tensors:"
-    print "    x: {shape: [8], dtype: f32, role: input}\n  ops:"
-    prev = "x"
-    for (i = 0; i < n; i++) {
-      if (order == "unpadded") { op = "op" i; o = "t" i }
-      else { op = sprintf("n%07d", key[i]); o = sprintf("t%07d", key[i]) }
-      printf "    - {name: %s, op: relu, in: [%s], out: %s}\n", op, prev, o
-      prev = o
-    }
-    printf "  outputs: [%s]\n", prev
-    print "mesh:\n  axes: [dp=1]\nplacements:\n  x: R\nstrategies:"
-    print "  \"*\": {in: [R], out: R}"
-  }'
+  sh "$(dirname "$0")/../tests/gen_chain.sh" "$1" "$2"
 }
 
 # cpu VERB FILE: the best processor seconds of REPS runs ("exit-N" when the

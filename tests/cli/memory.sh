@@ -15,68 +15,39 @@
 
 plan=${1:?usage: memory.sh PATH/TO/plan}
 case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-memory.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-passed=0
-failed=0
-out=$tmp/out
-err=$tmp/err
-
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$out" ]; then echo "  stdout:"; sed -n '1,8s/^/    /p' "$out"; fi
-  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
-}
-
-# expect RC NAME SECONDS ARGS...: the tool exits with RC within SECONDS.
-expect() {
-  want=$1 name=$2 secs=$3
-  shift 3
-  timeout "$secs" "$plan" "$@" >"$out" 2>"$err"
-  rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
-}
-
-has() { # FILE TEXT NAME
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2' in $(basename "$1")"; fi
-}
-lacks() { # FILE TEXT NAME
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then bad "$3: '$2' in $(basename "$1")"; else ok; fi
-}
+. "$(dirname "$0")/../lib.sh"
+lib_init cli-memory
 
 big=examples/models/llama3-8b-layer.recipe.plan.yaml
 small=examples/mlp-megatron.plan.yaml
 
 # ---- the preflight ----------------------------------------------------------
 
-expect 3 "over the limit" 10 verify --memory-limit 100MB "$big"
+expect_in 3 "over the limit" 10 verify --memory-limit 100MB "$big"
 has "$err" "verifying $big needs about" "over the limit"
 has "$err" "GB, 100 MB available (the limit given)" "over the limit"
 has "$err" "; --reduce verifies the same sharding in about" "over the limit"
 lacks "$out" "EQUAL" "over the limit: nothing run"
 # the estimate is of the run: a binary unit reads as its bytes
-expect 3 "over a binary limit" 10 verify --memory-limit 1GiB "$big"
+expect_in 3 "over a binary limit" 10 verify --memory-limit 1GiB "$big"
 has "$err" "1.1 GB available" "over a binary limit"
 # the same under the library's default, for a lowered file
 "$plan" lower "$big" >"$tmp/big.lowered.yaml" 2>"$err"
-expect 3 "a lowered file over the limit" 10 verify --memory-limit 1MB \
+expect_in 3 "a lowered file over the limit" 10 verify --memory-limit 1MB \
   "$tmp/big.lowered.yaml"
 has "$err" "; --reduce verifies the same sharding in about" \
   "a lowered file over the limit"
 
 # ---- --reduce auto ----------------------------------------------------------
 
-expect 0 "reduce auto, over the limit" 60 verify --reduce auto \
+expect_in 0 "reduce auto, over the limit" 60 verify --reduce auto \
   --memory-limit 1GB "$big"
 has "$out" "reduced: " "reduce auto, over the limit"
 has "$out" "EQUAL" "reduce auto, over the limit"
-expect 0 "reduce auto, fits" 60 verify --reduce=auto "$small"
+expect_in 0 "reduce auto, fits" 60 verify --reduce=auto "$small"
 lacks "$out" "reduced: " "reduce auto, fits"
 has "$out" "EQUAL" "reduce auto, fits"
-expect 0 "reduce auto, fits the limit" 60 verify --reduce auto \
+expect_in 0 "reduce auto, fits the limit" 60 verify --reduce auto \
   --memory-limit 1GB "$small"
 lacks "$out" "reduced: " "reduce auto, fits the limit"
 
@@ -93,10 +64,9 @@ has "$err" "out of memory verifying $f: needs about" "out of memory mid-run"
 # ---- sizes ------------------------------------------------------------------
 
 for s in 12XB 1.5GB GB 0 -1 1KiBB 99999999999999999999B 1iB; do
-  expect 2 "--memory-limit $s" 10 verify --memory-limit "$s" "$small"
+  expect_in 2 "--memory-limit $s" 10 verify --memory-limit "$s" "$small"
   has "$err" "--memory-limit is a size" "--memory-limit $s"
 done
-expect 2 "--reduce and --reduce auto" 10 verify --reduce --reduce auto "$small"
+expect_in 2 "--reduce and --reduce auto" 10 verify --reduce --reduce auto "$small"
 
-echo "cli-memory: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_report

@@ -10,56 +10,8 @@ plan=${1:?usage: run.sh PATH/TO/plan}
 case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ex=$root/examples
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-cli.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-passed=0
-failed=0
-out=$tmp/out
-err=$tmp/err
-
-ok() {
-  passed=$((passed + 1))
-}
-
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$out" ]; then echo "  stdout:"; sed -n '1,8s/^/    /p' "$out"; fi
-  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
-}
-
-# run CMD...: runs the tool with stdout and stderr captured; sets $rc.
-run() {
-  "$plan" "$@" >"$out" 2>"$err"
-  rc=$?
-}
-
-# expect RC NAME CMD...: the tool exits with RC.
-expect() {
-  want=$1
-  name=$2
-  shift 2
-  run "$@"
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
-}
-
-# has FILE TEXT NAME: FILE contains the fixed string TEXT.
-has() {
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2' in $(basename "$1")"; fi
-}
-
-lacks() {
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then bad "$3: unexpected '$2'"; else ok; fi
-}
-
-same() { # FILE1 FILE2 NAME
-  if cmp -s "$1" "$2"; then ok; else bad "$3: $(basename "$1") and $(basename "$2") differ"; fi
-}
-
-absent() { # PATH NAME
-  if [ -e "$1" ]; then bad "$2: $1 exists"; else ok; fi
-}
+. "$root/tests/lib.sh"
+lib_init cli
 
 mlp=$ex/mlp-megatron.plan.yaml
 bypath=$ex/mlp-by-path.plan.yaml
@@ -831,5 +783,4 @@ has "$out" "usage: plan cost" "cost --help"
 expect 0 "help lists cost" --help
 has "$out" "cost" "help lists cost"
 
-echo "cli: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_report

@@ -16,75 +16,18 @@
 
 plan=${1:?usage: scale.sh PATH/TO/plan}
 case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-scale.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-passed=0
-failed=0
-out=$tmp/out
-err=$tmp/err
-
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$out" ]; then echo "  stdout:"; sed -n '1,8s/^/    /p' "$out"; fi
-  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
-}
-
-# expect RC NAME SECONDS ARGS...: the tool exits with RC within SECONDS.
-expect() {
-  want=$1 name=$2 secs=$3
-  shift 3
-  timeout "$secs" "$plan" "$@" >"$out" 2>"$err"
-  rc=$?
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
-}
-
-has() { # FILE TEXT NAME
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2' in $(basename "$1")"; fi
-}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/lib.sh"
+lib_init cli-scale
 
 # ---- the adversarial name order --------------------------------------------
 
-# Chain position i gets the rank key[i]: the old sort swapped the middle
-# entry of a part to its front as the pivot; with the smallest name there,
-# the part left is [a2 .. a(n-1), a1], one shorter (a ring buffer).
-awk -v n=120000 'BEGIN {
-  for (i = 0; i < n; i++) buf[i] = i
-  head = 0; tail = n; r = 0
-  while (tail - head >= 8) {
-    a = head; b = head + int((tail - head) / 2)
-    t = buf[a]; buf[a] = buf[b]; buf[b] = t
-    key[buf[head]] = r++; head++
-    buf[tail++] = buf[head++]
-  }
-  for (i = head; i < tail; i++) key[buf[i]] = r++
-  print "libplan: \"1.0\""
-  print "program:"
-  print "  name: chain"
-  print "  tensors:"
-  print "    x: {shape: [8], dtype: f32, role: input}"
-  print "  ops:"
-  prev = "x"
-  for (i = 0; i < n; i++) {
-    o = sprintf("t%07d", key[i])
-    printf "    - {name: n%07d, op: relu, in: [%s], out: %s}\n", key[i], prev, o
-    prev = o
-  }
-  printf "  outputs: [%s]\n", prev
-  print "mesh:"
-  print "  axes: [dp=1]"
-  print "placements:"
-  print "  x: R"
-  print "strategies:"
-  print "  \"*\": {in: [R], out: R}"
-}' >"$tmp/adv.yaml"
+sh "$root/tests/gen_chain.sh" 120000 adversarial >"$tmp/adv.yaml"
 
-expect 0 "validate a 120k-op chain in adversarial name order" 60 validate "$tmp/adv.yaml"
+expect_in 0 "validate a 120k-op chain in adversarial name order" 60 validate "$tmp/adv.yaml"
 has "$out" "valid (0 errors, 0 warnings) xxh3:" "validate the adversarial chain"
 vhash=$(sed -n 's/.* \(xxh3:[0-9a-f]*\)$/\1/p' "$out")
-expect 0 "hash a 120k-op chain in adversarial name order" 60 hash "$tmp/adv.yaml"
+expect_in 0 "hash a 120k-op chain in adversarial name order" 60 hash "$tmp/adv.yaml"
 if [ -n "$vhash" ] && [ "$(cat "$out")" = "$vhash" ]; then ok; else
   bad "hash and validate print different hashes ($vhash)"
 fi
@@ -112,20 +55,20 @@ regions() {
 # the hash covers every region, not only the first 256
 regions 400 300 299 >"$tmp/r300a.yaml"
 regions 400 300 350 >"$tmp/r300b.yaml"
-expect 0 "hash a plan of 300 regions" 20 hash "$tmp/r300a.yaml"
+expect_in 0 "hash a plan of 300 regions" 20 hash "$tmp/r300a.yaml"
 cp "$out" "$tmp/r300a.hash"
-expect 0 "hash it with its last region changed" 20 hash "$tmp/r300b.yaml"
+expect_in 0 "hash it with its last region changed" 20 hash "$tmp/r300b.yaml"
 if cmp -s "$out" "$tmp/r300a.hash"; then
   bad "the 300th region's ops do not change the plan hash"
 else ok; fi
 # regions x ops is bounded (each region holds a flag per op)
 regions 20000 7000 6999 >"$tmp/rmany.yaml"
-expect 2 "7000 regions over 20000 ops" 20 validate "$tmp/rmany.yaml"
+expect_in 2 "7000 regions over 20000 ops" 20 validate "$tmp/rmany.yaml"
 has "$err" "rmany.yaml:20015:3: error: 7000 regions over a program of 20000 ops: more than 2^27 regions x ops" \
   "7000 regions over 20000 ops"
 # under the bound, every pass over the regions is linear in regions x ops
 regions 20000 6000 5999 >"$tmp/rfew.yaml"
-expect 0 "6000 regions over 20000 ops" 20 validate "$tmp/rfew.yaml"
+expect_in 0 "6000 regions over 20000 ops" 20 validate "$tmp/rfew.yaml"
 has "$out" "valid (0 errors, 0 warnings)" "6000 regions over 20000 ops"
 
 # ---- a mesh far larger than the data ---------------------------------------
@@ -146,17 +89,16 @@ placements:
 strategies:
   act: {in: [R], out: R}
 EOF
-expect 0 "validate a 4M-rank mesh" 10 validate "$tmp/wide.yaml"
+expect_in 0 "validate a 4M-rank mesh" 10 validate "$tmp/wide.yaml"
 for mode in "" "--reduce"; do
-  expect 3 "verify $mode on a 4M-rank mesh is refused" 10 verify $mode "$tmp/wide.yaml"
+  expect_in 3 "verify $mode on a 4M-rank mesh is refused" 10 verify $mode "$tmp/wide.yaml"
   has "$err" "verifying would simulate 4194304 ranks x 2 buffers" "verify $mode on a 4M-rank mesh"
   has "$err" "more than the 4194304 rank blocks" "verify $mode on a 4M-rank mesh"
 done
 # the same program on 8 ranks, each holding one element, still verifies
 sed 's/dp=4194304/dp=8/; s/x: R/x: S(0)/; s/{in: \[R\], out: R}/{in: [S(0)], out: S(0)}/' \
   "$tmp/wide.yaml" >"$tmp/eight.yaml"
-expect 0 "verify the same relu on 8 ranks" 10 verify "$tmp/eight.yaml"
+expect_in 0 "verify the same relu on 8 ranks" 10 verify "$tmp/eight.yaml"
 has "$out" "EQUAL" "verify the same relu on 8 ranks"
 
-echo "cli-scale: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_report

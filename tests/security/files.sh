@@ -13,43 +13,9 @@ plan=${1:?usage: files.sh PATH/TO/plan}
 case $plan in /*) ;; *) plan=$(pwd)/$plan ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 ex=$root/examples
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/libplan-sec.XXXXXX") || exit 2
-trap 'rm -rf "$tmp"' EXIT INT TERM
-
-passed=0
-failed=0
-out=$tmp/out
-err=$tmp/err
-
-ok() { passed=$((passed + 1)); }
-bad() {
-  failed=$((failed + 1))
-  echo "FAIL: $*"
-  if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,6s/^/    /p' "$err"; fi
-}
-
-# run CMD...: the tool, at most 20 seconds, output captured; sets $rc.
-run() {
-  timeout 20 "$plan" "$@" >"$out" 2>"$err" </dev/null
-  rc=$?
-}
-expect() { # RC NAME CMD...
-  want=$1 name=$2
-  shift 2
-  run "$@"
-  if [ "$rc" -eq "$want" ]; then ok; else bad "$name: exit $rc, wanted $want"; fi
-}
-has() { # FILE TEXT NAME
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then ok; else bad "$3: no '$2'"; fi
-}
-lacks() { # FILE TEXT NAME
-  if grep -F -e "$2" "$1" >/dev/null 2>&1; then bad "$3: unexpected '$2'"; else ok; fi
-}
-check() { # NAME CONDITION...: the shell test holds
-  name=$1
-  shift
-  if "$@"; then ok; else bad "$name"; fi
-}
+RUN_SECONDS=${RUN_SECONDS:-20}
+. "$root/tests/lib.sh"
+lib_init security-files
 
 mlp=$ex/mlp-megatron.plan.yaml
 d=$tmp/plans
@@ -294,5 +260,4 @@ expect 3 "verify of a huge shape" verify "$tmp/huge-shape.yaml"
 has "$err" "huge-shape.yaml: error: verifying" "verify of a huge shape"
 has "$err" "--reduce verifies the same sharding" "verify of a huge shape"
 
-echo "security-files: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_report
