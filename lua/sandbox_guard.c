@@ -305,30 +305,32 @@ static void guard(lua_State *L, const char *name, lua_CFunction fn) {
   lua_setfield(L, -2, name);
 }
 
+/* Every library function the sandbox replaces with its guarded form. */
+static const struct {
+  const char *lib, *name;
+  lua_CFunction fn;
+} guarded[] = {
+    {LUA_STRLIBNAME, "rep", guarded_rep},
+    {LUA_STRLIBNAME, "find", guarded_find},
+    {LUA_STRLIBNAME, "match", guarded_smatch},
+    {LUA_STRLIBNAME, "gmatch", guarded_gmatch},
+    {LUA_STRLIBNAME, "gsub", guarded_gsub},
+    {LUA_TABLIBNAME, "move", guarded_move},
+    {LUA_TABLIBNAME, "insert", guarded_insert},
+    {LUA_TABLIBNAME, "remove", guarded_remove},
+    {LUA_TABLIBNAME, "concat", guarded_concat},
+    {LUA_TABLIBNAME, "sort", guarded_sort},
+    {LUA_UTF8LIBNAME, "len", guarded_scan},
+    {LUA_UTF8LIBNAME, "offset", guarded_scan},
+};
+
 void plan_lua_sandbox_guard(lua_State *L) {
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-  lua_getfield(L, -1, LUA_STRLIBNAME);
-  if (lua_istable(L, -1)) {
-    guard(L, "rep", guarded_rep);
-    guard(L, "find", guarded_find);
-    guard(L, "match", guarded_smatch);
-    guard(L, "gmatch", guarded_gmatch);
-    guard(L, "gsub", guarded_gsub);
+  for (size_t i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
+    lua_getfield(L, -1, guarded[i].lib);
+    if (lua_istable(L, -1))
+      guard(L, guarded[i].name, guarded[i].fn);
+    lua_pop(L, 1);
   }
   lua_pop(L, 1);
-  lua_getfield(L, -1, LUA_TABLIBNAME);
-  if (lua_istable(L, -1)) {
-    guard(L, "move", guarded_move);
-    guard(L, "insert", guarded_insert);
-    guard(L, "remove", guarded_remove);
-    guard(L, "concat", guarded_concat);
-    guard(L, "sort", guarded_sort);
-  }
-  lua_pop(L, 1);
-  lua_getfield(L, -1, LUA_UTF8LIBNAME);
-  if (lua_istable(L, -1)) {
-    guard(L, "len", guarded_scan);
-    guard(L, "offset", guarded_scan);
-  }
-  lua_pop(L, 2);
 }
