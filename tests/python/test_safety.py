@@ -230,6 +230,37 @@ class TestFloats(unittest.TestCase):
             self.assertTrue(p.verify(mode="float", rtol=1e-6, atol=0))
 
 
+class TestMemoryLimit(unittest.TestCase):
+    """verify runs the memory preflight the tool runs: a run estimated over
+    the limit is refused before it starts, with the figures."""
+
+    BIG = os.path.join(os.path.dirname(MLP), "models",
+                       "llama3-8b-layer.recipe.plan.yaml")
+
+    def test_over_the_limit_is_refused_with_the_figures(self):
+        with libplan.load(self.BIG) as p:
+            with self.assertRaises(libplan.UnsupportedError) as cm:
+                p.verify(memory_limit=100 * 10 ** 6)
+            msg = str(cm.exception)
+            self.assertIn("needs about", msg)
+            self.assertIn("100 MB available (the limit given)", msg)
+            self.assertIn("--reduce verifies the same sharding", msg)
+
+    def test_a_small_plan_fits_and_the_argument_is_checked(self):
+        with libplan.load(MLP) as p:
+            self.assertTrue(p.verify(memory_limit=10 ** 9))
+            self.assertTrue(p.verify(memory_limit=False))
+            self.assertTrue(p.verify())
+            for bad in ("1GB", 1.5, True):
+                with self.subTest(limit=bad):
+                    with self.assertRaises(libplan.UsageError):
+                        p.verify(memory_limit=bad)
+            for bad in (0, -1, 2 ** 64):
+                with self.subTest(limit=bad):
+                    with self.assertRaises(libplan.RangeError):
+                        p.verify(memory_limit=bad)
+
+
 class TestNul(unittest.TestCase):
     """A NUL byte would cut the C string short: "a\\0b" would be "a"."""
 

@@ -377,7 +377,7 @@ class Plan(_Handle):
 
     def verify(self, mode="exact", seed=0, dtype=None, rtol=0.0, atol=0.0,
                tolerances=None, runner=None, distributed=None, rank=None,
-               world_size=None, timeout=None, comm=None):
+               world_size=None, timeout=None, comm=None, memory_limit=None):
         """Runs the plan on simulated ranks against its program and returns
         a VerifyReport. mode "exact" or "float"; tolerances: {tensor name or
         glob: (rtol, atol)} (float mode); runner "cpu" (None: the default)
@@ -390,10 +390,15 @@ class Plan(_Handle):
         launcher's (OMPI_COMM_WORLD_*, PMI_*, SLURM_*, RANK/WORLD_SIZE);
         timeout (seconds, default 300) bounds the wait for the others;
         comm "mpi" or "nccl" (None: the runner's own, else mpi). Every
-        process gets the same verdict."""
+        process gets the same verdict.
+
+        memory_limit: the bytes the run may use (None: what is free here;
+        False: no check). A run estimated over it raises UnsupportedError
+        with the figures and the size of the reduce_shapes() run, before
+        anything runs (docs/verify.md, Memory)."""
         return _verify.verify(self, mode, seed, dtype, rtol, atol,
                               tolerances, runner, distributed, rank,
-                              world_size, timeout, comm)
+                              world_size, timeout, comm, memory_limit)
 
     def verify_estimate(self, mode="exact"):
         """The peak bytes verify(mode=mode) would allocate (an upper bound,

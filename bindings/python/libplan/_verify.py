@@ -9,7 +9,7 @@ import os
 from . import _decls, _lib
 from ._common import (_Handle, _float, _mapping, _path, _ranged, _take_out,
                       enc, fn, s)
-from .errors import Error, UsageError, check
+from .errors import Error, RangeError, UsageError, check
 
 _COLLECTIVES = ("all_gather", "all_reduce", "reduce_scatter", "all_to_all")
 
@@ -109,13 +109,31 @@ class VerifyReport(_Handle):
             self.first_op, self.first_tensor, self.diagnosis)
 
 
+def _memory_limit(limit):
+    """verify's memory_limit as the C field: None, the memory available
+    here (0); False, no check (UINT64_MAX); else a positive byte count."""
+    if limit is None:
+        return 0
+    if limit is False:
+        return 2 ** 64 - 1
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise UsageError("verify: memory_limit is a byte count, None (what "
+                         "is free here) or False (no check), not %r"
+                         % (limit,))
+    if not 0 < limit < 2 ** 64 - 1:
+        raise RangeError("verify: memory_limit must be a positive byte "
+                         "count below 2^64 - 1, not %d" % limit)
+    return limit
+
+
 def verify(plan, mode, seed, dtype, rtol, atol, tolerances, runner,
-           distributed, rank, world_size, timeout, comm):
+           distributed, rank, world_size, timeout, comm, memory_limit=None):
     """Plan.verify (its docstring has the arguments)."""
     if mode not in ("exact", "float"):
         raise UsageError("mode must be 'exact' or 'float', not %r"
                          % (mode,))
     seed = _ranged(seed, "seed", "uint64")
+    limit = _memory_limit(memory_limit)
     tol = list(_mapping(tolerances, "tolerances").items())
     arr = (_decls.VerifyTolerance * max(1, len(tol)))()
     keep = []
@@ -127,16 +145,14 @@ def verify(plan, mode, seed, dtype, rtol, atol, tolerances, runner,
                 _float(at, "tolerances: %s: atol" % (name,), 0))
         dist = _distributed(distributed, rank, world_size, timeout,
                             comm)
-        # the oldest version that says it all: a library before it
-        # still takes what does not need the newer fields
-        version = 5 if dist else 3 if runner is None else 4
+        # version 6: the memory preflight runs as in the tool
         opts = _decls.VerifyOptions(
-            version, 0 if mode == "exact" else 1, seed,
+            6, 0 if mode == "exact" else 1, seed,
             _float(rtol, "rtol", 0), _float(atol, "atol", 0),
             None if dtype is None else enc(dtype, "dtype"),
             arr if tol else None, len(tol),
             None if runner is None else enc(runner, "runner"),
-            *(dist or (0, 0, None, 0.0, None)))
+            *(dist or (0, 0, None, 0.0, None)), limit)
     except Error:
         raise  # already says which argument
     except (TypeError, ValueError) as e:
