@@ -276,6 +276,7 @@ check-cli: $(TOOL)
 	@sh tests/cli/run.sh $(TOOL)
 	@sh tests/cli/scale.sh $(TOOL)
 	@sh tests/cli/memory.sh $(TOOL)
+	@sh tests/cli/schedules.sh $(TOOL)
 
 # Untrusted files and hostile write targets, strict numeric flags.
 .PHONY: check-security-files

@@ -291,6 +291,91 @@ static void test_zb_h1(void **state) {
   plan_schedule_free(f);
 }
 
+/* The schedules PyTorch has beyond those (tests/python/test_schedules_torch.py
+ * checks their orders action for action against torch.distributed.pipelining):
+ * every one complete and deadlock-free with buffered and blocking sends.
+ * With F = 1, I = W = 1, B = 2, the zero-bubble ones idle only R - 1 units
+ * per rank (makespan 3 v m + R - 1) once m is large enough: m >= R for
+ * interleaved-zb, m >= 2R for zbv and dualpipev; looped-bfs idles as long
+ * as interleaved 1F1B and keeps every microbatch of every stage. */
+static void check_more(int kind, int p, int v, int64_t m) {
+  plan_schedule *s = generate(kind, p, p * v, m);
+  assert_int_equal(plan_schedule_kind_of(s), kind);
+  for (int blocking = 1; blocking >= 0; blocking--) {
+    plan_diags *d = simulate(s, blocking);
+    if (plan_diags_count(d)) {
+      print_message("%s p=%d v=%d m=%lld blocking=%d:\n",
+                    plan_schedule_kind_name(kind), p, v, (long long)m,
+                    blocking);
+      dump(d);
+    }
+    assert_int_equal(plan_diags_count(d), 0);
+    plan_diags_free(d);
+    assert_true(result(s).simulated);
+    expect_complete(s);
+  }
+  plan_schedule_result res = result(s);
+  bool vshape = kind == PLAN_SCHEDULE_ZBV || kind == PLAN_SCHEDULE_DUALPIPEV;
+  for (int st = 0; st < p * v; st++)
+    assert_int_equal(plan_schedule_stage_rank(s, st),
+                     vshape && st >= p ? 2 * p - 1 - st : st % p);
+  int64_t enough = kind == PLAN_SCHEDULE_INTERLEAVED_ZB ? p : 2 * p;
+  if (kind != PLAN_SCHEDULE_LOOPED_BFS && m >= enough) {
+    assert_int_equal(res.makespan, 3 * v * m + p - 1);
+    /* activations held on the fullest rank: interleaved-zb's warm-up plus
+     * one, (v - 1) mpr + p (mpr microbatches per round); v p for zbv, one
+     * more for DualPipeV's pairs */
+    int64_t rounds = m / p > 0 ? m / p : 1;
+    int64_t want = kind == PLAN_SCHEDULE_INTERLEAVED_ZB
+                       ? (int64_t)(v - 1) * (m / rounds) + p
+                       : v * p + (kind == PLAN_SCHEDULE_DUALPIPEV);
+    assert_int_equal(res.peak_activations, want);
+  }
+  if (kind == PLAN_SCHEDULE_LOOPED_BFS) {
+    plan_schedule *i = generate(PLAN_SCHEDULE_INTERLEAVED_1F1B, p, p * v, m);
+    plan_diags_free(simulate(i, 0));
+    if (m >= p && v > 1)
+      assert_int_equal(res.makespan, result(i).makespan);
+    plan_schedule_free(i);
+    assert_int_equal(res.peak_activations, v * m);
+  }
+  plan_schedule_free(s);
+}
+
+static void test_more_kinds(void **state) {
+  (void)state;
+  const int ps[] = {1, 2, 3, 4, 8};
+  for (size_t i = 0; i < sizeof ps / sizeof *ps; i++)
+    for (int64_t m = 1; m <= 17; m++) {
+      for (int v = 1; v <= 3; v++) {
+        check_more(PLAN_SCHEDULE_LOOPED_BFS, ps[i], v, m);
+        int64_t rounds = m / ps[i] > 0 ? m / ps[i] : 1;
+        if (m % rounds == 0)
+          check_more(PLAN_SCHEDULE_INTERLEAVED_ZB, ps[i], v, m);
+      }
+      check_more(PLAN_SCHEDULE_ZBV, ps[i], 2, m);
+      if (m >= 2 * ps[i])
+        check_more(PLAN_SCHEDULE_DUALPIPEV, ps[i], 2, m);
+    }
+  /* the shapes they refuse, with the reason */
+  plan_schedule *s = NULL;
+  assert_int_equal(plan_schedule_generate(&s, PLAN_SCHEDULE_ZBV, 4, 4, 8),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "two stages per rank"));
+  assert_int_equal(plan_schedule_generate(&s, PLAN_SCHEDULE_DUALPIPEV, 4, 8, 7),
+                   PLAN_EINVALID);
+  assert_non_null(
+      strstr(plan_error_last()->message, "as many microbatches as stages"));
+  assert_int_equal(
+      plan_schedule_generate(&s, PLAN_SCHEDULE_INTERLEAVED_ZB, 2, 4, 5),
+      PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "rounds of equal size"));
+  assert_int_equal(
+      plan_schedule_generate(&s, PLAN_SCHEDULE_LOOPED_BFS, 2, 3, 4),
+      PLAN_EINVALID);
+  assert_null(s);
+}
+
 /* The durations are the caller's: with F = B the bubble formula of gpipe
  * and 1f1b holds too; a transfer time stretches the critical path. */
 static void test_durations(void **state) {
@@ -752,6 +837,7 @@ int main(void) {
       cmocka_unit_test(test_gpipe_and_1f1b),
       cmocka_unit_test(test_interleaved),
       cmocka_unit_test(test_zb_h1),
+      cmocka_unit_test(test_more_kinds),
       cmocka_unit_test(test_durations),
       cmocka_unit_test(test_generate_errors),
       cmocka_unit_test(test_deadlock_recv_first),

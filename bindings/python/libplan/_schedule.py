@@ -19,7 +19,9 @@ class Schedule(_Handle):
 
     @classmethod
     def generate(cls, kind, ranks, stages, microbatches):
-        """A named schedule ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")."""
+        """A named schedule: "gpipe", "1f1b", "interleaved-1f1b", "zb-h1",
+        "looped-bfs", "interleaved-zb", "zbv" or "dualpipev"
+        (docs/training-and-pipelines.md, Schedules)."""
         k = fn.schedule_kind_from_name(enc(kind)) if isinstance(kind, str) \
             else -1
         if k < 0:

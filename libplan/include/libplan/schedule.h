@@ -27,7 +27,13 @@ enum {
   PLAN_SCHEDULE_INTERLEAVED_1F1B = 2, /* virtual stages: s on rank s mod R */
   PLAN_SCHEDULE_ZB_H1 = 3,            /* backward split into I and W */
   PLAN_SCHEDULE_EXPLICIT = 4,         /* a plan's own grid */
-  PLAN_SCHEDULE_KIND_COUNT = 5
+  /* Generated here, not yet named by a plan file (format 1.0): write one's
+   * grid as an explicit schedule where its stages sit s mod R. */
+  PLAN_SCHEDULE_LOOPED_BFS = 5,     /* v stages per rank, breadth first */
+  PLAN_SCHEDULE_INTERLEAVED_ZB = 6, /* interleaved, I/W split (ZB1P) */
+  PLAN_SCHEDULE_ZBV = 7,            /* zero bubble, 2 stages per rank in a V */
+  PLAN_SCHEDULE_DUALPIPEV = 8,      /* DualPipe's V form, F and B paired */
+  PLAN_SCHEDULE_KIND_COUNT = 9
 };
 
 /* Action kinds, the words of the grid grammar. */

@@ -129,8 +129,6 @@ static void cj_training(cj *c, const plan_plan *p, const named *ops,
 static int cj_pipeline(cj *c, const plan_plan *p, const named *ops) {
   const plan_pipeline *pp = &p->pipeline;
   const plan_program *prog = p->program;
-  static const char *const sched[PLAN_SCHED_COUNT] = {
-      "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit"};
   bool first = true;
   plan_buf_putc(c->b, '{');
   if (pp->axis >= 0) {
@@ -163,7 +161,7 @@ static int cj_pipeline(cj *c, const plan_plan *p, const named *ops) {
   }
   if (pp->schedule != PLAN_SCHED_1F1B && pp->schedule != PLAN_SCHED_EXPLICIT) {
     cj_key(c, &first, "schedule");
-    cj_str(c, sched[pp->schedule]);
+    cj_str(c, plan_schedule_names[pp->schedule]);
   }
   cj_key(c, &first, "stages");
   plan_buf_putc(c->b, '[');

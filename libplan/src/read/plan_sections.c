@@ -23,8 +23,6 @@ static const char *const optimizer_names[PLAN_OPT_COUNT] = {"none", "sgd",
                                                             "adam"};
 static const char *const sync_names[PLAN_SYNC_COUNT] = {
     "auto", "all_reduce", "reduce_scatter", "none"};
-static const char *const schedule_names[PLAN_SCHED_COUNT] = {
-    "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit"};
 static const char *const region_kind_names[PLAN_REGION_COUNT] = {"pinned",
                                                                  "manual"};
 
@@ -397,8 +395,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   const plan_ynode *grid = plan_ymap_get(n, "grid");
   if ((v = plan_ymap_get(n, "schedule"))) {
     int k;
-    if ((rc = plan_rd_enum(rd, v, "schedule", schedule_names, PLAN_SCHED_COUNT,
-                           &k)))
+    if ((rc = plan_rd_enum(rd, v, "schedule", plan_schedule_names,
+                           PLAN_SCHED_FILE_COUNT, &k)))
       return rc;
     pp->schedule = (plan_schedule_kind)k;
     pp->schedule_pos = plan_rd_pos(v);

@@ -24,6 +24,11 @@ _Static_assert(PLAN_SCHEDULE_GPIPE == (int)PLAN_SCHED_GPIPE &&
                        (int)PLAN_SCHED_INTERLEAVED_1F1B &&
                    PLAN_SCHEDULE_ZB_H1 == (int)PLAN_SCHED_ZB_H1 &&
                    PLAN_SCHEDULE_EXPLICIT == (int)PLAN_SCHED_EXPLICIT &&
+                   PLAN_SCHEDULE_LOOPED_BFS == (int)PLAN_SCHED_LOOPED_BFS &&
+                   PLAN_SCHEDULE_INTERLEAVED_ZB ==
+                       (int)PLAN_SCHED_INTERLEAVED_ZB &&
+                   PLAN_SCHEDULE_ZBV == (int)PLAN_SCHED_ZBV &&
+                   PLAN_SCHEDULE_DUALPIPEV == (int)PLAN_SCHED_DUALPIPEV &&
                    PLAN_SCHEDULE_KIND_COUNT == (int)PLAN_SCHED_COUNT,
                "public and internal schedule kinds agree");
 _Static_assert(PLAN_ACTION_F == (int)PLAN_ACT_F &&
@@ -37,18 +42,19 @@ _Static_assert(PLAN_ACTION_F == (int)PLAN_ACT_F &&
                    PLAN_ACTION_KIND_COUNT == (int)PLAN_ACT_COUNT,
                "public and internal action kinds agree");
 
-static const char *const kind_names[] = {"gpipe", "1f1b", "interleaved-1f1b",
-                                         "zb-h1", "explicit"};
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == PLAN_SCHED_COUNT,
-               "a name for every schedule kind");
+/* The plan file's spellings come first (PLAN_SCHED_FILE_COUNT of them). */
+const char *const plan_schedule_names[PLAN_SCHED_COUNT] = {
+    "gpipe",          "1f1b",     "interleaved-1f1b",
+    "zb-h1",          "explicit", "looped-bfs",
+    "interleaved-zb", "zbv",      "dualpipev"};
 
 const char *plan_schedule_kind_name(int kind) {
-  return kind >= 0 && kind < PLAN_SCHED_COUNT ? kind_names[kind] : "?";
+  return kind >= 0 && kind < PLAN_SCHED_COUNT ? plan_schedule_names[kind] : "?";
 }
 
 int plan_schedule_kind_from_name(const char *name) {
   for (int k = 0; name && k < PLAN_SCHED_COUNT; k++)
-    if (!strcmp(name, kind_names[k]))
+    if (!strcmp(name, plan_schedule_names[k]))
       return k;
   return -1;
 }
@@ -255,6 +261,207 @@ static void gen_interleaved(emitter *e, int r, int p, int v, int64_t m) {
   }
 }
 
+/* Looped BFS (breadth first): rank r holds the v stages r, r + R, ...; it
+ * runs every microbatch's forward on its first stage, then on the next,
+ * ...; then the backwards from its last stage to its first, each stage's
+ * microbatches in reverse order (the last forward's is ready first). */
+static void gen_looped_bfs(emitter *e, int r, int p, int v, int64_t m) {
+  for (int c = 0; c < v; c++)
+    for (int64_t i = 0; i < m; i++)
+      emit(e, PLAN_ACT_F, c * p + r, i);
+  for (int c = v - 1; c >= 0; c--)
+    for (int64_t i = m - 1; i >= 0; i--)
+      emit(e, PLAN_ACT_B, c * p + r, i);
+}
+
+/* Per-stage counters: the next microbatch of each action kind on a stage,
+ * so an order can be written as a sequence of stages. */
+typedef struct counters {
+  int64_t *next; /* [stage * 3 + {0 F, 1 I or B, 2 W}] */
+} counters;
+
+static void emit_next(emitter *e, counters *c, int kind, int stage) {
+  int slot = kind == PLAN_ACT_F ? 0 : kind == PLAN_ACT_W ? 2 : 1;
+  emit(e, kind, stage, c->next[stage * 3 + slot]++);
+}
+
+/* Interleaved zero bubble (ZB1P, as PyTorch orders it): interleaved 1F1B
+ * with rounds of microbatches (max(1, m / R) rounds of m / rounds) and each
+ * backward split into I and W. The warm-up is (v - 1) mpr + R - r - 1
+ * forwards (mpr microbatches per round); forward step k runs on chunk
+ * (k / mpr) mod v, backward step k on chunk v - 1 - ((k - w) / mpr) mod v.
+ * Each I is followed by the W of the oldest I still waiting once r of them
+ * wait, so rank r defers r weight halves and runs them in the cool-down. */
+static void gen_interleaved_zb(emitter *e, counters *c, int r, int p, int v,
+                               int64_t m) {
+  int64_t rounds = m / p > 0 ? m / p : 1, mpr = m / rounds;
+  int64_t total = (int64_t)v * m;
+  int64_t w = min64((int64_t)(v - 1) * mpr + (p - 1 - r), total);
+#define ZB_F(k) ((int)(((k) / mpr) % v) * p + r)
+#define ZB_B(k) ((int)(v - 1 - (((k)-w) / mpr) % v) * p + r)
+  int64_t weights = 0; /* W's emitted; backward step w + weights is next */
+  for (int64_t k = 0; k < total + w; k++) {
+    if (k < w) {
+      emit_next(e, c, PLAN_ACT_F, ZB_F(k));
+      continue;
+    }
+    if (k < total)
+      emit_next(e, c, PLAN_ACT_F, ZB_F(k));
+    emit_next(e, c, PLAN_ACT_I, ZB_B(k));
+    if (k - w >= r) {
+      emit_next(e, c, PLAN_ACT_W, ZB_B(w + weights));
+      weights++;
+    }
+  }
+  for (; weights < total; weights++)
+    emit_next(e, c, PLAN_ACT_W, ZB_B(w + weights));
+#undef ZB_F
+#undef ZB_B
+}
+
+/* ZBV zero bubble (as PyTorch orders it): R ranks, 2R stages in a V, rank r
+ * holding stage r (chunk 0) and stage 2R - 1 - r (chunk 1). Written for
+ * n = max(2R - 1, m) microbatches; the actions of microbatches past m are
+ * then dropped. Warm-up: 2 (R - r) - 1 chunk-0 forwards; r pairs (chunk-1
+ * F, chunk-0 F); R - r triples (chunk-1 F, I, W). Steady state, until both
+ * chunks have run n forwards: a chunk-0 F (while any is left), chunk-0 I
+ * and W, chunk-1 F, I and W. Cool-down: r pairs of I (chunk 0, chunk 1);
+ * R - r chunk-0 (I, W); then the deferred W's, chunk 1 first. */
+static void gen_zbv(emitter *e, int r, int p, int64_t m) {
+  int s0 = r, s1 = 2 * p - 1 - r;
+  int64_t n = m > 2 * p - 1 ? m : 2 * p - 1;
+  int64_t f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  int64_t start = e->n;
+#define ZBV(kind, stage, mb) emit(e, kind, stage, mb)
+  for (int i = 0; i < 2 * (p - r) - 1; i++)
+    ZBV(PLAN_ACT_F, s0, f0++);
+  for (int i = 0; i < r; i++) {
+    ZBV(PLAN_ACT_F, s1, f1++);
+    ZBV(PLAN_ACT_F, s0, f0++);
+  }
+  for (int i = 0; i < p - r; i++) {
+    ZBV(PLAN_ACT_F, s1, f1++);
+    ZBV(PLAN_ACT_I, s1, b1);
+    ZBV(PLAN_ACT_W, s1, b1++);
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n)
+      ZBV(PLAN_ACT_F, s0, f0++);
+    ZBV(PLAN_ACT_I, s0, b0);
+    ZBV(PLAN_ACT_W, s0, b0++);
+    ZBV(PLAN_ACT_F, s1, f1++);
+    ZBV(PLAN_ACT_I, s1, b1);
+    ZBV(PLAN_ACT_W, s1, b1++);
+  }
+  int64_t w0 = b0, w1 = b1;
+  for (int i = 0; i < r; i++) {
+    ZBV(PLAN_ACT_I, s0, b0++);
+    ZBV(PLAN_ACT_I, s1, b1++);
+  }
+  for (int i = 0; i < p - r; i++) {
+    ZBV(PLAN_ACT_I, s0, b0++);
+    ZBV(PLAN_ACT_W, s0, w0++);
+  }
+  while (w1 < b1)
+    ZBV(PLAN_ACT_W, s1, w1++);
+  while (w0 < b0)
+    ZBV(PLAN_ACT_W, s0, w0++);
+#undef ZBV
+  /* drop the padding microbatches */
+  int64_t k = start;
+  for (int64_t i = start; i < e->n; i++)
+    if (e->a[i].microbatch < m)
+      e->a[k++] = e->a[i];
+  e->n = k;
+}
+
+/* DualPipeV (as PyTorch orders it): the V placement of ZBV, m >= 2R. Most
+ * steps pair a forward of one chunk with a full backward of the other
+ * (PyTorch's OVERLAP_F_B, one compound action there); here the pair is its
+ * F, then its B, on the rank's one compute stream. With s0 = r, s1 =
+ * 2R - 1 - r: 2 (R - r - 1) F(s0); r + 1 pairs F(s0) F(s1); R - r - 1
+ * times I(s1), a pending W, F(s1); m - 2R + r + 1 times F(s0)+B(s1)
+ * then F(s1)+B(s0); R - r - 1 times B(s1), F(s1)+B(s0); r + 1 times the
+ * backward of s1, then of s0, full until the middle step and I halves
+ * from it (s1's I first on odd ranks); R - r - 1 times a pending W and
+ * s0's backward; then r + 1 pending W's. A pending W is the oldest I
+ * without its W. */
+typedef struct dualpipe {
+  emitter *e;
+  counters *c;
+  int64_t *wq; /* pending W's: stage * 2^32 + microbatch, oldest first */
+  int64_t wq_head, wq_tail;
+} dualpipe;
+
+static void dp_f(dualpipe *d, int stage) {
+  emit_next(d->e, d->c, PLAN_ACT_F, stage);
+}
+
+static void dp_back(dualpipe *d, int stage, bool split) {
+  int64_t mb = d->c->next[stage * 3 + 1]++;
+  emit(d->e, split ? PLAN_ACT_I : PLAN_ACT_B, stage, mb);
+  if (split)
+    d->wq[d->wq_tail++] = (int64_t)stage << 32 | mb;
+}
+
+static void dp_w(dualpipe *d) {
+  if (d->wq_head == d->wq_tail)
+    return;
+  int64_t x = d->wq[d->wq_head++];
+  emit(d->e, PLAN_ACT_W, (int)(x >> 32), x & 0xffffffff);
+}
+
+static void gen_dualpipev(dualpipe *d, int r, int p, int64_t m) {
+  int s0 = r, s1 = 2 * p - 1 - r;
+  d->wq_head = d->wq_tail = 0;
+  for (int i = 0; i < 2 * (p - r - 1); i++)
+    dp_f(d, s0);
+  for (int i = 0; i < r + 1; i++) {
+    dp_f(d, s0);
+    dp_f(d, s1);
+  }
+  for (int i = 0; i < p - r - 1; i++) {
+    dp_back(d, s1, true);
+    dp_w(d);
+    dp_f(d, s1);
+  }
+  for (int64_t i = 0; i < m - 2 * p + r + 1; i++) {
+    dp_f(d, s0); /* the last rank's first step is not a pair in PyTorch */
+    dp_back(d, s1, false);
+    dp_f(d, s1);
+    dp_back(d, s0, false);
+  }
+  for (int i = 0; i < p - r - 1; i++) {
+    dp_back(d, s1, false);
+    dp_f(d, s1);
+    dp_back(d, s0, false);
+  }
+  bool zb = false;
+  for (int i = 0; i < r + 1; i++) {
+    if (i == (r + 1) / 2 && r % 2 == 1)
+      zb = true;
+    dp_back(d, s1, zb);
+    if (i == (r + 1) / 2 && r % 2 == 0)
+      zb = true;
+    dp_back(d, s0, zb);
+  }
+  for (int i = 0; i < p - r - 1; i++) {
+    dp_w(d);
+    dp_back(d, s0, zb);
+  }
+  for (int i = 0; i < r + 1; i++)
+    dp_w(d);
+}
+
+/* Stage s's rank under a kind's placement: the V kinds put stage s < R on
+ * rank s and stage s >= R on rank 2R - 1 - s; the others s mod R. */
+int plan_schedule_kind_stage_rank(int kind, int ranks, int stage) {
+  if ((kind == PLAN_SCHED_ZBV || kind == PLAN_SCHED_DUALPIPEV) &&
+      stage >= ranks)
+    return 2 * ranks - 1 - stage;
+  return stage % ranks;
+}
+
 /* ---- sends and receives
  * ------------------------------------------------------ */
 
@@ -361,6 +568,34 @@ done:
   return rc;
 }
 
+/* Why `kind` cannot run `stages` stages on `ranks` ranks with m
+ * microbatches, or NULL when it can. */
+static const char *shape_misfit(int kind, int ranks, int stages, int64_t m) {
+  switch (kind) {
+  case PLAN_SCHED_INTERLEAVED_1F1B:
+  case PLAN_SCHED_LOOPED_BFS:
+    return stages % ranks ? "the stages must be a multiple of the ranks" : NULL;
+  case PLAN_SCHED_INTERLEAVED_ZB: {
+    if (stages % ranks)
+      return "the stages must be a multiple of the ranks";
+    int64_t rounds = m / ranks > 0 ? m / ranks : 1;
+    return m % rounds ? "the microbatches must split into rounds of equal "
+                        "size (a multiple of max(1, m / ranks))"
+                      : NULL;
+  }
+  case PLAN_SCHED_ZBV:
+    return stages != 2 * ranks ? "this schedule runs two stages per rank"
+                               : NULL;
+  case PLAN_SCHED_DUALPIPEV:
+    return stages != 2 * ranks ? "this schedule runs two stages per rank"
+           : m < stages        ? "it needs at least as many microbatches as "
+                                 "stages"
+                               : NULL;
+  default:
+    return stages != ranks ? "this schedule runs one stage per rank" : NULL;
+  }
+}
+
 int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
                            int64_t microbatches) {
   if (!out)
@@ -375,13 +610,13 @@ int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
                       "a schedule needs at least one rank, stage and "
                       "microbatch (%d, %d, %lld)",
                       ranks, stages, (long long)microbatches);
-  if (kind == PLAN_SCHED_INTERLEAVED_1F1B ? stages % ranks != 0
-                                          : stages != ranks)
-    return plan_failf(PLAN_EINVALID, "%s of %d stages on %d ranks: %s",
-                      kind_names[kind], stages, ranks,
-                      kind == PLAN_SCHED_INTERLEAVED_1F1B
-                          ? "the stages must be a multiple of the ranks"
-                          : "this schedule runs one stage per rank");
+  const char *why = shape_misfit(kind, ranks, stages, microbatches);
+  if (why)
+    return plan_failf(PLAN_EINVALID,
+                      "%s of %d stages on %d ranks with %lld "
+                      "microbatches: %s",
+                      plan_schedule_names[kind], stages, ranks,
+                      (long long)microbatches, why);
   int64_t cells = (int64_t)stages * microbatches;
   if (microbatches > PLAN_SCHEDULE_MAX_CELLS || cells > PLAN_SCHEDULE_MAX_CELLS)
     return plan_failf(PLAN_ELIMIT,
@@ -390,27 +625,64 @@ int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
                       stages, (long long)microbatches,
                       (long long)PLAN_SCHEDULE_MAX_CELLS);
   int v = stages / ranks;
+  int asked = kind;
   if (kind == PLAN_SCHED_INTERLEAVED_1F1B && v == 1)
     kind = PLAN_SCHED_1F1B; /* generate 1F1B, report what was asked */
-  int per = kind == PLAN_SCHED_ZB_H1 ? 3 : 2;
+  int per = kind == PLAN_SCHED_ZB_H1 || kind >= PLAN_SCHED_LOOPED_BFS ? 3 : 2;
   plan_schedule *c;
+  /* zbv is written for at least 2R - 1 microbatches, then cut to m */
+  int64_t written = kind == PLAN_SCHED_ZBV && microbatches < 2 * ranks - 1
+                        ? (int64_t)stages * (2 * ranks - 1)
+                        : cells;
   int rc =
-      plan_schedule_alloc(&c, kind, ranks, stages, microbatches, cells * per);
+      plan_schedule_alloc(&c, kind, ranks, stages, microbatches, written * per);
   if (rc)
     return rc;
+  for (int st = 0; st < stages; st++)
+    c->stage_rank[st] = plan_schedule_kind_stage_rank(kind, ranks, st);
+  counters cnt = {calloc((size_t)stages * 3, sizeof(int64_t))};
+  int64_t *wq = calloc((size_t)cells + 1, sizeof(int64_t));
+  if (!cnt.next || !wq) {
+    free(cnt.next);
+    free(wq);
+    plan_schedule_free(c);
+    return plan_oom();
+  }
   emitter e = {c->acts, 0};
+  dualpipe dp = {&e, &cnt, wq, 0, 0};
   for (int r = 0; r < ranks; r++) {
     c->off[r] = e.n;
-    if (kind == PLAN_SCHED_GPIPE)
+    switch (kind) {
+    case PLAN_SCHED_GPIPE:
       gen_gpipe(&e, r, microbatches);
-    else if (kind == PLAN_SCHED_1F1B)
+      break;
+    case PLAN_SCHED_1F1B:
       gen_1f1b(&e, r, ranks, microbatches);
-    else if (kind == PLAN_SCHED_ZB_H1)
+      break;
+    case PLAN_SCHED_ZB_H1:
       gen_zbh1(&e, r, ranks, microbatches);
-    else
+      break;
+    case PLAN_SCHED_INTERLEAVED_1F1B:
       gen_interleaved(&e, r, ranks, v, microbatches);
+      break;
+    case PLAN_SCHED_LOOPED_BFS:
+      gen_looped_bfs(&e, r, ranks, v, microbatches);
+      break;
+    case PLAN_SCHED_INTERLEAVED_ZB:
+      gen_interleaved_zb(&e, &cnt, r, ranks, v, microbatches);
+      break;
+    case PLAN_SCHED_ZBV:
+      gen_zbv(&e, r, ranks, microbatches);
+      break;
+    default:
+      gen_dualpipev(&dp, r, ranks, microbatches);
+      break;
+    }
   }
   c->off[ranks] = e.n;
+  c->nacts = e.n; /* the kinds that split backwards only in part use less */
+  free(cnt.next);
+  free(wq);
   /* time the compute order with implicit transfers to place the sends */
   plan_schedule_options o = PLAN_SCHEDULE_OPTIONS_INIT;
   plan_diags *d;
@@ -423,7 +695,7 @@ int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
   if (!rc && errors) {
     const plan_diag *g = plan_diags_get(d, 0);
     rc = plan_failf(PLAN_EINVALID, "the generated %s schedule fails: %s",
-                    kind_names[kind], g ? g->message : "?");
+                    plan_schedule_names[kind], g ? g->message : "?");
   }
   plan_diags_free(d);
   plan_schedule *s = NULL;
@@ -432,8 +704,7 @@ int plan_schedule_generate(plan_schedule **out, int kind, int ranks, int stages,
   plan_schedule_free(c);
   if (rc)
     return rc;
-  if (v > 1)
-    s->kind = PLAN_SCHED_INTERLEAVED_1F1B;
+  s->kind = asked;
   *out = s;
   return PLAN_OK;
 }

@@ -46,6 +46,11 @@ struct plan_schedule {
 int plan_schedule_alloc(plan_schedule **out, int kind, int nranks, int nstages,
                         int64_t nmb, int64_t nacts);
 
+/* The rank of `stage` under a named kind's placement: s mod ranks, or
+ * for the V kinds (zbv, dualpipev) s < R on rank s and s >= R on rank
+ * 2R - 1 - s. */
+int plan_schedule_kind_stage_rank(int kind, int ranks, int stage);
+
 /* The static checks, then (when they found no error) the simulation
  * (schedule_sim.c). `d` receives the findings; *errors (may be NULL)
  * counts the errors added. */

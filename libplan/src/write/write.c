@@ -32,13 +32,11 @@ static void w_op_list(plan_buf *b, const plan_program *prog,
 static int w_pipeline(plan_buf *b, const plan_plan *p) {
   const plan_pipeline *pp = &p->pipeline;
   const plan_program *prog = p->program;
-  static const char *const sched[PLAN_SCHED_COUNT] = {
-      "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit"};
   plan_buf_puts(b, "pipeline:\n");
   if (pp->axis >= 0)
     plan_buf_printf(b, "  axis: %s\n", p->mesh.axis_names[pp->axis]);
   plan_buf_printf(b, "  microbatches: %lld\n", (long long)pp->microbatches);
-  plan_buf_printf(b, "  schedule: %s\n", sched[pp->schedule]);
+  plan_buf_printf(b, "  schedule: %s\n", plan_schedule_names[pp->schedule]);
   plan_buf_puts(b, "  stages:\n");
   bool *member = calloc((size_t)prog->nops + 1, 1);
   if (!member)
