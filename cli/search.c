@@ -113,26 +113,44 @@ static const char *mesh_text(const plan_plan *p, char *buf, size_t size) {
   return buf;
 }
 
-/* Writes the plan found to `out` and says what it is. */
+/* Writes the plan found to `out` ("-": standard output) and says what it
+ * is (on standard error when the plan went to standard output). */
 static int search_write(plan_plan *p, const plan_search_info *info,
                         const plan_search_options *o, const char *out) {
   char buf[1400], hash[PLAN_HASH_STRLEN], mesh[1100];
   plan_write_options w = PLAN_WRITE_OPTIONS_INIT;
   w.self_contained = o->self_contained;
   plan_hash h;
-  if (plan_save(p, out, &w) || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
+  bool to_stdout = !strcmp(out, "-");
+  int rc = PLAN_OK;
+  if (to_stdout) {
+    char *text = NULL;
+    size_t len = 0;
+    rc = plan_write_buffer(&text, &len, p, &w);
+    if (!rc && cli_write_output("-", text, len) != EXIT_OK) {
+      plan_buffer_free(text);
+      return EXIT_BAD_INPUT;
+    }
+    plan_buffer_free(text);
+  } else {
+    rc = plan_save(p, out, &w);
+  }
+  if (rc || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
     fprintf(stderr, "plan search: %s\n", plan_error_format(buf, sizeof buf));
     return EXIT_BAD_INPUT;
   }
   double evals = (double)info->cost_evaluations;
-  printf("%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB "
-         "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
-         out, o->strategy ? o->strategy : "greedy",
-         o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
-         info->step_seconds * 1e3, info->memory_bytes / 1073741824.0,
-         info->fits ? "" : " (does not fit)", (long long)info->cost_evaluations,
-         info->seconds, info->seconds > 0 ? evals / info->seconds : 0.0,
-         plan_hash_format(h, hash));
+  fprintf(to_stdout ? stderr : stdout,
+          "%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB "
+          "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
+          to_stdout ? "(standard output)" : out,
+          o->strategy ? o->strategy : "greedy",
+          o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
+          info->step_seconds * 1e3, info->memory_bytes / 1073741824.0,
+          info->fits ? "" : " (does not fit)",
+          (long long)info->cost_evaluations, info->seconds,
+          info->seconds > 0 ? evals / info->seconds : 0.0,
+          plan_hash_format(h, hash));
   return EXIT_OK;
 }
 

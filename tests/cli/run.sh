@@ -783,4 +783,13 @@ has "$out" "usage: plan cost" "cost --help"
 expect 0 "help lists cost" --help
 has "$out" "cost" "help lists cost"
 
+# search -o -: the plan on standard output (no file named '-'), the
+# summary on standard error
+(cd "$tmp" && "$plan" search --mesh dp=2,tp=2 --self-contained -o - "$progfile" \
+  >"$tmp/found.yaml" 2>"$err")
+check "search -o -: exit 0" [ $? -eq 0 ]
+absent "$tmp/-" "search -o -"
+has "$err" "(standard output): strategy greedy" "search -o -"
+expect 0 "search -o -: the plan validates" validate "$tmp/found.yaml"
+
 lib_report
