@@ -4,6 +4,8 @@
 # - a 120k-op chain whose names come in the order that made the old
 #   middle-pivot name sort recurse once per op (a stack overflow in every
 #   verb that hashes): validate and hash finish, agree, in seconds;
+# - many glob patterns: prefixed ones are fast, leading-wildcard ones are
+#   refused at the bound (2^27 ops x pattern bytes), in seconds;
 # - a plan of 300 regions hashes every one (the hash once took the first
 #   256); regions x ops over 2^27 is refused at the regions' position;
 # - a mesh of 4194304 ranks over an 8-element relu: verify and verify
@@ -31,6 +33,25 @@ expect_in 0 "hash a 120k-op chain in adversarial name order" 60 hash "$tmp/adv.y
 if [ -n "$vhash" ] && [ "$(cat "$out")" = "$vhash" ]; then ok; else
   bad "hash and validate print different hashes ($vhash)"
 fi
+
+# ---- many glob patterns ------------------------------------------------------
+
+# a literal prefix picks the ops a pattern can match out of the sorted
+# names: 12000 patterns over 120k ops, each covering ten, stay fast
+awk '/^  "\*": / { next } { print }
+  /^strategies:$/ { for (k = 0; k < 12000; k++) printf "  \"n%06d*\": {in: [R], out: R}\n", k }' \
+  "$tmp/adv.yaml" >"$tmp/globs.yaml"
+expect_in 0 "12000 prefixed glob patterns over 120k ops" 30 validate "$tmp/globs.yaml"
+has "$out" "valid (0 errors, 0 warnings)" "12000 prefixed glob patterns"
+# patterns that start with a wildcard scan every op: bounded, refused at
+# the pattern that passes the bound, in seconds
+awk '{ print }
+  /^strategies:$/ { for (k = 0; k < 30000; k++) printf "  \"*z%d\": {in: [R], out: R}\n", k }' \
+  "$tmp/adv.yaml" >"$tmp/wild.yaml"
+expect_in 2 "30000 leading-wildcard patterns over 120k ops" 40 validate "$tmp/wild.yaml"
+has "$err" "wild.yaml:" "leading-wildcard patterns: the position"
+has "$err" "error: strategies: the glob patterns scan more than 2^27 ops x pattern bytes" \
+  "leading-wildcard patterns"
 
 # ---- many regions ------------------------------------------------------------
 

@@ -456,6 +456,9 @@ struct plan_plan {
   plan_intern intern;
   plan_strmap use_keys; /* "section:name" of recorded uses, for duplicates */
   int next_op;          /* where the next exact strategy name is likely to be */
+  uint64_t glob_work;   /* ops x pattern bytes the glob patterns scanned */
+  struct plan_op_name *glob_index; /* ops by name, for glob prefixes;
+                                      malloc'd on first use */
 };
 
 #ifdef __cplusplus

@@ -98,6 +98,56 @@ int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
+/* ---- glob patterns over op names ----------------------------------------- */
+
+struct plan_op_name {
+  const char *name;
+  int op;
+};
+
+static int cmp_op_name(const void *a, const void *b) {
+  return strcmp(((const struct plan_op_name *)a)->name,
+                ((const struct plan_op_name *)b)->name);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The ops `pattern` can match: [*first, *end) of p->glob_index (built on
+ * first use), the ops whose name starts with the pattern's literal prefix
+ * (all of them when it starts with a wildcard). */
+static int glob_candidates(plan_plan *p, const char *pattern, int *first,
+                           int *end) {
+  const plan_program *prog = p->program;
+  if (!p->glob_index) {
+    p->glob_index =
+        malloc(sizeof(struct plan_op_name) * ((size_t)prog->nops + 1));
+    if (!p->glob_index)
+      return plan_oom();
+    for (int i = 0; i < prog->nops; i++)
+      p->glob_index[i] = (struct plan_op_name){prog->ops[i].name, i};
+    qsort(p->glob_index, (size_t)prog->nops, sizeof *p->glob_index,
+          cmp_op_name);
+  }
+  size_t len = strcspn(pattern, "*?[");
+  int lo = 0, hi = prog->nops;
+  while (lo < hi) { /* the first name >= the prefix */
+    int mid = lo + (hi - lo) / 2;
+    if (strncmp(p->glob_index[mid].name, pattern, len) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  int e = lo;
+  while (e < prog->nops && !strncmp(p->glob_index[e].name, pattern, len))
+    e++;
+  *first = lo;
+  *end = e;
+  return PLAN_OK;
+}
+
 /* ---- name uses -------------------------------------------------------------
  */
 
@@ -154,17 +204,39 @@ int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
     rc = plan_record_use(p, pattern, section, false, pos);
     return rc < 0 ? rc : 0;
   }
+  /* A pattern's literal prefix ("layers.12." of "layers.12.*") picks the
+   * ops it can match out of the ops sorted by name; only those are
+   * matched, so per-layer patterns over a large program stay cheap. What
+   * is scanned, weighted by pattern length (a match is linear in it), is
+   * bounded: patterns that start with a wildcard scan every op. */
+  int first = 0, end = 0, rc2;
+  if ((rc2 = glob_candidates(p, pattern, &first, &end)))
+    return rc2;
+  uint64_t work = (uint64_t)(end - first) * (strlen(pattern) + 1);
+  if (work > PLAN_GLOB_WORK_MAX - p->glob_work)
+    return plan_fail(PLAN_ELIMIT, p->file, pos.line, pos.col,
+                     "%s: the glob patterns scan more than 2^27 ops x "
+                     "pattern bytes over a program of %d ops; name the ops, "
+                     "or give the patterns a literal prefix",
+                     section, prog->nops);
+  p->glob_work += work;
   int u = plan_record_use(p, pattern, section, false, pos);
   if (u < 0)
     return u;
-  {
-    for (int op = 0; op < prog->nops; op++)
-      if (plan_glob_match(pattern, prog->ops[op].name)) {
-        matches++;
-        if ((rc = fn(op, ctx)))
-          return rc;
-      }
-  }
+  /* the matches in op order, as a scan of every op would call fn */
+  int *hit = malloc(sizeof(int) * (size_t)(end - first + 1));
+  if (!hit)
+    return plan_oom();
+  for (int k = first; k < end; k++)
+    if (plan_glob_match(pattern, p->glob_index[k].name))
+      hit[matches++] = p->glob_index[k].op;
+  qsort(hit, (size_t)matches, sizeof *hit, cmp_int);
+  for (int k = 0; k < matches; k++)
+    if ((rc = fn(hit[k], ctx))) {
+      free(hit);
+      return rc;
+    }
+  free(hit);
   p->uses[u].matches = matches;
   return matches;
 }

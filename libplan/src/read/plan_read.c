@@ -501,6 +501,7 @@ void plan_free(plan_plan *p) {
     return;
   plan_program_free(p->program);
   free(p->uses);
+  free(p->glob_index);
   plan_strmap_free(&p->use_keys);
   free(p->intern.slots);
   plan_arena_free(&p->arena);

@@ -41,6 +41,7 @@ int plan_record_use(plan_plan *p, const char *pattern, const char *section,
  * records the use and returns the number of matches, or a negative status
  * when fn fails. */
 typedef int (*plan_op_fn)(int op, void *ctx);
+#define PLAN_GLOB_WORK_MAX ((uint64_t)1 << 27)
 int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
                  plan_pos pos, plan_op_fn fn, void *ctx);
 
