@@ -23,7 +23,7 @@
 #include "comm.h"
 #include "runner_op.h"
 #include "libplan/common.h"
-#include "ir/ops.h"
+#include "libplan/ops.h"
 
 /* C linkage: the CUDA runner's plugin (C++) includes this header. */
 #ifdef __cplusplus
