@@ -86,14 +86,14 @@ MAY = {
 CROSSINGS = {
     ("runners", "runners/cpu/kernels.h"):
         "runner_find.c hands out the embedded CPU runner (plan_cpu_runner)",
-    # the verifier runs the lowered program; a public lowered-program API
-    # is a later step
+    # the verifier runs the lowered program by its internals (what it runs
+    # at each step, the training and pipeline annotations, the buffers it
+    # copies for shape reduction); the public views of lowered.h read a
+    # program, they do not drive a run
     ("verifier", "libplan/src/lower/lower.h"):
-        "the lowered program it runs (no public lowered-program API yet)",
+        "the lowered program it runs and reduces (plan_lowered's internals)",
     ("verifier", "libplan/src/ir/*.h"):
         "the program, ops and placements it reads (no public IR yet)",
-    ("verifier", "libplan/src/read/plan_read.h"):
-        "the loaded plan's internals (plan_plan)",
     ("verifier", "libplan/src/autodiff/autodiff.h"):
         "the training program's gradients for the reference",
 }
