@@ -115,6 +115,11 @@ typedef const plan_runner_vtable *(*plan_runner_plugin_entry_fn)(
  * references); nothing is cached in the library. */
 const plan_runner_vtable *plan_runner_find(const char *name);
 
+/* The embedded CPU runner's vtable (runners/cpu/runner.c, in the library):
+ * what plan_runner_find("cpu") returns. The one reference of runners/ into
+ * runners/cpu (tests/layers/includes.py, SYMBOL_CROSSINGS). */
+const plan_runner_vtable *plan_cpu_runner(void);
+
 /* Whether `r` is the embedded CPU runner: it has a kernel for every op,
  * and its PLAN_ENOMEM is the host's memory. */
 bool plan_runner_is_cpu(const plan_runner_vtable *r);

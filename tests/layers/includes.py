@@ -84,8 +84,6 @@ MAY = {
 
 # The crossings that remain: (folder, header pattern) -> why. Only shrink.
 CROSSINGS = {
-    ("runners", "runners/cpu/kernels.h"):
-        "runner_find.c hands out the embedded CPU runner (plan_cpu_runner)",
     # the verifier runs the lowered program by its internals (what it runs
     # at each step, the training and pipeline annotations, the buffers it
     # copies for shape reduction); the public views of lowered.h read a
