@@ -359,12 +359,26 @@ static void test_op_registry(void **state) {
   assert_int_equal(plan_dtype_size(PLAN_DTYPE_COUNT), 0);
 }
 
+/* The new structs are in the ABI table a binding checks its copies with. */
+static void test_abi_sizes(void **state) {
+  (void)state;
+  assert_int_equal(plan_abi_sizeof("plan_lowered_step_info"),
+                   sizeof(plan_lowered_step_info));
+  assert_int_equal(plan_abi_sizeof("plan_lowered_buffer_info"),
+                   sizeof(plan_lowered_buffer_info));
+  assert_int_equal(plan_abi_sizeof("plan_lowered_output_info"),
+                   sizeof(plan_lowered_output_info));
+  assert_int_equal(plan_abi_sizeof("plan_attr_val"), sizeof(plan_attr_val));
+  assert_int_equal(plan_abi_sizeof("plan_attr_spec"), sizeof(plan_attr_spec));
+  assert_int_equal(plan_abi_sizeof("plan_shape"), sizeof(plan_shape));
+  assert_int_equal(plan_abi_sizeof("plan_pos"), sizeof(plan_pos));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mlp),
-      cmocka_unit_test(test_training),
-      cmocka_unit_test(test_bad_indexes),
-      cmocka_unit_test(test_op_registry),
+      cmocka_unit_test(test_mlp),         cmocka_unit_test(test_training),
+      cmocka_unit_test(test_bad_indexes), cmocka_unit_test(test_op_registry),
+      cmocka_unit_test(test_abi_sizes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
