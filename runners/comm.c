@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ir.h"
+#include "libplan/space.h"
 #include "base/util.h"
 
 /* What every member sends first, in an exchange of its own: a description

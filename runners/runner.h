@@ -23,7 +23,7 @@
 #include "comm.h"
 #include "runner_op.h"
 #include "libplan/common.h"
-#include "ir/ops.h"
+#include "libplan/ops.h"
 
 /* C linkage: the CUDA runner's plugin (C++) includes this header. */
 #ifdef __cplusplus
@@ -114,6 +114,11 @@ typedef const plan_runner_vtable *(*plan_runner_plugin_entry_fn)(
  * an unknown name. The plugin stays loaded (the dynamic loader counts its
  * references); nothing is cached in the library. */
 const plan_runner_vtable *plan_runner_find(const char *name);
+
+/* The embedded CPU runner's vtable (runners/cpu/runner.c, in the library):
+ * what plan_runner_find("cpu") returns. The one reference of runners/ into
+ * runners/cpu (tests/layers/includes.py, SYMBOL_CROSSINGS). */
+const plan_runner_vtable *plan_cpu_runner(void);
 
 /* Whether `r` is the embedded CPU runner: it has a kernel for every op,
  * and its PLAN_ENOMEM is the host's memory. */

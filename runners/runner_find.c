@@ -4,7 +4,6 @@
 
 #include <string.h>
 
-#include "cpu/kernels.h"
 #include "plugin_load.h"
 #include "base/util.h"
 

@@ -1,6 +1,6 @@
 /* The checks of runner_op.h that every runner makes before it runs an op:
  * the operand arrays and views, the op's local shapes (the core's
- * plan_op_check_local, ir/ops_local.c: the registry's shape inference
+ * plan_op_check_local, libplan/ops.h: the registry's shape inference
  * where the local shapes follow the attributes, else the local-block rules
  * of the ops whose attributes name global sizes), and the routing ops'
  * indices and blocks. One copy of the checks and their messages, so a bad
@@ -10,7 +10,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "ir/ops.h"
+#include "libplan/ops.h"
 #include "base/util.h"
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -160,7 +160,7 @@ int plan_kernel_check(int kind, const plan_attr_val *attrs, const plan_view *in,
   for (int i = 0; i < nout; i++)
     if ((rc = check_view(&out[i], op, "output", i, err, errsz)))
       return rc;
-  /* the local shapes: the core's rules (ir/ops.h), shared with the
+  /* the local shapes: the core's rules (libplan/ops.h), shared with the
    * lowered-file reader */
   plan_shape si[PLAN_MAX_OPERANDS], so[PLAN_MAX_OPERANDS];
   for (int i = 0; i < nin; i++)

@@ -1,5 +1,5 @@
 /* The op contract of the runner interface (runner.h): one local op of the
- * registry (ir/ops.h) on rank-local tensor blocks, as every runner's
+ * registry (libplan/ops.h) on rank-local tensor blocks, as every runner's
  * run_op computes it, and the checks every runner makes before it runs
  * one, so that a bad op fails alike everywhere.
  *
@@ -90,7 +90,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ir/ir.h"
+#include "libplan/ops.h"
 
 /* C linkage: the CUDA runner's sources (C++) include this header. */
 #ifdef __cplusplus

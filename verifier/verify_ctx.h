@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "lower/lower.h"
-#include "read/plan_read.h"
+#include "ir/placement.h"
 #include "runner.h"
 #include "verify_int.h"
 

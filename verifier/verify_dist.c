@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "libplan/plan.h"
-#include "read/plan_read.h"
 #include "verify_ctx.h"
 
 #define ERRSZ 512

@@ -13,7 +13,7 @@
 
 #include "kernels_int.h"
 #include "kernels_route.h"
-#include "ir/ops.h"
+#include "libplan/ops.h"
 #include "base/numeric.h"
 #include "base/util.h"
 
@@ -52,7 +52,7 @@ static int64_t global_dim(const plan_view *v, int d) {
 /* Attribute values, or the schema defaults when attrs is NULL (the loader
  * fills the defaults of absent scalars). */
 static const plan_attr_spec *spec_of(int kind) {
-  return plan_op_info_get(kind)->attrs;
+  return plan_op_attrs(kind, NULL);
 }
 static int64_t attr_int(const plan_attr_val *a, int kind, int i) {
   return a ? a[i].i : spec_of(kind)[i].def_i;

@@ -53,9 +53,8 @@ int plan_cpu_kernel(int kind, const plan_attr_val *attrs, const plan_view *in,
  * and repeat_interleave also for the integer dtypes). */
 bool plan_cpu_supports(int kind, plan_dtype dtype);
 
-/* The CPU runner's vtable (runner.h), embedded in the library: what
- * plan_runner_find("cpu") returns. */
-const plan_runner_vtable *plan_cpu_runner(void);
+/* plan_cpu_runner, the CPU runner's vtable (runner.c), is declared in
+ * runner.h: the runner finder hands it out. */
 
 #ifdef __cplusplus
 }

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "kernels_route.h"
-#include "ir/ops.h"
+#include "libplan/ops.h"
 
 static double ld(const plan_view *v, int64_t i) {
   return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]

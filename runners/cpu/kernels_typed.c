@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels_int.h"
-#include "ir/ops.h"
+#include "libplan/ops.h"
 #include "base/numeric.h"
 
 #define R double

@@ -21,7 +21,7 @@
 #include "emu.h"
 
 extern "C" {
-#include "ir/ops.h"
+#include "libplan/ops.h"
 #include "base/util.h"
 }
 
@@ -57,18 +57,18 @@ static inline int plan_cu_norm_dim(int64_t d, int rank) {
 /* Attribute values, or the schema defaults when attrs is NULL. */
 static inline int64_t plan_cu_attr_int(const plan_attr_val *a, int kind,
                                        int i) {
-  return a ? a[i].i : plan_op_info_get(kind)->attrs[i].def_i;
+  return a ? a[i].i : plan_op_attrs(kind, NULL)[i].def_i;
 }
 static inline double plan_cu_attr_float(const plan_attr_val *a, int kind,
                                         int i) {
-  return a ? a[i].f : plan_op_info_get(kind)->attrs[i].def_f;
+  return a ? a[i].f : plan_op_attrs(kind, NULL)[i].def_f;
 }
 static inline bool plan_cu_attr_bool(const plan_attr_val *a, int kind, int i) {
-  return a ? a[i].b : plan_op_info_get(kind)->attrs[i].def_b;
+  return a ? a[i].b : plan_op_attrs(kind, NULL)[i].def_b;
 }
 static inline const char *plan_cu_attr_string(const plan_attr_val *a, int kind,
                                               int i) {
-  return a && a[i].s ? a[i].s : plan_op_info_get(kind)->attrs[i].def_s;
+  return a && a[i].s ? a[i].s : plan_op_attrs(kind, NULL)[i].def_s;
 }
 /* An INTS attribute; false when absent. */
 static inline bool plan_cu_attr_ints(const plan_attr_val *a, int i,

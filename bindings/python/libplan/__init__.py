@@ -34,6 +34,8 @@ from .placements import parse as parse_placement
 from .placements import format as format_placement
 from .builder import ProgramBuilder, make_plan
 from ._search import find_tool, search, replay, lower
+from ._lowered import (Lowered, LoweredStep, LoweredBuffer, LoweredLayout,
+                       LoweredOutput)
 
 __version__ = version()
 
@@ -48,5 +50,6 @@ __all__ = [
     "cost_profiles", "version", "abi_version", "Shard", "Replicate",
     "Partial", "parse_placement", "format_placement", "ProgramBuilder",
     "make_plan", "find_tool", "search", "replay", "lower", "Upgrade",
-    "upgrade", "upgrade_text",
+    "upgrade", "upgrade_text", "Lowered", "LoweredStep", "LoweredBuffer",
+    "LoweredLayout", "LoweredOutput",
 ]

@@ -161,12 +161,73 @@ class ReplayOptions(ctypes.Structure):
                 ("trust_embedded_script", c_int)]
 
 
+class AxisPl(ctypes.Structure):
+    c_name = "plan_axis_pl"
+    _fields_ = [("kind", ctypes.c_uint8), ("reduce", ctypes.c_uint8),
+                ("dim", ctypes.c_int8), ("level", ctypes.c_int8)]
+
+
+class Placement(ctypes.Structure):
+    c_name = "plan_placement"
+    _fields_ = [("naxes", ctypes.c_uint8), ("ax", AxisPl * 8)]
+
+
+PLACEMENT_STRLEN = 8 * 12 + 1  # PLAN_PLACEMENT_STRLEN
+
+
+class Pos(ctypes.Structure):
+    c_name = "plan_pos"
+    _fields_ = [("line", c_int), ("col", c_int)]
+
+
+class AttrVal(ctypes.Structure):
+    c_name = "plan_attr_val"
+    _fields_ = [("i", c_int64), ("f", c_double), ("b", ctypes.c_bool),
+                ("s", c_char_p), ("ints", P(c_int64)), ("nints", c_int),
+                ("present", ctypes.c_bool), ("pos", Pos)]
+
+
+class AttrSpec(ctypes.Structure):
+    c_name = "plan_attr_spec"
+    # type: PLAN_ATTR_INT, _INTS, _FLOAT, _BOOL, _STRING
+    _fields_ = [("name", c_char_p), ("type", c_int),
+                ("required", ctypes.c_bool), ("def_i", c_int64),
+                ("def_f", c_double), ("def_b", ctypes.c_bool),
+                ("def_s", c_char_p), ("is_dim", ctypes.c_bool)]
+
+
+class LoweredStepInfo(ctypes.Structure):
+    c_name = "plan_lowered_step_info"
+    _fields_ = [("kind", c_char_p), ("op", c_int), ("op_kind", c_int),
+                ("attrs", P(AttrVal)), ("axis", c_int), ("dim", c_int),
+                ("to_dim", c_int), ("reduce", c_int), ("nin", c_int),
+                ("nout", c_int), ("in_", P(c_int)), ("out", P(c_int)),
+                ("stage", c_int)]
+
+
+class LoweredBufferInfo(ctypes.Structure):
+    c_name = "plan_lowered_buffer_info"
+    _fields_ = [("tensor", c_int), ("tensor_name", c_char_p),
+                ("ordinal", c_int), ("dtype", c_int), ("rank", c_int),
+                ("dims", c_int64 * 8), ("placement", Placement),
+                ("placement_text", ctypes.c_char * PLACEMENT_STRLEN)]
+
+
+class LoweredOutputInfo(ctypes.Structure):
+    c_name = "plan_lowered_output_info"
+    _fields_ = [("tensor", c_int), ("buffer", c_int), ("has_required", c_int),
+                ("required", Placement),
+                ("required_text", ctypes.c_char * PLACEMENT_STRLEN),
+                ("gradient_of", c_int)]
+
+
 # What the load-time check compares with plan_abi_sizeof.
 STRUCTS = (Error, Hash, UpgradeInfo, Diag, WriteOptions, LoadOptions,
            GradOptions, VerifyTolerance, VerifyOptions, RefOptions,
            CostOpInfo, CostCollectiveInfo, CostMemoryInfo, ScheduleOptions,
            ScheduleAction, ScheduleResult, SearchOptions, SearchInfo,
-           ReplayResult, ReplayOptions)
+           ReplayResult, ReplayOptions, AxisPl, Placement, Pos, AttrVal,
+           AttrSpec, LoweredStepInfo, LoweredBufferInfo, LoweredOutputInfo)
 
 
 # ---- functions: name -> (restype, argtypes) --------------------------------
@@ -288,6 +349,21 @@ PROTOS = {
     "plan_lower": (c_int, [pp, vp]),
     "plan_lowered_free": (None, [vp]),
     "plan_lowered_write": (c_int, [ps, P(c_size_t), vp]),
+    "plan_lowered_plan": (vp, [vp]),
+    "plan_lowered_step_count": (c_int, [vp]),
+    "plan_lowered_collective_count": (c_int, [vp, c_char_p]),
+    "plan_lowered_step": (c_int, [P(LoweredStepInfo), vp, c_int]),
+    "plan_lowered_buffer_count": (c_int, [vp]),
+    "plan_lowered_buffer": (c_int, [P(LoweredBufferInfo), vp, c_int]),
+    "plan_lowered_buffer_block": (c_int, [P(c_int64), P(c_int64), vp, c_int,
+                                          c_int64]),
+    "plan_lowered_layout": (c_int, [P(c_int), vp, c_int]),
+    "plan_lowered_output_count": (c_int, [vp]),
+    "plan_lowered_output": (c_int, [P(LoweredOutputInfo), vp, c_int]),
+    # ops.h
+    "plan_dtype_name": (c_char_p, [c_int]),
+    "plan_op_kind_name": (c_char_p, [c_int]),
+    "plan_op_attrs": (P(AttrSpec), [c_int, P(c_int)]),
 }
 
 # verify.h: only libplan-verify has these (required there); with the core

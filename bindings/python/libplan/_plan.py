@@ -424,6 +424,12 @@ class Plan(_Handle):
         from ._search import replay
         return replay(self, tool, strategy, trust_embedded_script)
 
+    def lowered(self):
+        """The lowered SPMD program as values (a Lowered: steps, buffers,
+        layouts, outputs, collective_counts()); lower() gives its text."""
+        from ._lowered import lowered
+        return lowered(self)
+
     def lower(self, tool=None):
         """The lowered SPMD program as text (what `plan lower` writes; the
         library lowers it, or the `tool` named runs)."""

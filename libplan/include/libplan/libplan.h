@@ -6,6 +6,7 @@
 #include "cost.h"
 #include "diag.h"
 #include "lowered.h"
+#include "ops.h"
 #include "plan.h"
 #include "program.h"
 #include "schedule.h"

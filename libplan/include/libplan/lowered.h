@@ -12,7 +12,9 @@
 #define LIBPLAN_LOWERED_H
 
 #include "common.h"
+#include "ops.h"
 #include "plan.h"
+#include "space.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,7 +74,7 @@ PLAN_API int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
  * plan_load_buffer. */
 PLAN_API int plan_is_lowered_text(const char *data, size_t len);
 
-/* ---- views (borrowed from l) ------------------------------------------ */
+/* ---- views ------------------------------------------------------------ */
 
 /* The plan whose program and mesh the steps run on (never NULL for a valid
  * l): the plan lowered, its training step's plan for a training plan, or
@@ -86,6 +88,103 @@ PLAN_API int plan_lowered_step_count(const plan_lowered *l);
  * -1 for an unknown kind or a NULL argument. */
 PLAN_API int plan_lowered_collective_count(const plan_lowered *l,
                                            const char *kind);
+
+/* The views below read one step, buffer, tensor layout or output of l by
+ * index. Pointers they hand out (strings, buffer index arrays, attribute
+ * values) are borrowed from l (or its plan) and valid while l lives; the
+ * structs are plain data the caller owns. Program indices (op, tensor)
+ * are those of plan_lowered_plan(l)'s program (plan_get_program), a
+ * training step's the training program's. Each returns PLAN_OK, or
+ * PLAN_EUSAGE (with the last error saying why, *out unchanged) for a NULL
+ * argument or an index out of range. */
+
+/* One step. Layout (part of the ABI) as declared. */
+typedef struct plan_lowered_step_info {
+  /* "input" (a leaf's blocks made in its storage placement), "op" (a
+   * program op on local blocks), "transfer" (pipelines: a buffer another
+   * stage wrote, received), or the collective or local redistribution
+   * step: "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+   * "slice", "zero_non_owner", "relabel" (the names
+   * plan_lowered_collective_count takes). Static. */
+  const char *kind;
+  int op;      /* "op": the program op; else -1 */
+  int op_kind; /* "op": its plan_op_kind (ops.h); else -1 */
+  /* "op": its attribute values in its kind's schema order (plan_op_attrs);
+   * NULL for a kind without attributes and for every other step */
+  const plan_attr_val *attrs;
+  int axis; /* a collective: the mesh axis it acts along; else -1 */
+  /* all_gather, reduce_scatter, slice: the tensor dim; all_to_all: the dim
+   * the axis leaves; else -1 */
+  int dim;
+  int to_dim; /* all_to_all: the dim the axis goes to; else -1 */
+  /* all_reduce, reduce_scatter: the reduction; relabel: the new P's;
+   * zero_non_owner: PLAN_RED_SUM; else -1 (plan_reduce, space.h) */
+  int reduce;
+  int nin, nout;  /* buffers read and written */
+  const int *in;  /* nin buffer indices */
+  const int *out; /* nout buffer indices */
+  /* a pipelined program: the stage it runs in, -1 before and after the
+   * schedule (leaves, the gradient sync); -1 without a pipeline */
+  int stage;
+} plan_lowered_step_info;
+
+PLAN_API int plan_lowered_step(plan_lowered_step_info *out,
+                               const plan_lowered *l, int step);
+
+/* One buffer: a global tensor in one placement. Layout (part of the ABI)
+ * as declared. */
+typedef struct plan_lowered_buffer_info {
+  int tensor;              /* the program tensor it holds */
+  const char *tensor_name; /* its name (borrowed) */
+  /* the buffer's number among the tensor's buffers: the file form names it
+   * "<tensor_name>@<ordinal>" */
+  int ordinal;
+  int dtype; /* plan_dtype (ops.h) */
+  int rank;
+  int64_t dims[PLAN_MAX_RANK]; /* the global shape, rank entries */
+  plan_placement placement;    /* over the mesh, normalised */
+  char placement_text[PLAN_PLACEMENT_STRLEN]; /* its compact form, "S(0)R" */
+} plan_lowered_buffer_info;
+
+/* The number of buffers; -1 for a NULL l. */
+PLAN_API int plan_lowered_buffer_count(const plan_lowered *l);
+PLAN_API int plan_lowered_buffer(plan_lowered_buffer_info *out,
+                                 const plan_lowered *l, int buffer);
+/* The block of buffer `buffer` that mesh rank `rank` holds (ranks
+ * 0..plan_mesh_device_count(plan_lowered_plan(l)) - 1, row-major over the
+ * mesh axes, the last fastest): its extents into dims[0..rank) and its
+ * global offset into offset[0..rank) (nested torch.chunk pieces, as the
+ * file form says; partial axes change nothing). Either may be NULL; each
+ * needs the tensor's rank of entries (PLAN_MAX_RANK always suffice).
+ * Returns the tensor's rank (>= 0), or PLAN_EUSAGE. */
+PLAN_API int plan_lowered_buffer_block(int64_t *dims, int64_t *offset,
+                                       const plan_lowered *l, int buffer,
+                                       int64_t rank);
+
+/* The layouts map: the buffer that holds program tensor `tensor` in *out,
+ * or -1 when no step of the lowered program writes it. Tensors run
+ * 0..plan_program_tensor_count - 1 of plan_lowered_plan(l)'s program. */
+PLAN_API int plan_lowered_layout(int *out, const plan_lowered *l, int tensor);
+
+/* One program output as the lowered program delivers it. Layout (part of
+ * the ABI) as declared. */
+typedef struct plan_lowered_output_info {
+  int tensor; /* the output's program tensor */
+  int buffer; /* the buffer that delivers it */
+  /* 1: the plan requires it in `required` (its output placement; a
+   * gradient's master placement, the gradient sync), which plan_verify
+   * checks the delivered buffer is in; 0: a lowered file that states none
+   * (then `required` is the delivered buffer's placement) */
+  int has_required;
+  plan_placement required;
+  char required_text[PLAN_PLACEMENT_STRLEN]; /* its compact form */
+  int gradient_of; /* the param tensor whose gradient it is, else -1 */
+} plan_lowered_output_info;
+
+/* The number of program outputs; -1 for a NULL l. */
+PLAN_API int plan_lowered_output_count(const plan_lowered *l);
+PLAN_API int plan_lowered_output(plan_lowered_output_info *out,
+                                 const plan_lowered *l, int k);
 
 #ifdef __cplusplus
 }

@@ -6,6 +6,8 @@
 #include "libplan/common.h"
 #include "libplan/cost.h"
 #include "libplan/diag.h"
+#include "libplan/lowered.h"
+#include "libplan/ops.h"
 #include "libplan/plan.h"
 #include "libplan/program.h"
 #include "libplan/schedule.h"
@@ -48,6 +50,15 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_schedule_result),
     ABI_SIZE(plan_schedule_rank_stats),
     ABI_SIZE(plan_schedule_stage_stats),
+    /* ops.h */
+    ABI_SIZE(plan_pos),
+    ABI_SIZE(plan_attr_val),
+    ABI_SIZE(plan_attr_spec),
+    ABI_SIZE(plan_shape),
+    /* lowered.h */
+    ABI_SIZE(plan_lowered_step_info),
+    ABI_SIZE(plan_lowered_buffer_info),
+    ABI_SIZE(plan_lowered_output_info),
     /* space.h */
     ABI_SIZE(plan_axis_pl),
     ABI_SIZE(plan_placement),

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "libplan/common.h"
+#include "libplan/ops.h"
 #include "libplan/plan.h"
 #include "libplan/program.h"
 #include "libplan/space.h"
@@ -28,15 +29,7 @@ extern "C" {
 
 /* ---- enums with name tables (each ends in a _COUNT sentinel) ------------- */
 
-typedef enum plan_dtype {
-  PLAN_F64,
-  PLAN_F32,
-  PLAN_BF16,
-  PLAN_F16,
-  PLAN_I64,
-  PLAN_I32,
-  PLAN_DTYPE_COUNT
-} plan_dtype;
+/* plan_dtype and its name functions are public: libplan/ops.h. */
 
 typedef enum plan_role {
   PLAN_ROLE_INPUT,
@@ -58,44 +51,14 @@ typedef enum plan_recipe {
   PLAN_RECIPE_COUNT
 } plan_recipe;
 
-const char *plan_dtype_name(plan_dtype t);
 const char *plan_role_name(plan_role r);
 const char *plan_recipe_name(plan_recipe r);
 /* Return the enum value, or -1 when unknown. */
-int plan_dtype_from_name(const char *s);
 int plan_role_from_name(const char *s);
 int plan_recipe_from_name(const char *s);
-bool plan_dtype_is_float(plan_dtype t);
-int plan_dtype_size(plan_dtype t);
 
-/* ---- positions ----------------------------------------------------------- */
-
-typedef struct plan_pos {
-  int line; /* 1-based, 0 = unknown */
-  int col;
-} plan_pos;
-
-/* ---- op attributes --------------------------------------------------------
- */
-
-typedef enum plan_attr_type {
-  PLAN_ATTR_INT,
-  PLAN_ATTR_INTS, /* list of int64 */
-  PLAN_ATTR_FLOAT,
-  PLAN_ATTR_BOOL,
-  PLAN_ATTR_STRING
-} plan_attr_type;
-
-typedef struct plan_attr_val {
-  int64_t i;
-  double f;
-  bool b;
-  const char *s;
-  int64_t *ints;
-  int nints;
-  bool present; /* written in the file (defaults are filled in regardless) */
-  plan_pos pos;
-} plan_attr_val;
+/* plan_pos (a file position) and the op attribute values (plan_attr_type,
+ * plan_attr_val) are public: libplan/ops.h. */
 
 /* ---- program --------------------------------------------------------------
  */

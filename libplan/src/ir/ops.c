@@ -213,6 +213,34 @@ int plan_op_kind_from_name(const char *name) {
   return -1;
 }
 
+const plan_attr_spec *plan_op_attrs(int kind, int *count) {
+  if (kind < 0 || kind >= PLAN_OP_COUNT) {
+    if (count)
+      *count = -1;
+    return NULL;
+  }
+  if (count)
+    *count = op_table[kind].nattrs;
+  return op_table[kind].nattrs ? op_table[kind].attrs : NULL;
+}
+
+int plan_op_infer(int kind, const plan_attr_val *attrs, const plan_shape *in,
+                  int nin, plan_shape *out, int nout, char *err, size_t errsz) {
+  const plan_op_info *info = plan_op_info_get(kind);
+  if (!info)
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "plan_op_infer: kind %d is not an op", kind);
+  int max_in = info->max_in < 0 ? PLAN_MAX_OPERANDS - 1 : info->max_in;
+  int max_out = info->max_out < 0 ? PLAN_MAX_OPERANDS - 1 : info->max_out;
+  if (nin < info->min_in || nin > max_in || nout < info->min_out ||
+      nout > max_out || nin + nout > PLAN_MAX_OPERANDS)
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: %d inputs and %d outputs",
+                     info->name, nin, nout);
+  if ((nin > 0 && !in) || !out)
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: NULL operands", info->name);
+  return info->infer(in, nin, attrs, out, nout, err, errsz);
+}
+
 const char *plan_op_kind_name(int kind) {
   /* Never NULL, so it can go straight into a message. */
   if (kind < 0 || kind >= PLAN_OP_COUNT)

@@ -3,11 +3,12 @@
  * style). Kernels are not here: each
  * runner keeps its own table indexed by plan_op_kind.
  *
- * Adding an op: add the enum value before PLAN_OP_COUNT, add its row to the
+ * Adding an op: add the enum value before PLAN_OP_COUNT (libplan/ops.h, the
+ * public registry), add its row to the
  * table in ops.c (a static_assert there fails until every table is filled),
  * write its infer and rule functions, and add it to tests/unit/test_ops.c. */
-#ifndef LIBPLAN_OPS_H
-#define LIBPLAN_OPS_H
+#ifndef LIBPLAN_IR_OPS_H
+#define LIBPLAN_IR_OPS_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,91 +20,11 @@
 extern "C" {
 #endif
 
-typedef enum plan_op_kind {
-  PLAN_OP_MATMUL,
-  PLAN_OP_LINEAR,
-  PLAN_OP_ADD,
-  PLAN_OP_SUB,
-  PLAN_OP_MUL,
-  PLAN_OP_DIV,
-  PLAN_OP_SCALE,
-  PLAN_OP_RELU,
-  PLAN_OP_GELU,
-  PLAN_OP_SILU,
-  PLAN_OP_TANH,
-  PLAN_OP_EXP,
-  PLAN_OP_SOFTMAX,
-  PLAN_OP_LAYERNORM,
-  PLAN_OP_RMSNORM,
-  PLAN_OP_EMBEDDING,
-  PLAN_OP_TRANSPOSE,
-  PLAN_OP_PERMUTE,
-  PLAN_OP_RESHAPE,
-  PLAN_OP_REDUCE_SUM,
-  PLAN_OP_REDUCE_MEAN,
-  PLAN_OP_SPLIT,
-  PLAN_OP_CONCAT,
-  PLAN_OP_CROSS_ENTROPY,
-  /* Broadcasting a tensor to a larger shape (numpy rules): the backward of
-   * the reductions, and grouped-query attention's shared heads. */
-  PLAN_OP_EXPAND,
-  /* Gradient ops: the backward of an op whose derivative no composition of
-   * the ops above gives exactly (docs/training-and-pipelines.md, Autodiff).
-   * Input 0 is always the output gradient, and each is linear in it. */
-  PLAN_OP_RELU_GRAD,
-  PLAN_OP_GELU_GRAD,
-  PLAN_OP_SILU_GRAD,
-  PLAN_OP_LAYERNORM_GRAD,
-  PLAN_OP_RMSNORM_GRAD,
-  PLAN_OP_EMBEDDING_GRAD,
-  PLAN_OP_CROSS_ENTROPY_GRAD,
-  /* Ops real models need beyond the minimum set: a masked select
-   * (attention masks, masked fills), and repeating each slice of a dim
-   * (grouped-query attention's shared key/value heads,
-   * torch.repeat_interleave). */
-  PLAN_OP_WHERE,
-  PLAN_OP_REPEAT_INTERLEAVE,
-  /* Routing and mixture of experts: the k largest along the last dim with
-   * their indices; gathering and scatter-adding along the last dim by
-   * integer indices (each the other's gradient); and GShard-style expert
-   * dispatch/combine over token groups with a per-group capacity, the
-   * routing (expert indices, optional weights) an input, plus the weights'
-   * gradient. */
-  PLAN_OP_TOPK,
-  PLAN_OP_GATHER,
-  PLAN_OP_SCATTER_ADD,
-  PLAN_OP_MOE_DISPATCH,
-  PLAN_OP_MOE_COMBINE,
-  PLAN_OP_MOE_WEIGHTS_GRAD,
-  PLAN_OP_COUNT
-} plan_op_kind;
+/* plan_op_kind, PLAN_MAX_ATTRS, the attribute schemas (plan_attr_spec),
+ * plan_shape, plan_op_infer and plan_op_check_local are public:
+ * libplan/ops.h. */
 
 #define PLAN_MAX_OPERANDS 16 /* inputs + outputs of one op */
-#define PLAN_MAX_ATTRS 4
-
-typedef struct plan_attr_spec {
-  const char *name;
-  plan_attr_type type;
-  bool required;
-  int64_t def_i;     /* INT default */
-  double def_f;      /* FLOAT default */
-  bool def_b;        /* BOOL default */
-  const char *def_s; /* STRING default */
-  /* INTS default: always the empty list */
-  /* The value names dims of input 0 (negative counts from the end): loading
-   * rewrites it to dims >= 0, so `dim: -1` and `dim: 1` on a rank-2 input
-   * are the same program (and hash alike). */
-  bool is_dim;
-} plan_attr_spec;
-
-/* The shapes an op sees: ranks, dims and dtypes of its inputs (and, after
- * inference, outputs). Attribute values are the op's plan_attr_val array in
- * the order of the kind's schema. */
-typedef struct plan_shape {
-  int rank;
-  int64_t dims[PLAN_MAX_RANK];
-  plan_dtype dtype;
-} plan_shape;
 
 /* The shape of tensor t (its rank, dims and dtype). */
 static inline void plan_shape_of(const plan_tensor *t, plan_shape *s) {
@@ -154,16 +75,6 @@ typedef struct plan_op_info {
 
 /* The registry row of a kind; NULL when out of range. */
 const plan_op_info *plan_op_info_get(int kind);
-/* Whether the blocks one rank holds of an op's operands fit op `kind`
- * with attributes `attrs` (NULL: the schema defaults): the registry's
- * inference on the local shapes, or the local-block rules of the ops whose
- * attributes name global sizes (reshape, expand, split, embedding_grad,
- * scatter_add, moe_dispatch) (ops_local.c). PLAN_OK, or PLAN_EINVALID with
- * a one-line reason in err. Runners check it before running an op, the
- * lowered-file reader for every op step. */
-int plan_op_check_local(int kind, const plan_attr_val *attrs,
-                        const plan_shape *in, int nin, const plan_shape *out,
-                        int nout, char *err, size_t errsz);
 /* Kind from name ("matmul"), -1 when unknown. */
 int plan_op_kind_from_name(const char *name);
 const char *plan_op_kind_name(int kind);

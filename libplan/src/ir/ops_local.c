@@ -217,6 +217,12 @@ static int check_infer_local(int kind, const plan_attr_val *attrs,
 int plan_op_check_local(int kind, const plan_attr_val *attrs,
                         const plan_shape *in, int nin, const plan_shape *out,
                         int nout, char *err, size_t errsz) {
+  if (!plan_op_info_get(kind))
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "plan_op_check_local: kind %d is not an op", kind);
+  if ((nin > 0 && !in) || (nout > 0 && !out) || nin < 0 || nout < 0)
+    return plan_errc(PLAN_EUSAGE, err, errsz, "%s: bad operand arrays",
+                     plan_op_kind_name(kind));
   switch (kind) {
   case PLAN_OP_RESHAPE:
     return check_reshape(in, nin, out, nout, err, errsz);

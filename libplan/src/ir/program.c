@@ -44,6 +44,8 @@ const char *plan_recipe_name(plan_recipe r) {
   return (unsigned)r < PLAN_RECIPE_COUNT ? recipe_names[r] : "?";
 }
 int plan_dtype_from_name(const char *s) {
+  if (!s)
+    return -1;
   return lookup(dtype_names, PLAN_DTYPE_COUNT, s);
 }
 int plan_role_from_name(const char *s) {
@@ -53,7 +55,7 @@ int plan_recipe_from_name(const char *s) {
   return lookup(recipe_names, PLAN_RECIPE_COUNT, s);
 }
 bool plan_dtype_is_float(plan_dtype t) {
-  return t <= PLAN_F16;
+  return (unsigned)t <= PLAN_F16;
 }
 int plan_dtype_size(plan_dtype t) {
   return (unsigned)t < PLAN_DTYPE_COUNT ? dtype_sizes[t] : 0;

@@ -1,5 +1,6 @@
 /* Lowered programs in the public API (libplan/lowered.h) beside the file
- * form of lowered_io.c: reading one from a path, and read-only views. */
+ * form of lowered_io.c: reading one from a path (the read-only views are
+ * lowered_views.c's). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,10 +8,6 @@
 
 #include "base/util.h"
 #include "lower/lower.h"
-
-static const char *const kind_names[PLAN_REDIST_COUNT] = {
-    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
-    "slice",      "zero_non_owner", "relabel"};
 
 int plan_lowered_load(plan_lowered **out, const char *path) {
   if (!out)
@@ -39,21 +36,4 @@ int plan_lowered_load(plan_lowered **out, const char *path) {
   rc = plan_lowered_load_buffer(out, data, len, path, dir);
   free(data);
   return rc;
-}
-
-const plan_plan *plan_lowered_plan(const plan_lowered *l) {
-  return l ? l->plan : NULL;
-}
-
-int plan_lowered_step_count(const plan_lowered *l) {
-  return l ? l->nsteps : -1;
-}
-
-int plan_lowered_collective_count(const plan_lowered *l, const char *kind) {
-  if (!l || !kind)
-    return -1;
-  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
-    if (!strcmp(kind, kind_names[k]))
-      return l->collectives[k];
-  return -1;
 }
