@@ -55,6 +55,12 @@
  *    the token and choice dims are whole on the rank. Choices of experts
  *    outside the block contribute nothing here: moe_combine's and
  *    moe_weights_grad's ranks give partial sums.
+ *  - sigmoid, rsqrt, add_scalar: the plain op on the local block;
+ *  - attention: each local query row (batch, head, query: global positions
+ *    offset + index) against the whole keys of its kv head (global head /
+ *    (global h / global hk)); the mask block and the causal cut are read
+ *    by global position, so a block sharded along the queries, heads or
+ *    batch computes its rows as the whole tensor does.
  *
  * Dtypes: BF16 and F16 values are stored as float and every result is
  * rounded to the format (plan_round_bf16 / plan_round_f16, base/numeric.h).
@@ -67,7 +73,8 @@
  * not exactly representable is rounded to the dyadic grid 2^-dyadic_bits
  * (plan_dyadic_round, base/numeric.h), so that every later sum is exact in
  * any order:
- *  - gelu, silu, tanh, exp, softmax, layernorm, rmsnorm, and the gradient
+ *  - gelu, silu, tanh, exp, sigmoid, rsqrt, add_scalar, attention,
+ *    softmax, layernorm, rmsnorm, and the gradient
  *    ops gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad and
  *    cross_entropy_grad: every output (relu_grad, embedding_grad,
  *    expand, where, repeat_interleave and the routing ops are exact: they

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels_int.h"
+#include "kernels_attention.h"
 #include "kernels_route.h"
 #include "libplan/ops.h"
 #include "base/numeric.h"
@@ -565,8 +566,16 @@ static int run(int kind, const plan_attr_val *attrs, const plan_view *in,
   case PLAN_OP_SILU:
   case PLAN_OP_TANH:
   case PLAN_OP_EXP:
+  case PLAN_OP_SIGMOID:
+  case PLAN_OP_RSQRT:
     K->unary(kind, in->data, out->data, count_of(out), 0, bits);
     return PLAN_OK;
+  case PLAN_OP_ADD_SCALAR:
+    K->unary(kind, in->data, out->data, count_of(out),
+             attr_float(attrs, kind, 0), bits);
+    return PLAN_OK;
+  case PLAN_OP_ATTENTION:
+    return plan_kernel_attention(attrs, in, nin, out, bits);
   case PLAN_OP_SOFTMAX: {
     int d = norm_dim(attr_int(attrs, kind, 0), in->rank);
     K->softmax(in->data, out->data, prod(in->dims, 0, d), in->dims[d],

@@ -125,6 +125,20 @@ static void F(unary)(int kind, const void *vx, void *vo, int64_t n,
     for (int64_t i = 0; i < n; i++)
       o[i] = F(grid)(MF(tanh)(x[i]), bits);
     break;
+  case PLAN_OP_SIGMOID:
+    for (int64_t i = 0; i < n; i++)
+      o[i] = F(grid)(one / (one + MF(exp)(-x[i])), bits);
+    break;
+  case PLAN_OP_RSQRT:
+    for (int64_t i = 0; i < n; i++)
+      o[i] = F(grid)(one / MF(sqrt)(x[i]), bits);
+    break;
+  case PLAN_OP_ADD_SCALAR: {
+    const R c = (R)param;
+    for (int64_t i = 0; i < n; i++)
+      o[i] = F(grid)(x[i] + c, bits);
+    break;
+  }
   default: /* PLAN_OP_EXP */
     for (int64_t i = 0; i < n; i++)
       o[i] = F(grid)(MF(exp)(x[i]), bits);

@@ -104,7 +104,11 @@ static void test_exact_mode(void **state) {
 /* Op kinds the CUDA runner knowingly lacks, by name, with the reason; an
  * op the CPU runner gains that is neither here nor in the CUDA runner
  * fails the enumeration. */
-static const char *const known_gaps[] = {NULL};
+/* The ops traced models brought (sigmoid, rsqrt, add_scalar, attention)
+ * run on the CPU runner only so far: the CUDA runner refuses them with
+ * PLAN_EUNSUPPORTED (test_new_ops_refused). */
+static const char *const known_gaps[] = {"sigmoid", "rsqrt", "add_scalar",
+                                         "attention", NULL};
 
 static bool known_gap(int kind) {
   for (int i = 0; known_gaps[i]; i++)
@@ -212,6 +216,31 @@ static void route_errors(void) {
   plan_view tx = RV(PLAN_F16, 3, 4);
   plan_view to[2] = {mkv(PLAN_F16, 2, D(3, 5)), mkv(PLAN_I64, 2, D(3, 5))};
   same_failure(PLAN_OP_TOPK, int_attrs(1, 5, 0), &tx, 1, to, 2, PLAN_EINVALID);
+}
+
+/* The known gaps are refused cleanly: PLAN_EUNSUPPORTED, the op named,
+ * nothing run. */
+static void test_new_ops_refused(void **state) {
+  (void)state;
+  static const int kinds[] = {PLAN_OP_SIGMOID, PLAN_OP_RSQRT,
+                              PLAN_OP_ADD_SCALAR};
+  plan_view x = RV(PLAN_F32, 3, 4), y = mkv(PLAN_F32, 2, D(3, 4));
+  char err[256];
+  for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+    assert_true(known_gap(kinds[i]));
+    assert_false(plan_cuda_supports_op(kinds[i], PLAN_F32));
+    assert_int_equal(
+        plan_cuda_run_op(kinds[i], NULL, &x, 1, &y, 1, NULL, err, sizeof err),
+        PLAN_EUNSUPPORTED);
+    assert_non_null(strstr(err, plan_op_kind_name(kinds[i])));
+  }
+  plan_view qkv[3] = {RV(PLAN_F32, 1, 2, 3, 4), RV(PLAN_F32, 1, 2, 3, 4),
+                      RV(PLAN_F32, 1, 2, 3, 4)};
+  plan_view o = mkv(PLAN_F32, 4, D(1, 2, 3, 4));
+  assert_int_equal(plan_cuda_run_op(PLAN_OP_ATTENTION, NULL, qkv, 3, &o, 1,
+                                    NULL, err, sizeof err),
+                   PLAN_EUNSUPPORTED);
+  assert_non_null(strstr(err, "attention"));
 }
 
 static void test_errors(void **state) {
@@ -415,6 +444,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_exact_mode, teardown),
       cmocka_unit_test(test_enumeration),
       cmocka_unit_test_teardown(test_errors, teardown),
+      cmocka_unit_test_teardown(test_new_ops_refused, teardown),
       cmocka_unit_test_teardown(test_edges, teardown),
       cmocka_unit_test_teardown(test_large, teardown),
       cmocka_unit_test_teardown(test_context, teardown),

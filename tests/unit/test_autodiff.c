@@ -351,6 +351,36 @@ static const adcase cases[] = {
      P("a", "[2, 5, 3]") ", " P("b", "[4, 2, 3, 3]") ", " IDS("i", "[2, 5, 2]",
                                                               "4"),
      "{name: op, op: moe_weights_grad, in: [a, b, i], out: y}", NULL},
+    /* traced models' ops; rsqrt of exp(x), away from zero */
+    {"sigmoid", P("x", "[4, 6]"), "{name: op, op: sigmoid, in: [x], out: y}",
+     NULL},
+    {"rsqrt", P("x", "[3, 5]"),
+     "{name: pos, op: exp, in: [x], out: ex}, "
+     "{name: op, op: rsqrt, in: [ex], out: y}",
+     NULL},
+    {"add_scalar", P("x", "[3, 5]"),
+     "{name: op, op: add_scalar, in: [x], out: y, attrs: {value: -1.5}}", NULL},
+    /* attention: plain, grouped-query heads with a causal mask, an integer
+     * mask (no gradient) and a float mask (its gradient summed where it
+     * broadcasts) */
+    {"attention",
+     P("q", "[2, 2, 3, 4]") ", " P("k", "[2, 2, 5, 4]") ", " P("v",
+                                                               "[2, 2, 5, 3]"),
+     "{name: op, op: attention, in: [q, k, v], out: y}", NULL},
+    {"attention.gqa.causal",
+     P("q", "[1, 4, 4, 2]") ", " P("k", "[1, 2, 4, 2]") ", " P("v",
+                                                               "[1, 2, 4, 3]"),
+     "{name: op, op: attention, in: [q, k, v], out: y, attrs: {causal: true, "
+     "scale: 0.5}}",
+     NULL},
+    {"attention.mask",
+     P("q", "[2, 2, 3, 2]") ", " P("k", "[2, 2, 4, 2]") ", " P(
+         "v", "[2, 2, 4, 2]") ", " IDS("m", "[3, 4]", "2"),
+     "{name: op, op: attention, in: [q, k, v, m], out: y}", NULL},
+    {"attention.fmask",
+     P("q", "[2, 2, 3, 2]") ", " P("k", "[2, 1, 4, 2]") ", " P(
+         "v", "[2, 1, 4, 2]") ", " P("m", "[2, 1, 3, 4]"),
+     "{name: op, op: attention, in: [q, k, v, m], out: y}", NULL},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

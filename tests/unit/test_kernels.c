@@ -317,6 +317,15 @@ static tt *ref_unary(int kind, const tt *x, double param) {
     case PLAN_OP_TANH:
       o->v[i] = (double)tanhl(v);
       break;
+    case PLAN_OP_SIGMOID:
+      o->v[i] = (double)(1 / (1 + expl(-v)));
+      break;
+    case PLAN_OP_RSQRT:
+      o->v[i] = (double)(1 / sqrtl(v));
+      break;
+    case PLAN_OP_ADD_SCALAR:
+      o->v[i] = (double)(v + param);
+      break;
     default:
       o->v[i] = (double)expl(v);
       break;
@@ -612,6 +621,35 @@ static void test_tanh(void **state) {
 static void test_exp(void **state) {
   (void)state;
   unary_case(PLAN_OP_EXP, NULL, 0);
+}
+
+static void test_sigmoid(void **state) {
+  (void)state;
+  unary_case(PLAN_OP_SIGMOID, NULL, 0);
+}
+
+/* rsqrt of positive inputs (|x| + 1/4, on the dtype's grid) */
+static void test_rsqrt(void **state) {
+  (void)state;
+  for (int di = 0; di < 4; di++) {
+    rstate = (uint64_t)(700 + di);
+    plan_dtype dt = DTS[di];
+    int64_t dims[2] = {3, 5};
+    tt *x = rnd_t(dt, 2, dims);
+    for (int64_t i = 0; i < x->n; i++)
+      x->v[i] = quant(dt, fabs(x->v[i]) + 0.25);
+    tt *ref = ref_unary(PLAN_OP_RSQRT, x, 0);
+    expect(PLAN_OP_RSQRT, NULL, dt, &x, 1, &ref, 1, 1);
+  }
+}
+
+static void test_add_scalar(void **state) {
+  (void)state;
+  plan_attr_val *a = attrs_new();
+  a[0].f = -1.5;
+  a[0].present = true;
+  unary_case(PLAN_OP_ADD_SCALAR, a, -1.5);
+  unary_case(PLAN_OP_ADD_SCALAR, NULL, 0); /* default value 0 */
 }
 
 static void matmul_case(plan_dtype dt, int ra, int rb, const int64_t *bat,
@@ -1932,6 +1970,9 @@ int main(void) {
       T(test_silu),
       T(test_tanh),
       T(test_exp),
+      T(test_sigmoid),
+      T(test_rsqrt),
+      T(test_add_scalar),
       T(test_matmul),
       T(test_linear),
       T(test_softmax),

@@ -166,6 +166,10 @@ static void test_registry_names_and_partials(void **state) {
       {PLAN_OP_MOE_DISPATCH, "moe_dispatch", PLAN_PARTIAL_FIRST},
       {PLAN_OP_MOE_COMBINE, "moe_combine", PLAN_PARTIAL_FIRST},
       {PLAN_OP_MOE_WEIGHTS_GRAD, "moe_weights_grad", PLAN_PARTIAL_FIRST},
+      {PLAN_OP_SIGMOID, "sigmoid", PLAN_PARTIAL_NONE},
+      {PLAN_OP_RSQRT, "rsqrt", PLAN_PARTIAL_NONE},
+      {PLAN_OP_ADD_SCALAR, "add_scalar", PLAN_PARTIAL_NONE},
+      {PLAN_OP_ATTENTION, "attention", PLAN_PARTIAL_NONE},
   };
   assert_int_equal(sizeof want / sizeof want[0], PLAN_OP_COUNT);
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -366,9 +370,10 @@ static void test_binary(void **state) {
 
 static void test_unary(void **state) {
   (void)state;
-  static const int kinds[] = {PLAN_OP_SCALE,  PLAN_OP_RELU, PLAN_OP_GELU,
-                              PLAN_OP_SILU,   PLAN_OP_TANH, PLAN_OP_EXP,
-                              PLAN_OP_SOFTMAX};
+  static const int kinds[] = {PLAN_OP_SCALE,     PLAN_OP_RELU,    PLAN_OP_GELU,
+                              PLAN_OP_SILU,      PLAN_OP_TANH,    PLAN_OP_EXP,
+                              PLAN_OP_SOFTMAX,   PLAN_OP_SIGMOID, PLAN_OP_RSQRT,
+                              PLAN_OP_ADD_SCALAR};
   for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
     plan_attr_val a[PLAN_MAX_ATTRS];
     defaults(kinds[i], a);
@@ -950,6 +955,44 @@ static void test_grad_ops(void **state) {
 
 /* ---- input validation shared by all ops ---------------------------------- */
 
+/* attention: the result is q's shape with v's last dim; GQA heads, masks
+ * that broadcast, and what is refused. */
+static void test_attention(void **state) {
+  (void)state;
+  plan_attr_val a[PLAN_MAX_ATTRS];
+  defaults(PLAN_OP_ATTENTION, a);
+  plan_shape in[4] = {SH(PLAN_F32, 2, 4, 5, 8), SH(PLAN_F32, 2, 2, 7, 8),
+                      SH(PLAN_F32, 2, 2, 7, 3), SH(PLAN_I64, 5, 7)};
+  expect_ok(run(PLAN_OP_ATTENTION, in, 3, a, 1));
+  EXPECT(0, PLAN_F32, 2, 4, 5, 3);
+  expect_ok(run(PLAN_OP_ATTENTION, in, 4, NULL, 1));
+  EXPECT(0, PLAN_F32, 2, 4, 5, 3);
+  in[3] = SH(PLAN_F32, 2, 1, 5, 7);
+  expect_ok(run(PLAN_OP_ATTENTION, in, 4, a, 1));
+  in[3] = SH(PLAN_F64, 5, 7);
+  expect_err(run(PLAN_OP_ATTENTION, in, 4, a, 1),
+             "a float mask must have q's dtype f32, not f64");
+  in[3] = SH(PLAN_I64, 5, 6);
+  expect_err(run(PLAN_OP_ATTENTION, in, 4, a, 1),
+             "the mask [5, 6] does not broadcast to [2, 4, 5, 7]");
+  in[1] = SH(PLAN_F32, 2, 3, 7, 8);
+  in[2] = SH(PLAN_F32, 2, 3, 7, 3);
+  expect_err(run(PLAN_OP_ATTENTION, in, 3, a, 1),
+             "q's 4 heads are not a multiple of k's 3");
+  in[1] = SH(PLAN_F32, 2, 2, 7, 6);
+  expect_err(run(PLAN_OP_ATTENTION, in, 3, a, 1), "do not fit [b, h, s, d]");
+  in[1] = SH(PLAN_F32, 2, 7, 8);
+  expect_err(run(PLAN_OP_ATTENTION, in, 3, a, 1),
+             "k (input 1) must be [b, heads, seq, dim], not rank 3");
+  in[1] = SH(PLAN_F32, 2, 2, 7, 8);
+  in[2] = SH(PLAN_F32, 2, 2, 7, 3);
+  a[1].f = NAN;
+  expect_err(run(PLAN_OP_ATTENTION, in, 3, a, 1), "scale must be a finite");
+  defaults(PLAN_OP_ADD_SCALAR, a);
+  a[0].f = INFINITY;
+  expect_err(run(PLAN_OP_ADD_SCALAR, in, 1, a, 1), "value must be a finite");
+}
+
 static void test_bad_inputs(void **state) {
   (void)state;
   plan_shape in[2] = {SH(PLAN_F32, 4, -1), SH(PLAN_F32, 4)};
@@ -1000,6 +1043,7 @@ int main(void) {
       cmocka_unit_test(test_where),
       cmocka_unit_test(test_repeat_interleave),
       cmocka_unit_test(test_grad_ops),
+      cmocka_unit_test(test_attention),
       cmocka_unit_test(test_bad_inputs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

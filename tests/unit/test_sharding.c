@@ -315,9 +315,10 @@ static void test_unary_partial(void **state) {
   (void)state;
   opcase c;
   plan_shape in[1] = {F32(4, 6)};
-  static const int nonlinear[] = {PLAN_OP_RELU, PLAN_OP_GELU, PLAN_OP_SILU,
-                                  PLAN_OP_TANH, PLAN_OP_EXP};
-  for (int k = 0; k < 5; k++) {
+  static const int nonlinear[] = {
+      PLAN_OP_RELU, PLAN_OP_GELU,    PLAN_OP_SILU,  PLAN_OP_TANH,
+      PLAN_OP_EXP,  PLAN_OP_SIGMOID, PLAN_OP_RSQRT, PLAN_OP_ADD_SCALAR};
+  for (int k = 0; k < (int)(sizeof nonlinear / sizeof nonlinear[0]); k++) {
     build(&c, nonlinear[k], in, 1, 1, NULL, &DPTP);
     expect_out(&c, IN("S(0)S(1)"), "S(0)S(1)");
     expect_out(&c, IN("RS(0)"), "RS(0)");
@@ -934,6 +935,12 @@ static void test_all_ops_replicated(void **state) {
     case PLAN_OP_GATHER:
       in[1] = I64(4, 3);
       break;
+    case PLAN_OP_ATTENTION:
+      in[0] = F32(2, 4, 3, 2);
+      in[1] = F32(2, 2, 5, 2);
+      in[2] = F32(2, 2, 5, 3);
+      nin = 3;
+      break;
     case PLAN_OP_SCATTER_ADD:
       in[1] = I64(4, 6);
       a[0].i = 8;
@@ -1004,6 +1011,34 @@ static void test_all_ops_replicated(void **state) {
     assert_int_equal(derive(&c, rr), PLAN_OK);
     assert_string_equal(g_res, nout == 1 ? "RR" : "RR | RR");
   }
+}
+
+/* attention: batch, heads (the kv heads major, as GQA's repeat gives) and
+ * the query sequence shard; the keys and the dot-product dim do not. */
+static void test_attention_rule(void **state) {
+  (void)state;
+  opcase c;
+  plan_shape in[4] = {F32(2, 4, 6, 8), F32(2, 2, 5, 8), F32(2, 2, 5, 3),
+                      I64(6, 5)};
+  build(&c, PLAN_OP_ATTENTION, in, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("S(0)S(1)", "S(0)S(1)", "S(0)S(1)"), "S(0)S(1)");
+  /* context parallelism: the queries sharded, k and v whole */
+  expect_out(&c, IN("S(0)S(2)", "S(0)R", "S(0)R"), "S(0)S(2)");
+  expect_out(&c, IN("RR", "RR", "RS(3)"), "RS(3)");
+  expect_illegal(&c, IN("RS(2)", "RS(2)", "RS(2)"), "(factor sk)");
+  expect_illegal(&c, IN("RR", "RS(2)", "RS(2)"), "must be replicated");
+  expect_illegal(&c, IN("RS(3)", "RS(3)", "RR"), "must be replicated");
+  expect_illegal(&c, IN("RS(1)", "RR", "RR"), "tp");
+  expect_illegal(&c, IN("P(sum)R", "RR", "RR"), "not linear");
+  /* the mask follows the queries */
+  build(&c, PLAN_OP_ATTENTION, in, 4, 1, NULL, &DPTP);
+  expect_out(&c, IN("RS(2)", "RR", "RR", "RS(0)"), "RS(2)");
+  expect_illegal(&c, IN("RR", "RR", "RR", "RS(1)"), "must be replicated");
+  /* one kv head: the query heads shard alone */
+  in[1] = F32(2, 1, 5, 8);
+  in[2] = F32(2, 1, 5, 3);
+  build(&c, PLAN_OP_ATTENTION, in, 3, 1, NULL, &DPTP);
+  expect_out(&c, IN("RS(1)", "RR", "RR"), "RS(1)");
 }
 
 static void test_rule_factors(void **state) {
@@ -1139,6 +1174,7 @@ int main(void) {
       cmocka_unit_test(test_all_ops_replicated),
       cmocka_unit_test(test_route_rules),
       cmocka_unit_test(test_rule_factors),
+      cmocka_unit_test(test_attention_rule),
       cmocka_unit_test(test_api_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,8 @@
  *
  * Enumeration and bounds (run_case): the legal strategies are found
  * without walking the whole space, from the legal columns of each mesh
- * axis. On the 2-axis meshes every refused combination is checked too. On
+ * axis. On the 2-axis meshes every refused combination is checked too
+ * (attention's spaces, over REFUSE_WHOLE_2AXIS, on a sample). On
  * the 3-axis mesh every legal strategy is verified, but the refused
  * combinations (up to 6^9 per case) are validated on a deterministic sample
  * of REFUSE_CAP_3AXIS per case (a fixed multiplicative hash of a counter),
@@ -120,7 +121,7 @@ typedef struct opcase {
   const char *op;
   const char *attrs; /* YAML flow mapping text, NULL: none */
   int nin;
-  tspec in[3];
+  tspec in[4];
   int nout;
   unsigned flags;
 } opcase;
@@ -260,6 +261,18 @@ static const opcase cases[] = {
     {"moe_dispatch", "moe_dispatch", "{experts: 4, capacity: 3}", 3, {F("x", "[2, 4, 3]"), I64("i", "[2, 4, 2]", 4), F("w", "[2, 4, 2]")}, 1, 0},
     {"moe_combine", "moe_combine", NULL, 3, {F("y", "[4, 2, 3, 3]"), I64("i", "[2, 4, 2]", 4), F("w", "[2, 4, 2]")}, 1, 0},
     {"moe_weights_grad", "moe_weights_grad", NULL, 3, {F("a", "[2, 4, 3]"), F("b", "[4, 2, 3, 3]"), I64("i", "[2, 4, 2]", 4)}, 1, 0},
+    /* traced models' ops: sigmoid, rsqrt (NaN and inf where x <= 0, alike
+     * on every rank), a number added */
+    {"sigmoid", "sigmoid", NULL, 1, {F("x", "[4, 6]")}, 1, 0},
+    {"rsqrt.uneven", "rsqrt", NULL, 1, {F("x", "[3, 5]")}, 1, 0},
+    {"add_scalar", "add_scalar", "{value: 1.5}", 1, {F("x", "[4, 6]")}, 1, 0},
+    /* attention: plain with uneven sequences; grouped-query heads with a
+     * causal mask (the queries' global positions); an integer mask over
+     * [s, sk] and a float mask per head */
+    {"attention.uneven", "attention", NULL, 3, {F("q", "[2, 2, 3, 2]"), F("k", "[2, 2, 3, 2]"), F("v", "[2, 2, 3, 2]")}, 1, 0},
+    {"attention.gqa.causal", "attention", "{causal: true}", 3, {F("q", "[2, 4, 4, 2]"), F("k", "[2, 2, 4, 2]"), F("v", "[2, 2, 4, 3]")}, 1, 0},
+    {"attention.mask", "attention", "{scale: 0.5}", 4, {F("q", "[1, 2, 4, 2]"), F("k", "[1, 2, 3, 2]"), F("v", "[1, 2, 3, 2]"), I64("m", "[4, 3]", 2)}, 1, 0},
+    {"attention.fmask.mqa", "attention", NULL, 4, {F("q", "[2, 2, 2, 2]"), F("k", "[2, 1, 2, 2]"), F("v", "[2, 1, 2, 2]"), F("m", "[2, 2, 1, 2]")}, 1, 0},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
@@ -279,6 +292,12 @@ static const meshspec meshes[] = {
 /* Refused combinations validated per op case on a mesh of 3 or more axes
  * (see the header: a deterministic sample). */
 #define REFUSE_CAP_3AXIS 1500
+/* A 2-axis space larger than this (attention's: three rank-4 operands,
+ * 512 columns per axis, 262144 combinations and more) is sampled too,
+ * REFUSE_CAP_2AXIS of it; every other case (moe_combine's 153664 the
+ * largest) is checked whole. */
+#define REFUSE_WHOLE_2AXIS 200000
+#define REFUSE_CAP_2AXIS 4000
 
 /* ---- the sweep's state --------------------------------------------------- */
 
@@ -1071,7 +1090,9 @@ static void judge_variants(sweep *s, const plan_placement *in, uint64_t idx) {
  * nesting-order variants), which finds every legal strategy without
  * walking the whole space (6^9 combinations for a 3-input op on 3 axes).
  * The combinations with an illegal column are all checked on 2-axis meshes
- * and sampled (REFUSE_CAP_3AXIS, deterministic) on larger ones. */
+ * (sampled, REFUSE_CAP_2AXIS, where the space is larger than
+ * REFUSE_WHOLE_2AXIS) and sampled (REFUSE_CAP_3AXIS, deterministic) on
+ * larger ones. */
 static void run_case(sweep *s) {
   if (!setup(s))
     return;
@@ -1128,8 +1149,11 @@ static void run_case(sweep *s) {
   uint64_t total = 1;
   for (int a = 0; a < s->naxes; a++)
     total *= ncol;
-  bool all = s->naxes <= 2 || total <= REFUSE_CAP_3AXIS;
-  uint64_t n = all ? total : REFUSE_CAP_3AXIS;
+  bool all =
+      s->naxes <= 2 ? total <= REFUSE_WHOLE_2AXIS : total <= REFUSE_CAP_3AXIS;
+  uint64_t n = all             ? total
+               : s->naxes <= 2 ? REFUSE_CAP_2AXIS
+                               : REFUSE_CAP_3AXIS;
   for (uint64_t j = 0; j < n; j++) {
     /* the sample: a fixed multiplicative hash of j, modulo the space */
     uint64_t idx = all ? j : (j * UINT64_C(0x9E3779B97F4A7C15) >> 11) % total;

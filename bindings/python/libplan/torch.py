@@ -175,17 +175,19 @@ _DTYPES = {"float32": "f32", "float64": "f64", "bfloat16": "bf16",
            "float16": "f16", "int64": "i64", "int32": "i32", "bool": "i64"}
 
 _UNARY_MODULES = {"GELU": "gelu", "ReLU": "relu", "SiLU": "silu",
-                  "Tanh": "tanh"}
+                  "Tanh": "tanh", "Sigmoid": "sigmoid"}
 _UNARY_FUNCS = {"gelu": "gelu", "relu": "relu", "silu": "silu", "tanh": "tanh",
-                "exp": "exp"}
+                "exp": "exp", "sigmoid": "sigmoid", "rsqrt": "rsqrt"}
 _BINARY = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub",
            "mul": "mul", "imul": "mul", "truediv": "div", "itruediv": "div",
-           "div": "div"}
+           "div": "div", "rsub": "rsub"}
 _MATMUL = ("matmul", "bmm")
 # Pure reshapes of a row-major tensor: libplan's reshape, to the traced shape.
 _RESHAPES = ("reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze")
 # No-ops on values.
 _ALIASES = ("contiguous", "clone", "detach")
+# Dtype conversions: no-ops when the dtype stays (x.float() on float32).
+_CASTS = ("float", "to", "type_as", "type")
 # Ops whose result may share storage with their input.
 _VIEWS = _RESHAPES + _ALIASES + (
     "permute", "transpose", "t", "chunk", "split", "getitem", "getattr",
@@ -212,6 +214,15 @@ class _Lazy:
         self.written = None
 
 
+class _Const:
+    """A const made by zeros_like / zeros / ones_like / ones, declared when
+    an op reads it (a scatter into zeros reads none)."""
+
+    def __init__(self, name, shape, dtype, init):
+        self.name, self.shape, self.dtype, self.init = name, shape, dtype, init
+        self.declared = False
+
+
 class _Opaque:
     """A value the converter did not compute (a Python value only a shape
     argument uses): using it as anything else raises."""
@@ -220,11 +231,33 @@ class _Opaque:
         self.node = node
 
 
+def _rope_init(t):
+    """rope_cos / rope_sin ([s, e]: cos or sin of s * theta^(-2i/e), i = j
+    mod e/2, the rotate_half layout) when t holds them for a usual theta."""
+    import torch
+    if t.dim() != 2 or t.shape[1] % 2 or t.shape[1] == 0:
+        return None
+    s, e = t.shape
+    pos = torch.arange(s, dtype=torch.float64)[:, None]
+    i = torch.arange(e, dtype=torch.float64)[None, :] % (e // 2)
+    for theta in (10000.0, 500000.0, 1000000.0):
+        ang = pos * theta ** (-2.0 * i / e)
+        for name, f in (("rope_cos", torch.cos), ("rope_sin", torch.sin)):
+            if bool(((t.double() - f(ang)).abs() <= 1e-5).all()):
+                return name if theta == 10000.0 else \
+                    {"recipe": name, "theta": theta}
+    return None
+
+
 def _const_init(t):
     """The const recipe whose values equal tensor t, or None."""
     import torch
     if not t.is_floating_point():
         return None
+    rope = _rope_init(t)
+    if rope is not None and not bool((t == 0).all()) and \
+            not bool((t == 1).all()):
+        return rope
     if t.numel() and bool((t == 0).all()):
         return "zeros"
     if t.numel() and bool((t == 1).all()):
@@ -253,6 +286,7 @@ class _Converter:
         self.opnames = set()
         self.produced = {}   # tensor name -> fx node (for the shape check)
         self.node = None
+        self.unique_idx = set()  # topk indices: distinct along the last dim
 
     # -- errors and names --
     def path(self, node):
@@ -308,10 +342,13 @@ class _Converter:
             return type(a)(self.value(x) for x in a)
         if isinstance(a, dict):
             return {k: self.value(v) for k, v in a.items()}
+        if isinstance(a, slice):
+            return slice(self.value(a.start), self.value(a.stop),
+                         self.value(a.step))
         return a
 
     def is_tensor(self, v):
-        return isinstance(v, (str, _Lazy))
+        return isinstance(v, (str, _Lazy, _Const))
 
     def tensor(self, a, what="input"):
         v = self.value(a)
@@ -324,6 +361,12 @@ class _Converter:
             return v.written
         if isinstance(v, str):
             return v
+        if isinstance(v, _Const):
+            if not v.declared:
+                self.b.const(v.name, v.shape, v.dtype, init=v.init)
+                self.declared[v.name] = v.name
+                v.declared = True
+            return v.name
         if isinstance(v, _Opaque):
             self.fail("its %s comes from fx node %s, which the converter "
                       "cannot evaluate" % (what, v.node.name))
@@ -363,8 +406,9 @@ class _Converter:
             init = _const_init(t.detach())
             if init is None:
                 self.fail("buffer %s holds values no const recipe produces "
-                          "(zeros, ones, causal_mask with a finite fill)"
-                          % qname, node)
+                          "(zeros, ones, causal_mask with a finite fill, "
+                          "rope_cos / rope_sin); pass it as an input "
+                          "instead" % qname, node)
             self.b.const(qname, list(t.shape), _dtype(t.dtype, qname),
                          init=init)
         self.declared[qname] = qname
@@ -410,6 +454,9 @@ class _Converter:
         m = self.mods[node.target]
         kind = type(m).__name__
         t = node.target
+        if kind == "MultiheadAttention":
+            self.multihead_attention(node, m)
+            return
         if len(node.args) != 1 or node.kwargs:
             self.fail("a module called with other than one positional "
                       "argument")
@@ -524,6 +571,11 @@ class _Converter:
                       {"shape": self.meta(node)[0]})
         elif tname in _ALIASES:
             self.vals[node.name] = self.tensor(node.args[0])
+        elif tname in _CASTS and node.op == "call_method":
+            if self.meta(node)[1] != self.meta(node.args[0])[1]:
+                self.fail("a dtype conversion (%s to %s) has no libplan op"
+                          % (self.meta(node.args[0])[1], self.meta(node)[1]))
+            self.vals[node.name] = self.tensor(node.args[0])
         elif handler is not None:
             handler(node)
         else:
@@ -563,21 +615,78 @@ class _Converter:
             if whole and self.meta(node)[0] == self.meta(node.args[0])[0]:
                 self.vals[node.name] = self.tensor(node.args[0])
                 return
-            self.fail("indexing a tensor (other than a slice keeping every "
-                      "element) has no libplan op")
+            if whole:
+                self.slice(node, items)
+                return
+            self.fail("indexing a tensor (other than slices with step 1) "
+                      "has no libplan op")
         if isinstance(seq, _Opaque):
             self.fail("it indexes fx node %s, which the converter cannot "
                       "evaluate" % seq.node.name)
         self.vals[node.name] = _Opaque(node)
+
+    def slice(self, node, items):
+        """x[..., a:b] (one dim sliced, step 1): a split of that dim into
+        the part before, the slice and the part after, keeping the
+        slice."""
+        shape = self.meta(node.args[0])[0]
+        rank = len(shape)
+        if sum(1 for i in items if i is Ellipsis) > 1 or \
+                len([i for i in items if i is not Ellipsis]) > rank:
+            self.fail("an index with more dims than the tensor")
+        full = []
+        for i in items:
+            if i is Ellipsis:
+                full.extend([slice(None)] * (rank - len(items) + 1))
+            else:
+                full.append(i)
+        full.extend([slice(None)] * (rank - len(full)))
+        cut = [(d, sl) for d, sl in enumerate(full)
+               if sl.indices(shape[d]) != (0, shape[d], 1)]
+        if len(cut) != 1:
+            self.fail("slicing %d dims at once has no libplan op (slice one "
+                      "dim at a time)" % len(cut))
+        d, sl = cut[0]
+        lo, hi, _ = sl.indices(shape[d])
+        hi = max(lo, hi)
+        sizes = [n for n in (lo, hi - lo, shape[d] - hi)]
+        keep = 1 if lo > 0 else 0
+        sizes = [n for n in sizes if n > 0]
+        if hi == lo:
+            self.fail("an empty slice has no libplan op")
+        outs = ["%s.%d" % (node.name, i) for i in range(len(sizes))]
+        self.b.op("split", [self.tensor(node.args[0])], outs,
+                  name=self.opname(node), dim=d, sizes=sizes)
+        for o in outs:
+            self.produced[o] = None
+        self.vals[node.name] = outs[keep]
 
     def binary(self, node, kind, args):
         if node.kwargs.get("alpha", 1) != 1 or \
                 node.kwargs.get("rounding_mode"):
             self.fail("alpha / rounding_mode have no libplan op")
         a, b = args[0], args[1]
+        node_args = node.args[:2]
+        if kind == "rsub":  # torch.rsub(x, y) = y - x
+            a, b = b, a
+            kind = "sub"
+            node_args = (node.args[1], node.args[0])
         if self.is_tensor(a) and self.is_tensor(b):
-            self.emit(kind, [self.tensor(node.args[0]),
-                             self.tensor(node.args[1])])
+            self.emit(kind, [self.tensor(node_args[0]),
+                             self.tensor(node_args[1])])
+            return
+        if kind in ("add", "sub") and (self.is_tensor(a) or self.is_tensor(b)):
+            x = 0 if self.is_tensor(a) else 1
+            c = float(self.number(node_args[1 - x], "number"))
+            src = self.tensor(node_args[x])
+            if kind == "sub" and x == 1:  # c - x: -x, then + c
+                neg = "%s.neg" % node.name
+                self.b.op("scale", [src], neg,
+                          name=self.opname(node) + ".neg", factor=-1.0)
+                self.produced[neg] = None
+                src = neg
+            self.emit("add_scalar", [src],
+                      {"value": -c if kind == "sub" and x == 0 else c})
             return
         if kind == "mul" and (self.is_tensor(a) or self.is_tensor(b)):
             x = 0 if self.is_tensor(a) else 1
@@ -592,9 +701,8 @@ class _Converter:
             self.emit("scale", [self.tensor(node.args[0])],
                       {"factor": 1.0 / float(d)})
             return
-        self.fail("%s of a tensor and the number %r has no libplan op "
-                  "(only tensor * number and tensor / number, as scale)"
-                  % (kind, b if self.is_tensor(a) else a))
+        self.fail("%s of a number by a tensor has no libplan op (tensor + - "
+                  "* / number and number + - * tensor have)" % kind)
 
     def matmul(self, node):
         va, vb = self.value(node.args[0]), self.value(node.args[1])
@@ -696,6 +804,7 @@ class _Converter:
                   name=self.opname(node), k=k)
         for o in outs:
             self.produced[o] = None
+        self.unique_idx.add(outs[1])
         self.vals[node.name] = tuple(outs)
 
     def _same_lead(self, a, b, what):
@@ -790,6 +899,193 @@ class _Converter:
         if bias is not None:
             ins.append(self.tensor(bias, "bias"))
         self.emit("linear", ins)
+
+    def f_pow(self, node):
+        """x ** 2 as x * x, x ** -0.5 as rsqrt, x ** 1 as x."""
+        e = self.value(self.arg(node, 1, "exponent"))
+        if not self.is_tensor(self.value(node.args[0])) or \
+                isinstance(e, bool) or not isinstance(e, (int, float)):
+            self.fail("pow other than tensor ** number has no libplan op")
+        x = self.tensor(node.args[0])
+        if e == 2:
+            self.emit("mul", [x, x])
+        elif e == -0.5:
+            self.emit("rsqrt", [x])
+        elif e == 1:
+            self.vals[node.name] = x
+        else:
+            self.fail("pow with exponent %r has no libplan op (2, -0.5 and "
+                      "1 have)" % (e,))
+
+    def f_square(self, node):
+        x = self.tensor(node.args[0])
+        self.emit("mul", [x, x])
+
+    def _new_const(self, node, init):
+        shape, dt = self.meta(node)
+        self.vals[node.name] = _Const(self.opname(node), shape, dt, init)
+
+    def f_zeros_like(self, node):
+        self._new_const(node, "zeros")
+
+    def f_ones_like(self, node):
+        self._new_const(node, "ones")
+
+    def f_zeros(self, node):
+        self._new_const(node, "zeros")
+
+    def f_ones(self, node):
+        self._new_const(node, "ones")
+
+    def f_scatter(self, node):
+        """zeros.scatter(-1, idx, src) with idx a topk's indices (distinct
+        along the last dim, so writing equals adding): scatter_add."""
+        if node.kwargs.get("reduce") is not None:
+            self.fail("scatter with a reduce has no libplan op")
+        base = self.value(node.args[0])
+        idx = self.arg(node, 2, "index")
+        src = self.arg(node, 3, "src")
+        if not isinstance(base, _Const) or base.init != "zeros":
+            self.fail("scatter into a tensor that is not zeros_like / zeros "
+                      "has no libplan op (write scatter_add)")
+        if self.value(idx) not in self.unique_idx:
+            self.fail("scatter with indices that are not a topk's (possibly "
+                      "repeated) has no libplan op (write scatter_add)")
+        self._last_dim(node, 1, "dim", "scatter")
+        if not self.is_tensor(self.value(src)) or \
+                self.meta(idx)[0] != self.meta(src)[0]:
+            self.fail("scatter of a number, or with an index shaped unlike "
+                      "src, has no libplan op")
+        self._same_lead(node.args[0], src, "scatter")
+        self.emit("scatter_add", [self.tensor(src), self.tensor(idx)],
+                  {"size": self.meta(node)[0][-1]})
+
+    def f_stack(self, node):
+        """torch.stack: each tensor given a size-1 dim there, then concat."""
+        ts = self.arg(node, 0, "tensors")
+        rank = len(self.meta(node)[0])
+        dim = self.number(self.arg(node, 1, "dim", 0), "dim") % rank
+        names = []
+        for i, a in enumerate(ts):
+            shape = list(self.meta(a)[0])
+            shape.insert(dim, 1)
+            part = "%s.%d" % (node.name, i)
+            self.b.op("reshape", [self.tensor(a)], part,
+                      name="%s.%d" % (self.opname(node), i), shape=shape)
+            self.produced[part] = None
+            names.append(part)
+        self.emit("concat", names, {"dim": dim})
+
+    def f_scaled_dot_product_attention(self, node):
+        """F.scaled_dot_product_attention on [b, h, s, d] tensors: the fused
+        attention op (a bool mask becomes an integer one, nonzero seen)."""
+        q, k, v = (self.arg(node, i, n) for i, n in
+                   enumerate(("query", "key", "value")))
+        mask = self.arg(node, 3, "attn_mask")
+        if self.value(self.arg(node, 4, "dropout_p", 0.0)):
+            self.fail("attention dropout has no libplan op (dropout_p=0)")
+        causal = bool(self.value(self.arg(node, 5, "is_causal", False)))
+        scale = self.value(self.arg(node, 6, "scale"))
+        gqa = bool(self.value(node.kwargs.get("enable_gqa", False)))
+        for a, what in ((q, "query"), (k, "key"), (v, "value")):
+            if len(self.meta(a)[0]) != 4:
+                self.fail("attention of a %s that is not [b, heads, seq, dim] "
+                          "has no libplan op" % what)
+        if not gqa and self.meta(q)[0][1] != self.meta(k)[0][1]:
+            self.fail("query and key heads differ without enable_gqa")
+        ins = [self.tensor(q), self.tensor(k), self.tensor(v)]
+        if mask is not None:
+            ins.append(self.tensor(mask, "attn_mask"))
+        attrs = {}
+        if causal:
+            attrs["causal"] = True
+        if scale is not None:
+            attrs["scale"] = float(self.number(scale, "scale"))
+        self.emit("attention", ins, attrs)
+
+    def multihead_attention(self, node, m):
+        """nn.MultiheadAttention as self-attention (query, key and value one
+        tensor): in_proj (a linear, split into q, k, v), heads out, the
+        attention op, heads back, out_proj."""
+        args = list(node.args) + [node.kwargs.get(k) for k in
+                                  ("query", "key", "value")
+                                  if k in node.kwargs]
+        if len(args) != 3 or not (args[0] is args[1] is args[2]):
+            self.fail("nn.MultiheadAttention other than self-attention "
+                      "(query, key and value one tensor) has no libplan op")
+        for kw in ("key_padding_mask", "attn_mask"):
+            if node.kwargs.get(kw) is not None:
+                self.fail("nn.MultiheadAttention's %s has no libplan op "
+                          "(use F.scaled_dot_product_attention)" % kw)
+        if node.kwargs.get("is_causal"):
+            self.fail("nn.MultiheadAttention's is_causal needs an attn_mask; "
+                      "use F.scaled_dot_product_attention")
+        if not m._qkv_same_embed_dim or m.bias_k is not None or \
+                m.add_zero_attn or (m.training and m.dropout):
+            self.fail("nn.MultiheadAttention with kdim/vdim, add_bias_kv, "
+                      "add_zero_attn or training dropout has no libplan op")
+        t, p = node.target, self.opname(node)
+        x = self.tensor(args[0])
+        shape = self.meta(args[0])[0]
+        if len(shape) != 3:
+            self.fail("nn.MultiheadAttention of an unbatched input")
+        e, h = m.embed_dim, m.num_heads
+        hd = e // h
+
+        def op(suffix, kind, ins, outs, **attrs):
+            names = outs if isinstance(outs, list) else [outs]
+            self.b.op(kind, ins, outs, name="%s.%s" % (p, suffix), **attrs)
+            for o in names:
+                self.produced[o] = None
+            return outs
+
+        n = node.name
+        if not m.batch_first:
+            x = op("batch_first", "permute", [x], n + ".x", perm=[1, 0, 2])
+        b, s = (shape[0], shape[1]) if m.batch_first else (shape[1], shape[0])
+        ins = [x, self.param(t + ".in_proj_weight")]
+        if m.in_proj_bias is not None:
+            ins.append(self.param(t + ".in_proj_bias"))
+        qkv = op("in_proj", "linear", ins, n + ".qkv")
+        parts = op("split", "split", [qkv], [n + ".q", n + ".k", n + ".v"],
+                   dim=-1, sizes=[e, e, e])
+        heads = []
+        for part in parts:
+            r = op(part.split(".")[-1] + ".heads", "reshape", [part],
+                   part + ".heads", shape=[b, s, h, hd])
+            heads.append(op(part.split(".")[-1] + ".perm", "permute", [r],
+                            part + ".perm", perm=[0, 2, 1, 3]))
+        y = op("attention", "attention", heads, n + ".attn")
+        y = op("attn.perm", "permute", [y], n + ".attn.perm",
+               perm=[0, 2, 1, 3])
+        y = op("attn.merge", "reshape", [y], n + ".attn.merge",
+               shape=[b, s, e])
+        ins = [y, self.param(t + ".out_proj.weight")]
+        if m.out_proj.bias is not None:
+            ins.append(self.param(t + ".out_proj.bias"))
+        y = op("out_proj", "linear", ins, n + ".out")
+        if not m.batch_first:
+            y = op("seq_first", "permute", [y], n + ".out.seq_first",
+                   perm=[1, 0, 2])
+        # (output, attention weights): the weights have no libplan value
+        self.vals[node.name] = (y, _Opaque(node))
+
+    def f_rms_norm(self, node):
+        ns = self.value(self.arg(node, 1, "normalized_shape"))
+        w = self.arg(node, 2, "weight")
+        if len(ns) != 1 or w is None:
+            self.fail("rms_norm over other than the last dim, or without a "
+                      "weight, has no libplan op")
+        eps = self.value(self.arg(node, 3, "eps"))
+        if eps is None:
+            import torch
+            eps = torch.finfo(self.meta_dtype(node.args[0])).eps
+        self.emit("rmsnorm", [self.tensor(node.args[0]), self.tensor(w,
+                                                                     "weight")],
+                  {"eps": float(eps)})
+
+    def meta_dtype(self, node):
+        return node.meta["tensor_meta"].dtype
 
     def f_layer_norm(self, node):
         ns = self.value(self.arg(node, 1, "normalized_shape"))

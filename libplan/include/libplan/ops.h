@@ -112,6 +112,15 @@ typedef enum plan_op_kind {
   PLAN_OP_MOE_DISPATCH,
   PLAN_OP_MOE_COMBINE,
   PLAN_OP_MOE_WEIGHTS_GRAD,
+  /* Ops traced models need: the logistic sigmoid (gates), the reciprocal
+   * square root (hand-written RMSNorm), a number added to every element
+   * (x + 1.0, 1 - x), and fused scaled dot-product attention (q, k, v
+   * [, mask]; causal; grouped-query heads), whose rule shards batch,
+   * heads and the query sequence. */
+  PLAN_OP_SIGMOID,
+  PLAN_OP_RSQRT,
+  PLAN_OP_ADD_SCALAR,
+  PLAN_OP_ATTENTION,
   PLAN_OP_COUNT
 } plan_op_kind;
 

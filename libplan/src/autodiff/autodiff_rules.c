@@ -13,6 +13,7 @@
  * refused with the op's position. */
 #include <string.h>
 
+#include "autodiff/autodiff_attention.h"
 #include "autodiff/autodiff_build.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -219,6 +220,26 @@ static int bw_tanh(plan_ad_ctx *c, const plan_op *op, int dy) {
   if (g >= 0)
     g = plan_ad_binary(c, PLAN_OP_SUB, "dx", dy, g);
   return give(c, op, 0, g);
+}
+
+/* y = sigmoid x: dx = dy y (1 - y) = dy y - dy y y. */
+static int bw_sigmoid(plan_ad_ctx *c, const plan_op *op, int dy) {
+  int y = op->out[0];
+  int g = plan_ad_binary(c, PLAN_OP_MUL, "dx.dyy", dy, y);
+  int g2 = g < 0 ? g : plan_ad_binary(c, PLAN_OP_MUL, "dx.dyyy", g, y);
+  return give(c, op, 0,
+              g2 < 0 ? g2 : plan_ad_binary(c, PLAN_OP_SUB, "dx", g, g2));
+}
+
+/* y = x^(-1/2): dx = -1/2 dy y^3. */
+static int bw_rsqrt(plan_ad_ctx *c, const plan_op *op, int dy) {
+  int y = op->out[0];
+  int g = plan_ad_binary(c, PLAN_OP_MUL, "dx.dyy", dy, y);
+  if (g >= 0)
+    g = plan_ad_binary(c, PLAN_OP_MUL, "dx.dyyy", g, y);
+  if (g >= 0)
+    g = plan_ad_binary(c, PLAN_OP_MUL, "dx.dyyyy", g, y);
+  return give(c, op, 0, g < 0 ? g : plan_ad_scale(c, "dx", g, -0.5));
 }
 
 /* y = softmax(x) along dim: dx = y (dy - sum_dim(dy y)). */
@@ -711,6 +732,15 @@ int plan_ad_backward(plan_ad_ctx *c, const plan_op *op, const int *dy) {
     return bw_moe_combine(c, op, dy[0]);
   case PLAN_OP_MOE_WEIGHTS_GRAD:
     return bw_moe_weights_grad(c, op, dy[0]);
+  case PLAN_OP_SIGMOID:
+    return bw_sigmoid(c, op, dy[0]);
+  case PLAN_OP_RSQRT:
+    return bw_rsqrt(c, op, dy[0]);
+  case PLAN_OP_ADD_SCALAR:
+    /* y = x + c: dx = dy */
+    return give(c, op, 0, dy[0]);
+  case PLAN_OP_ATTENTION:
+    return plan_ad_bw_attention(c, op, dy[0]);
   case PLAN_OP_COUNT:
     break;
   }

@@ -75,6 +75,11 @@ static const struct {
     {"moe_dispatch", COST_CLASS_MOVE, 0},
     {"moe_combine", COST_CLASS_ROWWISE, 2},
     {"moe_weights_grad", COST_CLASS_ROWWISE, 2},
+    {"sigmoid", COST_CLASS_POINTWISE, 1},
+    {"rsqrt", COST_CLASS_POINTWISE, 1},
+    {"add_scalar", COST_CLASS_POINTWISE, 1},
+    /* two products per (query, key) pair: q k^T and p v (see below) */
+    {"attention", COST_CLASS_MATMUL, 0},
 };
 
 static void classify_kinds(plan_cost_model *m) {
@@ -483,6 +488,13 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
   switch (cls) {
   case COST_CLASS_MATMUL: {
     const plan_tensor *a = &ts[o->in[0]];
+    if (o->kind == PLAN_OP_ATTENTION) {
+      /* q k^T over d for every key, then p v over the keys: the keys are
+       * whole on every rank */
+      double sk = (double)ts[o->in[1]].dims[2];
+      flops = 2 * in0 * sk + 2 * out0 * sk;
+      break;
+    }
     bool ta = o->attrs && o->attrs[0].b;
     flops = 2 * out0 * local_dim(a, &in[0], ms, a->rank - (ta ? 2 : 1));
     break;

@@ -88,6 +88,18 @@ static const plan_attr_spec embedding_grad_attrs[] = {
     {.name = "rows", .type = PLAN_ATTR_INT, .required = true},
 };
 
+/* add_scalar: the number added to every element. */
+static const plan_attr_spec add_scalar_attrs[] = {
+    {.name = "value", .type = PLAN_ATTR_FLOAT, .def_f = 0.0},
+};
+/* attention: a causal mask (key j seen by query i when j <= i, positions
+ * global: top-left aligned, as torch's is_causal) and the factor of the
+ * scores (0, the default: 1 / sqrt(d)). */
+static const plan_attr_spec attention_attrs[] = {
+    {.name = "causal", .type = PLAN_ATTR_BOOL},
+    {.name = "scale", .type = PLAN_ATTR_FLOAT, .def_f = 0.0},
+};
+
 #define ATTRS(a) a, (int)(sizeof a / sizeof a[0])
 
 /* The registry. Designated initialisers keep each row next to its enum
@@ -193,6 +205,17 @@ static const plan_op_info op_table[] = {
     [PLAN_OP_MOE_WEIGHTS_GRAD] = {"moe_weights_grad", 3, 3, 1, 1, NULL, 0,
                                   PLAN_PARTIAL_FIRST,
                                   plan_infer_moe_weights_grad},
+    [PLAN_OP_SIGMOID] = {"sigmoid", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
+                         plan_infer_sigmoid},
+    [PLAN_OP_RSQRT] = {"rsqrt", 1, 1, 1, 1, NULL, 0, PLAN_PARTIAL_NONE,
+                       plan_infer_rsqrt},
+    /* add_scalar: not linear (every rank would add the number). */
+    [PLAN_OP_ADD_SCALAR] = {"add_scalar", 1, 1, 1, 1, ATTRS(add_scalar_attrs),
+                            PLAN_PARTIAL_NONE, plan_infer_add_scalar},
+    /* attention: (q [b, h, s, d], k [b, hk, sk, d], v [b, hk, sk, dv]
+     * [, mask [.., s, sk]]) -> [b, h, s, dv]; h a multiple of hk. */
+    [PLAN_OP_ATTENTION] = {"attention", 3, 4, 1, 1, ATTRS(attention_attrs),
+                           PLAN_PARTIAL_NONE, plan_infer_attention},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == PLAN_OP_COUNT,

@@ -52,5 +52,9 @@ int plan_infer_scatter_add(PLAN_INFER_ARGS);
 int plan_infer_moe_dispatch(PLAN_INFER_ARGS);
 int plan_infer_moe_combine(PLAN_INFER_ARGS);
 int plan_infer_moe_weights_grad(PLAN_INFER_ARGS);
+int plan_infer_sigmoid(PLAN_INFER_ARGS);
+int plan_infer_rsqrt(PLAN_INFER_ARGS);
+int plan_infer_add_scalar(PLAN_INFER_ARGS);
+int plan_infer_attention(PLAN_INFER_ARGS);
 
 #endif

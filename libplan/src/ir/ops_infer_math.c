@@ -192,6 +192,21 @@ int plan_infer_tanh(PLAN_INFER_ARGS) {
 int plan_infer_exp(PLAN_INFER_ARGS) {
   return infer_unary(PLAN_OP_EXP, in, nin, attrs, out, nout, err, errsz);
 }
+int plan_infer_sigmoid(PLAN_INFER_ARGS) {
+  return infer_unary(PLAN_OP_SIGMOID, in, nin, attrs, out, nout, err, errsz);
+}
+int plan_infer_rsqrt(PLAN_INFER_ARGS) {
+  return infer_unary(PLAN_OP_RSQRT, in, nin, attrs, out, nout, err, errsz);
+}
+int plan_infer_add_scalar(PLAN_INFER_ARGS) {
+  int rc =
+      infer_unary(PLAN_OP_ADD_SCALAR, in, nin, attrs, out, nout, err, errsz);
+  if (rc)
+    return rc;
+  if (!isfinite(attr_float(attrs, SPEC(PLAN_OP_ADD_SCALAR), 0)))
+    return plan_errf(err, errsz, "add_scalar: value must be a finite number");
+  return PLAN_OK;
+}
 
 int plan_infer_softmax(PLAN_INFER_ARGS) {
   int rc = infer_unary(PLAN_OP_SOFTMAX, in, nin, attrs, out, nout, err, errsz);

@@ -211,3 +211,67 @@ int plan_infer_cross_entropy_grad(PLAN_INFER_ARGS) {
   copy_shape(out, &in[1]);
   return PLAN_OK;
 }
+
+/* ---- attention ----------------------------------------------------------- */
+
+/* attention: q [b, h, s, d], k [b, hk, sk, d], v [b, hk, sk, dv] [, mask]
+ * -> [b, h, s, dv]. Query head i reads key/value head i / (h / hk), as
+ * repeat_interleave of k and v would give (grouped-query attention). The
+ * mask broadcasts to [b, h, s, sk] (each of its dims, right-aligned, is 1
+ * or the full size): a float mask of q's dtype is added to the scores, an
+ * integer one keeps the keys where it is nonzero. */
+int plan_infer_attention(PLAN_INFER_ARGS) {
+  int rc =
+      plan_infer_prelude(PLAN_OP_ATTENTION, in, nin, out, nout, 1, err, errsz);
+  if (rc)
+    return rc;
+  plan_dtype dt;
+  if ((rc = plan_infer_float_inputs(PLAN_OP_ATTENTION, in, nin, 7u, &dt, err,
+                                    errsz)))
+    return rc;
+  static const char *const names[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; i++)
+    if (in[i].rank != 4)
+      return plan_errf(err, errsz,
+                       "attention: %s (input %d) must be [b, heads, seq, "
+                       "dim], not rank %d",
+                       names[i], i, in[i].rank);
+  const plan_shape *q = &in[0], *k = &in[1], *v = &in[2];
+  char a[SHAPE_STRLEN], b[SHAPE_STRLEN], c[SHAPE_STRLEN];
+  if (k->dims[0] != q->dims[0] || v->dims[0] != q->dims[0] ||
+      v->dims[1] != k->dims[1] || v->dims[2] != k->dims[2] ||
+      k->dims[3] != q->dims[3])
+    return plan_errf(err, errsz,
+                     "attention: q %s, k %s and v %s do not fit [b, h, s, d], "
+                     "[b, hk, sk, d], [b, hk, sk, dv]",
+                     fmt_dims(q->dims, 4, a), fmt_dims(k->dims, 4, b),
+                     fmt_dims(v->dims, 4, c));
+  if (k->dims[1] == 0 ? q->dims[1] != 0 : q->dims[1] % k->dims[1] != 0)
+    return plan_errf(err, errsz,
+                     "attention: q's %lld heads are not a multiple of k's %lld",
+                     (long long)q->dims[1], (long long)k->dims[1]);
+  if (nin == 4) {
+    const plan_shape *m = &in[3];
+    int64_t full[4] = {q->dims[0], q->dims[1], q->dims[2], k->dims[2]};
+    bool ok = m->rank <= 4;
+    for (int d = 0; ok && d < m->rank; d++) {
+      int64_t want = full[4 - m->rank + d];
+      ok = m->dims[d] == want || m->dims[d] == 1;
+    }
+    if (!ok)
+      return plan_errf(err, errsz,
+                       "attention: the mask %s does not broadcast to %s",
+                       fmt_dims(m->dims, m->rank, a), fmt_dims(full, 4, b));
+    if (plan_dtype_is_float(m->dtype) && m->dtype != dt)
+      return plan_errf(err, errsz,
+                       "attention: a float mask must have q's dtype %s, not %s",
+                       plan_dtype_name(dt), plan_dtype_name(m->dtype));
+  }
+  double scale = attr_float(attrs, SPEC(PLAN_OP_ATTENTION), 1);
+  if (!isfinite(scale))
+    return plan_errf(err, errsz, "attention: scale must be a finite number");
+  copy_shape(out, q);
+  out->dims[3] = v->dims[3];
+  out->dtype = dt;
+  return plan_infer_finish(PLAN_OP_ATTENTION, out, nout, err, errsz);
+}

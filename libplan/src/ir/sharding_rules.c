@@ -480,6 +480,70 @@ static int rule_cross_entropy_grad(plan_rule *r, const plan_shape *in) {
   return PLAN_OK;
 }
 
+/* attention: q [b, h, s, d], k [b, hk, sk, d], v [b, hk, sk, dv] [, mask]
+ * -> [b, h, s, dv]. The batch b, the heads and the query sequence s are
+ * free: each (sample, head, query) row of the result reads its own q row
+ * and the whole k and v of its head, so a rank holding some queries needs
+ * every key (context parallelism: k and v replicated along that axis; a
+ * causal mask reads the queries' global positions). The query heads are
+ * the compound [hk, g], the kv heads major (as repeat_interleave of k and
+ * v gives), so sharding them shards k's and v's heads the same way; with
+ * one kv head only g (k and v then whole). The keys sk and the dim d are
+ * need-replication (the softmax and the dot products read them whole); v's
+ * dim dv is free. The mask carries the factor of each dim it does not
+ * broadcast. */
+static int rule_attention(plan_rule *r, const plan_shape *in, int nin) {
+  const plan_shape *q = &in[0], *k = &in[1];
+  int y = OUT(r, 0);
+  int64_t g = k->dims[1] ? q->dims[1] / k->dims[1] : 1;
+  int b = factor(r, q->dims[0], PLAN_FACTOR_FREE, "b", -1);
+  int hk = k->dims[1] != 1
+               ? factor(r, k->dims[1], PLAN_FACTOR_FREE, "hk", -1)
+               : factor(r, 1, PLAN_FACTOR_NEED_REPLICATION, "hk", -1);
+  int hg = g != 1 ? factor(r, g, PLAN_FACTOR_FREE, "g", -1) : -1;
+  int s = factor(r, q->dims[2], PLAN_FACTOR_FREE, "s", -1);
+  int sk = factor(r, k->dims[2], PLAN_FACTOR_NEED_REPLICATION, "sk", -1);
+  int d = factor(r, q->dims[3], PLAN_FACTOR_NEED_REPLICATION, "d", -1);
+  int dv = factor(r, in[2].dims[3], PLAN_FACTOR_FREE, "dv", -1);
+  for (int o = 0; o < 3; o++)
+    carry(r, o, 0, b);
+  carry(r, y, 0, b);
+  for (int o = 1; o < 3; o++) {
+    carry(r, o, 1, hk);
+    carry(r, o, 2, sk);
+  }
+  /* q, the result and a per-head mask: the compound heads, s */
+  int qlike[2] = {0, y};
+  for (int t = 0; t < 2; t++) {
+    if (k->dims[1] != 1)
+      carry(r, qlike[t], 1, hk);
+    carry(r, qlike[t], 1, hg);
+    carry(r, qlike[t], 2, s);
+  }
+  carry(r, 0, 3, d);
+  carry(r, 1, 3, d);
+  carry(r, 2, 3, dv);
+  carry(r, y, 3, dv);
+  if (nin == 4) {
+    const plan_shape *m = &in[3];
+    int64_t full[4] = {q->dims[0], q->dims[1], q->dims[2], k->dims[2]};
+    for (int md = 0; md < m->rank; md++) {
+      int fd = 4 - m->rank + md;
+      if (m->dims[md] != full[fd])
+        continue; /* broadcast: carries nothing */
+      if (fd == 0)
+        carry(r, 3, md, b);
+      else if (fd == 1) {
+        if (k->dims[1] != 1)
+          carry(r, 3, md, hk);
+        carry(r, 3, md, hg);
+      } else
+        carry(r, 3, md, fd == 2 ? s : sk);
+    }
+  }
+  return PLAN_OK;
+}
+
 /* The op's output shapes by inference, checked against the caller's
  * `outs` when it gives them. */
 static int infer_outputs(const plan_op_info *info, const plan_shape *in,
@@ -564,6 +628,9 @@ static int rule_of_kind(plan_rule *out, int kind, const plan_shape *in, int nin,
   case PLAN_OP_SILU:
   case PLAN_OP_TANH:
   case PLAN_OP_EXP:
+  case PLAN_OP_SIGMOID:
+  case PLAN_OP_RSQRT:
+  case PLAN_OP_ADD_SCALAR:
     same_shape(out, &in[0], -1, PLAN_FACTOR_FREE);
     break;
   case PLAN_OP_SOFTMAX:
@@ -646,6 +713,9 @@ static int rule_of_kind(plan_rule *out, int kind, const plan_shape *in, int nin,
   case PLAN_OP_MOE_COMBINE:
   case PLAN_OP_MOE_WEIGHTS_GRAD:
     rc = rule_moe(out, kind, in, nin, y);
+    break;
+  case PLAN_OP_ATTENTION:
+    rc = rule_attention(out, in, nin);
     break;
   case PLAN_OP_COUNT:
     rc = PLAN_EINVALID;
