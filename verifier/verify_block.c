@@ -21,6 +21,42 @@ int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord) {
   return r;
 }
 
+int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np) {
+  int64_t n = 1;
+  for (int i = 0; i < np; i++)
+    n *= m->axis_sizes[pa[i]];
+  return n;
+}
+
+int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+                             const int64_t *coord, int64_t k) {
+  int64_t at[PLAN_MAX_MESH_AXES];
+  memcpy(at, coord, sizeof at);
+  for (int i = np - 1; i >= 0; i--) {
+    at[pa[i]] = k % m->axis_sizes[pa[i]];
+    k /= m->axis_sizes[pa[i]];
+  }
+  return plan_vx_rank_at(m, at);
+}
+
+int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
+                        const double **mem, int max) {
+  for (int i = 0; i < np; i++)
+    if (c->low->bufs[b].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
+      return 0;
+  int64_t n = plan_vx_group_size(c->m, pa, np);
+  if (n > max)
+    return 0;
+  for (int64_t k = 0; k < n; k++) {
+    const block *q =
+        &c->bufs[b][plan_vx_group_member(c->m, pa, np, c->coords[r], k)];
+    if (!q->data || q->n != c->bufs[b][r].n)
+      return 0;
+    mem[k] = q->data;
+  }
+  return (int)n;
+}
+
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];

@@ -88,36 +88,6 @@ bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
 
 static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df);
 
-/* The blocks of the partial group led by coord when every partial axis
- * sums (P(sum)), at most max of them, into mem; their count, or 0 when the
- * group needs the general path (another reduction, too large, a block
- * missing). */
-static int group_members(const vctx *c, int buf, const int *pa, int np,
-                         const int64_t *coord, const double **mem, int max) {
-  int64_t n = 1;
-  for (int i = 0; i < np; i++) {
-    if (c->low->bufs[buf].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
-      return 0;
-    n *= c->m->axis_sizes[pa[i]];
-  }
-  if (n > max)
-    return 0;
-  int64_t at[PLAN_MAX_MESH_AXES];
-  memcpy(at, coord, sizeof at);
-  for (int64_t k = 0; k < n; k++) {
-    int64_t x = k;
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = x % c->m->axis_sizes[pa[i]];
-      x /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[buf][plan_vx_rank_at(c->m, at)];
-    if (!q->data)
-      return 0;
-    mem[k] = q->data;
-  }
-  return (int)n;
-}
-
 /* Compares every replica of buffer `buf` with the reference. */
 int plan_vx_compare_buffer(vctx *c, int buf, diff *df) {
   memset(df, 0, sizeof *df);
@@ -155,7 +125,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
     /* a group of partial sums: its members' blocks, summed flat (the
      * general path reduces axis by axis, element by element) */
     const double *mem[64];
-    int nmem = np ? group_members(c, buf, pa, np, coord, mem, 64) : 0;
+    int nmem = np ? plan_vx_sum_members(c, buf, pa, np, r, mem, 64) : 0;
     /* rows along the innermost dim are contiguous in both the block and
      * the global tensor: one index computation per row */
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;

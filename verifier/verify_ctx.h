@@ -194,6 +194,18 @@ static inline double plan_vx_seconds_now(void) {
 int64_t plan_vx_count_of(const int64_t *dims, int rank);
 /* The rank at mesh coordinates (row-major). */
 int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord);
+/* The size of a group along mesh axes pa[0..np), and the rank of its
+ * member k (row-major over those axes) in the group through coord: the
+ * one walk of a partial group's members. */
+int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np);
+int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+                             const int64_t *coord, int64_t k);
+/* The blocks of buffer b's partial group led by rank r when every partial
+ * axis pa[0..np) sums (P(sum)), at most max, into mem; their count, or 0
+ * when the group needs the general path (another reduction, too many, a
+ * block missing or of another size). */
+int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
+                        const double **mem, int max);
 /* Rank r's block of `tensor` under placement pl: its shape and offset. */
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b);

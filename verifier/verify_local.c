@@ -117,53 +117,18 @@ int plan_vx_check_replicas(vctx *c, int i) {
 
 /* ---- reassembling a buffer ----------------------------------------------- */
 
-/* The blocks of the partial group led by rank r when every partial axis
- * sums, into mem (at most max); their count, or 0 when the group needs
- * the general path (another reduction, too many, a block missing). */
-static int sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
-                       const double **mem, int max) {
-  int64_t n = 1;
-  for (int i = 0; i < np; i++) {
-    if (c->low->bufs[b].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
-      return 0;
-    n *= c->m->axis_sizes[pa[i]];
-  }
-  if (n > max)
-    return 0;
-  for (int64_t k = 0; k < n; k++) {
-    int64_t at[PLAN_MAX_MESH_AXES], z = k;
-    memcpy(at, c->coords[r], sizeof at);
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
-      z /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
-    if (!q->data || q->n != c->bufs[b][r].n)
-      return 0;
-    mem[k] = q->data;
-  }
-  return (int)n;
-}
-
 /* Element e of the partial group led by rank r, reduced (the general
  * path), and the magnitudes it adds into *m. */
 static double group_element(const vctx *c, int b, const int *pa, int np,
                             int64_t r, int64_t e, double *m) {
-  int64_t coord[PLAN_MAX_MESH_AXES], nmem = 1;
+  int64_t coord[PLAN_MAX_MESH_AXES];
   memcpy(coord, c->coords[r], sizeof coord);
   double v;
   plan_vx_group_value(c, b, pa, np, 0, coord, e, &v);
-  for (int i = 0; i < np; i++)
-    nmem *= c->m->axis_sizes[pa[i]];
+  int64_t nmem = plan_vx_group_size(c->m, pa, np);
   *m = 0;
   for (int64_t k = 0; k < nmem; k++) {
-    int64_t at[PLAN_MAX_MESH_AXES], z = k;
-    memcpy(at, c->coords[r], sizeof at);
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
-      z /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
+    const block *q = &c->bufs[b][plan_vx_group_member(c->m, pa, np, coord, k)];
     if (q->data && e < q->n)
       *m += fabs(q->data[e]);
   }
@@ -183,7 +148,7 @@ static void reassemble(const vctx *c, int b, double *out, double *mag) {
       continue;
     const block *x = &c->bufs[b][r];
     const double *mem[64];
-    int nmem = np ? sum_members(c, b, pa, np, r, mem, 64) : 0;
+    int nmem = np ? plan_vx_sum_members(c, b, pa, np, r, mem, 64) : 0;
     /* rows along the innermost dim are contiguous in the block and in the
      * tensor: one index computation per row */
     int64_t row = t->rank ? x->local[t->rank - 1] : 1;
