@@ -159,6 +159,45 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
   }
 }
 
+/* Exact mode is exact while a double holds every value on its grid: the
+ * ops computed whole round to 2^-10, a product of two such values is on
+ * 2^-20, so past 2^33 a sum or product can round, the same in both runs
+ * only by chance. A bug makes a difference of the values' own size; a
+ * rounding of values that large, one below 2^-40 of them (53 bits, with
+ * up to 2^13 roundings gathered). */
+#define PLAN_VERIFY_EXACT_RANGE 0x1p33
+#define PLAN_VERIFY_EXACT_ROUNDING 0x1p-40
+
+void plan_vx_exact_lost(vctx *c, int buf, const diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  /* the largest value the step that wrote buf read or made */
+  int t = lb->tensor, at = t;
+  double big = c->refmax[t];
+  int step = c->writer ? c->writer[buf] : -1;
+  if (step >= 0 && c->low->steps[step].kind == PLAN_LSTEP_OP) {
+    const plan_op *op = &c->prog->ops[c->low->steps[step].op];
+    for (int pass = 0; pass < 2; pass++)
+      for (int j = 0; j < (pass ? op->nout : op->nin); j++) {
+        int u = pass ? op->out[j] : op->in[j];
+        if (c->refmax[u] > big) {
+          big = c->refmax[u];
+          at = u;
+        }
+      }
+  }
+  if (!(big >= PLAN_VERIFY_EXACT_RANGE) || !isfinite(df->max_abs) ||
+      df->max_abs > PLAN_VERIFY_EXACT_ROUNDING * big)
+    return;
+  snprintf(c->exact_lost, sizeof c->exact_lost,
+           "exact mode cannot be exact here: tensor '%s' reaches %.3g, past "
+           "the 2^33 up to which its sums and products stay exact in a "
+           "double, and the runs first differ at '%s' by %.3g, %.2g of "
+           "that: a double's rounding, not a bug; verify it in float mode "
+           "(--mode float)",
+           c->prog->tensors[at].name, big, c->prog->tensors[t].name,
+           df->max_abs, df->max_abs / big);
+}
+
 /* The record just made is within a bound: no mismatches count. */
 static void accepted(vctx *c, const char *what) {
   if (c->nrecs && c->recs[c->nrecs - 1].tensor &&
@@ -241,6 +280,8 @@ void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
   if (!df->mismatches)
     return;
   if (c->equal) {
+    if (c->o->mode == PLAN_VERIFY_EXACT)
+      plan_vx_exact_lost(c, buf, df);
     c->equal = 0;
     c->first_op = opname;
     c->first_tensor = t->name;

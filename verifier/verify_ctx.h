@@ -68,6 +68,7 @@ typedef struct vctx {
    * reduction length along the deepest path from the inputs and the RMS
    * of the reference */
   double *rtol, *atol, *depth, *rms;
+  double *refmax; /* each tensor's largest finite |reference| */
   /* The lowered run compares each buffer when its step has written it,
    * and hands back the blocks of a buffer once no later step reads it
    * (unless it mismatched: the diagnosis reads it). Per buffer: */
@@ -136,6 +137,9 @@ typedef struct vctx {
   const char *local_op, *local_tensor;
   int first_step; /* the step that wrote the first divergent buffer */
   char local_diag[1024];
+  /* exact mode: the first divergence is a double's rounding, past the
+   * range exact mode keeps exact (plan_vx_exact_lost); empty: not */
+  char exact_lost[512];
   /* Distributed verification (verify_dist.c): this process's
    * communicator and the one mesh rank it runs; NULL: every rank here. */
   plan_comm *comm;
@@ -297,6 +301,10 @@ bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
  * differ from coord only on the partial axes pa[from..np). */
 void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np,
                          int from, int64_t *coord, int64_t li, double *out);
+/* Exact mode, at the first mismatch (of buffer buf): whether it is a
+ * double's rounding of values past the range exact mode keeps exact;
+ * when so, says it into c->exact_lost. */
+void plan_vx_exact_lost(vctx *c, int buf, const diff *df);
 /* Compares every replica of buffer buf with the reference, into *df
  * (distributed: every process's replicas, merged). */
 int plan_vx_compare_buffer(vctx *c, int buf, diff *df);
