@@ -130,8 +130,9 @@ typedef struct vctx {
   int64_t mb_now;
   bool deadlock; /* the schedule could not finish: nothing compared */
   /* verify_local.c: float mode, each step checked on its own inputs
-   * (not pipelined, not distributed); the first step whose check or whose
-   * replicas failed (INT_MAX: none), its op, tensor and diagnosis */
+   * (not distributed; pipelines microbatch by microbatch); the first step whose
+   * check or whose replicas failed (INT_MAX: none), its op, tensor and
+   * diagnosis */
   bool local_on, local_is_op;
   int local_fail;
   const char *local_op, *local_tensor;
@@ -380,9 +381,11 @@ int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
  * bit for bit, else "drifted", naming both ranks. Every mode. */
 int plan_vx_check_replicas(vctx *c, int i);
 /* Float mode (c->local_on): step i against what follows from the
- * distributed run's own inputs (an op: the reference kernel in f64 on the
- * reassembled inputs; a collective: its input's value). */
-int plan_vx_check_local(vctx *c, int i);
+ * distributed run's own inputs (an op: the reference kernel on the
+ * reassembled inputs; a collective: its input's value). mb >= 0: a
+ * pipelined step just run for microbatch mb, on that microbatch's blocks;
+ * mb < 0: every rank's (a pipelined step of the schedule is skipped). */
+int plan_vx_check_local(vctx *c, int i, int64_t mb);
 /* Whether a low-precision tensor's end-to-end mismatch in buffer buf is
  * drift: every step up to its writer passed its own check. */
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df);
