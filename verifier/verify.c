@@ -96,10 +96,12 @@ static void free_blocks(const vctx *c, double ***b, int n) {
 
 static void free_ctx(vctx *c) {
   free_run(c);
-  for (int i = 0; i < c->npool; i++)
-    free(c->pool[i]);
-  free(c->pool);
-  free(c->pool_n);
+  for (int k = 0; k < PLAN_VX_POOL_BUCKETS; k++) {
+    for (int i = 0; i < c->pool[k].count; i++)
+      free(c->pool[k].data[i]);
+    free(c->pool[k].data);
+    free(c->pool[k].n);
+  }
   if (c->low && c->low->train) {
     int np = c->low->train->nparams;
     free_blocks(c, c->master, np);

@@ -126,8 +126,9 @@ int plan_vx_init_tolerances(vctx *c) {
     double s = 0, mx = 0;
     for (int64_t i = 0; c->ref[t] && i < cnt; i++)
       if (isfinite(c->ref[t][i])) {
-        s += c->ref[t][i] * c->ref[t][i];
-        mx = fmax(mx, fabs(c->ref[t][i]));
+        double a = fabs(c->ref[t][i]);
+        s += a * a;
+        mx = a > mx ? a : mx;
       }
     c->refmax[t] = mx;
     c->rms[t] = cnt > 0 ? sqrt(s / (double)cnt) : 0;
