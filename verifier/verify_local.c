@@ -279,11 +279,14 @@ typedef struct local_cmp {
 } local_cmp;
 
 /* The bound of one step: element i may differ by
- *   rel (|want_i| + mag_i) + acc RMS(want)
- * (mag_i: the magnitudes a partial result's reduction adds, else 0), and
- * the whole by norm |want| (Frobenius). */
+ *   rel (|want_i| + mag_i) + acc RMS(want) + term terms_i
+ * (mag_i: the magnitudes a partial result's reduction adds, else 0;
+ * terms_i: the sum of the magnitudes of the terms a matmul or a
+ * reduction adds, when terms is not NULL), and the whole by norm |want| + term
+ * |terms| (Frobenius). */
 typedef struct local_bound {
-  double rel, acc, norm;
+  double rel, acc, norm, term;
+  const double *terms;
 } local_bound;
 
 /* got against want (count elements; mag: the partials' magnitudes, or
@@ -297,13 +300,17 @@ static void compare_local(const double *got, const double *want,
   for (int64_t g = 0; g < count; g++)
     if (isfinite(want[g]))
       s += want[g] * want[g];
-  double rms = count > 0 ? sqrt(s / (double)count) : 0;
+  double rms = count > 0 ? sqrt(s / (double)count) : 0, t2 = 0;
+  for (int64_t g = 0; b->terms && g < count; g++)
+    if (isfinite(b->terms[g]))
+      t2 += b->terms[g] * b->terms[g];
   for (int64_t g = 0; g < count; g++) {
     double x = got[g], y = want[g];
     if (x == y || (isnan(x) && isnan(y)))
       continue;
     double ab = fabs(x - y);
-    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms;
+    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms +
+                 (b->terms ? b->term * b->terms[g] : 0);
     bool bad = !is_float || !isfinite(ab) || ab > lim;
     if (isfinite(ab)) {
       lc->err2 += ab * ab;
@@ -322,7 +329,8 @@ static void compare_local(const double *got, const double *want,
   }
   lc->ref2 = s;
   if (is_float && !lc->bad &&
-      (lc->nonfinite || sqrt(lc->err2) > b->norm * sqrt(s)))
+      (lc->nonfinite ||
+       sqrt(lc->err2) > b->norm * sqrt(s) + b->term * sqrt(t2)))
     lc->bad = -1; /* the norm clause */
 }
 
@@ -417,7 +425,47 @@ static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
   if (split && partial_in)
     b.acc = fmax(b.acc, PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1)));
   b.norm = PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1));
+  /* a sum may cancel: its accumulation error scales with the magnitudes
+   * of the terms it adds, not with the result (sum_terms) */
+  b.term = PLAN_VERIFY_LOCAL_FACTOR * fmax(k, 1) * ua;
+  b.terms = NULL;
   return b;
+}
+
+/* Whether op's result is a sum of terms each the product of one element
+ * of each input (a matmul, a reduction's sum, an embedding's gradient):
+ * then the kernel on the inputs' magnitudes gives the terms'. */
+static bool sums_terms(const plan_op *op) {
+  return op->kind == PLAN_OP_MATMUL || op->kind == PLAN_OP_LINEAR ||
+         op->kind == PLAN_OP_REDUCE_SUM || op->kind == PLAN_OP_REDUCE_MEAN ||
+         op->kind == PLAN_OP_EMBEDDING_GRAD;
+}
+
+/* Such an op's sums of the magnitudes of the terms each element adds: the
+ * same kernel on the inputs' absolute values, into terms (room for region
+ * out's elements). The bound of a sum that cancels (a gradient near zero
+ * from terms far larger) follows from them. */
+static int sum_terms(vctx *c, const plan_op *op, block *const *pin,
+                     const block *out, double *terms) {
+  block ab[PLAN_MAX_OPERANDS], *pab[PLAN_MAX_OPERANDS], to = *out;
+  int rc = PLAN_OK, j = 0;
+  for (; j < op->nin && !rc; j++) {
+    ab[j] = *pin[j];
+    if (!(ab[j].data = plan_vx_take_array(c, pin[j]->n, false))) {
+      rc = PLAN_ENOMEM;
+      break;
+    }
+    for (int64_t e = 0; e < pin[j]->n; e++)
+      ab[j].data[e] = fabs(pin[j]->data[e]);
+    pab[j] = &ab[j];
+  }
+  to.data = terms;
+  block *pto = &to;
+  if (!rc)
+    rc = plan_vx_run_op(c, op, pab, &pto);
+  while (j-- > 0)
+    plan_vx_give_block(c, &ab[j]);
+  return rc;
 }
 
 /* An op step: the reference kernel on the reassembled inputs (in the
@@ -474,8 +522,19 @@ static int check_op(vctx *c, int i, int64_t mb) {
     const plan_tensor *t = &c->prog->tensors[op->out[k]];
     local_bound b = op_bound(c, t, red, mag[k] != NULL, partial_in);
     local_cmp lc;
-    compare_local(got[k], want[k], mag[k], wout[k].n,
-                  plan_dtype_is_float(t->dtype), &b, &lc);
+    bool is_float = plan_dtype_is_float(t->dtype);
+    compare_local(got[k], want[k], mag[k], wout[k].n, is_float, &b, &lc);
+    if (lc.bad && is_float && sums_terms(op)) {
+      double *terms = plan_vx_take_array(c, wout[k].n, false);
+      if (!terms || (rc = sum_terms(c, op, pin, &wout[k], terms))) {
+        rc = rc ? rc : PLAN_ENOMEM;
+        give(c, &wout[k], terms);
+        break;
+      }
+      b.terms = terms;
+      compare_local(got[k], want[k], mag[k], wout[k].n, is_float, &b, &lc);
+      give(c, &wout[k], terms);
+    }
     lc.at = region_global(t, &wout[k], lc.at);
     if (lc.bad)
       report_local(c, i, mb, "inputs", op->name, true, s->out[k], &lc, &b, red);
@@ -519,7 +578,7 @@ static int check_redist(vctx *c, int i, int64_t mb) {
                    ? (double)c->m->axis_sizes[s->redist.axis]
                    : 1;
     local_bound b = {PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0,
-                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k};
+                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0, NULL};
     local_cmp lc;
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
     lc.at = region_global(t, &rout, lc.at);
