@@ -104,7 +104,7 @@ int plan_vx_alloc_block(block *b) {
 /* The bucket of a block of n doubles: floor(log2(n)). */
 static int bucket_of(int64_t n) {
   int k = 0;
-  while (k < PLAN_VX_POOL_BUCKETS - 1 && ((int64_t)1 << (k + 1)) <= n)
+  for (uint64_t x = (uint64_t)n; x > 1 && k < PLAN_VX_POOL_BUCKETS - 1; x >>= 1)
     k++;
   return k;
 }
