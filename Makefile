@@ -370,6 +370,13 @@ bench: all $(BENCH_BIN)
 bench-scale: all
 	@sh bench/bench_scale.sh $(BUILD)
 
+# The verify target (bench/bench_verify_models.sh): `plan verify --reduce`
+# of every model example, exact and float, each under 5 s. Not in `make
+# bench` or `make test`: a minute or two on 2 cores.
+.PHONY: bench-verify-models
+bench-verify-models: $(TOOL)
+	@sh bench/bench_verify_models.sh $(BUILD)
+
 # Fuzzing (libFuzzer, clang, with ASan and UBSan). The library's objects
 # are built once with coverage (build-fuzz/obj, an archive of them) and
 # linked into each target.

@@ -72,13 +72,14 @@ static void free_run(vctx *c) {
   free(c->atol);
   free(c->depth);
   free(c->rms);
+  free(c->refmax);
   c->bufs = NULL;
   c->diffs = NULL;
   c->compared = c->needs_cmp = c->mismatched = c->extra = NULL;
   c->writer = NULL;
   c->last_use = c->pending = NULL;
   c->ref64 = c->ref = NULL;
-  c->rtol = c->atol = c->depth = c->rms = NULL;
+  c->rtol = c->atol = c->depth = c->rms = c->refmax = NULL;
 }
 
 /* Per-rank arrays; a pipelined run shares them along the microbatch axis
@@ -95,10 +96,12 @@ static void free_blocks(const vctx *c, double ***b, int n) {
 
 static void free_ctx(vctx *c) {
   free_run(c);
-  for (int i = 0; i < c->npool; i++)
-    free(c->pool[i]);
-  free(c->pool);
-  free(c->pool_n);
+  for (int k = 0; k < PLAN_VX_POOL_BUCKETS; k++) {
+    for (int i = 0; i < c->pool[k].count; i++)
+      free(c->pool[k].data[i]);
+    free(c->pool[k].data);
+    free(c->pool[k].n);
+  }
   if (c->low && c->low->train) {
     int np = c->low->train->nparams;
     free_blocks(c, c->master, np);
@@ -250,6 +253,9 @@ static int run_steps(vctx *c, double *secs) {
       rc = plan_vx_compare_all(c, true);
     if (!rc)
       plan_vx_local_verdict(c);
+    /* exact mode out of a double's range: cannot be exact here (exit 3) */
+    if (!rc && !c->equal && c->exact_lost[0])
+      rc = plan_failf(PLAN_EUNSUPPORTED, "%s", c->exact_lost);
     if (!rc && c->equal && c->low->train)
       rc = plan_vx_optimizer_step(c);
     secs[0] += t1 - t0;

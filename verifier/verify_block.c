@@ -21,6 +21,42 @@ int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord) {
   return r;
 }
 
+int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np) {
+  int64_t n = 1;
+  for (int i = 0; i < np; i++)
+    n *= m->axis_sizes[pa[i]];
+  return n;
+}
+
+int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+                             const int64_t *coord, int64_t k) {
+  int64_t at[PLAN_MAX_MESH_AXES];
+  memcpy(at, coord, sizeof at);
+  for (int i = np - 1; i >= 0; i--) {
+    at[pa[i]] = k % m->axis_sizes[pa[i]];
+    k /= m->axis_sizes[pa[i]];
+  }
+  return plan_vx_rank_at(m, at);
+}
+
+int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
+                        const double **mem, int max) {
+  for (int i = 0; i < np; i++)
+    if (c->low->bufs[b].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
+      return 0;
+  int64_t n = plan_vx_group_size(c->m, pa, np);
+  if (n > max)
+    return 0;
+  for (int64_t k = 0; k < n; k++) {
+    const block *q =
+        &c->bufs[b][plan_vx_group_member(c->m, pa, np, c->coords[r], k)];
+    if (!q->data || q->n != c->bufs[b][r].n)
+      return 0;
+    mem[k] = q->data;
+  }
+  return (int)n;
+}
+
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
@@ -65,17 +101,45 @@ int plan_vx_alloc_block(block *b) {
 /* A block's memory: a pooled one of at least n (and at most about twice
  * n) elements, else a fresh one. Pooled memory is not zeroed: the step that
  * writes a buffer writes every element. */
+/* The bucket of a block of n doubles: floor(log2(n)). */
+static int bucket_of(int64_t n) {
+  int k = 0;
+  for (uint64_t x = (uint64_t)n; x > 1 && k < PLAN_VX_POOL_BUCKETS - 1; x >>= 1)
+    k++;
+  return k;
+}
+
+/* Takes entry i of bucket q (the top moves into its place). */
+static double *pop_at(plan_vx_bucket *q, int i) {
+  double *d = q->data[i];
+  q->count--;
+  q->data[i] = q->data[q->count];
+  q->n[i] = q->n[q->count];
+  return d;
+}
+
+/* How many of the top entries of n's own bucket a take looks at for one
+ * of n or more: blocks of one size come back together. */
+#define PLAN_VX_POOL_LOOK 16
+
 int plan_vx_take_block(vctx *c, block *b) {
-  int64_t n = b->n > 0 ? b->n : 1, best = -1;
-  for (int i = 0; i < c->npool; i++)
-    if (c->pool_n[i] >= n && c->pool_n[i] <= 8 * n + 4096 &&
-        (best < 0 || c->pool_n[i] < c->pool_n[best]))
-      best = i;
-  if (best >= 0) {
-    b->data = c->pool[best];
-    c->pool[best] = c->pool[c->npool - 1];
-    c->pool_n[best] = c->pool_n[--c->npool];
-    return PLAN_OK;
+  int64_t n = b->n > 0 ? b->n : 1, most = 8 * n + 4096;
+  /* n's bucket may hold blocks smaller than n: a look at its top few;
+   * every bucket above holds blocks of n or more, up to the most a block
+   * may waste */
+  int k = bucket_of(n), top = bucket_of(most);
+  plan_vx_bucket *q = &c->pool[k];
+  for (int i = q->count - 1; i >= 0 && i >= q->count - PLAN_VX_POOL_LOOK; i--)
+    if (q->n[i] >= n && q->n[i] <= most) {
+      b->data = pop_at(q, i);
+      return PLAN_OK;
+    }
+  for (int x = k + 1; x <= top; x++) {
+    q = &c->pool[x];
+    if (q->count && q->n[q->count - 1] <= most) {
+      b->data = pop_at(q, q->count - 1);
+      return PLAN_OK;
+    }
   }
   return plan_vx_alloc_block(b);
 }
@@ -83,23 +147,25 @@ int plan_vx_take_block(vctx *c, block *b) {
 void plan_vx_give_block(vctx *c, block *b) {
   if (!b->data)
     return;
-  if (c->npool == c->cap_pool) {
-    int cap = c->cap_pool ? 2 * c->cap_pool : 64;
-    double **np = realloc(c->pool, sizeof *np * (size_t)cap);
-    if (np)
-      c->pool = np;
-    int64_t *nn = np ? realloc(c->pool_n, sizeof *nn * (size_t)cap) : NULL;
+  int64_t n = b->n > 0 ? b->n : 1;
+  plan_vx_bucket *q = &c->pool[bucket_of(n)];
+  if (q->count == q->cap) {
+    int cap = q->cap ? 2 * q->cap : 64;
+    double **nd = realloc(q->data, sizeof *nd * (size_t)cap);
+    if (nd)
+      q->data = nd;
+    int64_t *nn = nd ? realloc(q->n, sizeof *nn * (size_t)cap) : NULL;
     if (nn)
-      c->pool_n = nn;
-    if (!np || !nn) { /* no room to pool it: free it */
+      q->n = nn;
+    if (!nd || !nn) { /* no room to pool it: free it */
       free(b->data);
       b->data = NULL;
       return;
     }
-    c->cap_pool = cap;
+    q->cap = cap;
   }
-  c->pool[c->npool] = b->data;
-  c->pool_n[c->npool++] = b->n > 0 ? b->n : 1;
+  q->data[q->count] = b->data;
+  q->n[q->count++] = n;
   b->data = NULL;
 }
 

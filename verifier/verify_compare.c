@@ -88,36 +88,6 @@ bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np) {
 
 static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df);
 
-/* The blocks of the partial group led by coord when every partial axis
- * sums (P(sum)), at most max of them, into mem; their count, or 0 when the
- * group needs the general path (another reduction, too large, a block
- * missing). */
-static int group_members(const vctx *c, int buf, const int *pa, int np,
-                         const int64_t *coord, const double **mem, int max) {
-  int64_t n = 1;
-  for (int i = 0; i < np; i++) {
-    if (c->low->bufs[buf].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
-      return 0;
-    n *= c->m->axis_sizes[pa[i]];
-  }
-  if (n > max)
-    return 0;
-  int64_t at[PLAN_MAX_MESH_AXES];
-  memcpy(at, coord, sizeof at);
-  for (int64_t k = 0; k < n; k++) {
-    int64_t x = k;
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = x % c->m->axis_sizes[pa[i]];
-      x /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[buf][plan_vx_rank_at(c->m, at)];
-    if (!q->data)
-      return 0;
-    mem[k] = q->data;
-  }
-  return (int)n;
-}
-
 /* Compares every replica of buffer `buf` with the reference. */
 int plan_vx_compare_buffer(vctx *c, int buf, diff *df) {
   memset(df, 0, sizeof *df);
@@ -155,7 +125,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
     /* a group of partial sums: its members' blocks, summed flat (the
      * general path reduces axis by axis, element by element) */
     const double *mem[64];
-    int nmem = np ? group_members(c, buf, pa, np, coord, mem, 64) : 0;
+    int nmem = np ? plan_vx_sum_members(c, buf, pa, np, r, mem, 64) : 0;
     /* rows along the innermost dim are contiguous in both the block and
      * the global tensor: one index computation per row */
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;
@@ -187,6 +157,45 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
       }
     }
   }
+}
+
+/* Exact mode is exact while a double holds every value on its grid: the
+ * ops computed whole round to 2^-10, a product of two such values is on
+ * 2^-20, so past 2^33 a sum or product can round, the same in both runs
+ * only by chance. A bug makes a difference of the values' own size; a
+ * rounding of values that large, one below 2^-40 of them (53 bits, with
+ * up to 2^13 roundings gathered). */
+#define PLAN_VERIFY_EXACT_RANGE 0x1p33
+#define PLAN_VERIFY_EXACT_ROUNDING 0x1p-40
+
+void plan_vx_exact_lost(vctx *c, int buf, const diff *df) {
+  const plan_lbuf *lb = &c->low->bufs[buf];
+  /* the largest value the step that wrote buf read or made */
+  int t = lb->tensor, at = t;
+  double big = c->refmax[t];
+  int step = c->writer ? c->writer[buf] : -1;
+  if (step >= 0 && c->low->steps[step].kind == PLAN_LSTEP_OP) {
+    const plan_op *op = &c->prog->ops[c->low->steps[step].op];
+    for (int pass = 0; pass < 2; pass++)
+      for (int j = 0; j < (pass ? op->nout : op->nin); j++) {
+        int u = pass ? op->out[j] : op->in[j];
+        if (c->refmax[u] > big) {
+          big = c->refmax[u];
+          at = u;
+        }
+      }
+  }
+  if (!(big >= PLAN_VERIFY_EXACT_RANGE) || !isfinite(df->max_abs) ||
+      df->max_abs > PLAN_VERIFY_EXACT_ROUNDING * big)
+    return;
+  snprintf(c->exact_lost, sizeof c->exact_lost,
+           "exact mode cannot be exact here: tensor '%s' reaches %.3g, past "
+           "the 2^33 up to which its sums and products stay exact in a "
+           "double, and the runs first differ at '%s' by %.3g, %.2g of "
+           "that: a double's rounding, not a bug; verify it in float mode "
+           "(--mode float)",
+           c->prog->tensors[at].name, big, c->prog->tensors[t].name,
+           df->max_abs, df->max_abs / big);
 }
 
 /* The record just made is within a bound: no mismatches count. */
@@ -271,6 +280,8 @@ void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
   if (!df->mismatches)
     return;
   if (c->equal) {
+    if (c->o->mode == PLAN_VERIFY_EXACT)
+      plan_vx_exact_lost(c, buf, df);
     c->equal = 0;
     c->first_op = opname;
     c->first_tensor = t->name;

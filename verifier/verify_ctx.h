@@ -44,6 +44,14 @@ typedef struct diff {
  * before anything is allocated (docs/verify.md, "Limits of the run"). */
 #define PLAN_VERIFY_MAX_RANK_BLOCKS ((int64_t)1 << 22)
 
+/* One size class of the pool of blocks handed back. */
+#define PLAN_VX_POOL_BUCKETS 64
+typedef struct plan_vx_bucket {
+  double **data;
+  int64_t *n; /* each block's room, in doubles */
+  int count, cap;
+} plan_vx_bucket;
+
 typedef struct vctx {
   const plan_plan *p;
   const plan_program *prog;
@@ -68,6 +76,7 @@ typedef struct vctx {
    * reduction length along the deepest path from the inputs and the RMS
    * of the reference */
   double *rtol, *atol, *depth, *rms;
+  double *refmax; /* each tensor's largest finite |reference| */
   /* The lowered run compares each buffer when its step has written it,
    * and hands back the blocks of a buffer once no later step reads it
    * (unless it mismatched: the diagnosis reads it). Per buffer: */
@@ -91,10 +100,11 @@ typedef struct vctx {
   bool *mismatched;   /* per tensor */
   double cmp_seconds; /* time spent comparing during the lowered run */
   /* freed blocks, kept for reuse: fresh pages would be faulted in and
-   * zeroed again for every buffer */
-  double **pool;
-  int64_t *pool_n;
-  int npool, cap_pool;
+   * zeroed again for every buffer. Bucket k holds blocks of 2^k to
+   * 2^(k+1) - 1 doubles, a stack each (verify_block.c): a take looks at a
+   * few, not at the whole pool (its linear scan was 41% of a pipelined
+   * 32-layer model's verify) */
+  plan_vx_bucket pool[PLAN_VX_POOL_BUCKETS];
   /* plan_vx_run_op's operand copies in the kernels' dtypes: inputs, then
    * outputs */
   void *scratch[PLAN_MAX_OPERANDS * 2];
@@ -129,13 +139,17 @@ typedef struct vctx {
   int64_t mb_now;
   bool deadlock; /* the schedule could not finish: nothing compared */
   /* verify_local.c: float mode, each step checked on its own inputs
-   * (not pipelined, not distributed); the first step whose check or whose
-   * replicas failed (INT_MAX: none), its op, tensor and diagnosis */
+   * (not distributed; pipelines microbatch by microbatch); the first step whose
+   * check or whose replicas failed (INT_MAX: none), its op, tensor and
+   * diagnosis */
   bool local_on, local_is_op;
   int local_fail;
   const char *local_op, *local_tensor;
   int first_step; /* the step that wrote the first divergent buffer */
   char local_diag[1024];
+  /* exact mode: the first divergence is a double's rounding, past the
+   * range exact mode keeps exact (plan_vx_exact_lost); empty: not */
+  char exact_lost[512];
   /* Distributed verification (verify_dist.c): this process's
    * communicator and the one mesh rank it runs; NULL: every rank here. */
   plan_comm *comm;
@@ -194,6 +208,18 @@ static inline double plan_vx_seconds_now(void) {
 int64_t plan_vx_count_of(const int64_t *dims, int rank);
 /* The rank at mesh coordinates (row-major). */
 int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord);
+/* The size of a group along mesh axes pa[0..np), and the rank of its
+ * member k (row-major over those axes) in the group through coord: the
+ * one walk of a partial group's members. */
+int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np);
+int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+                             const int64_t *coord, int64_t k);
+/* The blocks of buffer b's partial group led by rank r when every partial
+ * axis pa[0..np) sums (P(sum)), at most max, into mem; their count, or 0
+ * when the group needs the general path (another reduction, too many, a
+ * block missing or of another size). */
+int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
+                        const double **mem, int max);
 /* Rank r's block of `tensor` under placement pl: its shape and offset. */
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b);
@@ -285,6 +311,10 @@ bool plan_vx_partial_leader(const vctx *c, int64_t r, const int *pa, int np);
  * differ from coord only on the partial axes pa[from..np). */
 void plan_vx_group_value(const vctx *c, int buf, const int *pa, int np,
                          int from, int64_t *coord, int64_t li, double *out);
+/* Exact mode, at the first mismatch (of buffer buf): whether it is a
+ * double's rounding of values past the range exact mode keeps exact;
+ * when so, says it into c->exact_lost. */
+void plan_vx_exact_lost(vctx *c, int buf, const diff *df);
 /* Compares every replica of buffer buf with the reference, into *df
  * (distributed: every process's replicas, merged). */
 int plan_vx_compare_buffer(vctx *c, int buf, diff *df);
@@ -360,9 +390,11 @@ int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
  * bit for bit, else "drifted", naming both ranks. Every mode. */
 int plan_vx_check_replicas(vctx *c, int i);
 /* Float mode (c->local_on): step i against what follows from the
- * distributed run's own inputs (an op: the reference kernel in f64 on the
- * reassembled inputs; a collective: its input's value). */
-int plan_vx_check_local(vctx *c, int i);
+ * distributed run's own inputs (an op: the reference kernel on the
+ * reassembled inputs; a collective: its input's value). mb >= 0: a
+ * pipelined step just run for microbatch mb, on that microbatch's blocks;
+ * mb < 0: every rank's (a pipelined step of the schedule is skipped). */
+int plan_vx_check_local(vctx *c, int i, int64_t mb);
 /* Whether a low-precision tensor's end-to-end mismatch in buffer buf is
  * drift: every step up to its writer passed its own check. */
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df);

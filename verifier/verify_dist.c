@@ -255,26 +255,29 @@ int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis, members[PLAN_COMM_MAX_WORLD];
   group_of(c, c->me, a, members);
-  /* this rank's position: the member whose layout it reads by (an order
-   * says which position holds its block) */
-  int64_t pos = c->coords[c->me][a];
-  for (int64_t m = 0; s->group_order && m < k; m++)
-    if (s->group_order[m] == pos) {
-      pos = m;
-      break;
-    }
-  const block *layout = &src[members[pos]], *mine = &src[c->me];
-  int64_t total = 0, at = 0;
+  /* member j's slot holds piece piece[j]: with an order, member order[i]
+   * keeps piece i (spec/lowered-format.md) */
+  int64_t piece[PLAN_COMM_MAX_WORLD];
   for (int64_t j = 0; j < k; j++)
+    piece[j] = j;
+  for (int64_t i = 0; s->group_order && i < k; i++)
+    piece[s->group_order[i]] = i;
+  const block *mine = &src[c->me];
+  int64_t total = 0, at = 0;
+  for (int64_t j = 0; j < k; j++) {
+    if (dst[members[piece[j]]].n != dst[members[j]].n)
+      return plan_failf(PLAN_EINVALID,
+                        "reduce_scatter of '%s': its order needs even pieces",
+                        t->name);
     total += dst[members[j]].n;
+  }
   double *pack = plan_vx_take_array(c, total, false);
   if (!pack)
     return plan_oom();
   for (int64_t j = 0; j < k; j++) { /* member j's new block */
-    const block *d = &dst[members[j]];
+    const block *d = &dst[members[piece[j]]];
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t li =
-          plan_vx_local_index(t, layout, plan_vx_global_index(t, d, e));
+      int64_t li = plan_vx_local_index(t, mine, plan_vx_global_index(t, d, e));
       pack[at++] =
           li >= 0 && li < mine->n ? mine->data[li] : identity(st->reduce);
     }

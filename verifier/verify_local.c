@@ -117,80 +117,139 @@ int plan_vx_check_replicas(vctx *c, int i) {
 
 /* ---- reassembling a buffer ----------------------------------------------- */
 
-/* The blocks of the partial group led by rank r when every partial axis
- * sums, into mem (at most max); their count, or 0 when the group needs
- * the general path (another reduction, too many, a block missing). */
-static int sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
-                       const double **mem, int max) {
-  int64_t n = 1;
-  for (int i = 0; i < np; i++) {
-    if (c->low->bufs[b].pl.ax[pa[i]].reduce != PLAN_RED_SUM)
-      return 0;
-    n *= c->m->axis_sizes[pa[i]];
-  }
-  if (n > max)
-    return 0;
-  for (int64_t k = 0; k < n; k++) {
-    int64_t at[PLAN_MAX_MESH_AXES], z = k;
-    memcpy(at, c->coords[r], sizeof at);
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
-      z /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
-    if (!q->data || q->n != c->bufs[b][r].n)
-      return 0;
-    mem[k] = q->data;
-  }
-  return (int)n;
-}
-
 /* Element e of the partial group led by rank r, reduced (the general
  * path), and the magnitudes it adds into *m. */
 static double group_element(const vctx *c, int b, const int *pa, int np,
                             int64_t r, int64_t e, double *m) {
-  int64_t coord[PLAN_MAX_MESH_AXES], nmem = 1;
+  int64_t coord[PLAN_MAX_MESH_AXES];
   memcpy(coord, c->coords[r], sizeof coord);
   double v;
   plan_vx_group_value(c, b, pa, np, 0, coord, e, &v);
-  for (int i = 0; i < np; i++)
-    nmem *= c->m->axis_sizes[pa[i]];
+  int64_t nmem = plan_vx_group_size(c->m, pa, np);
   *m = 0;
   for (int64_t k = 0; k < nmem; k++) {
-    int64_t at[PLAN_MAX_MESH_AXES], z = k;
-    memcpy(at, c->coords[r], sizeof at);
-    for (int i = np - 1; i >= 0; i--) {
-      at[pa[i]] = z % c->m->axis_sizes[pa[i]];
-      z /= c->m->axis_sizes[pa[i]];
-    }
-    const block *q = &c->bufs[b][plan_vx_rank_at(c->m, at)];
+    const block *q = &c->bufs[b][plan_vx_group_member(c->m, pa, np, coord, k)];
     if (q->data && e < q->n)
       *m += fabs(q->data[e]);
   }
   return v;
 }
 
-/* Buffer b's global value into out, each element from the first block
- * that holds it, its partial group reduced; into mag (may be NULL) the
- * sum of the magnitudes the reduction added, the scale its rounding
- * errors have. */
-static void reassemble(const vctx *c, int b, double *out, double *mag) {
+/* The rank with coordinate mb on the microbatch axis and 0 elsewhere (0
+ * when mb < 0): where a whole buffer's value is, for microbatch mb. */
+static int64_t mb_rank0(const vctx *c, int64_t mb) {
+  int64_t coord[PLAN_MAX_MESH_AXES] = {0};
+  if (mb >= 0)
+    coord[c->mb_axis] = mb;
+  return plan_vx_rank_at(c->m, coord);
+}
+
+/* Whether rank r takes part in microbatch mb (every rank when mb < 0). */
+static bool in_mb(const vctx *c, int64_t r, int64_t mb) {
+  return mb < 0 || c->coords[r][c->mb_axis] == mb;
+}
+
+/* The part of buffer b's tensor that microbatch mb's ranks hold, as a
+ * block (its shape and offset): the whole tensor when mb < 0 or b is not
+ * split along the microbatch axis, else the slice those ranks' blocks
+ * cover. false when that slice is not one box (the microbatch axis nested
+ * inside another on the same dim): not checked. */
+static bool mb_region(const vctx *c, int b, int64_t mb, block *reg) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  memset(reg, 0, sizeof *reg);
+  memcpy(reg->local, t->dims, sizeof(int64_t) * (size_t)t->rank);
+  reg->n = plan_vx_count_of(t->dims, t->rank);
+  if (mb < 0 || lb->pl.ax[c->mb_axis].kind != PLAN_PL_S)
+    return true;
+  int64_t lo[PLAN_MAX_RANK], hi[PLAN_MAX_RANK], held = 0;
+  for (int d = 0; d < t->rank; d++) {
+    lo[d] = t->dims[d];
+    hi[d] = 0;
+  }
+  for (int64_t r = 0; r < c->nranks; r++) {
+    const block *x = &c->bufs[b][r];
+    if (!in_mb(c, r, mb) || x->n == 0)
+      continue;
+    for (int d = 0; d < t->rank; d++) {
+      if (x->offset[d] < lo[d])
+        lo[d] = x->offset[d];
+      if (x->offset[d] + x->local[d] > hi[d])
+        hi[d] = x->offset[d] + x->local[d];
+    }
+  }
+  /* the distinct blocks (one per replica group) must fill the box */
+  int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
+  for (int64_t r = 0; r < c->nranks; r++)
+    if (in_mb(c, r, mb) && plan_vx_partial_leader(c, r, pa, np) &&
+        replica_leader(c, lb, r) == r)
+      held += c->bufs[b][r].n;
+  for (int d = 0; d < t->rank; d++) {
+    reg->offset[d] = hi[d] > lo[d] ? lo[d] : 0;
+    reg->local[d] = hi[d] > lo[d] ? hi[d] - lo[d] : 0;
+  }
+  reg->n = plan_vx_count_of(reg->local, t->rank);
+  return reg->n == held;
+}
+
+/* The index in region reg of local element k of block x. */
+static int64_t region_index(int rank, const block *reg, const block *x,
+                            int64_t k) {
+  int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
+  for (int d = rank - 1; d >= 0; d--) {
+    idx[d] = x->local[d] ? k % x->local[d] : 0;
+    k = x->local[d] ? k / x->local[d] : 0;
+  }
+  for (int d = 0; d < rank; d++)
+    g = g * reg->local[d] + x->offset[d] - reg->offset[d] + idx[d];
+  return g;
+}
+
+/* The global index of index q of region reg (of tensor t). */
+static int64_t region_global(const plan_tensor *t, const block *reg,
+                             int64_t q) {
+  int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    idx[d] = reg->local[d] ? q % reg->local[d] : 0;
+    q = reg->local[d] ? q / reg->local[d] : 0;
+  }
+  for (int d = 0; d < t->rank; d++)
+    g = g * t->dims[d] + reg->offset[d] + idx[d];
+  return g;
+}
+
+/* Buffer b's value over region reg (mb_region) into out, each element
+ * from the first block that holds it, its partial group reduced; into mag
+ * (may be NULL) the sum of the magnitudes the reduction added, the scale
+ * its rounding errors have. mb >= 0 (pipelines): microbatch mb's blocks
+ * only, its own part along the microbatch axis (a microbatch's gradient
+ * is partial there: the sum over microbatches comes after). */
+static void reassemble(const vctx *c, int b, int64_t mb, const block *reg,
+                       double *out, double *mag) {
   const plan_lbuf *lb = &c->low->bufs[b];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
+  if (mb >= 0) { /* the microbatch's own part along the microbatch axis */
+    int w = 0;
+    for (int i = 0; i < np; i++)
+      if (pa[i] != c->mb_axis)
+        pa[w++] = pa[i];
+    np = w;
+  }
   for (int64_t r = 0; r < c->nranks; r++) {
-    if (!plan_vx_partial_leader(c, r, pa, np) || replica_leader(c, lb, r) != r)
+    if (!in_mb(c, r, mb) || !plan_vx_partial_leader(c, r, pa, np) ||
+        replica_leader(c, lb, r) != r)
       continue;
     const block *x = &c->bufs[b][r];
     const double *mem[64];
-    int nmem = np ? sum_members(c, b, pa, np, r, mem, 64) : 0;
+    int nmem = np ? plan_vx_sum_members(c, b, pa, np, r, mem, 64) : 0;
     /* rows along the innermost dim are contiguous in the block and in the
-     * tensor: one index computation per row */
+     * region: one index computation per row */
     int64_t row = t->rank ? x->local[t->rank - 1] : 1;
     for (int64_t e0 = 0, e = 0, g = 0; x->data && row > 0 && e < x->n;
          e++, g++) {
       if (e == e0) {
-        g = plan_vx_global_index(t, x, e);
+        g = region_index(t->rank, reg, x, e);
         e0 += row;
       }
       double v = x->data[e], m = fabs(v);
@@ -220,11 +279,14 @@ typedef struct local_cmp {
 } local_cmp;
 
 /* The bound of one step: element i may differ by
- *   rel (|want_i| + mag_i) + acc RMS(want)
- * (mag_i: the magnitudes a partial result's reduction adds, else 0), and
- * the whole by norm |want| (Frobenius). */
+ *   rel (|want_i| + mag_i) + acc RMS(want) + term terms_i
+ * (mag_i: the magnitudes a partial result's reduction adds, else 0;
+ * terms_i: the sum of the magnitudes of the terms a matmul or a
+ * reduction adds, when terms is not NULL), and the whole by norm |want| + term
+ * |terms| (Frobenius). */
 typedef struct local_bound {
-  double rel, acc, norm;
+  double rel, acc, norm, term;
+  const double *terms;
 } local_bound;
 
 /* got against want (count elements; mag: the partials' magnitudes, or
@@ -238,13 +300,17 @@ static void compare_local(const double *got, const double *want,
   for (int64_t g = 0; g < count; g++)
     if (isfinite(want[g]))
       s += want[g] * want[g];
-  double rms = count > 0 ? sqrt(s / (double)count) : 0;
+  double rms = count > 0 ? sqrt(s / (double)count) : 0, t2 = 0;
+  for (int64_t g = 0; b->terms && g < count; g++)
+    if (isfinite(b->terms[g]))
+      t2 += b->terms[g] * b->terms[g];
   for (int64_t g = 0; g < count; g++) {
     double x = got[g], y = want[g];
     if (x == y || (isnan(x) && isnan(y)))
       continue;
     double ab = fabs(x - y);
-    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms;
+    double lim = b->rel * (fabs(y) + (mag ? mag[g] : 0)) + b->acc * rms +
+                 (b->terms ? b->term * b->terms[g] : 0);
     bool bad = !is_float || !isfinite(ab) || ab > lim;
     if (isfinite(ab)) {
       lc->err2 += ab * ab;
@@ -263,33 +329,37 @@ static void compare_local(const double *got, const double *want,
   }
   lc->ref2 = s;
   if (is_float && !lc->bad &&
-      (lc->nonfinite || sqrt(lc->err2) > b->norm * sqrt(s)))
+      (lc->nonfinite ||
+       sqrt(lc->err2) > b->norm * sqrt(s) + b->term * sqrt(t2)))
     lc->bad = -1; /* the norm clause */
 }
 
-static void report_local(vctx *c, int step, const char *what, const char *op,
-                         bool is_op, int b, const local_cmp *lc,
+static void report_local(vctx *c, int step, int64_t mb, const char *what,
+                         const char *op, bool is_op, int b, const local_cmp *lc,
                          const local_bound *lb_, double k) {
   const plan_lbuf *lb = &c->low->bufs[b];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN], line[768];
   const char *q = is_op ? "op '" : "";
   plan_placement_format(&lb->pl, pl);
+  char own[64] = "";
+  if (mb >= 0)
+    snprintf(own, sizeof own, " in microbatch %lld", (long long)mb);
   if (lc->bad > 0)
     snprintf(line, sizeof line,
              "%s%s%s (tensor '%s', as %s) is not what follows from the "
-             "distributed run's own %s: %lld of %lld elements outside the "
+             "distributed run's own %s%s: %lld of %lld elements outside the "
              "local bound %.3g |want| + %.3g RMS (reduction length %g); "
              "element %lld got %.17g, want %.17g",
-             q, op, is_op ? "'" : "", t->name, pl, what, (long long)lc->bad,
-             (long long)lc->n, lb_->rel, lb_->acc, k, (long long)lc->at,
-             lc->got, lc->want);
+             q, op, is_op ? "'" : "", t->name, pl, what, own,
+             (long long)lc->bad, (long long)lc->n, lb_->rel, lb_->acc, k,
+             (long long)lc->at, lc->got, lc->want);
   else
     snprintf(line, sizeof line,
              "%s%s%s (tensor '%s', as %s) is not what follows from the "
-             "distributed run's own %s: relative error %.3g (Frobenius), "
+             "distributed run's own %s%s: relative error %.3g (Frobenius), "
              "outside the local bound %.3g (reduction length %g)",
-             q, op, is_op ? "'" : "", t->name, pl, what,
+             q, op, is_op ? "'" : "", t->name, pl, what, own,
              lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, lb_->norm, k);
   plan_buf_printf(&c->text, "NOT EQUAL locally: %s\n", line);
   if (step < c->local_fail) {
@@ -298,45 +368,38 @@ static void report_local(vctx *c, int step, const char *what, const char *op,
   }
 }
 
-/* Whether every rank holds buffer b whole (R on every axis): rank 0's
- * block is its value. */
-static bool whole(const vctx *c, int b) {
+/* Whether every rank holds buffer b whole (R on every axis): the block of
+ * microbatch mb's first rank (mb_rank0) is its value. */
+static bool whole(const vctx *c, int b, int64_t mb) {
   for (int a = 0; a < c->m->naxes; a++)
     if (c->low->bufs[b].pl.ax[a].kind != PLAN_PL_R)
       return false;
-  return c->bufs[b][0].data != NULL;
+  return c->bufs[b][mb_rank0(c, mb)].data != NULL;
 }
 
-/* Buffer b's global value (tensor t): rank 0's block when b is whole
- * (*own false), else reassembled into a fresh array (*own true), with the
- * partials' magnitudes into mag when not NULL. */
-static int view_of(vctx *c, int b, const plan_tensor *t, double **out,
+/* Buffer b's value over region reg, for microbatch mb: a whole buffer's
+ * block (*own false), else reassembled into a fresh array (*own true),
+ * with the partials' magnitudes into mag when not NULL. */
+static int view_of(vctx *c, int b, int64_t mb, const block *reg, double **out,
                    bool *own, double *mag) {
-  if (whole(c, b) && !mag) {
-    *out = c->bufs[b][0].data;
+  if (whole(c, b, mb) && !mag) {
+    *out = c->bufs[b][mb_rank0(c, mb)].data;
     *own = false;
     return PLAN_OK;
   }
-  if (!(*out = plan_vx_take_array(c, plan_vx_count_of(t->dims, t->rank), true)))
+  if (!(*out = plan_vx_take_array(c, reg->n, true)))
     return PLAN_ENOMEM;
   *own = true;
-  reassemble(c, b, *out, mag);
+  reassemble(c, b, mb, reg, *out, mag);
   return PLAN_OK;
 }
 
-/* The whole-tensor block of tensor t over data. */
-static void whole_block(const plan_tensor *t, double *data, block *w) {
-  memset(w, 0, sizeof *w);
-  memcpy(w->local, t->dims, sizeof(int64_t) * (size_t)t->rank);
-  w->n = plan_vx_count_of(t->dims, t->rank);
-  w->data = data;
-}
-
-static void give(vctx *c, const plan_tensor *t, double *data) {
+/* An array of region reg's size back to the pool. */
+static void give(vctx *c, const block *reg, double *data) {
   if (!data)
     return;
-  block w;
-  whole_block(t, data, &w);
+  block w = *reg;
+  w.data = data;
   plan_vx_give_block(c, &w);
 }
 
@@ -362,7 +425,47 @@ static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
   if (split && partial_in)
     b.acc = fmax(b.acc, PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1)));
   b.norm = PLAN_VERIFY_LOCAL_FACTOR * u * sqrt(fmax(k, 1));
+  /* a sum may cancel: its accumulation error scales with the magnitudes
+   * of the terms it adds, not with the result (sum_terms) */
+  b.term = PLAN_VERIFY_LOCAL_FACTOR * fmax(k, 1) * ua;
+  b.terms = NULL;
   return b;
+}
+
+/* Whether op's result is a sum of terms each the product of one element
+ * of each input (a matmul, a reduction's sum, an embedding's gradient):
+ * then the kernel on the inputs' magnitudes gives the terms'. */
+static bool sums_terms(const plan_op *op) {
+  return op->kind == PLAN_OP_MATMUL || op->kind == PLAN_OP_LINEAR ||
+         op->kind == PLAN_OP_REDUCE_SUM || op->kind == PLAN_OP_REDUCE_MEAN ||
+         op->kind == PLAN_OP_EMBEDDING_GRAD;
+}
+
+/* Such an op's sums of the magnitudes of the terms each element adds: the
+ * same kernel on the inputs' absolute values, into terms (room for region
+ * out's elements). The bound of a sum that cancels (a gradient near zero
+ * from terms far larger) follows from them. */
+static int sum_terms(vctx *c, const plan_op *op, block *const *pin,
+                     const block *out, double *terms) {
+  block ab[PLAN_MAX_OPERANDS], *pab[PLAN_MAX_OPERANDS], to = *out;
+  int rc = PLAN_OK, j = 0;
+  for (; j < op->nin && !rc; j++) {
+    ab[j] = *pin[j];
+    if (!(ab[j].data = plan_vx_take_array(c, pin[j]->n, false))) {
+      rc = PLAN_ENOMEM;
+      break;
+    }
+    for (int64_t e = 0; e < pin[j]->n; e++)
+      ab[j].data[e] = fabs(pin[j]->data[e]);
+    pab[j] = &ab[j];
+  }
+  to.data = terms;
+  block *pto = &to;
+  if (!rc)
+    rc = plan_vx_run_op(c, op, pab, &pto);
+  while (j-- > 0)
+    plan_vx_give_block(c, &ab[j]);
+  return rc;
 }
 
 /* An op step: the reference kernel on the reassembled inputs (in the
@@ -372,38 +475,40 @@ static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
  * bound for the op's conditioning, as a layernorm's backward loses digits
  * to cancellation in f32), its
  * results against the reassembled outputs, within op_bound. */
-static int check_op(vctx *c, int i) {
+static int check_op(vctx *c, int i, int64_t mb) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_op *op = &c->prog->ops[s->op];
   bool all_whole = true;
   for (int j = 0; j < s->nin + s->nout; j++)
-    all_whole &= whole(c, j < s->nin ? s->in[j] : s->out[j - s->nin]);
-  if (all_whole) /* rank 0 ran the reference kernel on these very inputs;
+    all_whole &= whole(c, j < s->nin ? s->in[j] : s->out[j - s->nin], mb);
+  if (all_whole) /* a rank ran the reference kernel on these very inputs;
                     its replicas are checked bit for bit */
     return PLAN_OK;
+  /* each operand's region: the whole tensor, or microbatch mb's slice */
+  block win[PLAN_MAX_OPERANDS], wout[PLAN_MAX_OPERANDS];
+  for (int j = 0; j < s->nin + s->nout; j++)
+    if (!mb_region(c, j < s->nin ? s->in[j] : s->out[j - s->nin], mb,
+                   j < s->nin ? &win[j] : &wout[j - s->nin]))
+      return PLAN_OK; /* not one box: not checked */
   double *in[PLAN_MAX_OPERANDS] = {0}, *want[PLAN_MAX_OPERANDS] = {0};
   double *got[PLAN_MAX_OPERANDS] = {0}, *mag[PLAN_MAX_OPERANDS] = {0};
   bool own_in[PLAN_MAX_OPERANDS] = {0}, own_got[PLAN_MAX_OPERANDS] = {0};
-  block win[PLAN_MAX_OPERANDS], wout[PLAN_MAX_OPERANDS];
   block *pin[PLAN_MAX_OPERANDS], *pout[PLAN_MAX_OPERANDS];
   int rc = PLAN_OK;
   for (int j = 0; j < s->nin && !rc; j++) {
-    const plan_tensor *t = &c->prog->tensors[op->in[j]];
-    rc = view_of(c, s->in[j], t, &in[j], &own_in[j], NULL);
-    whole_block(t, in[j], &win[j]);
+    rc = view_of(c, s->in[j], mb, &win[j], &in[j], &own_in[j], NULL);
+    win[j].data = in[j];
     pin[j] = &win[j];
   }
   for (int k = 0; k < s->nout && !rc; k++) {
-    const plan_tensor *t = &c->prog->tensors[op->out[k]];
-    int64_t n = plan_vx_count_of(t->dims, t->rank);
     bool split =
         plan_vx_partial_axes(&c->low->bufs[s->out[k]], c->m->naxes, NULL) > 0;
-    if (!(want[k] = plan_vx_take_array(c, n, true)) ||
-        (split && !(mag[k] = plan_vx_take_array(c, n, true))))
+    if (!(want[k] = plan_vx_take_array(c, wout[k].n, true)) ||
+        (split && !(mag[k] = plan_vx_take_array(c, wout[k].n, true))))
       rc = PLAN_ENOMEM;
     else
-      rc = view_of(c, s->out[k], t, &got[k], &own_got[k], mag[k]);
-    whole_block(t, want[k], &wout[k]);
+      rc = view_of(c, s->out[k], mb, &wout[k], &got[k], &own_got[k], mag[k]);
+    wout[k].data = want[k];
     pout[k] = &wout[k];
   }
   if (!rc) /* as the reference run computes it: in the op's dtype */
@@ -417,20 +522,31 @@ static int check_op(vctx *c, int i) {
     const plan_tensor *t = &c->prog->tensors[op->out[k]];
     local_bound b = op_bound(c, t, red, mag[k] != NULL, partial_in);
     local_cmp lc;
-    compare_local(got[k], want[k], mag[k], wout[k].n,
-                  plan_dtype_is_float(t->dtype), &b, &lc);
+    bool is_float = plan_dtype_is_float(t->dtype);
+    compare_local(got[k], want[k], mag[k], wout[k].n, is_float, &b, &lc);
+    if (lc.bad && is_float && sums_terms(op)) {
+      double *terms = plan_vx_take_array(c, wout[k].n, false);
+      if (!terms || (rc = sum_terms(c, op, pin, &wout[k], terms))) {
+        rc = rc ? rc : PLAN_ENOMEM;
+        give(c, &wout[k], terms);
+        break;
+      }
+      b.terms = terms;
+      compare_local(got[k], want[k], mag[k], wout[k].n, is_float, &b, &lc);
+      give(c, &wout[k], terms);
+    }
+    lc.at = region_global(t, &wout[k], lc.at);
     if (lc.bad)
-      report_local(c, i, "inputs", op->name, true, s->out[k], &lc, &b, red);
+      report_local(c, i, mb, "inputs", op->name, true, s->out[k], &lc, &b, red);
   }
   for (int j = 0; j < s->nin; j++)
     if (own_in[j])
-      give(c, &c->prog->tensors[op->in[j]], in[j]);
+      give(c, &win[j], in[j]);
   for (int k = 0; k < s->nout; k++) {
-    const plan_tensor *t = &c->prog->tensors[op->out[k]];
-    give(c, t, want[k]);
-    give(c, t, mag[k]);
+    give(c, &wout[k], want[k]);
+    give(c, &wout[k], mag[k]);
     if (own_got[k])
-      give(c, t, got[k]);
+      give(c, &wout[k], got[k]);
   }
   return rc;
 }
@@ -438,46 +554,60 @@ static int check_op(vctx *c, int i) {
 /* A collective: its output holds its input's tensor in another placement,
  * so their reassembled values agree up to the order of a reduction's sum
  * of doubles. */
-static int check_redist(vctx *c, int i) {
+static int check_redist(vctx *c, int i, int64_t mb) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
-  int64_t n = plan_vx_count_of(t->dims, t->rank);
+  block rin, rout;
+  /* over the microbatch axis, or slices that differ: not one microbatch's */
+  if ((mb >= 0 && s->redist.axis == c->mb_axis) ||
+      !mb_region(c, s->in[0], mb, &rin) ||
+      !mb_region(c, s->out[0], mb, &rout) || rin.n != rout.n ||
+      memcmp(rin.offset, rout.offset, sizeof rin.offset))
+    return PLAN_OK;
+  int64_t n = rout.n;
   double *want = plan_vx_take_array(c, n, true);
   double *mag = want ? plan_vx_take_array(c, n, true) : NULL;
   double *got = mag ? plan_vx_take_array(c, n, true) : NULL;
   int rc = got ? PLAN_OK : PLAN_ENOMEM;
   if (!rc) {
-    reassemble(c, s->in[0], want, mag);
-    reassemble(c, s->out[0], got, NULL);
+    reassemble(c, s->in[0], mb, &rin, want, mag);
+    reassemble(c, s->out[0], mb, &rout, got, NULL);
     /* a reduction sums k doubles, in another order than reassemble */
     plan_redist_kind kd = s->redist.kind;
     double k = kd == PLAN_REDIST_ALL_REDUCE || kd == PLAN_REDIST_REDUCE_SCATTER
                    ? (double)c->m->axis_sizes[s->redist.axis]
                    : 1;
     local_bound b = {PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0,
-                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k};
+                     PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0, NULL};
     local_cmp lc;
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
+    lc.at = region_global(t, &rout, lc.at);
     if (lc.bad) {
-      report_local(c, i, "input", step_name(c, s), false, s->out[0], &lc, &b,
-                   k);
+      report_local(c, i, mb, "input", step_name(c, s), false, s->out[0], &lc,
+                   &b, k);
     }
   }
-  give(c, t, want);
-  give(c, t, mag);
-  give(c, t, got);
+  give(c, &rout, want);
+  give(c, &rout, mag);
+  give(c, &rout, got);
   return rc;
 }
 
-int plan_vx_check_local(vctx *c, int i) {
+int plan_vx_check_local(vctx *c, int i, int64_t mb) {
   if (!c->local_on)
+    return PLAN_OK;
+  /* a pipelined step of the schedule is checked microbatch by microbatch,
+   * as it runs (mb >= 0); before and after the schedule, once (mb < 0) */
+  const plan_lpipe *pp = c->low->pipe;
+  if (pp && mb < 0 && pp->phase[i] != PLAN_LPHASE_PRE &&
+      pp->phase[i] != PLAN_LPHASE_POST)
     return PLAN_OK;
   const plan_lstep *s = &c->low->steps[i];
   if (s->kind == PLAN_LSTEP_OP)
-    return check_op(c, i);
+    return check_op(c, i, mb);
   if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
-    return check_redist(c, i);
-  return PLAN_OK; /* an input: the verifier's own values */
+    return check_redist(c, i, mb);
+  return PLAN_OK; /* an input: the verifier's own values; a send/recv */
 }
 
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {

@@ -135,6 +135,14 @@ static int ran(prun *x, int i, int64_t k) {
   vctx *c = x->c;
   const plan_lstep *s = &c->low->steps[i];
   int ph = x->pp->phase[i], rc;
+  /* its own check, on this microbatch's blocks while they are held */
+  if (k >= 0) {
+    double t0 = plan_vx_seconds_now();
+    rc = plan_vx_check_local(c, i, k);
+    c->cmp_seconds += plan_vx_seconds_now() - t0;
+    if (rc)
+      return rc;
+  }
   for (int o = 0; k >= 0 && o < s->nout; o++) {
     int b = s->out[o];
     if (!x->per_mb[b])

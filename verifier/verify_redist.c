@@ -95,6 +95,23 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   return PLAN_OK;
 }
 
+/* The block whose layout rank r's new block of a reduce_scatter follows:
+ * with an order, member order[i] keeps piece i, the piece member i keeps
+ * without one (spec/lowered-format.md); else r's own. */
+static const block *scatter_layout(const vctx *c, const plan_lstep *s,
+                                   int64_t r) {
+  const block *dst = c->bufs[s->out[0]];
+  if (!s->group_order)
+    return &dst[r];
+  int a = s->redist.axis;
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  memcpy(coord, c->coords[r], sizeof coord);
+  for (int64_t i = 0; i < c->m->axis_sizes[a]; i++)
+    if (s->group_order[i] == c->coords[r][a])
+      coord[a] = i;
+  return &dst[plan_vx_rank_at(c->m, coord)];
+}
+
 /* A reduce-scatter on the runner's all-reduce (see runner_all_reduce):
  * each member's values of the elements of rank r's new block are gathered
  * in the order the host loop below reads them, then folded by the runner
@@ -106,6 +123,7 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
   const plan_redist_step *st = &s->redist;
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block *src = c->bufs[s->in[0]], *d = &c->bufs[s->out[0]][r];
+  const block *lay = scatter_layout(c, s, r);
   int a = st->axis;
   *done = false;
   double **blocks = calloc((size_t)k, sizeof *blocks);
@@ -124,14 +142,11 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
     memcpy(coord, c->coords[r], sizeof coord);
     coord[a] = m;
     const block *sb = &src[plan_vx_rank_at(c->m, coord)];
-    if (s->group_order) /* position m holds the block of order[m] */
-      coord[a] = s->group_order[m];
-    const block *vb = &src[plan_vx_rank_at(c->m, coord)];
     for (int64_t e = 0; e < d->n && whole; e++) {
-      int64_t li = plan_vx_local_index(t, sb, plan_vx_global_index(t, d, e));
-      whole = li >= 0 && li < vb->n;
+      int64_t li = plan_vx_local_index(t, sb, plan_vx_global_index(t, lay, e));
+      whole = li >= 0 && li < sb->n;
       if (whole)
-        blocks[m][e] = vb->data[li];
+        blocks[m][e] = sb->data[li];
     }
   }
   if (!rc && whole) {
@@ -202,8 +217,14 @@ int plan_vx_run_redist(vctx *c, const plan_lstep *s) {
     memcpy(coord, c->coords[r], sizeof coord);
     bool reduce = st->kind == PLAN_REDIST_ALL_REDUCE ||
                   st->kind == PLAN_REDIST_REDUCE_SCATTER;
+    /* a reduce_scatter's piece: the one its order gives r */
+    const block *lay = reduce ? scatter_layout(c, s, r) : d;
+    if (lay->n != d->n)
+      return plan_failf(PLAN_EINVALID,
+                        "reduce_scatter of '%s': its order needs even pieces",
+                        t->name);
     for (int64_t e = 0; e < d->n; e++) {
-      int64_t g = plan_vx_global_index(t, d, e);
+      int64_t g = plan_vx_global_index(t, lay, e);
       if (st->kind == PLAN_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
         d->data[e] = 0;
         continue;
@@ -217,9 +238,8 @@ int plan_vx_run_redist(vctx *c, const plan_lstep *s) {
         int64_t li, q = plan_vx_redist_source(c, s, r, g, &li);
         if (q == -2)
           return plan_failf(PLAN_EINVALID,
-                            "all_gather of '%s': its order needs even "
-                            "pieces",
-                            t->name);
+                            "%s of '%s': its order needs even pieces",
+                            plan_redist_kind_name(st->kind), t->name);
         if (q < 0)
           return plan_failf(PLAN_EINVALID,
                             "%s of '%s': no rank of the group holds an "
@@ -236,15 +256,6 @@ int plan_vx_run_redist(vctx *c, const plan_lstep *s) {
         int64_t li = plan_vx_local_index(t, sb, g);
         if (li < 0)
           continue;
-        if (s->group_order) { /* position m holds the block of order[m] */
-          coord[a] = s->group_order[m];
-          sb = &src[plan_vx_rank_at(c->m, coord)];
-          if (li >= sb->n) /* the reader allows even pieces only */
-            return plan_failf(PLAN_EINVALID,
-                              "all_gather of '%s': its order needs even "
-                              "pieces",
-                              t->name);
-        }
         acc = have ? plan_reduce2(st->reduce, acc, sb->data[li]) : sb->data[li];
         have = true;
       }

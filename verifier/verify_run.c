@@ -37,7 +37,7 @@ static double mean_avg_scale(const vctx *c, const plan_lstep *s,
 int plan_vx_after_step(vctx *c, int i) {
   const plan_lstep *s = &c->low->steps[i];
   double tl = plan_vx_seconds_now(); /* a check: the comparison's time */
-  int rc = plan_vx_check_local(c, i);
+  int rc = plan_vx_check_local(c, i, -1);
   c->cmp_seconds += plan_vx_seconds_now() - tl;
   if (rc)
     return rc;
@@ -88,8 +88,8 @@ static int setup_run(vctx *c) {
     return plan_oom();
   /* each step checked on its own inputs: float mode, where the end-to-end
    * comparison cannot tell a deep chain's drift from a bug; not when
-   * pipelined or distributed (docs/verify.md, "Op-local checks") */
-  c->local_on = c->o->mode == PLAN_VERIFY_FLOAT && !l->pipe && !c->comm;
+   * distributed (docs/verify.md, "Op-local checks") */
+  c->local_on = c->o->mode == PLAN_VERIFY_FLOAT && !c->comm;
   c->local_fail = INT_MAX;
   for (int b = 0; b < l->nbufs; b++) {
     c->last_use[b] = c->writer[b] = -1;

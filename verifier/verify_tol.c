@@ -116,16 +116,21 @@ int plan_vx_init_tolerances(vctx *c) {
   if (!(c->rtol = calloc(n, sizeof(double))) ||
       !(c->atol = calloc(n, sizeof(double))) ||
       !(c->depth = calloc(n, sizeof(double))) ||
-      !(c->rms = calloc(n, sizeof(double))))
+      !(c->rms = calloc(n, sizeof(double))) ||
+      !(c->refmax = calloc(n, sizeof(double))))
     return plan_oom();
   for (int t = 0; t < prog->ntensors; t++) {
     tolerance_of(c, &prog->tensors[t], &c->rtol[t], &c->atol[t]);
     const plan_tensor *x = &prog->tensors[t];
     int64_t cnt = plan_vx_count_of(x->dims, x->rank);
-    double s = 0;
+    double s = 0, mx = 0;
     for (int64_t i = 0; c->ref[t] && i < cnt; i++)
-      if (isfinite(c->ref[t][i]))
-        s += c->ref[t][i] * c->ref[t][i];
+      if (isfinite(c->ref[t][i])) {
+        double a = fabs(c->ref[t][i]);
+        s += a * a;
+        mx = a > mx ? a : mx;
+      }
+    c->refmax[t] = mx;
     c->rms[t] = cnt > 0 ? sqrt(s / (double)cnt) : 0;
   }
   for (int i = 0; i < prog->nops; i++) { /* ops are in topological order */

@@ -14,6 +14,25 @@ static inline R F(grid)(R x, int bits) {
   return bits >= 0 ? (R)plan_dyadic_round((double)x, bits) : x;
 }
 
+/* Exact mode: x rounded to a multiple of q = odd 2^-(bits + e), odd the
+ * odd part of count and 2^e >= odd, so q <= 2^-bits: any sum of such
+ * values divided by count is exact (a mean over a subset, a rank's share,
+ * sums to the mean of the whole). count a power of two: the grid. */
+static inline R F(grid_div)(R x, int bits, int64_t count) {
+  if (bits < 0 || count <= 0)
+    return x;
+  int64_t odd = count;
+  while (!(odd & 1))
+    odd >>= 1;
+  int e = 0;
+  while (e < 40 && ((int64_t)1 << e) < odd)
+    e++;
+  if (odd == 1 || ((int64_t)1 << e) < odd || bits + e > 60)
+    return F(grid)(x, bits);
+  double k = plan_dyadic_round((double)x / (double)odd, bits + e);
+  return (R)(k * (double)odd);
+}
+
 /* a / b; in exact mode rounded to the grid only when the quotient is inexact
  * (the residual a - q*b, exact through fma, is not zero). */
 static inline R F(quot)(R a, R b, int bits) {
@@ -266,9 +285,10 @@ static void F(cross_entropy)(const void *vl, const int64_t *labels,
     for (int64_t i = 0; i < c; i++)
       s += MF(exp)(row[i] - m);
     s = s < 1 ? 1 : s;
-    /* per-sample loss on the grid first: the sum over samples (and over
-     * ranks) is then exact in any order */
-    total += F(grid)(m + MF(log)(s) - row[labels[r]], bits);
+    /* per-sample loss on the grid first, a multiple of count's odd part:
+     * the sum over samples (and over ranks) is then exact in any order,
+     * and so is its quotient by count, a rank's share included */
+    total += F(grid_div)(m + MF(log)(s) - row[labels[r]], bits, (int64_t)count);
   }
   o[0] = F(quot)(total, (R)count, bits);
 }

@@ -187,6 +187,27 @@ static PLAN_HD inline float plan_cu_grid(float x, int bits) {
   return bits < 0 ? x : (float)plan_cu_grid((double)x, bits);
 }
 
+/* Exact mode: x rounded to a multiple of odd 2^-(bits + e), odd the odd
+ * part of count and 2^e >= odd: a sum of such values divided by count is
+ * exact. The same arithmetic as the CPU runner's grid_div. */
+static PLAN_HD inline double plan_cu_grid_div(double x, int bits,
+                                              int64_t count) {
+  if (bits < 0 || count <= 0)
+    return x;
+  int64_t odd = count;
+  while (!(odd & 1))
+    odd >>= 1;
+  int e = 0;
+  while (e < 40 && ((int64_t)1 << e) < odd)
+    e++;
+  if (odd == 1 || ((int64_t)1 << e) < odd || bits + e > 60)
+    return plan_cu_grid(x, bits);
+  return plan_cu_grid(x / (double)odd, bits + e) * (double)odd;
+}
+static PLAN_HD inline float plan_cu_grid_div(float x, int bits, int64_t count) {
+  return bits < 0 ? x : (float)plan_cu_grid_div((double)x, bits, count);
+}
+
 /* a / b; in exact mode rounded to the grid only when the quotient is
  * inexact (the residual through fma is not zero). */
 template <class C> static PLAN_HD inline C plan_cu_quot(C a, C b, int bits) {

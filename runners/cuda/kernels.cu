@@ -320,6 +320,7 @@ static int run_cross_entropy(plan_cu *cu, const plan_cu_call *c) {
   kr.labels = (const int64_t *)labels;
   kr.loss = (C *)loss;
   kr.c = cl;
+  kr.count = g;
   kr.bits = c->bits;
   if ((rc = plan_cu_launch(cu, rows, kr)))
     return rc;

@@ -450,12 +450,13 @@ template <class S> struct plan_k_reduce {
 };
 
 /* cross_entropy, first pass: each row's loss logsumexp - logit[label], on
- * the grid in exact mode, into loss (compute type). */
+ * the grid of multiples of count's odd part in exact mode, into loss
+ * (compute type). */
 template <class S> struct plan_k_ce_rows {
   const S *lg;
   const int64_t *labels;
   typename plan_st<S>::C *loss;
-  int64_t c;
+  int64_t c, count; /* count: the global batch count the mean divides by */
   int bits;
   PLAN_HD void operator()(int64_t r) const {
     typedef plan_st<S> T;
@@ -471,7 +472,8 @@ template <class S> struct plan_k_ce_rows {
     for (int64_t i = 0; i < c; i++)
       s += plan_m_exp(T::load(row[i]) - m);
     s = s < 1 ? (C)1 : s;
-    loss[r] = plan_cu_grid(m + plan_m_log(s) - T::load(row[labels[r]]), bits);
+    loss[r] = plan_cu_grid_div(m + plan_m_log(s) - T::load(row[labels[r]]),
+                               bits, count);
   }
 };
 

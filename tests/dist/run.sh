@@ -158,6 +158,14 @@ for f in "$root"/tests/corpus/lowered/*.yaml; do
   head -n 1 "$f" | grep -q '^# expect: not-equal' || continue
   agree "corpus $(basename "$f")" "$f"
 done
+# `order` means the same in one process and distributed
+# (spec/lowered-format.md): the swapped orders above are the same bug;
+# the identity order is the plain collective, EQUAL in both
+for f in rank-order-swapped scatter-order-swapped a2a-order-swapped; do
+  sed 's/order: \[1, 0\]/order: [0, 1]/' "$root/tests/corpus/lowered/$f.yaml" >"$tmp/$f-id.yaml"
+  agree "$f with order [0, 1]" "$tmp/$f-id.yaml"
+  if [ "$want" = 0 ]; then ok; else bad "$f with order [0, 1]: exit $want, not EQUAL"; fi
+done
 
 # The text report says how it ran.
 launch 4 text "$ex/mlp-megatron.plan.yaml"

@@ -133,14 +133,17 @@ def sum_to_max(lw):
 
 
 def gather_order(lw):
-    """An all-gather's rank order swapped (the group's order reversed)."""
-    for i, st in _colls(lw, ("all_gather",)):
+    """A collective's rank order swapped (the group's order reversed): an
+    all-gather's or all-to-all's pieces concatenated, or a reduce-scatter's
+    pieces handed out, in the reversed order (spec/lowered-format.md)."""
+    for i, st in _colls(lw, ("all_gather", "reduce_scatter", "all_to_all")):
         n = lw.axis_size(st["axis"])
         if n < 2:
             continue  # one member: no other order
         m = lw.copy()
         m.steps[i] = dict(st, order=list(range(n - 1, -1, -1)))
-        yield _tag(i, st), m.text(), "differs", "all_gather over '%s' in reversed order" % st["axis"]
+        yield _tag(i, st), m.text(), "differs", "%s over '%s' in reversed order" % (
+            st["collective"], st["axis"])
 
 
 def shard_dim(lw):

@@ -2,8 +2,9 @@
  * checks"): a consumer reading a partial buffer deep in a bf16 chain is
  * caught at its op in float mode while the unmutated chain verifies equal
  * (its end-to-end drift is rounding); a replica that drifts by one ulp is
- * reported with both ranks; a gathered buffer that is in no layout is
- * compared. */
+ * reported with both ranks; a faulty kernel in a pipeline's stage, too
+ * small for the end-to-end comparison, is caught by its op's own check on
+ * each microbatch; a gathered buffer that is in no layout is compared. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -165,6 +166,97 @@ static void test_replica_drift(void **state) {
     }
 }
 
+/* A faulty kernel in a pipeline's stage: op `name`'s result, on the ranks
+ * of the microbatch it just ran for, is 1e-6 too large everywhere (every
+ * replica alike). Within the f32 tolerance (1.3e-6) end to end, outside
+ * the elementwise op's own bound (8 u_acc RMS, 4.8e-7 RMS). */
+typedef struct faulty {
+  const char *name;
+  int step; /* its lowered step */
+  int runs; /* the microbatches it changed */
+} faulty;
+
+static int faulty_op(void *user, const plan_lowered *low, int step, int64_t mb,
+                     plan_vblock *const *bufs) {
+  faulty *f = user;
+  if (step != f->step || mb < 0)
+    return 0;
+  const plan_mesh *m = &low->pipe->xplan->mesh;
+  const plan_lstep *s = &low->steps[step];
+  for (int64_t r = 0; r < m->ndevices; r++) {
+    int64_t x = r, coord = 0;
+    for (int a = m->naxes - 1; a >= 0; a--) {
+      if (a == low->pipe->axis)
+        coord = x % m->axis_sizes[a];
+      x /= m->axis_sizes[a];
+    }
+    plan_vblock *blk = &bufs[s->out[0]][r];
+    for (int64_t e = 0; coord == mb && blk->data && e < blk->n; e++)
+      blk->data[e] *= 1 + 1e-6;
+  }
+  f->runs++;
+  return 0;
+}
+
+static void test_pipeline_local(void **state) {
+  (void)state;
+  for (int bug = 0; bug < 2; bug++) {
+    plan_plan *p = load("examples/transformer4-1f1b.plan.yaml");
+    plan_lowered *l;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    assert_non_null(l->pipe);
+    int64_t microbatches = l->pipe->microbatches; /* l is the verifier's */
+    faulty f = {"layers.1.mlp.act", -1, 0};
+    for (int i = 0; i < l->nsteps; i++)
+      if (l->steps[i].kind == PLAN_LSTEP_OP &&
+          !strcmp(l->plan->program->ops[l->steps[i].op].name, f.name))
+        f.step = i;
+    assert_true(f.step >= 0);
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = PLAN_VERIFY_FLOAT;
+    plan_verify_report *r;
+    assert_int_equal(
+        plan_verify_lowered_hooked(&r, p, l, &o, bug ? faulty_op : NULL, &f),
+        PLAN_OK);
+    const char *text = plan_verify_report_text(r);
+    if (plan_verify_report_equal(r) == bug)
+      fail_msg("%s", text);
+    if (bug) {
+      /* every microbatch's run of it was changed, and only the op's own
+       * check saw it: the end-to-end comparison accepted every tensor */
+      assert_int_equal(f.runs, (int)microbatches);
+      assert_non_null(strstr(text, "NOT EQUAL locally: op 'layers.1.mlp.act'"));
+      assert_non_null(strstr(text, "in microbatch 0"));
+      assert_null(strstr(text, "NOT EQUAL tensor"));
+      assert_null(strstr(text, "NOT EQUAL output"));
+      assert_string_equal(plan_verify_report_first_op(r), f.name);
+    }
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+}
+
+/* A sum that cancels: the reduced 4-layer transformer's last k-projection
+ * weight gradient at seed 3 is near 1e-8, made of products far larger, so
+ * a microbatch's ranks (each summing its rows) and the reference kernel
+ * (all of them) differ by more than the result's own bound; within the
+ * bound of the terms' magnitudes, it is EQUAL. */
+static void test_cancelling_sum(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/transformer4-1f1b.plan.yaml"), *small = NULL;
+  char *summary = NULL;
+  assert_int_equal(plan_reduce_shapes(&small, &summary, p), PLAN_OK);
+  free(summary);
+  plan_free(p);
+  plan_lowered *l;
+  assert_int_equal(plan_lower(&l, small), PLAN_OK);
+  plan_verify_report *r = verify_float(small, l, 3);
+  if (!plan_verify_report_equal(r))
+    fail_msg("%s", plan_verify_report_text(r));
+  plan_verify_report_free(r);
+  plan_free(small);
+}
+
 /* A lowered file whose second all-gather (over dp, in the wrong rank
  * order) writes a buffer in neither the layouts nor the outputs, read by
  * no step: compared because a step writes it. */
@@ -228,6 +320,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_deep_bf16_partial_read),
       cmocka_unit_test(test_replica_drift),
+      cmocka_unit_test(test_pipeline_local),
+      cmocka_unit_test(test_cancelling_sum),
       cmocka_unit_test(test_gathered_not_in_layouts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -395,20 +395,26 @@ static int enum_of(const plan_reader *rd, const plan_ynode *n, const char *what,
   return plan_rd_enum(rd, n, what, names, count, out);
 }
 
-/* `order` of an all_gather: a permutation of the axis's coordinates, the
- * block of coordinate order[i] landing at position i. Pieces must be the
- * same size (the gathered dim splits evenly over every axis sharding it),
- * so that a block fits any position. */
+/* `order` of an all_gather, reduce_scatter or all_to_all: a permutation
+ * of the axis's coordinates (spec/lowered-format.md): the gathered piece
+ * at position i is member order[i]'s (all_gather, all_to_all along
+ * `dim`), or member order[i] keeps piece i (reduce_scatter). Pieces must
+ * be the same size (the dim splits evenly over every axis sharding it, in
+ * the buffer where the axis shards it), so that a block fits any
+ * position. */
 static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
-                            int in_buf) {
+                            int in_buf, int out_buf) {
   plan_lowered *l = r->l;
   const plan_mesh *m = &l->plan->mesh;
   const plan_redist_step *st = &s->redist;
   int64_t k = m->axis_sizes[st->axis], *ord;
   int cnt, rc;
-  if (st->kind != PLAN_REDIST_ALL_GATHER)
+  if (st->kind != PLAN_REDIST_ALL_GATHER &&
+      st->kind != PLAN_REDIST_REDUCE_SCATTER &&
+      st->kind != PLAN_REDIST_ALL_TO_ALL)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                        "'order' is for an all_gather only");
+                        "'order' is for an all_gather, reduce_scatter or "
+                        "all_to_all only");
   if (k > 64)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
                         "'order' is for axes of up to 64 ranks; '%s' has %lld",
@@ -431,7 +437,10 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
     seen |= 1ull << ord[i];
     s->group_order[i] = ord[i];
   }
+  /* the buffer in which the axis shards the dim: a reduce_scatter's out */
   const plan_lbuf *b = &l->bufs[in_buf];
+  if (st->kind == PLAN_REDIST_REDUCE_SCATTER)
+    b = &l->bufs[out_buf];
   const plan_tensor *t = &l->plan->program->tensors[b->tensor];
   int64_t split = 1;
   for (int a = 0; a < m->naxes; a++)
@@ -567,7 +576,7 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
                           plan_placement_format(&l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
     if ((x = plan_ymap_get(n, "order")) &&
-        (rc = read_group_order(r, x, s, ins[0])))
+        (rc = read_group_order(r, x, s, ins[0], outs[0])))
       return rc;
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
