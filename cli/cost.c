@@ -59,7 +59,7 @@ int cmd_cost(int argc, char **argv) {
         return cli_usage("cost", "too many --set options");
       sets[nsets++] = argv[++i];
     } else if (a[0] == '-' && a[1])
-      return cli_usage("cost", "unknown option '%s'", a);
+      return cli_unknown_option("cost", a);
     else if (file)
       return cli_usage("cost", "one plan at a time");
     else

@@ -158,7 +158,7 @@ int cmd_search(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--self-contained")) {
       o.self_contained = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      return cli_usage("search", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("search", argv[i]);
     } else if (input) {
       return cli_usage("search", "one program or plan at a time");
     } else {
@@ -219,7 +219,7 @@ int cmd_replay(int argc, char **argv) {
       continue;
     }
     if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("replay", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("replay", argv[i]);
     if (input)
       return cli_usage("replay", "one plan at a time");
     input = argv[i];

@@ -83,7 +83,7 @@ int cmd_show(int argc, char **argv) {
       continue;
     }
     if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("show", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("show", argv[i]);
     if (file)
       return cli_usage("show", "one file at a time");
     file = argv[i];

@@ -105,7 +105,26 @@ has "$out" "usage: plan fmt" "help VERB"
 expect 0 "--version" --version
 has "$out" "plan (libplan)" "--version"
 expect 2 "unknown verb" frobnicate "$mlp"
-has "$err" "unknown verb 'frobnicate'" "unknown verb"
+has "$err" "unknown command 'frobnicate'" "unknown verb"
+has "$err" "usage: plan VERB" "unknown verb: far from every verb, the usage"
+# did-you-mean: a near miss gets the nearest names, not the whole usage
+expect 2 "a misspelt verb" verfy "$mlp"
+has "$err" "unknown command 'verfy'; did you mean 'verify'?" "a misspelt verb"
+lacks "$err" "usage: plan VERB" "a misspelt verb: no usage dump"
+expect 2 "a misspelt flag" search "$ex/mlp-program.yaml" --mesh dp=2 --stratgy dp
+has "$err" "unknown option '--stratgy'; did you mean '--strategy'?" "a misspelt flag"
+sed 's/shape:/shpae:/' "$ex/mlp-program.yaml" >"$tmp/shpae.yaml"
+expect 2 "a misspelt key" validate "$tmp/shpae.yaml"
+has "$err" "unknown field 'shpae' in a tensor declaration; did you mean 'shape'?" "a misspelt key"
+sed 's/^strategies:/stratagies:/' "$ex/mlp-megatron.plan.yaml" >"$tmp/stratagies.yaml"
+expect 2 "a misspelt section" validate "$tmp/stratagies.yaml"
+has "$err" "unknown field 'stratagies' in the document; did you mean 'strategies'?" "a misspelt section"
+sed 's/op: gelu/op: gleu/' "$ex/mlp-program.yaml" >"$tmp/gleu.yaml"
+expect 2 "a misspelt op kind" validate "$tmp/gleu.yaml"
+has "$err" "unknown op kind 'gleu'; did you mean 'gelu'?" "a misspelt op kind"
+sed 's/^  mlp.act:/  mlp.actt:/' "$ex/mlp-megatron.plan.yaml" >"$tmp/actt.yaml"
+expect 1 "a misspelt op name" validate "$tmp/actt.yaml"
+has "$out" "the program has no op 'mlp.actt'; did you mean 'mlp.act'? [name.unknown]" "a misspelt op name"
 
 for verb in validate fmt hash show diff upgrade; do
   expect 0 "$verb --help" $verb --help
