@@ -21,6 +21,17 @@
 static int l_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lplan *lp = plan_lua_new_plan(L);
+  /* the folder of the file, as plan_load resolves its program path */
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    plan_lua_set_base(L, lp, ".");
+  else if (slash == path)
+    plan_lua_set_base(L, lp, "/");
+  else {
+    lua_pushlstring(L, path, (size_t)(slash - path));
+    plan_lua_set_base(L, lp, lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
   if (plan_load(&lp->p, path))
     return plan_lua_fail(L);
   return 1;
@@ -32,6 +43,7 @@ static int l_parse(lua_State *L) {
   const char *name = luaL_optstring(L, 2, "<string>");
   const char *base = luaL_optstring(L, 3, ".");
   lplan *lp = plan_lua_new_plan(L);
+  plan_lua_set_base(L, lp, base);
   if (plan_load_buffer(&lp->p, text, len, name, base))
     return plan_lua_fail(L);
   return 1;
@@ -90,6 +102,8 @@ static int l_new(lua_State *L) {
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
   lplan *lp = plan_lua_new_plan(L);
+  plan_lua_set_base(L, lp, ".");
+  lp->any_root = true;
   /* the program path is the caller's own argument, not a file's content:
    * any folder may hold it */
   if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL))
@@ -137,8 +151,9 @@ static const luaL_Reg module_fns[] = {
  * that make them. */
 static void createmeta(lua_State *L) {
   static const luaL_Reg *const methods[] = {
-      plan_lua_plan_methods, plan_lua_space_methods, plan_lua_cost_methods,
-      plan_lua_verify_methods, plan_lua_provenance_methods};
+      plan_lua_plan_methods,       plan_lua_space_methods,
+      plan_lua_cost_methods,       plan_lua_verify_methods,
+      plan_lua_provenance_methods, plan_lua_region_methods};
   plan_lua_box_register(L);
   luaL_newmetatable(L, PLAN_MT);
   luaL_setfuncs(L, plan_lua_plan_meta, 0);
