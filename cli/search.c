@@ -60,11 +60,12 @@ static int search_option(plan_search_options *o, const char *name,
                          const char *v, const char **out) {
   int64_t i = 0;
   int rc = EXIT_OK;
-  if (!strcmp(name, "--mesh"))
+  if (!strcmp(name, "--mesh") && !(rc = cli_mesh_arg("search", name, v)))
     o->mesh = v;
   else if (!strcmp(name, "--strategy"))
     o->strategy = v;
-  else if (!strcmp(name, "--hardware"))
+  else if (!strcmp(name, "--hardware") &&
+           !(rc = cli_hardware_arg("search", name, v)))
     o->hardware = v;
   else if (!strcmp(name, "-o"))
     *out = v;

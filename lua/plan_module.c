@@ -12,6 +12,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "libplan/diag.h"
 #include "libplan/plan.h"
 #include "lua_sources.h"
 #include "plan_milp.h"
@@ -106,8 +107,18 @@ static int l_new(lua_State *L) {
   lp->any_root = true;
   /* the program path is the caller's own argument, not a file's content:
    * any folder may hold it */
-  if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL))
-    return plan_lua_fail(L);
+  if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL)) {
+    const plan_error *e = plan_error_last();
+    if (strcmp(e->file, "<plan.new>"))
+      return plan_lua_fail(L); /* about the program file: its position */
+    /* about the arguments: at the caller's line, not in the text made of
+     * them */
+    lua_pushnil(L);
+    luaL_where(L, 1);
+    lua_pushfstring(L, "plan.new: %s", e->message);
+    lua_concat(L, 2);
+    return 2;
+  }
   return 1;
 }
 
@@ -143,9 +154,34 @@ static int l_source(lua_State *L) {
   return 0;
 }
 
+/* plan.suggest(word, names): "did you mean 'a'?" (or "'a' or 'b'") for the
+ * one or two names nearest to word (plan_suggest), or nil. */
+static int l_suggest(lua_State *L) {
+  const char *word = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 2);
+  if (n > 100000)
+    n = 100000;
+  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);
+  int kept = 0;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    if (lua_type(L, -1) == LUA_TSTRING) /* the table keeps the string */
+      names[kept++] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  char buf[512];
+  if (!plan_suggest(buf, sizeof buf, word, names, (size_t)kept))
+    return 0;
+  lua_pushstring(L, buf);
+  return 1;
+}
+
 static const luaL_Reg module_fns[] = {
-    {"load", l_load},           {"parse", l_parse},   {"new", l_new},
-    {"hash_text", l_hash_text}, {"source", l_source}, {NULL, NULL}};
+    {"load", l_load},     {"parse", l_parse},
+    {"new", l_new},       {"hash_text", l_hash_text},
+    {"source", l_source}, {"suggest", l_suggest},
+    {NULL, NULL}};
 
 /* The box's metatable and the plan's, its methods gathered from the files
  * that make them. */

@@ -65,7 +65,9 @@ local function strategy_fn(name, text, sandbox_load)
         local s = n:match("^strategies/(.+)$")
         if s and s ~= "util" then known[#known + 1] = s end
       end
-      return nil, "search: no strategy '" .. name .. "' (built-in: " ..
+      local hint = plan.suggest(name, known)
+      return nil, "search: no strategy '" .. name .. "'" ..
+             (hint and "; " .. hint or "") .. " (built-in: " ..
              table.concat(known, ", ") .. "; or a FILE.lua)", "notfound"
     end
     chunkname = "=strategies/" .. name .. ".lua"
@@ -263,6 +265,12 @@ local function search(req)
                 self_contained = req.self_contained, note = note_fn(req)}
   local fn, src, code, at = strategy_fn(opts.strategy)
   if not fn then return {error = src, code = code, at = at} end
+  if opts.hardware then -- an unknown profile is the caller's mistake
+    local _, herr = p:cost(opts.hardware)
+    if herr and herr:find("unknown hardware profile", 1, true) then
+      return {error = "search: " .. herr, code = "usage"}
+    end
+  end
   req.ran = true
   local prov, seconds = run_search(p, opts, fn, src)
   local ok, findings = p:validate()
