@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "libplan/cost.h"
 #include "libplan/search.h"
 #include "util.h"
 
@@ -126,11 +127,13 @@ static int search_write(plan_plan *p, const plan_search_info *info,
     return EXIT_BAD_INPUT;
   }
   double evals = (double)info->cost_evaluations;
-  printf("%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB "
+  char mem[32];
+  printf("%s: strategy %s on %s: modeled step %.3f ms, peak memory %s "
          "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
          out, o->strategy ? o->strategy : "greedy",
          o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
-         info->step_seconds * 1e3, info->memory_bytes / 1073741824.0,
+         info->step_seconds * 1e3,
+         plan_format_bytes(mem, sizeof mem, info->memory_bytes),
          info->fits ? "" : " (does not fit)", (long long)info->cost_evaluations,
          info->seconds, info->seconds > 0 ? evals / info->seconds : 0.0,
          plan_hash_format(h, hash));

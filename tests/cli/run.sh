@@ -804,6 +804,15 @@ has "$out" "step" "cost"
 has "$out" "memory per device" "cost"
 has "$out" "all_reduce" "cost"
 has "$out" "fits" "cost"
+# one byte convention: binary units, scaled to the value
+has "$out" "peak 5.00 KiB of 74.51 GiB: fits" "cost: bytes in KiB and GiB"
+lacks "$out" " kB" "cost: no decimal kB"
+lacks "$out" " GB" "cost: no decimal GB"
+expect 0 "search: bytes scaled" search "$ex/mlp-program.yaml" --mesh dp=2,tp=2 -o "$tmp/units.plan.yaml"
+has "$out" "peak memory 3.00 KiB per device" "search: bytes scaled"
+lacks "$out" "0.00 GiB" "search: no 0.00 GiB"
+expect 0 "show --cost: bytes scaled" show --cost "$mlp"
+has "$out" "peak memory 5.00 KiB per device" "show --cost: bytes scaled"
 expect 0 "cost --format json" cost --format json "$mlp"
 if command -v python3 >/dev/null 2>&1; then
   if python3 -c 'import json,sys; d = json.load(sys.stdin); assert d["schema"] == "libplan-cost/1" and d["memory"]["fits"] and d["time"]["step"] > 0, d' <"$out"; then ok; else bad "cost --format json: does not parse"; fi
@@ -817,6 +826,20 @@ has "$out" "bubble" "cost a pipeline"
 has "$out" "grad_sync" "cost a pipeline"
 expect 2 "cost --hardware unknown" cost --hardware tpu9 "$mlp"
 has "$err" "unknown hardware" "cost --hardware unknown"
+expect 2 "cost --hardware misspelt" cost --hardware h10 "$mlp"
+has "$err" "--hardware: unknown hardware 'h10'; did you mean 'h100'?" "cost --hardware misspelt"
+expect 2 "search --hardware misspelt" search "$ex/mlp-program.yaml" --mesh dp=2 --hardware a10 -o "$tmp/hw.plan.yaml"
+has "$err" "--hardware: unknown hardware 'a10'; did you mean 'a100'?" "search --hardware misspelt"
+absent "$tmp/hw.plan.yaml" "search --hardware misspelt: nothing written"
+# --mesh: the flag's own terms, never the text made of it
+for m in "dp=2,tp|'tp' has no size" "dp=2,tp=x|'tp=x': the size must be a whole number >= 1" \
+         "dp=2,dp=2|axis 'dp' is named twice" "dp=2,,tp=2|an empty axis"; do
+  expect 2 "--mesh ${m%%|*}" search "$ex/mlp-program.yaml" --mesh "${m%%|*}" -o "$tmp/mesh.plan.yaml"
+  has "$err" "plan search: --mesh: ${m#*|}" "--mesh ${m%%|*}"
+  lacks "$err" "<plan.new>" "--mesh ${m%%|*}: no generated text"
+done
+expect 2 "a misspelt strategy" search "$ex/mlp-program.yaml" --mesh dp=2 --strategy gredy -o "$tmp/st.plan.yaml"
+has "$err" "no strategy 'gredy'; did you mean 'greedy'?" "a misspelt strategy"
 expect 2 "cost --format xml" cost --format xml "$mlp"
 expect 2 "cost without a plan" cost
 expect 2 "cost an unknown option" cost --fast "$mlp"

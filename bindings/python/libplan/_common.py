@@ -226,6 +226,17 @@ def _findings(call, *args):
         fn.diags_free(d)
 
 
+def format_bytes(n):
+    """A byte count as the library prints one (plan_format_bytes): binary
+    units scaled to the value, "512 B", "5.00 KiB", "30.66 GiB"."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    v, i = float(n), 0
+    while abs(v) >= 1024 and i < len(units) - 1:
+        v /= 1024
+        i += 1
+    return "%.0f B" % v if i == 0 else "%.2f %s" % (v, units[i])
+
+
 def _hash_str(h):
     buf = ctypes.create_string_buffer(38)
     fn.hash_format(h, buf)
