@@ -116,13 +116,48 @@ static const char *mesh_text(const plan_plan *p, char *buf, size_t size) {
 }
 
 /* Writes the plan found to `out` and says what it is. */
+/* A strategy file's path as the provenance records it: relative to the
+ * folder of the plan file written, which is where replay resolves it
+ * against (as a program path is), so that the plan replays from any
+ * working folder. Left as given when it cannot be resolved. */
+static int record_strategy(plan_plan *p, const char *strategy,
+                           const char *out) {
+  size_t n = strlen(strategy);
+  if (n < 4 || strcmp(strategy + n - 4, ".lua") || !strcmp(out, "-"))
+    return PLAN_OK;
+  char dir[4096], rel[4096];
+  cli_dirname(out, dir, sizeof dir);
+  if (cli_relative_path(rel, sizeof rel, strategy, dir) ||
+      !strcmp(rel, strategy))
+    return PLAN_OK;
+  plan_provenance_value *v;
+  if (plan_get_provenance(&v, p))
+    return PLAN_OK;
+  int rc = PLAN_OK;
+  plan_provenance_value *items = NULL;
+  if (v->type == PLAN_VALUE_MAP && v->count > 0 &&
+      (items = malloc(sizeof *items * (size_t)v->count))) {
+    memcpy(items, v->items, sizeof *items * (size_t)v->count);
+    for (int i = 0; i < v->count; i++)
+      if (!strcmp(v->keys[i], "strategy") && items[i].type == PLAN_VALUE_STRING)
+        items[i].string = rel;
+    plan_provenance_value m = *v;
+    m.items = items;
+    rc = plan_set_provenance(p, &m);
+  }
+  free(items);
+  plan_buffer_free(v);
+  return rc;
+}
+
 static int search_write(plan_plan *p, const plan_search_info *info,
                         const plan_search_options *o, const char *out) {
   char buf[1400], hash[PLAN_HASH_STRLEN], mesh[1100];
   plan_write_options w = PLAN_WRITE_OPTIONS_INIT;
   w.self_contained = o->self_contained;
   plan_hash h;
-  if (plan_save(p, out, &w) || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
+  if ((o->strategy && record_strategy(p, o->strategy, out)) ||
+      plan_save(p, out, &w) || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
     fprintf(stderr, "plan search: %s\n", plan_error_format(buf, sizeof buf));
     return EXIT_BAD_INPUT;
   }

@@ -1,4 +1,5 @@
 /* The `plan` tool's own helpers (util.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "util.h"
 
 #include <errno.h>
@@ -169,4 +170,50 @@ int cli_hardware_arg(const char *verb, const char *flag, const char *hw) {
                    "%s: unknown hardware '%s' (h100-sxm, h200-sxm, a100-80gb "
                    "and their short names)",
                    flag, hw);
+}
+
+/* The length of the first component of s (after its '/'s). */
+static size_t component(const char *s) {
+  return strcspn(s, "/");
+}
+
+int cli_relative_path(char *out, size_t size, const char *path,
+                      const char *dir) {
+  char *ap = realpath(path, NULL), *ad = realpath(dir, NULL);
+  int rc = -1;
+  if (!ap || !ad || !size)
+    goto done;
+  /* skip the folders both share, component by component */
+  const char *p = ap, *d = ad;
+  for (;;) {
+    while (*p == '/')
+      p++;
+    while (*d == '/')
+      d++;
+    size_t lp = component(p), ld = component(d);
+    if (!ld || lp != ld || strncmp(p, d, lp) || !p[lp])
+      break;
+    p += lp;
+    d += ld;
+  }
+  size_t n = 0;
+  out[0] = '\0';
+  for (; *d; d += component(d)) { /* one ".." per folder of dir left */
+    while (*d == '/')
+      d++;
+    if (!*d)
+      break;
+    if (n + 4 > size)
+      goto done;
+    memcpy(out + n, "../", 4);
+    n += 3;
+  }
+  if (n + strlen(p) + 1 > size)
+    goto done;
+  memcpy(out + n, p, strlen(p) + 1);
+  rc = 0;
+done:
+  free(ap);
+  free(ad);
+  return rc;
 }

@@ -40,6 +40,12 @@ int cli_mesh_arg(const char *verb, const char *flag, const char *mesh);
  * else a usage error with the nearest names. */
 int cli_hardware_arg(const char *verb, const char *flag, const char *hw);
 
+/* path (an existing file) relative to the folder dir, both resolved
+ * (symlinks, '..'), into out: "my.lua", "../strategies/my.lua". 0, or -1
+ * when either cannot be resolved or out is too small. */
+int cli_relative_path(char *out, size_t size, const char *path,
+                      const char *dir);
+
 /* Writes text to `dest`: standard output for "-", else the file, written
  * atomically (plan_write_file_atomic). EXIT_OK, or the exit code of the
  * failure after its message. */
