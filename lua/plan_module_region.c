@@ -365,12 +365,48 @@ typedef struct pin_ctx {
   const char *what;
 } pin_ctx;
 
+/* Sets op's strategy as p:apply does, kept on the undo stack (so that a
+ * refused pin takes it back). */
 static void pin_apply(lua_State *L, int op, void *ctx) {
   pin_ctx *c = ctx;
+  lplan *lp = c->lp;
   plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
-  plan_lua_check_strategy(L, c->lp->p, op, c->strategy, in, out);
-  if (plan_set_strategy(c->lp->p, op, in, out))
+  plan_lua_check_strategy(L, lp->p, op, c->strategy, in, out);
+  if (lp->nundo == lp->cap_undo) {
+    int cap = lp->cap_undo ? 2 * lp->cap_undo : 64;
+    undo_entry *u = realloc(lp->undo, sizeof *u * (size_t)cap);
+    if (!u)
+      luaL_error(L, "out of memory");
+    lp->undo = u;
+    lp->cap_undo = cap;
+  }
+  undo_entry *u = &lp->undo[lp->nundo];
+  u->op = op;
+  u->had = plan_get_strategy(&u->was, lp->p, op) == PLAN_OK;
+  if (plan_set_strategy(lp->p, op, in, out))
     luaL_error(L, "%s: %s", c->what, plan_error_last()->message);
+  lp->nundo++;
+}
+
+/* Takes back the strategies set since undo entry `mark`. */
+static void undo_to(lplan *lp, int mark) {
+  while (lp->nundo > mark) {
+    undo_entry *u = &lp->undo[--lp->nundo];
+    if (!u->had || plan_set_strategy(lp->p, u->op, u->was.in, u->was.out))
+      plan_clear_strategy(lp->p, u->op);
+  }
+}
+
+typedef struct add_args {
+  lplan *lp;
+  const char *what, *name, *prefix;
+} add_args;
+
+/* add_region in protected mode: the add_args at 1, the pieces at 2. */
+static int add_protected(lua_State *L) {
+  add_args *a = lua_touserdata(L, 1);
+  add_region(L, a->lp, a->what, 2, a->name, a->prefix);
+  return 0;
 }
 
 /* A pinned op must have a strategy for the region to keep. */
@@ -391,8 +427,10 @@ static int m_pin(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   const char *what = "pin";
   luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
   lua_rotate(L, 1, 1); /* the argument at 1, the plan at 2 (kept alive) */
   pin_ctx c = {lp, 0, what};
+  int mark = lp->nundo;
   int t = lua_gettop(L);
   int kind = lua_getfield(L, 1, "strategies");
   if (kind == LUA_TTABLE) {
@@ -417,7 +455,17 @@ static int m_pin(lua_State *L) {
   int acc = lua_gettop(L);
   put(L, acc, ", kind: pinned");
   put_ops(L, acc, lp->p, what, pin_check, &c);
-  add_region(L, lp, what, acc, name, "pinned");
+  add_args a = {lp, what, name, "pinned"};
+  lua_pushcfunction(L, add_protected);
+  lua_pushlightuserdata(L, &a);
+  lua_pushvalue(L, acc);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    undo_to(lp, mark); /* the plan as it was: its strategies too */
+    luaL_where(L, 1);  /* the script's line, as a raise from here has */
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+  }
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -493,6 +541,7 @@ static int m_manual(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   const char *what = "manual";
   luaL_checktype(L, 2, LUA_TTABLE);
+  lua_settop(L, 2);
   lua_rotate(L, 1, 1);
   const char *name = opt_name(L, what);
   if (!name)

@@ -107,8 +107,15 @@ raises(function() q:pin{ops = {"mlp.act"}} end,
 raises(function() q:pin{ops = "nothing.*"} end,
        "the pattern 'nothing.*' matches no op", "a pattern that matches nothing")
 raises(function() m:pin{ops = {"mlp.act"}} end,
-       "mlp.act", "an op already in a region")
+       "op 'mlp.act' is in regions 'row-parallel-by-hand' and 'pinned-1'",
+       "an op already in a region")
 check(m:hash() == m_yaml:hash(), "a refused region leaves the plan as it was")
+local before = m:strategy("mlp.act")
+raises(function()
+  m:pin{ops = {"mlp.act"}, strategies = {["mlp.act"] = {["in"] = {"RR"}, out = {"RR"}}}}
+end, "op 'mlp.act' is in regions", "a refused pin with strategies")
+check(m:strategy("mlp.act")["in"][1] == before["in"][1] and m:hash() == m_yaml:hash(),
+      "a refused pin takes its strategies back")
 raises(function() q:manual{name = "x", ops = {"mlp.act"}, body = "return function(h) retrun h end"} end,
        "manual region 'x', body line:1:", "a body that does not compile")
 raises(function() q:manual{name = "x", ops = {"mlp.act"}, inputs = {hh = "RR"}, body = "return 1"} end,

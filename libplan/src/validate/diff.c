@@ -551,7 +551,7 @@ static void diff_regions(dctx *c) {
     const plan_region *rb = &c->b->regions[i];
     const plan_region *ra = region_named(c->a, rb->name);
     if (!ra) {
-      DIFF(c, "diff.regions", rb->name, "region '%s' added (%s)", rb->name,
+      DIFF(c, "diff.regions", "regions", "region '%s' added (%s)", rb->name,
            kinds[rb->kind]);
       continue;
     }
@@ -572,12 +572,12 @@ static void diff_regions(dctx *c) {
     if (strcmp(ra->body ? ra->body : "", rb->body ? rb->body : ""))
       bput(what, sizeof what, "; body");
     if (what[0])
-      DIFF(c, "diff.regions", rb->name, "region '%s' changed:%s", rb->name,
+      DIFF(c, "diff.regions", "regions", "region '%s' changed:%s", rb->name,
            what + 1);
   }
   for (int i = 0; i < c->a->nregions; i++)
     if (!region_named(c->b, c->a->regions[i].name))
-      DIFF(c, "diff.regions", c->a->regions[i].name, "region '%s' removed",
+      DIFF(c, "diff.regions", "regions", "region '%s' removed",
            c->a->regions[i].name);
   if (plan_diags_count(c->d) == before)
     diff_section(c, "regions", "diff.regions");
