@@ -556,7 +556,6 @@ static int m_manual(lua_State *L) {
     lua_replace(L, -2);
     body = lua_tolstring(L, -1, &blen);
   }
-  int body_at = lua_gettop(L);
   lua_pushfstring(L, "=manual region '%s', body line", name);
   if (luaL_loadbufferx(L, body, blen, lua_tostring(L, -1), "t") != LUA_OK)
     luaL_error(L, "%s", lua_tostring(L, -1));
@@ -569,7 +568,6 @@ static int m_manual(lua_State *L) {
   put_boundary(L, acc, lp->p, what, "outputs");
   put(L, acc, ", body: ");
   put_quoted(L, acc, body, blen);
-  (void)body_at;
   add_region(L, lp, what, acc, name, "manual");
   lua_pushboolean(L, 1);
   return 1;

@@ -137,7 +137,6 @@ check(#e:mesh() == 2 and e:mesh()[2].size == 4, "plan.new mesh")
 check(e:strategy("mlp.fc1") == nil, "no decisions yet")
 local bm, bmm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2]}\nx: 1"}
 check(bm == nil and bmm:find("is not NAME=SIZE", 1, true), "plan.new refuses YAML in a mesh")
-local bx, bxm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=x"}
 -- a mistake in the arguments is the caller's, at its line: never at the
 -- text plan.new makes of them
 local bx, bxm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=x"}
