@@ -23,13 +23,16 @@ static void release_diags(void *d) {
 
 /* The findings of d as a list of strings in the one text form the tool
  * prints too (plan_diag_format: "file:line:col: severity: message
- * [code]"), in d's order. */
-static void push_findings(lua_State *L, const plan_diags *d) {
+ * [code]"), in d's order; no_file leaves the file out. */
+static void push_findings(lua_State *L, const plan_diags *d, bool no_file) {
   size_t n = plan_diags_count(d);
   lua_createtable(L, (int)n, 0);
   for (size_t i = 0; i < n; i++) {
     char line[2048];
-    plan_diag_format(line, sizeof line, plan_diags_get(d, i));
+    plan_diag g = *plan_diags_get(d, i);
+    if (no_file)
+      g.file = "";
+    plan_diag_format(line, sizeof line, &g);
     lua_pushstring(L, line);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
@@ -46,7 +49,7 @@ static int m_validate(lua_State *L) {
     return plan_lua_fail(L);
   b->ptr = d;
   lua_pushboolean(L, plan_diags_count_at_least(d, PLAN_SEV_ERROR) == 0);
-  push_findings(L, d);
+  push_findings(L, d, false);
   plan_lua_box_release(b);
   return 2;
 }
@@ -186,7 +189,8 @@ static int m_verify_estimate(lua_State *L) {
 }
 
 /* p:diff(q): the semantic differences, notes in the findings' text form
- * (push_findings; empty when the plans are equal in content). */
+ * without a file (push_findings: they are about two plans, at no line;
+ * empty when the plans are equal in content). */
 static int m_diff(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   lplan *lq = plan_lua_toplan(L, 2);
@@ -197,7 +201,7 @@ static int m_diff(lua_State *L) {
   if (plan_diff(&d, lp->p, lq->p))
     return plan_lua_fail(L);
   b->ptr = d;
-  push_findings(L, d);
+  push_findings(L, d, true);
   plan_lua_box_release(b);
   return 1;
 }

@@ -814,6 +814,37 @@ has "$out" "usage: plan schedule" "schedule --help"
 expect 0 "help lists schedule" --help
 has "$out" "schedule" "help lists schedule"
 
+# ---- plan run -i, plan run FILE -- ARGS -------------------------------------------
+
+# runi INPUT ARGS...: plan run -i ARGS with INPUT on standard input
+runi() {
+  input=$1
+  shift
+  printf '%s\n' "$input" | "$plan" run -i "$@" >"$out" 2>"$err"
+  rc=$?
+}
+runi 'p = plan.load("'"$mlp"'")
+p
+#p:ops()
+for i = 1, 2 do
+print("line " .. i)
+end
+error("on purpose")
+_ + 1'
+if [ "$rc" -eq 0 ]; then ok; else bad "run -i: exit $rc"; fi
+has "$out" "plan 'mlp' (3 ops; mesh dp=2 x tp=2)" "run -i: a plan printed"
+has "$out" "mlp.act  gelu    in [S(0)S(1)] out [S(0)S(1)] (pinned)" "run -i: the plan as a table"
+has "$out" "> 3" "run -i: an expression's value"
+has "$out" "line 2" "run -i: a statement over lines"
+has "$out" "stdin:1: on purpose" "run -i: an error, and the session goes on"
+has "$out" "> 4" "run -i: the last value in _"
+printf 'v = 42\n' >"$tmp/v.lua"
+runi 'v' "$tmp/v.lua"
+has "$out" "> 42" "run -i FILE: the script first"
+printf 'print(select("#", ...), ...)\n' >"$tmp/args.lua"
+expect 0 "run FILE -- ARGS" run "$tmp/args.lua" -- a b
+has "$out" "2	a	b" "run FILE -- ARGS: the -- skipped"
+
 # ---- plan cost ----------------------------------------------------------------
 
 expect 0 "cost" cost "$mlp"
