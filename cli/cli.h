@@ -44,6 +44,9 @@ int cli_usage(const char *verb, const char *fmt, ...)
 /* True when argv has -h or --help. */
 bool cli_wants_help(int argc, char **argv);
 /* Prints findings, one per line: "file:line:col: severity: message [code]". */
+/* The usage error of an unknown option of `verb`, with the nearest flags
+ * its usage names (did-you-mean); returns EXIT_BAD_INPUT. */
+int cli_unknown_option(const char *verb, const char *arg);
 void cli_print_diags(FILE *f, const plan_diags *d);
 /* Prints findings as a JSON document (schema "libplan-findings/1"). */
 void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);

@@ -77,7 +77,7 @@ int cmd_validate(int argc, char **argv) {
       format = argv[++i];
     else if (argv[i][0] == '-' && argv[i][1]) {
       free(files);
-      return cli_usage("validate", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("validate", argv[i]);
     } else
       files[nfiles++] = argv[i];
   }
@@ -160,7 +160,7 @@ int cmd_fmt(int argc, char **argv) {
     else if (!strcmp(argv[i], "--self-contained"))
       o.self_contained = 1;
     else if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("fmt", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("fmt", argv[i]);
     else if (file)
       return cli_usage("fmt", "one file at a time");
     else
@@ -216,7 +216,7 @@ int cmd_hash(int argc, char **argv) {
     else if (!strcmp(argv[i], "--canonical"))
       canonical = true;
     else if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("hash", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("hash", argv[i]);
     else if (file)
       return cli_usage("hash", "one file at a time");
     else
@@ -297,7 +297,7 @@ int cmd_diff(int argc, char **argv) {
     if (!strcmp(argv[i], "--format") && i + 1 < argc)
       format = argv[++i];
     else if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("diff", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("diff", argv[i]);
     else if (n < 2)
       files[n++] = argv[i];
     else

@@ -59,7 +59,7 @@ int cmd_cost(int argc, char **argv) {
         return cli_usage("cost", "too many --set options");
       sets[nsets++] = argv[++i];
     } else if (a[0] == '-' && a[1])
-      return cli_usage("cost", "unknown option '%s'", a);
+      return cli_unknown_option("cost", a);
     else if (file)
       return cli_usage("cost", "one plan at a time");
     else
@@ -71,11 +71,9 @@ int cmd_cost(int argc, char **argv) {
       strcmp(format, "yaml"))
     return cli_usage("cost", "unknown format '%s' (text, json or yaml)",
                      format);
-  if (hw && !plan_cost_profile_resolve(hw))
-    return cli_usage("cost",
-                     "unknown hardware '%s' (h100-sxm, h200-sxm, "
-                     "a100-80gb and their short names)",
-                     hw);
+  int hrc = hw ? cli_hardware_arg("cost", "--hardware", hw) : EXIT_OK;
+  if (hrc)
+    return hrc;
   plan_plan *p;
   int rc = cli_load_valid(file, stderr, "costed", &p);
   if (rc)

@@ -77,7 +77,7 @@ int cmd_lower(int argc, char **argv) {
     if (!strcmp(argv[i], "-o") && i + 1 < argc)
       out = argv[++i];
     else if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("lower", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("lower", argv[i]);
     else if (file)
       return cli_usage("lower", "one plan at a time");
     else

@@ -99,13 +99,47 @@ static const char *sev_name(plan_severity s) {
 
 void cli_print_diags(FILE *f, const plan_diags *d) {
   for (size_t i = 0; i < plan_diags_count(d); i++) {
-    const plan_diag *g = plan_diags_get(d, i);
-    if (g->file[0] && g->line)
-      fprintf(f, "%s:%d:%d: ", g->file, g->line, g->column);
-    else if (g->file[0])
-      fprintf(f, "%s: ", g->file);
-    fprintf(f, "%s: %s [%s]\n", sev_name(g->severity), g->message, g->code);
+    char buf[4096];
+    plan_diag_format(buf, sizeof buf, plan_diags_get(d, i));
+    fprintf(f, "%s\n", buf);
   }
+}
+
+/* The flags a verb's usage text names ("--strategy", "-o"), for
+ * did-you-mean; at most `max`, into names (pointing into store). */
+static size_t usage_flags(const char *usage, const char **names, size_t max,
+                          char *store, size_t size) {
+  size_t n = 0, used = 0;
+  for (const char *s = usage; *s && n < max; s++) {
+    if (*s != '-' || (s > usage && s[-1] != ' ' && s[-1] != '[' &&
+                      s[-1] != '|' && s[-1] != '\n'))
+      continue;
+    size_t l = 1;
+    while (s[l] == '-' || (s[l] >= 'a' && s[l] <= 'z') ||
+           (s[l] >= '0' && s[l] <= '9'))
+      l++;
+    if (l < 2 || used + l + 1 > size)
+      continue;
+    memcpy(store + used, s, l);
+    store[used + l] = '\0';
+    names[n++] = store + used;
+    used += l + 1;
+    s += l - 1;
+  }
+  return n;
+}
+
+int cli_unknown_option(const char *verb, const char *arg) {
+  const char *usage = "";
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+    if (!strcmp(verbs[i].name, verb))
+      usage = verbs[i].usage;
+  const char *names[64];
+  char store[2048], hint[256];
+  size_t n = usage_flags(usage, names, 64, store, sizeof store);
+  if (plan_suggest(hint, sizeof hint, arg, names, n))
+    return cli_usage(verb, "unknown option '%s'; %s", arg, hint);
+  return cli_usage(verb, "unknown option '%s'", arg);
 }
 
 static void json_str(FILE *f, const char *s) {
@@ -207,7 +241,19 @@ int main(int argc, char **argv) {
       }
       return verbs[i].run(argc - 1, argv + 1);
     }
-  fprintf(stderr, "plan: unknown verb '%s'\n\n", v);
+  const char *names[sizeof verbs / sizeof *verbs + 2];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
+    names[n++] = verbs[i].name;
+  names[n++] = "help";
+  names[n++] = "version";
+  char hint[256];
+  /* a near miss gets the nearest verbs, not the whole usage */
+  if (plan_suggest(hint, sizeof hint, v, names, n)) {
+    fprintf(stderr, "plan: unknown command '%s'; %s\n", v, hint);
+    return EXIT_BAD_INPUT;
+  }
+  fprintf(stderr, "plan: unknown command '%s'\n\n", v);
   print_help(stderr);
   return EXIT_BAD_INPUT;
 }

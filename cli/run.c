@@ -1,28 +1,36 @@
 /* `plan run SCRIPT.lua [ARGS...]`: runs a Lua script with the `plan`
  * module (`local plan = require "plan"`), in libplan's Lua host
- * (lua/lua_host.h). */
+ * (lua/lua_host.h); with -i, then an interactive session on standard
+ * input (lua/repl.lua), as `lua -i`. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "lua_host.h"
+#include "lua_sources.h"
 #include "util.h"
 
 const char usage_run[] =
-    "usage: plan run SCRIPT.lua [ARGS...]\n"
+    "usage: plan run [-i] SCRIPT.lua [--] [ARGS...]\n"
+    "       plan run -i\n"
     "\n"
     "Runs a Lua 5.4 script with the standard libraries and the 'plan' module\n"
     "(local plan = require \"plan\"; see docs/lua.md). The script sees its\n"
-    "arguments in 'arg' and as '...'. An error raised by the script prints\n"
-    "its message with a traceback.\n"
+    "arguments in 'arg' and as '...' (a '--' after the script is skipped).\n"
+    "An error raised by the script prints its message with a traceback.\n"
+    "  -i   then read Lua from standard input, a line at a time, as lua -i\n"
+    "       does: 'plan' is a global, each expression's values are printed\n"
+    "       (a plan as its table of ops and strategies), the last in '_'.\n"
     "Exit: 0 when the script ends, the integer it returns when it returns\n"
     "one, 1 when it raises an error, 2 when it cannot be read or compiled.\n";
 
 typedef struct run_args {
-  const char *script;
+  const char *script; /* NULL: none (plan run -i) */
+  bool interactive;
   int argc;
   char *const *argv;
   int status; /* what the script made of it */
@@ -57,10 +65,38 @@ static int load_script(lua_State *L, const char *path) {
   return rc;
 }
 
-/* In protected mode: libraries, the preloaded module, `arg`, the script. */
+/* The interactive session (lua/repl.lua) over standard input and output;
+ * an error of the session itself is exit 1. */
+static int run_repl(lua_State *L, run_args *r) {
+  const char *src = NULL;
+  for (int i = 0; plan_lua_sources[i].name; i++)
+    if (!strcmp(plan_lua_sources[i].name, "repl"))
+      src = plan_lua_sources[i].text;
+  if (!src || luaL_loadbufferx(L, src, strlen(src), "=repl.lua", "t") ||
+      plan_lua_host_pcall(L, 0, 1)) {
+    fprintf(stderr, "plan: %s\n",
+            src ? plan_lua_host_message(L) : "the session is not built in");
+    r->status = EXIT_NEGATIVE;
+    return 0;
+  }
+  lua_getglobal(L, "io");
+  lua_getfield(L, -1, "stdin");
+  lua_getfield(L, -2, "stdout");
+  lua_remove(L, -3);
+  if (plan_lua_host_pcall(L, 2, 0)) {
+    fprintf(stderr, "plan: %s\n", plan_lua_host_message(L));
+    r->status = EXIT_NEGATIVE;
+  }
+  return 0;
+}
+
+/* In protected mode: libraries, the preloaded module, `arg`, the script;
+ * with -i, the session after it. */
 static int run_main(lua_State *L) {
   run_args *r = lua_touserdata(L, 1);
   plan_lua_host_open(L, true);
+  if (!r->script)
+    return run_repl(L, r);
   luaL_checkstack(L, r->argc + 3, "too many arguments");
   lua_createtable(L, r->argc, 1);
   lua_pushstring(L, r->script);
@@ -83,16 +119,26 @@ static int run_main(lua_State *L) {
     return 0;
   }
   r->status = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : EXIT_OK;
-  return 0;
+  lua_pop(L, 1);
+  return r->interactive ? run_repl(L, r) : 0;
 }
 
 int cmd_run(int argc, char **argv) {
   int first = 1;
+  bool interactive = false;
+  if (first < argc && !strcmp(argv[first], "-i")) {
+    interactive = true;
+    first++;
+  }
   if (first < argc && !strcmp(argv[first], "--"))
     first++;
-  if (first >= argc)
+  if (first >= argc && !interactive)
     return cli_usage("run", "no script given");
-  run_args r = {argv[first], argc - first - 1, argv + first + 1, EXIT_OK};
+  const char *script = first < argc ? argv[first] : NULL;
+  int rest = script ? first + 1 : argc;
+  if (rest < argc && !strcmp(argv[rest], "--")) /* plan run FILE -- ARGS */
+    rest++;
+  run_args r = {script, interactive, argc - rest, argv + rest, EXIT_OK};
   char msg[1024];
   int rc = plan_lua_host_run(run_main, &r, msg, sizeof msg);
   if (rc == PLAN_LUA_HOST_NOSTATE) {

@@ -145,7 +145,7 @@ int cmd_schedule(int argc, char **argv) {
       if (rc)
         return rc;
     } else if (a[0] == '-' && a[1]) {
-      return cli_usage("schedule", "unknown option '%s'", a);
+      return cli_unknown_option("schedule", a);
     } else if (file) {
       return cli_usage("schedule", "one plan at a time");
     } else {

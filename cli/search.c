@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "libplan/cost.h"
 #include "libplan/search.h"
 #include "util.h"
 
@@ -60,11 +61,12 @@ static int search_option(plan_search_options *o, const char *name,
                          const char *v, const char **out) {
   int64_t i = 0;
   int rc = EXIT_OK;
-  if (!strcmp(name, "--mesh"))
+  if (!strcmp(name, "--mesh") && !(rc = cli_mesh_arg("search", name, v)))
     o->mesh = v;
   else if (!strcmp(name, "--strategy"))
     o->strategy = v;
-  else if (!strcmp(name, "--hardware"))
+  else if (!strcmp(name, "--hardware") &&
+           !(rc = cli_hardware_arg("search", name, v)))
     o->hardware = v;
   else if (!strcmp(name, "-o"))
     *out = v;
@@ -113,6 +115,40 @@ static const char *mesh_text(const plan_plan *p, char *buf, size_t size) {
   return buf;
 }
 
+/* A strategy file's path as the provenance records it: relative to the
+ * folder of the plan file written, which is where replay resolves it
+ * against (as a program path is), so that the plan replays from any
+ * working folder. Left as given when it cannot be resolved. */
+static int record_strategy(plan_plan *p, const char *strategy,
+                           const char *out) {
+  size_t n = strlen(strategy);
+  if (n < 4 || strcmp(strategy + n - 4, ".lua") || !strcmp(out, "-"))
+    return PLAN_OK;
+  char dir[4096], rel[4096];
+  cli_dirname(out, dir, sizeof dir);
+  if (cli_relative_path(rel, sizeof rel, strategy, dir) ||
+      !strcmp(rel, strategy))
+    return PLAN_OK;
+  plan_provenance_value *v;
+  if (plan_get_provenance(&v, p))
+    return PLAN_OK;
+  int rc = PLAN_OK;
+  plan_provenance_value *items = NULL;
+  if (v->type == PLAN_VALUE_MAP && v->count > 0 &&
+      (items = malloc(sizeof *items * (size_t)v->count))) {
+    memcpy(items, v->items, sizeof *items * (size_t)v->count);
+    for (int i = 0; i < v->count; i++)
+      if (!strcmp(v->keys[i], "strategy") && items[i].type == PLAN_VALUE_STRING)
+        items[i].string = rel;
+    plan_provenance_value m = *v;
+    m.items = items;
+    rc = plan_set_provenance(p, &m);
+  }
+  free(items);
+  plan_buffer_free(v);
+  return rc;
+}
+
 /* Writes the plan found to `out` ("-": standard output) and says what it
  * is (on standard error when the plan went to standard output). */
 static int search_write(plan_plan *p, const plan_search_info *info,
@@ -122,8 +158,8 @@ static int search_write(plan_plan *p, const plan_search_info *info,
   w.self_contained = o->self_contained;
   plan_hash h;
   bool to_stdout = !strcmp(out, "-");
-  int rc = PLAN_OK;
-  if (to_stdout) {
+  int rc = o->strategy ? record_strategy(p, o->strategy, out) : PLAN_OK;
+  if (!rc && to_stdout) {
     char *text = NULL;
     size_t len = 0;
     rc = plan_write_buffer(&text, &len, p, &w);
@@ -132,7 +168,7 @@ static int search_write(plan_plan *p, const plan_search_info *info,
       return EXIT_BAD_INPUT;
     }
     plan_buffer_free(text);
-  } else {
+  } else if (!rc) {
     rc = plan_save(p, out, &w);
   }
   if (rc || plan_hash_part(&h, p, PLAN_PART_PLAN)) {
@@ -140,13 +176,15 @@ static int search_write(plan_plan *p, const plan_search_info *info,
     return EXIT_BAD_INPUT;
   }
   double evals = (double)info->cost_evaluations;
+  char mem[32];
   fprintf(to_stdout ? stderr : stdout,
-          "%s: strategy %s on %s: modeled step %.3f ms, peak memory %.2f GiB "
+          "%s: strategy %s on %s: modeled step %.3f ms, peak memory %s "
           "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
           to_stdout ? "(standard output)" : out,
           o->strategy ? o->strategy : "greedy",
           o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
-          info->step_seconds * 1e3, info->memory_bytes / 1073741824.0,
+          info->step_seconds * 1e3,
+          plan_format_bytes(mem, sizeof mem, info->memory_bytes),
           info->fits ? "" : " (does not fit)",
           (long long)info->cost_evaluations, info->seconds,
           info->seconds > 0 ? evals / info->seconds : 0.0,
@@ -176,7 +214,7 @@ int cmd_search(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--self-contained")) {
       o.self_contained = 1;
     } else if (argv[i][0] == '-' && argv[i][1]) {
-      return cli_usage("search", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("search", argv[i]);
     } else if (input) {
       return cli_usage("search", "one program or plan at a time");
     } else {
@@ -237,7 +275,7 @@ int cmd_replay(int argc, char **argv) {
       continue;
     }
     if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("replay", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("replay", argv[i]);
     if (input)
       return cli_usage("replay", "one plan at a time");
     input = argv[i];

@@ -83,7 +83,7 @@ int cmd_show(int argc, char **argv) {
       continue;
     }
     if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("show", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("show", argv[i]);
     if (file)
       return cli_usage("show", "one file at a time");
     file = argv[i];
@@ -186,9 +186,11 @@ int cmd_show(int argc, char **argv) {
     }
     printf("\nstep ");
     print_seconds(plan_cost_report_step_seconds(report));
-    printf(" modeled on %s; peak memory %.2f GiB per device%s\n",
+    char mem[32];
+    printf(" modeled on %s; peak memory %s per device%s\n",
            plan_cost_model_hardware(model),
-           plan_cost_report_memory_peak(report) / 1073741824.0,
+           plan_format_bytes(mem, sizeof mem,
+                             plan_cost_report_memory_peak(report)),
            plan_cost_report_fits(report) ? "" : " (does not fit)");
   }
   plan_cost_report_free(report);

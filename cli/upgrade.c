@@ -59,7 +59,7 @@ int cmd_upgrade(int argc, char **argv) {
     else if (!strcmp(argv[i], "--in-place"))
       in_place = true;
     else if (argv[i][0] == '-' && argv[i][1])
-      return cli_usage("upgrade", "unknown option '%s'", argv[i]);
+      return cli_unknown_option("upgrade", argv[i]);
     else if (file)
       return cli_usage("upgrade", "one file at a time");
     else

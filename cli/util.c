@@ -1,4 +1,5 @@
 /* The `plan` tool's own helpers (util.h). */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "util.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "libplan/cost.h"
 
 char *cli_read_file(const char *path, size_t *len, size_t max_bytes) {
   char *data = NULL;
@@ -98,4 +100,120 @@ int cli_write_output(const char *dest, const char *text, size_t len) {
     return EXIT_OK;
   }
   return plan_write_file_atomic(dest, text, len) ? cli_fail_last() : EXIT_OK;
+}
+
+int cli_mesh_arg(const char *verb, const char *flag, const char *mesh) {
+  enum { MAX_AXES = 16 };
+  const char *names[MAX_AXES];
+  size_t lens[MAX_AXES];
+  int n = 0;
+  if (!mesh[0])
+    return cli_usage(verb, "%s: no axes (NAME=SIZE,..., e.g. dp=2,tp=4)", flag);
+  for (const char *s = mesh;;) {
+    const char *end = strchr(s, ',');
+    size_t len = end ? (size_t)(end - s) : strlen(s);
+    const char *eq = memchr(s, '=', len);
+    if (!len)
+      return cli_usage(verb, "%s: an empty axis in '%s'", flag, mesh);
+    if (!eq)
+      return cli_usage(verb, "%s: '%.*s' has no size (NAME=SIZE, e.g. %.*s=2)",
+                       flag, (int)len, s, (int)len, s);
+    size_t nl = (size_t)(eq - s);
+    bool ident = nl > 0 && !(s[0] >= '0' && s[0] <= '9');
+    for (size_t i = 0; i < nl && ident; i++)
+      ident = s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9');
+    if (!ident)
+      return cli_usage(verb,
+                       "%s: '%.*s' is not an axis name (letters, digits "
+                       "and '_', not starting with a digit)",
+                       flag, (int)nl, s);
+    int64_t size;
+    const char *v = eq + 1;
+    size_t vl = len - nl - 1;
+    if (!vl || v[0] == '+' || v[0] == '-' ||
+        plan_parse_int(&size, v, vl) != PLAN_OK || size < 1)
+      return cli_usage(verb, "%s: '%.*s': the size must be a whole number >= 1",
+                       flag, (int)len, s);
+    for (int k = 0; k < n; k++)
+      if (lens[k] == nl && !strncmp(names[k], s, nl))
+        return cli_usage(verb, "%s: axis '%.*s' is named twice", flag, (int)nl,
+                         s);
+    if (n == MAX_AXES)
+      return cli_usage(verb, "%s: more than %d axes", flag, MAX_AXES);
+    names[n] = s;
+    lens[n++] = nl;
+    if (!end)
+      return EXIT_OK;
+    s = end + 1;
+  }
+}
+
+int cli_hardware_arg(const char *verb, const char *flag, const char *hw) {
+  if (plan_cost_profile_resolve(hw))
+    return EXIT_OK;
+  /* the canonical names and their short names (the part before '-') */
+  const char *names[32];
+  char shorts[16][32];
+  size_t n = 0;
+  for (int i = 0; i < plan_cost_profile_count() && i < 16; i++) {
+    const char *name = plan_cost_profile_name(i);
+    names[n++] = name;
+    snprintf(shorts[i], sizeof shorts[i], "%.*s", (int)strcspn(name, "-"),
+             name);
+    names[n++] = shorts[i];
+  }
+  char hint[256];
+  if (plan_suggest(hint, sizeof hint, hw, names, n))
+    return cli_usage(verb, "%s: unknown hardware '%s'; %s", flag, hw, hint);
+  return cli_usage(verb,
+                   "%s: unknown hardware '%s' (h100-sxm, h200-sxm, a100-80gb "
+                   "and their short names)",
+                   flag, hw);
+}
+
+/* The length of the first component of s (after its '/'s). */
+static size_t component(const char *s) {
+  return strcspn(s, "/");
+}
+
+int cli_relative_path(char *out, size_t size, const char *path,
+                      const char *dir) {
+  char *ap = realpath(path, NULL), *ad = realpath(dir, NULL);
+  int rc = -1;
+  if (!ap || !ad || !size)
+    goto done;
+  /* skip the folders both share, component by component */
+  const char *p = ap, *d = ad;
+  for (;;) {
+    while (*p == '/')
+      p++;
+    while (*d == '/')
+      d++;
+    size_t lp = component(p), ld = component(d);
+    if (!ld || lp != ld || strncmp(p, d, lp) || !p[lp])
+      break;
+    p += lp;
+    d += ld;
+  }
+  size_t n = 0;
+  out[0] = '\0';
+  for (; *d; d += component(d)) { /* one ".." per folder of dir left */
+    while (*d == '/')
+      d++;
+    if (!*d)
+      break;
+    if (n + 4 > size)
+      goto done;
+    memcpy(out + n, "../", 4);
+    n += 3;
+  }
+  if (n + strlen(p) + 1 > size)
+    goto done;
+  memcpy(out + n, p, strlen(p) + 1);
+  rc = 0;
+done:
+  free(ap);
+  free(ad);
+  return rc;
 }

@@ -32,6 +32,20 @@ int cli_real_arg(const char *verb, const char *flag, const char *value,
 /* Whether s[0..len) is such a number; *out set when it is. */
 bool cli_parse_real(const char *s, size_t len, double *out);
 
+/* A mesh shape given as `flag` ("dp=2,tp=4"): NAME=SIZE items, each name
+ * an identifier named once, each size a whole number >= 1. EXIT_OK, else a
+ * usage error in the flag's terms ("--mesh: 'tp' has no size"). */
+int cli_mesh_arg(const char *verb, const char *flag, const char *mesh);
+/* A hardware profile given as `flag`: EXIT_OK when the library knows it,
+ * else a usage error with the nearest names. */
+int cli_hardware_arg(const char *verb, const char *flag, const char *hw);
+
+/* path (an existing file) relative to the folder dir, both resolved
+ * (symlinks, '..'), into out: "my.lua", "../strategies/my.lua". 0, or -1
+ * when either cannot be resolved or out is too small. */
+int cli_relative_path(char *out, size_t size, const char *path,
+                      const char *dir);
+
 /* Writes text to `dest`: standard output for "-", else the file, written
  * atomically (plan_write_file_atomic). EXIT_OK, or the exit code of the
  * failure after its message. */

@@ -321,7 +321,7 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
     if (plan_runner_check(o->runner))
       return cli_fail_last(); /* exit 3 with the reason */
   } else if (a[0] == '-' && a[1]) {
-    return cli_usage("verify", "unknown option '%s'", a);
+    return cli_unknown_option("verify", a);
   } else if (v->file) {
     return cli_usage("verify", v->distributed
                                    ? "one plan at a time (NCCL's id folder "

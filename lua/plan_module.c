@@ -12,6 +12,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "libplan/diag.h"
 #include "libplan/plan.h"
 #include "lua_sources.h"
 #include "plan_milp.h"
@@ -21,6 +22,17 @@
 static int l_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   lplan *lp = plan_lua_new_plan(L);
+  /* the folder of the file, as plan_load resolves its program path */
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    plan_lua_set_base(L, lp, ".");
+  else if (slash == path)
+    plan_lua_set_base(L, lp, "/");
+  else {
+    lua_pushlstring(L, path, (size_t)(slash - path));
+    plan_lua_set_base(L, lp, lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
   if (plan_load(&lp->p, path))
     return plan_lua_fail(L);
   return 1;
@@ -32,6 +44,7 @@ static int l_parse(lua_State *L) {
   const char *name = luaL_optstring(L, 2, "<string>");
   const char *base = luaL_optstring(L, 3, ".");
   lplan *lp = plan_lua_new_plan(L);
+  plan_lua_set_base(L, lp, base);
   if (plan_load_buffer(&lp->p, text, len, name, base))
     return plan_lua_fail(L);
   return 1;
@@ -90,10 +103,22 @@ static int l_new(lua_State *L) {
   size_t len;
   const char *text = lua_tolstring(L, -1, &len);
   lplan *lp = plan_lua_new_plan(L);
+  plan_lua_set_base(L, lp, ".");
+  lp->any_root = true;
   /* the program path is the caller's own argument, not a file's content:
    * any folder may hold it */
-  if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL))
-    return plan_lua_fail(L);
+  if (plan_load_buffer_root(&lp->p, text, len, "<plan.new>", ".", "/", NULL)) {
+    const plan_error *e = plan_error_last();
+    if (strcmp(e->file, "<plan.new>"))
+      return plan_lua_fail(L); /* about the program file: its position */
+    /* about the arguments: at the caller's line, not in the text made of
+     * them */
+    lua_pushnil(L);
+    luaL_where(L, 1);
+    lua_pushfstring(L, "plan.new: %s", e->message);
+    lua_concat(L, 2);
+    return 2;
+  }
   return 1;
 }
 
@@ -129,16 +154,42 @@ static int l_source(lua_State *L) {
   return 0;
 }
 
+/* plan.suggest(word, names): "did you mean 'a'?" (or "'a' or 'b'") for the
+ * one or two names nearest to word (plan_suggest), or nil. */
+static int l_suggest(lua_State *L) {
+  const char *word = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 2);
+  if (n > 100000)
+    n = 100000;
+  const char **names = lua_newuserdatauv(L, sizeof *names * (size_t)(n + 1), 0);
+  int kept = 0;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    if (lua_type(L, -1) == LUA_TSTRING) /* the table keeps the string */
+      names[kept++] = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  char buf[512];
+  if (!plan_suggest(buf, sizeof buf, word, names, (size_t)kept))
+    return 0;
+  lua_pushstring(L, buf);
+  return 1;
+}
+
 static const luaL_Reg module_fns[] = {
-    {"load", l_load},           {"parse", l_parse},   {"new", l_new},
-    {"hash_text", l_hash_text}, {"source", l_source}, {NULL, NULL}};
+    {"load", l_load},     {"parse", l_parse},
+    {"new", l_new},       {"hash_text", l_hash_text},
+    {"source", l_source}, {"suggest", l_suggest},
+    {NULL, NULL}};
 
 /* The box's metatable and the plan's, its methods gathered from the files
  * that make them. */
 static void createmeta(lua_State *L) {
   static const luaL_Reg *const methods[] = {
-      plan_lua_plan_methods, plan_lua_space_methods, plan_lua_cost_methods,
-      plan_lua_verify_methods, plan_lua_provenance_methods};
+      plan_lua_plan_methods,       plan_lua_space_methods,
+      plan_lua_cost_methods,       plan_lua_verify_methods,
+      plan_lua_provenance_methods, plan_lua_region_methods};
   plan_lua_box_register(L);
   luaL_newmetatable(L, PLAN_MT);
   luaL_setfuncs(L, plan_lua_plan_meta, 0);

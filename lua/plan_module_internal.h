@@ -39,6 +39,12 @@ typedef struct lplan {
   char *cost_profile;
   /* cost evaluations made through this plan (p:stats()) */
   lua_Integer n_cost_op, n_cost_redist, n_cost_plan;
+  /* where the plan was read from, to read it again with a region added
+   * (plan_module_region.c): the folder its program path is resolved
+   * against (malloc'd; NULL: "."), and whether any folder may hold that
+   * program (plan.new: the path is the caller's own) */
+  char *base_dir;
+  bool any_root;
 } lplan;
 
 /* ---- the box ------------------------------------------------------------- */
@@ -71,6 +77,9 @@ lplan *plan_lua_toplan(lua_State *L, int arg);
 lplan *plan_lua_live(lua_State *L);
 /* A new empty plan userdata on the stack (filled by the caller). */
 lplan *plan_lua_new_plan(lua_State *L);
+/* Records the folder lp's program path is resolved against (a copy);
+ * raises when out of memory. */
+void plan_lua_set_base(lua_State *L, lplan *lp, const char *dir);
 
 /* ---- arguments and results ----------------------------------------------- */
 
@@ -103,5 +112,6 @@ extern const luaL_Reg plan_lua_space_methods[];      /* plan_module_space.c */
 extern const luaL_Reg plan_lua_cost_methods[];       /* plan_module_cost.c */
 extern const luaL_Reg plan_lua_verify_methods[];     /* plan_module_verify.c */
 extern const luaL_Reg plan_lua_provenance_methods[]; /* .._provenance.c */
+extern const luaL_Reg plan_lua_region_methods[];     /* plan_module_region.c */
 
 #endif

@@ -19,6 +19,7 @@ static int m_gc(lua_State *L) {
   plan_cost_model_free(lp->cost);
   free(lp->cost_profile);
   free(lp->undo);
+  free(lp->base_dir);
   plan_free(lp->p);
   memset(lp, 0, sizeof *lp);
   return 0;

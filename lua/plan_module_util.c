@@ -3,6 +3,7 @@
  * and the argument checks and pushes of its methods. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "libplan/plan.h"
@@ -64,6 +65,16 @@ lplan *plan_lua_new_plan(lua_State *L) {
   memset(lp, 0, sizeof *lp);
   luaL_setmetatable(L, PLAN_MT);
   return lp;
+}
+
+void plan_lua_set_base(lua_State *L, lplan *lp, const char *dir) {
+  size_t n = strlen(dir);
+  char *copy = malloc(n + 1);
+  if (!copy)
+    luaL_error(L, "out of memory");
+  memcpy(copy, dir, n + 1);
+  free(lp->base_dir);
+  lp->base_dir = copy;
 }
 
 /* The op at argument `arg`: a name or a 1-based index. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libplan/diag.h"
 #include "libplan/plan.h"
 #include "libplan/verify.h"
 #include "plan_module_internal.h"
@@ -20,8 +21,25 @@ static void release_diags(void *d) {
   plan_diags_free(d);
 }
 
-/* ok, {findings...}: each finding a string "file:line:col: severity: code:
- * message" in the order validation gives. */
+/* The findings of d as a list of strings in the one text form the tool
+ * prints too (plan_diag_format: "file:line:col: severity: message
+ * [code]"), in d's order; no_file leaves the file out. */
+static void push_findings(lua_State *L, const plan_diags *d, bool no_file) {
+  size_t n = plan_diags_count(d);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    char line[2048];
+    plan_diag g = *plan_diags_get(d, i);
+    if (no_file)
+      g.file = "";
+    plan_diag_format(line, sizeof line, &g);
+    lua_pushstring(L, line);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+/* ok, {findings...}: each finding a string (push_findings) in the order
+ * validation gives. */
 static int m_validate(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   luaL_checkstack(L, 4, "validate");
@@ -30,18 +48,8 @@ static int m_validate(lua_State *L) {
   if (plan_validate(&d, lp->p))
     return plan_lua_fail(L);
   b->ptr = d;
-  size_t n = plan_diags_count(d);
   lua_pushboolean(L, plan_diags_count_at_least(d, PLAN_SEV_ERROR) == 0);
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    const plan_diag *g = plan_diags_get(d, i);
-    static const char *const sev[] = {"note", "warning", "error"};
-    char line[1400];
-    snprintf(line, sizeof line, "%s:%d:%d: %s: %s: %s", g->file, g->line,
-             g->column, sev[g->severity], g->code, g->message);
-    lua_pushstring(L, line);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  push_findings(L, d, false);
   plan_lua_box_release(b);
   return 2;
 }
@@ -180,8 +188,9 @@ static int m_verify_estimate(lua_State *L) {
   return 1;
 }
 
-/* p:diff(q): the semantic differences (strings; empty when the plans are
- * equal in content). */
+/* p:diff(q): the semantic differences, notes in the findings' text form
+ * without a file (push_findings: they are about two plans, at no line;
+ * empty when the plans are equal in content). */
 static int m_diff(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   lplan *lq = plan_lua_toplan(L, 2);
@@ -192,13 +201,7 @@ static int m_diff(lua_State *L) {
   if (plan_diff(&d, lp->p, lq->p))
     return plan_lua_fail(L);
   b->ptr = d;
-  size_t n = plan_diags_count(d);
-  lua_createtable(L, (int)n, 0);
-  for (size_t i = 0; i < n; i++) {
-    const plan_diag *g = plan_diags_get(d, i);
-    lua_pushfstring(L, "%s: %s", g->code, g->message);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
+  push_findings(L, d, true);
   plan_lua_box_release(b);
   return 1;
 }

@@ -65,7 +65,9 @@ local function strategy_fn(name, text, sandbox_load)
         local s = n:match("^strategies/(.+)$")
         if s and s ~= "util" then known[#known + 1] = s end
       end
-      return nil, "search: no strategy '" .. name .. "' (built-in: " ..
+      local hint = plan.suggest(name, known)
+      return nil, "search: no strategy '" .. name .. "'" ..
+             (hint and "; " .. hint or "") .. " (built-in: " ..
              table.concat(known, ", ") .. "; or a FILE.lua)", "notfound"
     end
     chunkname = "=strategies/" .. name .. ".lua"
@@ -263,6 +265,12 @@ local function search(req)
                 self_contained = req.self_contained, note = note_fn(req)}
   local fn, src, code, at = strategy_fn(opts.strategy)
   if not fn then return {error = src, code = code, at = at} end
+  if opts.hardware then -- an unknown profile is the caller's mistake
+    local _, herr = p:cost(opts.hardware)
+    if herr and herr:find("unknown hardware profile", 1, true) then
+      return {error = "search: " .. herr, code = "usage"}
+    end
+  end
   req.ran = true
   local prov, seconds = run_search(p, opts, fn, src)
   local ok, findings = p:validate()
@@ -283,12 +291,32 @@ end
 -- names (req.script), whose hash must be the recorded one, or from the
 -- script the provenance carries, only when req.trust_embedded_script, and
 -- then in the sandbox. Returns strategy_fn's values.
+-- The folder of the plan a replay reads, where the strategy path its
+-- provenance records is resolved against (as a program path is).
+local function plan_dir(req)
+  if req.path then return req.path:match("^(.*)/[^/]*$") or "." end
+  return req.base_dir or "."
+end
+
+-- A relative path resolved against folder dir.
+local function against(dir, path)
+  if path:sub(1, 1) == "/" or dir == "." then return path end
+  return dir .. "/" .. path
+end
+
 local function replay_strategy(req, rec, name)
   local what = req.path or req.name
   local function text(v) return type(v) == "string" and v or nil end
   rec = {script = text(rec.script), script_text = text(rec.script_text)}
   if req.script then
+    -- the file named: from the working folder, else (a relative path, as
+    -- the provenance records it) from the plan's folder
     local f, err = io.open(req.script, "r")
+    if not f and req.script:sub(1, 1) ~= "/" then
+      local alt = against(plan_dir(req), req.script)
+      local g = io.open(alt, "r")
+      if g then f, req.script = g, alt end
+    end
     if not f then
       return nil, "cannot read strategy '" .. req.script ..
              "': " .. err, "io"
@@ -315,8 +343,11 @@ local function replay_strategy(req, rec, name)
     return fn, src, code, at
   end
   if not rec.script_text then
+    -- the path is never read unasked: named, as resolved against the
+    -- plan's folder, for the user to pass
     return nil, ("%s: the plan was made with the strategy file '%s': name " ..
-                 "it with --strategy FILE%s"):format(what, name,
+                 "it with --strategy FILE (--strategy %s)%s"):format(what,
+                 name, against(plan_dir(req), name),
                  rec.script and " (its hash must be " .. rec.script .. ")" or ""),
            "usage"
   end

@@ -57,7 +57,26 @@ has "$out" "usage: plan fmt" "help VERB"
 expect 0 "--version" --version
 has "$out" "plan (libplan)" "--version"
 expect 2 "unknown verb" frobnicate "$mlp"
-has "$err" "unknown verb 'frobnicate'" "unknown verb"
+has "$err" "unknown command 'frobnicate'" "unknown verb"
+has "$err" "usage: plan VERB" "unknown verb: far from every verb, the usage"
+# did-you-mean: a near miss gets the nearest names, not the whole usage
+expect 2 "a misspelt verb" verfy "$mlp"
+has "$err" "unknown command 'verfy'; did you mean 'verify'?" "a misspelt verb"
+lacks "$err" "usage: plan VERB" "a misspelt verb: no usage dump"
+expect 2 "a misspelt flag" search "$ex/mlp-program.yaml" --mesh dp=2 --stratgy dp
+has "$err" "unknown option '--stratgy'; did you mean '--strategy'?" "a misspelt flag"
+sed 's/shape:/shpae:/' "$ex/mlp-program.yaml" >"$tmp/shpae.yaml"
+expect 2 "a misspelt key" validate "$tmp/shpae.yaml"
+has "$err" "unknown field 'shpae' in a tensor declaration; did you mean 'shape'?" "a misspelt key"
+sed 's/^strategies:/stratagies:/' "$ex/mlp-megatron.plan.yaml" >"$tmp/stratagies.yaml"
+expect 2 "a misspelt section" validate "$tmp/stratagies.yaml"
+has "$err" "unknown field 'stratagies' in the document; did you mean 'strategies'?" "a misspelt section"
+sed 's/op: gelu/op: gleu/' "$ex/mlp-program.yaml" >"$tmp/gleu.yaml"
+expect 2 "a misspelt op kind" validate "$tmp/gleu.yaml"
+has "$err" "unknown op kind 'gleu'; did you mean 'gelu'?" "a misspelt op kind"
+sed 's/^  mlp.act:/  mlp.actt:/' "$ex/mlp-megatron.plan.yaml" >"$tmp/actt.yaml"
+expect 1 "a misspelt op name" validate "$tmp/actt.yaml"
+has "$out" "the program has no op 'mlp.actt'; did you mean 'mlp.act'? [name.unknown]" "a misspelt op name"
 
 for verb in validate fmt hash show diff upgrade; do
   expect 0 "$verb --help" $verb --help
@@ -116,6 +135,15 @@ expect 0 "validate --program same" validate --program "$progfile" "$mlp"
 expect 1 "validate --program edited" validate --program "$tmp/edited.yaml" "$mlp"
 has "$out" "[drift.changed]" "validate --program edited"
 has "$out" "mlp.act" "validate --program edited"
+has "$out" "op 'mlp.act' changed: attributes; the plan decides for it [drift.changed]" "validate --program edited: what changed"
+# drift with old and new values: a kind and a shape
+sed 's/op: gelu/op: relu/' "$progfile" >"$tmp/relu.yaml"
+expect 1 "validate --program, a kind changed" validate --program "$tmp/relu.yaml" "$mlp"
+has "$out" "op 'mlp.act' changed: kind gelu -> relu" "validate --program, a kind changed"
+sed 's/\[16, 64\]/[16, 128]/; s/\[64, 16\]/[128, 16]/' "$progfile" >"$tmp/wider.yaml"
+expect 1 "validate --program, a shape changed" validate --program "$tmp/wider.yaml" "$mlp"
+has "$out" "tensor 'w1' changed: shape [16, 64] -> [16, 128]" "validate --program, a shape changed"
+has "$out" "output 'h' shape [8, 64] -> [8, 128]" "validate --program, an op's output shape"
 expect 2 "validate --program bad" validate --program "$tmp/bad-op.yaml" "$mlp"
 # a by-path plan whose program changed: a warning and the drift report
 mkdir "$tmp/repo"
@@ -437,6 +465,14 @@ expect 0 "diff vs canonical" diff "$mlp" "$tmp/canon.yaml"
 expect 1 "diff changed placement" diff "$mlp" "$tmp/changed.yaml"
 has "$out" "placement" "diff changed placement"
 has "$out" "w1" "diff changed placement"
+# a diff names the region
+expect 1 "diff regions" diff "$mlp" "$ex/mlp-manual.plan.yaml"
+has "$out" "region 'row-parallel-by-hand' added (manual)" "diff regions"
+has "$out" "region 'act-by-hand' removed" "diff regions"
+lacks "$out" "regions settings differ" "diff regions"
+sed 's/ops: \[mlp.act\]}/ops: [mlp.act, mlp.fc1]}/' "$mlp" >"$tmp/region2.yaml"
+expect 1 "diff a changed region" diff "$mlp" "$tmp/region2.yaml"
+has "$out" "region 'act-by-hand' changed: ops [mlp.act] -> [mlp.act, mlp.fc1]" "diff a changed region"
 expect 1 "diff --format json" diff --format json "$mlp" "$tmp/changed.yaml"
 has "$out" '"code": "diff.placement"' "diff --format json"
 has "$out" '"verdict": "different"' "diff --format json"
@@ -730,6 +766,37 @@ has "$out" "usage: plan schedule" "schedule --help"
 expect 0 "help lists schedule" --help
 has "$out" "schedule" "help lists schedule"
 
+# ---- plan run -i, plan run FILE -- ARGS -------------------------------------------
+
+# runi INPUT ARGS...: plan run -i ARGS with INPUT on standard input
+runi() {
+  input=$1
+  shift
+  printf '%s\n' "$input" | "$plan" run -i "$@" >"$out" 2>"$err"
+  rc=$?
+}
+runi 'p = plan.load("'"$mlp"'")
+p
+#p:ops()
+for i = 1, 2 do
+print("line " .. i)
+end
+error("on purpose")
+_ + 1'
+if [ "$rc" -eq 0 ]; then ok; else bad "run -i: exit $rc"; fi
+has "$out" "plan 'mlp' (3 ops; mesh dp=2 x tp=2)" "run -i: a plan printed"
+has "$out" "mlp.act  gelu    in [S(0)S(1)] out [S(0)S(1)] (pinned)" "run -i: the plan as a table"
+has "$out" "> 3" "run -i: an expression's value"
+has "$out" "line 2" "run -i: a statement over lines"
+has "$out" "stdin:1: on purpose" "run -i: an error, and the session goes on"
+has "$out" "> 4" "run -i: the last value in _"
+printf 'v = 42\n' >"$tmp/v.lua"
+runi 'v' "$tmp/v.lua"
+has "$out" "> 42" "run -i FILE: the script first"
+printf 'print(select("#", ...), ...)\n' >"$tmp/args.lua"
+expect 0 "run FILE -- ARGS" run "$tmp/args.lua" -- a b
+has "$out" "2	a	b" "run FILE -- ARGS: the -- skipped"
+
 # ---- plan cost ----------------------------------------------------------------
 
 expect 0 "cost" cost "$mlp"
@@ -737,6 +804,15 @@ has "$out" "step" "cost"
 has "$out" "memory per device" "cost"
 has "$out" "all_reduce" "cost"
 has "$out" "fits" "cost"
+# one byte convention: binary units, scaled to the value
+has "$out" "peak 5.00 KiB of 74.51 GiB: fits" "cost: bytes in KiB and GiB"
+lacks "$out" " kB" "cost: no decimal kB"
+lacks "$out" " GB" "cost: no decimal GB"
+expect 0 "search: bytes scaled" search "$ex/mlp-program.yaml" --mesh dp=2,tp=2 -o "$tmp/units.plan.yaml"
+has "$out" "peak memory 3.00 KiB per device" "search: bytes scaled"
+lacks "$out" "0.00 GiB" "search: no 0.00 GiB"
+expect 0 "show --cost: bytes scaled" show --cost "$mlp"
+has "$out" "peak memory 5.00 KiB per device" "show --cost: bytes scaled"
 expect 0 "cost --format json" cost --format json "$mlp"
 if command -v python3 >/dev/null 2>&1; then
   if python3 -c 'import json,sys; d = json.load(sys.stdin); assert d["schema"] == "libplan-cost/1" and d["memory"]["fits"] and d["time"]["step"] > 0, d' <"$out"; then ok; else bad "cost --format json: does not parse"; fi
@@ -750,6 +826,20 @@ has "$out" "bubble" "cost a pipeline"
 has "$out" "grad_sync" "cost a pipeline"
 expect 2 "cost --hardware unknown" cost --hardware tpu9 "$mlp"
 has "$err" "unknown hardware" "cost --hardware unknown"
+expect 2 "cost --hardware misspelt" cost --hardware h10 "$mlp"
+has "$err" "--hardware: unknown hardware 'h10'; did you mean 'h100'?" "cost --hardware misspelt"
+expect 2 "search --hardware misspelt" search "$ex/mlp-program.yaml" --mesh dp=2 --hardware a10 -o "$tmp/hw.plan.yaml"
+has "$err" "--hardware: unknown hardware 'a10'; did you mean 'a100'?" "search --hardware misspelt"
+absent "$tmp/hw.plan.yaml" "search --hardware misspelt: nothing written"
+# --mesh: the flag's own terms, never the text made of it
+for m in "dp=2,tp|'tp' has no size" "dp=2,tp=x|'tp=x': the size must be a whole number >= 1" \
+         "dp=2,dp=2|axis 'dp' is named twice" "dp=2,,tp=2|an empty axis"; do
+  expect 2 "--mesh ${m%%|*}" search "$ex/mlp-program.yaml" --mesh "${m%%|*}" -o "$tmp/mesh.plan.yaml"
+  has "$err" "plan search: --mesh: ${m#*|}" "--mesh ${m%%|*}"
+  lacks "$err" "<plan.new>" "--mesh ${m%%|*}: no generated text"
+done
+expect 2 "a misspelt strategy" search "$ex/mlp-program.yaml" --mesh dp=2 --strategy gredy -o "$tmp/st.plan.yaml"
+has "$err" "no strategy 'gredy'; did you mean 'greedy'?" "a misspelt strategy"
 expect 2 "cost --format xml" cost --format xml "$mlp"
 expect 2 "cost without a plan" cost
 expect 2 "cost an unknown option" cost --fast "$mlp"

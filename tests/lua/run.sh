@@ -92,6 +92,26 @@ check "replay with its strategy file named" 0 "$PLAN" replay "$tmp/user2.yaml" -
 mv "$tmp/all-r.lua" "$tmp/all-r.moved"
 check "replay with a strategy file that is gone" 2 "$PLAN" replay "$tmp/user2.yaml" --strategy "$tmp/all-r.lua"
 has "replay with a strategy file that is gone" "cannot read strategy"
+# the strategy path is recorded relative to the plan's folder and resolved
+# against it, as a program path is: the plan replays from another working
+# folder with the recorded path named (never read unasked)
+mv "$tmp/all-r.moved" "$tmp/all-r.lua"
+mkdir -p "$tmp/plans" "$tmp/elsewhere"
+cp examples/mlp-program.yaml "$tmp/plans/"
+check "search a file strategy into another folder" 0 "$PLAN" search "$tmp/plans/mlp-program.yaml" --mesh dp=2 --strategy "$tmp/all-r.lua" -o "$tmp/plans/p.yaml"
+out=$(cat "$tmp/plans/p.yaml"); has "the recorded strategy path is the plan folder's" "strategy: ../all-r.lua"
+root=$(pwd)
+case $PLAN in /*) ;; *) PLAN=$root/$PLAN ;; esac
+cd "$tmp/elsewhere" || exit 2
+check "replay from another folder: the path named, never read unasked" 2 "$PLAN" replay ../plans/p.yaml
+has "replay from another folder: the path named, never read unasked" "--strategy ../plans/../all-r.lua"
+check "replay from another folder with the recorded path" 0 "$PLAN" replay ../plans/p.yaml --strategy ../all-r.lua
+has "replay from another folder with the recorded path" "replayed: xxh3:"
+check "replay from another folder with the path from here" 0 "$PLAN" replay "$tmp/plans/p.yaml" --strategy "$tmp/all-r.lua"
+printf '%s\n' '-- another script' >>"$tmp/all-r.lua"
+check "replay from another folder: the hash is still checked" 2 "$PLAN" replay ../plans/p.yaml --strategy ../all-r.lua
+has "replay from another folder: the hash is still checked" "is not the script the plan was made with"
+cd "$root" || exit 2
 # a replay that does not match: a strategy edited by hand
 sed 's/mlp.act: {in: \[S(0)S(1)\], out: S(0)S(1)}/mlp.act: {in: [RR], out: RR}/' "$tmp/megatron.yaml" > "$tmp/edited.yaml"
 if ! cmp -s "$tmp/megatron.yaml" "$tmp/edited.yaml"; then

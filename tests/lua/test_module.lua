@@ -137,10 +137,16 @@ check(#e:mesh() == 2 and e:mesh()[2].size == 4, "plan.new mesh")
 check(e:strategy("mlp.fc1") == nil, "no decisions yet")
 local bm, bmm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2]}\nx: 1"}
 check(bm == nil and bmm:find("is not NAME=SIZE", 1, true), "plan.new refuses YAML in a mesh")
+-- a mistake in the arguments is the caller's, at its line: never at the
+-- text plan.new makes of them
 local bx, bxm = plan.new{program = "examples/mlp-program.yaml", mesh = "dp=x"}
-check(bx == nil and bxm:find("<plan.new>:%d+:%d+"), "a bad size is found with a position")
+check(bx == nil and bxm:find("^[^:]*test_module%.lua:%d+: plan%.new: .*'dp=x'"),
+      "a bad size is found at the caller's line: " .. tostring(bxm))
+check(not bxm:find("<plan.new>", 1, true), "not at generated text: " .. bxm)
 local np, nmsg = plan.new{program = 'no"such\nprogram.yaml', mesh = "dp=2"}
-check(np == nil and nmsg:find("<plan.new>:%d+:%d+"), "plan.new with a strange path")
+check(np == nil and nmsg:find("^[^:]*test_module%.lua:%d+: plan%.new: .*program"),
+      "plan.new with a strange path, at the caller's line: " .. tostring(nmsg))
+check(not nmsg:find("<plan.new>", 1, true), "not at generated text: " .. nmsg)
 
 -- a MILP through CBC
 local r = assert(plan.milp{obj = {0, 0, 5}, integer = {true, true, false},

@@ -174,9 +174,21 @@ Finding.__doc__ = ("One finding of validation, drift or diff: severity "
                    "('note', 'warning', 'error'), a stable dotted code, the "
                    "message, the position (1-based; 0 unknown) and the op or "
                    "tensor it is about.")
-Finding.__str__ = lambda f: "%s%s: %s: %s [%s]" % (
-    f.file, ":%d:%d" % (f.line, f.column) if f.line else "", f.severity,
-    f.message, f.code)
+
+
+def _finding_str(f):
+    """The one text form of a finding, as the tool and the Lua module print
+    it (plan_diag_format): FILE:LINE:COL: SEVERITY: MESSAGE [CODE], the
+    position as far as there is one."""
+    where = ""
+    if f.file and f.line:
+        where = "%s:%d:%d: " % (f.file, f.line, f.column)
+    elif f.file:
+        where = "%s: " % f.file
+    return "%s%s: %s [%s]" % (where, f.severity, f.message, f.code)
+
+
+Finding.__str__ = _finding_str
 
 
 class Findings(list):
@@ -212,6 +224,17 @@ def _findings(call, *args):
         return out
     finally:
         fn.diags_free(d)
+
+
+def format_bytes(n):
+    """A byte count as the library prints one (plan_format_bytes): binary
+    units scaled to the value, "512 B", "5.00 KiB", "30.66 GiB"."""
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    v, i = float(n), 0
+    while abs(v) >= 1024 and i < len(units) - 1:
+        v /= 1024
+        i += 1
+    return "%.0f B" % v if i == 0 else "%.2f %s" % (v, units[i])
 
 
 def _hash_str(h):

@@ -5,7 +5,8 @@ import json
 from collections import namedtuple
 
 from . import _decls
-from ._common import _Handle, _mapping, _path, _take_out, enc, fn, s
+from ._common import (_Handle, _mapping, _path, _take_out, enc, fn,
+                      format_bytes, s)
 from .errors import UsageError, check
 
 
@@ -90,8 +91,8 @@ class CostReport(_Handle):
         return self.text
 
     def __repr__(self):
-        return "<libplan.CostReport %s: step %.3g s, peak %.3g GB%s>" % (
-            self.hardware, self.step_seconds, self.memory_peak / 1e9,
+        return "<libplan.CostReport %s: step %.3g s, peak %s%s>" % (
+            self.hardware, self.step_seconds, format_bytes(self.memory_peak),
             "" if self.fits else ", does not fit")
 
 

@@ -44,6 +44,12 @@ PLAN_API const char *plan_cost_profile_name(int i);
  * "H100-SXM5", "a100"; case does not matter), or NULL when unknown. */
 PLAN_API const char *plan_cost_profile_resolve(const char *name);
 
+/* A byte count as every output of the library and its tools prints one:
+ * binary units scaled to the value ("512 B", "5.00 KiB", "30.66 GiB";
+ * KiB = 1024 B), NUL-terminated and truncated to `size` (24 bytes hold
+ * any). Returns buf. */
+PLAN_API char *plan_format_bytes(char *buf, size_t size, double bytes);
+
 /* ---- the model ----------------------------------------------------------- */
 
 /* A cost model for plans on p's mesh and program. `profile` names a built-in

@@ -51,6 +51,23 @@ PLAN_API int plan_diags_add(plan_diags *d, plan_severity sev, const char *code,
  * deterministic whatever order the checks ran in. */
 PLAN_API void plan_diags_sort(plan_diags *d);
 
+/* One finding as every front end prints it (the tool, the Lua module, the
+ * Python binding): "FILE:LINE:COL: SEVERITY: MESSAGE [CODE]", the position
+ * as far as there is one ("FILE: ..." without a line; nothing without a
+ * file), NUL-terminated and truncated to `size`. Returns the length the
+ * whole text has (as snprintf), or 0 for a NULL finding. */
+PLAN_API int plan_diag_format(char *buf, size_t size, const plan_diag *g);
+
+/* Did-you-mean: the one or two of names[0..count) nearest to `word` by
+ * edit distance (insertions, deletions, substitutions, swaps of
+ * neighbours), within a third of the word's length (at least 1 edit); a
+ * name equal to `word` is never suggested, and a NULL entry ends the list
+ * early. Writes "did you mean 'a'?" or "did you mean 'a' or 'b'?" into buf
+ * ("" when none is near; truncated to `size`) and returns how many (0, 1
+ * or 2). */
+PLAN_API int plan_suggest(char *buf, size_t size, const char *word,
+                          const char *const *names, size_t count);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,5 @@
 /* The diagnostics list: findings with copied strings, kept in one arena so
- * a whole report is freed at once. */
+ * a whole report is freed at once; the one text form a finding has. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,4 +138,25 @@ void plan_diags_sort(plan_diags *d) {
   for (size_t i = 0; i < d->count; i++)
     d->items[i].seq = i;
   qsort(d->items, d->count, sizeof *d->items, cmp_entry);
+}
+
+static const char *severity_name(plan_severity s) {
+  return s == PLAN_SEV_ERROR     ? "error"
+         : s == PLAN_SEV_WARNING ? "warning"
+                                 : "note";
+}
+
+int plan_diag_format(char *buf, size_t size, const plan_diag *g) {
+  if (!g) {
+    if (buf && size)
+      buf[0] = '\0';
+    return 0;
+  }
+  char at[1100] = "";
+  if (g->file[0] && g->line)
+    snprintf(at, sizeof at, "%.1000s:%d:%d: ", g->file, g->line, g->column);
+  else if (g->file[0])
+    snprintf(at, sizeof at, "%.1000s: ", g->file);
+  return snprintf(buf, buf ? size : 0, "%s%s: %s [%s]", at,
+                  severity_name(g->severity), g->message, g->code);
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/suggest.h"
 #include "cost/cost_model.h"
 #include "ir/placement.h"
 
@@ -200,10 +201,24 @@ int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
     return plan_failf(PLAN_EUSAGE,
                       "plan_cost_model_new: a plan with a mesh is needed");
   const cost_hw *base = NULL;
-  if (profile && !(base = plan_cost_profile_find(profile)))
+  if (profile && !(base = plan_cost_profile_find(profile))) {
+    /* the canonical names and their short names (before the '-') */
+    const char *names[16];
+    char shorts[8][32];
+    size_t n = 0;
+    for (int i = 0; i < plan_cost_profile_count() && i < 8; i++) {
+      const char *name = plan_cost_profile_name(i);
+      names[n++] = name;
+      snprintf(shorts[i], sizeof shorts[i], "%.*s", (int)strcspn(name, "-"),
+               name);
+      names[n++] = shorts[i];
+    }
+    char hint[PLAN_HINT_SIZE];
+    plan_hint_names(hint, sizeof hint, profile, names, n);
     return plan_failf(PLAN_ENOTFOUND,
-                      "unknown hardware profile '%s' (built in: %s)", profile,
-                      plan_cost_profile_list());
+                      "unknown hardware profile '%s'%s (built in: %s)", profile,
+                      hint, plan_cost_profile_list());
+  }
   plan_cost_model *m = calloc(1, sizeof *m);
   if (!m)
     return plan_oom();

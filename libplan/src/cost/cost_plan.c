@@ -613,14 +613,7 @@ static int ops_and_redists(ctx *c) {
 }
 
 static void human_bytes(char *buf, size_t size, double b) {
-  if (b >= 1e9)
-    snprintf(buf, size, "%.2f GB", b / 1e9);
-  else if (b >= 1e6)
-    snprintf(buf, size, "%.2f MB", b / 1e6);
-  else if (b >= 1e3)
-    snprintf(buf, size, "%.2f kB", b / 1e3);
-  else
-    snprintf(buf, size, "%.0f B", b);
+  plan_format_bytes(buf, size, b);
 }
 
 static int totals(ctx *c) {

@@ -103,7 +103,25 @@ static char *fmt_time(char *buf, size_t size, double s) {
   return buf;
 }
 
-/* 1234567 -> "1.23 M" + unit */
+char *plan_format_bytes(char *buf, size_t size, double bytes) {
+  static const char *const unit[] = {"B",   "KiB", "MiB", "GiB",
+                                     "TiB", "PiB", "EiB"};
+  double v = bytes;
+  int i = 0;
+  while (fabs(v) >= 1024 && i < 6) {
+    v /= 1024;
+    i++;
+  }
+  if (!buf || !size)
+    return buf;
+  if (i == 0)
+    snprintf(buf, size, "%.0f B", v);
+  else
+    snprintf(buf, size, "%.2f %s", v, unit[i]);
+  return buf;
+}
+
+/* 1234567 -> "1.23 M" + unit (counts: FLOPs) */
 static char *fmt_si(char *buf, size_t size, double v, const char *unit) {
   static const char *const pre[] = {"", "k", "M", "G", "T", "P", "E"};
   int i = 0;
@@ -143,7 +161,8 @@ static void text_ops(plan_buf *b, const plan_cost_report *r) {
     plan_buf_printf(
         b, "  %-*.48s  %-*.20s %s %12s %12s %10s %10s  %s\n", wn, o->name, wk,
         o->kind, st, fmt_si(f, sizeof f, o->flops, "FLOP"),
-        fmt_si(by, sizeof by, o->bytes, "B"), fmt_time(t, sizeof t, o->seconds),
+        plan_format_bytes(by, sizeof by, o->bytes),
+        fmt_time(t, sizeof t, o->seconds),
         r->training ? fmt_time(bt, sizeof bt, o->backward_seconds) : "",
         o->bound);
   }
@@ -175,7 +194,7 @@ static void text_colls(plan_buf *b, const plan_cost_report *r) {
                     "%6.0f %10s  %s%s%s\n",
                     c->phase, wt, c->tensor, c->kind, wa, c->axis,
                     (long long)c->group, c->link, c->algorithm,
-                    fmt_si(by, sizeof by, c->bytes, "B"), c->calls,
+                    plan_format_bytes(by, sizeof by, c->bytes), c->calls,
                     fmt_time(t, sizeof t, c->seconds), c->from,
                     c->from[0] ? " -> " : "", c->to);
   }
@@ -224,12 +243,12 @@ static void text_memory(plan_buf *b, const plan_cost_report *r) {
     else
       snprintf(g, sizeof g, "stage %d", m->stage);
     plan_buf_printf(b, "  %-8s %12s %12s %12s %12s %12s %12s", g,
-                    fmt_si(v[0], 32, m->parameters, "B"),
-                    fmt_si(v[1], 32, m->gradients, "B"),
-                    fmt_si(v[2], 32, m->optimizer, "B"),
-                    fmt_si(v[3], 32, m->activations, "B"),
-                    fmt_si(v[4], 32, m->workspace, "B"),
-                    fmt_si(v[5], 32, m->total, "B"));
+                    plan_format_bytes(v[0], 32, m->parameters),
+                    plan_format_bytes(v[1], 32, m->gradients),
+                    plan_format_bytes(v[2], 32, m->optimizer),
+                    plan_format_bytes(v[3], 32, m->activations),
+                    plan_format_bytes(v[4], 32, m->workspace),
+                    plan_format_bytes(v[5], 32, m->total));
     if (r->pipeline)
       plan_buf_printf(b, "  %9.4g", m->inflight);
     plan_buf_putc(b, '\n');
@@ -237,12 +256,12 @@ static void text_memory(plan_buf *b, const plan_cost_report *r) {
   char p[32], c[32];
   if (r->capacity > 0)
     plan_buf_printf(b, "  peak %s of %s: %s\n",
-                    fmt_si(p, sizeof p, r->peak, "B"),
-                    fmt_si(c, sizeof c, r->capacity, "B"),
+                    plan_format_bytes(p, sizeof p, r->peak),
+                    plan_format_bytes(c, sizeof c, r->capacity),
                     r->fits ? "fits" : "DOES NOT FIT");
   else
     plan_buf_printf(b, "  peak %s (device memory unknown)\n",
-                    fmt_si(p, sizeof p, r->peak, "B"));
+                    plan_format_bytes(p, sizeof p, r->peak));
   if (!r->fits)
     plan_buf_printf(b, "  %s\n", r->reason);
 }

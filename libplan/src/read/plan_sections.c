@@ -1,9 +1,11 @@
 /* Reading the training, pipeline, regions and provenance sections of a plan
  * (spec/plan-format.md). Patterns are expanded here against the program;
  * names that match nothing are recorded for validation. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/suggest.h"
 #include "read/plan_read.h"
 
 static const char *const training_keys[] = {
@@ -509,9 +511,15 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
     plan_boundary *b = &(*out)[i];
     b->tensor = plan_strmap_get(&p->program->tensor_by_name, k->u.scalar.text);
     b->pos = plan_rd_pos(k);
-    if (b->tensor < 0)
-      return plan_rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'",
-                          k->u.scalar.text);
+    if (b->tensor < 0) {
+      const plan_program *prog = p->program;
+      char hint[PLAN_HINT_SIZE];
+      plan_hint_field(hint, sizeof hint, k->u.scalar.text, prog->tensors,
+                      (size_t)prog->ntensors, sizeof *prog->tensors,
+                      offsetof(plan_tensor, name));
+      return plan_rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'%s",
+                          k->u.scalar.text, hint);
+    }
     if ((rc = plan_read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
                                   p->program->tensors[b->tensor].rank, &b->pl)))
       return rc;

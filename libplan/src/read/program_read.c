@@ -1,11 +1,20 @@
 /* Reading the `program:` mapping into a plan_program (spec/plan-format.md,
  * "program"). Structure and names are checked here; plan_program_finish() then
  * orders the ops, infers shapes and computes signatures. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ir/ops.h"
 #include "read/program_read.h"
+#include "base/suggest.h"
+
+/* The did-you-mean of an unknown tensor name: the program's tensors. */
+static void tensor_hint(char *hint, size_t size, const plan_program *p,
+                        const char *name) {
+  plan_hint_field(hint, size, name, p->tensors, (size_t)p->ntensors,
+                  sizeof *p->tensors, offsetof(plan_tensor, name));
+}
 
 static const char *const program_keys[] = {"name",    "tensors", "ops",
                                            "outputs", "loss",    NULL};
@@ -366,9 +375,15 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   if ((rc = plan_rd_expect_scalar(rd, v, "op kind")))
     return rc;
   op->kind = plan_op_kind_from_name(v->u.scalar.text);
-  if (op->kind < 0)
-    return plan_rd_fail(rd, v, PLAN_EINVALID, "unknown op kind '%.60s'",
-                        v->u.scalar.text);
+  if (op->kind < 0) {
+    const char *kinds[PLAN_OP_COUNT];
+    for (int k = 0; k < PLAN_OP_COUNT; k++)
+      kinds[k] = plan_op_kind_name(k);
+    char hint[PLAN_HINT_SIZE];
+    plan_hint_names(hint, sizeof hint, v->u.scalar.text, kinds, PLAN_OP_COUNT);
+    return plan_rd_fail(rd, v, PLAN_EINVALID, "unknown op kind '%.60s'%s",
+                        v->u.scalar.text, hint);
+  }
   const plan_op_info *info = plan_op_info_get(op->kind);
   const plan_ynode *const *items;
   int cnt;
@@ -495,11 +510,14 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n,
   for (int i = 0; i < p->npending; i++) {
     const plan_pending_in *pi = &p->pending[i];
     int ti = plan_strmap_get(&p->tensor_by_name, pi->name);
-    if (ti < 0)
+    if (ti < 0) {
+      char hint[PLAN_HINT_SIZE];
+      tensor_hint(hint, sizeof hint, p, pi->name);
       return plan_fail(PLAN_EINVALID, rd->file, pi->pos.line, pi->pos.col,
                        "op '%s' reads '%s', which is neither declared nor "
-                       "produced by an op",
-                       p->ops[pi->op].name, pi->name);
+                       "produced by an op%s",
+                       p->ops[pi->op].name, pi->name, hint);
+    }
     p->ops[pi->op].in[pi->slot] = ti;
   }
   free(p->pending);
@@ -516,9 +534,12 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n,
     for (int i = 0; i < cnt; i++) {
       const plan_ynode *at = v->kind == PLAN_Y_SEQ ? v->u.seq.items[i] : v;
       int ti = plan_strmap_get(&p->tensor_by_name, names[i]);
-      if (ti < 0)
+      if (ti < 0) {
+        char hint[PLAN_HINT_SIZE];
+        tensor_hint(hint, sizeof hint, p, names[i]);
         return plan_rd_fail(rd, at, PLAN_EINVALID,
-                            "output '%s' is not a tensor", names[i]);
+                            "output '%s' is not a tensor%s", names[i], hint);
+      }
       for (int j = 0; j < i; j++)
         if (p->outputs[j] == ti)
           return plan_rd_fail(rd, at, PLAN_EINVALID,
@@ -534,9 +555,12 @@ int plan_program_read(const plan_reader *rd, const plan_ynode *n,
     if ((rc = plan_rd_name(rd, v, "loss", &name)))
       return rc;
     p->loss = plan_strmap_get(&p->tensor_by_name, name);
-    if (p->loss < 0)
-      return plan_rd_fail(rd, v, PLAN_EINVALID, "loss '%s' is not a tensor",
-                          name);
+    if (p->loss < 0) {
+      char hint[PLAN_HINT_SIZE];
+      tensor_hint(hint, sizeof hint, p, name);
+      return plan_rd_fail(rd, v, PLAN_EINVALID, "loss '%s' is not a tensor%s",
+                          name, hint);
+    }
     p->loss_pos = plan_rd_pos(v);
   }
   return PLAN_OK;

@@ -1,10 +1,13 @@
 /* Drift reports (a plan against an edited program) and semantic diffs of two
  * plans. Both compare meaning, never text: ops and tensors by signature,
  * placements in canonical spelling, sections by canonical encoding. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "libplan/plan.h"
+#include "base/util.h"
 #include "ir/ops.h"
 #include "read/plan_read.h"
 
@@ -92,6 +95,129 @@ static bool plan_names_tensor(const plan_plan *p, const char *name) {
   return false;
 }
 
+/* ---- what changed, in values ---- */
+
+/* Appends printf text to buf (NUL-terminated, truncated to size). */
+static void bput(char *buf, size_t size, const char *fmt, ...)
+    PLAN_PRINTF(3, 4);
+static void bput(char *buf, size_t size, const char *fmt, ...) {
+  size_t at = strlen(buf);
+  if (at + 1 >= size)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + at, size - at, fmt, ap);
+  va_end(ap);
+}
+
+static void shape_text(char *buf, size_t size, const plan_tensor *t) {
+  buf[0] = '\0';
+  bput(buf, size, "[");
+  for (int d = 0; d < t->rank; d++)
+    bput(buf, size, "%s%lld", d ? ", " : "", (long long)t->dims[d]);
+  bput(buf, size, "]");
+}
+
+/* ", shape [8, 64] -> [8, 128]" and the dtype's and role's changes of a
+ * tensor (`label` names it, "" for the tensor itself). */
+static void tensor_change(char *buf, size_t size, const char *label,
+                          const plan_tensor *a, const plan_tensor *b) {
+  char x[160], y[160];
+  shape_text(x, sizeof x, a);
+  shape_text(y, sizeof y, b);
+  if (strcmp(x, y))
+    bput(buf, size, "; %sshape %s -> %s", label, x, y);
+  if (a->dtype != b->dtype)
+    bput(buf, size, "; %sdtype %s -> %s", label, plan_dtype_name(a->dtype),
+         plan_dtype_name(b->dtype));
+  if (a->role != b->role)
+    bput(buf, size, "; %srole %s -> %s", label, plan_role_name(a->role),
+         plan_role_name(b->role));
+}
+
+static void names_text(char *buf, size_t size, const plan_program *p,
+                       const int *ts, int n) {
+  buf[0] = '\0';
+  bput(buf, size, "[");
+  for (int i = 0; i < n; i++)
+    bput(buf, size, "%s%s", i ? ", " : "", p->tensors[ts[i]].name);
+  bput(buf, size, "]");
+}
+
+/* What differs between op ia of pa and op ib of pb, as "; kind a -> b;
+ * inputs [...] -> [...]; output 'h' shape ... -> ..." (the leading "; "
+ * left for the caller to cut), or "; attributes" when nothing else
+ * shows. */
+static void op_change(char *buf, size_t size, const plan_program *pa, int ia,
+                      const plan_program *pb, int ib) {
+  const plan_op *a = &pa->ops[ia], *b = &pb->ops[ib];
+  size_t start = strlen(buf);
+  if (a->kind != b->kind)
+    bput(buf, size, "; kind %s -> %s", plan_op_kind_name(a->kind),
+         plan_op_kind_name(b->kind));
+  char x[400], y[400];
+  names_text(x, sizeof x, pa, a->in, a->nin);
+  names_text(y, sizeof y, pb, b->in, b->nin);
+  if (strcmp(x, y))
+    bput(buf, size, "; inputs %s -> %s", x, y);
+  for (int side = 0; side < 2; side++) {
+    int n = side ? a->nout : a->nin;
+    if (n != (side ? b->nout : b->nin))
+      continue;
+    for (int j = 0; j < n; j++) {
+      const plan_tensor *ta = &pa->tensors[side ? a->out[j] : a->in[j]];
+      const plan_tensor *tb = &pb->tensors[side ? b->out[j] : b->in[j]];
+      char label[160];
+      snprintf(label, sizeof label, "%s '%.60s' ", side ? "output" : "input",
+               tb->name);
+      tensor_change(buf, size, label, ta, tb);
+    }
+  }
+  if (strlen(buf) == start)
+    bput(buf, size, "; attributes");
+}
+
+/* The text after "op 'x' changed": its old and new values when the
+ * plan's own program still holds the old op or tensor (its signature the
+ * recorded one), else what it is now. */
+static void change_text(char *buf, size_t size, const plan_plan *p,
+                        const sigset *old, int k, const plan_program *edited,
+                        int i, bool ops) {
+  const plan_program *was = p->program;
+  buf[0] = '\0';
+  if (was)
+    plan_program_sigs(was);
+  int w = was ? plan_strmap_get(ops ? &was->op_by_name : &was->tensor_by_name,
+                                old->names[k])
+              : -1;
+  if (w >= 0 && was != edited &&
+      (ops ? op_sig(was, w) : tensor_sig(was, w)) == old->sigs[k]) {
+    if (ops)
+      op_change(buf, size, was, w, edited, i);
+    else
+      tensor_change(buf, size, "", &was->tensors[w], &edited->tensors[i]);
+    if (buf[0]) { /* the leading "; " becomes ": " */
+      buf[0] = ':';
+      return;
+    }
+  }
+  char sh[160];
+  if (ops) {
+    const plan_op *o = &edited->ops[i];
+    bput(buf, size, " (now %s", plan_op_kind_name(o->kind));
+    for (int j = 0; j < o->nout; j++) {
+      shape_text(sh, sizeof sh, &edited->tensors[o->out[j]]);
+      bput(buf, size, ", output '%.60s' %s", edited->tensors[o->out[j]].name,
+           sh);
+    }
+    bput(buf, size, ")");
+  } else {
+    const plan_tensor *t = &edited->tensors[i];
+    shape_text(sh, sizeof sh, t);
+    bput(buf, size, " (now %s %s)", sh, plan_dtype_name(t->dtype));
+  }
+}
+
 static int drift_kind(plan_diags *d, const plan_plan *p, sigset *old,
                       const plan_program *edited, bool ops) {
   int rc = PLAN_OK;
@@ -122,10 +248,11 @@ static int drift_kind(plan_diags *d, const plan_plan *p, sigset *old,
     seen[k] = 1;
     if (old->sigs[k] != sig) {
       bool named = ops || plan_names_tensor(p, name);
+      char change[1024];
+      change_text(change, sizeof change, p, old, k, edited, i, ops);
       ADD(d, &rc, named ? PLAN_SEV_ERROR : PLAN_SEV_WARNING, "drift.changed",
-          name, ef, pos,
-          "%s '%s' changed (kind, shape, dtype, attributes or inputs)%s", what,
-          name, named ? " and the plan decides for it" : "");
+          name, ef, pos, "%s '%s' changed%s%s", what, name, change,
+          named ? "; the plan decides for it" : "");
     }
   }
   for (int k = 0; k < old->n; k++)
@@ -381,6 +508,81 @@ static void diff_section(dctx *c, const char *which, const char *code) {
   plan_buf_free(&bb);
 }
 
+static const plan_region *region_named(const plan_plan *p, const char *name) {
+  for (int i = 0; i < p->nregions; i++)
+    if (!strcmp(p->regions[i].name, name))
+      return &p->regions[i];
+  return NULL;
+}
+
+static void patterns_text(char *buf, size_t size, const plan_region *r) {
+  buf[0] = '\0';
+  bput(buf, size, "[");
+  for (int i = 0; i < r->npatterns; i++)
+    bput(buf, size, "%s%s", i ? ", " : "", r->patterns[i]);
+  bput(buf, size, "]");
+}
+
+/* Whether two boundary lists say the same (by tensor name: the programs
+ * may differ). */
+static bool same_boundaries(const plan_plan *a, const plan_boundary *x, int nx,
+                            const plan_plan *b, const plan_boundary *y,
+                            int ny) {
+  if (nx != ny)
+    return false;
+  for (int i = 0; i < nx; i++) {
+    char px[PLAN_PLACEMENT_STRLEN], py[PLAN_PLACEMENT_STRLEN];
+    pl_list(&x[i].pl, 1, px, sizeof px);
+    pl_list(&y[i].pl, 1, py, sizeof py);
+    if (strcmp(a->program->tensors[x[i].tensor].name,
+               b->program->tensors[y[i].tensor].name) ||
+        strcmp(px, py))
+      return false;
+  }
+  return true;
+}
+
+/* The regions, by name: added, removed, or what changed in each; the
+ * section's text as a whole when they differ only in order. */
+static void diff_regions(dctx *c) {
+  static const char *const kinds[] = {"pinned", "manual"};
+  size_t before = plan_diags_count(c->d);
+  for (int i = 0; i < c->b->nregions; i++) {
+    const plan_region *rb = &c->b->regions[i];
+    const plan_region *ra = region_named(c->a, rb->name);
+    if (!ra) {
+      DIFF(c, "diff.regions", "regions", "region '%s' added (%s)", rb->name,
+           kinds[rb->kind]);
+      continue;
+    }
+    char what[1200] = "", x[400], y[400];
+    if (ra->kind != rb->kind)
+      bput(what, sizeof what, "; kind %s -> %s", kinds[ra->kind],
+           kinds[rb->kind]);
+    patterns_text(x, sizeof x, ra);
+    patterns_text(y, sizeof y, rb);
+    if (strcmp(x, y))
+      bput(what, sizeof what, "; ops %s -> %s", x, y);
+    if (!same_boundaries(c->a, ra->inputs, ra->ninputs, c->b, rb->inputs,
+                         rb->ninputs))
+      bput(what, sizeof what, "; inputs");
+    if (!same_boundaries(c->a, ra->outputs, ra->noutputs, c->b, rb->outputs,
+                         rb->noutputs))
+      bput(what, sizeof what, "; outputs");
+    if (strcmp(ra->body ? ra->body : "", rb->body ? rb->body : ""))
+      bput(what, sizeof what, "; body");
+    if (what[0])
+      DIFF(c, "diff.regions", "regions", "region '%s' changed:%s", rb->name,
+           what + 1);
+  }
+  for (int i = 0; i < c->a->nregions; i++)
+    if (!region_named(c->b, c->a->regions[i].name))
+      DIFF(c, "diff.regions", "regions", "region '%s' removed",
+           c->a->regions[i].name);
+  if (plan_diags_count(c->d) == before)
+    diff_section(c, "regions", "diff.regions");
+}
+
 int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b) {
   *out = NULL;
   if (!a || !b)
@@ -406,7 +608,7 @@ int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b) {
         b->pipeline.present && a->pipeline.schedule == b->pipeline.schedule)
       diff_section(&c, "pipeline", "diff.schedule");
     diff_section(&c, "training", "diff.training");
-    diff_section(&c, "regions", "diff.regions");
+    diff_regions(&c);
   }
   if (c.rc) {
     plan_diags_free(d);

@@ -1,11 +1,13 @@
 /* Static validation of a loaded plan (no numerics): every finding names the
  * op or tensor and the file position it comes from. The list of finding
  * codes is in spec/plan-format.md, "Validation". */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
 #include "libplan/plan.h"
+#include "base/suggest.h"
 #include "ir/ops.h"
 #include "read/plan_read.h"
 #include "schedule/schedule_actions.h"
@@ -82,10 +84,21 @@ static void check_uses(vctx *v) {
       FIND(v, PLAN_SEV_WARNING, "name.unmatched", u->pattern, u->pos, plfile(v),
            "%s: pattern '%s' matches no %s", u->section, u->pattern,
            u->tensors ? "tensor" : "op");
-    else
+    else {
+      const plan_program *prog = v->p->program;
+      char hint[PLAN_HINT_SIZE];
+      if (u->tensors)
+        plan_hint_field(hint, sizeof hint, u->pattern, prog->tensors,
+                        (size_t)prog->ntensors, sizeof *prog->tensors,
+                        offsetof(plan_tensor, name));
+      else
+        plan_hint_field(hint, sizeof hint, u->pattern, prog->ops,
+                        (size_t)prog->nops, sizeof *prog->ops,
+                        offsetof(plan_op, name));
       FIND(v, PLAN_SEV_ERROR, "name.unknown", u->pattern, u->pos, plfile(v),
-           "%s: the program has no %s '%s'", u->section,
-           u->tensors ? "tensor" : "op", u->pattern);
+           "%s: the program has no %s '%s'%s", u->section,
+           u->tensors ? "tensor" : "op", u->pattern, hint);
+    }
   }
 }
 

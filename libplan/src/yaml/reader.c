@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/suggest.h"
+
 int plan_rd_fail(const plan_reader *rd, const plan_ynode *at, int code,
                  const char *fmt, ...) {
   char msg[768];
@@ -141,8 +143,10 @@ int plan_rd_check_keys(const plan_reader *rd, const plan_ynode *map,
                           "this reader knows %s",
                           key, what, rd->ver_major, rd->ver_minor,
                           PLAN_FORMAT_STRING);
-    return plan_rd_fail(rd, k, PLAN_ESCHEMA, "unknown field '%s' in %s", key,
-                        what);
+    char hint[PLAN_HINT_SIZE];
+    plan_hint_names(hint, sizeof hint, key, known, (size_t)-1);
+    return plan_rd_fail(rd, k, PLAN_ESCHEMA, "unknown field '%s' in %s%s", key,
+                        what, hint);
   }
   return PLAN_OK;
 }
