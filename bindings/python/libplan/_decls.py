@@ -288,6 +288,7 @@ PROTOS = {
     "plan_lower": (c_int, [pp, vp]),
     "plan_lowered_free": (None, [vp]),
     "plan_lowered_write": (c_int, [ps, P(c_size_t), vp]),
+    "plan_lowered_collective_count": (c_int, [vp, c_char_p]),
 }
 
 # verify.h: only libplan-verify has these (required there); with the core

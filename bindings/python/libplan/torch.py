@@ -19,7 +19,8 @@ except ImportError:
     _torch = None
 
 __all__ = ["available", "to_dtensor_placements", "from_dtensor_placements",
-           "device_mesh", "program_from_module", "apply", "layout_of"]
+           "device_mesh", "program_from_module", "apply", "layout_of",
+           "parallelize"]
 
 
 def available():
@@ -868,3 +869,6 @@ def program_from_module(module, example_inputs, name=None):
             conv.fail("libplan infers %s %s for it, torch traced %s %s"
                       % (got[1], got[0], want[1], want[0]), node)
     return prog
+
+
+from .torch_parallel import parallelize  # noqa: E402,F401  (needs the above)
