@@ -77,8 +77,10 @@ class Strategy(namedtuple("Strategy", "inputs outputs")):
                         tuple(_pl.parse(p) for p in self.outputs))
 
     def __repr__(self):
-        return "Strategy(in=[%s], out=[%s])" % (", ".join(self.inputs),
-                                                ", ".join(self.outputs))
+        # parsed(): tuples of placements, shown in compact form
+        return "Strategy(in=[%s], out=[%s])" % (
+            ", ".join(map(_pl.format, self.inputs)),
+            ", ".join(map(_pl.format, self.outputs)))
 
 
 class PlanOp(namedtuple("PlanOp", "index name kind inputs outputs strategy "

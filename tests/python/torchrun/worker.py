@@ -4,8 +4,8 @@ tp=WORLD_SIZE/2 and checks that the run is the plan's. For each case:
 CommDebugMode's collectives of the forward per kind equal the lowered
 plan's; the loss, every gradient and every parameter after one SGD step
 equal the single-device module's (TOL); plan.verify() says EQUAL. Then
-the negative cases: gradients left unsynchronised, and a weight placed
-with the wrong shard dim, must each fail a comparison. Rank 0 prints one
+the negative cases (with --negative): gradients left unsynchronised, and
+a weight placed with the wrong shard dim, must each fail a comparison. Rank 0 prints one
 line per check ("ok CASE ..." / "FAIL CASE ..."); the exit status is 1
 when any check failed."""
 
@@ -130,8 +130,9 @@ def main():
             failed += not good
             say(rank, "%s %s %s" % ("ok" if good else "FAIL", name,
                                     json.dumps(r, sort_keys=True)))
-        for name, variant in (("mlp", "no_sync"), ("block", "no_sync"),
-                              ("mlp", "wrong_dim"), ("block", "wrong_dim")):
+        negatives = (("mlp", "no_sync"), ("block", "no_sync"),
+                     ("mlp", "wrong_dim"), ("block", "wrong_dim"))
+        for name, variant in negatives if "--negative" in sys.argv else ():
             r = one(name, tp, world, rank, shape, variant)
             # no sync: the values must differ; a wrong dim: verify says
             # NOT EQUAL and the run is not the good plan's collectives
