@@ -152,9 +152,18 @@ class _Info:
                        if r in ("input", "param", "const")}
         self.plan = plan
 
+        self._specs = {}
+
     def spec(self, placement, ndim):
-        from . import torch as lt
-        return lt.to_dtensor_placements(placement, ndim, as_tuples=False)
+        """DTensor placements of a compact placement (cached: every op
+        boundary asks)."""
+        key = (placement, ndim)
+        got = self._specs.get(key)
+        if got is None:
+            from . import torch as lt
+            got = self._specs[key] = tuple(lt.to_dtensor_placements(
+                placement, ndim, as_tuples=False))
+        return got
 
 
 def _local_block(full, placement, mesh, plan_mesh):
@@ -190,7 +199,7 @@ def _distribute(full, placement, mesh, plan, info, what):
 
 
 def _redistribute(v, mesh, spec, dt):
-    """v redistributed to `spec`. DTensor does not turn a replicated axis
+    """v redistributed to `spec` (v itself when it is placed so). DTensor does not turn a replicated axis
     into a partial one; libplan's zero_non_owner does (coordinate 0 keeps
     the value, the others zeros; a max, min or avg keeps it everywhere):
     that local step is done here, differentiably (the gradient comes back
@@ -300,6 +309,7 @@ def _make_interpreter(gm, module, plan, mesh, info):
     import torch.fx
     torch = _torch()
     dt = info.dt
+    nodes = {}  # fx node name -> (op, its tensors, input placements, st)
 
     class Runner(torch.fx.Interpreter):
         """Runs the traced graph on DTensors with the plan's placements at
@@ -372,13 +382,18 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 return obj
             if n.op == "output":
                 return self.deliver(n)
-            opname, outs = self.op_of(n)
+            got = nodes.get(n.name)
+            if got is None:  # each node's op, looked up on the first run
+                opname, outs = self.op_of(n)
+                want, st = {}, None
+                if opname is not None:
+                    ins, st = info.ops[opname]
+                    for t, p in zip(ins, st.inputs):
+                        want.setdefault(t, p)
+                got = nodes[n.name] = (opname, outs, want, st)
+            opname, outs, want, st = got
             if opname is None:
                 return self.passthrough(n)
-            ins, st = info.ops[opname]
-            want = {}
-            for t, p in zip(ins, st.inputs):
-                want.setdefault(t, p)
             args = torch.fx.node.map_arg(
                 n.args, lambda a: self.placed_arg(a, want))
             kwargs = torch.fx.node.map_arg(
@@ -389,10 +404,16 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 for t, p in want.items():
                     if t.startswith(n.target + ".") and \
                             "." not in t[len(n.target) + 1:]:
-                        local[t[len(n.target) + 1:]] = self.to(
-                            getattr(sub, t[len(n.target) + 1:]), p)
-                out = torch.func.functional_call(sub, local, tuple(args),
-                                                 dict(kwargs))
+                        own = getattr(sub, t[len(n.target) + 1:])
+                        moved = self.to(own, p)
+                        if moved is not own:
+                            local[t[len(n.target) + 1:]] = moved
+                # the module's own parameters at another placement than
+                # stored: passed in (their gradients flow back through
+                # the redistribution)
+                out = torch.func.functional_call(
+                    sub, local, tuple(args), dict(kwargs)) if local else \
+                    sub(*args, **kwargs)
             else:
                 out = getattr(self, n.op)(n.target, args, kwargs)
             if len(outs) == 1 and not isinstance(out, (tuple, list)):
