@@ -199,8 +199,9 @@ def _distribute(full, placement, mesh, plan, info, what):
 
 
 def _redistribute(v, mesh, spec, dt):
-    """v redistributed to `spec` (v itself when it is placed so). DTensor does not turn a replicated axis
-    into a partial one; libplan's zero_non_owner does (coordinate 0 keeps
+    """v redistributed to `spec` (v itself when it is placed so). DTensor
+    does not turn a replicated axis into a partial one; libplan's
+    zero_non_owner does (coordinate 0 keeps
     the value, the others zeros; a max, min or avg keeps it everywhere):
     that local step is done here, differentiably (the gradient comes back
     partial on that axis, as the value was)."""

@@ -5,9 +5,9 @@ CommDebugMode's collectives of the forward per kind equal the lowered
 plan's; the loss, every gradient and every parameter after one SGD step
 equal the single-device module's (TOL); plan.verify() says EQUAL. Then
 the negative cases (with --negative): gradients left unsynchronised, and
-a weight placed with the wrong shard dim, must each fail a comparison. Rank 0 prints one
-line per check ("ok CASE ..." / "FAIL CASE ..."); the exit status is 1
-when any check failed."""
+a weight placed with the wrong shard dim, must each fail a comparison.
+Rank 0 prints one line per check ("ok CASE ..." / "FAIL CASE ...");
+the exit status is 1 when any check failed."""
 
 import json
 import os
@@ -37,8 +37,9 @@ def full(t):
 
 
 def run_step(module, x, plan, mesh, counted):
-    """Forward (counted), loss, backward, one SGD step: (loss, run counts,
-    {name: grad}, {name: updated param}), all full tensors."""
+    """Forward (counted), loss, backward, one SGD step: (loss, (forward
+    counts, backward and sync counts), {name: grad}, {name: updated
+    param}), all full tensors."""
     if plan is not None:
         lt.parallelize(module, plan, mesh)
     mode = comm_debug_mode()
@@ -46,7 +47,11 @@ def run_step(module, x, plan, mesh, counted):
         y = module(x)
     counts = comm_counts(mode) if counted else None
     loss = (full(y) ** 2).mean()
-    loss.backward()
+    back = comm_debug_mode()
+    with back:  # reported, not compared: the plan has no training step
+        loss.backward()
+    if counted:
+        counts = (counts, {k: n for k, n in comm_counts(back).items() if n})
     grads = {n: full(p.grad).detach().clone()
              for n, p in module.named_parameters()}
     opt = torch.optim.SGD(module.parameters(), lr=LR, foreach=False)
@@ -90,7 +95,7 @@ def one(name, tp, world, rank, mesh_shape, variant=None):
     got = run_step(par_mod, x, plan, mesh, True)
     want = lowered_collectives(good)
     diff = compare(ref, got)
-    run = dict(got[1])
+    run, backward = dict(got[1][0]), got[1][1]
     counts_ok = all(run.get(k, 0) == want[k] for k in COLLECTIVES) and \
         set(run) <= set(COLLECTIVES)
     verdict = None
@@ -101,7 +106,8 @@ def one(name, tp, world, rank, mesh_shape, variant=None):
             verdict = False
     return {"case": name, "variant": variant, "world": world,
             "plan": want,
-            "run": run, "counts_equal": counts_ok, "max_diff": diff,
+            "run": run, "backward_run": backward, "counts_equal": counts_ok,
+            "max_diff": diff,
             "values_equal": diff <= TOL, "verify_equal": verdict}
 
 
