@@ -5,10 +5,11 @@ a parsed strategy, negative dims of nested placements, empty blocks'
 offsets, the lowered plan's collectives, grad_sync parsing. With torch:
 the pipeline refusal, then torchrun launches (gloo, CPU, 4 and 8
 processes, tests/python/torchrun/worker.py) whose every check must pass:
-the forward's collectives per kind equal the lowered plan's, the loss,
-gradients and updated parameters equal the single-device module's, verify
-says EQUAL, and (4 processes) the unsynchronised and wrong-dim plans are
-caught."""
+the collectives per kind equal the lowered plan's (the forward's; for a
+training plan the whole step's: forward, backward, gradient sync), the
+loss, gradients and updated parameters equal the single-device module's,
+verify says EQUAL, and (4 processes) the unsynchronised and wrong-dim
+plans are caught."""
 
 import json
 import os
@@ -156,7 +157,7 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
         r, lines = _launch(nproc, *(["--negative"] if negative else []))
         detail = "\n".join(lines) + "\n" + r.stderr[-3000:]
         self.assertEqual(r.returncode, 0, detail)
-        want = 6 if negative else 2
+        want = 7 if negative else 3
         self.assertEqual(len(lines), want, detail)
         for line in lines:
             self.assertTrue(line.startswith("ok "), line)
@@ -169,12 +170,15 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
                 self.assertIs(res["verify_equal"], True, line)
             elif res["variant"] == "no_sync":
                 self.assertGreater(res["max_diff"], 1e-3, line)
+                if res["case"] == "mlp_train":  # verify runs that plan
+                    self.assertIs(res["verify_equal"], False, line)
             else:
                 self.assertIs(res["verify_equal"], False, line)
                 self.assertFalse(res["counts_equal"], line)
         cases = {(_result(ln)["case"], _result(ln)["variant"])
                  for ln in lines}
         self.assertIn(("mlp", None), cases)
+        self.assertIn(("mlp_train", None), cases)
         self.assertIn(("block", None), cases)
 
     def test_4_processes(self):

@@ -319,6 +319,10 @@ def _make_interpreter(gm, module, plan, mesh, info):
         def __init__(self):
             super().__init__(gm)
             self.alias = {}   # fx node -> (plan tensor, swapped dims)
+            # (fx node, placement) -> the value redistributed there: made
+            # once and reused by every op that reads it so, as lowering
+            # reuses a buffer
+            self.moved = {}
 
         def to(self, value, placement):
             if not isinstance(value, dt.DTensor):
@@ -350,7 +354,11 @@ def _make_interpreter(gm, module, plan, mesh, info):
                         p = _pl.Shard(d)
                     pl.append(p)
                 placement = _pl.format(pl)
-            return self.to(v, placement)
+            key = (node.name, placement)
+            got = self.moved.get(key)
+            if got is None:
+                got = self.moved[key] = self.to(v, placement)
+            return got
 
         def op_of(self, n):
             """The plan op a node runs and the plan tensors it produces."""

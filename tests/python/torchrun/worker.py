@@ -1,13 +1,16 @@
 """One process of a torchrun launch (gloo, CPU): runs every case of
 cases.py parallelized with libplan.torch.parallelize on dp=2 x
 tp=WORLD_SIZE/2 and checks that the run is the plan's. For each case:
-CommDebugMode's collectives of the forward per kind equal the lowered
-plan's; the loss, every gradient and every parameter after one SGD step
-equal the single-device module's (TOL); plan.verify() says EQUAL. Then
+CommDebugMode's collectives per kind equal the lowered plan's (the
+forward's; for the training plan, mlp_train, the whole step's: forward,
+backward and gradient sync); the loss, every gradient and every
+parameter after one SGD step equal the single-device module's (TOL);
+plan.verify() says EQUAL. Then
 the negative cases (with --negative): gradients left unsynchronised, and
 a weight placed with the wrong shard dim, must each fail a comparison.
 Rank 0 prints one line per check ("ok CASE ..." / "FAIL CASE ...");
-the exit status is 1 when any check failed."""
+the exit status is 1 when any check failed. CASES (a space-separated
+list) narrows the positive cases, for debugging."""
 
 import json
 import os
@@ -36,22 +39,27 @@ def full(t):
     return t.full_tensor() if isinstance(t, DTensor) else t
 
 
-def run_step(module, x, plan, mesh, counted):
+def run_step(module, x, plan, mesh, counted, train):
     """Forward (counted), loss, backward, one SGD step: (loss, (forward
     counts, backward and sync counts), {name: grad}, {name: updated
-    param}), all full tensors."""
+    param}), all full tensors. `train`: the module's output is the loss
+    (and the plan's lowered step has the backward: counted with the
+    forward)."""
     if plan is not None:
         lt.parallelize(module, plan, mesh)
-    mode = comm_debug_mode()
+    mode, back = comm_debug_mode(), comm_debug_mode()
     with mode:
         y = module(x)
-    counts = comm_counts(mode) if counted else None
-    loss = (full(y) ** 2).mean()
-    back = comm_debug_mode()
-    with back:  # reported, not compared: the plan has no training step
+    loss = full(y) if train else (full(y) ** 2).mean()
+    with back:  # compared with the forward's for a training plan's step
         loss.backward()
+    counts = None
     if counted:
-        counts = (counts, {k: n for k, n in comm_counts(back).items() if n})
+        fwd, bwd = comm_counts(mode), comm_counts(back)
+        if train:
+            fwd = {k: fwd.get(k, 0) + bwd.get(k, 0)
+                   for k in set(fwd) | set(bwd)}
+        counts = (fwd, {k: n for k, n in bwd.items() if n})
     grads = {n: full(p.grad).detach().clone()
              for n, p in module.named_parameters()}
     opt = torch.optim.SGD(module.parameters(), lr=LR, foreach=False)
@@ -74,7 +82,9 @@ def one(name, tp, world, rank, mesh_shape, variant=None):
     torch.manual_seed(0)
     factory, x, placements, strategies, outputs = case(name, tp)
     base = factory()
-    good = make_plan(base, x, mesh_shape, placements, strategies, outputs)
+    train = name.endswith("_train")
+    good = make_plan(base, x, mesh_shape, placements, strategies, outputs,
+                     LR if train else None)
     plan = good
     if variant == "wrong_dim":
         # fc1's weight split on its input dim, and fc1 said to take it so:
@@ -85,21 +95,24 @@ def one(name, tp, world, rank, mesh_shape, variant=None):
         ins, out = st[op]
         st[op] = ([ins[0], "RS(1)"] + list(ins[2:]), out)
         plan = make_plan(base, x, mesh_shape, wrong, st, outputs)
-    if variant == "no_sync":
+    if variant == "no_sync" and train:  # a valid plan, verify runs it
+        plan = make_plan(base, x, mesh_shape, placements, strategies,
+                         outputs, LR, "none")
+    elif variant == "no_sync":
         plan = _without_sync(good)
     ref_mod, par_mod = factory(), factory()
     ref_mod.load_state_dict(base.state_dict())
     par_mod.load_state_dict(base.state_dict())
-    ref = run_step(ref_mod, x, None, None, False)
+    ref = run_step(ref_mod, x, None, None, False, train)
     mesh = lt.device_mesh(plan)
-    got = run_step(par_mod, x, plan, mesh, True)
+    got = run_step(par_mod, x, plan, mesh, True, train)
     want = lowered_collectives(good)
     diff = compare(ref, got)
     run, backward = dict(got[1][0]), got[1][1]
     counts_ok = all(run.get(k, 0) == want[k] for k in COLLECTIVES) and \
         set(run) <= set(COLLECTIVES)
     verdict = None
-    if rank == 0 and variant != "no_sync":
+    if rank == 0 and (variant != "no_sync" or train):
         try:
             verdict = plan.verify().equal
         except libplan.Error:  # a plan the verifier refuses to run
@@ -129,14 +142,14 @@ def main():
     shape = {"dp": 2, "tp": tp}
     failed = 0
     try:
-        for name in ("mlp", "block"):
+        for name in os.environ.get("CASES", "mlp mlp_train block").split():
             r = one(name, tp, world, rank, shape)
             good = r["counts_equal"] and r["values_equal"] and \
                 (rank != 0 or r["verify_equal"])
             failed += not good
             say(rank, "%s %s %s" % ("ok" if good else "FAIL", name,
                                     json.dumps(r, sort_keys=True)))
-        negatives = (("mlp", "no_sync"), ("block", "no_sync"),
+        negatives = (("mlp_train", "no_sync"), ("block", "no_sync"),
                      ("mlp", "wrong_dim"), ("block", "wrong_dim"))
         for name, variant in negatives if "--negative" in sys.argv else ():
             r = one(name, tp, world, rank, shape, variant)
