@@ -363,6 +363,12 @@ tour: deps all
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)
 
+# A parallelize'd MLP's step time against a hand-written parallelize_module
+# of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).
+.PHONY: bench-torch
+bench-torch: $(CORE_SHARED) $(SHARED)
+	@python3 bench/bench_torch_parallel.py
+
 # Work in proportion to the input (bench/bench_scale.sh): validate and hash
 # of 100k to 1M-op chains in three name orders, a 4M-rank verify. Not in
 # `make bench` or `make test`: a few minutes on 2 cores.

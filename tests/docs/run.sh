@@ -16,7 +16,9 @@
 #     before it (a block that shows a negative verdict). In a console block
 #     only the lines that start with "$ " run (a trailing backslash
 #     continues a command); the other lines are output and are not
-#     compared. Each block has 30 seconds. A block that runs make (the
+#     compared. Each block has 30 seconds, or N (at most 300) after a line
+#       <!-- seconds N: REASON -->
+#     (a block that starts torch processes). A block that runs make (the
 #     full build, or the test suite this test is part of) needs the marker.
 #     The README's first block (make demo, make test) sits under the title,
 #     which carries no marker: it is listed in FIRST_LINES below instead.
@@ -117,6 +119,7 @@ def parse(path):
 
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*(\S.*?)\s*-->$")
 EXPECT = re.compile(r"^<!--\s*expect exit (\d+)\s*-->$")
+SECONDS = re.compile(r"^<!--\s*seconds (\d+):\s*(\S.*?)\s*-->$")
 
 
 def scratch_copy():
@@ -176,16 +179,19 @@ def run_blocks(path, blocks):
         if before.startswith("<!--") and "not run" in before:
             bad(where + ": a not-run marker needs a reason", before)
             continue
-        want = 0
+        want, seconds = 0, BLOCK_SECONDS
         m = EXPECT.match(before)
         if m:
             want = int(m.group(1))
+        m = SECONDS.match(before)
+        if m:
+            seconds = min(int(m.group(1)), 300)
         script = console_script(body) if tag == "console" else \
             "\n".join(body) + "\n"
         if re.search(r"(^|[;&|]\s*)make(\s|$)", script, re.M):
             bad(where + ": a block that runs make needs a not-run marker")
             continue
-        todo.append((where, tag, script, want))
+        todo.append((where, tag, script, want, seconds))
     for k in FIRST_LINES:
         if k[0] == path and k not in used:
             bad("%s: no first block starting '%s' (FIRST_LINES is stale)"
@@ -202,15 +208,15 @@ def run_blocks(path, blocks):
     env["TMPDIR"] = tmp
     env["DEMO_OUT"] = os.path.join(tmp, "demo")
     try:
-        for where, tag, script, want in todo:
+        for where, tag, script, want, seconds in todo:
             shell = ["bash", "-e"] if tag == "bash" else ["sh", "-e"]
             try:
                 r = subprocess.run(
                     shell + ["-c", script], cwd=tree, env=env,
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, timeout=BLOCK_SECONDS)
+                    stderr=subprocess.STDOUT, timeout=seconds)
             except subprocess.TimeoutExpired:
-                bad("%s: still running after %d s" % (where, BLOCK_SECONDS))
+                bad("%s: still running after %d s" % (where, seconds))
                 continue
             out = r.stdout.decode("utf-8", "replace")
             if r.returncode == want:

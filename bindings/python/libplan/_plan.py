@@ -3,6 +3,7 @@ strategies, and the checks; verify, cost and schedule are in their own
 modules."""
 
 import ctypes
+import re
 import threading
 from collections import namedtuple
 
@@ -11,7 +12,8 @@ from . import placements as _pl
 from ._common import (_Handle, _findings, _hash_str, _path, _ranged,
                       _take_out, _text, enc, fn, s)
 from ._program import Program
-from .errors import DriftError, NotFoundError, UsageError, check
+from .errors import (DriftError, Error, NotFoundError, UnsupportedError,
+                     UsageError, check)
 
 _PARTS = {"plan": 0, "program": 1, "mesh": 2, "provenance": 3}
 
@@ -75,8 +77,10 @@ class Strategy(namedtuple("Strategy", "inputs outputs")):
                         tuple(_pl.parse(p) for p in self.outputs))
 
     def __repr__(self):
-        return "Strategy(in=[%s], out=[%s])" % (", ".join(self.inputs),
-                                                ", ".join(self.outputs))
+        # parsed(): tuples of placements, shown in compact form
+        return "Strategy(in=[%s], out=[%s])" % (
+            ", ".join(map(_pl.format, self.inputs)),
+            ", ".join(map(_pl.format, self.outputs)))
 
 
 class PlanOp(namedtuple("PlanOp", "index name kind inputs outputs strategy "
@@ -99,6 +103,71 @@ _tls = threading.local()
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1  # placement's fast path
 
 
+def _leaf_flags(h):
+    """One flag per tensor of the plan's program: 1 for a leaf."""
+    prog = fn.get_program(h)
+    role = fn.program_tensor_role
+    return bytes(role(prog, i) in _LEAVES
+                 for i in range(fn.program_tensor_count(prog)))
+
+
+_FLOW_PAIR = re.compile(r'("(?:[^"\\]|\\.)*"|[^,{}\s:]+): '
+                        r'("(?:[^"\\]|\\.)*"|[^,{}\s]+)')
+_BUFFER = re.compile(r'^  ("(?:[^"\\]|\\.)*"|\S+): \{tensor: '
+                     r'("(?:[^"\\]|\\.)*"|[^,]+), placement: "([^"]*)"')
+
+
+def _unquote(v):
+    if v.startswith('"'):
+        return v[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return v
+
+
+def _lowered_placements(plan):
+    """{tensor: placement} of the produced tensors as the plan lowers
+    (spec/lowered-format.md): each tensor's layout buffer, an output's
+    delivered buffer; {} when the plan does not lower."""
+    out = ctypes.c_void_p()
+    if fn.lower(ctypes.byref(out), plan._h) < 0:
+        fn.error_clear()
+        return {}
+    try:
+        text = _take_out(fn.lowered_write, out)
+    except Error:
+        return {}
+    finally:
+        fn.lowered_free(out)
+    buffers, layouts, outputs = {}, {}, {}
+    for line in text.splitlines():
+        m = _BUFFER.match(line)
+        if m:
+            buffers[_unquote(m.group(1))] = m.group(3)
+        elif line.startswith("layouts: {") or line.startswith("outputs: {"):
+            into = layouts if line[0] == "l" else outputs
+            for k, v in _FLOW_PAIR.findall(line.split(": ", 1)[1]):
+                into[_unquote(k)] = _unquote(v)
+    got = {t: buffers[b] for t, b in layouts.items() if b in buffers}
+    got.update((t, buffers[b]) for t, b in outputs.items() if b in buffers)
+    return got
+
+
+_ENTRY = re.compile(r'^  ("(?:[^"\\]|\\.)*"|[^:\s]+): (\S+)\s*$')
+
+
+def _stored_outputs(text):
+    """The plan's own `outputs` placements, from its canonical text."""
+    out, inside = {}, False
+    for line in text.splitlines():
+        if line == "outputs:":
+            inside = True
+        elif inside:
+            m = _ENTRY.match(line)
+            if not m:
+                break
+            out[_unquote(m.group(1))] = m.group(2)
+    return out
+
+
 def _buffer():
     """A per-thread 128-byte buffer for placements (ctypes lets other
     threads run during a call, so one buffer per plan would race)."""
@@ -115,6 +184,8 @@ class Plan(_Handle):
     _free = staticmethod(lambda p: fn.free(p))
     _kind = "plan"
     _names = None  # tensor name -> index, built on the first lookup
+    _leaf = None  # per tensor index: 1 for a leaf (input, param, const)
+    _produced = None  # produced tensor -> placement, from the lowering
 
     @classmethod
     def load(cls, path, threads=0, program_root=None):
@@ -219,8 +290,11 @@ class Plan(_Handle):
         return i
 
     def placement(self, tensor):
-        """The stored placement of an input, param or const (compact form;
-        all R when the plan says nothing)."""
+        """The placement of a tensor (compact form): an input's, param's or
+        const's as stored (all R when the plan says nothing); a produced
+        tensor's as its op's strategy makes it (as lowering lays it out);
+        a program output's as the plan delivers it (its `outputs`
+        placement)."""
         h = self._ptr or self._h  # (self._h raises when closed)
         i = (tensor if type(tensor) is int and _INT_MIN <= tensor <= _INT_MAX
              else self._tensor_index(tensor))
@@ -230,7 +304,34 @@ class Plan(_Handle):
             buf = _buffer()
         if _tensor_placement(buf, 128, h, i) < 0:
             check(-9)
+        leaf = self._leaf
+        if leaf is None:
+            leaf = self._leaf = _leaf_flags(h)
+        if i < len(leaf) and not leaf[i] and fn.has_mesh(h):
+            return self._produced_placement(i)
         return buf.value.decode()
+
+    def _produced_placement(self, i):
+        """A produced tensor's placement: the lowered program's (outputs
+        as delivered), else its producer's strategy output."""
+        got = self._produced
+        if got is None:
+            got = _lowered_placements(self)
+            got.update(_stored_outputs(self.text()))
+            self._produced = got
+        prog = fn.get_program(self._h)
+        name = fn.program_tensor_name(prog, i).decode("utf-8")
+        if name in got:
+            return got[name]
+        for o in self.program.ops:
+            if name in o.outputs:
+                st = self.strategy(o.index)
+                if st is not None:
+                    return st.outputs[o.outputs.index(name)]
+                break
+        raise UnsupportedError(
+            "the plan gives no placement for %r: its op has no strategy and "
+            "the plan does not lower" % name)
 
     def placement_spec(self, tensor):
         """placement() as a tuple of Shard/Replicate/Partial, one per axis."""

@@ -19,7 +19,8 @@ except ImportError:
     _torch = None
 
 __all__ = ["available", "to_dtensor_placements", "from_dtensor_placements",
-           "device_mesh", "program_from_module", "apply", "layout_of"]
+           "device_mesh", "program_from_module", "apply", "layout_of",
+           "parallelize"]
 
 
 def available():
@@ -61,6 +62,13 @@ def to_dtensor_placements(placement, ndim=None, as_tuples=None):
     DTensor; another order (S(0:1)S(0:0)) has no public DTensor placement
     and raises UnsupportedError."""
     pl = _pl.parse(placement)
+    if ndim is not None:  # S(-1:1)S(0:0) of a 1-D tensor nests one dim
+        pl = tuple(_pl.Shard(p.dim + ndim, p.level) if isinstance(
+            p, _pl.Shard) and p.dim < 0 else p for p in pl)
+    elif any(isinstance(p, _pl.Shard) and p.level is not None and p.dim < 0
+             for p in pl):
+        raise UsageError("%s nests a negative dim: pass ndim (the tensor's "
+                         "rank) to resolve it" % _pl.format(pl))
     levels = {}
     for axis, p in enumerate(pl):
         if isinstance(p, _pl.Shard) and p.level is not None:
@@ -133,10 +141,17 @@ def device_mesh(plan_or_mesh, device_type="cpu"):
 def layout_of(plan, tensor, coords):
     """The (local shape, global offset) of `tensor`'s block at mesh
     coordinates `coords`, as libplan lays out the plan's placement: what a
-    DTensor's local shard must equal."""
+    DTensor's local shard must equal. An empty block's offset along its
+    empty dim is that dim's size, DTensor's convention (libplan's
+    local_shape_and_offset gives the end of the parent piece there)."""
     m = plan.mesh
-    return _pl.local_shape_and_offset(plan.program.shape(tensor),
-                                      plan.placement(tensor), m.sizes, coords)
+    shape = plan.program.shape(tensor)
+    size, offset = _pl.local_shape_and_offset(shape, plan.placement(tensor),
+                                              m.sizes, coords)
+    # an empty block's offset is the dim's size, as DTensor gives it
+    # (libplan's layout says the end of the parent piece)
+    return size, tuple(shape[d] if n == 0 else o
+                       for d, (n, o) in enumerate(zip(size, offset)))
 
 
 def apply(module, plan, mesh=None):
@@ -1164,3 +1179,6 @@ def program_from_module(module, example_inputs, name=None):
             conv.fail("libplan infers %s %s for it, torch traced %s %s"
                       % (got[1], got[0], want[1], want[0]), node)
     return prog
+
+
+from .torch_parallel import parallelize  # noqa: E402,F401  (needs the above)

@@ -1,0 +1,192 @@
+"""libplan.torch.parallelize and the Python API fixes around it.
+
+Without torch: a produced tensor's and an output's placement, the repr of
+a parsed strategy, negative dims of nested placements, empty blocks'
+offsets, the lowered plan's collectives, grad_sync parsing. With torch:
+the pipeline refusal, then torchrun launches (gloo, CPU, 4 and 8
+processes, tests/python/torchrun/worker.py) whose every check must pass:
+the collectives per kind equal the lowered plan's (the forward's; for a
+training plan the whole step's: forward, backward, gradient sync), the
+loss, gradients and updated parameters equal the single-device module's,
+verify says EQUAL, and (4 processes) the unsynchronised and wrong-dim
+plans are caught."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from util import BINDING, MLP, PIPELINE, ROOT, libplan
+import libplan.torch as lt
+from libplan import torch_parallel as tp
+
+NEED_TORCH = "torch (with torch.distributed.tensor) is not installed"
+WORKER = os.path.join(ROOT, "tests", "python", "torchrun", "worker.py")
+LAUNCH_SECONDS = 300  # one launch; a loaded 2-core machine needs most
+
+
+class TestPlanPlacements(unittest.TestCase):
+    def test_produced_and_output_placements(self):
+        with libplan.load(MLP) as p:
+            self.assertEqual(p.placement("x"), "S(0)R")
+            self.assertEqual(p.placement("w2"), "RS(0)")
+            # h: fc1's strategy output; y: delivered as `outputs` says,
+            # not fc2's partial sums
+            self.assertEqual(p.placement("h"), "S(0)S(1)")
+            self.assertEqual(p.placement("a"), "S(0)S(1)")
+            self.assertEqual(p.placement("y"), "S(0)R")
+            self.assertEqual(p.strategy("mlp.fc2").outputs, ("S(0)P(sum)",))
+
+    def test_output_without_outputs_section(self):
+        text = open(MLP).read().replace(
+            "outputs:\n  y: {dp: S(0), tp: R}   # lowering inserts the "
+            "all-reduce over tp\n", "")
+        self.assertNotEqual(text, open(MLP).read())
+        with libplan.parse(text, base_dir=os.path.dirname(MLP)) as p:
+            # no `outputs` placement: lowering delivers the output whole
+            # (an all-reduce over tp, an all-gather over dp)
+            self.assertEqual(p.placement("y"), "RR")
+            self.assertEqual(p.placement("h"), "S(0)S(1)")
+
+    def test_parsed_strategy_repr(self):
+        with libplan.load(MLP) as p:
+            st = p.strategy("mlp.fc1")
+            self.assertEqual(repr(st.parsed()), repr(st))
+            self.assertEqual(repr(st),
+                             "Strategy(in=[S(0)R, RS(1)], out=[S(0)S(1)])")
+
+    def test_negative_dims_resolved_before_the_order_check(self):
+        with self.assertRaises(libplan.UnsupportedError):
+            lt.to_dtensor_placements("S(-1:1)S(0:0)", ndim=1, as_tuples=True)
+        with self.assertRaises(libplan.UnsupportedError):
+            lt.to_dtensor_placements("S(0:1)S(0:0)", ndim=1, as_tuples=True)
+        self.assertEqual(lt.to_dtensor_placements("S(-1:0)S(0:1)", ndim=1,
+                                                  as_tuples=True),
+                         [("Shard", 0), ("Shard", 0)])
+        with self.assertRaises(libplan.UsageError):  # which dim is -1?
+            lt.to_dtensor_placements("S(-1:1)S(0:0)", as_tuples=True)
+
+    def test_empty_block_offsets(self):
+        # shape [2] on [2, 2] as S(0)S(0): coordinates (0, 1) and (1, 1)
+        # hold nothing; libplan's layout puts them at the end of the parent
+        # piece, the bridge (as DTensor) at the dim's size
+        b = libplan.ProgramBuilder("tiny")
+        b.input("v", [2])
+        b.op("gelu", ["v"], "g", name="g")
+        b.outputs(["g"])
+        from libplan.placements import local_shape_and_offset
+        self.assertEqual(local_shape_and_offset([2], "S(0)S(0)", [2, 2],
+                                                (0, 1)), ((0,), (1,)))
+        with libplan.make_plan(b.build(), {"a": 2, "b": 2},
+                               placements={"v": "S(0)S(0)"}) as plan:
+            got = [lt.layout_of(plan, "v", c)
+                   for c in [(0, 0), (0, 1), (1, 0), (1, 1)]]
+            self.assertEqual(got, [((1,), (0,)), ((0,), (2,)),
+                                   ((1,), (1,)), ((0,), (2,))])
+            if lt.available():
+                from torch.distributed.tensor import Shard
+                from torch.distributed.tensor._utils import \
+                    _compute_local_shape_and_global_offset as torch_layout
+                want = [torch_layout((2,), (2, 2), list(c),
+                                     [Shard(0), Shard(0)])
+                        for c in [(0, 0), (0, 1), (1, 0), (1, 1)]]
+                self.assertEqual(got, want)
+
+    def test_lowered_collectives(self):
+        with libplan.load(MLP) as p:
+            got = tp.lowered_collectives(p)
+        self.assertEqual(got["all_reduce"], 1)
+        self.assertEqual(sum(got[k] for k in tp.COLLECTIVES), 1)
+        self.assertEqual(set(got), set(tp.COLLECTIVES + tp.LOCAL_STEPS))
+
+    def test_grad_sync_of(self):
+        train = os.path.join(os.path.dirname(MLP), "mlp-train.plan.yaml")
+        with libplan.load(train) as p:
+            self.assertEqual(tp.grad_sync_of(p), {"w1": "all_reduce",
+                                                  "w2": "all_reduce"})
+        with libplan.load(MLP) as p:
+            self.assertEqual(tp.grad_sync_of(p), {})
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestParallelizeRefuses(unittest.TestCase):
+    def test_pipeline_plan_refused(self):
+        import torch
+        with libplan.load(PIPELINE) as p:
+            with self.assertRaises(libplan.UnsupportedError) as cm:
+                lt.parallelize(torch.nn.Linear(2, 2), p)
+        self.assertIn("pipelined", str(cm.exception))
+        self.assertIn("does not run pipeline plans", str(cm.exception))
+
+    def test_not_a_plan(self):
+        import torch
+        with self.assertRaises(libplan.UsageError):
+            lt.parallelize(torch.nn.Linear(2, 2), "plan.yaml")
+
+
+def _launch(nproc, *args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = BINDING
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           "--nproc_per_node", str(nproc), WORKER] + list(args)
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                           timeout=LAUNCH_SECONDS,
+                           cwd=os.path.dirname(WORKER))
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError("torchrun with %d processes ran past %d s"
+                             % (nproc, LAUNCH_SECONDS)) from e
+    lines = [ln for ln in r.stdout.splitlines()
+             if ln.startswith(("ok ", "FAIL "))]
+    return r, lines
+
+
+def _result(line):
+    return json.loads(line[line.index("{"):])
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestParallelizeUnderTorchrun(unittest.TestCase):
+    """Each launch runs the MLP and the transformer block; the driver
+    checks the worker's figures again, so a worker that printed ok without
+    them fails here too."""
+
+    def check(self, nproc, negative):
+        r, lines = _launch(nproc, *(["--negative"] if negative else []))
+        detail = "\n".join(lines) + "\n" + r.stderr[-3000:]
+        self.assertEqual(r.returncode, 0, detail)
+        want = 7 if negative else 3
+        self.assertEqual(len(lines), want, detail)
+        for line in lines:
+            self.assertTrue(line.startswith("ok "), line)
+            res = _result(line)
+            self.assertEqual(res["world"], nproc)
+            if res["variant"] is None:
+                for k in tp.COLLECTIVES:
+                    self.assertEqual(res["run"][k], res["plan"][k], line)
+                self.assertLessEqual(res["max_diff"], 1e-5, line)
+                self.assertIs(res["verify_equal"], True, line)
+            elif res["variant"] == "no_sync":
+                self.assertGreater(res["max_diff"], 1e-3, line)
+                if res["case"] == "mlp_train":  # verify runs that plan
+                    self.assertIs(res["verify_equal"], False, line)
+            else:
+                self.assertIs(res["verify_equal"], False, line)
+                self.assertFalse(res["counts_equal"], line)
+        cases = {(_result(ln)["case"], _result(ln)["variant"])
+                 for ln in lines}
+        self.assertIn(("mlp", None), cases)
+        self.assertIn(("mlp_train", None), cases)
+        self.assertIn(("block", None), cases)
+
+    def test_4_processes(self):
+        self.check(4, negative=True)
+
+    def test_8_processes(self):
+        self.check(8, negative=False)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,103 @@
+"""The models and plans the torchrun worker runs parallelized: a Megatron
+MLP (examples/mlp-megatron.plan.yaml's placements on a traced nn.Linear
+MLP), the same MLP with its loss in the module and a `training` section
+(so the lowered plan is the training step: forward, backward, gradient
+sync), and a pre-norm transformer block with Megatron + sequence
+parallelism (tests/python/test_torch.py's plan), on dp=2 x
+tp=world/2."""
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # tests/python: util, test_torch
+
+from util import libplan  # noqa: E402  (the in-tree binding)
+import test_torch as tt  # noqa: E402
+
+MLP_PLACEMENTS = {"x": "S(0)R", "fc1.weight": "RS(0)", "fc1.bias": "RS(0)",
+                  "fc2.weight": "RS(1)", "fc2.bias": "RP(sum)"}
+MLP_STRATEGIES = {"fc1": (["S(0)R", "RS(0)", "RS(0)"], "S(0)S(1)"),
+                  "act": (["S(0)S(1)"], "S(0)S(1)"),
+                  "fc2": (["S(0)S(1)", "RS(1)", "RP(sum)"], "S(0)P(sum)")}
+MLP_OUTPUTS = {"fc2": "S(0)R"}
+
+
+def mlp_module(hidden=32):
+    import torch
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(16, hidden)
+            self.act = torch.nn.GELU()
+            self.fc2 = torch.nn.Linear(hidden, 16)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    return MLP()
+
+
+def train_module():
+    """The MLP with its loss, mean(y * y), in its forward."""
+    import torch
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = mlp_module()
+
+        def forward(self, x):
+            y = self.inner(x)
+            return (y * y).mean()
+
+    return WithLoss()
+
+
+# The MLP's plan under `inner.`, the loss's ops with the batch on dp: the
+# mean is a partial average over dp, all-reduced into the replicated loss.
+TRAIN_PLACEMENTS = {("inner." + k if k != "x" else k): v
+                    for k, v in MLP_PLACEMENTS.items()}
+TRAIN_STRATEGIES = dict({"inner." + k: v for k, v in MLP_STRATEGIES.items()},
+                        mul=(["S(0)R", "S(0)R"], "S(0)R"),
+                        mean=(["S(0)R"], "P(avg)R"))
+TRAIN_OUTPUTS = {"mean": "RR"}
+TRAINING = 'training:\n  optimizer: {kind: sgd, lr: %g}\n' \
+           '  grad_sync: {"*": %s}\n'
+
+
+def block_module(tp):
+    return tt._block(d=16, heads=max(2, tp), seq=8)
+
+
+def case(name, tp):
+    """(module factory, example input, placements, strategies, outputs)."""
+    import torch
+    if name == "mlp":
+        return (lambda: mlp_module(), torch.randn(8, 16), MLP_PLACEMENTS,
+                MLP_STRATEGIES, MLP_OUTPUTS)
+    if name == "mlp_train":
+        return (train_module, torch.randn(8, 16), TRAIN_PLACEMENTS,
+                TRAIN_STRATEGIES, TRAIN_OUTPUTS)
+    return (lambda: block_module(tp), torch.randn(4, 8, 16),
+            tt._BLOCK_PLACEMENTS, tt._BLOCK_STRATEGIES,
+            {"add_2": tt._SP})
+
+
+def make_plan(module, x, mesh, placements, strategies, outputs, lr=None,
+              sync="auto"):
+    """The plan of the traced module; with `lr`, a training plan (the
+    module's output is the loss, SGD at that rate, every gradient synced
+    as `sync` says)."""
+    import libplan.torch as lt
+    with lt.program_from_module(module, (x,)) as prog:
+        plan = libplan.make_plan(prog, mesh, placements=placements,
+                                 strategies=strategies, outputs=outputs)
+    if lr is None:
+        return plan
+    with plan:
+        lines = plan.text(self_contained=True).split("\n")
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("  outputs:"))
+    lines.insert(at + 1, "  loss: %s" % next(iter(outputs)))
+    return libplan.parse("\n".join(lines) + TRAINING % (lr, sync))
