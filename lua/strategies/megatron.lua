@@ -9,14 +9,21 @@
 --     replicated, the output features split), o and down row parallel
 --     (the contraction split, a partial sum reduced once a block); the
 --     ops between keep the head split; norms and residual adds run
---     replicated on tp.
+--     replicated on tp;
+--   * sequence parallel (Korthikanti et al., 2022) when the tp axis is
+--     named sp (no axis named tp) or opts.sequence_parallel is set: norms
+--     and residual adds split the sequence over that axis, gathered before
+--     a column-parallel projection, reduce-scattered after a row-parallel
+--     one.
 local util = ...
 
-return function(p, _opts)
+return function(p, opts)
   local mesh = p:mesh()
   local tp = util.axis(p, "tp")
+  local seq = opts and opts.sequence_parallel and true or false
+  if not tp and util.axis(p, "sp") then tp, seq = util.axis(p, "sp"), true end
   local dp = util.axis(p, "dp")
   if not dp and tp ~= 1 then dp = 1 end
   if not tp and #mesh >= 2 and dp == 1 then tp = 2 end
-  return util.recipe(p, {batch = {dp}, tp = tp})
+  return util.recipe(p, {batch = {dp}, tp = tp, seq = seq and tp ~= nil})
 end

@@ -186,8 +186,9 @@ end
 -- The expert recipes (megatron, fsdp), found by pattern on the graph.
 -- cfg.batch: the axes that split the batch (dim 0 of every activation;
 -- parameters replicated on them); cfg.tp: the tensor-parallel axis or
--- nil. On tp, a projection (a matmul or linear reading a parameter) whose
--- activation arrives replicated is column parallel (its output split on
+-- nil; cfg.seq: sequence parallelism on tp (want_entry). On tp, a
+-- projection (a matmul or linear reading a parameter) whose activation
+-- arrives replicated is column parallel (its output split on
 -- the last dim), one whose activation arrives split on its last dim is
 -- row parallel (a partial sum out, reduced where the next op reads it);
 -- every other op keeps the layout its inputs arrive in (the head split of
@@ -202,16 +203,32 @@ local function is_param(p, t)
 end
 util.is_param = is_param
 
--- What op's input j should be on axis a, or nil when any entry will do.
-local function want_entry(p, op, j, a, cur, cfg)
+-- What op's input j should be on axis a. With cfg.seq (sequence
+-- parallelism on tp), an activation of rank 3 or more that would be
+-- replicated on tp outside a projection is split on its sequence (dim 1)
+-- instead, a partial sum reduce-scattered there; a projection gathers its
+-- activation unless it arrives split on its features (row parallel).
+local function want_entry(p, op, j, a, cur, cfg, proj)
   local t = op.inputs[j]
+  local e
   if cur[j] then
-    local e = util.entries(cur[j])[a]
-    if e:sub(1, 1) == "P" then return "R" end
-    return e
+    e = util.entries(cur[j])[a]
+    if e:sub(1, 1) == "P" then e = "R" end
+  elseif cfg.batch_set[a] then
+    return is_param(p, t) and "R" or "S(0)"
+  else
+    e = "R"
   end
-  if cfg.batch_set[a] then return is_param(p, t) and "R" or "S(0)" end
-  return "R"
+  if cfg.seq and a == cfg.tp then
+    local x = p:tensor(t)
+    local rank = #x.shape
+    if proj and j == 1 then
+      if e ~= "S(" .. (rank - 1) .. ")" then e = "R" end
+    elseif e == "R" and rank >= 3 and x.role ~= "param" and x.role ~= "const" then
+      e = "S(1)"
+    end
+  end
+  return e
 end
 
 -- The score of strategy s for op under cfg (higher is better).
@@ -222,7 +239,7 @@ local function recipe_score(p, op, s, cur, cfg, proj)
     for a = 1, naxes do
       -- a projection's parameters on tp follow from its output's layout
       if not (proj and a == cfg.tp and is_param(p, op.inputs[j])) then
-        local w = want_entry(p, op, j, a, cur, cfg)
+        local w = want_entry(p, op, j, a, cur, cfg, proj)
         if w == nil or e[a] == w then
           score = score + (cfg.batch_set[a] and 100 or 10)
         end
@@ -231,8 +248,7 @@ local function recipe_score(p, op, s, cur, cfg, proj)
   end
   local out = util.entries(s.out[1])
   if proj and cfg.tp then
-    local act = cur[1] and util.entries(cur[1])[cfg.tp] or "R"
-    if act:sub(1, 1) == "P" then act = "R" end
+    local act = want_entry(p, op, 1, cfg.tp, cur, cfg, proj)
     local rank_in = #p:tensor(op.inputs[1]).shape
     local rank_out = #p:tensor(op.outputs[1]).shape
     if act == "R" and out[cfg.tp] == "S(" .. (rank_out - 1) .. ")" then

@@ -16,7 +16,7 @@ local function strategy(name)
 end
 
 -- A search from a plan file (its decisions cleared) or a program on a mesh.
-local function search(input, mesh, name)
+local function search(input, mesh, name, extra)
   local p = mesh and assert(plan.new{program = input, mesh = mesh})
                   or assert(plan.load(input))
   for _, op in ipairs(p:ops()) do p:clear_strategy(op) end
@@ -25,7 +25,9 @@ local function search(input, mesh, name)
       if not p:tensor(t).producer then p:set_placement(t, nil) end
     end
   end
-  local placed = strategy(name)(p, {outputs = p:outputs(), hardware = "h100"})
+  local opts = {outputs = p:outputs(), hardware = "h100"}
+  for k, v in pairs(extra or {}) do opts[k] = v end
+  local placed = strategy(name)(p, opts)
   util.deliver_outputs(p, placed, p:outputs())
   local ok, findings = p:validate()
   check(ok, name .. ": invalid plan: " .. tostring(findings[1]))
@@ -86,6 +88,37 @@ check(s1["in"][1] == "S(0)R" and s1["in"][2] == "RS(1)" and s1.out[1] == "S(0)S(
       "megatron fc1 is column parallel: " .. table.concat(s1["in"], ","))
 check(s2["in"][1] == "S(0)S(1)" and s2["in"][2] == "RS(0)" and s2.out[1] == "S(0)P(sum)",
       "megatron fc2 is row parallel: " .. s2.out[1])
+
+-- sequence parallel: the hand-written Megatron-SP transformer block
+local block = "examples/transformer-block.plan.yaml"
+local hand = assert(plan.load(block))
+local sp = search(block, nil, "megatron", {sequence_parallel = true})
+for _, op in ipairs(hand:ops()) do
+  local a, b = hand:strategy(op), sp:strategy(op)
+  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
+        table.concat(a.out, ",") == table.concat(b.out, ","),
+        "megatron sequence parallel: " .. op .. " differs from " .. block)
+end
+check(sp:strategy("block.ln1")["in"][1] == "S(0)S(1)", "ln1 is not sequence parallel")
+local eq0, text0 = sp:verify{mode = "exact"}
+check(eq0, "megatron sequence parallel: " .. text0)
+-- a mesh whose tensor-parallel axis is named sp: the same plan
+local f0 = assert(io.open(block, "r"))
+local src = f0:read("a"):gsub("axes: %[dp=2, tp=2%]", "axes: [dp=2, sp=2]")
+f0:close()
+local named = assert(plan.parse(src, "sp.plan.yaml"))
+for _, op in ipairs(named:ops()) do named:clear_strategy(op) end
+util.deliver_outputs(named, strategy("megatron")(named, {outputs = named:outputs()}),
+                     named:outputs())
+check(named:mesh()[2].name == "sp", "the mesh is not dp x sp")
+for _, op in ipairs(hand:ops()) do
+  check(table.concat(named:strategy(op)["in"], ",") == table.concat(hand:strategy(op)["in"], ","),
+        "megatron on dp x sp: " .. op .. " differs from " .. block)
+end
+-- without the flag the norms are replicated on tp
+local nosp = search(block, nil, "megatron")
+check(nosp:strategy("block.ln1")["in"][1] == "S(0)R", "ln1 without sequence parallelism")
+check(nosp:strategy("block.attn.qkv").out[1] == "S(0)S(2)", "qkv is not column parallel")
 
 -- fsdp: every parameter sharded on dim 0 along dp, tp as megatron's
 for _, file in ipairs{"examples/mlp-train.plan.yaml", "examples/transformer-train.plan.yaml"} do
