@@ -14,7 +14,10 @@
 --     named sp (no axis named tp) or opts.sequence_parallel is set: norms
 --     and residual adds split the sequence over that axis, gathered before
 --     a column-parallel projection, reduce-scattered after a row-parallel
---     one.
+--     one;
+--   * expert parallel on an axis named ep: the ops that read expert
+--     weights ([experts, in, out]) split the experts over it, every other
+--     op the batch; the tokens move by all-to-all between the two.
 local util = ...
 
 return function(p, opts)
@@ -22,8 +25,13 @@ return function(p, opts)
   local tp = util.axis(p, "tp")
   local seq = opts and opts.sequence_parallel and true or false
   if not tp and util.axis(p, "sp") then tp, seq = util.axis(p, "sp"), true end
+  local ep = util.axis(p, "ep")
   local dp = util.axis(p, "dp")
-  if not dp and tp ~= 1 then dp = 1 end
-  if not tp and #mesh >= 2 and dp == 1 then tp = 2 end
-  return util.recipe(p, {batch = {dp}, tp = tp, seq = seq and tp ~= nil})
+  if not dp and tp ~= 1 and ep ~= 1 then dp = 1 end
+  if not tp and #mesh >= 2 and dp == 1 and ep ~= 2 then tp = 2 end
+  local batch = {}
+  if dp then batch[#batch + 1] = dp end
+  if ep then batch[#batch + 1] = ep end
+  return util.recipe(p, {batch = batch, tp = tp, ep = ep,
+                         seq = seq and tp ~= nil})
 end

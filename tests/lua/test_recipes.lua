@@ -1,8 +1,10 @@
 -- The expert recipes found by pattern on the graph: megatron on the
 -- Llama-3-8B layer places every projection weight as the hand-written
 -- Megatron recipe does, is modeled within a few percent of it and
--- verifies EQUAL on the reduced program; on the 2-D MLP it is still
--- column then row parallel; fsdp stores every parameter sharded on dim 0
+-- verifies EQUAL on the reduced program; its sequence-parallel form makes
+-- the hand-written transformer block; on the Mixtral layer (ep) it makes
+-- the expert-parallel recipe, and the DiT block on dp x sp verifies; on
+-- the 2-D MLP it is still column then row parallel; fsdp stores every parameter sharded on dim 0
 -- along the fsdp (or dp) axis, splits the batch there, keeps megatron's
 -- tp, and verifies EQUAL on the training examples.
 local plan = require "plan"
@@ -80,6 +82,31 @@ check(math.abs(mc - rc) <= 0.03 * rc,
       string.format("megatron %.4g s, the recipe %.4g s", mc, rc))
 local ok, out = verify_reduced(m)
 check(ok and out:find("EQUAL", 1, true), "megatron llama: " .. out)
+
+-- expert parallel on the Mixtral layer (ep=8): the experts split where
+-- they meet their weights, the tokens elsewhere, as the recipe has it
+local moe_file = "examples/models/mixtral-moe-layer.recipe.plan.yaml"
+local moe_recipe = assert(plan.load(moe_file))
+local moe = search(moe_file, nil, "megatron")
+for t, pl in pairs(param_placements(moe_recipe)) do
+  check(param_placements(moe)[t] == pl, "megatron ep: " .. t .. " is " ..
+        tostring(param_placements(moe)[t]) .. ", the recipe has " .. pl)
+end
+for _, op in ipairs(moe_recipe:ops()) do
+  local a, b = moe_recipe:strategy(op), moe:strategy(op)
+  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
+        table.concat(a.out, ",") == table.concat(b.out, ","),
+        "megatron ep: " .. op .. " differs from the recipe")
+end
+ok, out = verify_reduced(moe)
+check(ok and out:find("EQUAL", 1, true), "megatron mixtral: " .. out)
+
+-- the DiT block on dp x sp: tensor and sequence parallel, and it verifies
+local dit = search("examples/models/dit-block.recipe.plan.yaml", nil, "megatron")
+check(dit:placement("attn.q.weight") == "RS(1)" and dit:placement("attn.o.weight") == "RS(0)",
+      "megatron dit: q " .. tostring(dit:placement("attn.q.weight")))
+ok, out = verify_reduced(dit)
+check(ok and out:find("EQUAL", 1, true), "megatron dit: " .. out)
 
 -- the 2-D MLP: still column, then row parallel
 local mlp = search("examples/mlp-program.yaml", "dp=2,tp=2", "megatron")
