@@ -190,9 +190,9 @@ end
 -- expert-parallel axis (also in cfg.batch), splitting the experts of the
 -- ops that read [experts, ...] weights, the rest batch-split. On tp, a
 -- projection (a matmul or linear reading a parameter) whose activation
--- arrives replicated is column parallel (its output split on
--- the last dim), one whose activation arrives split on its last dim is
--- row parallel (a partial sum out, reduced where the next op reads it);
+-- arrives replicated is column parallel (its output split on the last
+-- dim), one whose activation arrives split on its last dim is row
+-- parallel (a partial sum out, reduced where the next op reads it);
 -- every other op keeps the layout its inputs arrive in (the head split of
 -- attention, the replicated norms and residual adds), partial sums
 -- reduced first. Among an op's legal strategies it takes the one that
