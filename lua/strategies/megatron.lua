@@ -1,59 +1,37 @@
 -- megatron: the expert recipe, the baseline every search must match or
--- beat (Shoeybi et al., "Megatron-LM", 2019; Korthikanti et al., "Reducing
--- Activation Recomputation in Large Transformer Models", 2022):
---   * data parallel: the axis named dp (else the first) splits the batch,
---     dim 0 of every activation;
---   * tensor parallel: along the axis named tp (else the second), a matmul
---     whose activation arrives replicated is column parallel (its output
---     features split), and one whose activation arrives split on its
---     features is row parallel (the contraction split, a partial sum out),
---     so each MLP or attention block needs one reduction; ops in between
---     keep the layout they receive when their rule allows it.
--- Among an op's legal strategies it takes the best by that recipe; ties go
--- to the earlier strategy in the canonical list.
+-- beat (Shoeybi et al., "Megatron-LM", 2019), found by pattern on the
+-- graph (util.recipe):
+--   * data parallel: the axis named dp (else the first axis that is not
+--     tp) splits the batch, dim 0 of every activation; parameters are
+--     replicated on it;
+--   * tensor parallel: along the axis named tp (else the second), q/k/v
+--     (or a fused qkv), gate and up are column parallel (the activation
+--     replicated, the output features split), o and down row parallel
+--     (the contraction split, a partial sum reduced once a block); the
+--     ops between keep the head split; norms and residual adds run
+--     replicated on tp;
+--   * sequence parallel (Korthikanti et al., 2022) when the tp axis is
+--     named sp (no axis named tp) or opts.sequence_parallel is set: norms
+--     and residual adds split the sequence over that axis, gathered before
+--     a column-parallel projection, reduce-scattered after a row-parallel
+--     one;
+--   * expert parallel on an axis named ep: the ops that read expert
+--     weights ([experts, in, out]) split the experts over it, every other
+--     op the batch; the tokens move by all-to-all between the two.
 local util = ...
 
-local matmuls = {matmul = true, linear = true}
-
-return function(p, _opts)
-  local dp = util.axis(p, "dp") or 1
-  local tp = util.axis(p, "tp") or (dp == 1 and 2 or 1)
-  if #p:mesh() < 2 then tp = nil end
-  local placed = {}
-  for _, name in ipairs(p:ops()) do
-    local op = p:op(name)
-    if not p:pinned(name) then
-      local cur = util.current(p, op, placed)
-      local best, best_score
-      for _, s in ipairs(p:strategies(name)) do
-        local score = 0
-        local e1 = util.entries(s["in"][1])
-        if e1[dp] == "S(0)" then score = score + 100 end
-        for j = 1, #s["in"] do
-          if cur[j] == nil or cur[j] == s["in"][j] then score = score + 10 end
-        end
-        if tp then
-          -- tensor parallelism never splits the batch
-          if util.entries(s["in"][1])[tp] == "S(0)" then score = score - 50 end
-          local uses_tp = false
-          for j = 1, #s["in"] do
-            if util.entries(s["in"][j])[tp] ~= "R" then uses_tp = true end
-          end
-          if uses_tp then score = score + 5 end
-          if matmuls[op.kind] then
-            local act = cur[1] and util.entries(cur[1])[tp] or "R"
-            local out = util.entries(s.out[1])[tp]
-            if act == "R" and out:sub(1, 1) == "S" then score = score + 3 end
-            if act ~= "R" and out:sub(1, 1) == "P" then score = score + 3 end
-          end
-        end
-        if best_score == nil or score > best_score then
-          best, best_score = s, score
-        end
-      end
-      p:apply(name, best)
-    end
-    util.record(p, op, p:strategy(name), placed)
-  end
-  return placed
+return function(p, opts)
+  local mesh = p:mesh()
+  local tp = util.axis(p, "tp")
+  local seq = opts and opts.sequence_parallel and true or false
+  if not tp and util.axis(p, "sp") then tp, seq = util.axis(p, "sp"), true end
+  local ep = util.axis(p, "ep")
+  local dp = util.axis(p, "dp")
+  if not dp and tp ~= 1 and ep ~= 1 then dp = 1 end
+  if not tp and #mesh >= 2 and dp == 1 and ep ~= 2 then tp = 2 end
+  local batch = {}
+  if dp then batch[#batch + 1] = dp end
+  if ep then batch[#batch + 1] = ep end
+  return util.recipe(p, {batch = batch, tp = tp, ep = ep,
+                         seq = seq and tp ~= nil})
 end

@@ -183,4 +183,130 @@ function util.layers(p, info, alive_after)
   return segments
 end
 
+-- The expert recipes (megatron, fsdp), found by pattern on the graph.
+-- cfg.batch: the axes that split the batch (dim 0 of every activation;
+-- parameters replicated on them); cfg.tp: the tensor-parallel axis or
+-- nil; cfg.seq: sequence parallelism on tp (want_entry); cfg.ep: the
+-- expert-parallel axis (also in cfg.batch), splitting the experts of the
+-- ops that read [experts, ...] weights, the rest batch-split. On tp, a
+-- projection (a matmul or linear reading a parameter) whose activation
+-- arrives replicated is column parallel (its output split on the last
+-- dim), one whose activation arrives split on its last dim is row
+-- parallel (a partial sum out, reduced where the next op reads it);
+-- every other op keeps the layout its inputs arrive in (the head split of
+-- attention, the replicated norms and residual adds), partial sums
+-- reduced first. Among an op's legal strategies it takes the one that
+-- matches those wants best; ties go to the earlier strategy.
+local projections = {matmul = true, linear = true}
+
+local function is_param(p, t)
+  local x = p:tensor(t)
+  return not x.producer and x.role == "param"
+end
+util.is_param = is_param
+
+-- What op's input j should be on axis a. With cfg.seq (sequence
+-- parallelism on tp), an activation of rank 3 or more that would be
+-- replicated on tp outside a projection is split on its sequence (dim 1)
+-- instead, a partial sum reduce-scattered there; a projection gathers its
+-- activation unless it arrives split on its features (row parallel).
+local function want_entry(p, op, j, a, cur, cfg, kind)
+  local t = op.inputs[j]
+  local e
+  if a == cfg.ep and kind.expert then
+    -- expert parallel: the expert dim (0) of the weights and of the
+    -- dispatched tokens that meet them
+    return "S(0)"
+  end
+  if cur[j] then
+    e = util.entries(cur[j])[a]
+    if e:sub(1, 1) == "P" then e = "R" end
+  elseif cfg.batch_set[a] then
+    return is_param(p, t) and "R" or "S(0)"
+  else
+    e = "R"
+  end
+  if cfg.seq and a == cfg.tp then
+    local x = p:tensor(t)
+    local rank = #x.shape
+    if kind.proj and j == 1 then
+      if e ~= "S(" .. (rank - 1) .. ")" then e = "R" end
+    elseif e == "R" and rank >= 3 and x.role ~= "param" and x.role ~= "const" then
+      e = "S(1)"
+    end
+  end
+  return e
+end
+
+-- The score of strategy s for op under cfg (higher is better).
+local function recipe_score(p, op, s, cur, cfg, kind)
+  local proj = kind.proj
+  local score, naxes = 0, #cfg.mesh
+  for j = 1, #s["in"] do
+    local e = util.entries(s["in"][j])
+    for a = 1, naxes do
+      -- a projection's parameters on tp follow from its output's layout
+      if not (proj and a == cfg.tp and is_param(p, op.inputs[j])) then
+        local w = want_entry(p, op, j, a, cur, cfg, kind)
+        if w == nil or e[a] == w then
+          score = score + (cfg.batch_set[a] and 100 or 10)
+        end
+      end
+    end
+  end
+  local out = util.entries(s.out[1])
+  if proj and cfg.tp then
+    local act = want_entry(p, op, 1, cfg.tp, cur, cfg, kind)
+    local rank_in = #p:tensor(op.inputs[1]).shape
+    local rank_out = #p:tensor(op.outputs[1]).shape
+    if act == "R" and out[cfg.tp] == "S(" .. (rank_out - 1) .. ")" then
+      score = score + 30 -- column parallel
+    elseif act == "S(" .. (rank_in - 1) .. ")" and out[cfg.tp] == "P(sum)" then
+      score = score + 30 -- row parallel
+    end
+  end
+  for a = 1, naxes do
+    -- a partial sum leaves only a row-parallel projection
+    if out[a] and out[a]:sub(1, 1) == "P" and not (proj and a == cfg.tp) then
+      score = score - 5
+    end
+  end
+  return score
+end
+
+-- Applies the recipe of cfg to every op p leaves free; returns where each
+-- tensor ends up.
+function util.recipe(p, cfg)
+  cfg.mesh = p:mesh()
+  cfg.batch_set = {}
+  for _, a in ipairs(cfg.batch or {}) do cfg.batch_set[a] = true end
+  local placed = {}
+  for _, name in ipairs(p:ops()) do
+    local op = p:op(name)
+    if not p:pinned(name) then
+      local cur = util.current(p, op, placed)
+      -- a projection reads a parameter; an expert op one of rank 3 or
+      -- more ([experts, in, out]), when the mesh has an ep axis
+      local kind = {}
+      for j = 1, #op.inputs do
+        local t = op.inputs[j]
+        if is_param(p, t) then
+          if j >= 2 and projections[op.kind] then kind.proj = true end
+          if cfg.ep and #p:tensor(t).shape >= 3 then kind.expert = true end
+        end
+      end
+      local best, best_score
+      for _, s in ipairs(p:strategies(name)) do
+        local score = recipe_score(p, op, s, cur, cfg, kind)
+        if best_score == nil or score > best_score then
+          best, best_score = s, score
+        end
+      end
+      p:apply(name, best)
+    end
+    util.record(p, op, p:strategy(name), placed)
+  end
+  return placed
+end
+
 return util
