@@ -203,6 +203,24 @@ $(MPI_PLUGIN): $(BUILD)/runners/mpi/comm_mpi.o $(STATIC)
 $(LUA_MOD): $(LUA_OBJ) $(STATIC)
 	$(CC) -shared $(LDFLAGS) -Wl,--exclude-libs,ALL -o $@ $(LUA_OBJ) $(STATIC) $(LDLIBS_ALL) $(CBC_LIBS)
 
+# The Lua module built against an installed libplan found by pkg-config,
+# for the rockspec (libplan-scm-1.rockspec: `luarocks make`): plan.so's
+# sources, linked to the shared libplan-verify instead of the archives.
+# luarocks passes CFLAGS, LUA_INCDIR and, to rock-install, INST_LIBDIR.
+ROCK_BUILD ?= build-rock
+ROCK_LUA_CFLAGS = $(if $(LUA_INCDIR),-I$(LUA_INCDIR),$(LUA_CFLAGS))
+.PHONY: rock rock-install
+rock:
+	@mkdir -p $(ROCK_BUILD)
+	python3 scripts/embed_lua.py $(ROCK_BUILD)/lua_sources.c lua $(LUA_FILES)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC -shared $(CFLAGS) \
+	  $$(pkg-config --cflags libplan-verify) -Ilua $(ROCK_LUA_CFLAGS) $(CBC_CFLAGS) \
+	  -o $(ROCK_BUILD)/plan.so $(filter-out $(SEARCH_SRC),$(wildcard lua/*.c)) \
+	  $(ROCK_BUILD)/lua_sources.c $$(pkg-config --libs libplan-verify) $(CBC_LIBS)
+rock-install:
+	install -d $(INST_LIBDIR)
+	install -m 755 $(ROCK_BUILD)/plan.so $(INST_LIBDIR)/plan.so
+
 # The search API's test links the Lua objects too, and runs the tool.
 $(BUILD)/tests/test_search_api: tests/unit/test_search_api.c $(SEARCH_OBJ) $(LUA_OBJ) $(STATIC) | $(TOOL)
 	@mkdir -p $(dir $@)

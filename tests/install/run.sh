@@ -13,6 +13,8 @@
 #   - the installed tool (--version, validate, verify) and man page (every
 #     verb of `plan --help` has an entry; rendered when man exists);
 #   - the Lua module from a stock lua5.4 (LUA_CPATH);
+#   - the rock: `luarocks make` of libplan-scm-1.rockspec against the
+#     prefix (pkg-config), loaded by a stock lua5.4 from the rocks tree;
 #   - the Python binding installed with pip (no index, no library of its
 #     own), loading the installed library by SONAME (LD_LIBRARY_PATH);
 #   - a DESTDIR install (PREFIX=/usr/local, staged), where a stock lua5.4's
@@ -281,6 +283,27 @@ if command -v lua5.4 >/dev/null 2>&1; then
   check "lua5.4: require \"plan\" from the prefix, the same hash" lua_ok
 else
   note "no lua5.4: the Lua module is not checked"
+fi
+
+# ---- the rock ---------------------------------------------------------------
+# `luarocks make` of libplan-scm-1.rockspec against the installed prefix
+# (found by pkg-config), into a tree of its own; then the same hash from a
+# stock lua5.4 with the tree's cpath. Its build goes to $tmp, not the tree.
+if command -v luarocks >/dev/null 2>&1 && command -v lua5.4 >/dev/null 2>&1; then
+  rock_ok() {
+    (cd "$root" && env -i PATH=/usr/bin:/bin HOME="$tmp/home" \
+      PKG_CONFIG_PATH="$lib/pkgconfig" ROCK_BUILD="$tmp/rock-build" \
+      MAKEFLAGS='' luarocks --lua-version 5.4 make --tree "$tmp/rocks" \
+      libplan-scm-1.rockspec) &&
+      r=$(clean LD_LIBRARY_PATH="$lib" LUA_CPATH="$tmp/rocks/lib/lua/5.4/?.so" \
+        lua5.4 "$here/hash.lua" "$example") && echo "$r" &&
+      [ "$(echo "$r" | sed -n 1p)" = "$tmp/rocks/lib/lua/5.4/plan.so" ] &&
+      [ "$(echo "$r" | sed -n 2p)" = "$plan_hash" ] &&
+      [ ! -e "$root/build-rock" ]
+  }
+  check "luarocks make: the rock against the installed libplan, the same hash" rock_ok
+else
+  note "no luarocks: the rockspec is not checked"
 fi
 
 # ---- Python ---------------------------------------------------------------
