@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "line_edit.h"
 #include "lua_host.h"
 #include "lua_sources.h"
 #include "util.h"
@@ -83,7 +84,8 @@ static int run_repl(lua_State *L, run_args *r) {
   lua_getfield(L, -1, "stdin");
   lua_getfield(L, -2, "stdout");
   lua_remove(L, -3);
-  if (plan_lua_host_pcall(L, 2, 0)) {
+  int nargs = 2 + plan_cli_push_line_editor(L);
+  if (plan_lua_host_pcall(L, nargs, 0)) {
     fprintf(stderr, "plan: %s\n", plan_lua_host_message(L));
     r->status = EXIT_NEGATIVE;
   }

@@ -3,7 +3,9 @@
 -- (an unfinished statement continues on the next line), each expression's
 -- values printed, a plan as its table of ops and strategies; the last
 -- value is kept in `_`. An error prints its message and the session goes
--- on. Returns function(input, output), which reads to the end of input.
+-- on. Returns function(input, output, editor), which reads to the end of
+-- input; editor (on a terminal, cli/line_edit.c) reads the lines instead,
+-- with line editing and history, and prints the prompt itself.
 local plan = require "plan"
 
 -- A plan (the module's userdata) or not: it answers p:ops().
@@ -38,13 +40,19 @@ local function show(output, v)
   output:write(ops and plan_table(v, ops) or tostring(v), "\n")
 end
 
-return function(input, output)
+return function(input, output, editor)
   _G.plan = plan
   local pending
   while true do
-    output:write(pending and ">> " or "> ")
-    output:flush()
-    local line = input:read("l")
+    local prompt = pending and ">> " or "> "
+    local line
+    if editor then
+      line = editor:read(prompt)
+    else
+      output:write(prompt)
+      output:flush()
+      line = input:read("l")
+    end
     if not line then
       output:write("\n")
       return

@@ -793,6 +793,19 @@ has "$out" "> 4" "run -i: the last value in _"
 printf 'v = 42\n' >"$tmp/v.lua"
 runi 'v' "$tmp/v.lua"
 has "$out" "> 42" "run -i FILE: the script first"
+# on a terminal (script(1) makes one): line editing through libedit when
+# it is installed, each line kept in the history file
+if command -v script >/dev/null 2>&1 &&
+  { [ -e /usr/lib/x86_64-linux-gnu/libedit.so.2 ] ||
+    /sbin/ldconfig -p 2>/dev/null | grep -q 'libedit.so.2 '; }; then
+  printf 'y = 40 + 2\ny\n' | PLAN_HISTORY="$tmp/history" timeout 20 \
+    script -qec "'$plan' run -i" /dev/null >"$out" 2>"$err"
+  has "$out" "42" "run -i on a terminal: the session runs"
+  has "$tmp/history" 'y\040=\04040\040+\0402' "run -i on a terminal: the history file"
+  has "$tmp/history" "y" "run -i on a terminal: the history file"
+else
+  echo "cli: note: no script(1) or no libedit: run -i's line editing is not checked"
+fi
 printf 'print(select("#", ...), ...)\n' >"$tmp/args.lua"
 expect 0 "run FILE -- ARGS" run "$tmp/args.lua" -- a b
 has "$out" "2	a	b" "run FILE -- ARGS: the -- skipped"
