@@ -370,7 +370,7 @@ test: deps deps-python
 # swept); the plain run covers them all.
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" tests-build
-	SWEEP_SAMPLE=3 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
+	SWEEP_SAMPLE=6 DIST_MAX_RANKS=4 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)
@@ -412,7 +412,7 @@ bench-verify-models: $(TOOL)
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_OBJ := $(LIB_SRC:%.c=build-fuzz/obj/%.o)
-FUZZ_CHECK_SECONDS ?= 8
+FUZZ_CHECK_SECONDS ?= 5
 FUZZ_CC := clang -std=c11 -D_POSIX_C_SOURCE=200809L -g -O1 \
   -fsanitize=address,undefined -fno-sanitize-recover=undefined \
   $(INC_ALL) $(PKG_CFLAGS)

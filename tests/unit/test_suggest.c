@@ -68,7 +68,7 @@ static void test_hint_field(void **state) {
   (void)state;
   /* 300 names, the nearest in the last chunk */
   static named items[300];
-  static char text[300][16];
+  static char text[300][24];
   for (int i = 0; i < 300; i++) {
     snprintf(text[i], sizeof text[i], "layer%03d.fc", i);
     items[i].name = text[i];
