@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libplan/cost.h"
 #include "libplan/verify.h"
 #include "verify_ctx.h"
 
@@ -241,15 +242,10 @@ int plan_verify_memory_available(uint64_t *bytes) {
 
 /* ---- the estimate and the preflight -------------------------------------- */
 
+/* Bytes as every output of the tool writes them: binary units scaled to
+ * the value (plan_format_bytes). */
 void plan_vx_format_bytes(char *out, size_t cap, uint64_t b) {
-  static const char *const unit[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  double x = (double)b;
-  int u = 0;
-  while (x >= 1000 && u < 5) {
-    x /= 1000;
-    u++;
-  }
-  snprintf(out, cap, u && x < 10 ? "%.1f %s" : "%.0f %s", x, unit[u]);
+  plan_format_bytes(out, cap, (double)b);
 }
 
 int plan_verify_estimate(uint64_t *bytes, const plan_plan *p,

@@ -25,12 +25,12 @@ small=examples/mlp-megatron.plan.yaml
 
 expect_in 3 "over the limit" 10 verify --memory-limit 100MB "$big"
 has "$err" "verifying $big needs about" "over the limit"
-has "$err" "GB, 100 MB available (the limit given)" "over the limit"
+has "$err" "GiB, 95.37 MiB available (the limit given)" "over the limit"
 has "$err" "; --reduce verifies the same sharding in about" "over the limit"
 lacks "$out" "EQUAL" "over the limit: nothing run"
 # the estimate is of the run: a binary unit reads as its bytes
 expect_in 3 "over a binary limit" 10 verify --memory-limit 1GiB "$big"
-has "$err" "1.1 GB available" "over a binary limit"
+has "$err" "1.00 GiB available" "over a binary limit"
 # the same under the library's default, for a lowered file
 "$plan" lower "$big" >"$tmp/big.lowered.yaml" 2>"$err"
 expect_in 3 "a lowered file over the limit" 10 verify --memory-limit 1MB \

@@ -243,7 +243,7 @@ class TestMemoryLimit(unittest.TestCase):
                 p.verify(memory_limit=100 * 10 ** 6)
             msg = str(cm.exception)
             self.assertIn("needs about", msg)
-            self.assertIn("100 MB available (the limit given)", msg)
+            self.assertIn("GiB, 95.37 MiB available (the limit given)", msg)
             self.assertIn("--reduce verifies the same sharding", msg)
 
     def test_a_small_plan_fits_and_the_argument_is_checked(self):
