@@ -370,7 +370,7 @@ test: deps deps-python
 # swept); the plain run covers them all.
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" tests-build
-	SWEEP_SAMPLE=6 DIST_MAX_RANKS=4 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
+	SWEEP_SAMPLE=3 DIST_MAX_RANKS=4 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
 
 demo: deps all
 	@sh examples/demo.sh $(TOOL)
