@@ -21,22 +21,11 @@
 #include <math.h>
 
 #include "kernels_attention.h"
+#include "kernels_int.h"
 #include "base/numeric.h"
 #include "libplan/ops.h"
 
 #define CHUNK 64
-
-static double ld(const plan_view *v, int64_t i) {
-  return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]
-                              : (double)((const float *)v->data)[i];
-}
-
-static void st(plan_view *v, int64_t i, double x) {
-  if (v->dtype == PLAN_F64)
-    ((double *)v->data)[i] = x;
-  else
-    ((float *)v->data)[i] = (float)x;
-}
 
 static int64_t global_dim(const plan_view *v, int d) {
   return v->global_dims[d] > 0 ? v->global_dims[d] : v->dims[d];
@@ -81,7 +70,7 @@ static double mask_apply(const amask *am, const int64_t *g, double t) {
   for (int d = 0; d < 4; d++)
     i += am->stride[d] ? (g[d] - am->off[d]) * am->stride[d] : 0;
   if (am->is_float)
-    return t + ld(am->m, i);
+    return t + plan_kview_get(am->m, i);
   return ((const int64_t *)am->m->data)[i] ? t : HIDDEN;
 }
 
@@ -101,7 +90,8 @@ static double score(const arow *r, int64_t j) {
   int64_t gj = r->k->offset[2] + j;
   double t = 0;
   for (int64_t e = 0; e < d; e++)
-    t += ld(r->q, r->qrow + e) * ld(r->k, r->kbase + j * d + e);
+    t += plan_kview_get(r->q, r->qrow + e) *
+         plan_kview_get(r->k, r->kbase + j * d + e);
   int64_t g[4] = {r->g[0], r->g[1], r->g[2], gj};
   t = mask_apply(r->mask, g, r->scale * t);
   return r->causal && gj > r->g[2] ? t + HIDDEN : t;
@@ -121,11 +111,12 @@ static void one_row(const arow *r, plan_view *out, int64_t orow, int bits) {
       double p = exp(score(r, j) - m);
       sum += p;
       for (int64_t e = 0; e < n; e++)
-        acc[e] += p * ld(r->v, r->vbase + j * dv + c0 + e);
+        acc[e] += p * plan_kview_get(r->v, r->vbase + j * dv + c0 + e);
     }
     for (int64_t e = 0; e < n; e++) {
       double y = sum > 0 ? acc[e] / sum : 0;
-      st(out, orow + c0 + e, bits >= 0 ? plan_dyadic_round(y, bits) : y);
+      plan_kview_set(out, orow + c0 + e,
+                     bits >= 0 ? plan_dyadic_round(y, bits) : y);
     }
   }
 }

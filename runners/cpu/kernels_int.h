@@ -13,6 +13,20 @@
 
 #include "kernels.h"
 
+/* Element i of an F32 or F64 view, as a double, and stored from one: the
+ * kernels that compute in double whatever the dtype (routing, attention). */
+static inline double plan_kview_get(const plan_view *v, int64_t i) {
+  return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]
+                              : (double)((const float *)v->data)[i];
+}
+
+static inline void plan_kview_set(plan_view *v, int64_t i, double x) {
+  if (v->dtype == PLAN_F64)
+    ((double *)v->data)[i] = x;
+  else
+    ((float *)v->data)[i] = (float)x;
+}
+
 /* An elementwise binary op with numpy broadcasting: the output has `rank`
  * dims; sa / sb are the inputs' element strides per output dim (0 where the
  * input broadcasts along it). */

@@ -21,19 +21,8 @@
 #include <string.h>
 
 #include "kernels_route.h"
+#include "kernels_int.h"
 #include "libplan/ops.h"
-
-static double ld(const plan_view *v, int64_t i) {
-  return v->dtype == PLAN_F64 ? ((const double *)v->data)[i]
-                              : (double)((const float *)v->data)[i];
-}
-
-static void st(plan_view *v, int64_t i, double x) {
-  if (v->dtype == PLAN_F64)
-    ((double *)v->data)[i] = x;
-  else
-    ((float *)v->data)[i] = (float)x;
-}
 
 static int64_t count_of(const plan_view *v) {
   int64_t n = 1;
@@ -88,15 +77,16 @@ static void topk(const plan_view *x, plan_view *vals, plan_view *idx) {
       int64_t best = -1;
       double bv = 0;
       for (int64_t i = 0; i < n; i++) {
-        double v = ld(x, base + i);
-        if (j > 0 && !before(ld(vals, q * k + j - 1), oi[q * k + j - 1], v, i))
+        double v = plan_kview_get(x, base + i);
+        if (j > 0 && !before(plan_kview_get(vals, q * k + j - 1),
+                             oi[q * k + j - 1], v, i))
           continue;
         if (best < 0 || before(v, i, bv, best)) {
           best = i;
           bv = v;
         }
       }
-      st(vals, q * k + j, bv);
+      plan_kview_set(vals, q * k + j, bv);
       oi[q * k + j] = best;
     }
   }
@@ -113,7 +103,8 @@ static void gather(const plan_view *x, const plan_view *idx, plan_view *out) {
     for (int64_t j = 0; j < k; j++) {
       int64_t i = id[q * k + j] - lo;
       /* masked: an index another rank holds gives 0 here */
-      st(out, q * k + j, i >= 0 && i < n ? ld(x, q * n + i) : 0.0);
+      plan_kview_set(out, q * k + j,
+                     i >= 0 && i < n ? plan_kview_get(x, q * n + i) : 0.0);
     }
 }
 
@@ -128,7 +119,9 @@ static void scatter_add(const plan_view *src, const plan_view *idx,
     for (int64_t j = 0; j < k; j++) {
       int64_t i = id[q * k + j] - lo;
       if (i >= 0 && i < n) /* in order of j: deterministic */
-        st(out, q * n + i, ld(out, q * n + i) + ld(src, q * k + j));
+        plan_kview_set(out, q * n + i,
+                       plan_kview_get(out, q * n + i) +
+                           plan_kview_get(src, q * k + j));
     }
 }
 
@@ -192,19 +185,22 @@ static void walk(const moe_walk *w, const int64_t *id,
 static void dispatch_one(const moe_walk *w, int64_t r, int64_t tok,
                          int64_t slot) {
   const plan_view *x = &w->in[0], *wt = w->nin > 2 ? &w->in[2] : NULL;
-  double f = wt ? ld(wt, r) : 1.0;
+  double f = wt ? plan_kview_get(wt, r) : 1.0;
   for (int64_t d = 0; d < w->m->h; d++)
-    st(w->out, slot + d, wt ? f * ld(x, tok + d) : ld(x, tok + d));
+    plan_kview_set(w->out, slot + d,
+                   wt ? f * plan_kview_get(x, tok + d)
+                      : plan_kview_get(x, tok + d));
 }
 
 /* token += slot (times its weight): a token's choices in expert order */
 static void combine_one(const moe_walk *w, int64_t r, int64_t tok,
                         int64_t slot) {
   const plan_view *y = &w->in[0], *wt = w->nin > 2 ? &w->in[2] : NULL;
-  double f = wt ? ld(wt, r) : 1.0;
+  double f = wt ? plan_kview_get(wt, r) : 1.0;
   for (int64_t d = 0; d < w->m->h; d++) {
-    double v = ld(y, slot + d);
-    st(w->out, tok + d, ld(w->out, tok + d) + (wt ? f * v : v));
+    double v = plan_kview_get(y, slot + d);
+    plan_kview_set(w->out, tok + d,
+                   plan_kview_get(w->out, tok + d) + (wt ? f * v : v));
   }
 }
 
@@ -212,8 +208,9 @@ static void combine_one(const moe_walk *w, int64_t r, int64_t tok,
 static void wgrad_one(const moe_walk *w, int64_t r, int64_t tok, int64_t slot) {
   double acc = 0;
   for (int64_t d = 0; d < w->m->h; d++)
-    acc += ld(&w->in[0], tok + d) * ld(&w->in[1], slot + d);
-  st(w->out, r, acc);
+    acc += plan_kview_get(&w->in[0], tok + d) *
+           plan_kview_get(&w->in[1], slot + d);
+  plan_kview_set(w->out, r, acc);
 }
 
 int plan_kernel_route(int kind, const plan_view *in, int nin, plan_view *out) {
