@@ -21,45 +21,6 @@
 
 /* ---- names and patterns -------------------------------------------------- */
 
-static bool is_glob(const char *s) {
-  return strpbrk(s, "*?[") != NULL;
-}
-
-/* The plan format's glob: '*' any run (dots included), '?' one character,
- * '[abc]' / '[a-z]' one of a set. */
-static bool glob_match(const char *pat, const char *s) {
-  for (; *pat; pat++, s++) {
-    if (*pat == '*') {
-      for (;; s++) {
-        if (glob_match(pat + 1, s))
-          return true;
-        if (!*s)
-          return false;
-      }
-    }
-    if (!*s)
-      return false;
-    if (*pat == '[') {
-      const char *p = pat + 1;
-      bool hit = false;
-      for (; *p && *p != ']'; p++) {
-        if (p[1] == '-' && p[2] && p[2] != ']') {
-          hit |= *s >= p[0] && *s <= p[2];
-          p += 2;
-        } else {
-          hit |= *s == *p;
-        }
-      }
-      if (!*p || !hit)
-        return false;
-      pat = p;
-    } else if (*pat != '?' && *pat != *s) {
-      return false;
-    }
-  }
-  return !*s;
-}
-
 /* The op names, for did-you-mean (a userdata-free list on the stack is not
  * needed: the names are the program's own, valid while the plan is). */
 static void raise_unknown_op(lua_State *L, const plan_plan *p, const char *what,
@@ -80,7 +41,7 @@ static void for_pattern(lua_State *L, const plan_plan *p, const char *what,
                         const char *pat, void (*fn)(lua_State *, int, void *),
                         void *ctx) {
   const plan_program *prog = plan_get_program(p);
-  if (!is_glob(pat)) {
+  if (!plan_name_is_pattern(pat)) {
     int op = plan_program_op_find(prog, pat);
     if (op < 0)
       raise_unknown_op(L, p, what, pat);
@@ -89,7 +50,7 @@ static void for_pattern(lua_State *L, const plan_plan *p, const char *what,
   }
   int hits = 0;
   for (int i = 0; i < plan_program_op_count(prog); i++)
-    if (glob_match(pat, plan_program_op_name(prog, i))) {
+    if (plan_name_match(pat, plan_program_op_name(prog, i))) {
       fn(L, i, ctx);
       hits++;
     }

@@ -205,19 +205,6 @@ static int64_t region_index(int rank, const block *reg, const block *x,
   return g;
 }
 
-/* The global index of index q of region reg (of tensor t). */
-static int64_t region_global(const plan_tensor *t, const block *reg,
-                             int64_t q) {
-  int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    idx[d] = reg->local[d] ? q % reg->local[d] : 0;
-    q = reg->local[d] ? q / reg->local[d] : 0;
-  }
-  for (int d = 0; d < t->rank; d++)
-    g = g * t->dims[d] + reg->offset[d] + idx[d];
-  return g;
-}
-
 /* Buffer b's value over region reg (mb_region) into out, each element
  * from the first block that holds it, its partial group reduced; into mag
  * (may be NULL) the sum of the magnitudes the reduction added, the scale
@@ -535,7 +522,7 @@ static int check_op(vctx *c, int i, int64_t mb) {
       compare_local(got[k], want[k], mag[k], wout[k].n, is_float, &b, &lc);
       give(c, &wout[k], terms);
     }
-    lc.at = region_global(t, &wout[k], lc.at);
+    lc.at = plan_vx_global_index(t, &wout[k], lc.at);
     if (lc.bad)
       report_local(c, i, mb, "inputs", op->name, true, s->out[k], &lc, &b, red);
   }
@@ -581,7 +568,7 @@ static int check_redist(vctx *c, int i, int64_t mb) {
                      PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k, 0, NULL};
     local_cmp lc;
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
-    lc.at = region_global(t, &rout, lc.at);
+    lc.at = plan_vx_global_index(t, &rout, lc.at);
     if (lc.bad) {
       report_local(c, i, mb, "input", step_name(c, s), false, s->out[0], &lc,
                    &b, k);

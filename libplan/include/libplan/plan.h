@@ -253,6 +253,18 @@ PLAN_API int plan_get_provenance(plan_provenance_value **out,
  * PLAN_ENOMEM. The plan is unchanged on failure. */
 PLAN_API int plan_set_provenance(plan_plan *p, const plan_provenance_value *v);
 
+/* ---- name patterns ------------------------------------------------------- */
+
+/* 1 when `name` matches the glob `pattern` as the plan format's name
+ * patterns do (strategies, regions, stages: spec/plan-format.md): '*' any
+ * run of characters, dots included; '?' one character; '[abc]', '[a-z]',
+ * '[!a]' one character of (or not of) a set; an unclosed '[' is itself.
+ * Linear in the lengths times the pattern's stars at worst. 0 otherwise,
+ * and for a NULL argument. */
+PLAN_API int plan_name_match(const char *pattern, const char *name);
+/* 1 when `s` is a pattern (holds '*', '?' or '['), else 0 (also NULL). */
+PLAN_API int plan_name_is_pattern(const char *s);
+
 /* ---- validation, diff, drift --------------------------------------------- */
 
 /* Static validation (no numerics): strategies legal under each op's factor

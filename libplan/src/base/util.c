@@ -13,7 +13,8 @@
 
 #include <xxhash.h>
 
-#include "ir/ir.h" /* plan_reduce */
+#include "ir/ir.h"        /* plan_reduce */
+#include "libplan/plan.h" /* plan_name_match */
 
 /* ---- arena --------------------------------------------------------------- */
 
@@ -674,6 +675,14 @@ bool plan_glob_match(const char *pattern, const char *name) {
 
 bool plan_is_glob(const char *s) {
   return strpbrk(s, "*?[") != NULL;
+}
+
+int plan_name_match(const char *pattern, const char *name) {
+  return pattern && name && plan_glob_match(pattern, name);
+}
+
+int plan_name_is_pattern(const char *s) {
+  return s && plan_is_glob(s);
 }
 
 /* ---- short messages -------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cost/cost_model.h"
+#include "libplan/schedule.h"
 #include "ir/placement.h"
 
 /* Per stage (one row without a pipeline), per microbatch. */
@@ -514,11 +515,8 @@ static int describe(ctx *c) {
                  : p->training.optimizer == PLAN_OPT_SGD  ? "sgd"
                                                           : "none";
   r->pipeline = c->nst > 1 || p->pipeline.present;
-  static const char *const scheds[] = {"gpipe", "1f1b", "interleaved-1f1b",
-                                       "zb-h1", "explicit"};
-  r->schedule = r->pipeline && (unsigned)p->pipeline.schedule < PLAN_SCHED_COUNT
-                    ? scheds[p->pipeline.schedule]
-                    : "";
+  r->schedule =
+      r->pipeline ? plan_schedule_kind_name(p->pipeline.schedule) : "";
   r->microbatches = r->pipeline ? p->pipeline.microbatches : 1;
   r->nstages = r->pipeline ? c->nst : 0;
   if (failed || !r->mesh || !r->axis_links || !r->file || !r->hardware ||

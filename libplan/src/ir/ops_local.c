@@ -11,10 +11,6 @@
 #include "base/util.h"
 #include "ir/ops.h"
 
-static bool dtype_is_float(plan_dtype t) {
-  return t == PLAN_F64 || t == PLAN_F32 || t == PLAN_BF16 || t == PLAN_F16;
-}
-
 static int64_t count_of(const plan_shape *v) {
   int64_t n = 1;
   for (int d = 0; d < v->rank; d++)
@@ -147,7 +143,7 @@ static int check_embedding_grad(const plan_shape *in, int nin,
     return plan_errf(err, errsz,
                      "embedding_grad takes 2 inputs and gives 1 output");
   const plan_shape *dy = &in[0], *ids = &in[1];
-  if (!dtype_is_float(dy->dtype) || dtype_is_float(ids->dtype) ||
+  if (!plan_dtype_is_float(dy->dtype) || plan_dtype_is_float(ids->dtype) ||
       out->dtype != dy->dtype)
     return plan_errf(err, errsz,
                      "embedding_grad: dy and the output must be one float "

@@ -6,10 +6,7 @@
 
 #include "base/util.h"
 #include "lower/lower.h"
-
-static const char *const kind_names[PLAN_REDIST_COUNT] = {
-    "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
-    "slice",      "zero_non_owner", "relabel"};
+#include "lower/redist.h"
 
 const plan_plan *plan_lowered_plan(const plan_lowered *l) {
   return l ? l->plan : NULL;
@@ -23,7 +20,7 @@ int plan_lowered_collective_count(const plan_lowered *l, const char *kind) {
   if (!l || !kind)
     return -1;
   for (int k = 0; k < PLAN_REDIST_COUNT; k++)
-    if (!strcmp(kind, kind_names[k]))
+    if (!strcmp(kind, plan_redist_kind_name((plan_redist_kind)k)))
       return l->collectives[k];
   return -1;
 }
@@ -43,7 +40,7 @@ static int check_index(const void *out, const plan_lowered *l, int i, int n,
 /* The fields of a redistribution step that its kind gives meaning to. */
 static void redist_fields(plan_lowered_step_info *o,
                           const plan_redist_step *r) {
-  o->kind = (unsigned)r->kind < PLAN_REDIST_COUNT ? kind_names[r->kind] : "?";
+  o->kind = plan_redist_kind_name(r->kind);
   o->axis = r->axis;
   switch (r->kind) {
   case PLAN_REDIST_ALL_GATHER:

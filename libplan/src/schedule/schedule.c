@@ -332,41 +332,39 @@ static void gen_zbv(emitter *e, int r, int p, int64_t m) {
   int64_t n = m > 2 * p - 1 ? m : 2 * p - 1;
   int64_t f0 = 0, f1 = 0, b0 = 0, b1 = 0;
   int64_t start = e->n;
-#define ZBV(kind, stage, mb) emit(e, kind, stage, mb)
   for (int i = 0; i < 2 * (p - r) - 1; i++)
-    ZBV(PLAN_ACT_F, s0, f0++);
+    emit(e, PLAN_ACT_F, s0, f0++);
   for (int i = 0; i < r; i++) {
-    ZBV(PLAN_ACT_F, s1, f1++);
-    ZBV(PLAN_ACT_F, s0, f0++);
+    emit(e, PLAN_ACT_F, s1, f1++);
+    emit(e, PLAN_ACT_F, s0, f0++);
   }
   for (int i = 0; i < p - r; i++) {
-    ZBV(PLAN_ACT_F, s1, f1++);
-    ZBV(PLAN_ACT_I, s1, b1);
-    ZBV(PLAN_ACT_W, s1, b1++);
+    emit(e, PLAN_ACT_F, s1, f1++);
+    emit(e, PLAN_ACT_I, s1, b1);
+    emit(e, PLAN_ACT_W, s1, b1++);
   }
   while (f1 < f0 || f0 < n) {
     if (f0 < n)
-      ZBV(PLAN_ACT_F, s0, f0++);
-    ZBV(PLAN_ACT_I, s0, b0);
-    ZBV(PLAN_ACT_W, s0, b0++);
-    ZBV(PLAN_ACT_F, s1, f1++);
-    ZBV(PLAN_ACT_I, s1, b1);
-    ZBV(PLAN_ACT_W, s1, b1++);
+      emit(e, PLAN_ACT_F, s0, f0++);
+    emit(e, PLAN_ACT_I, s0, b0);
+    emit(e, PLAN_ACT_W, s0, b0++);
+    emit(e, PLAN_ACT_F, s1, f1++);
+    emit(e, PLAN_ACT_I, s1, b1);
+    emit(e, PLAN_ACT_W, s1, b1++);
   }
   int64_t w0 = b0, w1 = b1;
   for (int i = 0; i < r; i++) {
-    ZBV(PLAN_ACT_I, s0, b0++);
-    ZBV(PLAN_ACT_I, s1, b1++);
+    emit(e, PLAN_ACT_I, s0, b0++);
+    emit(e, PLAN_ACT_I, s1, b1++);
   }
   for (int i = 0; i < p - r; i++) {
-    ZBV(PLAN_ACT_I, s0, b0++);
-    ZBV(PLAN_ACT_W, s0, w0++);
+    emit(e, PLAN_ACT_I, s0, b0++);
+    emit(e, PLAN_ACT_W, s0, w0++);
   }
   while (w1 < b1)
-    ZBV(PLAN_ACT_W, s1, w1++);
+    emit(e, PLAN_ACT_W, s1, w1++);
   while (w0 < b0)
-    ZBV(PLAN_ACT_W, s0, w0++);
-#undef ZBV
+    emit(e, PLAN_ACT_W, s0, w0++);
   /* drop the padding microbatches */
   int64_t k = start;
   for (int64_t i = start; i < e->n; i++)

@@ -24,19 +24,8 @@ MLP_OUTPUTS = {"fc2": "S(0)R"}
 
 
 def mlp_module(hidden=32):
-    import torch
-
-    class MLP(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = torch.nn.Linear(16, hidden)
-            self.act = torch.nn.GELU()
-            self.fc2 = torch.nn.Linear(hidden, 16)
-
-        def forward(self, x):
-            return self.fc2(self.act(self.fc1(x)))
-
-    return MLP()
+    """fc1, GELU, fc2 (tests/python/test_torch.py's MLP)."""
+    return tt._mlp(hidden)
 
 
 def train_module():
