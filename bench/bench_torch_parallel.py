@@ -7,7 +7,8 @@ partial sums), the output replicated: one all-reduce a forward, as
 ColwiseParallel / RowwiseParallel run it. A step is forward, a loss,
 backward and an SGD step; each model runs BENCH_STEPS steps after
 BENCH_WARMUP, interleaved in rounds so both see the same machine load;
-the figure is the median round. Target: parallelize within 1.1x.
+the figures are each model's median step time and their ratio. Target:
+parallelize within 1.1x.
 
     python3 bench/bench_torch_parallel.py          (launches torchrun)
 

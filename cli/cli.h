@@ -24,13 +24,13 @@ typedef struct cli_verb {
   int (*run)(int argc, char **argv);
 } cli_verb;
 
-/* Prints the last libplan error as "plan: file:line:col: error: msg" and
- * returns EXIT_BAD_INPUT (or EXIT_CANNOT_RUN for PLAN_EUNSUPPORTED). */
 /* Sends the ending signals to the main thread, so the library's writer
  * can hold them back while a temporary file exists (signals.c). Call
  * first in main. */
 void cli_signals_init(void);
 
+/* Prints the last libplan error as "plan: file:line:col: error: msg" and
+ * returns EXIT_BAD_INPUT (or EXIT_CANNOT_RUN for PLAN_EUNSUPPORTED). */
 int cli_fail_last(void);
 /* The same for an error about `file`: named even when the library's
  * error names no file (out of memory while running it). */
@@ -43,10 +43,10 @@ int cli_usage(const char *verb, const char *fmt, ...)
     ;
 /* True when argv has -h or --help. */
 bool cli_wants_help(int argc, char **argv);
-/* Prints findings, one per line: "file:line:col: severity: message [code]". */
 /* The usage error of an unknown option of `verb`, with the nearest flags
  * its usage names (did-you-mean); returns EXIT_BAD_INPUT. */
 int cli_unknown_option(const char *verb, const char *arg);
+/* Prints findings, one per line: "file:line:col: severity: message [code]". */
 void cli_print_diags(FILE *f, const plan_diags *d);
 /* Prints findings as a JSON document (schema "libplan-findings/1"). */
 void cli_print_diags_json(FILE *f, const plan_diags *d, const char *verdict);

@@ -166,10 +166,13 @@ int cli_hardware_arg(const char *verb, const char *flag, const char *hw) {
   char hint[256];
   if (plan_suggest(hint, sizeof hint, hw, names, n))
     return cli_usage(verb, "%s: unknown hardware '%s'; %s", flag, hw, hint);
-  return cli_usage(verb,
-                   "%s: unknown hardware '%s' (h100-sxm, h200-sxm, a100-80gb "
-                   "and their short names)",
-                   flag, hw);
+  /* nothing near: the canonical names (every other entry of names[]) */
+  char list[256] = "";
+  for (size_t i = 0; i < n; i += 2)
+    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+             i ? ", " : "", names[i]);
+  return cli_usage(verb, "%s: unknown hardware '%s' (%s, or their short names)",
+                   flag, hw, list);
 }
 
 /* The length of the first component of s (after its '/'s). */

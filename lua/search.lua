@@ -286,11 +286,6 @@ local function search(req)
           evaluations = stats(p), seconds = seconds}
 end
 
--- The strategy a replay runs: trusting nothing in the plan file. A
--- built-in runs by its name; a file strategy runs from the file the user
--- names (req.script), whose hash must be the recorded one, or from the
--- script the provenance carries, only when req.trust_embedded_script, and
--- then in the sandbox. Returns strategy_fn's values.
 -- The folder of the plan a replay reads, where the strategy path its
 -- provenance records is resolved against (as a program path is).
 local function plan_dir(req)
@@ -304,6 +299,11 @@ local function against(dir, path)
   return dir .. "/" .. path
 end
 
+-- The strategy a replay runs: trusting nothing in the plan file. A
+-- built-in runs by its name; a file strategy runs from the file the user
+-- names (req.script), whose hash must be the recorded one, or from the
+-- script the provenance carries, only when req.trust_embedded_script, and
+-- then in the sandbox. Returns strategy_fn's values.
 local function replay_strategy(req, rec, name)
   local what = req.path or req.name
   local function text(v) return type(v) == "string" and v or nil end

@@ -28,30 +28,26 @@ bad() { # MESSAGE: counts a failure and shows the last run's output
   if [ -s "$err" ]; then echo "  stderr:"; sed -n '1,8s/^/    /p' "$err"; fi
 }
 
-run() { # ARGS...: the tool, output captured; sets $rc
-  timeout "${RUN_SECONDS:-120}" "$plan" "$@" >"$out" 2>"$err" </dev/null
-  rc=$?
-}
-
-run_in() { # SECONDS ARGS...: the same within SECONDS
+run_in() { # SECONDS ARGS...: the tool within SECONDS, output captured; sets $rc
   lib_secs=$1
   shift
   timeout "$lib_secs" "$plan" "$@" >"$out" 2>"$err" </dev/null
   rc=$?
 }
 
-expect() { # RC NAME ARGS...: the tool exits with RC
-  lib_want=$1 lib_name=$2
-  shift 2
-  run "$@"
-  if [ "$rc" -eq "$lib_want" ]; then ok; else bad "$lib_name: exit $rc, wanted $lib_want"; fi
-}
+run() { run_in "${RUN_SECONDS:-120}" "$@"; } # ARGS...: the same, RUN_SECONDS
 
 expect_in() { # RC NAME SECONDS ARGS...: the tool exits with RC within SECONDS
   lib_want=$1 lib_name=$2
   shift 2
   run_in "$@"
   if [ "$rc" -eq "$lib_want" ]; then ok; else bad "$lib_name: exit $rc, wanted $lib_want"; fi
+}
+
+expect() { # RC NAME ARGS...: the same within RUN_SECONDS
+  lib_rc=$1 lib_nm=$2
+  shift 2
+  expect_in "$lib_rc" "$lib_nm" "${RUN_SECONDS:-120}" "$@"
 }
 
 has() { # FILE TEXT NAME: FILE contains the fixed string TEXT

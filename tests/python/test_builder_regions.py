@@ -134,6 +134,15 @@ class TestBuilderRegions(unittest.TestCase):
             builder.make_plan(mlp_builder(), {"dp": 2},  # line at fault: mesh
                               placements={"x": "S(9)"})
         self.assertAtLine(cm.exception, "line at fault: mesh")
+        # a tensor named like a section keeps its own line
+        b = libplan.ProgramBuilder()
+        b.input("x", [4])
+        b.tensor("loss", [4], dtype="f33")  # line at fault: tensor loss
+        b.op("relu", ["x"], "y", name="r")
+        b.loss("y")
+        with self.assertRaises(libplan.Error) as cm:
+            b.build()
+        self.assertAtLine(cm.exception, "line at fault: tensor loss")
 
     def test_findings_read_as_the_tools(self):
         p = builder.make_plan(mlp_builder(), {"dp": 2}, name="m.yaml")

@@ -73,7 +73,7 @@ class ProgramBuilder:
     def __init__(self, name=""):
         self.name = name
         self._tensors = {}
-        self._where = {}  # tensor name or op index -> the caller's (file, line)
+        self._where = {}  # ("tensor", name), op index, "outputs", "loss" -> the caller's (file, line)
         self._ops = []
         self._outputs = None
         self._loss = None
@@ -86,7 +86,7 @@ class ProgramBuilder:
             d["role"] = role
         d.update(fields)
         self._tensors[name] = d
-        self._where[name] = _caller()
+        self._where[("tensor", name)] = _caller()
         return name
 
     def input(self, name, shape, dtype="f32", **fields):
@@ -130,7 +130,7 @@ class ProgramBuilder:
         lines.append(("  tensors:" + ("" if self._tensors else " {}"), where))
         for k, v in self._tensors.items():
             lines.append(("    %s: %s" % (_j(k), _j(v)),
-                          self._where.get(k, where)))
+                          self._where.get(("tensor", k), where)))
         lines.append(("  ops:" + ("" if self._ops else " []"), where))
         for i, o in enumerate(self._ops):
             lines.append(("    - %s" % _j(o), self._where.get(i, where)))

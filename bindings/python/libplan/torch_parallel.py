@@ -19,7 +19,7 @@ import re
 
 from . import placements as _pl
 from ._common import fn
-from ._plan import Plan
+from ._plan import Plan, _unquote
 from .errors import InvalidError, UnsupportedError, UsageError, check
 
 __all__ = ["parallelize", "lowered_collectives", "comm_counts",
@@ -120,10 +120,7 @@ def grad_sync_of(plan):
             m = _SYNC_LINE.match(line)
             if not m:
                 break
-            name = m.group(1)
-            if name.startswith('"'):
-                name = name[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-            out[name] = m.group(2)
+            out[_unquote(m.group(1))] = m.group(2)
     return out
 
 
