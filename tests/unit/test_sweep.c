@@ -511,7 +511,7 @@ static const char *plan_yaml_partial(sweep *s, const plan_placement *in,
       if (e->kind != PLAN_PL_P)
         continue;
       mean[i] |= e->reduce == PLAN_RED_AVG;
-      *e = (plan_axis_pl){PLAN_PL_S, 0, (int8_t)s->in_rank[i], -1};
+      *e = (plan_axis_pl){PLAN_PL_S, 0, (int8_t)s->in_rank[i], -1, 0};
     }
     char err[160];
     renumber_levels(&u[i]);
@@ -806,15 +806,15 @@ static void check_refused(sweep *s, const plan_placement *in,
 /* Entry alternatives for the wrong-output mutations. */
 static int output_alternatives(int rank, plan_axis_pl *alt) {
   int n = 0;
-  alt[n++] = (plan_axis_pl){PLAN_PL_R, 0, 0, -1};
+  alt[n++] = (plan_axis_pl){PLAN_PL_R, 0, 0, -1, 0};
   if (rank > 0) {
-    alt[n++] = (plan_axis_pl){PLAN_PL_S, 0, 0, -1};
+    alt[n++] = (plan_axis_pl){PLAN_PL_S, 0, 0, -1, 0};
     if (rank > 1)
-      alt[n++] = (plan_axis_pl){PLAN_PL_S, 0, (int8_t)(rank - 1), -1};
+      alt[n++] = (plan_axis_pl){PLAN_PL_S, 0, (int8_t)(rank - 1), -1, 0};
   }
-  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_SUM, 0, -1};
-  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_AVG, 0, -1};
-  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_MAX, 0, -1};
+  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_SUM, 0, -1, 0};
+  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_AVG, 0, -1, 0};
+  alt[n++] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_MAX, 0, -1, 0};
   return n;
 }
 
@@ -931,11 +931,11 @@ static void judge(sweep *s, const plan_placement *in, uint64_t idx) {
  * P(avg), P(max). */
 static plan_axis_pl candidate(int r, int c) {
   if (c == 0)
-    return (plan_axis_pl){PLAN_PL_R, 0, 0, -1};
+    return (plan_axis_pl){PLAN_PL_R, 0, 0, -1, 0};
   if (c <= r)
-    return (plan_axis_pl){PLAN_PL_S, 0, (int8_t)(c - 1), -1};
+    return (plan_axis_pl){PLAN_PL_S, 0, (int8_t)(c - 1), -1, 0};
   static const uint8_t red[3] = {PLAN_RED_SUM, PLAN_RED_AVG, PLAN_RED_MAX};
-  return (plan_axis_pl){PLAN_PL_P, red[c - r - 1], 0, -1};
+  return (plan_axis_pl){PLAN_PL_P, red[c - r - 1], 0, -1, 0};
 }
 
 static uint64_t first_seed(const sweep *s) {

@@ -164,7 +164,8 @@ class ReplayOptions(ctypes.Structure):
 class AxisPl(ctypes.Structure):
     c_name = "plan_axis_pl"
     _fields_ = [("kind", ctypes.c_uint8), ("reduce", ctypes.c_uint8),
-                ("dim", ctypes.c_int8), ("level", ctypes.c_int8)]
+                ("dim", ctypes.c_int8), ("level", ctypes.c_int8),
+                ("ratio", ctypes.c_uint8)]
 
 
 class Placement(ctypes.Structure):

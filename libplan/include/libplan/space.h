@@ -60,9 +60,13 @@ typedef enum plan_reduce {
 typedef struct plan_axis_pl {
   uint8_t kind;   /* plan_pl_kind */
   uint8_t reduce; /* plan_reduce, for P */
-  int8_t dim;   /* for S: tensor dim (normalised to >= 0 once rank is known) */
-  int8_t level; /* for S: nesting level among the axes sharding `dim`,
-                   0 = major. Default: order of the mesh axes. */
+  int8_t dim;    /* for S: tensor dim (normalised to >= 0 once rank is known) */
+  int8_t level;  /* for S: nesting level among the axes sharding `dim`,
+                    0 = major. Default: order of the mesh axes. */
+  uint8_t ratio; /* for S (format 1.1): 0 = torch.chunk's equal pieces;
+                    k > 0 = pieces in the proportions of the plan's ratio
+                    set k - 1 (plan_mesh.ratios), one weight per index of
+                    this axis */
 } plan_axis_pl;
 
 /* A placement over the whole mesh: one entry per mesh axis, in mesh order. */

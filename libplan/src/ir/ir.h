@@ -186,6 +186,47 @@ typedef struct plan_hardware {
   plan_pos pos;
 } plan_hardware;
 
+/* Explicit shard ratios (format 1.1): a dim split along mesh axis `axis`
+ * gives the rank at index i of that axis a piece proportional to w[i]
+ * (piece i = [floor(n * W_i / W), floor(n * W_{i+1} / W)) of a length-n
+ * parent piece, W_i the sum of w[0..i), W the sum of all), instead of
+ * torch.chunk's equal chunks. A placement entry names its set by index
+ * (plan_axis_pl.ratio = k + 1 for ratios[k]); sets are interned per plan,
+ * at most PLAN_MAX_RATIO_SETS of them. */
+#define PLAN_MAX_RATIO_SETS 255
+typedef struct plan_ratios {
+  int axis;   /* mesh axis index */
+  int n;      /* == the axis size */
+  int64_t *w; /* n positive weights */
+} plan_ratios;
+
+/* Topology (format 1.1): how the physical devices are wired, for pricing
+ * collectives on the real path. Either a hierarchy of levels (NVLink island
+ * inside a host, PCIe, the InfiniBand network: level l groups `size`
+ * consecutive devices of level l - 1, the last level spans everything) or a
+ * direct network: a 1-3-D torus (or mesh without wraparound) of `dims`,
+ * devices numbered row-major, neighbours joined by `link`. */
+#define PLAN_MAX_TOPO_LEVELS 4
+typedef enum plan_topo_kind {
+  PLAN_TOPO_LEVELS = 0,
+  PLAN_TOPO_TORUS = 1
+} plan_topo_kind;
+typedef struct plan_topo_level {
+  const char *name; /* "nvlink", "pcie", "ib", ...: for reports */
+  int64_t size;     /* devices per group at this level; last: 0 = all */
+  plan_link link;   /* per device and direction inside a group */
+} plan_topo_level;
+typedef struct plan_topology {
+  int kind; /* plan_topo_kind */
+  int nlevels;
+  plan_topo_level levels[PLAN_MAX_TOPO_LEVELS];
+  int ndims;
+  int64_t dims[3];
+  bool wrap[3];   /* wraparound per torus dim */
+  plan_link link; /* torus: one neighbour link, per direction */
+  plan_pos pos;
+} plan_topology;
+
 typedef struct plan_submesh {
   const char *name;
   /* index[a] >= 0 fixes mesh axis a to that index; -1 keeps the whole axis */
@@ -205,6 +246,15 @@ typedef struct plan_mesh {
   plan_submesh *submeshes;
   int nsubmeshes;
   plan_hardware *hardware; /* NULL when absent */
+  /* Per-device hardware (format 1.1): profiles[device_profile[d]] is the
+   * hardware of physical device d; NULL device_profile = every device is
+   * `hardware`. */
+  plan_hardware *profiles;
+  int nprofiles;
+  int *device_profile;     /* ndevices entries, by physical device id */
+  plan_topology *topology; /* NULL when absent */
+  plan_ratios *ratios;     /* the plan's ratio sets (plan_axis_pl.ratio) */
+  int nratios;
   plan_ext *ext;
   plan_pos pos;
   plan_pos axes_pos;

@@ -452,9 +452,24 @@ void plan_placement_replicated(plan_placement *out, int naxes) {
 
 /* ---- layout -------------------------------------------------------------- */
 
-void plan_placement_dim_range(const plan_placement *p, int dim, int64_t size,
-                              const int64_t *mesh_sizes, const int64_t *coord,
-                              int64_t *offset, int64_t *length) {
+/* floor(len * wi / w) without overflow for len < 2^62 and w < 2^31:
+ * len = q w + r gives q wi + floor(r wi / w). */
+static int64_t ratio_point(int64_t len, int64_t wi, int64_t w) {
+  return (len / w) * wi + (len % w) * wi / w;
+}
+
+/* The set an entry names, or NULL for torch.chunk's equal pieces. */
+static const plan_ratios *entry_ratios(const plan_axis_pl *e,
+                                       const plan_ratios *sets, int nsets) {
+  if (!e->ratio || !sets || e->ratio > nsets)
+    return NULL;
+  return &sets[e->ratio - 1];
+}
+
+void plan_placement_dim_range_r(const plan_placement *p, int dim, int64_t size,
+                                const int64_t *mesh_sizes, const int64_t *coord,
+                                const plan_ratios *sets, int nsets,
+                                int64_t *offset, int64_t *length) {
   int axes[PLAN_MAX_MESH_AXES];
   int n = plan_placement_dim_axes(p, dim, axes);
   int64_t off = 0, len = size > 0 ? size : 0;
@@ -462,16 +477,35 @@ void plan_placement_dim_range(const plan_placement *p, int dim, int64_t size,
   for (int i = 0; i < n; i++) {
     int64_t k = mesh_sizes[axes[i]] > 0 ? mesh_sizes[axes[i]] : 1;
     int64_t c = coord[axes[i]];
-    int64_t chunk = len / k + (len % k != 0);
-    int64_t start;
-    if (c < 0 || !plan_mul_i64(c, chunk, &start) || start > len)
-      start = len; /* past the end: an empty piece */
-    int64_t piece = len - start < chunk ? len - start : chunk;
+    const plan_ratios *r = entry_ratios(&p->ax[axes[i]], sets, nsets);
+    int64_t start, piece;
+    if (r && r->n == k && c >= 0 && c < k) {
+      int64_t w = 0, wi = 0;
+      for (int64_t j = 0; j < k; j++) {
+        if (j == c)
+          wi = w;
+        w += r->w[j];
+      }
+      start = ratio_point(len, wi, w);
+      piece = ratio_point(len, wi + r->w[c], w) - start;
+    } else {
+      int64_t chunk = len / k + (len % k != 0);
+      if (c < 0 || !plan_mul_i64(c, chunk, &start) || start > len)
+        start = len; /* past the end: an empty piece */
+      piece = len - start < chunk ? len - start : chunk;
+    }
     off += start;
     len = piece;
   }
   *offset = off;
   *length = len;
+}
+
+void plan_placement_dim_range(const plan_placement *p, int dim, int64_t size,
+                              const int64_t *mesh_sizes, const int64_t *coord,
+                              int64_t *offset, int64_t *length) {
+  plan_placement_dim_range_r(p, dim, size, mesh_sizes, coord, NULL, 0, offset,
+                             length);
 }
 
 bool plan_placement_dim_even(const plan_placement *p, int dim, int64_t size,
@@ -481,6 +515,8 @@ bool plan_placement_dim_even(const plan_placement *p, int dim, int64_t size,
   int64_t len = size;
   for (int i = 0; i < n; i++) {
     int64_t k = mesh_sizes[axes[i]];
+    if (p->ax[axes[i]].ratio)
+      return false; /* ratio pieces are unequal by intent */
     if (k <= 0 || len % k != 0)
       return false;
     len /= k;

@@ -63,7 +63,17 @@ void plan_placement_dim_range(const plan_placement *p, int dim, int64_t size,
                               const int64_t *mesh_sizes, const int64_t *coord,
                               int64_t *offset, int64_t *length);
 
-/* True when every level of sharding of `dim` divides evenly. */
+/* The same with explicit shard ratios (format 1.1): an entry whose `ratio`
+ * is k > 0 splits its level by sets[k - 1]'s weights (plan_ratios: piece i
+ * of a length-n parent is [floor(n W_i / W), floor(n W_{i+1} / W))); the
+ * function above is this with no sets (every entry equal chunks). */
+void plan_placement_dim_range_r(const plan_placement *p, int dim, int64_t size,
+                                const int64_t *mesh_sizes, const int64_t *coord,
+                                const plan_ratios *sets, int nsets,
+                                int64_t *offset, int64_t *length);
+
+/* True when every level of sharding of `dim` divides evenly (never for a
+ * level with ratios). */
 bool plan_placement_dim_even(const plan_placement *p, int dim, int64_t size,
                              const int64_t *mesh_sizes);
 
