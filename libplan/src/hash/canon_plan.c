@@ -257,6 +257,7 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   int rc = PLAN_OK;
   const named *ops = ord->ops, *tens = ord->tens;
   bool first = true;
+  c->mesh = &p->mesh;
   plan_buf_putc(c->b, '{');
   cj_key(c, &first, "libplan");
   plan_buf_printf(c->b, "\"%d.%d\"", p->version_major, p->version_minor);
@@ -347,7 +348,7 @@ done:
 /* One section's canonical encoding: "mesh", "training", "pipeline",
  * "regions" (empty when absent). Used by diff to compare sections. */
 int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which) {
-  cj c = {.b = b};
+  cj c = {.b = b, .mesh = &p->mesh};
   const plan_program *prog = p->program;
   int rc = PLAN_OK;
   if (!strcmp(which, "mesh"))

@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const reduce_names[PLAN_RED_COUNT] = {"sum", "avg", "max",
@@ -73,8 +74,56 @@ static int entry_len(const cursor *c, size_t start) {
   return (int)n;
 }
 
-/* Parses "(d)" or "(d:k)" after S / Shard. */
-static bool parse_dim_spec(cursor *c, plan_axis_pl *e, char *err,
+/* Parses the weights "w0:w1:..." after '|' into a new malloc'd array;
+ * each a positive decimal integer of at most PLAN_RATIO_WEIGHT_MAX. */
+static bool parse_weights(cursor *c, int64_t **out, int *count, char *err,
+                          size_t errsz) {
+  int64_t *w = NULL;
+  int n = 0, cap = 0;
+  for (;;) {
+    skip_ws(c);
+    int64_t v;
+    if (!read_int(c, false, &v)) {
+      set_err(err, errsz,
+              "S(d|w0:w1:...) needs weights written as decimal integers");
+      goto fail;
+    }
+    if (v < 1 || v > PLAN_RATIO_WEIGHT_MAX) {
+      set_err(err, errsz, "shard weight %lld is out of range (1..%lld)",
+              (long long)v, (long long)PLAN_RATIO_WEIGHT_MAX);
+      goto fail;
+    }
+    if (n == PLAN_RATIO_COUNT_MAX) {
+      set_err(err, errsz, "more than %d shard weights", PLAN_RATIO_COUNT_MAX);
+      goto fail;
+    }
+    if (n == cap) {
+      int ncap = cap ? cap * 2 : 8;
+      int64_t *nw = realloc(w, sizeof *w * (size_t)ncap);
+      if (!nw) {
+        set_err(err, errsz, "out of memory");
+        goto fail;
+      }
+      w = nw;
+      cap = ncap;
+    }
+    w[n++] = v;
+    skip_ws(c);
+    if (!eat(c, ":"))
+      break;
+  }
+  *out = w;
+  *count = n;
+  return true;
+fail:
+  free(w);
+  return false;
+}
+
+/* Parses "(d)", "(d:k)", "(d|w...)" or "(d:k|w...)" after S / Shard; the
+ * weights go to the sink for mesh axis `axis`. */
+static bool parse_dim_spec(cursor *c, plan_axis_pl *e,
+                           const plan_ratio_sink *sink, int axis, char *err,
                            size_t errsz) {
   if (!eat(c, "(")) {
     set_err(err, errsz, "S needs a dim: S(d)");
@@ -108,6 +157,29 @@ static bool parse_dim_spec(cursor *c, plan_axis_pl *e, char *err,
     }
     e->level = (int8_t)k;
     skip_ws(c);
+  }
+  if (eat(c, "|")) {
+    if (!sink || !sink->intern) {
+      set_err(err, errsz,
+              "shard ratios S(d|w0:w1:...) need a plan's mesh (format 1.1)");
+      return false;
+    }
+    int64_t *w;
+    int n;
+    if (!parse_weights(c, &w, &n, err, errsz))
+      return false;
+    skip_ws(c);
+    /* interned once the entry is whole: a bad entry leaves no set */
+    int k = 0;
+    if (!eat(c, ")"))
+      set_err(err, errsz, "expected ')' to close S(...)");
+    else
+      k = sink->intern(sink->ctx, axis, w, n, err, errsz);
+    free(w);
+    if (k <= 0)
+      return false;
+    e->ratio = (uint8_t)k;
+    return true;
   }
   if (!eat(c, ")")) {
     set_err(err, errsz, "expected ')' to close S(...)");
@@ -156,11 +228,13 @@ static bool parse_reduce(cursor *c, bool allow_empty, plan_axis_pl *e,
 }
 
 /* One entry at the cursor (which is at a non-space byte). */
-static bool parse_entry(cursor *c, plan_axis_pl *e, char *err, size_t errsz) {
+static bool parse_entry(cursor *c, plan_axis_pl *e, const plan_ratio_sink *sink,
+                        int axis, char *err, size_t errsz) {
   e->kind = PLAN_PL_R;
   e->reduce = PLAN_RED_SUM;
   e->dim = 0;
   e->level = -1;
+  e->ratio = 0;
   /* Long spellings first: "Replicate" must not read as R + "eplicate". */
   if (eat(c, "Replicate")) {
     bool open = eat(c, "(");
@@ -173,7 +247,7 @@ static bool parse_entry(cursor *c, plan_axis_pl *e, char *err, size_t errsz) {
   }
   if (eat(c, "Shard")) {
     e->kind = PLAN_PL_S;
-    return parse_dim_spec(c, e, err, errsz);
+    return parse_dim_spec(c, e, sink, axis, err, errsz);
   }
   if (eat(c, "Partial")) {
     e->kind = PLAN_PL_P;
@@ -183,7 +257,7 @@ static bool parse_entry(cursor *c, plan_axis_pl *e, char *err, size_t errsz) {
     return true;
   if (eat(c, "S")) {
     e->kind = PLAN_PL_S;
-    return parse_dim_spec(c, e, err, errsz);
+    return parse_dim_spec(c, e, sink, axis, err, errsz);
   }
   if (eat(c, "P")) {
     e->kind = PLAN_PL_P;
@@ -199,8 +273,29 @@ static bool parse_entry(cursor *c, plan_axis_pl *e, char *err, size_t errsz) {
   return false;
 }
 
+/* After an R or P entry: weights there are a mistake worth naming. */
+static bool no_weights_after(const cursor *c, char *err, size_t errsz) {
+  size_t i = c->i;
+  while (i < c->len && is_ws(c->s[i]))
+    i++;
+  if (i < c->len && c->s[i] == '|') {
+    set_err(err, errsz,
+            "shard ratios ('|w0:w1:...') belong inside S(...), "
+            "not after an R or P entry");
+    return false;
+  }
+  return true;
+}
+
 int plan_placement_parse(plan_placement *out, const char *text, size_t len,
                          int naxes, char *err, size_t errsz, size_t *err_off) {
+  return plan_placement_parse_r(out, text, len, naxes, NULL, err, errsz,
+                                err_off);
+}
+
+int plan_placement_parse_r(plan_placement *out, const char *text, size_t len,
+                           int naxes, const plan_ratio_sink *sink, char *err,
+                           size_t errsz, size_t *err_off) {
   size_t dummy_off;
   if (!err_off)
     err_off = &dummy_off;
@@ -223,7 +318,9 @@ int plan_placement_parse(plan_placement *out, const char *text, size_t len,
       break;
     size_t start = c.i;
     plan_axis_pl e;
-    if (!parse_entry(&c, &e, err, errsz)) {
+    int axis = (sink ? sink->axis : 0) + count;
+    if (!parse_entry(&c, &e, count < naxes ? sink : NULL, axis, err, errsz) ||
+        (e.kind != PLAN_PL_S && !no_weights_after(&c, err, errsz))) {
       *err_off = start; /* errors point at the offending entry */
       return PLAN_EINVALID;
     }
@@ -266,6 +363,7 @@ int plan_placement_normalize(plan_placement *p, int rank, char *err,
       /* Canonical filler so memberwise comparison stays meaningful. */
       e->dim = 0;
       e->level = -1;
+      e->ratio = 0;
       if (e->kind != PLAN_PL_P)
         e->reduce = PLAN_RED_SUM;
       continue;
@@ -399,6 +497,8 @@ char *plan_placement_format(const plan_placement *p, char *buf) {
       at = put_i(put_s(at, "S("), e->dim);
       if (dim_reordered(p, e->dim))
         at = put_i(put_s(at, ":"), effective_level(p, a));
+      if (e->ratio) /* the set's number: its weights are the plan's */
+        at = put_i(put_s(at, "|#"), e->ratio);
       at = put_s(at, ")");
     } else if (e->kind == PLAN_PL_P) {
       at = put_s(put_s(put_s(at, "P("), e->reduce < PLAN_RED_COUNT
@@ -429,7 +529,8 @@ bool plan_placement_equal(const plan_placement *a, const plan_placement *b) {
       return false;
     /* Only the fields that mean something for the kind are compared. */
     if (x->kind == PLAN_PL_S &&
-        (x->dim != y->dim || effective_level(a, i) != effective_level(b, i)))
+        (x->dim != y->dim || x->ratio != y->ratio ||
+         effective_level(a, i) != effective_level(b, i)))
       return false;
     if (x->kind == PLAN_PL_P && x->reduce != y->reduce)
       return false;

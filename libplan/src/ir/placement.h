@@ -31,6 +31,44 @@
 int plan_placement_parse(plan_placement *out, const char *text, size_t len,
                          int naxes, char *err, size_t errsz, size_t *err_off);
 
+/* Shard ratios (format 1.1): S(d|w0:w1:...) and S(d:k|w0:w1:...) give the
+ * ranks along the entry's mesh axis pieces in the proportions of the
+ * weights (positive integers, each at most PLAN_RATIO_WEIGHT_MAX). A parse
+ * hands each weight list to a sink, which interns it and returns the
+ * entry's `ratio` (1..PLAN_MAX_RATIO_SETS), or 0 with a reason in err. */
+#define PLAN_RATIO_WEIGHT_MAX ((int64_t)1 << 20)
+#define PLAN_RATIO_COUNT_MAX (1 << 20) /* weights in one list, parsed */
+typedef struct plan_ratio_sink {
+  int (*intern)(void *ctx, int axis, const int64_t *w, int n, char *err,
+                size_t errsz);
+  void *ctx;
+  int axis; /* the mesh axis of the first entry parsed */
+} plan_ratio_sink;
+
+/* plan_placement_parse with shard ratios: entry j is mesh axis
+ * sink->axis + j. Without a sink (NULL, as plan_placement_parse) a weight
+ * list is an error. */
+int plan_placement_parse_r(plan_placement *out, const char *text, size_t len,
+                           int naxes, const plan_ratio_sink *sink, char *err,
+                           size_t errsz, size_t *err_off);
+
+/* The interning the reader uses (placement_ratios.c): weights divided by
+ * their gcd; the same axis and the same reduced weights are the same set
+ * of m->ratios, a new one is appended (in arena a). Checks the count
+ * against the axis size and the sum against the layout's bound; returns
+ * the set's number (index + 1) or 0 with a reason in err (an allocation
+ * failure also sets the library's last error). */
+int plan_ratios_intern(plan_mesh *m, plan_arena *a, int axis, const int64_t *w,
+                       int n, char *err, size_t errsz);
+/* The number of the set of m that holds these weights (reduced) for axis,
+ * or 0 when there is none. */
+int plan_ratios_find(const plan_mesh *m, int axis, const int64_t *w, int n);
+/* True when two sets give the same layout (same axis, same reduced
+ * weights); NULL is the equal-chunk layout, equal only to NULL. */
+bool plan_ratios_same(const plan_ratios *a, const plan_ratios *b);
+/* The set an entry names in m, NULL for none (equal chunks). */
+const plan_ratios *plan_ratios_of(const plan_mesh *m, const plan_axis_pl *e);
+
 /* Resolves negative dims against `rank`, checks 0 <= dim < rank, fills
  * default nesting levels (mesh order) and checks explicit ones form 0..n-1
  * per dim. Returns PLAN_OK or PLAN_EINVALID with a reason. */
@@ -43,9 +81,22 @@ int plan_placement_normalize(plan_placement *p, int rank, char *err,
 #define PLAN_PLACEMENT_STRLEN (PLAN_MAX_MESH_AXES * 12 + 1)
 char *plan_placement_format(const plan_placement *p, char *buf);
 
+/* The canonical form with the weights of shard ratios, S(0|3:2)R (the sets
+ * reduced by their gcd, as interned): `sets` are the plan's
+ * (plan_mesh.ratios). plan_placement_format, which has no sets, writes an
+ * entry with ratios as S(d|#k), k its set's number: for messages only. The
+ * text is appended to b (placement_ratios.c). */
+void plan_placement_put(plan_buf *b, const plan_placement *p,
+                        const plan_ratios *sets, int nsets);
+/* The same into buf (NUL-terminated, truncated to size); returns the
+ * length the whole text needs, NUL excluded (as snprintf). */
+size_t plan_placement_format_r(const plan_placement *p, const plan_ratios *sets,
+                               int nsets, char *buf, size_t size);
+
 /* True when every axis is R. */
 bool plan_placement_is_replicated(const plan_placement *p);
-/* Semantic equality (after normalisation). */
+/* Semantic equality (after normalisation) within one plan: entries with
+ * ratios are equal when they name the same set. */
 bool plan_placement_equal(const plan_placement *a, const plan_placement *b);
 /* All-R placement over naxes axes. */
 void plan_placement_replicated(plan_placement *out, int naxes);

@@ -29,10 +29,11 @@ int64_t plan_mesh_device(const plan_plan *p, int64_t rank) {
   return p->mesh.devices ? p->mesh.devices[rank] : rank;
 }
 
-static int put(char *buf, size_t size, const plan_placement *pl) {
-  char tmp[PLAN_PLACEMENT_STRLEN];
+/* The canonical form, shard ratios with their weights (p's sets). */
+static int put(char *buf, size_t size, const plan_plan *p,
+               const plan_placement *pl) {
   if (buf && size)
-    snprintf(buf, size, "%s", plan_placement_format(pl, tmp));
+    plan_placement_format_r(pl, p->mesh.ratios, p->mesh.nratios, buf, size);
   return PLAN_OK;
 }
 
@@ -41,7 +42,7 @@ int plan_tensor_placement(char *buf, size_t size, const plan_plan *p, int t) {
     return plan_failf(PLAN_ENOTFOUND, "no tensor %d in the plan", t);
   plan_placement r;
   plan_placement_replicated(&r, p->mesh.naxes);
-  return put(buf, size, p->placements[t].set ? &p->placements[t].pl : &r);
+  return put(buf, size, p, p->placements[t].set ? &p->placements[t].pl : &r);
 }
 
 int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
@@ -55,7 +56,7 @@ int plan_op_placement(char *buf, size_t size, const plan_plan *p, int op,
   if (slot < 0 || slot >= (output ? o->nout : o->nin))
     return plan_failf(PLAN_ENOTFOUND, "op '%s' has no %s %d", o->name,
                       output ? "output" : "input", slot);
-  return put(buf, size, output ? &s->out[slot] : &s->in[slot]);
+  return put(buf, size, p, output ? &s->out[slot] : &s->in[slot]);
 }
 
 int plan_op_stage(const plan_plan *p, int op) {

@@ -29,6 +29,16 @@ static bool is_ident(const char *s, size_t n) {
   return true;
 }
 
+int plan_rd_need_format_1_1(const plan_reader *rd, const plan_ynode *at,
+                            const char *field) {
+  if (rd->ver_major > 1 || (rd->ver_major == 1 && rd->ver_minor >= 1))
+    return PLAN_OK;
+  return plan_rd_fail(rd, at, PLAN_EVERSION,
+                      "%s is a format 1.1 field, but the file is format "
+                      "%d.%d: write 'libplan: \"1.1\"' (plan upgrade does)",
+                      field, rd->ver_major, rd->ver_minor);
+}
+
 int plan_mesh_axis_find(const plan_mesh *m, const char *name) {
   for (int a = 0; a < m->naxes; a++)
     if (!strcmp(m->axis_names[a], name))

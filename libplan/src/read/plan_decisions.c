@@ -3,6 +3,7 @@
  * globs, exact names first, equal placement lists stored once) and output
  * placements; and the record of every name or pattern a section uses, for
  * validation to judge. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,18 +17,121 @@ static const char *const strategy_keys[] = {"in", "out", NULL};
 /* ---- placements ------------------------------------------------------------
  */
 
-int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
-                        const plan_mesh *m, int rank, plan_placement *out) {
+/* Interns the weights of S(d|w...) into the plan's mesh (mut), or, with
+ * a read-only mesh, finds the set it already holds. */
+typedef struct ratio_ctx {
+  const plan_mesh *m;
+  plan_mesh *mut;
+  plan_arena *arena;
+} ratio_ctx;
+
+static int intern_ratios(void *ctx, int axis, const int64_t *w, int n,
+                         char *err, size_t errsz) {
+  ratio_ctx *c = ctx;
+  if (c->mut)
+    return plan_ratios_intern(c->mut, c->arena, axis, w, n, err, errsz);
+  int k = plan_ratios_find(c->m, axis, w, n);
+  if (!k)
+    snprintf(err, errsz, "these shard ratios are not a set of the plan");
+  return k;
+}
+
+/* True when an entry of out uses shard ratios (a format 1.1 field). */
+static bool uses_ratios(const plan_placement *out) {
+  for (int a = 0; a < out->naxes; a++)
+    if (out->ax[a].ratio)
+      return true;
+  return false;
+}
+
+/* One axis of the map form written as a map: {shard: d, ratios: [...],
+ * level: k} (format 1.1). */
+static int read_axis_map(const plan_reader *rd, const plan_ynode *v,
+                         ratio_ctx *rctx, int a, plan_axis_pl *e) {
+  const plan_mesh *m = rctx->m;
+  static const char *const keys[] = {"shard", "ratios", "level", NULL};
+  int rc;
+  if ((rc = plan_rd_check_keys(rd, v, keys, "a placement entry", NULL)))
+    return rc;
+  const plan_ynode *sh = plan_ymap_get(v, "shard");
+  const plan_ynode *ra = plan_ymap_get(v, "ratios");
+  const plan_ynode *lv = plan_ymap_get(v, "level");
+  if (!sh)
+    return plan_rd_fail(rd, v, PLAN_ESCHEMA,
+                        "a placement entry written as a map needs 'shard' "
+                        "(the dim): {shard: 0, ratios: [3, 2]}");
+  int64_t d;
+  if ((rc = plan_rd_int(rd, sh, "a shard dim", &d)))
+    return rc;
+  if (d < -PLAN_MAX_RANK || d >= PLAN_MAX_RANK)
+    return plan_rd_fail(rd, sh, PLAN_EINVALID,
+                        "dim %lld is out of range (tensors have at most %d "
+                        "dims)",
+                        (long long)d, PLAN_MAX_RANK);
+  *e = (plan_axis_pl){PLAN_PL_S, PLAN_RED_SUM, (int8_t)d, -1, 0};
+  if (lv) {
+    int64_t k;
+    if ((rc = plan_rd_int(rd, lv, "a nesting level", &k)))
+      return rc;
+    if (k < 0 || k >= PLAN_MAX_MESH_AXES)
+      return plan_rd_fail(rd, lv, PLAN_EINVALID,
+                          "nesting level %lld is out of range (0..%d)",
+                          (long long)k, PLAN_MAX_MESH_AXES - 1);
+    e->level = (int8_t)k;
+  }
+  if (!ra)
+    return PLAN_OK;
+  if ((rc = plan_rd_need_format_1_1(rd, ra, "ratios")))
+    return rc;
+  if ((rc = plan_rd_expect_seq(rd, ra, "ratios")))
+    return rc;
+  for (size_t i = 0; i < ra->u.seq.count; i++) {
+    const plan_ynode *it = ra->u.seq.items[i];
+    int64_t w;
+    if ((rc = plan_rd_int(rd, it, "a shard weight", &w)))
+      return rc;
+    if (w < 1 || w > PLAN_RATIO_WEIGHT_MAX)
+      return plan_rd_fail(rd, it, PLAN_EINVALID,
+                          "shard weight %lld is out of range (1..%lld)",
+                          (long long)w, (long long)PLAN_RATIO_WEIGHT_MAX);
+  }
+  if ((int64_t)ra->u.seq.count != m->axis_sizes[a])
+    return plan_rd_fail(rd, ra, PLAN_EINVALID,
+                        "%zu shard weight%s for mesh axis %s of size %lld: "
+                        "give one per index of the axis",
+                        ra->u.seq.count, ra->u.seq.count == 1 ? "" : "s",
+                        m->axis_names[a], (long long)m->axis_sizes[a]);
+  int64_t *w = plan_arena_alloc(rd->arena, sizeof *w * ra->u.seq.count + 1);
+  if (!w)
+    return plan_oom();
+  for (size_t i = 0; i < ra->u.seq.count; i++)
+    plan_rd_int(rd, ra->u.seq.items[i], "a shard weight", &w[i]);
+  char err[160];
+  int k = intern_ratios(rctx, a, w, (int)ra->u.seq.count, err, sizeof err);
+  if (!k)
+    return plan_rd_fail(rd, ra, PLAN_EINVALID, "ratios: %s", err);
+  e->ratio = (uint8_t)k;
+  return PLAN_OK;
+}
+
+static int read_placement(const plan_reader *rd, const plan_ynode *n,
+                          const plan_mesh *m, plan_mesh *mut, int rank,
+                          plan_placement *out) {
   char err[160];
   int rc;
+  ratio_ctx rc_ctx = {m, mut, rd->arena};
+  plan_ratio_sink sink = {intern_ratios, &rc_ctx, 0};
   if (n->kind == PLAN_Y_SCALAR) {
     size_t off = 0;
-    if (plan_placement_parse(out, n->u.scalar.text, n->u.scalar.len, m->naxes,
-                             err, sizeof err, &off)) {
+    if (plan_placement_parse_r(out, n->u.scalar.text, n->u.scalar.len, m->naxes,
+                               &sink, err, sizeof err, &off)) {
       int col = n->col + (int)off + (n->u.scalar.style == PLAN_Y_QUOTED);
       return plan_fail(PLAN_EINVALID, rd->file, n->line, col,
                        "placement '%.60s': %s", n->u.scalar.text, err);
     }
+    if (uses_ratios(out) &&
+        (rc = plan_rd_need_format_1_1(rd, n, "shard ratios S(d|w0:w1:...)")))
+      return rc;
   } else if (n->kind == PLAN_Y_MAP) {
     /* {dp: S(0), tp: R, order: {0: [tp, dp]}} */
     plan_placement_replicated(out, m->naxes);
@@ -46,14 +150,23 @@ int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
       if (a < 0)
         return plan_rd_fail(rd, k, PLAN_EINVALID, "no mesh axis '%.40s'",
                             k->u.scalar.text);
+      if (v->kind == PLAN_Y_MAP) {
+        if ((rc = read_axis_map(rd, v, &rc_ctx, a, &out->ax[a])))
+          return rc;
+        continue;
+      }
       if ((rc = plan_rd_expect_scalar(rd, v, "a placement entry")))
         return rc;
       plan_placement one;
       size_t off = 0;
-      if (plan_placement_parse(&one, v->u.scalar.text, v->u.scalar.len, 1, err,
-                               sizeof err, &off))
+      sink.axis = a;
+      if (plan_placement_parse_r(&one, v->u.scalar.text, v->u.scalar.len, 1,
+                                 &sink, err, sizeof err, &off))
         return plan_fail(PLAN_EINVALID, rd->file, v->line, v->col + (int)off,
                          "placement '%.60s': %s", v->u.scalar.text, err);
+      if (uses_ratios(&one) &&
+          (rc = plan_rd_need_format_1_1(rd, v, "shard ratios S(d|w0:w1:...)")))
+        return rc;
       out->ax[a] = one.ax[0];
     }
     if (order) {
@@ -96,6 +209,16 @@ int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
   if (plan_placement_normalize(out, rank, err, sizeof err))
     return plan_rd_fail(rd, n, PLAN_EINVALID, "placement: %s", err);
   return PLAN_OK;
+}
+
+int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
+                        const plan_mesh *m, int rank, plan_placement *out) {
+  return read_placement(rd, n, m, NULL, rank, out);
+}
+
+int plan_read_placement_in(const plan_reader *rd, const plan_ynode *n,
+                           plan_mesh *m, int rank, plan_placement *out) {
+  return read_placement(rd, n, m, m, rank, out);
 }
 
 /* ---- glob patterns over op names ----------------------------------------- */
@@ -268,8 +391,8 @@ int plan_read_placement_entry(const plan_reader *rd, plan_plan *p,
     return plan_rd_fail(rd, k, PLAN_ESCHEMA,
                         "duplicate key '%s' (first at line %d)", name,
                         tp->pos.line);
-  if ((rc = plan_read_placement(rd, v, &p->mesh, prog->tensors[t].rank,
-                                &tp->pl)))
+  if ((rc = plan_read_placement_in(rd, v, &p->mesh, prog->tensors[t].rank,
+                                   &tp->pl)))
     return rc;
   tp->set = true;
   tp->pos = plan_rd_pos(k);
@@ -293,9 +416,8 @@ typedef struct strategy_ctx {
 } strategy_ctx;
 
 static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
-                               const plan_plan *p, const int *tensors,
-                               int count, const char *what,
-                               plan_placement *out) {
+                               plan_plan *p, const int *tensors, int count,
+                               const char *what, plan_placement *out) {
   const plan_program *prog = p->program;
   int have = n->kind == PLAN_Y_SEQ ? (int)n->u.seq.count : 1;
   if (have != count)
@@ -304,8 +426,8 @@ static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
                         have == 1 ? "" : "s", count);
   for (int i = 0; i < count; i++) {
     const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
-    int rc = plan_read_placement(rd, e, &p->mesh,
-                                 prog->tensors[tensors[i]].rank, &out[i]);
+    int rc = plan_read_placement_in(rd, e, &p->mesh,
+                                    prog->tensors[tensors[i]].rank, &out[i]);
     if (rc)
       return rc;
   }
@@ -452,9 +574,9 @@ int plan_read_output_placements(const plan_reader *rd, const plan_ynode *n,
       continue; /* validation reports it */
     p->uses[u].matches = 1;
     plan_tensor_pl *tp = &p->out_pl[slot];
-    if ((rc = plan_read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
-                                  prog->tensors[prog->outputs[slot]].rank,
-                                  &tp->pl)))
+    if ((rc = plan_read_placement_in(rd, n->u.map.pairs[i].value, &p->mesh,
+                                     prog->tensors[prog->outputs[slot]].rank,
+                                     &tp->pl)))
       return rc;
     tp->set = true;
     tp->pos = plan_rd_pos(k);

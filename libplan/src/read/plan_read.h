@@ -32,6 +32,16 @@ int plan_mesh_axis_find(const plan_mesh *m, const char *name);
  * dims over the plan's mesh, normalised. */
 int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
                         const plan_mesh *m, int rank, plan_placement *out);
+/* The same interning shard ratios into m's sets as they are read (the
+ * placement's `ratio` names one); plan_read_placement, with a read-only
+ * mesh, only finds the sets m already holds. */
+int plan_read_placement_in(const plan_reader *rd, const plan_ynode *n,
+                           plan_mesh *m, int rank, plan_placement *out);
+
+/* PLAN_OK when the file's version holds format 1.1 fields; else a
+ * `version` error at `at` naming `field` (mesh_read.c). */
+int plan_rd_need_format_1_1(const plan_reader *rd, const plan_ynode *at,
+                            const char *field);
 
 /* Records a name/pattern use; returns its index or a negative status. */
 int plan_record_use(plan_plan *p, const char *pattern, const char *section,

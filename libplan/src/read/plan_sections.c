@@ -75,8 +75,8 @@ static int set_state_pl(int t, void *vc) {
   train_ctx *c = vc;
   plan_param_train *pt = &c->p->training.params[t];
   pt->has_state_pl = true;
-  return plan_read_placement(c->rd, c->value, &c->p->mesh,
-                             c->p->program->tensors[t].rank, &pt->state_pl);
+  return plan_read_placement_in(c->rd, c->value, &c->p->mesh,
+                                c->p->program->tensors[t].rank, &pt->state_pl);
 }
 
 static int set_recompute(int op, void *vc) {
@@ -520,8 +520,9 @@ static int read_boundaries(const plan_reader *rd, const plan_ynode *n,
       return plan_rd_fail(rd, k, PLAN_EINVALID, "no tensor '%.60s'%s",
                           k->u.scalar.text, hint);
     }
-    if ((rc = plan_read_placement(rd, n->u.map.pairs[i].value, &p->mesh,
-                                  p->program->tensors[b->tensor].rank, &b->pl)))
+    if ((rc = plan_read_placement_in(rd, n->u.map.pairs[i].value, &p->mesh,
+                                     p->program->tensors[b->tensor].rank,
+                                     &b->pl)))
       return rc;
   }
   return PLAN_OK;

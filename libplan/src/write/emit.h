@@ -16,7 +16,8 @@ void plan_w_str(plan_buf *b, const char *s);
 /* A number that reads back as the same double (.nan, .inf, -0.0 too). */
 void plan_w_num(plan_buf *b, double v);
 /* A placement in its canonical compact spelling. */
-void plan_w_pl(plan_buf *b, const plan_placement *p);
+/* A placement's canonical form; its shard ratios are m's sets. */
+void plan_w_pl(plan_buf *b, const plan_placement *p, const plan_mesh *m);
 void plan_w_indent(plan_buf *b, int n);
 /* Text as a literal block scalar when that keeps it exact (Lua bodies),
  * else quoted; ends the line. */

@@ -141,7 +141,7 @@ static void w_training(plan_buf *b, const plan_plan *p) {
       plan_w_indent(b, 4);
       plan_w_str(b, prog->tensors[t].name);
       plan_buf_puts(b, ": ");
-      plan_w_pl(b, &tr->params[t].state_pl);
+      plan_w_pl(b, &tr->params[t].state_pl, &p->mesh);
       plan_buf_putc(b, '\n');
     }
   any = false;
@@ -161,8 +161,9 @@ static void w_training(plan_buf *b, const plan_plan *p) {
   }
 }
 
-static void w_boundaries(plan_buf *b, const char *key, const plan_program *prog,
+static void w_boundaries(plan_buf *b, const char *key, const plan_plan *p,
                          const plan_boundary *bd, int n) {
+  const plan_program *prog = p->program;
   if (!n)
     return;
   plan_buf_printf(b, "    %s: {", key);
@@ -171,7 +172,7 @@ static void w_boundaries(plan_buf *b, const char *key, const plan_program *prog,
       plan_buf_puts(b, ", ");
     plan_w_str(b, prog->tensors[bd[i].tensor].name);
     plan_buf_puts(b, ": ");
-    plan_w_pl(b, &bd[i].pl);
+    plan_w_pl(b, &bd[i].pl, &p->mesh);
   }
   plan_buf_puts(b, "}\n");
 }
@@ -186,8 +187,8 @@ static void w_regions(plan_buf *b, const plan_plan *p) {
     plan_buf_printf(b, "\n    kind: %s\n    ops: ", kinds[r->kind]);
     w_op_list(b, p->program, r->ops);
     plan_buf_putc(b, '\n');
-    w_boundaries(b, "inputs", p->program, r->inputs, r->ninputs);
-    w_boundaries(b, "outputs", p->program, r->outputs, r->noutputs);
+    w_boundaries(b, "inputs", p, r->inputs, r->ninputs);
+    w_boundaries(b, "outputs", p, r->outputs, r->noutputs);
     if (r->body) {
       plan_buf_puts(b, "    body: ");
       plan_w_text(b, r->body, 6);
@@ -219,7 +220,7 @@ static int w_plan(plan_buf *b, const plan_plan *p,
     plan_w_indent(b, 2);
     plan_w_str(b, prog->tensors[t].name);
     plan_buf_puts(b, ": ");
-    plan_w_pl(b, &tp->pl);
+    plan_w_pl(b, &tp->pl, &p->mesh);
     plan_buf_putc(b, '\n');
   }
   any = false;
@@ -237,17 +238,17 @@ static int w_plan(plan_buf *b, const plan_plan *p,
     for (int j = 0; j < op->nin; j++) {
       if (j)
         plan_buf_puts(b, ", ");
-      plan_w_pl(b, &s->in[j]);
+      plan_w_pl(b, &s->in[j], &p->mesh);
     }
     plan_buf_puts(b, "], out: ");
     if (op->nout == 1) {
-      plan_w_pl(b, &s->out[0]);
+      plan_w_pl(b, &s->out[0], &p->mesh);
     } else {
       plan_buf_putc(b, '[');
       for (int j = 0; j < op->nout; j++) {
         if (j)
           plan_buf_puts(b, ", ");
-        plan_w_pl(b, &s->out[j]);
+        plan_w_pl(b, &s->out[j], &p->mesh);
       }
       plan_buf_putc(b, ']');
     }
@@ -264,7 +265,7 @@ static int w_plan(plan_buf *b, const plan_plan *p,
     plan_w_indent(b, 2);
     plan_w_str(b, prog->tensors[prog->outputs[i]].name);
     plan_buf_puts(b, ": ");
-    plan_w_pl(b, &tp->pl);
+    plan_w_pl(b, &tp->pl, &p->mesh);
     plan_buf_putc(b, '\n');
   }
   if (p->pipeline.present) {
