@@ -429,7 +429,8 @@ bool plan_placement_equal(const plan_placement *a, const plan_placement *b) {
       return false;
     /* Only the fields that mean something for the kind are compared. */
     if (x->kind == PLAN_PL_S &&
-        (x->dim != y->dim || effective_level(a, i) != effective_level(b, i)))
+        (x->dim != y->dim || x->ratio != y->ratio ||
+         effective_level(a, i) != effective_level(b, i)))
       return false;
     if (x->kind == PLAN_PL_P && x->reduce != y->reduce)
       return false;

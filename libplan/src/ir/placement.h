@@ -45,7 +45,8 @@ char *plan_placement_format(const plan_placement *p, char *buf);
 
 /* True when every axis is R. */
 bool plan_placement_is_replicated(const plan_placement *p);
-/* Semantic equality (after normalisation). */
+/* Semantic equality (after normalisation); an S entry's ratio set counts
+ * (sets are interned per plan: one layout, one index). */
 bool plan_placement_equal(const plan_placement *a, const plan_placement *b);
 /* All-R placement over naxes axes. */
 void plan_placement_replicated(plan_placement *out, int naxes);

@@ -567,6 +567,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     plan_placement after = l->bufs[ins[0]].pl;
     char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
     st->before = after;
+    /* a level the step adds has the pieces out's placement states */
+    st->ratio = l->bufs[outs[0]].pl.ax[st->axis].ratio;
     if (!plan_redist_apply(&after, st) ||
         !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
       return plan_rd_fail(rd, n, PLAN_EINVALID,
