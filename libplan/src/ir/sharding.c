@@ -746,6 +746,18 @@ int plan_rule_check_r(const plan_rule *rule, int kind,
     if (plan_placement_equal(&alt, &out[o]))
       continue;
     char b1[PLAN_PLACEMENT_STRLEN], b2[PLAN_PLACEMENT_STRLEN];
+    for (int a = 0; a < j.naxes && a < out[o].naxes; a++) {
+      const plan_axis_pl *x = &want[o].ax[a], *y = &out[o].ax[a];
+      if (x->kind == PLAN_PL_S && y->kind == PLAN_PL_S && x->dim == y->dim &&
+          x->ratio != y->ratio) {
+        char r0[96], r1[96];
+        return plan_errf(err, errsz,
+                         "%s: output %d should be %s along %s (the pieces "
+                         "of its inputs) but the strategy says %s",
+                         j.info->name, o, ratio_str(&j, x, r0), j.ax[a],
+                         ratio_str(&j, y, r1));
+      }
+    }
     return plan_errf(
         err, errsz, "%s: output %d should be %s but the strategy says %s%s",
         j.info->name, o, plan_placement_format(&want[o], b1),
