@@ -256,9 +256,12 @@ static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
         na = plan_placement_dim_axes(&lb->pl, d, axes);
     if (na &&
         !plan_placement_dim_even(&lb->pl, d, t->dims[d], c->m->axis_sizes)) {
-      snprintf(why, whysz,
-               "'%s' is sharded unevenly (dim %d, %lld over '%s'%s)", t->name,
-               d, (long long)t->dims[d], c->m->axis_names[axes[0]],
+      bool ratios = false;
+      for (int k = 0; k < na; k++)
+        ratios = ratios || lb->pl.ax[axes[k]].ratio;
+      snprintf(why, whysz, "'%s' is sharded %s (dim %d, %lld over '%s'%s)",
+               t->name, ratios ? "with ratios" : "unevenly", d,
+               (long long)t->dims[d], c->m->axis_names[axes[0]],
                na > 1 ? " and more" : "");
       return true;
     }
@@ -405,9 +408,9 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
   if (rule && !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs,
                             err, sizeof err)) {
     err[0] = 0;
-    bad =
-        plan_rule_check(rule, op->kind, op->attrs, pin, pout, c->m->axis_sizes,
-                        c->m->axis_names, err, sizeof err) != PLAN_OK;
+    bad = plan_rule_check_r(rule, op->kind, op->attrs, pin, pout,
+                            c->m->axis_sizes, c->m->axis_names, c->m->ratios,
+                            c->m->nratios, err, sizeof err) != PLAN_OK;
   }
   free(rule);
   if (bad)

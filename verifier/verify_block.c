@@ -60,8 +60,9 @@ int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b) {
   const plan_tensor *t = &c->prog->tensors[tensor];
-  plan_redist_local_layout(pl, t->dims, t->rank, c->m->axis_sizes, c->coords[r],
-                           b->local, b->offset);
+  plan_redist_local_layout_r(pl, t->dims, t->rank, c->m->axis_sizes,
+                             c->m->ratios, c->m->nratios, c->coords[r],
+                             b->local, b->offset);
   b->n = plan_vx_count_of(b->local, t->rank);
 }
 

@@ -37,8 +37,8 @@ static double rank_elems(const plan_plan *p, const plan_placement *pl,
       coord[a] = x % m->axis_sizes[a];
       x /= m->axis_sizes[a];
     }
-    plan_redist_local_layout(pl, t->dims, t->rank, m->axis_sizes, coord, local,
-                             offset);
+    plan_redist_local_layout_r(pl, t->dims, t->rank, m->axis_sizes, m->ratios,
+                               m->nratios, coord, local, offset);
     n += (double)plan_vx_count_of(local, t->rank);
   }
   return n;

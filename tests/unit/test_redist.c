@@ -806,6 +806,71 @@ static void test_errors(void **state) {
   assert_int_equal(plan.steps[0].send_bytes, 8);
 }
 
+/* Shard ratios: a level is the same only with the same weights, the steps
+ * carry the set of the level they add, and the bytes follow every rank's
+ * piece (8 elements as 3:1 on dp=2: 6 and 2). */
+static void test_ratios(void **state) {
+  (void)state;
+  int64_t w[2] = {3, 1};
+  plan_ratios set = {0, 2, w};
+  int64_t sizes[2] = {2, 2}, shape[1] = {8};
+  plan_placement even, ratio, rep;
+  plan_placement_replicated(&rep, 2);
+  even = rep;
+  even.ax[0] = (plan_axis_pl){PLAN_PL_S, 0, 0, -1, 0};
+  ratio = even;
+  ratio.ax[0].ratio = 1;
+  char err[256];
+  plan_redist_plan rp;
+  /* S(0|3:1) -> R: one all-gather; rank 0 sends its 6, rank 1 receives 6 */
+  assert_int_equal(plan_redistribute_r(&rp, shape, 1, 4, sizes, 2, &set, 1,
+                                       &ratio, &rep, err, sizeof err),
+                   PLAN_OK);
+  assert_int_equal(rp.nsteps, 1);
+  assert_int_equal(rp.steps[0].kind, PLAN_REDIST_ALL_GATHER);
+  assert_int_equal(rp.steps[0].send_bytes, 6 * 4);
+  assert_int_equal(rp.steps[0].recv_bytes, 6 * 4);
+  /* R -> S(0|3:1): a slice that adds the set */
+  assert_int_equal(plan_redistribute_r(&rp, shape, 1, 4, sizes, 2, &set, 1,
+                                       &rep, &ratio, err, sizeof err),
+                   PLAN_OK);
+  assert_int_equal(rp.nsteps, 1);
+  assert_int_equal(rp.steps[0].kind, PLAN_REDIST_SLICE);
+  assert_int_equal(rp.steps[0].ratio, 1);
+  assert_int_equal(rp.steps[0].after.ax[0].ratio, 1);
+  /* S(0) -> S(0|3:1): not the same level: gather, then slice */
+  assert_int_equal(plan_redistribute_r(&rp, shape, 1, 4, sizes, 2, &set, 1,
+                                       &even, &ratio, err, sizeof err),
+                   PLAN_OK);
+  assert_int_equal(rp.nsteps, 2);
+  assert_int_equal(rp.steps[0].kind, PLAN_REDIST_ALL_GATHER);
+  assert_int_equal(rp.steps[1].kind, PLAN_REDIST_SLICE);
+  assert_true(plan_placement_equal(&rp.steps[1].after, &ratio));
+  assert_false(plan_placement_equal(&even, &ratio));
+  /* P(sum) -> S(0|3:1): a reduce-scatter; rank 0 keeps 6 (receives 6),
+   * rank 1 sends 6 */
+  plan_placement part = rep;
+  part.ax[0] = (plan_axis_pl){PLAN_PL_P, PLAN_RED_SUM, 0, -1, 0};
+  assert_int_equal(plan_redistribute_r(&rp, shape, 1, 4, sizes, 2, &set, 1,
+                                       &part, &ratio, err, sizeof err),
+                   PLAN_OK);
+  assert_int_equal(rp.nsteps, 1);
+  assert_int_equal(rp.steps[0].kind, PLAN_REDIST_REDUCE_SCATTER);
+  assert_int_equal(rp.steps[0].send_bytes, 6 * 4);
+  assert_int_equal(rp.steps[0].recv_bytes, 6 * 4);
+  /* the layout of either rank */
+  int64_t len, off, c1[2] = {1, 0};
+  plan_redist_local_layout_r(&ratio, shape, 1, sizes, &set, 1, c1, &len, &off);
+  assert_int_equal(len, 2);
+  assert_int_equal(off, 6);
+  /* a set of another axis is refused */
+  set.axis = 1;
+  assert_int_equal(plan_redistribute_r(&rp, shape, 1, 4, sizes, 2, &set, 1,
+                                       &rep, &ratio, err, sizeof err),
+                   PLAN_EINVALID);
+  assert_non_null(strstr(err, "ratio set"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_names),
@@ -815,6 +880,7 @@ int main(void) {
       cmocka_unit_test(test_uneven_nesting),
       cmocka_unit_test(test_multi_axis),
       cmocka_unit_test(test_sweep),
+      cmocka_unit_test(test_ratios),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,7 @@
 #include "inputs.h"
 #include "libplan/plan.h"
 #include "libplan/verify.h"
+#include "libplan/lowered.h"
 #include "ir/ops.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
@@ -1290,9 +1291,226 @@ static void test_op_rule_sweep(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* ---- shard ratios --------------------------------------------------------
+ * Every op whose rule allows sharding, on [dp=2, tp=2] with ratios on one
+ * axis: for each input column of one axis that the rule accepts with the
+ * ratio set 3:1 on that axis (outputs derived with the sets), the one-op
+ * plan (loaded from YAML, the sets set in its IR) verifies EQUAL in exact
+ * and float mode, stored as the strategy says and stored R (the verifier
+ * slices by the weights). 3:1 splits every dim of the cases (3, 4, 5, 6,
+ * 8) into unequal pieces; a strategy that shards only dims of 1 or 2
+ * (equal pieces) is left out, and at most 6 are verified per op and axis. */
+
+static int64_t ratio_w[2][2] = {{3, 1}, {3, 1}};
+static plan_ratios ratio_sets[2] = {{0, 2, ratio_w[0]}, {1, 2, ratio_w[1]}};
+
+/* Sets the plan's ratio sets and the strategy's and storage placements
+ * (the YAML spelled them without ratios). */
+static void put_ratios(plan_plan *p, const plan_placement *store,
+                       const plan_placement *in, const plan_placement *out,
+                       int nin, int nout) {
+  p->mesh.ratios = ratio_sets;
+  p->mesh.nratios = 2;
+  const plan_op *op = &p->program->ops[0];
+  for (int i = 0; i < nin; i++) {
+    p->strategies[0].in[i] = in[i];
+    if (store)
+      p->placements[op->in[i]].pl = store[i];
+  }
+  for (int o = 0; o < nout; o++)
+    p->strategies[0].out[o] = out[o];
+}
+
+/* Whether some input of the strategy is cut into unequal pieces. */
+static bool unequal_pieces(const sweep *s, const plan_placement *in) {
+  for (int i = 0; i < s->nin; i++)
+    for (int d = 0; d < s->in_rank[i]; d++) {
+      int64_t c0[PLAN_MAX_MESH_AXES] = {0}, c1[PLAN_MAX_MESH_AXES] = {0};
+      int64_t o0, l0, o1, l1;
+      for (int a = 0; a < s->naxes; a++) {
+        if (in[i].ax[a].kind != PLAN_PL_S || !in[i].ax[a].ratio ||
+            in[i].ax[a].dim != d)
+          continue;
+        c1[a] = 1;
+        plan_placement_dim_range_r(&in[i], d, s->in_dims[i][d], s->mesh_sizes,
+                                   c0, ratio_sets, 2, &o0, &l0);
+        plan_placement_dim_range_r(&in[i], d, s->in_dims[i][d], s->mesh_sizes,
+                                   c1, ratio_sets, 2, &o1, &l1);
+        if (l0 != l1)
+          return true;
+      }
+    }
+  return false;
+}
+
+static void check_ratio_strategy(sweep *s, const plan_placement *in,
+                                 const plan_placement *out, long *count) {
+  char what[560];
+  strategy_str(s, in, out, what, sizeof what);
+  snprintf(what + strlen(what), sizeof what - strlen(what), " (ratios 3:1)");
+  if (!unequal_pieces(s, in))
+    return; /* a dim of 1 or 2: the pieces are equal, nothing new */
+  bool exact = !((s->c->flags & INEXACT_MEAN) && shards_reduction(s, in));
+  for (int stored = 0; stored < 2; stored++) {
+    plan_plan *p = load_yaml(s, plan_yaml(s, NULL, NULL, NULL));
+    if (!p)
+      return;
+    put_ratios(p, stored ? NULL : in, in, out, s->nin, s->nout);
+    bool serr;
+    char first[512];
+    if (validate_errors(s, p, &serr, first, sizeof first))
+      failf(s, "%s: accepted by the rule, but validation says %s", what, first);
+    if (exact)
+      verify_one(s, p, 0, what);
+    verify_one(s, p, 1, what);
+    plan_free(p);
+  }
+  (*count)++;
+}
+
+/* The ratio cases of one op; returns the strategies verified. */
+static long run_ratio_case(sweep *s, int ra) {
+  if (!setup(s))
+    return 0;
+  uint64_t ncol = 1;
+  for (int i = 0; i < s->nin; i++)
+    ncol *= (uint64_t)s->in_rank[i] + 4;
+  long count = 0;
+  for (uint64_t c = 0; c < ncol && count < 6; c++) {
+    plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+    plan_placement_replicated(&in[0], s->naxes);
+    for (int i = 1; i < s->nin; i++)
+      in[i] = in[0];
+    set_column(s, in, ra, c);
+    bool any = false;
+    for (int i = 0; i < s->nin; i++)
+      if (in[i].ax[ra].kind == PLAN_PL_S) {
+        in[i].ax[ra].ratio = (uint8_t)(ra + 1);
+        any = true;
+      } else if (in[i].ax[ra].kind == PLAN_PL_P) {
+        any = false; /* partial inputs: no pieces to weigh */
+        break;
+      }
+    if (!any || !normalize_all(s, in))
+      continue;
+    char err[320];
+    if (plan_rule_infer_out_r(&s->rule, s->kind, s->attrs, in, s->mesh_sizes,
+                              s->axis_names, ratio_sets, 2, out, err,
+                              sizeof err))
+      continue;
+    bool ok = true;
+    for (int o = 0; o < s->nout && ok; o++)
+      ok = !plan_placement_normalize(&out[o], s->out_rank[o], err, sizeof err);
+    if (ok)
+      check_ratio_strategy(s, in, out, &count);
+  }
+  return count;
+}
+
+static void test_ratio_sweep(void **state) {
+  (void)state;
+  const char *only = getenv("SWEEP_ONLY");
+  long total = 0, failures = 0;
+  int nops = 0;
+  for (int ci = 0; ci < NCASES; ci++) {
+    if (only && strncmp(cases[ci].label, only, strlen(only)))
+      continue;
+    if (cases[ci].flags & KNOWN_BUG)
+      continue;
+    long n = 0;
+    for (int ra = 0; ra < 2; ra++) {
+      static sweep s;
+      memset(&s, 0, sizeof s);
+      s.c = &cases[ci];
+      s.m = &meshes[0];
+      n += run_ratio_case(&s, ra);
+      failures += s.failures;
+      plan_free(s.base);
+      plan_buf_free(&s.yaml);
+    }
+    total += n;
+    nops += n > 0;
+  }
+  printf("sweep: %ld strategies with ratios 3:1 verified equal (exact+float, "
+         "stored and stored R) over %d cases; %ld failures\n",
+         total, nops, failures);
+  assert_true(only || nops > 40);
+  assert_int_equal(failures, 0);
+}
+
+/* A false alarm would show as NOT EQUAL for some seed: matmul with ratios
+ * on both inputs' shared dim, over 24 seeds, both modes. */
+static void test_ratio_seeds(void **state) {
+  (void)state;
+  static sweep s;
+  memset(&s, 0, sizeof s);
+  s.c = &cases[0]; /* matmul [4, 6] x [6, 8] */
+  s.m = &meshes[0];
+  assert_true(setup(&s));
+  plan_placement in[2], out[1];
+  plan_placement_replicated(&in[0], 2);
+  in[1] = in[0];
+  in[0].ax[0] = (plan_axis_pl){PLAN_PL_S, 0, 1, -1, 1}; /* k on dp, 3:1 */
+  in[1].ax[0] = (plan_axis_pl){PLAN_PL_S, 0, 0, -1, 1};
+  in[0].ax[1] = (plan_axis_pl){PLAN_PL_S, 0, 0, -1, 0}; /* m on tp */
+  assert_true(normalize_all(&s, in));
+  char err[320];
+  assert_int_equal(plan_rule_infer_out_r(&s.rule, s.kind, s.attrs, in,
+                                         s.mesh_sizes, s.axis_names, ratio_sets,
+                                         2, out, err, sizeof err),
+                   PLAN_OK);
+  assert_int_equal(out[0].ax[0].kind, PLAN_PL_P);
+  plan_plan *p = load_yaml(&s, plan_yaml(&s, NULL, NULL, NULL));
+  assert_non_null(p);
+  put_ratios(p, in, in, out, 2, 1);
+  for (uint64_t seed = 0; seed < 24; seed++) {
+    s.seed = seed;
+    verify_one(&s, p, 0, "matmul with ratios");
+    verify_one(&s, p, 1, "matmul with ratios");
+  }
+  assert_int_equal(s.failures, 0);
+  assert_int_equal(s.verified_exact, 24);
+  assert_int_equal(s.verified_float, 24);
+  /* the lowered program's blocks follow the weights: a [4, 6] as
+   * S(1|3:1)S(0) holds columns 0-3 on dp 0 and 4-5 on dp 1 */
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower(&l, p), PLAN_OK);
+  int seen = 0;
+  for (int b = 0; b < plan_lowered_buffer_count(l); b++) {
+    plan_lowered_buffer_info bi;
+    assert_int_equal(plan_lowered_buffer(&bi, l, b), PLAN_OK);
+    if (strcmp(bi.tensor_name, "a") || bi.placement.ax[0].kind != PLAN_PL_S)
+      continue;
+    int64_t d0[PLAN_MAX_RANK], o0[PLAN_MAX_RANK], d2[PLAN_MAX_RANK],
+        o2[PLAN_MAX_RANK];
+    assert_int_equal(plan_lowered_buffer_block(d0, o0, l, b, 0), 2);
+    assert_int_equal(plan_lowered_buffer_block(d2, o2, l, b, 2), 2);
+    assert_int_equal(d0[1], 4);
+    assert_int_equal(o0[1], 0);
+    assert_int_equal(d2[1], 2);
+    assert_int_equal(o2[1], 4);
+    seen++;
+  }
+  assert_true(seen > 0);
+  plan_lowered_free(l);
+  /* and the error when the inputs' pieces differ */
+  in[1].ax[0].ratio = 0;
+  assert_int_not_equal(
+      plan_rule_infer_out_r(&s.rule, s.kind, s.attrs, in, s.mesh_sizes,
+                            s.axis_names, ratio_sets, 2, out, err, sizeof err),
+      PLAN_OK);
+  assert_non_null(strstr(err, "ratios differ along dp"));
+  assert_non_null(strstr(err, "S(1|3:1)"));
+  plan_free(p);
+  plan_free(s.base);
+  plan_buf_free(&s.yaml);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_op_rule_sweep),
+      cmocka_unit_test(test_ratio_sweep),
+      cmocka_unit_test(test_ratio_seeds),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,10 +2,12 @@
 
 libplan prints a placement in compact form, one entry per mesh axis in mesh
 order: "S(0)R", "RS(1)", "S(0)P(sum)", "S(0:1)S(0:0)" (a dim split by two
-axes, the second axis first). These classes mirror DTensor's placements and
-reprs; `parse` and `format` convert between the two forms.
+axes, the second axis first), "S(0|3:2)R" (format 1.1: dim 0 cut in the
+proportions 3:2 along the first axis). These classes mirror DTensor's
+placements and reprs; `parse` and `format` convert between the two forms.
 """
 
+import math
 import re
 
 __all__ = ["Shard", "Replicate", "Partial", "parse", "format",
@@ -26,37 +28,53 @@ class Placement:
 
 
 class Shard(Placement):
-    """Dim `dim` split along the axis (torch.chunk layout). `level` orders
-    several axes that split the same dim (0 splits first); None: mesh
-    order."""
-    __slots__ = ("dim", "level")
+    """Dim `dim` split along the axis (torch.chunk layout, or in the
+    proportions of `ratios`, one positive weight per index of the axis:
+    format 1.1). `level` orders several axes that split the same dim (0
+    splits first); None: mesh order. Weights are kept divided by their gcd
+    (6:4 is 3:2, the same layout)."""
+    __slots__ = ("dim", "level", "ratios")
 
-    def __init__(self, dim, level=None):
+    def __init__(self, dim, level=None, ratios=None):
         # 1.5 is refused, not cut to 1 (imported here, as _common loads
         # the library)
         from ._common import _int
         self.dim = _int(dim, "Shard: dim")
         self.level = None if level is None else _int(level, "Shard: level")
+        self.ratios = None
+        if ratios is not None:
+            w = [_int(x, "Shard: ratio") for x in ratios]
+            if not w or min(w) < 1:
+                raise _usage("Shard: ratios are positive integers, not %r"
+                             % (list(ratios),))
+            g = 0
+            for x in w:
+                g = math.gcd(g, x)
+            self.ratios = tuple(x // g for x in w)
 
     def is_shard(self, dim=None):
         return dim is None or dim == self.dim
 
     def __eq__(self, other):
         return (isinstance(other, Shard) and other.dim == self.dim
-                and other.level == self.level)
+                and other.level == self.level
+                and other.ratios == self.ratios)
 
     def __hash__(self):
-        return hash(("S", self.dim, self.level))
+        return hash(("S", self.dim, self.level, self.ratios))
 
     def __repr__(self):
-        if self.level is None:
-            return "Shard(dim=%d)" % self.dim
-        return "Shard(dim=%d, level=%d)" % (self.dim, self.level)
+        extra = "" if self.level is None else ", level=%d" % self.level
+        if self.ratios is not None:
+            extra += ", ratios=%r" % (list(self.ratios),)
+        return "Shard(dim=%d%s)" % (self.dim, extra)
 
     def compact(self):
+        w = "" if self.ratios is None else "|" + ":".join(
+            str(x) for x in self.ratios)
         if self.level is None:
-            return "S(%d)" % self.dim
-        return "S(%d:%d)" % (self.dim, self.level)
+            return "S(%d%s)" % (self.dim, w)
+        return "S(%d:%d%s)" % (self.dim, self.level, w)
 
 
 class Replicate(Placement):
@@ -107,7 +125,8 @@ class Partial(Placement):
 
 _TOKEN = re.compile(r"""\s*(?:
       (?P<r>Replicate\(\s*\)|R)
-    | (?:S|Shard)\(\s*(?P<sd>-?\d+)\s*(?::\s*(?P<sl>\d+)\s*)?\)
+    | (?:S|Shard)\(\s*(?P<sd>-?\d+)\s*(?::\s*(?P<sl>\d+)\s*)?
+        (?:\|\s*(?P<sw>\d+(?:\s*:\s*\d+)*)\s*)?\)
     | (?:Partial|P)(?:\(\s*(?P<po>sum|avg|max|min)?\s*\))?
     )\s*,?""", re.VERBOSE)
 
@@ -134,8 +153,11 @@ def parse(text):
         if m.group("r"):
             out.append(Replicate())
         elif m.group("sd") is not None:
+            w = m.group("sw")
             out.append(Shard(int(m.group("sd")), None if m.group("sl") is None
-                             else int(m.group("sl"))))
+                             else int(m.group("sl")),
+                             None if w is None else
+                             [int(x) for x in w.split(":")]))
         else:
             out.append(Partial(m.group("po") or "sum"))
         pos = m.end()
@@ -149,8 +171,16 @@ def format(placements):
     return "".join(p.compact() for p in placements)
 
 
-def _chunk(n, k, i):
-    """torch.chunk's piece i of a dim of n split k ways: (offset, length)."""
+def _chunk(n, k, i, ratios=None):
+    """torch.chunk's piece i of a dim of n split k ways: (offset, length);
+    with ratios (one weight per piece), piece i is [floor(n W_i / W),
+    floor(n W_{i+1} / W)), W_i the sum of the weights before i."""
+    if ratios is not None:
+        if len(ratios) != k:
+            raise _usage("%d ratios for an axis of %d" % (len(ratios), k))
+        w, wi = sum(ratios), sum(ratios[:i])
+        lo = n * wi // w
+        return lo, n * (wi + ratios[i]) // w - lo
     c = -(-n // k) if k else n
     lo = min(i * c, n)
     return lo, min(c, n - lo)
@@ -158,7 +188,8 @@ def _chunk(n, k, i):
 
 def local_shape_and_offset(shape, placement, mesh_sizes, coords):
     """The block of a tensor that the rank at mesh coordinates `coords`
-    holds: (local shape, global offset), torch.chunk semantics, a dim split
+    holds: (local shape, global offset), torch.chunk semantics (or a
+    Shard's ratios, format 1.1), a dim split
     by several axes nested major to minor (or in the order of the levels),
     as libplan lays it out (spec/plan-format.md §3.1). Partial and
     replicated entries keep the whole dim."""
@@ -174,12 +205,12 @@ def local_shape_and_offset(shape, placement, mesh_sizes, coords):
             if not 0 <= d < rank:
                 raise _usage("S(%d) on a rank-%d tensor" % (p.dim, rank))
             by_dim.setdefault(d, []).append((p.level if p.level is not None
-                                             else axis, axis))
+                                             else axis, axis, p.ratios))
     size = list(shape)
     offset = [0] * rank
     for d, axes in by_dim.items():
-        for _, axis in sorted(axes):
-            o, n = _chunk(size[d], mesh_sizes[axis], coords[axis])
+        for _, axis, ratios in sorted(axes, key=lambda x: x[:2]):
+            o, n = _chunk(size[d], mesh_sizes[axis], coords[axis], ratios)
             offset[d] += o
             size[d] = n
     return tuple(size), tuple(offset)

@@ -149,6 +149,27 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
                     const int64_t *mesh_sizes, const char *const *axis_names,
                     char *err, size_t errsz);
 
+/* The two above with the plan's shard ratio sets (plan_mesh.ratios; NULL
+ * for none): an output sharded by a factor takes the ratio set of the
+ * inputs sharding it, inputs that shard one factor along one axis with
+ * different sets (or one with and one without) are an error ("ratios
+ * differ along dp (factor m): input 0 is S(0|3:2), input 1 is S(0)"), a
+ * compound dim with ratio pieces must be cut at whole elements of its major
+ * factor, and P(avg) of a reduction sharded with ratios is refused (the
+ * mean of unequal pieces is not the mean). Without sets, ratio entries are
+ * named by index and a compound dim with ratios is refused. */
+int plan_rule_infer_out_r(const plan_rule *rule, int kind,
+                          const plan_attr_val *attrs, const plan_placement *in,
+                          const int64_t *mesh_sizes,
+                          const char *const *axis_names,
+                          const plan_ratios *sets, int nsets,
+                          plan_placement *out, char *err, size_t errsz);
+int plan_rule_check_r(const plan_rule *rule, int kind,
+                      const plan_attr_val *attrs, const plan_placement *in,
+                      const plan_placement *out, const int64_t *mesh_sizes,
+                      const char *const *axis_names, const plan_ratios *sets,
+                      int nsets, char *err, size_t errsz);
+
 #ifdef __cplusplus
 }
 #endif

@@ -40,6 +40,8 @@ typedef struct judge {
   const plan_placement *in;
   plan_placement *out;
   const int64_t *mesh_sizes;
+  const plan_ratios *sets; /* the plan's ratio sets (NULL: none known) */
+  int nsets;
   int naxes;
   const char *ax[PLAN_MAX_MESH_AXES]; /* axis names for messages */
   char ax_buf[PLAN_MAX_MESH_AXES][20];
@@ -61,6 +63,29 @@ static const char *entry_str(const plan_axis_pl *e, char buf[24]) {
     snprintf(buf, 24, "P(%s)", red_name(e->reduce));
   else
     snprintf(buf, 24, "R");
+  return buf;
+}
+
+/* An S entry with its ratios, "S(0|3:2)" (the set's index when the sets
+ * are not known, "S(0|set 1)"); other entries as entry_str. */
+static const char *ratio_str(const judge *j, const plan_axis_pl *e,
+                             char buf[96]) {
+  if (e->kind != PLAN_PL_S || !e->ratio) {
+    char eb[24];
+    snprintf(buf, 96, "%s", entry_str(e, eb));
+    return buf;
+  }
+  if (!j->sets || e->ratio > j->nsets) {
+    snprintf(buf, 96, "S(%d|set %d)", e->dim, e->ratio);
+    return buf;
+  }
+  const plan_ratios *r = &j->sets[e->ratio - 1];
+  size_t k = (size_t)snprintf(buf, 96, "S(%d|", e->dim);
+  for (int i = 0; i < r->n && k < 90; i++)
+    k += (size_t)snprintf(buf + k, 96 - k, "%s%lld", i ? ":" : "",
+                          (long long)r->w[i]);
+  if (k < 95)
+    snprintf(buf + k, 96 - k, ")");
   return buf;
 }
 
@@ -158,6 +183,17 @@ static int shard_axis(judge *j, int a, int first_s) {
                          "%s: input %d shards dim %d (factor %s) along %s but "
                          "input %d does not (it is %s there)",
                          op, first_s, d, fn, ax, i, entry_str(e, eb));
+      /* One factor, one layout: the pieces must be the same on every
+       * input that shards it. */
+      const plan_axis_pl *e0 = &j->in[first_s].ax[a];
+      if (e->ratio != e0->ratio) {
+        char r0[96], r1[96];
+        return plan_errf(j->err, j->errsz,
+                         "%s: ratios differ along %s (factor %s): input %d is "
+                         "%s, input %d is %s",
+                         op, ax, fn, first_s, ratio_str(j, e0, r0), i,
+                         ratio_str(j, e, r1));
+      }
     } else if (r->operand[i].additive && reduction) {
       /* R: each rank would add the whole value to its partial result. */
       return plan_errf(
@@ -194,7 +230,8 @@ static int shard_axis(judge *j, int a, int first_s) {
           op, fn, d, first_s, ax, o, cd);
     e->kind = PLAN_PL_S;
     e->dim = (int8_t)cd;
-    e->level = 0; /* set by order_levels */
+    e->level = 0;                          /* set by order_levels */
+    e->ratio = j->in[first_s].ax[a].ratio; /* the pieces the inputs have */
   }
   j->src[a].factor = F;
   j->src[a].input = first_s;
@@ -418,6 +455,66 @@ static int order_levels(judge *j) {
   return PLAN_OK;
 }
 
+/* The first piece boundary of dim d (global size `size`) that is not a
+ * multiple of `inner`, over every combination of coordinates of the mesh
+ * axes axes[0..n) (the others 0, at most 2^16 combinations); -1 when every
+ * boundary is. */
+static int64_t dim_piece_bad(const judge *j, const plan_placement *p, int d,
+                             int64_t size, int64_t inner, const int *axes,
+                             int n) {
+  int64_t coord[PLAN_MAX_MESH_AXES] = {0};
+  for (int64_t count = 0; count < (1 << 16); count++) {
+    int64_t off, len;
+    plan_placement_dim_range_r(p, d, size, j->mesh_sizes, coord, j->sets,
+                               j->nsets, &off, &len);
+    if (off % inner || len % inner)
+      return off % inner ? off : off + len;
+    int t = n - 1;
+    while (t >= 0 && ++coord[axes[t]] >= j->mesh_sizes[axes[t]])
+      coord[axes[t--]] = 0;
+    if (t < 0)
+      break;
+  }
+  return -1;
+}
+
+/* A compound dim sharded with ratios: every piece boundary must fall on a
+ * whole element of the major factor (a multiple of the minor parts'
+ * product), checked piece by piece. */
+static int compound_ratio_check(judge *j, int opnd, const plan_placement *p,
+                                int d, const int *axes, int n) {
+  const plan_rule *r = j->rule;
+  const plan_rule_operand *o = &r->operand[opnd];
+  const plan_factor *major = &r->factors[o->f[d][0]];
+  bool is_in = opnd < r->nin;
+  char b[PLAN_MAX_MESH_AXES * 20];
+  if (!j->sets)
+    return plan_errf(j->err, j->errsz,
+                     "%s: dim %d of %s %d is compound (major part %s); its "
+                     "ratio pieces along [%s] cannot be checked without the "
+                     "plan's ratio sets",
+                     j->info->name, d, is_in ? "input" : "output",
+                     is_in ? opnd : opnd - r->nin, major->name,
+                     axes_str(j, axes, n, b, sizeof b));
+  int64_t size = 1;
+  for (int t = 0; t < o->nf[d]; t++)
+    size *= r->factors[o->f[d][t]].size;
+  int64_t inner = major->size > 0 ? size / major->size : 1;
+  if (inner <= 1)
+    return PLAN_OK;
+  int64_t at = dim_piece_bad(j, p, d, size, inner, axes, n);
+  if (at < 0)
+    return PLAN_OK;
+  return plan_errf(j->err, j->errsz,
+                   "%s: dim %d of %s %d is compound (major part %s of size "
+                   "%lld); its ratio pieces along [%s] must cut it at "
+                   "multiples of %lld, but one cuts at %lld",
+                   j->info->name, d, is_in ? "input" : "output",
+                   is_in ? opnd : opnd - r->nin, major->name,
+                   (long long)major->size, axes_str(j, axes, n, b, sizeof b),
+                   (long long)inner, (long long)at);
+}
+
 /* A compound dim (reshape) shards its major factor: the layout equals
  * sharding that factor only when it divides into the shards exactly
  * ([4, 6] -> [24] sharded 2 ways is 12 + 12 = rows 0-1 and 2-3; 8 ways would
@@ -435,15 +532,24 @@ static int compound_check(judge *j, int opnd, const plan_placement *p) {
     if (n == 0)
       continue;
     int64_t prod = 1;
-    for (int t = 0; t < n; t++)
+    bool ratios = false;
+    for (int t = 0; t < n; t++) {
       if (j->mesh_sizes[axes[t]] > 0 &&
           !plan_mul_i64(prod, j->mesh_sizes[axes[t]], &prod))
         prod = INT64_MAX; /* more shards than any factor has elements */
+      ratios = ratios || p->ax[axes[t]].ratio;
+    }
     const plan_factor *major = &r->factors[o->f[d][0]];
+    bool is_in = opnd < r->nin;
+    if (ratios) {
+      int rc = compound_ratio_check(j, opnd, p, d, axes, n);
+      if (rc)
+        return rc;
+      continue;
+    }
     if (prod > 0 && major->size % prod == 0)
       continue;
     char b[PLAN_MAX_MESH_AXES * 20];
-    bool is_in = opnd < r->nin;
     return plan_errf(
         j->err, j->errsz,
         "%s: dim %d of %s %d is compound (major part %s of size "
@@ -486,6 +592,12 @@ static int judge_run(judge *j) {
         return plan_errf(j->err, j->errsz,
                          "%s: input %d is S(%d) along %s but has rank %d", op,
                          i, e->dim, j->ax[a], r->operand[i].rank);
+      if (e->kind == PLAN_PL_S && e->ratio && j->sets &&
+          (e->ratio > j->nsets || j->sets[e->ratio - 1].axis != a))
+        return plan_errf(j->err, j->errsz,
+                         "%s: input %d along %s names ratio set %d, which "
+                         "is not a set of that axis",
+                         op, i, j->ax[a], e->ratio);
     }
   }
   for (int o = 0; o < r->nout; o++) {
@@ -525,8 +637,11 @@ static int judge_run(judge *j) {
 static int judge_init(judge *j, const plan_rule *rule, int kind,
                       const plan_attr_val *attrs, const plan_placement *in,
                       const int64_t *mesh_sizes, const char *const *axis_names,
-                      plan_placement *out, char *err, size_t errsz) {
+                      const plan_ratios *sets, int nsets, plan_placement *out,
+                      char *err, size_t errsz) {
   memset(j, 0, sizeof *j);
+  j->sets = sets;
+  j->nsets = sets ? nsets : 0;
   j->err = err;
   j->errsz = errsz;
   j->info = plan_op_info_get(kind);
@@ -553,15 +668,25 @@ static int judge_init(judge *j, const plan_rule *rule, int kind,
   return PLAN_OK;
 }
 
+int plan_rule_infer_out_r(const plan_rule *rule, int kind,
+                          const plan_attr_val *attrs, const plan_placement *in,
+                          const int64_t *mesh_sizes,
+                          const char *const *axis_names,
+                          const plan_ratios *sets, int nsets,
+                          plan_placement *out, char *err, size_t errsz) {
+  judge j;
+  int rc = judge_init(&j, rule, kind, attrs, in, mesh_sizes, axis_names, sets,
+                      nsets, out, err, errsz);
+  return rc ? rc : judge_run(&j);
+}
+
 int plan_rule_infer_out(const plan_rule *rule, int kind,
                         const plan_attr_val *attrs, const plan_placement *in,
                         const int64_t *mesh_sizes,
                         const char *const *axis_names, plan_placement *out,
                         char *err, size_t errsz) {
-  judge j;
-  int rc = judge_init(&j, rule, kind, attrs, in, mesh_sizes, axis_names, out,
-                      err, errsz);
-  return rc ? rc : judge_run(&j);
+  return plan_rule_infer_out_r(rule, kind, attrs, in, mesh_sizes, axis_names,
+                               NULL, 0, out, err, errsz);
 }
 
 /* Size of dim d of operand opnd, from its factors. */
@@ -576,10 +701,19 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
                     const plan_placement *in, const plan_placement *out,
                     const int64_t *mesh_sizes, const char *const *axis_names,
                     char *err, size_t errsz) {
+  return plan_rule_check_r(rule, kind, attrs, in, out, mesh_sizes, axis_names,
+                           NULL, 0, err, errsz);
+}
+
+int plan_rule_check_r(const plan_rule *rule, int kind,
+                      const plan_attr_val *attrs, const plan_placement *in,
+                      const plan_placement *out, const int64_t *mesh_sizes,
+                      const char *const *axis_names, const plan_ratios *sets,
+                      int nsets, char *err, size_t errsz) {
   plan_placement want[PLAN_MAX_OPERANDS];
   judge j;
-  int rc = judge_init(&j, rule, kind, attrs, in, mesh_sizes, axis_names, want,
-                      err, errsz);
+  int rc = judge_init(&j, rule, kind, attrs, in, mesh_sizes, axis_names, sets,
+                      nsets, want, err, errsz);
   if (rc)
     return rc;
   if (!out) {
@@ -612,6 +746,18 @@ int plan_rule_check(const plan_rule *rule, int kind, const plan_attr_val *attrs,
     if (plan_placement_equal(&alt, &out[o]))
       continue;
     char b1[PLAN_PLACEMENT_STRLEN], b2[PLAN_PLACEMENT_STRLEN];
+    for (int a = 0; a < j.naxes && a < out[o].naxes; a++) {
+      const plan_axis_pl *x = &want[o].ax[a], *y = &out[o].ax[a];
+      if (x->kind == PLAN_PL_S && y->kind == PLAN_PL_S && x->dim == y->dim &&
+          x->ratio != y->ratio) {
+        char r0[96], r1[96];
+        return plan_errf(err, errsz,
+                         "%s: output %d should be %s along %s (the pieces "
+                         "of its inputs) but the strategy says %s",
+                         j.info->name, o, ratio_str(&j, x, r0), j.ax[a],
+                         ratio_str(&j, y, r1));
+      }
+    }
     return plan_errf(
         err, errsz, "%s: output %d should be %s but the strategy says %s%s",
         j.info->name, o, plan_placement_format(&want[o], b1),

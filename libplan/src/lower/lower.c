@@ -81,9 +81,10 @@ static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
   const plan_tensor *t = &p->program->tensors[tensor];
   plan_redist_plan rp;
   char err[256];
-  if (plan_redistribute(&rp, t->dims, t->rank, plan_dtype_size(t->dtype),
-                        p->mesh.axis_sizes, p->mesh.naxes, &l->bufs[from].pl,
-                        want, err, sizeof err))
+  if (plan_redistribute_r(&rp, t->dims, t->rank, plan_dtype_size(t->dtype),
+                          p->mesh.axis_sizes, p->mesh.naxes, p->mesh.ratios,
+                          p->mesh.nratios, &l->bufs[from].pl, want, err,
+                          sizeof err))
     return plan_failf(PLAN_EINVALID, "tensor '%s': %s", t->name, err), -1;
   int cur = from;
   for (int i = 0; i < rp.nsteps; i++) {

@@ -121,9 +121,9 @@ static int derive(tctx *c, int i, plan_placement *in, plan_placement *out) {
     bool ok = true;
     for (int j = 0; j < op->nin && ok; j++)
       ok = !plan_placement_normalize(&in[j], si[j].rank, err, sizeof err);
-    if (!ok ||
-        plan_rule_infer_out(&c->rule, op->kind, op->attrs, in, m->axis_sizes,
-                            m->axis_names, out, err, sizeof err))
+    if (!ok || plan_rule_infer_out_r(&c->rule, op->kind, op->attrs, in,
+                                     m->axis_sizes, m->axis_names, m->ratios,
+                                     m->nratios, out, err, sizeof err))
       continue;
     for (int k = 0; k < op->nout && ok; k++)
       ok = !plan_placement_normalize(&out[k], so[k].rank, err, sizeof err);

@@ -18,8 +18,9 @@ static void local_shape(const plan_lowered *l, int b, const int64_t *coord,
   memset(s, 0, sizeof *s);
   s->rank = t->rank;
   s->dtype = t->dtype;
-  plan_redist_local_layout(&l->bufs[b].pl, t->dims, t->rank,
-                           l->plan->mesh.axis_sizes, coord, s->dims, NULL);
+  plan_redist_local_layout_r(&l->bufs[b].pl, t->dims, t->rank,
+                             l->plan->mesh.axis_sizes, l->plan->mesh.ratios,
+                             l->plan->mesh.nratios, coord, s->dims, NULL);
 }
 
 /* The mesh axes (bit a for axis a) whose coordinate can change a block's

@@ -132,6 +132,14 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
                       "verify` runs it from the plan");
   const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
+  /* The compact spelling has no weights yet: a ratio level written as S(d)
+   * would read back as equal pieces, another program. */
+  for (int i = 0; i < l->nbufs; i++)
+    for (int a = 0; a < l->bufs[i].pl.naxes; a++)
+      if (l->bufs[i].pl.ax[a].kind == PLAN_PL_S && l->bufs[i].pl.ax[a].ratio)
+        return plan_failf(PLAN_EUNSUPPORTED,
+                          "a lowered program with shard ratios has no file "
+                          "form yet: `plan verify` runs it from the plan");
   char **names = buffer_names(l);
   if (!names)
     return plan_oom();
@@ -567,6 +575,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     plan_placement after = l->bufs[ins[0]].pl;
     char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
     st->before = after;
+    /* a level the step adds has the pieces out's placement states */
+    st->ratio = l->bufs[outs[0]].pl.ax[st->axis].ratio;
     if (!plan_redist_apply(&after, st) ||
         !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
       return plan_rd_fail(rd, n, PLAN_EINVALID,

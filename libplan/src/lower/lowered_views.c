@@ -168,8 +168,8 @@ int plan_lowered_buffer_block(int64_t *dims, int64_t *offset,
   }
   const plan_lbuf *b = &l->bufs[buffer];
   const plan_tensor *t = &l->plan->program->tensors[b->tensor];
-  plan_redist_local_layout(&b->pl, t->dims, t->rank, m->axis_sizes, coord, dims,
-                           offset);
+  plan_redist_local_layout_r(&b->pl, t->dims, t->rank, m->axis_sizes, m->ratios,
+                             m->nratios, coord, dims, offset);
   return t->rank;
 }
 

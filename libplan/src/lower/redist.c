@@ -42,9 +42,19 @@ void plan_redist_local_layout(const plan_placement *p, const int64_t *shape,
                               int rank, const int64_t *mesh_sizes,
                               const int64_t *coord, int64_t *local_shape,
                               int64_t *offset) {
+  plan_redist_local_layout_r(p, shape, rank, mesh_sizes, NULL, 0, coord,
+                             local_shape, offset);
+}
+
+void plan_redist_local_layout_r(const plan_placement *p, const int64_t *shape,
+                                int rank, const int64_t *mesh_sizes,
+                                const plan_ratios *sets, int nsets,
+                                const int64_t *coord, int64_t *local_shape,
+                                int64_t *offset) {
   for (int d = 0; d < rank; d++) {
     int64_t off, len;
-    plan_placement_dim_range(p, d, shape[d], mesh_sizes, coord, &off, &len);
+    plan_placement_dim_range_r(p, d, shape[d], mesh_sizes, coord, sets, nsets,
+                               &off, &len);
     if (local_shape)
       local_shape[d] = len;
     if (offset)
@@ -107,35 +117,134 @@ static int piece_lengths(int64_t size, const int *axes, int depth,
   return n;
 }
 
-/* The largest local length of dim d over all ranks: the first piece at
- * every level, as torch.chunk puts the remainder last. */
-static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
+/* The mesh and its ratio sets: what a layout needs. */
+typedef struct lay {
+  const int64_t *mesh;
+  int naxes;
+  const plan_ratios *sets;
+  int nsets;
+} lay;
+
+/* Whether some S entry of p names a ratio set. */
+static bool has_ratios(const plan_placement *p) {
+  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+    if (p->ax[a].kind == PLAN_PL_S && p->ax[a].ratio)
+      return true;
+  return false;
+}
+
+/* Steps coord to the next combination of the coordinates of the axes in
+ * axes[0..n) (row-major); false after the last. */
+static bool next_coord(int64_t *coord, const int *axes, int n,
                        const int64_t *mesh) {
-  int64_t zero[PLAN_MAX_MESH_AXES] = {0}, off, len;
-  plan_placement_dim_range(p, d, shape[d], mesh, zero, &off, &len);
-  return len;
+  int t = n - 1;
+  while (t >= 0 && ++coord[axes[t]] >= mesh[axes[t]])
+    coord[axes[t--]] = 0;
+  return t >= 0;
+}
+
+/* The largest local length of dim d over all ranks: with equal chunks the
+ * first piece at every level (torch.chunk puts the remainder last); with
+ * ratios the largest over the coordinates of the axes sharding d. */
+static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
+                       const lay *L) {
+  int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off, len, best = 0;
+  int axes[PLAN_MAX_MESH_AXES];
+  int n = plan_placement_dim_axes(p, d, axes);
+  bool ratios = false;
+  for (int t = 0; t < n; t++)
+    ratios = ratios || p->ax[axes[t]].ratio;
+  do {
+    plan_placement_dim_range_r(p, d, shape[d], L->mesh, coord, L->sets,
+                               L->nsets, &off, &len);
+    best = max64(best, len);
+  } while (ratios && next_coord(coord, axes, n, L->mesh));
+  return best;
 }
 
 /* The largest product of local lengths over the dims other than x and y.
  * Distinct dims are sharded by distinct axes, so the maxima are
  * independent and multiply. */
 static int64_t others_max(const plan_placement *p, const int64_t *shape,
-                          int rank, const int64_t *mesh, int x, int y) {
+                          int rank, const lay *L, int x, int y) {
   int64_t n = 1;
   for (int d = 0; d < rank; d++)
     if (d != x && d != y)
-      n = sat_mul(n, max_len(p, d, shape, mesh));
+      n = sat_mul(n, max_len(p, d, shape, L));
   return n;
+}
+
+/* The elements of a rank's local block, and of the overlap of two of its
+ * blocks (the part an all-to-all keeps). */
+static int64_t block_elems(const plan_placement *p, const int64_t *shape,
+                           int rank, const lay *L, const int64_t *coord,
+                           const plan_placement *q, int64_t *common) {
+  int64_t n = 1, c = 1;
+  for (int d = 0; d < rank; d++) {
+    int64_t o1, l1, o2, l2;
+    plan_placement_dim_range_r(p, d, shape[d], L->mesh, coord, L->sets,
+                               L->nsets, &o1, &l1);
+    n = sat_mul(n, l1);
+    if (q) {
+      plan_placement_dim_range_r(q, d, shape[d], L->mesh, coord, L->sets,
+                                 L->nsets, &o2, &l2);
+      int64_t lo = max64(o1, o2), hi = o1 + l1 < o2 + l2 ? o1 + l1 : o2 + l2;
+      c = sat_mul(c, hi > lo ? hi - lo : 0);
+    }
+  }
+  if (common)
+    *common = c;
+  return n;
+}
+
+/* The bytes of a step whose pieces follow ratios, from every rank's blocks
+ * before and after it (at most 2^16 ranks are looked at; past that the
+ * figures are a lower bound). */
+static void step_cost_ratios(const plan_redist_step *s, const int64_t *shape,
+                             int rank, const lay *L, int64_t *send,
+                             int64_t *recv) {
+  int axes[PLAN_MAX_MESH_AXES];
+  for (int a = 0; a < L->naxes; a++)
+    axes[a] = a;
+  int64_t coord[PLAN_MAX_MESH_AXES] = {0}, k = L->mesh[s->axis];
+  int64_t count = 0;
+  do {
+    int64_t kept,
+        b = block_elems(&s->before, shape, rank, L, coord, &s->after, &kept);
+    int64_t f = block_elems(&s->after, shape, rank, L, coord, NULL, NULL);
+    switch (s->kind) {
+    case PLAN_REDIST_ALL_GATHER: /* my piece to k - 1, the rest to me */
+      *send = max64(*send, sat_mul(b, k - 1));
+      *recv = max64(*recv, f - b);
+      break;
+    case PLAN_REDIST_REDUCE_SCATTER: /* the others' parts out, mine in */
+      *send = max64(*send, b - f);
+      *recv = max64(*recv, sat_mul(f, k - 1));
+      break;
+    case PLAN_REDIST_ALL_TO_ALL:
+      *send = max64(*send, b - kept);
+      *recv = max64(*recv, f - kept);
+      break;
+    default:
+      break;
+    }
+  } while (++count < (1 << 16) && next_coord(coord, axes, L->naxes, L->mesh));
 }
 
 /* Fills send_bytes and recv_bytes of step s (whose `before` is set). */
 static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
-                      int64_t esize, const int64_t *mesh) {
+                      int64_t esize, const lay *L) {
   const plan_placement *p = &s->before;
+  const int64_t *mesh = L->mesh;
   int64_t k = mesh[s->axis], send = 0, recv = 0;
   int axes[PLAN_MAX_MESH_AXES];
   int64_t ls[LEN_SET_CAP], ls2[LEN_SET_CAP], rs[10];
-  switch (s->kind) {
+  bool ratios = L->sets && (has_ratios(&s->before) || has_ratios(&s->after));
+  switch (ratios && s->kind != PLAN_REDIST_ALL_REDUCE ? PLAN_REDIST_COUNT
+                                                      : s->kind) {
+  case PLAN_REDIST_COUNT:
+    step_cost_ratios(s, shape, rank, L, &send, &recv);
+    break;
   case PLAN_REDIST_ALL_GATHER:
   case PLAN_REDIST_REDUCE_SCATTER: {
     bool gather = s->kind == PLAN_REDIST_ALL_GATHER;
@@ -152,7 +261,7 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
         recv = max64(recv, gather ? rest : mine);
       }
     }
-    int64_t o = others_max(p, shape, rank, mesh, s->dim, -1);
+    int64_t o = others_max(p, shape, rank, L, s->dim, -1);
     send = sat_mul(send, o);
     recv = sat_mul(recv, o);
     break;
@@ -173,7 +282,7 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
           recv = max64(recv, sat_mul(I - ir, jr));
         }
       }
-    int64_t o = others_max(p, shape, rank, mesh, s->dim, s->to_dim);
+    int64_t o = others_max(p, shape, rank, L, s->dim, s->to_dim);
     send = sat_mul(send, o);
     recv = sat_mul(recv, o);
     break;
@@ -182,7 +291,7 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
     /* Reduce-scatter plus all-gather of the flattened tensor in k chunks:
      * n - c + (k - 1) c each way for a rank whose chunk is c; the first
      * chunk is the largest. */
-    int64_t n = others_max(p, shape, rank, mesh, -1, -1);
+    int64_t n = others_max(p, shape, rank, L, -1, -1);
     int64_t c = n / k + (n % k != 0);
     send = recv = k > 1 ? sat_add(n, sat_mul(k - 2, c)) : 0;
     break;
@@ -201,16 +310,19 @@ static void set_r(plan_axis_pl *e) {
   e->reduce = PLAN_RED_SUM;
   e->dim = 0;
   e->level = -1;
+  e->ratio = 0;
 }
 
-/* Makes axis a shard dim d as its new minor-most level. */
-static void add_minor(plan_placement *p, int a, int d) {
+/* Makes axis a shard dim d as its new minor-most level, in pieces of ratio
+ * set `ratio` (0: torch.chunk). */
+static void add_minor(plan_placement *p, int a, int d, int ratio) {
   int axes[PLAN_MAX_MESH_AXES];
   int m = plan_placement_dim_axes(p, d, axes);
   p->ax[a].kind = PLAN_PL_S;
   p->ax[a].reduce = PLAN_RED_SUM;
   p->ax[a].dim = (int8_t)d;
   p->ax[a].level = (int8_t)m;
+  p->ax[a].ratio = (uint8_t)ratio;
 }
 
 /* Applies step s to placement p; false when its precondition fails (an
@@ -237,7 +349,7 @@ static bool apply_step(plan_placement *p, const plan_redist_step *s) {
     if (s->kind == PLAN_REDIST_ALL_TO_ALL) {
       if (s->to_dim == s->dim)
         return false;
-      add_minor(p, s->axis, s->to_dim);
+      add_minor(p, s->axis, s->to_dim, s->ratio);
     }
     return true;
   case PLAN_REDIST_ALL_REDUCE:
@@ -251,7 +363,7 @@ static bool apply_step(plan_placement *p, const plan_redist_step *s) {
             ? e->kind != PLAN_PL_R
             : e->kind != PLAN_PL_P || e->reduce != s->reduce)
       return false;
-    add_minor(p, s->axis, s->dim);
+    add_minor(p, s->axis, s->dim, s->ratio);
     return true;
   case PLAN_REDIST_ZERO_NON_OWNER:
   case PLAN_REDIST_RELABEL:
@@ -261,6 +373,7 @@ static bool apply_step(plan_placement *p, const plan_redist_step *s) {
     e->reduce = (uint8_t)s->reduce;
     e->dim = 0;
     e->level = -1;
+    e->ratio = 0;
     return true;
   default:
     return false;
@@ -269,7 +382,8 @@ static bool apply_step(plan_placement *p, const plan_redist_step *s) {
 
 /* ---- planning ------------------------------------------------------------ */
 
-/* True when the first n axes of dst's list for dim d are cur's list. */
+/* True when the first n axes of dst's list for dim d are cur's list, with
+ * the same ratio sets (a level with other pieces is another level). */
 static bool is_prefix(const plan_placement *cur, const plan_placement *dst,
                       int d, int *ncur) {
   int ca[PLAN_MAX_MESH_AXES], da[PLAN_MAX_MESH_AXES];
@@ -280,7 +394,7 @@ static bool is_prefix(const plan_placement *cur, const plan_placement *dst,
   if (nc > nd)
     return false;
   for (int i = 0; i < nc; i++)
-    if (ca[i] != da[i])
+    if (ca[i] != da[i] || cur->ax[ca[i]].ratio != dst->ax[da[i]].ratio)
       return false;
   return true;
 }
@@ -296,13 +410,14 @@ static bool can_add(const plan_placement *cur, const plan_placement *dst,
 }
 
 static void push(plan_redist_plan *out, plan_redist_kind kind, int axis,
-                 int dim, int to_dim, int reduce) {
+                 int dim, int to_dim, int reduce, int ratio) {
   plan_redist_step *s = &out->steps[out->nsteps++];
   s->kind = kind;
   s->axis = axis;
   s->dim = dim;
   s->to_dim = to_dim;
   s->reduce = (plan_reduce)reduce;
+  s->ratio = ratio;
 }
 
 /* The sharding steps: adds whenever ready (they shrink the data), else one
@@ -323,9 +438,11 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
     if (a < naxes) {
       const plan_axis_pl *e = &cur->ax[a];
       if (e->kind == PLAN_PL_P)
-        push(out, PLAN_REDIST_REDUCE_SCATTER, a, dst->ax[a].dim, -1, e->reduce);
+        push(out, PLAN_REDIST_REDUCE_SCATTER, a, dst->ax[a].dim, -1, e->reduce,
+             dst->ax[a].ratio);
       else
-        push(out, PLAN_REDIST_SLICE, a, dst->ax[a].dim, -1, PLAN_RED_SUM);
+        push(out, PLAN_REDIST_SLICE, a, dst->ax[a].dim, -1, PLAN_RED_SUM,
+             dst->ax[a].ratio);
       apply_step(cur, &out->steps[out->nsteps - 1]);
       continue;
     }
@@ -347,10 +464,10 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
     }
     if (move_axis >= 0)
       push(out, PLAN_REDIST_ALL_TO_ALL, move_axis, move_dim,
-           dst->ax[move_axis].dim, PLAN_RED_SUM);
+           dst->ax[move_axis].dim, PLAN_RED_SUM, dst->ax[move_axis].ratio);
     else if (gather_dim >= 0)
       push(out, PLAN_REDIST_ALL_GATHER, gather_axis, gather_dim, -1,
-           PLAN_RED_SUM);
+           PLAN_RED_SUM, 0);
     else
       return;
     apply_step(cur, &out->steps[out->nsteps - 1]);
@@ -358,13 +475,13 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
 }
 
 static int64_t local_elems(const plan_placement *p, const int64_t *shape,
-                           int rank, const int64_t *mesh) {
-  return others_max(p, shape, rank, mesh, -1, -1);
+                           int rank, const lay *L) {
+  return others_max(p, shape, rank, L, -1, -1);
 }
 
 static int check_placement(const plan_placement *p, const char *which,
-                           int naxes, int rank, plan_placement *out, char *err,
-                           size_t errsz) {
+                           int naxes, int rank, const lay *L,
+                           plan_placement *out, char *err, size_t errsz) {
   if (!p)
     return plan_errf(err, errsz, "redistribute: no %s placement", which);
   if (p->naxes != naxes)
@@ -379,6 +496,14 @@ static int check_placement(const plan_placement *p, const char *which,
       return plan_errf(err, errsz,
                        "redistribute: %s placement: bad entry on axis %d",
                        which, a);
+    /* a set of another axis or size would lay the pieces out wrongly */
+    if (e->kind == PLAN_PL_S && e->ratio && L->sets &&
+        (e->ratio > L->nsets || L->sets[e->ratio - 1].axis != a ||
+         L->sets[e->ratio - 1].n != L->mesh[a]))
+      return plan_errf(err, errsz,
+                       "redistribute: %s placement: axis %d names ratio set "
+                       "%d, which is not a set of that axis",
+                       which, a, e->ratio);
   }
   *out = *p;
   char why[160];
@@ -391,6 +516,16 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
                       int dtype_size, const int64_t *mesh_sizes, int naxes,
                       const plan_placement *src, const plan_placement *dst,
                       char *err, size_t errsz) {
+  return plan_redistribute_r(out, shape, rank, dtype_size, mesh_sizes, naxes,
+                             NULL, 0, src, dst, err, errsz);
+}
+
+int plan_redistribute_r(plan_redist_plan *out, const int64_t *shape, int rank,
+                        int dtype_size, const int64_t *mesh_sizes, int naxes,
+                        const plan_ratios *sets, int nsets,
+                        const plan_placement *src, const plan_placement *dst,
+                        char *err, size_t errsz) {
+  lay L = {mesh_sizes, naxes, sets, sets ? nsets : 0};
   if (!out)
     return plan_errf(err, errsz, "redistribute: no output plan");
   out->nsteps = 0;
@@ -414,9 +549,10 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
     if (mesh_sizes[a] < 1)
       return plan_errf(err, errsz, "redistribute: mesh axis %d has size %lld",
                        a, (long long)mesh_sizes[a]);
-  int rc = check_placement(src, "source", naxes, rank, &out->src, err, errsz);
+  int rc =
+      check_placement(src, "source", naxes, rank, &L, &out->src, err, errsz);
   if (rc == PLAN_OK)
-    rc = check_placement(dst, "target", naxes, rank, &out->dst, err, errsz);
+    rc = check_placement(dst, "target", naxes, rank, &L, &out->dst, err, errsz);
   if (rc != PLAN_OK)
     return rc;
   const plan_placement *to = &out->dst;
@@ -440,10 +576,10 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
   if (nar > 0) {
     plan_placement p = out->src;
     int best = 0;
-    int64_t best_n = local_elems(&p, shape, rank, mesh_sizes);
+    int64_t best_n = local_elems(&p, shape, rank, &L);
     for (int i = 0; i < ncore; i++) {
       apply_step(&p, &out->steps[i]);
-      int64_t n = local_elems(&p, shape, rank, mesh_sizes);
+      int64_t n = local_elems(&p, shape, rank, &L);
       if (n < best_n) {
         best_n = n;
         best = i + 1;
@@ -455,7 +591,7 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
     out->nsteps = best;
     for (int i = 0; i < nar; i++)
       push(out, PLAN_REDIST_ALL_REDUCE, ar_axes[i], -1, -1,
-           cur.ax[ar_axes[i]].reduce);
+           cur.ax[ar_axes[i]].reduce, 0);
     out->nsteps = saved + nar;
   }
 
@@ -469,7 +605,7 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
     push(out,
          t->reduce == PLAN_RED_SUM ? PLAN_REDIST_ZERO_NON_OWNER
                                    : PLAN_REDIST_RELABEL,
-         a, -1, -1, t->reduce);
+         a, -1, -1, t->reduce, 0);
   }
 
   /* Replay: placements and costs of each step, and a check that the plan
@@ -484,7 +620,7 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
                        "apply",
                        i, plan_redist_kind_name(s->kind));
     s->after = p;
-    step_cost(s, shape, rank, dtype_size, mesh_sizes);
+    step_cost(s, shape, rank, dtype_size, &L);
     out->send_bytes = sat_add(out->send_bytes, s->send_bytes);
     out->recv_bytes = sat_add(out->recv_bytes, s->recv_bytes);
   }

@@ -18,24 +18,32 @@
  *                           avg is sum / k. a becomes R.
  *   REDUCE_SCATTER(a, op, d) a is P(op). The group's local tensors (same
  *                           shape) are reduced elementwise, then each rank
- *                           keeps its torch.chunk piece along d: piece c of
- *                           k, chunk size ceil(len / k), trailing pieces
- *                           smaller or empty. a becomes S(d), the new
- *                           minor-most level of d.
+ *                           keeps its piece along d: piece c of k, by
+ *                           torch.chunk (chunk size ceil(len / k), trailing
+ *                           pieces smaller or empty) or, when the step's
+ *                           `ratio` names a set, by its weights. a becomes
+ *                           S(d), the new minor-most level of d.
  *   ALL_TO_ALL(a, i, j)     a is the minor-most axis sharding dim i and does
  *                           not shard j. Each rank splits its local tensor
- *                           along j into k torch.chunk pieces and sends piece
- *                           s to the member with coordinate s; it concatenates
- *                           what it receives along i in coordinate order. a
- *                           becomes S(j), the new minor-most level of j.
- *   SLICE(a, d)             a is R. Each rank keeps its torch.chunk piece
- *                           (its coordinate on a, of k) of its local tensor
- *                           along d. a becomes S(d), the new minor-most level.
+ *                           along j into k pieces (torch.chunk, or the
+ *                           step's ratio set) and sends piece s to the
+ *                           member with coordinate s; it concatenates what
+ *                           it receives along i in coordinate order (the
+ *                           members' pieces of i, equal or not). a becomes
+ *                           S(j), the new minor-most level of j.
+ *   SLICE(a, d)             a is R. Each rank keeps its piece (its
+ *                           coordinate on a, of k; torch.chunk or the
+ *                           step's ratio set) of its local tensor along d.
+ *                           a becomes S(d), the new minor-most level.
  *   ZERO_NON_OWNER(a)       R -> P(sum): ranks whose coordinate on a is not 0
  *                           set their local tensor to zeros (no division by
  *                           k, so exact mode stays exact).
  *   RELABEL(a, op)          R -> P(op) for op avg, max or min: no data
  *                           changes.
+ *
+ * With shard ratios (format 1.1) a level's pieces follow its set's weights
+ * (plan_placement_dim_range_r); a level is the same only when its axis and
+ * its set are: S(0|3:2) -> S(0) gathers and slices again.
  *
  * Partial placements that mix max or min with another reduce op over several
  * axes have no order-free meaning; the planner reduces such axes one at a
@@ -72,6 +80,9 @@ typedef struct plan_redist_step {
   int to_dim;         /* ALL_TO_ALL: the dim the axis goes to; else -1 */
   plan_reduce reduce; /* ALL_REDUCE, REDUCE_SCATTER: the reduction;
                          RELABEL: the new op; ZERO_NON_OWNER: sum */
+  int ratio;          /* SLICE, REDUCE_SCATTER, ALL_TO_ALL: the ratio set of
+                         the new level (plan_axis_pl.ratio; 0 = torch.chunk);
+                         else 0 */
   plan_placement before, after; /* normalised */
   /* Bytes one rank sends and receives in this step, the maximum over ranks
    * (each taken on its own). Volumes are the data that must move, not an
@@ -112,6 +123,15 @@ int plan_redistribute(plan_redist_plan *out, const int64_t *shape, int rank,
                       const plan_placement *src, const plan_placement *dst,
                       char *err, size_t errsz);
 
+/* The same with the plan's shard ratio sets (plan_mesh.ratios; NULL: none):
+ * placements whose entries name sets are laid out, and their steps priced,
+ * by them (the byte counts then come from every rank's pieces). */
+int plan_redistribute_r(plan_redist_plan *out, const int64_t *shape, int rank,
+                        int dtype_size, const int64_t *mesh_sizes, int naxes,
+                        const plan_ratios *sets, int nsets,
+                        const plan_placement *src, const plan_placement *dst,
+                        char *err, size_t errsz);
+
 /* Applies step s to placement *p (what the step turns it into); false when
  * the step does not apply to *p (an all-gather over an axis that does not
  * shard its dim at the minor-most level, an all-reduce of a non-partial
@@ -127,5 +147,12 @@ void plan_redist_local_layout(const plan_placement *p, const int64_t *shape,
                               int rank, const int64_t *mesh_sizes,
                               const int64_t *coord, int64_t *local_shape,
                               int64_t *offset);
+
+/* The same with the plan's ratio sets (plan_placement_dim_range_r). */
+void plan_redist_local_layout_r(const plan_placement *p, const int64_t *shape,
+                                int rank, const int64_t *mesh_sizes,
+                                const plan_ratios *sets, int nsets,
+                                const int64_t *coord, int64_t *local_shape,
+                                int64_t *offset);
 
 #endif

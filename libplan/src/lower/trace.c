@@ -254,8 +254,8 @@ int plan_trace_op(plan_trace *t, const char *op, const int *in, int nin,
   plan_rule rule;
   const plan_mesh *m = &t->p->mesh;
   if (plan_op_rule(&rule, kind, si, nin, so, nout, av, err, sizeof err) ||
-      plan_rule_infer_out(&rule, kind, av, pin, m->axis_sizes, m->axis_names,
-                          pout, err, sizeof err)) {
+      plan_rule_infer_out_r(&rule, kind, av, pin, m->axis_sizes, m->axis_names,
+                            m->ratios, m->nratios, pout, err, sizeof err)) {
     snprintf(what, sizeof what, "%s on blocks in these placements: %s", op,
              err);
     return fail(t, "%s", what);
@@ -348,10 +348,11 @@ int plan_trace_collective(plan_trace *t, const char *kind, int h,
       after.ax[b].level = -1;
   char err[256] = "";
   plan_redist_plan rp;
-  if (ok && (plan_placement_normalize(&after, x->rank, err, sizeof err) ||
-             plan_redistribute(&rp, x->dims, x->rank, plan_dtype_size(x->dtype),
-                               m->axis_sizes, m->naxes, &before, &after, err,
-                               sizeof err)))
+  if (ok &&
+      (plan_placement_normalize(&after, x->rank, err, sizeof err) ||
+       plan_redistribute_r(&rp, x->dims, x->rank, plan_dtype_size(x->dtype),
+                           m->axis_sizes, m->naxes, m->ratios, m->nratios,
+                           &before, &after, err, sizeof err)))
     ok = false;
   if (ok && (rp.nsteps != 1 || rp.steps[0].kind != kinds[ki].kind ||
              rp.steps[0].axis != a)) {

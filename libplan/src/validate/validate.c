@@ -294,8 +294,9 @@ static void check_strategies(vctx *v) {
     }
     err[0] = 0;
     size_t before = plan_diags_count(v->d);
-    if (plan_rule_check(rule, op->kind, op->attrs, s->in, s->out, m->axis_sizes,
-                        m->axis_names, err, sizeof err))
+    if (plan_rule_check_r(rule, op->kind, op->attrs, s->in, s->out,
+                          m->axis_sizes, m->axis_names, m->ratios, m->nratios,
+                          err, sizeof err))
       FIND(v, PLAN_SEV_ERROR, "strategy.illegal", op->name, s->pos, plfile(v),
            "strategy of op '%s' (%s) breaks its sharding rule: %s", op->name,
            info->name, err);
