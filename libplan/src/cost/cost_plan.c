@@ -135,8 +135,12 @@ static int add_coll(ctx *c, const char *phase, int tensor, int kind, int axis,
   ci->group = axis >= 0 ? c->m->axis_sizes[axis] : 2;
   static const char *const links[] = {"intra_host", "inter_host", "axis"};
   ci->link = e->link >= 0 && e->link <= 2 ? links[e->link]
-             : e->link == -2              ? "calibrated"
-                                          : "local";
+             : e->link == COST_LINK_TOPO && axis >= 0
+                 ? dup(c, c->m->taxis[axis].label)
+             : e->link == -2 ? "calibrated"
+                             : "local";
+  if (!ci->link)
+    return plan_oom();
   ci->algorithm = plan_cost_alg_names[e->algorithm];
   ci->bytes = e->bytes;
   ci->calls = calls;
@@ -499,7 +503,10 @@ static int describe(ctx *c) {
   static const char *const links[] = {"intra_host", "inter_host", "axis"};
   for (int a = 0; a < m->naxes; a++)
     plan_buf_printf(&b, "%s%s: %s", a ? ", " : "", m->axis_names[a],
-                    m->axis_sizes[a] < 2 ? "none" : links[m->link[a].source]);
+                    m->axis_sizes[a] < 2 ? "none"
+                    : m->link[a].source == COST_LINK_TOPO
+                        ? m->taxis[a].label
+                        : links[m->link[a].source]);
   r->axis_links = dup(c, plan_buf_cstr(&b));
   bool failed = b.failed;
   plan_buf_free(&b);
