@@ -16,7 +16,8 @@
  * link's edges) / bandwidth: a 1-hop ring runs at the link's speed, a
  * multi-hop edge pays each hop as a link's time (store and forward, or the
  * links it shares with the rings of the other dims), contention divides the
- * link. The tree pays the farthest two members' hops per level; an
+ * link. The tree pays the farthest two members' hops per level and the
+ * ring's factor per byte (its edges take the same routes); an
  * all-to-all routes every pair and pays the busiest link's load. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,7 +222,7 @@ double plan_cost_topo_seconds(int kind, double alpha, double beta,
   switch (kind) {
   case PLAN_REDIST_ALL_REDUCE: {
     double ring = 2 * (kk - 1) * ar + send * ir;
-    double tree = 2 * ceil_log2(k) * alpha * gl->tree_hops + 2 * n * inv;
+    double tree = 2 * ceil_log2(k) * alpha * gl->tree_hops + 2 * n * ir;
     if (tree < ring) {
       *algorithm = COST_ALG_TREE;
       return tree;
