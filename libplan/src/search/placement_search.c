@@ -101,7 +101,7 @@ static bool next_perm(int *a, int n) {
 static void compose(int64_t *devs, const int64_t *curve, const plan_mesh *mesh,
                     const int *order, int norder) {
   for (int64_t r = 0; r < mesh->ndevices; r++) {
-    int64_t coord[PLAN_MAX_MESH_AXES], x = r;
+    int64_t coord[PLAN_MAX_MESH_AXES] = {0}, x = r;
     for (int a = mesh->naxes - 1; a >= 0; a--) {
       coord[a] = x % mesh->axis_sizes[a];
       x /= mesh->axis_sizes[a];
