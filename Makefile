@@ -381,6 +381,12 @@ tour: deps all
 bench: all $(BENCH_BIN)
 	@sh bench/run.sh $(BUILD)
 
+# The placement search's time on a torus and on levels
+# (bench/bench_placement.c).
+.PHONY: bench-placement
+bench-placement: $(BUILD)/bench/bench_placement
+	@$(BUILD)/bench/bench_placement
+
 # A parallelize'd MLP's step time against a hand-written parallelize_module
 # of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).
 .PHONY: bench-torch

@@ -577,11 +577,14 @@ static void test_does_not_fit(void **state) {
 
 static void test_profiles(void **state) {
   (void)state;
-  assert_int_equal(plan_cost_profile_count(), 3);
+  assert_int_equal(plan_cost_profile_count(), 5);
   assert_string_equal(plan_cost_profile_name(0), "h100-sxm");
   assert_string_equal(plan_cost_profile_name(1), "h200-sxm");
   assert_string_equal(plan_cost_profile_name(2), "a100-80gb");
-  assert_null(plan_cost_profile_name(3));
+  assert_string_equal(plan_cost_profile_name(3), "l4");
+  assert_string_equal(plan_cost_profile_name(4), "tpu-v5e");
+  assert_null(plan_cost_profile_name(5));
+  assert_string_equal(plan_cost_profile_resolve("V5E"), "tpu-v5e");
   assert_string_equal(plan_cost_profile_resolve("H100"), "h100-sxm");
   assert_string_equal(plan_cost_profile_resolve("h100-sxm5"), "h100-sxm");
   assert_string_equal(plan_cost_profile_resolve("h200"), "h200-sxm");

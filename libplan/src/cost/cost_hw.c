@@ -68,6 +68,41 @@ static const cost_hw profiles[] = {
      .memory_bandwidth = 2.039e12,
      .intra_host = {300e9, 2e-6},
      .inter_host = {25e9, 5e-6}},
+    /* NVIDIA L4 (PCIe, 24GB).
+     * Source: NVIDIA L4 Tensor Core GPU datasheet (2023): FP32 30.3
+     * TFLOPS, BF16 / FP16 Tensor Core 242 TFLOPS with sparsity (121 dense),
+     * GPU memory 24GB GDDR6, memory bandwidth 300GB/s, PCIe Gen4 x16
+     * 64GB/s (32 GB/s per direction: the L4 has no NVLink, GPUs in a host
+     * talk over PCIe). FP64 is not in the datasheet: 1/64 of FP32 as on
+     * the other Ada parts. The network is an assumption (no DGX-style
+     * system): one 100 Gb/s Ethernet port per GPU, 12.5 GB/s. */
+    {.name = "l4",
+     .flops = {[PLAN_F64] = 0.47e12,
+               [PLAN_F32] = 30.3e12,
+               [PLAN_BF16] = 121e12,
+               [PLAN_F16] = 121e12},
+     .memory = 24e9,
+     .memory_bandwidth = 300e9,
+     .intra_host = {32e9, 5e-6},
+     .inter_host = {12.5e9, 10e-6}},
+    /* A TPU-v5e-like chip.
+     * Source: Google Cloud, "TPU v5e" (cloud.google.com/tpu/docs/v5e),
+     * key chip specifications: peak compute per chip (bf16) 197 TFLOPs,
+     * HBM2 16 GB at 819 GBps, bidirectional inter-chip interconnect (ICI)
+     * 400 GBps per chip over 4 links (a 2-D torus): 50 GB/s per link and
+     * direction, the `intra_host` figure (a torus topology prices the
+     * links a ring really uses, docs/cost.md). Data center network 6.4
+     * Tbps per 256-chip pod: 3.125 GB/s per chip, the `inter_host`
+     * figure. No f32 or f64 figure: XLA's default precision runs f32
+     * matmuls as bf16 passes on the MXUs, so every dtype takes the bf16
+     * rate (an optimistic figure for f32). ICI latency is an assumption
+     * (1 us a hop). */
+    {.name = "tpu-v5e",
+     .flops = {[PLAN_BF16] = 197e12},
+     .memory = 16e9,
+     .memory_bandwidth = 819e9,
+     .intra_host = {50e9, 1e-6},
+     .inter_host = {3.125e9, 10e-6}},
 };
 
 enum { NPROFILES = (int)(sizeof profiles / sizeof profiles[0]) };
@@ -77,10 +112,14 @@ static const struct {
   const char *alias;
   int profile;
 } aliases[] = {
-    {"h100", 0},          {"h100-sxm5", 0},      {"h100-80gb", 0},
-    {"h100-sxm-80gb", 0}, {"h200", 1},           {"h200-141gb", 1},
-    {"a100", 2},          {"a100-sxm", 2},       {"a100-sxm4", 2},
-    {"a100-80gb-sxm", 2}, {"a100-sxm4-80gb", 2},
+    {"h100", 0},           {"h100-sxm5", 0},
+    {"h100-80gb", 0},      {"h100-sxm-80gb", 0},
+    {"h200", 1},           {"h200-141gb", 1},
+    {"a100", 2},           {"a100-sxm", 2},
+    {"a100-sxm4", 2},      {"a100-80gb-sxm", 2},
+    {"a100-sxm4-80gb", 2}, {"l4-24gb", 3},
+    {"l4-pcie", 3},        {"v5e", 4},
+    {"tpu-v5-lite", 4},
 };
 
 int plan_cost_profiles_total(void) {
@@ -118,7 +157,8 @@ const cost_hw *plan_cost_profile_find(const char *name) {
 }
 
 const char *plan_cost_profile_list(void) {
-  return "h100-sxm (h100), h200-sxm (h200), a100-80gb (a100)";
+  return "h100-sxm (h100), h200-sxm (h200), a100-80gb (a100), l4, tpu-v5e "
+         "(v5e)";
 }
 
 int plan_cost_profile_count(void) {
@@ -154,8 +194,16 @@ static void add_missing(char *buf, size_t size, const char *what) {
 
 int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   const plan_hardware *h = p->mesh.hardware;
+  for (int a = 0; a < m->naxes; a++)
+    m->axis_override[a] = h->axis_link[a];
+  return plan_cost_hw_complete(&m->hw, m->hw_name, sizeof m->hw_name, h, m, p,
+                               "mesh.hardware", true);
+}
+
+int plan_cost_hw_complete(cost_hw *hw, char *name, size_t namesz,
+                          const plan_hardware *h, const plan_cost_model *m,
+                          const plan_plan *p, const char *what, bool links) {
   const cost_hw *base = plan_cost_profile_find(h->name);
-  cost_hw *hw = &m->hw;
   memset(hw, 0, sizeof *hw);
   for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
     hw->flops[d] = h->flops[d];
@@ -163,10 +211,8 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   hw->memory_bandwidth = h->memory_bandwidth;
   hw->intra_host = h->intra_host;
   hw->inter_host = h->inter_host;
-  snprintf(m->hw_name, sizeof m->hw_name, "%s", h->name ? h->name : "custom");
-  hw->name = m->hw_name;
-  for (int a = 0; a < m->naxes; a++)
-    m->axis_override[a] = h->axis_link[a];
+  snprintf(name, namesz, "%s", h->name ? h->name : "custom");
+  hw->name = name;
   if (base) {
     for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
       fill(&hw->flops[d], base->flops[d]);
@@ -201,10 +247,10 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   bool named = false;
   for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
     if (need[d] && hw->flops[d] <= 0) {
-      char what[32];
+      char fig[32];
       named = true;
-      snprintf(what, sizeof what, "flops.%s", plan_dtype_name((plan_dtype)d));
-      add_missing(missing, sizeof missing, what);
+      snprintf(fig, sizeof fig, "flops.%s", plan_dtype_name((plan_dtype)d));
+      add_missing(missing, sizeof missing, fig);
     }
   if (any_float && !named) {
     bool some = false;
@@ -218,7 +264,7 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   if (hw->memory_bandwidth <= 0)
     add_missing(missing, sizeof missing, "memory_bandwidth");
   bool need_intra = false, need_inter = false;
-  for (int a = 0; a < m->naxes; a++) {
+  for (int a = 0; a < m->naxes && links; a++) {
     if (m->axis_sizes[a] < 2 || m->axis_override[a].bandwidth > 0)
       continue;
     if (m->axis_inter[a])
@@ -232,9 +278,9 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
     add_missing(missing, sizeof missing, "inter_host.bandwidth");
   if (missing[0])
     return plan_fail(PLAN_EINVALID, p->file, h->pos.line, h->pos.col,
-                     "mesh.hardware lacks figures this plan needs: %s (give "
+                     "%s lacks figures this plan needs: %s (give "
                      "them, or set `name` to a built-in profile to take them "
                      "from: %s)",
-                     missing, plan_cost_profile_list());
+                     what, missing, plan_cost_profile_list());
   return PLAN_OK;
 }
