@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/suggest.h"
+#include "cost/cost_device.h"
 #include "cost/cost_model.h"
 #include "ir/placement.h"
 
@@ -100,7 +101,7 @@ static void classify_kinds(plan_cost_model *m) {
 
 /* ---- derived figures ----------------------------------------------------- */
 
-static double dtype_peak(const cost_hw *hw, int d) {
+double plan_cost_dtype_peak(const cost_hw *hw, int d) {
   if (hw->flops[d] > 0)
     return hw->flops[d];
   if (d == PLAN_BF16 && hw->flops[PLAN_F16] > 0)
@@ -118,11 +119,11 @@ static double dtype_peak(const cost_hw *hw, int d) {
 void plan_cost_model_derive(plan_cost_model *m) {
   const cost_hw *hw = &m->hw;
   for (int d = 0; d < PLAN_DTYPE_COUNT; d++) {
-    m->peak_matmul[d] = dtype_peak(hw, d) * m->eff_matmul;
+    m->peak_matmul[d] = plan_cost_dtype_peak(hw, d) * m->eff_matmul;
     /* Ops other than matmuls run on the vector units: the f32 rate (or
      * the dtype's own when lower, f64 on some parts). */
-    double v =
-        hw->flops[PLAN_F32] > 0 ? hw->flops[PLAN_F32] : dtype_peak(hw, d);
+    double v = hw->flops[PLAN_F32] > 0 ? hw->flops[PLAN_F32]
+                                       : plan_cost_dtype_peak(hw, d);
     if (hw->flops[d] > 0 && hw->flops[d] < v)
       v = hw->flops[d];
     m->peak_other[d] = v * m->eff_other;
@@ -144,6 +145,8 @@ void plan_cost_model_derive(plan_cost_model *m) {
     l->bandwidth = bw * m->eff_link;
     l->latency = lat;
   }
+  plan_cost_devices_derive(m);
+  plan_cost_topo_derive(m);
 }
 
 static int64_t device_of(const plan_mesh *mesh, int64_t rank) {
@@ -189,7 +192,8 @@ static int copy_mesh(plan_cost_model *m, const plan_mesh *mesh) {
              mesh->axis_names[a]);
   }
   topology(m, mesh);
-  return PLAN_OK;
+  int rc = plan_cost_ranks_setup(m, mesh);
+  return rc ? rc : plan_cost_topo_setup(m, mesh);
 }
 
 int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
@@ -229,7 +233,9 @@ int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
   m->eff_link = 0.8;
   m->kernel_floor = 4e-6;
   classify_kinds(m);
-  copy_mesh(m, &p->mesh);
+  int rc = copy_mesh(m, &p->mesh);
+  if (rc)
+    goto fail;
   const plan_program *prog = p->program;
   m->nops = prog->nops;
   m->ntensors = prog->ntensors;
@@ -237,7 +243,6 @@ int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
       plan_arena_alloc(&m->arena, sizeof(char *) * ((size_t)prog->nops + 1));
   m->op_kinds = malloc(sizeof(int) * ((size_t)prog->nops + 1));
   m->op_cal = malloc(sizeof(int) * ((size_t)prog->nops + 1));
-  int rc = PLAN_OK;
   if (!m->op_names || !m->op_kinds || !m->op_cal) {
     rc = plan_oom();
     goto fail;
@@ -262,6 +267,9 @@ int plan_cost_model_new(plan_cost_model **out, const plan_plan *p,
     snprintf(m->hw_name, sizeof m->hw_name, "%s", base->name);
     m->hw.name = m->hw_name;
   }
+  /* per-device hardware, unless a named profile replaces the plan's */
+  if (!profile && (rc = plan_cost_devices_setup(m, p)))
+    goto fail;
   plan_cost_model_derive(m);
   *out = m;
   return PLAN_OK;
@@ -276,6 +284,7 @@ void plan_cost_model_free(plan_cost_model *m) {
   free(m->op_kinds);
   free(m->op_cal);
   free(m->cals);
+  plan_cost_devices_free(m);
   plan_arena_free(&m->arena);
   free(m);
 }
@@ -300,7 +309,9 @@ int plan_cost_model_update_mesh(plan_cost_model *m, const plan_plan *p) {
                         "the model's %lld",
                         p->mesh.axis_names[a], (long long)p->mesh.axis_sizes[a],
                         (long long)m->axis_sizes[a]);
-  copy_mesh(m, &p->mesh);
+  int rc = copy_mesh(m, &p->mesh);
+  if (rc)
+    return rc;
   plan_cost_model_derive(m);
   return PLAN_OK;
 }
@@ -433,6 +444,29 @@ static double local_dim(const plan_tensor *t, const plan_placement *pl,
   return local_len(t->dims[dim], div);
 }
 
+/* A rank's own piece of one dim (at->coord), ratios included. */
+static double at_dim(const plan_tensor *t, const plan_placement *pl,
+                     const int64_t *mesh_sizes, int dim, const cost_at *at) {
+  if (!at || !at->coord)
+    return local_dim(t, pl, mesh_sizes, dim);
+  if (dim < 0 || dim >= t->rank)
+    return 1;
+  int64_t off, len;
+  plan_placement_dim_range_r(pl, dim, t->dims[dim], mesh_sizes, at->coord,
+                             at->sets, at->nsets, &off, &len);
+  return (double)len;
+}
+
+static double at_numel(const plan_tensor *t, const plan_placement *pl,
+                       const int64_t *mesh_sizes, const cost_at *at) {
+  if (!at || !at->coord)
+    return plan_cost_local_numel(t, pl, mesh_sizes);
+  double n = 1;
+  for (int d = 0; d < t->rank; d++)
+    n *= at_dim(t, pl, mesh_sizes, d, at);
+  return n;
+}
+
 /* ---- ops ----------------------------------------------------------------- */
 
 double plan_cost_cal_time(const cost_cal *c, double size, double base_floor) {
@@ -451,9 +485,11 @@ double plan_cost_cal_time(const cost_cal *c, double size, double base_floor) {
   return y[c->n - 1] * size / x[c->n - 1];
 }
 
-int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
-                         const plan_plan *p, int op, const plan_placement *in,
-                         const plan_placement *outs, double split) {
+int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
+                            const plan_plan *p, int op,
+                            const plan_placement *in,
+                            const plan_placement *outs, double split,
+                            const cost_at *at) {
   const plan_program *prog = p->program;
   if (op < 0 || op >= prog->nops)
     return plan_failf(PLAN_EUSAGE, "op %d is out of range (0..%d)", op,
@@ -482,7 +518,7 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
   double bytes = 0, in0 = 0, out0 = 0;
   for (int j = 0; j < o->nin; j++) {
     const plan_tensor *t = &ts[o->in[j]];
-    double n = plan_cost_local_numel(t, &in[j], ms);
+    double n = at_numel(t, &in[j], ms, at);
     if (j == 0)
       in0 = n;
     if (j == 0 && cls == COST_CLASS_GATHER)
@@ -492,7 +528,7 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
     bytes += whole ? b : b / split;
   }
   for (int k = 0; k < o->nout; k++) {
-    double n = plan_cost_local_numel(&ts[o->out[k]], &outs[k], ms);
+    double n = at_numel(&ts[o->out[k]], &outs[k], ms, at);
     double b =
         n * plan_dtype_size(plan_cost_tensor_dtype(p, o->out[k])) / split;
     bytes += cls == COST_CLASS_GATHER ? 2 * b : b;
@@ -511,12 +547,12 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
       break;
     }
     bool ta = o->attrs && o->attrs[0].b;
-    flops = 2 * out0 * local_dim(a, &in[0], ms, a->rank - (ta ? 2 : 1));
+    flops = 2 * out0 * at_dim(a, &in[0], ms, a->rank - (ta ? 2 : 1), at);
     break;
   }
   case COST_CLASS_LINEAR: {
     const plan_tensor *a = &ts[o->in[0]];
-    flops = 2 * out0 * local_dim(a, &in[0], ms, a->rank - 1);
+    flops = 2 * out0 * at_dim(a, &in[0], ms, a->rank - 1, at);
     if (o->nin > 2)
       flops += out0;
     break;
@@ -536,32 +572,42 @@ int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
   flops /= split;
   out->flops = flops;
   out->bytes = bytes;
-  int ci = op < m->nops ? m->op_cal[op] : -1;
+  const int *op_cal = at && at->op_cal ? at->op_cal : m->op_cal;
+  double mem_bw = at && at->peak_matmul ? at->mem_bw : m->mem_bw;
+  int ci = op < m->nops ? op_cal[op] : -1;
   if (ci >= 0) {
     const cost_cal *c = &m->cals[ci];
     out->bound = COST_BOUND_CALIBRATED;
     if (c->mode == COST_CAL_FIXED)
       out->seconds = c->value / split;
     else if (c->mode == COST_CAL_RATE)
-      out->seconds =
-          fmax(flops / c->value, m->mem_bw > 0 ? bytes / m->mem_bw : 0) +
-          m->kernel_floor;
+      out->seconds = fmax(flops / c->value, mem_bw > 0 ? bytes / mem_bw : 0) +
+                     m->kernel_floor;
     else
       out->seconds = plan_cost_cal_time(c, flops > 0 ? flops : bytes, 0);
     return PLAN_OK;
   }
   plan_dtype dt = o->nout > 0 ? plan_cost_tensor_dtype(p, o->out[0]) : PLAN_F32;
-  double peak = (cls == COST_CLASS_MATMUL || cls == COST_CLASS_LINEAR)
-                    ? m->peak_matmul[dt]
-                    : m->peak_other[dt];
+  const double *pm = at && at->peak_matmul ? at->peak_matmul : m->peak_matmul;
+  const double *po = at && at->peak_matmul ? at->peak_other : m->peak_other;
+  double peak =
+      (cls == COST_CLASS_MATMUL || cls == COST_CLASS_LINEAR) ? pm[dt] : po[dt];
   double tc = flops > 0 && peak > 0 ? flops / peak : 0;
-  double tm = m->mem_bw > 0 ? bytes / m->mem_bw : 0;
+  double tm = mem_bw > 0 ? bytes / mem_bw : 0;
   double t = tc > tm ? tc : tm;
   out->bound = m->kernel_floor > t ? COST_BOUND_FLOOR
                : tc >= tm          ? COST_BOUND_COMPUTE
                                    : COST_BOUND_MEMORY;
   out->seconds = t + m->kernel_floor;
   return PLAN_OK;
+}
+
+int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
+                         const plan_plan *p, int op, const plan_placement *in,
+                         const plan_placement *outs, double split) {
+  if (m->hetero || p->mesh.nratios > 0)
+    return plan_cost_op_eval_slowest(out, m, p, op, in, outs, split);
+  return plan_cost_op_eval_where(out, m, p, op, in, outs, split, NULL);
 }
 
 int plan_cost_op_seconds(double *out, const plan_cost_model *m,
@@ -633,6 +679,13 @@ void plan_cost_step_eval_at(cost_step_eval *out, const plan_cost_model *m,
   double alpha = l->latency, beta = l->bandwidth;
   if (calibrated(m, m->coll_cal[s->kind], send, &beta, out))
     return;
+  if (l->source == COST_LINK_TOPO) {
+    double n = plan_cost_local_numel(t, &s->before, ms) * esize / split;
+    out->seconds =
+        plan_cost_topo_seconds(s->kind, alpha, beta, &m->taxis[s->axis],
+                               (int64_t)k, send, recv, n, &out->algorithm);
+    return;
+  }
   double inv = beta > 0 ? 1 / beta : 0;
   out->algorithm = COST_ALG_RING;
   switch (s->kind) {

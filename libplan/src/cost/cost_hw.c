@@ -154,8 +154,16 @@ static void add_missing(char *buf, size_t size, const char *what) {
 
 int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   const plan_hardware *h = p->mesh.hardware;
+  for (int a = 0; a < m->naxes; a++)
+    m->axis_override[a] = h->axis_link[a];
+  return plan_cost_hw_complete(&m->hw, m->hw_name, sizeof m->hw_name, h, m, p,
+                               "mesh.hardware", true);
+}
+
+int plan_cost_hw_complete(cost_hw *hw, char *name, size_t namesz,
+                          const plan_hardware *h, const plan_cost_model *m,
+                          const plan_plan *p, const char *what, bool links) {
   const cost_hw *base = plan_cost_profile_find(h->name);
-  cost_hw *hw = &m->hw;
   memset(hw, 0, sizeof *hw);
   for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
     hw->flops[d] = h->flops[d];
@@ -163,10 +171,8 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   hw->memory_bandwidth = h->memory_bandwidth;
   hw->intra_host = h->intra_host;
   hw->inter_host = h->inter_host;
-  snprintf(m->hw_name, sizeof m->hw_name, "%s", h->name ? h->name : "custom");
-  hw->name = m->hw_name;
-  for (int a = 0; a < m->naxes; a++)
-    m->axis_override[a] = h->axis_link[a];
+  snprintf(name, namesz, "%s", h->name ? h->name : "custom");
+  hw->name = name;
   if (base) {
     for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
       fill(&hw->flops[d], base->flops[d]);
@@ -201,10 +207,10 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   bool named = false;
   for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
     if (need[d] && hw->flops[d] <= 0) {
-      char what[32];
+      char fig[32];
       named = true;
-      snprintf(what, sizeof what, "flops.%s", plan_dtype_name((plan_dtype)d));
-      add_missing(missing, sizeof missing, what);
+      snprintf(fig, sizeof fig, "flops.%s", plan_dtype_name((plan_dtype)d));
+      add_missing(missing, sizeof missing, fig);
     }
   if (any_float && !named) {
     bool some = false;
@@ -218,7 +224,7 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
   if (hw->memory_bandwidth <= 0)
     add_missing(missing, sizeof missing, "memory_bandwidth");
   bool need_intra = false, need_inter = false;
-  for (int a = 0; a < m->naxes; a++) {
+  for (int a = 0; a < m->naxes && links; a++) {
     if (m->axis_sizes[a] < 2 || m->axis_override[a].bandwidth > 0)
       continue;
     if (m->axis_inter[a])
@@ -232,9 +238,9 @@ int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p) {
     add_missing(missing, sizeof missing, "inter_host.bandwidth");
   if (missing[0])
     return plan_fail(PLAN_EINVALID, p->file, h->pos.line, h->pos.col,
-                     "mesh.hardware lacks figures this plan needs: %s (give "
+                     "%s lacks figures this plan needs: %s (give "
                      "them, or set `name` to a built-in profile to take them "
                      "from: %s)",
-                     missing, plan_cost_profile_list());
+                     what, missing, plan_cost_profile_list());
   return PLAN_OK;
 }

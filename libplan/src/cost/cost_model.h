@@ -8,7 +8,10 @@
  * profiles, the plan's own hardware), cost_calib.c (calibration),
  * cost_plan.c (the whole plan: breakdown and memory), cost_report.c
  * (report accessors and writers), cost_pipeline.c (the pipeline schedule's
- * time and in-flight microbatches). */
+ * time and in-flight microbatches), cost_device.c (unlike devices: a
+ * rank's piece at its own device's speed; the internal API in
+ * cost_device.h), cost_topo.c (collectives priced on a topology's real
+ * path). */
 #ifndef LIBPLAN_COST_MODEL_H
 #define LIBPLAN_COST_MODEL_H
 
@@ -66,6 +69,7 @@ enum { COST_TARGET_NAME, COST_TARGET_GLOB, COST_TARGET_KIND, COST_TARGET_COLL };
 
 typedef struct cost_cal {
   const char *pattern;         /* arena */
+  int prof;                    /* the model's profile it is for; -1 every */
   int target;                  /* COST_TARGET_* */
   int kind;                    /* op kind or collective kind */
   int mode;                    /* COST_CAL_* */
@@ -83,7 +87,30 @@ typedef struct cost_link {
   uint8_t source;   /* COST_LINK_* */
 } cost_link;
 
-enum { COST_LINK_INTRA, COST_LINK_INTER, COST_LINK_AXIS };
+enum { COST_LINK_INTRA, COST_LINK_INTER, COST_LINK_AXIS, COST_LINK_TOPO };
+
+/* One plan profile of a mesh with per-device hardware (format 1.1),
+ * completed and derived as the model's own hardware is. */
+typedef struct cost_prof {
+  cost_hw hw;
+  char name[PLAN_MAX_NAME + 1];
+  double peak_matmul[PLAN_DTYPE_COUNT]; /* x efficiency */
+  double peak_other[PLAN_DTYPE_COUNT];
+  double mem_bw; /* x efficiency */
+  int *op_cal;   /* per op: calibration entry, -1 none */
+  int coll_cal[COST_COLL_COUNT];
+} cost_prof;
+
+/* How an axis's groups sit on the topology (cost_topo.c): the worst group
+ * of the axis, raw link figures (before efficiency.link). */
+typedef struct cost_topo_axis {
+  double bandwidth, latency; /* the slowest link a group uses */
+  double ring_factor;        /* time per byte x this: max(hops, contention) */
+  double ring_hops;          /* the longest hop of a ring step */
+  double tree_hops;          /* the farthest two members */
+  double a2a_factor;         /* all-to-all: the busiest link's load */
+  char label[24];            /* the level's name, "torus" */
+} cost_topo_axis;
 
 struct plan_cost_model {
   cost_hw hw;
@@ -100,6 +127,18 @@ struct plan_cost_model {
   int64_t hosts;                       /* hosts the mesh's devices span */
   bool axis_inter[PLAN_MAX_MESH_AXES]; /* some group crosses hosts */
   cost_link link[PLAN_MAX_MESH_AXES];  /* resolved */
+
+  /* unlike devices (format 1.1; cost_device.c): nprof == 0 when every
+   * device is `hw` */
+  int nprof;
+  cost_prof *prof;   /* malloc'd */
+  int *dev_prof;     /* per physical device: its profile; malloc'd */
+  int64_t *rank_dev; /* per logical rank: its device; malloc'd */
+  bool hetero;       /* the devices' profiles differ */
+  /* topology (format 1.1; cost_topo.c) */
+  bool has_topo;
+  plan_topology topo; /* copied; level names not kept */
+  cost_topo_axis taxis[PLAN_MAX_MESH_AXES];
 
   /* derived, per op kind */
   uint8_t kclass[PLAN_OP_COUNT];
@@ -122,12 +161,40 @@ struct plan_cost_model {
 /* Recomputes the derived figures (peaks x efficiencies, links) after a
  * figure changed (cost.c). */
 void plan_cost_model_derive(plan_cost_model *m);
+/* A dtype's dense peak on hw, falling back to a related dtype's (cost.c). */
+double plan_cost_dtype_peak(const cost_hw *hw, int d);
+
+/* Unlike devices (cost_device.c): each rank's device (on every mesh
+ * change); the mesh's profiles (once the ops are known); their derived
+ * figures; freeing. */
+int plan_cost_ranks_setup(plan_cost_model *m, const plan_mesh *mesh);
+int plan_cost_devices_setup(plan_cost_model *m, const plan_plan *p);
+void plan_cost_devices_derive(plan_cost_model *m);
+void plan_cost_devices_free(plan_cost_model *m);
+
+/* The topology (cost_topo.c): copied from the mesh and every axis's
+ * groups placed on it (on every mesh change); the axes' links from it
+ * (after a figure changed). */
+int plan_cost_topo_setup(plan_cost_model *m, const plan_mesh *mesh);
+void plan_cost_topo_derive(plan_cost_model *m);
+/* A collective's time with latency alpha and bandwidth beta (already x
+ * efficiency) over a group placed as gl: the host rule's formulas when
+ * gl's factors are 1 (cost_topo.c). */
+double plan_cost_topo_seconds(int kind, double alpha, double beta,
+                              const cost_topo_axis *gl, int64_t k, double send,
+                              double recv, double n, int *algorithm);
 /* Resolves each axis's link from the device order and hosts (cost.c). */
 void cost_resolve_links(plan_cost_model *m, const plan_mesh *mesh);
 
 /* The plan's hardware completed from its named built-in profile, checked
  * against what p needs (cost_hw.c). */
 int plan_cost_hw_from_plan(plan_cost_model *m, const plan_plan *p);
+/* Hardware h completed from its named built-in profile into hw (its name
+ * into name[namesz]) and checked against what p needs; `what` names h in
+ * the message, `links` asks for the host links the axes use. */
+int plan_cost_hw_complete(cost_hw *hw, char *name, size_t namesz,
+                          const plan_hardware *h, const plan_cost_model *m,
+                          const plan_plan *p, const char *what, bool links);
 /* Recomputes op_cal[] and coll_cal[] from the entries (cost_calib.c). */
 void plan_cost_cal_match(plan_cost_model *m);
 /* A calibrated time for `size` units under entry c. */
@@ -167,6 +234,32 @@ typedef struct cost_op_eval {
 int plan_cost_op_eval_at(cost_op_eval *out, const plan_cost_model *m,
                          const plan_plan *p, int op, const plan_placement *in,
                          const plan_placement *outs, double split);
+
+/* Where an op is evaluated (cost_device.c makes these): one rank's
+ * coordinates, the plan's ratio sets and its device's derived figures and
+ * calibration. NULL: the slowest rank (torch.chunk's first pieces) on the
+ * model's hardware. */
+typedef struct cost_at {
+  const int64_t *coord;
+  const plan_ratios *sets;
+  int nsets;
+  const double *peak_matmul, *peak_other;
+  double mem_bw;
+  const int *op_cal; /* per op */
+} cost_at;
+
+/* plan_cost_op_eval_at at a given place (cost.c). */
+int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
+                            const plan_plan *p, int op,
+                            const plan_placement *in,
+                            const plan_placement *outs, double split,
+                            const cost_at *at);
+
+/* The slowest rank's evaluation when ranks differ (cost_device.c). */
+int plan_cost_op_eval_slowest(cost_op_eval *out, const plan_cost_model *m,
+                              const plan_plan *p, int op,
+                              const plan_placement *in,
+                              const plan_placement *outs, double split);
 
 /* plan_cost_op_seconds, the time of the op (whole batch) on the slowest
  * rank: public, libplan/space.h. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/cost_device.h"
 #include "cost/cost_model.h"
 #include "libplan/schedule.h"
 #include "ir/placement.h"
@@ -135,8 +136,12 @@ static int add_coll(ctx *c, const char *phase, int tensor, int kind, int axis,
   ci->group = axis >= 0 ? c->m->axis_sizes[axis] : 2;
   static const char *const links[] = {"intra_host", "inter_host", "axis"};
   ci->link = e->link >= 0 && e->link <= 2 ? links[e->link]
-             : e->link == -2              ? "calibrated"
-                                          : "local";
+             : e->link == COST_LINK_TOPO && axis >= 0
+                 ? dup(c, c->m->taxis[axis].label)
+             : e->link == -2 ? "calibrated"
+                             : "local";
+  if (!ci->link)
+    return plan_oom();
   ci->algorithm = plan_cost_alg_names[e->algorithm];
   ci->bytes = e->bytes;
   ci->calls = calls;
@@ -499,7 +504,10 @@ static int describe(ctx *c) {
   static const char *const links[] = {"intra_host", "inter_host", "axis"};
   for (int a = 0; a < m->naxes; a++)
     plan_buf_printf(&b, "%s%s: %s", a ? ", " : "", m->axis_names[a],
-                    m->axis_sizes[a] < 2 ? "none" : links[m->link[a].source]);
+                    m->axis_sizes[a] < 2 ? "none"
+                    : m->link[a].source == COST_LINK_TOPO
+                        ? m->taxis[a].label
+                        : links[m->link[a].source]);
   r->axis_links = dup(c, plan_buf_cstr(&b));
   bool failed = b.failed;
   plan_buf_free(&b);
@@ -614,6 +622,52 @@ static void human_bytes(char *buf, size_t size, double b) {
   plan_format_bytes(buf, size, b);
 }
 
+/* Per-device hardware: each device's stage total against its own memory
+ * (the stage of a rank: its index along the pipeline axis, stages beyond
+ * the ranks wrapping round); the report's capacity and peak are those of
+ * the device with the least headroom. */
+static int device_memory(ctx *c) {
+  plan_cost_report *r = c->r;
+  const plan_cost_model *m = c->m;
+  const plan_plan *p = c->p;
+  int64_t coord[PLAN_MAX_MESH_AXES], worst = -1;
+  double worst_left = 0;
+  int worst_row = 0;
+  int pa = p->pipeline.present ? p->pipeline.axis : -1;
+  for (int64_t rk = 0; rk < m->ndevices; rk++) {
+    plan_cost_rank_coord(m, rk, coord);
+    int64_t d = plan_cost_rank_device(m, rk);
+    double cap = plan_cost_device_memory(m, d);
+    for (int s = 0; s < c->nst; s++) {
+      if (pa >= 0 && pa < m->naxes && s % m->axis_sizes[pa] != coord[pa])
+        continue;
+      double left = cap - r->mem[s].total;
+      if (worst < 0 || left < worst_left) {
+        worst = d;
+        worst_left = left;
+        worst_row = s;
+      }
+    }
+  }
+  if (worst < 0)
+    return PLAN_OK;
+  r->capacity = plan_cost_device_memory(m, worst);
+  r->peak = r->mem[worst_row].total;
+  r->peak_row = worst_row;
+  r->fits = worst_left >= 0;
+  if (r->fits) {
+    r->reason = "";
+    return PLAN_OK;
+  }
+  char need[32], cap[32];
+  human_bytes(need, sizeof need, r->peak);
+  human_bytes(cap, sizeof cap, r->capacity);
+  r->reason = plan_arena_printf(
+      &r->arena, "does not fit: device %lld (%s) needs %s, it has %s",
+      (long long)worst, plan_cost_device_hw(m, worst)->name, need, cap);
+  return r->reason ? PLAN_OK : plan_oom();
+}
+
 static int totals(ctx *c) {
   plan_cost_report *r = c->r;
   const plan_plan *p = c->p;
@@ -690,6 +744,8 @@ static int totals(ctx *c) {
     }
   }
   r->fits = r->capacity <= 0 || r->peak <= r->capacity;
+  if (c->m->nprof > 0)
+    return device_memory(c);
   if (r->fits) {
     r->reason = "";
     return PLAN_OK;

@@ -1,0 +1,183 @@
+/* The placement search: device assignments on the mesh's topology as
+ * curves through the physical devices composed with orders of the mesh
+ * axes, each priced with the cost model (placement_search.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libplan/space.h"
+#include "search/placement_search.h"
+
+static int64_t torus_count(const plan_topology *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndims; i++)
+    n *= t->dims[i];
+  return n;
+}
+
+static int64_t torus_id(const plan_topology *t, const int64_t *c) {
+  int64_t d = 0;
+  for (int i = 0; i < t->ndims; i++)
+    d = d * t->dims[i] + c[i];
+  return d;
+}
+
+int plan_placement_curve(int64_t *curve, const plan_topology *t, int64_t n,
+                         const char *which) {
+  if (t->kind == PLAN_TOPO_TORUS) {
+    if (torus_count(t) != n)
+      return PLAN_ENOTFOUND;
+    bool snake = !strcmp(which, "snake"), tiled = !strcmp(which, "tiled");
+    if (!snake && !tiled && strcmp(which, "row-major"))
+      return PLAN_ENOTFOUND;
+    if (tiled && (t->ndims != 2 || t->dims[0] % 2 || t->dims[1] % 2))
+      return PLAN_ENOTFOUND;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t c[3] = {0, 0, 0}, x = i;
+      if (tiled) {
+        /* 2x2 tiles row-major, each walked round as a cycle */
+        static const int64_t dr[4] = {0, 0, 1, 1}, dc[4] = {0, 1, 1, 0};
+        int64_t tile = i / 4, j = i % 4, across = t->dims[1] / 2;
+        c[0] = 2 * (tile / across) + dr[j];
+        c[1] = 2 * (tile % across) + dc[j];
+      } else {
+        for (int d = t->ndims - 1; d >= 0; d--) {
+          c[d] = x % t->dims[d];
+          x /= t->dims[d];
+        }
+        /* boustrophedon: a digit runs backwards when the digits above it
+         * sum to an odd number, so every step is one hop */
+        int64_t above = 0;
+        for (int d = 0; snake && d < t->ndims; d++) {
+          int64_t own = c[d];
+          if (above % 2)
+            c[d] = t->dims[d] - 1 - c[d];
+          above += own;
+        }
+      }
+      curve[i] = torus_id(t, c);
+    }
+    return PLAN_OK;
+  }
+  bool inter = !strcmp(which, "interleaved");
+  if (!inter && strcmp(which, "host-major"))
+    return PLAN_ENOTFOUND;
+  /* the groups of the level below the last: islands (or hosts) */
+  int64_t g = 1;
+  for (int l = 0; l + 1 < t->nlevels; l++)
+    g *= t->levels[l].size > 0 ? t->levels[l].size : 1;
+  if (inter && (g < 2 || n % g || n / g < 2))
+    return PLAN_ENOTFOUND;
+  int64_t groups = inter ? n / g : 1;
+  for (int64_t i = 0; i < n; i++)
+    curve[i] = inter ? (i % groups) * g + i / groups : i;
+  return PLAN_OK;
+}
+
+/* The next permutation of a[n] in lexicographic order; false after the
+ * last. */
+static bool next_perm(int *a, int n) {
+  int i = n - 2;
+  while (i >= 0 && a[i] >= a[i + 1])
+    i--;
+  if (i < 0)
+    return false;
+  int j = n - 1;
+  while (a[j] <= a[i])
+    j--;
+  int x = a[i];
+  a[i] = a[j];
+  a[j] = x;
+  for (int lo = i + 1, hi = n - 1; lo < hi; lo++, hi--) {
+    x = a[lo];
+    a[lo] = a[hi];
+    a[hi] = x;
+  }
+  return true;
+}
+
+/* devs[r] = curve[the rank's coordinates read in axis order `order`]. */
+static void compose(int64_t *devs, const int64_t *curve, const plan_mesh *mesh,
+                    const int *order, int norder) {
+  for (int64_t r = 0; r < mesh->ndevices; r++) {
+    int64_t coord[PLAN_MAX_MESH_AXES], x = r;
+    for (int a = mesh->naxes - 1; a >= 0; a--) {
+      coord[a] = x % mesh->axis_sizes[a];
+      x /= mesh->axis_sizes[a];
+    }
+    int64_t lin = 0;
+    for (int i = 0; i < norder; i++)
+      lin = lin * mesh->axis_sizes[order[i]] + coord[order[i]];
+    devs[r] = curve[lin];
+  }
+}
+
+static int price(double *step, plan_cost_model *m, plan_plan *p) {
+  int rc = plan_cost_model_update_mesh(m, p);
+  plan_cost_report *r = NULL;
+  if (!rc)
+    rc = plan_cost_plan(&r, m, p);
+  *step = rc ? 0 : plan_cost_report_step_seconds(r);
+  plan_cost_report_free(r);
+  return rc;
+}
+
+int plan_placement_search(plan_placement_choice *out, plan_plan *p,
+                          const char *profile) {
+  memset(out, 0, sizeof *out);
+  if (!p || !p->has_mesh || !p->mesh.topology)
+    return plan_failf(PLAN_EUSAGE,
+                      "placement search: the plan's mesh has no topology");
+  clock_t t0 = clock();
+  const plan_mesh *mesh = &p->mesh;
+  int64_t n = mesh->ndevices;
+  int64_t *buf = malloc(sizeof(int64_t) * 3 * (size_t)(n > 0 ? n : 1));
+  if (!buf)
+    return plan_oom();
+  int64_t *curve = buf, *devs = buf + n, *best = buf + 2 * n;
+  for (int64_t r = 0; r < n; r++)
+    best[r] = mesh->devices ? mesh->devices[r] : r;
+  plan_cost_model *m = NULL;
+  int rc = plan_cost_model_new(&m, p, profile);
+  if (!rc)
+    rc = price(&out->default_step, m, p);
+  out->step = out->default_step;
+  out->candidates = 1;
+  snprintf(out->curve, sizeof out->curve, "default");
+  static const char *const curves[] = {"row-major", "snake", "tiled",
+                                       "host-major", "interleaved"};
+  for (size_t c = 0; !rc && c < sizeof curves / sizeof curves[0]; c++) {
+    if (plan_placement_curve(curve, mesh->topology, n, curves[c]))
+      continue;
+    int order[PLAN_MAX_MESH_AXES], norder = 0;
+    for (int a = 0; a < mesh->naxes; a++)
+      if (mesh->axis_sizes[a] > 1)
+        order[norder++] = a;
+    do {
+      compose(devs, curve, mesh, order, norder);
+      double step;
+      if ((rc = plan_set_mesh_devices(p, devs)) || (rc = price(&step, m, p)))
+        break;
+      out->candidates++;
+      if (step < out->step) {
+        out->step = step;
+        memcpy(best, devs, sizeof(int64_t) * (size_t)n);
+        snprintf(out->curve, sizeof out->curve, "%s", curves[c]);
+        size_t len = 0;
+        out->order[0] = 0;
+        for (int i = 0; i < norder; i++) {
+          snprintf(out->order + len, sizeof out->order - len, "%s%s",
+                   i ? "," : "", mesh->axis_names[order[i]]);
+          len = strlen(out->order);
+        }
+      }
+    } while (next_perm(order, norder));
+  }
+  if (!rc)
+    rc = plan_set_mesh_devices(p, best);
+  plan_cost_model_free(m);
+  free(buf);
+  out->seconds = (double)(clock() - t0) / CLOCKS_PER_SEC;
+  return rc;
+}

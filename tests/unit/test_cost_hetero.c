@@ -1,0 +1,264 @@
+/* The cost model on unlike devices and on a topology (format 1.1 IR set
+ * directly): each rank's own piece at its own profile's speed, the slowest
+ * rank's time, memory per device, collectives priced on the levels a group
+ * crosses and on a torus ring's hops, and the placement search finding the
+ * assignment known by hand. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cost/cost_device.h"
+#include "cost/cost_model.h"
+#include "ir/placement.h"
+#include "libplan/cost.h"
+#include "libplan/plan.h"
+#include "libplan/space.h"
+#include "search/placement_search.h"
+
+static plan_plan *load(const char *text) {
+  plan_plan *p = NULL;
+  if (plan_load_buffer(&p, text, strlen(text), "t.yaml", NULL)) {
+    char buf[1024];
+    fail_msg("load: %s", plan_error_format(buf, sizeof buf));
+  }
+  return p;
+}
+
+static plan_cost_model *model(const plan_plan *p, const char *profile) {
+  plan_cost_model *m = NULL;
+  if (plan_cost_model_new(&m, p, profile)) {
+    char buf[1024];
+    fail_msg("model: %s", plan_error_format(buf, sizeof buf));
+  }
+  return m;
+}
+
+static void near(double got, double want, const char *what) {
+  if (fabs(got - want) > 1e-9 * fabs(want) + 1e-15)
+    fail_msg("%s: got %.12g, want %.12g", what, got, want);
+}
+
+/* fc: x [1024, 4096] @ w [4096, 4096], bf16, batch split over dp=2 */
+static const char *dp_plan =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  tensors:\n"
+    "    x: {shape: [1024, 4096], dtype: bf16}\n"
+    "    w: {shape: [4096, 4096], dtype: bf16, role: param}\n"
+    "  ops:\n"
+    "    - {name: fc, op: matmul, in: [x, w], out: y}\n"
+    "mesh: {axes: [dp=2]}\n"
+    "placements: {x: S(0), w: R}\n"
+    "strategies:\n"
+    "  fc: {in: [S(0), R], out: S(0)}\n"
+    "outputs: {y: S(0)}\n";
+
+static void test_profiles_per_device(void **state) {
+  (void)state;
+  plan_plan *p = load(dp_plan);
+  plan_hardware prof[2];
+  memset(prof, 0, sizeof prof);
+  prof[0].name = "h100-sxm";
+  prof[1].name = "a100-80gb";
+  int devp[2] = {0, 1};
+  /* the uniform model before the profiles */
+  plan_cost_model *m0 = model(p, NULL);
+  double t_uniform;
+  assert_int_equal(plan_cost_op_seconds(&t_uniform, m0, p, 0, NULL, NULL),
+                   PLAN_OK);
+  double flops = 2.0 * 512 * 4096 * 4096;
+  near(t_uniform, flops / (989.4e12 * 0.7) + 4e-6, "h100 everywhere");
+  p->mesh.profiles = prof;
+  p->mesh.nprofiles = 2;
+  p->mesh.device_profile = devp;
+  plan_cost_model *m = model(p, NULL);
+  assert_true(plan_cost_model_hetero(m));
+  assert_string_equal(plan_cost_model_hardware(m), "h100-sxm+a100-80gb");
+  double t0, t1, t;
+  assert_int_equal(plan_cost_op_rank_seconds(&t0, m, p, 0, 0, NULL, NULL),
+                   PLAN_OK);
+  assert_int_equal(plan_cost_op_rank_seconds(&t1, m, p, 0, 1, NULL, NULL),
+                   PLAN_OK);
+  near(t0, flops / (989.4e12 * 0.7) + 4e-6, "rank 0 on the h100");
+  near(t1, flops / (312e12 * 0.7) + 4e-6, "rank 1 on the a100");
+  assert_int_equal(plan_cost_op_seconds(&t, m, p, 0, NULL, NULL), PLAN_OK);
+  near(t, t1, "the slowest rank");
+  near(plan_cost_device_memory(m, 1), 80e9, "a100 memory");
+  /* ratios 3:1 give the h100 three quarters of the batch */
+  int64_t w[2] = {3, 1};
+  plan_ratios rs = {0, 2, w};
+  p->mesh.ratios = &rs;
+  p->mesh.nratios = 1;
+  p->placements[0].pl.ax[0].ratio = 1;
+  p->strategies[0].in[0].ax[0].ratio = 1;
+  p->strategies[0].out[0].ax[0].ratio = 1;
+  assert_int_equal(plan_cost_op_rank_seconds(&t0, m, p, 0, 0, NULL, NULL),
+                   PLAN_OK);
+  assert_int_equal(plan_cost_op_rank_seconds(&t1, m, p, 0, 1, NULL, NULL),
+                   PLAN_OK);
+  near(t0, 2.0 * 768 * 4096 * 4096 / (989.4e12 * 0.7) + 4e-6, "768 rows");
+  near(t1, 2.0 * 256 * 4096 * 4096 / (312e12 * 0.7) + 4e-6, "256 rows");
+  assert_int_equal(plan_cost_op_seconds(&t, m, p, 0, NULL, NULL), PLAN_OK);
+  near(t, t0 > t1 ? t0 : t1, "the slowest rank with ratios");
+  assert_true(t < t_uniform * 989.4 / 312); /* better than even pieces */
+  const plan_tensor *x = &p->program->tensors[0];
+  near(plan_cost_rank_numel(m, p, x, &p->placements[0].pl, 0), 768.0 * 4096,
+       "rank 0's piece");
+  /* memory: each device against its own capacity */
+  plan_cost_model_free(m);
+  prof[1].memory = 1e6; /* a device too small for w */
+  m = model(p, NULL);
+  plan_cost_report *r;
+  assert_int_equal(plan_cost_plan(&r, m, p), PLAN_OK);
+  assert_false(plan_cost_report_fits(r));
+  assert_non_null(strstr(plan_cost_report_reason(r), "device 1"));
+  plan_cost_report_free(r);
+  plan_cost_model_free(m);
+  plan_cost_model_free(m0);
+  p->mesh.profiles = NULL;
+  p->mesh.nprofiles = 0;
+  p->mesh.device_profile = NULL;
+  p->mesh.ratios = NULL;
+  p->mesh.nratios = 0;
+  plan_free(p);
+}
+
+/* y = x @ w contracted over sp, all-reduced: x [1024, 4096], w sharded on
+ * its rows */
+static const char *sp_plan =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  tensors:\n"
+    "    x: {shape: [1024, 4096], dtype: bf16}\n"
+    "    w: {shape: [4096, 4096], dtype: bf16, role: param}\n"
+    "  ops:\n"
+    "    - {name: fc, op: matmul, in: [x, w], out: y}\n"
+    "mesh: {axes: [sp=16]}\n"
+    "placements: {x: S(1), w: S(0)}\n"
+    "strategies:\n"
+    "  fc: {in: [S(1), S(0)], out: P(sum)}\n"
+    "outputs: {y: R}\n";
+
+static void test_torus_ring(void **state) {
+  (void)state;
+  plan_plan *p = load(sp_plan);
+  plan_topology topo;
+  memset(&topo, 0, sizeof topo);
+  topo.kind = PLAN_TOPO_TORUS;
+  topo.ndims = 2;
+  topo.dims[0] = topo.dims[1] = 4;
+  topo.wrap[0] = topo.wrap[1] = true;
+  topo.link = (plan_link){45e9, 1e-6};
+  p->mesh.topology = &topo;
+  plan_cost_model *m = model(p, "h100");
+  /* row-major: the row ends are 2 hops (down and round) */
+  assert_true(m->link[0].source == COST_LINK_TOPO);
+  near(m->taxis[0].ring_hops, 2, "row-major hops");
+  near(m->taxis[0].ring_factor, 2, "row-major factor");
+  plan_placement from, to;
+  plan_placement_parse(&from, "P(sum)", 6, 1, NULL, 0, NULL);
+  plan_placement_parse(&to, "R", 1, 1, NULL, 0, NULL);
+  double t;
+  assert_int_equal(plan_cost_redist_seconds(&t, m, p, 2, &from, &to), PLAN_OK);
+  double n = 1024.0 * 4096 * 2, k = 16, beta = 45e9 * 0.8;
+  near(t, 2 * (k - 1) * 2e-6 + 2 * (k - 1) / k * n * 2 / beta, "row-major");
+  /* the snake curve: every ring edge one hop */
+  int64_t curve[16];
+  assert_int_equal(plan_placement_curve(curve, &topo, 16, "snake"), PLAN_OK);
+  assert_int_equal(curve[4], 7);
+  assert_int_equal(curve[15], 12);
+  assert_int_equal(plan_set_mesh_devices(p, curve), PLAN_OK);
+  assert_int_equal(plan_cost_model_update_mesh(m, p), PLAN_OK);
+  near(m->taxis[0].ring_factor, 1, "snake factor");
+  double ts;
+  assert_int_equal(plan_cost_redist_seconds(&ts, m, p, 2, &from, &to), PLAN_OK);
+  near(ts, 2 * (k - 1) * 1e-6 + 2 * (k - 1) / k * n / beta, "snake");
+  /* without wraparound the snake's closing edge is 3 hops */
+  topo.wrap[0] = topo.wrap[1] = false;
+  assert_int_equal(plan_cost_model_update_mesh(m, p), PLAN_OK);
+  near(m->taxis[0].ring_hops, 3, "snake on a mesh");
+  topo.wrap[0] = topo.wrap[1] = true;
+  /* the search: from row-major, snake is the assignment to find */
+  assert_int_equal(plan_set_mesh_devices(p, NULL), PLAN_OK);
+  plan_placement_choice ch;
+  assert_int_equal(plan_placement_search(&ch, p, "h100"), PLAN_OK);
+  assert_string_equal(ch.curve, "snake");
+  assert_true(ch.step < ch.default_step);
+  assert_true(ch.candidates >= 3);
+  print_message("placement search: %d candidates in %.3f ms, %.4g -> %.4g s\n",
+                ch.candidates, ch.seconds * 1e3, ch.default_step, ch.step);
+  assert_int_equal(p->mesh.devices[4], 7);
+  plan_cost_model_free(m);
+  p->mesh.topology = NULL;
+  plan_free(p);
+}
+
+/* tp=4 all-reduces inside an NVLink island of 4 with host-major order;
+ * interleaved they cross to the network */
+static const char *tp_plan =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  tensors:\n"
+    "    x: {shape: [1024, 4096], dtype: bf16}\n"
+    "    w: {shape: [4096, 4096], dtype: bf16, role: param}\n"
+    "  ops:\n"
+    "    - {name: fc, op: matmul, in: [x, w], out: y}\n"
+    "mesh: {axes: [dp=2, tp=4]}\n"
+    "placements: {x: S(0)S(1), w: RS(0)}\n"
+    "strategies:\n"
+    "  fc: {in: [S(0)S(1), RS(0)], out: S(0)P(sum)}\n"
+    "outputs: {y: S(0)R}\n";
+
+static void test_levels(void **state) {
+  (void)state;
+  plan_plan *p = load(tp_plan);
+  plan_topology topo;
+  memset(&topo, 0, sizeof topo);
+  topo.kind = PLAN_TOPO_LEVELS;
+  topo.nlevels = 2;
+  topo.levels[0] = (plan_topo_level){"nvlink", 4, {450e9, 2e-6}};
+  topo.levels[1] = (plan_topo_level){"ib", 0, {50e9, 5e-6}};
+  p->mesh.topology = &topo;
+  plan_cost_model *m = model(p, "h100");
+  assert_string_equal(m->taxis[1].label, "nvlink");
+  assert_string_equal(m->taxis[0].label, "ib");
+  near(m->link[1].bandwidth, 450e9 * 0.8, "tp on NVLink");
+  near(m->link[0].bandwidth, 50e9 * 0.8, "dp on IB");
+  /* interleaved: the tp groups cross islands */
+  int64_t curve[8];
+  assert_int_equal(plan_placement_curve(curve, &topo, 8, "interleaved"),
+                   PLAN_OK);
+  assert_int_equal(curve[1], 4);
+  /* the search keeps tp inside an island: the default order */
+  int64_t bad[8];
+  for (int i = 0; i < 8; i++)
+    bad[i] = curve[i];
+  assert_int_equal(plan_set_mesh_devices(p, bad), PLAN_OK);
+  assert_int_equal(plan_cost_model_update_mesh(m, p), PLAN_OK);
+  assert_string_equal(m->taxis[1].label, "ib");
+  plan_placement_choice ch;
+  assert_int_equal(plan_placement_search(&ch, p, "h100"), PLAN_OK);
+  assert_string_equal(ch.curve, "host-major");
+  assert_string_equal(ch.order, "dp,tp");
+  assert_true(ch.step < ch.default_step);
+  for (int r = 0; r < 8; r++)
+    assert_int_equal(p->mesh.devices[r], r);
+  plan_cost_model_free(m);
+  p->mesh.topology = NULL;
+  plan_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_profiles_per_device),
+      cmocka_unit_test(test_torus_ring),
+      cmocka_unit_test(test_levels),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
