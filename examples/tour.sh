@@ -7,7 +7,8 @@
 # plan's provenance. Then validate and hash every examples/*.plan.yaml,
 # verify every example (exact and float mode; plans not lowered yet say
 # so), draw a pipeline schedule, verify a pipelined training step under
-# three schedules and draw their timelines, and show two plans as tables.
+# three schedules and draw their timelines, show two plans as tables, and
+# price shard ratios and a stage cut for H100s beside A100s.
 # Exits non-zero when anything fails. Its files go to DEMO_OUT (default
 # build/demo).
 set -u
@@ -133,6 +134,23 @@ for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
     fail=1
   fi
 done
+
+echo
+echo "== unlike devices (H100 and A100): the LP's shard ratios and the stage cut (modeled)"
+if "$PLAN" search "$DIR/hetero-llama.plan.yaml" --strategy hetero \
+     -o "$OUTDIR/hetero-llama.plan.yaml" >"$out" 2>&1; then
+  grep -v '^dp: note' "$out" | sed 's/^/  /'
+else
+  echo "  FAILED: plan search --strategy hetero"; sed 's/^/    /' "$out"; fail=1
+fi
+if "$PLAN" run "$DIR/hetero.lua" "$DIR/hetero-llama.plan.yaml" \
+     "$DIR/models/llama3-8b-layer.recipe.plan.yaml" \
+     "$DIR/models/dit-block.recipe.plan.yaml" "$DIR/pipeline-1f1b.plan.yaml" \
+     >"$out" 2>&1; then
+  cat "$out"
+else
+  echo "  FAILED: plan run hetero.lua"; sed 's/^/    /' "$out"; fail=1
+fi
 
 echo
 if [ "$fail" -ne 0 ]; then

@@ -189,7 +189,8 @@ static void createmeta(lua_State *L) {
   static const luaL_Reg *const methods[] = {
       plan_lua_plan_methods,       plan_lua_space_methods,
       plan_lua_cost_methods,       plan_lua_verify_methods,
-      plan_lua_provenance_methods, plan_lua_region_methods};
+      plan_lua_provenance_methods, plan_lua_region_methods,
+      plan_lua_hetero_methods};
   plan_lua_box_register(L);
   luaL_newmetatable(L, PLAN_MT);
   luaL_setfuncs(L, plan_lua_plan_meta, 0);

@@ -113,5 +113,6 @@ extern const luaL_Reg plan_lua_cost_methods[];       /* plan_module_cost.c */
 extern const luaL_Reg plan_lua_verify_methods[];     /* plan_module_verify.c */
 extern const luaL_Reg plan_lua_provenance_methods[]; /* .._provenance.c */
 extern const luaL_Reg plan_lua_region_methods[];     /* plan_module_region.c */
+extern const luaL_Reg plan_lua_hetero_methods[];     /* plan_module_hetero.c */
 
 #endif

@@ -24,7 +24,8 @@ local SANDBOX_METHODS = {
   "hash", "text", "ops", "op", "tensor", "mesh", "outputs", "pinned",
   "devices", "set_devices", "stats", "strategies", "strategy", "apply",
   "undo", "clear_strategy", "placement", "set_placement", "cost", "cost_op",
-  "cost_redist", "validate", "provenance",
+  "cost_redist", "validate", "provenance", "device_hardware",
+  "hardware_figure",
 }
 
 -- What a sandboxed strategy sees of plan p: a table of those methods,

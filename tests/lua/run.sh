@@ -51,7 +51,7 @@ has() { # NAME WORDS (in the last output)
   if printf '%s' "$out" | grep -qF -- "$2"; then passed=$((passed+1)); else
     failed=$((failed+1)); echo "FAIL: $1: output lacks '$2'"; echo "$out"; fi
 }
-for s in megatron greedy beam dp ilp exhaustive; do
+for s in megatron greedy beam dp ilp exhaustive hetero; do
   check "search $s" 0 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy $s -o "$tmp/$s.yaml"
   has "search $s" "strategy $s on dp=2,tp=2: modeled step"
   check "verify $s" 0 "$PLAN" verify "$tmp/$s.yaml"

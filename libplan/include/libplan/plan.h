@@ -193,6 +193,11 @@ PLAN_API const char *plan_mesh_axis_name(const plan_plan *p, int axis);
 PLAN_API int64_t plan_mesh_axis_size(const plan_plan *p, int axis);
 PLAN_API int64_t plan_mesh_device_count(const plan_plan *p);
 PLAN_API int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
+/* The hardware profile's name of physical device `device` when the mesh
+ * gives each device its own (format 1.1 per-device hardware); NULL without
+ * per-device profiles, out of range, or for a profile without a name. */
+PLAN_API const char *plan_mesh_device_hardware(const plan_plan *p,
+                                               int64_t device);
 
 /* Placements in canonical compact form ("S(0)R", ...), written into buf
  * (NUL-terminated, truncated to size; 128 bytes always suffice).

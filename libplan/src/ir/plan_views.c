@@ -29,6 +29,14 @@ int64_t plan_mesh_device(const plan_plan *p, int64_t rank) {
   return p->mesh.devices ? p->mesh.devices[rank] : rank;
 }
 
+const char *plan_mesh_device_hardware(const plan_plan *p, int64_t device) {
+  if (!p || !p->has_mesh || device < 0 || device >= p->mesh.ndevices ||
+      !p->mesh.device_profile || !p->mesh.profiles)
+    return NULL;
+  int k = p->mesh.device_profile[device];
+  return k >= 0 && k < p->mesh.nprofiles ? p->mesh.profiles[k].name : NULL;
+}
+
 /* The canonical form, shard ratios with their weights (p's sets). */
 static int put(char *buf, size_t size, const plan_plan *p,
                const plan_placement *pl) {
