@@ -161,6 +161,7 @@ static bool parse_entry(cursor *c, plan_axis_pl *e, char *err, size_t errsz) {
   e->reduce = PLAN_RED_SUM;
   e->dim = 0;
   e->level = -1;
+  e->ratio = 0; /* equal pieces unless the plan names a ratio set */
   /* Long spellings first: "Replicate" must not read as R + "eplicate". */
   if (eat(c, "Replicate")) {
     bool open = eat(c, "(");
