@@ -356,20 +356,36 @@ check-python: $(CORE_SHARED) $(SHARED) $(BUILD)/libplan-verify.so $(SEARCH_SHARE
 wheel: $(SEARCH_SHARED)
 	python3 bindings/python/build_backend.py --library $(SEARCH_SHARED) --out $(BUILD)/wheel
 
-# The README's test command. Order: cheap to expensive.
+# The README's test command. Everything the suites run is built first
+# (suites-build, in parallel), then the suites run two at a time
+# (tests/suites.sh, SUITE_JOBS), each one's output printed whole: first
+# the quick static checks, then the longest suites, so that the short ones
+# fill the end.
+SUITE_JOBS ?= 2
+TEST_SUITES := check-format check-headers check-symbols check-layers check-cli-public check-lua-public \
+  asan check-python check-cuda-emu-plugin check-unit check-cuda-emu-nccl lint cuda-build \
+  check-mutants check-cli check-dist check-fuzz check-install check-docs check-lua check-security \
+  check-models check-conformance check-corpus check-security-files check-cuda-emu check-cuda-virtual
 test: deps deps-python
-	$(MAKE) -j$(JOBS) tests-build
-	@MAKE="$(MAKE)" JOBS=$(JOBS) sh tests/suites.sh check-format lint \
-	  check-headers check-symbols check-layers check-cli-public check-lua-public check-unit check-conformance check-corpus check-mutants check-cli check-security-files check-dist check-models check-lua check-security check-python check-docs check-install check-cuda-emu check-cuda-emu-plugin check-cuda-emu-nccl \
-	  check-cuda-virtual cuda-build \
-	  check-fuzz \
-	  asan
+	$(MAKE) -j$(JOBS) suites-build
+	@MAKE="$(MAKE)" JOBS=$(JOBS) SUITE_JOBS=$(SUITE_JOBS) sh tests/suites.sh $(TEST_SUITES)
 	@echo "make test: all suites passed"
+
+# What make test's suites run, built before any of them starts: no two
+# suites running at once then build the same file. (A recipe, not
+# prerequisites: the CUDA makefiles that name some of it come later.)
+.PHONY: suites-build asan-build
+suites-build:
+	@$(MAKE) --no-print-directory tests-build $(CUDA_EMU_TEST) $(CUDA_EMU_PLUGIN) $(VEMU_TEST) \
+	  $(FAKE_NCCL) $(FAKE_NCCL_NOSPLIT) $(COMM_NCCL_TEST) $(FUZZ_BIN) asan-build \
+	  $(if $(NVCC),cuda $(BUILD)/gpu-bundle-bin/plan $(BUILD)/gpu-bundle-bin/test_sweep $(CUDA_GPU_TEST))
+
+asan-build:
+	@$(MAKE) --no-print-directory BUILD=build-asan SAN=1 OPT="-O1 -g" tests-build
 
 # The sweep runs a third of its (case, mesh) pairs here (every op still
 # swept); the plain run covers them all.
-asan:
-	$(MAKE) BUILD=build-asan SAN=1 OPT="-O1 -g" tests-build
+asan: asan-build
 	SWEEP_SAMPLE=3 DIST_MAX_RANKS=4 $(MAKE) -j1 BUILD=build-asan SAN=1 OPT="-O1 -g" check-unit check-conformance check-corpus check-dist check-lua
 
 demo: deps all
