@@ -96,20 +96,6 @@ local function strategy_fn(name, text, sandbox_load)
   return fn, src
 end
 
--- Every decision a search makes again is cleared: unpinned strategies,
--- leaf storage placements, delivered output placements.
-local function strip(p)
-  for _, name in ipairs(p:ops()) do
-    if not p:pinned(name) then p:clear_strategy(name) end
-  end
-  for _, name in ipairs(p:ops()) do
-    for _, t in ipairs(p:op(name).inputs) do
-      if not p:tensor(t).producer then p:set_placement(t, nil) end
-    end
-  end
-  for _, t in ipairs(p:outputs()) do p:set_placement(t, nil) end
-end
-
 -- The next order of the list a (of axis numbers) in lexicographic order,
 -- in place; false after the last.
 local function next_order(a)
@@ -174,7 +160,7 @@ end
 -- Runs the strategy fn (its source src) on p; returns the provenance
 -- table to record and the strategy's processor time.
 local function run_search(p, opts, fn, src)
-  strip(p)
+  util.clear_decisions(p)
   if opts.devices == "search" then p:set_devices(nil) end
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,

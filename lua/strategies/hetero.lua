@@ -20,23 +20,10 @@ local function strategy(name)
                      "=strategies/" .. name .. ".lua", "t"))(util)
 end
 
--- Clears what a candidate decided (the search driver's strip, for the
--- next candidate).
-local function clear(p)
-  for _, name in ipairs(p:ops()) do
-    if not p:pinned(name) then p:clear_strategy(name) end
-  end
-  for _, name in ipairs(p:ops()) do
-    for _, t in ipairs(p:op(name).inputs) do
-      if not p:tensor(t).producer then p:set_placement(t, nil) end
-    end
-  end
-end
-
 -- Runs candidate `name` on p, delivers the outputs and solves its ratios:
 -- the placements it returned and the LP's solution, or nil and a message.
 local function try(p, name, opts)
-  clear(p)
+  util.clear_decisions(p, true)
   local ok, placed = pcall(strategy(name), p, opts)
   if not ok or type(placed) ~= "table" then return nil, tostring(placed) end
   util.deliver_outputs(p, placed, opts.outputs)

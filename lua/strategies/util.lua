@@ -309,4 +309,20 @@ function util.recipe(p, cfg)
   return placed
 end
 
+-- Clears every decision a search makes again: unpinned strategies, leaf
+-- storage placements and, unless keep_outputs, delivered output placements.
+function util.clear_decisions(p, keep_outputs)
+  for _, name in ipairs(p:ops()) do
+    if not p:pinned(name) then p:clear_strategy(name) end
+  end
+  for _, name in ipairs(p:ops()) do
+    for _, t in ipairs(p:op(name).inputs) do
+      if not p:tensor(t).producer then p:set_placement(t, nil) end
+    end
+  end
+  if not keep_outputs then
+    for _, t in ipairs(p:outputs()) do p:set_placement(t, nil) end
+  end
+end
+
 return util
