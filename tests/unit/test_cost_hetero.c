@@ -190,7 +190,7 @@ static void test_torus_ring(void **state) {
   assert_int_equal(plan_placement_search(&ch, p, "h100"), PLAN_OK);
   assert_string_equal(ch.curve, "snake");
   assert_true(ch.step < ch.default_step);
-  assert_true(ch.candidates >= 3);
+  assert_int_equal(ch.candidates, 4); /* default, row-major, snake, tiled */
   print_message("placement search: %d candidates in %.3f ms, %.4g -> %.4g s\n",
                 ch.candidates, ch.seconds * 1e3, ch.default_step, ch.step);
   assert_int_equal(p->mesh.devices[4], 7);
