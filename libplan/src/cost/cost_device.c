@@ -253,13 +253,11 @@ bool plan_cost_op_varies(const plan_cost_model *m, const plan_plan *p, int op,
   if (!outs)
     outs = st->set ? st->out : NULL;
   for (int j = 0; in && j < o->nin; j++)
-    for (int a = 0; a < in[j].naxes; a++)
-      if (in[j].ax[a].kind == PLAN_PL_S && in[j].ax[a].ratio)
-        return true;
+    if (plan_placement_has_ratios(&in[j]))
+      return true;
   for (int k = 0; outs && k < o->nout; k++)
-    for (int a = 0; a < outs[k].naxes; a++)
-      if (outs[k].ax[a].kind == PLAN_PL_S && outs[k].ax[a].ratio)
-        return true;
+    if (plan_placement_has_ratios(&outs[k]))
+      return true;
   return false;
 }
 

@@ -113,14 +113,13 @@ static inline void cj_num(cj *c, double v) {
 
 static inline void cj_pl(cj *c, const plan_placement *p) {
   char buf[PLAN_PLACEMENT_STRLEN];
-  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
-    if (p->ax[a].ratio && c->mesh) {
-      /* the weights written out; the text needs no escapes */
-      plan_buf_putc(c->b, '"');
-      plan_placement_put(c->b, p, c->mesh->ratios, c->mesh->nratios);
-      plan_buf_putc(c->b, '"');
-      return;
-    }
+  if (c->mesh && plan_placement_has_ratios(p)) {
+    /* the weights written out; the text needs no escapes */
+    plan_buf_putc(c->b, '"');
+    plan_placement_put(c->b, p, c->mesh->ratios, c->mesh->nratios);
+    plan_buf_putc(c->b, '"');
+    return;
+  }
   cj_str(c, plan_placement_format(p, buf));
 }
 

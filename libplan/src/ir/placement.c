@@ -489,28 +489,48 @@ static char *put_i(char *at, int v) {
   return at;
 }
 
+bool plan_placement_entry_head(const plan_placement *p, int a, char *buf) {
+  const plan_axis_pl *e = &p->ax[a];
+  char *at = buf;
+  bool open = false;
+  if (e->kind == PLAN_PL_S) {
+    at = put_i(put_s(at, "S("), e->dim);
+    if (dim_reordered(p, e->dim))
+      at = put_i(put_s(at, ":"), effective_level(p, a));
+    open = true;
+  } else if (e->kind == PLAN_PL_P) {
+    at =
+        put_s(put_s(put_s(at, "P("),
+                    e->reduce < PLAN_RED_COUNT ? reduce_names[e->reduce] : "?"),
+              ")");
+  } else {
+    at = put_s(at, e->kind == PLAN_PL_R ? "R" : "?");
+  }
+  *at = '\0';
+  return open;
+}
+
 char *plan_placement_format(const plan_placement *p, char *buf) {
   char *at = buf;
   for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++) {
-    const plan_axis_pl *e = &p->ax[a];
-    if (e->kind == PLAN_PL_S) {
-      at = put_i(put_s(at, "S("), e->dim);
-      if (dim_reordered(p, e->dim))
-        at = put_i(put_s(at, ":"), effective_level(p, a));
-      if (e->ratio) /* the set's number: its weights are the plan's */
-        at = put_i(put_s(at, "|#"), e->ratio);
-      at = put_s(at, ")");
-    } else if (e->kind == PLAN_PL_P) {
-      at = put_s(put_s(put_s(at, "P("), e->reduce < PLAN_RED_COUNT
-                                            ? reduce_names[e->reduce]
-                                            : "?"),
-                 ")");
-    } else {
-      at = put_s(at, e->kind == PLAN_PL_R ? "R" : "?");
+    if (!plan_placement_entry_head(p, a, at)) {
+      at += strlen(at);
+      continue;
     }
+    at += strlen(at);
+    if (p->ax[a].ratio) /* the set's number: its weights are the plan's */
+      at = put_i(put_s(at, "|#"), p->ax[a].ratio);
+    at = put_s(at, ")");
   }
   *at = '\0';
   return buf;
+}
+
+bool plan_placement_has_ratios(const plan_placement *p) {
+  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+    if (p->ax[a].kind == PLAN_PL_S && p->ax[a].ratio)
+      return true;
+  return false;
 }
 
 bool plan_placement_is_replicated(const plan_placement *p) {

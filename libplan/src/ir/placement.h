@@ -66,8 +66,6 @@ int plan_ratios_find(const plan_mesh *m, int axis, const int64_t *w, int n);
 /* True when two sets give the same layout (same axis, same reduced
  * weights); NULL is the equal-chunk layout, equal only to NULL. */
 bool plan_ratios_same(const plan_ratios *a, const plan_ratios *b);
-/* The set an entry names in m, NULL for none (equal chunks). */
-const plan_ratios *plan_ratios_of(const plan_mesh *m, const plan_axis_pl *e);
 
 /* Resolves negative dims against `rank`, checks 0 <= dim < rank, fills
  * default nesting levels (mesh order) and checks explicit ones form 0..n-1
@@ -92,6 +90,14 @@ void plan_placement_put(plan_buf *b, const plan_placement *p,
  * length the whole text needs, NUL excluded (as snprintf). */
 size_t plan_placement_format_r(const plan_placement *p, const plan_ratios *sets,
                                int nsets, char *buf, size_t size);
+
+/* Entry a's text without what follows an S's dim and level: "R", "P(sum)"
+ * whole, or "S(d" / "S(d:k)" left open (returns true) for the caller to add
+ * its ratio part and ')'. buf must hold PLAN_PLACEMENT_STRLEN bytes. */
+bool plan_placement_entry_head(const plan_placement *p, int a, char *buf);
+
+/* True when some S entry of p names a ratio set (a format 1.1 field). */
+bool plan_placement_has_ratios(const plan_placement *p);
 
 /* True when every axis is R. */
 bool plan_placement_is_replicated(const plan_placement *p);

@@ -53,12 +53,6 @@ bool plan_ratios_same(const plan_ratios *a, const plan_ratios *b) {
              b->w, b->n) == 1;
 }
 
-const plan_ratios *plan_ratios_of(const plan_mesh *m, const plan_axis_pl *e) {
-  if (!m || !e || e->kind != PLAN_PL_S || !e->ratio || e->ratio > m->nratios)
-    return NULL;
-  return &m->ratios[e->ratio - 1];
-}
-
 /* The sets live in the arena: the array is reallocated (copied) when its
  * count reaches a power of two, so no capacity needs keeping. */
 static bool grow_sets(plan_mesh *m, plan_arena *a) {
@@ -127,26 +121,21 @@ int plan_ratios_intern(plan_mesh *m, plan_arena *a, int axis, const int64_t *w,
 
 void plan_placement_put(plan_buf *b, const plan_placement *p,
                         const plan_ratios *sets, int nsets) {
-  char tmp[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format(p, tmp);
-  /* plan_placement_format writes a set as "|#k": write its weights. */
-  for (const char *s = tmp; *s;) {
-    const char *mark = strstr(s, "|#");
-    if (!mark) {
-      plan_buf_puts(b, s);
-      break;
-    }
-    plan_buf_append(b, s, (size_t)(mark - s) + 1);
-    int k = 0;
-    for (s = mark + 2; *s >= '0' && *s <= '9'; s++)
-      k = k * 10 + (*s - '0');
-    if (!sets || k < 1 || k > nsets) {
-      plan_buf_printf(b, "#%d", k); /* no such set: left as the number */
+  char head[PLAN_PLACEMENT_STRLEN];
+  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++) {
+    bool open = plan_placement_entry_head(p, a, head);
+    plan_buf_puts(b, head);
+    if (!open)
       continue;
+    int k = p->ax[a].ratio;
+    if (k && sets && k <= nsets) {
+      const plan_ratios *r = &sets[k - 1];
+      for (int i = 0; i < r->n; i++)
+        plan_buf_printf(b, i ? ":%lld" : "|%lld", (long long)r->w[i]);
+    } else if (k) {
+      plan_buf_printf(b, "|#%d", k); /* no such set: left as the number */
     }
-    const plan_ratios *r = &sets[k - 1];
-    for (int i = 0; i < r->n; i++)
-      plan_buf_printf(b, i ? ":%lld" : "%lld", (long long)r->w[i]);
+    plan_buf_putc(b, ')');
   }
 }
 

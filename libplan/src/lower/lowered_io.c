@@ -135,11 +135,10 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   /* The compact spelling has no weights yet: a ratio level written as S(d)
    * would read back as equal pieces, another program. */
   for (int i = 0; i < l->nbufs; i++)
-    for (int a = 0; a < l->bufs[i].pl.naxes; a++)
-      if (l->bufs[i].pl.ax[a].kind == PLAN_PL_S && l->bufs[i].pl.ax[a].ratio)
-        return plan_failf(PLAN_EUNSUPPORTED,
-                          "a lowered program with shard ratios has no file "
-                          "form yet: `plan verify` runs it from the plan");
+    if (plan_placement_has_ratios(&l->bufs[i].pl))
+      return plan_failf(PLAN_EUNSUPPORTED,
+                        "a lowered program with shard ratios has no file "
+                        "form yet: `plan verify` runs it from the plan");
   char **names = buffer_names(l);
   if (!names)
     return plan_oom();

@@ -125,14 +125,6 @@ typedef struct lay {
   int nsets;
 } lay;
 
-/* Whether some S entry of p names a ratio set. */
-static bool has_ratios(const plan_placement *p) {
-  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
-    if (p->ax[a].kind == PLAN_PL_S && p->ax[a].ratio)
-      return true;
-  return false;
-}
-
 /* Steps coord to the next combination of the coordinates of the axes in
  * axes[0..n) (row-major); false after the last. */
 static bool next_coord(int64_t *coord, const int *axes, int n,
@@ -239,66 +231,66 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
   int64_t k = mesh[s->axis], send = 0, recv = 0;
   int axes[PLAN_MAX_MESH_AXES];
   int64_t ls[LEN_SET_CAP], ls2[LEN_SET_CAP], rs[10];
-  bool ratios = L->sets && (has_ratios(&s->before) || has_ratios(&s->after));
-  switch (ratios && s->kind != PLAN_REDIST_ALL_REDUCE ? PLAN_REDIST_COUNT
-                                                      : s->kind) {
-  case PLAN_REDIST_COUNT:
+  bool ratios = L->sets && (plan_placement_has_ratios(&s->before) ||
+                            plan_placement_has_ratios(&s->after));
+  if (ratios && s->kind != PLAN_REDIST_ALL_REDUCE)
     step_cost_ratios(s, shape, rank, L, &send, &recv);
-    break;
-  case PLAN_REDIST_ALL_GATHER:
-  case PLAN_REDIST_REDUCE_SCATTER: {
-    bool gather = s->kind == PLAN_REDIST_ALL_GATHER;
-    int m = plan_placement_dim_axes(p, s->dim, axes);
-    /* Gather: the group's pieces split the piece one level up; scatter:
-     * they split the current piece. */
-    int n = piece_lengths(shape[s->dim], axes, gather ? m - 1 : m, mesh, ls);
-    for (int i = 0; i < n; i++) {
-      int nr = chunk_coords(ls[i], k, rs, 0);
-      for (int j = 0; j < nr; j++) {
-        int64_t own = chunk_len(ls[i], k, rs[j]);
-        int64_t mine = sat_mul(own, k - 1), rest = ls[i] - own;
-        send = max64(send, gather ? mine : rest);
-        recv = max64(recv, gather ? rest : mine);
-      }
-    }
-    int64_t o = others_max(p, shape, rank, L, s->dim, -1);
-    send = sat_mul(send, o);
-    recv = sat_mul(recv, o);
-    break;
-  }
-  case PLAN_REDIST_ALL_TO_ALL: {
-    int mi = plan_placement_dim_axes(p, s->dim, axes);
-    int ni = piece_lengths(shape[s->dim], axes, mi - 1, mesh, ls);
-    int mj = plan_placement_dim_axes(p, s->to_dim, axes);
-    int nj = piece_lengths(shape[s->to_dim], axes, mj, mesh, ls2);
-    for (int a = 0; a < ni; a++)
-      for (int b = 0; b < nj; b++) {
-        int64_t I = ls[a], J = ls2[b];
-        int nr = chunk_coords(I, k, rs, 0);
-        nr = chunk_coords(J, k, rs, nr);
+  else
+    switch (s->kind) {
+    case PLAN_REDIST_ALL_GATHER:
+    case PLAN_REDIST_REDUCE_SCATTER: {
+      bool gather = s->kind == PLAN_REDIST_ALL_GATHER;
+      int m = plan_placement_dim_axes(p, s->dim, axes);
+      /* Gather: the group's pieces split the piece one level up; scatter:
+       * they split the current piece. */
+      int n = piece_lengths(shape[s->dim], axes, gather ? m - 1 : m, mesh, ls);
+      for (int i = 0; i < n; i++) {
+        int nr = chunk_coords(ls[i], k, rs, 0);
         for (int j = 0; j < nr; j++) {
-          int64_t ir = chunk_len(I, k, rs[j]), jr = chunk_len(J, k, rs[j]);
-          send = max64(send, sat_mul(ir, J - jr));
-          recv = max64(recv, sat_mul(I - ir, jr));
+          int64_t own = chunk_len(ls[i], k, rs[j]);
+          int64_t mine = sat_mul(own, k - 1), rest = ls[i] - own;
+          send = max64(send, gather ? mine : rest);
+          recv = max64(recv, gather ? rest : mine);
         }
       }
-    int64_t o = others_max(p, shape, rank, L, s->dim, s->to_dim);
-    send = sat_mul(send, o);
-    recv = sat_mul(recv, o);
-    break;
-  }
-  case PLAN_REDIST_ALL_REDUCE: {
-    /* Reduce-scatter plus all-gather of the flattened tensor in k chunks:
-     * n - c + (k - 1) c each way for a rank whose chunk is c; the first
-     * chunk is the largest. */
-    int64_t n = others_max(p, shape, rank, L, -1, -1);
-    int64_t c = n / k + (n % k != 0);
-    send = recv = k > 1 ? sat_add(n, sat_mul(k - 2, c)) : 0;
-    break;
-  }
-  default:
-    break; /* local */
-  }
+      int64_t o = others_max(p, shape, rank, L, s->dim, -1);
+      send = sat_mul(send, o);
+      recv = sat_mul(recv, o);
+      break;
+    }
+    case PLAN_REDIST_ALL_TO_ALL: {
+      int mi = plan_placement_dim_axes(p, s->dim, axes);
+      int ni = piece_lengths(shape[s->dim], axes, mi - 1, mesh, ls);
+      int mj = plan_placement_dim_axes(p, s->to_dim, axes);
+      int nj = piece_lengths(shape[s->to_dim], axes, mj, mesh, ls2);
+      for (int a = 0; a < ni; a++)
+        for (int b = 0; b < nj; b++) {
+          int64_t I = ls[a], J = ls2[b];
+          int nr = chunk_coords(I, k, rs, 0);
+          nr = chunk_coords(J, k, rs, nr);
+          for (int j = 0; j < nr; j++) {
+            int64_t ir = chunk_len(I, k, rs[j]), jr = chunk_len(J, k, rs[j]);
+            send = max64(send, sat_mul(ir, J - jr));
+            recv = max64(recv, sat_mul(I - ir, jr));
+          }
+        }
+      int64_t o = others_max(p, shape, rank, L, s->dim, s->to_dim);
+      send = sat_mul(send, o);
+      recv = sat_mul(recv, o);
+      break;
+    }
+    case PLAN_REDIST_ALL_REDUCE: {
+      /* Reduce-scatter plus all-gather of the flattened tensor in k chunks:
+       * n - c + (k - 1) c each way for a rank whose chunk is c; the first
+       * chunk is the largest. */
+      int64_t n = others_max(p, shape, rank, L, -1, -1);
+      int64_t c = n / k + (n % k != 0);
+      send = recv = k > 1 ? sat_add(n, sat_mul(k - 2, c)) : 0;
+      break;
+    }
+    default:
+      break; /* local */
+    }
   s->send_bytes = sat_mul(send, esize);
   s->recv_bytes = sat_mul(recv, esize);
 }

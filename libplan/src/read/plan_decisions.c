@@ -36,14 +36,6 @@ static int intern_ratios(void *ctx, int axis, const int64_t *w, int n,
   return k;
 }
 
-/* True when an entry of out uses shard ratios (a format 1.1 field). */
-static bool uses_ratios(const plan_placement *out) {
-  for (int a = 0; a < out->naxes; a++)
-    if (out->ax[a].ratio)
-      return true;
-  return false;
-}
-
 /* One axis of the map form written as a map: {shard: d, ratios: [...],
  * level: k} (format 1.1). */
 static int read_axis_map(const plan_reader *rd, const plan_ynode *v,
@@ -129,7 +121,7 @@ static int read_placement(const plan_reader *rd, const plan_ynode *n,
       return plan_fail(PLAN_EINVALID, rd->file, n->line, col,
                        "placement '%.60s': %s", n->u.scalar.text, err);
     }
-    if (uses_ratios(out) &&
+    if (plan_placement_has_ratios(out) &&
         (rc = plan_rd_need_format_1_1(rd, n, "shard ratios S(d|w0:w1:...)")))
       return rc;
   } else if (n->kind == PLAN_Y_MAP) {
@@ -164,7 +156,7 @@ static int read_placement(const plan_reader *rd, const plan_ynode *n,
                                  &sink, err, sizeof err, &off))
         return plan_fail(PLAN_EINVALID, rd->file, v->line, v->col + (int)off,
                          "placement '%.60s': %s", v->u.scalar.text, err);
-      if (uses_ratios(&one) &&
+      if (plan_placement_has_ratios(&one) &&
           (rc = plan_rd_need_format_1_1(rd, v, "shard ratios S(d|w0:w1:...)")))
         return rc;
       out->ax[a] = one.ax[0];

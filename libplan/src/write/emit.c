@@ -93,18 +93,17 @@ void plan_w_num(plan_buf *b, double v) {
 
 void plan_w_pl(plan_buf *b, const plan_placement *p, const plan_mesh *m) {
   char buf[PLAN_PLACEMENT_STRLEN];
-  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
-    if (p->ax[a].ratio && m) { /* S(0|3:2)R: as long as the axes are */
-      plan_buf t;
-      plan_buf_init(&t);
-      plan_placement_put(&t, p, m->ratios, m->nratios);
-      if (t.failed)
-        b->failed = true;
-      else
-        plan_w_str(b, plan_buf_cstr(&t));
-      plan_buf_free(&t);
-      return;
-    }
+  if (m && plan_placement_has_ratios(p)) { /* S(0|3:2)R: any length */
+    plan_buf t;
+    plan_buf_init(&t);
+    plan_placement_put(&t, p, m->ratios, m->nratios);
+    if (t.failed)
+      b->failed = true;
+    else
+      plan_w_str(b, plan_buf_cstr(&t));
+    plan_buf_free(&t);
+    return;
+  }
   plan_w_str(b, plan_placement_format(p, buf));
 }
 
