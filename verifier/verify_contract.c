@@ -31,6 +31,42 @@ static int unsynced_axes(const vctx *c, const plan_placement *got,
   return cnt;
 }
 
+/* The first axis whose level in `got` has the weights of `want`'s in
+ * another order (two devices' pieces swapped), -1 when none. */
+static int swapped_ratio_axis(const vctx *c, const plan_placement *got,
+                              const plan_placement *want) {
+  const plan_mesh *m = c->m;
+  for (int a = 0; a < m->naxes; a++) {
+    const plan_axis_pl *g = &got->ax[a], *w = &want->ax[a];
+    if (g->kind != PLAN_PL_S || w->kind != PLAN_PL_S || g->dim != w->dim ||
+        !g->ratio || !w->ratio || g->ratio == w->ratio ||
+        g->ratio > m->nratios || w->ratio > m->nratios)
+      continue;
+    const plan_ratios *x = &m->ratios[g->ratio - 1],
+                      *y = &m->ratios[w->ratio - 1];
+    if (x->n != y->n)
+      continue;
+    int64_t sx = 0, sy = 0;
+    for (int i = 0; i < x->n; i++) {
+      sx += x->w[i];
+      sy += y->w[i];
+    }
+    /* the same weights, reordered: equal sums and the same multiset */
+    bool same = sx == sy;
+    for (int i = 0; same && i < x->n; i++) {
+      int cx = 0, cy = 0;
+      for (int j = 0; j < x->n; j++) {
+        cx += x->w[j] == x->w[i];
+        cy += y->w[j] == x->w[i];
+      }
+      same = cx == cy;
+    }
+    if (same)
+      return a;
+  }
+  return -1;
+}
+
 /* Why output slot k's buffer is not what the plan requires, into c's
  * diagnosis when it is the first divergence. */
 static void diagnose(vctx *c, int k, const plan_placement *got,
@@ -66,6 +102,12 @@ static void diagnose(vctx *c, int k, const plan_placement *got,
              "output '%s' is delivered as %s, partial over %s, but the plan "
              "requires %s: a reduction over %s is missing",
              name, gs, axes, ws, axes);
+  else if ((np = swapped_ratio_axis(c, got, want)) >= 0)
+    snprintf(d, n,
+             "output '%s' is delivered as %s, but the plan requires %s: the "
+             "shard weights over '%s' are swapped between devices (each "
+             "holds another's piece size)",
+             name, gs, ws, c->m->axis_names[np]);
   else
     snprintf(d, n, "output '%s' is delivered as %s, but the plan requires %s",
              name, gs, ws);
@@ -99,8 +141,10 @@ bool plan_vx_check_delivered(vctx *c, int k) {
   if (plan_placement_equal(&g1, &w1))
     return true;
   char gs[PLAN_PLACEMENT_STRLEN], ws[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format(got, gs);
-  plan_placement_format(&want, ws);
+  plan_placement_format_r(got, c->m->ratios, c->m->nratios, gs,
+                          PLAN_PLACEMENT_STRLEN);
+  plan_placement_format_r(&want, c->m->ratios, c->m->nratios, ws,
+                          PLAN_PLACEMENT_STRLEN);
   const char *name = c->prog->tensors[c->prog->outputs[k]].name;
   if (l->required)
     plan_buf_printf(&c->text,

@@ -94,12 +94,21 @@ static int write_layouts(plan_buf *b, const plan_lowered *l,
   return 0;
 }
 
+/* A placement in its canonical compact form, the weights of its shard
+ * ratios written out (S(0|3:1)R) from the plan's sets, quoted. */
+static void put_pl(plan_buf *b, const plan_lowered *l,
+                   const plan_placement *pl) {
+  const plan_mesh *m = &l->plan->mesh;
+  plan_buf_putc(b, '"');
+  plan_placement_put(b, pl, m->ratios, m->nratios);
+  plan_buf_putc(b, '"');
+}
+
 /* The placement each output is required in: `"y": "S(0)R"`, a gradient
  * `"grad/w": {placement: "RS(1)", gradient_of: "w"}`; nothing for a file
  * that stated none. */
 static void write_required(plan_buf *b, const plan_lowered *l) {
   const plan_program *prog = l->plan->program;
-  char pl[PLAN_PLACEMENT_STRLEN];
   if (!l->required || !prog->noutputs)
     return;
   plan_buf_puts(b, "required: {");
@@ -107,12 +116,14 @@ static void write_required(plan_buf *b, const plan_lowered *l) {
     if (k)
       plan_buf_puts(b, ", ");
     qstr(b, prog->tensors[prog->outputs[k]].name);
-    plan_placement_format(&l->required[k], pl);
     if (l->grad_of[k] < 0) {
-      plan_buf_printf(b, ": \"%s\"", pl);
+      plan_buf_puts(b, ": ");
+      put_pl(b, l, &l->required[k]);
       continue;
     }
-    plan_buf_printf(b, ": {placement: \"%s\", gradient_of: ", pl);
+    plan_buf_puts(b, ": {placement: ");
+    put_pl(b, l, &l->required[k]);
+    plan_buf_puts(b, ", gradient_of: ");
     qstr(b, prog->tensors[l->grad_of[k]].name);
     plan_buf_putc(b, '}');
   }
@@ -132,19 +143,11 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
                       "verify` runs it from the plan");
   const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
-  /* The compact spelling has no weights yet: a ratio level written as S(d)
-   * would read back as equal pieces, another program. */
-  for (int i = 0; i < l->nbufs; i++)
-    if (plan_placement_has_ratios(&l->bufs[i].pl))
-      return plan_failf(PLAN_EUNSUPPORTED,
-                        "a lowered program with shard ratios has no file "
-                        "form yet: `plan verify` runs it from the plan");
   char **names = buffer_names(l);
   if (!names)
     return plan_oom();
   plan_buf b;
   plan_buf_init(&b);
-  char pl[PLAN_PLACEMENT_STRLEN];
   /* the plan's own version: the program written inline takes it, and its
    * hash (part of the lowered hash) encodes it */
   plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", p->version_major,
@@ -156,8 +159,9 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
     qstr(&b, names[i]);
     plan_buf_puts(&b, ": {tensor: ");
     qstr(&b, prog->tensors[l->bufs[i].tensor].name);
-    plan_buf_printf(&b, ", placement: \"%s\"}\n",
-                    plan_placement_format(&l->bufs[i].pl, pl));
+    plan_buf_puts(&b, ", placement: ");
+    put_pl(&b, l, &l->bufs[i].pl);
+    plan_buf_puts(&b, "}\n");
   }
   plan_buf_puts(&b, l->nsteps ? "steps:\n" : "steps: []\n");
   for (int i = 0; i < l->nsteps; i++) {
@@ -344,6 +348,28 @@ typedef struct lreader {
   plan_ynode **bnodes; /* per file buffer: its key node (positions) */
 } lreader;
 
+/* A placement of the file: shard ratios are interned into the sets of the
+ * program's own mesh (the plan the reader made, which the lowered program
+ * owns), and need a file of format 1.1. */
+static int read_pl(lreader *r, const plan_ynode *n, int rank,
+                   plan_placement *out) {
+  plan_plan *p = r->l->own_plan;
+  plan_reader rd = r->rd;
+  rd.ver_major = p->version_major;
+  rd.ver_minor = p->version_minor;
+  rd.arena = &p->arena;
+  return plan_read_placement_in(&rd, n, &p->mesh, rank, out);
+}
+
+/* For messages: the weights written out, as the file spells them. */
+static const char *fmt_pl(const plan_lowered *l, const plan_placement *pl,
+                          char *buf) {
+  const plan_mesh *m = &l->plan->mesh;
+  plan_placement_format_r(pl, m->ratios, m->nratios, buf,
+                          PLAN_PLACEMENT_STRLEN);
+  return buf;
+}
+
 static int buf_ref(lreader *r, const plan_ynode *n, int *out) {
   int rc = plan_rd_expect_scalar(&r->rd, n, "a buffer name");
   if (rc)
@@ -390,8 +416,7 @@ static int read_buffers(lreader *r, const plan_ynode *n) {
                           "the program has no tensor '%.60s'",
                           tn->u.scalar.text);
     l->bufs[i].tensor = t;
-    if ((rc = plan_read_placement(&r->rd, pn, &p->mesh,
-                                  p->program->tensors[t].rank, &l->bufs[i].pl)))
+    if ((rc = read_pl(r, pn, p->program->tensors[t].rank, &l->bufs[i].pl)))
       return rc;
   }
   return PLAN_OK;
@@ -581,8 +606,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       return plan_rd_fail(rd, n, PLAN_EINVALID,
                           "%s over '%s' does not turn %s into %s",
                           coll_names[kind], p->mesh.axis_names[st->axis],
-                          plan_placement_format(&l->bufs[ins[0]].pl, a),
-                          plan_placement_format(&l->bufs[outs[0]].pl, b));
+                          fmt_pl(l, &l->bufs[ins[0]].pl, a),
+                          fmt_pl(l, &l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
     if ((x = plan_ymap_get(n, "order")) &&
         (rc = read_group_order(r, x, s, ins[0], outs[0])))
@@ -679,8 +704,7 @@ static int read_required_one(lreader *r, const plan_ynode *v, int slot) {
       return plan_rd_fail(&r->rd, v, PLAN_ESCHEMA,
                           "a required placement needs a 'placement'");
   }
-  if ((rc = plan_read_placement(&r->rd, pn, &p->mesh, t->rank,
-                                &l->required[slot])))
+  if ((rc = read_pl(r, pn, t->rank, &l->required[slot])))
     return rc;
   if (!gn)
     return PLAN_OK;
