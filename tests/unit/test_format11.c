@@ -282,6 +282,65 @@ static void test_plan_ratio_errors(void **state) {
               PLAN_ESCHEMA, 12, 11, "needs 'shard'");
 }
 
+/* ---- diff of ratios ------------------------------------------------------ */
+
+static size_t diff_count(const char *a, const char *b, const char **msg) {
+  plan_plan *pa = load_ok(a), *pb = load_ok(b);
+  plan_diags *d = NULL;
+  assert_int_equal(plan_diff(&d, pa, pb), PLAN_OK);
+  size_t n = plan_diags_count(d);
+  static char first[1024];
+  first[0] = 0;
+  if (n)
+    snprintf(first, sizeof first, "%s", plan_diags_get(d, 0)->message);
+  *msg = first;
+  plan_diags_free(d);
+  plan_free(pa);
+  plan_free(pb);
+  return n;
+}
+
+/* diff compares the weights, never the plans' set numbers: the same sets
+ * interned in another order diff equal; 3:1 against 1:3 differs, named
+ * with the tensor, the axis and both weight lists. */
+static void test_diff_ratios(void **state) {
+  (void)state;
+  /* x interns dp's set first, w tp's; in `swapped` w's tp set comes first */
+  const char *a = HDR11 PROG MESH23 "placements:\n"
+                                    "  x: \"S(0|3:1)R\"\n"
+                                    "  w: \"RS(0|1:1:2)\"\n";
+  const char *order = HDR11 PROG MESH23 "placements:\n"
+                                        "  w: {tp: \"S(0|1:1:2)\"}\n"
+                                        "  x: {dp: \"S(0|6:2)\"}\n";
+  const char *msg;
+  assert_int_equal(diff_count(a, order, &msg), 0);
+  const char *flip = HDR11 PROG MESH23 "placements:\n"
+                                       "  x: \"S(0|1:3)R\"\n"
+                                       "  w: \"RS(0|1:1:2)\"\n";
+  assert_int_equal(diff_count(a, flip, &msg), 1);
+  assert_string_equal(msg, "placement of 'x': S(0|3:1)R -> S(0|1:3)R; shard "
+                           "ratios of the placement over 'dp': 3:1 -> 1:3");
+  /* even against ratios */
+  const char *even = HDR11 PROG MESH23 "placements:\n"
+                                       "  x: \"S(0)R\"\n"
+                                       "  w: \"RS(0|1:1:2)\"\n";
+  assert_int_equal(diff_count(a, even, &msg), 1);
+  assert_non_null(strstr(msg, "over 'dp': 3:1 -> even"));
+  /* a strategy: the op, the operand and both lists */
+  const char *sa = HDR11 PROG MESH23
+      "placements:\n  x: \"S(0|3:1)R\"\n  w: \"RS(1)\"\n"
+      "strategies:\n  mm: {in: [\"S(0|3:1)R\", \"RS(1)\"], out: "
+      "\"S(0|3:1)S(1)\"}\n";
+  const char *sb = HDR11 PROG MESH23
+      "placements:\n  w: \"RS(1)\"\n  x: \"S(0|3:1)R\"\n"
+      "strategies:\n  mm: {in: [\"S(0|3:1)R\", \"RS(1)\"], out: "
+      "\"S(0|1:3)S(1)\"}\n";
+  assert_int_equal(diff_count(sa, sa, &msg), 0);
+  assert_int_equal(diff_count(sa, sb, &msg), 1);
+  assert_non_null(strstr(msg, "strategy of 'mm'"));
+  assert_non_null(strstr(msg, "shard ratios of output over 'dp': 3:1 -> 1:3"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compact_ratios),
@@ -290,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_ratio_sets_same),
       cmocka_unit_test(test_plan_ratios),
       cmocka_unit_test(test_plan_ratio_errors),
+      cmocka_unit_test(test_diff_ratios),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
 #include "libplan/plan.h"
 #include "base/util.h"
 #include "ir/ops.h"
+#include "ir/placement.h"
 #include "read/plan_read.h"
 
 #define ADD(d, rcp, sev, code, obj, file, pos, ...)                            \
@@ -397,18 +398,92 @@ static void diff_mesh(dctx *c) {
   plan_buf_free(&bb);
 }
 
-static void pl_list(const plan_placement *p, int n, char *buf, size_t sz) {
+/* Placements in the canonical compact form, the weights of shard ratios
+ * written out from the plan's own sets (set numbers are per-plan
+ * interning indices, never compared). */
+static void pl_list(const plan_plan *p, const plan_placement *pl, int n,
+                    char *buf, size_t sz) {
   size_t u = 0;
   char one[PLAN_PLACEMENT_STRLEN];
   buf[0] = 0;
-  for (int i = 0; i < n && u < sz; i++)
-    u += (size_t)snprintf(buf + u, sz - u, "%s%s", i ? ", " : "",
-                          plan_placement_format(&p[i], one));
+  for (int i = 0; i < n && u < sz; i++) {
+    plan_placement_format_r(&pl[i], p->mesh.ratios, p->mesh.nratios, one,
+                            sizeof one);
+    u += (size_t)snprintf(buf + u, sz - u, "%s%s", i ? ", " : "", one);
+  }
+}
+
+static const plan_ratios *set_of(const plan_plan *p, const plan_axis_pl *e) {
+  if (e->kind != PLAN_PL_S || !e->ratio || e->ratio > p->mesh.nratios)
+    return NULL;
+  return &p->mesh.ratios[e->ratio - 1];
+}
+
+/* The weights of a set as "3:1", or "even" for none. */
+static void weights_text(char *buf, size_t sz, const plan_ratios *r) {
+  buf[0] = 0;
+  if (!r) {
+    bput(buf, sz, "even");
+    return;
+  }
+  for (int i = 0; i < r->n; i++)
+    bput(buf, sz, "%s%lld", i ? ":" : "", (long long)r->w[i]);
+}
+
+/* Whether x (of plan a) and y (of plan b) mean the same: the same entries,
+ * shard ratios compared by their weights (plan_ratios_same). */
+static bool pl_same(const dctx *c, const plan_placement *x,
+                    const plan_placement *y) {
+  plan_placement u = *x, v = *y;
+  for (int i = 0; i < PLAN_MAX_MESH_AXES; i++) {
+    const plan_ratios *ra = i < x->naxes ? set_of(c->a, &x->ax[i]) : NULL;
+    const plan_ratios *rb = i < y->naxes ? set_of(c->b, &y->ax[i]) : NULL;
+    if (!plan_ratios_same(ra, rb))
+      return false;
+    u.ax[i].ratio = v.ax[i].ratio = 0;
+  }
+  return plan_placement_equal(&u, &v);
+}
+
+static bool pl_list_same(const dctx *c, const plan_placement *x,
+                         const plan_placement *y, int n) {
+  for (int i = 0; i < n; i++)
+    if (!pl_same(c, &x[i], &y[i]))
+      return false;
+  return true;
+}
+
+/* "; shard ratios of WHAT over 'dp': 3:1 -> 1:3" for each entry of x[i]
+ * and y[i] (i < n) whose weights alone differ, appended to buf. */
+static void ratio_notes(const dctx *c, const plan_placement *x,
+                        const plan_placement *y, int n, const char *what,
+                        char *buf, size_t sz) {
+  for (int i = 0; i < n; i++) {
+    plan_placement u = x[i], v = y[i];
+    for (int k = 0; k < PLAN_MAX_MESH_AXES; k++)
+      u.ax[k].ratio = v.ax[k].ratio = 0;
+    if (!plan_placement_equal(&u, &v))
+      continue; /* another change: the placements say it */
+    for (int k = 0; k < x[i].naxes && k < c->a->mesh.naxes; k++) {
+      const plan_ratios *ra = set_of(c->a, &x[i].ax[k]);
+      const plan_ratios *rb = set_of(c->b, &y[i].ax[k]);
+      if (plan_ratios_same(ra, rb))
+        continue;
+      char wa[256], wb[256];
+      weights_text(wa, sizeof wa, ra);
+      weights_text(wb, sizeof wb, rb);
+      char idx[32] = "";
+      if (n > 1)
+        snprintf(idx, sizeof idx, " %d", i);
+      bput(buf, sz, "; shard ratios of %s%s over '%s': %s -> %s", what, idx,
+           c->a->mesh.axis_names[k], wa, wb);
+    }
+  }
 }
 
 static void diff_decisions(dctx *c) {
   const plan_program *pa = c->a->program, *pb = c->b->program;
-  char x[1024], y[1024];
+  char x[1024], y[1024], note[1024];
   for (int t = 0; t < pb->ntensors; t++) {
     int k = plan_strmap_get(&pa->tensor_by_name, pb->tensors[t].name);
     if (k < 0)
@@ -420,11 +495,14 @@ static void diff_decisions(dctx *c) {
         c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
     const plan_placement *qb =
         c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
-    pl_list(qa, 1, x, sizeof x);
-    pl_list(qb, 1, y, sizeof y);
-    if (strcmp(x, y))
-      DIFF(c, "diff.placement", pb->tensors[t].name,
-           "placement of '%s': %s -> %s", pb->tensors[t].name, x, y);
+    if (pl_same(c, qa, qb))
+      continue;
+    pl_list(c->a, qa, 1, x, sizeof x);
+    pl_list(c->b, qb, 1, y, sizeof y);
+    note[0] = 0;
+    ratio_notes(c, qa, qb, 1, "the placement", note, sizeof note);
+    DIFF(c, "diff.placement", pb->tensors[t].name,
+         "placement of '%s': %s -> %s%s", pb->tensors[t].name, x, y, note);
   }
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
@@ -439,15 +517,21 @@ static void diff_decisions(dctx *c) {
     }
     if (pa->ops[k].nin != pb->ops[i].nin || pa->ops[k].nout != pb->ops[i].nout)
       continue; /* reported as a changed op */
+    if (pl_list_same(c, sa->in, sb->in, pa->ops[k].nin) &&
+        pl_list_same(c, sa->out, sb->out, pa->ops[k].nout))
+      continue;
     char xo[512], yo[512];
-    pl_list(sa->in, pa->ops[k].nin, x, sizeof x);
-    pl_list(sb->in, pb->ops[i].nin, y, sizeof y);
-    pl_list(sa->out, pa->ops[k].nout, xo, sizeof xo);
-    pl_list(sb->out, pb->ops[i].nout, yo, sizeof yo);
-    if (strcmp(x, y) || strcmp(xo, yo))
-      DIFF(c, "diff.strategy", pb->ops[i].name,
-           "strategy of '%s': in [%s] out [%s] -> in [%s] out [%s]",
-           pb->ops[i].name, x, xo, y, yo);
+    pl_list(c->a, sa->in, pa->ops[k].nin, x, sizeof x);
+    pl_list(c->b, sb->in, pb->ops[i].nin, y, sizeof y);
+    pl_list(c->a, sa->out, pa->ops[k].nout, xo, sizeof xo);
+    pl_list(c->b, sb->out, pb->ops[i].nout, yo, sizeof yo);
+    note[0] = 0;
+    ratio_notes(c, sa->in, sb->in, pa->ops[k].nin, "input", note, sizeof note);
+    ratio_notes(c, sa->out, sb->out, pa->ops[k].nout, "output", note,
+                sizeof note);
+    DIFF(c, "diff.strategy", pb->ops[i].name,
+         "strategy of '%s': in [%s] out [%s] -> in [%s] out [%s]%s",
+         pb->ops[i].name, x, xo, y, yo, note);
   }
   for (int i = 0; i < pb->noutputs; i++)
     for (int k = 0; k < pa->noutputs; k++) {
@@ -457,12 +541,17 @@ static void diff_decisions(dctx *c) {
       plan_placement ra, rb;
       plan_placement_replicated(&ra, c->a->mesh.naxes);
       plan_placement_replicated(&rb, c->b->mesh.naxes);
-      pl_list(c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra, 1, x, sizeof x);
-      pl_list(c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb, 1, y, sizeof y);
-      if (strcmp(x, y))
-        DIFF(c, "diff.output", pb->tensors[pb->outputs[i]].name,
-             "output placement of '%s': %s -> %s",
-             pb->tensors[pb->outputs[i]].name, x, y);
+      const plan_placement *qa = c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra;
+      const plan_placement *qb = c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb;
+      if (pl_same(c, qa, qb))
+        continue;
+      pl_list(c->a, qa, 1, x, sizeof x);
+      pl_list(c->b, qb, 1, y, sizeof y);
+      note[0] = 0;
+      ratio_notes(c, qa, qb, 1, "the output", note, sizeof note);
+      DIFF(c, "diff.output", pb->tensors[pb->outputs[i]].name,
+           "output placement of '%s': %s -> %s%s",
+           pb->tensors[pb->outputs[i]].name, x, y, note);
     }
 }
 
@@ -532,8 +621,8 @@ static bool same_boundaries(const plan_plan *a, const plan_boundary *x, int nx,
     return false;
   for (int i = 0; i < nx; i++) {
     char px[PLAN_PLACEMENT_STRLEN], py[PLAN_PLACEMENT_STRLEN];
-    pl_list(&x[i].pl, 1, px, sizeof px);
-    pl_list(&y[i].pl, 1, py, sizeof py);
+    pl_list(a, &x[i].pl, 1, px, sizeof px);
+    pl_list(b, &y[i].pl, 1, py, sizeof py);
     if (strcmp(a->program->tensors[x[i].tensor].name,
                b->program->tensors[y[i].tensor].name) ||
         strcmp(px, py))
