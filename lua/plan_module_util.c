@@ -101,17 +101,20 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
   return t;
 }
 
-void plan_lua_push_placement(lua_State *L, const plan_placement *pl) {
-  char buf[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format_text(buf, sizeof buf, pl);
+/* The compact form with the weights of shard ratios (S(0|3:1)R), a text
+ * p:set_placement and p:apply take back. */
+void plan_lua_push_placement(lua_State *L, const plan_plan *p,
+                             const plan_placement *pl) {
+  char buf[PLAN_PLACEMENT_STRLEN * 4];
+  plan_placement_format_in(buf, sizeof buf, p, pl);
   lua_pushstring(L, buf);
 }
 
-/* Parses placement text for tensor `tensor`; raises on error. */
-void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
-                              const char *text, int tensor,
-                              plan_placement *out) {
-  if (plan_placement_for_tensor(out, p, tensor, text))
+/* Parses placement text for tensor `tensor`, new shard ratios added to
+ * p's sets; raises on error. */
+void plan_lua_parse_placement(lua_State *L, plan_plan *p, const char *text,
+                              int tensor, plan_placement *out) {
+  if (plan_placement_for_tensor_in(out, p, tensor, text))
     luaL_error(L, "%s", plan_error_last()->message);
 }
 
@@ -125,13 +128,13 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
   lua_createtable(L, 0, 2);
   lua_createtable(L, nin, 0);
   for (int j = 0; j < nin; j++) {
-    plan_lua_push_placement(L, &in[j]);
+    plan_lua_push_placement(L, p, &in[j]);
     lua_rawseti(L, -2, j + 1);
   }
   lua_setfield(L, -2, "in");
   lua_createtable(L, nout, 0);
   for (int k = 0; k < nout; k++) {
-    plan_lua_push_placement(L, &out[k]);
+    plan_lua_push_placement(L, p, &out[k]);
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "out");
@@ -139,7 +142,7 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
 
 /* Reads a strategy table at `arg` for op `op` into in/out; raises on
  * error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+void plan_lua_check_strategy(lua_State *L, plan_plan *p, int op, int arg,
                              plan_placement *in, plan_placement *out) {
   const plan_program *prog = plan_get_program(p);
   const char *name = plan_program_op_name(prog, op);

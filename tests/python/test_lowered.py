@@ -99,6 +99,34 @@ class TestLowered(unittest.TestCase):
             with self.assertRaises(libplan.UsageError):
                 low.block(0, 0)
 
+    def test_ratios(self):
+        # shard ratios (format 1.1): buffers, layouts and outputs spell the
+        # weights, as the file does, and parse into Shard(ratios=...)
+        path = os.path.join(EXAMPLES, "mlp-ratios.plan.yaml")
+        with libplan.load(path) as p:
+            low = p.lowered()
+            self.check_consistent(p, low)
+            self.assertEqual(p.placement("x"), "S(0|3:1)R")
+            self.assertEqual(low.layouts["x"].placement, "S(0|3:1)R")
+            y = [o for o in low.outputs if o.tensor == "y"][0]
+            self.assertEqual(y.required, "S(1|3:1)S(0|1:3)")
+            self.assertEqual(libplan.parse_placement(y.required),
+                             (libplan.Shard(1, ratios=[3, 1]),
+                              libplan.Shard(0, ratios=[1, 3])))
+            self.assertEqual(
+                libplan.format_placement(libplan.parse_placement(y.required)),
+                y.required)
+            for b in low.buffers:
+                self.assertNotIn("#", b.placement, b.name)
+            kinds = {st.kind for st in low.steps}
+            self.assertTrue({"all_gather", "reduce_scatter",
+                             "all_to_all"} <= kinds)
+            # 6 rows on dp index 0, 2 on index 1 (rank 2 is dp 1, tp 0)
+            x = low.layouts["x"].buffer
+            self.assertEqual(low.block(x, 0), ((6, 16), (0, 0)))
+            self.assertEqual(low.block(x, 2), ((2, 16), (6, 0)))
+            self.assertIn('placement: "S(0|3:1)R"', p.lower())
+
     def test_the_text_form_is_unchanged(self):
         # the binding's text is the tool's `plan lower` output
         tool = subprocess.run([TOOL, "lower", MLP], capture_output=True,

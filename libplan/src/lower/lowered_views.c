@@ -135,8 +135,8 @@ int plan_lowered_buffer(plan_lowered_buffer_info *out, const plan_lowered *l,
   for (int d = 0; d < t->rank && d < PLAN_MAX_RANK; d++)
     o.dims[d] = t->dims[d];
   o.placement = b->pl;
-  if (plan_placement_format_text(o.placement_text, sizeof o.placement_text,
-                                 &b->pl))
+  if (plan_placement_format_in(o.placement_text, sizeof o.placement_text,
+                               l->plan, &b->pl))
     return plan_failf(PLAN_EUSAGE,
                       "plan_lowered_buffer: buffer %d has no "
                       "placement over the mesh",
@@ -202,8 +202,8 @@ int plan_lowered_output(plan_lowered_output_info *out, const plan_lowered *l,
   else if (o.buffer >= 0)
     o.required = l->bufs[o.buffer].pl;
   o.gradient_of = l->grad_of ? l->grad_of[k] : -1;
-  if (plan_placement_format_text(o.required_text, sizeof o.required_text,
-                                 &o.required))
+  if (plan_placement_format_in(o.required_text, sizeof o.required_text,
+                               l->plan, &o.required))
     o.required_text[0] = '\0';
   *out = o;
   return PLAN_OK;

@@ -62,8 +62,34 @@ int plan_placement_format_text(char *buf, size_t size,
   return PLAN_OK;
 }
 
-int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
-                              int tensor, const char *text) {
+/* The sinks of shard ratios S(d|w0:w1): one that finds the sets a plan
+ * holds, one that interns new ones into it. */
+static int find_set(void *ctx, int axis, const int64_t *w, int n, char *err,
+                    size_t errsz) {
+  const plan_plan *p = ctx;
+  int k = plan_ratios_find(&p->mesh, axis, w, n);
+  if (!k)
+    snprintf(err, errsz,
+             "these shard ratios are not a set of the plan (a plan being "
+             "changed takes new ones)");
+  return k;
+}
+
+static int intern_set(void *ctx, int axis, const int64_t *w, int n, char *err,
+                      size_t errsz) {
+  plan_plan *p = ctx;
+  if (p->version_major < 1 || (p->version_major == 1 && p->version_minor < 1)) {
+    snprintf(err, errsz,
+             "shard ratios are a format 1.1 field, but the plan is format "
+             "%d.%d (plan upgrade)",
+             p->version_major, p->version_minor);
+    return 0;
+  }
+  return plan_ratios_intern(&p->mesh, &p->arena, axis, w, n, err, errsz);
+}
+
+static int for_tensor(plan_placement *out, const plan_plan *p, void *ctx,
+                      bool intern, int tensor, const char *text) {
   if (!out || !p || !text)
     return plan_failf(PLAN_EUSAGE, "plan_placement_for_tensor: NULL argument");
   if (tensor < 0 || tensor >= p->program->ntensors)
@@ -71,12 +97,36 @@ int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
                       tensor);
   char err[200];
   plan_placement pl;
-  if (plan_placement_parse(&pl, text, strlen(text), p->mesh.naxes, err,
-                           sizeof err, NULL) ||
+  plan_ratio_sink sink = {intern ? intern_set : find_set, ctx, 0};
+  if (plan_placement_parse_r(&pl, text, strlen(text), p->mesh.naxes, &sink,
+                             err, sizeof err, NULL) ||
       plan_placement_normalize(&pl, p->program->tensors[tensor].rank, err,
                                sizeof err))
     return plan_failf(PLAN_EINVALID, "placement '%s': %s", text, err);
   *out = pl;
+  return PLAN_OK;
+}
+
+int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
+                              int tensor, const char *text) {
+  return for_tensor(out, p, (void *)p, false, tensor, text);
+}
+
+int plan_placement_for_tensor_in(plan_placement *out, plan_plan *p, int tensor,
+                                 const char *text) {
+  return for_tensor(out, p, p, true, tensor, text);
+}
+
+int plan_placement_format_in(char *buf, size_t size, const plan_plan *p,
+                             const plan_placement *pl) {
+  if (!buf || !size || !p || !pl || pl->naxes > PLAN_MAX_MESH_AXES)
+    return plan_failf(PLAN_EUSAGE, "plan_placement_format_in: NULL "
+                                   "argument, no room or too many axes");
+  size_t n = plan_placement_format_r(pl, p->mesh.ratios, p->mesh.nratios, buf,
+                                     size);
+  if (n >= size)
+    return plan_failf(PLAN_ELIMIT, "placement '%s' needs %zu bytes, not %zu",
+                      buf, n + 1, size);
   return PLAN_OK;
 }
 

@@ -1,0 +1,52 @@
+-- Placements with shard ratios in Lua (format 1.1): p:placement and
+-- p:strategy give the weights (S(0|3:1)R, never a set number), a text a
+-- plan takes back unchanged; new weights are added to the plan's sets
+-- (p:set_placement, p:apply), checked as a file's are, and refused in a
+-- plan of format 1.0.
+local plan = require "plan"
+
+local function check(cond, what) if not cond then error(what, 2) end end
+local function raises(f, words)
+  local ok, err = pcall(f)
+  check(not ok, "expected an error containing '" .. words .. "'")
+  check(tostring(err):find(words, 1, true),
+        "error '" .. tostring(err) .. "' lacks '" .. words .. "'")
+end
+
+local p = assert(plan.load("examples/mlp-ratios.plan.yaml"))
+check(p:placement("x") == "S(0|3:1)R", "x: " .. tostring(p:placement("x")))
+check(p:placement("y") == "S(1|3:1)S(0|1:3)", "y: " .. tostring(p:placement("y")))
+local s = p:strategy("mlp.fc2")
+check(s["in"][1] == "S(0|3:1)S(1)" and s.out[1] == "S(0|3:1)P(sum)",
+      "fc2: " .. s["in"][1] .. " -> " .. s.out[1])
+for _, st in ipairs(p:strategies("mlp.act")) do
+  for _, pl in ipairs(st.out) do check(not pl:find("#", 1, true), "no set number: " .. pl) end
+end
+
+-- pasted back: the same plan
+local h0 = p:hash()
+assert(p:set_placement("x", p:placement("x")))
+assert(p:apply("mlp.fc2", p:strategy("mlp.fc2")))
+check(p:hash() == h0, "pasting the weights back keeps the plan")
+
+-- new weights: 1:3 through the whole chain, a valid plan that verifies
+assert(p:set_placement("x", "S(0|1:3)R"))
+check(p:placement("x") == "S(0|1:3)R", "x now " .. p:placement("x"))
+assert(p:apply("mlp.fc1", {["in"] = {"S(0|1:3)R", "RS(1)"}, out = {"S(0|1:3)S(1)"}}))
+assert(p:apply("mlp.act", {["in"] = {"S(0|1:3)S(1)"}, out = {"S(0|1:3)S(1)"}}))
+assert(p:apply("mlp.fc2", {["in"] = {"S(0|1:3)S(1)", "RS(0)"}, out = {"S(0|1:3)P(sum)"}}))
+check(p:hash() ~= h0, "other weights, another plan")
+check(p:validate(), "valid with the weights swapped")
+check(p:verify{mode = "exact"} == true, "verifies EQUAL (exact)")
+check(p:verify{mode = "float"} == true, "verifies EQUAL (float)")
+-- weights as a file's: reduced by their gcd, one per index, positive
+assert(p:set_placement("x", "S(0|2:6)R"))
+check(p:placement("x") == "S(0|1:3)R", "reduced: " .. p:placement("x"))
+raises(function() p:set_placement("x", "S(0|3:1:1)R") end, "3 shard weights for mesh axis dp")
+raises(function() p:set_placement("x", "S(0|0:1)R") end, "placement 'S(0|0:1)R'")
+
+-- a 1.0 plan holds no ratios
+local old = assert(plan.load("examples/mlp-megatron.plan.yaml"))
+raises(function() old:set_placement("x", "S(0|3:1)R") end, "format 1.1")
+check(old:placement("x") == "S(0)R", "the 1.0 plan unchanged")
+print("placement weights: ok")
