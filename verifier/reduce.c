@@ -304,6 +304,11 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
   plan_plan *copy, *red;
   if ((rc = copy_plan(&copy, p, p->file)))
     return rc;
+  /* The buffers' ratio levels name l's sets, which the copies' text does
+   * not carry (no placement of theirs names them): borrowed from p, which
+   * outlives both. */
+  copy->mesh.ratios = p->mesh.ratios;
+  copy->mesh.nratios = p->mesh.nratios;
   char *sum = NULL;
   rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, l->bufs, l->nbufs,
                    oprog);
@@ -312,6 +317,8 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
     free(sum);
     return rc;
   }
+  red->mesh.ratios = p->mesh.ratios;
+  red->mesh.nratios = p->mesh.nratios;
   /* the same steps over the reduced program's indices (matched by name) */
   const plan_program *np = red->program;
   char *text = NULL;

@@ -377,7 +377,8 @@ expect 0 "lower for upgrade" lower -o "$tmp/up/low.yaml" "$mlp01"
 expect 2 "upgrade a lowered program" upgrade "$tmp/up/low.yaml"
 has "$err" "lowered program" "upgrade a lowered program"
 # every 0.1 conformance vector: upgraded, it means the same (diff) and
-# validates without the version note; the examples are already 1.0
+# validates without the version note; the examples are already 1.0 or
+# newer
 mkdir "$tmp/up/vec"
 cp "$vec"/*.yaml "$tmp/up/vec/"
 n=0
@@ -392,8 +393,9 @@ for f in "$tmp/up/vec"/*.yaml; do
 done
 if [ $n -ge 40 ]; then ok; else bad "only $n 0.1 vectors upgraded"; fi
 for f in "$ex"/*.yaml; do
-  expect 0 "upgrade $(basename "$f") (already 1.0)" upgrade "$f"
-  has "$err" "already format 1.0" "upgrade $(basename "$f") (already 1.0)"
+  v=$(sed -n 's/^libplan: "\(.*\)"$/\1/p' "$f" | head -n 1)
+  expect 0 "upgrade $(basename "$f") (already $v)" upgrade "$f"
+  has "$err" "already format $v" "upgrade $(basename "$f") (already $v)"
 done
 leftovers=$(find "$tmp" -name '*.tmp.*')
 if [ -n "$leftovers" ]; then bad "upgrade left temporary files: $leftovers"; else ok; fi
@@ -894,5 +896,69 @@ check "search -o -: exit 0" [ $? -eq 0 ]
 absent "$tmp/-" "search -o -"
 has "$err" "(standard output): strategy greedy" "search -o -"
 expect 0 "search -o -: the plan validates" validate "$tmp/found.yaml"
+
+# ---- shard ratios (format 1.1): the plan, its lowered file, diff -----------
+rat=$ex/mlp-ratios.plan.yaml
+ratt=$ex/mlp-ratios-train.plan.yaml
+expect 0 "validate a ratio plan" validate "$rat"
+has "$out" "valid (0 errors" "validate a ratio plan"
+expect 0 "show a ratio plan" show "$rat"
+has "$out" "S(0|3:1)R" "show a ratio plan"
+has "$out" "S(0|3:1)P(sum)" "show a ratio plan"
+lacks "$out" "|#" "show a ratio plan"
+expect 0 "hash a ratio plan" hash "$rat"
+cp "$out" "$tmp/rat.hash"
+sed 's/^  x: S(0|3:1)R$/  x: {dp: "S(0|6:2)", tp: R}/' "$rat" >"$tmp/rat-map.yaml"
+expect 0 "hash a ratio plan, map form" hash "$tmp/rat-map.yaml"
+same "$out" "$tmp/rat.hash" "the weights reduced, the map form: the same hash"
+expect 0 "cost a ratio plan" cost "$rat"
+has "$out" "mlp.fc1" "cost a ratio plan"
+for m in exact float; do
+  expect 0 "verify a ratio plan ($m)" verify --mode $m "$rat"
+  has "$out" "EQUAL ($m mode" "verify a ratio plan ($m)"
+  has "$out" "1 all_gather, 1 reduce_scatter, 1 all_to_all" "verify a ratio plan ($m)"
+  expect 0 "verify --reduce a ratio plan ($m)" verify --reduce --mode $m "$rat"
+  has "$out" "EQUAL ($m mode" "verify --reduce a ratio plan ($m)"
+  expect 0 "verify a ratio training step ($m)" verify --mode $m "$ratt"
+  has "$out" "1 reduce_scatter" "verify a ratio training step ($m)"
+done
+# lowered with the weights, read back, the same hash, EQUAL in both modes
+expect 0 "lower -o a ratio plan" lower -o "$tmp/rat.lowered.yaml" "$rat"
+has "$tmp/rat.lowered.yaml" 'libplan-lowered: "1.1"' "lower -o a ratio plan"
+has "$tmp/rat.lowered.yaml" '"x@0": {tensor: "x", placement: "S(0|3:1)R"}' "lower -o a ratio plan"
+has "$tmp/rat.lowered.yaml" 'required: {"y": "S(1|3:1)S(0|1:3)", "a": "RS(1)"}' "lower -o a ratio plan"
+lacks "$tmp/rat.lowered.yaml" "|#" "lower -o a ratio plan"
+# each collective that moves unequal pieces is in the program
+has "$tmp/rat.lowered.yaml" "{collective: all_to_all, axis: dp, dim: 0, to_dim: 1," "lower -o: an unequal all_to_all"
+has "$tmp/rat.lowered.yaml" "{collective: reduce_scatter, axis: tp, reduce: sum, dim: 0," "lower -o: an unequal reduce_scatter"
+has "$tmp/rat.lowered.yaml" "{collective: all_gather, axis: dp, dim: 0," "lower -o: an unequal all_gather"
+for m in exact float; do
+  expect 0 "verify a lowered ratio program ($m)" verify --mode $m "$tmp/rat.lowered.yaml"
+  has "$out" "EQUAL ($m mode" "verify a lowered ratio program ($m)"
+done
+expect 0 "verify --reduce a lowered ratio program" verify --reduce "$tmp/rat.lowered.yaml"
+has "$out" "EQUAL" "verify --reduce a lowered ratio program"
+expect 0 "hash a lowered ratio program" hash "$tmp/rat.lowered.yaml"
+cp "$out" "$tmp/ratlow.hash"
+# the same program with its sets met in another order: the same hash
+sed 's/^  "y@2": {tensor: "y", placement: "S(1|3:1)S(0|1:3)"}$/  "y@2": {tensor: "y", placement: {tp: "S(0|1:3)", dp: "S(1|3:1)"}}/' \
+  "$tmp/rat.lowered.yaml" >"$tmp/rat2.lowered.yaml"
+lacks "$tmp/rat2.lowered.yaml" '"y@2": {tensor: "y", placement: "S(1' "the map form written"
+expect 0 "hash a lowered ratio program, map form" hash "$tmp/rat2.lowered.yaml"
+same "$out" "$tmp/ratlow.hash" "a lowered ratio program's hash, sets in another order"
+expect 0 "lower -o a ratio training step" lower -o "$tmp/ratt.lowered.yaml" "$ratt"
+has "$tmp/ratt.lowered.yaml" 'placement: "S(0|1:3)S(1)"' "lower -o a ratio training step"
+expect 0 "verify a lowered ratio training step" verify "$tmp/ratt.lowered.yaml"
+has "$out" "EQUAL" "verify a lowered ratio training step"
+# a 1.0 file with ratios: a version error at the placement, exit 2
+sed 's/^libplan-lowered: "1.1"/libplan-lowered: "1.0"/' "$tmp/rat.lowered.yaml" >"$tmp/rat10.lowered.yaml"
+expect 2 "a 1.0 lowered file with ratios" verify "$tmp/rat10.lowered.yaml"
+has "$err" "rat10.lowered.yaml:" "a 1.0 lowered file with ratios"
+has "$err" "format 1.1" "a 1.0 lowered file with ratios"
+# diff: the weights, never the plans' set numbers
+expect 0 "diff: sets interned in another order" diff "$rat" "$tmp/rat-map.yaml"
+sed 's/^  x: S(0|3:1)R$/  x: S(0|1:3)R/' "$rat" >"$tmp/rat-flip.yaml"
+expect 1 "diff: 3:1 against 1:3" diff "$rat" "$tmp/rat-flip.yaml"
+has "$out" "placement of 'x': S(0|3:1)R -> S(0|1:3)R; shard ratios of the placement over 'dp': 3:1 -> 1:3" "diff: 3:1 against 1:3"
 
 lib_report
