@@ -74,6 +74,28 @@ for f in examples/*.plan.yaml examples/models/*.plan.yaml; do
   done
 done
 
+# shard ratios (format 1.1): the plans and the lowered file, whose
+# all-gather, reduce-scatter and all-to-all move unequal pieces, EQUAL on
+# cuda in both modes
+"$plan" lower -o "$tmp/ratios.lowered.yaml" examples/mlp-ratios.plan.yaml
+for f in examples/mlp-ratios.plan.yaml "$tmp/ratios.lowered.yaml" \
+         examples/mlp-ratios-train.plan.yaml; do
+  for mode in exact float; do
+    "$plan" verify --runner cuda --mode $mode "$f" >"$tmp/cuda" 2>&1
+    rc=$?
+    name="ratios $(basename "$f") ($mode)"
+    case $f in *train*) want="1 reduce_scatter" ;;
+      *) want="1 all_gather, 1 reduce_scatter, 1 all_to_all" ;; esac
+    if [ $rc -eq 0 ] && [ "$(verdict "$tmp/cuda")" = ": EQUAL (" ] &&
+       grep -qF "$want" "$tmp/cuda" && grep -q '^runner: cuda: ' "$tmp/cuda"; then
+      pass "$name: EQUAL"
+    else
+      fail "$name: exit $rc, wanted EQUAL with $want on cuda"
+      sed -n '1,6s/^/      /p' "$tmp/cuda"
+    fi
+  done
+done
+
 # the corpus through a wrapper that adds --runner cuda to every verify
 cat >"$tmp/plan-cuda" <<WRAP
 #!/bin/sh

@@ -118,7 +118,7 @@ agree() {
 }
 
 ex=$root/examples
-for f in mlp-megatron mlp-by-path moe-experts transformer-block; do
+for f in mlp-megatron mlp-by-path moe-experts transformer-block mlp-ratios; do
   agree "$f, exact" "$ex/$f.plan.yaml"
   agree "$f, float" --mode float "$ex/$f.plan.yaml"
 done
@@ -126,10 +126,16 @@ agree "transformer-block, bf16" --dtype bf16 "$ex/transformer-block.plan.yaml"
 # training steps: the loss, every gradient, the optimizer's update over
 # the plan's steps (sharded masters gathered from the other processes,
 # clipping's norms summed over them)
-for f in mlp-train transformer-train transformer-train-nosp moe-train; do
+for f in mlp-train transformer-train transformer-train-nosp moe-train mlp-ratios-train; do
   agree "$f, exact" "$ex/$f.plan.yaml"
   agree "$f, float" --mode float "$ex/$f.plan.yaml"
 done
+# shard ratios (format 1.1): unequal pieces in the all-gather,
+# reduce-scatter and all-to-all of the lowered file, each process its own
+"$plan" lower -o "$tmp/ratios.lowered.yaml" "$ex/mlp-ratios.plan.yaml" ||
+  bad "mlp-ratios: not lowered"
+agree "mlp-ratios lowered, exact" "$tmp/ratios.lowered.yaml"
+agree "mlp-ratios lowered, float" --mode float "$tmp/ratios.lowered.yaml"
 # ZeRO (sharded optimizer state: the masters gathered across processes),
 # FSDP (params stored sharded), Adam with clipping and loss scaling
 mlpt=$ex/mlp-train.plan.yaml

@@ -267,6 +267,61 @@ def grad_sync(lw):
                 t, ax, lw.buffers[st["in"]]["placement"])
 
 
+def _swapped(e, i, j):
+    w = list(e[3])
+    w[i], w[j] = w[j], w[i]
+    return e[:3] + (tuple(w),)
+
+
+def weight_swap(lw):
+    """Two unequal weights of a ratio level swapped (S(0|3:1) written as
+    S(0|1:3)): two devices each given the other's piece size. The level
+    is swapped where a collective adds it (a slice, reduce-scatter or
+    all-to-all hands out the pieces) and in the buffers the collectives
+    after it carry it to. Delivered so, the output is not in the
+    placement the plan requires: NOT EQUAL. Gathered away before any op
+    or output reads it, no value changes: equal. An op that reads the
+    swapped blocks no longer fits them (the loader refuses it), so such
+    chains are not made; a level an op writes is swapped the same way
+    through its op's inputs only at an input, which changes no data."""
+    for i, st in _colls(lw, ("slice", "reduce_scatter", "all_to_all")):
+        ax = lw.axis_index(st["axis"])
+        e = placement(lw.buffers[st["out"]]["placement"])[ax]
+        if len(e) < 4:
+            continue
+        w = e[3]
+        pairs = [(a, b) for a in range(len(w)) for b in range(a + 1, len(w)) if w[a] != w[b]]
+        for a, b in pairs[:2]:
+            m, chain, ok, delivered = lw.copy(), [(i, st["out"])], True, False
+            k = 0
+            while k < len(chain) and ok:
+                at, buf = chain[k]
+                k += 1
+                pl = placement(m.buffers[buf]["placement"])
+                pl[ax] = _swapped(pl[ax], a, b)
+                m.buffers[buf]["placement"] = placement_text(pl)
+                delivered |= buf in lw.outputs.values()
+                for j in range(at + 1, len(lw.steps)):
+                    rd = lw.steps[j]
+                    ins = rd.get("in")
+                    if not (ins == buf or (isinstance(ins, list) and buf in ins)):
+                        continue
+                    if "op" in rd:
+                        ok = False  # the op's blocks would not fit
+                        break
+                    if placement(lw.buffers[rd["out"]]["placement"])[ax] == e:
+                        chain.append((j, rd["out"]))
+            if not ok:
+                continue
+            tag = "%s:%s->%s" % (_tag(i, st), ":".join(map(str, w)),
+                                 ":".join(map(str, _swapped(e, a, b)[3])))
+            if delivered:
+                yield tag, m.text(), "differs", "the weights of '%s' over '%s' swapped (positions %d and %d), delivered so" % (
+                    st["out"], st["axis"], a, b)
+            else:
+                yield tag, m.text(), "equal", "the swapped pieces of '%s' are gathered back before any op reads them" % st["out"]
+
+
 CLASSES = {
     "dropped": dropped,
     "duplicated": duplicated,
@@ -277,4 +332,5 @@ CLASSES = {
     "partial-read": partial_read,
     "wrong-operand": wrong_operand,
     "grad-sync": grad_sync,
+    "weight-swap": weight_swap,
 }

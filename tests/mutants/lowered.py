@@ -195,12 +195,13 @@ class Lowered:
                     d[k] = new
 
 
-_PL_RE = re.compile(r"R|P\((\w+)\)|S\((-?\d+)(?::(\d+))?\)")
+_PL_RE = re.compile(r"R|P\((\w+)\)|S\((-?\d+)(?::(\d+))?(?:\|(\d+(?::\d+)*))?\)")
 
 
 def placement(text):
     """A placement string as a list of per-axis entries: ('R',),
-    ('P', reduce) or ('S', dim, level or None)."""
+    ('P', reduce) or ('S', dim, level or None), with a fourth item, the
+    tuple of weights, for a level with shard ratios (S(0|3:1))."""
     out, i = [], 0
     while i < len(text):
         m = _PL_RE.match(text, i)
@@ -211,7 +212,10 @@ def placement(text):
         elif m.group(1):
             out.append(("P", m.group(1)))
         else:
-            out.append(("S", int(m.group(2)), None if m.group(3) is None else int(m.group(3))))
+            e = ("S", int(m.group(2)), None if m.group(3) is None else int(m.group(3)))
+            if m.group(4):
+                e += (tuple(int(w) for w in m.group(4).split(":")),)
+            out.append(e)
         i = m.end()
     return out
 
@@ -224,5 +228,7 @@ def placement_text(entries):
         elif e[0] == "P":
             parts.append("P(%s)" % e[1])
         else:
-            parts.append("S(%d)" % e[1] if e[2] is None else "S(%d:%d)" % (e[1], e[2]))
+            head = "S(%d" % e[1] if e[2] is None else "S(%d:%d" % (e[1], e[2])
+            w = "|" + ":".join(str(x) for x in e[3]) if len(e) > 3 else ""
+            parts.append(head + w + ")")
     return "".join(parts)
