@@ -90,9 +90,8 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg);
 void plan_lua_push_placement(lua_State *L, const plan_plan *p,
                              const plan_placement *pl);
 /* Parses placement text for tensor `tensor`; raises on error. */
-void plan_lua_parse_placement(lua_State *L, plan_plan *p,
-                              const char *text, int tensor,
-                              plan_placement *out);
+void plan_lua_parse_placement(lua_State *L, plan_plan *p, const char *text,
+                              int tensor, plan_placement *out);
 /* {in = {...}, out = {...}} of placement strings for op `op`. */
 void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
                             const plan_placement *in,

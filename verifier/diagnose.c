@@ -121,9 +121,9 @@ static bool diagnose_layout(vctx *c, int buf) {
       continue;
     char want[PLAN_PLACEMENT_STRLEN], have[PLAN_PLACEMENT_STRLEN];
     plan_placement_format_r(&cand, c->m->ratios, c->m->nratios, have,
-                          PLAN_PLACEMENT_STRLEN);
+                            PLAN_PLACEMENT_STRLEN);
     plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, want,
-                          PLAN_PLACEMENT_STRLEN);
+                            PLAN_PLACEMENT_STRLEN);
     snprintf(c->diagnosis, sizeof c->diagnosis,
              k % 2 ? "the blocks hold '%s' as %s, but the buffer declares %s: "
                      "the shards of a dim nest in the wrong order"

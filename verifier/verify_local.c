@@ -94,7 +94,7 @@ int plan_vx_check_replicas(vctx *c, int i) {
       const plan_tensor *t = &c->prog->tensors[lb->tensor];
       char pl[PLAN_PLACEMENT_STRLEN];
       plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, pl,
-                          PLAN_PLACEMENT_STRLEN);
+                              PLAN_PLACEMENT_STRLEN);
       int64_t g = plan_vx_global_index(t, x, e);
       plan_buf_printf(&c->text,
                       "drifted: buffer '%s' (as %s), ranks %lld and %lld "

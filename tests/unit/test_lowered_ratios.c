@@ -30,8 +30,7 @@ static void ok(int rc) {
   assert_int_equal(rc, PLAN_OK);
 }
 
-static char *lowered_text(const char *path, plan_plan **pout,
-                          plan_hash *hout) {
+static char *lowered_text(const char *path, plan_plan **pout, plan_hash *hout) {
   plan_plan *p = NULL;
   plan_lowered *l = NULL;
   char *text = NULL;
@@ -181,8 +180,9 @@ static void test_version(void **state) {
   plan_plan *p;
   plan_hash h;
   char *text = lowered_text(FWD, &p, &h);
-  char *old = replace(text, "libplan-lowered: \"1.1\"", "libplan-lowered: "
-                                                        "\"1.0\"");
+  char *old = replace(text, "libplan-lowered: \"1.1\"",
+                      "libplan-lowered: "
+                      "\"1.0\"");
   plan_lowered *l = NULL;
   assert_int_equal(
       plan_lowered_load_buffer(&l, old, strlen(old), "x.yaml", NULL),
@@ -207,13 +207,13 @@ static void test_swapped_weights(void **state) {
   plan_plan *p;
   plan_hash h;
   char *text = lowered_text(FWD, &p, &h);
-  char *sw = replace(text, "\"h@0\": {tensor: \"h\", placement: "
-                           "\"S(0|3:1)S(1)\"}",
+  char *sw = replace(text,
+                     "\"h@0\": {tensor: \"h\", placement: "
+                     "\"S(0|3:1)S(1)\"}",
                      "\"h@0\": {tensor: \"h\", placement: \"S(0|1:3)S(1)\"}");
   plan_lowered *l = NULL;
-  assert_int_equal(
-      plan_lowered_load_buffer(&l, sw, strlen(sw), "x.yaml", NULL),
-      PLAN_EINVALID);
+  assert_int_equal(plan_lowered_load_buffer(&l, sw, strlen(sw), "x.yaml", NULL),
+                   PLAN_EINVALID);
   assert_non_null(strstr(plan_error_last()->message, "'mlp.fc1'"));
   free(sw);
   char *s1 = replace(text, "placement: \"S(1|3:1)P(sum)\"",

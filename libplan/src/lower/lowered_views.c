@@ -202,8 +202,8 @@ int plan_lowered_output(plan_lowered_output_info *out, const plan_lowered *l,
   else if (o.buffer >= 0)
     o.required = l->bufs[o.buffer].pl;
   o.gradient_of = l->grad_of ? l->grad_of[k] : -1;
-  if (plan_placement_format_in(o.required_text, sizeof o.required_text,
-                               l->plan, &o.required))
+  if (plan_placement_format_in(o.required_text, sizeof o.required_text, l->plan,
+                               &o.required))
     o.required_text[0] = '\0';
   *out = o;
   return PLAN_OK;

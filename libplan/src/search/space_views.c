@@ -98,8 +98,8 @@ static int for_tensor(plan_placement *out, const plan_plan *p, void *ctx,
   char err[200];
   plan_placement pl;
   plan_ratio_sink sink = {intern ? intern_set : find_set, ctx, 0};
-  if (plan_placement_parse_r(&pl, text, strlen(text), p->mesh.naxes, &sink,
-                             err, sizeof err, NULL) ||
+  if (plan_placement_parse_r(&pl, text, strlen(text), p->mesh.naxes, &sink, err,
+                             sizeof err, NULL) ||
       plan_placement_normalize(&pl, p->program->tensors[tensor].rank, err,
                                sizeof err))
     return plan_failf(PLAN_EINVALID, "placement '%s': %s", text, err);
@@ -122,8 +122,8 @@ int plan_placement_format_in(char *buf, size_t size, const plan_plan *p,
   if (!buf || !size || !p || !pl || pl->naxes > PLAN_MAX_MESH_AXES)
     return plan_failf(PLAN_EUSAGE, "plan_placement_format_in: NULL "
                                    "argument, no room or too many axes");
-  size_t n = plan_placement_format_r(pl, p->mesh.ratios, p->mesh.nratios, buf,
-                                     size);
+  size_t n =
+      plan_placement_format_r(pl, p->mesh.ratios, p->mesh.nratios, buf, size);
   if (n >= size)
     return plan_failf(PLAN_ELIMIT, "placement '%s' needs %zu bytes, not %zu",
                       buf, n + 1, size);

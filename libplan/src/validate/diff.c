@@ -541,8 +541,10 @@ static void diff_decisions(dctx *c) {
       plan_placement ra, rb;
       plan_placement_replicated(&ra, c->a->mesh.naxes);
       plan_placement_replicated(&rb, c->b->mesh.naxes);
-      const plan_placement *qa = c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra;
-      const plan_placement *qb = c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb;
+      const plan_placement *qa =
+          c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra;
+      const plan_placement *qb =
+          c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb;
       if (pl_same(c, qa, qb))
         continue;
       pl_list(c->a, qa, 1, x, sizeof x);
