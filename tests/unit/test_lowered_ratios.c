@@ -236,6 +236,27 @@ static void test_swapped_weights(void **state) {
   plan_free(p);
 }
 
+/* `order` states a block's position, which needs pieces of one size: on a
+ * level cut by ratios it is refused at the step, with its position. */
+static void test_order_refused(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_hash h;
+  char *text = lowered_text(FWD, &p, &h);
+  char *o = replace(text, "{collective: all_gather, axis: dp, dim: 0, in:",
+                    "{collective: all_gather, axis: dp, dim: 0, order: [1, 0], "
+                    "in:");
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lowered_load_buffer(&l, o, strlen(o), "x.yaml", NULL),
+                   PLAN_EINVALID);
+  const plan_error *e = plan_error_last();
+  assert_non_null(strstr(e->message, "cut by shard ratios over 'dp'"));
+  assert_true(e->line > 1 && e->column > 1);
+  free(o);
+  plan_buffer_free(text);
+  plan_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_write_read_hash),
@@ -243,6 +264,7 @@ int main(void) {
       cmocka_unit_test(test_verify_both_modes),
       cmocka_unit_test(test_version),
       cmocka_unit_test(test_swapped_weights),
+      cmocka_unit_test(test_order_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

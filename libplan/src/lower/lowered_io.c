@@ -476,8 +476,14 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
   const plan_tensor *t = &l->plan->program->tensors[b->tensor];
   int64_t split = 1;
   for (int a = 0; a < m->naxes; a++)
-    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim)
+    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim) {
       split *= m->axis_sizes[a];
+      if (b->pl.ax[a].ratio)
+        return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                            "'order' needs even pieces: dim %d of '%s' is cut "
+                            "by shard ratios over '%s'",
+                            st->dim, t->name, m->axis_names[a]);
+    }
   if (t->dims[st->dim] % split)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
                         "'order' needs even pieces: dim %d of '%s' (%lld) does "
