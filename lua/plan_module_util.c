@@ -105,9 +105,21 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
  * p:set_placement and p:apply take back. */
 void plan_lua_push_placement(lua_State *L, const plan_plan *p,
                              const plan_placement *pl) {
-  char buf[PLAN_PLACEMENT_STRLEN * 4];
-  plan_placement_format_in(buf, sizeof buf, p, pl);
-  lua_pushstring(L, buf);
+  char buf[1024];
+  if (plan_placement_format_in(buf, sizeof buf, p, pl) != PLAN_ELIMIT) {
+    lua_pushstring(L, buf);
+    return;
+  }
+  /* long weight lists: a buffer Lua owns (nothing leaks if it raises) */
+  for (size_t n = 4 * sizeof buf;; n *= 4) {
+    char *big = lua_newuserdatauv(L, n, 0);
+    if (plan_placement_format_in(big, n, p, pl) != PLAN_ELIMIT) {
+      lua_pushstring(L, big);
+      lua_remove(L, -2);
+      return;
+    }
+    lua_pop(L, 1);
+  }
 }
 
 /* Parses placement text for tensor `tensor`, new shard ratios added to

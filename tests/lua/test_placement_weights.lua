@@ -45,6 +45,19 @@ check(p:placement("x") == "S(0|1:3)R", "reduced: " .. p:placement("x"))
 raises(function() p:set_placement("x", "S(0|3:1:1)R") end, "3 shard weights for mesh axis dp")
 raises(function() p:set_placement("x", "S(0|0:1)R") end, "placement 'S(0|0:1)R'")
 
+-- a long weight list (128 ranks, 7-digit weights): given back whole
+local w = {}
+for i = 1, 128 do w[i] = tostring(1000000 + i) end
+local long = "S(0|" .. table.concat(w, ":") .. ")"
+local q = assert(plan.parse(table.concat({
+  'libplan: "1.1"', "program:", "  tensors:", "    x: {shape: [1024, 4]}",
+  "  ops:", "    - {name: act, op: relu, in: [x], out: y}", "mesh:",
+  "  axes: [dp=128]", "placements:", "  x: " .. long,
+  "strategies:", "  act: {in: [" .. long .. "], out: " .. long .. "}", ""}, "\n"), "long.yaml"))
+check(#long > 1024, "the list is long")
+check(q:placement("x") == long, "the long list given back")
+check(q:strategy("act").out[1] == long, "the long list in a strategy")
+
 -- a 1.0 plan holds no ratios
 local old = assert(plan.load("examples/mlp-megatron.plan.yaml"))
 raises(function() old:set_placement("x", "S(0|3:1)R") end, "format 1.1")
