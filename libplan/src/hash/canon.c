@@ -61,9 +61,9 @@ static int encode_program(cj *c, const plan_program *prog,
                           const cj_order *ord) {
   /* the program's own document version, so a program hashes the same
    * inline, by path or standalone */
-  plan_buf_printf(c->b,
-                  "{\"libplan\":\"%d.%d\",\"program\":", prog->version_major,
-                  prog->version_minor);
+  int vmaj, vmin;
+  plan_program_format(prog, &vmaj, &vmin);
+  plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"program\":", vmaj, vmin);
   int rc = plan_cj_program(c, prog, ord);
   if (rc)
     return rc;
@@ -88,8 +88,11 @@ static int encode_plan(cj *c, const plan_plan *p, const cj_order *ord) {
 
 static int encode(cj *c, const plan_plan *p, const plan_program *prog,
                   plan_part part) {
-  int vmaj = p ? p->version_major : prog->version_major;
-  int vmin = p ? p->version_minor : prog->version_minor;
+  int vmaj, vmin;
+  if (p)
+    plan_plan_format(p, &vmaj, &vmin);
+  else
+    plan_program_format(prog, &vmaj, &vmin);
   cj_order ord;
   int rc;
   switch (part) {

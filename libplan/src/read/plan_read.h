@@ -26,6 +26,16 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
                    const char *base_dir);
 
 int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m);
+/* The fields of one hardware map (the single `hardware:` form, or a full
+ * per-device profile) into h (mesh_read.c). */
+int plan_mesh_read_hw(const plan_reader *rd, const plan_ynode *n,
+                      const plan_mesh *m, plan_hardware *h);
+/* Format 1.1 (mesh_hetero.c): `hardware: {profiles: .., devices: ..}`
+ * (hw is the hardware map), and `topology:` (its value in the mesh map). */
+int plan_mesh_read_profiles(const plan_reader *rd, const plan_ynode *hw,
+                            plan_mesh *m);
+int plan_mesh_read_topology(const plan_reader *rd, const plan_ynode *mesh,
+                            const plan_ynode *v, plan_mesh *m);
 int plan_mesh_axis_find(const plan_mesh *m, const char *name);
 
 /* Reads a placement (compact string or map form) for a tensor of `rank`

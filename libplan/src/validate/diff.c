@@ -390,20 +390,102 @@ static void diff_mesh(dctx *c) {
     rc = plan_canon_section(&bb, c->b, "mesh");
   if (rc && !c->rc)
     c->rc = rc;
-  if (!rc && same_dev && ma->devices_per_host == mb->devices_per_host &&
-      (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len)))
-    DIFF(c, "diff.mesh", "mesh", "hardware model or submeshes differ");
+  bool mesh_differs =
+      !rc && (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len));
   plan_buf_free(&ba);
   plan_buf_free(&bb);
+  bool said = false;
+  /* the format 1.1 parts, each on its own */
+  static const char *const parts[] = {"profiles", "topology"};
+  for (int k = 0; k < 2 && mesh_differs; k++) {
+    plan_buf_init(&ba);
+    plan_buf_init(&bb);
+    rc = plan_canon_section(&ba, c->a, parts[k]);
+    if (!rc)
+      rc = plan_canon_section(&bb, c->b, parts[k]);
+    if (rc && !c->rc)
+      c->rc = rc;
+    if (!rc && (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len))) {
+      said = true;
+      if (k == 0)
+        DIFF(c, "diff.hardware", "mesh", "per-device hardware %s",
+             !ba.len   ? "added"
+             : !bb.len ? "removed"
+                       : "differs");
+      else
+        DIFF(c, "diff.topology", "mesh", "topology %s",
+             !ba.len   ? "added"
+             : !bb.len ? "removed"
+                       : (ma->topology->kind != mb->topology->kind
+                              ? "changes kind (levels / torus)"
+                              : "differs"));
+    }
+    plan_buf_free(&ba);
+    plan_buf_free(&bb);
+  }
+  if (!said && mesh_differs && same_dev &&
+      ma->devices_per_host == mb->devices_per_host)
+    DIFF(c, "diff.mesh", "mesh", "hardware model or submeshes differ");
 }
 
-static void pl_list(const plan_placement *p, int n, char *buf, size_t sz) {
+/* Placements in canonical spelling, shard ratios with their weights (the
+ * set numbers are each plan's own, so only weights compare). */
+static void pl_list(const plan_plan *pp, const plan_placement *p, int n,
+                    char *buf, size_t sz) {
   size_t u = 0;
-  char one[PLAN_PLACEMENT_STRLEN];
+  char one[512];
   buf[0] = 0;
-  for (int i = 0; i < n && u < sz; i++)
-    u += (size_t)snprintf(buf + u, sz - u, "%s%s", i ? ", " : "",
-                          plan_placement_format(&p[i], one));
+  for (int i = 0; i < n && u < sz; i++) {
+    plan_placement_format_r(&p[i], pp->mesh.ratios, pp->mesh.nratios, one,
+                            sizeof one);
+    u += (size_t)snprintf(buf + u, sz - u, "%s%s", i ? ", " : "", one);
+  }
+}
+
+/* The weights of axis a's entry ("3:1"), or "even" without ratios. */
+static void weights_text(const plan_plan *pp, const plan_axis_pl *e, char *buf,
+                         size_t sz) {
+  const plan_ratios *r =
+      e->kind == PLAN_PL_S && e->ratio > 0 && e->ratio <= pp->mesh.nratios
+          ? &pp->mesh.ratios[e->ratio - 1]
+          : NULL;
+  size_t u = 0;
+  buf[0] = 0;
+  if (!r) {
+    snprintf(buf, sz, "even");
+    return;
+  }
+  for (int i = 0; i < r->n && u + 24 < sz; i++)
+    u += (size_t)snprintf(buf + u, sz - u, "%s%lld", i ? ":" : "",
+                          (long long)r->w[i]);
+  if (u + 24 >= sz)
+    snprintf(buf + u, sz - u, ":...");
+}
+
+/* "; shard ratios of in[1] on mesh axis dp: 3:1 -> 1:1" for each axis
+ * where both shard the same dim with other weights. */
+static void ratio_notes(const dctx *c, const plan_placement *qa,
+                        const plan_placement *qb, int n, const char *slot,
+                        char *buf, size_t sz) {
+  for (int i = 0; i < n; i++)
+    for (int a = 0; a < qa[i].naxes && a < qb[i].naxes; a++) {
+      const plan_axis_pl *ea = &qa[i].ax[a], *eb = &qb[i].ax[a];
+      if (ea->kind != PLAN_PL_S || eb->kind != PLAN_PL_S || ea->dim != eb->dim)
+        continue;
+      const plan_ratios *ra = ea->ratio ? &c->a->mesh.ratios[ea->ratio - 1]
+                                        : NULL,
+                        *rb = eb->ratio ? &c->b->mesh.ratios[eb->ratio - 1]
+                                        : NULL;
+      if (plan_ratios_same(ra, rb))
+        continue;
+      char wa[160], wb[160], where[32] = "";
+      weights_text(c->a, ea, wa, sizeof wa);
+      weights_text(c->b, eb, wb, sizeof wb);
+      if (slot)
+        snprintf(where, sizeof where, " of %s[%d]", slot, i);
+      bput(buf, sz, "; shard ratios%s on mesh axis %s: %s -> %s", where,
+           c->b->mesh.axis_names[a], wa, wb);
+    }
 }
 
 static void diff_decisions(dctx *c) {
@@ -420,11 +502,13 @@ static void diff_decisions(dctx *c) {
         c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
     const plan_placement *qb =
         c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
-    pl_list(qa, 1, x, sizeof x);
-    pl_list(qb, 1, y, sizeof y);
+    pl_list(c->a, qa, 1, x, sizeof x);
+    pl_list(c->b, qb, 1, y, sizeof y);
+    char note[512] = "";
+    ratio_notes(c, qa, qb, 1, NULL, note, sizeof note);
     if (strcmp(x, y))
       DIFF(c, "diff.placement", pb->tensors[t].name,
-           "placement of '%s': %s -> %s", pb->tensors[t].name, x, y);
+           "placement of '%s': %s -> %s%s", pb->tensors[t].name, x, y, note);
   }
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
@@ -439,15 +523,17 @@ static void diff_decisions(dctx *c) {
     }
     if (pa->ops[k].nin != pb->ops[i].nin || pa->ops[k].nout != pb->ops[i].nout)
       continue; /* reported as a changed op */
-    char xo[512], yo[512];
-    pl_list(sa->in, pa->ops[k].nin, x, sizeof x);
-    pl_list(sb->in, pb->ops[i].nin, y, sizeof y);
-    pl_list(sa->out, pa->ops[k].nout, xo, sizeof xo);
-    pl_list(sb->out, pb->ops[i].nout, yo, sizeof yo);
+    char xo[512], yo[512], note[512] = "";
+    pl_list(c->a, sa->in, pa->ops[k].nin, x, sizeof x);
+    pl_list(c->b, sb->in, pb->ops[i].nin, y, sizeof y);
+    pl_list(c->a, sa->out, pa->ops[k].nout, xo, sizeof xo);
+    pl_list(c->b, sb->out, pb->ops[i].nout, yo, sizeof yo);
+    ratio_notes(c, sa->in, sb->in, pb->ops[i].nin, "in", note, sizeof note);
+    ratio_notes(c, sa->out, sb->out, pb->ops[i].nout, "out", note, sizeof note);
     if (strcmp(x, y) || strcmp(xo, yo))
       DIFF(c, "diff.strategy", pb->ops[i].name,
-           "strategy of '%s': in [%s] out [%s] -> in [%s] out [%s]",
-           pb->ops[i].name, x, xo, y, yo);
+           "strategy of '%s': in [%s] out [%s] -> in [%s] out [%s]%s",
+           pb->ops[i].name, x, xo, y, yo, note);
   }
   for (int i = 0; i < pb->noutputs; i++)
     for (int k = 0; k < pa->noutputs; k++) {
@@ -457,12 +543,18 @@ static void diff_decisions(dctx *c) {
       plan_placement ra, rb;
       plan_placement_replicated(&ra, c->a->mesh.naxes);
       plan_placement_replicated(&rb, c->b->mesh.naxes);
-      pl_list(c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra, 1, x, sizeof x);
-      pl_list(c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb, 1, y, sizeof y);
+      const plan_placement *qa =
+                               c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra,
+                           *qb =
+                               c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb;
+      pl_list(c->a, qa, 1, x, sizeof x);
+      pl_list(c->b, qb, 1, y, sizeof y);
+      char note[512] = "";
+      ratio_notes(c, qa, qb, 1, NULL, note, sizeof note);
       if (strcmp(x, y))
         DIFF(c, "diff.output", pb->tensors[pb->outputs[i]].name,
-             "output placement of '%s': %s -> %s",
-             pb->tensors[pb->outputs[i]].name, x, y);
+             "output placement of '%s': %s -> %s%s",
+             pb->tensors[pb->outputs[i]].name, x, y, note);
     }
 }
 
@@ -531,9 +623,9 @@ static bool same_boundaries(const plan_plan *a, const plan_boundary *x, int nx,
   if (nx != ny)
     return false;
   for (int i = 0; i < nx; i++) {
-    char px[PLAN_PLACEMENT_STRLEN], py[PLAN_PLACEMENT_STRLEN];
-    pl_list(&x[i].pl, 1, px, sizeof px);
-    pl_list(&y[i].pl, 1, py, sizeof py);
+    char px[512], py[512];
+    pl_list(a, &x[i].pl, 1, px, sizeof px);
+    pl_list(b, &y[i].pl, 1, py, sizeof py);
     if (strcmp(a->program->tensors[x[i].tensor].name,
                b->program->tensors[y[i].tensor].name) ||
         strcmp(px, py))
