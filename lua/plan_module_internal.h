@@ -87,7 +87,8 @@ void plan_lua_set_base(lua_State *L, lplan *lp, const char *dir);
 int plan_lua_check_op(lua_State *L, const plan_plan *p, int arg);
 /* The tensor named at argument `arg`; raises when none. */
 int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg);
-void plan_lua_push_placement(lua_State *L, const plan_placement *pl);
+void plan_lua_push_placement(lua_State *L, const plan_plan *p,
+                             const plan_placement *pl);
 /* Parses placement text for tensor `tensor`; raises on error. */
 void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
                               const char *text, int tensor,

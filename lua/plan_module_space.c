@@ -113,14 +113,14 @@ static int m_placement(lua_State *L) {
     for (int k = 0; k < n; k++)
       if (plan_program_output(prog, k) == t &&
           plan_get_output_placement(&pl, p, k) == PLAN_OK) {
-        plan_lua_push_placement(L, &pl);
+        plan_lua_push_placement(L, p, &pl);
         return 1;
       }
     return 0;
   }
   if (plan_get_placement(&pl, p, t))
     return 0;
-  plan_lua_push_placement(L, &pl);
+  plan_lua_push_placement(L, p, &pl);
   return 1;
 }
 

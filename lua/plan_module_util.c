@@ -101,10 +101,31 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
   return t;
 }
 
-void plan_lua_push_placement(lua_State *L, const plan_placement *pl) {
+/* Shard ratios as their weights (S(0|3:1)R), the spelling that reads
+ * back; a long weight list is built on the heap. */
+void plan_lua_push_placement(lua_State *L, const plan_plan *p,
+                             const plan_placement *pl) {
   char buf[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format_text(buf, sizeof buf, pl);
-  lua_pushstring(L, buf);
+  if (!p) {
+    plan_placement_format_text(buf, sizeof buf, pl);
+    lua_pushstring(L, buf);
+    return;
+  }
+  if (plan_placement_format_plan(buf, sizeof buf, p, pl) != PLAN_ELIMIT) {
+    lua_pushstring(L, buf);
+    return;
+  }
+  size_t size = sizeof buf;
+  for (;;) {
+    size *= 4;
+    char *big = lua_newuserdatauv(L, size, 0);
+    if (plan_placement_format_plan(big, size, p, pl) != PLAN_ELIMIT) {
+      lua_pushstring(L, big);
+      lua_remove(L, -2);
+      return;
+    }
+    lua_pop(L, 1);
+  }
 }
 
 /* Parses placement text for tensor `tensor`; raises on error. */
@@ -125,13 +146,13 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
   lua_createtable(L, 0, 2);
   lua_createtable(L, nin, 0);
   for (int j = 0; j < nin; j++) {
-    plan_lua_push_placement(L, &in[j]);
+    plan_lua_push_placement(L, p, &in[j]);
     lua_rawseti(L, -2, j + 1);
   }
   lua_setfield(L, -2, "in");
   lua_createtable(L, nout, 0);
   for (int k = 0; k < nout; k++) {
-    plan_lua_push_placement(L, &out[k]);
+    plan_lua_push_placement(L, p, &out[k]);
     lua_rawseti(L, -2, k + 1);
   }
   lua_setfield(L, -2, "out");

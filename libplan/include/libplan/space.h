@@ -119,6 +119,15 @@ PLAN_API int plan_placement_format_text(char *buf, size_t size,
 PLAN_API int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
                                        int tensor, const char *text);
 
+/* As plan_placement_format_text, with shard ratios written as their
+ * weights ("S(0|3:1)R", format 1.1), the sets being p's: the spelling a
+ * plan file holds and plan_placement_for_tensor reads. Truncated to size
+ * (PLAN_ELIMIT; the weights may need more than PLAN_PLACEMENT_STRLEN);
+ * PLAN_EUSAGE for a NULL argument or size 0. */
+PLAN_API int plan_placement_format_plan(char *buf, size_t size,
+                                        const plan_plan *p,
+                                        const plan_placement *pl);
+
 /* ---- op kinds ---------------------------------------------------------------
  * Kinds are numbered 0..plan_op_kind_count()-1 in this library; the number
  * of a name may differ between versions, the names do not. */

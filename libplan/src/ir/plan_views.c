@@ -37,6 +37,18 @@ const char *plan_mesh_device_hardware(const plan_plan *p, int64_t device) {
   return k >= 0 && k < p->mesh.nprofiles ? p->mesh.profiles[k].name : NULL;
 }
 
+int plan_placement_format_plan(char *buf, size_t size, const plan_plan *p,
+                               const plan_placement *pl) {
+  if (!buf || !size || !p || !pl)
+    return plan_failf(PLAN_EUSAGE, "plan_placement_format_plan: NULL argument");
+  if (pl->naxes > PLAN_MAX_MESH_AXES)
+    return plan_failf(PLAN_EUSAGE, "a placement of %d axes", pl->naxes);
+  size_t n =
+      plan_placement_format_r(pl, p->has_mesh ? p->mesh.ratios : NULL,
+                              p->has_mesh ? p->mesh.nratios : 0, buf, size);
+  return n >= size ? PLAN_ELIMIT : PLAN_OK;
+}
+
 /* The canonical form, shard ratios with their weights (p's sets). */
 static int put(char *buf, size_t size, const plan_plan *p,
                const plan_placement *pl) {

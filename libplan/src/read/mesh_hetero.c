@@ -5,6 +5,7 @@
  * one `torus`). Each figure is checked finite and >= 0, each count against
  * the mesh's devices, before anything is built from it. */
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +19,10 @@
 
 static const char *const profile_keys[] = {"profiles", "devices", NULL};
 static const char *const topo_keys[] = {"levels", "torus", NULL};
-static const char *const level_keys[] = {"name", "size", "bandwidth",
-                                         "latency", NULL};
-static const char *const torus_keys[] = {"dims", "wrap", "bandwidth",
-                                         "latency", NULL};
+static const char *const level_keys[] = {"name", "size", "bandwidth", "latency",
+                                         NULL};
+static const char *const torus_keys[] = {"dims", "wrap", "bandwidth", "latency",
+                                         NULL};
 
 /* The key node of `key` in map n (NULL when absent). */
 static const plan_ynode *key_node(const plan_ynode *n, const char *key) {
@@ -81,8 +82,8 @@ static int read_profile_map(const plan_reader *rd, const plan_ynode *pn,
     return plan_rd_fail(rd, pn, PLAN_ESCHEMA,
                         "hardware profiles must name at least one profile");
   if (np > PLAN_MAX_PROFILES)
-    return plan_rd_fail(rd, pn, PLAN_ELIMIT,
-                        "more than %d hardware profiles", PLAN_MAX_PROFILES);
+    return plan_rd_fail(rd, pn, PLAN_ELIMIT, "more than %d hardware profiles",
+                        PLAN_MAX_PROFILES);
   m->profiles = plan_arena_alloc(rd->arena, sizeof(plan_hardware) * np);
   if (!m->profiles)
     return plan_oom();
@@ -105,15 +106,11 @@ static int read_profile_map(const plan_reader *rd, const plan_ynode *pn,
                             "profile '%s': '%s' belongs to mesh.hardware, "
                             "not inside a profile",
                             h->label, bad->u.scalar.text);
-      rc = plan_rd_check_keys(rd, v, (const char *const[]){"name",
-                                                           "flops",
-                                                           "memory",
-                                                           "memory_bandwidth",
-                                                           "intra_host",
-                                                           "inter_host",
-                                                           "links",
-                                                           NULL},
-                              "a hardware profile", NULL);
+      rc = plan_rd_check_keys(
+          rd, v,
+          (const char *const[]){"name", "flops", "memory", "memory_bandwidth",
+                                "intra_host", "inter_host", "links", NULL},
+          "a hardware profile", NULL);
       if (!rc)
         rc = plan_mesh_read_hw(rd, v, m, h);
     } else {
@@ -170,7 +167,8 @@ static int read_device_labels(const plan_reader *rd, const plan_ynode *dn,
 
 int plan_mesh_read_profiles(const plan_reader *rd, const plan_ynode *hw,
                             plan_mesh *m) {
-  const plan_ynode *pk = key_node(hw, "profiles"), *dk = key_node(hw, "devices");
+  const plan_ynode *pk = key_node(hw, "profiles"),
+                   *dk = key_node(hw, "devices");
   int rc = plan_rd_need_format_1_1(rd, pk ? pk : dk,
                                    pk ? "mesh.hardware.profiles"
                                       : "mesh.hardware.devices");
@@ -213,8 +211,9 @@ static int read_link_figs(const plan_reader *rd, const plan_ynode *n,
 
 static int read_levels(const plan_reader *rd, const plan_ynode *n,
                        const plan_mesh *m, plan_topology *t) {
-  int rc = plan_rd_expect_seq(rd, n, "topology levels ([{name, size, "
-                                     "bandwidth, latency}, ...])");
+  int rc = plan_rd_expect_seq(rd, n,
+                              "topology levels ([{name, size, "
+                              "bandwidth, latency}, ...])");
   if (rc)
     return rc;
   if (n->u.seq.count == 0 || n->u.seq.count > PLAN_MAX_TOPO_LEVELS)
@@ -242,8 +241,8 @@ static int read_levels(const plan_reader *rd, const plan_ynode *n,
       return rc;
     if (lv->size < 1)
       return plan_rd_fail(rd, v, PLAN_EINVALID, "a level size must be >= 1");
-    if (!plan_mul_i64(total, lv->size, &total) || total > m->ndevices)
-      total = m->ndevices + 1; /* too many: reported below */
+    if (total >= 0 && !plan_mul_i64(total, lv->size, &total))
+      total = -1; /* overflows: reported below */
     if ((rc = read_link_figs(rd, e, &lv->link)))
       return rc;
   }
@@ -251,16 +250,17 @@ static int read_levels(const plan_reader *rd, const plan_ynode *n,
     return plan_rd_fail(rd, n, PLAN_EINVALID,
                         "the topology levels hold %s%lld devices (the product "
                         "of their sizes) but the mesh has %lld",
-                        total > m->ndevices ? "more than " : "",
-                        (long long)(total > m->ndevices ? m->ndevices : total),
+                        total < 0 ? "more than " : "",
+                        (long long)(total < 0 ? INT64_MAX : total),
                         (long long)m->ndevices);
   return PLAN_OK;
 }
 
 static int read_torus(const plan_reader *rd, const plan_ynode *n,
                       const plan_mesh *m, plan_topology *t) {
-  int rc = plan_rd_expect_map(rd, n, "a torus ({dims, wrap, bandwidth, "
-                                     "latency})");
+  int rc = plan_rd_expect_map(rd, n,
+                              "a torus ({dims, wrap, bandwidth, "
+                              "latency})");
   if (rc || (rc = plan_rd_check_keys(rd, n, torus_keys, "a torus", NULL)))
     return rc;
   t->kind = PLAN_TOPO_TORUS;
@@ -280,16 +280,16 @@ static int read_torus(const plan_reader *rd, const plan_ynode *n,
       return rc;
     if (t->dims[i] < 1)
       return plan_rd_fail(rd, e, PLAN_EINVALID, "torus dims must be >= 1");
-    if (!plan_mul_i64(total, t->dims[i], &total) || total > m->ndevices)
-      total = m->ndevices + 1;
+    if (total >= 0 && !plan_mul_i64(total, t->dims[i], &total))
+      total = -1; /* overflows */
     t->wrap[i] = true;
   }
   if (total != m->ndevices)
     return plan_rd_fail(rd, dn, PLAN_EINVALID,
                         "the torus dims hold %s%lld devices but the mesh has "
                         "%lld",
-                        total > m->ndevices ? "more than " : "",
-                        (long long)(total > m->ndevices ? m->ndevices : total),
+                        total < 0 ? "more than " : "",
+                        (long long)(total < 0 ? INT64_MAX : total),
                         (long long)m->ndevices);
   const plan_ynode *wn = plan_ymap_get(n, "wrap");
   if (wn) {
@@ -309,8 +309,8 @@ static int read_torus(const plan_reader *rd, const plan_ynode *n,
 
 int plan_mesh_read_topology(const plan_reader *rd, const plan_ynode *mesh,
                             const plan_ynode *v, plan_mesh *m) {
-  int rc = plan_rd_need_format_1_1(rd, key_node(mesh, "topology"),
-                                   "mesh.topology");
+  int rc =
+      plan_rd_need_format_1_1(rd, key_node(mesh, "topology"), "mesh.topology");
   if (rc || (rc = plan_rd_expect_map(rd, v, "topology")) ||
       (rc = plan_rd_check_keys(rd, v, topo_keys, "topology", NULL)))
     return rc;
