@@ -90,16 +90,15 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg);
 void plan_lua_push_placement(lua_State *L, const plan_plan *p,
                              const plan_placement *pl);
 /* Parses placement text for tensor `tensor`; raises on error. */
-void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
-                              const char *text, int tensor,
-                              plan_placement *out);
+void plan_lua_parse_placement(lua_State *L, plan_plan *p, const char *text,
+                              int tensor, plan_placement *out);
 /* {in = {...}, out = {...}} of placement strings for op `op`. */
 void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
                             const plan_placement *in,
                             const plan_placement *out);
 /* Reads a strategy table at `arg` for op `op` into in/out; raises on
  * error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+void plan_lua_check_strategy(lua_State *L, plan_plan *p, int op, int arg,
                              plan_placement *in, plan_placement *out);
 /* A list of the names of op `op`'s inputs (output 0) or outputs (1). */
 void plan_lua_push_operands(lua_State *L, const plan_program *prog, int op,

@@ -129,10 +129,10 @@ void plan_lua_push_placement(lua_State *L, const plan_plan *p,
 }
 
 /* Parses placement text for tensor `tensor`; raises on error. */
-void plan_lua_parse_placement(lua_State *L, const plan_plan *p,
-                              const char *text, int tensor,
-                              plan_placement *out) {
-  if (plan_placement_for_tensor(out, p, tensor, text))
+void plan_lua_parse_placement(lua_State *L, plan_plan *p, const char *text,
+                              int tensor, plan_placement *out) {
+  /* shard ratios given by their weights join the plan's sets */
+  if (plan_placement_for_tensor_in(out, p, tensor, text))
     luaL_error(L, "%s", plan_error_last()->message);
 }
 
@@ -160,7 +160,7 @@ void plan_lua_push_strategy(lua_State *L, const plan_plan *p, int op,
 
 /* Reads a strategy table at `arg` for op `op` into in/out; raises on
  * error. */
-void plan_lua_check_strategy(lua_State *L, const plan_plan *p, int op, int arg,
+void plan_lua_check_strategy(lua_State *L, plan_plan *p, int op, int arg,
                              plan_placement *in, plan_placement *out) {
   const plan_program *prog = plan_get_program(p);
   const char *name = plan_program_op_name(prog, op);

@@ -118,6 +118,11 @@ PLAN_API int plan_placement_format_text(char *buf, size_t size,
  * for a NULL argument or a tensor out of range. */
 PLAN_API int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
                                        int tensor, const char *text);
+/* The same where shard ratios may be new (format 1.1, "S(0|3:1)R"): their
+ * weights are added to p's ratio sets (plan_placement_for_tensor finds
+ * only the sets p already holds). */
+PLAN_API int plan_placement_for_tensor_in(plan_placement *out, plan_plan *p,
+                                          int tensor, const char *text);
 
 /* As plan_placement_format_text, with shard ratios written as their
  * weights ("S(0|3:1)R", format 1.1), the sets being p's: the spelling a

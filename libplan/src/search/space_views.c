@@ -62,8 +62,27 @@ int plan_placement_format_text(char *buf, size_t size,
   return PLAN_OK;
 }
 
-int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
-                              int tensor, const char *text) {
+/* Shard ratios of a placement given by text: found among the plan's sets
+ * (a const plan), or interned into them. */
+static int find_set(void *ctx, int axis, const int64_t *w, int n, char *err,
+                    size_t errsz) {
+  const plan_mesh *m = ctx;
+  int k = plan_ratios_find(m, axis, w, n);
+  if (!k)
+    snprintf(err, errsz,
+             "these shard ratios are not among the plan's sets (set them "
+             "where the plan may change)");
+  return k;
+}
+
+static int intern_set(void *ctx, int axis, const int64_t *w, int n, char *err,
+                      size_t errsz) {
+  plan_plan *p = ctx;
+  return plan_ratios_intern(&p->mesh, &p->arena, axis, w, n, err, errsz);
+}
+
+static int for_tensor(plan_placement *out, const plan_plan *p, int tensor,
+                      const char *text, const plan_ratio_sink *sink) {
   if (!out || !p || !text)
     return plan_failf(PLAN_EUSAGE, "plan_placement_for_tensor: NULL argument");
   if (tensor < 0 || tensor >= p->program->ntensors)
@@ -71,13 +90,26 @@ int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
                       tensor);
   char err[200];
   plan_placement pl;
-  if (plan_placement_parse(&pl, text, strlen(text), p->mesh.naxes, err,
-                           sizeof err, NULL) ||
+  if (plan_placement_parse_r(&pl, text, strlen(text), p->mesh.naxes,
+                             p->has_mesh ? sink : NULL, err, sizeof err,
+                             NULL) ||
       plan_placement_normalize(&pl, p->program->tensors[tensor].rank, err,
                                sizeof err))
     return plan_failf(PLAN_EINVALID, "placement '%s': %s", text, err);
   *out = pl;
   return PLAN_OK;
+}
+
+int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
+                              int tensor, const char *text) {
+  plan_ratio_sink sink = {find_set, p ? (void *)&p->mesh : NULL, 0};
+  return for_tensor(out, p, tensor, text, &sink);
+}
+
+int plan_placement_for_tensor_in(plan_placement *out, plan_plan *p, int tensor,
+                                 const char *text) {
+  plan_ratio_sink sink = {intern_set, p, 0};
+  return for_tensor(out, p, tensor, text, &sink);
 }
 
 /* ---- op kinds (plan_op_kind_name and plan_op_kind_from_name: ops.c) ------ */
