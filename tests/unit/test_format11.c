@@ -331,6 +331,34 @@ static void test_lowest_version(void **state) {
   /* the program part is 1.0 content whatever the plan holds */
   assert_true(plan_hash_equal(hash_of(pr, PLAN_PART_PROGRAM),
                               hash_of(p10, PLAN_PART_PROGRAM)));
+  /* a program file: 1.0 whatever it says (it has no 1.1 field), and a
+   * field of a newer minor is a version error */
+  plan_program *g10 = NULL, *g11 = NULL;
+  const char *pg10 = HDR10 PROG, *pg11 = HDR11 PROG;
+  assert_int_equal(plan_program_load_buffer(&g10, pg10, strlen(pg10), "g.yaml"),
+                   PLAN_OK);
+  assert_int_equal(plan_program_load_buffer(&g11, pg11, strlen(pg11), "g.yaml"),
+                   PLAN_OK);
+  plan_hash h10, h11;
+  assert_int_equal(plan_program_hash(&h10, g10), PLAN_OK);
+  assert_int_equal(plan_program_hash(&h11, g11), PLAN_OK);
+  assert_true(plan_hash_equal(h10, h11));
+  assert_true(plan_hash_equal(h10, hash_of(p10, PLAN_PART_PROGRAM)));
+  char *w10 = NULL, *w11 = NULL;
+  size_t wl;
+  assert_int_equal(plan_program_write_buffer(&w10, &wl, g10), PLAN_OK);
+  assert_int_equal(plan_program_write_buffer(&w11, &wl, g11), PLAN_OK);
+  assert_string_equal(w10, w11);
+  assert_non_null(strstr(w11, "libplan: \"1.0\"\n"));
+  free(w10);
+  free(w11);
+  plan_program_free(g10);
+  plan_program_free(g11);
+  const char *pg12 = "libplan: \"1.2\"\n" PROG "  layout: nchw\n";
+  plan_program *g12 = NULL;
+  assert_int_equal(plan_program_load_buffer(&g12, pg12, strlen(pg12), "g.yaml"),
+                   PLAN_EVERSION);
+  assert_non_null(strstr(plan_error_last()->message, "unknown field 'layout'"));
   free(t10);
   free(t10b);
   free(t11);
