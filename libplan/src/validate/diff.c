@@ -405,7 +405,8 @@ static void diff_mesh(dctx *c) {
       rc = plan_canon_section(&bb, c->b, parts[k]);
     if (rc && !c->rc)
       c->rc = rc;
-    if (!rc && (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len))) {
+    if (!rc &&
+        (ba.len != bb.len || (ba.len && memcmp(ba.data, bb.data, ba.len)))) {
       said = true;
       if (k == 0)
         DIFF(c, "diff.hardware", "mesh", "per-device hardware %s",
