@@ -12,7 +12,8 @@ const char usage_upgrade[] =
     "usage: plan upgrade [-o OUT | --in-place] FILE\n"
     "\n"
     "Rewrites a plan or program file of an older format version (0.1, the\n"
-    "pre-release form of " PLAN_FORMAT_STRING ") as format " PLAN_FORMAT_STRING
+    "pre-release form of " PLAN_FORMAT_BASE_STRING
+    ") as format " PLAN_FORMAT_BASE_STRING
     ". The content stays the same: only\n"
     "the version line changes (comments, layout and line numbers are kept;\n"
     "a file laid out otherwise is written in canonical layout) and an\n"
@@ -96,9 +97,10 @@ int cmd_upgrade(int argc, char **argv) {
   FILE *msg = dest ? stdout : stderr;
   if (!info.upgraded) {
     fprintf(msg,
-            "%s: already format %d.%d (this tool writes %s): nothing "
+            "%s: already format %d.%d (this tool reads %s to %s): nothing "
             "to do\n",
-            file, info.from_major, info.from_minor, PLAN_FORMAT_STRING);
+            file, info.from_major, info.from_minor, PLAN_FORMAT_BASE_STRING,
+            PLAN_FORMAT_STRING);
     return EXIT_OK;
   }
   if (dest && info.program_by_path && !same_folder(file, dest)) {
@@ -119,7 +121,7 @@ int cmd_upgrade(int argc, char **argv) {
   if (rc)
     return rc;
   fprintf(msg, "%s: format %d.%d -> %s%s%s\n", file, info.from_major,
-          info.from_minor, PLAN_FORMAT_STRING, dest ? ", written to " : "",
+          info.from_minor, PLAN_FORMAT_BASE_STRING, dest ? ", written to " : "",
           dest ? dest : "");
   for (int k = 0; k < PLAN_UPGRADE_PARTS; k++) {
     char a[PLAN_HASH_STRLEN], b[PLAN_HASH_STRLEN];

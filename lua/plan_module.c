@@ -78,7 +78,8 @@ static int l_new(lua_State *L) {
   }
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  luaL_addstring(&b, "libplan: \"" PLAN_FORMAT_STRING "\"\nprogram: {path: \"");
+  luaL_addstring(&b, "libplan: \"" PLAN_FORMAT_BASE_STRING
+                     "\"\nprogram: {path: \"");
   for (const char *s = prog; *s; s++) { /* a YAML double-quoted string */
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\') {

@@ -101,19 +101,25 @@ int plan_lua_check_tensor(lua_State *L, const plan_plan *p, int arg) {
   return t;
 }
 
-/* The compact form with the weights of shard ratios (S(0|3:1)R), a text
- * p:set_placement and p:apply take back. */
+/* Shard ratios as their weights (S(0|3:1)R), the spelling that reads
+ * back; a long weight list is built on the heap. */
 void plan_lua_push_placement(lua_State *L, const plan_plan *p,
                              const plan_placement *pl) {
-  char buf[1024];
+  char buf[PLAN_PLACEMENT_STRLEN];
+  if (!p) {
+    plan_placement_format_text(buf, sizeof buf, pl);
+    lua_pushstring(L, buf);
+    return;
+  }
   if (plan_placement_format_in(buf, sizeof buf, p, pl) != PLAN_ELIMIT) {
     lua_pushstring(L, buf);
     return;
   }
-  /* long weight lists: a buffer Lua owns (nothing leaks if it raises) */
-  for (size_t n = 4 * sizeof buf;; n *= 4) {
-    char *big = lua_newuserdatauv(L, n, 0);
-    if (plan_placement_format_in(big, n, p, pl) != PLAN_ELIMIT) {
+  size_t size = sizeof buf;
+  for (;;) {
+    size *= 4;
+    char *big = lua_newuserdatauv(L, size, 0);
+    if (plan_placement_format_in(big, size, p, pl) != PLAN_ELIMIT) {
       lua_pushstring(L, big);
       lua_remove(L, -2);
       return;

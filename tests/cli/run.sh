@@ -397,6 +397,19 @@ for f in "$ex"/*.yaml; do
   expect 0 "upgrade $(basename "$f") (already $v)" upgrade "$f"
   has "$err" "already format $v" "upgrade $(basename "$f") (already $v)"
 done
+# format 1.1 is current too: nothing to do, the file left as it is
+cp "$vec/v11-hetero-torus.yaml" "$tmp/up/v11.yaml"
+cp "$tmp/up/v11.yaml" "$tmp/up/v11-keep.yaml"
+expect 0 "upgrade a 1.1 file" upgrade --in-place "$tmp/up/v11.yaml"
+has "$out" "already format 1.1" "upgrade a 1.1 file"
+same "$tmp/up/v11.yaml" "$tmp/up/v11-keep.yaml" "upgrade a 1.1 file leaves it"
+# fmt writes a 1.1 file of 1.0 content as 1.0, with the same hashes
+expect 0 "fmt a 1.1 file of 1.0 content" fmt "$vec/v11-plain.yaml"
+has "$out" 'libplan: "1.0"' "fmt a 1.1 file of 1.0 content"
+cp "$out" "$tmp/up/v11-plain-fmt.yaml"
+run hash --part all "$vec/v11-plain.yaml"; cp "$out" "$tmp/up/v11-plain.hashes"
+run hash --part all "$tmp/up/v11-plain-fmt.yaml"
+same "$out" "$tmp/up/v11-plain.hashes" "fmt of 1.0 content keeps its hashes"
 leftovers=$(find "$tmp" -name '*.tmp.*')
 if [ -n "$leftovers" ]; then bad "upgrade left temporary files: $leftovers"; else ok; fi
 

@@ -1,8 +1,9 @@
 -- Placements with shard ratios in Lua (format 1.1): p:placement and
 -- p:strategy give the weights (S(0|3:1)R, never a set number), a text a
 -- plan takes back unchanged; new weights are added to the plan's sets
--- (p:set_placement, p:apply), checked as a file's are, and refused in a
--- plan of format 1.0.
+-- (p:set_placement, p:apply), checked as a file's are; a plan read as
+-- format 1.0 that takes them is written as 1.1 (the lowest version that
+-- holds its content).
 local plan = require "plan"
 
 local function check(cond, what) if not cond then error(what, 2) end end
@@ -58,8 +59,14 @@ check(#long > 1024, "the list is long")
 check(q:placement("x") == long, "the long list given back")
 check(q:strategy("act").out[1] == long, "the long list in a strategy")
 
--- a 1.0 plan holds no ratios
+-- a 1.0 plan that takes ratios becomes a 1.1 document, and back
 local old = assert(plan.load("examples/mlp-megatron.plan.yaml"))
-raises(function() old:set_placement("x", "S(0|3:1)R") end, "format 1.1")
-check(old:placement("x") == "S(0)R", "the 1.0 plan unchanged")
+check(old:text():find('libplan: "1.0"', 1, true), "read as 1.0")
+local h10 = old:hash()
+assert(old:set_placement("x", "S(0|3:1)R"))
+check(old:placement("x") == "S(0|3:1)R", "x takes the weights")
+check(old:text():find('libplan: "1.1"', 1, true), "written as 1.1 with ratios")
+assert(old:set_placement("x", "S(0)R"))
+check(old:text():find('libplan: "1.0"', 1, true), "1.0 again without them")
+check(old:hash() == h10, "the same plan, the same hash")
 print("placement weights: ok")

@@ -93,4 +93,20 @@ local placed = hetero(q, {outputs = q:outputs(), hardware = "h100",
 util.deliver_outputs(q, placed, q:outputs())
 check(q:validate(), "hetero: a valid plan")
 check(notes[1] and notes[1]:find("with ratios even", 1, true), "hetero's note: " .. tostring(notes[1]))
+-- format 1.1 spelling: weights given as text join the plan's sets and
+-- come back as weights (the form a user pastes), also through a strategy
+local rp = assert(plan.new{program = "tests/lua/data/bigmm-program.yaml", mesh = "dp=2"})
+assert(rp:apply("mm", {["in"] = {"S(0|6:2)", "R"}, out = {"S(0|3:1)"}}))
+assert(rp:set_placement("x", "S(0|3:1)"))
+check(rp:placement("x") == "S(0|3:1)", "weights back: " .. tostring(rp:placement("x")))
+check(rp:strategy("mm")["in"][1] == "S(0|3:1)", "reduced weights in a strategy: " ..
+      tostring(rp:strategy("mm")["in"][1]))
+check(rp:strategy("mm").out[1] == "S(0|3:1)", "weights of an output")
+local ok = pcall(rp.set_placement, rp, "x", "S(0|3:0)")
+check(not ok, "a zero weight is refused")
+-- the LP's ratios on unlike devices are applied to the plan (uneven)
+local sol2 = ratios.solve(p, {device_hardware = hw})
+ratios.apply(p, sol2)
+check(p:placement("x"):find("|", 1, true), "applied ratios: " .. p:placement("x"))
+check(p:validate(), "applied ratios make a valid plan")
 print("test_ratios: ok")

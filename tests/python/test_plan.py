@@ -533,6 +533,32 @@ class TestBuilder(unittest.TestCase):
             self.assertTrue(plan.verify().equal)
             self.assertEqual(plan.strategy("fc2").outputs, ("S(0)P(sum)",))
 
+    def test_shard_ratios_read_back_with_weights(self):
+        # format 1.1: the weights, as objects or text, reach the plan and
+        # come back in the spelling a file holds; without them the plan
+        # is written as 1.0
+        b = libplan.ProgramBuilder("mm")
+        b.input("x", [8, 16])
+        b.param("w", [16, 4])
+        b.op("matmul", ["x", "w"], "y", name="fc")
+        S, R = libplan.Shard, libplan.Replicate
+        with libplan.make_plan(
+                b, {"dp": 2},
+                placements={"x": (S(0, ratios=[6, 2]),), "w": "R"},
+                strategies={"fc": (["S(0|3:1)", "R"], "S(0|3:1)")},
+                outputs={"y": "S(0|3:1)"}) as plan:
+            self.assertTrue(plan.validate().ok)
+            self.assertEqual(plan.placement("x"), "S(0|3:1)")
+            self.assertEqual(plan.placement_spec("x"),
+                             (S(0, ratios=[3, 1]),))
+            self.assertEqual(plan.strategy("fc").inputs, ("S(0|3:1)", "R"))
+            self.assertTrue(plan.text().startswith('libplan: "1.1"'))
+        with libplan.make_plan(
+                b, {"dp": 2}, placements={"x": "S(0)"},
+                strategies={"fc": (["S(0)", "R"], "S(0)")},
+                outputs={"y": "S(0)"}) as plan:
+            self.assertTrue(plan.text().startswith('libplan: "1.0"'))
+
     def test_training_program(self):
         b = libplan.ProgramBuilder("m")
         b.input("x", [4, 8])

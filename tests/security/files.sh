@@ -56,6 +56,35 @@ truncate -s $((256 * 1024 * 1024 + 1)) "$tmp/huge.yaml"
 expect 2 "a plan over the cap" validate "$tmp/huge.yaml"
 has "$err" "256 MiB" "a plan over the cap"
 
+# ---- format 1.1 lists: refused from their count, fast and positioned -----
+
+v11() { # FILE: a 1.1 plan of 8 devices, its tail from stdin
+  { printf 'libplan: "1.1"\nprogram:\n  tensors:\n    x: {shape: [8, 16]}\n'
+    printf '    w: {shape: [16, 4], role: param}\n  ops:\n'
+    printf '    - {name: fc, op: matmul, in: [x, w], out: y}\n'
+    printf 'mesh:\n  axes: [dp=2, tp=4]\n'
+    cat; } >"$1"
+}
+# 2^20 shard weights for an axis of 2: the map form (a list) ...
+awk 'BEGIN { printf "placements:\n  x: {dp: {shard: 0, ratios: [1"
+             for (i = 1; i < 1048576; i++) printf ", 1"; print "]}}" }' |
+  v11 "$d/weights.plan.yaml"
+expect_in 2 "2^20 shard weights" 10 validate "$d/weights.plan.yaml"
+has "$err" "weights.plan.yaml:11:30: error: 1048576 shard weights for mesh axis dp of size 2" "2^20 shard weights"
+# ... and the compact form (one 2 MiB scalar, over the scalar cap)
+awk 'BEGIN { printf "placements:\n  x: \"S(0|1"
+             for (i = 1; i < 1048576; i++) printf ":1"; print ")R\"" }' |
+  v11 "$d/weights-compact.plan.yaml"
+expect_in 2 "2^20 compact shard weights" 10 validate "$d/weights-compact.plan.yaml"
+has "$err" "weights-compact.plan.yaml:11:" "2^20 compact shard weights: positioned"
+# 10^6 device labels for a mesh of 8 devices
+awk 'BEGIN { printf "  hardware:\n    profiles: {a: h100-sxm}\n    devices: [a"
+             for (i = 1; i < 1000000; i++) printf ", a"; print "]" }' |
+  v11 "$d/labels.plan.yaml"
+expect_in 2 "10^6 device labels" 10 validate "$d/labels.plan.yaml"
+has "$err" "labels.plan.yaml:12:14: error: hardware devices lists 1000000 labels but the mesh has 8 devices" "10^6 device labels"
+absent "$d/labels.plan.yaml.tmp" "10^6 device labels: nothing written"
+
 mkfifo "$d/prog.fifo"
 with_path fifo.plan.yaml prog.fifo
 expect 2 "a FIFO as the program" validate "$d/fifo.plan.yaml"

@@ -1,6 +1,9 @@
 /* Format 1.1: shard ratios (compact S(d|w0:w1:...) and map form, interned
- * per plan, reduced by their gcd, validated, printed canonically), and the
- * version rule that refuses them in a 1.0 file. */
+ * per plan, reduced by their gcd, validated, printed canonically), per-device
+ * hardware profiles and the topology (read, written, hashed, each error
+ * positioned), the version rule (1.1 fields refused in a 1.0 file; every
+ * document written and hashed as the lowest version that holds it), the
+ * upgrade of 1.0 and 1.1 files and the diff of two plans' weights. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +15,8 @@
 #include <cmocka.h>
 
 #include "libplan/libplan.h"
+#include "cost/cost_device.h"
+#include "ir/ir.h"
 #include "ir/placement.h"
 
 #define HDR11 "libplan: \"1.1\"\n"
@@ -341,6 +346,363 @@ static void test_diff_ratios(void **state) {
   assert_non_null(strstr(msg, "shard ratios of output over 'dp': 3:1 -> 1:3"));
 }
 
+/* ---- the version a plan is written and hashed as ------------------------ */
+
+static char *write_text(const plan_plan *p) {
+  char *out = NULL;
+  size_t len = 0;
+  assert_int_equal(plan_write_buffer(&out, &len, p, NULL), PLAN_OK);
+  return out;
+}
+
+static plan_hash hash_of(const plan_plan *p, plan_part part) {
+  plan_hash h;
+  assert_int_equal(plan_hash_part(&h, p, part), PLAN_OK);
+  return h;
+}
+
+#define PLAIN PROG MESH23 "placements:\n  x: S(0)R\n"
+
+static void test_lowest_version(void **state) {
+  (void)state;
+  /* a 1.0 file is written as it was, byte for byte, and hashes as 1.0 */
+  plan_plan *p10 = load_ok(HDR10 PLAIN);
+  char *t10 = write_text(p10);
+  assert_non_null(strstr(t10, "libplan: \"1.0\"\n"));
+  plan_plan *again = load_ok(t10);
+  char *t10b = write_text(again);
+  assert_string_equal(t10, t10b);
+  /* a 1.1 file without a 1.1 field is 1.0 content: written and hashed as
+   * the 1.0 file */
+  plan_plan *p11 = load_ok(HDR11 PLAIN);
+  char *t11 = write_text(p11);
+  assert_string_equal(t11, t10);
+  for (int k = 0; k < 3; k++) {
+    plan_hash a = hash_of(p10, (plan_part)k), b = hash_of(p11, (plan_part)k);
+    assert_true(plan_hash_equal(a, b));
+  }
+  /* ratios make it 1.1, and the version counts in the hash */
+  plan_plan *pr = load_ok(HDR11 PROG MESH23 "placements:\n  x: S(0|1:1)R\n");
+  char *tr = write_text(pr);
+  assert_non_null(strstr(tr, "libplan: \"1.1\"\n"));
+  assert_false(plan_hash_equal(hash_of(pr, PLAN_PART_MESH),
+                               hash_of(p10, PLAN_PART_MESH)));
+  /* the program part is 1.0 content whatever the plan holds */
+  assert_true(plan_hash_equal(hash_of(pr, PLAN_PART_PROGRAM),
+                              hash_of(p10, PLAN_PART_PROGRAM)));
+  /* a program file: 1.0 whatever it says (it has no 1.1 field), and a
+   * field of a newer minor is a version error */
+  plan_program *g10 = NULL, *g11 = NULL;
+  const char *pg10 = HDR10 PROG, *pg11 = HDR11 PROG;
+  assert_int_equal(plan_program_load_buffer(&g10, pg10, strlen(pg10), "g.yaml"),
+                   PLAN_OK);
+  assert_int_equal(plan_program_load_buffer(&g11, pg11, strlen(pg11), "g.yaml"),
+                   PLAN_OK);
+  plan_hash h10, h11;
+  assert_int_equal(plan_program_hash(&h10, g10), PLAN_OK);
+  assert_int_equal(plan_program_hash(&h11, g11), PLAN_OK);
+  assert_true(plan_hash_equal(h10, h11));
+  assert_true(plan_hash_equal(h10, hash_of(p10, PLAN_PART_PROGRAM)));
+  char *w10 = NULL, *w11 = NULL;
+  size_t wl;
+  assert_int_equal(plan_program_write_buffer(&w10, &wl, g10), PLAN_OK);
+  assert_int_equal(plan_program_write_buffer(&w11, &wl, g11), PLAN_OK);
+  assert_string_equal(w10, w11);
+  assert_non_null(strstr(w11, "libplan: \"1.0\"\n"));
+  free(w10);
+  free(w11);
+  plan_program_free(g10);
+  plan_program_free(g11);
+  const char *pg12 = "libplan: \"1.2\"\n" PROG "  layout: nchw\n";
+  plan_program *g12 = NULL;
+  assert_int_equal(plan_program_load_buffer(&g12, pg12, strlen(pg12), "g.yaml"),
+                   PLAN_EVERSION);
+  assert_non_null(strstr(plan_error_last()->message, "unknown field 'layout'"));
+  free(t10);
+  free(t10b);
+  free(t11);
+  free(tr);
+  plan_free(again);
+  plan_free(p10);
+  plan_free(p11);
+  plan_free(pr);
+}
+
+/* ---- per-device hardware and the topology --------------------------------
+ */
+
+/* Lines 9..: a 2x4 mesh of four H100s and four A100-like devices. */
+#define HETERO                                                                 \
+  "mesh:\n"                                                                    \
+  "  axes: [dp=2, tp=4]\n"                                                     \
+  "  hardware:\n"                                                              \
+  "    profiles:\n"                                                            \
+  "      fast: h100-sxm\n"                                                     \
+  "      slow: {name: a100, flops: {bf16: 312e12}, memory: 80e9, "             \
+  "links: {tp: {bandwidth: 1e9, latency: 1e-6}}}\n"                            \
+  "    devices: [fast, fast, fast, fast, slow, slow, slow, slow]\n"
+
+#define LEVELS                                                                 \
+  "  topology:\n"                                                              \
+  "    levels: [{name: nvlink, size: 4, bandwidth: 450e9, latency: 2e-6},\n"   \
+  "             {name: ib, size: 2, bandwidth: 50e9, latency: 5e-6}]\n"
+
+#define TORUS                                                                  \
+  "  topology:\n"                                                              \
+  "    torus: {dims: [2, 4], wrap: [false, true], bandwidth: 45e9, "           \
+  "latency: 1e-6}\n"
+
+static void round_trips(const char *text, plan_plan **out) {
+  plan_plan *p = load_ok(text);
+  char *t = write_text(p);
+  plan_plan *q = load_ok(t);
+  char *t2 = write_text(q);
+  assert_string_equal(t, t2); /* the canonical layout is a fixed point */
+  for (int k = 0; k < 3; k++)
+    assert_true(
+        plan_hash_equal(hash_of(p, (plan_part)k), hash_of(q, (plan_part)k)));
+  free(t);
+  free(t2);
+  plan_free(q);
+  *out = p;
+}
+
+static void test_profiles(void **state) {
+  (void)state;
+  plan_plan *p;
+  round_trips(HDR11 PROG HETERO, &p);
+  const plan_mesh *m = &p->mesh;
+  assert_null(m->hardware);
+  assert_int_equal(m->nprofiles, 2);
+  assert_string_equal(m->profiles[0].label, "fast");
+  assert_string_equal(m->profiles[0].name, "h100-sxm");
+  assert_string_equal(m->profiles[1].name, "a100");
+  assert_true(m->profiles[1].flops[PLAN_BF16] == 312e12);
+  assert_true(m->profiles[1].memory == 80e9);
+  assert_true(m->profiles[1].axis_link[1].bandwidth == 1e9);
+  for (int d = 0; d < 8; d++)
+    assert_int_equal(m->device_profile[d], d < 4 ? 0 : 1);
+  assert_string_equal(plan_mesh_device_hardware(p, 5), "a100");
+  char *t = write_text(p);
+  assert_non_null(strstr(t, "libplan: \"1.1\"\n"));
+  assert_non_null(strstr(t, "      fast: h100-sxm\n"));
+  assert_non_null(strstr(t, "    devices: [fast, fast, fast, fast, slow, slow, "
+                            "slow, slow]\n"));
+  free(t);
+  /* the cost model takes each device's profile */
+  plan_cost_model *cm = NULL;
+  assert_int_equal(plan_cost_model_new(&cm, p, NULL), PLAN_OK);
+  assert_true(plan_cost_model_hetero(cm));
+  plan_cost_model_free(cm);
+  /* labels are names, not content: renamed, the same hash; one device
+   * moved to the other profile, another */
+  plan_plan *q = load_ok(
+      HDR11 PROG "mesh:\n  axes: [dp=2, tp=4]\n  hardware:\n    profiles:\n"
+                 "      b: {name: a100, flops: {bf16: 312e12}, memory: 80e9, "
+                 "links: {tp: {bandwidth: 1e9, latency: 1e-6}}}\n"
+                 "      a: h100-sxm\n      unused: l4\n"
+                 "    devices: [a, a, a, a, b, b, b, b]\n");
+  assert_true(
+      plan_hash_equal(hash_of(p, PLAN_PART_MESH), hash_of(q, PLAN_PART_MESH)));
+  plan_free(q);
+  q = load_ok(HDR11 PROG "mesh:\n  axes: [dp=2, tp=4]\n  hardware:\n"
+                         "    profiles: {fast: h100-sxm, slow: {name: a100, "
+                         "flops: {bf16: 312e12}, memory: 80e9, links: {tp: "
+                         "{bandwidth: 1e9, latency: 1e-6}}}}\n"
+                         "    devices: [fast, fast, fast, slow, slow, slow, "
+                         "slow, slow]\n");
+  assert_false(
+      plan_hash_equal(hash_of(p, PLAN_PART_MESH), hash_of(q, PLAN_PART_MESH)));
+  /* the diff names the change */
+  plan_diags *d = NULL;
+  assert_int_equal(plan_diff(&d, p, q), PLAN_OK);
+  bool found = false;
+  for (size_t i = 0; i < plan_diags_count(d); i++)
+    found |= !strcmp(plan_diags_get(d, i)->code, "diff.hardware");
+  assert_true(found);
+  plan_diags_free(d);
+  plan_free(q);
+  plan_free(p);
+}
+
+static void test_topology(void **state) {
+  (void)state;
+  plan_plan *p;
+  round_trips(HDR11 PROG "mesh:\n  axes: [dp=2, tp=4]\n" LEVELS, &p);
+  const plan_topology *t = p->mesh.topology;
+  assert_non_null(t);
+  assert_int_equal(t->kind, PLAN_TOPO_LEVELS);
+  assert_int_equal(t->nlevels, 2);
+  assert_string_equal(t->levels[0].name, "nvlink");
+  assert_int_equal(t->levels[0].size, 4);
+  assert_int_equal(t->levels[1].size, 2);
+  assert_true(t->levels[1].link.bandwidth == 50e9);
+  assert_true(t->levels[0].link.latency == 2e-6);
+  char *s = write_text(p);
+  assert_non_null(strstr(s, "      - {name: nvlink, size: 4, bandwidth: "
+                            "4.5e+11, latency: 2e-06}\n"));
+  free(s);
+  plan_plan *q;
+  round_trips(HDR11 PROG "mesh:\n  axes: [dp=2, tp=4]\n" TORUS, &q);
+  t = q->mesh.topology;
+  assert_int_equal(t->kind, PLAN_TOPO_TORUS);
+  assert_int_equal(t->ndims, 2);
+  assert_int_equal(t->dims[1], 4);
+  assert_false(t->wrap[0]);
+  assert_true(t->wrap[1]);
+  assert_true(t->link.bandwidth == 45e9);
+  s = write_text(q);
+  assert_non_null(strstr(s, "    torus: {dims: [2, 4], wrap: [false, true], "
+                            "bandwidth: 4.5e+10, latency: 1e-06}\n"));
+  free(s);
+  assert_false(
+      plan_hash_equal(hash_of(p, PLAN_PART_MESH), hash_of(q, PLAN_PART_MESH)));
+  plan_diags *d = NULL;
+  assert_int_equal(plan_diff(&d, p, q), PLAN_OK);
+  bool found = false;
+  for (size_t i = 0; i < plan_diags_count(d); i++)
+    found |= !strcmp(plan_diags_get(d, i)->code, "diff.topology") &&
+             strstr(plan_diags_get(d, i)->message, "kind");
+  assert_true(found);
+  plan_diags_free(d);
+  /* wrap defaults to true; another latency is another hash */
+  plan_plan *r =
+      load_ok(HDR11 PROG "mesh:\n  axes: [dp=2, tp=4]\n  topology:\n"
+                         "    torus: {dims: [2, 4], bandwidth: 45e9, "
+                         "latency: 2e-6}\n");
+  assert_true(r->mesh.topology->wrap[0]);
+  assert_false(
+      plan_hash_equal(hash_of(r, PLAN_PART_MESH), hash_of(q, PLAN_PART_MESH)));
+  plan_free(r);
+  plan_free(q);
+  plan_free(p);
+}
+
+#define AX24 "mesh:\n  axes: [dp=2, tp=4]\n"
+
+static void test_hetero_errors(void **state) {
+  (void)state;
+  /* 1.1 fields in a 1.0 file: version errors at the key */
+  expect_fail(HDR10 PROG HETERO, PLAN_EVERSION, 12, 5,
+              "mesh.hardware.profiles is a format 1.1 field");
+  expect_fail(HDR10 PROG AX24 LEVELS, PLAN_EVERSION, 11, 3,
+              "mesh.topology is a format 1.1 field");
+  /* profiles */
+  expect_fail(HDR11 PROG AX24 "  hardware:\n    profiles: {fast: h100-smx}\n"
+                              "    devices: [fast]\n",
+              PLAN_EINVALID, 12, 22, "did you mean 'h100-sxm'");
+  expect_fail(HDR11 PROG AX24 "  hardware:\n    profiles: {fast: h100}\n"
+                              "    devices: [fast, fast]\n",
+              PLAN_EINVALID, 13, 14, "lists 2 labels but the mesh has 8");
+  expect_fail(HDR11 PROG AX24
+              "  hardware:\n    profiles: {fast: h100, slow: l4}\n"
+              "    devices: [fast, fast, fast, fast, slow, slow, slwo, slow]\n",
+              PLAN_EINVALID, 13, 51, "no hardware profile 'slwo'");
+  expect_fail(HDR11 PROG AX24 "  hardware:\n    profiles: {fast: h100}\n",
+              PLAN_ESCHEMA, 12, 5, "needs 'devices");
+  expect_fail(HDR11 PROG AX24 "  hardware:\n    name: h100\n"
+                              "    profiles: {fast: h100}\n"
+                              "    devices: [fast]\n",
+              PLAN_ESCHEMA, 12, 5, "'name' does not go with per-device");
+  expect_fail(HDR11 PROG AX24
+              "  hardware:\n    profiles: {fast: {name: x, memory: -1}}\n"
+              "    devices: [fast, fast, fast, fast, fast, fast, fast, fast]\n",
+              PLAN_EINVALID, 12, 22, "hardware figures must be >= 0");
+  expect_fail(HDR11 PROG AX24
+              "  hardware:\n    profiles: {fast: {name: x, memory: .nan}}\n"
+              "    devices: [fast, fast, fast, fast, fast, fast, fast, fast]\n",
+              PLAN_ESCHEMA, 12, 40, "not NaN");
+  /* topology */
+  expect_fail(HDR11 PROG AX24
+              "  topology:\n    levels: [{size: 4}, {size: 4}]\n",
+              PLAN_EINVALID, 12, 13, "hold 16 devices");
+  expect_fail(HDR11 PROG AX24 "  topology:\n    torus: {dims: [4, 4]}\n",
+              PLAN_EINVALID, 12, 19, "torus dims hold 16 devices");
+  expect_fail(HDR11 PROG AX24 "  topology:\n    torus: {dims: [8], "
+                              "bandwidth: -5}\n",
+              PLAN_EINVALID, 12, 35, "bandwidth must be >= 0");
+  expect_fail(HDR11 PROG AX24 "  topology:\n    levels: [{size: 8, latency: "
+                              ".inf}]\n",
+              PLAN_ESCHEMA, 12, 33, "must be finite");
+  expect_fail(HDR11 PROG AX24 "  topology:\n    levels: [{size: 8}]\n"
+                              "    torus: {dims: [8]}\n",
+              PLAN_ESCHEMA, 13, 5, "not both");
+  expect_fail(HDR11 PROG AX24
+              "  topology:\n    torus: {dims: [8], wrap: [true, "
+              "true]}\n",
+              PLAN_EINVALID, 12, 30, "2 entries for 1 dims");
+}
+
+/* ---- upgrade and diff ---------------------------------------------------- */
+
+static void test_upgrade_versions(void **state) {
+  (void)state;
+  /* 1.0 and 1.1 files are current: nothing to do */
+  const char *docs[] = {HDR10 PLAIN, HDR11 PLAIN, HDR11 PROG HETERO LEVELS};
+  for (int i = 0; i < 3; i++) {
+    char *out = NULL;
+    size_t len = 0;
+    plan_upgrade_info info;
+    assert_int_equal(plan_upgrade_buffer(&out, &len, &info, docs[i],
+                                         strlen(docs[i]), "t.yaml", NULL),
+                     PLAN_OK);
+    assert_int_equal(info.upgraded, 0);
+    assert_int_equal(info.from_major, 1);
+    assert_int_equal(info.from_minor, i == 0 ? 0 : 1);
+    assert_null(out);
+  }
+  /* 0.1 becomes 1.0, the lowest version that holds it */
+  const char *old = "libplan: \"0.1\"\n" PLAIN;
+  char *out = NULL;
+  size_t len = 0;
+  plan_upgrade_info info;
+  assert_int_equal(
+      plan_upgrade_buffer(&out, &len, &info, old, strlen(old), "t.yaml", NULL),
+      PLAN_OK);
+  assert_int_equal(info.upgraded, 1);
+  assert_non_null(strstr(out, "libplan: \"1.0\"\n"));
+  free(out);
+}
+
+static void test_diff_ratio_weights(void **state) {
+  (void)state;
+  /* both plans name their only set #1: the weights differ all the same */
+  plan_plan *a = load_ok(HDR11 PROG MESH23 "placements:\n  x: S(0|3:1)R\n"
+                                           "strategies:\n"
+                                           "  act: {in: [S(0|3:1)R], out: "
+                                           "S(0|3:1)R}\n");
+  plan_plan *b = load_ok(HDR11 PROG MESH23 "placements:\n  x: S(0|1:1)R\n"
+                                           "strategies:\n"
+                                           "  act: {in: [S(0|1:1)R], out: "
+                                           "S(0)R}\n");
+  plan_diags *d = NULL;
+  assert_int_equal(plan_diff(&d, a, b), PLAN_OK);
+  int seen = 0;
+  for (size_t i = 0; i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    if (!strcmp(g->code, "diff.placement")) {
+      assert_non_null(strstr(g->message, "placement of 'x': S(0|3:1)R -> "
+                                         "S(0|1:1)R"));
+      assert_non_null(strstr(g->message, "over 'dp': 3:1 -> 1:1"));
+      seen++;
+    }
+    if (!strcmp(g->code, "diff.strategy")) {
+      assert_non_null(strstr(g->message, "'act'"));
+      assert_non_null(strstr(g->message, "over 'dp': 3:1 -> 1:1"));
+      assert_non_null(strstr(g->message, "over 'dp': 3:1 -> even"));
+      seen++;
+    }
+  }
+  assert_int_equal(seen, 2);
+  plan_diags_free(d);
+  /* the same weights: no difference */
+  assert_int_equal(plan_diff(&d, a, a), PLAN_OK);
+  assert_int_equal(plan_diags_count(d), 0);
+  plan_diags_free(d);
+  plan_free(a);
+  plan_free(b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compact_ratios),
@@ -350,6 +712,12 @@ int main(void) {
       cmocka_unit_test(test_plan_ratios),
       cmocka_unit_test(test_plan_ratio_errors),
       cmocka_unit_test(test_diff_ratios),
+      cmocka_unit_test(test_lowest_version),
+      cmocka_unit_test(test_profiles),
+      cmocka_unit_test(test_topology),
+      cmocka_unit_test(test_hetero_errors),
+      cmocka_unit_test(test_upgrade_versions),
+      cmocka_unit_test(test_diff_ratio_weights),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1185,8 +1185,12 @@ static void test_versions(void **state) {
                   "  ops: [{name: a, op: relu, in: x, out: y}]\n"
                   "  inputs: [x]\n",
               PLAN_ESCHEMA, 6, 3, "unknown field 'inputs' in program");
-  expect_fail(HDR PROG "mesh:\n  axes: [dp=2]\n  topology: ring\n",
-              PLAN_ESCHEMA, 11, 3, "unknown field 'topology' in mesh");
+  expect_fail(HDR PROG "mesh:\n  axes: [dp=2]\n  fabric: ring\n", PLAN_ESCHEMA,
+              11, 3, "unknown field 'fabric' in mesh");
+  /* a format 1.1 field in a 1.0 file: a version error naming it */
+  expect_fail("libplan: \"1.0\"\n" PROG "mesh:\n  axes: [dp=2]\n  topology: "
+              "{torus: {dims: [2]}}\n",
+              PLAN_EVERSION, 11, 3, "mesh.topology is a format 1.1 field");
 
   /* a newer minor version: readable when every field is known ... */
   plan_plan *p = load_ok("libplan: \"1.9\"\n" PROG MESH22);

@@ -19,6 +19,11 @@ from ._plan import Plan
 from ._program import Program
 
 FORMAT = "1.0"
+# The plan document make_plan writes is read as format 1.1, which holds
+# shard ratios (Shard(0, ratios=[3, 1]), "S(0|3:1)R"); a plan without
+# them is written and hashed as 1.0 all the same (the lowest version that
+# holds its content).
+PLAN_FORMAT = "1.1"
 _PKG = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -249,7 +254,7 @@ def make_plan(program, mesh, placements=None, strategies=None, outputs=None,
         prog = program._lines(where)
     else:
         prog = [(t, where) for t in _program_yaml(program).splitlines()]
-    doc = [('libplan: "%s"' % FORMAT, where)] + prog + [
+    doc = [('libplan: "%s"' % PLAN_FORMAT, where)] + prog + [
         ("mesh:", where), ("  axes: %s" % _j(axes), where)]
     if devices is not None:
         doc.append(("  devices: %s" % _j(list(devices)), where))

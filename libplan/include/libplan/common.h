@@ -40,12 +40,18 @@ extern "C" {
  * it is the SONAME suffix (libplan.so.N) and what bindings check at load. */
 #define PLAN_ABI_VERSION 0
 
-/* Plan format version this library writes, and the newest it reads. It
- * also reads format 0.1, the pre-release form of 1.0 (same content, its own
- * version kept and hashed); `plan upgrade` rewrites such a file as 1.0. */
+/* The newest plan format version this library reads and writes. It reads
+ * 1.0 and 1.1, and writes each document as the lowest of them that holds
+ * its content: 1.1 only for a plan with a 1.1 field (shard ratios,
+ * per-device hardware, a topology). It also reads format 0.1, the
+ * pre-release form of 1.0 (same content, its own version kept and hashed);
+ * `plan upgrade` rewrites such a file as PLAN_FORMAT_BASE_STRING. */
 #define PLAN_FORMAT_MAJOR 1
-#define PLAN_FORMAT_MINOR 0
-#define PLAN_FORMAT_STRING "1.0"
+#define PLAN_FORMAT_MINOR 1
+#define PLAN_FORMAT_STRING "1.1"
+/* The first version of the major: what content without a newer field is
+ * written as. */
+#define PLAN_FORMAT_BASE_STRING "1.0"
 /* The last pre-release format: 0.MINOR files up to this minor are read. */
 #define PLAN_FORMAT_PRERELEASE_MINOR 1
 

@@ -139,11 +139,11 @@ PLAN_API int plan_canonical(char **out, size_t *len, const plan_plan *p,
  * where has[part] is 1 (the parts the file has). */
 typedef struct plan_upgrade_info {
   int from_major, from_minor; /* the file's format version */
-  int upgraded;         /* 1: the result is format PLAN_FORMAT_STRING; 0: the
-                           file's major is already current, nothing to write */
-  int layout_kept;      /* 1: only the version line changed and the record was
-                           added (comments and layout kept); 0: the result is
-                           in canonical layout */
+  int upgraded;    /* 1: the result is format PLAN_FORMAT_BASE_STRING; 0: the
+                      file's major is already current, nothing to write */
+  int layout_kept; /* 1: only the version line changed and the record was
+                      added (comments and layout kept); 0: the result is
+                      in canonical layout */
   int program_by_path;  /* 1: the program is another file, left as it is */
   int program_rehashed; /* 1: that file had been upgraded on its own; the
                            hash the plan records was brought along */

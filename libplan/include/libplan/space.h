@@ -118,15 +118,14 @@ PLAN_API int plan_placement_format_text(char *buf, size_t size,
  * for a NULL argument or a tensor out of range. */
 PLAN_API int plan_placement_for_tensor(plan_placement *out, const plan_plan *p,
                                        int tensor, const char *text);
-
 /* Shard ratios (format 1.1) in the compact form, S(0|3:1)R: the weights
  * of a placement's levels are the plan's sets (plan_mesh.ratios), which
  * plan_placement_format_text, having no plan, writes as S(0|#k).
  * plan_placement_for_tensor takes weights the plan already holds (an
  * unknown list: PLAN_EINVALID); plan_placement_for_tensor_in also adds new
- * ones to p's sets (a plan of format 1.1 or later, else PLAN_EINVALID
- * naming the version; the same checks as a file's: one weight per index
- * of the axis, positive, at most 255 distinct sets).
+ * ones to p's sets (the same checks as a file's: one weight per index of
+ * the axis, positive, at most 255 distinct sets; a plan holding them is
+ * written as format 1.1).
  * plan_placement_format_in writes *pl with the weights of p's sets into
  * buf as plan_placement_format_text does (PLAN_ELIMIT when truncated), a
  * text either function reads back. */

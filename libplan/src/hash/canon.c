@@ -61,9 +61,9 @@ static int encode_program(cj *c, const plan_program *prog,
                           const cj_order *ord) {
   /* the program's own document version, so a program hashes the same
    * inline, by path or standalone */
-  plan_buf_printf(c->b,
-                  "{\"libplan\":\"%d.%d\",\"program\":", prog->version_major,
-                  prog->version_minor);
+  int vmaj, vmin;
+  plan_program_format(prog, &vmaj, &vmin);
+  plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"program\":", vmaj, vmin);
   int rc = plan_cj_program(c, prog, ord);
   if (rc)
     return rc;
@@ -86,10 +86,24 @@ static int encode_plan(cj *c, const plan_plan *p, const cj_order *ord) {
   return plan_cj_plan(c, p, ord, ph);
 }
 
+static int encode_mesh(cj *c, const plan_plan *p, int vmaj, int vmin) {
+  if (!p->has_mesh)
+    return plan_failf(PLAN_ENOTFOUND, "the document has no mesh");
+  plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"mesh\":", vmaj, vmin);
+  int rc = plan_cj_mesh(c, &p->mesh);
+  if (rc)
+    return rc;
+  plan_buf_putc(c->b, '}');
+  return PLAN_OK;
+}
+
 static int encode(cj *c, const plan_plan *p, const plan_program *prog,
                   plan_part part) {
-  int vmaj = p ? p->version_major : prog->version_major;
-  int vmin = p ? p->version_minor : prog->version_minor;
+  int vmaj, vmin;
+  if (p)
+    plan_plan_format(p, &vmaj, &vmin);
+  else
+    plan_program_format(prog, &vmaj, &vmin);
   cj_order ord;
   int rc;
   switch (part) {
@@ -109,13 +123,7 @@ static int encode(cj *c, const plan_plan *p, const plan_program *prog,
     plan_cj_order_free(&ord);
     return rc;
   case PLAN_PART_MESH:
-    if (!p->has_mesh)
-      return plan_failf(PLAN_ENOTFOUND, "the document has no mesh");
-    plan_buf_printf(c->b, "{\"libplan\":\"%d.%d\",\"mesh\":", vmaj, vmin);
-    if ((rc = plan_cj_mesh(c, &p->mesh)))
-      return rc;
-    plan_buf_putc(c->b, '}');
-    return PLAN_OK;
+    return encode_mesh(c, p, vmaj, vmin);
   case PLAN_PART_PROVENANCE:
     if (!p->provenance)
       return plan_failf(PLAN_ENOTFOUND, "the plan has no provenance");
@@ -219,6 +227,22 @@ int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part) {
     return plan_failf(PLAN_EUSAGE, "plan_hash_part: NULL argument");
   hash_job j = {p, p->program, part, NULL};
   return hash_run(out, &j);
+}
+
+int plan_canon_mesh_at(char **out, size_t *len, const plan_plan *p, int vmaj,
+                       int vmin) {
+  *out = NULL;
+  plan_buf b;
+  plan_buf_init(&b);
+  cj c = {.b = &b};
+  int rc = encode_mesh(&c, p, vmaj, vmin);
+  if (!rc && b.failed)
+    rc = plan_oom();
+  if (rc) {
+    plan_buf_free(&b);
+    return rc;
+  }
+  return plan_buf_take(&b, out, len);
 }
 
 int plan_canonical(char **out, size_t *len, const plan_plan *p,

@@ -161,6 +161,10 @@ void plan_cj_tensor(cj *c, const plan_tensor *t, bool full);
 
 /* The mesh part (canon_mesh.c). */
 int plan_cj_mesh(cj *c, const plan_mesh *m);
+/* Per-device hardware ({"devices": [...], "profiles": [...]}) and the
+ * topology, as the mesh part holds them (canon_mesh.c). */
+int plan_cj_profiles(cj *c, const plan_mesh *m);
+void plan_cj_topology(cj *c, const plan_mesh *m);
 
 /* The plan part (canon_plan.c), over the program hash `ph` it records. */
 int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph);

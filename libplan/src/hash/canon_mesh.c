@@ -1,6 +1,9 @@
 /* The canonical encoding of the mesh part: axes in their order, links,
  * hardware and submeshes with their keys in byte order, zero fields left
- * out. */
+ * out. Per-device hardware (format 1.1) is its distinct profiles in the
+ * order devices first use them and each device's index into that list:
+ * labels are names for the reader, not content. The topology is its levels
+ * in order, or its torus. */
 #include "hash/canon_json.h"
 
 static void cj_link(cj *c, bool *first, const char *key, const plan_link *l) {
@@ -20,8 +23,7 @@ static void cj_link(cj *c, bool *first, const char *key, const plan_link *l) {
   plan_buf_putc(c->b, '}');
 }
 
-static void cj_hardware(cj *c, const plan_mesh *m) {
-  const plan_hardware *h = m->hardware;
+static void cj_hardware(cj *c, const plan_mesh *m, const plan_hardware *h) {
   bool first = true;
   plan_buf_putc(c->b, '{');
   bool any = false;
@@ -105,7 +107,12 @@ int plan_cj_mesh(cj *c, const plan_mesh *m) {
   }
   if (m->hardware) {
     cj_key(c, &first, "hardware");
-    cj_hardware(c, m);
+    cj_hardware(c, m, m->hardware);
+  } else if (m->device_profile && m->nprofiles > 0) {
+    cj_key(c, &first, "hardware");
+    int rc = plan_cj_profiles(c, m);
+    if (rc)
+      return rc;
   }
   if (m->nsubmeshes) {
     cj_key(c, &first, "submeshes");
@@ -141,6 +148,133 @@ int plan_cj_mesh(cj *c, const plan_mesh *m) {
     free(s);
     plan_buf_putc(c->b, '}');
   }
+  if (m->topology) {
+    cj_key(c, &first, "topology");
+    plan_cj_topology(c, m);
+  }
   plan_buf_putc(c->b, '}');
   return PLAN_OK;
+}
+
+int plan_cj_profiles(cj *c, const plan_mesh *m) {
+  int np = m->nprofiles;
+  plan_buf *enc = calloc((size_t)np, sizeof *enc);
+  int *rep = malloc(sizeof(int) * (size_t)np * 2);
+  if (!enc || !rep) {
+    free(enc);
+    free(rep);
+    return plan_oom();
+  }
+  int *order = rep + np; /* rep's new index, -1 until a device uses it */
+  int rc = PLAN_OK;
+  for (int q = 0; q < np; q++) {
+    plan_buf_init(&enc[q]);
+    cj e = {.b = &enc[q]};
+    cj_hardware(&e, m, &m->profiles[q]);
+    if (enc[q].failed)
+      rc = plan_oom();
+    rep[q] = q;
+    order[q] = -1;
+    for (int r = 0; r < q && rep[q] == q; r++)
+      if (enc[r].len == enc[q].len &&
+          !memcmp(enc[r].data, enc[q].data, enc[q].len))
+        rep[q] = r;
+  }
+  int used = 0;
+  for (int64_t d = 0; d < m->ndevices && !rc; d++) {
+    int q = m->device_profile[d];
+    if (q >= 0 && q < np && order[rep[q]] < 0)
+      order[rep[q]] = used++;
+  }
+  bool f = true;
+  plan_buf_putc(c->b, '{');
+  cj_key(c, &f, "devices");
+  plan_buf_putc(c->b, '[');
+  for (int64_t d = 0; d < m->ndevices && !rc; d++) {
+    int q = m->device_profile[d];
+    if (d)
+      plan_buf_putc(c->b, ',');
+    cj_int(c, q >= 0 && q < np ? order[rep[q]] : -1);
+  }
+  plan_buf_putc(c->b, ']');
+  cj_key(c, &f, "profiles");
+  plan_buf_putc(c->b, '[');
+  for (int k = 0; k < used && !rc; k++)
+    for (int q = 0; q < np; q++)
+      if (rep[q] == q && order[q] == k) {
+        if (k)
+          plan_buf_putc(c->b, ',');
+        plan_buf_append(c->b, enc[q].data, enc[q].len);
+      }
+  plan_buf_putc(c->b, ']');
+  plan_buf_putc(c->b, '}');
+  for (int q = 0; q < np; q++)
+    plan_buf_free(&enc[q]);
+  free(enc);
+  free(rep);
+  return rc;
+}
+
+void plan_cj_topology(cj *c, const plan_mesh *m) {
+  const plan_topology *t = m->topology;
+  bool f = true;
+  plan_buf_putc(c->b, '{');
+  if (t->kind == PLAN_TOPO_TORUS) {
+    cj_key(c, &f, "torus");
+    bool g = true;
+    plan_buf_putc(c->b, '{');
+    if (t->link.bandwidth != 0) {
+      cj_key(c, &g, "bandwidth");
+      cj_num(c, t->link.bandwidth);
+    }
+    cj_key(c, &g, "dims");
+    plan_buf_putc(c->b, '[');
+    for (int i = 0; i < t->ndims; i++) {
+      if (i)
+        plan_buf_putc(c->b, ',');
+      cj_int(c, t->dims[i]);
+    }
+    plan_buf_putc(c->b, ']');
+    if (t->link.latency != 0) {
+      cj_key(c, &g, "latency");
+      cj_num(c, t->link.latency);
+    }
+    cj_key(c, &g, "wrap");
+    plan_buf_putc(c->b, '[');
+    for (int i = 0; i < t->ndims; i++)
+      plan_buf_puts(c->b, i ? (t->wrap[i] ? ",true" : ",false")
+                            : (t->wrap[i] ? "true" : "false"));
+    plan_buf_puts(c->b, "]}}");
+    return;
+  }
+  cj_key(c, &f, "levels");
+  plan_buf_putc(c->b, '[');
+  int64_t below = 1;
+  for (int l = 0; l < t->nlevels; l++) {
+    const plan_topo_level *lv = &t->levels[l];
+    int64_t size = lv->size; /* 0 (made in memory): the rest, as written */
+    if (size <= 0)
+      size = below > 0 && m->ndevices % below == 0 ? m->ndevices / below : 1;
+    below *= size;
+    bool g = true;
+    if (l)
+      plan_buf_putc(c->b, ',');
+    plan_buf_putc(c->b, '{');
+    if (lv->link.bandwidth != 0) {
+      cj_key(c, &g, "bandwidth");
+      cj_num(c, lv->link.bandwidth);
+    }
+    if (lv->link.latency != 0) {
+      cj_key(c, &g, "latency");
+      cj_num(c, lv->link.latency);
+    }
+    if (lv->name) {
+      cj_key(c, &g, "name");
+      cj_str(c, lv->name);
+    }
+    cj_key(c, &g, "size");
+    cj_int(c, size);
+    plan_buf_putc(c->b, '}');
+  }
+  plan_buf_puts(c->b, "]}");
 }

@@ -260,7 +260,9 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   c->mesh = &p->mesh;
   plan_buf_putc(c->b, '{');
   cj_key(c, &first, "libplan");
-  plan_buf_printf(c->b, "\"%d.%d\"", p->version_major, p->version_minor);
+  int vmaj, vmin;
+  plan_plan_format(p, &vmaj, &vmin);
+  plan_buf_printf(c->b, "\"%d.%d\"", vmaj, vmin);
   cj_key(c, &first, "mesh");
   if ((rc = plan_cj_mesh(c, &p->mesh)))
     goto done;
@@ -353,6 +355,15 @@ int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which) {
   int rc = PLAN_OK;
   if (!strcmp(which, "mesh"))
     return p->has_mesh ? plan_cj_mesh(&c, &p->mesh) : PLAN_OK;
+  if (!strcmp(which, "profiles"))
+    return p->has_mesh && p->mesh.device_profile && p->mesh.nprofiles > 0
+               ? plan_cj_profiles(&c, &p->mesh)
+               : PLAN_OK;
+  if (!strcmp(which, "topology")) {
+    if (p->has_mesh && p->mesh.topology)
+      plan_cj_topology(&c, &p->mesh);
+    return b->failed ? plan_oom() : PLAN_OK;
+  }
   cj_order ord; /* sorted here, never the prepared order (the same one) */
   if ((rc = plan_cj_order_make(&ord, prog, false)))
     return rc;

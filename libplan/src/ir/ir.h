@@ -176,7 +176,8 @@ typedef struct plan_link {
 } plan_link;
 
 typedef struct plan_hardware {
-  const char *name;               /* NULL when not given */
+  const char *name;  /* NULL when not given */
+  const char *label; /* a per-device profile's key in hardware.profiles */
   double flops[PLAN_DTYPE_COUNT]; /* peak FLOP/s per dtype, 0 = unset */
   double memory;                  /* bytes per device */
   double memory_bandwidth;        /* bytes/s */
@@ -473,6 +474,19 @@ struct plan_plan {
   struct plan_op_name *glob_index; /* ops by name, for glob prefixes;
                                       malloc'd on first use */
 };
+
+/* ---- format versions (format_version.c) ---------------------------------
+ */
+
+/* Whether the mesh or plan uses a format 1.1 field: per-device hardware, a
+ * topology, or (plans) a placement with shard ratios. */
+bool plan_mesh_uses_1_1(const plan_mesh *m);
+bool plan_plan_uses_1_1(const plan_plan *p);
+/* The version a plan or program is written and hashed as: the lowest that
+ * holds its content (1.0 or 1.1; a pre-release 0.1 document keeps its own
+ * unless it carries 1.1 content). */
+void plan_plan_format(const plan_plan *p, int *major, int *minor);
+void plan_program_format(const plan_program *p, int *major, int *minor);
 
 #ifdef __cplusplus
 }

@@ -152,6 +152,11 @@ static int microbatch_plan(plan_plan **out, const plan_plan *p) {
   xp->mesh.submeshes = NULL;
   xp->mesh.nsubmeshes = 0;
   xp->mesh.hardware = NULL;
+  /* per physical device, for the plan's own devices: not this mesh's */
+  xp->mesh.profiles = NULL;
+  xp->mesh.nprofiles = 0;
+  xp->mesh.device_profile = NULL;
+  xp->mesh.topology = NULL;
   /* "mb", unless the mesh has an axis of that name */
   xp->mesh.axis_names[axis] = "mb";
   for (int a = 0; a < p->mesh.naxes; a++)

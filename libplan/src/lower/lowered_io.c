@@ -104,6 +104,24 @@ static void put_pl(plan_buf *b, const plan_lowered *l,
   plan_buf_putc(b, '"');
 }
 
+/* The version a lowered program is written and hashed as: the lowest
+ * that holds its plan's content (a plan that gained shard ratios in memory
+ * is 1.1 whatever its file said), and 1.1 when a buffer or a required
+ * placement is cut by shard ratios: read back, the plan has no decisions
+ * left to say so. */
+static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
+  plan_plan_format(l->plan, vmaj, vmin);
+  if (*vmaj != 1 || *vmin >= 1)
+    return;
+  bool ratios = false;
+  for (int i = 0; i < l->nbufs && !ratios; i++)
+    ratios = plan_placement_has_ratios(&l->bufs[i].pl);
+  for (int i = 0; l->required && !ratios && i < l->plan->program->noutputs; i++)
+    ratios = plan_placement_has_ratios(&l->required[i]);
+  if (ratios)
+    *vmin = 1;
+}
+
 /* The placement each output is required in: `"y": "S(0)R"`, a gradient
  * `"grad/w": {placement: "RS(1)", gradient_of: "w"}`; nothing for a file
  * that stated none. */
@@ -148,10 +166,9 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
     return plan_oom();
   plan_buf b;
   plan_buf_init(&b);
-  /* the plan's own version: the program written inline takes it, and its
-   * hash (part of the lowered hash) encodes it */
-  plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", p->version_major,
-                  p->version_minor);
+  int vmaj, vmin;
+  lowered_format(l, &vmaj, &vmin);
+  plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", vmaj, vmin);
   plan_write_program_and_mesh(&b, p, false);
   plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
   for (int i = 0; i < l->nbufs; i++) {
@@ -283,7 +300,9 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
   size_t len, mlen;
   if ((rc = plan_lowered_write(&text, &len, l)))
     return rc;
-  if ((rc = plan_canonical(&mesh, &mlen, l->plan, PLAN_PART_MESH))) {
+  int vmaj, vmin;
+  lowered_format(l, &vmaj, &vmin);
+  if ((rc = plan_canon_mesh_at(&mesh, &mlen, l->plan, vmaj, vmin))) {
     free(text);
     return rc;
   }

@@ -1,6 +1,7 @@
 /* Reading the `mesh:` mapping: named axes, device order (explicit or iota
  * with reshape/transpose, as GSPMD), hosts, sub-meshes and the hardware
- * model (spec/plan-format.md, "mesh"). */
+ * model (spec/plan-format.md, "mesh"); per-device hardware and the
+ * topology (format 1.1) are read in mesh_hetero.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,10 +10,11 @@
 #define PLAN_MAX_DEVICES (1 << 22)
 
 static const char *const mesh_keys[] = {
-    "axes", "devices", "devices_per_host", "submeshes", "hardware", NULL};
+    "axes",     "devices", "devices_per_host", "submeshes", "hardware",
+    "topology", NULL};
 static const char *const hw_keys[] = {
-    "name",       "flops",      "memory", "memory_bandwidth",
-    "intra_host", "inter_host", "links",  NULL};
+    "name",       "flops", "memory",   "memory_bandwidth", "intra_host",
+    "inter_host", "links", "profiles", "devices",          NULL};
 static const char *const link_keys[] = {"bandwidth", "latency", NULL};
 static const char *const iota_keys[] = {"iota", "transpose", NULL};
 
@@ -35,7 +37,7 @@ int plan_rd_need_format_1_1(const plan_reader *rd, const plan_ynode *at,
     return PLAN_OK;
   return plan_rd_fail(rd, at, PLAN_EVERSION,
                       "%s is a format 1.1 field, but the file is format "
-                      "%d.%d: write 'libplan: \"1.1\"' (plan upgrade does)",
+                      "%d.%d: write 'libplan: \"1.1\"'",
                       field, rd->ver_major, rd->ver_minor);
 }
 
@@ -244,11 +246,19 @@ static int read_hardware(const plan_reader *rd, const plan_ynode *n,
   int rc = plan_rd_expect_map(rd, n, "hardware");
   if (rc || (rc = plan_rd_check_keys(rd, n, hw_keys, "hardware", NULL)))
     return rc;
+  if (plan_ymap_get(n, "profiles") || plan_ymap_get(n, "devices"))
+    return plan_mesh_read_profiles(rd, n, m);
   plan_hardware *h = plan_arena_alloc(rd->arena, sizeof *h);
   if (!h)
     return plan_oom();
-  h->pos = plan_rd_pos(n);
   m->hardware = h;
+  return plan_mesh_read_hw(rd, n, m, h);
+}
+
+int plan_mesh_read_hw(const plan_reader *rd, const plan_ynode *n,
+                      const plan_mesh *m, plan_hardware *h) {
+  int rc;
+  h->pos = plan_rd_pos(n);
   const plan_ynode *v;
   if ((v = plan_ymap_get(n, "name")) &&
       (rc = plan_rd_name(rd, v, "hardware name", &h->name)))
@@ -366,6 +376,9 @@ int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m) {
   if ((v = plan_ymap_get(n, "submeshes")) && (rc = read_submeshes(rd, v, m)))
     return rc;
   if ((v = plan_ymap_get(n, "hardware")) && (rc = read_hardware(rd, v, m)))
+    return rc;
+  if ((v = plan_ymap_get(n, "topology")) &&
+      (rc = plan_mesh_read_topology(rd, n, v, m)))
     return rc;
   return PLAN_OK;
 }

@@ -77,6 +77,13 @@ static int read_axis_map(const plan_reader *rd, const plan_ynode *v,
     return rc;
   if ((rc = plan_rd_expect_seq(rd, ra, "ratios")))
     return rc;
+  /* the count first: a hostile list is refused before it is read */
+  if ((int64_t)ra->u.seq.count != m->axis_sizes[a])
+    return plan_rd_fail(rd, ra, PLAN_EINVALID,
+                        "%zu shard weight%s for mesh axis %s of size %lld: "
+                        "give one per index of the axis",
+                        ra->u.seq.count, ra->u.seq.count == 1 ? "" : "s",
+                        m->axis_names[a], (long long)m->axis_sizes[a]);
   for (size_t i = 0; i < ra->u.seq.count; i++) {
     const plan_ynode *it = ra->u.seq.items[i];
     int64_t w;
@@ -87,12 +94,6 @@ static int read_axis_map(const plan_reader *rd, const plan_ynode *v,
                           "shard weight %lld is out of range (1..%lld)",
                           (long long)w, (long long)PLAN_RATIO_WEIGHT_MAX);
   }
-  if ((int64_t)ra->u.seq.count != m->axis_sizes[a])
-    return plan_rd_fail(rd, ra, PLAN_EINVALID,
-                        "%zu shard weight%s for mesh axis %s of size %lld: "
-                        "give one per index of the axis",
-                        ra->u.seq.count, ra->u.seq.count == 1 ? "" : "s",
-                        m->axis_names[a], (long long)m->axis_sizes[a]);
   int64_t *w = plan_arena_alloc(rd->arena, sizeof *w * ra->u.seq.count + 1);
   if (!w)
     return plan_oom();

@@ -26,6 +26,16 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
                    const char *base_dir);
 
 int plan_mesh_read(const plan_reader *rd, const plan_ynode *n, plan_mesh *m);
+/* The fields of one hardware map (the single `hardware:` form, or a full
+ * per-device profile) into h (mesh_read.c). */
+int plan_mesh_read_hw(const plan_reader *rd, const plan_ynode *n,
+                      const plan_mesh *m, plan_hardware *h);
+/* Format 1.1 (mesh_hetero.c): `hardware: {profiles: .., devices: ..}`
+ * (hw is the hardware map), and `topology:` (its value in the mesh map). */
+int plan_mesh_read_profiles(const plan_reader *rd, const plan_ynode *hw,
+                            plan_mesh *m);
+int plan_mesh_read_topology(const plan_reader *rd, const plan_ynode *mesh,
+                            const plan_ynode *v, plan_mesh *m);
 int plan_mesh_axis_find(const plan_mesh *m, const char *name);
 
 /* Reads a placement (compact string or map form) for a tensor of `rank`
@@ -78,6 +88,10 @@ char *plan_path_from(const char *from, const char *target);
 /* Canonical encodings (canon.c). */
 int plan_canon_encode(plan_buf *b, const plan_plan *p, plan_part part);
 int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which);
+/* The mesh part as plan_canonical gives it, under the version given (a
+ * lowered program's, which its plan's decisions alone do not decide). */
+int plan_canon_mesh_at(char **out, size_t *len, const plan_plan *p, int vmaj,
+                       int vmin);
 
 /* Drift findings of `edited` against the program p was made for (diff.c). */
 int plan_drift_into(plan_diags *d, const plan_plan *p,

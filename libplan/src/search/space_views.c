@@ -78,13 +78,6 @@ static int find_set(void *ctx, int axis, const int64_t *w, int n, char *err,
 static int intern_set(void *ctx, int axis, const int64_t *w, int n, char *err,
                       size_t errsz) {
   plan_plan *p = ctx;
-  if (p->version_major < 1 || (p->version_major == 1 && p->version_minor < 1)) {
-    snprintf(err, errsz,
-             "shard ratios are a format 1.1 field, but the plan is format "
-             "%d.%d (plan upgrade)",
-             p->version_major, p->version_minor);
-    return 0;
-  }
   return plan_ratios_intern(&p->mesh, &p->arena, axis, w, n, err, errsz);
 }
 
@@ -123,7 +116,8 @@ int plan_placement_format_in(char *buf, size_t size, const plan_plan *p,
     return plan_failf(PLAN_EUSAGE, "plan_placement_format_in: NULL "
                                    "argument, no room or too many axes");
   size_t n =
-      plan_placement_format_r(pl, p->mesh.ratios, p->mesh.nratios, buf, size);
+      plan_placement_format_r(pl, p->has_mesh ? p->mesh.ratios : NULL,
+                              p->has_mesh ? p->mesh.nratios : 0, buf, size);
   if (n >= size)
     return plan_failf(PLAN_ELIMIT, "placement '%s' needs %zu bytes, not %zu",
                       buf, n + 1, size);

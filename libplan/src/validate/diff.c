@@ -391,11 +391,43 @@ static void diff_mesh(dctx *c) {
     rc = plan_canon_section(&bb, c->b, "mesh");
   if (rc && !c->rc)
     c->rc = rc;
-  if (!rc && same_dev && ma->devices_per_host == mb->devices_per_host &&
-      (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len)))
-    DIFF(c, "diff.mesh", "mesh", "hardware model or submeshes differ");
+  bool mesh_differs =
+      !rc && (ba.len != bb.len || memcmp(ba.data, bb.data, ba.len));
   plan_buf_free(&ba);
   plan_buf_free(&bb);
+  bool said = false;
+  /* the format 1.1 parts, each on its own */
+  static const char *const parts[] = {"profiles", "topology"};
+  for (int k = 0; k < 2 && mesh_differs; k++) {
+    plan_buf_init(&ba);
+    plan_buf_init(&bb);
+    rc = plan_canon_section(&ba, c->a, parts[k]);
+    if (!rc)
+      rc = plan_canon_section(&bb, c->b, parts[k]);
+    if (rc && !c->rc)
+      c->rc = rc;
+    if (!rc &&
+        (ba.len != bb.len || (ba.len && memcmp(ba.data, bb.data, ba.len)))) {
+      said = true;
+      if (k == 0)
+        DIFF(c, "diff.hardware", "mesh", "per-device hardware %s",
+             !ba.len   ? "added"
+             : !bb.len ? "removed"
+                       : "differs");
+      else
+        DIFF(c, "diff.topology", "mesh", "topology %s",
+             !ba.len   ? "added"
+             : !bb.len ? "removed"
+                       : (ma->topology->kind != mb->topology->kind
+                              ? "changes kind (levels / torus)"
+                              : "differs"));
+    }
+    plan_buf_free(&ba);
+    plan_buf_free(&bb);
+  }
+  if (!said && mesh_differs && same_dev &&
+      ma->devices_per_host == mb->devices_per_host)
+    DIFF(c, "diff.mesh", "mesh", "hardware model or submeshes differ");
 }
 
 /* Placements in the canonical compact form, the weights of shard ratios
@@ -404,7 +436,7 @@ static void diff_mesh(dctx *c) {
 static void pl_list(const plan_plan *p, const plan_placement *pl, int n,
                     char *buf, size_t sz) {
   size_t u = 0;
-  char one[PLAN_PLACEMENT_STRLEN];
+  char one[512];
   buf[0] = 0;
   for (int i = 0; i < n && u < sz; i++) {
     plan_placement_format_r(&pl[i], p->mesh.ratios, p->mesh.nratios, one,

@@ -537,8 +537,8 @@ int plan_validate(plan_diags **out, const plan_plan *p) {
          plfile(&v),
          "format %d.%d is the pre-release form of %s and reads as it is; "
          "'plan upgrade' rewrites the file as %s (new hashes, same content)",
-         p->version_major, p->version_minor, PLAN_FORMAT_STRING,
-         PLAN_FORMAT_STRING);
+         p->version_major, p->version_minor, PLAN_FORMAT_BASE_STRING,
+         PLAN_FORMAT_BASE_STRING);
   if (!p->program_inline && p->ref.has_hash) {
     plan_hash h;
     if ((rc = plan_program_hash(&h, p->program))) {

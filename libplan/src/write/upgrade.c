@@ -154,7 +154,7 @@ static bool edit_text(plan_buf *b, const char *text, size_t len, int line,
     return false; /* a second document: not a file the reader accepts */
   const char *brk = eol < len && text[eol] == '\r' ? "\r\n" : "\n";
   plan_buf_append(b, text, start);
-  plan_buf_puts(b, "\"" PLAN_FORMAT_STRING "\"");
+  plan_buf_puts(b, "\"" PLAN_FORMAT_BASE_STRING "\"");
   plan_buf_append(b, text + end, stop - end);
   if (stop > 0 && text[stop - 1] != '\n')
     plan_buf_puts(b, brk);
@@ -367,8 +367,7 @@ static int check_result(const plan_buf *b, const upgrade_job *j) {
                   old->version_pos.col, "the program hash was not re-recorded");
     goto done;
   }
-  if (now->version_major != PLAN_FORMAT_MAJOR ||
-      now->version_minor != PLAN_FORMAT_MINOR) {
+  if (now->version_major != PLAN_FORMAT_MAJOR || now->version_minor != 0) {
     rc = plan_fail(PLAN_EINVALID, name, old->version_pos.line,
                    old->version_pos.col,
                    "the upgraded file reads as format %d.%d",

@@ -200,8 +200,9 @@ static void w_regions(plan_buf *b, const plan_plan *p) {
 static int w_plan(plan_buf *b, const plan_plan *p,
                   const plan_write_options *o) {
   const plan_program *prog = p->program;
-  plan_buf_printf(b, "libplan: \"%d.%d\"\n", p->version_major,
-                  p->version_minor);
+  int vmaj, vmin;
+  plan_plan_format(p, &vmaj, &vmin);
+  plan_buf_printf(b, "libplan: \"%d.%d\"\n", vmaj, vmin);
   if (p->program_inline || (o && o->self_contained))
     plan_w_program(b, prog);
   else
@@ -292,8 +293,9 @@ int plan_program_write_buffer(char **out, size_t *len, const plan_program *p) {
   *out = NULL;
   plan_buf b;
   plan_buf_init(&b);
-  plan_buf_printf(&b, "libplan: \"%d.%d\"\n", p->version_major,
-                  p->version_minor);
+  int vmaj, vmin;
+  plan_program_format(p, &vmaj, &vmin);
+  plan_buf_printf(&b, "libplan: \"%d.%d\"\n", vmaj, vmin);
   plan_w_program(&b, p);
   return plan_buf_take(&b, out, len);
 }

@@ -1,9 +1,11 @@
 /* The program and mesh sections of a plan in the canonical layout (emit.h):
  * the program inline (tensors that inference cannot give, one line per
- * op) or by reference with its hash and signatures, and the mesh. */
+ * op) or by reference with its hash and signatures, and the mesh (with its
+ * format 1.1 per-device hardware and topology). */
 #include <stdio.h>
 #include <string.h>
 
+#include "libplan/cost.h"
 #include "ir/ops.h"
 #include "read/plan_read.h"
 #include "write/emit.h"
@@ -232,6 +234,160 @@ static void w_link(plan_buf *b, const char *key, const plan_link *l, int ind) {
   plan_buf_puts(b, "}\n");
 }
 
+/* ", key: {bandwidth: B, latency: L}" inside a flow mapping, or nothing. */
+static void w_link_flow(plan_buf *b, const char *key, const plan_link *l,
+                        bool *first) {
+  if (l->bandwidth == 0 && l->latency == 0)
+    return;
+  plan_buf_printf(b, "%s%s: {bandwidth: ", *first ? "" : ", ", key);
+  plan_w_num(b, l->bandwidth);
+  plan_buf_puts(b, ", latency: ");
+  plan_w_num(b, l->latency);
+  plan_buf_putc(b, '}');
+  *first = false;
+}
+
+/* " key: v" of the figures a link's owner carries inline (levels, torus). */
+static void w_link_figs(plan_buf *b, const plan_link *l) {
+  if (l->bandwidth != 0) {
+    plan_buf_puts(b, ", bandwidth: ");
+    plan_w_num(b, l->bandwidth);
+  }
+  if (l->latency != 0) {
+    plan_buf_puts(b, ", latency: ");
+    plan_w_num(b, l->latency);
+  }
+}
+
+static bool hw_only_name(const plan_hardware *h, int naxes) {
+  if (!h->name || h->memory != 0 || h->memory_bandwidth != 0 ||
+      h->intra_host.bandwidth != 0 || h->intra_host.latency != 0 ||
+      h->inter_host.bandwidth != 0 || h->inter_host.latency != 0)
+    return false;
+  for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
+    if (h->flops[d] != 0)
+      return false;
+  for (int a = 0; a < naxes; a++)
+    if (h->axis_link[a].bandwidth != 0 || h->axis_link[a].latency != 0)
+      return false;
+  return true;
+}
+
+/* A profile's label: its own, or "p1", "p2", ... for profiles made in
+ * memory without one. */
+static void w_label(plan_buf *b, const plan_hardware *h, int q) {
+  if (h->label)
+    plan_w_str(b, h->label);
+  else
+    plan_buf_printf(b, "p%d", q + 1);
+}
+
+/* hardware: {profiles: {LABEL: PROFILE}, devices: [LABEL, ...]}: a
+ * profile with a built-in name and nothing else is that name, others a
+ * flow mapping of the single form's fields. */
+static void w_profiles(plan_buf *b, const plan_mesh *m) {
+  plan_buf_puts(b, "  hardware:\n    profiles:\n");
+  for (int q = 0; q < m->nprofiles; q++) {
+    const plan_hardware *h = &m->profiles[q];
+    plan_w_indent(b, 6);
+    w_label(b, h, q);
+    plan_buf_puts(b, ": ");
+    if (hw_only_name(h, m->naxes) && plan_cost_profile_resolve(h->name)) {
+      plan_w_str(b, h->name);
+      plan_buf_putc(b, '\n');
+      continue;
+    }
+    bool first = true;
+    plan_buf_putc(b, '{');
+    if (h->name) {
+      plan_buf_puts(b, "name: ");
+      plan_w_str(b, h->name);
+      first = false;
+    }
+    bool anyf = false;
+    for (int d = 0; d < PLAN_DTYPE_COUNT; d++)
+      if (h->flops[d] != 0) {
+        plan_buf_puts(b, anyf ? ", " : first ? "flops: {" : ", flops: {");
+        anyf = true;
+        first = false;
+        plan_buf_printf(b, "%s: ", plan_dtype_name((plan_dtype)d));
+        plan_w_num(b, h->flops[d]);
+      }
+    if (anyf)
+      plan_buf_putc(b, '}');
+    if (h->memory != 0) {
+      plan_buf_puts(b, first ? "memory: " : ", memory: ");
+      plan_w_num(b, h->memory);
+      first = false;
+    }
+    if (h->memory_bandwidth != 0) {
+      plan_buf_puts(b, first ? "memory_bandwidth: " : ", memory_bandwidth: ");
+      plan_w_num(b, h->memory_bandwidth);
+      first = false;
+    }
+    w_link_flow(b, "intra_host", &h->intra_host, &first);
+    w_link_flow(b, "inter_host", &h->inter_host, &first);
+    bool anyl = false;
+    for (int a = 0; a < m->naxes; a++)
+      if (h->axis_link[a].bandwidth != 0 || h->axis_link[a].latency != 0) {
+        if (!anyl)
+          plan_buf_puts(b, first ? "links: {" : ", links: {");
+        first = false;
+        bool f2 = !anyl;
+        anyl = true;
+        w_link_flow(b, m->axis_names[a], &h->axis_link[a], &f2);
+      }
+    if (anyl)
+      plan_buf_putc(b, '}');
+    plan_buf_puts(b, "}\n");
+  }
+  plan_buf_puts(b, "    devices: [");
+  for (int64_t d = 0; d < m->ndevices; d++) {
+    int q = m->device_profile[d];
+    if (d)
+      plan_buf_puts(b, ", ");
+    if (q >= 0 && q < m->nprofiles)
+      w_label(b, &m->profiles[q], q);
+  }
+  plan_buf_puts(b, "]\n");
+}
+
+/* Levels: the last one's size 0 (made in memory: "everything") is written
+ * as the groups it joins. */
+static void w_topology(plan_buf *b, const plan_topology *t, int64_t ndev) {
+  plan_buf_puts(b, "  topology:\n");
+  if (t->kind == PLAN_TOPO_TORUS) {
+    plan_buf_puts(b, "    torus: {dims: [");
+    for (int i = 0; i < t->ndims; i++)
+      plan_buf_printf(b, "%s%lld", i ? ", " : "", (long long)t->dims[i]);
+    plan_buf_puts(b, "], wrap: [");
+    for (int i = 0; i < t->ndims; i++)
+      plan_buf_printf(b, "%s%s", i ? ", " : "", t->wrap[i] ? "true" : "false");
+    plan_buf_putc(b, ']');
+    w_link_figs(b, &t->link);
+    plan_buf_puts(b, "}\n");
+    return;
+  }
+  plan_buf_puts(b, "    levels:\n");
+  for (int l = 0; l < t->nlevels; l++) {
+    const plan_topo_level *lv = &t->levels[l];
+    plan_buf_puts(b, "      - {");
+    if (lv->name) {
+      plan_buf_puts(b, "name: ");
+      plan_w_str(b, lv->name);
+      plan_buf_puts(b, ", ");
+    }
+    int64_t size = lv->size, below = 1;
+    for (int k = 0; k < l; k++)
+      below *= t->levels[k].size > 0 ? t->levels[k].size : 1;
+    if (size <= 0)
+      size = below > 0 && ndev % below == 0 ? ndev / below : 1;
+    plan_buf_printf(b, "size: %lld", (long long)size);
+    w_link_figs(b, &lv->link);
+    plan_buf_puts(b, "}\n");
+  }
+}
+
 void plan_w_mesh(plan_buf *b, const plan_mesh *m) {
   plan_buf_puts(b, "mesh:\n  axes: [");
   for (int a = 0; a < m->naxes; a++)
@@ -303,6 +459,10 @@ void plan_w_mesh(plan_buf *b, const plan_mesh *m) {
         w_link(b, m->axis_names[a], &h->axis_link[a], 6);
       }
   }
+  if (m->device_profile && m->nprofiles > 0)
+    w_profiles(b, m);
+  if (m->topology)
+    w_topology(b, m->topology, m->ndevices);
   plan_w_ext(b, m->ext, 2);
 }
 
