@@ -209,6 +209,80 @@ PLAN_API int plan_set_output_placement(plan_plan *p, int k,
  * PLAN_EINVALID for a list that is not a permutation; PLAN_ENOMEM. */
 PLAN_API int plan_set_mesh_devices(plan_plan *p, const int64_t *devices);
 
+/* ---- the device assignment on a topology --------------------------------
+ * What-if questions (a torus the file does not describe, hardware per
+ * device) and the placement search that picks mesh.devices on the
+ * topology (docs/heterogeneous.md, "Placement search"). */
+
+/* How the physical devices are wired (the file's `mesh.topology`): a
+ * hierarchy of levels (level l groups `level_size[l]` consecutive devices
+ * of level l - 1; the last level spans everything, its size 0), or a 1-3-D
+ * torus of `dims` (devices numbered row-major; wrap[d] 0: a mesh without
+ * wraparound in dim d). Links are per device and direction, bytes/s and
+ * seconds; the strings are copied. */
+#define PLAN_TOPOLOGY_MAX_LEVELS 4
+typedef struct plan_topology_spec {
+  int torus; /* 1: the torus fields; 0: the levels */
+  int nlevels;
+  const char *level_name[PLAN_TOPOLOGY_MAX_LEVELS];
+  int64_t level_size[PLAN_TOPOLOGY_MAX_LEVELS];
+  double level_bandwidth[PLAN_TOPOLOGY_MAX_LEVELS];
+  double level_latency[PLAN_TOPOLOGY_MAX_LEVELS];
+  int ndims;
+  int64_t dims[3];
+  int wrap[3];
+  double bandwidth; /* torus: one neighbour link */
+  double latency;
+} plan_topology_spec;
+
+/* Sets p's mesh topology to a copy of *t (NULL: none). PLAN_EUSAGE for a
+ * NULL plan or no mesh; PLAN_EINVALID (nothing changed) for a torus whose
+ * dims do not multiply to the device count, levels whose group sizes do
+ * not divide it, a count out of range or a link without a positive
+ * bandwidth; PLAN_ENOMEM. A cost model made before prices the new
+ * topology after plan_cost_model_update_mesh. */
+PLAN_API int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t);
+
+/* Gives physical device d the built-in hardware profile names[d] (d <
+ * plan_mesh_device_count; names NULL: every device the mesh's hardware
+ * again). PLAN_EUSAGE for a NULL plan or no mesh; PLAN_ENOTFOUND (nothing
+ * changed) for a name that is no built-in profile; PLAN_ENOMEM. Only a
+ * cost model made after the change prices the new hardware. */
+PLAN_API int plan_set_mesh_device_hardware(plan_plan *p,
+                                           const char *const *names);
+
+/* One device assignment the placement search priced. */
+typedef struct plan_placement_candidate {
+  char curve[24];  /* "default", "row-major", "snake", "tiled", "host-major",
+                      "interleaved" */
+  char order[96];  /* the mesh axes in the order the curve walks them,
+                      "dp,tp" ("" for the default) */
+  double step;     /* its modeled step, seconds */
+} plan_placement_candidate;
+
+#define PLAN_PLACEMENT_MAX_CANDIDATES 128
+typedef struct plan_placement_result {
+  plan_placement_candidate best; /* the one kept (the default on a tie) */
+  double default_step;           /* the plan's own device order's step */
+  int candidates;                /* assignments priced */
+  int listed;                    /* entries of list[] filled, in the order
+                                    priced (the first the default) */
+  plan_placement_candidate list[PLAN_PLACEMENT_MAX_CANDIDATES];
+  double seconds; /* processor time the search took */
+} plan_placement_result;
+
+/* The placement search: tries the plan's own device order, then every
+ * curve through the topology's devices (torus: row-major, snake, 2x2
+ * tiles; levels: host-major, interleaved across the top level's groups)
+ * with every order of the mesh axes larger than 1, prices each with a
+ * cost model for `profile` (NULL: the plan's hardware, per device where
+ * the mesh gives it), and leaves p's devices set to the least step's
+ * (ties keep the earlier). PLAN_EUSAGE for a NULL argument or a mesh
+ * without a topology; a pricing failure's status (p's devices then as
+ * before). */
+PLAN_API int plan_search_placement(plan_placement_result *out, plan_plan *p,
+                                   const char *profile);
+
 /* ---- pricing (allocation-free) --------------------------------------------
  * What a search calls millions of times, so the arguments are not checked
  * beyond the indices: out, m and p are not NULL, m was made for p's
