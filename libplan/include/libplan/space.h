@@ -271,17 +271,35 @@ typedef struct plan_placement_result {
   double seconds; /* processor time the search took */
 } plan_placement_result;
 
+/* What the placement search prices with. The pointers are borrowed for
+ * the call. */
+typedef struct plan_placement_options {
+  unsigned int version; /* PLAN_PLACEMENT_OPTIONS_VERSION */
+  const char *profile;  /* a built-in profile for every device; NULL: the
+                           plan's hardware, per device where it says */
+  /* what-if: this topology instead of the mesh's (NULL: the mesh's) */
+  const plan_topology_spec *topology;
+  /* what-if: device d's built-in profile names devices[d] instead of the
+   * mesh's hardware (NULL: the mesh's; `profile` then is ignored) */
+  const char *const *device_hardware;
+  int keep; /* 1: leave p's devices at the best order; 0: as they were */
+} plan_placement_options;
+#define PLAN_PLACEMENT_OPTIONS_VERSION 1
+#define PLAN_PLACEMENT_OPTIONS_INIT                                            \
+  { PLAN_PLACEMENT_OPTIONS_VERSION, NULL, NULL, NULL, 1 }
+
 /* The placement search: tries the plan's own device order, then every
  * curve through the topology's devices (torus: row-major, snake, 2x2
  * tiles; levels: host-major, interleaved across the top level's groups)
- * with every order of the mesh axes larger than 1, prices each with a
- * cost model for `profile` (NULL: the plan's hardware, per device where
- * the mesh gives it), and leaves p's devices set to the least step's
- * (ties keep the earlier). PLAN_EUSAGE for a NULL argument or a mesh
- * without a topology; a pricing failure's status (p's devices then as
- * before). */
+ * with every order of the mesh axes larger than 1, prices each with the
+ * cost model (opts NULL: PLAN_PLACEMENT_OPTIONS_INIT), and fills *out; the
+ * least step is kept (ties keep the earlier). The what-if topology and
+ * hardware apply only during the call: p's mesh keeps its own. PLAN_EUSAGE
+ * for a NULL argument, an unknown options version or no topology at all;
+ * the setters' failures for bad what-ifs; a pricing failure's status. On a
+ * failure p is as before. */
 PLAN_API int plan_search_placement(plan_placement_result *out, plan_plan *p,
-                                   const char *profile);
+                                   const plan_placement_options *opts);
 
 /* ---- pricing (allocation-free) --------------------------------------------
  * What a search calls millions of times, so the arguments are not checked

@@ -217,13 +217,41 @@ int plan_placement_search(plan_placement_choice *out, plan_plan *p,
 }
 
 int plan_search_placement(plan_placement_result *out, plan_plan *p,
-                          const char *profile) {
-  if (!out)
-    return plan_failf(PLAN_EUSAGE, "plan_search_placement: out is NULL");
+                          const plan_placement_options *opts) {
+  static const plan_placement_options defaults = PLAN_PLACEMENT_OPTIONS_INIT;
+  if (!opts)
+    opts = &defaults;
+  if (!out || !p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_search_placement: no result or no plan with a mesh");
+  if (opts->version != PLAN_PLACEMENT_OPTIONS_VERSION)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_search_placement: options version %u, this "
+                      "library knows %u",
+                      opts->version, PLAN_PLACEMENT_OPTIONS_VERSION);
   memset(out, 0, sizeof *out);
+  /* the mesh's own, put back after the what-ifs (the arena keeps both) */
+  plan_mesh *mesh = &p->mesh;
+  plan_topology *topo = mesh->topology;
+  plan_hardware *profiles = mesh->profiles;
+  int nprofiles = mesh->nprofiles, *device_profile = mesh->device_profile;
+  int64_t *devices = mesh->devices;
+  int rc = PLAN_OK;
+  if (opts->topology)
+    rc = plan_set_mesh_topology(p, opts->topology);
+  if (!rc && opts->device_hardware)
+    rc = plan_set_mesh_device_hardware(p, opts->device_hardware);
   plan_placement_choice ch;
-  int rc = search(&ch, p, profile, out->list, PLAN_PLACEMENT_MAX_CANDIDATES,
-                  &out->listed);
+  memset(&ch, 0, sizeof ch);
+  if (!rc)
+    rc = search(&ch, p, opts->device_hardware ? NULL : opts->profile,
+                out->list, PLAN_PLACEMENT_MAX_CANDIDATES, &out->listed);
+  mesh->topology = topo;
+  mesh->profiles = profiles;
+  mesh->nprofiles = nprofiles;
+  mesh->device_profile = device_profile;
+  if (rc || !opts->keep)
+    mesh->devices = devices;
   snprintf(out->best.curve, sizeof out->best.curve, "%s", ch.curve);
   snprintf(out->best.order, sizeof out->best.order, "%s", ch.order);
   out->best.step = ch.step;
