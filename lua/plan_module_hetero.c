@@ -197,6 +197,18 @@ static void drop_model(lplan *lp) {
   lp->cost = NULL;
 }
 
+/* p:topology(): "torus", "levels" or nil, the kind of the mesh's
+ * topology. */
+static int m_topology(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int k = plan_mesh_topology_kind(lp->p);
+  if (k < 0)
+    lua_pushnil(L);
+  else
+    lua_pushstring(L, k ? "torus" : "levels");
+  return 1;
+}
+
 /* p:set_topology(t | nil [, hardware]): the mesh's topology, a table as
  * the file spells it (missing link figures: the hardware's); true, or nil
  * and a message. */
@@ -318,6 +330,7 @@ static int m_search_placement(lua_State *L) {
 const luaL_Reg plan_lua_hetero_methods[] = {
     {"device_hardware", m_device_hardware},
     {"hardware_figure", m_hardware_figure},
+    {"topology", m_topology},
     {"set_topology", m_set_topology},
     {"set_device_hardware", m_set_device_hardware},
     {"search_placement", m_search_placement},

@@ -248,7 +248,7 @@ static void test_levels(void **state) {
   assert_string_equal(ch.order, "dp,tp");
   assert_true(ch.step < ch.default_step);
   for (int r = 0; r < 8; r++)
-    assert_int_equal(p->mesh.devices[r], r);
+    assert_int_equal(plan_mesh_device(p, r), r);
   plan_cost_model_free(m);
   p->mesh.topology = NULL;
   plan_free(p);

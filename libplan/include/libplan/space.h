@@ -243,6 +243,10 @@ typedef struct plan_topology_spec {
  * topology after plan_cost_model_update_mesh. */
 PLAN_API int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t);
 
+/* The kind of p's mesh topology: 1 a torus, 0 levels, -1 none (or no
+ * mesh). */
+PLAN_API int plan_mesh_topology_kind(const plan_plan *p);
+
 /* Gives physical device d the built-in hardware profile names[d] (d <
  * plan_mesh_device_count; names NULL: every device the mesh's hardware
  * again). PLAN_EUSAGE for a NULL plan or no mesh; PLAN_ENOTFOUND (nothing

@@ -345,6 +345,12 @@ int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t) {
   return PLAN_OK;
 }
 
+int plan_mesh_topology_kind(const plan_plan *p) {
+  if (!p || !p->has_mesh || !p->mesh.topology)
+    return -1;
+  return p->mesh.topology->kind == PLAN_TOPO_TORUS ? 1 : 0;
+}
+
 int plan_set_mesh_device_hardware(plan_plan *p, const char *const *names) {
   if (!p || !p->has_mesh)
     return plan_failf(PLAN_EUSAGE, "plan_set_mesh_device_hardware: no mesh");
