@@ -290,9 +290,10 @@ local function search_shapes(req, p, opts, fn, src)
     parts[#parts + 1] = e.mesh .. " " .. (e.step and ("%.4g ms"):format(e.step * 1e3)
                                            or "failed")
   end
-  opts.note(("mesh shape: %s of %d shapes: modeled step %.4g ms%s (%s)"):format(
+  opts.note(("mesh shape: %s of %d shapes: modeled step %.4g ms%s; %s"):format(
             res.mesh, #res.list, res.step * 1e3,
-            res.gain and (", the plan's own shape %.2fx"):format(res.gain) or "",
+            res.gain and (", the plan's own shape %.4g ms (%.2fx)"):format(
+              res.given * 1e3, res.gain) or "",
             table.concat(parts, ", ")))
   local r = placed[res.plan]
   if r then
