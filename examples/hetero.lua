@@ -37,3 +37,21 @@ for _, path in ipairs(arg) do
            sol.even / sol.step))
   end
 end
+
+-- The DiT block's inference step on 16 chips of a wrapped 4x4 TPU v5e
+-- torus (a what-if topology: links from the tpu-v5e profile) with the
+-- sequence split 16 ways (the recipe's all-to-alls around attention and
+-- the ring collectives of its sp axis): the placement search's curve
+-- against the default row-major order.
+do
+  local dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+  local dit = assert(plan.load(dir .. "/models/dit-block.recipe.plan.yaml"))
+  local text = dit:text(true):gsub("axes: %[dp=2, sp=4%]", "axes: [dp=1, sp=16]", 1)
+  dit:close()
+  local p = assert(plan.parse(text, "dit-block on sp=16"))
+  local r = assert(p:search_placement{topology = {torus = {dims = {4, 4}}},
+                                      hardware = "tpu-v5e"})
+  print(("  %-34s 4x4 tpu-v5e torus, sp=16: placement %s of %d: modeled " ..
+         "step %.4g ms, row-major %.4g ms (%.4fx)"):format("dit-block (inference)",
+         r.curve, r.candidates, r.step * 1e3, r.default * 1e3, r.gain))
+end

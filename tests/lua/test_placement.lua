@@ -134,4 +134,27 @@ res.plan:close()
 local pinned = assert(plan.load("tests/lua/data/mlp-pinned.plan.yaml"))
 local none2, perr = placement.search_shapes(pinned, {})
 check(none2 == nil and perr:find("pinned", 1, true), tostring(perr))
+
+-- ---- the tour's figures (examples/hetero.lua): their direction ---------
+-- the DiT block on sp=16 over a wrapped 4x4 tpu-v5e torus: the searched
+-- placement's modeled step under the row-major order's
+local dit = assert(plan.load("examples/models/dit-block.recipe.plan.yaml"))
+local dtext = dit:text(true):gsub("axes: %[dp=2, sp=4%]", "axes: [dp=1, sp=16]", 1)
+dit:close()
+local d16 = assert(plan.parse(dtext, "dit-block on sp=16"))
+check(d16:validate(), "the DiT block on sp=16 is valid")
+local dr = assert(d16:search_placement{topology = {torus = {dims = {4, 4}}},
+                                        hardware = "tpu-v5e"})
+check(dr.curve ~= "default" and dr.gain > 1,
+      ("DiT placement gain %s %g"):format(dr.curve, dr.gain))
+d16:close()
+-- the Llama block on H100s and A100s: ratio shards under even ones
+local ratios = assert(load(plan.source("ratios"), "=ratios"))(util)
+local ll = assert(plan.load("examples/models/llama3-8b-layer.recipe.plan.yaml"))
+local n = #ll:devices()
+local hw = {}
+for i = 1, n do hw[i] = i <= n // 2 and "h100" or "a100" end
+local sol = ratios.solve(ll, {device_hardware = hw})
+check(sol.even / sol.step > 1, ("ratio gain %g"):format(sol.even / sol.step))
+ll:close()
 print("ok")
