@@ -380,6 +380,18 @@ static void test_whatif_api(void **state) {
   assert_string_equal(plan_mesh_device_hardware(p, 3), "h100-sxm");
   assert_int_equal(plan_set_mesh_device_hardware(p, NULL), PLAN_OK);
   assert_null(plan_mesh_device_hardware(p, 0));
+  /* one rank's op time: on like devices and even pieces, the op's */
+  plan_cost_model *m = model(p, "h100");
+  double all, one;
+  assert_int_equal(plan_cost_op_seconds(&all, m, p, 0, NULL, NULL), PLAN_OK);
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 0, 5, NULL, NULL),
+                   PLAN_OK);
+  near(one, all, "rank 5's time");
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 0, 16, NULL, NULL),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 1, 0, NULL, NULL),
+                   PLAN_EUSAGE);
+  plan_cost_model_free(m);
   free(res);
   plan_free(p);
 }

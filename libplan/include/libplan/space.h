@@ -326,6 +326,18 @@ PLAN_API int plan_cost_op_seconds(double *out, const plan_cost_model *m,
                                   const plan_placement *in,
                                   const plan_placement *out_pl);
 
+/* Seconds op `op` takes on logical rank `rank` (0 <= rank <
+ * plan_mesh_device_count; row-major over the mesh axes): the rank's own
+ * piece of every operand (shard ratios included) at the speed, memory
+ * bandwidth and calibration of the device it runs on (mesh.devices, the
+ * device's hardware profile), forward, whole batch; NULL placements: the
+ * plan's own strategy. PLAN_EUSAGE (and *out 0) for an op or rank out of
+ * range, or NULL placements for an op without a strategy. */
+PLAN_API int plan_cost_op_seconds_rank(double *out, const plan_cost_model *m,
+                                       const plan_plan *p, int op,
+                                       int64_t rank, const plan_placement *in,
+                                       const plan_placement *out_pl);
+
 /* Seconds to change tensor `tensor` from placement *from to *to (whole
  * batch): the redistribution planner's steps, each priced on the devices
  * its group spans; 0 when they are equal. PLAN_EUSAGE (and *out 0) for a
