@@ -396,6 +396,78 @@ static void test_whatif_api(void **state) {
   plan_free(p);
 }
 
+/* calibration per profile: each profile of a mixed mesh its own */
+static void test_calibration_per_profile(void **state) {
+  (void)state;
+  plan_plan *p = load(dp_plan);
+  static const char *const hw[] = {"h100", "a100"};
+  assert_int_equal(plan_set_mesh_device_hardware(p, hw), PLAN_OK);
+  plan_cost_model *m = model(p, NULL);
+  double h0, a0, t;
+  assert_int_equal(plan_cost_op_seconds_rank(&h0, m, p, 0, 0, NULL, NULL), 0);
+  assert_int_equal(plan_cost_op_seconds_rank(&a0, m, p, 0, 1, NULL, NULL), 0);
+  assert_true(a0 > h0); /* the A100 is slower */
+  /* measured on the A100: only its rank takes it */
+  assert_int_equal(
+      plan_cost_model_calibrate_profile(m, "a100", "matmul", 1.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 1.0, "the A100's measured matmul");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, h0, "the H100 keeps the model");
+  /* for every device, later: the profile's own still wins at its level */
+  assert_int_equal(plan_cost_model_calibrate(m, "matmul", 2.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, 2.0, "every device's entry on the H100");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 1.0, "the A100's own entry wins");
+  /* a name beats a kind, whoever it is for */
+  assert_int_equal(plan_cost_model_calibrate(m, "fc", 3.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 3.0, "a name over the A100's kind");
+  /* the slowest rank sets the op's time */
+  assert_int_equal(plan_cost_op_seconds(&t, m, p, 0, NULL, NULL), PLAN_OK);
+  near(t, 3.0, "the op's time");
+  /* a collective spans profiles */
+  assert_int_equal(
+      plan_cost_model_calibrate_profile(m, "a100", "all_reduce", 1.0, 0),
+      PLAN_EINVALID);
+  plan_cost_model_free(m);
+  /* from a file */
+  m = model(p, NULL);
+  static const char file[] = "libplan-calibration: \"0.1\"\n"
+                             "ops: {matmul: {seconds: 0.25}}\n"
+                             "profiles:\n"
+                             "  a100-80gb: {ops: {matmul: {seconds: 0.5}}}\n";
+  assert_int_equal(plan_cost_model_load_calibration_buffer(m, file,
+                                                           strlen(file), "c"),
+                   PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, 0.25, "the file's entry for every device");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 0.5, "the file's A100 entry");
+  static const char bad[] = "libplan-calibration: \"0.1\"\n"
+                            "profiles:\n"
+                            "  a100: {collectives: {all_reduce: {seconds: 1}}}\n";
+  assert_int_equal(
+      plan_cost_model_load_calibration_buffer(m, bad, strlen(bad), "bad.yaml"),
+      PLAN_ESCHEMA);
+  assert_int_equal(plan_error_last()->line, 3);
+  plan_cost_model_free(m);
+  /* one hardware: its own profile's entries apply, another's never */
+  assert_int_equal(plan_set_mesh_device_hardware(p, NULL), PLAN_OK);
+  m = model(p, "h100");
+  double u0;
+  plan_cost_op_seconds(&u0, m, p, 0, NULL, NULL);
+  plan_cost_model_calibrate_profile(m, "a100", "matmul", 1.0, 0);
+  plan_cost_op_seconds(&t, m, p, 0, NULL, NULL);
+  near(t, u0, "another hardware's entry is not used");
+  plan_cost_model_calibrate_profile(m, "h100-sxm", "matmul", 1.0, 0);
+  plan_cost_op_seconds(&t, m, p, 0, NULL, NULL);
+  near(t, 1.0, "its own hardware's entry is");
+  plan_cost_model_free(m);
+  plan_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_profiles_per_device),
@@ -403,6 +475,7 @@ int main(void) {
       cmocka_unit_test(test_levels),
       cmocka_unit_test(test_memory_own_piece),
       cmocka_unit_test(test_whatif_api),
+      cmocka_unit_test(test_calibration_per_profile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
