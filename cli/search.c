@@ -216,10 +216,9 @@ static int search_write(plan_plan *p, const plan_search_info *info,
 
 int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
-      "--mesh",      "--strategy",   "--hardware",   "--seed",
-      "--width",     "--limit",      "-o",           "--seconds",
-      "--devices",   "--placement",  "--topology",   "--mesh-shape",
-      NULL};
+      "--mesh",     "--strategy",   "--hardware", "--seed",    "--width",
+      "--limit",    "-o",           "--seconds",  "--devices", "--placement",
+      "--topology", "--mesh-shape", NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
   for (int i = 1; i < argc; i++) {

@@ -60,8 +60,8 @@ static int m_cost_op_rank(lua_State *L) {
   const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 5, NULL));
   double s;
   lp->n_cost_op++;
-  if (!m || plan_cost_op_seconds_rank(&s, m, lp->p, op, (int64_t)rank - 1, in,
-                                      out))
+  if (!m ||
+      plan_cost_op_seconds_rank(&s, m, lp->p, op, (int64_t)rank - 1, in, out))
     return plan_lua_fail(L);
   lua_pushnumber(L, s);
   return 1;

@@ -300,8 +300,8 @@ static int m_search_placement(lua_State *L) {
   lua_setfield(L, -2, "step");
   lua_pushnumber(L, res->default_step);
   lua_setfield(L, -2, "default");
-  lua_pushnumber(L, res->best.step > 0 ? res->default_step / res->best.step
-                                       : 1);
+  lua_pushnumber(L,
+                 res->best.step > 0 ? res->default_step / res->best.step : 1);
   lua_setfield(L, -2, "gain");
   lua_pushinteger(L, res->candidates);
   lua_setfield(L, -2, "candidates");

@@ -469,7 +469,8 @@ static int check_args(const void *out, plan_search_info *info,
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "%s: unknown plan_search_info version %u", fn,
                           info->version);
-  if (opts && (opts->version < 1 || opts->version > PLAN_SEARCH_OPTIONS_VERSION))
+  if (opts &&
+      (opts->version < 1 || opts->version > PLAN_SEARCH_OPTIONS_VERSION))
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "%s: unknown plan_search_options version %u", fn,
                           opts->version);

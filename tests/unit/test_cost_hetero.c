@@ -438,16 +438,17 @@ static void test_calibration_per_profile(void **state) {
                              "ops: {matmul: {seconds: 0.25}}\n"
                              "profiles:\n"
                              "  a100-80gb: {ops: {matmul: {seconds: 0.5}}}\n";
-  assert_int_equal(plan_cost_model_load_calibration_buffer(m, file,
-                                                           strlen(file), "c"),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_cost_model_load_calibration_buffer(m, file, strlen(file), "c"),
+      PLAN_OK);
   plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
   near(t, 0.25, "the file's entry for every device");
   plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
   near(t, 0.5, "the file's A100 entry");
-  static const char bad[] = "libplan-calibration: \"0.1\"\n"
-                            "profiles:\n"
-                            "  a100: {collectives: {all_reduce: {seconds: 1}}}\n";
+  static const char bad[] =
+      "libplan-calibration: \"0.1\"\n"
+      "profiles:\n"
+      "  a100: {collectives: {all_reduce: {seconds: 1}}}\n";
   assert_int_equal(
       plan_cost_model_load_calibration_buffer(m, bad, strlen(bad), "bad.yaml"),
       PLAN_ESCHEMA);

@@ -57,17 +57,17 @@ typedef struct plan_search_options {
                          writes) */
   /* version 2 (a version-1 caller's struct ends above, and the search
    * reads none of these from it): */
-  int placement; /* 1: also choose the device assignment on the mesh's
-                    topology (or `topology`) by the modeled step, after
-                    the strategy: curves through the topology composed
-                    with orders of the axes (docs/heterogeneous.md) */
+  int placement;        /* 1: also choose the device assignment on the mesh's
+                           topology (or `topology`) by the modeled step, after
+                           the strategy: curves through the topology composed
+                           with orders of the axes (docs/heterogeneous.md) */
   const char *topology; /* what-if topology for the placement and shape
                            searches: "torus:4x4", "torus:4x2:nowrap",
                            "levels:nvlink=4,ib" (docs/cli.md); NULL: the
                            mesh's */
-  int mesh_shape; /* 1: try every factorisation of the mesh's device count
-                     over its axis names (sizes 1 allowed), run the
-                     strategy on each and keep the least modeled step */
+  int mesh_shape;       /* 1: try every factorisation of the mesh's device count
+                           over its axis names (sizes 1 allowed), run the
+                           strategy on each and keep the least modeled step */
 } plan_search_options;
 
 #define PLAN_SEARCH_OPTIONS_VERSION 2

@@ -257,11 +257,11 @@ PLAN_API int plan_set_mesh_device_hardware(plan_plan *p,
 
 /* One device assignment the placement search priced. */
 typedef struct plan_placement_candidate {
-  char curve[24];  /* "default", "row-major", "snake", "tiled", "host-major",
-                      "interleaved" */
-  char order[96];  /* the mesh axes in the order the curve walks them,
-                      "dp,tp" ("" for the default) */
-  double step;     /* its modeled step, seconds */
+  char curve[24]; /* "default", "row-major", "snake", "tiled", "host-major",
+                     "interleaved" */
+  char order[96]; /* the mesh axes in the order the curve walks them,
+                     "dp,tp" ("" for the default) */
+  double step;    /* its modeled step, seconds */
 } plan_placement_candidate;
 
 #define PLAN_PLACEMENT_MAX_CANDIDATES 128
@@ -334,8 +334,8 @@ PLAN_API int plan_cost_op_seconds(double *out, const plan_cost_model *m,
  * plan's own strategy. PLAN_EUSAGE (and *out 0) for an op or rank out of
  * range, or NULL placements for an op without a strategy. */
 PLAN_API int plan_cost_op_seconds_rank(double *out, const plan_cost_model *m,
-                                       const plan_plan *p, int op,
-                                       int64_t rank, const plan_placement *in,
+                                       const plan_plan *p, int op, int64_t rank,
+                                       const plan_placement *in,
                                        const plan_placement *out_pl);
 
 /* Seconds to change tensor `tensor` from placement *from to *to (whole

@@ -360,8 +360,8 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
                                    NULL)))
         return rc;
       const plan_ynode *ops = plan_ymap_get(x, "ops");
-      if (ops && (rc = read_ops(rd, m, profile_index(m, k->u.scalar.text),
-                                ops)))
+      if (ops &&
+          (rc = read_ops(rd, m, profile_index(m, k->u.scalar.text), ops)))
         return rc;
     }
   }
@@ -375,8 +375,7 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
                             "unknown collective '%s' (all_gather, all_reduce, "
                             "reduce_scatter, all_to_all, send)",
                             k->u.scalar.text);
-      if ((rc = read_entry(rd, m, -1, k, v->u.map.pairs[i].value,
-                           "bandwidth")))
+      if ((rc = read_entry(rd, m, -1, k, v->u.map.pairs[i].value, "bandwidth")))
         return rc;
     }
   }

@@ -249,8 +249,9 @@ int plan_cost_op_seconds_rank(double *out, const plan_cost_model *m,
     return plan_failf(PLAN_EUSAGE, "plan_cost_op_seconds_rank: out is NULL");
   *out = 0;
   if (!m || !p || op < 0 || op >= p->program->nops)
-    return plan_failf(PLAN_EUSAGE, "plan_cost_op_seconds_rank: op %d is out "
-                                   "of range",
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_cost_op_seconds_rank: op %d is out "
+                      "of range",
                       op);
   if ((!in || !out_pl) && !p->strategies[op].set)
     return plan_failf(PLAN_EUSAGE,

@@ -112,9 +112,8 @@ static double ctx_numel(const ctx *c, const plan_tensor *x,
   double n = 1;
   for (int d = 0; d < x->rank; d++) {
     int64_t off, len;
-    plan_placement_dim_range_r(pl, d, x->dims[d], p->mesh.axis_sizes,
-                               c->coord, p->mesh.ratios, p->mesh.nratios, &off,
-                               &len);
+    plan_placement_dim_range_r(pl, d, x->dims[d], p->mesh.axis_sizes, c->coord,
+                               p->mesh.ratios, p->mesh.nratios, &off, &len);
     n *= (double)len;
   }
   return n;
@@ -664,8 +663,8 @@ static void stage_row(const ctx *c, const stage_acc *a, int s, double inflight,
     mi->activations = a->live_peak;
     mi->workspace = 0;
   }
-  mi->total = mi->parameters + mi->gradients + mi->optimizer +
-              mi->activations + mi->workspace;
+  mi->total = mi->parameters + mi->gradients + mi->optimizer + mi->activations +
+              mi->workspace;
 }
 
 /* Every stage's memory row as logical rank rk holds it (its own piece of

@@ -149,9 +149,8 @@ static void record(plan_placement_candidate *list, int cap, int *listed,
 }
 
 /* The search, recording every candidate into list[0..cap) when given. */
-static int search(plan_placement_choice *out, plan_plan *p,
-                  const char *profile, plan_placement_candidate *list, int cap,
-                  int *listed) {
+static int search(plan_placement_choice *out, plan_plan *p, const char *profile,
+                  plan_placement_candidate *list, int cap, int *listed) {
   memset(out, 0, sizeof *out);
   if (!p || !p->has_mesh || !p->mesh.topology)
     return plan_failf(PLAN_EUSAGE,
@@ -222,8 +221,8 @@ int plan_search_placement(plan_placement_result *out, plan_plan *p,
   if (!opts)
     opts = &defaults;
   if (!out || !p || !p->has_mesh)
-    return plan_failf(PLAN_EUSAGE,
-                      "plan_search_placement: no result or no plan with a mesh");
+    return plan_failf(
+        PLAN_EUSAGE, "plan_search_placement: no result or no plan with a mesh");
   if (opts->version != PLAN_PLACEMENT_OPTIONS_VERSION)
     return plan_failf(PLAN_EUSAGE,
                       "plan_search_placement: options version %u, this "
@@ -244,8 +243,8 @@ int plan_search_placement(plan_placement_result *out, plan_plan *p,
   plan_placement_choice ch;
   memset(&ch, 0, sizeof ch);
   if (!rc)
-    rc = search(&ch, p, opts->device_hardware ? NULL : opts->profile,
-                out->list, PLAN_PLACEMENT_MAX_CANDIDATES, &out->listed);
+    rc = search(&ch, p, opts->device_hardware ? NULL : opts->profile, out->list,
+                PLAN_PLACEMENT_MAX_CANDIDATES, &out->listed);
   mesh->topology = topo;
   mesh->profiles = profiles;
   mesh->nprofiles = nprofiles;
@@ -261,7 +260,8 @@ int plan_search_placement(plan_placement_result *out, plan_plan *p,
   return rc;
 }
 
-/* ---- what-if topology and hardware ---------------------------------------- */
+/* ---- what-if topology and hardware ----------------------------------------
+ */
 
 static int check_link(double bandwidth, double latency, const char *what) {
   if (!(bandwidth > 0) || !(latency >= 0) || bandwidth > 1e300 ||
@@ -308,8 +308,7 @@ int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t) {
     topo.link = (plan_link){t->bandwidth, t->latency};
   } else {
     if (t->nlevels < 1 || t->nlevels > PLAN_TOPOLOGY_MAX_LEVELS)
-      return plan_failf(PLAN_EINVALID,
-                        "topology: 1 to %d levels, not %d",
+      return plan_failf(PLAN_EINVALID, "topology: 1 to %d levels, not %d",
                         PLAN_TOPOLOGY_MAX_LEVELS, t->nlevels);
     int64_t span = 1;
     for (int l = 0; l < t->nlevels; l++) {
