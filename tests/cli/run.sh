@@ -904,7 +904,8 @@ has "$tmp/snake.plan.yaml" "devices: [0, 1, 2, 3, 7, 6, 5, 4, 8, 9, 10, 11, 15, 
   "the snake's device order written"
 g=$(gain_of "$err")
 check "the snake's gain ($g) > 1" gt1 "$g"
-expect 0 "replay a placement search" replay "$tmp/snake.plan.yaml" --strategy "$rowpar"
+expect 0 "replay a placement search" replay --program-root "$root" "$tmp/snake.plan.yaml" \
+  --strategy "$rowpar"
 expect 0 "search --placement on islands" search "$rowmm" --mesh tp=4,dp=2 \
   --strategy "$rowpar" --hardware h100 --placement search \
   --topology levels:nvlink=4,ib -o "$tmp/island.plan.yaml"
@@ -936,7 +937,7 @@ has "$tmp/shape.plan.yaml" "axes: [dp=8, tp=1]" "the shape chosen is written"
 g=$(gain_of "$err")
 check "the shape's gain ($g) > 1" gt1 "$g"
 expect 0 "replay a shape search" replay "$tmp/shape.plan.yaml" --strategy "$rowpar"
-expect 2 "--mesh-shape with a pinned region" search "$root/tests/lua/data/mlp-pinned.plan.yaml" \
+expect 2 "--mesh-shape with a pinned region" search --program-root "$root" "$root/tests/lua/data/mlp-pinned.plan.yaml" \
   --mesh-shape search -o "$tmp/none.plan.yaml"
 has "$err" "pinned region" "--mesh-shape with a pinned region"
 
