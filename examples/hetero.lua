@@ -4,7 +4,8 @@
 -- unlike GPUs would be; for a pipeline plan, the first half of the
 -- stages on H100s), the shard ratios the LP gives its strategies and
 -- the modeled step with even pieces and with those ratios; for a pipeline
--- plan, the stage cut sized to the devices against the even cut.
+-- plan, the stage cut sized to the devices against the even cut. Then
+-- the DiT block's searched placement on a 4x4 TPU v5e torus.
 local plan = require "plan"
 local util = assert(load(plan.source("strategies/util"), "=util"))()
 local ratios = assert(load(plan.source("ratios"), "=ratios"))(util)
