@@ -27,7 +27,7 @@ local SANDBOX_METHODS = {
   "devices", "set_devices", "stats", "strategies", "strategy", "apply",
   "undo", "clear_strategy", "placement", "set_placement", "cost", "cost_op",
   "cost_redist", "validate", "provenance", "device_hardware",
-  "hardware_figure", "search_placement", "topology",
+  "hardware_figure", "search_placement", "topology", "cost_op_rank",
 }
 
 -- What a sandboxed strategy sees of plan p: a table of those methods,
