@@ -161,10 +161,12 @@ function M.search_shapes(p, opts)
     if not topo then return nil, err end
   end
   local own = M.mesh_text(p)
-  local list = M.shapes(n, names)
-  table.sort(list, function(a, b) -- p's own shape first, else as made
-    return a.text == own and b.text ~= own
-  end)
+  -- p's own shape first, the others in M.shapes' order
+  local list = {}
+  for _, shape in ipairs(M.shapes(n, names)) do
+    if shape.text == own then table.insert(list, 1, shape)
+    else list[#list + 1] = shape end
+  end
   local make = opts.make or function(mesh)
     return plan.parse(prog .. "mesh: {axes: [" .. mesh:gsub(",", ", ") .. "]}\n",
                       opts.name or "<shape " .. mesh .. ">")

@@ -120,7 +120,10 @@ local res = assert(placement.search_shapes(p, {strategy = rowpar, hardware = "h1
                                                placement = true}))
 local by = {}
 for _, e in ipairs(res.list) do by[e.mesh] = e.step end
-check(res.list[1].mesh == "dp=2,tp=4", "the plan's own shape first")
+local order = {}
+for i, e in ipairs(res.list) do order[i] = e.mesh end
+check(table.concat(order, " ") == "dp=2,tp=4 dp=1,tp=8 dp=4,tp=2 dp=8,tp=1",
+      "the plan's own shape first, then in order: " .. table.concat(order, " "))
 check(#res.list == 4, "four shapes")
 -- tp=1: no collective at all
 check(res.mesh == "dp=8,tp=1", "dp=8 needs no all-reduce: " .. res.mesh)
