@@ -306,7 +306,8 @@ local function search_shapes(req, p, opts, fn, src)
 end
 
 -- search: {path | text, name, base_dir, is_plan, mesh, strategy, hardware,
--- seed, width, limit, seconds, devices, self_contained} ->
+-- seed, width, limit, seconds, devices, self_contained, placement,
+-- topology, mesh_shape} ->
 -- {plan, step, memory, fits, evaluations, seconds}
 local function search(req)
   local p, err = start_plan(req)
