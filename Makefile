@@ -403,6 +403,12 @@ bench: all $(BENCH_BIN)
 bench-placement: $(BUILD)/bench/bench_placement
 	@$(BUILD)/bench/bench_placement
 
+# The mesh shape search's time against one recipe run in the same run
+# (bench/bench_shapes.lua).
+.PHONY: bench-shapes
+bench-shapes: $(BUILD)/plan
+	@PLAN_PROGRAM_ROOT=$(CURDIR) $(BUILD)/plan run bench/bench_shapes.lua
+
 # A parallelize'd MLP's step time against a hand-written parallelize_module
 # of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).
 .PHONY: bench-torch

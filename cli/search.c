@@ -18,6 +18,8 @@ const char usage_search[] =
     "[--seconds N]\n"
     "                   [--self-contained] -o PLAN\n"
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
+    "                   [--placement search] [--topology SPEC]\n"
+    "                   [--mesh-shape search]\n"
     "\n"
     "Searches a plan for PROGRAM on a mesh (or makes again every decision of\n"
     "PLAN but its pinned regions), with a built-in strategy (megatron,\n"
@@ -35,6 +37,17 @@ const char usage_search[] =
     "  --devices search  also choose the device order (each order of the\n"
     "               mesh axes over the devices, until --seconds) by the\n"
     "               modeled step time\n"
+    "  --placement search  then choose the device assignment on the mesh's\n"
+    "               topology (curves through the devices: row-major, snake,\n"
+    "               2x2 tiles; host-major, interleaved; with every axis\n"
+    "               order) by the modeled step; notes the gain\n"
+    "  --topology SPEC  what-if topology for the placement and shape\n"
+    "               searches, links from the hardware: torus:4x4,\n"
+    "               torus:4x2:nowrap, levels:nvlink=4,ib\n"
+    "  --mesh-shape search  try every factorisation of the device count\n"
+    "               over the mesh's axis names (sizes 1 allowed; a program\n"
+    "               or a plan without pinned regions) and keep the least\n"
+    "               modeled step\n"
     "Exit: 0 written, 1 the strategy failed or made an invalid plan,\n"
     "2 unreadable input or bad usage.\n";
 
@@ -74,6 +87,15 @@ static int search_option(plan_search_options *o, const char *name,
     return cli_usage("search", "--devices takes 'search', not '%s'", v);
   else if (!strcmp(name, "--devices"))
     o->devices = 1;
+  else if ((!strcmp(name, "--placement") || !strcmp(name, "--mesh-shape")) &&
+           strcmp(v, "search"))
+    return cli_usage("search", "%s takes 'search', not '%s'", name, v);
+  else if (!strcmp(name, "--placement"))
+    o->placement = 1;
+  else if (!strcmp(name, "--mesh-shape"))
+    o->mesh_shape = 1;
+  else if (!strcmp(name, "--topology"))
+    o->topology = v;
   else if (!strcmp(name, "--seed") &&
            !(rc = cli_int_arg("search", name, v, INT64_MIN, INT64_MAX, &i)))
     o->seed = i;
@@ -182,7 +204,7 @@ static int search_write(plan_plan *p, const plan_search_info *info,
           "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
           to_stdout ? "(standard output)" : out,
           o->strategy ? o->strategy : "greedy",
-          o->mesh ? o->mesh : mesh_text(p, mesh, sizeof mesh),
+          o->mesh && !o->mesh_shape ? o->mesh : mesh_text(p, mesh, sizeof mesh),
           info->step_seconds * 1e3,
           plan_format_bytes(mem, sizeof mem, info->memory_bytes),
           info->fits ? "" : " (does not fit)",
@@ -194,8 +216,9 @@ static int search_write(plan_plan *p, const plan_search_info *info,
 
 int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
-      "--mesh",  "--strategy", "--hardware", "--seed",    "--width",
-      "--limit", "-o",         "--seconds",  "--devices", NULL};
+      "--mesh",     "--strategy",   "--hardware", "--seed",    "--width",
+      "--limit",    "-o",           "--seconds",  "--devices", "--placement",
+      "--topology", "--mesh-shape", NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
   for (int i = 1; i < argc; i++) {

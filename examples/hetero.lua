@@ -4,7 +4,8 @@
 -- unlike GPUs would be; for a pipeline plan, the first half of the
 -- stages on H100s), the shard ratios the LP gives its strategies and
 -- the modeled step with even pieces and with those ratios; for a pipeline
--- plan, the stage cut sized to the devices against the even cut.
+-- plan, the stage cut sized to the devices against the even cut. Then
+-- the DiT block's searched placement on a 4x4 TPU v5e torus.
 local plan = require "plan"
 local util = assert(load(plan.source("strategies/util"), "=util"))()
 local ratios = assert(load(plan.source("ratios"), "=ratios"))(util)
@@ -36,4 +37,22 @@ for _, path in ipairs(arg) do
            ratios.describe(sol), sol.step * 1e3, sol.even * 1e3,
            sol.even / sol.step))
   end
+end
+
+-- The DiT block's inference step on 16 chips of a wrapped 4x4 TPU v5e
+-- torus (a what-if topology: links from the tpu-v5e profile) with the
+-- sequence split 16 ways (the recipe's all-to-alls around attention and
+-- the ring collectives of its sp axis): the placement search's curve
+-- against the default row-major order.
+do
+  local dir = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+  local dit = assert(plan.load(dir .. "/models/dit-block.recipe.plan.yaml"))
+  local text = dit:text(true):gsub("axes: %[dp=2, sp=4%]", "axes: [dp=1, sp=16]", 1)
+  dit:close()
+  local p = assert(plan.parse(text, "dit-block on sp=16"))
+  local r = assert(p:search_placement{topology = {torus = {dims = {4, 4}}},
+                                      hardware = "tpu-v5e"})
+  print(("  %-34s 4x4 tpu-v5e torus, sp=16: placement %s of %d: modeled " ..
+         "step %.4g ms, row-major %.4g ms (%.4fx)"):format("dit-block (inference)",
+         r.curve, r.candidates, r.step * 1e3, r.default * 1e3, r.gain))
 end

@@ -8,7 +8,8 @@
 # verify every example (exact and float mode; plans not lowered yet say
 # so), draw a pipeline schedule, verify a pipelined training step under
 # three schedules and draw their timelines, show two plans as tables, and
-# price shard ratios and a stage cut for H100s beside A100s.
+# price shard ratios and a stage cut for H100s beside A100s, and the
+# searched placement of a DiT block on a 4x4 TPU v5e torus.
 # Exits non-zero when anything fails. Its files go to DEMO_OUT (default
 # build/demo).
 set -u
@@ -136,7 +137,7 @@ for f in mlp-megatron.plan.yaml transformer-block.plan.yaml; do
 done
 
 echo
-echo "== unlike devices (H100 and A100): the LP's shard ratios and the stage cut (modeled)"
+echo "== unlike devices (H100 and A100): the LP's shard ratios and the stage cut; a placement on a torus (modeled)"
 if "$PLAN" search "$DIR/hetero-llama.plan.yaml" --strategy hetero \
      -o "$OUTDIR/hetero-llama.plan.yaml" >"$out" 2>&1; then
   grep -v '^dp: note' "$out" | sed 's/^/  /'

@@ -45,6 +45,28 @@ static int m_cost_op(lua_State *L) {
   return 1;
 }
 
+/* p:cost_op_rank(op, strategy, rank [, hardware]): seconds of the op's
+ * local compute on logical rank `rank` (1-based, as p:devices() lists the
+ * ranks): its own piece (ratios included) on its own device's hardware. */
+static int m_cost_op_rank(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int op = plan_lua_check_op(L, lp->p, 2);
+  plan_placement in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
+  plan_lua_check_strategy(L, lp->p, op, 3, in, out);
+  lua_Integer rank = luaL_checkinteger(L, 4);
+  if (rank < 1 || rank > plan_mesh_device_count(lp->p))
+    return luaL_error(L, "cost_op_rank: rank %d of %d", (int)rank,
+                      (int)plan_mesh_device_count(lp->p));
+  const plan_cost_model *m = cost_model(L, lp, luaL_optstring(L, 5, NULL));
+  double s;
+  lp->n_cost_op++;
+  if (!m ||
+      plan_cost_op_seconds_rank(&s, m, lp->p, op, (int64_t)rank - 1, in, out))
+    return plan_lua_fail(L);
+  lua_pushnumber(L, s);
+  return 1;
+}
+
 /* p:cost_redist(tensor, from, to [, hardware]): seconds to change the
  * tensor's placement (the collectives lowering would insert). */
 static int m_cost_redist(lua_State *L) {
@@ -97,5 +119,6 @@ static int m_cost(lua_State *L) {
 
 const luaL_Reg plan_lua_cost_methods[] = {{"cost", m_cost},
                                           {"cost_op", m_cost_op},
+                                          {"cost_op_rank", m_cost_op_rank},
                                           {"cost_redist", m_cost_redist},
                                           {NULL, NULL}};

@@ -48,9 +48,27 @@ end
 
 -- The seconds of op `name` under strategy s on a device of profile hw
 -- (false: the plan's own): the one place the model asks for a device's
--- time, so the per-device cost model can answer instead.
-function M.op_seconds(p, name, s, hw)
+-- time. With `rank` (1-based, a rank whose device has profile hw in the
+-- mesh's own per-device hardware) the per-device cost model answers: that
+-- rank's own piece on its device's hardware and calibration (a profile
+-- the plan itself gives figures for is priced with them); else a model
+-- of the built-in profile hw for every device.
+function M.op_seconds(p, name, s, hw, rank)
+  if rank then return assert(p:cost_op_rank(name, s, rank)) end
   return assert(p:cost_op(name, s, hw or nil))
+end
+
+-- For each profile name, a rank (1-based) whose device has it, when the
+-- names are the mesh's own per-device hardware (not a what-if list): the
+-- per-device cost model then prices that profile (M.op_seconds).
+local function representatives(p, opts, names)
+  if opts.device_hardware or not p:device_hardware() then return {} end
+  local rep = {}
+  for r, dev in ipairs(p:devices()) do
+    local h = names[dev + 1]
+    if h and not rep[h] then rep[h] = r end
+  end
+  return rep
 end
 
 -- Whether strategy s splits the op's work along mesh axis a: some operand
@@ -87,13 +105,16 @@ function M.model(p, opts)
   for _, h in ipairs(names) do
     if not seen[h] then seen[h] = true; profiles[#profiles + 1] = h end
   end
+  local rep = representatives(p, opts, names)
   local ops = {}
   for _, name in ipairs(p:ops()) do
     local s = p:strategy(name)
     if s then
       local o = {name = name, t = {}, split = {}}
       for a = 1, #mesh do o.split[a] = mesh[a].size > 1 and splits(s, a) end
-      for _, h in ipairs(profiles) do o.t[h] = M.op_seconds(p, name, s, h) end
+      for _, h in ipairs(profiles) do
+        o.t[h] = M.op_seconds(p, name, s, h, rep[h])
+      end
       ops[#ops + 1] = o
     end
   end
@@ -417,11 +438,12 @@ function M.stage_cut(p, opts)
     return (last[t] or 0) > i or outputs[t]
   end)
   local cache = {}
+  local rep = representatives(p, opts, names)
   local function seconds(i, h)
     local key = i .. "@" .. tostring(h)
     if not cache[key] then
       local s = info[i].list[1]
-      cache[key] = s and M.op_seconds(p, ops[i], s, h) or 0
+      cache[key] = s and M.op_seconds(p, ops[i], s, h, rep[h]) or 0
     end
     return cache[key]
   end

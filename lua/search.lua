@@ -16,6 +16,8 @@ local plan = require "plan"
 
 local util_src = assert(plan.source("strategies/util"))
 local util = assert(load(util_src, "=strategies/util.lua", "t"))()
+local placement = assert(load(assert(plan.source("placement")),
+                              "=placement.lua", "t"))(util)
 
 -- The plan methods a sandboxed strategy may call: everything a strategy
 -- needs to read, decide and price; nothing that writes a file, lowers or
@@ -25,7 +27,7 @@ local SANDBOX_METHODS = {
   "devices", "set_devices", "stats", "strategies", "strategy", "apply",
   "undo", "clear_strategy", "placement", "set_placement", "cost", "cost_op",
   "cost_redist", "validate", "provenance", "device_hardware",
-  "hardware_figure",
+  "hardware_figure", "search_placement", "topology", "cost_op_rank",
 }
 
 -- What a sandboxed strategy sees of plan p: a table of those methods,
@@ -161,7 +163,11 @@ end
 -- table to record and the strategy's processor time.
 local function run_search(p, opts, fn, src)
   util.clear_decisions(p)
-  if opts.devices == "search" then p:set_devices(nil) end
+  if opts.topology_table then
+    local ok, err = p:set_topology(opts.topology_table, opts.hardware)
+    if not ok then error(err, 0) end
+  end
+  if opts.devices == "search" or opts.placement then p:set_devices(nil) end
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,
                  seconds = opts.seconds, outputs = p:outputs(),
@@ -176,6 +182,18 @@ local function run_search(p, opts, fn, src)
   if opts.devices == "search" then
     search_devices(p, opts.hardware, opts.seconds, opts.note)
   end
+  local placed_on
+  if opts.placement then
+    local r, err = p:search_placement{hardware = opts.hardware, apply = true}
+    if not r then error("search: " .. err, 0) end
+    placed_on = r
+    if opts.note and not opts.quiet_placement then
+      opts.note(("placement: %s%s of %d assignments on the topology: " ..
+                 "modeled step %.4g ms, the default order %.4g ms " ..
+                 "(%.2fx)"):format(r.curve, r.order ~= "" and " " .. r.order or "",
+                 r.candidates, r.step * 1e3, r.default * 1e3, r.gain))
+    end
+  end
   local prov = {
     tool = "libplan " .. plan.version,
     strategy = opts.strategy,
@@ -187,10 +205,13 @@ local function run_search(p, opts, fn, src)
   if opts.limit then prov.search.limit = tonumber(opts.limit) end
   if opts.seconds then prov.search.seconds = tonumber(opts.seconds) end
   if opts.devices == "search" then prov.search.devices = "search" end
+  if opts.placement then prov.search.placement = "search" end
+  if opts.topology then prov.search.topology = opts.topology end
+  if opts.mesh_shape then prov.search.mesh_shape = "search" end
   if opts.self_contained and opts.strategy:match("%.lua$") then
     prov.script_text = src
   end
-  return prov, seconds
+  return prov, seconds, placed_on
 end
 
 -- The notes of the strategies, in req.notes.
@@ -239,8 +260,54 @@ local function stats(p)
   return st.cost_op + st.cost_redist + st.cost_plan
 end
 
+-- The mesh shape search of plan_search: the strategy run on every
+-- factorisation of p's device count over its axis names (placement.shapes;
+-- p's own shape first, winning ties), each priced by its modeled step;
+-- returns the best shape's plan, its provenance and the strategy's time.
+local function search_shapes(req, p, opts, fn, src)
+  local provs, placed, seconds = {}, {}, 0
+  local res, err = placement.search_shapes(p, {
+    hardware = opts.hardware,
+    make = (req.path and not req.is_plan) and function(mesh)
+      return plan.new{program = req.path, mesh = mesh}
+    end or nil,
+    run = function(q, mesh)
+      local o = setmetatable({mesh = mesh, quiet_placement = true},
+                             {__index = opts})
+      local ok, prov, s, r = pcall(run_search, q, o, fn, src)
+      if not ok then return nil, tostring(prov) end
+      placed[q] = r
+      seconds = seconds + s
+      if not q:validate() then return nil, "an invalid plan" end
+      local c, cerr = q:cost(opts.hardware)
+      if not c then return nil, cerr end
+      provs[q] = prov
+      return c.step
+    end})
+  if not res then error(err, 0) end
+  local parts = {}
+  for _, e in ipairs(res.list) do
+    parts[#parts + 1] = e.mesh .. " " .. (e.step and ("%.4g ms"):format(e.step * 1e3)
+                                           or "failed")
+  end
+  opts.note(("mesh shape: %s of %d shapes: modeled step %.4g ms%s; %s"):format(
+            res.mesh, #res.list, res.step * 1e3,
+            res.gain and (", the plan's own shape %.4g ms (%.2fx)"):format(
+              res.given * 1e3, res.gain) or "",
+            table.concat(parts, ", ")))
+  local r = placed[res.plan]
+  if r then
+    opts.note(("placement on %s: %s%s of %d assignments: modeled step " ..
+               "%.4g ms, the default order %.4g ms (%.2fx)"):format(res.mesh,
+               r.curve, r.order ~= "" and " " .. r.order or "", r.candidates,
+               r.step * 1e3, r.default * 1e3, r.gain))
+  end
+  return res.plan, provs[res.plan], seconds
+end
+
 -- search: {path | text, name, base_dir, is_plan, mesh, strategy, hardware,
--- seed, width, limit, seconds, devices, self_contained} ->
+-- seed, width, limit, seconds, devices, self_contained, placement,
+-- topology, mesh_shape} ->
 -- {plan, step, memory, fits, evaluations, seconds}
 local function search(req)
   local p, err = start_plan(req)
@@ -249,9 +316,28 @@ local function search(req)
                 hardware = req.hardware, seed = req.seed, width = req.width,
                 limit = req.limit, seconds = req.seconds,
                 devices = req.devices and "search" or nil,
+                placement = req.placement or nil, topology = req.topology,
+                mesh_shape = req.mesh_shape or nil,
                 self_contained = req.self_contained, note = note_fn(req)}
   local fn, src, code, at = strategy_fn(opts.strategy)
   if not fn then return {error = src, code = code, at = at} end
+  if opts.topology then
+    local t, terr = placement.topology(opts.topology)
+    if not t then return {error = "search: --topology: " .. terr, code = "usage"} end
+    opts.topology_table = t
+    if not opts.mesh_shape then -- a torus of another size is the caller's mistake
+      local ok, serr = p:set_topology(t, opts.hardware)
+      if not ok then return {error = serr, code = "usage"} end
+    end
+  end
+  if opts.placement and not opts.topology and not p:topology() then
+    return {error = "search: --placement search needs a topology: the " ..
+            "plan's mesh has none (give one with --topology)", code = "usage"}
+  end
+  if opts.mesh_shape then
+    local _, perr = placement.program_text(p)
+    if perr then return {error = "search: " .. perr, code = "usage"} end
+  end
   if opts.hardware then -- an unknown profile is the caller's mistake
     local _, herr = p:cost(opts.hardware)
     if herr and herr:find("unknown hardware profile", 1, true) then
@@ -259,7 +345,12 @@ local function search(req)
     end
   end
   req.ran = true
-  local prov, seconds = run_search(p, opts, fn, src)
+  local prov, seconds
+  if opts.mesh_shape then
+    p, prov, seconds = search_shapes(req, p, opts, fn, src)
+  else
+    prov, seconds = run_search(p, opts, fn, src)
+  end
   local ok, findings = p:validate()
   if not ok then
     return {error = "plan search: the plan it made is invalid", code = "invalid",
@@ -376,7 +467,17 @@ local function replay(req)
                 limit = rec.search and rec.search.limit,
                 seconds = rec.search and rec.search.seconds,
                 devices = rec.search and rec.search.devices,
+                placement = rec.search and rec.search.placement == "search" or nil,
+                topology = rec.search and rec.search.topology,
+                -- the shape search chose the recorded mesh: the replay
+                -- runs the strategy on it (and records the same)
+                mesh_shape = rec.search and rec.search.mesh_shape == "search" or nil,
                 note = note_fn(req)}
+  if type(opts.topology) == "string" then
+    local t, terr = placement.topology(opts.topology)
+    if not t then return {error = "replay: " .. terr, code = "invalid"} end
+    opts.topology_table = t
+  end
   local fn, src, code, at = replay_strategy(req, rec, opts.strategy)
   if not fn then return {error = src, code = code, at = at} end
   req.ran = true

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,13 @@ static void push_request(lua_State *L, const job *j) {
   lua_setfield(L, -2, "devices");
   lua_pushboolean(L, o->self_contained);
   lua_setfield(L, -2, "self_contained");
+  if (o->version < 2)
+    return;
+  lua_pushboolean(L, o->placement);
+  lua_setfield(L, -2, "placement");
+  set_string(L, "topology", o->topology);
+  lua_pushboolean(L, o->mesh_shape);
+  lua_setfield(L, -2, "mesh_shape");
 }
 
 /* ---- the outcome --------------------------------------------------------- */
@@ -410,12 +418,15 @@ static int run(job *j) {
 /* ---- options and info ---------------------------------------------------- */
 
 int plan_search_options_init(plan_search_options *opts, unsigned int version) {
-  if (!opts || version != PLAN_SEARCH_OPTIONS_VERSION)
+  if (!opts || version < 1 || version > PLAN_SEARCH_OPTIONS_VERSION)
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "plan_search_options_init: %s",
                           opts ? "unknown version" : "NULL options");
   plan_search_options d = PLAN_SEARCH_OPTIONS_INIT;
-  *opts = d;
+  d.version = version;
+  /* a version-1 struct ends at self_contained */
+  memcpy(opts, &d,
+         version == 1 ? offsetof(plan_search_options, placement) : sizeof d);
   return PLAN_OK;
 }
 
@@ -458,7 +469,8 @@ static int check_args(const void *out, plan_search_info *info,
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "%s: unknown plan_search_info version %u", fn,
                           info->version);
-  if (opts && opts->version != PLAN_SEARCH_OPTIONS_VERSION)
+  if (opts &&
+      (opts->version < 1 || opts->version > PLAN_SEARCH_OPTIONS_VERSION))
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "%s: unknown plan_search_options version %u", fn,
                           opts->version);

@@ -901,6 +901,61 @@ has "$out" "usage: plan cost" "cost --help"
 expect 0 "help lists cost" --help
 has "$out" "cost" "help lists cost"
 
+# ---- the placement search and the mesh shape search -----------------------
+# A row-parallel matmul all-reduces its output over tp: on a wrapped 4x4
+# torus the snake curve makes every ring edge one hop; tp's groups belong
+# inside an NVLink island; tp=1 needs no collective at all.
+rowmm=$root/tests/lua/data/rowmm-program.yaml
+rowpar=$root/tests/lua/data/rowpar.lua
+gain_of() { # FILE: the first "(N.NNx)" gain of a placement or shape note
+  sed -n 's/^.*[(]\([0-9.]*\)x[)].*$/\1/p' "$1" | head -n 1
+}
+gt1() { awk -v g="$1" 'BEGIN { exit !(g + 0 > 1) }'; }
+expect 0 "search --placement on a torus" search "$rowmm" --mesh tp=16 \
+  --strategy "$rowpar" --hardware tpu-v5e --placement search \
+  --topology torus:4x4 -o "$tmp/snake.plan.yaml"
+has "$err" "placement: snake tp of 4 assignments" "the snake on the torus"
+has "$tmp/snake.plan.yaml" "devices: [0, 1, 2, 3, 7, 6, 5, 4, 8, 9, 10, 11, 15, 14, 13, 12]" \
+  "the snake's device order written"
+g=$(gain_of "$err")
+check "the snake's gain ($g) > 1" gt1 "$g"
+expect 0 "replay a placement search" replay --program-root "$root" "$tmp/snake.plan.yaml" \
+  --strategy "$rowpar"
+expect 0 "search --placement on islands" search "$rowmm" --mesh tp=4,dp=2 \
+  --strategy "$rowpar" --hardware h100 --placement search \
+  --topology levels:nvlink=4,ib -o "$tmp/island.plan.yaml"
+has "$err" "placement: host-major dp,tp" "tp inside the island"
+has "$tmp/island.plan.yaml" "devices: [0, 4, 1, 5, 2, 6, 3, 7]" "tp groups are islands"
+g=$(gain_of "$err")
+check "the island's gain ($g) > 1" gt1 "$g"
+expect 2 "--placement without a topology" search "$rowmm" --mesh tp=4 \
+  --placement search -o "$tmp/none.plan.yaml"
+has "$err" "needs a topology" "--placement without a topology"
+absent "$tmp/none.plan.yaml" "--placement without a topology"
+expect 2 "--topology of another size" search "$rowmm" --mesh tp=4 \
+  --topology torus:3x3 --placement search -o "$tmp/none.plan.yaml"
+has "$err" "the torus has 9 devices, the mesh 4" "--topology of another size"
+expect 2 "--topology misspelt" search "$rowmm" --mesh tp=4 \
+  --topology ring:4 -o "$tmp/none.plan.yaml"
+expect 2 "--placement takes search" search "$rowmm" --mesh tp=4 \
+  --placement yes -o "$tmp/none.plan.yaml"
+expect 2 "--mesh-shape takes search" search "$rowmm" --mesh tp=4 \
+  --mesh-shape all -o "$tmp/none.plan.yaml"
+absent "$tmp/none.plan.yaml" "bad placement options"
+cp "$rowmm" "$tmp/rowmm-program.yaml"
+expect 0 "search --mesh-shape" search "$tmp/rowmm-program.yaml" --mesh dp=2,tp=4 \
+  --strategy "$rowpar" --hardware h100 --mesh-shape search --placement search \
+  --topology levels:nvlink=4,ib -o "$tmp/shape.plan.yaml"
+has "$err" "mesh shape: dp=8,tp=1 of 4 shapes" "tp=1 needs no collective"
+has "$out" "strategy $rowpar on dp=8,tp=1" "the shape chosen is printed"
+has "$tmp/shape.plan.yaml" "axes: [dp=8, tp=1]" "the shape chosen is written"
+g=$(gain_of "$err")
+check "the shape's gain ($g) > 1" gt1 "$g"
+expect 0 "replay a shape search" replay "$tmp/shape.plan.yaml" --strategy "$rowpar"
+expect 2 "--mesh-shape with a pinned region" search --program-root "$root" "$root/tests/lua/data/mlp-pinned.plan.yaml" \
+  --mesh-shape search -o "$tmp/none.plan.yaml"
+has "$err" "pinned region" "--mesh-shape with a pinned region"
+
 # search -o -: the plan on standard output (no file named '-'), the
 # summary on standard error
 (cd "$tmp" && "$plan" search --mesh dp=2,tp=2 --self-contained -o - "$progfile" \

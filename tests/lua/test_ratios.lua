@@ -109,4 +109,29 @@ local sol2 = ratios.solve(p, {device_hardware = hw})
 ratios.apply(p, sol2)
 check(p:placement("x"):find("|", 1, true), "applied ratios: " .. p:placement("x"))
 check(p:validate(), "applied ratios make a valid plan")
+
+-- the per-device cost API: each rank's own piece on its own device
+local d = assert(plan.new{program = "tests/lua/data/bigmm-program.yaml", mesh = "dp=2"})
+assert(d:apply("mm", {["in"] = {"S(0)", "R"}, out = {"S(0)"}}))
+assert(d:set_placement("x", "S(0)"))
+assert(d:set_placement("y", "S(0)"))
+local st = d:strategy("mm")
+-- like devices: every rank's time is the op's
+local one = d:cost_op("mm", st, "h100")
+check(math.abs(d:cost_op_rank("mm", st, 1, "h100") - one) < 1e-15 and
+      math.abs(d:cost_op_rank("mm", st, 2, "h100") - one) < 1e-15, "like ranks")
+check(not pcall(d.cost_op_rank, d, "mm", st, 3), "rank 3 of 2 raises")
+-- unlike devices set on the mesh: each rank at its device's speed
+assert(d:set_device_hardware{"h100", "a100"})
+local r1, r2 = d:cost_op_rank("mm", st, 1), d:cost_op_rank("mm", st, 2)
+check(math.abs(r1 - d:cost_op("mm", st, "h100")) / r1 < 1e-12, "rank 1 on its H100")
+check(math.abs(r2 - d:cost_op("mm", st, "a100")) / r2 < 1e-12, "rank 2 on its A100")
+-- the LP from the mesh's own hardware (per-device pricing) agrees with the
+-- what-if list (per-profile pricing)
+local own = ratios.solve(d, {})
+local whatif = ratios.solve(d, {device_hardware = {"h100", "a100"}})
+check(ratios.describe(own) == ratios.describe(whatif) and
+      math.abs(own.step - whatif.step) / own.step < 1e-9,
+      ratios.describe(own) .. " vs " .. ratios.describe(whatif))
+d:close()
 print("test_ratios: ok")

@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost/cost_device.h"
@@ -248,9 +249,223 @@ static void test_levels(void **state) {
   assert_string_equal(ch.order, "dp,tp");
   assert_true(ch.step < ch.default_step);
   for (int r = 0; r < 8; r++)
-    assert_int_equal(p->mesh.devices[r], r);
+    assert_int_equal(plan_mesh_device(p, r), r);
   plan_cost_model_free(m);
   p->mesh.topology = NULL;
+  plan_free(p);
+}
+
+/* memory per device with ratios: each rank counts its own piece */
+static const char *ratio_mem_plan =
+    "libplan: \"1.1\"\n"
+    "program:\n"
+    "  tensors:\n"
+    "    x: {shape: [4096, 1024], dtype: bf16}\n"
+    "    b: {shape: [4096, 1024], dtype: bf16, role: param}\n"
+    "  ops:\n"
+    "    - {name: a, op: add, in: [x, b], out: y}\n"
+    "mesh: {axes: [dp=2]}\n"
+    "placements: {x: \"S(0|%s)\", b: \"S(0|%s)\"}\n"
+    "strategies:\n"
+    "  a: {in: [\"S(0|%s)\", \"S(0|%s)\"], out: [\"S(0|%s)\"]}\n"
+    "outputs: {y: \"S(0|%s)\"}\n";
+
+static void mem_of(const char *w, double *peak, double *params,
+                   const char *profile, const char *const *hw) {
+  char text[1024];
+  snprintf(text, sizeof text, ratio_mem_plan, w, w, w, w, w, w);
+  plan_plan *p = load(text);
+  if (hw)
+    assert_int_equal(plan_set_mesh_device_hardware(p, hw), PLAN_OK);
+  plan_cost_model *m = model(p, profile);
+  plan_cost_report *r = NULL;
+  assert_int_equal(plan_cost_plan(&r, m, p), PLAN_OK);
+  *peak = (double)plan_cost_report_memory_peak(r);
+  plan_cost_memory_info mi;
+  assert_int_equal(plan_cost_report_memory(&mi, r, 0), PLAN_OK);
+  *params = mi.parameters;
+  plan_cost_report_free(r);
+  plan_cost_model_free(m);
+  plan_free(p);
+}
+
+static void test_memory_own_piece(void **state) {
+  (void)state;
+  double rows = 4096, cols = 1024, bf16 = 2, peak, params;
+  /* 3:1: rank 0 holds three quarters of x, b and y */
+  mem_of("3:1", &peak, &params, "h100", NULL);
+  near(params, rows * 3 / 4 * cols * bf16, "the 3:1 rank's parameters");
+  near(peak, 3 * rows * 3 / 4 * cols * bf16, "the 3:1 rank's peak");
+  /* 1:1 ratios: the even pieces */
+  double even_peak, even_params;
+  mem_of("1:1", &even_peak, &even_params, "h100", NULL);
+  near(even_params, rows / 2 * cols * bf16, "even parameters");
+  near(even_peak, 3 * rows / 2 * cols * bf16, "even peak");
+  /* 1:3: the larger piece is rank 1's, the report names it */
+  mem_of("1:3", &peak, &params, "h100", NULL);
+  near(peak, 3 * rows * 3 / 4 * cols * bf16, "the 1:3 rank's peak");
+  /* per-device hardware: the same pieces */
+  static const char *const hw[] = {"h100", "a100"};
+  mem_of("3:1", &peak, &params, NULL, hw);
+  near(peak, 3 * rows * 3 / 4 * cols * bf16, "per device, 3:1");
+}
+
+/* the public what-if setters and the placement search's options */
+static void test_whatif_api(void **state) {
+  (void)state;
+  plan_plan *p = load(sp_plan);
+  assert_int_equal(plan_mesh_topology_kind(p), -1);
+  plan_topology_spec t;
+  memset(&t, 0, sizeof t);
+  t.torus = 1;
+  t.ndims = 2;
+  t.dims[0] = 4;
+  t.dims[1] = 3;
+  t.wrap[0] = t.wrap[1] = 1;
+  t.bandwidth = 45e9;
+  t.latency = 1e-6;
+  assert_int_equal(plan_set_mesh_topology(p, &t), PLAN_EINVALID);
+  assert_non_null(strstr(plan_error_last()->message, "12 devices"));
+  assert_int_equal(plan_mesh_topology_kind(p), -1);
+  t.dims[1] = 4;
+  t.bandwidth = 0;
+  assert_int_equal(plan_set_mesh_topology(p, &t), PLAN_EINVALID);
+  t.bandwidth = 45e9;
+  /* the what-if for one call: the search prices the torus, p keeps none */
+  plan_placement_options o = PLAN_PLACEMENT_OPTIONS_INIT;
+  o.profile = "h100";
+  o.topology = &t;
+  o.keep = 0;
+  plan_placement_result *res = malloc(sizeof *res);
+  assert_non_null(res);
+  assert_int_equal(plan_search_placement(res, p, &o), PLAN_OK);
+  assert_string_equal(res->best.curve, "snake");
+  assert_int_equal(res->listed, res->candidates);
+  assert_string_equal(res->list[0].curve, "default");
+  near(res->list[0].step, res->default_step, "the default first");
+  assert_true(res->best.step < res->default_step);
+  assert_int_equal(plan_mesh_topology_kind(p), -1);
+  assert_int_equal(plan_mesh_device(p, 4), 4); /* keep = 0 */
+  o.keep = 1;
+  assert_int_equal(plan_search_placement(res, p, &o), PLAN_OK);
+  assert_int_equal(plan_mesh_device(p, 4), 7);
+  /* without a topology, or a version this library does not know */
+  assert_int_equal(plan_search_placement(res, p, NULL), PLAN_EUSAGE);
+  o.version = 99;
+  assert_int_equal(plan_search_placement(res, p, &o), PLAN_EUSAGE);
+  /* levels: a group size that does not divide the devices */
+  plan_topology_spec l;
+  memset(&l, 0, sizeof l);
+  l.nlevels = 2;
+  l.level_size[0] = 5;
+  l.level_bandwidth[0] = l.level_bandwidth[1] = 1e9;
+  assert_int_equal(plan_set_mesh_topology(p, &l), PLAN_EINVALID);
+  l.level_size[0] = 4;
+  l.level_name[0] = "nvlink";
+  assert_int_equal(plan_set_mesh_topology(p, &l), PLAN_OK);
+  assert_int_equal(plan_mesh_topology_kind(p), 0);
+  assert_string_equal(p->mesh.topology->levels[0].name, "nvlink");
+  assert_int_equal(plan_set_mesh_topology(p, NULL), PLAN_OK);
+  assert_int_equal(plan_mesh_topology_kind(p), -1);
+  /* hardware per device: built-in names only, interned per profile */
+  const char *hw[16];
+  for (int d = 0; d < 16; d++)
+    hw[d] = d < 8 ? "h100" : "a100-80gb";
+  assert_int_equal(plan_set_mesh_device_hardware(p, hw), PLAN_OK);
+  assert_int_equal(p->mesh.nprofiles, 2);
+  assert_string_equal(plan_mesh_device_hardware(p, 0), "h100-sxm");
+  assert_string_equal(plan_mesh_device_hardware(p, 15), "a100-80gb");
+  hw[3] = "h1000";
+  assert_int_equal(plan_set_mesh_device_hardware(p, hw), PLAN_ENOTFOUND);
+  assert_string_equal(plan_mesh_device_hardware(p, 3), "h100-sxm");
+  assert_int_equal(plan_set_mesh_device_hardware(p, NULL), PLAN_OK);
+  assert_null(plan_mesh_device_hardware(p, 0));
+  /* one rank's op time: on like devices and even pieces, the op's */
+  plan_cost_model *m = model(p, "h100");
+  double all, one;
+  assert_int_equal(plan_cost_op_seconds(&all, m, p, 0, NULL, NULL), PLAN_OK);
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 0, 5, NULL, NULL),
+                   PLAN_OK);
+  near(one, all, "rank 5's time");
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 0, 16, NULL, NULL),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_cost_op_seconds_rank(&one, m, p, 1, 0, NULL, NULL),
+                   PLAN_EUSAGE);
+  plan_cost_model_free(m);
+  free(res);
+  plan_free(p);
+}
+
+/* calibration per profile: each profile of a mixed mesh its own */
+static void test_calibration_per_profile(void **state) {
+  (void)state;
+  plan_plan *p = load(dp_plan);
+  static const char *const hw[] = {"h100", "a100"};
+  assert_int_equal(plan_set_mesh_device_hardware(p, hw), PLAN_OK);
+  plan_cost_model *m = model(p, NULL);
+  double h0, a0, t;
+  assert_int_equal(plan_cost_op_seconds_rank(&h0, m, p, 0, 0, NULL, NULL), 0);
+  assert_int_equal(plan_cost_op_seconds_rank(&a0, m, p, 0, 1, NULL, NULL), 0);
+  assert_true(a0 > h0); /* the A100 is slower */
+  /* measured on the A100: only its rank takes it */
+  assert_int_equal(
+      plan_cost_model_calibrate_profile(m, "a100", "matmul", 1.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 1.0, "the A100's measured matmul");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, h0, "the H100 keeps the model");
+  /* for every device, later: the profile's own still wins at its level */
+  assert_int_equal(plan_cost_model_calibrate(m, "matmul", 2.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, 2.0, "every device's entry on the H100");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 1.0, "the A100's own entry wins");
+  /* a name beats a kind, whoever it is for */
+  assert_int_equal(plan_cost_model_calibrate(m, "fc", 3.0, 0), PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 3.0, "a name over the A100's kind");
+  /* the slowest rank sets the op's time */
+  assert_int_equal(plan_cost_op_seconds(&t, m, p, 0, NULL, NULL), PLAN_OK);
+  near(t, 3.0, "the op's time");
+  /* a collective spans profiles */
+  assert_int_equal(
+      plan_cost_model_calibrate_profile(m, "a100", "all_reduce", 1.0, 0),
+      PLAN_EINVALID);
+  plan_cost_model_free(m);
+  /* from a file */
+  m = model(p, NULL);
+  static const char file[] = "libplan-calibration: \"0.1\"\n"
+                             "ops: {matmul: {seconds: 0.25}}\n"
+                             "profiles:\n"
+                             "  a100-80gb: {ops: {matmul: {seconds: 0.5}}}\n";
+  assert_int_equal(
+      plan_cost_model_load_calibration_buffer(m, file, strlen(file), "c"),
+      PLAN_OK);
+  plan_cost_op_seconds_rank(&t, m, p, 0, 0, NULL, NULL);
+  near(t, 0.25, "the file's entry for every device");
+  plan_cost_op_seconds_rank(&t, m, p, 0, 1, NULL, NULL);
+  near(t, 0.5, "the file's A100 entry");
+  static const char bad[] =
+      "libplan-calibration: \"0.1\"\n"
+      "profiles:\n"
+      "  a100: {collectives: {all_reduce: {seconds: 1}}}\n";
+  assert_int_equal(
+      plan_cost_model_load_calibration_buffer(m, bad, strlen(bad), "bad.yaml"),
+      PLAN_ESCHEMA);
+  assert_int_equal(plan_error_last()->line, 3);
+  plan_cost_model_free(m);
+  /* one hardware: its own profile's entries apply, another's never */
+  assert_int_equal(plan_set_mesh_device_hardware(p, NULL), PLAN_OK);
+  m = model(p, "h100");
+  double u0;
+  plan_cost_op_seconds(&u0, m, p, 0, NULL, NULL);
+  plan_cost_model_calibrate_profile(m, "a100", "matmul", 1.0, 0);
+  plan_cost_op_seconds(&t, m, p, 0, NULL, NULL);
+  near(t, u0, "another hardware's entry is not used");
+  plan_cost_model_calibrate_profile(m, "h100-sxm", "matmul", 1.0, 0);
+  plan_cost_op_seconds(&t, m, p, 0, NULL, NULL);
+  near(t, 1.0, "its own hardware's entry is");
+  plan_cost_model_free(m);
   plan_free(p);
 }
 
@@ -259,6 +474,9 @@ int main(void) {
       cmocka_unit_test(test_profiles_per_device),
       cmocka_unit_test(test_torus_ring),
       cmocka_unit_test(test_levels),
+      cmocka_unit_test(test_memory_own_piece),
+      cmocka_unit_test(test_whatif_api),
+      cmocka_unit_test(test_calibration_per_profile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

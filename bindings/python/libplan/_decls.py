@@ -134,7 +134,10 @@ class SearchOptions(ctypes.Structure):
                 ("mesh", c_char_p), ("hardware", c_char_p),
                 ("seed", c_int64), ("width", c_int), ("limit", c_int64),
                 ("seconds", c_double), ("devices", c_int),
-                ("self_contained", c_int)]
+                ("self_contained", c_int),
+                # version 2 (the binding asks for version 1: unread)
+                ("placement", c_int), ("topology", c_char_p),
+                ("mesh_shape", c_int)]
 
 
 class SearchInfo(ctypes.Structure):

@@ -130,6 +130,16 @@ PLAN_API int plan_cost_model_update_mesh(plan_cost_model *m,
  * PLAN_EINVALID for bad figures, PLAN_EUSAGE for a bad pattern. */
 PLAN_API int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
                                        double seconds, double rate);
+/* The same measured on one hardware profile (`profile`: a profile name or
+ * alias, "a100"; NULL: every device): on a mesh of unlike devices it
+ * prices the ops of the devices with that hardware, and wins over an
+ * entry for every device at the same level (name, glob, kind); on a model
+ * of one hardware it applies when it is that hardware, else never. Ops
+ * only: PLAN_EINVALID for a collective (a group spans several profiles). */
+PLAN_API int plan_cost_model_calibrate_profile(plan_cost_model *m,
+                                               const char *profile,
+                                               const char *pattern,
+                                               double seconds, double rate);
 PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m,
                                              const char *pattern,
                                              const double *sizes,
@@ -145,6 +155,8 @@ PLAN_API int plan_cost_model_calibrate_table(plan_cost_model *m,
  *   collectives:
  *     all_reduce: {bandwidth: 3.6e11}
  *     all_gather: {table: [[1048576, 2.1e-5], [1073741824, 3.1e-3]]}
+ *   profiles:                         # measured per hardware profile
+ *     a100-80gb: {ops: {matmul: {flops_per_second: 2.2e14}}}
  * Errors carry file, line and column (PLAN_ESYNTAX, PLAN_ESCHEMA,
  * PLAN_EINVALID, PLAN_EIO). The model is unchanged when it fails. */
 PLAN_API int plan_cost_model_load_calibration(plan_cost_model *m,

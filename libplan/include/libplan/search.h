@@ -55,14 +55,31 @@ typedef struct plan_search_options {
                          provenance, and return the plan with its program
                          inline (what `plan search --self-contained`
                          writes) */
+  /* version 2 (a version-1 caller's struct ends above, and the search
+   * reads none of these from it): */
+  int placement;        /* 1: also choose the device assignment on the mesh's
+                           topology (or `topology`) by the modeled step, after
+                           the strategy: curves through the topology composed
+                           with orders of the axes (docs/heterogeneous.md) */
+  const char *topology; /* what-if topology for the placement and shape
+                           searches: "torus:4x4", "torus:4x2:nowrap",
+                           "levels:nvlink=4,ib" (docs/cli.md); NULL: the
+                           mesh's */
+  int mesh_shape;       /* 1: try every factorisation of the mesh's device count
+                           over its axis names (sizes 1 allowed), run the
+                           strategy on each and keep the least modeled step */
 } plan_search_options;
 
-#define PLAN_SEARCH_OPTIONS_VERSION 1
+#define PLAN_SEARCH_OPTIONS_VERSION 2
 #define PLAN_SEARCH_OPTIONS_INIT                                               \
-  { PLAN_SEARCH_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0.0, 0, 0 }
+  {                                                                            \
+    PLAN_SEARCH_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0.0, 0, 0, 0,      \
+        NULL, 0                                                                \
+  }
 
-/* Sets *opts to the defaults of `version`. PLAN_EUSAGE for a NULL opts or
- * a version this library does not know. */
+/* Sets *opts to the defaults of `version` (1 or 2: a version-1 struct is
+ * filled only as far as version 1 has fields). PLAN_EUSAGE for a NULL
+ * opts or a version this library does not know. */
 PLAN_API int plan_search_options_init(plan_search_options *opts,
                                       unsigned int version);
 

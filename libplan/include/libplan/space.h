@@ -225,6 +225,102 @@ PLAN_API int plan_set_output_placement(plan_plan *p, int k,
  * PLAN_EINVALID for a list that is not a permutation; PLAN_ENOMEM. */
 PLAN_API int plan_set_mesh_devices(plan_plan *p, const int64_t *devices);
 
+/* ---- the device assignment on a topology --------------------------------
+ * What-if questions (a torus the file does not describe, hardware per
+ * device) and the placement search that picks mesh.devices on the
+ * topology (docs/heterogeneous.md, "Placement search"). */
+
+/* How the physical devices are wired (the file's `mesh.topology`): a
+ * hierarchy of levels (level l groups `level_size[l]` consecutive devices
+ * of level l - 1; the last level spans everything, its size 0), or a 1-3-D
+ * torus of `dims` (devices numbered row-major; wrap[d] 0: a mesh without
+ * wraparound in dim d). Links are per device and direction, bytes/s and
+ * seconds; the strings are copied. */
+#define PLAN_TOPOLOGY_MAX_LEVELS 4
+typedef struct plan_topology_spec {
+  int torus; /* 1: the torus fields; 0: the levels */
+  int nlevels;
+  const char *level_name[PLAN_TOPOLOGY_MAX_LEVELS];
+  int64_t level_size[PLAN_TOPOLOGY_MAX_LEVELS];
+  double level_bandwidth[PLAN_TOPOLOGY_MAX_LEVELS];
+  double level_latency[PLAN_TOPOLOGY_MAX_LEVELS];
+  int ndims;
+  int64_t dims[3];
+  int wrap[3];
+  double bandwidth; /* torus: one neighbour link */
+  double latency;
+} plan_topology_spec;
+
+/* Sets p's mesh topology to a copy of *t (NULL: none). PLAN_EUSAGE for a
+ * NULL plan or no mesh; PLAN_EINVALID (nothing changed) for a torus whose
+ * dims do not multiply to the device count, levels whose group sizes do
+ * not divide it, a count out of range or a link without a positive
+ * bandwidth; PLAN_ENOMEM. A cost model made before prices the new
+ * topology after plan_cost_model_update_mesh. */
+PLAN_API int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t);
+
+/* The kind of p's mesh topology: 1 a torus, 0 levels, -1 none (or no
+ * mesh). */
+PLAN_API int plan_mesh_topology_kind(const plan_plan *p);
+
+/* Gives physical device d the built-in hardware profile names[d] (d <
+ * plan_mesh_device_count; names NULL: every device the mesh's hardware
+ * again). PLAN_EUSAGE for a NULL plan or no mesh; PLAN_ENOTFOUND (nothing
+ * changed) for a name that is no built-in profile; PLAN_ENOMEM. Only a
+ * cost model made after the change prices the new hardware. */
+PLAN_API int plan_set_mesh_device_hardware(plan_plan *p,
+                                           const char *const *names);
+
+/* One device assignment the placement search priced. */
+typedef struct plan_placement_candidate {
+  char curve[24]; /* "default", "row-major", "snake", "tiled", "host-major",
+                     "interleaved" */
+  char order[96]; /* the mesh axes in the order the curve walks them,
+                     "dp,tp" ("" for the default) */
+  double step;    /* its modeled step, seconds */
+} plan_placement_candidate;
+
+#define PLAN_PLACEMENT_MAX_CANDIDATES 128
+typedef struct plan_placement_result {
+  plan_placement_candidate best; /* the one kept (the default on a tie) */
+  double default_step;           /* the plan's own device order's step */
+  int candidates;                /* assignments priced */
+  int listed;                    /* entries of list[] filled, in the order
+                                    priced (the first the default) */
+  plan_placement_candidate list[PLAN_PLACEMENT_MAX_CANDIDATES];
+  double seconds; /* processor time the search took */
+} plan_placement_result;
+
+/* What the placement search prices with. The pointers are borrowed for
+ * the call. */
+typedef struct plan_placement_options {
+  unsigned int version; /* PLAN_PLACEMENT_OPTIONS_VERSION */
+  const char *profile;  /* a built-in profile for every device; NULL: the
+                           plan's hardware, per device where it says */
+  /* what-if: this topology instead of the mesh's (NULL: the mesh's) */
+  const plan_topology_spec *topology;
+  /* what-if: device d's built-in profile names devices[d] instead of the
+   * mesh's hardware (NULL: the mesh's; `profile` then is ignored) */
+  const char *const *device_hardware;
+  int keep; /* 1: leave p's devices at the best order; 0: as they were */
+} plan_placement_options;
+#define PLAN_PLACEMENT_OPTIONS_VERSION 1
+#define PLAN_PLACEMENT_OPTIONS_INIT                                            \
+  { PLAN_PLACEMENT_OPTIONS_VERSION, NULL, NULL, NULL, 1 }
+
+/* The placement search: tries the plan's own device order, then every
+ * curve through the topology's devices (torus: row-major, snake, 2x2
+ * tiles; levels: host-major, interleaved across the top level's groups)
+ * with every order of the mesh axes larger than 1, prices each with the
+ * cost model (opts NULL: PLAN_PLACEMENT_OPTIONS_INIT), and fills *out; the
+ * least step is kept (ties keep the earlier). The what-if topology and
+ * hardware apply only during the call: p's mesh keeps its own. PLAN_EUSAGE
+ * for a NULL argument, an unknown options version or no topology at all;
+ * the setters' failures for bad what-ifs; a pricing failure's status. On a
+ * failure p is as before. */
+PLAN_API int plan_search_placement(plan_placement_result *out, plan_plan *p,
+                                   const plan_placement_options *opts);
+
 /* ---- pricing (allocation-free) --------------------------------------------
  * What a search calls millions of times, so the arguments are not checked
  * beyond the indices: out, m and p are not NULL, m was made for p's
@@ -245,6 +341,18 @@ PLAN_API int plan_cost_op_seconds(double *out, const plan_cost_model *m,
                                   const plan_plan *p, int op,
                                   const plan_placement *in,
                                   const plan_placement *out_pl);
+
+/* Seconds op `op` takes on logical rank `rank` (0 <= rank <
+ * plan_mesh_device_count; row-major over the mesh axes): the rank's own
+ * piece of every operand (shard ratios included) at the speed, memory
+ * bandwidth and calibration of the device it runs on (mesh.devices, the
+ * device's hardware profile), forward, whole batch; NULL placements: the
+ * plan's own strategy. PLAN_EUSAGE (and *out 0) for an op or rank out of
+ * range, or NULL placements for an op without a strategy. */
+PLAN_API int plan_cost_op_seconds_rank(double *out, const plan_cost_model *m,
+                                       const plan_plan *p, int op, int64_t rank,
+                                       const plan_placement *in,
+                                       const plan_placement *out_pl);
 
 /* Seconds to change tensor `tensor` from placement *from to *to (whole
  * batch): the redistribution planner's steps, each priced on the devices

@@ -23,36 +23,75 @@ static int coll_kind(const char *name) {
   return -1;
 }
 
+/* The entry for op `op` among those for profile q (-1: the model's own
+ * hardware, entries for every device only): an exact name wins over a
+ * glob, a glob over a kind; at the same level an entry for the profile
+ * wins over one for every device; among equals the latest. */
+static int best_entry(const plan_cost_model *m, int op, int q) {
+  int best = -1, rank = 0;
+  for (int i = 0; i < m->ncals; i++) {
+    const cost_cal *c = &m->cals[i];
+    if (c->target == COST_TARGET_COLL || (c->prof != -1 && c->prof != q))
+      continue;
+    int r = 0;
+    if (c->target == COST_TARGET_NAME)
+      r = strcmp(c->pattern, m->op_names[op]) ? 0 : 3;
+    else if (c->target == COST_TARGET_GLOB)
+      r = plan_glob_match(c->pattern, m->op_names[op]) ? 2 : 0;
+    else if (c->target == COST_TARGET_KIND)
+      r = c->kind == m->op_kinds[op] ? 1 : 0;
+    r = r ? 2 * r + (c->prof == q) : 0;
+    if (r && r >= rank) {
+      best = i;
+      rank = r;
+    }
+  }
+  return best;
+}
+
 void plan_cost_cal_match(plan_cost_model *m) {
   for (int c = 0; c < COST_COLL_COUNT; c++)
     m->coll_cal[c] = -1;
   for (int i = 0; i < m->ncals; i++)
     if (m->cals[i].target == COST_TARGET_COLL)
       m->coll_cal[m->cals[i].kind] = i;
-  for (int op = 0; op < m->nops; op++) {
-    int best = -1, rank = 0;
-    for (int i = 0; i < m->ncals; i++) {
-      const cost_cal *c = &m->cals[i];
-      int r = 0;
-      if (c->target == COST_TARGET_NAME)
-        r = strcmp(c->pattern, m->op_names[op]) ? 0 : 3;
-      else if (c->target == COST_TARGET_GLOB)
-        r = plan_glob_match(c->pattern, m->op_names[op]) ? 2 : 0;
-      else if (c->target == COST_TARGET_KIND)
-        r = c->kind == m->op_kinds[op] ? 1 : 0;
-      if (r && r >= rank) {
-        best = i;
-        rank = r;
-      }
-    }
-    m->op_cal[op] = best;
+  for (int op = 0; op < m->nops; op++)
+    m->op_cal[op] = best_entry(m, op, -1);
+  /* each profile of a mixed mesh: its own entries and every device's */
+  for (int q = 0; q < m->nprof; q++) {
+    cost_prof *pr = &m->prof[q];
+    for (int c = 0; c < COST_COLL_COUNT; c++)
+      pr->coll_cal[c] = m->coll_cal[c];
+    for (int op = 0; op < m->nops && pr->op_cal; op++)
+      pr->op_cal[op] = best_entry(m, op, q);
   }
 }
 
+/* Two hardware names for the same profile (aliases resolved). */
+static bool same_profile(const char *a, const char *b) {
+  const char *ca = plan_cost_profile_resolve(a);
+  const char *cb = plan_cost_profile_resolve(b);
+  return !strcmp(ca ? ca : a, cb ? cb : b);
+}
+
+/* The entry's profile index for hardware `name`: the mesh's profile q of
+ * that hardware; -1 (every device) when the model has one hardware and it
+ * is that one; -2 (kept, used by no device) for another hardware. */
+static int profile_index(const plan_cost_model *m, const char *name) {
+  if (!name)
+    return -1;
+  for (int q = 0; q < m->nprof; q++)
+    if (same_profile(m->prof[q].name, name))
+      return q;
+  if (m->nprof == 0 && same_profile(m->hw_name, name))
+    return -1;
+  return -2;
+}
+
 /* Appends an entry (figures already checked). */
-static int add_entry(plan_cost_model *m, const char *pattern, int mode,
-                     double value, const double *sizes, const double *times,
-                     int n) {
+static int add_entry(plan_cost_model *m, int prof, const char *pattern,
+                     int mode, double value, const double *sizes,
+                     const double *times, int n) {
   if (!pattern || !pattern[0])
     return plan_failf(PLAN_EUSAGE, "calibration: an empty pattern");
   if (m->ncals == m->cap_cals) {
@@ -64,12 +103,18 @@ static int add_entry(plan_cost_model *m, const char *pattern, int mode,
     m->cap_cals = cap;
   }
   cost_cal c = {0};
+  c.prof = prof;
   if (!(c.pattern = plan_arena_strdup(&m->arena, pattern)))
     return plan_oom();
   c.mode = mode;
   c.value = value;
   int k;
   if ((k = coll_kind(pattern)) >= 0) {
+    if (prof != -1)
+      return plan_failf(PLAN_EINVALID,
+                        "calibration of '%s' for one profile: a collective "
+                        "spans the mesh's devices, calibrate it for all",
+                        pattern);
     c.target = COST_TARGET_COLL;
     c.kind = k;
   } else if ((k = plan_op_kind_from_name(pattern)) >= 0) {
@@ -95,8 +140,9 @@ static int add_entry(plan_cost_model *m, const char *pattern, int mode,
   return PLAN_OK;
 }
 
-int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
-                              double seconds, double rate) {
+int plan_cost_model_calibrate_profile(plan_cost_model *m, const char *profile,
+                                      const char *pattern, double seconds,
+                                      double rate) {
   if (!m)
     return plan_failf(PLAN_EUSAGE, "plan_cost_model_calibrate: no model");
   bool s = seconds != 0, r = rate != 0;
@@ -110,8 +156,13 @@ int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
     return plan_failf(PLAN_EINVALID,
                       "calibration of '%s': %s must be finite and > 0",
                       pattern ? pattern : "", s ? "seconds" : "rate");
-  return add_entry(m, pattern, s ? COST_CAL_FIXED : COST_CAL_RATE, v, NULL,
-                   NULL, 0);
+  return add_entry(m, profile_index(m, profile), pattern,
+                   s ? COST_CAL_FIXED : COST_CAL_RATE, v, NULL, NULL, 0);
+}
+
+int plan_cost_model_calibrate(plan_cost_model *m, const char *pattern,
+                              double seconds, double rate) {
+  return plan_cost_model_calibrate_profile(m, NULL, pattern, seconds, rate);
 }
 
 /* Checks table points; on a problem writes the reason and returns the index
@@ -147,18 +198,18 @@ int plan_cost_model_calibrate_table(plan_cost_model *m, const char *pattern,
   if (table_problem(sizes, seconds, n, why, sizeof why) != -2)
     return plan_failf(PLAN_EINVALID, "calibration of '%s': %s",
                       pattern ? pattern : "", why);
-  return add_entry(m, pattern, COST_CAL_TABLE, 0, sizes, seconds, n);
+  return add_entry(m, -1, pattern, COST_CAL_TABLE, 0, sizes, seconds, n);
 }
 
 /* ---- calibration files --------------------------------------------------- */
 
-static const char *const root_keys[] = {"libplan-calibration", "hardware",
-                                        "parameters",          "ops",
-                                        "collectives",         NULL};
+static const char *const root_keys[] = {
+    "libplan-calibration", "hardware", "parameters", "ops",
+    "collectives",         "profiles", NULL};
 
 /* One entry of `ops` or `collectives`: {seconds: X} | {RATE_KEY: X} |
  * {table: [[size, seconds], ...]}. */
-static int read_entry(const plan_reader *rd, plan_cost_model *m,
+static int read_entry(const plan_reader *rd, plan_cost_model *m, int prof,
                       const plan_ynode *key, const plan_ynode *v,
                       const char *rate_key) {
   const char *keys[] = {"seconds", rate_key, "table", NULL};
@@ -188,7 +239,7 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
       return plan_rd_fail(rd, n, PLAN_EINVALID,
                           "calibration of '%s': the figure must be > 0",
                           pattern);
-    return add_entry(m, pattern,
+    return add_entry(m, prof, pattern,
                      n == plan_ymap_get(v, "seconds") ? COST_CAL_FIXED
                                                       : COST_CAL_RATE,
                      x, NULL, NULL, 0);
@@ -230,10 +281,29 @@ static int read_entry(const plan_reader *rd, plan_cost_model *m,
                         "calibration of '%s': %s", pattern, why);
   }
   if (!rc)
-    rc = add_entry(m, pattern, COST_CAL_TABLE, 0, sizes, secs, (int)cnt);
+    rc = add_entry(m, prof, pattern, COST_CAL_TABLE, 0, sizes, secs, (int)cnt);
   free(sizes);
   free(secs);
   return rc;
+}
+
+/* An `ops` map of calibration entries, for profile index prof. */
+static int read_ops(const plan_reader *rd, plan_cost_model *m, int prof,
+                    const plan_ynode *v) {
+  int rc = plan_rd_expect_map(rd, v, "ops");
+  if (rc)
+    return rc;
+  for (size_t i = 0; i < v->u.map.count; i++) {
+    const plan_ynode *k = v->u.map.pairs[i].key;
+    if (coll_kind(k->u.scalar.text) >= 0)
+      return plan_rd_fail(rd, k, PLAN_EINVALID,
+                          "'%s' is a collective: list it under collectives",
+                          k->u.scalar.text);
+    if ((rc = read_entry(rd, m, prof, k, v->u.map.pairs[i].value,
+                         "flops_per_second")))
+      return rc;
+  }
+  return PLAN_OK;
 }
 
 static int read_calibration(const plan_reader *rd, plan_cost_model *m,
@@ -275,17 +345,23 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
       }
     }
   }
-  if ((v = plan_ymap_get(root, "ops"))) {
-    if ((rc = plan_rd_expect_map(rd, v, "ops")))
+  if ((v = plan_ymap_get(root, "ops")) && (rc = read_ops(rd, m, -1, v)))
+    return rc;
+  if ((v = plan_ymap_get(root, "profiles"))) {
+    /* profiles: {NAME: {ops: {...}}}: measured on that hardware, for the
+     * devices of a mixed mesh that have it */
+    if ((rc = plan_rd_expect_map(rd, v, "profiles")))
       return rc;
+    static const char *const pkeys[] = {"ops", NULL};
     for (size_t i = 0; i < v->u.map.count; i++) {
-      const plan_ynode *k = v->u.map.pairs[i].key;
-      if (coll_kind(k->u.scalar.text) >= 0)
-        return plan_rd_fail(rd, k, PLAN_EINVALID,
-                            "'%s' is a collective: list it under collectives",
-                            k->u.scalar.text);
-      if ((rc = read_entry(rd, m, k, v->u.map.pairs[i].value,
-                           "flops_per_second")))
+      const plan_ynode *k = v->u.map.pairs[i].key, *x = v->u.map.pairs[i].value;
+      if ((rc = plan_rd_expect_map(rd, x, "a profile's calibration")) ||
+          (rc = plan_rd_check_keys(rd, x, pkeys, "a profile's calibration",
+                                   NULL)))
+        return rc;
+      const plan_ynode *ops = plan_ymap_get(x, "ops");
+      if (ops &&
+          (rc = read_ops(rd, m, profile_index(m, k->u.scalar.text), ops)))
         return rc;
     }
   }
@@ -299,7 +375,7 @@ static int read_calibration(const plan_reader *rd, plan_cost_model *m,
                             "unknown collective '%s' (all_gather, all_reduce, "
                             "reduce_scatter, all_to_all, send)",
                             k->u.scalar.text);
-      if ((rc = read_entry(rd, m, k, v->u.map.pairs[i].value, "bandwidth")))
+      if ((rc = read_entry(rd, m, -1, k, v->u.map.pairs[i].value, "bandwidth")))
         return rc;
     }
   }

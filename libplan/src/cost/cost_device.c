@@ -8,6 +8,7 @@
 
 #include "cost/cost_device.h"
 #include "ir/placement.h"
+#include "libplan/space.h"
 
 /* ---- setup --------------------------------------------------------------- */
 
@@ -238,6 +239,25 @@ int plan_cost_op_rank_seconds(double *out, const plan_cost_model *m,
   int rc = plan_cost_op_eval_rank(&e, m, p, op, rank, in, outs, 1);
   *out = rc ? 0 : e.seconds;
   return rc;
+}
+
+int plan_cost_op_seconds_rank(double *out, const plan_cost_model *m,
+                              const plan_plan *p, int op, int64_t rank,
+                              const plan_placement *in,
+                              const plan_placement *out_pl) {
+  if (!out)
+    return plan_failf(PLAN_EUSAGE, "plan_cost_op_seconds_rank: out is NULL");
+  *out = 0;
+  if (!m || !p || op < 0 || op >= p->program->nops)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_cost_op_seconds_rank: op %d is out "
+                      "of range",
+                      op);
+  if ((!in || !out_pl) && !p->strategies[op].set)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_cost_op_seconds_rank: op '%s' has no strategy",
+                      p->program->ops[op].name);
+  return plan_cost_op_rank_seconds(out, m, p, op, rank, in, out_pl);
 }
 
 bool plan_cost_op_varies(const plan_cost_model *m, const plan_plan *p, int op,

@@ -45,6 +45,13 @@ typedef struct ctx {
   int nsent, cap_sent;
   int *first_use;      /* per tensor: its first consumer, -1 */
   unsigned *sync_mask; /* per param: axes its gradient is partial along */
+  /* the memory of one logical rank: its mesh coordinates, so every tensor
+   * counts that rank's own piece (ratios included); NULL: torch.chunk's
+   * largest piece. memory_only: a pass that counts bytes and prices
+   * nothing (device_memory's per-rank passes). */
+  const int64_t *coord;
+  bool memory_only;
+  const double *inflight; /* per stage: microbatches held (totals) */
 } ctx;
 
 static bool held(const holders *h, int t, const plan_placement *pl) {
@@ -95,10 +102,26 @@ static plan_placement produced_pl(const plan_plan *p, int t) {
   return p->strategies[x->producer].out[x->producer_slot];
 }
 
+/* Elements of tensor x under pl on c's rank (c->coord), or torch.chunk's
+ * largest piece. */
+static double ctx_numel(const ctx *c, const plan_tensor *x,
+                        const plan_placement *pl) {
+  const plan_plan *p = c->p;
+  if (!c->coord)
+    return plan_cost_local_numel(x, pl, p->mesh.axis_sizes);
+  double n = 1;
+  for (int d = 0; d < x->rank; d++) {
+    int64_t off, len;
+    plan_placement_dim_range_r(pl, d, x->dims[d], p->mesh.axis_sizes, c->coord,
+                               p->mesh.ratios, p->mesh.nratios, &off, &len);
+    n *= (double)len;
+  }
+  return n;
+}
+
 static double tensor_bytes(const ctx *c, int t, const plan_placement *pl) {
   const plan_plan *p = c->p;
-  return plan_cost_local_numel(&p->program->tensors[t], pl,
-                               p->mesh.axis_sizes) *
+  return ctx_numel(c, &p->program->tensors[t], pl) *
          plan_dtype_size(plan_cost_tensor_dtype(p, t));
 }
 
@@ -294,8 +317,8 @@ static int train_params(ctx *c) {
     plan_placement state = rs || (pt && pt->has_state_pl) ? pt->state_pl : sp;
     plan_dtype pdt = plan_cost_tensor_dtype(p, t);
     plan_dtype gdt = tr->grad_dtype >= 0 ? (plan_dtype)tr->grad_dtype : pdt;
-    double n_param = plan_cost_local_numel(x, &sp, p->mesh.axis_sizes);
-    double n_state = plan_cost_local_numel(x, &state, p->mesh.axis_sizes);
+    double n_param = ctx_numel(c, x, &sp);
+    double n_state = ctx_numel(c, x, &state);
     double n_grad = rs ? n_state : n_param;
     int pes = plan_dtype_size(pdt), ges = plan_dtype_size(gdt);
     double master = pdt != PLAN_F32 ? 4 : 0; /* f32 master weights */
@@ -310,6 +333,8 @@ static int train_params(ctx *c) {
       touched += (tr->momentum != 0 ? 8 : 0) + 2 * master;
     }
     s->optstate += n_state * per;
+    if (c->memory_only)
+      continue;
     if (c->m->mem_bw > 0)
       s->opt += n_state * touched / c->m->mem_bw;
     /* gradient synchronisation */
@@ -622,39 +647,116 @@ static void human_bytes(char *buf, size_t size, double b) {
   plan_format_bytes(buf, size, b);
 }
 
-/* Per-device hardware: each device's stage total against its own memory
- * (the stage of a rank: its index along the pipeline axis, stages beyond
- * the ranks wrapping round); the report's capacity and peak are those of
- * the device with the least headroom. */
+/* A stage's memory row from its accumulator (totals' formula). */
+static void stage_row(const ctx *c, const stage_acc *a, int s, double inflight,
+                      plan_cost_memory_info *mi) {
+  mi->stage = c->r->pipeline ? s : -1;
+  mi->parameters = a->params;
+  mi->gradients = a->grads;
+  mi->optimizer = a->optstate;
+  if (c->r->training) {
+    mi->inflight = inflight;
+    mi->activations = a->saved * inflight;
+    mi->workspace = a->work;
+  } else {
+    mi->inflight = 1;
+    mi->activations = a->live_peak;
+    mi->workspace = 0;
+  }
+  mi->total = mi->parameters + mi->gradients + mi->optimizer + mi->activations +
+              mi->workspace;
+}
+
+/* Every stage's memory row as logical rank rk holds it (its own piece of
+ * every tensor, ratios included) into out[nst]: the memory passes again,
+ * counting bytes only. */
+static int rank_memory(ctx *c, int64_t rk, plan_cost_memory_info *out) {
+  int64_t coord[PLAN_MAX_MESH_AXES];
+  plan_cost_rank_coord(c->m, rk, coord);
+  stage_acc *keep = c->st;
+  stage_acc *tmp = calloc((size_t)c->nst, sizeof *tmp);
+  if (!tmp)
+    return plan_oom();
+  c->st = tmp;
+  c->coord = coord;
+  c->memory_only = true;
+  leaf_memory(c);
+  int rc;
+  if (c->r->training) {
+    saved_memory(c);
+    rc = train_params(c);
+  } else {
+    rc = live_memory(c);
+  }
+  for (int s = 0; s < c->nst && !rc; s++)
+    stage_row(c, &tmp[s], s, c->inflight[s], &out[s]);
+  c->st = keep;
+  c->coord = NULL;
+  c->memory_only = false;
+  free(tmp);
+  return rc;
+}
+
+/* Per-device hardware or shard ratios: each device's stage total against
+ * its own memory (the stage of a rank: its index along the pipeline axis,
+ * stages beyond the ranks wrapping round). With ratios each rank counts
+ * its own pieces (a rank with a 3:1 share holds three times the other's
+ * bytes), not torch.chunk's largest even piece. The report's capacity and
+ * peak are those of the device with the least headroom. */
 static int device_memory(ctx *c) {
   plan_cost_report *r = c->r;
   const plan_cost_model *m = c->m;
   const plan_plan *p = c->p;
   int64_t coord[PLAN_MAX_MESH_AXES], worst = -1;
-  double worst_left = 0;
+  double worst_left = 0, worst_total = 0;
   int worst_row = 0;
   int pa = p->pipeline.present ? p->pipeline.axis : -1;
+  /* with ratios: each rank's rows, and per stage the largest rank's row
+   * reported */
+  plan_cost_memory_info *row = NULL;
+  bool *seen = NULL;
+  if (p->mesh.nratios > 0 &&
+      (!(row = malloc(sizeof *row * ((size_t)c->nst + 1))) ||
+       !(seen = calloc((size_t)c->nst + 1, sizeof *seen)))) {
+    free(row);
+    return plan_oom();
+  }
   for (int64_t rk = 0; rk < m->ndevices; rk++) {
+    int rc = row ? rank_memory(c, rk, row) : PLAN_OK;
+    if (rc) {
+      free(row);
+      free(seen);
+      return rc;
+    }
     plan_cost_rank_coord(m, rk, coord);
     int64_t d = plan_cost_rank_device(m, rk);
     double cap = plan_cost_device_memory(m, d);
     for (int s = 0; s < c->nst; s++) {
       if (pa >= 0 && pa < m->naxes && s % m->axis_sizes[pa] != coord[pa])
         continue;
-      double left = cap - r->mem[s].total;
+      double total = row ? row[s].total : r->mem[s].total;
+      if (row && (!seen[s] || total > r->mem[s].total)) {
+        r->mem[s] = row[s];
+        seen[s] = true;
+      }
+      /* no figure: every device fits, the largest total reported */
+      double left = cap > 0 ? cap - total : 1e300 - total;
       if (worst < 0 || left < worst_left) {
         worst = d;
         worst_left = left;
         worst_row = s;
+        worst_total = total;
       }
     }
   }
+  free(seen);
+  free(row);
   if (worst < 0)
     return PLAN_OK;
   r->capacity = plan_cost_device_memory(m, worst);
-  r->peak = r->mem[worst_row].total;
+  r->peak = worst_total;
   r->peak_row = worst_row;
-  r->fits = worst_left >= 0;
+  r->fits = r->capacity <= 0 || worst_left >= 0;
   if (r->fits) {
     r->reason = "";
     return PLAN_OK;
@@ -721,30 +823,16 @@ static int totals(ctx *c) {
     return plan_oom();
   r->capacity = c->m->hw.memory;
   for (int s = 0; s < c->nst; s++) {
-    const stage_acc *a = &c->st[s];
     plan_cost_memory_info *mi = &r->mem[s];
-    mi->stage = r->pipeline ? s : -1;
-    mi->parameters = a->params;
-    mi->gradients = a->grads;
-    mi->optimizer = a->optstate;
-    if (r->training) {
-      mi->inflight = inflight[s];
-      mi->activations = a->saved * mi->inflight;
-      mi->workspace = a->work;
-    } else {
-      mi->inflight = 1;
-      mi->activations = a->live_peak;
-      mi->workspace = 0;
-    }
-    mi->total = mi->parameters + mi->gradients + mi->optimizer +
-                mi->activations + mi->workspace;
+    stage_row(c, &c->st[s], s, inflight[s], mi);
     if (s == 0 || mi->total > r->peak) {
       r->peak = mi->total;
       r->peak_row = s;
     }
   }
   r->fits = r->capacity <= 0 || r->peak <= r->capacity;
-  if (c->m->nprof > 0)
+  c->inflight = inflight;
+  if (c->m->nprof > 0 || c->p->mesh.nratios > 0)
     return device_memory(c);
   if (r->fits) {
     r->reason = "";

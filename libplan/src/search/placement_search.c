@@ -6,6 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/util.h"
+#include "cost/cost_model.h"
+#include "libplan/cost.h"
 #include "libplan/space.h"
 #include "search/placement_search.h"
 
@@ -123,14 +126,38 @@ static int price(double *step, plan_cost_model *m, plan_plan *p) {
   return rc;
 }
 
-int plan_placement_search(plan_placement_choice *out, plan_plan *p,
-                          const char *profile) {
+/* The axis order text "dp,tp" of order[0..norder). */
+static void order_text(char *buf, size_t size, const plan_mesh *mesh,
+                       const int *order, int norder) {
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < norder && len < size; i++) {
+    snprintf(buf + len, size - len, "%s%s", i ? "," : "",
+             mesh->axis_names[order[i]]);
+    len = strlen(buf);
+  }
+}
+
+static void record(plan_placement_candidate *list, int cap, int *listed,
+                   const char *curve, const char *order, double step) {
+  if (!list || *listed >= cap)
+    return;
+  plan_placement_candidate *c = &list[(*listed)++];
+  snprintf(c->curve, sizeof c->curve, "%s", curve);
+  snprintf(c->order, sizeof c->order, "%s", order);
+  c->step = step;
+}
+
+/* The search, recording every candidate into list[0..cap) when given. */
+static int search(plan_placement_choice *out, plan_plan *p, const char *profile,
+                  plan_placement_candidate *list, int cap, int *listed) {
   memset(out, 0, sizeof *out);
   if (!p || !p->has_mesh || !p->mesh.topology)
     return plan_failf(PLAN_EUSAGE,
                       "placement search: the plan's mesh has no topology");
   clock_t t0 = clock();
   const plan_mesh *mesh = &p->mesh;
+  int64_t *orig = p->mesh.devices; /* the plan's arena keeps it */
   int64_t n = mesh->ndevices;
   int64_t *buf = malloc(sizeof(int64_t) * 3 * (size_t)(n > 0 ? n : 1));
   if (!buf)
@@ -145,6 +172,8 @@ int plan_placement_search(plan_placement_choice *out, plan_plan *p,
   out->step = out->default_step;
   out->candidates = 1;
   snprintf(out->curve, sizeof out->curve, "default");
+  if (!rc)
+    record(list, cap, listed, "default", "", out->step);
   static const char *const curves[] = {"row-major", "snake", "tiled",
                                        "host-major", "interleaved"};
   for (size_t c = 0; !rc && c < sizeof curves / sizeof curves[0]; c++) {
@@ -160,24 +189,206 @@ int plan_placement_search(plan_placement_choice *out, plan_plan *p,
       if ((rc = plan_set_mesh_devices(p, devs)) || (rc = price(&step, m, p)))
         break;
       out->candidates++;
+      char text[sizeof out->order];
+      order_text(text, sizeof text, mesh, order, norder);
+      record(list, cap, listed, curves[c], text, step);
       if (step < out->step) {
         out->step = step;
         memcpy(best, devs, sizeof(int64_t) * (size_t)n);
         snprintf(out->curve, sizeof out->curve, "%s", curves[c]);
-        size_t len = 0;
-        out->order[0] = 0;
-        for (int i = 0; i < norder; i++) {
-          snprintf(out->order + len, sizeof out->order - len, "%s%s",
-                   i ? "," : "", mesh->axis_names[order[i]]);
-          len = strlen(out->order);
-        }
+        snprintf(out->order, sizeof out->order, "%s", text);
       }
     } while (next_perm(order, norder));
   }
   if (!rc)
     rc = plan_set_mesh_devices(p, best);
+  if (rc)
+    p->mesh.devices = orig;
   plan_cost_model_free(m);
   free(buf);
   out->seconds = (double)(clock() - t0) / CLOCKS_PER_SEC;
   return rc;
+}
+
+int plan_placement_search(plan_placement_choice *out, plan_plan *p,
+                          const char *profile) {
+  return search(out, p, profile, NULL, 0, NULL);
+}
+
+int plan_search_placement(plan_placement_result *out, plan_plan *p,
+                          const plan_placement_options *opts) {
+  static const plan_placement_options defaults = PLAN_PLACEMENT_OPTIONS_INIT;
+  if (!opts)
+    opts = &defaults;
+  if (!out || !p || !p->has_mesh)
+    return plan_failf(
+        PLAN_EUSAGE, "plan_search_placement: no result or no plan with a mesh");
+  if (opts->version != PLAN_PLACEMENT_OPTIONS_VERSION)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_search_placement: options version %u, this "
+                      "library knows %u",
+                      opts->version, PLAN_PLACEMENT_OPTIONS_VERSION);
+  memset(out, 0, sizeof *out);
+  /* the mesh's own, put back after the what-ifs (the arena keeps both) */
+  plan_mesh *mesh = &p->mesh;
+  plan_topology *topo = mesh->topology;
+  plan_hardware *profiles = mesh->profiles;
+  int nprofiles = mesh->nprofiles, *device_profile = mesh->device_profile;
+  int64_t *devices = mesh->devices;
+  int rc = PLAN_OK;
+  if (opts->topology)
+    rc = plan_set_mesh_topology(p, opts->topology);
+  if (!rc && opts->device_hardware)
+    rc = plan_set_mesh_device_hardware(p, opts->device_hardware);
+  plan_placement_choice ch;
+  memset(&ch, 0, sizeof ch);
+  if (!rc)
+    rc = search(&ch, p, opts->device_hardware ? NULL : opts->profile, out->list,
+                PLAN_PLACEMENT_MAX_CANDIDATES, &out->listed);
+  mesh->topology = topo;
+  mesh->profiles = profiles;
+  mesh->nprofiles = nprofiles;
+  mesh->device_profile = device_profile;
+  if (rc || !opts->keep)
+    mesh->devices = devices;
+  snprintf(out->best.curve, sizeof out->best.curve, "%s", ch.curve);
+  snprintf(out->best.order, sizeof out->best.order, "%s", ch.order);
+  out->best.step = ch.step;
+  out->default_step = ch.default_step;
+  out->candidates = ch.candidates;
+  out->seconds = ch.seconds;
+  return rc;
+}
+
+/* ---- what-if topology and hardware ----------------------------------------
+ */
+
+static int check_link(double bandwidth, double latency, const char *what) {
+  if (!(bandwidth > 0) || !(latency >= 0) || bandwidth > 1e300 ||
+      latency > 1e300)
+    return plan_failf(PLAN_EINVALID,
+                      "topology: %s needs a positive bandwidth and a "
+                      "latency >= 0 (got %g, %g)",
+                      what, bandwidth, latency);
+  return PLAN_OK;
+}
+
+int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t) {
+  if (!p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_set_mesh_topology: no mesh");
+  if (!t) {
+    p->mesh.topology = NULL;
+    return PLAN_OK;
+  }
+  int64_t n = p->mesh.ndevices;
+  plan_topology topo;
+  memset(&topo, 0, sizeof topo);
+  int rc;
+  if (t->torus) {
+    if (t->ndims < 1 || t->ndims > 3)
+      return plan_failf(PLAN_EINVALID,
+                        "topology: a torus has 1 to 3 dims, not %d", t->ndims);
+    int64_t count = 1;
+    for (int d = 0; d < t->ndims; d++) {
+      if (t->dims[d] < 1 || t->dims[d] > n)
+        return plan_failf(PLAN_EINVALID, "topology: torus dim %d is %lld", d,
+                          (long long)t->dims[d]);
+      count *= t->dims[d];
+      topo.dims[d] = t->dims[d];
+      topo.wrap[d] = t->wrap[d] != 0;
+    }
+    if (count != n)
+      return plan_failf(PLAN_EINVALID,
+                        "topology: the torus has %lld devices, the mesh %lld",
+                        (long long)count, (long long)n);
+    if ((rc = check_link(t->bandwidth, t->latency, "the torus link")))
+      return rc;
+    topo.kind = PLAN_TOPO_TORUS;
+    topo.ndims = t->ndims;
+    topo.link = (plan_link){t->bandwidth, t->latency};
+  } else {
+    if (t->nlevels < 1 || t->nlevels > PLAN_TOPOLOGY_MAX_LEVELS)
+      return plan_failf(PLAN_EINVALID, "topology: 1 to %d levels, not %d",
+                        PLAN_TOPOLOGY_MAX_LEVELS, t->nlevels);
+    int64_t span = 1;
+    for (int l = 0; l < t->nlevels; l++) {
+      bool last = l + 1 == t->nlevels;
+      int64_t sz = t->level_size[l];
+      /* the last level spans everything: 0, or the groups left */
+      if (last ? sz != 0 && sz * span != n : sz < 1 || n % (span * sz))
+        return plan_failf(PLAN_EINVALID,
+                          "topology: level %d's groups of %lld do not divide "
+                          "the mesh's %lld devices",
+                          l + 1, (long long)sz, (long long)n);
+      char what[32];
+      snprintf(what, sizeof what, "level %d", l + 1);
+      if ((rc = check_link(t->level_bandwidth[l], t->level_latency[l], what)))
+        return rc;
+      const char *name = NULL;
+      if (t->level_name[l] &&
+          !(name = plan_arena_strdup(&p->arena, t->level_name[l])))
+        return plan_oom();
+      topo.levels[l] = (plan_topo_level){
+          name, last ? 0 : sz, {t->level_bandwidth[l], t->level_latency[l]}};
+      if (!last)
+        span *= sz;
+    }
+    topo.kind = PLAN_TOPO_LEVELS;
+    topo.nlevels = t->nlevels;
+  }
+  plan_topology *copy = plan_arena_alloc(&p->arena, sizeof *copy);
+  if (!copy)
+    return plan_oom();
+  *copy = topo;
+  p->mesh.topology = copy;
+  return PLAN_OK;
+}
+
+int plan_mesh_topology_kind(const plan_plan *p) {
+  if (!p || !p->has_mesh || !p->mesh.topology)
+    return -1;
+  return p->mesh.topology->kind == PLAN_TOPO_TORUS ? 1 : 0;
+}
+
+int plan_set_mesh_device_hardware(plan_plan *p, const char *const *names) {
+  if (!p || !p->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_set_mesh_device_hardware: no mesh");
+  plan_mesh *mesh = &p->mesh;
+  if (!names) {
+    mesh->profiles = NULL;
+    mesh->nprofiles = 0;
+    mesh->device_profile = NULL;
+    return PLAN_OK;
+  }
+  int64_t n = mesh->ndevices;
+  for (int64_t d = 0; d < n; d++)
+    if (!names[d] || !plan_cost_profile_resolve(names[d]))
+      return plan_failf(PLAN_ENOTFOUND,
+                        "device %lld: unknown hardware profile '%s' (built "
+                        "in: %s)",
+                        (long long)d, names[d] ? names[d] : "(null)",
+                        plan_cost_profile_list());
+  int *devp = plan_arena_alloc(&p->arena, sizeof(int) * (size_t)(n + 1));
+  plan_hardware *prof =
+      plan_arena_alloc(&p->arena, sizeof(plan_hardware) * (size_t)(n + 1));
+  if (!devp || !prof)
+    return plan_oom();
+  int nprof = 0;
+  for (int64_t d = 0; d < n; d++) {
+    const char *canon = plan_cost_profile_resolve(names[d]);
+    int q = 0;
+    while (q < nprof && strcmp(prof[q].name, canon))
+      q++;
+    if (q == nprof) {
+      memset(&prof[q], 0, sizeof prof[q]);
+      if (!(prof[q].name = plan_arena_strdup(&p->arena, canon)))
+        return plan_oom();
+      nprof++;
+    }
+    devp[d] = q;
+  }
+  mesh->profiles = prof;
+  mesh->nprofiles = nprof;
+  mesh->device_profile = devp;
+  return PLAN_OK;
 }
