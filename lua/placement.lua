@@ -176,6 +176,11 @@ function M.search_shapes(p, opts)
   for _, shape in ipairs(list) do
     local q, qerr = make(shape.text)
     local step
+    -- the same devices: the candidate keeps p's hardware and topology
+    if q and q ~= p then
+      local ok, cerr = q:copy_physical_from(p)
+      if not ok then q, qerr = nil, cerr end
+    end
     if q and topo then
       local ok, terr = q:set_topology(topo, opts.hardware)
       if not ok then q, qerr = nil, terr end

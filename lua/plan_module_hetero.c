@@ -246,6 +246,21 @@ static int m_set_device_hardware(lua_State *L) {
   return 1;
 }
 
+/* q:copy_physical_from(p): q's mesh takes p's hardware, per-device
+ * profiles, topology and hosts (the same devices in another shape); true,
+ * or nil and a message. */
+static int m_copy_physical_from(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  lplan *src = plan_lua_toplan(L, 2);
+  if (!src->p)
+    return luaL_error(L, "the plan is closed");
+  if (plan_mesh_copy_physical(lp->p, src->p))
+    return plan_lua_fail(L);
+  drop_model(lp);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 static void push_candidate(lua_State *L, const plan_placement_candidate *c) {
   lua_createtable(L, 0, 3);
   lua_pushstring(L, c->curve);
@@ -333,5 +348,6 @@ const luaL_Reg plan_lua_hetero_methods[] = {
     {"topology", m_topology},
     {"set_topology", m_set_topology},
     {"set_device_hardware", m_set_device_hardware},
+    {"copy_physical_from", m_copy_physical_from},
     {"search_placement", m_search_placement},
     {NULL, NULL}};

@@ -160,4 +160,28 @@ for i = 1, n do hw[i] = i <= n // 2 and "h100" or "a100" end
 local sol = ratios.solve(ll, {device_hardware = hw})
 check(sol.even / sol.step > 1, ("ratio gain %g"):format(sol.even / sol.step))
 ll:close()
+-- a plan's own topology and hardware (format 1.1, from the file) go with
+-- every candidate shape of the same devices
+local dt = assert(plan.load("examples/dit-torus.plan.yaml"))
+local other = assert(plan.parse(dt:text(true):gsub("axes: %[dp=4, sp=4%]",
+                                                   "axes: [dp=2, sp=8]", 1),
+                                "dit-torus on dp=2,sp=8"))
+assert(other:set_topology(nil))
+check(other:topology() == nil, "the copy starts without a topology")
+assert(other:copy_physical_from(dt))
+check(other:topology() == "torus", "the torus copied: " .. tostring(other:topology()))
+check(other:text():find("torus:", 1, true), "written with the torus")
+local small = assert(plan.new{program = "examples/mlp-program.yaml", mesh = "dp=2"})
+local okc, cerr = small:copy_physical_from(dt)
+check(not okc and tostring(cerr):find("devices"), "16 devices onto 2 refused: " .. tostring(cerr))
+small:close()
+other:close()
+local shapes = assert(placement.search_shapes(dt, {}))
+check(#shapes.list == 5, "5 shapes of 16 over dp,sp: " .. #shapes.list)
+for _, e in ipairs(shapes.list) do
+  check(e.step, "shape " .. e.mesh .. " priced on the torus: " .. tostring(e.error))
+end
+check(shapes.plan:topology() == "torus", "the best shape keeps the torus")
+shapes.plan:close()
+dt:close()
 print("ok")

@@ -271,6 +271,14 @@ PLAN_API int plan_mesh_topology_kind(const plan_plan *p);
 PLAN_API int plan_set_mesh_device_hardware(plan_plan *p,
                                            const char *const *names);
 
+/* Gives dst's mesh the physical side of src's: the hardware, each
+ * device's profile, the topology and devices_per_host (copies; per-axis
+ * link overrides follow their axis by name), for a plan of the same
+ * devices in another logical shape (the mesh shape search). PLAN_EUSAGE
+ * for a NULL plan or no mesh; PLAN_EINVALID (nothing changed) when the
+ * device counts differ; PLAN_ENOMEM. */
+PLAN_API int plan_mesh_copy_physical(plan_plan *dst, const plan_plan *src);
+
 /* One device assignment the placement search priced. */
 typedef struct plan_placement_candidate {
   char curve[24]; /* "default", "row-major", "snake", "tiled", "host-major",

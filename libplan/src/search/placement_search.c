@@ -10,6 +10,7 @@
 #include "cost/cost_model.h"
 #include "libplan/cost.h"
 #include "libplan/space.h"
+#include "read/plan_read.h"
 #include "search/placement_search.h"
 
 static int64_t torus_count(const plan_topology *t) {
@@ -390,5 +391,74 @@ int plan_set_mesh_device_hardware(plan_plan *p, const char *const *names) {
   mesh->profiles = prof;
   mesh->nprofiles = nprof;
   mesh->device_profile = devp;
+  return PLAN_OK;
+}
+
+/* ---- the physical side of a mesh, for a plan of another shape ------------ */
+
+static int copy_hw(plan_arena *a, plan_hardware *dst, const plan_hardware *src,
+                   const plan_mesh *from, const plan_mesh *to) {
+  *dst = *src;
+  if ((src->name && !(dst->name = plan_arena_strdup(a, src->name))) ||
+      (src->label && !(dst->label = plan_arena_strdup(a, src->label))))
+    return plan_oom();
+  /* per-axis link overrides follow the axis by name */
+  for (int k = 0; k < PLAN_MAX_MESH_AXES; k++)
+    dst->axis_link[k] = (plan_link){0, 0};
+  for (int k = 0; k < from->naxes; k++) {
+    int j = plan_mesh_axis_find(to, from->axis_names[k]);
+    if (j >= 0)
+      dst->axis_link[j] = src->axis_link[k];
+  }
+  return PLAN_OK;
+}
+
+int plan_mesh_copy_physical(plan_plan *dst, const plan_plan *src) {
+  if (!dst || !src || !dst->has_mesh || !src->has_mesh)
+    return plan_failf(PLAN_EUSAGE, "plan_mesh_copy_physical: no mesh");
+  plan_mesh *to = &dst->mesh;
+  const plan_mesh *from = &src->mesh;
+  if (to->ndevices != from->ndevices)
+    return plan_failf(PLAN_EINVALID,
+                      "plan_mesh_copy_physical: %lld devices, not %lld",
+                      (long long)to->ndevices, (long long)from->ndevices);
+  plan_arena *a = &dst->arena;
+  int64_t n = from->ndevices;
+  plan_hardware *hw = NULL, *prof = NULL;
+  int *devp = NULL;
+  plan_topology *topo = NULL;
+  int rc;
+  if (from->hardware) {
+    if (!(hw = plan_arena_alloc(a, sizeof *hw)))
+      return plan_oom();
+    if ((rc = copy_hw(a, hw, from->hardware, from, to)))
+      return rc;
+  }
+  if (from->device_profile && from->nprofiles > 0) {
+    prof = plan_arena_alloc(a, sizeof *prof * (size_t)from->nprofiles);
+    devp = plan_arena_alloc(a, sizeof *devp * (size_t)n);
+    if (!prof || !devp)
+      return plan_oom();
+    for (int k = 0; k < from->nprofiles; k++)
+      if ((rc = copy_hw(a, &prof[k], &from->profiles[k], from, to)))
+        return rc;
+    memcpy(devp, from->device_profile, sizeof *devp * (size_t)n);
+  }
+  if (from->topology) {
+    if (!(topo = plan_arena_alloc(a, sizeof *topo)))
+      return plan_oom();
+    *topo = *from->topology;
+    for (int l = 0; l < topo->nlevels; l++)
+      if (topo->levels[l].name &&
+          !(topo->levels[l].name = plan_arena_strdup(a, topo->levels[l].name)))
+        return plan_oom();
+  }
+  /* all allocated: change nothing before this point */
+  to->devices_per_host = from->devices_per_host;
+  to->hardware = hw;
+  to->profiles = prof;
+  to->nprofiles = prof ? from->nprofiles : 0;
+  to->device_profile = devp;
+  to->topology = topo;
   return PLAN_OK;
 }
