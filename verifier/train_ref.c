@@ -239,7 +239,6 @@ void plan_ref_grads_free(plan_ref_grads *g) {
     return;
   plan_ref_run_free(g->run);
   plan_program_free(g->train);
-  plan_grad_map_free(g->map);
   free(g->param);
   free(g->grad);
   free(g);
@@ -253,7 +252,7 @@ int plan_ref_grads_compute(plan_ref_grads **out, const plan_program *fwd,
   plan_ref_grads *g = calloc(1, sizeof *g);
   if (!g)
     return plan_oom();
-  int rc = plan_autodiff(&g->train, &g->map, fwd, NULL);
+  int rc = plan_program_grad(&g->train, fwd, NULL);
   if (!rc) {
     size_t n = (size_t)fwd->ntensors + 1;
     g->param = malloc(n * sizeof(int));
@@ -264,8 +263,13 @@ int plan_ref_grads_compute(plan_ref_grads **out, const plan_program *fwd,
     const plan_tensor *x = &fwd->tensors[t];
     if (x->role != PLAN_ROLE_PARAM || !plan_dtype_is_float(x->dtype))
       continue;
+    int gt = plan_program_grad_tensor(g->train, t);
+    if (gt < 0) {
+      rc = plan_failf(PLAN_EINVALID, "param '%s' has no gradient", x->name);
+      break;
+    }
     g->param[g->nparams] = t;
-    g->grad[g->nparams++] = g->map->grad[t];
+    g->grad[g->nparams++] = gt;
   }
   if (!rc)
     rc = plan_ref_run_new(&g->run, g->train, opts);

@@ -92,8 +92,6 @@ CROSSINGS = {
         "the lowered program it runs and reduces (plan_lowered's internals)",
     ("verifier", "libplan/src/ir/*.h"):
         "the program, ops and placements it reads (no public IR yet)",
-    ("verifier", "libplan/src/autodiff/autodiff.h"):
-        "the training program's gradients for the reference",
 }
 
 # Symbol references across layers that remain: (folder, symbol) -> why.

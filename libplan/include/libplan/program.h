@@ -108,6 +108,17 @@ PLAN_API int plan_grad_options_init(plan_grad_options *opts,
 PLAN_API int plan_program_grad(plan_program **out, const plan_program *p,
                                const plan_grad_options *opts);
 
+/* In a training program `train` (plan_program_grad's), the tensor that
+ * holds the gradient of its tensor `tensor`: the one named
+ * grad/<tensor's name>. Every float param has one, so has every float
+ * input when the options asked, and the loss's is the seed of the backward
+ * pass; an activation has one when its gradient is a tensor of its own
+ * (not one passed through unchanged). The forward tensors keep their
+ * indices, so `tensor` may be read off the forward program. Returns the
+ * tensor index, or -1 when there is none, for a NULL train or an index out
+ * of range; nothing is allocated, no error is set. */
+PLAN_API int plan_program_grad_tensor(const plan_program *train, int tensor);
+
 #ifdef __cplusplus
 }
 #endif
