@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/placement.h"
 #include "verify_ctx.h"
 
 /* The axes along which `got` is partial and `want` is not (or reduces

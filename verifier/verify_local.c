@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "base/numeric.h"
-#include "ir/ops.h"
 #include "verify_ctx.h"
 
 /* The slack of the op-local bounds (op_bound). */

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/placement.h"
 #include "base/numeric.h"
 #include "verify_ctx.h"
 

@@ -1,0 +1,150 @@
+/* Unit tests for a program's views by index (libplan/program.h): every
+ * field of plan_program_tensor_info and plan_program_op_info against the
+ * accessors that read one field each and against the program text, through
+ * the public headers alone; a bad index or a NULL is PLAN_EUSAGE and
+ * leaves the struct as it was. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "libplan/libplan.h"
+
+static const char *const text =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  tensors:\n"
+    "    x: {shape: [batch=2, 4], dtype: bf16}\n"
+    "    ids: {shape: [2], dtype: i64, range: [3, 9]}\n"
+    "    w: {shape: [4, 6], dtype: bf16, role: param}\n"
+    "    mask: {shape: [2, 2], role: const, init: {recipe: causal_mask, "
+    "fill: -7}}\n"
+    "    cos: {shape: [2, 6], role: const, init: {recipe: rope_cos, "
+    "theta: 500}}\n"
+    "  ops:\n"
+    "    - {name: fc, op: matmul, in: [x, w], out: y}\n"
+    "    - {name: sum, op: reduce_sum, in: [y], out: loss, attrs: {dims: [0, "
+    "1]}}\n"
+    "  loss: loss\n";
+
+static plan_program *load(void) {
+  plan_program *p = NULL;
+  assert_int_equal(plan_program_load_buffer(&p, text, strlen(text), "views"),
+                   PLAN_OK);
+  return p;
+}
+
+static void test_tensors(void **state) {
+  (void)state;
+  plan_program *p = load();
+  int n = plan_program_tensor_count(p);
+  assert_true(n >= 7);
+  for (int t = 0; t < n; t++) {
+    plan_program_tensor_info ti;
+    assert_int_equal(plan_program_tensor(&ti, p, t), PLAN_OK);
+    assert_string_equal(ti.name, plan_program_tensor_name(p, t));
+    int64_t dims[8];
+    assert_int_equal(ti.rank, plan_program_tensor_shape(p, t, dims, 8));
+    for (int d = 0; d < ti.rank; d++)
+      assert_int_equal(ti.dims[d], dims[d]);
+    assert_string_equal(plan_dtype_name((plan_dtype)ti.dtype),
+                        plan_program_tensor_dtype(p, t));
+    static const char *const roles[] = {"input", "param", "const",
+                                        "activation", "output"};
+    assert_true(ti.role >= 0 && ti.role < PLAN_ROLE_COUNT);
+    assert_string_equal(roles[ti.role], plan_program_tensor_role(p, t));
+    assert_int_equal(ti.producer, plan_program_tensor_producer(p, t));
+    if (ti.producer >= 0)
+      assert_int_equal(
+          plan_program_op_output(p, ti.producer, ti.producer_slot), t);
+    else
+      assert_int_equal(ti.producer_slot, -1);
+  }
+  plan_program_tensor_info ti;
+  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "ids")),
+                   PLAN_OK);
+  assert_int_equal(ti.has_range, 1);
+  assert_int_equal(ti.range_lo, 3);
+  assert_int_equal(ti.range_hi, 9);
+  assert_int_equal(ti.recipe, PLAN_RECIPE_NONE);
+  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "x")),
+                   PLAN_OK);
+  assert_int_equal(ti.has_range, 0);
+  assert_int_equal(ti.dtype, PLAN_BF16);
+  assert_int_equal(ti.role, PLAN_ROLE_INPUT);
+  assert_int_equal(
+      plan_program_tensor(&ti, p, plan_program_tensor_find(p, "mask")),
+      PLAN_OK);
+  assert_int_equal(ti.role, PLAN_ROLE_CONST);
+  assert_int_equal(ti.recipe, PLAN_RECIPE_CAUSAL_MASK);
+  assert_true(ti.recipe_fill == -7.0);
+  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "cos")),
+                   PLAN_OK);
+  assert_int_equal(ti.recipe, PLAN_RECIPE_ROPE_COS);
+  assert_true(ti.recipe_theta == 500.0);
+  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "loss")),
+                   PLAN_OK);
+  assert_int_equal(ti.rank, 0);
+  assert_int_equal(plan_program_loss(p), plan_program_tensor_find(p, "loss"));
+  assert_int_equal(plan_program_loss(NULL), -1);
+  /* a bad index or NULL: PLAN_EUSAGE, the struct as it was */
+  memset(&ti, 0x5a, sizeof ti);
+  plan_program_tensor_info before = ti;
+  assert_int_equal(plan_program_tensor(&ti, p, n), PLAN_EUSAGE);
+  assert_int_equal(plan_program_tensor(&ti, p, -1), PLAN_EUSAGE);
+  assert_int_equal(plan_program_tensor(&ti, NULL, 0), PLAN_EUSAGE);
+  assert_memory_equal(&ti, &before, sizeof ti);
+  assert_int_equal(plan_program_tensor(NULL, p, 0), PLAN_EUSAGE);
+  plan_program_free(p);
+}
+
+static void test_ops(void **state) {
+  (void)state;
+  plan_program *p = load();
+  int n = plan_program_op_count(p);
+  assert_int_equal(n, 2);
+  for (int i = 0; i < n; i++) {
+    plan_program_op_info oi;
+    assert_int_equal(plan_program_op(&oi, p, i), PLAN_OK);
+    assert_string_equal(oi.name, plan_program_op_name(p, i));
+    assert_string_equal(plan_op_kind_name(oi.kind), plan_program_op_kind(p, i));
+    assert_int_equal(oi.nin, plan_program_op_input_count(p, i));
+    assert_int_equal(oi.nout, plan_program_op_output_count(p, i));
+    for (int j = 0; j < oi.nin; j++)
+      assert_int_equal(oi.in[j], plan_program_op_input(p, i, j));
+    for (int k = 0; k < oi.nout; k++)
+      assert_int_equal(oi.out[k], plan_program_op_output(p, i, k));
+  }
+  /* reduce_sum's dims attribute, in its schema's slot */
+  plan_program_op_info oi;
+  assert_int_equal(plan_program_op(&oi, p, plan_program_op_find(p, "sum")),
+                   PLAN_OK);
+  int na = 0;
+  const plan_attr_spec *spec = plan_op_attrs(oi.kind, &na);
+  int slot = -1;
+  for (int a = 0; a < na; a++)
+    if (!strcmp(spec[a].name, "dims"))
+      slot = a;
+  assert_true(slot >= 0);
+  assert_non_null(oi.attrs);
+  assert_int_equal(oi.attrs[slot].nints, 2);
+  assert_int_equal(oi.attrs[slot].ints[1], 1);
+  memset(&oi, 0x5a, sizeof oi);
+  plan_program_op_info before = oi;
+  assert_int_equal(plan_program_op(&oi, p, n), PLAN_EUSAGE);
+  assert_int_equal(plan_program_op(&oi, NULL, 0), PLAN_EUSAGE);
+  assert_memory_equal(&oi, &before, sizeof oi);
+  assert_int_equal(plan_program_op(NULL, p, 0), PLAN_EUSAGE);
+  plan_program_free(p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tensors),
+      cmocka_unit_test(test_ops),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
