@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "ir/ops.h"
-#include "ir/placement.h"
 #include "verify_ctx.h"
 
 /* The global value of buffer `buf` as one replica holds it (partial axes
@@ -98,9 +97,8 @@ static bool diagnose_layout(vctx *c, int buf) {
       cand.ax[sa[i]].dim = (int8_t)(code % t->rank);
       cand.ax[sa[i]].level = -1;
     }
-    char err[128];
-    if (plan_placement_normalize(&cand, t->rank, err, sizeof err))
-      continue;
+    if (plan_placement_resolve(&cand, t->rank))
+      continue;  /* not a placement of this tensor */
     if (k % 2) { /* the nesting of every multi-axis dim reversed */
       bool multi = false;
       for (int d = 0; d < t->rank; d++) {
@@ -120,8 +118,8 @@ static bool diagnose_layout(vctx *c, int buf) {
     if (!all_close(c, t, got, c->ref[lb->tensor], n))
       continue;
     char want[PLAN_PLACEMENT_STRLEN], have[PLAN_PLACEMENT_STRLEN];
-    plan_placement_format(&cand, have);
-    plan_placement_format(&lb->pl, want);
+    plan_placement_format_text(have, sizeof have, &cand);
+    plan_placement_format_text(want, sizeof want, &lb->pl);
     snprintf(c->diagnosis, sizeof c->diagnosis,
              k % 2 ? "the blocks hold '%s' as %s, but the buffer declares %s: "
                      "the shards of a dim nest in the wrong order"

@@ -98,8 +98,8 @@ bool plan_vx_check_delivered(vctx *c, int k) {
   if (plan_placement_equal(&g1, &w1))
     return true;
   char gs[PLAN_PLACEMENT_STRLEN], ws[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format(got, gs);
-  plan_placement_format(&want, ws);
+  plan_placement_format_text(gs, sizeof gs, got);
+  plan_placement_format_text(ws, sizeof ws, &want);
   const char *name = c->prog->tensors[c->prog->outputs[k]].name;
   if (l->required)
     plan_buf_printf(&c->text,

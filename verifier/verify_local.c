@@ -92,7 +92,7 @@ int plan_vx_check_replicas(vctx *c, int i) {
         continue;
       const plan_tensor *t = &c->prog->tensors[lb->tensor];
       char pl[PLAN_PLACEMENT_STRLEN];
-      plan_placement_format(&lb->pl, pl);
+      plan_placement_format_text(pl, sizeof pl, &lb->pl);
       int64_t g = plan_vx_global_index(t, x, e);
       plan_buf_printf(&c->text,
                       "drifted: buffer '%s' (as %s), ranks %lld and %lld "
@@ -327,7 +327,7 @@ static void report_local(vctx *c, int step, int64_t mb, const char *what,
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN], line[768];
   const char *q = is_op ? "op '" : "";
-  plan_placement_format(&lb->pl, pl);
+  plan_placement_format_text(pl, sizeof pl, &lb->pl);
   char own[64] = "";
   if (mb >= 0)
     snprintf(own, sizeof own, " in microbatch %lld", (long long)mb);

@@ -99,8 +99,6 @@ CROSSINGS = {
     ("verifier", "libplan/src/ir/ops.h"):
         "the op registry's rows and sharding rules (shape reduction, "
         "tolerances, diagnoses)",
-    ("verifier", "libplan/src/ir/placement.h"):
-        "placement equality, nesting and evenness (the blocks, diagnoses)",
 }
 
 # Symbol references across layers that remain: (folder, symbol) -> why.

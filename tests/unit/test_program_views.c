@@ -52,26 +52,26 @@ static void test_tensors(void **state) {
       assert_int_equal(ti.dims[d], dims[d]);
     assert_string_equal(plan_dtype_name((plan_dtype)ti.dtype),
                         plan_program_tensor_dtype(p, t));
-    static const char *const roles[] = {"input", "param", "const",
-                                        "activation", "output"};
+    static const char *const roles[] = {"input", "param", "const", "activation",
+                                        "output"};
     assert_true(ti.role >= 0 && ti.role < PLAN_ROLE_COUNT);
     assert_string_equal(roles[ti.role], plan_program_tensor_role(p, t));
     assert_int_equal(ti.producer, plan_program_tensor_producer(p, t));
     if (ti.producer >= 0)
-      assert_int_equal(
-          plan_program_op_output(p, ti.producer, ti.producer_slot), t);
+      assert_int_equal(plan_program_op_output(p, ti.producer, ti.producer_slot),
+                       t);
     else
       assert_int_equal(ti.producer_slot, -1);
   }
   plan_program_tensor_info ti;
-  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "ids")),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_program_tensor(&ti, p, plan_program_tensor_find(p, "ids")), PLAN_OK);
   assert_int_equal(ti.has_range, 1);
   assert_int_equal(ti.range_lo, 3);
   assert_int_equal(ti.range_hi, 9);
   assert_int_equal(ti.recipe, PLAN_RECIPE_NONE);
-  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "x")),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_program_tensor(&ti, p, plan_program_tensor_find(p, "x")), PLAN_OK);
   assert_int_equal(ti.has_range, 0);
   assert_int_equal(ti.dtype, PLAN_BF16);
   assert_int_equal(ti.role, PLAN_ROLE_INPUT);
@@ -81,12 +81,13 @@ static void test_tensors(void **state) {
   assert_int_equal(ti.role, PLAN_ROLE_CONST);
   assert_int_equal(ti.recipe, PLAN_RECIPE_CAUSAL_MASK);
   assert_true(ti.recipe_fill == -7.0);
-  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "cos")),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_program_tensor(&ti, p, plan_program_tensor_find(p, "cos")), PLAN_OK);
   assert_int_equal(ti.recipe, PLAN_RECIPE_ROPE_COS);
   assert_true(ti.recipe_theta == 500.0);
-  assert_int_equal(plan_program_tensor(&ti, p, plan_program_tensor_find(p, "loss")),
-                   PLAN_OK);
+  assert_int_equal(
+      plan_program_tensor(&ti, p, plan_program_tensor_find(p, "loss")),
+      PLAN_OK);
   assert_int_equal(ti.rank, 0);
   assert_int_equal(plan_program_loss(p), plan_program_tensor_find(p, "loss"));
   assert_int_equal(plan_program_loss(NULL), -1);

@@ -35,8 +35,8 @@ int plan_program_op(plan_program_op_info *out, const plan_program *p, int op) {
   if (!out || !p)
     return plan_failf(PLAN_EUSAGE, "plan_program_op: NULL argument");
   if (op < 0 || op >= p->nops)
-    return plan_failf(PLAN_EUSAGE, "plan_program_op: op %d is not in 0..%d",
-                      op, p->nops - 1);
+    return plan_failf(PLAN_EUSAGE, "plan_program_op: op %d is not in 0..%d", op,
+                      p->nops - 1);
   const plan_op *o = &p->ops[op];
   out->name = o->name;
   out->kind = o->kind;
