@@ -20,7 +20,8 @@ static const char *const text =
     "    x: {shape: [batch=2, 4], dtype: bf16}\n"
     "    ids: {shape: [2], dtype: i64, range: [3, 9]}\n"
     "    w: {shape: [4, 6], dtype: bf16, role: param}\n"
-    "    mask: {shape: [2, 2], role: const, init: {recipe: causal_mask, "
+    "    mask: {shape: [2, batch=2], role: const, init: {recipe: "
+    "causal_mask, "
     "fill: -7}}\n"
     "    cos: {shape: [2, 6], role: const, init: {recipe: rope_cos, "
     "theta: 500}}\n"
@@ -91,6 +92,19 @@ static void test_tensors(void **state) {
   assert_int_equal(ti.rank, 0);
   assert_int_equal(plan_program_loss(p), plan_program_tensor_find(p, "loss"));
   assert_int_equal(plan_program_loss(NULL), -1);
+  /* the dim microbatches split: the named batch dim (of a const too), else
+   * dim 0 of an input; none for a param, a scalar or a bad index */
+  static const struct {
+    const char *name;
+    int dim;
+  } batch[] = {{"x", 0},    {"ids", 0},  {"w", -1},
+               {"mask", 1}, {"cos", -1}, {"loss", -1}};
+  for (size_t i = 0; i < sizeof batch / sizeof batch[0]; i++)
+    assert_int_equal(plan_program_tensor_batch_dim(
+                         p, plan_program_tensor_find(p, batch[i].name)),
+                     batch[i].dim);
+  assert_int_equal(plan_program_tensor_batch_dim(p, n), -1);
+  assert_int_equal(plan_program_tensor_batch_dim(NULL, 0), -1);
   /* a bad index or NULL: PLAN_EUSAGE, the struct as it was */
   memset(&ti, 0x5a, sizeof ti);
   plan_program_tensor_info before = ti;

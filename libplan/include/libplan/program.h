@@ -132,6 +132,12 @@ typedef struct plan_program_op_info {
 PLAN_API int plan_program_op(plan_program_op_info *out, const plan_program *p,
                              int op);
 
+/* The dim of tensor `tensor` that a pipeline's microbatches split when it
+ * is a leaf (docs/training-and-pipelines.md): its dim named `batch`, else
+ * dim 0 of an input. -1 for a param, a scalar, a const without a batch
+ * dim, an index out of range or a NULL p. */
+PLAN_API int plan_program_tensor_batch_dim(const plan_program *p, int tensor);
+
 /* 64-bit signature hash of an op or tensor (kind/shape/dtype/attributes/
  * input names), as recorded by plans for drift reports. */
 PLAN_API uint64_t plan_program_op_signature(const plan_program *p, int op);
