@@ -2,7 +2,7 @@
  * field of plan_program_tensor_info and plan_program_op_info against the
  * accessors that read one field each and against the program text, through
  * the public headers alone; a bad index or a NULL is PLAN_EUSAGE and
- * leaves the struct as it was. */
+ * leaves the struct as it was. And an op's sharding factors (ops.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -156,10 +156,87 @@ static void test_ops(void **state) {
   plan_program_free(p);
 }
 
+static plan_shape shape(int rank, const int64_t *dims) {
+  plan_shape s;
+  memset(&s, 0, sizeof s);
+  s.rank = rank;
+  s.dtype = PLAN_F32;
+  for (int d = 0; d < rank; d++)
+    s.dims[d] = dims[d];
+  return s;
+}
+
+static void test_factors(void **state) {
+  (void)state;
+  /* matmul [4, 6] x [6, 8]: m and n free, k (6) summed */
+  plan_shape in[2] = {shape(2, (int64_t[]){4, 6}), shape(2, (int64_t[]){6, 8})};
+  plan_shape out[1] = {shape(2, (int64_t[]){4, 8})};
+  plan_op_factor f[PLAN_MAX_FACTORS];
+  char err[128] = "";
+  int n = plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_MATMUL, NULL, in, 2, out,
+                          1, err, sizeof err);
+  assert_int_equal(n, 3);
+  int64_t free_product = 1;
+  int nred = 0;
+  for (int i = 0; i < n; i++) {
+    assert_true(f[i].name[0] != 0);
+    if (f[i].kind == PLAN_FACTOR_REDUCTION) {
+      nred++;
+      assert_int_equal(f[i].size, 6);
+      assert_int_equal(f[i].reduce, PLAN_RED_SUM);
+    } else {
+      assert_int_equal(f[i].kind, PLAN_FACTOR_FREE);
+      assert_int_equal(f[i].reduce, -1);
+      free_product *= f[i].size;
+    }
+  }
+  assert_int_equal(nred, 1);
+  assert_int_equal(free_product, 32);
+  /* fewer slots than factors: the count, and only that many written */
+  plan_op_factor one[2];
+  memset(one, 0x5a, sizeof one);
+  plan_op_factor untouched = one[1];
+  assert_int_equal(
+      plan_op_factors(one, 1, PLAN_OP_MATMUL, NULL, in, 2, out, 1, NULL, 0), 3);
+  assert_memory_equal(&one[1], &untouched, sizeof untouched);
+  assert_int_equal(
+      plan_op_factors(NULL, 0, PLAN_OP_MATMUL, NULL, in, 2, out, 1, NULL, 0),
+      3);
+  /* softmax over its last dim: that dim needs replication */
+  plan_shape x[1] = {shape(2, (int64_t[]){3, 5})};
+  n = plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_SOFTMAX, NULL, x, 1, x, 1,
+                      err, sizeof err);
+  assert_int_equal(n, 2);
+  int nrep = 0;
+  for (int i = 0; i < n; i++)
+    if (f[i].kind == PLAN_FACTOR_NEED_REPLICATION) {
+      nrep++;
+      assert_int_equal(f[i].size, 5);
+    }
+  assert_int_equal(nrep, 1);
+  /* shapes that do not fit, a bad kind, NULL arrays */
+  in[1] = shape(2, (int64_t[]){7, 8});
+  err[0] = 0;
+  assert_int_equal(plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_MATMUL, NULL,
+                                   in, 2, out, 1, err, sizeof err),
+                   PLAN_EINVALID);
+  assert_true(err[0] != 0);
+  assert_int_equal(plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_COUNT, NULL, in,
+                                   2, out, 1, err, sizeof err),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_MATMUL, NULL,
+                                   NULL, 2, out, 1, err, sizeof err),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_op_factors(NULL, 4, PLAN_OP_MATMUL, NULL, in, 2, out, 1,
+                                   err, sizeof err),
+                   PLAN_EUSAGE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tensors),
       cmocka_unit_test(test_ops),
+      cmocka_unit_test(test_factors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -214,6 +214,40 @@ PLAN_API int plan_op_check_local(int kind, const plan_attr_val *attrs,
                                  const plan_shape *out, int nout, char *err,
                                  size_t errsz);
 
+/* ---- sharding factors -------------------------------------------------------
+ * An op's sharding rule (spec/sharding-rules.md) names a factor for every
+ * independent index of its computation, einsum-style (matmul's m, n and
+ * k); each operand dim carries one or more of them. */
+
+typedef enum plan_factor_kind {
+  PLAN_FACTOR_FREE,
+  PLAN_FACTOR_REDUCTION,        /* summed over: sharding it gives P results */
+  PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
+  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
+} plan_factor_kind;
+
+/* The most factors a rule has. */
+#define PLAN_MAX_FACTORS 32
+
+/* One factor. Layout (part of the ABI) as declared. */
+typedef struct plan_op_factor {
+  int64_t size;
+  int kind;     /* plan_factor_kind */
+  int reduce;   /* REDUCTION, MASKED: the plan_reduce of the result; else -1 */
+  char name[8]; /* its short name in messages ("m", "k", "b0"), NUL-ended */
+} plan_op_factor;
+
+/* The factors of op `kind`'s sharding rule with attributes `attrs` (NULL:
+ * the defaults) on the whole-tensor shapes in[0..nin) and outs[0..nout),
+ * the first `max` of them into out (out may be NULL when max is 0).
+ * Returns their count (at most PLAN_MAX_FACTORS); PLAN_EINVALID with a
+ * one-line reason in err (size errsz; err may be NULL) when the shapes do
+ * not fit the op; PLAN_EUSAGE for a kind out of range or a NULL array. */
+PLAN_API int plan_op_factors(plan_op_factor *out, int max, int kind,
+                             const plan_attr_val *attrs, const plan_shape *in,
+                             int nin, const plan_shape *outs, int nout,
+                             char *err, size_t errsz);
+
 #ifdef __cplusplus
 }
 #endif
