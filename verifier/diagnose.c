@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ops.h"
 #include "verify_ctx.h"
 
 /* The global value of buffer `buf` as one replica holds it (partial axes
@@ -355,8 +354,7 @@ static bool diagnose_partial_input(vctx *c, int buf) {
   if (!s)
     return false;
   const plan_op *op = &c->prog->ops[s->op];
-  const plan_op_info *info = plan_op_info_get(op->kind);
-  if (!info || info->partial != PLAN_PARTIAL_NONE)
+  if (plan_op_kind_linear(op->kind) != 0)
     return false;
   for (int j = 0; j < s->nin; j++) {
     const plan_lbuf *ib = &c->low->bufs[s->in[j]];
@@ -367,8 +365,8 @@ static bool diagnose_partial_input(vctx *c, int buf) {
                  "(P along '%s'): its input must be reduced first (an "
                  "all-reduce or reduce-scatter before it; statically, "
                  "strategy.partial)",
-                 op->name, info->name, c->prog->tensors[ib->tensor].name,
-                 c->m->axis_names[a]);
+                 op->name, plan_op_kind_name(op->kind),
+                 c->prog->tensors[ib->tensor].name, c->m->axis_names[a]);
         return true;
       }
   }
@@ -400,17 +398,13 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
     else
       pin[k] = lb->pl;
   }
-  plan_rule *rule = malloc(sizeof *rule);
   char err[256] = "";
-  bool bad = false;
-  if (rule && !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs,
-                            err, sizeof err)) {
-    err[0] = 0;
-    bad = plan_rule_check_r(rule, op->kind, op->attrs, pin, pout,
-                            c->m->axis_sizes, c->m->axis_names, c->m->ratios,
-                            c->m->nratios, err, sizeof err) != PLAN_OK;
-  }
-  free(rule);
+  /* only a rule the shapes build can be violated */
+  bool bad =
+      plan_op_factors(NULL, 0, op->kind, op->attrs, in, s->nin, out, s->nout,
+                      err, sizeof err) >= 0 &&
+      plan_op_check_placements(c->p, op->kind, op->attrs, in, pin, s->nin, out,
+                               pout, s->nout, err, sizeof err) != PLAN_OK;
   if (bad)
     snprintf(why, whysz,
              "op '%s' ran on blocks its sharding rule does not "

@@ -97,8 +97,8 @@ CROSSINGS = {
     # (the program's tensors and ops it reads through lower.h's IR types
     # too; the reference run reads them through the public views)
     ("verifier", "libplan/src/ir/ops.h"):
-        "the sharding rules' operand maps and checks (shape reduction's "
-        "union-find over factors, diagnose.c's rule and partial checks)",
+        "shape reduction's union-find over the sharding rules' factors "
+        "(reduce_ctx.h: which factors each operand dim carries)",
 }
 
 # Symbol references across layers that remain: (folder, symbol) -> why.

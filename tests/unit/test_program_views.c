@@ -232,11 +232,67 @@ static void test_factors(void **state) {
                    PLAN_EUSAGE);
 }
 
+/* Linear kinds, and a strategy against a matmul's rule on a dp x tp mesh. */
+static void test_rule_checks(void **state) {
+  (void)state;
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_MATMUL), 1);
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_ADD), 1);
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_RESHAPE), 1);
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_RELU), 0);
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_SOFTMAX), 0);
+  assert_int_equal(plan_op_kind_linear(-1), -1);
+  assert_int_equal(plan_op_kind_linear(PLAN_OP_COUNT), -1);
+  plan_plan *p = NULL;
+  assert_int_equal(plan_load(&p, "examples/mlp-megatron.plan.yaml"), PLAN_OK);
+  assert_int_equal(plan_mesh_axis_count(p), 2); /* dp=2, tp=2 */
+  plan_shape in[2] = {shape(2, (int64_t[]){4, 8}), shape(2, (int64_t[]){8, 6})};
+  plan_shape out[1] = {shape(2, (int64_t[]){4, 6})};
+  static const struct {
+    const char *x, *w, *y;
+    int rc;
+  } cases[] = {
+      {"S(0)R", "RS(1)", "S(0)S(1)", PLAN_OK},      /* column parallel */
+      {"S(0)S(1)", "RS(0)", "S(0)P(sum)", PLAN_OK}, /* row parallel */
+      {"S(0)S(1)", "RR", "S(0)R", PLAN_EINVALID},   /* k sharded on x only */
+      {"S(0)R", "RS(1)", "S(0)R", PLAN_EINVALID},   /* not what it derives */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    plan_placement pin[2], pout[1];
+    assert_int_equal(plan_placement_parse_text(&pin[0], cases[i].x, 2), 0);
+    assert_int_equal(plan_placement_parse_text(&pin[1], cases[i].w, 2), 0);
+    assert_int_equal(plan_placement_parse_text(&pout[0], cases[i].y, 2), 0);
+    assert_int_equal(plan_placement_resolve(&pin[0], 2), 0);
+    assert_int_equal(plan_placement_resolve(&pin[1], 2), 0);
+    assert_int_equal(plan_placement_resolve(&pout[0], 2), 0);
+    char err[256] = "";
+    int rc = plan_op_check_placements(p, PLAN_OP_MATMUL, NULL, in, pin, 2, out,
+                                      pout, 1, err, sizeof err);
+    if (rc != cases[i].rc)
+      fail_msg("%s x %s -> %s: %d (%s)", cases[i].x, cases[i].w, cases[i].y, rc,
+               err);
+    assert_true(rc == PLAN_OK || err[0] != 0);
+  }
+  plan_placement r[2];
+  assert_int_equal(plan_placement_parse_text(&r[0], "RR", 2), 0);
+  r[1] = r[0];
+  assert_int_equal(plan_op_check_placements(NULL, PLAN_OP_MATMUL, NULL, in, r,
+                                            2, out, r, 1, NULL, 0),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_op_check_placements(p, PLAN_OP_COUNT, NULL, in, r, 2,
+                                            out, r, 1, NULL, 0),
+                   PLAN_EUSAGE);
+  assert_int_equal(plan_op_check_placements(p, PLAN_OP_MATMUL, NULL, in, NULL,
+                                            2, out, r, 1, NULL, 0),
+                   PLAN_EUSAGE);
+  plan_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tensors),
       cmocka_unit_test(test_ops),
       cmocka_unit_test(test_factors),
+      cmocka_unit_test(test_rule_checks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -248,6 +248,29 @@ PLAN_API int plan_op_factors(plan_op_factor *out, int max, int kind,
                              int nin, const plan_shape *outs, int nout,
                              char *err, size_t errsz);
 
+/* Whether op `kind` takes a partial (P) input in some form (linear in it:
+ * add, matmul, data movement...): 1; 0 when any P input is illegal (relu,
+ * softmax: not linear); -1 for a kind out of range. */
+PLAN_API int plan_op_kind_linear(int kind);
+
+/* Whether a strategy fits op `kind`'s sharding rule on plan p's mesh (its
+ * axis sizes and names, and its shard ratio sets): input placements
+ * pin[0..nin) of whole-tensor shapes in[0..nin) legal, and output
+ * placements pout[0..nout) (shapes outs) the ones the rule derives (P(avg)
+ * accepted for P(sum) where the factor allows it). PLAN_OK; PLAN_EINVALID
+ * with the first reason in err (size errsz; err may be NULL), e.g. "input
+ * 1 shards dim 0 (factor k) along tp but input 0 does not", also when the
+ * shapes do not fit the op (plan_op_factors tells the two apart);
+ * PLAN_EUSAGE for a kind out of range, a NULL array or a plan without a
+ * mesh. */
+PLAN_API int plan_op_check_placements(const plan_plan *p, int kind,
+                                      const plan_attr_val *attrs,
+                                      const plan_shape *in,
+                                      const plan_placement *pin, int nin,
+                                      const plan_shape *outs,
+                                      const plan_placement *pout, int nout,
+                                      char *err, size_t errsz);
+
 #ifdef __cplusplus
 }
 #endif
