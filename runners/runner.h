@@ -116,8 +116,11 @@ typedef const plan_runner_vtable *(*plan_runner_plugin_entry_fn)(
 const plan_runner_vtable *plan_runner_find(const char *name);
 
 /* The embedded CPU runner's vtable (runners/cpu/runner.c, in the library):
- * what plan_runner_find("cpu") returns. The one reference of runners/ into
- * runners/cpu (tests/layers/includes.py, SYMBOL_CROSSINGS). */
+ * what plan_runner_find("cpu") returns. The entry point the CPU runner
+ * provides to this interface, as a plugin's PLAN_RUNNER_PLUGIN_ENTRY is the
+ * CUDA runner's: the one way into runners/cpu, whose kernels the runners
+ * and the verifier reach only through the vtable (tests/layers/includes.py
+ * checks that they reference nothing else of it). */
 const plan_runner_vtable *plan_cpu_runner(void);
 
 /* Whether `r` is the embedded CPU runner: it has a kernel for every op,

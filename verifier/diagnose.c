@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ops.h"
-#include "ir/placement.h"
 #include "verify_ctx.h"
 
 /* The global value of buffer `buf` as one replica holds it (partial axes
@@ -98,9 +96,8 @@ static bool diagnose_layout(vctx *c, int buf) {
       cand.ax[sa[i]].dim = (int8_t)(code % t->rank);
       cand.ax[sa[i]].level = -1;
     }
-    char err[128];
-    if (plan_placement_normalize(&cand, t->rank, err, sizeof err))
-      continue;
+    if (plan_placement_resolve(&cand, t->rank))
+      continue;  /* not a placement of this tensor */
     if (k % 2) { /* the nesting of every multi-axis dim reversed */
       bool multi = false;
       for (int d = 0; d < t->rank; d++) {
@@ -120,10 +117,8 @@ static bool diagnose_layout(vctx *c, int buf) {
     if (!all_close(c, t, got, c->ref[lb->tensor], n))
       continue;
     char want[PLAN_PLACEMENT_STRLEN], have[PLAN_PLACEMENT_STRLEN];
-    plan_placement_format_r(&cand, c->m->ratios, c->m->nratios, have,
-                            PLAN_PLACEMENT_STRLEN);
-    plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, want,
-                            PLAN_PLACEMENT_STRLEN);
+    plan_placement_format_in(have, sizeof have, c->p, &cand);
+    plan_placement_format_in(want, sizeof want, c->p, &lb->pl);
     snprintf(c->diagnosis, sizeof c->diagnosis,
              k % 2 ? "the blocks hold '%s' as %s, but the buffer declares %s: "
                      "the shards of a dim nest in the wrong order"
@@ -359,8 +354,7 @@ static bool diagnose_partial_input(vctx *c, int buf) {
   if (!s)
     return false;
   const plan_op *op = &c->prog->ops[s->op];
-  const plan_op_info *info = plan_op_info_get(op->kind);
-  if (!info || info->partial != PLAN_PARTIAL_NONE)
+  if (plan_op_kind_linear(op->kind) != 0)
     return false;
   for (int j = 0; j < s->nin; j++) {
     const plan_lbuf *ib = &c->low->bufs[s->in[j]];
@@ -371,8 +365,8 @@ static bool diagnose_partial_input(vctx *c, int buf) {
                  "(P along '%s'): its input must be reduced first (an "
                  "all-reduce or reduce-scatter before it; statically, "
                  "strategy.partial)",
-                 op->name, info->name, c->prog->tensors[ib->tensor].name,
-                 c->m->axis_names[a]);
+                 op->name, plan_op_kind_name(op->kind),
+                 c->prog->tensors[ib->tensor].name, c->m->axis_names[a]);
         return true;
       }
   }
@@ -404,17 +398,13 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
     else
       pin[k] = lb->pl;
   }
-  plan_rule *rule = malloc(sizeof *rule);
   char err[256] = "";
-  bool bad = false;
-  if (rule && !plan_op_rule(rule, op->kind, in, s->nin, out, s->nout, op->attrs,
-                            err, sizeof err)) {
-    err[0] = 0;
-    bad = plan_rule_check_r(rule, op->kind, op->attrs, pin, pout,
-                            c->m->axis_sizes, c->m->axis_names, c->m->ratios,
-                            c->m->nratios, err, sizeof err) != PLAN_OK;
-  }
-  free(rule);
+  /* only a rule the shapes build can be violated */
+  bool bad =
+      plan_op_factors(NULL, 0, op->kind, op->attrs, in, s->nin, out, s->nout,
+                      err, sizeof err) >= 0 &&
+      plan_op_check_placements(c->p, op->kind, op->attrs, in, pin, s->nin, out,
+                               pout, s->nout, err, sizeof err) != PLAN_OK;
   if (bad)
     snprintf(why, whysz,
              "op '%s' ran on blocks its sharding rule does not "

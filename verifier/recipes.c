@@ -6,7 +6,8 @@
 #include "base/numeric.h"
 #include "runner.h"
 
-double plan_vx_recipe_value(const plan_tensor *t, int64_t g, bool exact) {
+double plan_vx_recipe_value(const plan_program_tensor_info *t, int64_t g,
+                            bool exact) {
   int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];

@@ -8,12 +8,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ir/ir.h"
+#include "libplan/program.h"
 
 /* The value of a const with a recipe at global (row-major) index g. In
  * exact mode the rope tables are rounded to the kernels' dyadic grid (the
  * other recipes are on it already); a tensor without a recipe gives 0
  * (it is generated like an input instead). */
-double plan_vx_recipe_value(const plan_tensor *t, int64_t g, bool exact);
+double plan_vx_recipe_value(const plan_program_tensor_info *t, int64_t g,
+                            bool exact);
 
 #endif

@@ -10,7 +10,6 @@
 
 #include "libplan/plan.h"
 #include "ir/ops.h"
-#include "ir/placement.h"
 
 /* Why an atom keeps its size (the first reason found). */
 typedef enum keep_why {

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lower/lower.h" /* plan_pipeline_batch_dim */
 #include "reduce_ctx.h"
 
 #define SEARCH_SPAN ((int64_t)1 << 20) /* sizes tried per atom */
@@ -75,7 +74,7 @@ int plan_rd_constraints(rctx *c) {
   int64_t m = p->pipeline.present ? p->pipeline.microbatches : 1;
   for (int t = 0; t < prog->ntensors && !rc && m > 1; t++) {
     const plan_tensor *x = &prog->tensors[t];
-    int d = x->producer < 0 ? plan_pipeline_batch_dim(x) : -1;
+    int d = x->producer < 0 ? plan_program_tensor_batch_dim(prog, t) : -1;
     if (d < 0)
       continue;
     int64_t k = m;

@@ -7,13 +7,14 @@
 
 #include "inputs.h"
 #include "recipes.h"
-#include "ir/ir.h"
-#include "ir/ops.h"
 #include "base/numeric.h"
+#include "base/util.h"
 #include "runner.h"
 
 struct plan_ref_run {
   const plan_program *p;
+  int ntensors;
+  plan_program_tensor_info *t; /* [tensor]: the program's, read once */
   plan_ref_options o;
   const plan_runner_vtable *runner;
   double **val;   /* [tensor] */
@@ -23,7 +24,7 @@ struct plan_ref_run {
   size_t scratch_cap[2 * PLAN_MAX_OPERANDS];
 };
 
-static int64_t elems(const plan_tensor *t) {
+static int64_t elems(const plan_program_tensor_info *t) {
   int64_t n = 1;
   for (int d = 0; d < t->rank; d++)
     n *= t->dims[d]; /* fits: the loader checked */
@@ -33,16 +34,17 @@ static int64_t elems(const plan_tensor *t) {
 /* ---- leaves -------------------------------------------------------------- */
 
 /* The dtype a float tensor runs in. */
-static plan_dtype run_dtype(const plan_ref_run *r, const plan_tensor *t) {
+static plan_dtype run_dtype(const plan_ref_run *r,
+                            const plan_program_tensor_info *t) {
   if (!plan_dtype_is_float(t->dtype))
-    return t->dtype;
+    return (plan_dtype)t->dtype;
   if (r->o.mode == PLAN_VERIFY_EXACT)
     return PLAN_F64;
-  return r->o.dtype >= 0 ? (plan_dtype)r->o.dtype : t->dtype;
+  return (plan_dtype)(r->o.dtype >= 0 ? r->o.dtype : t->dtype);
 }
 
 static void fill_leaf(const plan_ref_run *r, int tensor) {
-  const plan_tensor *t = &r->p->tensors[tensor];
+  const plan_program_tensor_info *t = &r->t[tensor];
   double *v = r->val[tensor];
   int64_t n = r->count[tensor];
   bool exact = r->o.mode == PLAN_VERIFY_EXACT;
@@ -72,9 +74,10 @@ static void fill_leaf(const plan_ref_run *r, int tensor) {
 void plan_ref_run_free(plan_ref_run *r) {
   if (!r)
     return;
-  for (int t = 0; r->val && t < r->p->ntensors; t++)
+  for (int t = 0; r->val && t < r->ntensors; t++)
     free(r->val[t]);
   free(r->val);
+  free(r->t);
   free(r->count);
   for (int i = 0; i < 2 * PLAN_MAX_OPERANDS; i++)
     free(r->scratch[i]);
@@ -101,22 +104,26 @@ int plan_ref_run_new(plan_ref_run **out, const plan_program *p,
   r->p = p;
   r->o = *opts;
   r->runner = plan_runner_find("cpu");
-  size_t nt = (size_t)p->ntensors + 1;
+  r->ntensors = plan_program_tensor_count(p);
+  size_t nt = (size_t)r->ntensors + 1;
   r->val = calloc(nt, sizeof(double *));
   r->count = calloc(nt, sizeof(int64_t));
-  if (!r->val || !r->count) {
+  r->t = calloc(nt, sizeof *r->t);
+  if (!r->val || !r->count || !r->t) {
     plan_ref_run_free(r);
     return plan_oom();
   }
-  for (int t = 0; t < p->ntensors; t++) {
-    r->count[t] = elems(&p->tensors[t]);
+  for (int t = 0; t < r->ntensors; t++)
+    plan_program_tensor(&r->t[t], p, t); /* t is in range */
+  for (int t = 0; t < r->ntensors; t++) {
+    r->count[t] = elems(&r->t[t]);
     r->val[t] =
         calloc((size_t)(r->count[t] > 0 ? r->count[t] : 1), sizeof(double));
     if (!r->val[t]) {
       plan_ref_run_free(r);
       return plan_oom();
     }
-    if (p->tensors[t].producer < 0)
+    if (r->t[t].producer < 0)
       fill_leaf(r, t);
   }
   *out = r;
@@ -124,11 +131,11 @@ int plan_ref_run_new(plan_ref_run **out, const plan_program *p,
 }
 
 double *plan_ref_run_values(plan_ref_run *r, int tensor) {
-  return r && tensor >= 0 && tensor < r->p->ntensors ? r->val[tensor] : NULL;
+  return r && tensor >= 0 && tensor < r->ntensors ? r->val[tensor] : NULL;
 }
 
 int64_t plan_ref_run_count(const plan_ref_run *r, int tensor) {
-  return r && tensor >= 0 && tensor < r->p->ntensors ? r->count[tensor] : -1;
+  return r && tensor >= 0 && tensor < r->ntensors ? r->count[tensor] : -1;
 }
 
 /* The kernels' storage of a dtype: double (F64), int64_t (integers) or
@@ -175,7 +182,8 @@ static void back(plan_dtype kd, const void *src, double *dst, int64_t n) {
   }
 }
 
-static void view_of(plan_view *v, const plan_tensor *t, plan_dtype kd) {
+static void view_of(plan_view *v, const plan_program_tensor_info *t,
+                    plan_dtype kd) {
   memset(v, 0, sizeof *v);
   v->dtype = kd;
   v->rank = t->rank;
@@ -185,11 +193,10 @@ static void view_of(plan_view *v, const plan_tensor *t, plan_dtype kd) {
   }
 }
 
-static int run_op(plan_ref_run *r, const plan_op *op) {
-  const plan_program *p = r->p;
+static int run_op(plan_ref_run *r, const plan_program_op_info *op) {
   plan_view vin[PLAN_MAX_OPERANDS], vout[PLAN_MAX_OPERANDS];
   for (int j = 0; j < op->nin; j++) {
-    const plan_tensor *t = &p->tensors[op->in[j]];
+    const plan_program_tensor_info *t = &r->t[op->in[j]];
     plan_dtype kd = run_dtype(r, t);
     view_of(&vin[j], t, kd);
     /* integers are int64_t whatever their declared width */
@@ -201,7 +208,7 @@ static int run_op(plan_ref_run *r, const plan_op *op) {
       return plan_oom();
   }
   for (int k = 0; k < op->nout; k++) {
-    const plan_tensor *t = &p->tensors[op->out[k]];
+    const plan_program_tensor_info *t = &r->t[op->out[k]];
     plan_dtype kd = run_dtype(r, t);
     view_of(&vout[k], t, kd);
     if (!plan_dtype_is_float(kd))
@@ -224,8 +231,12 @@ static int run_op(plan_ref_run *r, const plan_op *op) {
 int plan_ref_run_exec(plan_ref_run *r) {
   if (!r)
     return plan_failf(PLAN_EUSAGE, "plan_ref_run_exec: NULL argument");
-  for (int i = 0; i < r->p->nops; i++) {
-    int rc = run_op(r, &r->p->ops[i]);
+  int nops = plan_program_op_count(r->p);
+  for (int i = 0; i < nops; i++) {
+    plan_program_op_info op;
+    int rc = plan_program_op(&op, r->p, i);
+    if (!rc)
+      rc = run_op(r, &op);
     if (rc)
       return rc;
   }
@@ -239,7 +250,6 @@ void plan_ref_grads_free(plan_ref_grads *g) {
     return;
   plan_ref_run_free(g->run);
   plan_program_free(g->train);
-  plan_grad_map_free(g->map);
   free(g->param);
   free(g->grad);
   free(g);
@@ -253,19 +263,25 @@ int plan_ref_grads_compute(plan_ref_grads **out, const plan_program *fwd,
   plan_ref_grads *g = calloc(1, sizeof *g);
   if (!g)
     return plan_oom();
-  int rc = plan_autodiff(&g->train, &g->map, fwd, NULL);
+  int rc = plan_program_grad(&g->train, fwd, NULL);
   if (!rc) {
-    size_t n = (size_t)fwd->ntensors + 1;
+    size_t n = (size_t)plan_program_tensor_count(fwd) + 1;
     g->param = malloc(n * sizeof(int));
     g->grad = malloc(n * sizeof(int));
     rc = g->param && g->grad ? PLAN_OK : plan_oom();
   }
-  for (int t = 0; !rc && t < fwd->ntensors; t++) {
-    const plan_tensor *x = &fwd->tensors[t];
+  for (int t = 0; !rc && t < plan_program_tensor_count(fwd); t++) {
+    plan_program_tensor_info xi, *x = &xi;
+    plan_program_tensor(x, fwd, t);
     if (x->role != PLAN_ROLE_PARAM || !plan_dtype_is_float(x->dtype))
       continue;
+    int gt = plan_program_grad_tensor(g->train, t);
+    if (gt < 0) {
+      rc = plan_failf(PLAN_EINVALID, "param '%s' has no gradient", x->name);
+      break;
+    }
     g->param[g->nparams] = t;
-    g->grad[g->nparams++] = g->map->grad[t];
+    g->grad[g->nparams++] = gt;
   }
   if (!rc)
     rc = plan_ref_run_new(&g->run, g->train, opts);
@@ -275,7 +291,7 @@ int plan_ref_grads_compute(plan_ref_grads **out, const plan_program *fwd,
     plan_ref_grads_free(g);
     return rc;
   }
-  g->loss = g->run->val[fwd->loss][0];
+  g->loss = g->run->val[plan_program_loss(fwd)][0];
   *out = g;
   return PLAN_OK;
 }

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "autodiff/autodiff.h"
+#include "libplan/program.h"
 #include "libplan/verify.h"
 
 /* plan_ref_options and plan_ref_run (the run of one program) are public:
@@ -22,7 +22,6 @@
  * (grad/<param> for every float param), run once. */
 typedef struct plan_ref_grads {
   plan_program *train; /* the training program (owned) */
-  plan_grad_map *map;  /* how it relates to fwd (owned) */
   plan_ref_run *run;   /* its values, every tensor (owned) */
   double loss;
   int nparams;

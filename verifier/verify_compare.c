@@ -210,8 +210,7 @@ void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
   const plan_lbuf *lb = &c->low->bufs[buf];
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, pl,
-                          PLAN_PLACEMENT_STRLEN);
+  plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
   if (c->nrecs == c->cap_recs) {
     int cap = c->cap_recs ? c->cap_recs * 2 : 64;
     plan_vrecord *n = realloc(c->recs, sizeof *n * (size_t)cap);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ir/placement.h"
 #include "verify_ctx.h"
 
 /* The axes along which `got` is partial and `want` is not (or reduces
@@ -141,10 +140,8 @@ bool plan_vx_check_delivered(vctx *c, int k) {
   if (plan_placement_equal(&g1, &w1))
     return true;
   char gs[PLAN_PLACEMENT_STRLEN], ws[PLAN_PLACEMENT_STRLEN];
-  plan_placement_format_r(got, c->m->ratios, c->m->nratios, gs,
-                          PLAN_PLACEMENT_STRLEN);
-  plan_placement_format_r(&want, c->m->ratios, c->m->nratios, ws,
-                          PLAN_PLACEMENT_STRLEN);
+  plan_placement_format_in(gs, sizeof gs, c->p, got);
+  plan_placement_format_in(ws, sizeof ws, c->p, &want);
   const char *name = c->prog->tensors[c->prog->outputs[k]].name;
   if (l->required)
     plan_buf_printf(&c->text,

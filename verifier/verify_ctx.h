@@ -10,7 +10,6 @@
 #include <time.h>
 
 #include "lower/lower.h"
-#include "ir/placement.h"
 #include "runner.h"
 #include "verify_int.h"
 

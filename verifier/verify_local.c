@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "base/numeric.h"
-#include "ir/ops.h"
 #include "verify_ctx.h"
 
 /* The slack of the op-local bounds (op_bound). */
@@ -93,8 +92,7 @@ int plan_vx_check_replicas(vctx *c, int i) {
         continue;
       const plan_tensor *t = &c->prog->tensors[lb->tensor];
       char pl[PLAN_PLACEMENT_STRLEN];
-      plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, pl,
-                              PLAN_PLACEMENT_STRLEN);
+      plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
       int64_t g = plan_vx_global_index(t, x, e);
       plan_buf_printf(&c->text,
                       "drifted: buffer '%s' (as %s), ranks %lld and %lld "
@@ -329,8 +327,7 @@ static void report_local(vctx *c, int step, int64_t mb, const char *what,
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN], line[768];
   const char *q = is_op ? "op '" : "";
-  plan_placement_format_r(&lb->pl, c->m->ratios, c->m->nratios, pl,
-                          PLAN_PLACEMENT_STRLEN);
+  plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
   char own[64] = "";
   if (mb >= 0)
     snprintf(own, sizeof own, " in microbatch %lld", (long long)mb);

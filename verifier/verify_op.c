@@ -8,7 +8,6 @@
 
 #include "inputs.h"
 #include "recipes.h"
-#include "ir/ops.h"
 #include "base/numeric.h"
 #include "verify_ctx.h"
 
@@ -34,10 +33,12 @@ void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
     /* indices into a dim need a range that fits it; validation warns */
   }
   uint64_t key = plan_input_tensor_key(t->name);
+  plan_program_tensor_info ti;
+  plan_program_tensor(&ti, c->prog, tensor);
   for (int64_t k = 0; k < b->n; k++) {
     int64_t g = plan_vx_global_index(t, b, k);
     if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
-      b->data[k] = plan_vx_recipe_value(t, g, exact);
+      b->data[k] = plan_vx_recipe_value(&ti, g, exact);
     else
       b->data[k] = plan_input_value(c->o->seed, key, g, &spec);
   }

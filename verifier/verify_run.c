@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ops.h"
 #include "verify_ctx.h"
 
 /* reduce_mean's kernel divides a rank's local sum by the GLOBAL count, the

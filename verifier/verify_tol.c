@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir/ops.h"
 #include "verify_ctx.h"
 
 /* The slack of float mode's depth bound (plan_vx_depth_bound). */
@@ -91,20 +90,21 @@ double plan_vx_op_reduction_length(const plan_program *prog,
     memcpy(sh->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
     sh->dtype = t->dtype;
   }
-  plan_rule rule;
+  plan_op_factor fs[PLAN_MAX_FACTORS];
   char err[160];
-  if (plan_op_rule(&rule, op->kind, in, op->nin, out, op->nout, op->attrs, err,
-                   sizeof err))
+  int nf = plan_op_factors(fs, PLAN_MAX_FACTORS, op->kind, op->attrs, in,
+                           op->nin, out, op->nout, err, sizeof err);
+  if (nf < 0)
     return 1;
   /* need-replication factors are sums only in the normalising ops (split,
    * concat and reshape move data) */
   bool norm = op->kind == PLAN_OP_SOFTMAX || op->kind == PLAN_OP_LAYERNORM ||
               op->kind == PLAN_OP_RMSNORM || op->kind == PLAN_OP_CROSS_ENTROPY;
   double n = 1;
-  for (int f = 0; f < rule.nfactors; f++)
-    if (rule.factors[f].kind == PLAN_FACTOR_REDUCTION ||
-        (norm && rule.factors[f].kind == PLAN_FACTOR_NEED_REPLICATION))
-      n *= (double)rule.factors[f].size;
+  for (int f = 0; f < nf; f++)
+    if (fs[f].kind == PLAN_FACTOR_REDUCTION ||
+        (norm && fs[f].kind == PLAN_FACTOR_NEED_REPLICATION))
+      n *= (double)fs[f].size;
   return n > 1 ? n : 0;
 }
 

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "autodiff/autodiff.h"
-#include "ir/placement.h"
 #include "base/numeric.h"
 #include "verify_ctx.h"
 
@@ -126,6 +124,8 @@ static int setup_policy(vctx *c) {
                         o->grad_dtype < 0 && o->accum_dtype < 0))
     return PLAN_OK;
   const plan_program *prog = c->prog;
+  /* the seed grad/<loss> (a training step lowered from a plan) */
+  int seed = tr->map ? plan_program_grad_tensor(prog, tr->loss) : -1;
   c->policy = malloc((size_t)prog->ntensors + 1);
   if (!c->policy)
     return plan_oom();
@@ -134,7 +134,7 @@ static int setup_policy(vctx *c) {
     int d = o->compute_dtype;
     if (x->role == PLAN_ROLE_PARAM)
       d = o->param_dtype;
-    if (t == tr->loss || (tr->map && t == tr->map->seed))
+    if (t == tr->loss || t == seed)
       d = o->accum_dtype >= 0 ? o->accum_dtype : o->compute_dtype;
     c->policy[t] = (int8_t)(plan_dtype_is_float(x->dtype) ? d : -1);
   }
@@ -173,8 +173,8 @@ int plan_vx_setup_train(vctx *c) {
   /* loss scaling: the backward pass starts from loss_scale, not 1 (the
    * seed grad/<loss>, replicated: one element on every rank) */
   double ls = c->p->training.loss_scale;
-  if (ls != 1 && tr->map && tr->map->seed >= 0) {
-    int sd = tr->map->seed;
+  int sd = tr->map ? plan_program_grad_tensor(c->prog, tr->loss) : -1;
+  if (ls != 1 && sd >= 0) {
     if (!(c->leaf_ref[sd] = malloc(sizeof(double))) ||
         !(c->leaf_blk[sd] = calloc((size_t)c->nranks, sizeof(double *))))
       return plan_oom();

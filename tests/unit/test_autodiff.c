@@ -842,6 +842,29 @@ static void test_structure(void **state) {
                       "grad/unused");
   assert_int_equal(m->grad[plan_program_tensor_find(t, "w1")],
                    plan_program_tensor_find(t, "grad/w1"));
+  /* the public lookup agrees with the map: every param's, the seed, and an
+   * activation's where it has a tensor of its own; none for the input */
+  int nparams = 0;
+  for (int i = 0; i < m->nfwd_tensors; i++) {
+    int g = plan_program_grad_tensor(t, i);
+    if (t->tensors[i].role == PLAN_ROLE_PARAM) {
+      assert_true(g >= 0);
+      nparams++;
+    }
+    if (g >= 0 && i != t->loss)
+      assert_int_equal(g, m->grad[i]);
+  }
+  assert_int_equal(nparams, 3);
+  assert_int_equal(plan_program_grad_tensor(t, t->loss), m->seed);
+  assert_int_equal(
+      plan_program_grad_tensor(t, plan_program_tensor_find(t, "a")),
+      plan_program_tensor_find(t, "grad/a"));
+  assert_int_equal(
+      plan_program_grad_tensor(t, plan_program_tensor_find(t, "x")), -1);
+  assert_int_equal(plan_program_grad_tensor(t, m->seed), -1);
+  assert_int_equal(plan_program_grad_tensor(t, -1), -1);
+  assert_int_equal(plan_program_grad_tensor(t, t->ntensors), -1);
+  assert_int_equal(plan_program_grad_tensor(NULL, 0), -1);
   plan_grad_map_free(m);
   plan_program_free(t);
 }

@@ -125,6 +125,47 @@ static void test_format_limits(void **state) {
                "axes");
 }
 
+/* Equality, a dim's axes and its evenness, on resolved placements. */
+static plan_placement resolved(const char *text, int naxes, int rank) {
+  plan_placement pl;
+  assert_int_equal(plan_placement_parse_text(&pl, text, naxes), PLAN_OK);
+  assert_int_equal(plan_placement_resolve(&pl, rank), PLAN_OK);
+  return pl;
+}
+
+static void test_placement_queries(void **state) {
+  (void)state;
+  plan_placement a = resolved("S(0)S(0)R", 3, 2);
+  plan_placement b = resolved("S(0:0)S(0:1)R", 3, 2); /* the mesh order */
+  plan_placement c = resolved("S(0:1)S(0:0)R", 3, 2); /* reversed */
+  plan_placement d = resolved("S(0)S(1)R", 3, 2);
+  plan_placement e = resolved("P(sum)RR", 3, 2);
+  plan_placement f = resolved("P(max)RR", 3, 2);
+  assert_true(plan_placement_equal(&a, &b));
+  assert_false(plan_placement_equal(&a, &c));
+  assert_false(plan_placement_equal(&a, &d));
+  assert_false(plan_placement_equal(&e, &f));
+  assert_true(plan_placement_equal(&e, &e));
+  assert_false(plan_placement_equal(&a, NULL));
+  assert_true(plan_placement_equal(NULL, NULL));
+  int axes[PLAN_MAX_MESH_AXES];
+  assert_int_equal(plan_placement_dim_axes(&a, 0, axes), 2);
+  assert_int_equal(axes[0], 0);
+  assert_int_equal(axes[1], 1);
+  assert_int_equal(plan_placement_dim_axes(&c, 0, axes), 2);
+  assert_int_equal(axes[0], 1); /* major first */
+  assert_int_equal(axes[1], 0);
+  assert_int_equal(plan_placement_dim_axes(&a, 1, axes), 0);
+  assert_int_equal(plan_placement_dim_axes(&d, 1, axes), 1);
+  assert_int_equal(axes[0], 1);
+  assert_int_equal(plan_placement_dim_axes(NULL, 0, axes), 0);
+  const int64_t sizes[3] = {2, 3, 5};
+  assert_true(plan_placement_dim_even(&a, 0, 12, sizes)); /* 12 / 2 / 3 */
+  assert_false(plan_placement_dim_even(&a, 0, 8, sizes)); /* 4 / 3 */
+  assert_true(plan_placement_dim_even(&a, 1, 7, sizes));  /* not sharded */
+  assert_false(plan_placement_dim_even(&a, 0, 12, NULL));
+}
+
 static void test_bad_spellings(void **state) {
   (void)state;
   plan_placement pl, before;
@@ -601,6 +642,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trips),
       cmocka_unit_test(test_format_limits),
+      cmocka_unit_test(test_placement_queries),
       cmocka_unit_test(test_bad_spellings),
       cmocka_unit_test(test_op_kinds),
       cmocka_unit_test(test_strategies),

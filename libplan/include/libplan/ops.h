@@ -214,6 +214,63 @@ PLAN_API int plan_op_check_local(int kind, const plan_attr_val *attrs,
                                  const plan_shape *out, int nout, char *err,
                                  size_t errsz);
 
+/* ---- sharding factors -------------------------------------------------------
+ * An op's sharding rule (spec/sharding-rules.md) names a factor for every
+ * independent index of its computation, einsum-style (matmul's m, n and
+ * k); each operand dim carries one or more of them. */
+
+typedef enum plan_factor_kind {
+  PLAN_FACTOR_FREE,
+  PLAN_FACTOR_REDUCTION,        /* summed over: sharding it gives P results */
+  PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
+  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
+} plan_factor_kind;
+
+/* The most factors a rule has. */
+#define PLAN_MAX_FACTORS 32
+
+/* One factor. Layout (part of the ABI) as declared. */
+typedef struct plan_op_factor {
+  int64_t size;
+  int kind;     /* plan_factor_kind */
+  int reduce;   /* REDUCTION, MASKED: the plan_reduce of the result; else -1 */
+  char name[8]; /* its short name in messages ("m", "k", "b0"), NUL-ended */
+} plan_op_factor;
+
+/* The factors of op `kind`'s sharding rule with attributes `attrs` (NULL:
+ * the defaults) on the whole-tensor shapes in[0..nin) and outs[0..nout),
+ * the first `max` of them into out (out may be NULL when max is 0).
+ * Returns their count (at most PLAN_MAX_FACTORS); PLAN_EINVALID with a
+ * one-line reason in err (size errsz; err may be NULL) when the shapes do
+ * not fit the op; PLAN_EUSAGE for a kind out of range or a NULL array. */
+PLAN_API int plan_op_factors(plan_op_factor *out, int max, int kind,
+                             const plan_attr_val *attrs, const plan_shape *in,
+                             int nin, const plan_shape *outs, int nout,
+                             char *err, size_t errsz);
+
+/* Whether op `kind` takes a partial (P) input in some form (linear in it:
+ * add, matmul, data movement...): 1; 0 when any P input is illegal (relu,
+ * softmax: not linear); -1 for a kind out of range. */
+PLAN_API int plan_op_kind_linear(int kind);
+
+/* Whether a strategy fits op `kind`'s sharding rule on plan p's mesh (its
+ * axis sizes and names, and its shard ratio sets): input placements
+ * pin[0..nin) of whole-tensor shapes in[0..nin) legal, and output
+ * placements pout[0..nout) (shapes outs) the ones the rule derives (P(avg)
+ * accepted for P(sum) where the factor allows it). PLAN_OK; PLAN_EINVALID
+ * with the first reason in err (size errsz; err may be NULL), e.g. "input
+ * 1 shards dim 0 (factor k) along tp but input 0 does not", also when the
+ * shapes do not fit the op (plan_op_factors tells the two apart);
+ * PLAN_EUSAGE for a kind out of range, a NULL array or a plan without a
+ * mesh. */
+PLAN_API int plan_op_check_placements(const plan_plan *p, int kind,
+                                      const plan_attr_val *attrs,
+                                      const plan_shape *in,
+                                      const plan_placement *pin, int nin,
+                                      const plan_shape *outs,
+                                      const plan_placement *pout, int nout,
+                                      char *err, size_t errsz);
+
 #ifdef __cplusplus
 }
 #endif

@@ -59,6 +59,85 @@ PLAN_API const char *plan_program_tensor_dtype(const plan_program *p,
                                                int tensor);
 PLAN_API const char *plan_program_tensor_role(const plan_program *p,
                                               int tensor);
+/* The loss tensor (program.loss), or -1 when the program has none (also
+ * for a NULL p). */
+PLAN_API int plan_program_loss(const plan_program *p);
+
+/* ---- views by index ----------------------------------------------------
+ * One tensor or op of a program, read as a struct: what a runner or the
+ * verifier reads of every element of a run, fetched once. Pointers in the
+ * structs (names, dims, operand indices, attribute values) are borrowed
+ * from the program and valid while it lives; the structs are plain data
+ * the caller owns. Each returns PLAN_OK, or PLAN_EUSAGE (the last error
+ * says why, *out unchanged) for a NULL argument or an index out of range. */
+
+/* A tensor's role (spec/plan-format.md, "tensors"), numbered in this order
+ * (part of the ABI); the names are those of plan_program_tensor_role. */
+typedef enum plan_role {
+  PLAN_ROLE_INPUT,
+  PLAN_ROLE_PARAM,
+  PLAN_ROLE_CONST,
+  PLAN_ROLE_ACTIVATION,
+  PLAN_ROLE_OUTPUT,
+  PLAN_ROLE_COUNT
+} plan_role;
+
+/* How a role:const tensor is generated (spec/plan-format.md, "Constant
+ * recipes"), numbered in this order (part of the ABI). */
+typedef enum plan_recipe {
+  PLAN_RECIPE_NONE, /* a const without recipe is generated like an input */
+  PLAN_RECIPE_ZEROS,
+  PLAN_RECIPE_ONES,
+  PLAN_RECIPE_CAUSAL_MASK, /* [.., s, t]: 0 where t <= s, `fill` elsewhere */
+  PLAN_RECIPE_ROPE_COS,    /* [s, e]: cos(s * theta^(-2i/E)), i = e mod E/2 */
+  PLAN_RECIPE_ROPE_SIN,
+  PLAN_RECIPE_COUNT
+} plan_recipe;
+
+/* One tensor. Layout (part of the ABI) as declared. */
+typedef struct plan_program_tensor_info {
+  const char *name;
+  int rank;
+  const int64_t *dims; /* rank entries (NULL for rank 0) */
+  int dtype;           /* plan_dtype (ops.h) */
+  int role;            /* plan_role */
+  int producer;        /* the op that writes it; -1 for a leaf */
+  int producer_slot;   /* which output of that op; -1 for a leaf */
+  /* integer inputs: 1 when their values are drawn from
+   * [range_lo, range_hi) (x-range), else 0 */
+  int has_range;
+  int64_t range_lo, range_hi;
+  int recipe;          /* plan_recipe; PLAN_RECIPE_NONE but for consts */
+  double recipe_theta; /* rope tables: the base (default 10000) */
+  double recipe_fill;  /* causal_mask: the masked value (default -1e9) */
+} plan_program_tensor_info;
+
+PLAN_API int plan_program_tensor(plan_program_tensor_info *out,
+                                 const plan_program *p, int tensor);
+
+struct plan_attr_val;
+
+/* One op. Layout (part of the ABI) as declared. */
+typedef struct plan_program_op_info {
+  const char *name;
+  int kind;       /* plan_op_kind (ops.h) */
+  int nin, nout;  /* operands */
+  const int *in;  /* nin tensor indices */
+  const int *out; /* nout tensor indices */
+  /* its attribute values in its kind's schema order (plan_op_attrs, ops.h;
+   * defaults filled in); may be NULL for a kind without attributes */
+  const struct plan_attr_val *attrs;
+} plan_program_op_info;
+
+PLAN_API int plan_program_op(plan_program_op_info *out, const plan_program *p,
+                             int op);
+
+/* The dim of tensor `tensor` that a pipeline's microbatches split when it
+ * is a leaf (docs/training-and-pipelines.md): its dim named `batch`, else
+ * dim 0 of an input. -1 for a param, a scalar, a const without a batch
+ * dim, an index out of range or a NULL p. */
+PLAN_API int plan_program_tensor_batch_dim(const plan_program *p, int tensor);
+
 /* 64-bit signature hash of an op or tensor (kind/shape/dtype/attributes/
  * input names), as recorded by plans for drift reports. */
 PLAN_API uint64_t plan_program_op_signature(const plan_program *p, int op);
@@ -107,6 +186,17 @@ PLAN_API int plan_grad_options_init(plan_grad_options *opts,
  * PLAN_EUSAGE for a NULL argument or an unknown options version. */
 PLAN_API int plan_program_grad(plan_program **out, const plan_program *p,
                                const plan_grad_options *opts);
+
+/* In a training program `train` (plan_program_grad's), the tensor that
+ * holds the gradient of its tensor `tensor`: the one named
+ * grad/<tensor's name>. Every float param has one, so has every float
+ * input when the options asked, and the loss's is the seed of the backward
+ * pass; an activation has one when its gradient is a tensor of its own
+ * (not one passed through unchanged). The forward tensors keep their
+ * indices, so `tensor` may be read off the forward program. Returns the
+ * tensor index, or -1 when there is none, for a NULL train or an index out
+ * of range; nothing is allocated, no error is set. */
+PLAN_API int plan_program_grad_tensor(const plan_program *train, int tensor);
 
 #ifdef __cplusplus
 }

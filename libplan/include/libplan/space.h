@@ -16,6 +16,7 @@
 #ifndef LIBPLAN_SPACE_H
 #define LIBPLAN_SPACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -111,6 +112,24 @@ PLAN_API int plan_placement_resolve(plan_placement *pl, int rank);
  * argument, size 0 or naxes over PLAN_MAX_MESH_AXES. */
 PLAN_API int plan_placement_format_text(char *buf, size_t size,
                                         const plan_placement *pl);
+
+/* Whether two normalized placements (plan_placement_resolve) are the same
+ * layout: the same entry on every axis, a dim's nesting levels included;
+ * entries with shard ratios are equal when they name the same ratio set of
+ * one plan. A NULL is equal only to another NULL. */
+PLAN_API bool plan_placement_equal(const plan_placement *a,
+                                   const plan_placement *b);
+/* The mesh axes that shard tensor dim `dim` in a normalized placement,
+ * major to minor (by nesting level), into axes; returns their count (0
+ * when the dim is not sharded, or for a NULL argument). */
+PLAN_API int plan_placement_dim_axes(const plan_placement *p, int dim,
+                                     int axes[PLAN_MAX_MESH_AXES]);
+/* Whether every level of the sharding of tensor dim `dim` (global size
+ * `size`) divides evenly over the mesh axis sizes mesh_sizes[0..naxes):
+ * every rank's block of it has the same extent. Never for a level with
+ * shard ratios, nor for a NULL argument. */
+PLAN_API bool plan_placement_dim_even(const plan_placement *p, int dim,
+                                      int64_t size, const int64_t *mesh_sizes);
 
 /* Parses `text` as a placement of tensor `tensor` of p: over p's mesh axes
  * and normalized for the tensor's rank (parse and resolve in one).

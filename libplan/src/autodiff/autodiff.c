@@ -382,3 +382,20 @@ int plan_program_grad(plan_program **out, const plan_program *p,
                       const plan_grad_options *opts) {
   return plan_autodiff(out, NULL, p, opts);
 }
+
+int plan_program_grad_tensor(const plan_program *train, int tensor) {
+  if (!train || tensor < 0 || tensor >= train->ntensors)
+    return -1;
+  const char *name = train->tensors[tensor].name;
+  size_t n = strlen(name);
+  char small[PLAN_MAX_NAME + 8];
+  char *key = n + 6 <= sizeof small ? small : malloc(n + 6);
+  if (!key)
+    return -1;
+  memcpy(key, "grad/", 5);
+  memcpy(key + 5, name, n + 1);
+  int g = plan_strmap_get(&train->tensor_by_name, key);
+  if (key != small)
+    free(key);
+  return g >= 0 && g != tensor ? g : -1;
+}

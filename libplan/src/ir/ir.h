@@ -31,25 +31,7 @@ extern "C" {
 
 /* plan_dtype and its name functions are public: libplan/ops.h. */
 
-typedef enum plan_role {
-  PLAN_ROLE_INPUT,
-  PLAN_ROLE_PARAM,
-  PLAN_ROLE_CONST,
-  PLAN_ROLE_ACTIVATION,
-  PLAN_ROLE_OUTPUT,
-  PLAN_ROLE_COUNT
-} plan_role;
-
-/* Constant recipes: how a role:const tensor is generated. */
-typedef enum plan_recipe {
-  PLAN_RECIPE_NONE, /* a const without recipe is generated like an input */
-  PLAN_RECIPE_ZEROS,
-  PLAN_RECIPE_ONES,
-  PLAN_RECIPE_CAUSAL_MASK, /* [.., s, t]: 0 where t <= s, `fill` elsewhere */
-  PLAN_RECIPE_ROPE_COS,    /* [s, e]: cos(s * theta^(-2i/E)), i = e mod E/2 */
-  PLAN_RECIPE_ROPE_SIN,
-  PLAN_RECIPE_COUNT
-} plan_recipe;
+/* plan_role and plan_recipe are public: libplan/program.h. */
 
 const char *plan_role_name(plan_role r);
 const char *plan_recipe_name(plan_recipe r);

@@ -82,14 +82,11 @@ const char *plan_op_kind_name(int kind);
 /* ---- factor-based sharding rules ------------------------------------------
  */
 
-typedef enum plan_factor_kind {
-  PLAN_FACTOR_FREE,
-  PLAN_FACTOR_REDUCTION,        /* sharding gives P(reduce) results */
-  PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
-  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
-} plan_factor_kind;
+/* plan_factor_kind is public: libplan/ops.h (plan_op_factors). */
 
 #define PLAN_RULE_MAX_FACTORS 32
+_Static_assert(PLAN_RULE_MAX_FACTORS == PLAN_MAX_FACTORS,
+               "plan_op_factors hands out every factor of a rule");
 #define PLAN_RULE_MAX_COMPOUND 4
 
 typedef struct plan_factor {

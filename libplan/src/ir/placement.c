@@ -435,6 +435,8 @@ static int effective_level(const plan_placement *p, int a) {
 
 int plan_placement_dim_axes(const plan_placement *p, int dim,
                             int axes[PLAN_MAX_MESH_AXES]) {
+  if (!p || !axes)
+    return 0;
   int n = 0, lv[PLAN_MAX_MESH_AXES];
   int naxes = p->naxes > PLAN_MAX_MESH_AXES ? PLAN_MAX_MESH_AXES : p->naxes;
   for (int a = 0; a < naxes; a++) {
@@ -541,6 +543,8 @@ bool plan_placement_is_replicated(const plan_placement *p) {
 }
 
 bool plan_placement_equal(const plan_placement *a, const plan_placement *b) {
+  if (!a || !b)
+    return a == b;
   if (a->naxes != b->naxes)
     return false;
   for (int i = 0; i < a->naxes && i < PLAN_MAX_MESH_AXES; i++) {
@@ -631,6 +635,8 @@ void plan_placement_dim_range(const plan_placement *p, int dim, int64_t size,
 
 bool plan_placement_dim_even(const plan_placement *p, int dim, int64_t size,
                              const int64_t *mesh_sizes) {
+  if (!p || !mesh_sizes)
+    return false;
   int axes[PLAN_MAX_MESH_AXES];
   int n = plan_placement_dim_axes(p, dim, axes);
   int64_t len = size;

@@ -101,15 +101,10 @@ bool plan_placement_has_ratios(const plan_placement *p);
 
 /* True when every axis is R. */
 bool plan_placement_is_replicated(const plan_placement *p);
-/* Semantic equality (after normalisation) within one plan: entries with
- * ratios are equal when they name the same set. */
-bool plan_placement_equal(const plan_placement *a, const plan_placement *b);
+/* plan_placement_equal, plan_placement_dim_axes and plan_placement_dim_even
+ * are public: libplan/space.h. */
 /* All-R placement over naxes axes. */
 void plan_placement_replicated(plan_placement *out, int naxes);
-
-/* The mesh axes that shard `dim`, major to minor; returns their count. */
-int plan_placement_dim_axes(const plan_placement *p, int dim,
-                            int axes[PLAN_MAX_MESH_AXES]);
 
 /* Layout: the half-open range [*offset, *offset + *length) of tensor dim
  * `dim` (global size `size`) held by the rank at mesh coordinates `coord`.
@@ -128,10 +123,5 @@ void plan_placement_dim_range_r(const plan_placement *p, int dim, int64_t size,
                                 const int64_t *mesh_sizes, const int64_t *coord,
                                 const plan_ratios *sets, int nsets,
                                 int64_t *offset, int64_t *length);
-
-/* True when every level of sharding of `dim` divides evenly (never for a
- * level with ratios). */
-bool plan_placement_dim_even(const plan_placement *p, int dim, int64_t size,
-                             const int64_t *mesh_sizes);
 
 #endif

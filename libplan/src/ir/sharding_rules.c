@@ -757,3 +757,54 @@ int plan_op_rule(plan_rule *out, int kind, const plan_shape *in, int nin,
                      info->name, out->nfactors);
   return PLAN_OK;
 }
+
+int plan_op_factors(plan_op_factor *out, int max, int kind,
+                    const plan_attr_val *attrs, const plan_shape *in, int nin,
+                    const plan_shape *outs, int nout, char *err, size_t errsz) {
+  if (kind < 0 || kind >= PLAN_OP_COUNT)
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "plan_op_factors: op kind %d is unknown", kind);
+  if ((!out && max > 0) || (!in && nin > 0) || !outs)
+    return plan_errc(PLAN_EUSAGE, err, errsz, "plan_op_factors: NULL argument");
+  plan_rule rule;
+  int rc = plan_op_rule(&rule, kind, in, nin, outs, nout, attrs, err, errsz);
+  if (rc)
+    return rc;
+  for (int f = 0; f < rule.nfactors && f < max; f++) {
+    const plan_factor *x = &rule.factors[f];
+    bool reduces =
+        x->kind == PLAN_FACTOR_REDUCTION || x->kind == PLAN_FACTOR_MASKED;
+    out[f].size = x->size;
+    out[f].kind = x->kind;
+    out[f].reduce = reduces ? x->reduce : -1;
+    memcpy(out[f].name, x->name, sizeof out[f].name);
+    out[f].name[sizeof out[f].name - 1] = 0;
+  }
+  return rule.nfactors;
+}
+
+int plan_op_kind_linear(int kind) {
+  const plan_op_info *info = plan_op_info_get(kind);
+  return info ? info->partial != PLAN_PARTIAL_NONE : -1;
+}
+
+int plan_op_check_placements(const plan_plan *p, int kind,
+                             const plan_attr_val *attrs, const plan_shape *in,
+                             const plan_placement *pin, int nin,
+                             const plan_shape *outs, const plan_placement *pout,
+                             int nout, char *err, size_t errsz) {
+  if (kind < 0 || kind >= PLAN_OP_COUNT)
+    return plan_errc(PLAN_EUSAGE, err, errsz,
+                     "plan_op_check_placements: op kind %d is unknown", kind);
+  if (!p || !p->has_mesh || ((!in || !pin) && nin > 0) || !outs || !pout)
+    return plan_errc(PLAN_EUSAGE, err, errsz, "plan_op_check_placements: %s",
+                     p && !p->has_mesh ? "the plan has no mesh"
+                                       : "NULL argument");
+  plan_rule rule;
+  int rc = plan_op_rule(&rule, kind, in, nin, outs, nout, attrs, err, errsz);
+  if (rc)
+    return rc;
+  const plan_mesh *m = &p->mesh;
+  return plan_rule_check_r(&rule, kind, attrs, pin, pout, m->axis_sizes,
+                           m->axis_names, m->ratios, m->nratios, err, errsz);
+}

@@ -62,6 +62,12 @@ int plan_pipeline_batch_dim(const plan_tensor *t) {
   return t->role == PLAN_ROLE_INPUT ? 0 : -1;
 }
 
+int plan_program_tensor_batch_dim(const plan_program *p, int tensor) {
+  return p && tensor >= 0 && tensor < p->ntensors
+             ? plan_pipeline_batch_dim(&p->tensors[tensor])
+             : -1;
+}
+
 /* Placement pl (R along `axis`) with entry e along it; a shard of the
  * batch by microbatches is the major level of its dim. */
 static int put_mb(plan_placement *pl, int rank, int axis, plan_axis_pl e) {
