@@ -15,24 +15,10 @@ local placement = assert(load(plan.source("placement"), "=placement"))(util)
 
 local prog = "tests/lua/data/rowmm-program.yaml"
 
--- the row-parallel strategy: batch on dp, the contraction on tp, the
--- output a partial sum over tp that is delivered replicated there
-local function rowpar(p)
-  local mesh = p:mesh()
-  local dp, tp = util.axis(p, "dp"), util.axis(p, "tp")
-  local function pl(a, b)
-    local e = {}
-    for i = 1, #mesh do e[i] = "R" end
-    if dp and a then e[dp] = a end
-    if tp and b then e[tp] = b end
-    return table.concat(e)
-  end
-  assert(p:apply("fc", {["in"] = {pl("S(0)", "S(1)"), pl(nil, "S(0)")},
-                        out = {pl("S(0)", "P(sum)")}}))
-  assert(p:set_placement("x", pl("S(0)", "S(1)")))
-  assert(p:set_placement("w", pl(nil, "S(0)")))
-  return {y = pl("S(0)", nil)}
-end
+-- the row-parallel strategy (batch on dp, the contraction on tp, the
+-- output a partial sum over tp delivered replicated there), shared with
+-- the CLI tests
+local rowpar = assert(loadfile("tests/lua/data/rowpar.lua"))(util)
 
 -- ---- the torus: snake beats row-major --------------------------------
 local p = assert(plan.new{program = prog, mesh = "tp=16"})

@@ -513,6 +513,26 @@ static void ratio_notes(const dctx *c, const plan_placement *x,
   }
 }
 
+/* One placement of both plans (NULL: not stated, so R), reported with
+ * its shard-ratio notes when the two differ. */
+static void diff_one_placement(dctx *c, const char *code, const char *what,
+                               const char *slot, const char *name,
+                               const plan_placement *pa,
+                               const plan_placement *pb) {
+  plan_placement ra, rb;
+  plan_placement_replicated(&ra, c->a->mesh.naxes);
+  plan_placement_replicated(&rb, c->b->mesh.naxes);
+  const plan_placement *qa = pa ? pa : &ra, *qb = pb ? pb : &rb;
+  if (pl_same(c, qa, qb))
+    return;
+  char x[1024], y[1024], note[1024];
+  pl_list(c->a, qa, 1, x, sizeof x);
+  pl_list(c->b, qb, 1, y, sizeof y);
+  note[0] = 0;
+  ratio_notes(c, qa, qb, 1, slot, note, sizeof note);
+  DIFF(c, code, name, "%s of '%s': %s -> %s%s", what, name, x, y, note);
+}
+
 static void diff_decisions(dctx *c) {
   const plan_program *pa = c->a->program, *pb = c->b->program;
   char x[1024], y[1024], note[1024];
@@ -520,21 +540,10 @@ static void diff_decisions(dctx *c) {
     int k = plan_strmap_get(&pa->tensor_by_name, pb->tensors[t].name);
     if (k < 0)
       continue;
-    plan_placement ra, rb;
-    plan_placement_replicated(&ra, c->a->mesh.naxes);
-    plan_placement_replicated(&rb, c->b->mesh.naxes);
-    const plan_placement *qa =
-        c->a->placements[k].set ? &c->a->placements[k].pl : &ra;
-    const plan_placement *qb =
-        c->b->placements[t].set ? &c->b->placements[t].pl : &rb;
-    if (pl_same(c, qa, qb))
-      continue;
-    pl_list(c->a, qa, 1, x, sizeof x);
-    pl_list(c->b, qb, 1, y, sizeof y);
-    note[0] = 0;
-    ratio_notes(c, qa, qb, 1, "the placement", note, sizeof note);
-    DIFF(c, "diff.placement", pb->tensors[t].name,
-         "placement of '%s': %s -> %s%s", pb->tensors[t].name, x, y, note);
+    diff_one_placement(
+        c, "diff.placement", "placement", "the placement", pb->tensors[t].name,
+        c->a->placements[k].set ? &c->a->placements[k].pl : NULL,
+        c->b->placements[t].set ? &c->b->placements[t].pl : NULL);
   }
   for (int i = 0; i < pb->nops; i++) {
     int k = plan_strmap_get(&pa->op_by_name, pb->ops[i].name);
@@ -570,22 +579,10 @@ static void diff_decisions(dctx *c) {
       if (strcmp(pa->tensors[pa->outputs[k]].name,
                  pb->tensors[pb->outputs[i]].name))
         continue;
-      plan_placement ra, rb;
-      plan_placement_replicated(&ra, c->a->mesh.naxes);
-      plan_placement_replicated(&rb, c->b->mesh.naxes);
-      const plan_placement *qa =
-          c->a->out_pl[k].set ? &c->a->out_pl[k].pl : &ra;
-      const plan_placement *qb =
-          c->b->out_pl[i].set ? &c->b->out_pl[i].pl : &rb;
-      if (pl_same(c, qa, qb))
-        continue;
-      pl_list(c->a, qa, 1, x, sizeof x);
-      pl_list(c->b, qb, 1, y, sizeof y);
-      note[0] = 0;
-      ratio_notes(c, qa, qb, 1, "the output", note, sizeof note);
-      DIFF(c, "diff.output", pb->tensors[pb->outputs[i]].name,
-           "output placement of '%s': %s -> %s%s",
-           pb->tensors[pb->outputs[i]].name, x, y, note);
+      diff_one_placement(c, "diff.output", "output placement", "the output",
+                         pb->tensors[pb->outputs[i]].name,
+                         c->a->out_pl[k].set ? &c->a->out_pl[k].pl : NULL,
+                         c->b->out_pl[i].set ? &c->b->out_pl[i].pl : NULL);
     }
 }
 
