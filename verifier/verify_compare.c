@@ -9,8 +9,12 @@
 
 #include "verify_ctx.h"
 
-static void compare_value(const vctx *c, const plan_tensor *t, double got,
-                          double want, int64_t g, diff *df) {
+/* got against want (element g of tensor t): rtol and atol its float-mode
+ * tolerance, rms its reference's RMS. */
+static inline void compare_value(const vctx *c, const plan_tensor *t,
+                                 double got, double want, int64_t g,
+                                 double rtol, double atol, double rms,
+                                 diff *df) {
   df->compared++;
   bool bad;
   double ab = fabs(got - want);
@@ -24,15 +28,13 @@ static void compare_value(const vctx *c, const plan_tensor *t, double got,
      * their order shows in the last bits; such elements agree to 2^-40 */
     bad = !(fabs(want) >= 0x1p53 && ab <= 0x1p-40 * fabs(want));
   } else {
-    double rtol, atol;
-    plan_vx_default_tol(c, t, &rtol, &atol);
     bad = !(ab <= atol + rtol * fabs(want));
     if (isfinite(ab)) {
       df->err2 += ab * ab;
       df->ref2 += want * want;
     }
     if (bad) {
-      double sc = ab / (fabs(want) + c->rms[t - c->prog->tensors]);
+      double sc = ab / (fabs(want) + rms);
       if (!isfinite(ab))
         df->bad_nonfinite = true;
       else if (sc > df->max_scaled)
@@ -104,8 +106,15 @@ int plan_vx_compare_buffer(vctx *c, int buf, diff *df) {
 
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
  * >= 0), added to *df. */
-static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
+static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *into) {
   const plan_lbuf *lb = &c->low->bufs[buf];
+  /* the sums in a local (registers, not stores through a pointer that
+   * might alias the blocks), the arrays read once */
+  diff acc = *into, *df = &acc;
+  const double *ref = c->ref[lb->tensor];
+  const double *ref64 = c->ref64 ? c->ref64[lb->tensor] : NULL;
+  double rtol, atol, rms = c->rms[lb->tensor];
+  plan_vx_default_tol(c, &c->prog->tensors[lb->tensor], &rtol, &atol);
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   /* pipelines: the copies of a value along the microbatch axis are made
@@ -144,10 +153,9 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
       } else {
         v = b->data[e];
       }
-      compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
-      if (c->ref64 && c->ref64[lb->tensor]) {
-        double r64 = c->ref64[lb->tensor][g], want = c->ref[lb->tensor][g],
-               dg = v - r64, dr = want - r64;
+      compare_value(c, t, v, ref[g], g, rtol, atol, rms, df);
+      if (ref64) {
+        double r64 = ref64[g], want = ref[g], dg = v - r64, dr = want - r64;
         if (isfinite(v) && isfinite(want) && isfinite(r64)) {
           df->err64 += dg * dg;
           df->base64 += dr * dr;
@@ -157,6 +165,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
       }
     }
   }
+  *into = acc;
 }
 
 /* Exact mode is exact while a double holds every value on its grid: the

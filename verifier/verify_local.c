@@ -233,6 +233,16 @@ static void reassemble(const vctx *c, int b, int64_t mb, const block *reg,
     /* rows along the innermost dim are contiguous in the block and in the
      * region: one index computation per row */
     int64_t row = t->rank ? x->local[t->rank - 1] : 1;
+    const double *xd = x->data;
+    if (!np && xd && row > 0) { /* no partial group: rows copied */
+      for (int64_t e = 0; e < x->n; e += row) {
+        int64_t g = region_index(t->rank, reg, x, e);
+        memcpy(out + g, xd + e, sizeof(double) * (size_t)row);
+        for (int64_t i = 0; mag && i < row; i++)
+          mag[g + i] = fabs(xd[e + i]);
+      }
+      continue;
+    }
     for (int64_t e0 = 0, e = 0, g = 0; x->data && row > 0 && e < x->n;
          e++, g++) {
       if (e == e0) {
