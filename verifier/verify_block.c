@@ -123,8 +123,21 @@ static double *pop_at(plan_vx_bucket *q, int i) {
  * of n or more: blocks of one size come back together. */
 #define PLAN_VX_POOL_LOOK 16
 
+/* The smallest block the pool keeps, in doubles (1 MiB). The allocator
+ * serves smaller blocks from its heap, where a freed block's memory is
+ * reused in place for blocks of any size, its pages already mapped; it
+ * maps the larger ones on their own, fresh pages faulted in and zeroed on
+ * every allocation, which is what the pool saves. Pooling the small ones
+ * too kept each size's own peak: memory no other size could reuse (4 GB
+ * for 2.3 GB of blocks in a pipelined 32-layer model). */
+#define PLAN_VX_POOL_MIN ((int64_t)1 << 17)
+
 int plan_vx_take_block(vctx *c, block *b) {
   int64_t n = b->n > 0 ? b->n : 1, most = 8 * n + 4096;
+  if (n < PLAN_VX_POOL_MIN) {
+    b->data = malloc(sizeof(double) * (size_t)n);
+    return b->data ? PLAN_OK : plan_oom();
+  }
   /* n's bucket may hold blocks smaller than n: a look at its top few;
    * every bucket above holds blocks of n or more, up to the most a block
    * may waste */
@@ -149,6 +162,11 @@ void plan_vx_give_block(vctx *c, block *b) {
   if (!b->data)
     return;
   int64_t n = b->n > 0 ? b->n : 1;
+  if (n < PLAN_VX_POOL_MIN) { /* the allocator reuses it in place */
+    free(b->data);
+    b->data = NULL;
+    return;
+  }
   plan_vx_bucket *q = &c->pool[bucket_of(n)];
   if (q->count == q->cap) {
     int cap = q->cap ? 2 * q->cap : 64;

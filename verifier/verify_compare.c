@@ -9,30 +9,32 @@
 
 #include "verify_ctx.h"
 
-static void compare_value(const vctx *c, const plan_tensor *t, double got,
-                          double want, int64_t g, diff *df) {
+/* got against want (element g of a tensor): is_float whether the tensor
+ * is, exact whether the mode is; rtol and atol its float-mode tolerance,
+ * rms its reference's RMS. */
+static inline void compare_value(bool is_float, bool exact, double got,
+                                 double want, int64_t g, double rtol,
+                                 double atol, double rms, diff *df) {
   df->compared++;
   bool bad;
   double ab = fabs(got - want);
   if (got == want || (isnan(got) && isnan(want))) {
     bad = false; /* identical, infinities included; or a NaN the program
                     makes too (0/0 from its inputs) */
-  } else if (!plan_dtype_is_float(t->dtype)) {
+  } else if (!is_float) {
     bad = true;
-  } else if (c->o->mode == PLAN_VERIFY_EXACT) {
+  } else if (exact) {
     /* beyond 2^53 a double holds no more integers: sums round there, and
      * their order shows in the last bits; such elements agree to 2^-40 */
     bad = !(fabs(want) >= 0x1p53 && ab <= 0x1p-40 * fabs(want));
   } else {
-    double rtol, atol;
-    plan_vx_default_tol(c, t, &rtol, &atol);
     bad = !(ab <= atol + rtol * fabs(want));
     if (isfinite(ab)) {
       df->err2 += ab * ab;
       df->ref2 += want * want;
     }
     if (bad) {
-      double sc = ab / (fabs(want) + c->rms[t - c->prog->tensors]);
+      double sc = ab / (fabs(want) + rms);
       if (!isfinite(ab))
         df->bad_nonfinite = true;
       else if (sc > df->max_scaled)
@@ -102,11 +104,32 @@ int plan_vx_compare_buffer(vctx *c, int buf, diff *df) {
   return rc ? rc : plan_vx_dist_merge_one(c, df);
 }
 
+/* The f64 reference's measure of one element: got v, want the reference's,
+ * r64 the f64 reference's. */
+static inline void add64(double v, double want, double r64, diff *df) {
+  double dg = v - r64, dr = want - r64;
+  if (isfinite(v) && isfinite(want) && isfinite(r64)) {
+    df->err64 += dg * dg;
+    df->base64 += dr * dr;
+  } else if (!(v == want || (isnan(v) && isnan(want)))) {
+    df->nonfinite = true;
+  }
+}
+
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
  * >= 0), added to *df. */
-static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
+static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *into) {
   const plan_lbuf *lb = &c->low->bufs[buf];
+  /* the sums in a local (registers, not stores through a pointer that
+   * might alias the blocks), the arrays read once */
+  diff acc = *into, *df = &acc;
+  const double *ref = c->ref[lb->tensor];
+  const double *ref64 = c->ref64 ? c->ref64[lb->tensor] : NULL;
+  double rtol, atol, rms = c->rms[lb->tensor];
+  plan_vx_default_tol(c, &c->prog->tensors[lb->tensor], &rtol, &atol);
   const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  bool is_float = plan_dtype_is_float(t->dtype);
+  bool exact = c->o->mode == PLAN_VERIFY_EXACT;
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   /* pipelines: the copies of a value along the microbatch axis are made
    * by running the same steps on the same blocks (params, the sums over
@@ -129,34 +152,27 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *df) {
     /* rows along the innermost dim are contiguous in both the block and
      * the global tensor: one index computation per row */
     int64_t row = t->rank ? b->local[t->rank - 1] : 1;
-    for (int64_t e0 = 0, e = 0, g = 0; row > 0 && e < b->n; e++, g++) {
-      if (e == e0) { /* a new row */
-        g = plan_vx_global_index(t, b, e);
-        e0 += row;
-      }
-      double v;
-      if (nmem > 0) {
-        v = mem[0][e];
-        for (int q = 1; q < nmem; q++)
-          v += mem[q][e];
-      } else if (np) {
-        plan_vx_group_value(c, buf, pa, np, 0, coord, e, &v);
-      } else {
-        v = b->data[e];
-      }
-      compare_value(c, t, v, c->ref[lb->tensor][g], g, df);
-      if (c->ref64 && c->ref64[lb->tensor]) {
-        double r64 = c->ref64[lb->tensor][g], want = c->ref[lb->tensor][g],
-               dg = v - r64, dr = want - r64;
-        if (isfinite(v) && isfinite(want) && isfinite(r64)) {
-          df->err64 += dg * dg;
-          df->base64 += dr * dr;
-        } else if (!(v == want || (isnan(v) && isnan(want)))) {
-          df->nonfinite = true;
+    for (int64_t e = 0; row > 0 && e < b->n; e += row) {
+      int64_t g = plan_vx_global_index(t, b, e);
+      for (int64_t i = 0; i < row; i++) {
+        double v;
+        if (!np) {
+          v = b->data[e + i];
+        } else if (nmem > 0) {
+          v = mem[0][e + i];
+          for (int q = 1; q < nmem; q++)
+            v += mem[q][e + i];
+        } else {
+          plan_vx_group_value(c, buf, pa, np, 0, coord, e + i, &v);
         }
+        compare_value(is_float, exact, v, ref[g + i], g + i, rtol, atol, rms,
+                      df);
+        if (ref64)
+          add64(v, ref[g + i], ref64[g + i], df);
       }
     }
   }
+  *into = acc;
 }
 
 /* Exact mode is exact while a double holds every value on its grid: the

@@ -237,29 +237,38 @@ static double clipped(const vctx *c, double g, double coef) {
              : g * coef;
 }
 
-/* explained_by_gradient on rank r. */
+/* The unit roundoff of the param's dtype in this run (the state rounds
+ * to it too): what one rounding of an updated value may move it by,
+ * relative to the rounded value. */
+static double param_unit(const vctx *c, const plan_tensor *t) {
+  switch (plan_vx_run_dtype(c, t)) {
+  case PLAN_F32:
+    return 0x1p-24;
+  case PLAN_BF16:
+    return 0x1p-8;
+  case PLAN_F16:
+    return 0x1p-11;
+  default:
+    return 0x1p-53;
+  }
+}
+
+/* explained_by_gradient on rank r: each element of the rank's result
+ * within its tolerance of the reference's, plus k times the difference of
+ * what the update read (the momentum, the clipped gradient, its square),
+ * plus the rounding of the rank's own result to the param's dtype. */
 static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
                            double coef_ref, double coef, int what,
                            const double *got, const double *want, double k,
-                           double rtol, double atol, double ga) {
+                           double rtol, double atol) {
   const plan_ltrain *tr = c->low->train;
   const plan_training *o = &c->p->training;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
-  const plan_tensor *x = &c->prog->tensors[t], *gx = &c->prog->tensors[gt];
+  const plan_tensor *x = &c->prog->tensors[t];
   const block *g = &c->bufs[gb][r], *m = &c->bufs[mb][r];
   if (g->n != m->n)
     return false;
-  double err2 = 0, base2 = 0;
-  for (int64_t e = 0; e < g->n; e++) {
-    int64_t q = plan_vx_global_index(gx, g, e);
-    double d = g->data[e] * coef - c->ref[gt][q] * coef_ref;
-    double b = c->ref[gt][q] - c->ref64[gt][q];
-    err2 += d * d;
-    base2 += b * b;
-  }
-  if (sqrt(err2) >
-      PLAN_VERIFY_LOWP_FACTOR * sqrt(base2) + ga * sqrt((double)g->n))
-    return false;
+  double u = param_unit(c, x);
   for (int64_t e = 0; e < m->n; e++) {
     int64_t q = plan_vx_global_index(x, m, e);
     double gg = g->data[e] * coef, gw = c->ref[gt][q] * coef_ref;
@@ -268,44 +277,48 @@ static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
                     ? fabs(c->mom[i][r][e] - c->ref_mom[i][q])
                     : fabs(gg - gw);
     if (!(fabs(got[e] - want[q]) <=
-          atol + rtol * fabs(want[q]) + k * dd * (1 + 1e-6)))
+          atol + rtol * fabs(want[q]) + u * fabs(got[e]) + k * dd * (1 + 1e-6)))
       return false;
   }
   return true;
 }
 
-/* Float mode: a gradient accepted within the float bound (against the f64
- * reference, as the single-device program's own error) moves what the
- * optimizer computes from it by more than that value's own tolerance: an
- * SGD param by lr times the difference of its step (the momentum, or the
- * clipped gradient), Adam's moments by (1 - beta1) times the gradient's
- * difference and (1 - beta2) times its square's. Such a value is accepted
- * when every rank's synced, clipped gradient is within the bound of the
- * reference's, and each element differs by at most its tolerance plus that
- * amount (each step starts from the reference's params and state): a
- * partial or wrongly clipped gradient fails the first test, a wrong update
- * the second. what: 0 the SGD param, 1 Adam's m, 2 Adam's v; got[rank] and
- * want[global index] the values compared. */
+/* Float mode (docs/verify.md, "The optimizer update"): the update runs
+ * only after every gradient was accepted (within its tolerance, the depth
+ * or the low-precision bound, or as drift), and an accepted gradient
+ * still moves what the optimizer computes from it by more than that
+ * value's own tolerance: an SGD param by lr times the difference of its
+ * step (the momentum, or the clipped gradient), Adam's moments by
+ * (1 - beta1) times the gradient's difference and (1 - beta2) times its
+ * square's. Such a value is accepted when every rank's synced gradient
+ * holds the accepted values (no partial axis: replicas agree bit for bit,
+ * shards are pieces of the reassembled value), clipping scaled them by the
+ * coefficient the run's own gradients give (coef_ok), and each element
+ * differs by at most its tolerance, its own rounding and that amount: a
+ * partial or wrongly clipped gradient fails the first tests, a wrong
+ * update the last. what: 0 the SGD param, 1 Adam's m, 2 Adam's v;
+ * got[rank] and want[global index] the values compared. */
 static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
-                                  const double *coef, int what,
+                                  const double *coef, bool coef_ok, int what,
                                   double *const *got, const double *want) {
   const plan_ltrain *tr = c->low->train;
   const plan_training *o = &c->p->training;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
-  const plan_tensor *x = &c->prog->tensors[t], *gx = &c->prog->tensors[gt];
-  if (c->o->mode != PLAN_VERIFY_FLOAT || !c->ref64 || !c->ref64[gt] ||
-      !c->ref[gt])
+  const plan_tensor *x = &c->prog->tensors[t];
+  /* a rank's block of a partial gradient is its part, not the value the
+   * comparison accepted (the parts' sum): the update read something else */
+  if (c->o->mode != PLAN_VERIFY_FLOAT || !c->ref[gt] ||
+      plan_vx_partial_axes(&c->low->bufs[gb], c->m->naxes, NULL))
     return false;
-  double rtol, atol, gr, ga;
+  double rtol, atol;
   plan_vx_default_tol(c, x, &rtol, &atol);
-  plan_vx_default_tol(c, gx, &gr, &ga);
   double k = what == 0 ? o->lr : what == 1 ? 1 - o->beta1 : 1 - o->beta2;
   int mb = c->master_buf[i];
-  bool ok = true;
+  bool ok = coef_ok;
   for (int64_t r = 0; r < c->nranks && ok; r++)
     ok = !plan_vx_owned(c, r) ||
          rank_explained(c, i, gb, mb, r, coef_ref, coef[r], what, got[r], want,
-                        k, rtol, atol, ga);
+                        k, rtol, atol);
   return plan_vx_dist_all(c, ok); /* every process's ranks */
 }
 
@@ -320,6 +333,7 @@ typedef struct pupdate {
   const char *label;
   double coef_ref;    /* clipping's coefficients: the reference's, */
   const double *coef; /* every rank's */
+  bool coef_ok;       /* every rank's the one its run's gradients give */
 } pupdate;
 
 /* The reference's update of the param (the state only where the
@@ -428,13 +442,13 @@ static int compare_param(vctx *c, const pupdate *u) {
                     c->o->mode == PLAN_VERIFY_FLOAT;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
   if (float_mode && !adam_float && df.mismatches &&
-      explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, 0, c->master[i],
-                            c->ref[t])) {
+      explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, u->coef_ok, 0,
+                            c->master[i], c->ref[t])) {
     plan_buf_printf(&c->text,
                     "within bound param '%s' (%s): %lld of %lld elements "
                     "are outside the tolerance, each by no more than lr "
-                    "times its momentum's difference, from a gradient "
-                    "within the float bound\n",
+                    "times its step's difference, from an accepted "
+                    "gradient\n",
                     u->x->name, u->label, (long long)df.mismatches,
                     (long long)df.compared);
     df.mismatches = 0;
@@ -473,13 +487,13 @@ static int compare_state(vctx *c, const pupdate *u) {
     if ((rc = plan_vx_compare_buffer(c, mb, &df)))
       return rc;
     if (df.mismatches &&
-        explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, 1 + st,
-                              st ? c->vel[i] : c->mom[i], want)) {
+        explained_by_gradient(c, i, u->gb, u->coef_ref, u->coef, u->coef_ok,
+                              1 + st, st ? c->vel[i] : c->mom[i], want)) {
       plan_buf_printf(&c->text,
                       "within bound state %s '%s' (%s): %lld of %lld "
                       "elements are outside the tolerance, each by no more "
-                      "than %s times its gradient's difference, from a "
-                      "gradient within the float bound\n",
+                      "than %s times its gradient's difference, from an "
+                      "accepted gradient\n",
                       st ? "v" : "m", u->x->name, st ? c->label_v : c->label_m,
                       (long long)df.mismatches, (long long)df.compared,
                       st ? "(1 - beta2)" : "(1 - beta1)");
@@ -554,7 +568,7 @@ static int next_storage(vctx *c, const pupdate *u) {
 /* One param's update on every rank, compared; its next storage blocks.
  * coef_ref and coef[rank]: clipping's coefficients. */
 static int update_param(vctx *c, int i, const char *label, double coef_ref,
-                        const double *coef) {
+                        const double *coef, bool coef_ok) {
   const plan_ltrain *tr = c->low->train;
   pupdate u;
   memset(&u, 0, sizeof u);
@@ -572,6 +586,7 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   u.label = label;
   u.coef_ref = coef_ref;
   u.coef = coef;
+  u.coef_ok = coef_ok;
   int rc;
   if ((rc = update_reference(c, &u)) || (rc = init_master(c, &u)) ||
       (rc = update_ranks(c, &u)) || (rc = compare_param(c, &u)) ||
@@ -646,6 +661,56 @@ static double clip_norms(vctx *c, double *norm, double *coef,
   return sqrt(ref2) * u;
 }
 
+/* Float mode, clipping: whether every rank scaled its gradients by the
+ * coefficient the distributed run's own synced gradients give. Their
+ * global norm counts each element once (every rank's block placed at its
+ * global offset, as the comparison reassembles it). A rank whose norm axes
+ * are right sums the same squares in another order: n non-negative terms
+ * in any order are within (n - 1) 2^-53 of their sum, relative, so its
+ * norm, and its coefficient max / (norm + 1e-6), are within n 2^-53 of
+ * these. A replica counted twice or a shard left out moves them by its
+ * share of the squares. */
+static int clip_coef_ok(vctx *c, const double *coef, bool *ok) {
+  const plan_ltrain *tr = c->low->train;
+  double s2 = 0, n_all = 0;
+  double **ptrs = calloc((size_t)c->nranks + 1, sizeof *ptrs);
+  int rc = ptrs ? PLAN_OK : plan_oom();
+  for (int i = 0; i < tr->nparams && !rc; i++) {
+    int gt = c->prog->outputs[tr->grad_out[i]];
+    int gb = c->low->delivered[tr->grad_out[i]];
+    const plan_tensor *x = &c->prog->tensors[gt];
+    int64_t n = plan_vx_count_of(x->dims, x->rank);
+    double *glob = plan_vx_take_array(c, n, true);
+    if (!glob) {
+      rc = PLAN_ENOMEM;
+      break;
+    }
+    if (c->comm) {
+      ptrs[c->me] = c->bufs[gb][c->me].data;
+      rc = plan_vx_dist_gather_global(c, x, gb, ptrs, glob);
+    }
+    for (int64_t r = c->nranks - 1; r >= 0 && !c->comm; r--)
+      for (int64_t e = 0; e < c->bufs[gb][r].n; e++)
+        glob[plan_vx_global_index(x, &c->bufs[gb][r], e)] =
+            c->bufs[gb][r].data[e];
+    for (int64_t e = 0; e < n; e++)
+      s2 += glob[e] * glob[e];
+    n_all += (double)n;
+    free(glob);
+  }
+  free(ptrs);
+  if (rc)
+    return rc;
+  double norm = sqrt(s2) / c->p->training.loss_scale;
+  double own = fmin(1, c->p->training.clip_grad_norm / (norm + 1e-6)) /
+               c->p->training.loss_scale;
+  double tol = (n_all + 1) * 0x1p-53 * own;
+  *ok = true;
+  for (int64_t r = 0; r < c->nranks && *ok; r++)
+    *ok = fabs(coef[r] - own) <= tol;
+  return PLAN_OK;
+}
+
 int plan_vx_optimizer_step(vctx *c) {
   const plan_ltrain *tr = c->low->train;
   if (c->p->training.optimizer == PLAN_OPT_NONE)
@@ -681,9 +746,12 @@ int plan_vx_optimizer_step(vctx *c) {
   for (int64_t r = 0; r < c->nranks; r++)
     coef[r] *= u;
   free(squares);
-  bool was_equal = c->equal;
+  bool was_equal = c->equal, coef_ok = true;
+  if (!rc && c->p->training.clip_grad_norm > 0 &&
+      c->o->mode == PLAN_VERIFY_FLOAT)
+    rc = clip_coef_ok(c, coef, &coef_ok);
   for (int i = 0; i < tr->nparams && !rc; i++)
-    rc = update_param(c, i, label, coef_ref, coef);
+    rc = update_param(c, i, label, coef_ref, coef, coef_ok);
   /* a wrong update after right gradients: a wrong norm says why */
   for (int64_t r = 0; !rc && was_equal && !c->equal &&
                       c->p->training.clip_grad_norm > 0 && r < c->nranks;

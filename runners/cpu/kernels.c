@@ -88,11 +88,9 @@ static void round_view(plan_view *v) {
   float *p = v->data;
   int64_t n = count_of(v);
   if (v->dtype == PLAN_BF16)
-    for (int64_t i = 0; i < n; i++)
-      p[i] = plan_round_bf16(p[i]);
+    plan_round_bf16_n(p, n);
   else if (v->dtype == PLAN_F16)
-    for (int64_t i = 0; i < n; i++)
-      p[i] = plan_round_f16(p[i]);
+    plan_round_f16_n(p, n);
 }
 
 /* ---- data movement (dtype-agnostic) -------------------------------------- */

@@ -570,6 +570,77 @@ static void test_low_precision(void **state) {
   free(t);
 }
 
+/* The optimizer update from gradients accepted deep in a bf16 chain: each
+ * gradient is accepted (the low-precision bound, or drift), and its error
+ * moves the params by lr times its own difference. The update check once
+ * judged every rank's block of the gradient again, against a per-block
+ * share of the single-device error, and allowed for the reference's
+ * rounding only: these reduced plans (seeds where the single-device
+ * program's own bf16 error is as large as the gradients) were NOT EQUAL
+ * at an sgd step, with no bug. */
+static void test_update_after_drift(void **state) {
+  (void)state;
+  const struct {
+    const char *file;
+    uint64_t seed;
+  } cases[] = {{"examples/transformer4-1f1b.plan.yaml", 5},
+               {"examples/transformer4-1f1b.plan.yaml", 12},
+               {"examples/transformer4-zb-h1.plan.yaml", 8},
+               {"examples/transformer4-interleaved.plan.yaml", 11},
+               {TNOSP, 12}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    plan_plan *p = load(cases[i].file), *red = NULL;
+    char *sum = NULL;
+    assert_int_equal(plan_reduce_shapes(&red, &sum, p), PLAN_OK);
+    plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+    o.mode = PLAN_VERIFY_FLOAT;
+    o.dtype = "bf16";
+    o.seed = cases[i].seed;
+    plan_verify_report *r = NULL;
+    assert_int_equal(plan_verify(&r, red, &o), PLAN_OK);
+    if (!plan_verify_report_equal(r))
+      fprintf(stderr, "%s seed %d: %s", cases[i].file, (int)cases[i].seed,
+              plan_verify_report_text(r));
+    assert_true(plan_verify_report_equal(r));
+    assert_non_null(strstr(plan_verify_report_text(r), "within bound param"));
+    plan_verify_report_free(r);
+    free(sum);
+    plan_free(red);
+    plan_free(p);
+  }
+}
+
+/* f16 op-local checks near zero: a weight gradient's partial parts of a
+ * few 1e-7 are f16 subnormals, whose rounding errs by up to 2^-25
+ * whatever the value, past 2u |want|. These reduced pipelines were NOT
+ * EQUAL locally at every seed (one subnormal step apart), with no bug. */
+static void test_f16_subnormal_local(void **state) {
+  (void)state;
+  const char *files[] = {"examples/transformer4-1f1b.plan.yaml",
+                         "examples/transformer4-zb-h1.plan.yaml"};
+  for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+    plan_plan *p = load(files[f]), *red = NULL;
+    char *sum = NULL;
+    assert_int_equal(plan_reduce_shapes(&red, &sum, p), PLAN_OK);
+    for (uint64_t seed = 0; seed < 4; seed++) {
+      plan_verify_options o = PLAN_VERIFY_OPTIONS_INIT;
+      o.mode = PLAN_VERIFY_FLOAT;
+      o.dtype = "f16";
+      o.seed = seed;
+      plan_verify_report *r = NULL;
+      assert_int_equal(plan_verify(&r, red, &o), PLAN_OK);
+      if (!plan_verify_report_equal(r))
+        fprintf(stderr, "%s seed %d: %s", files[f], (int)seed,
+                plan_verify_report_text(r));
+      assert_true(plan_verify_report_equal(r));
+      plan_verify_report_free(r);
+    }
+    free(sum);
+    plan_free(red);
+    plan_free(p);
+  }
+}
+
 /* Adam: params, both moments compared; the transformer too. Adam's update
  * hides a gradient's scale, so clipping that counts replicas twice leaves
  * the params (nearly) right and shows in the first moment. */
@@ -671,6 +742,8 @@ int main(void) {
       cmocka_unit_test(test_sync_none),
       cmocka_unit_test(test_clip_counts_replicas_twice),
       cmocka_unit_test(test_low_precision),
+      cmocka_unit_test(test_update_after_drift),
+      cmocka_unit_test(test_f16_subnormal_local),
       cmocka_unit_test(test_adam),
       cmocka_unit_test(test_loss_scale),
   };

@@ -38,3 +38,13 @@ float plan_round_f16(float x) {
   memcpy(&x, &u, sizeof u);
   return x;
 }
+
+void plan_round_bf16_n(float *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    p[i] = plan_round_bf16(p[i]);
+}
+
+void plan_round_f16_n(float *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++)
+    p[i] = plan_round_f16(p[i]);
+}

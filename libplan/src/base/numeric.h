@@ -18,6 +18,10 @@ extern "C" {
  * kernels apply these to every BF16 / F16 result. */
 float plan_round_bf16(float x);
 float plan_round_f16(float x);
+/* The same on each of p[0..n), in place: one call for a kernel's result,
+ * the rounding inlined in its loop. */
+void plan_round_bf16_n(float *p, int64_t n);
+void plan_round_f16_n(float *p, int64_t n);
 
 /* Exact mode: rounds x to the grid 2^-bits (round half to even), so results
  * of ops that are not exactly representable stay small dyadic numbers and
