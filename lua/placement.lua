@@ -52,7 +52,8 @@ function M.topology(spec)
       levels[#levels + 1] = {name = name, size = size and tonumber(size)}
     end
     for i, l in ipairs(levels) do
-      if (i < #levels) ~= (l.size ~= nil) or (l.size and l.size < 1) then
+      if (i < #levels) ~= (l.size ~= nil) or
+         (l.size and (math.type(l.size) ~= "integer" or l.size < 1)) then
         return nil, "topology '" .. spec .. "': every level but the last " ..
                "has a size >= 1, the last none"
       end

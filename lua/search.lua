@@ -326,8 +326,9 @@ local function search(req)
     if not t then return {error = "search: --topology: " .. terr, code = "usage"} end
     opts.topology_table = t
     if not opts.mesh_shape then -- a torus of another size is the caller's mistake
-      local ok, serr = p:set_topology(t, opts.hardware)
-      if not ok then return {error = serr, code = "usage"} end
+      local pok, ok, serr = pcall(p.set_topology, p, t, opts.hardware)
+      if not pok then ok, serr = nil, ok end
+      if not ok then return {error = "search: --topology: " .. tostring(serr), code = "usage"} end
     end
   end
   if opts.placement and not opts.topology and not p:topology() then

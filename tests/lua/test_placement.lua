@@ -162,12 +162,45 @@ local okc, cerr = small:copy_physical_from(dt)
 check(not okc and tostring(cerr):find("devices"), "16 devices onto 2 refused: " .. tostring(cerr))
 small:close()
 other:close()
-local shapes = assert(placement.search_shapes(dt, {}))
-check(#shapes.list == 5, "5 shapes of 16 over dp,sp: " .. #shapes.list)
-for _, e in ipairs(shapes.list) do
+local dts = assert(placement.search_shapes(dt, {}))
+check(#dts.list == 5, "5 shapes of 16 over dp,sp: " .. #dts.list)
+for _, e in ipairs(dts.list) do
   check(e.step, "shape " .. e.mesh .. " priced on the torus: " .. tostring(e.error))
 end
-check(shapes.plan:topology() == "torus", "the best shape keeps the torus")
-shapes.plan:close()
+check(dts.plan:topology() == "torus", "the best shape keeps the torus")
+-- sp=4 groups are torus rows (rings of 4): the plan's own shape wins, and
+-- every other shape, whose groups leave a row, is slower on the torus
+check(dts.mesh == "dp=4,sp=4", "the best shape: " .. dts.mesh)
+for _, e in ipairs(dts.list) do
+  check(e.mesh == "dp=4,sp=4" or e.step > dts.step * 1.1,
+        e.mesh .. " slower than the rows: " .. tostring(e.step))
+end
+dts.plan:close()
+-- per-device hardware replaces the mesh's one profile, as a file holds one
+-- or the other: the plan saves and reads back, with the same hash
+assert(dt:set_device_hardware((function()
+  local l = {}
+  for i = 1, 16 do l[i] = i <= 8 and "tpu-v5e" or "h100" end
+  return l
+end)()))
+local back = assert(plan.parse(dt:text(true), "dit-torus with profiles"))
+check(back:hash() == dt:hash(), "per-device hardware reads back: " .. back:hash())
+local dh = back:device_hardware()
+check(dh[16].name == "h100-sxm" and dh[1].name == "tpu-v5e",
+      "the profiles read back: " .. dh[1].name .. ", " .. dh[16].name)
+back:close()
+-- an alias names the same profile: one hash
+local function with_profile(name)
+  return assert(plan.parse(table.concat({"libplan: \"1.1\"",
+    "program: {tensors: {x: {shape: [4], dtype: f32, role: input}}, " ..
+      "ops: [{name: r, op: relu, in: [x], out: y}]}",
+    "mesh:", "  axes: [dp=2]",
+    "  hardware: {profiles: {a: " .. name .. ", b: a100}, devices: [a, b]}", ""}, "\n"),
+    "alias " .. name))
+end
+local h1, h2 = with_profile("h100"), with_profile("h100-sxm")
+check(h1:hash() == h2:hash(), "h100 and h100-sxm hash alike")
+h1:close()
+h2:close()
 dt:close()
 print("ok")

@@ -331,6 +331,20 @@ static void test_whatif_api(void **state) {
   t.bandwidth = 0;
   assert_int_equal(plan_set_mesh_topology(p, &t), PLAN_EINVALID);
   t.bandwidth = 45e9;
+  /* levels whose sizes would overflow their product: refused, no trap */
+  plan_topology_spec big;
+  memset(&big, 0, sizeof big);
+  big.nlevels = 3;
+  big.level_size[0] = 4;
+  big.level_size[1] = (int64_t)1 << 62;
+  for (int l = 0; l < 3; l++)
+    big.level_bandwidth[l] = 1e9;
+  assert_int_equal(plan_set_mesh_topology(p, &big), PLAN_EINVALID);
+  big.level_size[1] = INT64_MAX;
+  assert_int_equal(plan_set_mesh_topology(p, &big), PLAN_EINVALID);
+  big.nlevels = 2; /* the last level's size alone past the count */
+  assert_int_equal(plan_set_mesh_topology(p, &big), PLAN_EINVALID);
+  assert_int_equal(plan_mesh_topology_kind(p), -1);
   /* the what-if for one call: the search prices the torus, p keeps none */
   plan_placement_options o = PLAN_PLACEMENT_OPTIONS_INIT;
   o.profile = "h100";

@@ -283,8 +283,10 @@ PLAN_API int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t);
 PLAN_API int plan_mesh_topology_kind(const plan_plan *p);
 
 /* Gives physical device d the built-in hardware profile names[d] (d <
- * plan_mesh_device_count; names NULL: every device the mesh's hardware
- * again). PLAN_EUSAGE for a NULL plan or no mesh; PLAN_ENOTFOUND (nothing
+ * plan_mesh_device_count); per-device hardware replaces the mesh's one
+ * `hardware` profile, as in a file, which holds one or the other (names
+ * NULL: no per-device hardware; a replaced profile is not restored).
+ * PLAN_EUSAGE for a NULL plan or no mesh; PLAN_ENOTFOUND (nothing
  * changed) for a name that is no built-in profile; PLAN_ENOMEM. Only a
  * cost model made after the change prices the new hardware. */
 PLAN_API int plan_set_mesh_device_hardware(plan_plan *p,

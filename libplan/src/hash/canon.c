@@ -123,6 +123,7 @@ static int encode(cj *c, const plan_plan *p, const plan_program *prog,
     plan_cj_order_free(&ord);
     return rc;
   case PLAN_PART_MESH:
+    plan_mesh_format(p, &vmaj, &vmin);
     return encode_mesh(c, p, vmaj, vmin);
   case PLAN_PART_PROVENANCE:
     if (!p->provenance)
@@ -227,22 +228,6 @@ int plan_hash_part(plan_hash *out, const plan_plan *p, plan_part part) {
     return plan_failf(PLAN_EUSAGE, "plan_hash_part: NULL argument");
   hash_job j = {p, p->program, part, NULL};
   return hash_run(out, &j);
-}
-
-int plan_canon_mesh_at(char **out, size_t *len, const plan_plan *p, int vmaj,
-                       int vmin) {
-  *out = NULL;
-  plan_buf b;
-  plan_buf_init(&b);
-  cj c = {.b = &b};
-  int rc = encode_mesh(&c, p, vmaj, vmin);
-  if (!rc && b.failed)
-    rc = plan_oom();
-  if (rc) {
-    plan_buf_free(&b);
-    return rc;
-  }
-  return plan_buf_take(&b, out, len);
 }
 
 int plan_canonical(char **out, size_t *len, const plan_plan *p,

@@ -7,7 +7,8 @@
 #include "ir/placement.h"
 
 bool plan_mesh_uses_1_1(const plan_mesh *m) {
-  return m->device_profile != NULL || m->nprofiles > 0 || m->topology != NULL;
+  /* the test the writer and the hash use for per-device hardware */
+  return (m->device_profile != NULL && m->nprofiles > 0) || m->topology != NULL;
 }
 
 static bool any_ratios(const plan_placement *pl, int n) {
@@ -57,6 +58,17 @@ bool plan_plan_uses_1_1(const plan_plan *p) {
 
 void plan_plan_format(const plan_plan *p, int *major, int *minor) {
   bool v11 = plan_plan_uses_1_1(p);
+  if (p->version_major == 0 && !v11) {
+    *major = p->version_major;
+    *minor = p->version_minor;
+    return;
+  }
+  *major = 1;
+  *minor = v11 ? 1 : 0;
+}
+
+void plan_mesh_format(const plan_plan *p, int *major, int *minor) {
+  bool v11 = p->has_mesh && plan_mesh_uses_1_1(&p->mesh);
   if (p->version_major == 0 && !v11) {
     *major = p->version_major;
     *minor = p->version_minor;

@@ -468,6 +468,10 @@ bool plan_plan_uses_1_1(const plan_plan *p);
  * holds its content (1.0 or 1.1; a pre-release 0.1 document keeps its own
  * unless it carries 1.1 content). */
 void plan_plan_format(const plan_plan *p, int *major, int *minor);
+/* The version of a plan's mesh part: the lowest that holds the mesh
+ * alone (per-device hardware, a topology), so the mesh hashes the same
+ * whatever the placements say. */
+void plan_mesh_format(const plan_plan *p, int *major, int *minor);
 void plan_program_format(const plan_program *p, int *major, int *minor);
 
 #ifdef __cplusplus

@@ -300,9 +300,7 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
   size_t len, mlen;
   if ((rc = plan_lowered_write(&text, &len, l)))
     return rc;
-  int vmaj, vmin;
-  lowered_format(l, &vmaj, &vmin);
-  if ((rc = plan_canon_mesh_at(&mesh, &mlen, l->plan, vmaj, vmin))) {
+  if ((rc = plan_canonical(&mesh, &mlen, l->plan, PLAN_PART_MESH))) {
     free(text);
     return rc;
   }

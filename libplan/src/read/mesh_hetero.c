@@ -49,14 +49,19 @@ static int read_fig(const plan_reader *rd, const plan_ynode *map,
 
 /* ---- per-device hardware ------------------------------------------------- */
 
-/* A built-in profile's name, or did-you-mean over the built-in names. */
+/* A built-in profile's name, kept canonical (an alias, `h100`, is the
+ * profile `h100-sxm`: written and hashed as that), or did-you-mean over
+ * the built-in names. */
 static int builtin_profile(const plan_reader *rd, const plan_ynode *v,
                            const char *label, plan_hardware *h) {
   int rc = plan_rd_name(rd, v, "a hardware profile", &h->name);
   if (rc)
     return rc;
-  if (plan_cost_profile_resolve(h->name))
+  const char *canon = plan_cost_profile_resolve(h->name);
+  if (canon) {
+    h->name = canon; /* the built-in table's own string */
     return PLAN_OK;
+  }
   const char *names[32];
   int n = plan_cost_profile_count();
   if (n > 31)

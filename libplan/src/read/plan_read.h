@@ -88,10 +88,6 @@ char *plan_path_from(const char *from, const char *target);
 /* Canonical encodings (canon.c). */
 int plan_canon_encode(plan_buf *b, const plan_plan *p, plan_part part);
 int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which);
-/* The mesh part as plan_canonical gives it, under the version given (a
- * lowered program's, which its plan's decisions alone do not decide). */
-int plan_canon_mesh_at(char **out, size_t *len, const plan_plan *p, int vmaj,
-                       int vmin);
 
 /* Drift findings of `edited` against the program p was made for (diff.c). */
 int plan_drift_into(plan_diags *d, const plan_plan *p,

@@ -233,7 +233,7 @@ int plan_search_placement(plan_placement_result *out, plan_plan *p,
   /* the mesh's own, put back after the what-ifs (the arena keeps both) */
   plan_mesh *mesh = &p->mesh;
   plan_topology *topo = mesh->topology;
-  plan_hardware *profiles = mesh->profiles;
+  plan_hardware *hardware = mesh->hardware, *profiles = mesh->profiles;
   int nprofiles = mesh->nprofiles, *device_profile = mesh->device_profile;
   int64_t *devices = mesh->devices;
   int rc = PLAN_OK;
@@ -247,6 +247,7 @@ int plan_search_placement(plan_placement_result *out, plan_plan *p,
     rc = search(&ch, p, opts->device_hardware ? NULL : opts->profile, out->list,
                 PLAN_PLACEMENT_MAX_CANDIDATES, &out->listed);
   mesh->topology = topo;
+  mesh->hardware = hardware;
   mesh->profiles = profiles;
   mesh->nprofiles = nprofiles;
   mesh->device_profile = device_profile;
@@ -315,8 +316,10 @@ int plan_set_mesh_topology(plan_plan *p, const plan_topology_spec *t) {
     for (int l = 0; l < t->nlevels; l++) {
       bool last = l + 1 == t->nlevels;
       int64_t sz = t->level_size[l];
-      /* the last level spans everything: 0, or the groups left */
-      if (last ? sz != 0 && sz * span != n : sz < 1 || n % (span * sz))
+      /* the last level spans everything: 0, or the groups left; a size
+       * past n / span is refused before it is multiplied */
+      if (sz < 0 || sz > n / span ||
+          (last ? sz != 0 && sz * span != n : sz < 1 || n % (span * sz)))
         return plan_failf(PLAN_EINVALID,
                           "topology: level %d's groups of %lld do not divide "
                           "the mesh's %lld devices",
@@ -369,25 +372,41 @@ int plan_set_mesh_device_hardware(plan_plan *p, const char *const *names) {
                         "in: %s)",
                         (long long)d, names[d] ? names[d] : "(null)",
                         plan_cost_profile_list());
+  /* the distinct profiles first (a built-in's canonical name is static),
+   * so only they are allocated */
   int *devp = plan_arena_alloc(&p->arena, sizeof(int) * (size_t)(n + 1));
-  plan_hardware *prof =
-      plan_arena_alloc(&p->arena, sizeof(plan_hardware) * (size_t)(n + 1));
-  if (!devp || !prof)
+  const char **canon = malloc(sizeof *canon * (size_t)(n + 1));
+  if (!devp || !canon) {
+    free(canon);
     return plan_oom();
+  }
   int nprof = 0;
   for (int64_t d = 0; d < n; d++) {
-    const char *canon = plan_cost_profile_resolve(names[d]);
+    const char *c = plan_cost_profile_resolve(names[d]);
     int q = 0;
-    while (q < nprof && strcmp(prof[q].name, canon))
+    while (q < nprof && strcmp(canon[q], c))
       q++;
-    if (q == nprof) {
-      memset(&prof[q], 0, sizeof prof[q]);
-      if (!(prof[q].name = plan_arena_strdup(&p->arena, canon)))
-        return plan_oom();
-      nprof++;
-    }
+    if (q == nprof)
+      canon[nprof++] = c;
     devp[d] = q;
   }
+  plan_hardware *prof =
+      plan_arena_alloc(&p->arena, sizeof(plan_hardware) * (size_t)nprof);
+  if (!prof) {
+    free(canon);
+    return plan_oom();
+  }
+  for (int q = 0; q < nprof; q++) {
+    memset(&prof[q], 0, sizeof prof[q]);
+    if (!(prof[q].name = plan_arena_strdup(&p->arena, canon[q]))) {
+      free(canon);
+      return plan_oom();
+    }
+  }
+  free(canon);
+  /* per-device hardware replaces the mesh's one profile: a file holds
+   * one or the other (`hardware:`) */
+  mesh->hardware = NULL;
   mesh->profiles = prof;
   mesh->nprofiles = nprof;
   mesh->device_profile = devp;
