@@ -28,10 +28,14 @@ With --pp P > 1 the mesh gets a third axis, pp, every placement R along
 it, and a pipeline section (spec/plan-format.md 4.4): the layers split
 evenly over --stages stages (default P; the embedding in the first, the
 final norm, head and loss in the last), --microbatches (default 2P) under
---schedule (gpipe, 1f1b (default), interleaved-1f1b or zb-h1). Stage s
-runs on pp rank s mod P, so interleaved-1f1b takes a multiple (at least
-two) of P stages and the others exactly P. The batch must split into the
-microbatches and each of those over dp.
+--schedule (gpipe, 1f1b (default), interleaved-1f1b, zb-h1, looped-bfs,
+interleaved-zb, zbv or dualpipev). Stage s runs on pp rank s mod P, so
+interleaved-1f1b and interleaved-zb take a multiple (at least two) of P
+stages, looped-bfs a multiple, and gpipe, 1f1b and zb-h1 exactly P; zbv and
+dualpipev place 2P stages in a V (stage s < P on rank s, s >= P on rank
+2P - 1 - s). The last four are format 1.1 names: such a plan is written as
+libplan "1.1". The batch must split into the microbatches and each of
+those over dp.
 
 With --train sgd|adam the plan is a training step: a training section
 (4.5) with the optimizer (SGD: lr 0.05, momentum 0.9; Adam: lr 1e-3;
@@ -47,7 +51,7 @@ wrote.
 
 usage: gen_plan.py [-o FILE] [--ops N | --layers L] [--dp 4] [--tp 8]
                    [--pp 1] [--stages S] [--microbatches M]
-                   [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1]
+                   [--schedule gpipe|1f1b|interleaved-1f1b|zb-h1|...]
                    [--train none|sgd|adam] [--lr X] [--steps N] [--sp]
                    [--qkv separate|fused] [--comment TEXT]... [--batch B]
                    [--seq S] [--hidden H] [--heads NH] [--ffn F] [--vocab V]
@@ -60,7 +64,10 @@ import re
 import shlex
 import sys
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
+SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "looped-bfs",
+             "interleaved-zb", "zbv", "dualpipev")
+# the schedules a plan names from format 1.1 on
+SCHEDULES_1_1 = ("looped-bfs", "interleaved-zb", "zbv", "dualpipev")
 
 
 def command_line(argv):
@@ -92,7 +99,8 @@ def main(argv=None):
                     help="pipeline ranks: the size of a third mesh axis, pp")
     ap.add_argument("--stages", type=int, default=0,
                     help="pipeline stages (default --pp; interleaved-1f1b: "
-                         "a multiple of --pp, stage s on pp rank s mod pp)")
+                         "a multiple of --pp, stage s on pp rank s mod pp; "
+                         "zbv, dualpipev: 2 x --pp in a V)")
     ap.add_argument("--microbatches", type=int, default=0,
                     help="microbatches (default 2 x pp)")
     ap.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
@@ -150,10 +158,21 @@ def main(argv=None):
     nst = a.stages or pp
     mb = a.microbatches or 2 * pp
     if pp > 1:
-        if a.schedule == "interleaved-1f1b":
+        if a.schedule in ("interleaved-1f1b", "interleaved-zb"):
             if nst % pp or nst < 2 * pp:
-                ap.error("interleaved-1f1b takes a multiple (at least two) "
-                         "of --pp stages, not %d" % nst)
+                ap.error("%s takes a multiple (at least two) of --pp "
+                         "stages, not %d" % (a.schedule, nst))
+        elif a.schedule == "looped-bfs":
+            if nst % pp:
+                ap.error("looped-bfs takes a multiple of --pp stages, not %d"
+                         % nst)
+        elif a.schedule in ("zbv", "dualpipev"):
+            if nst != 2 * pp:
+                ap.error("%s takes two stages per pp rank: --stages %d, not "
+                         "%d" % (a.schedule, 2 * pp, nst))
+            if a.schedule == "dualpipev" and mb < nst:
+                ap.error("dualpipev takes at least as many microbatches as "
+                         "stages (%d), not %d" % (nst, mb))
         elif nst != pp:
             ap.error("%s takes one stage per pp rank: --stages %d, not %d"
                      % (a.schedule, pp, nst))
@@ -319,7 +338,8 @@ def main(argv=None):
       "dp=%d x tp=%d%s, %s q/k/v.\n" % (L, len(ops), dp, tp,
                                          ", sequence parallel" if a.sp else "",
                                          a.qkv))
-    w('libplan: "1.0"\n')
+    w('libplan: "%s"\n' % ("1.1" if pp > 1 and a.schedule in SCHEDULES_1_1
+                            else "1.0"))
     w("program:\n")
     w("  name: transformer-%dl\n" % L)
     w("  tensors:\n")
@@ -353,7 +373,8 @@ def main(argv=None):
     w("  loss.out: %s\n" % ("RRR" if pp > 1 else "RR"))
     if pp > 1:
         # Stage s runs on pp rank s mod pp (spec 4.4): with more stages than
-        # ranks (interleaved-1f1b) a rank holds stages s, s + pp, ...
+        # ranks (interleaved-1f1b) a rank holds stages s, s + pp, ...; zbv
+        # and dualpipev put stage s >= pp on rank 2 pp - 1 - s.
         per = L // nst
         w("pipeline:\n  axis: pp\n  stages:\n")
         for st in range(nst):

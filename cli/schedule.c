@@ -137,8 +137,9 @@ int cmd_schedule(int argc, char **argv) {
       int k = plan_schedule_kind_from_name(kind_name);
       if (k < 0 || k == PLAN_SCHEDULE_EXPLICIT)
         return cli_usage("schedule",
-                         "--schedule takes gpipe, 1f1b, interleaved-1f1b or "
-                         "zb-h1, not '%s'",
+                         "--schedule takes gpipe, 1f1b, interleaved-1f1b, "
+                         "zb-h1, looped-bfs, interleaved-zb, zbv or "
+                         "dualpipev, not '%s'",
                          kind_name);
     } else if (!strcmp(a, "--microbatches") && has) {
       int rc = cli_int_arg("schedule", a, argv[++i], 1, 1000000, &microbatches);

@@ -237,7 +237,8 @@ static bool ready(const prun *x, const plan_schedule_action *a, char *why,
     snprintf(what + strlen(what), sizeof what - strlen(what), " (or %dB%lld)",
              need_stage, (long long)k);
   if (need_stage >= 0 && need_stage < x->S)
-    snprintf(why, n, "%s on rank %d", what, need_stage % x->R);
+    snprintf(why, n, "%s on rank %d", what,
+             plan_schedule_stage_rank(x->pp->schedule, need_stage));
   else
     snprintf(why, n, "%s, which no stage sends", what);
   return false;

@@ -115,6 +115,34 @@ class TestLoad(unittest.TestCase):
                 self.assertIn("<svg", s.write("svg"))
         with libplan.Schedule.generate("gpipe", 2, 2, 4) as g:
             self.assertEqual(g.kind, "gpipe")
+
+    def test_schedules_named_in_1_1(self):
+        # zbv and dualpipev named by a plan: its schedule is that kind, on
+        # 2 ranks with 4 stages in a V, zero bubble apart from R - 1 (F 1,
+        # I 1, W 1: 3 v m + R - 1 = 25), the text written as format 1.1
+        for k in ("zbv", "dualpipev"):
+            path = os.path.join(os.path.dirname(PIPELINE),
+                                "transformer4-%s.plan.yaml" % k)
+            with libplan.load(path) as p:
+                self.assertTrue(p.validate().ok)
+                self.assertIn('libplan: "1.1"', p.text())
+                self.assertIn("schedule: %s" % k, p.text())
+                with p.schedule() as s:
+                    self.assertEqual(s.kind, k)
+                    self.assertEqual((s.ranks, s.stages, s.microbatches),
+                                     (2, 4, 4))
+                    # stage 3 runs on rank 0 (the V), not 3 mod 2
+                    self.assertIn(3, {a.stage for a in s.actions(0)})
+                    self.assertNotIn(3, {a.stage for a in s.actions(1)})
+                    found, res = s.simulate()
+                    self.assertTrue(found.ok)
+                    self.assertEqual(res["makespan"], 3 * 2 * 4 + 2 - 1)
+            # a 1.0 file naming it: a version error at the name
+            text = read(path).replace('libplan: "1.1"', 'libplan: "1.0"')
+            with self.assertRaises(libplan.VersionError) as cm:
+                libplan.parse(text, "v10.yaml", os.path.dirname(path))
+            self.assertIn("schedule: %s is a format 1.1 field" % k,
+                          str(cm.exception))
         with libplan.load(MLP) as p, self.assertRaises(libplan.NotFoundError):
             p.schedule()
 

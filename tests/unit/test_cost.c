@@ -906,6 +906,23 @@ static void test_schedule_formulas(void **state) {
                    PLAN_OK);
   assert_true(step < (8 + 3) * 6.0); /* better than 1f1b's fill */
   assert_true(step >= 8 * 6.0);
+  /* the zero-bubble kinds a plan names from format 1.1 on, 8 stages on 4
+   * ranks (v = 2) with m = 8 (>= 2R): the schedule's makespan 3 v m + R - 1
+   * (F 1, I 1, W 1), every rank idle R - 1 */
+  static const int zb[] = {PLAN_SCHED_INTERLEAVED_ZB, PLAN_SCHED_ZBV,
+                           PLAN_SCHED_DUALPIPEV};
+  for (int k = 0; k < 3; k++) {
+    p->pipeline.schedule = (plan_schedule_kind)zb[k];
+    assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, b, w, 8),
+                     PLAN_OK);
+    near(step, 3 * 2 * 8 + 4 - 1, "3 v m + R - 1");
+    near(bubble, 4 - 1, "R - 1");
+  }
+  /* looped-bfs: interleaved 1F1B's time, every microbatch held */
+  p->pipeline.schedule = PLAN_SCHED_LOOPED_BFS;
+  assert_int_equal(plan_cost_schedule_time(&step, &bubble, in, p, f, b, w, 8),
+                   PLAN_OK);
+  near(in[0], 8, "looped-bfs stage 0 holds all m");
   /* unequal stages: the slow stage paces the pipeline */
   p->pipeline.schedule = PLAN_SCHED_1F1B;
   p->pipeline.nstages = 4;

@@ -3,7 +3,10 @@
  * hardware profiles and the topology (read, written, hashed, each error
  * positioned), the version rule (1.1 fields refused in a 1.0 file; every
  * document written and hashed as the lowest version that holds it), the
- * upgrade of 1.0 and 1.1 files and the diff of two plans' weights. */
+ * upgrade of 1.0 and 1.1 files and the diff of two plans' weights; the
+ * pipeline schedules a plan names from 1.1 on (looped-bfs, interleaved-zb,
+ * zbv, dualpipev): read, placed, written and hashed as 1.1, refused in a
+ * 1.0 file, their stage and microbatch counts validated. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -431,6 +434,189 @@ static void test_lowest_version(void **state) {
   plan_free(pr);
 }
 
+/* ---- the pipeline schedules named from 1.1 on ---------------------------- */
+
+/* Lines 2..9: four ops, one per stage. */
+#define PROG4                                                                  \
+  "program:\n"                                                                 \
+  "  tensors:\n"                                                               \
+  "    x: {shape: [8, 16]}\n"                                                  \
+  "  ops:\n"                                                                   \
+  "    - {name: l0, op: relu, in: [x], out: a0}\n"                             \
+  "    - {name: l1, op: tanh, in: [a0], out: a1}\n"                            \
+  "    - {name: l2, op: relu, in: [a1], out: a2}\n"                            \
+  "    - {name: l3, op: tanh, in: [a2], out: a3}\n"
+/* Lines 10..11. */
+#define MESHPP "mesh:\n  axes: [pp=2]\n"
+/* Line 12 is "pipeline:"; its schedule on line 15. */
+#define PIPE(sched, m, stages)                                                 \
+  "pipeline:\n"                                                                \
+  "  axis: pp\n"                                                               \
+  "  microbatches: " m "\n"                                                    \
+  "  schedule: " sched "\n"                                                    \
+  "  stages:\n" stages STRATS
+#define STRATS "strategies:\n  \"l*\": {in: [R], out: R}\n"
+#define STAGES4                                                                \
+  "    - {ops: [l0]}\n"                                                        \
+  "    - {ops: [l1]}\n"                                                        \
+  "    - {ops: [l2]}\n"                                                        \
+  "    - {ops: [l3]}\n"
+#define STAGES2 "    - {ops: [l0, l1]}\n    - {ops: [l2, l3]}\n"
+
+/* The findings of validating `text`: how many errors, and whether one has
+ * `code` at line:col with `words` in its message. */
+static size_t validate_errors(const char *text, const char *code, int line,
+                              int col, const char *words, bool *found) {
+  plan_plan *p = load_ok(text);
+  plan_diags *d = NULL;
+  assert_int_equal(plan_validate(&d, p), PLAN_OK);
+  size_t n = plan_diags_count_at_least(d, PLAN_SEV_ERROR);
+  *found = false;
+  for (size_t i = 0; code && i < plan_diags_count(d); i++) {
+    const plan_diag *g = plan_diags_get(d, i);
+    if (!strcmp(g->code, code) && g->line == line && g->column == col &&
+        strstr(g->message, words))
+      *found = true;
+  }
+  if (code && !*found)
+    for (size_t i = 0; i < plan_diags_count(d); i++)
+      print_message("%s %d:%d %s\n", plan_diags_get(d, i)->code,
+                    plan_diags_get(d, i)->line, plan_diags_get(d, i)->column,
+                    plan_diags_get(d, i)->message);
+  plan_diags_free(d);
+  plan_free(p);
+  return n;
+}
+
+static void test_schedule_names(void **state) {
+  (void)state;
+  /* each name reads in a 1.1 file, validates, is written as 1.1 and
+   * round-trips; the stage placement follows from the name */
+  static const struct {
+    const char *text, *name;
+    int kind;
+    int rank[4]; /* of stages 0..3 on 2 ranks */
+  } ok[] = {
+      {HDR11 PROG4 MESHPP PIPE("looped-bfs", "4", STAGES4),
+       "looped-bfs",
+       PLAN_SCHED_LOOPED_BFS,
+       {0, 1, 0, 1}},
+      {HDR11 PROG4 MESHPP PIPE("interleaved-zb", "4", STAGES4),
+       "interleaved-zb",
+       PLAN_SCHED_INTERLEAVED_ZB,
+       {0, 1, 0, 1}},
+      {HDR11 PROG4 MESHPP PIPE("zbv", "2", STAGES4),
+       "zbv",
+       PLAN_SCHED_ZBV,
+       {0, 1, 1, 0}},
+      {HDR11 PROG4 MESHPP PIPE("dualpipev", "4", STAGES4),
+       "dualpipev",
+       PLAN_SCHED_DUALPIPEV,
+       {0, 1, 1, 0}},
+  };
+  plan_plan *base = load_ok(HDR11 PROG4 MESHPP PIPE("1f1b", "4", STAGES2));
+  char *tb = write_text(base);
+  assert_non_null(strstr(tb, "libplan: \"1.0\"\n")); /* 1f1b: 1.0 content */
+  for (size_t k = 0; k < sizeof ok / sizeof *ok; k++) {
+    bool found;
+    assert_int_equal(validate_errors(ok[k].text, NULL, 0, 0, NULL, &found), 0);
+    plan_plan *p = load_ok(ok[k].text);
+    assert_int_equal(p->pipeline.schedule, ok[k].kind);
+    char *t = write_text(p);
+    assert_non_null(strstr(t, "libplan: \"1.1\"\n"));
+    char want[64];
+    snprintf(want, sizeof want, "schedule: %s\n", ok[k].name);
+    assert_non_null(strstr(t, want));
+    plan_plan *q = load_ok(t);
+    char *t2 = write_text(q);
+    assert_string_equal(t, t2);
+    assert_true(plan_hash_equal(hash_of(p, PLAN_PART_PLAN),
+                                hash_of(q, PLAN_PART_PLAN)));
+    /* the name and the version count in the plan's hash */
+    assert_false(plan_hash_equal(hash_of(p, PLAN_PART_PLAN),
+                                 hash_of(base, PLAN_PART_PLAN)));
+    plan_schedule *sc = NULL;
+    assert_int_equal(plan_schedule_from_plan(&sc, p), PLAN_OK);
+    assert_int_equal(plan_schedule_kind_of(sc), ok[k].kind);
+    assert_int_equal(plan_schedule_ranks(sc), 2);
+    for (int st = 0; st < 4; st++)
+      assert_int_equal(plan_schedule_stage_rank(sc, st), ok[k].rank[st]);
+    plan_diags *sd = NULL;
+    assert_int_equal(plan_schedule_simulate(&sd, sc, NULL), PLAN_OK);
+    assert_int_equal(plan_diags_count_at_least(sd, PLAN_SEV_ERROR), 0);
+    plan_diags_free(sd);
+    plan_schedule_result res;
+    assert_int_equal(plan_schedule_result_get(&res, sc), PLAN_OK);
+    assert_true(res.simulated && !res.deadlock);
+    plan_schedule_free(sc);
+    free(t);
+    free(t2);
+    plan_free(q);
+    plan_free(p);
+  }
+  free(tb);
+  plan_free(base);
+
+  /* a 1.0 file naming one: a version error at the name */
+  expect_fail(HDR10 PROG4 MESHPP PIPE("zbv", "2", STAGES4), PLAN_EVERSION, 15,
+              13, "schedule: zbv is a format 1.1 field");
+  expect_fail(HDR10 PROG4 MESHPP PIPE("looped-bfs", "4", STAGES4),
+              PLAN_EVERSION, 15, 13, "write 'libplan: \"1.1\"'");
+  /* ... and the 1.0 names still read there */
+  plan_plan *p10 = load_ok(HDR10 PROG4 MESHPP PIPE("zb-h1", "4", STAGES2));
+  assert_int_equal(p10->pipeline.schedule, PLAN_SCHED_ZB_H1);
+  plan_free(p10);
+  /* an unknown name lists the 1.1 ones */
+  expect_fail(HDR11 PROG4 MESHPP PIPE("zb-v", "2", STAGES4), PLAN_ESCHEMA, 15,
+              13, "zbv");
+
+  /* the stage counts each needs, at the pipeline (its map: 13:3) */
+  bool found;
+  assert_int_equal(validate_errors(HDR11 PROG4 MESHPP PIPE("zbv", "2", STAGES2),
+                                   "pipeline.stages", 13, 3,
+                                   "zbv runs two stages per pipeline rank",
+                                   &found),
+                   1);
+  assert_true(found);
+  validate_errors(HDR11 PROG4 MESHPP PIPE("dualpipev", "4", STAGES2),
+                  "pipeline.stages", 13, 3, "twice the axis size", &found);
+  assert_true(found);
+  validate_errors(HDR11 PROG4 MESHPP PIPE("interleaved-zb", "4", STAGES2),
+                  "pipeline.stages", 13, 3,
+                  "interleaved-zb needs a multiple (>= 2)", &found);
+  assert_true(found);
+  validate_errors(
+      HDR11 PROG4 "mesh:\n  axes: [pp=3]\n" PIPE("looped-bfs", "4", STAGES4),
+      "pipeline.stages", 13, 3, "a multiple of the axis size", &found);
+  assert_true(found);
+  /* what they need of the microbatches */
+  validate_errors(HDR11 PROG4 MESHPP PIPE("dualpipev", "2", STAGES4),
+                  "pipeline.microbatches", 13, 3,
+                  "at least as many microbatches as stages (4)", &found);
+  assert_true(found);
+  validate_errors(HDR11
+                  "program:\n  tensors:\n    x: {shape: [10, 16]}\n"
+                  "  ops:\n"
+                  "    - {name: l0, op: relu, in: [x], out: a0}\n"
+                  "    - {name: l1, op: tanh, in: [a0], out: a1}\n"
+                  "    - {name: l2, op: relu, in: [a1], out: a2}\n"
+                  "    - {name: l3, op: tanh, in: [a2], out: a3}\n" MESHPP PIPE(
+                      "interleaved-zb", "5", STAGES4),
+                  "pipeline.microbatches", 13, 3, "rounds of 2", &found);
+  assert_true(found);
+  /* a V needs a pipeline axis: stages on submeshes run one per rank */
+  validate_errors(HDR11 PROG4
+                  "mesh:\n  axes: [pp=4]\n  submeshes: {a: {pp: 0}, b: {pp: "
+                  "1}, c: {pp: 2}, d: {pp: 3}}\n"
+                  "pipeline:\n  schedule: zbv\n  microbatches: 2\n  stages:\n"
+                  "    - {ops: [l0], submesh: a}\n"
+                  "    - {ops: [l1], submesh: b}\n"
+                  "    - {ops: [l2], submesh: c}\n"
+                  "    - {ops: [l3], submesh: d}\n" STRATS,
+                  "pipeline.stages", 14, 3, "needs a pipeline 'axis'", &found);
+  assert_true(found);
+}
+
 /* ---- per-device hardware and the topology --------------------------------
  */
 
@@ -716,6 +902,7 @@ int main(void) {
       cmocka_unit_test(test_plan_ratio_errors),
       cmocka_unit_test(test_diff_ratios),
       cmocka_unit_test(test_lowest_version),
+      cmocka_unit_test(test_schedule_names),
       cmocka_unit_test(test_profiles),
       cmocka_unit_test(test_topology),
       cmocka_unit_test(test_hetero_errors),

@@ -25,12 +25,15 @@
 #include "libplan/verify.h"
 #include "lower/lower.h"
 #include "read/plan_read.h"
+#include "schedule/schedule_actions.h"
 #include "verify_int.h"
 #include "verify_mutations.h"
 
 #define T1F1B "examples/transformer4-1f1b.plan.yaml"
 #define TZB "examples/transformer4-zb-h1.plan.yaml"
 #define TINT "examples/transformer4-interleaved.plan.yaml"
+#define TZBV "examples/transformer4-zbv.plan.yaml"
+#define TDPV "examples/transformer4-dualpipev.plan.yaml"
 #define MLP8 "examples/pipeline-1f1b.plan.yaml"
 #define GRID "examples/pipeline-grid.plan.yaml"
 
@@ -47,7 +50,7 @@ static plan_verify_options options(int mode) {
 /* Every example verifies, in both modes and for two seeds. */
 static void test_examples_equal(void **state) {
   (void)state;
-  const char *files[] = {T1F1B, TZB, TINT, MLP8, GRID};
+  const char *files[] = {T1F1B, TZB, TINT, TZBV, TDPV, MLP8, GRID};
   for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
     plan_plan *p = load(files[f]);
     for (int mode = 0; mode < 2; mode++)
@@ -181,6 +184,79 @@ static void test_placement_of_steps(void **state) {
     assert_true(nw > 0);
     plan_lowered_free(l);
     plan_free(p);
+  }
+}
+
+/* zbv and dualpipev place their 4 stages on 2 ranks in a V (stages 0 and
+ * 3 on rank 0, 1 and 2 on rank 1): the schedule says so, the hand-over
+ * between stages 1 and 2 stays on rank 1 (a local transfer, not a
+ * send/recv), the forward-only plan verifies too, and a run-time wait
+ * names the rank the placement gives (stage 3's F on rank 0). */
+static void test_v_placement(void **state) {
+  (void)state;
+  const char *files[] = {TZBV, TDPV};
+  static const int rank_of[4] = {0, 1, 1, 0};
+  for (int f = 0; f < 2; f++) {
+    plan_plan *p = load(files[f]);
+    plan_lowered *l = NULL;
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    const plan_lpipe *pp = l->pipe;
+    for (int s = 0; s < 4; s++)
+      assert_int_equal(plan_schedule_stage_rank(pp->schedule, s), rank_of[s]);
+    assert_int_equal(pp->transfers, 4);
+    assert_int_equal(pp->local_transfers, 2);
+    int local = 0;
+    for (int i = 0; i < l->nsteps; i++)
+      if (l->steps[i].kind == PLAN_LSTEP_TRANSFER &&
+          rank_of[pp->stage[i]] == rank_of[pp->from_stage[i]]) {
+        assert_true((pp->stage[i] == 1 && pp->from_stage[i] == 2) ||
+                    (pp->stage[i] == 2 && pp->from_stage[i] == 1));
+        local++;
+      }
+    assert_int_equal(local, 2);
+    /* the report counts the send/recv pairs (the call frees l) */
+    plan_verify_options o = options(0);
+    plan_verify_report *r = NULL;
+    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+    assert_true(plan_verify_report_equal(r));
+    assert_non_null(strstr(plan_verify_report_text(r), "4 send/recv"));
+    plan_verify_report_free(r);
+    /* rank 0 starts with stage 3's I of microbatch 0: it waits for its
+     * own 3F0, and rank 1 for 0SEND_F0 */
+    assert_int_equal(plan_lower(&l, p), PLAN_OK);
+    plan_schedule *sc = l->pipe->schedule;
+    int64_t at = -1;
+    for (int64_t i = sc->off[0]; i < sc->off[1] && at < 0; i++)
+      if (sc->acts[i].stage == 3 && sc->acts[i].microbatch == 0 &&
+          (sc->acts[i].kind == PLAN_ACT_I || sc->acts[i].kind == PLAN_ACT_B))
+        at = i;
+    assert_true(at > sc->off[0]);
+    plan_action a = sc->acts[at];
+    memmove(&sc->acts[sc->off[0] + 1], &sc->acts[sc->off[0]],
+            sizeof a * (size_t)(at - sc->off[0]));
+    sc->acts[sc->off[0]] = a;
+    assert_int_equal(plan_verify_lowered(&r, p, l, &o), PLAN_OK);
+    assert_false(plan_verify_report_equal(r));
+    const char *d = plan_verify_report_diagnosis(r);
+    char want[64];
+    snprintf(want, sizeof want, "rank 0 waits at 3%s0 for 3F0 on rank 0",
+             a.kind == PLAN_ACT_I ? "I" : "B");
+    if (!strstr(d, want))
+      fprintf(stderr, "diagnosis: %s\n", d);
+    assert_non_null(strstr(d, want));
+    plan_verify_report_free(r);
+    plan_free(p);
+  }
+  /* forward only: the same V, no training section */
+  for (int f = 0; f < 2; f++) {
+    char *t = read_text(files[f]);
+    char *tr = strstr(t, "training:"), *pv = strstr(t, "provenance:");
+    assert_non_null(tr);
+    assert_non_null(pv);
+    memmove(tr, pv, strlen(pv) + 1);
+    expect_equal_text(t, f ? "dualpipev-forward.plan.yaml"
+                           : "zbv-forward.plan.yaml");
+    free(t);
   }
 }
 
@@ -393,7 +469,7 @@ static void test_deadlock_at_run_time(void **state) {
  * verify, and a pipeline bug is found reduced, with the same first op. */
 static void test_reduced(void **state) {
   (void)state;
-  const char *files[] = {T1F1B, TINT, MLP8};
+  const char *files[] = {T1F1B, TINT, TZBV, TDPV, MLP8};
   for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
     plan_plan *p = load(files[f]), *red = NULL;
     char *sum = NULL;
@@ -425,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_examples_equal),
       cmocka_unit_test(test_variants),
       cmocka_unit_test(test_placement_of_steps),
+      cmocka_unit_test(test_v_placement),
       cmocka_unit_test(test_accumulation_summed),
       cmocka_unit_test(test_labels_of_another_microbatch),
       cmocka_unit_test(test_send_recv_off_by_one),

@@ -3,7 +3,9 @@
  * A schedule is one list of actions per pipeline rank (spec/plan-format.md
  * §4.4): F, B, I, W for a (stage, microbatch), and SEND_F / RECV_F /
  * SEND_B / RECV_B between consecutive stages on different ranks. Named
- * schedules (gpipe, 1f1b, interleaved-1f1b, zb-h1) are generated; an
+ * schedules (gpipe, 1f1b, interleaved-1f1b, zb-h1; looped-bfs,
+ * interleaved-zb, zbv, dualpipev, which a plan names from format 1.1 on)
+ * are generated; an
  * explicit grid is taken as written, with its file positions. Both go
  * through the same checks and the same simulation, which finds deadlocks
  * (naming the ranks that wait on each other) or computes the makespan,
@@ -27,8 +29,8 @@ enum {
   PLAN_SCHEDULE_INTERLEAVED_1F1B = 2, /* virtual stages: s on rank s mod R */
   PLAN_SCHEDULE_ZB_H1 = 3,            /* backward split into I and W */
   PLAN_SCHEDULE_EXPLICIT = 4,         /* a plan's own grid */
-  /* Generated here, not yet named by a plan file (format 1.0): write one's
-   * grid as an explicit schedule where its stages sit s mod R. */
+  /* Named by a plan file from format 1.1 on (a 1.0 file names the kinds
+   * above); zbv and dualpipev place stage s >= R on rank 2R - 1 - s. */
   PLAN_SCHEDULE_LOOPED_BFS = 5,     /* v stages per rank, breadth first */
   PLAN_SCHEDULE_INTERLEAVED_ZB = 6, /* interleaved, I/W split (ZB1P) */
   PLAN_SCHEDULE_ZBV = 7,            /* zero bubble, 2 stages per rank in a V */
@@ -49,8 +51,8 @@ enum {
   PLAN_ACTION_KIND_COUNT = 8
 };
 
-/* "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit"; "?" when out
- * of range. */
+/* "gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "explicit", "looped-bfs",
+ * "interleaved-zb", "zbv", "dualpipev"; "?" when out of range. */
 PLAN_API const char *plan_schedule_kind_name(int kind);
 /* The kind of a name, or -1. */
 PLAN_API int plan_schedule_kind_from_name(const char *name);
@@ -69,10 +71,12 @@ typedef struct plan_schedule plan_schedule;
 PLAN_API int plan_schedule_from_plan(plan_schedule **out, const plan_plan *p);
 
 /* Generates a named schedule (not PLAN_SCHEDULE_EXPLICIT) for `stages`
- * stages on `ranks` ranks, stage s on rank s mod ranks. gpipe, 1f1b and
- * zb-h1 need stages == ranks; interleaved-1f1b a multiple of ranks (with
- * stages == ranks it is 1f1b). PLAN_EINVALID (with the reason) when the
- * shape does not fit, PLAN_ELIMIT when it is too large. */
+ * stages on `ranks` ranks, stage s on rank s mod ranks (zbv and dualpipev:
+ * s >= ranks on rank 2 ranks - 1 - s; plan_schedule_stage_rank says).
+ * gpipe, 1f1b and zb-h1 need stages == ranks; interleaved-1f1b,
+ * looped-bfs and interleaved-zb a multiple of ranks (interleaved-1f1b with
+ * stages == ranks is 1f1b); zbv and dualpipev 2 ranks. PLAN_EINVALID (with the
+ * reason) when the shape does not fit, PLAN_ELIMIT when it is too large. */
 PLAN_API int plan_schedule_generate(plan_schedule **out, int kind, int ranks,
                                     int stages, int64_t microbatches);
 

@@ -48,8 +48,9 @@ int plan_cost_schedule_closed_form(double *step, double *bubble,
     return plan_oom();
   double *w = t + R;
   for (int s = 0; s < nstages; s++) {
-    t[s % R] += fwd[s] + bwd[s];
-    w[s % R] += wgt[s];
+    int r = plan_schedule_kind_stage_rank(p->pipeline.schedule, R, s);
+    t[r] += fwd[s] + bwd[s];
+    w[r] += wgt[s];
   }
   double m =
       (double)(p->pipeline.microbatches > 0 ? p->pipeline.microbatches : 1);

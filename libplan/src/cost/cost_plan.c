@@ -11,6 +11,7 @@
 #include "cost/cost_model.h"
 #include "libplan/schedule.h"
 #include "ir/placement.h"
+#include "schedule/schedule_actions.h"
 
 /* Per stage (one row without a pipeline), per microbatch. */
 typedef struct stage_acc {
@@ -211,6 +212,14 @@ static int redistribute(ctx *c, int t, const plan_placement *want,
 static int stage_transfer(ctx *c, int t, int ps, int s) {
   if (ps == s)
     return PLAN_OK;
+  /* two stages on one rank (the turn of a V): nothing is sent */
+  const plan_pipeline *pipe = &c->p->pipeline;
+  if (pipe->axis >= 0 && pipe->axis < c->m->naxes) {
+    int R = (int)c->m->axis_sizes[pipe->axis];
+    if (plan_schedule_kind_stage_rank(pipe->schedule, R, ps) ==
+        plan_schedule_kind_stage_rank(pipe->schedule, R, s))
+      return PLAN_OK;
+  }
   for (int i = c->sent_first[t]; i >= 0; i = c->sent_nodes[2 * i + 1])
     if (c->sent_nodes[2 * i] == s)
       return PLAN_OK;
@@ -698,8 +707,9 @@ static int rank_memory(ctx *c, int64_t rk, plan_cost_memory_info *out) {
 }
 
 /* Per-device hardware or shard ratios: each device's stage total against
- * its own memory (the stage of a rank: its index along the pipeline axis,
- * stages beyond the ranks wrapping round). With ratios each rank counts
+ * its own memory (the stages of a rank: those the schedule's placement puts
+ * at its index along the pipeline axis, s mod R, or a V for zbv and
+ * dualpipev). With ratios each rank counts
  * its own pieces (a rank with a 3:1 share holds three times the other's
  * bytes), not torch.chunk's largest even piece. The report's capacity and
  * peak are those of the device with the least headroom. */
@@ -732,7 +742,9 @@ static int device_memory(ctx *c) {
     int64_t d = plan_cost_rank_device(m, rk);
     double cap = plan_cost_device_memory(m, d);
     for (int s = 0; s < c->nst; s++) {
-      if (pa >= 0 && pa < m->naxes && s % m->axis_sizes[pa] != coord[pa])
+      if (pa >= 0 && pa < m->naxes &&
+          plan_schedule_kind_stage_rank(p->pipeline.schedule,
+                                        (int)m->axis_sizes[pa], s) != coord[pa])
         continue;
       double total = row ? row[s].total : r->mem[s].total;
       if (row && (!seen[s] || total > r->mem[s].total)) {

@@ -1,6 +1,7 @@
 /* The format version a document is written and hashed as: the lowest that
  * holds its content (spec/plan-format.md, "Versions"). A plan that uses no
- * format 1.1 field (shard ratios, per-device hardware, a topology) is 1.0
+ * format 1.1 field (shard ratios, per-device hardware, a topology, a
+ * pipeline schedule named from 1.1 on) is 1.0
  * whatever its file said; one that does is 1.1. The pre-release 0.1 keeps
  * its own version (its hashes stay), unless 1.1 content was added to it. A
  * program has no 1.1 field: 1.0 (or its pre-release version). */
@@ -19,6 +20,9 @@ static bool any_ratios(const plan_placement *pl, int n) {
 }
 
 bool plan_plan_uses_1_1(const plan_plan *p) {
+  /* looped-bfs, interleaved-zb, zbv, dualpipev */
+  if (p->pipeline.present && p->pipeline.schedule >= PLAN_SCHED_FILE_COUNT_1_0)
+    return true;
   if (!p->has_mesh)
     return false;
   if (plan_mesh_uses_1_1(&p->mesh))

@@ -80,13 +80,15 @@ typedef struct plan_lpipe {
   int64_t microbatches;
   int nstages;
   struct plan_schedule *schedule; /* each pipeline rank's actions (stage
-                                     s on rank s mod its ranks) */
+                                     s on the rank of its placement,
+                                     plan_schedule_stage_rank) */
   int *stage;                     /* [step]: its stage; -1 for PRE and POST */
   uint8_t *phase;                 /* [step]: plan_lphase */
-  int *from_stage;  /* [step]: a TRANSFER's sending stage; else -1 */
-  int transfers;    /* TRANSFER steps */
-  plan_plan *xplan; /* the plan over the microbatch mesh: owned, its
-                       program borrowed from the plan lowered */
+  int *from_stage;     /* [step]: a TRANSFER's sending stage; else -1 */
+  int transfers;       /* TRANSFER steps between ranks: the send/recv pairs */
+  int local_transfers; /* TRANSFER steps between two stages of one rank */
+  plan_plan *xplan;    /* the plan over the microbatch mesh: owned, its
+                          program borrowed from the plan lowered */
 } plan_lpipe;
 
 struct plan_grad_map;

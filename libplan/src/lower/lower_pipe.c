@@ -28,7 +28,10 @@
  * Where a stage's step reads a buffer another stage wrote, a TRANSFER step
  * (inserted just before its first reader) copies it into a buffer of the
  * reading stage: an activation on the way forward (RECV_F), a gradient on
- * the way back (RECV_B). */
+ * the way back (RECV_B). Stages sit on pipeline ranks by the schedule's
+ * placement (plan_schedule_stage_rank: s mod R, or a V for zbv and
+ * dualpipev); a TRANSFER between two stages of one rank (the turn of a V)
+ * is a local hand-over, not a send/recv, and is counted apart. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,7 +365,12 @@ static int insert_transfers(sctx *c) {
         from[ns] = src;
         phase[ns] = fwd ? PLAN_LPHASE_RECV_F : PLAN_LPHASE_RECV_B;
         ns++;
-        pp->transfers++;
+        /* stages on one rank (the turn of a V) hand over in place */
+        if (plan_schedule_stage_rank(pp->schedule, src) ==
+            plan_schedule_stage_rank(pp->schedule, t))
+          pp->local_transfers++;
+        else
+          pp->transfers++;
       }
       s->in[j] = xs[k].copy;
     }

@@ -68,7 +68,8 @@ int plan_for_ops(plan_plan *p, const char *pattern, const char *section,
 /* Pipeline actions: "0F1", "2B0", "1SEND_F3" (plan_sections.c). */
 const char *plan_action_word(int kind);
 /* Every schedule kind's name, indexed by plan_schedule_kind (schedule.c);
- * the first PLAN_SCHED_FILE_COUNT are the ones a plan file names. */
+ * a format 1.0 plan file names the first PLAN_SCHED_FILE_COUNT_1_0, 1.1
+ * every one. */
 extern const char *const plan_schedule_names[PLAN_SCHED_COUNT];
 int plan_action_parse(plan_action *a, const char *s, size_t len);
 /* Reads training, pipeline, regions and provenance. */

@@ -2,6 +2,7 @@
  * (spec/plan-format.md). Patterns are expanded here against the program;
  * names that match nothing are recorded for validation. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,8 +399,15 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   if ((v = plan_ymap_get(n, "schedule"))) {
     int k;
     if ((rc = plan_rd_enum(rd, v, "schedule", plan_schedule_names,
-                           PLAN_SCHED_FILE_COUNT, &k)))
+                           PLAN_SCHED_COUNT, &k)))
       return rc;
+    /* looped-bfs, interleaved-zb, zbv, dualpipev: format 1.1 */
+    if (k >= PLAN_SCHED_FILE_COUNT_1_0) {
+      char what[64];
+      snprintf(what, sizeof what, "schedule: %s", plan_schedule_names[k]);
+      if ((rc = plan_rd_need_format_1_1(rd, v, what)))
+        return rc;
+    }
     pp->schedule = (plan_schedule_kind)k;
     pp->schedule_pos = plan_rd_pos(v);
     if ((k == PLAN_SCHED_EXPLICIT) != (grid != NULL))

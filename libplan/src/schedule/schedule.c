@@ -42,7 +42,8 @@ _Static_assert(PLAN_ACTION_F == (int)PLAN_ACT_F &&
                    PLAN_ACTION_KIND_COUNT == (int)PLAN_ACT_COUNT,
                "public and internal action kinds agree");
 
-/* The plan file's spellings come first (PLAN_SCHED_FILE_COUNT of them). */
+/* The plan file's spellings: the first PLAN_SCHED_FILE_COUNT_1_0 from format
+ * 1.0, the rest from 1.1. */
 const char *const plan_schedule_names[PLAN_SCHED_COUNT] = {
     "gpipe",          "1f1b",     "interleaved-1f1b",
     "zb-h1",          "explicit", "looped-bfs",

@@ -318,6 +318,43 @@ static void check_strategies(vctx *v) {
 /* ---- pipeline
  * --------------------------------------------------------------------- */
 
+/* What a named schedule needs of its stage count on a pipeline axis of
+ * `ranks`, or NULL when it fits: gpipe, 1f1b and zb-h1 one stage per rank;
+ * interleaved-1f1b and interleaved-zb a multiple (>= 2) of the ranks (stage
+ * s on rank s mod R); looped-bfs a multiple (s mod R too); zbv and
+ * dualpipev two per rank, in a V (stage s < R on rank s, s >= R on rank
+ * 2R - 1 - s); an explicit grid a multiple (s mod R). */
+static const char *stage_rule(int kind, int stages, int ranks) {
+  switch (kind) {
+  case PLAN_SCHED_INTERLEAVED_1F1B:
+    return stages % ranks || stages < 2 * ranks
+               ? "interleaved-1f1b needs a multiple (>= 2) of the axis size"
+               : NULL;
+  case PLAN_SCHED_INTERLEAVED_ZB:
+    return stages % ranks || stages < 2 * ranks
+               ? "interleaved-zb needs a multiple (>= 2) of the axis size"
+               : NULL;
+  case PLAN_SCHED_LOOPED_BFS:
+  case PLAN_SCHED_EXPLICIT:
+    return stages % ranks ? "the stages must be a multiple of the axis size"
+                          : NULL;
+  case PLAN_SCHED_ZBV:
+  case PLAN_SCHED_DUALPIPEV:
+    return stages != 2 * ranks
+               ? (kind == PLAN_SCHED_ZBV
+                      ? "zbv runs two stages per pipeline rank, in a V "
+                        "(stage s and stage 2R - 1 - s on rank s): it needs "
+                        "twice the axis size"
+                      : "dualpipev runs two stages per pipeline rank, in a V "
+                        "(stage s and stage 2R - 1 - s on rank s): it needs "
+                        "twice the axis size")
+               : NULL;
+  default:
+    return stages != ranks ? "this schedule needs one stage per pipeline rank"
+                           : NULL;
+  }
+}
+
 static void check_pipeline(vctx *v) {
   const plan_pipeline *pp = &v->p->pipeline;
   const plan_program *prog = v->prog;
@@ -374,17 +411,11 @@ static void check_pipeline(vctx *v) {
              prog->ops[i].name, m->axis_names[a]);
     }
     ranks = (int)m->axis_sizes[pp->axis];
-    bool interleaved = pp->schedule == PLAN_SCHED_INTERLEAVED_1F1B;
-    if (pp->nstages % ranks != 0 ||
-        (!interleaved && pp->schedule != PLAN_SCHED_EXPLICIT &&
-         pp->nstages != ranks) ||
-        (interleaved && pp->nstages < 2 * ranks))
+    const char *why = stage_rule(pp->schedule, pp->nstages, ranks);
+    if (why)
       FIND(v, PLAN_SEV_ERROR, "pipeline.stages", "pipeline", pp->pos, plfile(v),
            "%d stages on a pipeline axis '%s' of size %d: %s", pp->nstages,
-           m->axis_names[pp->axis], ranks,
-           interleaved ? "interleaved-1f1b needs a multiple (>= 2) of the "
-                         "axis size"
-                       : "this schedule needs one stage per pipeline rank");
+           m->axis_names[pp->axis], ranks, why);
   } else {
     for (int s = 0; s < pp->nstages; s++)
       if (pp->stages[s].submesh < 0)
@@ -392,7 +423,28 @@ static void check_pipeline(vctx *v) {
              pp->stages[s].pos, plfile(v),
              "stage %d has no submesh and the pipeline names no axis", s);
     ranks = pp->nstages;
+    if (pp->schedule == PLAN_SCHED_ZBV || pp->schedule == PLAN_SCHED_DUALPIPEV)
+      FIND(v, PLAN_SEV_ERROR, "pipeline.stages", "pipeline", pp->pos, plfile(v),
+           "%s runs two stages per pipeline rank: it needs a pipeline "
+           "'axis' (stages on submeshes run one per rank)",
+           plan_schedule_kind_name(pp->schedule));
   }
+  /* what the named schedule needs of the microbatches */
+  if (pp->axis >= 0 && pp->schedule == PLAN_SCHED_INTERLEAVED_ZB && ranks > 0) {
+    int64_t round = pp->microbatches / ranks > 0 ? pp->microbatches / ranks : 1;
+    if (pp->microbatches % round)
+      FIND(v, PLAN_SEV_ERROR, "pipeline.microbatches", "pipeline", pp->pos,
+           plfile(v),
+           "interleaved-zb runs the %lld microbatches in rounds of %lld "
+           "(max(1, microbatches / %d ranks)): they must be a multiple of it",
+           (long long)pp->microbatches, (long long)round, ranks);
+  }
+  if (pp->schedule == PLAN_SCHED_DUALPIPEV && pp->microbatches < pp->nstages)
+    FIND(v, PLAN_SEV_ERROR, "pipeline.microbatches", "pipeline", pp->pos,
+         plfile(v),
+         "dualpipev needs at least as many microbatches as stages (%d), not "
+         "%lld",
+         pp->nstages, (long long)pp->microbatches);
   /* microbatches split the batch: the dim named "batch", else dim 0 */
   for (int t = 0; t < prog->ntensors; t++) {
     const plan_tensor *x = &prog->tensors[t];
