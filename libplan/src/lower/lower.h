@@ -48,6 +48,11 @@ typedef struct plan_lstep {
   int64_t *group_order;    /* ALL_GATHER from a lowered file: the coordinate
                               whose block lands at each position of the
                               concatenation; NULL: coordinate order */
+  int64_t *rank_order;     /* a lowered file's `groups` whose member orders
+                              differ between groups: [nranks * k], row r the
+                              coordinates on the axis of the members of r's
+                              group in member order (the group_order of r's
+                              group); NULL: group_order for every group */
   /* Pipelines, INPUT and TRANSFER steps: microbatch k receives the data of
    * microbatch (k + mb_shift) mod m. 0 in every lowering; the bug corpus
    * sets it (labels paired with another microbatch's inputs, a send/recv

@@ -148,6 +148,31 @@ static void write_required(plan_buf *b, const plan_lowered *l) {
   plan_buf_puts(b, "}\n");
 }
 
+/* `groups` of a step whose groups have member orders of their own: the
+ * groups in the order of their members with coordinate 0 on the axis
+ * (ascending rank), each in its member order. */
+static void write_groups(plan_buf *b, const plan_mesh *m, const plan_lstep *s) {
+  int a = s->redist.axis;
+  int64_t k = m->axis_sizes[a], nranks = 1, stride = 1;
+  for (int x = 0; x < m->naxes; x++)
+    nranks *= m->axis_sizes[x];
+  for (int x = a + 1; x < m->naxes; x++)
+    stride *= m->axis_sizes[x];
+  plan_buf_puts(b, ", groups: [");
+  bool first = true;
+  for (int64_t q = 0; q < nranks; q++) {
+    if (q / stride % k)
+      continue;
+    plan_buf_puts(b, first ? "[" : ", [");
+    first = false;
+    for (int64_t i = 0; i < k; i++)
+      plan_buf_printf(b, "%s%lld", i ? ", " : "",
+                      (long long)(q + s->rank_order[q * k + i] * stride));
+    plan_buf_putc(b, ']');
+  }
+  plan_buf_putc(b, ']');
+}
+
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   if (!out || !l) {
     if (out)
@@ -204,8 +229,11 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
       plan_buf_putc(&b, ']');
     } else {
       const plan_redist_step *r = &s->redist;
-      plan_buf_printf(&b, "  - {collective: %s, axis: %s", coll_names[r->kind],
-                      p->mesh.axis_names[r->axis]);
+      plan_buf_printf(&b, "  - {collective: %s", coll_names[r->kind]);
+      if (s->rank_order)
+        write_groups(&b, &p->mesh, s);
+      else
+        plan_buf_printf(&b, ", axis: %s", p->mesh.axis_names[r->axis]);
       if (r->kind == PLAN_REDIST_ALL_REDUCE ||
           r->kind == PLAN_REDIST_REDUCE_SCATTER ||
           r->kind == PLAN_REDIST_RELABEL)
@@ -446,6 +474,38 @@ static int enum_of(const plan_reader *rd, const plan_ynode *n, const char *what,
   return plan_rd_enum(rd, n, what, names, count, out);
 }
 
+/* A group order needs even pieces (the dim splits evenly over every axis
+ * sharding it, in the buffer where the axis shards it), so that a block
+ * fits any position. */
+static int even_pieces(lreader *r, const plan_ynode *x, const plan_lstep *s,
+                       int in_buf, int out_buf, const char *what) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  /* the buffer in which the axis shards the dim: a reduce_scatter's out */
+  const plan_lbuf *b = &l->bufs[in_buf];
+  if (st->kind == PLAN_REDIST_REDUCE_SCATTER)
+    b = &l->bufs[out_buf];
+  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
+  int64_t split = 1;
+  for (int a = 0; a < m->naxes; a++)
+    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim) {
+      split *= m->axis_sizes[a];
+      if (b->pl.ax[a].ratio)
+        return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                            "%s needs even pieces: dim %d of '%s' is cut "
+                            "by shard ratios over '%s'",
+                            what, st->dim, t->name, m->axis_names[a]);
+    }
+  if (t->dims[st->dim] % split)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                        "%s needs even pieces: dim %d of '%s' (%lld) does "
+                        "not split evenly %lld ways",
+                        what, st->dim, t->name, (long long)t->dims[st->dim],
+                        (long long)split);
+  return PLAN_OK;
+}
+
 /* `order` of an all_gather, reduce_scatter or all_to_all: a permutation
  * of the axis's coordinates (spec/lowered-format.md): the gathered piece
  * at position i is member order[i]'s (all_gather, all_to_all along
@@ -488,28 +548,162 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
     seen |= 1ull << ord[i];
     s->group_order[i] = ord[i];
   }
-  /* the buffer in which the axis shards the dim: a reduce_scatter's out */
-  const plan_lbuf *b = &l->bufs[in_buf];
-  if (st->kind == PLAN_REDIST_REDUCE_SCATTER)
-    b = &l->bufs[out_buf];
-  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
-  int64_t split = 1;
+  return even_pieces(r, x, s, in_buf, out_buf, "'order'");
+}
+
+/* `groups` of a collective: every rank of the mesh in exactly one group,
+ * the groups of equal size, each the ranks that differ only on one mesh
+ * axis (which the step then runs along), in the member order of the
+ * collective. rows gets, for every rank r, the coordinates on that axis
+ * of the members of r's group, in member order (arena). */
+static int read_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
+                       int64_t **rows) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  plan_reader *rd = &r->rd;
+  int rc = plan_rd_expect_seq(rd, gn, "groups");
+  if (rc)
+    return rc;
+  int64_t nranks = 1;
   for (int a = 0; a < m->naxes; a++)
-    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim) {
-      split *= m->axis_sizes[a];
-      if (b->pl.ax[a].ratio)
-        return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                            "'order' needs even pieces: dim %d of '%s' is cut "
-                            "by shard ratios over '%s'",
-                            st->dim, t->name, m->axis_names[a]);
+    nranks *= m->axis_sizes[a];
+  size_t ng = gn->u.seq.count;
+  if (!ng)
+    return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                        "groups: every rank of the mesh (%lld) must be in a "
+                        "group",
+                        (long long)nranks);
+  const plan_ynode *g0 = gn->u.seq.items[0];
+  if ((rc = plan_rd_expect_seq(rd, g0, "a group")))
+    return rc;
+  int64_t k = (int64_t)g0->u.seq.count;
+  int64_t *rank = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)nranks);
+  int64_t *group =
+      plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)nranks);
+  if (!rank || !group)
+    return plan_oom();
+  for (int64_t q = 0; q < nranks; q++)
+    group[q] = -1;
+  for (size_t g = 0; g < ng; g++) {
+    const plan_ynode *gi = gn->u.seq.items[g];
+    if ((rc = plan_rd_expect_seq(rd, gi, "a group")))
+      return rc;
+    if ((int64_t)gi->u.seq.count != k)
+      return plan_rd_fail(rd, gi, PLAN_EINVALID,
+                          "groups: group %zu has %zu rank%s, group 0 has "
+                          "%lld: a collective's groups are of equal size",
+                          g, gi->u.seq.count, gi->u.seq.count == 1 ? "" : "s",
+                          (long long)k);
+    for (int64_t i = 0; i < k; i++) {
+      const plan_ynode *x = gi->u.seq.items[i];
+      int64_t q;
+      if ((rc = plan_rd_int(rd, x, "a rank", &q)))
+        return rc;
+      if (q < 0 || q >= nranks)
+        return plan_rd_fail(rd, x, PLAN_EINVALID,
+                            "groups: rank %lld is not in the mesh (ranks "
+                            "0..%lld)",
+                            (long long)q, (long long)nranks - 1);
+      if (group[q] >= 0)
+        return plan_rd_fail(rd, x, PLAN_EINVALID,
+                            "groups: rank %lld is in group %lld already (a "
+                            "rank is in exactly one group)",
+                            (long long)q, (long long)group[q]);
+      group[q] = (int64_t)g;
+      rank[g * (size_t)k + (size_t)i] = q;
     }
-  if (t->dims[st->dim] % split)
-    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                        "'order' needs even pieces: dim %d of '%s' (%lld) does "
-                        "not split evenly %lld ways",
-                        st->dim, t->name, (long long)t->dims[st->dim],
-                        (long long)split);
+  }
+  for (int64_t q = 0; q < nranks; q++)
+    if (group[q] < 0)
+      return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                          "groups: rank %lld is in no group (each of the "
+                          "mesh's %lld ranks is in exactly one)",
+                          (long long)q, (long long)nranks);
+  /* the axis: members differ on it alone (mesh ranks are row-major, the
+   * last axis fastest) */
+  int axis = -1;
+  for (int a = 0; a < m->naxes && axis < 0; a++) {
+    if (m->axis_sizes[a] != k)
+      continue;
+    int64_t stride = 1;
+    for (int b = a + 1; b < m->naxes; b++)
+      stride *= m->axis_sizes[b];
+    bool fits = true;
+    for (size_t g = 0; g < ng && fits; g++) {
+      int64_t q0 = rank[g * (size_t)k];
+      int64_t base = q0 - (q0 / stride % k) * stride; /* coordinate 0 on a */
+      for (int64_t i = 0; i < k && fits; i++) {
+        int64_t q = rank[g * (size_t)k + (size_t)i];
+        fits = q - (q / stride % k) * stride == base;
+      }
+    }
+    if (fits)
+      axis = a;
+  }
+  if (axis < 0)
+    return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                        "groups: these are not the groups of one mesh axis "
+                        "(each group the ranks that differ only on it); a "
+                        "sub-group of an axis needs a mesh that has it as an "
+                        "axis of its own (dp=4 as dp=2, dq=2)");
+  s->redist.axis = axis;
+  int64_t stride = 1;
+  for (int b = axis + 1; b < m->naxes; b++)
+    stride *= m->axis_sizes[b];
+  int64_t *row =
+      plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)(nranks * k + 1));
+  if (!row)
+    return plan_oom();
+  for (int64_t q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < k; i++)
+      row[q * k + i] = rank[group[q] * k + i] / stride % k;
+  *rows = row;
   return PLAN_OK;
+}
+
+/* The member orders `groups` gave, once the step is read: none when every
+ * group is in coordinate order or the kind's meaning does not depend on
+ * it (all_reduce, relabel, slice: the reduction runs in coordinate order,
+ * a slice's pieces are its placement's); one order for the step when every
+ * group has the same (as `order` says it); else one per group. A
+ * zero_non_owner keeps the first member's block, which must be the one
+ * with coordinate 0. */
+static int apply_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
+                        int64_t *row, int in_buf, int out_buf) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  int64_t k = m->axis_sizes[st->axis], nranks = 1;
+  for (int a = 0; a < m->naxes; a++)
+    nranks *= m->axis_sizes[a];
+  if (st->kind == PLAN_REDIST_ZERO_NON_OWNER) {
+    for (int64_t q = 0; q < nranks; q++)
+      if (row[q * k] != 0)
+        return plan_rd_fail(&r->rd, gn, PLAN_EINVALID,
+                            "groups: a zero_non_owner's first member keeps "
+                            "its block: it must be the rank with coordinate "
+                            "0 on '%s'",
+                            m->axis_names[st->axis]);
+    return PLAN_OK;
+  }
+  if (st->kind != PLAN_REDIST_ALL_GATHER &&
+      st->kind != PLAN_REDIST_REDUCE_SCATTER &&
+      st->kind != PLAN_REDIST_ALL_TO_ALL)
+    return PLAN_OK;
+  bool identity = true, uniform = true;
+  for (int64_t q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < k; i++) {
+      identity = identity && row[q * k + i] == i;
+      uniform = uniform && row[q * k + i] == row[i];
+    }
+  if (identity)
+    return PLAN_OK;
+  if (uniform)
+    s->group_order = row;
+  else
+    s->rank_order = row;
+  return even_pieces(r, gn, s, in_buf, out_buf,
+                     "a group's member order other than coordinate order");
 }
 
 static int read_step(lreader *r, const plan_ynode *n, int idx) {
@@ -573,9 +767,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       }
     }
   } else if ((v = plan_ymap_get(n, "collective"))) {
-    static const char *const k[] = {"collective", "axis",   "reduce",
-                                    "dim",        "to_dim", "order",
-                                    "in",         "out",    NULL};
+    static const char *const k[] = {"collective", "axis",   "groups", "reduce",
+                                    "dim",        "to_dim", "order",  "in",
+                                    "out",        NULL};
     if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
       return rc;
     int kind, red = PLAN_RED_SUM;
@@ -585,15 +779,25 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     plan_redist_step *st = &s->redist;
     st->kind = (plan_redist_kind)kind;
     st->dim = st->to_dim = -1;
-    const plan_ynode *an = plan_ymap_get(n, "axis");
-    if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis")))
+    const plan_ynode *an = plan_ymap_get(n, "axis"),
+                     *gn = plan_ymap_get(n, "groups");
+    int64_t *rows = NULL;
+    if (an && gn)
+      return plan_rd_fail(rd, gn, PLAN_ESCHEMA,
+                          "a collective names its groups by 'axis' or by "
+                          "'groups', not both");
+    if (gn) {
+      if ((rc = read_groups(r, gn, s, &rows)))
+        return rc;
+    } else if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis"))) {
       return an ? rc
                 : plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                               "a collective needs an 'axis'");
-    st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text);
-    if (st->axis < 0)
+                               "a collective needs an 'axis' or 'groups'");
+    } else if ((st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text)) <
+               0) {
       return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
                           an->u.scalar.text);
+    }
     const plan_ynode *x;
     if ((x = plan_ymap_get(n, "reduce")) &&
         (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
@@ -634,8 +838,13 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
                           fmt_pl(l, &l->bufs[ins[0]].pl, a),
                           fmt_pl(l, &l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
-    if ((x = plan_ymap_get(n, "order")) &&
-        (rc = read_group_order(r, x, s, ins[0], outs[0])))
+    if ((x = plan_ymap_get(n, "order")) && gn)
+      return plan_rd_fail(rd, x, PLAN_ESCHEMA,
+                          "'order' goes with 'axis': with 'groups', each "
+                          "group's member order is its order");
+    if (x && (rc = read_group_order(r, x, s, ins[0], outs[0])))
+      return rc;
+    if (gn && (rc = apply_groups(r, gn, s, rows, ins[0], outs[0])))
       return rc;
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
