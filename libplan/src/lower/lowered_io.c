@@ -10,6 +10,9 @@
 #include "lower/lowered_check.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
+#include "read/program_read.h"
+#include "autodiff/autodiff_build.h"
+#include "write/emit.h"
 
 static const char *const coll_names[PLAN_REDIST_COUNT] = {
     "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
@@ -110,7 +113,7 @@ static void put_pl(plan_buf *b, const plan_lowered *l,
  * placement is cut by shard ratios: read back, the plan has no decisions
  * left to say so. */
 static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
-  plan_plan_format(l->plan, vmaj, vmin);
+  plan_plan_format(l->ref_plan ? l->ref_plan : l->plan, vmaj, vmin);
   if (*vmaj != 1 || *vmin >= 1)
     return;
   bool ratios = false;
@@ -173,6 +176,41 @@ static void write_groups(plan_buf *b, const plan_mesh *m, const plan_lstep *s) {
   plan_buf_putc(b, ']');
 }
 
+plan_hash plan_lowered_body_hash(const char *body) {
+  XXH128_hash_t h = XXH3_128bits(body, strlen(body));
+  plan_hash out = {h.high64, h.low64};
+  return out;
+}
+
+/* The manual regions: each one's name, body hash, the program ops it
+ * replaces and its traced ops, in program op form. */
+static void write_regions(plan_buf *b, const plan_lowered *l) {
+  const plan_program *prog = l->plan->program;
+  if (!l->nregions)
+    return;
+  plan_buf_puts(b, "regions:\n");
+  for (int r = 0; r < l->nregions; r++) {
+    const plan_lregion *lr = &l->regions[r];
+    char hb[PLAN_HASH_STRLEN];
+    plan_hash_format(lr->body_hash, hb);
+    plan_buf_puts(b, "  - name: ");
+    qstr(b, lr->name);
+    plan_buf_printf(b, "\n    body_hash: \"%s\"\n    replaces: [", hb);
+    for (int i = 0; i < lr->nreplaces; i++) {
+      if (i)
+        plan_buf_puts(b, ", ");
+      qstr(b, prog->ops[lr->replaces[i]].name);
+    }
+    plan_buf_puts(b, lr->op_end > lr->op_begin ? "]\n    ops:\n"
+                                               : "]\n    ops: []\n");
+    for (int i = lr->op_begin; i < lr->op_end; i++) {
+      plan_buf_puts(b, "      - ");
+      plan_w_op(b, prog, i);
+      plan_buf_putc(b, '\n');
+    }
+  }
+}
+
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   if (!out || !l) {
     if (out)
@@ -194,7 +232,8 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   int vmaj, vmin;
   lowered_format(l, &vmaj, &vmin);
   plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", vmaj, vmin);
-  plan_write_program_and_mesh(&b, p, false);
+  plan_write_program_and_mesh(&b, l->ref_plan ? l->ref_plan : p, false);
+  write_regions(&b, l);
   plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
   for (int i = 0; i < l->nbufs; i++) {
     plan_buf_puts(&b, "  ");
@@ -227,6 +266,12 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
         qstr(&b, names[s->out[j]]);
       }
       plan_buf_putc(&b, ']');
+    } else if (l->bufs[s->in[0]].tensor != l->bufs[s->out[0]].tensor) {
+      /* a manual region's output takes its traced value */
+      plan_buf_puts(&b, "  - {bind: ");
+      qstr(&b, names[s->out[0]]);
+      plan_buf_puts(&b, ", from: ");
+      qstr(&b, names[s->in[0]]);
     } else {
       const plan_redist_step *r = &s->redist;
       plan_buf_printf(&b, "  - {collective: %s", coll_names[r->kind]);
@@ -281,7 +326,7 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
 int plan_lowered_save(const plan_lowered *l, const char *path) {
   if (!l || !path)
     return plan_failf(PLAN_EUSAGE, "plan_lowered_save: NULL argument");
-  const plan_plan *p = l->plan;
+  const plan_plan *p = l->ref_plan ? l->ref_plan : l->plan;
   char *text = NULL, *rebased = NULL;
   size_t len;
   /* as plan_save does: the program path from the new file's folder */
@@ -297,7 +342,10 @@ int plan_lowered_save(const plan_lowered *l, const char *path) {
     plan_plan moved = *p;
     plan_lowered lm = *l;
     moved.ref.path = rebased;
-    lm.plan = &moved;
+    if (l->ref_plan)
+      lm.ref_plan = &moved;
+    else
+      lm.plan = &moved;
     rc = plan_lowered_write(&text, &len, &lm);
   } else {
     rc = plan_lowered_write(&text, &len, l);
@@ -321,7 +369,8 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
   if (!out || !l)
     return plan_failf(PLAN_EUSAGE, "plan_lowered_hash: NULL argument");
   plan_hash ph;
-  int rc = plan_program_hash(&ph, l->plan->program);
+  int rc =
+      plan_program_hash(&ph, (l->ref_plan ? l->ref_plan : l->plan)->program);
   if (rc)
     return rc;
   char *text, *mesh;
@@ -330,12 +379,13 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
     return rc;
   int vmaj, vmin;
   lowered_format(l, &vmaj, &vmin);
-  if ((rc = plan_canon_mesh_at(&mesh, &mlen, l->plan, vmaj, vmin))) {
+  if ((rc = plan_canon_mesh_at(
+           &mesh, &mlen, l->ref_plan ? l->ref_plan : l->plan, vmaj, vmin))) {
     free(text);
     return rc;
   }
   /* skip the program section of the text: it is covered by its hash */
-  const char *from = strstr(text, "\nbuffers:");
+  const char *from = strstr(text, l->nregions ? "\nregions:" : "\nbuffers:");
   XXH3_state_t *hs = XXH3_createState();
   if (!hs || !from) {
     XXH3_freeState(hs);
@@ -363,8 +413,8 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
  * ----------------------------------------------------------------- */
 
 static const char *const lowered_keys[] = {
-    "libplan-lowered", "program", "mesh",     "buffers", "steps",
-    "layouts",         "outputs", "required", NULL};
+    "libplan-lowered", "program", "mesh",    "regions",  "buffers",
+    "steps",           "layouts", "outputs", "required", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
   if (!data)
@@ -400,12 +450,15 @@ typedef struct lreader {
  * owns), and need a file of format 1.1. */
 static int read_pl(lreader *r, const plan_ynode *n, int rank,
                    plan_placement *out) {
-  plan_plan *p = r->l->own_plan;
+  plan_plan *p = r->l->own_ref ? r->l->own_ref : r->l->own_plan;
   plan_reader rd = r->rd;
   rd.ver_major = p->version_major;
   rd.ver_minor = p->version_minor;
   rd.arena = &p->arena;
-  return plan_read_placement_in(&rd, n, &p->mesh, rank, out);
+  int rc = plan_read_placement_in(&rd, n, &p->mesh, rank, out);
+  if (r->l->own_ref) /* a new ratio set: the steps' plan shares the mesh */
+    r->l->own_plan->mesh = p->mesh;
+  return rc;
 }
 
 /* For messages: the weights written out, as the file spells them. */
@@ -849,10 +902,51 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
     l->collectives[kind]++;
+  } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
+    /* a manual region's output takes a traced tensor's value */
+    static const char *const k[] = {"bind", "from", NULL};
+    const plan_ynode *fn = plan_ymap_get(n, "from");
+    if ((rc = plan_rd_check_keys(rd, n, k, "a bind step", NULL)))
+      return rc;
+    if (!fn)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a bind step needs 'from'");
+    if ((rc = buf_ref(r, v, &outs[0])) || (rc = buf_ref(r, fn, &ins[0])))
+      return rc;
+    const plan_lbuf *bi = &l->bufs[ins[0]], *bo = &l->bufs[outs[0]];
+    const plan_tensor *ti = &prog->tensors[bi->tensor],
+                      *to = &prog->tensors[bo->tensor];
+    bool replaced = false;
+    for (int g = 0; g < l->nregions && !replaced; g++)
+      for (int j = 0; j < l->regions[g].nreplaces && !replaced; j++) {
+        const plan_op *op = &prog->ops[l->regions[g].replaces[j]];
+        for (int q = 0; q < op->nout; q++)
+          replaced = replaced || op->out[q] == bo->tensor;
+      }
+    if (!replaced || bi->tensor < l->norig_tensors)
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "a bind step gives a tensor an op of a region "
+                          "replaces ('%s' is not one) a traced tensor's value "
+                          "('%s' is not one)",
+                          to->name, ti->name);
+    if (ti->rank != to->rank ||
+        memcmp(ti->dims, to->dims, sizeof(int64_t) * (size_t)ti->rank) ||
+        ti->dtype != to->dtype || !plan_placement_equal(&bi->pl, &bo->pl))
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "a bind step's buffers must have one shape, dtype "
+                          "and placement ('%s' and '%s' differ)",
+                          ti->name, to->name);
+    s->kind = PLAN_LSTEP_REDIST;
+    s->nin = s->nout = 1;
+    memset(&s->redist, 0, sizeof s->redist);
+    s->redist.kind = PLAN_REDIST_RELABEL;
+    s->redist.dim = s->redist.to_dim = -1;
+    s->redist.before = s->redist.after = bi->pl;
+    l->collectives[PLAN_REDIST_RELABEL]++;
   } else {
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                        "a step is {input: ..}, {op: .., in: .., out: ..} or "
-                        "{collective: .., axis: .., in: .., out: ..}");
+                        "a step is {input: ..}, {op: .., in: .., out: ..}, "
+                        "{collective: .., axis: .., in: .., out: ..} or, with "
+                        "regions, {bind: .., from: ..}");
   }
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
   s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
@@ -1040,6 +1134,153 @@ static int renumber(lreader *r) {
   return PLAN_OK;
 }
 
+/* The program the file's steps run: the reference program with every
+ * manual region's traced ops appended (ops and tensors from the
+ * reference's counts on), read as program ops; and a plan of it, whose
+ * mesh is the reference plan's. The file's plan becomes the reference
+ * (own_ref). */
+static int read_region_ops(lreader *r, plan_program *ext, plan_lregion *lr,
+                           const plan_ynode *on) {
+  plan_reader rd = r->rd;
+  rd.arena = &ext->arena;
+  int rc = plan_rd_expect_seq(&rd, on, "a region's ops");
+  if (rc)
+    return rc;
+  lr->op_begin = ext->nops;
+  for (size_t i = 0; i < on->u.seq.count; i++) {
+    const plan_ynode *n = on->u.seq.items[i];
+    if ((rc = plan_program_add_op(&rd, ext, n)))
+      return rc;
+    if (ext->npending)
+      return plan_rd_fail(&rd, n, PLAN_EINVALID,
+                          "op '%s' reads '%s', which neither the program nor "
+                          "an earlier traced op makes",
+                          ext->ops[ext->nops - 1].name, ext->pending[0].name);
+  }
+  lr->op_end = ext->nops;
+  return PLAN_OK;
+}
+
+static int read_region(lreader *r, plan_program *ext, const plan_ynode *n,
+                       plan_lregion *lr) {
+  plan_reader *rd = &r->rd;
+  const plan_program *ref = r->l->own_ref->program;
+  static const char *const k[] = {"name", "body_hash", "replaces", "ops", NULL};
+  int rc;
+  if ((rc = plan_rd_expect_map(rd, n, "a region")) ||
+      (rc = plan_rd_check_keys(rd, n, k, "a region", NULL)))
+    return rc;
+  const plan_ynode *nn = plan_ymap_get(n, "name"),
+                   *hn = plan_ymap_get(n, "body_hash"),
+                   *rn = plan_ymap_get(n, "replaces"),
+                   *on = plan_ymap_get(n, "ops");
+  if (!nn || !hn || !rn || !on)
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "a region needs 'name', 'body_hash', 'replaces' and "
+                        "'ops'");
+  if ((rc = plan_rd_expect_scalar(rd, nn, "a region name")) ||
+      (rc = plan_rd_expect_scalar(rd, hn, "body_hash")) ||
+      (rc = plan_rd_expect_seq(rd, rn, "replaces")))
+    return rc;
+  lr->name = plan_arena_strdup(&r->l->arena, nn->u.scalar.text);
+  lr->replaces =
+      plan_arena_alloc(&r->l->arena, sizeof(int) * (rn->u.seq.count + 1));
+  if (!lr->name || !lr->replaces)
+    return plan_oom();
+  if (plan_hash_parse(&lr->body_hash, hn->u.scalar.text))
+    return plan_rd_fail(rd, hn, PLAN_EINVALID,
+                        "body_hash: '%.60s' is not a hash (xxh3:<32 hex>)",
+                        hn->u.scalar.text);
+  for (size_t i = 0; i < rn->u.seq.count; i++) {
+    const plan_ynode *x = rn->u.seq.items[i];
+    if ((rc = plan_rd_expect_scalar(rd, x, "an op name")))
+      return rc;
+    int op = plan_strmap_get(&ref->op_by_name, x->u.scalar.text);
+    if (op < 0)
+      return plan_rd_fail(rd, x, PLAN_EINVALID,
+                          "replaces: the program has no op '%.60s'",
+                          x->u.scalar.text);
+    lr->replaces[lr->nreplaces++] = op;
+  }
+  return read_region_ops(r, ext, lr, on);
+}
+
+static int read_regions(lreader *r, const plan_ynode *n) {
+  plan_lowered *l = r->l;
+  plan_plan *p = l->own_plan;
+  int rc = plan_rd_expect_seq(&r->rd, n, "regions");
+  if (rc)
+    return rc;
+  if (p->pipeline.present || p->program->loss >= 0)
+    return plan_rd_fail(&r->rd, n, PLAN_EUNSUPPORTED,
+                        "manual regions are lowered for forward programs "
+                        "only");
+  l->own_ref = p;
+  l->ref_plan = p;
+  l->own_plan = NULL;
+  plan_ad_ctx ad;
+  if ((rc = plan_ad_copy_begin(&ad, p->program)))
+    return rc;
+  plan_program *ext = ad.p;
+  ad.p = NULL;
+  plan_ad_copy_end(&ad);
+  plan_plan *tp = calloc(1, sizeof *tp);
+  if (!tp) {
+    plan_program_free(ext);
+    return plan_oom();
+  }
+  plan_arena_init(&tp->arena);
+  tp->program = ext;
+  l->own_plan = tp;
+  l->plan = tp;
+  ext->outputs_explicit = true;
+  for (int t = 0; t < ext->ntensors; t++)
+    if (plan_strmap_put(&ext->tensor_by_name, ext->tensors[t].name, t))
+      return plan_oom();
+  for (int i = 0; i < ext->nops; i++)
+    if (plan_strmap_put(&ext->op_by_name, ext->ops[i].name, i))
+      return plan_oom();
+  l->norig_ops = ext->nops;
+  l->norig_tensors = ext->ntensors;
+  l->regions =
+      plan_arena_alloc(&l->arena, sizeof(plan_lregion) * (n->u.seq.count + 1));
+  if (!l->regions)
+    return plan_oom();
+  for (size_t i = 0; i < n->u.seq.count; i++) {
+    plan_lregion *lr = &l->regions[l->nregions++];
+    memset(lr, 0, sizeof *lr);
+    if ((rc = read_region(r, ext, n->u.seq.items[i], lr)))
+      return rc;
+  }
+  plan_reader rd = r->rd;
+  rd.arena = &ext->arena;
+  if ((rc = plan_program_finish(&rd, ext)))
+    return rc;
+  if (ext->nops == l->norig_ops)
+    return plan_rd_fail(&r->rd, n, PLAN_EINVALID,
+                        "regions: no traced ops (a region's body makes at "
+                        "least one op)");
+  tp->program_inline = true;
+  tp->pipeline.axis = -1;
+  tp->file = p->file;
+  tp->version_major = p->version_major;
+  tp->version_minor = p->version_minor;
+  tp->mesh = p->mesh; /* borrowed from own_ref, kept current by read_pl */
+  tp->has_mesh = true;
+  tp->mesh_pos = p->mesh_pos;
+  size_t nt = (size_t)ext->ntensors + 1, no = (size_t)ext->nops + 1;
+  tp->placements = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) * nt);
+  tp->strategies = plan_arena_alloc(&tp->arena, sizeof(plan_strategy) * no);
+  tp->out_pl = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) *
+                                                ((size_t)ext->noutputs + 1));
+  if (!tp->placements || !tp->strategies || !tp->out_pl)
+    return plan_oom();
+  memset(tp->placements, 0, sizeof(plan_tensor_pl) * nt);
+  memset(tp->strategies, 0, sizeof(plan_strategy) * no);
+  memset(tp->out_pl, 0, sizeof(plan_tensor_pl) * ((size_t)ext->noutputs + 1));
+  return PLAN_OK;
+}
+
 int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                              const char *name, const char *base_dir) {
   if (!out)
@@ -1116,7 +1357,9 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                       "a lowered program needs a 'mesh'");
     goto done;
   }
-  const plan_program *prog = p->program;
+  if ((v = plan_ymap_get(R, "regions")) && (rc = read_regions(&r, v)))
+    goto done;
+  const plan_program *prog = l->plan->program;
   l->produced = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));
   l->delivered = malloc(sizeof(int) * ((size_t)prog->noutputs + 1));
   if (!l->produced || !l->delivered) {
