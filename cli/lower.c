@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "region_trace.h"
 #include "util.h"
 
 const char usage_lower[] =
@@ -15,10 +16,11 @@ const char usage_lower[] =
     "one mesh axis), the layout of every tensor and the outputs as\n"
     "delivered (spec/lowered-format.md). Writes to standard output, or\n"
     "atomically to FILE. 'plan verify' runs the result; 'plan hash' prints\n"
-    "its content hash.\n"
+    "its content hash. A manual region's body runs in the Lua sandbox and\n"
+    "the file carries its traced ops, so it verifies from the file alone.\n"
     "Exit: 0 written, 1 the plan is invalid, 2 unreadable input or bad usage,\n"
-    "3 not lowered here yet: a pipelined program has no file form, and a\n"
-    "manual region needs its body run (plan verify runs both).\n";
+    "3 not lowered here yet: a pipelined program has no file form (plan\n"
+    "verify runs it from the plan).\n";
 
 int cli_load_lowered(const char *file, plan_lowered **out) {
   size_t flen = 0;
@@ -90,7 +92,9 @@ int cmd_lower(int argc, char **argv) {
   if (vrc)
     return vrc;
   plan_lowered *l;
-  if (plan_lower(&l, p)) {
+  /* a manual region's body runs in the Lua sandbox; the file carries its
+   * traced ops */
+  if (plan_lower_traced(&l, p, plan_lua_trace_region, NULL)) {
     plan_free(p);
     return cli_fail_last();
   }

@@ -10,6 +10,7 @@
 
 #include "libplan/cost.h"
 #include "libplan/lowered.h"
+#include "region_trace.h"
 #include "libplan/plan.h"
 #include "libplan/space.h"
 #include "plan_module_internal.h"
@@ -92,7 +93,7 @@ static int m_lower(lua_State *L) {
   lplan *lp = plan_lua_live(L);
   const char *path = luaL_checkstring(L, 2);
   plan_lowered *l;
-  if (plan_lower(&l, lp->p))
+  if (plan_lower_traced(&l, lp->p, plan_lua_trace_region, NULL))
     return plan_lua_fail(L);
   char *text;
   size_t len;

@@ -269,6 +269,12 @@ int plan_vx_run_redist(vctx *c, const plan_lstep *s);
 int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
                               int64_t g, int64_t *li);
 
+/* The member order of rank r's group in step s: the coordinates on the
+ * step's axis of the members at each position (a lowered file's `order`,
+ * or its `groups`, each group its own); NULL: coordinate order. */
+const int64_t *plan_vx_group_order(const vctx *c, const plan_lstep *s,
+                                   int64_t r);
+
 /* ---- the two runs (verify_run.c) ----------------------------------------- */
 
 /* Runs step i (on the ranks of c->mb_now), then the hook. */

@@ -260,8 +260,9 @@ int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
   int64_t piece[PLAN_COMM_MAX_WORLD];
   for (int64_t j = 0; j < k; j++)
     piece[j] = j;
-  for (int64_t i = 0; s->group_order && i < k; i++)
-    piece[s->group_order[i]] = i;
+  const int64_t *ord = plan_vx_group_order(c, s, c->me);
+  for (int64_t i = 0; ord && i < k; i++)
+    piece[ord[i]] = i;
   const block *mine = &src[c->me];
   int64_t total = 0, at = 0;
   for (int64_t j = 0; j < k; j++) {

@@ -95,19 +95,27 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   return PLAN_OK;
 }
 
+const int64_t *plan_vx_group_order(const vctx *c, const plan_lstep *s,
+                                   int64_t r) {
+  if (s->rank_order)
+    return s->rank_order + r * c->m->axis_sizes[s->redist.axis];
+  return s->group_order;
+}
+
 /* The block whose layout rank r's new block of a reduce_scatter follows:
  * with an order, member order[i] keeps piece i, the piece member i keeps
  * without one (spec/lowered-format.md); else r's own. */
 static const block *scatter_layout(const vctx *c, const plan_lstep *s,
                                    int64_t r) {
   const block *dst = c->bufs[s->out[0]];
-  if (!s->group_order)
+  const int64_t *ord = plan_vx_group_order(c, s, r);
+  if (!ord)
     return &dst[r];
   int a = s->redist.axis;
   int64_t coord[PLAN_MAX_MESH_AXES];
   memcpy(coord, c->coords[r], sizeof coord);
   for (int64_t i = 0; i < c->m->axis_sizes[a]; i++)
-    if (s->group_order[i] == c->coords[r][a])
+    if (ord[i] == c->coords[r][a])
       coord[a] = i;
   return &dst[plan_vx_rank_at(c->m, coord)];
 }
@@ -171,6 +179,7 @@ int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *src = c->bufs[s->in[0]];
   int a = st->axis;
+  const int64_t *ord = plan_vx_group_order(c, s, d);
   int64_t coord[PLAN_MAX_MESH_AXES];
   memcpy(coord, c->coords[d], sizeof coord);
   for (int64_t m = 0; m < c->m->axis_sizes[a]; m++) { /* coordinate order */
@@ -178,8 +187,8 @@ int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
     *li = plan_vx_local_index(t, &src[plan_vx_rank_at(c->m, coord)], g);
     if (*li < 0)
       continue;
-    if (s->group_order) /* position m holds the block of order[m] */
-      coord[a] = s->group_order[m];
+    if (ord) /* position m holds the block of order[m] */
+      coord[a] = ord[m];
     int64_t q = plan_vx_rank_at(c->m, coord);
     return *li < src[q].n ? q : -2; /* the reader allows even pieces only */
   }

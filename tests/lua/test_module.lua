@@ -96,6 +96,13 @@ p:undo()
 local m = assert(plan.load("examples/mlp-manual.plan.yaml"))
 local meq, mtext = m:verify()
 check(meq == true and mtext:find("1 all_reduce"), "manual region verifies")
+local mpath = os.tmpname()
+check(m:lower(mpath) == true, "a manual region lowers to a file")
+local mfile = assert(io.open(mpath)):read("a")
+os.remove(mpath)
+check(mfile:find("regions:\n", 1, true) and
+      mfile:find("{bind: \"y@0\", from: ", 1, true),
+      "the lowered file carries the region's traced ops")
 local src = assert(io.open("examples/mlp-manual.plan.yaml")):read("a")
 local wrong = assert(plan.parse(src:gsub("gelu%(h%)", "relu(h)"), "w.yaml",
                                 "examples"))

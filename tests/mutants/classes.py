@@ -152,7 +152,9 @@ def shard_dim(lw):
     over axes of one size, so every block keeps its shape."""
     for name, b in lw.buffers.items():
         w = lw.writer(name)
-        if w < 0 or "op" not in lw.steps[w]:
+        # a traced op's output: its consumers read the same local blocks
+        # whatever it is declared, and nothing compares it
+        if w < 0 or "op" not in lw.steps[w] or b["tensor"] in lw.traced:
             continue
         pl = placement(b["placement"])
         s = [k for k, e in enumerate(pl) if e[0] == "S"]

@@ -88,7 +88,7 @@ def _emit_key(k):
 
 # step keys that hold buffer names (quoted by the writer) and keys that
 # hold bare words
-_BUF_KEYS = ("input", "in", "out")
+_BUF_KEYS = ("input", "in", "out", "bind", "from")
 
 
 def _emit_step(st):
@@ -133,6 +133,17 @@ class Lowered:
                 self.outputs = flow(ln[len("outputs:") :].strip())
             elif ln.strip():
                 self.tail.append(ln)
+        # tensors a manual region's traced ops make (`regions:`): the
+        # reference has none of them, so nothing compares their buffers
+        self.traced = set()
+        in_regions = False
+        for ln in self.head:
+            if not ln.startswith(" "):
+                in_regions = ln.startswith("regions:")
+            elif in_regions and ln.startswith("      - {"):
+                op = flow(ln.strip()[2:])
+                outs = op.get("out", [])
+                self.traced.update(outs if isinstance(outs, list) else [outs])
         self.axes = []
         for ln in self.head:
             mm = re.match(r"^  axes: \[(.*)\]$", ln)
@@ -148,6 +159,7 @@ class Lowered:
         c.outputs = dict(self.outputs)
         c.tail = list(self.tail)
         c.axes = list(self.axes)
+        c.traced = set(self.traced)
         return c
 
     def text(self):
@@ -176,7 +188,7 @@ class Lowered:
     def writer(self, buf):
         """Index of the step that writes buf."""
         for i, st in enumerate(self.steps):
-            outs = st.get("out", st.get("input"))
+            outs = st.get("out", st.get("input", st.get("bind")))
             if buf == outs or (isinstance(outs, list) and buf in outs):
                 return i
         return -1
@@ -189,6 +201,8 @@ class Lowered:
                 st["in"] = new
             elif isinstance(st.get("in"), list):
                 st["in"] = [new if b == old else b for b in st["in"]]
+            elif st.get("from") == old:  # a region output's bind step
+                st["from"] = new
         for d in (self.layouts, self.outputs):
             for k, v in d.items():
                 if v == old:

@@ -11,8 +11,10 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "libplan/lowered.h"
 #include "libplan/plan.h"
 #include "libplan/trace.h"
 #include "libplan/verify.h"
@@ -169,12 +171,139 @@ static void test_builder_errors(void **state) {
   plan_free(p);
 }
 
+/* The lowered program as a file: the plan's program (no traced op in it),
+ * the region with its body's hash, the ops it replaces and its traced
+ * ops, and the step that gives y the traced value. */
+static char *lowered_manual(const char *act, plan_hash *h) {
+  plan_plan *p = load_manual();
+  how w = {act, true, "tp", true, 0};
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower_traced(&l, p, trace_mlp, &w), PLAN_OK);
+  char *text = NULL;
+  size_t len;
+  assert_int_equal(plan_lowered_write(&text, &len, l), PLAN_OK);
+  assert_int_equal(plan_lowered_hash(h, l), PLAN_OK);
+  plan_lowered_free(l);
+  plan_free(p);
+  return text;
+}
+
+static plan_lowered *read_lowered(const char *text) {
+  plan_lowered *l = NULL;
+  int rc = plan_lowered_load_buffer(&l, text, strlen(text), "m.yaml", NULL);
+  if (rc) {
+    char b[1200];
+    fprintf(stderr, "%s\n", plan_error_format(b, sizeof b));
+  }
+  assert_int_equal(rc, PLAN_OK);
+  return l;
+}
+
+static int verify_file(const char *text, plan_verify_report **rep) {
+  plan_lowered *l = read_lowered(text);
+  plan_verify_report *r = NULL;
+  assert_int_equal(plan_verify_lowered(&r, plan_lowered_plan(l), l, NULL),
+                   PLAN_OK);
+  int eq = plan_verify_report_equal(r);
+  if (rep)
+    *rep = r;
+  else
+    plan_verify_report_free(r);
+  return eq;
+}
+
+static void test_file_form(void **state) {
+  (void)state;
+  plan_hash h0, h1, h2;
+  char *text = lowered_manual("gelu", &h0);
+  const char *regions = strstr(text, "\nregions:\n");
+  assert_non_null(regions);
+  /* the program section is the plan's: the traced ops are the region's */
+  char *prog = strndup(text, (size_t)(regions - text));
+  assert_null(strstr(prog, "row-parallel-by-hand/"));
+  free(prog);
+  assert_non_null(strstr(regions, "  - name: \"row-parallel-by-hand\"\n"
+                                  "    body_hash: \"xxh3:"));
+  assert_non_null(strstr(regions, "replaces: [\"mlp.act\", \"mlp.fc2\"]"));
+  assert_non_null(strstr(regions, "op: gelu, in: [h]"));
+  assert_non_null(strstr(text, "{bind: \"y@0\", from: "));
+  /* read back: the same text and hash, EQUAL from the file alone */
+  plan_lowered *l = read_lowered(text);
+  char *again = NULL;
+  size_t len;
+  assert_int_equal(plan_lowered_write(&again, &len, l), PLAN_OK);
+  assert_string_equal(text, again);
+  assert_int_equal(plan_lowered_hash(&h1, l), PLAN_OK);
+  assert_true(plan_hash_equal(h0, h1));
+  plan_lowered_free(l);
+  assert_int_equal(verify_file(text, NULL), 1);
+  /* another body: another program (and hash), NOT EQUAL at the region's
+   * output */
+  char *relu = lowered_manual("relu", &h2);
+  assert_false(plan_hash_equal(h0, h2));
+  plan_verify_report *r = NULL;
+  assert_int_equal(verify_file(relu, &r), 0);
+  assert_string_equal(plan_verify_report_first_op(r), "mlp.fc2");
+  assert_string_equal(plan_verify_report_first_tensor(r), "y");
+  plan_verify_report_free(r);
+  /* the body's hash is covered by the lowered program's */
+  char *other = strdup(text);
+  char *hb = strstr(other, "body_hash: \"xxh3:") + strlen("body_hash: \"xxh3:");
+  *hb = *hb == '0' ? '1' : '0';
+  plan_lowered *lo = read_lowered(other);
+  assert_int_equal(plan_lowered_hash(&h2, lo), PLAN_OK);
+  assert_false(plan_hash_equal(h0, h2));
+  plan_lowered_free(lo);
+  plan_buffer_free(again);
+  plan_buffer_free(relu);
+  plan_buffer_free(text);
+  free(other);
+}
+
+/* Malformed regions and binds: errors at their positions. */
+static void test_file_errors(void **state) {
+  (void)state;
+  plan_hash h;
+  char *text = lowered_manual("gelu", &h);
+  static const struct {
+    const char *from, *to, *words;
+  } cases[] = {
+      {"replaces: [\"mlp.act\"", "replaces: [\"mlp.nope\"",
+       "the program has no op 'mlp.nope'"},
+      {"body_hash: \"xxh3:", "body_hash: \"xx:", "is not a hash"},
+      {"op: gelu, in: [h]", "op: gelu, in: [hh]", "'hh'"},
+      {"{bind: \"y@0\"", "{bind: \"h@0\"", "a bind step gives"},
+      {"    replaces:", "    replace:", "replace"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *at = strstr(text, cases[i].from);
+    assert_non_null(at);
+    size_t n = strlen(text) + strlen(cases[i].to) + 1;
+    char *bad = malloc(n);
+    assert_non_null(bad);
+    snprintf(bad, n, "%.*s%s%s", (int)(at - text), text, cases[i].to,
+             at + strlen(cases[i].from));
+    plan_lowered *l = NULL;
+    int rc = plan_lowered_load_buffer(&l, bad, strlen(bad), "m.yaml", NULL);
+    char msg[1200];
+    plan_error_format(msg, sizeof msg);
+    if (rc == PLAN_OK || !strstr(msg, cases[i].words) ||
+        !strstr(msg, "m.yaml:"))
+      fprintf(stderr, "case %zu: rc %d: %s\n", i, rc, msg);
+    assert_int_not_equal(rc, PLAN_OK);
+    assert_null(l);
+    assert_non_null(strstr(msg, cases[i].words));
+    assert_non_null(strstr(msg, "m.yaml:"));
+    free(bad);
+  }
+  plan_buffer_free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_traced),
-      cmocka_unit_test(test_wrong_body),
-      cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_builder_errors),
+      cmocka_unit_test(test_traced),    cmocka_unit_test(test_wrong_body),
+      cmocka_unit_test(test_refusals),  cmocka_unit_test(test_builder_errors),
+      cmocka_unit_test(test_file_form), cmocka_unit_test(test_file_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

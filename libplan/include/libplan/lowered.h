@@ -15,6 +15,7 @@
 #include "ops.h"
 #include "plan.h"
 #include "space.h"
+#include "trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,12 @@ typedef struct plan_lowered plan_lowered;
  * plan says; PLAN_EUSAGE for a NULL plan or one without a mesh;
  * PLAN_ENOMEM. */
 PLAN_API int plan_lower(plan_lowered **out, const plan_plan *p);
+/* plan_lower for a plan with manual regions: each region's body is run by
+ * `tracer` (libplan/trace.h; NULL: refused with PLAN_EUNSUPPORTED, as
+ * plan_lower does). The lowered program's file form carries the traced
+ * ops of every region, so it verifies from the file alone. */
+PLAN_API int plan_lower_traced(plan_lowered **out, const plan_plan *p,
+                               plan_region_tracer tracer, void *user);
 /* Frees a lowered program; accepts NULL. */
 PLAN_API void plan_lowered_free(plan_lowered *l);
 

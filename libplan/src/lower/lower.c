@@ -314,6 +314,44 @@ int plan_lower(plan_lowered **out, const plan_plan *p) {
   return plan_lower_traced(out, p, NULL, NULL);
 }
 
+/* The manual regions of p as the lowered program records them: each
+ * region's traced ops (a range: regions are traced one after the other),
+ * the ops it replaces, and its body's hash. */
+static int lowered_regions(plan_lowered *l, const plan_plan *p,
+                           const plan_trace *t) {
+  l->ref_plan = p;
+  l->regions = plan_arena_alloc(&l->arena, sizeof(plan_lregion) *
+                                               ((size_t)p->nregions + 1));
+  if (!l->regions)
+    return plan_oom();
+  for (int r = 0; r < p->nregions; r++) {
+    const plan_region *reg = &p->regions[r];
+    if (reg->kind != PLAN_REGION_MANUAL)
+      continue;
+    plan_lregion *lr = &l->regions[l->nregions++];
+    memset(lr, 0, sizeof *lr);
+    lr->name = reg->name;
+    lr->body_hash = plan_lowered_body_hash(reg->body ? reg->body : "");
+    lr->op_begin = lr->op_end = -1;
+    for (int i = 0; i < t->nrecs; i++)
+      if (t->recs[i].region == r && t->recs[i].kind == TRACE_OP) {
+        if (lr->op_begin < 0)
+          lr->op_begin = t->recs[i].op;
+        lr->op_end = t->recs[i].op + 1;
+      }
+    if (lr->op_begin < 0)
+      lr->op_begin = lr->op_end = l->norig_ops;
+    lr->replaces = plan_arena_alloc(
+        &l->arena, sizeof(int) * ((size_t)p->program->nops + 1));
+    if (!lr->replaces)
+      return plan_oom();
+    for (int i = 0; i < p->program->nops; i++)
+      if (reg->ops[i])
+        lr->replaces[lr->nreplaces++] = i;
+  }
+  return PLAN_OK;
+}
+
 /* A plan of the traced program: p's placements, strategies and outputs
  * (the traced ops need none: their trace says where they run). */
 static int traced_plan(plan_lowered *l, const plan_plan *p, plan_trace *t) {
@@ -351,7 +389,7 @@ static int traced_plan(plan_lowered *l, const plan_plan *p, plan_trace *t) {
          sizeof(plan_tensor_pl) * (size_t)prog->noutputs);
   l->norig_ops = t->norig_ops;
   l->norig_tensors = t->norig_tensors;
-  return PLAN_OK;
+  return lowered_regions(l, p, t);
 }
 
 int plan_lower_traced(plan_lowered **out, const plan_plan *p,
@@ -409,6 +447,7 @@ void plan_lowered_free(plan_lowered *l) {
   if (!l)
     return;
   plan_free(l->own_plan);
+  plan_free(l->own_ref); /* after own_plan: its mesh is own_ref's */
   plan_ltrain_free(l->train);
   plan_lpipe_free(l->pipe); /* after own_plan: its mesh is the pipe's */
   free(l->bufs);

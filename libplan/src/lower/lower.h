@@ -48,6 +48,11 @@ typedef struct plan_lstep {
   int64_t *group_order;    /* ALL_GATHER from a lowered file: the coordinate
                               whose block lands at each position of the
                               concatenation; NULL: coordinate order */
+  int64_t *rank_order;     /* a lowered file's `groups` whose member orders
+                              differ between groups: [nranks * k], row r the
+                              coordinates on the axis of the members of r's
+                              group in member order (the group_order of r's
+                              group); NULL: group_order for every group */
   /* Pipelines, INPUT and TRANSFER steps: microbatch k receives the data of
    * microbatch (k + mb_shift) mod m. 0 in every lowering; the bug corpus
    * sets it (labels paired with another microbatch's inputs, a send/recv
@@ -114,6 +119,17 @@ typedef struct plan_ltrain {
   unsigned *norm_axes;
 } plan_ltrain;
 
+/* A manual region of a lowered program: the traced ops of its body (ops
+ * op_begin..op_end-1 of the lowered program's program), the program ops
+ * it replaces, and the hash of the body they were traced from. */
+typedef struct plan_lregion {
+  const char *name;
+  plan_hash body_hash;
+  int op_begin, op_end;
+  int nreplaces;
+  int *replaces; /* program op indices */
+} plan_lregion;
+
 /* The lowered program (libplan/lowered.h declares it opaque). */
 struct plan_lowered {
   const plan_plan *plan;
@@ -143,6 +159,14 @@ struct plan_lowered {
    * instead). 0 without manual regions. */
   int norig_ops, norig_tensors;
   const struct plan_trace *trace; /* while lowering */
+  /* With manual regions: the plan whose program (without the traced ops)
+   * is the reference, whose program and mesh the file form writes (the
+   * plan lowered, which outlives l, or own_ref for a file), and the
+   * regions (arena). */
+  const plan_plan *ref_plan;
+  plan_plan *own_ref;
+  int nregions;
+  plan_lregion *regions;
 };
 
 /* plan_lower, plan_lowered_free and the file form (write, load, hash) are
@@ -157,10 +181,10 @@ int plan_lower_train(plan_lowered **out, const plan_plan *p);
  * over `mb_axis` (accumulated), whatever its sync; -1: no such axis. */
 int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis);
 void plan_ltrain_free(plan_ltrain *t);
-/* A plan with manual regions, their bodies run by `tracer` (NULL: refused
- * with PLAN_EUNSUPPORTED, as plan_lower does). */
-int plan_lower_traced(plan_lowered **out, const plan_plan *p,
-                      plan_region_tracer tracer, void *user);
+
+/* The hash a lowered program records of a manual region's body text
+ * (lowered_io.c). */
+plan_hash plan_lowered_body_hash(const char *body);
 
 /* A plan with a pipeline (lower_pipe.c). */
 int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);

@@ -10,6 +10,9 @@
 #include "lower/lowered_check.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
+#include "read/program_read.h"
+#include "autodiff/autodiff_build.h"
+#include "write/emit.h"
 
 static const char *const coll_names[PLAN_REDIST_COUNT] = {
     "all_gather", "all_reduce",     "reduce_scatter", "all_to_all",
@@ -110,7 +113,7 @@ static void put_pl(plan_buf *b, const plan_lowered *l,
  * placement is cut by shard ratios: read back, the plan has no decisions
  * left to say so. */
 static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
-  plan_plan_format(l->plan, vmaj, vmin);
+  plan_plan_format(l->ref_plan ? l->ref_plan : l->plan, vmaj, vmin);
   if (*vmaj != 1 || *vmin >= 1)
     return;
   bool ratios = false;
@@ -148,6 +151,66 @@ static void write_required(plan_buf *b, const plan_lowered *l) {
   plan_buf_puts(b, "}\n");
 }
 
+/* `groups` of a step whose groups have member orders of their own: the
+ * groups in the order of their members with coordinate 0 on the axis
+ * (ascending rank), each in its member order. */
+static void write_groups(plan_buf *b, const plan_mesh *m, const plan_lstep *s) {
+  int a = s->redist.axis;
+  int64_t k = m->axis_sizes[a], nranks = 1, stride = 1;
+  for (int x = 0; x < m->naxes; x++)
+    nranks *= m->axis_sizes[x];
+  for (int x = a + 1; x < m->naxes; x++)
+    stride *= m->axis_sizes[x];
+  plan_buf_puts(b, ", groups: [");
+  bool first = true;
+  for (int64_t q = 0; q < nranks; q++) {
+    if (q / stride % k)
+      continue;
+    plan_buf_puts(b, first ? "[" : ", [");
+    first = false;
+    for (int64_t i = 0; i < k; i++)
+      plan_buf_printf(b, "%s%lld", i ? ", " : "",
+                      (long long)(q + s->rank_order[q * k + i] * stride));
+    plan_buf_putc(b, ']');
+  }
+  plan_buf_putc(b, ']');
+}
+
+plan_hash plan_lowered_body_hash(const char *body) {
+  XXH128_hash_t h = XXH3_128bits(body, strlen(body));
+  plan_hash out = {h.high64, h.low64};
+  return out;
+}
+
+/* The manual regions: each one's name, body hash, the program ops it
+ * replaces and its traced ops, in program op form. */
+static void write_regions(plan_buf *b, const plan_lowered *l) {
+  const plan_program *prog = l->plan->program;
+  if (!l->nregions)
+    return;
+  plan_buf_puts(b, "regions:\n");
+  for (int r = 0; r < l->nregions; r++) {
+    const plan_lregion *lr = &l->regions[r];
+    char hb[PLAN_HASH_STRLEN];
+    plan_hash_format(lr->body_hash, hb);
+    plan_buf_puts(b, "  - name: ");
+    qstr(b, lr->name);
+    plan_buf_printf(b, "\n    body_hash: \"%s\"\n    replaces: [", hb);
+    for (int i = 0; i < lr->nreplaces; i++) {
+      if (i)
+        plan_buf_puts(b, ", ");
+      qstr(b, prog->ops[lr->replaces[i]].name);
+    }
+    plan_buf_puts(b, lr->op_end > lr->op_begin ? "]\n    ops:\n"
+                                               : "]\n    ops: []\n");
+    for (int i = lr->op_begin; i < lr->op_end; i++) {
+      plan_buf_puts(b, "      - ");
+      plan_w_op(b, prog, i);
+      plan_buf_putc(b, '\n');
+    }
+  }
+}
+
 int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   if (!out || !l) {
     if (out)
@@ -169,7 +232,8 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   int vmaj, vmin;
   lowered_format(l, &vmaj, &vmin);
   plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", vmaj, vmin);
-  plan_write_program_and_mesh(&b, p, false);
+  plan_write_program_and_mesh(&b, l->ref_plan ? l->ref_plan : p, false);
+  write_regions(&b, l);
   plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
   for (int i = 0; i < l->nbufs; i++) {
     plan_buf_puts(&b, "  ");
@@ -202,10 +266,19 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
         qstr(&b, names[s->out[j]]);
       }
       plan_buf_putc(&b, ']');
+    } else if (l->bufs[s->in[0]].tensor != l->bufs[s->out[0]].tensor) {
+      /* a manual region's output takes its traced value */
+      plan_buf_puts(&b, "  - {bind: ");
+      qstr(&b, names[s->out[0]]);
+      plan_buf_puts(&b, ", from: ");
+      qstr(&b, names[s->in[0]]);
     } else {
       const plan_redist_step *r = &s->redist;
-      plan_buf_printf(&b, "  - {collective: %s, axis: %s", coll_names[r->kind],
-                      p->mesh.axis_names[r->axis]);
+      plan_buf_printf(&b, "  - {collective: %s", coll_names[r->kind]);
+      if (s->rank_order)
+        write_groups(&b, &p->mesh, s);
+      else
+        plan_buf_printf(&b, ", axis: %s", p->mesh.axis_names[r->axis]);
       if (r->kind == PLAN_REDIST_ALL_REDUCE ||
           r->kind == PLAN_REDIST_REDUCE_SCATTER ||
           r->kind == PLAN_REDIST_RELABEL)
@@ -253,7 +326,7 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
 int plan_lowered_save(const plan_lowered *l, const char *path) {
   if (!l || !path)
     return plan_failf(PLAN_EUSAGE, "plan_lowered_save: NULL argument");
-  const plan_plan *p = l->plan;
+  const plan_plan *p = l->ref_plan ? l->ref_plan : l->plan;
   char *text = NULL, *rebased = NULL;
   size_t len;
   /* as plan_save does: the program path from the new file's folder */
@@ -269,7 +342,10 @@ int plan_lowered_save(const plan_lowered *l, const char *path) {
     plan_plan moved = *p;
     plan_lowered lm = *l;
     moved.ref.path = rebased;
-    lm.plan = &moved;
+    if (l->ref_plan)
+      lm.ref_plan = &moved;
+    else
+      lm.plan = &moved;
     rc = plan_lowered_write(&text, &len, &lm);
   } else {
     rc = plan_lowered_write(&text, &len, l);
@@ -293,19 +369,21 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
   if (!out || !l)
     return plan_failf(PLAN_EUSAGE, "plan_lowered_hash: NULL argument");
   plan_hash ph;
-  int rc = plan_program_hash(&ph, l->plan->program);
+  int rc =
+      plan_program_hash(&ph, (l->ref_plan ? l->ref_plan : l->plan)->program);
   if (rc)
     return rc;
   char *text, *mesh;
   size_t len, mlen;
   if ((rc = plan_lowered_write(&text, &len, l)))
     return rc;
-  if ((rc = plan_canonical(&mesh, &mlen, l->plan, PLAN_PART_MESH))) {
+  if ((rc = plan_canonical(&mesh, &mlen, l->ref_plan ? l->ref_plan : l->plan,
+                           PLAN_PART_MESH))) {
     free(text);
     return rc;
   }
   /* skip the program section of the text: it is covered by its hash */
-  const char *from = strstr(text, "\nbuffers:");
+  const char *from = strstr(text, l->nregions ? "\nregions:" : "\nbuffers:");
   XXH3_state_t *hs = XXH3_createState();
   if (!hs || !from) {
     XXH3_freeState(hs);
@@ -333,8 +411,8 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
  * ----------------------------------------------------------------- */
 
 static const char *const lowered_keys[] = {
-    "libplan-lowered", "program", "mesh",     "buffers", "steps",
-    "layouts",         "outputs", "required", NULL};
+    "libplan-lowered", "program", "mesh",    "regions",  "buffers",
+    "steps",           "layouts", "outputs", "required", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
   if (!data)
@@ -370,12 +448,15 @@ typedef struct lreader {
  * owns), and need a file of format 1.1. */
 static int read_pl(lreader *r, const plan_ynode *n, int rank,
                    plan_placement *out) {
-  plan_plan *p = r->l->own_plan;
+  plan_plan *p = r->l->own_ref ? r->l->own_ref : r->l->own_plan;
   plan_reader rd = r->rd;
   rd.ver_major = p->version_major;
   rd.ver_minor = p->version_minor;
   rd.arena = &p->arena;
-  return plan_read_placement_in(&rd, n, &p->mesh, rank, out);
+  int rc = plan_read_placement_in(&rd, n, &p->mesh, rank, out);
+  if (r->l->own_ref) /* a new ratio set: the steps' plan shares the mesh */
+    r->l->own_plan->mesh = p->mesh;
+  return rc;
 }
 
 /* For messages: the weights written out, as the file spells them. */
@@ -444,6 +525,38 @@ static int enum_of(const plan_reader *rd, const plan_ynode *n, const char *what,
   return plan_rd_enum(rd, n, what, names, count, out);
 }
 
+/* A group order needs even pieces (the dim splits evenly over every axis
+ * sharding it, in the buffer where the axis shards it), so that a block
+ * fits any position. */
+static int even_pieces(lreader *r, const plan_ynode *x, const plan_lstep *s,
+                       int in_buf, int out_buf, const char *what) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  /* the buffer in which the axis shards the dim: a reduce_scatter's out */
+  const plan_lbuf *b = &l->bufs[in_buf];
+  if (st->kind == PLAN_REDIST_REDUCE_SCATTER)
+    b = &l->bufs[out_buf];
+  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
+  int64_t split = 1;
+  for (int a = 0; a < m->naxes; a++)
+    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim) {
+      split *= m->axis_sizes[a];
+      if (b->pl.ax[a].ratio)
+        return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                            "%s needs even pieces: dim %d of '%s' is cut "
+                            "by shard ratios over '%s'",
+                            what, st->dim, t->name, m->axis_names[a]);
+    }
+  if (t->dims[st->dim] % split)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
+                        "%s needs even pieces: dim %d of '%s' (%lld) does "
+                        "not split evenly %lld ways",
+                        what, st->dim, t->name, (long long)t->dims[st->dim],
+                        (long long)split);
+  return PLAN_OK;
+}
+
 /* `order` of an all_gather, reduce_scatter or all_to_all: a permutation
  * of the axis's coordinates (spec/lowered-format.md): the gathered piece
  * at position i is member order[i]'s (all_gather, all_to_all along
@@ -486,28 +599,162 @@ static int read_group_order(lreader *r, const plan_ynode *x, plan_lstep *s,
     seen |= 1ull << ord[i];
     s->group_order[i] = ord[i];
   }
-  /* the buffer in which the axis shards the dim: a reduce_scatter's out */
-  const plan_lbuf *b = &l->bufs[in_buf];
-  if (st->kind == PLAN_REDIST_REDUCE_SCATTER)
-    b = &l->bufs[out_buf];
-  const plan_tensor *t = &l->plan->program->tensors[b->tensor];
-  int64_t split = 1;
+  return even_pieces(r, x, s, in_buf, out_buf, "'order'");
+}
+
+/* `groups` of a collective: every rank of the mesh in exactly one group,
+ * the groups of equal size, each the ranks that differ only on one mesh
+ * axis (which the step then runs along), in the member order of the
+ * collective. rows gets, for every rank r, the coordinates on that axis
+ * of the members of r's group, in member order (arena). */
+static int read_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
+                       int64_t **rows) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  plan_reader *rd = &r->rd;
+  int rc = plan_rd_expect_seq(rd, gn, "groups");
+  if (rc)
+    return rc;
+  int64_t nranks = 1;
   for (int a = 0; a < m->naxes; a++)
-    if (b->pl.ax[a].kind == PLAN_PL_S && b->pl.ax[a].dim == st->dim) {
-      split *= m->axis_sizes[a];
-      if (b->pl.ax[a].ratio)
-        return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                            "'order' needs even pieces: dim %d of '%s' is cut "
-                            "by shard ratios over '%s'",
-                            st->dim, t->name, m->axis_names[a]);
+    nranks *= m->axis_sizes[a];
+  size_t ng = gn->u.seq.count;
+  if (!ng)
+    return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                        "groups: every rank of the mesh (%lld) must be in a "
+                        "group",
+                        (long long)nranks);
+  const plan_ynode *g0 = gn->u.seq.items[0];
+  if ((rc = plan_rd_expect_seq(rd, g0, "a group")))
+    return rc;
+  int64_t k = (int64_t)g0->u.seq.count;
+  int64_t *rank = plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)nranks);
+  int64_t *group =
+      plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)nranks);
+  if (!rank || !group)
+    return plan_oom();
+  for (int64_t q = 0; q < nranks; q++)
+    group[q] = -1;
+  for (size_t g = 0; g < ng; g++) {
+    const plan_ynode *gi = gn->u.seq.items[g];
+    if ((rc = plan_rd_expect_seq(rd, gi, "a group")))
+      return rc;
+    if ((int64_t)gi->u.seq.count != k)
+      return plan_rd_fail(rd, gi, PLAN_EINVALID,
+                          "groups: group %zu has %zu rank%s, group 0 has "
+                          "%lld: a collective's groups are of equal size",
+                          g, gi->u.seq.count, gi->u.seq.count == 1 ? "" : "s",
+                          (long long)k);
+    for (int64_t i = 0; i < k; i++) {
+      const plan_ynode *x = gi->u.seq.items[i];
+      int64_t q;
+      if ((rc = plan_rd_int(rd, x, "a rank", &q)))
+        return rc;
+      if (q < 0 || q >= nranks)
+        return plan_rd_fail(rd, x, PLAN_EINVALID,
+                            "groups: rank %lld is not in the mesh (ranks "
+                            "0..%lld)",
+                            (long long)q, (long long)nranks - 1);
+      if (group[q] >= 0)
+        return plan_rd_fail(rd, x, PLAN_EINVALID,
+                            "groups: rank %lld is in group %lld already (a "
+                            "rank is in exactly one group)",
+                            (long long)q, (long long)group[q]);
+      group[q] = (int64_t)g;
+      rank[g * (size_t)k + (size_t)i] = q;
     }
-  if (t->dims[st->dim] % split)
-    return plan_rd_fail(&r->rd, x, PLAN_EINVALID,
-                        "'order' needs even pieces: dim %d of '%s' (%lld) does "
-                        "not split evenly %lld ways",
-                        st->dim, t->name, (long long)t->dims[st->dim],
-                        (long long)split);
+  }
+  for (int64_t q = 0; q < nranks; q++)
+    if (group[q] < 0)
+      return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                          "groups: rank %lld is in no group (each of the "
+                          "mesh's %lld ranks is in exactly one)",
+                          (long long)q, (long long)nranks);
+  /* the axis: members differ on it alone (mesh ranks are row-major, the
+   * last axis fastest) */
+  int axis = -1;
+  for (int a = 0; a < m->naxes && axis < 0; a++) {
+    if (m->axis_sizes[a] != k)
+      continue;
+    int64_t stride = 1;
+    for (int b = a + 1; b < m->naxes; b++)
+      stride *= m->axis_sizes[b];
+    bool fits = true;
+    for (size_t g = 0; g < ng && fits; g++) {
+      int64_t q0 = rank[g * (size_t)k];
+      int64_t base = q0 - (q0 / stride % k) * stride; /* coordinate 0 on a */
+      for (int64_t i = 0; i < k && fits; i++) {
+        int64_t q = rank[g * (size_t)k + (size_t)i];
+        fits = q - (q / stride % k) * stride == base;
+      }
+    }
+    if (fits)
+      axis = a;
+  }
+  if (axis < 0)
+    return plan_rd_fail(rd, gn, PLAN_EINVALID,
+                        "groups: these are not the groups of one mesh axis "
+                        "(each group the ranks that differ only on it); a "
+                        "sub-group of an axis needs a mesh that has it as an "
+                        "axis of its own (dp=4 as dp=2, dq=2)");
+  s->redist.axis = axis;
+  int64_t stride = 1;
+  for (int b = axis + 1; b < m->naxes; b++)
+    stride *= m->axis_sizes[b];
+  int64_t *row =
+      plan_arena_alloc(&l->arena, sizeof(int64_t) * (size_t)(nranks * k + 1));
+  if (!row)
+    return plan_oom();
+  for (int64_t q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < k; i++)
+      row[q * k + i] = rank[group[q] * k + i] / stride % k;
+  *rows = row;
   return PLAN_OK;
+}
+
+/* The member orders `groups` gave, once the step is read: none when every
+ * group is in coordinate order or the kind's meaning does not depend on
+ * it (all_reduce, relabel, slice: the reduction runs in coordinate order,
+ * a slice's pieces are its placement's); one order for the step when every
+ * group has the same (as `order` says it); else one per group. A
+ * zero_non_owner keeps the first member's block, which must be the one
+ * with coordinate 0. */
+static int apply_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
+                        int64_t *row, int in_buf, int out_buf) {
+  plan_lowered *l = r->l;
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_redist_step *st = &s->redist;
+  int64_t k = m->axis_sizes[st->axis], nranks = 1;
+  for (int a = 0; a < m->naxes; a++)
+    nranks *= m->axis_sizes[a];
+  if (st->kind == PLAN_REDIST_ZERO_NON_OWNER) {
+    for (int64_t q = 0; q < nranks; q++)
+      if (row[q * k] != 0)
+        return plan_rd_fail(&r->rd, gn, PLAN_EINVALID,
+                            "groups: a zero_non_owner's first member keeps "
+                            "its block: it must be the rank with coordinate "
+                            "0 on '%s'",
+                            m->axis_names[st->axis]);
+    return PLAN_OK;
+  }
+  if (st->kind != PLAN_REDIST_ALL_GATHER &&
+      st->kind != PLAN_REDIST_REDUCE_SCATTER &&
+      st->kind != PLAN_REDIST_ALL_TO_ALL)
+    return PLAN_OK;
+  bool identity = true, uniform = true;
+  for (int64_t q = 0; q < nranks; q++)
+    for (int64_t i = 0; i < k; i++) {
+      identity = identity && row[q * k + i] == i;
+      uniform = uniform && row[q * k + i] == row[i];
+    }
+  if (identity)
+    return PLAN_OK;
+  if (uniform)
+    s->group_order = row;
+  else
+    s->rank_order = row;
+  return even_pieces(r, gn, s, in_buf, out_buf,
+                     "a group's member order other than coordinate order");
 }
 
 static int read_step(lreader *r, const plan_ynode *n, int idx) {
@@ -571,9 +818,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       }
     }
   } else if ((v = plan_ymap_get(n, "collective"))) {
-    static const char *const k[] = {"collective", "axis",   "reduce",
-                                    "dim",        "to_dim", "order",
-                                    "in",         "out",    NULL};
+    static const char *const k[] = {"collective", "axis",   "groups", "reduce",
+                                    "dim",        "to_dim", "order",  "in",
+                                    "out",        NULL};
     if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
       return rc;
     int kind, red = PLAN_RED_SUM;
@@ -583,15 +830,25 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     plan_redist_step *st = &s->redist;
     st->kind = (plan_redist_kind)kind;
     st->dim = st->to_dim = -1;
-    const plan_ynode *an = plan_ymap_get(n, "axis");
-    if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis")))
+    const plan_ynode *an = plan_ymap_get(n, "axis"),
+                     *gn = plan_ymap_get(n, "groups");
+    int64_t *rows = NULL;
+    if (an && gn)
+      return plan_rd_fail(rd, gn, PLAN_ESCHEMA,
+                          "a collective names its groups by 'axis' or by "
+                          "'groups', not both");
+    if (gn) {
+      if ((rc = read_groups(r, gn, s, &rows)))
+        return rc;
+    } else if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis"))) {
       return an ? rc
                 : plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                               "a collective needs an 'axis'");
-    st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text);
-    if (st->axis < 0)
+                               "a collective needs an 'axis' or 'groups'");
+    } else if ((st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text)) <
+               0) {
       return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
                           an->u.scalar.text);
+    }
     const plan_ynode *x;
     if ((x = plan_ymap_get(n, "reduce")) &&
         (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
@@ -632,16 +889,62 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
                           fmt_pl(l, &l->bufs[ins[0]].pl, a),
                           fmt_pl(l, &l->bufs[outs[0]].pl, b));
     st->after = l->bufs[outs[0]].pl;
-    if ((x = plan_ymap_get(n, "order")) &&
-        (rc = read_group_order(r, x, s, ins[0], outs[0])))
+    if ((x = plan_ymap_get(n, "order")) && gn)
+      return plan_rd_fail(rd, x, PLAN_ESCHEMA,
+                          "'order' goes with 'axis': with 'groups', each "
+                          "group's member order is its order");
+    if (x && (rc = read_group_order(r, x, s, ins[0], outs[0])))
+      return rc;
+    if (gn && (rc = apply_groups(r, gn, s, rows, ins[0], outs[0])))
       return rc;
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
     l->collectives[kind]++;
+  } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
+    /* a manual region's output takes a traced tensor's value */
+    static const char *const k[] = {"bind", "from", NULL};
+    const plan_ynode *fn = plan_ymap_get(n, "from");
+    if ((rc = plan_rd_check_keys(rd, n, k, "a bind step", NULL)))
+      return rc;
+    if (!fn)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a bind step needs 'from'");
+    if ((rc = buf_ref(r, v, &outs[0])) || (rc = buf_ref(r, fn, &ins[0])))
+      return rc;
+    const plan_lbuf *bi = &l->bufs[ins[0]], *bo = &l->bufs[outs[0]];
+    const plan_tensor *ti = &prog->tensors[bi->tensor],
+                      *to = &prog->tensors[bo->tensor];
+    bool replaced = false;
+    for (int g = 0; g < l->nregions && !replaced; g++)
+      for (int j = 0; j < l->regions[g].nreplaces && !replaced; j++) {
+        const plan_op *op = &prog->ops[l->regions[g].replaces[j]];
+        for (int q = 0; q < op->nout; q++)
+          replaced = replaced || op->out[q] == bo->tensor;
+      }
+    if (!replaced || bi->tensor < l->norig_tensors)
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "a bind step gives a tensor an op of a region "
+                          "replaces ('%s' is not one) a traced tensor's value "
+                          "('%s' is not one)",
+                          to->name, ti->name);
+    if (ti->rank != to->rank ||
+        memcmp(ti->dims, to->dims, sizeof(int64_t) * (size_t)ti->rank) ||
+        ti->dtype != to->dtype || !plan_placement_equal(&bi->pl, &bo->pl))
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "a bind step's buffers must have one shape, dtype "
+                          "and placement ('%s' and '%s' differ)",
+                          ti->name, to->name);
+    s->kind = PLAN_LSTEP_REDIST;
+    s->nin = s->nout = 1;
+    memset(&s->redist, 0, sizeof s->redist);
+    s->redist.kind = PLAN_REDIST_RELABEL;
+    s->redist.dim = s->redist.to_dim = -1;
+    s->redist.before = s->redist.after = bi->pl;
+    l->collectives[PLAN_REDIST_RELABEL]++;
   } else {
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                        "a step is {input: ..}, {op: .., in: .., out: ..} or "
-                        "{collective: .., axis: .., in: .., out: ..}");
+                        "a step is {input: ..}, {op: .., in: .., out: ..}, "
+                        "{collective: .., axis: .., in: .., out: ..} or, with "
+                        "regions, {bind: .., from: ..}");
   }
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
   s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
@@ -829,6 +1132,153 @@ static int renumber(lreader *r) {
   return PLAN_OK;
 }
 
+/* The program the file's steps run: the reference program with every
+ * manual region's traced ops appended (ops and tensors from the
+ * reference's counts on), read as program ops; and a plan of it, whose
+ * mesh is the reference plan's. The file's plan becomes the reference
+ * (own_ref). */
+static int read_region_ops(lreader *r, plan_program *ext, plan_lregion *lr,
+                           const plan_ynode *on) {
+  plan_reader rd = r->rd;
+  rd.arena = &ext->arena;
+  int rc = plan_rd_expect_seq(&rd, on, "a region's ops");
+  if (rc)
+    return rc;
+  lr->op_begin = ext->nops;
+  for (size_t i = 0; i < on->u.seq.count; i++) {
+    const plan_ynode *n = on->u.seq.items[i];
+    if ((rc = plan_program_add_op(&rd, ext, n)))
+      return rc;
+    if (ext->npending)
+      return plan_rd_fail(&rd, n, PLAN_EINVALID,
+                          "op '%s' reads '%s', which neither the program nor "
+                          "an earlier traced op makes",
+                          ext->ops[ext->nops - 1].name, ext->pending[0].name);
+  }
+  lr->op_end = ext->nops;
+  return PLAN_OK;
+}
+
+static int read_region(lreader *r, plan_program *ext, const plan_ynode *n,
+                       plan_lregion *lr) {
+  plan_reader *rd = &r->rd;
+  const plan_program *ref = r->l->own_ref->program;
+  static const char *const k[] = {"name", "body_hash", "replaces", "ops", NULL};
+  int rc;
+  if ((rc = plan_rd_expect_map(rd, n, "a region")) ||
+      (rc = plan_rd_check_keys(rd, n, k, "a region", NULL)))
+    return rc;
+  const plan_ynode *nn = plan_ymap_get(n, "name"),
+                   *hn = plan_ymap_get(n, "body_hash"),
+                   *rn = plan_ymap_get(n, "replaces"),
+                   *on = plan_ymap_get(n, "ops");
+  if (!nn || !hn || !rn || !on)
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "a region needs 'name', 'body_hash', 'replaces' and "
+                        "'ops'");
+  if ((rc = plan_rd_expect_scalar(rd, nn, "a region name")) ||
+      (rc = plan_rd_expect_scalar(rd, hn, "body_hash")) ||
+      (rc = plan_rd_expect_seq(rd, rn, "replaces")))
+    return rc;
+  lr->name = plan_arena_strdup(&r->l->arena, nn->u.scalar.text);
+  lr->replaces =
+      plan_arena_alloc(&r->l->arena, sizeof(int) * (rn->u.seq.count + 1));
+  if (!lr->name || !lr->replaces)
+    return plan_oom();
+  if (plan_hash_parse(&lr->body_hash, hn->u.scalar.text))
+    return plan_rd_fail(rd, hn, PLAN_EINVALID,
+                        "body_hash: '%.60s' is not a hash (xxh3:<32 hex>)",
+                        hn->u.scalar.text);
+  for (size_t i = 0; i < rn->u.seq.count; i++) {
+    const plan_ynode *x = rn->u.seq.items[i];
+    if ((rc = plan_rd_expect_scalar(rd, x, "an op name")))
+      return rc;
+    int op = plan_strmap_get(&ref->op_by_name, x->u.scalar.text);
+    if (op < 0)
+      return plan_rd_fail(rd, x, PLAN_EINVALID,
+                          "replaces: the program has no op '%.60s'",
+                          x->u.scalar.text);
+    lr->replaces[lr->nreplaces++] = op;
+  }
+  return read_region_ops(r, ext, lr, on);
+}
+
+static int read_regions(lreader *r, const plan_ynode *n) {
+  plan_lowered *l = r->l;
+  plan_plan *p = l->own_plan;
+  int rc = plan_rd_expect_seq(&r->rd, n, "regions");
+  if (rc)
+    return rc;
+  if (p->pipeline.present || p->program->loss >= 0)
+    return plan_rd_fail(&r->rd, n, PLAN_EUNSUPPORTED,
+                        "manual regions are lowered for forward programs "
+                        "only");
+  l->own_ref = p;
+  l->ref_plan = p;
+  l->own_plan = NULL;
+  plan_ad_ctx ad;
+  if ((rc = plan_ad_copy_begin(&ad, p->program)))
+    return rc;
+  plan_program *ext = ad.p;
+  ad.p = NULL;
+  plan_ad_copy_end(&ad);
+  plan_plan *tp = calloc(1, sizeof *tp);
+  if (!tp) {
+    plan_program_free(ext);
+    return plan_oom();
+  }
+  plan_arena_init(&tp->arena);
+  tp->program = ext;
+  l->own_plan = tp;
+  l->plan = tp;
+  ext->outputs_explicit = true;
+  for (int t = 0; t < ext->ntensors; t++)
+    if (plan_strmap_put(&ext->tensor_by_name, ext->tensors[t].name, t))
+      return plan_oom();
+  for (int i = 0; i < ext->nops; i++)
+    if (plan_strmap_put(&ext->op_by_name, ext->ops[i].name, i))
+      return plan_oom();
+  l->norig_ops = ext->nops;
+  l->norig_tensors = ext->ntensors;
+  l->regions =
+      plan_arena_alloc(&l->arena, sizeof(plan_lregion) * (n->u.seq.count + 1));
+  if (!l->regions)
+    return plan_oom();
+  for (size_t i = 0; i < n->u.seq.count; i++) {
+    plan_lregion *lr = &l->regions[l->nregions++];
+    memset(lr, 0, sizeof *lr);
+    if ((rc = read_region(r, ext, n->u.seq.items[i], lr)))
+      return rc;
+  }
+  plan_reader rd = r->rd;
+  rd.arena = &ext->arena;
+  if ((rc = plan_program_finish(&rd, ext)))
+    return rc;
+  if (ext->nops == l->norig_ops)
+    return plan_rd_fail(&r->rd, n, PLAN_EINVALID,
+                        "regions: no traced ops (a region's body makes at "
+                        "least one op)");
+  tp->program_inline = true;
+  tp->pipeline.axis = -1;
+  tp->file = p->file;
+  tp->version_major = p->version_major;
+  tp->version_minor = p->version_minor;
+  tp->mesh = p->mesh; /* borrowed from own_ref, kept current by read_pl */
+  tp->has_mesh = true;
+  tp->mesh_pos = p->mesh_pos;
+  size_t nt = (size_t)ext->ntensors + 1, no = (size_t)ext->nops + 1;
+  tp->placements = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) * nt);
+  tp->strategies = plan_arena_alloc(&tp->arena, sizeof(plan_strategy) * no);
+  tp->out_pl = plan_arena_alloc(&tp->arena, sizeof(plan_tensor_pl) *
+                                                ((size_t)ext->noutputs + 1));
+  if (!tp->placements || !tp->strategies || !tp->out_pl)
+    return plan_oom();
+  memset(tp->placements, 0, sizeof(plan_tensor_pl) * nt);
+  memset(tp->strategies, 0, sizeof(plan_strategy) * no);
+  memset(tp->out_pl, 0, sizeof(plan_tensor_pl) * ((size_t)ext->noutputs + 1));
+  return PLAN_OK;
+}
+
 int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                              const char *name, const char *base_dir) {
   if (!out)
@@ -905,7 +1355,9 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
                       "a lowered program needs a 'mesh'");
     goto done;
   }
-  const plan_program *prog = p->program;
+  if ((v = plan_ymap_get(R, "regions")) && (rc = read_regions(&r, v)))
+    goto done;
+  const plan_program *prog = l->plan->program;
   l->produced = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));
   l->delivered = malloc(sizeof(int) * ((size_t)prog->noutputs + 1));
   if (!l->produced || !l->delivered) {

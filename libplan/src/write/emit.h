@@ -36,6 +36,8 @@ void plan_w_ext(plan_buf *b, const plan_ext *e, int ind);
 /* The `program:` section inline, or as a reference by path with the
  * program's hash and signatures. */
 void plan_w_program(plan_buf *b, const plan_program *p);
+/* Op i of p as the program writes it, in flow form ({name: .., op: ..}). */
+void plan_w_op(plan_buf *b, const plan_program *p, int i);
 void plan_w_program_ref(plan_buf *b, const plan_plan *p);
 void plan_w_mesh(plan_buf *b, const plan_mesh *m);
 

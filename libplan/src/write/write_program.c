@@ -106,6 +106,19 @@ static bool tensor_written(const plan_tensor *t) {
   return false;
 }
 
+void plan_w_op(plan_buf *b, const plan_program *p, int i) {
+  const plan_op *op = &p->ops[i];
+  plan_buf_puts(b, "{name: ");
+  plan_w_str(b, op->name);
+  plan_buf_printf(b, ", op: %s, in: ", plan_op_kind_name(op->kind));
+  w_names(b, p, op->in, op->nin, false);
+  plan_buf_puts(b, ", out: ");
+  w_names(b, p, op->out, op->nout, true);
+  w_attrs(b, op);
+  plan_w_ext_flow(b, op->ext);
+  plan_buf_putc(b, '}');
+}
+
 void plan_w_program(plan_buf *b, const plan_program *p) {
   plan_buf_puts(b, "program:\n");
   if (p->name && p->name[0]) {
@@ -151,16 +164,9 @@ void plan_w_program(plan_buf *b, const plan_program *p) {
   /* an empty block would read back as null */
   plan_buf_puts(b, p->nops ? "  ops:\n" : "  ops: []\n");
   for (int i = 0; i < p->nops; i++) {
-    const plan_op *op = &p->ops[i];
-    plan_buf_puts(b, "    - {name: ");
-    plan_w_str(b, op->name);
-    plan_buf_printf(b, ", op: %s, in: ", plan_op_kind_name(op->kind));
-    w_names(b, p, op->in, op->nin, false);
-    plan_buf_puts(b, ", out: ");
-    w_names(b, p, op->out, op->nout, true);
-    w_attrs(b, op);
-    plan_w_ext_flow(b, op->ext);
-    plan_buf_puts(b, "}\n");
+    plan_buf_puts(b, "    - ");
+    plan_w_op(b, p, i);
+    plan_buf_putc(b, '\n');
   }
   if (p->outputs_explicit || p->noutputs) {
     plan_buf_puts(b, "  outputs: ");
