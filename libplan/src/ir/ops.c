@@ -8,6 +8,11 @@
 
 #include "ir/ops_infer.h"
 
+/* plan_op_factors hands out every factor of a rule (C only: nvcc compiles
+ * C++ sources that include ops.h) */
+_Static_assert(PLAN_RULE_MAX_FACTORS == PLAN_MAX_FACTORS,
+               "plan_op_factors hands out every factor of a rule");
+
 /* ---- attribute schemas --------------------------------------------------- */
 
 static const plan_attr_spec matmul_attrs[] = {

@@ -84,9 +84,7 @@ const char *plan_op_kind_name(int kind);
 
 /* plan_factor_kind is public: libplan/ops.h (plan_op_factors). */
 
-#define PLAN_RULE_MAX_FACTORS 32
-_Static_assert(PLAN_RULE_MAX_FACTORS == PLAN_MAX_FACTORS,
-               "plan_op_factors hands out every factor of a rule");
+#define PLAN_RULE_MAX_FACTORS 32 /* == PLAN_MAX_FACTORS (asserted in ops.c) */
 #define PLAN_RULE_MAX_COMPOUND 4
 
 typedef struct plan_factor {
