@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inputs.h"
 #include "base/numeric.h"
 #include "verify_ctx.h"
 
@@ -361,8 +362,8 @@ static void report_local(vctx *c, int step, int64_t mb, const char *what,
     snprintf(own, sizeof own, " in microbatch %lld", (long long)mb);
   if (lc->bad > 0)
     snprintf(line, sizeof line,
-             "%s%s%s (tensor '%s', as %s) is not what follows from the "
-             "distributed run's own %s%s: %lld of %lld elements outside the "
+             "%s%s%s (tensor '%s', as %s) is not what follows from %s%s: "
+             "%lld of %lld elements outside the "
              "local bound %.3g |want| + %.3g RMS (reduction length %g); "
              "element %lld got %.17g, want %.17g",
              q, op, is_op ? "'" : "", t->name, pl, what, own,
@@ -370,8 +371,8 @@ static void report_local(vctx *c, int step, int64_t mb, const char *what,
              (long long)lc->at, lc->got, lc->want);
   else
     snprintf(line, sizeof line,
-             "%s%s%s (tensor '%s', as %s) is not what follows from the "
-             "distributed run's own %s%s: relative error %.3g (Frobenius), "
+             "%s%s%s (tensor '%s', as %s) is not what follows from %s%s: "
+             "relative error %.3g (Frobenius), "
              "outside the local bound %.3g (reduction length %g)",
              q, op, is_op ? "'" : "", t->name, pl, what, own,
              lc->ref2 > 0 ? sqrt(lc->err2 / lc->ref2) : INFINITY, lb_->norm, k);
@@ -492,7 +493,7 @@ static int sum_terms(vctx *c, const plan_op *op, block *const *pin,
  * bound for the op's conditioning, as a layernorm's backward loses digits
  * to cancellation in f32), its
  * results against the reassembled outputs, within op_bound. */
-static int check_op(vctx *c, int i, int64_t mb) {
+static int check_op(vctx *c, int i, int64_t mb, const char *what) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_op *op = &c->prog->ops[s->op];
   bool all_whole = true;
@@ -559,7 +560,7 @@ static int check_op(vctx *c, int i, int64_t mb) {
     }
     lc.at = plan_vx_global_index(t, &wout[k], lc.at);
     if (lc.bad)
-      report_local(c, i, mb, "inputs", op->name, true, s->out[k], &lc, &b, red);
+      report_local(c, i, mb, what, op->name, true, s->out[k], &lc, &b, red);
   }
   for (int j = 0; j < s->nin; j++)
     if (own_in[j])
@@ -609,8 +610,8 @@ static int check_redist(vctx *c, int i, int64_t mb) {
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
     lc.at = plan_vx_global_index(t, &rout, lc.at);
     if (lc.bad) {
-      report_local(c, i, mb, "input", step_name(c, s), false, s->out[0], &lc,
-                   &b, k);
+      report_local(c, i, mb, "the distributed run's own input", step_name(c, s),
+                   false, s->out[0], &lc, &b, k);
     }
   }
   give(c, &rout, want);
@@ -619,9 +620,130 @@ static int check_redist(vctx *c, int i, int64_t mb) {
   return rc;
 }
 
+/* ---- exact mode: steps the run's values cannot check -----------------------
+ */
+
+/* The first output of step s that is sharded or partial (not whole on
+ * every rank) and whose every reference value is one and the same: no
+ * layout of it can be told from another by those values (a softmax that
+ * exact mode's integer inputs saturate to one-hot has a backward of
+ * zeros). -1 when none. */
+static int constant_output(const vctx *c, const plan_lstep *s) {
+  for (int k = 0; k < s->nout; k++) {
+    const plan_lbuf *lb = &c->low->bufs[s->out[k]];
+    const plan_tensor *t = &c->prog->tensors[lb->tensor];
+    const double *ref = c->ref ? c->ref[lb->tensor] : NULL;
+    bool sharded = false;
+    for (int a = 0; a < c->m->naxes; a++)
+      sharded |= lb->pl.ax[a].kind != PLAN_PL_R && c->m->axis_sizes[a] > 1;
+    int64_t n = plan_vx_count_of(t->dims, t->rank);
+    if (!sharded || !ref || n < 2 || !plan_dtype_is_float(t->dtype))
+      continue;
+    int64_t e = 1;
+    while (e < n && ref[e] == ref[0])
+      e++;
+    if (e == n)
+      return k;
+  }
+  return -1;
+}
+
+/* Rank r's fresh block of input buffer b: exact mode's values (small
+ * integers) under another key, so the shards tile one tensor and the
+ * replicas agree; along P(sum) axes the value is on the group's first
+ * rank, zeros on the others (their sum), along another reduction's on
+ * every rank. */
+static void fresh_block(const vctx *c, int b, int64_t r, block *x) {
+  const plan_lbuf *lb = &c->low->bufs[b];
+  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  int sa[PLAN_MAX_MESH_AXES], ns = 0;
+  for (int a = 0; a < c->m->naxes; a++)
+    if (lb->pl.ax[a].kind == PLAN_PL_P && lb->pl.ax[a].reduce == PLAN_RED_SUM)
+      sa[ns++] = a;
+  bool lead = plan_vx_partial_leader(c, r, sa, ns);
+  plan_input_spec spec = {PLAN_INPUT_EXACT, 0, 0};
+  uint64_t key = plan_input_tensor_key(t->name) ^ 0x9e3779b97f4a7c15ull;
+  for (int64_t k = 0; k < x->n; k++)
+    x->data[k] = lead ? plan_input_value(c->o->seed, key,
+                                         plan_vx_global_index(t, x, k), &spec)
+                      : 0;
+}
+
+/* Exact mode compares with ==, but a tensor whose values are all equal
+ * holds the same values in every layout: a shard on the wrong dim, or
+ * blocks in the wrong order, of that tensor goes unseen. A step that
+ * writes one (constant_output) is run once more on fresh inputs (its
+ * float inputs drawn anew, fresh_block; integer ones as the run made
+ * them), and the reference kernel on the reassembled fresh inputs must
+ * give its reassembled outputs (check_op). Not for pipelines, nor when
+ * distributed (no rank's blocks here but its own). */
+static int check_fresh(vctx *c, int i) {
+  const plan_lstep *s = &c->low->steps[i];
+  if (c->o->mode != PLAN_VERIFY_EXACT || c->comm || c->low->pipe ||
+      s->kind != PLAN_LSTEP_OP)
+    return PLAN_OK;
+  int k0 = constant_output(c, s);
+  if (k0 < 0)
+    return PLAN_OK;
+  int n = s->nin + s->nout, rc = PLAN_OK;
+  block *saved[PLAN_MAX_OPERANDS * 2] = {0},
+                                   *fresh[PLAN_MAX_OPERANDS * 2] = {0};
+  for (int j = 0; j < n && !rc; j++) {
+    int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
+    const plan_tensor *t = &c->prog->tensors[c->low->bufs[b].tensor];
+    bool dup = false; /* an operand read twice: drawn once */
+    for (int q = 0; q < j; q++)
+      dup |= b == (q < s->nin ? s->in[q] : s->out[q - s->nin]);
+    if (dup || (j < s->nin && !plan_dtype_is_float(t->dtype)))
+      continue;
+    if (!(fresh[j] = calloc((size_t)c->nranks, sizeof(block)))) {
+      rc = plan_oom();
+      break;
+    }
+    for (int64_t r = 0; r < c->nranks && !rc; r++) {
+      fresh[j][r] = c->bufs[b][r];
+      fresh[j][r].data = NULL;
+      if (!c->bufs[b][r].data)
+        continue;
+      if (!(fresh[j][r].data = plan_vx_take_array(c, fresh[j][r].n, true)))
+        rc = PLAN_ENOMEM;
+      else if (j < s->nin)
+        fresh_block(c, b, r, &fresh[j][r]);
+    }
+    saved[j] = c->bufs[b];
+    c->bufs[b] = fresh[j];
+  }
+  if (!rc) { /* the step as the run ran it, but for a faulty runner's hook */
+    plan_verify_step_hook hook = c->hook;
+    c->hook = NULL;
+    rc = plan_vx_exec_step(c, i);
+    c->hook = hook;
+  }
+  if (!rc) {
+    char what[256];
+    snprintf(what, sizeof what,
+             "fresh inputs (exact mode: in the run every element of tensor "
+             "'%s' was equal, so no layout of it could be told apart)",
+             c->prog->tensors[c->low->bufs[s->out[k0]].tensor].name);
+    rc = check_op(c, i, -1, what);
+  }
+  for (int j = n - 1; j >= 0; j--) {
+    if (!fresh[j])
+      continue;
+    int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
+    if (saved[j])
+      c->bufs[b] = saved[j];
+    for (int64_t r = 0; r < c->nranks; r++)
+      if (fresh[j][r].data)
+        plan_vx_give_block(c, &fresh[j][r]);
+    free(fresh[j]);
+  }
+  return rc;
+}
+
 int plan_vx_check_local(vctx *c, int i, int64_t mb) {
   if (!c->local_on)
-    return PLAN_OK;
+    return mb < 0 ? check_fresh(c, i) : PLAN_OK;
   /* a pipelined step of the schedule is checked microbatch by microbatch,
    * as it runs (mb >= 0); before and after the schedule, once (mb < 0) */
   const plan_lpipe *pp = c->low->pipe;
@@ -630,7 +752,7 @@ int plan_vx_check_local(vctx *c, int i, int64_t mb) {
     return PLAN_OK;
   const plan_lstep *s = &c->low->steps[i];
   if (s->kind == PLAN_LSTEP_OP)
-    return check_op(c, i, mb);
+    return check_op(c, i, mb, "the distributed run's own inputs");
   if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
     return check_redist(c, i, mb);
   return PLAN_OK; /* an input: the verifier's own values; a send/recv */
