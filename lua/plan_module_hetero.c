@@ -23,19 +23,27 @@ static int m_device_hardware(lua_State *L) {
     return 1;
   }
   lua_createtable(L, (int)n, 0);
+  /* one cost model per distinct profile, not per device: the figures of
+   * the last name asked for are kept (devices of one profile are usually
+   * adjacent, and a device list names a handful of profiles) */
+  const char *last = NULL;
+  double memory = 0, flops = 0;
   for (int64_t d = 0; d < n; d++) {
     const char *name = plan_mesh_device_hardware(lp->p, d);
-    double memory = 0, flops = 0;
-    plan_cost_model *m = NULL;
-    if (name && plan_cost_profile_resolve(name) &&
-        !plan_cost_model_new(&m, lp->p, name)) {
-      /* a figure the model lacks stays 0 */
-      if (plan_cost_model_get(&memory, m, "memory"))
-        memory = 0;
-      if (plan_cost_model_get(&flops, m, "flops.bf16"))
-        flops = 0;
+    if (!last || !name || strcmp(name, last)) {
+      memory = flops = 0;
+      plan_cost_model *m = NULL;
+      if (name && plan_cost_profile_resolve(name) &&
+          !plan_cost_model_new(&m, lp->p, name)) {
+        /* a figure the model lacks stays 0 */
+        if (plan_cost_model_get(&memory, m, "memory"))
+          memory = 0;
+        if (plan_cost_model_get(&flops, m, "flops.bf16"))
+          flops = 0;
+      }
+      plan_cost_model_free(m);
+      last = name;
     }
-    plan_cost_model_free(m);
     lua_createtable(L, 0, 3);
     lua_pushstring(L, name ? name : "");
     lua_setfield(L, -2, "name");

@@ -19,37 +19,9 @@
 #include "libplan/libplan.h"
 #include "libplan/verify.h"
 #include "lower/lower.h"
+#include "lowered_text.h"
 
 #define BLOCK "examples/transformer-block.plan.yaml"
-
-static void ok(int rc) {
-  if (rc != PLAN_OK) {
-    char buf[1200];
-    print_message("unexpected failure: %s\n",
-                  plan_error_format(buf, sizeof buf));
-  }
-  assert_int_equal(rc, PLAN_OK);
-}
-
-static char *lowered_text(const char *path, plan_hash *hout) {
-  plan_plan *p = NULL;
-  plan_lowered *l = NULL;
-  char *text = NULL;
-  size_t len;
-  ok(plan_load(&p, path));
-  ok(plan_lower(&l, p));
-  ok(plan_lowered_write(&text, &len, l));
-  ok(plan_lowered_hash(hout, l));
-  plan_lowered_free(l);
-  plan_free(p);
-  return text;
-}
-
-static plan_lowered *read_text(const char *text) {
-  plan_lowered *l = NULL;
-  ok(plan_lowered_load_buffer(&l, text, strlen(text), "x.yaml", NULL));
-  return l;
-}
 
 /* Every occurrence of `from` in text replaced by `to` (at most `max`
  * times; 0: all); a new string. */
@@ -105,7 +77,7 @@ static plan_hash hash_of(const char *text) {
 static void test_groups_of_an_axis(void **state) {
   (void)state;
   plan_hash h0;
-  char *text = lowered_text(BLOCK, &h0);
+  char *text = lowered_text(BLOCK, NULL, &h0);
   assert_non_null(strstr(text, "axis: tp"));
   char *g = replace(text, "axis: tp", "groups: [[0, 1], [2, 3]]", 0);
   assert_null(strstr(g, "axis: tp"));
@@ -121,7 +93,7 @@ static void test_groups_of_an_axis(void **state) {
   free(text);
   /* an all_reduce reduces in coordinate order whatever the member order
    * of its groups: EQUAL, the axis's program */
-  text = lowered_text("examples/mlp-megatron.plan.yaml", &h0);
+  text = lowered_text("examples/mlp-megatron.plan.yaml", NULL, &h0);
   g = replace(text, "axis: tp", "groups: [[1, 0], [2, 3]]", 0);
   assert_int_equal(verify_text(g, PLAN_VERIFY_EXACT, NULL), 1);
   assert_true(plan_hash_equal(h0, hash_of(g)));
@@ -136,7 +108,7 @@ static void test_groups_of_an_axis(void **state) {
 static void test_wrong_member_order(void **state) {
   (void)state;
   plan_hash h0;
-  char *text = lowered_text(BLOCK, &h0);
+  char *text = lowered_text(BLOCK, NULL, &h0);
   const char *from = "{collective: all_gather, axis: tp";
   char *g = replace(text, from,
                     "{collective: all_gather, groups: [[0, 1], [3, 2]]", 1);

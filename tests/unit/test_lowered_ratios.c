@@ -17,38 +17,10 @@
 #include "libplan/libplan.h"
 #include "libplan/verify.h"
 #include "lower/lower.h"
+#include "lowered_text.h"
 
 #define FWD "examples/mlp-ratios.plan.yaml"
 #define TRAIN "examples/mlp-ratios-train.plan.yaml"
-
-static void ok(int rc) {
-  if (rc != PLAN_OK) {
-    char buf[1200];
-    print_message("unexpected failure: %s\n",
-                  plan_error_format(buf, sizeof buf));
-  }
-  assert_int_equal(rc, PLAN_OK);
-}
-
-static char *lowered_text(const char *path, plan_plan **pout, plan_hash *hout) {
-  plan_plan *p = NULL;
-  plan_lowered *l = NULL;
-  char *text = NULL;
-  size_t len;
-  ok(plan_load(&p, path));
-  ok(plan_lower(&l, p));
-  ok(plan_lowered_write(&text, &len, l));
-  ok(plan_lowered_hash(hout, l));
-  plan_lowered_free(l);
-  *pout = p;
-  return text;
-}
-
-static plan_lowered *read_text(const char *text) {
-  plan_lowered *l = NULL;
-  ok(plan_lowered_load_buffer(&l, text, strlen(text), "x.yaml", NULL));
-  return l;
-}
 
 /* Lowered `text` verified in `mode`: 1 equal, 0 not (report kept in *rep
  * when rep is not NULL). */
