@@ -119,6 +119,17 @@ class TestParallelizeRefuses(unittest.TestCase):
         self.assertIn("pipelined", str(cm.exception))
         self.assertIn("does not run pipeline plans", str(cm.exception))
 
+    def test_capture_needs_a_process_group(self):
+        import torch
+        import torch.distributed as dist
+        if dist.is_initialized():
+            self.skipTest("a process group is initialised here")
+        m = torch.nn.Linear(2, 2)
+        with lt.program_from_module(m, (torch.randn(1, 2),)) as prog:
+            with self.assertRaises(libplan.UsageError) as cm:
+                lt.capture(m, (torch.randn(1, 2),), prog, {"tp": 2})
+        self.assertIn("process group", str(cm.exception))
+
     def test_not_a_plan(self):
         import torch
         with self.assertRaises(libplan.UsageError):

@@ -879,6 +879,16 @@ def capture(module, inputs, program, mesh=None, placements=None,
         op, tensor = div.get("op"), div.get("tensor")
         diag = div.get("diagnosis")
         first = _pytorch_terms(rec, binds, op, tensor, op_names)
+        # the first program tensor that differs, in the module's terms
+        for row in verdict.get("tensors", []):
+            if row.get("kind") == "tensor" and row.get("mismatches") and \
+                    row.get("tensor") in binds:
+                diag = "%s; program tensor '%s' (%s) differs from the " \
+                    "single-device program in %d of %d elements" % (
+                        diag, row["tensor"], _pytorch_terms(
+                            rec, binds, None, row["tensor"], op_names),
+                        row["mismatches"], row["compared"])
+                break
     return result, CaptureReport(equal, first, op, diag, text, written,
                                  verdict, counts)
 
