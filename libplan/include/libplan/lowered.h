@@ -45,8 +45,9 @@ PLAN_API void plan_lowered_free(plan_lowered *l);
 
 /* The text form (spec/lowered-format.md) into a newly allocated,
  * NUL-terminated buffer of *len bytes; free *out with plan_buffer_free.
- * PLAN_EUNSUPPORTED for a pipelined program (no file form yet),
- * PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument; *out = NULL on failure. */
+ * A pipelined program is written with its `pipeline:` section and each
+ * step's stage and phase. PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument;
+ * *out = NULL on failure. */
 PLAN_API int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
 /* Writes the text form to `path` atomically (as plan_write_file_atomic
  * does). A program given by path is written relative to the new file's
@@ -70,8 +71,8 @@ PLAN_API int plan_lowered_load_buffer(plan_lowered **out, const char *data,
 /* Content hash of the lowered program's canonical encoding: the program's
  * hash, the mesh, and the buffers, steps, layouts and outputs as written.
  * A lowered program and the file it writes, read back, hash the same (a
- * training step's too). PLAN_EUNSUPPORTED for a pipelined program;
- * PLAN_ENOMEM; PLAN_EUSAGE for a NULL argument. */
+ * training step's and a pipelined program's too). PLAN_ENOMEM;
+ * PLAN_EUSAGE for a NULL argument. */
 PLAN_API int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
 
 /* 1 when `data` (len bytes) starts as a lowered program (its first key,
