@@ -57,7 +57,10 @@ def programs(args, tmp):
         with open(dst) as f:
             text = f.read()
         ref = re.search(r"^program:\n  path: \"?([^\"\n]+)", text, re.M)
-        if ref:  # a program by path: beside the lowered file, as beside the plan
+        # a program by path: `plan lower -o` writes it relative to the
+        # lowered file's folder, where the mutants are written too; a path
+        # that does not resolve from there is copied beside them
+        if ref and not os.path.exists(os.path.join(tmp, ref.group(1))):
             shutil.copy(os.path.join(os.path.dirname(path), ref.group(1)), tmp)
         big = runner.declared_elements(text) > args.full_bound
         red = args.reduce == "always" or big
