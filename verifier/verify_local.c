@@ -576,13 +576,15 @@ static int check_op(vctx *c, int i, int64_t mb, const char *what) {
 
 /* A collective: its output holds its input's tensor in another placement,
  * so their reassembled values agree up to the order of a reduction's sum
- * of doubles. */
+ * of doubles. A pipeline's transfer (a send/recv: a copy of one
+ * microbatch's blocks) too. */
 static int check_redist(vctx *c, int i, int64_t mb, const char *what) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block rin, rout;
   /* over the microbatch axis, or slices that differ: not one microbatch's */
-  if ((mb >= 0 && s->redist.axis == c->mb_axis) ||
+  if ((mb >= 0 && s->kind == PLAN_LSTEP_REDIST &&
+       s->redist.axis == c->mb_axis) ||
       !mb_region(c, s->in[0], mb, &rin) ||
       !mb_region(c, s->out[0], mb, &rout) || rin.n != rout.n ||
       memcmp(rin.offset, rout.offset, sizeof rin.offset))
@@ -795,7 +797,10 @@ int plan_vx_check_local(vctx *c, int i, int64_t mb) {
     return check_op(c, i, mb, "the distributed run's own inputs");
   if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
     return check_redist(c, i, mb, "the distributed run's own input");
-  return PLAN_OK; /* an input: the verifier's own values; a send/recv */
+  /* a receive holds what its stage's sender computed for the microbatch */
+  if (s->kind == PLAN_LSTEP_TRANSFER && mb >= 0)
+    return check_redist(c, i, mb, "what the sending stage computed");
+  return PLAN_OK; /* an input: the verifier's own values */
 }
 
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {

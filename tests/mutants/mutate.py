@@ -58,10 +58,13 @@ def programs(args, tmp):
             text = f.read()
         ref = re.search(r"^program:\n  path: \"?([^\"\n]+)", text, re.M)
         # a program by path: `plan lower -o` writes it relative to the
-        # lowered file's folder, where the mutants are written too; a path
-        # that does not resolve from there is copied beside them
-        if ref and not os.path.exists(os.path.join(tmp, ref.group(1))):
-            shutil.copy(os.path.join(os.path.dirname(path), ref.group(1)), tmp)
+        # lowered file's folder (tmp, where the mutants go too), which a
+        # loader keeps to its own folder tree: copied beside them, named
+        # by its file name
+        if ref:
+            src = os.path.normpath(os.path.join(tmp, ref.group(1)))
+            shutil.copy(src, tmp)
+            text = text.replace(ref.group(0), ref.group(0).replace(ref.group(1), os.path.basename(src)), 1)
         big = runner.declared_elements(text) > args.full_bound
         red = args.reduce == "always" or big
         if big:
