@@ -275,12 +275,14 @@ check-corpus: $(TOOL)
 # (tests/mutants): a seeded sample here, everything in `make mutants`.
 MUTANT_SEEDS ?= 0
 MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train
+# pipelined examples, mutated in their lowered files (pipeline classes too)
+MUTANT_PIPE_SAMPLE := pipeline-grid,pipeline-1f1b
 .PHONY: check-mutants mutants false-alarms
 check-mutants: $(TOOL)
-	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),gpt2-small-block.recipe \
-	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync,weight-swap \
+	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),gpt2-small-block.recipe,$(MUTANT_PIPE_SAMPLE) \
+	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync,weight-swap,mb-pairing,wrong-stage,early-backward,dropped-accumulation \
 	  --per-class 3 --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp
-	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE) --seeds 0-2
+	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),$(MUTANT_PIPE_SAMPLE) --seeds 0-2
 
 mutants: $(TOOL)
 	@rc=0; python3 tests/mutants/mutate.py --plan $(TOOL) --seeds $(MUTANT_SEEDS) \

@@ -18,9 +18,10 @@ const char usage_lower[] =
     "atomically to FILE. 'plan verify' runs the result; 'plan hash' prints\n"
     "its content hash. A manual region's body runs in the Lua sandbox and\n"
     "the file carries its traced ops, so it verifies from the file alone.\n"
+    "A pipelined plan lowers over its microbatch mesh, with its stages and\n"
+    "schedule (the pipeline section).\n"
     "Exit: 0 written, 1 the plan is invalid, 2 unreadable input or bad usage,\n"
-    "3 not lowered here yet: a pipelined program has no file form (plan\n"
-    "verify runs it from the plan).\n";
+    "3 not lowered here yet (stages on submeshes).\n";
 
 int cli_load_lowered(const char *file, plan_lowered **out) {
   size_t flen = 0;

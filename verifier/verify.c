@@ -310,8 +310,11 @@ static void describe_verdict(vctx *c, const plan_plan *p) {
         &c->text,
         "%lld ranks, %d stages, %lld microbatches, %s, %d "
         "send/recv; ",
-        (long long)p->mesh.ndevices, low->pipe->nstages,
-        (long long)low->pipe->microbatches,
+        /* the devices: each pipeline rank's sub-mesh (the microbatch
+         * mesh's ranks of one microbatch), a plan's or a file's */
+        (long long)(c->nranks / low->pipe->microbatches *
+                    plan_schedule_ranks(low->pipe->schedule)),
+        low->pipe->nstages, (long long)low->pipe->microbatches,
         plan_schedule_kind_name(plan_schedule_kind_of(low->pipe->schedule)),
         low->pipe->transfers);
   else

@@ -576,13 +576,15 @@ static int check_op(vctx *c, int i, int64_t mb, const char *what) {
 
 /* A collective: its output holds its input's tensor in another placement,
  * so their reassembled values agree up to the order of a reduction's sum
- * of doubles. */
-static int check_redist(vctx *c, int i, int64_t mb) {
+ * of doubles. A pipeline's transfer (a send/recv: a copy of one
+ * microbatch's blocks) too. */
+static int check_redist(vctx *c, int i, int64_t mb, const char *what) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block rin, rout;
   /* over the microbatch axis, or slices that differ: not one microbatch's */
-  if ((mb >= 0 && s->redist.axis == c->mb_axis) ||
+  if ((mb >= 0 && s->kind == PLAN_LSTEP_REDIST &&
+       s->redist.axis == c->mb_axis) ||
       !mb_region(c, s->in[0], mb, &rin) ||
       !mb_region(c, s->out[0], mb, &rout) || rin.n != rout.n ||
       memcmp(rin.offset, rout.offset, sizeof rin.offset))
@@ -610,8 +612,8 @@ static int check_redist(vctx *c, int i, int64_t mb) {
     compare_local(got, want, mag, n, plan_dtype_is_float(t->dtype), &b, &lc);
     lc.at = plan_vx_global_index(t, &rout, lc.at);
     if (lc.bad) {
-      report_local(c, i, mb, "the distributed run's own input", step_name(c, s),
-                   false, s->out[0], &lc, &b, k);
+      report_local(c, i, mb, what, step_name(c, s), false, s->out[0], &lc, &b,
+                   k);
     }
   }
   give(c, &rout, want);
@@ -623,6 +625,13 @@ static int check_redist(vctx *c, int i, int64_t mb) {
 /* ---- exact mode: steps the run's values cannot check -----------------------
  */
 
+/* Whether buffer b holds a manual region's traced tensor (no reference
+ * value: check_traced). */
+static bool traced(const vctx *c, int b) {
+  return c->low->norig_tensors > 0 &&
+         c->low->bufs[b].tensor >= c->low->norig_tensors;
+}
+
 /* The first output of step s that is sharded or partial (not whole on
  * every rank) and whose every reference value is one and the same: no
  * layout of it can be told from another by those values (a softmax that
@@ -631,6 +640,8 @@ static int check_redist(vctx *c, int i, int64_t mb) {
 static int constant_output(const vctx *c, const plan_lstep *s) {
   for (int k = 0; k < s->nout; k++) {
     const plan_lbuf *lb = &c->low->bufs[s->out[k]];
+    if (traced(c, s->out[k])) /* check_traced */
+      continue;
     const plan_tensor *t = &c->prog->tensors[lb->tensor];
     const double *ref = c->ref ? c->ref[lb->tensor] : NULL;
     bool sharded = false;
@@ -675,12 +686,21 @@ static void fresh_block(const vctx *c, int b, int64_t r, block *x) {
  * writes one (constant_output) is run once more on fresh inputs (its
  * float inputs drawn anew, fresh_block; integer ones as the run made
  * them), and the reference kernel on the reassembled fresh inputs must
- * give its reassembled outputs (check_op). Not for pipelines, nor when
- * distributed (no rank's blocks here but its own). */
-static int check_fresh(vctx *c, int i) {
+ * give its reassembled outputs (check_op). A collective over such a
+ * tensor (a gradient of zeros summed twice) is run on fresh blocks of its
+ * input the same way, and must give what they reassemble to
+ * (check_redist). In a pipeline, a stage's step is checked on the blocks
+ * of the microbatch mb it has just run for (the rest, mb < 0, once). Not
+ * when distributed (no rank's blocks here but its own). */
+static int check_fresh(vctx *c, int i, int64_t mb) {
   const plan_lstep *s = &c->low->steps[i];
-  if (c->o->mode != PLAN_VERIFY_EXACT || c->comm || c->low->pipe ||
-      s->kind != PLAN_LSTEP_OP)
+  const plan_lpipe *pp = c->low->pipe;
+  bool redist = s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+                c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor;
+  bool whole = !pp || pp->phase[i] == PLAN_LPHASE_PRE ||
+               pp->phase[i] == PLAN_LPHASE_POST;
+  if (c->o->mode != PLAN_VERIFY_EXACT || c->comm ||
+      (s->kind != PLAN_LSTEP_OP && !redist) || whole != (mb < 0))
     return PLAN_OK;
   int k0 = constant_output(c, s);
   if (k0 < 0)
@@ -725,7 +745,7 @@ static int check_fresh(vctx *c, int i) {
              "fresh inputs (exact mode: in the run every element of tensor "
              "'%s' was equal, so no layout of it could be told apart)",
              c->prog->tensors[c->low->bufs[s->out[k0]].tensor].name);
-    rc = check_op(c, i, -1, what);
+    rc = redist ? check_redist(c, i, mb, what) : check_op(c, i, mb, what);
   }
   for (int j = n - 1; j >= 0; j--) {
     if (!fresh[j])
@@ -741,9 +761,31 @@ static int check_fresh(vctx *c, int i) {
   return rc;
 }
 
+/* Exact mode: a manual region's traced tensor has no reference value to
+ * compare (only the program's own tensors have one), so the step that
+ * writes it is checked against the reference kernel on the run's own
+ * inputs, as float mode checks every step: a traced buffer declared in a
+ * placement its step does not make is seen there. */
+static int check_traced(vctx *c, int i, int64_t mb) {
+  const plan_lstep *s = &c->low->steps[i];
+  bool any = false;
+  for (int k = 0; k < s->nout; k++)
+    any |= traced(c, s->out[k]);
+  if (!any || c->comm)
+    return PLAN_OK;
+  if (s->kind == PLAN_LSTEP_OP)
+    return check_op(c, i, mb, "the distributed run's own inputs");
+  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+      c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor)
+    return check_redist(c, i, mb, "the distributed run's own input");
+  return PLAN_OK;
+}
+
 int plan_vx_check_local(vctx *c, int i, int64_t mb) {
-  if (!c->local_on)
-    return mb < 0 ? check_fresh(c, i) : PLAN_OK;
+  if (!c->local_on) {
+    int rc = c->o->mode == PLAN_VERIFY_EXACT ? check_traced(c, i, mb) : 0;
+    return rc ? rc : check_fresh(c, i, mb);
+  }
   /* a pipelined step of the schedule is checked microbatch by microbatch,
    * as it runs (mb >= 0); before and after the schedule, once (mb < 0) */
   const plan_lpipe *pp = c->low->pipe;
@@ -754,8 +796,11 @@ int plan_vx_check_local(vctx *c, int i, int64_t mb) {
   if (s->kind == PLAN_LSTEP_OP)
     return check_op(c, i, mb, "the distributed run's own inputs");
   if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
-    return check_redist(c, i, mb);
-  return PLAN_OK; /* an input: the verifier's own values; a send/recv */
+    return check_redist(c, i, mb, "the distributed run's own input");
+  /* a receive holds what its stage's sender computed for the microbatch */
+  if (s->kind == PLAN_LSTEP_TRANSFER && mb >= 0)
+    return check_redist(c, i, mb, "what the sending stage computed");
+  return PLAN_OK; /* an input: the verifier's own values */
 }
 
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {

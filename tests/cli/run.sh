@@ -707,7 +707,15 @@ expect 1 "verify --reduce an invalid plan" verify --reduce "$tmp/findings.yaml"
 has "$out" "not verified" "verify --reduce an invalid plan"
 expect 0 "hash a lowered program" hash "$tmp/mlp.lowered.yaml"
 has "$out" "xxh3:" "hash a lowered program"
-expect 3 "lower a pipeline (not yet)" lower "$ex/pipeline-1f1b.plan.yaml"
+# a pipelined program's file form: written elsewhere, it verifies as the plan
+mkdir -p "$tmp/pp-out"
+expect 0 "lower a pipeline" lower -o "$tmp/pp-out/pp.lowered.yaml" "$ex/pipeline-1f1b.plan.yaml"
+has "$tmp/pp-out/pp.lowered.yaml" "schedule: 1f1b" "lower a pipeline"
+expect 0 "verify a lowered pipeline" verify "$tmp/pp-out/pp.lowered.yaml"
+has "$out" "EQUAL (exact mode, seed 0, 8 ranks, 4 stages, 8 microbatches, 1f1b, 6 send/recv" "verify a lowered pipeline"
+sed 's/ 0F1 / 0F9 /' "$tmp/pp-out/pp.lowered.yaml" >"$tmp/pp-out/bad.yaml"
+expect 2 "a lowered pipeline's bad action" verify "$tmp/pp-out/bad.yaml"
+has "$err" "bad.yaml:72:21: error: actions: rank 0, action 2: '0F9' is outside the pipeline" "a lowered pipeline's bad action"
 expect 1 "lower an invalid plan" lower "$tmp/findings.yaml"
 expect 0 "lower --help" lower --help
 expect 0 "verify --help" verify --help

@@ -8,6 +8,8 @@ written so that it loads (placements redeclared to fit its steps); where
 that is not possible the loader's refusal is counted as such.
 """
 
+import re
+
 from lowered import placement, placement_text
 
 REDUCING = ("all_reduce", "reduce_scatter")
@@ -40,6 +42,12 @@ def _from_input(lw, buf):
     return w < 0 or "input" in lw.steps[w]
 
 
+def _where(st):
+    """A pipelined step's place (stage, phase): a step a mutant makes in
+    place of one, or beside it, runs where that one does."""
+    return {k: st[k] for k in ("stage", "phase") if k in st}
+
+
 def _tag(i, st):
     return "%s@step%d:%s" % (st["collective"], i, st["in"])
 
@@ -54,7 +62,8 @@ def dropped(lw):
         if kind == "reduce_scatter":
             # the reduction goes, the shard stays: a slice of the partials
             _set_entry(m, st["in"], ax, ("R",))
-            m.steps[i] = {"collective": "slice", "axis": ax, "dim": st["dim"], "in": st["in"], "out": st["out"]}
+            m.steps[i] = {"collective": "slice", "axis": ax, "dim": st["dim"], "in": st["in"], "out": st["out"],
+                          **_where(st)}
         else:
             m.buffers[st["in"]]["placement"] = lw.buffers[st["out"]]["placement"]
             del m.steps[i]
@@ -79,8 +88,8 @@ def duplicated(lw):
         m.buffers[twice] = {"tensor": tensor, "placement": lw.buffers[once]["placement"]}
         m.rename_reads(once, twice, i)
         m.steps[i + 1 : i + 1] = [
-            {"collective": "relabel", "axis": ax, "reduce": red, "in": once, "out": p},
-            {"collective": "all_reduce", "axis": ax, "reduce": red, "in": p, "out": twice},
+            {"collective": "relabel", "axis": ax, "reduce": red, "in": once, "out": p, **_where(st)},
+            {"collective": "all_reduce", "axis": ax, "reduce": red, "in": p, "out": twice, **_where(st)},
         ]
         for k, v in lw.layouts.items():
             m.layouts[k] = v  # the first all-reduce's input stays the layout
@@ -324,6 +333,121 @@ def weight_swap(lw):
                 yield tag, m.text(), "equal", "the swapped pieces of '%s' are gathered back before any op reads them" % st["out"]
 
 
+# ---- pipelines (a lowered file's `pipeline:` section, spec/lowered-format.md)
+
+
+def _transfers(lw):
+    for i, st in enumerate(lw.steps):
+        if "transfer" in st:
+            yield i, st
+
+
+def mb_pairing(lw):
+    """A receive paired with the wrong microbatch: stage t's transfer of
+    microbatch k takes microbatch k + 1's data (`mb_shift: 1`), as a
+    runtime that matched its send/recv pairs off by one would."""
+    m_count = lw.pipe.get("microbatches", 1)
+    for i, st in _transfers(lw):
+        m = lw.copy()
+        m.steps[i]["mb_shift"] = 1
+        tag = "transfer@step%d:%s" % (i, st["transfer"])
+        if m_count == 1:
+            yield tag, m.text(), "equal", "one microbatch: microbatch k + 1 is microbatch k"
+        else:
+            yield tag, m.text(), "differs", "stage %d receives '%s' of the next microbatch (from stage %d)" % (
+                st["stage"], st["from"], st["from_stage"])
+
+
+def wrong_stage(lw):
+    """A send to the wrong stage: the transfer delivers into the stage
+    after the one that reads it (forward) or before it (backward). The
+    reading stage then reads a buffer it never received, which the
+    loader refuses at the step (a static check: no run needed)."""
+    n = lw.pipe.get("stages", 1)
+    for i, st in _transfers(lw):
+        to = st["stage"] + (1 if st["phase"] == "RECV_F" else -1)
+        if not 0 <= to < n:
+            continue
+        m = lw.copy()
+        m.steps[i]["stage"] = to
+        yield "transfer@step%d:%s->stage%d" % (i, st["transfer"], to), m.text(), "differs", (
+            "'%s' sent to stage %d, read by stage %d" % (st["from"], to, st["stage"]))
+
+
+def _act(word):
+    mm = re.match(r"^(\d+)([A-Z_]+)(\d+)$", word)
+    return int(mm.group(1)), mm.group(2), int(mm.group(3))
+
+
+def early_backward(lw):
+    """An action order that runs a stage's backward before its forward's
+    receive (before its forward, on the first stage): the rank waits for
+    a forward that comes after it in its own order, so the schedule
+    deadlocks. The first and the last microbatch of each stage."""
+    for r, row in enumerate(lw.actions):
+        acts = [_act(w) for w in row]
+        stages = sorted({s for s, _, _ in acts})
+        for s in stages:
+            mbs = sorted({k for st, _, k in acts if st == s})
+            for k in sorted({mbs[0], mbs[-1]}):
+                back = [j for j, a in enumerate(acts) if a[0] == s and a[2] == k and a[1] in ("B", "I")]
+                first = [j for j, a in enumerate(acts) if a[0] == s and a[2] == k and a[1] in ("RECV_F", "F")]
+                if not back or not first:
+                    continue
+                m = lw.copy()
+                word = m.actions[r].pop(back[0])
+                m.actions[r].insert(first[0], word)
+                yield "rank%d:%s" % (r, word), m.text(), "differs", "rank %d runs %s before %s" % (
+                    r, word, row[first[0]])
+
+
+def dropped_accumulation(lw):
+    """A gradient accumulation over microbatches dropped: the sum over
+    the microbatch axis removed. Where the sum is delivered, the output
+    is its input, each microbatch's own gradient (P(sum) over the
+    microbatches: not the placement the plan requires); else its input
+    and the buffers it came from are redeclared as the sum's result (R
+    over the microbatches), as a runtime that overwrote its gradient
+    buffer each microbatch would hold it."""
+    ax = lw.pipe.get("axis")
+    for i, st in _colls(lw, ("all_reduce",)):
+        if st["axis"] != ax or _from_input(lw, st["in"]):
+            continue
+        t = lw.buffers[st["in"]]["tensor"]
+        if lw.outputs.get(t) == st["out"]:
+            m = lw.copy()
+            del m.steps[i]
+            del m.buffers[st["out"]]
+            m.rename_reads(st["out"], st["in"], i - 1)
+            if lw.axis_size(ax) == 1:
+                yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+            else:
+                yield _tag(i, st), m.text(), "differs", "'%s' delivered not summed over the %d microbatches (%s)" % (
+                    t, lw.axis_size(ax), lw.buffers[st["in"]]["placement"])
+            continue
+        # the sum's input and the buffers its chain of collectives over
+        # other axes came from, back to the op that wrote the gradient,
+        # declared R over the microbatches (as the sum's output is)
+        chain, w = [st["in"]], lw.writer(st["in"])
+        while w >= 0 and lw.steps[w].get("collective") and lw.steps[w]["axis"] != ax:
+            chain.append(lw.steps[w]["in"])
+            w = lw.writer(lw.steps[w]["in"])
+        if w < 0 or "op" not in lw.steps[w]:
+            continue
+        m = lw.copy()
+        for b in chain:
+            _set_entry(m, b, ax, _entry(lw, st["out"], ax))
+        del m.steps[i]
+        m.rename_reads(st["out"], st["in"], i - 1)
+        del m.buffers[st["out"]]
+        t = lw.buffers[st["in"]]["tensor"]
+        if lw.axis_size(ax) == 1:
+            yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
+        else:
+            yield _tag(i, st), m.text(), "differs", "'%s' not summed over the %d microbatches" % (
+                t, lw.axis_size(ax))
+
+
 CLASSES = {
     "dropped": dropped,
     "duplicated": duplicated,
@@ -335,4 +459,8 @@ CLASSES = {
     "wrong-operand": wrong_operand,
     "grad-sync": grad_sync,
     "weight-swap": weight_swap,
+    "mb-pairing": mb_pairing,
+    "wrong-stage": wrong_stage,
+    "early-backward": early_backward,
+    "dropped-accumulation": dropped_accumulation,
 }

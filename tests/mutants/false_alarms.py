@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """The false-alarm sweep: every example plan, unmutated, over seeds x
 {exact, float} x {full size, --reduce} must verify EQUAL. Full size is
-skipped (and said) above a bound on the declared elements. Prints a table
-by example and exits 1 on any answer but EQUAL.
+skipped (and said) above a bound on the declared elements. A pipelined
+example is also verified from its lowered file (`plan lower`; the row
+"NAME (lowered)"), which must say the same. Prints a table by example and
+exits 1 on any answer but EQUAL.
 
 usage: false_alarms.py [--plan build/plan] [--examples GLOB,...]
                        [--seeds 0-19] [--modes exact,float]
-                       [--sizes full,reduce] [--timeout S] [--jobs N]
+                       [--sizes full,reduce] [--lowered pipelined|none]
+                       [--timeout S] [--jobs N]
 """
 
 import argparse
 import os
+import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,16 +41,30 @@ def main():
     ap.add_argument("--sizes", default="full,reduce")
     ap.add_argument("--timeout", type=int, default=120)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--lowered", choices=["pipelined", "none"], default="pipelined",
+                    help="which examples are also verified from their lowered file")
     ap.add_argument("--full-bound", type=int, default=runner.FULL_BOUND,
                     help="declared elements above which full size is not run")
     args = ap.parse_args()
     seeds, modes, sizes = seed_list(args.seeds), args.modes.split(","), args.sizes.split(",")
     start = time.time()
     runs, counts, bad, rows, notrun = [], {}, [], [], set()
-    with ThreadPoolExecutor(args.jobs) as pool:
+    tmp = tempfile.TemporaryDirectory(prefix="plan-false-alarms.")
+    with tmp, ThreadPoolExecutor(args.jobs) as pool:
+        targets = []
         for name, path in runner.examples([g for g in args.examples.split(",") if g]):
             with open(path) as f:
-                n = runner.declared_elements(f.read())
+                text = f.read()
+            targets.append((name, path, text))
+            if args.lowered == "pipelined" and re.search(r"^pipeline:", text, re.M):
+                dst = os.path.join(tmp.name, name + ".lowered.yaml")
+                why = runner.lower(args.plan, path, dst)
+                if why:
+                    bad.append("NOT LOWERED: %s: %s" % (name, why))
+                else:
+                    targets.append((name + " (lowered)", dst, text))
+        for name, path, text in targets:
+            n = runner.declared_elements(text)
             rows.append(name)
             for size in sizes:
                 if size == "full" and n > args.full_bound:

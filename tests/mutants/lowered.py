@@ -88,7 +88,7 @@ def _emit_key(k):
 
 # step keys that hold buffer names (quoted by the writer) and keys that
 # hold bare words
-_BUF_KEYS = ("input", "in", "out", "bind", "from")
+_BUF_KEYS = ("input", "in", "out", "bind", "from", "transfer")
 
 
 def _emit_step(st):
@@ -149,6 +149,20 @@ class Lowered:
             mm = re.match(r"^  axes: \[(.*)\]$", ln)
             if mm:
                 self.axes = [(a.split("=")[0].strip(), int(a.split("=")[1])) for a in mm.group(1).split(",")]
+        # a pipelined program: its `pipeline:` fields, and each pipeline
+        # rank's action order (self.actions[r], a list of action words),
+        # written back in place of the rows (self.rows_at: their head lines)
+        self.pipe, self.actions, self.rows_at = {}, [], []
+        in_pipe = False
+        for k, ln in enumerate(self.head):
+            if not ln.startswith(" "):
+                in_pipe = ln.startswith("pipeline:")
+            elif in_pipe and ln.startswith('    - "'):
+                self.rows_at.append(k)
+                self.actions.append(json.loads(ln[6:]).split())
+            elif in_pipe and re.match(r"^  \w+: \S", ln):
+                key, _, val = ln.strip().partition(": ")
+                self.pipe[key] = int(val) if re.fullmatch(r"\d+", val) else val
 
     def copy(self):
         c = Lowered.__new__(Lowered)
@@ -160,10 +174,16 @@ class Lowered:
         c.tail = list(self.tail)
         c.axes = list(self.axes)
         c.traced = set(self.traced)
+        c.pipe = dict(self.pipe)
+        c.actions = [list(r) for r in self.actions]
+        c.rows_at = list(self.rows_at)
         return c
 
     def text(self):
-        out = list(self.head) + ["buffers:"]
+        head = list(self.head)
+        for k, row in zip(self.rows_at, self.actions):
+            head[k] = "    - " + json.dumps(" ".join(row))
+        out = head + ["buffers:"]
         for name, b in self.buffers.items():
             out.append("  %s: {tensor: %s, placement: %s}" % (json.dumps(name), json.dumps(b["tensor"]), json.dumps(b["placement"])))
         out.append("steps:")
@@ -188,7 +208,7 @@ class Lowered:
     def writer(self, buf):
         """Index of the step that writes buf."""
         for i, st in enumerate(self.steps):
-            outs = st.get("out", st.get("input", st.get("bind")))
+            outs = st.get("out", st.get("input", st.get("bind", st.get("transfer"))))
             if buf == outs or (isinstance(outs, list) and buf in outs):
                 return i
         return -1

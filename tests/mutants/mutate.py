@@ -57,8 +57,14 @@ def programs(args, tmp):
         with open(dst) as f:
             text = f.read()
         ref = re.search(r"^program:\n  path: \"?([^\"\n]+)", text, re.M)
-        if ref:  # a program by path: beside the lowered file, as beside the plan
-            shutil.copy(os.path.join(os.path.dirname(path), ref.group(1)), tmp)
+        # a program by path: `plan lower -o` writes it relative to the
+        # lowered file's folder (tmp, where the mutants go too), which a
+        # loader keeps to its own folder tree: copied beside them, named
+        # by its file name
+        if ref:
+            src = os.path.normpath(os.path.join(tmp, ref.group(1)))
+            shutil.copy(src, tmp)
+            text = text.replace(ref.group(0), ref.group(0).replace(ref.group(1), os.path.basename(src)), 1)
         big = runner.declared_elements(text) > args.full_bound
         red = args.reduce == "always" or big
         if big:

@@ -359,6 +359,59 @@ static void test_op_registry(void **state) {
   assert_int_equal(plan_dtype_size(PLAN_DTYPE_COUNT), 0);
 }
 
+/* A pipelined program's views: its microbatch axis, stages and schedule,
+ * and every step's phase, stage and transfer fields, as the file form
+ * writes them; a program without a pipeline has none. */
+static void test_pipeline(void **state) {
+  (void)state;
+  plan_plan *p = NULL;
+  plan_lowered *l = lower_file("examples/transformer4-zbv.plan.yaml", &p);
+  plan_lowered_pipeline_info pi;
+  assert_int_equal(plan_lowered_pipeline(&pi, l), PLAN_OK);
+  const plan_plan *lp = plan_lowered_plan(l);
+  assert_string_equal(plan_mesh_axis_name(lp, pi.axis), "mb");
+  assert_int_equal(pi.microbatches, 4);
+  assert_int_equal(pi.stages, 4);
+  assert_int_equal(plan_schedule_kind_of(pi.schedule), PLAN_SCHEDULE_ZBV);
+  assert_int_equal(plan_schedule_ranks(pi.schedule), 2);
+  assert_int_equal(plan_schedule_stage_rank(pi.schedule, 3), 0); /* the V */
+  assert_int_equal(pi.transfers, 4);
+  int recv = 0, pre = 0, post = 0, local = 0;
+  for (int i = 0; i < plan_lowered_step_count(l); i++) {
+    plan_lowered_step_pipe_info sp;
+    plan_lowered_step_info s;
+    assert_int_equal(plan_lowered_step_pipe(&sp, l, i), PLAN_OK);
+    assert_int_equal(plan_lowered_step(&s, l, i), PLAN_OK);
+    assert_int_equal(sp.stage, s.stage);
+    assert_int_equal(sp.mb_shift, 0);
+    int xfer = !strcmp(s.kind, "transfer");
+    assert_int_equal(xfer, sp.from_stage >= 0);
+    assert_int_equal(xfer, !strncmp(sp.phase, "RECV_", 5));
+    if (xfer) {
+      recv++;
+      local += plan_schedule_stage_rank(pi.schedule, sp.from_stage) ==
+               plan_schedule_stage_rank(pi.schedule, sp.stage);
+    }
+    pre += !strcmp(sp.phase, "pre");
+    post += !strcmp(sp.phase, "post");
+    assert_int_equal(sp.stage < 0,
+                     !strcmp(sp.phase, "pre") || !strcmp(sp.phase, "post"));
+  }
+  assert_int_equal(recv, pi.transfers + pi.local_transfers);
+  assert_int_equal(local, pi.local_transfers);
+  assert_true(local > 0 && pre > 0 && post > 0);
+  plan_lowered_step_pipe_info sp;
+  assert_int_equal(plan_lowered_step_pipe(&sp, l, -1), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_pipeline(NULL, l), PLAN_EUSAGE);
+  plan_lowered_free(l);
+  plan_free(p);
+  l = lower_file("examples/mlp-megatron.plan.yaml", &p);
+  assert_int_equal(plan_lowered_pipeline(&pi, l), PLAN_ENOTFOUND);
+  assert_int_equal(plan_lowered_step_pipe(&sp, l, 0), PLAN_ENOTFOUND);
+  plan_lowered_free(l);
+  plan_free(p);
+}
+
 /* The new structs are in the ABI table a binding checks its copies with. */
 static void test_abi_sizes(void **state) {
   (void)state;
@@ -368,6 +421,10 @@ static void test_abi_sizes(void **state) {
                    sizeof(plan_lowered_buffer_info));
   assert_int_equal(plan_abi_sizeof("plan_lowered_output_info"),
                    sizeof(plan_lowered_output_info));
+  assert_int_equal(plan_abi_sizeof("plan_lowered_pipeline_info"),
+                   sizeof(plan_lowered_pipeline_info));
+  assert_int_equal(plan_abi_sizeof("plan_lowered_step_pipe_info"),
+                   sizeof(plan_lowered_step_pipe_info));
   assert_int_equal(plan_abi_sizeof("plan_attr_val"), sizeof(plan_attr_val));
   assert_int_equal(plan_abi_sizeof("plan_attr_spec"), sizeof(plan_attr_spec));
   assert_int_equal(plan_abi_sizeof("plan_shape"), sizeof(plan_shape));
@@ -378,7 +435,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),         cmocka_unit_test(test_training),
       cmocka_unit_test(test_bad_indexes), cmocka_unit_test(test_op_registry),
-      cmocka_unit_test(test_abi_sizes),
+      cmocka_unit_test(test_abi_sizes),   cmocka_unit_test(test_pipeline),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include "common.h"
 #include "ops.h"
 #include "plan.h"
+#include "schedule.h"
 #include "space.h"
 #include "trace.h"
 
@@ -45,8 +46,9 @@ PLAN_API void plan_lowered_free(plan_lowered *l);
 
 /* The text form (spec/lowered-format.md) into a newly allocated,
  * NUL-terminated buffer of *len bytes; free *out with plan_buffer_free.
- * PLAN_EUNSUPPORTED for a pipelined program (no file form yet),
- * PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument; *out = NULL on failure. */
+ * A pipelined program is written with its `pipeline:` section and each
+ * step's stage and phase. PLAN_ENOMEM, PLAN_EUSAGE for a NULL argument;
+ * *out = NULL on failure. */
 PLAN_API int plan_lowered_write(char **out, size_t *len, const plan_lowered *l);
 /* Writes the text form to `path` atomically (as plan_write_file_atomic
  * does). A program given by path is written relative to the new file's
@@ -70,8 +72,8 @@ PLAN_API int plan_lowered_load_buffer(plan_lowered **out, const char *data,
 /* Content hash of the lowered program's canonical encoding: the program's
  * hash, the mesh, and the buffers, steps, layouts and outputs as written.
  * A lowered program and the file it writes, read back, hash the same (a
- * training step's too). PLAN_EUNSUPPORTED for a pipelined program;
- * PLAN_ENOMEM; PLAN_EUSAGE for a NULL argument. */
+ * training step's and a pipelined program's too). PLAN_ENOMEM;
+ * PLAN_EUSAGE for a NULL argument. */
 PLAN_API int plan_lowered_hash(plan_hash *out, const plan_lowered *l);
 
 /* 1 when `data` (len bytes) starts as a lowered program (its first key,
@@ -192,6 +194,46 @@ typedef struct plan_lowered_output_info {
 PLAN_API int plan_lowered_output_count(const plan_lowered *l);
 PLAN_API int plan_lowered_output(plan_lowered_output_info *out,
                                  const plan_lowered *l, int k);
+
+/* A pipelined program (spec/lowered-format.md, "Pipelines"): lowered over
+ * its microbatch mesh, plan_lowered_plan(l)'s mesh. Layout (part of the
+ * ABI) as declared. */
+typedef struct plan_lowered_pipeline_info {
+  int axis;             /* the microbatch axis of the mesh */
+  int64_t microbatches; /* its size */
+  int stages;
+  /* each pipeline rank's actions and the stages' placement on the ranks
+   * (libplan/schedule.h views: plan_schedule_get, plan_schedule_stage_rank);
+   * borrowed, never simulated here */
+  const plan_schedule *schedule;
+  int transfers;       /* transfer steps between pipeline ranks: send/recv */
+  int local_transfers; /* between two stages of one rank (a V's turn) */
+} plan_lowered_pipeline_info;
+
+/* PLAN_OK; PLAN_ENOTFOUND when l has no pipeline; PLAN_EUSAGE for a NULL
+ * argument (*out unchanged on failure). */
+PLAN_API int plan_lowered_pipeline(plan_lowered_pipeline_info *out,
+                                   const plan_lowered *l);
+
+/* Where step `step` of a pipelined program runs. Layout (part of the ABI)
+ * as declared. */
+typedef struct plan_lowered_step_pipe_info {
+  /* "pre" (before the schedule, every rank), "F", "I", "W" (its stage's
+   * forward, input-gradient and weight-gradient halves), "RECV_F",
+   * "RECV_B" (a transfer into its stage), "post" (after the schedule).
+   * Static. */
+  const char *phase;
+  int stage;      /* its stage; -1 for pre and post */
+  int from_stage; /* a transfer: the stage that sends; else -1 */
+  /* an input or a transfer: microbatch k receives microbatch
+   * (k + mb_shift) mod m's data (0 in every lowering) */
+  int64_t mb_shift;
+} plan_lowered_step_pipe_info;
+
+/* PLAN_OK; PLAN_ENOTFOUND when l has no pipeline; PLAN_EUSAGE for a NULL
+ * argument or a step out of range. */
+PLAN_API int plan_lowered_step_pipe(plan_lowered_step_pipe_info *out,
+                                    const plan_lowered *l, int step);
 
 #ifdef __cplusplus
 }

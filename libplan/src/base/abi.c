@@ -59,6 +59,8 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_lowered_step_info),
     ABI_SIZE(plan_lowered_buffer_info),
     ABI_SIZE(plan_lowered_output_info),
+    ABI_SIZE(plan_lowered_pipeline_info),
+    ABI_SIZE(plan_lowered_step_pipe_info),
     /* space.h */
     ABI_SIZE(plan_axis_pl),
     ABI_SIZE(plan_placement),

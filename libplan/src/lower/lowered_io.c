@@ -8,6 +8,7 @@
 #include "libplan/plan.h"
 #include "lower/lower.h"
 #include "lower/lowered_check.h"
+#include "lower/lowered_io_pipe.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
 #include "read/program_read.h"
@@ -116,7 +117,7 @@ static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
   plan_plan_format(l->ref_plan ? l->ref_plan : l->plan, vmaj, vmin);
   if (*vmaj != 1 || *vmin >= 1)
     return;
-  bool ratios = false;
+  bool ratios = plan_lpipe_needs_1_1(l);
   for (int i = 0; i < l->nbufs && !ratios; i++)
     ratios = plan_placement_has_ratios(&l->bufs[i].pl);
   for (int i = 0; l->required && !ratios && i < l->plan->program->noutputs; i++)
@@ -218,10 +219,6 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
     return plan_failf(PLAN_EUSAGE, "plan_lowered_write: NULL argument");
   }
   *out = NULL;
-  if (l->pipe)
-    return plan_failf(PLAN_EUNSUPPORTED,
-                      "a pipelined program has no file form yet: `plan "
-                      "verify` runs it from the plan");
   const plan_plan *p = l->plan;
   const plan_program *prog = p->program;
   char **names = buffer_names(l);
@@ -234,6 +231,11 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
   plan_buf_printf(&b, "libplan-lowered: \"%d.%d\"\n", vmaj, vmin);
   plan_write_program_and_mesh(&b, l->ref_plan ? l->ref_plan : p, false);
   write_regions(&b, l);
+  if (l->pipe && plan_lpipe_write_section(&b, l)) {
+    free_names(names, l->nbufs);
+    plan_buf_free(&b);
+    return plan_error_last()->code;
+  }
   plan_buf_puts(&b, l->nbufs ? "buffers:\n" : "buffers: {}\n");
   for (int i = 0; i < l->nbufs; i++) {
     plan_buf_puts(&b, "  ");
@@ -266,6 +268,11 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
         qstr(&b, names[s->out[j]]);
       }
       plan_buf_putc(&b, ']');
+    } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+      plan_buf_puts(&b, "  - {transfer: ");
+      qstr(&b, names[s->out[0]]);
+      plan_buf_puts(&b, ", from: ");
+      qstr(&b, names[s->in[0]]);
     } else if (l->bufs[s->in[0]].tensor != l->bufs[s->out[0]].tensor) {
       /* a manual region's output takes its traced value */
       plan_buf_puts(&b, "  - {bind: ");
@@ -301,6 +308,8 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
       plan_buf_puts(&b, ", out: ");
       qstr(&b, names[s->out[0]]);
     }
+    if (l->pipe)
+      plan_lpipe_write_step_fields(&b, l, i);
     plan_buf_puts(&b, "}\n");
   }
   if (write_layouts(&b, l, (const char *const *)names)) {
@@ -383,7 +392,9 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
     return rc;
   }
   /* skip the program section of the text: it is covered by its hash */
-  const char *from = strstr(text, l->nregions ? "\nregions:" : "\nbuffers:");
+  const char *from = strstr(text, l->nregions ? "\nregions:"
+                                  : l->pipe   ? "\npipeline:"
+                                              : "\nbuffers:");
   XXH3_state_t *hs = XXH3_createState();
   if (!hs || !from) {
     XXH3_freeState(hs);
@@ -411,7 +422,7 @@ int plan_lowered_hash(plan_hash *out, const plan_lowered *l) {
  * ----------------------------------------------------------------- */
 
 static const char *const lowered_keys[] = {
-    "libplan-lowered", "program", "mesh",    "regions",  "buffers",
+    "libplan-lowered", "program", "mesh",    "regions",  "pipeline", "buffers",
     "steps",           "layouts", "outputs", "required", NULL};
 
 int plan_is_lowered_text(const char *data, size_t len) {
@@ -900,6 +911,18 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
     l->collectives[kind]++;
+  } else if ((v = plan_ymap_get(n, "transfer")) && l->pipe) {
+    /* a buffer another stage wrote, received (lowered_io_pipe.c) */
+    static const char *const k[] = {"transfer", "from", NULL};
+    const plan_ynode *fn = plan_ymap_get(n, "from");
+    if ((rc = plan_rd_check_keys(rd, n, k, "a transfer step", NULL)))
+      return rc;
+    if (!fn)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a transfer step needs 'from'");
+    if ((rc = buf_ref(r, v, &outs[0])) || (rc = buf_ref(r, fn, &ins[0])))
+      return rc;
+    s->kind = PLAN_LSTEP_TRANSFER;
+    s->nin = s->nout = 1;
   } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
     /* a manual region's output takes a traced tensor's value */
     static const char *const k[] = {"bind", "from", NULL};
@@ -943,8 +966,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
   } else {
     return plan_rd_fail(rd, n, PLAN_ESCHEMA,
                         "a step is {input: ..}, {op: .., in: .., out: ..}, "
-                        "{collective: .., axis: .., in: .., out: ..} or, with "
-                        "regions, {bind: .., from: ..}");
+                        "{collective: .., axis: .., in: .., out: ..}, with "
+                        "regions {bind: .., from: ..}, in a pipeline "
+                        "{transfer: .., from: ..}");
   }
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
   s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
@@ -1357,6 +1381,16 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
   }
   if ((v = plan_ymap_get(R, "regions")) && (rc = read_regions(&r, v)))
     goto done;
+  if ((v = plan_ymap_get(R, "pipeline"))) {
+    if (l->nregions) {
+      rc = plan_rd_fail(&r.rd, v, PLAN_EUNSUPPORTED,
+                        "manual regions are lowered for forward programs "
+                        "only, not in a pipeline");
+      goto done;
+    }
+    if ((rc = plan_lpipe_read_section(&r.rd, l, v)))
+      goto done;
+  }
   const plan_program *prog = l->plan->program;
   l->produced = malloc(sizeof(int) * ((size_t)prog->ntensors + 1));
   l->delivered = malloc(sizeof(int) * ((size_t)prog->noutputs + 1));
@@ -1387,9 +1421,20 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
     rc = plan_oom();
     goto done;
   }
-  for (int i = 0; i < l->nsteps; i++)
-    if ((rc = read_step(&r, v->u.seq.items[i], i)))
+  if (l->pipe && (rc = plan_lpipe_alloc_steps(l, l->nsteps)))
+    goto done;
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_ynode *sn = v->u.seq.items[i];
+    plan_ynode bare;
+    if (l->pipe && ((rc = plan_lpipe_strip_step(&r.rd, sn, &bare)) ||
+                    (rc = read_step(&r, &bare, i)) ||
+                    (rc = plan_lpipe_read_step(&r.rd, l, sn, i))))
       goto done;
+    if (!l->pipe && (rc = read_step(&r, sn, i)))
+      goto done;
+  }
+  if (l->pipe && (rc = plan_lpipe_check_steps(&r.rd, l, v, r.written)))
+    goto done;
   if ((v = plan_ymap_get(R, "layouts")) &&
       (rc = read_map_of_buffers(&r, v, "layouts", false)))
     goto done;

@@ -6,6 +6,7 @@
 
 #include "base/util.h"
 #include "lower/lower.h"
+#include "lower/lowered_io_pipe.h"
 #include "lower/redist.h"
 
 const plan_plan *plan_lowered_plan(const plan_lowered *l) {
@@ -205,6 +206,46 @@ int plan_lowered_output(plan_lowered_output_info *out, const plan_lowered *l,
   if (plan_placement_format_in(o.required_text, sizeof o.required_text, l->plan,
                                &o.required))
     o.required_text[0] = '\0';
+  *out = o;
+  return PLAN_OK;
+}
+
+int plan_lowered_pipeline(plan_lowered_pipeline_info *out,
+                          const plan_lowered *l) {
+  if (!out || !l)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_pipeline: NULL argument");
+  const plan_lpipe *pp = l->pipe;
+  if (!pp)
+    return plan_failf(PLAN_ENOTFOUND,
+                      "plan_lowered_pipeline: the program has no pipeline");
+  plan_lowered_pipeline_info o;
+  memset(&o, 0, sizeof o);
+  o.axis = pp->axis;
+  o.microbatches = pp->microbatches;
+  o.stages = pp->nstages;
+  o.schedule = pp->schedule;
+  o.transfers = pp->transfers;
+  o.local_transfers = pp->local_transfers;
+  *out = o;
+  return PLAN_OK;
+}
+
+int plan_lowered_step_pipe(plan_lowered_step_pipe_info *out,
+                           const plan_lowered *l, int step) {
+  int rc = check_index(out, l, step, l ? l->nsteps : 0,
+                       "plan_lowered_step_pipe", "step");
+  if (rc)
+    return rc;
+  const plan_lpipe *pp = l->pipe;
+  if (!pp || !pp->phase)
+    return plan_failf(PLAN_ENOTFOUND,
+                      "plan_lowered_step_pipe: the program has no pipeline");
+  plan_lowered_step_pipe_info o;
+  memset(&o, 0, sizeof o);
+  o.phase = plan_lphase_name(pp->phase[step]);
+  o.stage = pp->stage[step];
+  o.from_stage = pp->from_stage[step];
+  o.mb_shift = l->steps[step].mb_shift;
   *out = o;
   return PLAN_OK;
 }
