@@ -260,6 +260,16 @@ def wrong_operand(lw):
                         op["op"], c, cb["placement"], b, lw.buffers[b]["placement"])
 
 
+def _without_step(lw, i, st):
+    """A copy of lw without collective step i: its output buffer gone, and
+    every later read of it reading the collective's input instead."""
+    m = lw.copy()
+    del m.steps[i]
+    del m.buffers[st["out"]]
+    m.rename_reads(st["out"], st["in"], i - 1)
+    return m
+
+
 def grad_sync(lw):
     """A gradient sync dropped in a training step: the output names the
     unsynchronised gradient (each rank's partial)."""
@@ -267,10 +277,7 @@ def grad_sync(lw):
         t = lw.buffers[st["out"]]["tensor"]
         if not t.startswith("grad/") or lw.outputs.get(t) != st["out"]:
             continue
-        m, ax = lw.copy(), st["axis"]
-        del m.steps[i]
-        del m.buffers[st["out"]]
-        m.rename_reads(st["out"], st["in"], i - 1)
+        m, ax = _without_step(lw, i, st), st["axis"]
         if lw.axis_size(ax) == 1:
             yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
         else:
@@ -415,10 +422,7 @@ def dropped_accumulation(lw):
             continue
         t = lw.buffers[st["in"]]["tensor"]
         if lw.outputs.get(t) == st["out"]:
-            m = lw.copy()
-            del m.steps[i]
-            del m.buffers[st["out"]]
-            m.rename_reads(st["out"], st["in"], i - 1)
+            m = _without_step(lw, i, st)
             if lw.axis_size(ax) == 1:
                 yield _tag(i, st), m.text(), "equal", _size1(lw, ax)
             else:

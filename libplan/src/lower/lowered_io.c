@@ -490,6 +490,24 @@ static int buf_ref(lreader *r, const plan_ynode *n, int *out) {
   return PLAN_OK;
 }
 
+/* A step `{KEY: OUT, from: IN}` (a transfer, a bind): its only keys, and
+ * the two buffers it names. */
+static int read_from_step(lreader *r, const plan_ynode *n, const plan_ynode *v,
+                          const char *key, int *in, int *out) {
+  const char *const k[] = {key, "from", NULL};
+  char what[32];
+  snprintf(what, sizeof what, "a %s step", key);
+  int rc = plan_rd_check_keys(&r->rd, n, k, what, NULL);
+  if (rc)
+    return rc;
+  const plan_ynode *fn = plan_ymap_get(n, "from");
+  if (!fn)
+    return plan_rd_fail(&r->rd, n, PLAN_ESCHEMA, "%s needs 'from'", what);
+  if ((rc = buf_ref(r, v, out)))
+    return rc;
+  return buf_ref(r, fn, in);
+}
+
 static int read_buffers(lreader *r, const plan_ynode *n) {
   plan_lowered *l = r->l;
   const plan_plan *p = l->plan;
@@ -913,25 +931,13 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     l->collectives[kind]++;
   } else if ((v = plan_ymap_get(n, "transfer")) && l->pipe) {
     /* a buffer another stage wrote, received (lowered_io_pipe.c) */
-    static const char *const k[] = {"transfer", "from", NULL};
-    const plan_ynode *fn = plan_ymap_get(n, "from");
-    if ((rc = plan_rd_check_keys(rd, n, k, "a transfer step", NULL)))
-      return rc;
-    if (!fn)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a transfer step needs 'from'");
-    if ((rc = buf_ref(r, v, &outs[0])) || (rc = buf_ref(r, fn, &ins[0])))
+    if ((rc = read_from_step(r, n, v, "transfer", &ins[0], &outs[0])))
       return rc;
     s->kind = PLAN_LSTEP_TRANSFER;
     s->nin = s->nout = 1;
   } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
     /* a manual region's output takes a traced tensor's value */
-    static const char *const k[] = {"bind", "from", NULL};
-    const plan_ynode *fn = plan_ymap_get(n, "from");
-    if ((rc = plan_rd_check_keys(rd, n, k, "a bind step", NULL)))
-      return rc;
-    if (!fn)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA, "a bind step needs 'from'");
-    if ((rc = buf_ref(r, v, &outs[0])) || (rc = buf_ref(r, fn, &ins[0])))
+    if ((rc = read_from_step(r, n, v, "bind", &ins[0], &outs[0])))
       return rc;
     const plan_lbuf *bi = &l->bufs[ins[0]], *bo = &l->bufs[outs[0]];
     const plan_tensor *ti = &prog->tensors[bi->tensor],
