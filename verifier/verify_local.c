@@ -632,6 +632,13 @@ static bool traced(const vctx *c, int b) {
          c->low->bufs[b].tensor >= c->low->norig_tensors;
 }
 
+/* Whether step s is one collective that moves one tensor to another
+ * placement (what check_redist checks). */
+static bool same_tensor_redist(const vctx *c, const plan_lstep *s) {
+  return s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+         c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor;
+}
+
 /* The first output of step s that is sharded or partial (not whole on
  * every rank) and whose every reference value is one and the same: no
  * layout of it can be told from another by those values (a softmax that
@@ -695,8 +702,7 @@ static void fresh_block(const vctx *c, int b, int64_t r, block *x) {
 static int check_fresh(vctx *c, int i, int64_t mb) {
   const plan_lstep *s = &c->low->steps[i];
   const plan_lpipe *pp = c->low->pipe;
-  bool redist = s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
-                c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor;
+  bool redist = same_tensor_redist(c, s);
   bool whole = !pp || pp->phase[i] == PLAN_LPHASE_PRE ||
                pp->phase[i] == PLAN_LPHASE_POST;
   if (c->o->mode != PLAN_VERIFY_EXACT || c->comm ||
@@ -775,8 +781,7 @@ static int check_traced(vctx *c, int i, int64_t mb) {
     return PLAN_OK;
   if (s->kind == PLAN_LSTEP_OP)
     return check_op(c, i, mb, "the distributed run's own inputs");
-  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
-      c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor)
+  if (same_tensor_redist(c, s))
     return check_redist(c, i, mb, "the distributed run's own input");
   return PLAN_OK;
 }

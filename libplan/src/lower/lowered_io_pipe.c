@@ -271,18 +271,11 @@ int plan_lpipe_read_section(const plan_reader *rd, plan_lowered *l,
                         (long long)M, m->axis_names[axis],
                         (long long)m->axis_sizes[axis]);
   int k;
-  if ((rc = plan_rd_enum(rd, kn, "schedule", plan_schedule_names,
-                         PLAN_SCHED_COUNT, &k)))
+  plan_reader vr = *rd; /* the file's version, which its plan read */
+  vr.ver_major = l->plan->version_major;
+  vr.ver_minor = l->plan->version_minor;
+  if ((rc = plan_rd_schedule_name(&vr, kn, &k)))
     return rc;
-  if (k >= PLAN_SCHED_FILE_COUNT_1_0) {
-    char what[64];
-    plan_reader vr = *rd; /* the file's version, which its plan read */
-    vr.ver_major = l->plan->version_major;
-    vr.ver_minor = l->plan->version_minor;
-    snprintf(what, sizeof what, "schedule: %s", plan_schedule_names[k]);
-    if ((rc = plan_rd_need_format_1_1(&vr, kn, what)))
-      return rc;
-  }
   plan_lpipe *pp = calloc(1, sizeof *pp);
   if (!pp)
     return plan_oom();

@@ -53,6 +53,10 @@ int plan_read_placement_in(const plan_reader *rd, const plan_ynode *n,
 int plan_rd_need_format_1_1(const plan_reader *rd, const plan_ynode *at,
                             const char *field);
 
+/* A `schedule:` name into *k (plan_schedule_kind); the kinds beyond
+ * format 1.0's need a 1.1 file (plan_sections.c). */
+int plan_rd_schedule_name(const plan_reader *rd, const plan_ynode *v, int *k);
+
 /* Records a name/pattern use; returns its index or a negative status. */
 int plan_record_use(plan_plan *p, const char *pattern, const char *section,
                     bool tensors, plan_pos pos);

@@ -398,16 +398,8 @@ static int read_pipeline(const plan_reader *rd, const plan_ynode *n,
   const plan_ynode *grid = plan_ymap_get(n, "grid");
   if ((v = plan_ymap_get(n, "schedule"))) {
     int k;
-    if ((rc = plan_rd_enum(rd, v, "schedule", plan_schedule_names,
-                           PLAN_SCHED_COUNT, &k)))
+    if ((rc = plan_rd_schedule_name(rd, v, &k)))
       return rc;
-    /* looped-bfs, interleaved-zb, zbv, dualpipev: format 1.1 */
-    if (k >= PLAN_SCHED_FILE_COUNT_1_0) {
-      char what[64];
-      snprintf(what, sizeof what, "schedule: %s", plan_schedule_names[k]);
-      if ((rc = plan_rd_need_format_1_1(rd, v, what)))
-        return rc;
-    }
     pp->schedule = (plan_schedule_kind)k;
     pp->schedule_pos = plan_rd_pos(v);
     if ((k == PLAN_SCHED_EXPLICIT) != (grid != NULL))
@@ -665,4 +657,15 @@ int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
       return rc;
   }
   return PLAN_OK;
+}
+
+int plan_rd_schedule_name(const plan_reader *rd, const plan_ynode *v, int *k) {
+  int rc =
+      plan_rd_enum(rd, v, "schedule", plan_schedule_names, PLAN_SCHED_COUNT, k);
+  if (rc || *k < PLAN_SCHED_FILE_COUNT_1_0)
+    return rc;
+  /* looped-bfs, interleaved-zb, zbv, dualpipev: format 1.1 */
+  char what[64];
+  snprintf(what, sizeof what, "schedule: %s", plan_schedule_names[*k]);
+  return plan_rd_need_format_1_1(rd, v, what);
 }
