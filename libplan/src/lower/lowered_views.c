@@ -101,6 +101,9 @@ int plan_lowered_step(plan_lowered_step_info *out, const plan_lowered *l,
   case PLAN_LSTEP_TRANSFER:
     o.kind = "transfer";
     break;
+  case PLAN_LSTEP_WAIT:
+    o.kind = "wait";
+    break;
   default:
     o.kind = "?";
     break;
@@ -206,5 +209,20 @@ int plan_lowered_output(plan_lowered_output_info *out, const plan_lowered *l,
                                &o.required))
     o.required_text[0] = '\0';
   *out = o;
+  return PLAN_OK;
+}
+
+int plan_lowered_step_sched(plan_lowered_sched_info *out, const plan_lowered *l,
+                            int step) {
+  int rc = check_index(out, l, step, l ? l->nsteps : 0,
+                       "plan_lowered_step_sched", "step");
+  if (rc)
+    return rc;
+  const plan_lstep *s = &l->steps[step];
+  out->stream = s->stream;
+  out->chunk_dim = s->chunk_of ? s->chunk_dim : -1;
+  out->chunk_index = s->chunk_of ? s->chunk_index : 0;
+  out->chunk_of = s->chunk_of;
+  out->chunk_at = s->chunk_of ? s->chunk_at : 0;
   return PLAN_OK;
 }
