@@ -121,6 +121,10 @@ static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
     ratios = plan_placement_has_ratios(&l->bufs[i].pl);
   for (int i = 0; l->required && !ratios && i < l->plan->program->noutputs; i++)
     ratios = plan_placement_has_ratios(&l->required[i]);
+  /* streams, waits and chunks (communication overlap) are 1.1's too */
+  for (int i = 0; !ratios && i < l->nsteps; i++)
+    ratios = l->steps[i].stream > 0 || l->steps[i].chunk_of > 0 ||
+             l->steps[i].kind == PLAN_LSTEP_WAIT;
   if (ratios)
     *vmin = 1;
 }
@@ -777,6 +781,16 @@ static int apply_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
                      "a group's member order other than coordinate order");
 }
 
+/* PLAN_OK when the file's version holds format 1.1 fields (a step's
+ * stream, chunk or wait); else a `version` error at n. */
+static int need_1_1(lreader *r, const plan_ynode *n, const char *field) {
+  const plan_plan *p = r->l->own_ref ? r->l->own_ref : r->l->own_plan;
+  plan_reader rd = r->rd;
+  rd.ver_major = p->version_major;
+  rd.ver_minor = p->version_minor;
+  return plan_rd_need_format_1_1(&rd, n, field);
+}
+
 /* `stream: N` of a collective or wait step (0, the compute stream, when
  * absent). */
 static int read_stream(lreader *r, const plan_ynode *n, plan_lstep *s) {
@@ -785,7 +799,8 @@ static int read_stream(lreader *r, const plan_ynode *n, plan_lstep *s) {
   int rc;
   if (!x)
     return PLAN_OK;
-  if ((rc = plan_rd_int(&r->rd, x, "stream", &v)))
+  if ((rc = need_1_1(r, x, "a step's stream")) ||
+      (rc = plan_rd_int(&r->rd, x, "stream", &v)))
     return rc;
   if (v < 0 || v > 64)
     return plan_rd_fail(&r->rd, x, PLAN_EINVALID, "stream must be 0 to 64");
@@ -804,7 +819,8 @@ static int read_chunk(lreader *r, const plan_ynode *n, plan_lstep *s,
   int rc;
   if (!x)
     return PLAN_OK;
-  if ((rc = plan_rd_expect_map(rd, x, "chunk")) ||
+  if ((rc = need_1_1(r, x, "a step's chunk")) ||
+      (rc = plan_rd_expect_map(rd, x, "chunk")) ||
       (rc = plan_rd_check_keys(rd, x, k, "chunk", NULL)))
     return rc;
   int64_t v[4];
@@ -1027,7 +1043,8 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
     l->collectives[kind]++;
   } else if ((v = plan_ymap_get(n, "wait"))) {
     static const char *const k[] = {"wait", "stream", NULL};
-    if ((rc = plan_rd_check_keys(rd, n, k, "a wait step", NULL)) ||
+    if ((rc = need_1_1(r, v, "a wait step")) ||
+        (rc = plan_rd_check_keys(rd, n, k, "a wait step", NULL)) ||
         (rc = buf_ref(r, v, &ins[0])) || (rc = read_stream(r, n, s)))
       return rc;
     if (!s->stream)
