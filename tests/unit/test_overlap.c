@@ -221,7 +221,7 @@ static void test_findings(void **state) {
       {"{grad_sync: \"nope*\"}", "overlap.unmatched", "selects no collective",
        NULL},
       {"{input: mlp.loss, operand: 0, chunks: 3}", "overlap.chunks",
-       "3 chunks do not divide dim 0 of 'logits'", "3}"},
+       "3 chunks divide no dim of 'logits'", "3}"},
       {"{input: mlp.loss, operand: 0, chunks: 2, dim: 2}", "overlap.chunks",
        "has no dim", "2,"},
       {"{input: mlp.loss, operand: 0, start: \"after mlp.fc1\"}",

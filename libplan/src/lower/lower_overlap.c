@@ -121,46 +121,78 @@ static const char *slot_what(const octx *c, int64_t slot, char *buf,
   return buf;
 }
 
-/* The chunk dim of group g (entry e's, or the first no step acts on) and
- * whether k chunks divide every block of every buffer the chain reads or
- * writes. */
-static int chunk_dim(octx *c, const plan_overlap *e, group *g) {
-  const plan_lowered *l = c->l;
-  const plan_lstep *s0 = &l->steps[g->first];
-  const plan_tensor *t = &l->plan->program->tensors[l->bufs[s0->in[0]].tensor];
-  int d = e->dim;
-  for (int cand = 0; d < 0 && cand < t->rank; cand++) {
-    bool free_dim = true;
-    for (int j = g->first; j <= g->last; j++)
-      free_dim &=
-          l->steps[j].redist.dim != cand && l->steps[j].redist.to_dim != cand;
-    if (free_dim)
-      d = cand;
-  }
-  if (d < 0 || d >= t->rank)
-    return problem(c, e, "overlap.chunks", e->chunks_pos,
-                   "tensor '%s' has no dim %s to split into chunks", t->name,
-                   e->dim >= 0 ? "of that number" : "its collective leaves");
+/* Whether k chunks divide dim d of every rank's block of every buffer
+ * group g's steps read or write; the first that does not into *bad_*. */
+static bool chunks_divide(const plan_lowered *l, const group *g, int d,
+                          int64_t k, int64_t *bad_n, int64_t *bad_r,
+                          int *bad_out) {
   for (int j = g->first; j <= g->last; j++) {
-    const plan_lstep *s = &l->steps[j];
-    if (s->redist.dim == d || s->redist.to_dim == d)
-      return problem(c, e, "overlap.chunks", e->chunks_pos,
-                     "the %s of '%s' acts on dim %d: chunks split a dim the "
-                     "collective leaves",
-                     plan_redist_kind_name(s->redist.kind), t->name, d);
-    int bufs[2] = {s->in[0], s->out[0]};
+    int bufs[2] = {l->steps[j].in[0], l->steps[j].out[0]};
     for (int b = 0; b < 2; b++)
       for (int64_t r = 0; r < l->plan->mesh.ndevices; r++) {
         int64_t dims[PLAN_MAX_RANK];
         plan_lowered_buffer_block(dims, NULL, l, bufs[b], r);
-        if (dims[d] % e->chunks)
-          return problem(c, e, "overlap.chunks", e->chunks_pos,
-                         "%lld chunks do not divide dim %d of '%s' (%lld "
-                         "on rank %lld in %s)",
-                         (long long)e->chunks, d, t->name, (long long)dims[d],
-                         (long long)r, b ? "the result" : "the input");
+        if (dims[d] % k) {
+          *bad_n = dims[d];
+          *bad_r = r;
+          *bad_out = b;
+          return false;
+        }
       }
   }
+  return true;
+}
+
+static bool acts_on(const plan_lowered *l, const group *g, int d) {
+  for (int j = g->first; j <= g->last; j++)
+    if (l->steps[j].redist.dim == d || l->steps[j].redist.to_dim == d)
+      return true;
+  return false;
+}
+
+/* The chunk dim of group g: entry e's, or the first dim no step of the
+ * chain acts on that the chunks divide in every block of its buffers. */
+static int chunk_dim(octx *c, const plan_overlap *e, group *g) {
+  const plan_lowered *l = c->l;
+  const plan_lstep *s0 = &l->steps[g->first];
+  const plan_tensor *t = &l->plan->program->tensors[l->bufs[s0->in[0]].tensor];
+  int64_t n = 0, r = 0;
+  int out = 0, d = e->dim, first_free = -1;
+  for (int cand = 0; d < 0 && cand < t->rank; cand++) {
+    if (acts_on(l, g, cand))
+      continue;
+    int64_t n1, r1;
+    int o1;
+    if (chunks_divide(l, g, cand, e->chunks, &n1, &r1, &o1))
+      d = cand;
+    else if (first_free < 0) {
+      first_free = cand;
+      n = n1;
+      r = r1;
+      out = o1;
+    }
+  }
+  if (d < 0 && first_free >= 0)
+    return problem(c, e, "overlap.chunks", e->chunks_pos,
+                   "%lld chunks divide no dim of '%s' its collective leaves "
+                   "(dim %d: %lld on rank %lld in %s)",
+                   (long long)e->chunks, t->name, first_free, (long long)n,
+                   (long long)r, out ? "the result" : "the input");
+  if (d < 0 || d >= t->rank)
+    return problem(c, e, "overlap.chunks", e->chunks_pos,
+                   "tensor '%s' has no dim %s to split into chunks", t->name,
+                   e->dim >= 0 ? "of that number" : "its collective leaves");
+  if (acts_on(l, g, d))
+    return problem(c, e, "overlap.chunks", e->chunks_pos,
+                   "the collective of '%s' acts on dim %d: chunks split a "
+                   "dim the collective leaves",
+                   t->name, d);
+  if (!chunks_divide(l, g, d, e->chunks, &n, &r, &out))
+    return problem(c, e, "overlap.chunks", e->chunks_pos,
+                   "%lld chunks do not divide dim %d of '%s' (%lld on rank "
+                   "%lld in %s)",
+                   (long long)e->chunks, d, t->name, (long long)n, (long long)r,
+                   out ? "the result" : "the input");
   g->dim = d;
   g->chunks = e->chunks;
   return PLAN_OK;
@@ -246,7 +278,7 @@ static int apply_entry(octx *c, int ei) {
   }
   if (!found)
     return problem(c, e, "overlap.unmatched", e->pos,
-                   "%s '%s'%s selects no collective of the lowered program",
+                   "%s '%s' selects no collective of the lowered program%s",
                    e->select == PLAN_OVL_INPUT   ? "input"
                    : e->select == PLAN_OVL_PARAM ? "param"
                                                  : "grad_sync",
