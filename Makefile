@@ -274,13 +274,13 @@ check-corpus: $(TOOL)
 # Mutation testing of the verifier and the false-alarm sweep
 # (tests/mutants): a seeded sample here, everything in `make mutants`.
 MUTANT_SEEDS ?= 0
-MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train
+MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train,mlp-overlap,fsdp-tp-overlap
 # pipelined examples, mutated in their lowered files (pipeline classes too)
 MUTANT_PIPE_SAMPLE := pipeline-grid,pipeline-1f1b
 .PHONY: check-mutants mutants false-alarms
 check-mutants: $(TOOL)
 	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),gpt2-small-block.recipe,$(MUTANT_PIPE_SAMPLE) \
-	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync,weight-swap,mb-pairing,wrong-stage,early-backward,dropped-accumulation \
+	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync,weight-swap,mb-pairing,wrong-stage,early-backward,dropped-accumulation,wait-late,reuse-in-flight,chunk-order \
 	  --per-class 3 --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp
 	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),$(MUTANT_PIPE_SAMPLE) --seeds 0-2
 

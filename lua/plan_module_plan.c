@@ -199,6 +199,52 @@ static int m_outputs(lua_State *L) {
   return 1;
 }
 
+/* p:overlap(): the plan's overlap entries (format 1.1), a list of tables
+ * {select = "input" | "param" | "grad_sync", pattern, operand (input,
+ * when given), chunks, dim (when given), stream, start, start_op, wait,
+ * wait_op} (docs/lua.md). */
+static int m_overlap(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int n = plan_overlap_count(lp->p);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    plan_overlap_info e;
+    if (plan_overlap_entry(&e, lp->p, i))
+      return luaL_error(L, "%s", plan_error_last()->message);
+    lua_createtable(L, 0, 10);
+    lua_pushstring(L, e.select);
+    lua_setfield(L, -2, "select");
+    lua_pushstring(L, e.pattern);
+    lua_setfield(L, -2, "pattern");
+    if (e.operand >= 0) {
+      lua_pushinteger(L, e.operand);
+      lua_setfield(L, -2, "operand");
+    }
+    lua_pushinteger(L, (lua_Integer)e.chunks);
+    lua_setfield(L, -2, "chunks");
+    if (e.dim >= 0) {
+      lua_pushinteger(L, e.dim);
+      lua_setfield(L, -2, "dim");
+    }
+    lua_pushinteger(L, e.stream);
+    lua_setfield(L, -2, "stream");
+    lua_pushstring(L, e.start);
+    lua_setfield(L, -2, "start");
+    if (e.start_op) {
+      lua_pushstring(L, e.start_op);
+      lua_setfield(L, -2, "start_op");
+    }
+    lua_pushstring(L, e.wait);
+    lua_setfield(L, -2, "wait");
+    if (e.wait_op) {
+      lua_pushstring(L, e.wait_op);
+      lua_setfield(L, -2, "wait_op");
+    }
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
 /* p:pinned(op): whether a pinned region holds the op (its strategy is a
  * constraint every search keeps). */
 static int m_pinned(lua_State *L) {
@@ -269,18 +315,12 @@ const luaL_Reg plan_lua_plan_meta[] = {{"__gc", m_gc},
                                        {"__tostring", m_tostring},
                                        {NULL, NULL}};
 
-const luaL_Reg plan_lua_plan_methods[] = {{"close", m_gc},
-                                          {"hash", m_hash},
-                                          {"text", m_text},
-                                          {"save", m_save},
-                                          {"lower", m_lower},
-                                          {"ops", m_ops},
-                                          {"op", m_op},
-                                          {"tensor", m_tensor},
-                                          {"mesh", m_mesh},
-                                          {"outputs", m_outputs},
-                                          {"pinned", m_pinned},
-                                          {"devices", m_devices},
-                                          {"set_devices", m_set_devices},
-                                          {"stats", m_stats},
-                                          {NULL, NULL}};
+const luaL_Reg plan_lua_plan_methods[] = {
+    {"close", m_gc},        {"hash", m_hash},
+    {"text", m_text},       {"save", m_save},
+    {"lower", m_lower},     {"ops", m_ops},
+    {"op", m_op},           {"tensor", m_tensor},
+    {"mesh", m_mesh},       {"outputs", m_outputs},
+    {"overlap", m_overlap}, {"pinned", m_pinned},
+    {"devices", m_devices}, {"set_devices", m_set_devices},
+    {"stats", m_stats},     {NULL, NULL}};

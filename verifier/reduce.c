@@ -217,9 +217,41 @@ static int broken_by_reduction(const plan_plan *orig, const plan_plan *red) {
 /* Reduces `copy` in place, with extra constraints from lowered buffers
  * (bufs over `bprog`'s tensors; NULL for a plan), writes it and reads it
  * back as *out. */
+/* Communication overlap: a chunked collective's chunks divide every
+ * block of its buffers along the chunk dim, so that dim stays a multiple
+ * of its shards times the chunks (in `copy`'s indices). */
+static int chunk_constraints(rctx *c, const plan_plan *copy,
+                             const plan_lowered *l) {
+  const plan_program *lp = l->plan->program;
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *s = &l->steps[i];
+    if (s->kind != PLAN_LSTEP_REDIST || !s->chunk_of)
+      continue;
+    int bufs[2] = {s->in[0], s->out[0]};
+    for (int j = 0; j < 2; j++) {
+      const plan_lbuf *b = &l->bufs[bufs[j]];
+      int t = plan_strmap_get(&copy->program->tensor_by_name,
+                              lp->tensors[b->tensor].name);
+      if (t < 0)
+        continue;
+      int axes[PLAN_MAX_MESH_AXES];
+      int na = plan_placement_dim_axes(&b->pl, s->chunk_dim, axes);
+      int64_t k = s->chunk_of;
+      for (int a = 0; a < na; a++)
+        if (!plan_mul_i64(k, l->plan->mesh.axis_sizes[axes[a]], &k))
+          k = INT64_MAX;
+      if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1,
+                    sizeof *c->cons))
+        return plan_oom();
+      c->cons[c->ncons++] = (rcons){t, s->chunk_dim, k, true, true};
+    }
+  }
+  return PLAN_OK;
+}
+
 static int reduce_copy(plan_plan **out, char **sum, plan_plan *copy,
                        const plan_lbuf *bufs, int nbufs,
-                       const plan_program *bprog) {
+                       const plan_program *bprog, const plan_lowered *chunked) {
   rctx c;
   memset(&c, 0, sizeof c);
   c.p = copy;
@@ -232,6 +264,8 @@ static int reduce_copy(plan_plan **out, char **sum, plan_plan *copy,
                             bprog->tensors[bufs[b].tensor].name);
     rc = plan_rd_add_pl(&c, t, &bufs[b].pl);
   }
+  if (!rc && chunked)
+    rc = chunk_constraints(&c, copy, chunked);
   if (!rc)
     rc = plan_rd_solve(&c);
   if (!rc && sum)
@@ -275,7 +309,13 @@ int plan_reduce_shapes(plan_plan **out, char **summary_out,
   if ((rc = copy_plan(&copy, p, p->file)))
     return rc;
   char *sum = NULL;
-  rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, NULL, 0, NULL);
+  /* with overlap, its chunks constrain the sizes (what cannot be lowered
+   * constrains nothing here: the verification reports it) */
+  plan_lowered *lw = NULL;
+  if (p->noverlap && p->has_mesh && plan_lower(&lw, p))
+    lw = NULL;
+  rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, NULL, 0, NULL, lw);
+  plan_lowered_free(lw);
   plan_free(copy);
   if (!rc && p->has_mesh && (rc = broken_by_reduction(p, red)))
     plan_free(red);
@@ -311,7 +351,7 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
   copy->mesh.nratios = p->mesh.nratios;
   char *sum = NULL;
   rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, l->bufs, l->nbufs,
-                   oprog);
+                   oprog, l);
   plan_free(copy);
   if (rc) {
     free(sum);

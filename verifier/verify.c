@@ -224,9 +224,37 @@ static int setup_ranks(vctx *c, const plan_plan *p) {
 /* Both runs and their comparison, once per training step (once for a
  * forward plan), until a step mismatches; the wall seconds of the
  * reference runs, the lowered runs and the comparisons into secs. */
+/* The happens-before check of the streams (lowered_hb.c): a program that
+ * reads a buffer before its wait, or writes one in flight, is NOT EQUAL
+ * before it runs (on a device, such a read sees whatever is there). A
+ * lowered file is checked as it is read; this catches a program made in
+ * memory. */
+static int check_streams(vctx *c, bool *unsafe) {
+  char why[900];
+  int bad;
+  int rc = plan_lowered_check_streams(c->low, &bad, why, sizeof why);
+  *unsafe = rc == PLAN_EINVALID;
+  if (!*unsafe)
+    return rc;
+  const plan_lstep *s = &c->low->steps[bad];
+  int b = s->nin ? s->in[0] : s->out[0];
+  c->equal = 0;
+  c->first_op =
+      s->kind == PLAN_LSTEP_OP ? c->prog->ops[s->op].name : "the streams";
+  c->first_tensor = c->prog->tensors[c->low->bufs[b].tensor].name;
+  snprintf(c->diagnosis, sizeof c->diagnosis, "unsafe overlap: %s", why);
+  plan_buf_printf(&c->text, "NOT EQUAL: the steps are not ordered safely: %s\n",
+                  why);
+  return PLAN_OK;
+}
+
 static int run_steps(vctx *c, double *secs) {
   c->nsteps = 1;
-  int rc = plan_vx_setup_grid(c);
+  bool unsafe = false;
+  int rc = check_streams(c, &unsafe);
+  if (rc || unsafe)
+    return rc;
+  rc = plan_vx_setup_grid(c);
   if (!rc && c->low->train) {
     c->nsteps = c->p->training.steps > 1 ? (int)c->p->training.steps : 1;
     rc = plan_vx_setup_train(c);

@@ -95,6 +95,8 @@ int plan_vx_check_replicas(vctx *c, int i) {
   for (int k = 0; k < s->nout; k++) {
     int b = s->out[k];
     const plan_lbuf *lb = &c->low->bufs[b];
+    if (c->writer[b] > i) /* a chunked collective: slices still to come */
+      continue;
     for (int64_t r = 0; r < c->nranks; r++) {
       int64_t q = replica_leader(c, lb, r);
       const block *x = &c->bufs[b][r], *y = &c->bufs[b][q];
@@ -633,9 +635,11 @@ static bool traced(const vctx *c, int b) {
 }
 
 /* Whether step s is one collective that moves one tensor to another
- * placement (what check_redist checks). */
+ * placement (what check_redist checks); not one chunk of a chunked one,
+ * whose result is whole only with its last slice. */
 static bool same_tensor_redist(const vctx *c, const plan_lstep *s) {
   return s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+         !s->chunk_of &&
          c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor;
 }
 
@@ -800,12 +804,13 @@ int plan_vx_check_local(vctx *c, int i, int64_t mb) {
   const plan_lstep *s = &c->low->steps[i];
   if (s->kind == PLAN_LSTEP_OP)
     return check_op(c, i, mb, "the distributed run's own inputs");
-  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1)
+  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+      !s->chunk_of) /* a chunk's result is whole with its last slice */
     return check_redist(c, i, mb, "the distributed run's own input");
   /* a receive holds what its stage's sender computed for the microbatch */
   if (s->kind == PLAN_LSTEP_TRANSFER && mb >= 0)
     return check_redist(c, i, mb, "what the sending stage computed");
-  return PLAN_OK; /* an input: the verifier's own values */
+  return PLAN_OK; /* an input: the verifier's own values; a send/recv */
 }
 
 bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {

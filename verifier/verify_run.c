@@ -42,7 +42,8 @@ int plan_vx_after_step(vctx *c, int i) {
     return rc;
   for (int k = 0; k < s->nout; k++) {
     int b = s->out[k];
-    if (c->needs_cmp[b] && !c->compared[b]) {
+    /* a chunked collective's buffer is whole after its last slice */
+    if (c->needs_cmp[b] && !c->compared[b] && c->writer[b] <= i) {
       double t0 = plan_vx_seconds_now();
       rc = plan_vx_compare_one(c, b, &c->diffs[b]);
       c->cmp_seconds += plan_vx_seconds_now() - t0;
@@ -59,6 +60,7 @@ int plan_vx_after_step(vctx *c, int i) {
        * has not run for every microbatch yet */
       bool later =
           c->readers_left ? c->readers_left[b] > 0 : c->last_use[b] > i;
+      later |= pass && c->writer[b] > i; /* more slices to come */
       if (later || (c->keep_buf && c->keep_buf[b]) ||
           (c->needs_cmp[b] && (!c->compared[b] || c->diffs[b].mismatches)))
         continue;
@@ -169,7 +171,9 @@ int plan_vx_exec_step(vctx *c, int i) {
     rc = plan_vx_ensure_buffer(c, s->out[k], false);
   if (rc)
     return rc;
-  if (s->kind == PLAN_LSTEP_INPUT) {
+  if (s->kind == PLAN_LSTEP_WAIT) {
+    /* a start ran as its collective: a wait changes nothing */
+  } else if (s->kind == PLAN_LSTEP_INPUT) {
     rc = run_input(c, s);
   } else if (s->kind == PLAN_LSTEP_REDIST) {
     rc = plan_vx_run_redist(c, s);

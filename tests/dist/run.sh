@@ -130,6 +130,12 @@ for f in mlp-train transformer-train transformer-train-nosp moe-train mlp-ratios
   agree "$f, exact" "$ex/$f.plan.yaml"
   agree "$f, float" --mode float "$ex/$f.plan.yaml"
 done
+# communication overlap (format 1.1): started collectives, their waits,
+# chunked collectives over slices, each process its own ranks' slices
+for f in mlp-overlap fsdp-tp-overlap; do
+  agree "$f, exact" "$ex/$f.plan.yaml"
+  agree "$f, float" --mode float "$ex/$f.plan.yaml"
+done
 # shard ratios (format 1.1): unequal pieces in the all-gather,
 # reduce-scatter and all-to-all of the lowered file, each process its own
 "$plan" lower -o "$tmp/ratios.lowered.yaml" "$ex/mlp-ratios.plan.yaml" ||

@@ -37,6 +37,19 @@ check(#mesh == 2 and mesh[2].name == "tp" and mesh[2].size == 2, "mesh")
 raises(function() p:op("nope") end, "no op 'nope'")
 raises(function() p:tensor("nope") end, "no tensor 'nope'")
 
+-- communication overlap: the plan's entries as data (none here)
+check(#p:overlap() == 0, "no overlap entries")
+local ov = assert(plan.load("examples/fsdp-tp-overlap.plan.yaml")):overlap()
+check(#ov == 3, "three overlap entries")
+check(ov[1].select == "param" and ov[1].pattern == "layers.1.*" and
+      ov[1].start == "after" and ov[1].start_op == "layers.0.fc1" and
+      ov[1].wait == "in_place" and ov[1].chunks == 1 and ov[1].stream == 1,
+      "FSDP prefetch entry")
+check(ov[2].select == "input" and ov[2].operand == 0 and ov[2].chunks == 2 and
+      ov[2].dim == nil, "chunked all-gather entry")
+check(ov[3].select == "grad_sync" and ov[3].start == "ready" and
+      ov[3].wait == "end" and ov[3].stream == 2, "gradient sync entry")
+
 -- the strategy space: all-R first, every entry legal, the plan's own in it
 local list = p:strategies("mlp.fc2")
 check(#list > 4, "several strategies")

@@ -450,6 +450,62 @@ def dropped_accumulation(lw):
         else:
             yield _tag(i, st), m.text(), "differs", "'%s' not summed over the %d microbatches" % (
                 t, lw.axis_size(ax))
+def _reads(st, buf):
+    ins = st.get("in", [])
+    return buf == ins or (isinstance(ins, list) and buf in ins)
+
+
+def wait_late(lw):
+    """Communication overlap: a wait moved past the first step that reads
+    what it waits for, so the read may see the collective unfinished. The
+    simulated run executes a start as its collective (the numbers would
+    not change): the static happens-before check of the streams must
+    refuse it at load."""
+    for i, st in enumerate(lw.steps):
+        if "wait" not in st:
+            continue
+        r = next((j for j in range(i + 1, len(lw.steps)) if _reads(lw.steps[j], st["wait"])), None)
+        if r is None:
+            continue
+        m = lw.copy()
+        m.steps.insert(r, m.steps.pop(i))  # now after the reader
+        yield "wait-late@step%d:%s" % (i, st["wait"]), m.text(), "differs", "a read before its wait"
+
+
+def reuse_in_flight(lw):
+    """Communication overlap: the input of a started collective written
+    again (its memory reused) while the collective is in flight; refused
+    at load like a wait too late."""
+    for i, st in enumerate(lw.steps):
+        if not st.get("stream") or "collective" not in st:
+            continue
+        w = lw.writer(st["in"])
+        if w < 0:
+            continue
+        m = lw.copy()
+        m.steps.insert(i + 1, dict(lw.steps[w]))
+        yield "reuse@step%d:%s" % (i, st["in"]), m.text(), "differs", "a buffer reused in flight"
+
+
+def chunk_order(lw):
+    """Communication overlap: two chunks of a decomposed collective
+    reassembled in each other's place (their `at` swapped): every slice
+    is written once, the numbers differ."""
+    first = {}
+    for i, st in enumerate(lw.steps):
+        ch = st.get("chunk")
+        if not isinstance(ch, dict) or ch.get("of", 1) < 2:
+            continue
+        if st["out"] not in first:
+            first[st["out"]] = i
+            continue
+        j = first.pop(st["out"])
+        m = lw.copy()
+        a, b = dict(m.steps[j]["chunk"]), dict(m.steps[i]["chunk"])
+        a["at"], b["at"] = b["at"], a["at"]
+        m.steps[j] = dict(m.steps[j], chunk=a)
+        m.steps[i] = dict(m.steps[i], chunk=b)
+        yield "chunk-order@step%d:%s" % (j, st["out"]), m.text(), "differs", "chunks out of order"
 
 
 CLASSES = {
@@ -467,4 +523,7 @@ CLASSES = {
     "wrong-stage": wrong_stage,
     "early-backward": early_backward,
     "dropped-accumulation": dropped_accumulation,
+    "wait-late": wait_late,
+    "reuse-in-flight": reuse_in_flight,
+    "chunk-order": chunk_order,
 }

@@ -88,7 +88,7 @@ def _emit_key(k):
 
 # step keys that hold buffer names (quoted by the writer) and keys that
 # hold bare words
-_BUF_KEYS = ("input", "in", "out", "bind", "from", "transfer")
+_BUF_KEYS = ("input", "in", "out", "bind", "from", "transfer", "wait")
 
 
 def _emit_step(st):

@@ -37,6 +37,18 @@ class TestLoad(unittest.TestCase):
                                  text=True).stdout.strip()
             self.assertEqual(out, h)
 
+    def test_overlap_entries(self):
+        with libplan.load(MLP) as p:
+            self.assertEqual(p.overlap, [])
+        path = os.path.join(os.path.dirname(MLP), "fsdp-tp-overlap.plan.yaml")
+        with libplan.load(path) as p:
+            ov = p.overlap
+        self.assertEqual(len(ov), 3)
+        self.assertEqual(ov[0], {"param": "layers.1.*", "start": "after layers.0.fc1"})
+        self.assertEqual(ov[1], {"chunks": 2, "input": "layers.1.fc1", "operand": 0})
+        self.assertEqual(ov[2], {"grad_sync": "layers.*", "start": "ready",
+                                 "stream": 2, "wait": "end"})
+
     def test_parse_equals_load(self):
         with libplan.parse(MLP_TEXT, name="m.yaml",
                            base_dir=os.path.dirname(MLP)) as p, \

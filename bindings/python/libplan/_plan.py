@@ -3,6 +3,7 @@ strategies, and the checks; verify, cost and schedule are in their own
 modules."""
 
 import ctypes
+import json
 import re
 import threading
 from collections import namedtuple
@@ -230,6 +231,15 @@ class Plan(_Handle):
         if not isinstance(part, str) or part not in _PARTS:
             raise UsageError("unknown part %r" % (part,))
         return _take_out(fn.canonical, self._h, _PARTS[part])
+
+    @property
+    def overlap(self):
+        """The communication overlap entries (format 1.1,
+        spec/plan-format.md 4.8), in file order: a list of dicts with the
+        canonical encoding's keys (the selector, `input`, `param` or
+        `grad_sync`; `operand`, `chunks`, `dim`, `stream`, `start`,
+        `wait` when off their defaults); [] without the section."""
+        return json.loads(self.canonical("plan")).get("overlap", [])
 
     def text(self, self_contained=False):
         """The plan in canonical layout (what `plan fmt` writes)."""

@@ -140,6 +140,32 @@ typedef struct plan_lowered_step_info {
 PLAN_API int plan_lowered_step(plan_lowered_step_info *out,
                                const plan_lowered *l, int step);
 
+/* Communication overlap: how step `step` runs in time. A collective with
+ * stream > 0 is started on that stream and runs asynchronously: what it
+ * writes may be read only after a "wait" step on it (kind "wait" in
+ * plan_lowered_step_info: in[0] is the buffer waited for, stream the
+ * stream). stream 0: the step completes where it stands (the compute
+ * stream). A chunked collective (chunk_of > 0) moves slice chunk_index of
+ * chunk_of along chunk_dim of its input's blocks into slice chunk_at of
+ * its output's. Layout (part of the ABI) as declared. */
+typedef struct plan_lowered_sched_info {
+  int stream;
+  int chunk_dim; /* -1 when not chunked */
+  int64_t chunk_index, chunk_of, chunk_at;
+} plan_lowered_sched_info;
+
+PLAN_API int plan_lowered_step_sched(plan_lowered_sched_info *out,
+                                     const plan_lowered *l, int step);
+
+/* The static happens-before check of the streams (spec/lowered-format.md,
+ * "Streams"): no step reads a buffer a started collective writes before
+ * its wait, none writes a buffer a collective in flight reads or writes,
+ * every start is waited, every wait has a start. PLAN_OK, or
+ * PLAN_EINVALID with *bad_step the first step at fault (-1 for a start
+ * never waited: then the start) and a one-line reason in why. */
+PLAN_API int plan_lowered_check_streams(const plan_lowered *l, int *bad_step,
+                                        char *why, size_t why_size);
+
 /* One buffer: a global tensor in one placement. Layout (part of the ABI)
  * as declared. */
 typedef struct plan_lowered_buffer_info {

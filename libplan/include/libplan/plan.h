@@ -185,6 +185,29 @@ PLAN_API const plan_program *plan_get_program(const plan_plan *p);
 PLAN_API int plan_has_mesh(const plan_plan *p);
 PLAN_API const char *plan_file(const plan_plan *p);
 
+/* Communication overlap (format 1.1, spec/plan-format.md §4.8): the
+ * plan's `overlap` entries in file order. Layout (part of the ABI) as
+ * declared; the strings are borrowed from p. */
+typedef struct plan_overlap_info {
+  const char *select;  /* "input", "param" or "grad_sync" */
+  const char *pattern; /* the op (input) or param name or glob */
+  int operand;         /* input: the operand, -1 = every one */
+  int dim;             /* the dim chunks split, -1 = the first free one */
+  int64_t chunks;      /* 1: not decomposed */
+  int stream;          /* the communication stream, >= 1 */
+  /* "in_place" (start: where lowering puts it; wait: before its first
+   * reader), "ready", "after", "before", "end" */
+  const char *start, *wait;
+  const char *start_op, *wait_op; /* after / before: the op, else NULL */
+} plan_overlap_info;
+
+/* The number of overlap entries (0 without the section, or for NULL). */
+PLAN_API int plan_overlap_count(const plan_plan *p);
+/* Entry i into *out: PLAN_OK, or PLAN_EUSAGE for a NULL argument or an
+ * index out of range. */
+PLAN_API int plan_overlap_entry(plan_overlap_info *out, const plan_plan *p,
+                                int i);
+
 /* Mesh: axes in order (major to minor), sizes, and the physical device of
  * each logical rank (ranks row-major over the axes). -1 / NULL when out of
  * range or the document has no mesh. */

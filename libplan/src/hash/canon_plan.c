@@ -252,6 +252,60 @@ static int cj_regions(cj *c, const plan_plan *p, const named *ops) {
   return PLAN_OK;
 }
 
+/* The overlap entries in file order (an entry's order among the others
+ * decides nothing yet, but two entries may not select one collective, so
+ * order is kept as written), each with its keys sorted and defaults
+ * omitted. */
+static void cj_overlap(cj *c, const plan_plan *p) {
+  plan_buf_putc(c->b, '[');
+  for (int i = 0; i < p->noverlap; i++) {
+    const plan_overlap *e = &p->overlap[i];
+    bool f = true;
+    char pt[PLAN_MAX_NAME + 16];
+    if (i)
+      plan_buf_putc(c->b, ',');
+    plan_buf_putc(c->b, '{');
+    if (e->chunks != 1) {
+      cj_key(c, &f, "chunks");
+      cj_int(c, e->chunks);
+    }
+    if (e->dim >= 0) {
+      cj_key(c, &f, "dim");
+      cj_int(c, e->dim);
+    }
+    if (e->select == PLAN_OVL_GRAD_SYNC) {
+      cj_key(c, &f, "grad_sync");
+      cj_str(c, e->pattern);
+    }
+    if (e->select == PLAN_OVL_INPUT) {
+      cj_key(c, &f, "input");
+      cj_str(c, e->pattern);
+    }
+    if (e->operand >= 0) {
+      cj_key(c, &f, "operand");
+      cj_int(c, e->operand);
+    }
+    if (e->select == PLAN_OVL_PARAM) {
+      cj_key(c, &f, "param");
+      cj_str(c, e->pattern);
+    }
+    if (plan_overlap_point_text(pt, sizeof pt, e->start, e->start_op)) {
+      cj_key(c, &f, "start");
+      cj_str(c, pt);
+    }
+    if (e->stream != 1) {
+      cj_key(c, &f, "stream");
+      cj_int(c, e->stream);
+    }
+    if (plan_overlap_point_text(pt, sizeof pt, e->wait, e->wait_op)) {
+      cj_key(c, &f, "wait");
+      cj_str(c, pt);
+    }
+    plan_buf_putc(c->b, '}');
+  }
+  plan_buf_putc(c->b, ']');
+}
+
 int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   const plan_program *prog = p->program;
   int rc = PLAN_OK;
@@ -282,6 +336,10 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
           cj_pl(c, &p->out_pl[i].pl);
         }
     plan_buf_putc(c->b, '}');
+  }
+  if (p->noverlap) {
+    cj_key(c, &first, "overlap");
+    cj_overlap(c, p);
   }
   if (p->pipeline.present) {
     cj_key(c, &first, "pipeline");
@@ -374,6 +432,8 @@ int plan_canon_section(plan_buf *b, const plan_plan *p, const char *which) {
     rc = cj_pipeline(&c, p, ops);
   else if (!strcmp(which, "regions") && p->nregions)
     rc = cj_regions(&c, p, ops);
+  else if (!strcmp(which, "overlap") && p->noverlap)
+    cj_overlap(&c, p);
   plan_cj_order_free(&ord);
   if (!rc && b->failed)
     rc = plan_oom();

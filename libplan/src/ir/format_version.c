@@ -25,6 +25,8 @@ bool plan_plan_uses_1_1(const plan_plan *p) {
     return true;
   if (!p->has_mesh)
     return false;
+  if (p->noverlap > 0) /* communication overlap */
+    return true;
   if (plan_mesh_uses_1_1(&p->mesh))
     return true;
   if (p->mesh.nratios == 0)

@@ -384,6 +384,40 @@ typedef struct plan_region {
   plan_ext *ext;
 } plan_region;
 
+/* Communication overlap (format 1.1, spec/plan-format.md §4.8): which
+ * collectives of the lowered program run asynchronously, decomposed into
+ * chunks, started and waited where. Patterns are resolved at lowering
+ * (lower_overlap.c), against the lowered program's ops and params. */
+typedef enum plan_ovl_select {
+  PLAN_OVL_INPUT,     /* the redistribution of an op's input */
+  PLAN_OVL_PARAM,     /* a param's redistributions (FSDP's all-gather) */
+  PLAN_OVL_GRAD_SYNC, /* a param gradient's sync (training) */
+  PLAN_OVL_SELECT_COUNT
+} plan_ovl_select;
+
+typedef enum plan_ovl_point {
+  PLAN_OVL_IN_PLACE, /* start: where lowering puts it; wait: before the
+                        first step that reads its result */
+  PLAN_OVL_READY,    /* start: right after its input is made */
+  PLAN_OVL_AFTER,    /* start: right after op `op` */
+  PLAN_OVL_BEFORE,   /* start or wait: right before op `op` */
+  PLAN_OVL_END,      /* wait: at the end of the step */
+  PLAN_OVL_POINT_COUNT
+} plan_ovl_point;
+
+typedef struct plan_overlap {
+  plan_ovl_select select;
+  const char *pattern; /* an op (input) or param name or glob */
+  int operand;         /* input: the operand, -1 = every one */
+  int64_t chunks;      /* 1: not decomposed */
+  int dim;             /* the dim chunks split, -1 = the first the
+                          collective does not act on */
+  int stream;          /* >= 1 */
+  plan_ovl_point start, wait;
+  const char *start_op, *wait_op; /* AFTER / BEFORE: the op's name */
+  plan_pos pos, chunks_pos, start_pos, wait_pos;
+} plan_overlap;
+
 typedef struct plan_tensor_pl {
   bool set;
   plan_placement pl;
@@ -443,6 +477,8 @@ struct plan_plan {
   plan_pipeline pipeline;
   plan_region *regions;
   int nregions;
+  plan_overlap *overlap; /* format 1.1: noverlap entries, file order */
+  int noverlap;
   plan_value *provenance; /* NULL when absent; a generic map */
   plan_ext *ext;          /* top-level x- keys */
   plan_pos mesh_pos;
@@ -455,6 +491,12 @@ struct plan_plan {
   struct plan_op_name *glob_index; /* ops by name, for glob prefixes;
                                       malloc'd on first use */
 };
+
+/* An overlap point as the file writes it ("ready", "after OP", "before
+ * OP", "end") into buf; false (buf "") for PLAN_OVL_IN_PLACE, the default
+ * (plan_views.c). */
+bool plan_overlap_point_text(char *buf, size_t size, plan_ovl_point pt,
+                             const char *op);
 
 /* ---- format versions (format_version.c) ---------------------------------
  */

@@ -76,3 +76,45 @@ int plan_op_stage(const plan_plan *p, int op) {
 int plan_stage_count(const plan_plan *p) {
   return p && p->pipeline.present ? p->pipeline.nstages : 0;
 }
+
+static const char *const point_words[PLAN_OVL_POINT_COUNT] = {
+    "in_place", "ready", "after", "before", "end"};
+
+bool plan_overlap_point_text(char *buf, size_t size, plan_ovl_point pt,
+                             const char *op) {
+  buf[0] = 0;
+  if (pt == PLAN_OVL_IN_PLACE || pt >= PLAN_OVL_POINT_COUNT)
+    return false;
+  if (pt == PLAN_OVL_AFTER || pt == PLAN_OVL_BEFORE)
+    snprintf(buf, size, "%s %s", point_words[pt], op ? op : "");
+  else
+    snprintf(buf, size, "%s", point_words[pt]);
+  return true;
+}
+
+int plan_overlap_count(const plan_plan *p) {
+  return p ? p->noverlap : 0;
+}
+
+int plan_overlap_entry(plan_overlap_info *out, const plan_plan *p, int i) {
+  static const char *const sel[PLAN_OVL_SELECT_COUNT] = {"input", "param",
+                                                         "grad_sync"};
+  if (!out || !p)
+    return plan_failf(PLAN_EUSAGE, "plan_overlap_entry: NULL argument");
+  if (i < 0 || i >= p->noverlap)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_overlap_entry: entry %d of %d out of range", i,
+                      p->noverlap);
+  const plan_overlap *e = &p->overlap[i];
+  out->select = sel[e->select];
+  out->pattern = e->pattern;
+  out->operand = e->operand;
+  out->dim = e->dim;
+  out->chunks = e->chunks;
+  out->stream = e->stream;
+  out->start = point_words[e->start];
+  out->wait = point_words[e->wait];
+  out->start_op = e->start_op;
+  out->wait_op = e->wait_op;
+  return PLAN_OK;
+}

@@ -30,6 +30,7 @@ static plan_lstep *new_step(plan_lowered *l, plan_lstep_kind kind, int nin,
   memset(s, 0, sizeof *s);
   s->kind = kind;
   s->op = -1;
+  s->origin_op = s->origin_in = s->origin_out = -1;
   s->nin = nin;
   s->nout = nout;
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(nin + 1));
@@ -72,8 +73,9 @@ static int add_holder(plan_lowered *l, holders *h, int tensor,
 
 /* A buffer of `tensor` in placement `want`: an existing one, or one made by
  * redistributing from `from` (the buffer the tensor was produced in). */
-static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
-                     const plan_placement *want) {
+static int buffer_in_from(plan_lowered *l, holders *h, int tensor, int from,
+                          const plan_placement *want, int oop, int oin,
+                          int oout) {
   int b = find_holder(l, h, tensor, want);
   if (b >= 0)
     return b;
@@ -98,10 +100,18 @@ static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
     s->in[0] = cur;
     s->out[0] = next;
     s->redist = rp.steps[i];
+    s->origin_op = oop;
+    s->origin_in = oin;
+    s->origin_out = oout;
     l->collectives[rp.steps[i].kind]++;
     cur = next;
   }
   return cur;
+}
+
+static int buffer_in(plan_lowered *l, holders *h, int tensor, int from,
+                     const plan_placement *want) {
+  return buffer_in_from(l, h, tensor, from, want, -1, -1, -1);
 }
 
 /* Manual region r, where its first op was: the records of its trace in
@@ -264,7 +274,8 @@ int plan_lower_steps(plan_lowered *l) {
     int ins[PLAN_MAX_OPERANDS];
     for (int j = 0; j < op->nin; j++) {
       int t = op->in[j];
-      if ((ins[j] = buffer_in(l, &h, t, l->produced[t], &st->in[j])) < 0) {
+      if ((ins[j] = buffer_in_from(l, &h, t, l->produced[t], &st->in[j], i, j,
+                                   -1)) < 0) {
         rc = plan_error_last()->code ? plan_error_last()->code : plan_oom();
         goto done;
       }
@@ -296,7 +307,8 @@ int plan_lower_steps(plan_lowered *l) {
       plan_placement_replicated(&pl, p->mesh.naxes);
     l->required[k] = pl; /* the contract the verifier checks */
     l->grad_of[k] = -1;
-    if ((l->delivered[k] = buffer_in(l, &h, t, l->produced[t], &pl)) < 0) {
+    if ((l->delivered[k] =
+             buffer_in_from(l, &h, t, l->produced[t], &pl, -1, -1, k)) < 0) {
       rc = plan_error_last()->code ? plan_error_last()->code : plan_oom();
       goto done;
     }
@@ -394,6 +406,18 @@ static int traced_plan(plan_lowered *l, const plan_plan *p, plan_trace *t) {
 
 int plan_lower_traced(plan_lowered **out, const plan_plan *p,
                       plan_region_tracer tracer, void *user) {
+  int rc = plan_lower_plain(out, p, tracer, user);
+  if (rc || !p->noverlap)
+    return rc;
+  if ((rc = plan_lower_overlap(*out, p, NULL))) {
+    plan_lowered_free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int plan_lower_plain(plan_lowered **out, const plan_plan *p,
+                     plan_region_tracer tracer, void *user) {
   if (!out)
     return plan_failf(PLAN_EUSAGE, "plan_lower: NULL out");
   *out = NULL;

@@ -35,6 +35,9 @@ typedef enum plan_lstep_kind {
   PLAN_LSTEP_TRANSFER, /* pipelines: in[0] (written by another stage) sent
                           to this step's stage, as out[0]: same tensor,
                           same placement */
+  PLAN_LSTEP_WAIT,     /* communication overlap: waits until the
+                          collectives started on `stream` that write in[0]
+                          have completed (no data change; nout 0) */
   PLAN_LSTEP_COUNT
 } plan_lstep_kind;
 
@@ -58,6 +61,22 @@ typedef struct plan_lstep {
    * sets it (labels paired with another microbatch's inputs, a send/recv
    * off by one microbatch). */
   int64_t mb_shift;
+  /* Communication overlap (lower_overlap.c, lowered_hb.c). A REDIST step
+   * with stream > 0 is started there, asynchronously: its out[0] may be
+   * read only after a WAIT step on it (stream 0: it completes in place);
+   * a WAIT's stream is the one it waits on. */
+  int stream;
+  /* A chunked REDIST (chunk_of > 0): the collective on the slice
+   * chunk_index of chunk_of along chunk_dim of in[0]'s local blocks
+   * (torch.chunk, even: chunk_of divides every block's extent), written
+   * to slice chunk_at of out[0]'s blocks: the k steps of a decomposed
+   * collective write out[0] slice by slice, chunk_at their reassembly. */
+  int chunk_dim;
+  int64_t chunk_index, chunk_of, chunk_at;
+  /* Lowering only (not in the file form): what made a REDIST step, for
+   * the overlap entries to select it: the op and operand whose input it
+   * redistributes, or the output slot it delivers; -1 when neither. */
+  int origin_op, origin_in, origin_out;
 } plan_lstep;
 
 /* Where a step of a pipelined program runs. */
@@ -185,6 +204,25 @@ void plan_ltrain_free(plan_ltrain *t);
 /* The hash a lowered program records of a manual region's body text
  * (lowered_io.c). */
 plan_hash plan_lowered_body_hash(const char *body);
+
+/* Communication overlap (lower_overlap.c): applies p's `overlap` entries
+ * to l (lowered from p): the collectives they select are started on their
+ * streams where the entries say, waited where they say, decomposed into
+ * chunks. Without `d`, the first problem is an error (PLAN_EINVALID at the
+ * entry's position; PLAN_EUNSUPPORTED for a pipeline); with it, each is a
+ * finding in d (overlap.*) and the entry is left out. */
+int plan_lower_overlap(plan_lowered *l, const plan_plan *p,
+                       struct plan_diags *d);
+/* Whether a collective started before step `upto` and not waited before
+ * it reads or writes buffer buf; *start is the step (lowered_hb.c). */
+int plan_lowered_inflight(const plan_lowered *l, int upto, int buf, int *start);
+/* The overlap entries of p judged on its lowered program: what they
+ * select, their order and chunks, as findings in d (plan_validate; a
+ * plan that does not lower is left to its other findings). */
+int plan_overlap_validate(const plan_plan *p, struct plan_diags *d);
+/* plan_lower without the overlap entries applied (lower.c). */
+int plan_lower_plain(plan_lowered **out, const plan_plan *p,
+                     plan_region_tracer tracer, void *user);
 
 /* A plan with a pipeline (lower_pipe.c). */
 int plan_lower_pipeline(plan_lowered **out, const plan_plan *p);

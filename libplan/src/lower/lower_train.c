@@ -323,6 +323,8 @@ int plan_lower_train_mb(plan_lowered **out, const plan_plan *p, int mb_axis) {
   tp->training.params = NULL;
   tp->training.recompute = NULL;
   tp->mesh_pos = p->mesh_pos;
+  tp->overlap = p->overlap; /* borrowed, as the mesh */
+  tp->noverlap = p->noverlap;
   l->plan = tp;
   l->own_plan = tp;
   c.tp = tp;

@@ -122,6 +122,10 @@ static void lowered_format(const plan_lowered *l, int *vmaj, int *vmin) {
     ratios = plan_placement_has_ratios(&l->bufs[i].pl);
   for (int i = 0; l->required && !ratios && i < l->plan->program->noutputs; i++)
     ratios = plan_placement_has_ratios(&l->required[i]);
+  /* streams, waits and chunks (communication overlap) are 1.1's too */
+  for (int i = 0; !ratios && i < l->nsteps; i++)
+    ratios = l->steps[i].stream > 0 || l->steps[i].chunk_of > 0 ||
+             l->steps[i].kind == PLAN_LSTEP_WAIT;
   if (ratios)
     *vmin = 1;
 }
@@ -252,6 +256,10 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
     if (s->kind == PLAN_LSTEP_INPUT) {
       plan_buf_puts(&b, "  - {input: ");
       qstr(&b, names[s->out[0]]);
+    } else if (s->kind == PLAN_LSTEP_WAIT) {
+      plan_buf_puts(&b, "  - {wait: ");
+      qstr(&b, names[s->in[0]]);
+      plan_buf_printf(&b, ", stream: %d", s->stream);
     } else if (s->kind == PLAN_LSTEP_OP) {
       plan_buf_puts(&b, "  - {op: ");
       qstr(&b, prog->ops[s->op].name);
@@ -307,6 +315,13 @@ int plan_lowered_write(char **out, size_t *len, const plan_lowered *l) {
       qstr(&b, names[s->in[0]]);
       plan_buf_puts(&b, ", out: ");
       qstr(&b, names[s->out[0]]);
+      if (s->stream)
+        plan_buf_printf(&b, ", stream: %d", s->stream);
+      if (s->chunk_of)
+        plan_buf_printf(&b,
+                        ", chunk: {dim: %d, index: %lld, of: %lld, at: %lld}",
+                        s->chunk_dim, (long long)s->chunk_index,
+                        (long long)s->chunk_of, (long long)s->chunk_at);
     }
     if (l->pipe)
       plan_lpipe_write_step_fields(&b, l, i);
@@ -452,6 +467,10 @@ typedef struct lreader {
   plan_strmap byname;  /* buffer name -> index in file order */
   int *written;        /* per file buffer: the step that writes it, -1 */
   plan_ynode **bnodes; /* per file buffer: its key node (positions) */
+  /* per file buffer written by chunked steps: their count of chunks (0:
+   * none), and which slices (at) they wrote so far (arena) */
+  int64_t *chunk_of, *chunk_done;
+  uint8_t **chunk_seen;
 } lreader;
 
 /* A placement of the file: shard ratios are interned into the sets of the
@@ -518,6 +537,11 @@ static int read_buffers(lreader *r, const plan_ynode *n) {
   l->bufs = calloc((size_t)l->nbufs + 1, sizeof(plan_lbuf));
   r->written = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
   r->bnodes = calloc((size_t)l->nbufs + 1, sizeof(plan_ynode *));
+  r->chunk_of = calloc((size_t)l->nbufs + 1, sizeof(int64_t));
+  r->chunk_done = calloc((size_t)l->nbufs + 1, sizeof(int64_t));
+  r->chunk_seen = calloc((size_t)l->nbufs + 1, sizeof(uint8_t *));
+  if (!r->chunk_of || !r->chunk_done || !r->chunk_seen)
+    return plan_oom();
   if (!l->bufs || !r->written || !r->bnodes)
     return plan_oom();
   static const char *const bkeys[] = {"tensor", "placement", NULL};
@@ -786,6 +810,120 @@ static int apply_groups(lreader *r, const plan_ynode *gn, plan_lstep *s,
                      "a group's member order other than coordinate order");
 }
 
+/* PLAN_OK when the file's version holds format 1.1 fields (a step's
+ * stream, chunk or wait); else a `version` error at n. */
+static int need_1_1(lreader *r, const plan_ynode *n, const char *field) {
+  const plan_plan *p = r->l->own_ref ? r->l->own_ref : r->l->own_plan;
+  plan_reader rd = r->rd;
+  rd.ver_major = p->version_major;
+  rd.ver_minor = p->version_minor;
+  return plan_rd_need_format_1_1(&rd, n, field);
+}
+
+/* `stream: N` of a collective or wait step (0, the compute stream, when
+ * absent). */
+static int read_stream(lreader *r, const plan_ynode *n, plan_lstep *s) {
+  const plan_ynode *x = plan_ymap_get(n, "stream");
+  int64_t v;
+  int rc;
+  if (!x)
+    return PLAN_OK;
+  if ((rc = need_1_1(r, x, "a step's stream")) ||
+      (rc = plan_rd_int(&r->rd, x, "stream", &v)))
+    return rc;
+  if (v < 0 || v > 64)
+    return plan_rd_fail(&r->rd, x, PLAN_EINVALID, "stream must be 0 to 64");
+  s->stream = (int)v;
+  return PLAN_OK;
+}
+
+/* `chunk: {dim, index, of, at}` of a collective: the slice it moves. The
+ * dim must be one the step leaves, and `of` must divide every block of
+ * its buffers along it. */
+static int read_chunk(lreader *r, const plan_ynode *n, plan_lstep *s,
+                      int in_buf, int out_buf) {
+  const plan_ynode *x = plan_ymap_get(n, "chunk");
+  static const char *const k[] = {"dim", "index", "of", "at", NULL};
+  plan_reader *rd = &r->rd;
+  int rc;
+  if (!x)
+    return PLAN_OK;
+  if ((rc = need_1_1(r, x, "a step's chunk")) ||
+      (rc = plan_rd_expect_map(rd, x, "chunk")) ||
+      (rc = plan_rd_check_keys(rd, x, k, "chunk", NULL)))
+    return rc;
+  int64_t v[4];
+  for (int i = 0; i < 4; i++) {
+    const plan_ynode *f = plan_ymap_get(x, k[i]);
+    if (!f)
+      return plan_rd_fail(rd, x, PLAN_ESCHEMA,
+                          "a chunk needs dim, index, of and at");
+    if ((rc = plan_rd_int(rd, f, k[i], &v[i])))
+      return rc;
+  }
+  const plan_tensor *t =
+      &r->l->plan->program->tensors[r->l->bufs[in_buf].tensor];
+  if (v[2] < 1 || v[2] > 4096 || v[1] < 0 || v[1] >= v[2] || v[3] < 0 ||
+      v[3] >= v[2])
+    return plan_rd_fail(rd, x, PLAN_EINVALID,
+                        "a chunk has 'of' 1 to 4096, 'index' and 'at' 0 to "
+                        "of - 1");
+  if (v[0] < 0 || v[0] >= t->rank || v[0] == s->redist.dim ||
+      v[0] == s->redist.to_dim)
+    return plan_rd_fail(rd, x, PLAN_EINVALID,
+                        "chunk dim %lld is not a dim of '%s' the %s leaves",
+                        (long long)v[0], t->name,
+                        plan_redist_kind_name(s->redist.kind));
+  int bufs[2] = {in_buf, out_buf};
+  for (int b = 0; b < 2; b++)
+    for (int64_t q = 0; q < r->l->plan->mesh.ndevices; q++) {
+      int64_t dims[PLAN_MAX_RANK];
+      plan_lowered_buffer_block(dims, NULL, r->l, bufs[b], q);
+      if (dims[v[0]] % v[2])
+        return plan_rd_fail(rd, x, PLAN_EINVALID,
+                            "%lld chunks do not divide dim %lld of '%s' "
+                            "(%lld on rank %lld)",
+                            (long long)v[2], (long long)v[0], t->name,
+                            (long long)dims[v[0]], (long long)q);
+    }
+  s->chunk_dim = (int)v[0];
+  s->chunk_index = v[1];
+  s->chunk_of = v[2];
+  s->chunk_at = v[3];
+  return PLAN_OK;
+}
+
+/* A chunked step writes slice `at` of out: the buffer's chunks share one
+ * dim and count, and each slice is written once. */
+static int chunk_write(lreader *r, const plan_ynode *n, const plan_lstep *s,
+                       int out, int idx) {
+  plan_reader *rd = &r->rd;
+  if (r->written[out] >= 0 && !r->chunk_of[out])
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "buffer '%s' is written twice (steps %d and %d)",
+                        r->bnodes[out]->u.scalar.text, r->written[out], idx);
+  if (!r->chunk_of[out]) {
+    r->chunk_of[out] = s->chunk_of;
+    r->chunk_seen[out] = plan_arena_alloc(&r->l->arena, (size_t)s->chunk_of);
+    if (!r->chunk_seen[out])
+      return plan_oom();
+    memset(r->chunk_seen[out], 0, (size_t)s->chunk_of);
+    r->written[out] = idx;
+  } else if (r->chunk_of[out] != s->chunk_of ||
+             r->l->steps[r->written[out]].chunk_dim != s->chunk_dim) {
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "the chunks of buffer '%s' differ in dim or count",
+                        r->bnodes[out]->u.scalar.text);
+  }
+  if (r->chunk_seen[out][s->chunk_at])
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "chunk %lld of buffer '%s' is written twice",
+                        (long long)s->chunk_at, r->bnodes[out]->u.scalar.text);
+  r->chunk_seen[out][s->chunk_at] = 1;
+  r->chunk_done[out]++;
+  return PLAN_OK;
+}
+
 static int read_step(lreader *r, const plan_ynode *n, int idx) {
   plan_lowered *l = r->l;
   const plan_plan *p = l->plan;
@@ -849,7 +987,7 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
   } else if ((v = plan_ymap_get(n, "collective"))) {
     static const char *const k[] = {"collective", "axis",   "groups", "reduce",
                                     "dim",        "to_dim", "order",  "in",
-                                    "out",        NULL};
+                                    "out",        "stream", "chunk",  NULL};
     if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
       return rc;
     int kind, red = PLAN_RED_SUM;
@@ -926,6 +1064,9 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       return rc;
     if (gn && (rc = apply_groups(r, gn, s, rows, ins[0], outs[0])))
       return rc;
+    if ((rc = read_stream(r, n, s)) ||
+        (rc = read_chunk(r, n, s, ins[0], outs[0])))
+      return rc;
     s->kind = PLAN_LSTEP_REDIST;
     s->nin = s->nout = 1;
     l->collectives[kind]++;
@@ -935,6 +1076,18 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       return rc;
     s->kind = PLAN_LSTEP_TRANSFER;
     s->nin = s->nout = 1;
+  } else if ((v = plan_ymap_get(n, "wait"))) {
+    static const char *const k[] = {"wait", "stream", NULL};
+    if ((rc = need_1_1(r, v, "a wait step")) ||
+        (rc = plan_rd_check_keys(rd, n, k, "a wait step", NULL)) ||
+        (rc = buf_ref(r, v, &ins[0])) || (rc = read_stream(r, n, s)))
+      return rc;
+    if (!s->stream)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                          "a wait step names the stream it waits on "
+                          "('stream: 1' or more)");
+    s->kind = PLAN_LSTEP_WAIT;
+    s->nin = 1;
   } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
     /* a manual region's output takes a traced tensor's value */
     if ((rc = read_from_step(r, n, v, "bind", &ins[0], &outs[0])))
@@ -985,9 +1138,29 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       return plan_rd_fail(rd, n, PLAN_EINVALID,
                           "step %d reads buffer '%s' before any step writes it",
                           idx, r->bnodes[ins[j]]->u.scalar.text);
+    if (r->chunk_of[ins[j]] && r->chunk_done[ins[j]] < r->chunk_of[ins[j]] &&
+        s->kind != PLAN_LSTEP_WAIT)
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "step %d reads buffer '%s' when %lld of its %lld "
+                          "chunks are written",
+                          idx, r->bnodes[ins[j]]->u.scalar.text,
+                          (long long)r->chunk_done[ins[j]],
+                          (long long)r->chunk_of[ins[j]]);
     s->in[j] = ins[j];
   }
-  for (int j = 0; j < s->nout; j++) {
+  if (s->chunk_of) { /* one slice of out, which its other chunks share */
+    if ((rc = chunk_write(r, n, s, outs[0], idx)))
+      return rc;
+    s->out[0] = outs[0];
+  }
+  for (int j = 0; j < s->nout && !s->chunk_of; j++) {
+    int st;
+    if (r->written[outs[j]] >= 0 && plan_lowered_inflight(l, idx, outs[j], &st))
+      return plan_rd_fail(rd, n, PLAN_EINVALID,
+                          "step %d writes buffer '%s' while the collective "
+                          "started at step %d is in flight: a buffer reused "
+                          "in flight",
+                          idx, r->bnodes[outs[j]]->u.scalar.text, st);
     if (r->written[outs[j]] >= 0)
       return plan_rd_fail(rd, n, PLAN_EINVALID,
                           "buffer '%s' is written twice (steps %d and %d)",
@@ -1132,6 +1305,8 @@ static int renumber(lreader *r) {
   for (int s = 0; s < l->nsteps; s++)
     for (int j = 0; j < l->steps[s].nout; j++) {
       int b = l->steps[s].out[j];
+      if (newi[b] >= 0) /* a chunked collective's later slices */
+        continue;
       newi[b] = next;
       nb[next++] = l->bufs[b];
     }
@@ -1441,6 +1616,17 @@ int plan_lowered_load_buffer(plan_lowered **out, const char *data, size_t len,
   }
   if (l->pipe && (rc = plan_lpipe_check_steps(&r.rd, l, v, r.written)))
     goto done;
+  {
+    char why[1024];
+    int bad;
+    if ((rc = plan_lowered_check_streams(l, &bad, why, sizeof why))) {
+      rc = rc == PLAN_EINVALID
+               ? plan_rd_fail(&r.rd, v->u.seq.items[bad < 0 ? 0 : bad],
+                              PLAN_EINVALID, "%s", why)
+               : rc;
+      goto done;
+    }
+  }
   if ((v = plan_ymap_get(R, "layouts")) &&
       (rc = read_map_of_buffers(&r, v, "layouts", false)))
     goto done;
@@ -1461,6 +1647,9 @@ done:
   free(root_items);
   free(r.written);
   free(r.bnodes);
+  free(r.chunk_of);
+  free(r.chunk_done);
+  free(r.chunk_seen);
   plan_strmap_free(&r.byname);
   plan_ydoc_free(&doc);
   if (rc) {

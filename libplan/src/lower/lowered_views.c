@@ -102,6 +102,9 @@ int plan_lowered_step(plan_lowered_step_info *out, const plan_lowered *l,
   case PLAN_LSTEP_TRANSFER:
     o.kind = "transfer";
     break;
+  case PLAN_LSTEP_WAIT:
+    o.kind = "wait";
+    break;
   default:
     o.kind = "?";
     break;
@@ -247,5 +250,20 @@ int plan_lowered_step_pipe(plan_lowered_step_pipe_info *out,
   o.from_stage = pp->from_stage[step];
   o.mb_shift = l->steps[step].mb_shift;
   *out = o;
+  return PLAN_OK;
+}
+
+int plan_lowered_step_sched(plan_lowered_sched_info *out, const plan_lowered *l,
+                            int step) {
+  int rc = check_index(out, l, step, l ? l->nsteps : 0,
+                       "plan_lowered_step_sched", "step");
+  if (rc)
+    return rc;
+  const plan_lstep *s = &l->steps[step];
+  out->stream = s->stream;
+  out->chunk_dim = s->chunk_of ? s->chunk_dim : -1;
+  out->chunk_index = s->chunk_of ? s->chunk_index : 0;
+  out->chunk_of = s->chunk_of;
+  out->chunk_at = s->chunk_of ? s->chunk_at : 0;
   return PLAN_OK;
 }

@@ -14,7 +14,7 @@
 
 static const char *const top_keys[] = {
     "libplan",  "program",  "mesh",    "placements", "strategies", "outputs",
-    "pipeline", "training", "regions", "provenance", NULL};
+    "pipeline", "training", "regions", "overlap",    "provenance", NULL};
 
 /* ---- the document
  * ------------------------------------------------------------- */
@@ -281,7 +281,7 @@ static int read_rest(load_ctx *c, const plan_ydoc *doc) {
     /* A program-only document: nothing else may be present. */
     static const char *const need_mesh[] = {
         "placements", "strategies", "outputs", "pipeline",
-        "training",   "regions",    NULL};
+        "training",   "regions",    "overlap", NULL};
     for (const char *const *k = need_mesh; *k; k++)
       if (plan_ymap_get(root, *k))
         return plan_rd_fail(rd, root, PLAN_ESCHEMA,

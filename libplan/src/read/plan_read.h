@@ -76,6 +76,8 @@ const char *plan_action_word(int kind);
  * every one. */
 extern const char *const plan_schedule_names[PLAN_SCHED_COUNT];
 int plan_action_parse(plan_action *a, const char *s, size_t len);
+/* Reads the `overlap` section (plan_overlap.c). */
+int plan_overlap_read(const plan_reader *rd, const plan_ynode *n, plan_plan *p);
 /* Reads training, pipeline, regions and provenance. */
 int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
                        plan_plan *p);

@@ -650,6 +650,9 @@ int plan_sections_read(const plan_reader *rd, const plan_ynode *root,
       return rc;
     if ((v = plan_ymap_get(root, "regions")) && (rc = read_regions(rd, v, p)))
       return rc;
+    if ((v = plan_ymap_get(root, "overlap")) &&
+        (rc = plan_overlap_read(rd, v, p)))
+      return rc;
   }
   if ((v = plan_ymap_get(root, "provenance"))) {
     if ((rc = plan_rd_expect_map(rd, v, "provenance")) ||

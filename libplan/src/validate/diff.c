@@ -729,6 +729,7 @@ int plan_diff(plan_diags **out, const plan_plan *a, const plan_plan *b) {
       diff_section(&c, "pipeline", "diff.schedule");
     diff_section(&c, "training", "diff.training");
     diff_regions(&c);
+    diff_section(&c, "overlap", "diff.overlap");
   }
   if (c.rc) {
     plan_diags_free(d);

@@ -9,6 +9,7 @@
 #include "libplan/plan.h"
 #include "base/suggest.h"
 #include "ir/ops.h"
+#include "lower/lower.h"
 #include "read/plan_read.h"
 #include "schedule/schedule_actions.h"
 
@@ -617,6 +618,9 @@ int plan_validate(plan_diags **out, const plan_plan *p) {
     check_pipeline(&v);
     check_regions(&v);
     check_training(&v);
+    /* the overlap entries on the lowered program, once the rest holds */
+    if (p->noverlap && !v.rc && !plan_diags_count_at_least(d, PLAN_SEV_ERROR))
+      v.rc = plan_overlap_validate(p, d);
   }
   if (v.rc) {
     plan_diags_free(d);

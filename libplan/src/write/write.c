@@ -197,6 +197,37 @@ static void w_regions(plan_buf *b, const plan_plan *p) {
   }
 }
 
+/* The overlap entries in file order, one flow mapping each, keys in the
+ * order the spec lists them, defaults omitted. */
+static void w_overlap(plan_buf *b, const plan_plan *p) {
+  static const char *const sel[PLAN_OVL_SELECT_COUNT] = {"input", "param",
+                                                         "grad_sync"};
+  plan_buf_puts(b, "overlap:\n");
+  for (int i = 0; i < p->noverlap; i++) {
+    const plan_overlap *e = &p->overlap[i];
+    char pt[PLAN_MAX_NAME + 16];
+    plan_buf_printf(b, "  - {%s: ", sel[e->select]);
+    plan_w_str(b, e->pattern);
+    if (e->operand >= 0)
+      plan_buf_printf(b, ", operand: %d", e->operand);
+    if (e->chunks != 1)
+      plan_buf_printf(b, ", chunks: %lld", (long long)e->chunks);
+    if (e->dim >= 0)
+      plan_buf_printf(b, ", dim: %d", e->dim);
+    if (e->stream != 1)
+      plan_buf_printf(b, ", stream: %d", e->stream);
+    if (plan_overlap_point_text(pt, sizeof pt, e->start, e->start_op)) {
+      plan_buf_puts(b, ", start: ");
+      plan_w_str(b, pt);
+    }
+    if (plan_overlap_point_text(pt, sizeof pt, e->wait, e->wait_op)) {
+      plan_buf_puts(b, ", wait: ");
+      plan_w_str(b, pt);
+    }
+    plan_buf_puts(b, "}\n");
+  }
+}
+
 static int w_plan(plan_buf *b, const plan_plan *p,
                   const plan_write_options *o) {
   const plan_program *prog = p->program;
@@ -278,6 +309,8 @@ static int w_plan(plan_buf *b, const plan_plan *p,
     w_training(b, p);
   if (p->nregions)
     w_regions(b, p);
+  if (p->noverlap)
+    w_overlap(b, p);
 tail:
   if (p->provenance) {
     plan_buf_puts(b, "provenance:");
