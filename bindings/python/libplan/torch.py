@@ -20,7 +20,7 @@ except ImportError:
 
 __all__ = ["available", "to_dtensor_placements", "from_dtensor_placements",
            "device_mesh", "program_from_module", "apply", "layout_of",
-           "parallelize"]
+           "parallelize", "plan_from_module"]
 
 
 def available():
@@ -1182,3 +1182,4 @@ def program_from_module(module, example_inputs, name=None):
 
 
 from .torch_parallel import parallelize  # noqa: E402,F401  (needs the above)
+from .torch_import import plan_from_module  # noqa: E402,F401
