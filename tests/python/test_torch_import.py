@@ -7,7 +7,10 @@ a Megatron MLP (ColwiseParallel, RowwiseParallel) and a transformer block
 with sequence parallelism (SequenceParallel, PrepareModuleInput, Rowwise
 output Shard(1)) on dp=2 x tp=2; the MLP under FSDP2's fully_shard on
 dp=4; the MLP under TP then FSDP on dp=2 x tp=2 (the nested
-_StridedShard); a hand plan that misreads an activation (refused)."""
+_StridedShard); a hand plan that misreads an activation (refused). Then
+transformers' GPT-2 and Llama traced with program_from_export, searched,
+verified and trained two steps by parallelize_program (skipped, saying
+so, where transformers is not installed)."""
 
 import json
 import os
@@ -122,6 +125,27 @@ class TestPlanFromModuleUnderTorchrun(unittest.TestCase):
         self.assertEqual(res["placements"]["fc1.weight"], "S(0:1)S(0:0)")
         self.assertEqual(res["placements"]["fc2.weight"], "S(0)S(1)")
         self.assertIn("nesting order", res["roundtrip_refused"])
+
+    def hf(self, name):
+        if ("hf:" + name) not in self.results and any(
+                ln.startswith("skip hf:") for ln in
+                self.proc.stdout.splitlines()):
+            self.skipTest("transformers is not installed")
+        res = self.case("hf:" + name)
+        self.assertIs(res["verify_equal"], True)
+        self.assertLessEqual(res["loss_diff"], TOL)
+        self.assertLessEqual(res["grad_diff"], TOL)
+        for k in tp.COLLECTIVES:
+            self.assertEqual(res["run"][k], res["plan"][k], k)
+        # a megatron plan splits the model over tp: it communicates
+        self.assertGreater(sum(res["plan"].values()), 0)
+        return res
+
+    def test_transformers_gpt2(self):
+        self.hf("gpt2")
+
+    def test_transformers_llama(self):
+        self.hf("llama")
 
     def test_misread_activation_refused(self):
         res = self.case("mlp_bad")

@@ -1,5 +1,5 @@
-"""One process of a torchrun launch (gloo, CPU, 4 processes): models
-parallelized by hand with torch's parallelize_module styles and FSDP2's
+"""One process of a torchrun launch (gloo, CPU, 4 processes). First,
+models parallelized by hand with torch's parallelize_module styles and FSDP2's
 fully_shard, each imported with libplan.torch.plan_from_module. For each
 case: the hand-parallelized forward's output equals, on every rank, the
 block of the single-device output that the imported plan's output
@@ -10,6 +10,11 @@ all-gathers are reported); and the plan run by libplan.torch.parallelize
 on a fresh copy of the model counts the lowered plan's collectives and
 gives the single-device output (TOL). Negative: a hand plan that reads a
 column-split activation as replicated is refused, naming the module.
+Then transformers' GPT-2 and Llama (small configs, random weights; skipped,
+saying so, without transformers): traced with program_from_export,
+searched, verified, run by parallelize_program for two SGD steps with
+the loss and every gradient equal to the single-device model's and the
+forward's collectives the lowered plan's.
 Rank 0 prints one line per case ("ok CASE {json}" / "FAIL CASE ...");
 the exit status is 1 when any check failed."""
 
@@ -233,6 +238,69 @@ def _torch_kinds(counts):
     return out
 
 
+def hf_one(name, rank):
+    """A transformers model (tests/python/torchrun/hf_models.py) exported
+    and traced, a `megatron` search's plan on dp=2 x tp=2 (rank 0's,
+    broadcast), verify, then two SGD steps of the model run by
+    parallelize_program against the single-device model: the loss and
+    every gradient, and the forward's collectives against the lowered
+    plan's."""
+    import copy
+    import hf_models as hf
+    from libplan.torch_export import parallelize_program, \
+        program_from_export
+    torch.manual_seed(0)
+    base = hf.build(name)
+    ids = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
+    labels = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
+    t0 = time.perf_counter()
+    prog = program_from_export(base, (ids,), {"use_cache": False})
+    trace_s = time.perf_counter() - t0
+    box = [None]
+    if rank == 0:
+        with libplan.search(prog, {"dp": 2, "tp": 2},
+                            strategy="megatron") as found:
+            box[0] = found.text(self_contained=True)
+    dist.broadcast_object_list(box, src=0)
+    plan = libplan.parse(box[0])
+    verdict = plan.verify().equal if rank == 0 else None
+    want = lowered_collectives(plan)
+    ref, par = copy.deepcopy(base), copy.deepcopy(base)
+    parallelize_program(par, plan)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, par)]
+    ce = torch.nn.functional.cross_entropy
+    loss_diff = grad_diff = 0.0
+    counts = None
+    for _ in range(2):
+        want_loss = ce(ref(ids, use_cache=False).logits.reshape(
+            -1, hf.VOCAB), labels.reshape(-1))
+        mode = comm_debug_mode()
+        with mode:
+            y = par(ids)
+        counts = counts or comm_counts(mode)
+        loss = ce(y.full_tensor().reshape(-1, hf.VOCAB), labels.reshape(-1))
+        want_loss.backward()
+        loss.backward()
+        loss_diff = max(loss_diff, float((want_loss - loss).abs()))
+        got = dict(par.named_parameters())
+        for n, p in ref.named_parameters():
+            g = got[n].grad
+            g = g.full_tensor() if hasattr(g, "full_tensor") else g
+            grad_diff = max(grad_diff, float((p.grad - g).abs().max()))
+        for o in opts:
+            o.step()
+            o.zero_grad()
+    res = {"case": "hf:" + name, "trace_s": round(trace_s, 2),
+           "ops": len(prog), "verify_equal": verdict,
+           "plan": {k: want[k] for k in COLLECTIVES}, "run": counts,
+           "loss_diff": loss_diff, "grad_diff": grad_diff}
+    prog.close()
+    plan.close()
+    ok = (rank != 0 or verdict is True) and loss_diff <= TOL and \
+        grad_diff <= TOL and all(counts[k] == want[k] for k in COLLECTIVES)
+    return res, ok
+
+
 def main():
     rank = int(os.environ["RANK"])
     dist.init_process_group("gloo")
@@ -248,6 +316,22 @@ def main():
             if rank == 0:
                 print("%s %s %s" % ("ok" if good else "FAIL", name,
                                     json.dumps(res, sort_keys=True)),
+                      flush=True)
+        import hf_models as hf
+        for name in os.environ.get("HF_MODELS", " ".join(hf.MODELS)).split():
+            if not hf.available():
+                if rank == 0:
+                    print("skip hf:%s transformers is not installed" % name,
+                          flush=True)
+                continue
+            try:
+                res, good = hf_one(name, rank)
+            except Exception as e:
+                res, good = {"case": "hf:" + name, "error": repr(e)}, False
+            failed += not good
+            if rank == 0:
+                print("%s hf:%s %s" % ("ok" if good else "FAIL", name,
+                                       json.dumps(res, sort_keys=True)),
                       flush=True)
         # negative: the import refuses a misread activation
         torch.manual_seed(0)
