@@ -9,8 +9,10 @@ output Shard(1)) on dp=2 x tp=2; the MLP under FSDP2's fully_shard on
 dp=4; the MLP under TP then FSDP on dp=2 x tp=2 (the nested
 _StridedShard); a hand plan that misreads an activation (refused). Then
 transformers' GPT-2 and Llama traced with program_from_export, searched,
-verified and trained two steps by parallelize_program (skipped, saying
-so, where transformers is not installed)."""
+verified and trained two steps by parallelize_program, and transformers'
+Llama parallelized by hand with torchtitan's tensor-parallel recipe for
+its Llama 3, imported through the export tracer (skipped, saying so,
+where transformers is not installed)."""
 
 import json
 import os
@@ -146,6 +148,33 @@ class TestPlanFromModuleUnderTorchrun(unittest.TestCase):
 
     def test_transformers_llama(self):
         self.hf("llama")
+
+    def test_transformers_llama_tp_import(self):
+        if "hf:llama_tp_import" not in self.results and any(
+                ln.startswith("skip hf:") for ln in
+                self.proc.stdout.splitlines()):
+            self.skipTest("transformers is not installed")
+        res = self.case("hf:llama_tp_import")
+        self.assertLessEqual(res["hand_max_diff"], TOL)
+        self.assertLessEqual(res["roundtrip_max_diff"], TOL)
+        self.assertIs(res["verify_equal"], True)
+        p = res["placements"]
+        for proj in ("q_proj", "k_proj", "v_proj"):
+            self.assertEqual(p["model.layers.0.self_attn.%s.weight" % proj],
+                             "RS(0)")
+        self.assertEqual(p["model.layers.0.self_attn.o_proj.weight"],
+                         "RS(1)")
+        self.assertEqual(p["model.layers.0.mlp.down_proj.weight"], "RS(1)")
+        want = {k: n for k, n in res["plan"].items() if n}
+        # one all-reduce per row-parallel projection: 2 layers x 2
+        self.assertEqual(want, {"all_reduce": 4})
+        self.assertEqual(_torch_kinds(res["hand_run"]), want)
+        for k in tp.COLLECTIVES:
+            self.assertEqual(res["roundtrip_run"][k], res["plan"][k], k)
+        costs = res["modeled_step_s"]
+        self.assertEqual(set(costs), {"imported", "megatron_search",
+                                      "greedy_search"})
+        self.assertTrue(all(c > 0 for c in costs.values()), costs)
 
     def test_misread_activation_refused(self):
         res = self.case("mlp_bad")

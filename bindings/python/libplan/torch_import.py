@@ -453,6 +453,20 @@ def _axis_rule(kind, attrs, ins, shapes, outs):
         if isinstance(x, _pl.Shard) and x.dim >= len(shapes[0]) - 2:
             raise _Refuse("attention with its sequence or head dim split")
         return ins, [x]
+    if kind in ("reduce_sum", "reduce_mean"):
+        x = ins[0]
+        rank = len(shapes[0])
+        dims = sorted(d % rank for d in attrs.get("dims", []))
+        if isinstance(x, _pl.Shard) and x.dim in dims:
+            # each rank reduces its block: a partial sum (or average)
+            return ins, [_pl.Partial("sum" if kind == "reduce_sum"
+                                     else "avg")]
+        if isinstance(x, _pl.Shard) and not attrs.get("keepdim", False):
+            x = _pl.Shard(x.dim - sum(1 for d in dims if d < x.dim),
+                          x.level)
+        if isinstance(x, _pl.Partial) and kind == "reduce_mean":
+            raise _Refuse("a partial value into reduce_mean")
+        return ins, [x]
     if all(isinstance(e, _pl.Replicate) for e in ins):
         return ins, [R] * len(outs)
     raise _Refuse("the import has no rule for %s on a split or partial "
@@ -473,7 +487,8 @@ def _mesh_of(mesh):
         [int(d) for d in mesh.mesh.reshape(-1).tolist()]
 
 
-def plan_from_module(module, mesh, example_inputs, inputs=None, name=None):
+def plan_from_module(module, mesh, example_inputs, inputs=None, name=None,
+                     tracer="fx", kwargs=None):
     """The plan of `module` as it was parallelized by hand (see the module's
     docstring) on `mesh`, a DeviceMesh with axis names (the mesh the
     styles' and FSDP's meshes are sub-meshes of). `example_inputs` are the
@@ -482,7 +497,11 @@ def plan_from_module(module, mesh, example_inputs, inputs=None, name=None):
     over the axes no parameter is placed on by a style (data parallel, and
     FSDP's) and replicated on the rest. Every rank must call it (a DTensor
     buffer is gathered). Returns a Plan that validates; raises
-    UnsupportedError for what it does not read."""
+    UnsupportedError for what it does not read. `tracer`: "fx"
+    (program_from_module) or "export" (program_from_export, with
+    `kwargs`: a transformers model, {"use_cache": False}); with export an
+    op is named by its module path and node, and a styled module's op is
+    the one linear or embedding op inside it."""
     from . import torch as lt
     from .builder import make_plan
     lt._require()
@@ -504,8 +523,15 @@ def plan_from_module(module, mesh, example_inputs, inputs=None, name=None):
                     % (path or "<root>", names, axes))
             st["axes"] = [axes.index(n) for n in names]
             styles[path] = st
+    if tracer not in ("fx", "export"):
+        raise UsageError("tracer must be 'fx' or 'export', not %r"
+                         % (tracer,))
     with _Bare(module):
-        prog = lt.program_from_module(module, example_inputs, name=name)
+        if tracer == "fx":
+            prog = lt.program_from_module(module, example_inputs, name=name)
+        else:
+            prog = lt.program_from_export(module, example_inputs, kwargs,
+                                          name=name)
     try:
         return _build(prog, module, axes, sizes, devices, params, buffers,
                       fsdp, styles, inputs, make_plan)
@@ -628,7 +654,7 @@ def _build(prog, module, axes, sizes, devices, params, buffers, fsdp,
                                 o.name.startswith(path + ".")):
                     e = ve
             ins.append(list(e))
-        st = styles.get(o.name)
+        st = _style_for(o, styles)
         if st is not None and st["kind"] != "PrepareModuleInput":
             ins[0] = _style_input(o, st, ins[0], local.get(o.inputs[0], True),
                                   len(shapes[o.inputs[0]]))
@@ -684,6 +710,19 @@ def _build(prog, module, axes, sizes, devices, params, buffers, fsdp,
                            % (f.message, f.code), -6, f.file, f.line,
                            f.column)
     return plan
+
+
+def _style_for(o, styles):
+    """The Colwise/Rowwise/SequenceParallel style of the module op o is
+    (fx: the op is named by the module's path; export: the path and the
+    node's name, the module's one linear, embedding or norm op)."""
+    st = styles.get(o.name)
+    if st is None and "." in o.name and o.kind in (
+            "linear", "embedding", "layernorm", "rmsnorm"):
+        st = styles.get(o.name.rsplit(".", 1)[0])
+    if st is not None and st["kind"] == "PrepareModuleInput":
+        return st if o.name in styles else None
+    return st
 
 
 def _outputs(prog):
