@@ -8,8 +8,8 @@
 # pip installs them; when it cannot, the suite still runs and the tests that
 # need them skip and say why.
 #
-# First-install times measured on the 2-core machine: torch about 2-3 min
-# (the wheel download dominates), transformers 20 s (with numpy,
+# Measured on the 2-core machine: the torch 2.15.0 wheel (539 MB) downloads
+# in about 9 s; transformers 5.24.0 installs in 20 s (with numpy,
 # safetensors, tokenizers and huggingface_hub).
 for spec in pytest torch==2.15.0 transformers==5.24.0; do
   name=${spec%%==*}
