@@ -44,6 +44,7 @@ exec python3 - "$plan" "$root" <<'PYEOF'
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,12 +69,30 @@ def ok():
     passed += 1
 
 
-def bad(msg, detail=""):
+def bad(msg, detail="", ranks=""):
     global failed
     failed += 1
     print("FAIL: " + msg)
     for line in detail.splitlines()[-12:]:
         print("    " + line)
+    for line in ranks.splitlines():
+        print("    " + line)
+
+
+def rank_logs(folder, lines=30):
+    """The end of each torchrun rank's stderr a block left under FOLDER
+    (--log-dir's RUN_ID/attempt_N/RANK/stderr.log), for a failure."""
+    out = []
+    for dirpath, _, files in sorted(os.walk(folder)):
+        if "stderr.log" not in files:
+            continue
+        with open(os.path.join(dirpath, "stderr.log"), errors="replace") as f:
+            text = f.read().splitlines()
+        rel = os.path.relpath(dirpath, folder)
+        out.append("torchrun rank %s stderr (%s):"
+                   % (os.path.basename(dirpath), rel))
+        out += ["  " + t for t in text[-lines:]] or ["  (empty)"]
+    return "\n".join(out)
 
 
 def docs():
@@ -208,22 +227,33 @@ def run_blocks(path, blocks):
     env["TMPDIR"] = tmp
     env["DEMO_OUT"] = os.path.join(tmp, "demo")
     try:
-        for where, tag, script, want, seconds in todo:
+        for k, (where, tag, script, want, seconds) in enumerate(todo):
             shell = ["bash", "-e"] if tag == "bash" else ["sh", "-e"]
+            # torchrun in a block (its options from PET_* variables): each
+            # rank's stderr in its own file, shown when the block fails
+            logs = os.path.join(tmp, "torchrun-logs", str(k))
+            env.update(PET_LOG_DIR=logs, PET_REDIRECTS="2")
+            # its own session: a block past its time is killed with every
+            # process it started (torchrun's ranks too)
+            r = subprocess.Popen(
+                shell + ["-c", script], cwd=tree, env=env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, start_new_session=True)
             try:
-                r = subprocess.run(
-                    shell + ["-c", script], cwd=tree, env=env,
-                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, timeout=seconds)
+                out = r.communicate(timeout=seconds)[0]
             except subprocess.TimeoutExpired:
-                bad("%s: still running after %d s" % (where, seconds))
+                os.killpg(r.pid, signal.SIGKILL)
+                r.communicate()
+                bad("%s: still running after %d s" % (where, seconds),
+                    rank_logs(logs))
                 continue
-            out = r.stdout.decode("utf-8", "replace")
+            out = out.decode("utf-8", "replace")
             if r.returncode == want:
                 ok()
             else:
                 bad("%s: exit %d, expected %d" % (where, r.returncode, want),
-                    "script:\n" + script + "output:\n" + out)
+                    "script:\n" + script + "output:\n" + out,
+                    rank_logs(logs))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -1,6 +1,7 @@
 """The PyTorch bridge. The placement mappings and layouts run everywhere
 (tuples without torch); tracing and applying need torch and skip without."""
 
+import os
 import unittest
 
 from util import MLP, libplan
@@ -563,13 +564,14 @@ _PLACEMENTS = {"x": "RR", "fc1.weight": "RS(0)", "fc1.bias": "S(0)S(0)",
                "fc2.weight": "RS(1)", "fc2.bias": "RR"}
 
 
-def _apply_worker(rank, world, port, plan_text, queue):
-    import os
+def _apply_worker(rank, world, store_path, plan_text, queue):
     import torch
     import torch.distributed as dist
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # a file store: no rendezvous port to pick, so no launch running
+    # alongside can take it
+    store = dist.FileStore(store_path, world)
+    dist.init_process_group("gloo", store=store, rank=rank,
+                            world_size=world)
     try:
         from torch.distributed.tensor import Replicate, distribute_tensor
         plan = libplan.parse(plan_text)
@@ -609,11 +611,11 @@ class TestTorchApply(unittest.TestCase):
 
     def test_apply_on_gloo(self):
         import multiprocessing
-        import socket
+        import tempfile
         import torch
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        tmp = tempfile.TemporaryDirectory(prefix="libplan-apply-")
+        self.addCleanup(tmp.cleanup)
+        store = os.path.join(tmp.name, "store")
         with lt.program_from_module(_mlp(5), (torch.randn(8, 16),)) as prog:
             plan = libplan.make_plan(prog, {"dp": 2, "tp": 2},
                                      placements=_PLACEMENTS)
@@ -621,7 +623,7 @@ class TestTorchApply(unittest.TestCase):
         ctx = multiprocessing.get_context("spawn")
         queue = ctx.Queue()
         procs = [ctx.Process(target=_apply_worker,
-                             args=(r, 4, port, text, queue))
+                             args=(r, 4, store, text, queue))
                  for r in range(4)]
         for p in procs:
             p.start()

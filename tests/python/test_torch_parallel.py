@@ -13,16 +13,16 @@ plans are caught."""
 
 import json
 import os
-import subprocess
-import sys
 import unittest
 
-from util import BINDING, MLP, PIPELINE, ROOT, libplan
+from util import MLP, PIPELINE, ROOT, libplan, torchrun
 import libplan.torch as lt
 from libplan import torch_parallel as tp
 
 NEED_TORCH = "torch (with torch.distributed.tensor) is not installed"
 WORKER = os.path.join(ROOT, "tests", "python", "torchrun", "worker.py")
+CAPTURE = os.path.join(ROOT, "tests", "python", "torchrun",
+                       "capture_worker.py")
 LAUNCH_SECONDS = 300  # one launch; a loaded 2-core machine needs most
 
 
@@ -119,27 +119,30 @@ class TestParallelizeRefuses(unittest.TestCase):
         self.assertIn("pipelined", str(cm.exception))
         self.assertIn("does not run pipeline plans", str(cm.exception))
 
+    def test_capture_needs_a_process_group(self):
+        import torch
+        import torch.distributed as dist
+        if dist.is_initialized():
+            self.skipTest("a process group is initialised here")
+        m = torch.nn.Linear(2, 2)
+        with lt.program_from_module(m, (torch.randn(1, 2),)) as prog:
+            with self.assertRaises(libplan.UsageError) as cm:
+                lt.capture(m, (torch.randn(1, 2),), prog, {"tp": 2})
+        self.assertIn("process group", str(cm.exception))
+
     def test_not_a_plan(self):
         import torch
         with self.assertRaises(libplan.UsageError):
             lt.parallelize(torch.nn.Linear(2, 2), "plan.yaml")
 
 
-def _launch(nproc, *args, cases=None):
-    env = dict(os.environ)
-    if cases:
-        env["CASES"] = cases
-    env["PYTHONPATH"] = BINDING
-    env.setdefault("OMP_NUM_THREADS", "1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           "--nproc_per_node", str(nproc), WORKER] + list(args)
-    try:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                           timeout=LAUNCH_SECONDS,
-                           cwd=os.path.dirname(WORKER))
-    except subprocess.TimeoutExpired as e:
-        raise AssertionError("torchrun with %d processes ran past %d s"
-                             % (nproc, LAUNCH_SECONDS)) from e
+def _launch(nproc, *args, cases=None, worker=WORKER):
+    env = {"CASES": cases} if cases else {}
+    r = torchrun(nproc, worker, args, env=env, timeout=LAUNCH_SECONDS,
+                 cwd=os.path.dirname(worker))
+    if r.timed_out:
+        raise AssertionError("torchrun with %d processes ran past %d s\n%s"
+                             % (nproc, LAUNCH_SECONDS, r.detail()))
     lines = [ln for ln in r.stdout.splitlines()
              if ln.startswith(("ok ", "FAIL "))]
     return r, lines
@@ -158,7 +161,7 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
     def check(self, nproc, negative, cases=None):
         r, lines = _launch(nproc, *(["--negative"] if negative else []),
                            cases=cases)
-        detail = "\n".join(lines) + "\n" + r.stderr[-3000:]
+        detail = "\n".join(lines) + "\n" + r.detail()
         self.assertEqual(r.returncode, 0, detail)
         want = (len(cases.split()) if cases else 3) + (4 if negative else 0)
         self.assertEqual(len(lines), want, detail)
@@ -191,6 +194,44 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
         # mostly their imports; LIBPLAN_TORCHRUN_FULL=1 runs every case
         full = os.environ.get("LIBPLAN_TORCHRUN_FULL") == "1"
         self.check(8, negative=False, cases=None if full else "mlp")
+
+
+# capture_worker.py's cases: (verdict, where a bug sits, collectives)
+CAPTURE_CASES = {
+    "rowpar": (True, None, {"all_reduce": 1}),
+    "rowpar_no_allreduce": (False, "module fc2, aten.add", {}),
+    "funcol": (True, None, {"all_reduce": 1}),
+    "funcol_no_allreduce": (False, "module fc2, aten.add", {}),
+    "tp_style": (True, None, {"all_reduce": 1, "zero_non_owner": 1}),
+    "tp_style_wrong_dim": (False, "module fc2, redistribute", {}),
+}
+
+
+@unittest.skipUnless(lt.available(), NEED_TORCH)
+class TestCaptureUnderTorchrun(unittest.TestCase):
+    """One launch (4 processes, gloo) captures six runs: a hand-written
+    row-parallel MLP with its all-reduce (c10d, then functional) and
+    without it, and parallelize_module's Colwise/Rowwise plan right and
+    with a wrong Shard dim. The correct runs verify EQUAL with the
+    collectives they ran; each bug is NOT EQUAL at the module and op
+    where it sits."""
+
+    def test_capture_4_processes(self):
+        r, lines = _launch(4, worker=CAPTURE)
+        detail = "\n".join(lines) + "\n" + r.detail()
+        self.assertEqual(r.returncode, 0, detail)
+        got = {ln.split()[1]: _result(ln) for ln in lines}
+        self.assertEqual(set(got), set(CAPTURE_CASES), detail)
+        for name, (equal, where, counts) in CAPTURE_CASES.items():
+            res = got[name]
+            self.assertIs(res["equal"], equal, (name, res))
+            if equal:
+                self.assertIsNone(res["first_op"], (name, res))
+                self.assertEqual(res["collectives"], counts, (name, res))
+            else:
+                self.assertTrue((res["first_op"] or "").startswith(where),
+                                (name, res))
+                self.assertTrue(res["diagnosis"], (name, res))
 
 
 if __name__ == "__main__":
