@@ -20,7 +20,8 @@ except ImportError:
 
 __all__ = ["available", "to_dtensor_placements", "from_dtensor_placements",
            "device_mesh", "program_from_module", "apply", "layout_of",
-           "parallelize", "capture", "CaptureReport"]
+           "parallelize", "capture", "CaptureReport", "plan_from_module",
+           "program_from_export", "parallelize_program"]
 
 
 def available():
@@ -1183,3 +1184,6 @@ def program_from_module(module, example_inputs, name=None):
 
 from .torch_parallel import parallelize  # noqa: E402,F401  (needs the above)
 from .torch_capture import CaptureReport, capture  # noqa: E402,F401
+from .torch_import import plan_from_module  # noqa: E402,F401
+from .torch_export import (parallelize_program,  # noqa: E402,F401
+                           program_from_export)
