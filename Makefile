@@ -405,6 +405,13 @@ bench: all $(BENCH_BIN)
 bench-placement: $(BUILD)/bench/bench_placement
 	@$(BUILD)/bench/bench_placement
 
+# dp and ilp with repeated-layer sharing against without it, in the same
+# run: 1 to 126 layers on 3- and 4-axis meshes (bench/bench_search_layers.sh;
+# minutes on 2 cores, not in `make bench` or `make test`).
+.PHONY: bench-search-layers
+bench-search-layers: $(BUILD)/plan
+	@sh bench/bench_search_layers.sh $(BUILD)
+
 # The mesh shape search's time against one recipe run in the same run
 # (bench/bench_shapes.lua).
 .PHONY: bench-shapes

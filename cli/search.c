@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "libplan/cost.h"
@@ -16,7 +18,7 @@ const char usage_search[] =
     "usage: plan search PROGRAM --mesh dp=2,tp=4 [--strategy NAME|FILE.lua]\n"
     "                   [--hardware NAME] [--seed N] [--width N] [--limit N] "
     "[--seconds N]\n"
-    "                   [--self-contained] -o PLAN\n"
+    "                   [--self-contained] [--no-share] [--quiet] -o PLAN\n"
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "                   [--placement search] [--topology SPEC]\n"
     "                   [--mesh-shape search]\n"
@@ -30,6 +32,10 @@ const char usage_search[] =
     "script hash, parameters, seed, library version, modeled cost), so\n"
     "'plan replay' can make it again.\n"
     "  --width N    beam's width (default 8)\n"
+    "  --no-share   dp and ilp solve every copy of a repeated layer on its\n"
+    "               own (by default once per layer; dp's plan is the same)\n"
+    "  --quiet      no progress on stderr (by default a line every few\n"
+    "               seconds, or one updated in place on a terminal)\n"
     "  --limit N    dp's most states per step (default 64), exhaustive's\n"
     "               most combinations (default 100000)\n"
     "  --seconds N  ilp's solver time limit, and the device order search's\n"
@@ -214,6 +220,43 @@ static int search_write(plan_plan *p, const plan_search_info *info,
   return EXIT_OK;
 }
 
+/* Progress on stderr (plan_search_options.progress): on a terminal one
+ * line updated in place at most every 0.1 s, otherwise a line every few
+ * seconds (PLAN_PROGRESS_SECONDS, default 3); cleared or ended when the
+ * search returns. */
+typedef struct progress_state {
+  bool tty, shown;
+  double every, last, start;
+} progress_state;
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void show_progress(void *ctx, const char *what, int64_t done,
+                          int64_t total) {
+  progress_state *ps = ctx;
+  double t = now_seconds();
+  if (t - ps->last < ps->every)
+    return;
+  ps->last = t;
+  char line[160];
+  if (total > 0)
+    snprintf(line, sizeof line, "plan search: %s %lld/%lld (%.0f%%), %.1f s",
+             what, (long long)done, (long long)total,
+             100.0 * (double)done / (double)total, t - ps->start);
+  else
+    snprintf(line, sizeof line, "plan search: %s, %.1f s", what, t - ps->start);
+  if (ps->tty)
+    fprintf(stderr, "\r%s\033[K", line);
+  else
+    fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+  ps->shown = true;
+}
+
 int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
       "--mesh",     "--strategy",   "--hardware", "--seed",    "--width",
@@ -221,6 +264,7 @@ int cmd_search(int argc, char **argv) {
       "--topology", "--mesh-shape", NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
+  bool quiet = false;
   for (int i = 1; i < argc; i++) {
     int k = 0;
     while (valued[k] && strcmp(argv[i], valued[k]))
@@ -236,6 +280,10 @@ int cmd_search(int argc, char **argv) {
       i++;
     } else if (!strcmp(argv[i], "--self-contained")) {
       o.self_contained = 1;
+    } else if (!strcmp(argv[i], "--no-share")) {
+      o.no_share = 1;
+    } else if (!strcmp(argv[i], "--quiet")) {
+      quiet = true;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_unknown_option("search", argv[i]);
     } else if (input) {
@@ -262,7 +310,19 @@ int cmd_search(int argc, char **argv) {
     return cli_usage("search", "a program needs --mesh (e.g. dp=2,tp=4)");
   plan_search_info info = PLAN_SEARCH_INFO_INIT;
   plan_plan *p;
+  progress_state ps = {.tty = isatty(STDERR_FILENO), .every = 0.1};
+  if (!ps.tty) {
+    const char *e = getenv("PLAN_PROGRESS_SECONDS");
+    ps.every = e && atof(e) >= 0 ? atof(e) : 3;
+  }
+  ps.start = ps.last = now_seconds();
+  if (!quiet) {
+    o.progress = show_progress;
+    o.progress_ctx = &ps;
+  }
   int rc = plan_search(&p, &info, input, &o);
+  if (ps.shown && ps.tty)
+    fputs("\r\033[K", stderr);
   if (info.notes)
     fputs(info.notes, stderr);
   rc = rc ? report_failure("search", &info) : search_write(p, &info, &o, out);

@@ -15,6 +15,7 @@
 #include "libplan/diag.h"
 #include "libplan/plan.h"
 #include "lua_sources.h"
+#include "plan_dp.h"
 #include "plan_milp.h"
 #include "plan_module.h"
 #include "plan_module_internal.h"
@@ -208,5 +209,6 @@ int luaopen_plan(lua_State *L) {
   lua_pushstring(L, plan_version_string());
   lua_setfield(L, -2, "version");
   plan_milp_register(L);
+  plan_dp_register(L);
   return 1;
 }

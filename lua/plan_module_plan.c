@@ -5,11 +5,14 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "libplan/cost.h"
 #include "libplan/lowered.h"
+#include "libplan/ops.h"
+#include "libplan/program.h"
 #include "region_trace.h"
 #include "libplan/plan.h"
 #include "libplan/space.h"
@@ -137,6 +140,76 @@ static int m_op(lua_State *L) {
   lua_setfield(L, -2, "inputs");
   plan_lua_push_operands(L, prog, op, 1);
   lua_setfield(L, -2, "outputs");
+  return 1;
+}
+
+/* p:op_key(op): the op's structure as a string: its kind, its attribute
+ * values in schema order, and each operand's dtype, shape and role. Two
+ * ops with one key have the same strategies and, but for what the cost
+ * model keys on names (calibrations), the same costs: the search's
+ * repeated-layer detection compares them. */
+static void key_tensor(luaL_Buffer *b, const plan_program *prog, int t) {
+  plan_program_tensor_info ti;
+  char num[32];
+  if (plan_program_tensor(&ti, prog, t)) {
+    luaL_addstring(b, "?");
+    return;
+  }
+  snprintf(num, sizeof num, " %d:%d[", ti.dtype, ti.role);
+  luaL_addstring(b, num);
+  for (int d = 0; d < ti.rank; d++) {
+    snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)ti.dims[d]);
+    luaL_addstring(b, num);
+  }
+  luaL_addchar(b, ']');
+}
+
+static int m_op_key(lua_State *L) {
+  lplan *lp = plan_lua_live(L);
+  int op = plan_lua_check_op(L, lp->p, 2);
+  const plan_program *prog = plan_get_program(lp->p);
+  plan_program_op_info oi;
+  if (plan_program_op(&oi, prog, op))
+    return plan_lua_fail(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, plan_op_kind_name(oi.kind));
+  int na = 0;
+  const plan_attr_spec *spec = plan_op_attrs(oi.kind, &na);
+  char num[64];
+  for (int a = 0; a < na && spec && oi.attrs; a++) {
+    const plan_attr_val *v = &oi.attrs[a];
+    luaL_addchar(&b, ' ');
+    switch (spec[a].type) {
+    case PLAN_ATTR_INT:
+      snprintf(num, sizeof num, "%lld", (long long)v->i);
+      luaL_addstring(&b, num);
+      break;
+    case PLAN_ATTR_INTS:
+      for (int k = 0; k < v->nints; k++) {
+        snprintf(num, sizeof num, k ? ",%lld" : "%lld", (long long)v->ints[k]);
+        luaL_addstring(&b, num);
+      }
+      break;
+    case PLAN_ATTR_FLOAT:
+      snprintf(num, sizeof num, "%.17g", v->f);
+      luaL_addstring(&b, num);
+      break;
+    case PLAN_ATTR_BOOL:
+      luaL_addchar(&b, v->b ? 't' : 'f');
+      break;
+    case PLAN_ATTR_STRING:
+      luaL_addstring(&b, v->s ? v->s : "-");
+      break;
+    }
+  }
+  luaL_addstring(&b, " |");
+  for (int j = 0; j < oi.nin; j++)
+    key_tensor(&b, prog, oi.in[j]);
+  luaL_addstring(&b, " >");
+  for (int k = 0; k < oi.nout; k++)
+    key_tensor(&b, prog, oi.out[k]);
+  luaL_pushresult(&b);
   return 1;
 }
 
@@ -319,8 +392,9 @@ const luaL_Reg plan_lua_plan_methods[] = {
     {"close", m_gc},        {"hash", m_hash},
     {"text", m_text},       {"save", m_save},
     {"lower", m_lower},     {"ops", m_ops},
-    {"op", m_op},           {"tensor", m_tensor},
-    {"mesh", m_mesh},       {"outputs", m_outputs},
-    {"overlap", m_overlap}, {"pinned", m_pinned},
+    {"op", m_op},           {"op_key", m_op_key},
+    {"tensor", m_tensor},   {"mesh", m_mesh},
+    {"outputs", m_outputs}, {"overlap", m_overlap},
+    {"pinned", m_pinned},
     {"devices", m_devices}, {"set_devices", m_set_devices},
     {"stats", m_stats},     {NULL, NULL}};

@@ -171,7 +171,8 @@ local function run_search(p, opts, fn, src)
   local sopts = {hardware = opts.hardware, seed = tonumber(opts.seed) or 0,
                  width = opts.width, limit = opts.limit,
                  seconds = opts.seconds, outputs = p:outputs(),
-                 note = opts.note}
+                 note = opts.note, share = not opts.no_share,
+                 progress = opts.progress}
   local t0 = os.clock()
   local placed = fn(p, sopts)
   local seconds = os.clock() - t0
@@ -208,6 +209,7 @@ local function run_search(p, opts, fn, src)
   if opts.placement then prov.search.placement = "search" end
   if opts.topology then prov.search.topology = opts.topology end
   if opts.mesh_shape then prov.search.mesh_shape = "search" end
+  if opts.no_share then prov.search.share = false end
   if opts.self_contained and opts.strategy:match("%.lua$") then
     prov.script_text = src
   end
@@ -307,7 +309,7 @@ end
 
 -- search: {path | text, name, base_dir, is_plan, mesh, strategy, hardware,
 -- seed, width, limit, seconds, devices, self_contained, placement,
--- topology, mesh_shape} ->
+-- topology, mesh_shape, no_share, progress = fn(what, done, total)} ->
 -- {plan, step, memory, fits, evaluations, seconds}
 local function search(req)
   local p, err = start_plan(req)
@@ -318,7 +320,8 @@ local function search(req)
                 devices = req.devices and "search" or nil,
                 placement = req.placement or nil, topology = req.topology,
                 mesh_shape = req.mesh_shape or nil,
-                self_contained = req.self_contained, note = note_fn(req)}
+                self_contained = req.self_contained, note = note_fn(req),
+                no_share = req.no_share or nil, progress = req.progress}
   local fn, src, code, at = strategy_fn(opts.strategy)
   if not fn then return {error = src, code = code, at = at} end
   if opts.topology then
@@ -473,6 +476,7 @@ local function replay(req)
                 -- the shape search chose the recorded mesh: the replay
                 -- runs the strategy on it (and records the same)
                 mesh_shape = rec.search and rec.search.mesh_shape == "search" or nil,
+                no_share = rec.search and rec.search.share == false or nil,
                 note = note_fn(req)}
   if type(opts.topology) == "string" then
     local t, terr = placement.topology(opts.topology)

@@ -133,6 +133,17 @@ static void set_string(lua_State *L, const char *key, const char *v) {
   lua_setfield(L, -2, key);
 }
 
+/* The driver's req.progress(what, done, total): the caller's callback
+ * (the options at upvalue 1, borrowed for the call). */
+static int progress_fn(lua_State *L) {
+  const plan_search_options *o = lua_touserdata(L, lua_upvalueindex(1));
+  const char *what = luaL_optstring(L, 1, "");
+  lua_Integer done = luaL_optinteger(L, 2, 0), total = luaL_optinteger(L, 3, 0);
+  if (o && o->progress)
+    o->progress(o->progress_ctx, what, (int64_t)done, (int64_t)total);
+  return 0;
+}
+
 /* A positive option as a Lua integer (an integral number) or float. */
 static void set_number(lua_State *L, const char *key, double v) {
   if (v <= 0)
@@ -189,6 +200,15 @@ static void push_request(lua_State *L, const job *j) {
   set_string(L, "topology", o->topology);
   lua_pushboolean(L, o->mesh_shape);
   lua_setfield(L, -2, "mesh_shape");
+  if (o->version < 3)
+    return;
+  lua_pushboolean(L, o->no_share);
+  lua_setfield(L, -2, "no_share");
+  if (o->progress) {
+    lua_pushlightuserdata(L, (void *)o);
+    lua_pushcclosure(L, progress_fn, 1);
+    lua_setfield(L, -2, "progress");
+  }
 }
 
 /* ---- the outcome --------------------------------------------------------- */
@@ -424,9 +444,12 @@ int plan_search_options_init(plan_search_options *opts, unsigned int version) {
                           opts ? "unknown version" : "NULL options");
   plan_search_options d = PLAN_SEARCH_OPTIONS_INIT;
   d.version = version;
-  /* a version-1 struct ends at self_contained */
+  /* a version-1 struct ends at self_contained, a version-2 one at
+   * mesh_shape */
   memcpy(opts, &d,
-         version == 1 ? offsetof(plan_search_options, placement) : sizeof d);
+         version == 1   ? offsetof(plan_search_options, placement)
+         : version == 2 ? offsetof(plan_search_options, no_share)
+                        : sizeof d);
   return PLAN_OK;
 }
 

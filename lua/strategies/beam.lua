@@ -14,7 +14,9 @@ return function(p, opts)
   local width = tonumber(opts.width) or 8
   local ops = p:ops()
   local beams = {{cost = 0, placed = {}, choice = {}}}
-  for _, name in ipairs(ops) do
+  local progress = opts.progress or function() end
+  for oi, name in ipairs(ops) do
+    progress("ops", oi - 1, #ops)
     local op = p:op(name)
     local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
     local next_beams = {}

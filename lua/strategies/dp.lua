@@ -8,39 +8,54 @@
 -- op's compute under a strategy plus bringing its inputs from where the
 -- state has them.
 --
--- Layers solved once (AutoParallel's observation): the ops are cut where
--- few tensors are live (between the layers of a model, the residual
--- stream), and each segment between cuts gets a structural signature (op
--- kinds, shapes, strategy lists, wiring, which tensors outlive it). The
--- segment's own DP, from one entry state to every exit state, is solved
--- once per (signature, entry state) and reused for every identical layer;
--- the layers are then chained by a DP over the states at the cuts. Both
--- levels are exact, so the result is the optimum of the whole objective.
+-- Layers solved once (AutoParallel's observation): the repeated layers
+-- are found by structure before any strategy is listed (util.repeats:
+-- the period of the longest run of ops whose structure and wiring
+-- repeat), and every other op is a unit of its own. A unit's own DP, from
+-- one entry state (where the tensors it reads from before it stand) to
+-- every exit state, is solved once per (layer, entry state) and reused
+-- for every copy of the layer, whose strategies are listed and priced
+-- once (util.share_lists); the units are then chained by a DP over the
+-- states between them. Both levels are exact, so the result is the
+-- optimum of the whole objective, the same plan as without the sharing
+-- (opts.share == false: every unit solved and priced on its own).
 --
--- Past `limit` states (default 64) after an op or at a cut, only the
+-- Past `limit` states (default 64) after an op or between units, only the
 -- cheapest are kept and the result may not be optimal (a note says so):
 -- `--limit 16` makes a fast, bounded search of a large model.
+local plan = require "plan"
 local util = ...
 
 return function(p, opts)
   local max_states = tonumber(opts.limit) or 64
   local hw = opts.hardware
   local ops = p:ops()
-  local info, last, outputs = {}, {}, {}
+  local last, outputs = {}, {}
   for i, name in ipairs(ops) do
-    local op = p:op(name)
-    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
-    info[i] = {op = op, list = list, cost = {}}
-    for _, t in ipairs(op.inputs) do last[t] = i end
+    for _, t in ipairs(p:op(name).inputs) do last[t] = i end
   end
   for _, t in ipairs(opts.outputs) do outputs[t] = true end
   local function alive_after(t, i) return (last[t] or 0) > i or outputs[t] end
+  local segments, opv = util.repeats(p, ops, alive_after)
+  local info = util.share_lists(p, ops, segments, opv, hw, opts.share ~= false)
+  local progress = opts.progress or function() end
 
   -- costs, each computed once
   local redist_memo = {}
-  local function redist(t, from, to)
+  -- a redistribution's time depends on the tensor's shape, dtype and role
+  local shape_keys = {}
+  local function shape_key(t)
+    local k = shape_keys[t]
+    if not k then
+      local x = p:tensor(t)
+      k = x.role .. " " .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]"
+      shape_keys[t] = k
+    end
+    return k
+  end
+  local function redist(t, from, to, name)
     if from == to then return 0 end
-    local k = t .. "|" .. from .. "|" .. to
+    local k = (name or t) .. "|" .. from .. "|" .. to
     local c = redist_memo[k]
     if c == nil then
       c = p:cost_redist(t, from, to, hw)
@@ -87,79 +102,115 @@ return function(p, opts)
     return states
   end
 
-  -- The DP over a segment's ops from one entry state. Within a segment
-  -- the live set after each op is the same for every state (liveness
-  -- depends only on the position), so a state is an array of placements
-  -- aligned with that set, and its key is their concatenation.
-  -- touched[t]: the segment reads or writes t. Returns the states after
-  -- the segment's last op, with their live tensors' names.
+  -- placements as the integer ids of plan.dp_run
+  local id_of, pl_of = {}, {}
+  local function id(pl)
+    local v = id_of[pl]
+    if not v then
+      v = #pl_of + 1
+      pl_of[v], id_of[pl] = pl, v
+    end
+    return v
+  end
+  -- an op's strategies as ids and costs, once per (shared) list
+  local arrays_of = {}
+  local function arrays(i)
+    local list = info[i].list
+    local a = arrays_of[list]
+    if not a then
+      local nin, nout = #info[i].op.inputs, #info[i].op.outputs
+      local cost, sin, sout = {}, {}, {}
+      for si, s in ipairs(list) do
+        cost[si] = op_cost(i, si)
+        for j = 1, nin do sin[(si - 1) * nin + j] = id(s["in"][j]) end
+        for k = 1, nout do sout[(si - 1) * nout + k] = id(s.out[k]) end
+      end
+      a = {cost = cost, sin = sin, sout = sout, nin = nin, nout = nout}
+      arrays_of[list] = a
+    end
+    return a
+  end
+
+  -- The DP over a segment's ops from one entry state (plan.dp_run).
+  -- Within a segment the live set after each op is the same for every
+  -- state (liveness depends only on the position), so a state is an
+  -- array of placements aligned with that set. touched[t]: the segment's
+  -- canonical name of t, a tensor it reads or writes. Returns the states
+  -- after the segment's last op ({cost, arr, choice}), with their live
+  -- tensors' names.
+  local units = {}
   local function run(seg, touched, entry)
     -- the live lists, and where each entry of the next one comes from
     local before = {}
     for t, _ in pairs(entry) do before[#before + 1] = t end
-    table.sort(before)
-    local arr = {}
-    for k, t in ipairs(before) do arr[k] = entry[t] end
-    local states = {{cost = 0, arr = arr}}
-    local live = before
-    for i = seg.first, seg.last do
-      local op, list = info[i].op, info[i].list
-      local pos = {}
-      for k, t in ipairs(live) do pos[t] = k end
-      local nlive, src = {}, {}
-      local seen = {}
-      for k, t in ipairs(op.outputs) do
-        if alive_after(t, i) and not seen[t] then
-          nlive[#nlive + 1] = t; src[#nlive] = {"out", k}; seen[t] = true
-        end
-      end
-      for k, t in ipairs(live) do
-        if alive_after(t, i) and not seen[t] then
-          nlive[#nlive + 1] = t; src[#nlive] = {"prev", k}; seen[t] = true
-        end
-      end
-      for j, t in ipairs(op.inputs) do
-        if touched[t] and alive_after(t, i) and not seen[t] then
-          nlive[#nlive + 1] = t; src[#nlive] = {"in", j}; seen[t] = true
-        end
-      end
-      local inpos = {}
-      for j, t in ipairs(op.inputs) do inpos[j] = pos[t] end
-      local by_key, order = {}, {}
-      local nn = #nlive
-      for _, st in ipairs(states) do
-        local sarr = st.arr
-        for si, s in ipairs(list) do
-          local c = st.cost + op_cost(i, si)
-          local sin = s["in"]
-          for j, t in ipairs(op.inputs) do
-            local k = inpos[j]
-            if k then c = c + redist(t, sarr[k], sin[j]) end
-          end
-          local na = {}
-          for k = 1, nn do
-            local r = src[k]
-            if r[1] == "out" then na[k] = s.out[r[2]]
-            elseif r[1] == "prev" then na[k] = sarr[r[2]]
-            else na[k] = sin[r[2]] end
-          end
-          local key = table.concat(na, ";")
-          local old = by_key[key]
-          if old == nil or c < old.cost then
-            if old == nil then order[#order + 1] = key end
-            by_key[key] = {cost = c, arr = na, back = st, si = si, op = i}
-          end
-        end
-      end
-      states = kept(by_key, order)
-      live = nlive
+    table.sort(before, function(x, y) return touched[x] < touched[y] end)
+    local arr, layout = {}, {}
+    for k, t in ipairs(before) do
+      arr[k] = id(entry[t])
+      layout[k] = touched[t]
     end
-    return states, live
+    -- the compiled unit: one per (class, the tensors the entry places)
+    local ukey = seg.class .. ":" .. table.concat(layout, ",")
+    local cu = units[ukey]
+    local live = before
+    if cu then
+      for i = seg.first, seg.last do
+        local op, nlive, seen = info[i].op, {}, {}
+        for _, t in ipairs(op.outputs) do
+          if alive_after(t, i) and not seen[t] then nlive[#nlive + 1] = t; seen[t] = true end
+        end
+        for _, t in ipairs(live) do
+          if alive_after(t, i) and not seen[t] then nlive[#nlive + 1] = t; seen[t] = true end
+        end
+        for _, t in ipairs(op.inputs) do
+          if touched[t] and alive_after(t, i) and not seen[t] then
+            nlive[#nlive + 1] = t; seen[t] = true
+          end
+        end
+        live = nlive
+      end
+    else
+      local steps = {}
+      for i = seg.first, seg.last do
+        local op = info[i].op
+        local pos = {}
+        for k, t in ipairs(live) do pos[t] = k end
+        local nlive, src, seen = {}, {}, {}
+        for k, t in ipairs(op.outputs) do
+          if alive_after(t, i) and not seen[t] then
+            nlive[#nlive + 1] = t; src[#nlive] = -k; seen[t] = true
+          end
+        end
+        for k, t in ipairs(live) do
+          if alive_after(t, i) and not seen[t] then
+            nlive[#nlive + 1] = t; src[#nlive] = k; seen[t] = true
+          end
+        end
+        for j, t in ipairs(op.inputs) do
+          if touched[t] and alive_after(t, i) and not seen[t] then
+            nlive[#nlive + 1] = t; src[#nlive] = -1000 - j; seen[t] = true
+          end
+        end
+        local inpos = {}
+        for j, t in ipairs(op.inputs) do inpos[j] = pos[t] or 0 end
+        local a = arrays(i)
+        steps[#steps + 1] = {cost = a.cost, sin = a.sin, sout = a.sout,
+                             nin = a.nin, nout = a.nout, inpos = inpos, src = src}
+        live = nlive
+      end
+      cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}, first = seg.first}
+      units[ukey] = cu
+    end
+    -- the unit was compiled on the first segment of its class: its op k
+    -- is that segment's, whose tensors have this one's shapes
+    local first = cu.first
+    local finals, ok = cu.unit:run(arr, max_states, function(k, j, from, to)
+      local t = info[first + k - 1].op.inputs[j]
+      return redist(t, pl_of[from], pl_of[to], shape_key(t))
+    end)
+    if not ok then exact = false end
+    return finals, live
   end
-
-  -- the layers: cut where few tensors are live, each with its structural
-  -- signature (util.layers)
-  local segments = util.layers(p, info, alive_after)
 
   -- the segment's DP from one entry state, in canonical names, memoized
   local memo = {}
@@ -167,20 +218,15 @@ return function(p, opts)
     local placed = {}
     for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
     local ekey = state_key(entry)
-    local m = memo[seg.sig]
-    if not m then m = {}; memo[seg.sig] = m end
+    local m = memo[seg.class]
+    if not m then m = {}; memo[seg.class] = m end
     if m[ekey] then return m[ekey] end
     local finals, live = run(seg, seg.canon, placed)
     local results = {}
     for r, st in ipairs(finals) do
-      local choice, s = {}, st
-      while s.op do
-        choice[s.op - seg.first + 1] = s.si
-        s = s.back
-      end
       local exit = {}
-      for k, t in ipairs(live) do exit[seg.canon[t]] = st.arr[k] end
-      results[r] = {cost = st.cost, exit = exit, choice = choice}
+      for k, t in ipairs(live) do exit[seg.canon[t]] = pl_of[st.arr[k]] end
+      results[r] = {cost = st.cost, exit = exit, choice = st.choice}
     end
     m[ekey] = results
     return results
@@ -188,7 +234,8 @@ return function(p, opts)
 
   -- the chain over the cuts
   local states = {{cost = 0, placed = {}}}
-  for _, seg in ipairs(segments) do
+  for u, seg in ipairs(segments) do
+    progress("units", u - 1, #segments)
     local by_key, order = {}, {}
     for _, st in ipairs(states) do
       local entry, pass = {}, {}
@@ -213,6 +260,7 @@ return function(p, opts)
     end
     states = kept(by_key, order)
   end
+  progress("units", #segments, #segments)
 
   -- the delivery of the outputs ends every path
   local best, best_cost

@@ -6,7 +6,10 @@ local util = ...
 
 return function(p, opts)
   local placed = {}
-  for _, name in ipairs(p:ops()) do
+  local ops = p:ops()
+  local progress = opts.progress or function() end
+  for i, name in ipairs(ops) do
+    if i % 64 == 1 then progress("ops", i - 1, #ops) end
     local op = p:op(name)
     if not p:pinned(name) then
       local best, best_cost
@@ -18,5 +21,6 @@ return function(p, opts)
     end
     util.record(p, op, p:strategy(name), placed)
   end
+  progress("ops", #ops, #ops)
   return placed
 end

@@ -28,44 +28,70 @@ local util = ...
 return function(p, opts)
   local hw = opts.hardware
   local ops = p:ops()
-  local info, producer, first_use = {}, {}, {}
+  local producer, first_use = {}, {}
   local obj, rows = {}, {}
   local function col(c) obj[#obj + 1] = c; return #obj end
   local last, outputs = {}, {}
   for i, name in ipairs(ops) do
-    local op = p:op(name)
-    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
-    info[i] = {op = op, list = list}
-    for _, t in ipairs(op.inputs) do last[t] = i end
+    for _, t in ipairs(p:op(name).inputs) do last[t] = i end
   end
   for _, t in ipairs(opts.outputs) do outputs[t] = true end
-  -- rep[i]: the op whose columns op i shares (itself, or its counterpart
-  -- in the first layer with the same signature)
-  local rep, first_of = {}, {}
-  for _, seg in ipairs(util.layers(p, info, function(t, i)
+  local share = opts.share ~= false
+  local progress = opts.progress or function() end
+  local units, opv = util.repeats(p, ops, function(t, i)
     return (last[t] or 0) > i or outputs[t]
-  end)) do
-    local f = first_of[seg.sig]
-    if not f then first_of[seg.sig] = seg.first end
-    for i = seg.first, seg.last do rep[i] = f and f + (i - seg.first) or i end
+  end)
+  progress("layers", 0, 0)
+  local info = util.share_lists(p, ops, units, opv, hw, share)
+  -- rep[i]: the op whose columns op i shares (itself, or its counterpart
+  -- in the first copy of its layer)
+  local rep = {}
+  for _, u in ipairs(units) do
+    for i = u.first, u.last do rep[i] = u.rep.first + (i - u.first) end
   end
   for i, name in ipairs(ops) do
     local op, list = info[i].op, info[i].list
     if rep[i] == i then
       local xs = {}
-      for si, s in ipairs(list) do xs[si] = col(p:cost_op(name, s, hw)) end
+      for si, s in ipairs(list) do
+        local c = info[i].cost[si]
+        if c == nil then
+          c = p:cost_op(name, s, hw)
+          info[i].cost[si] = c
+        end
+        xs[si] = col(c)
+      end
       info[i].x = xs
       local ones = {}
       for si = 1, #list do ones[si] = 1 end
       rows[#rows + 1] = {cols = xs, coefs = ones, sense = "=", rhs = 1}
     else
+      -- the same list and costs as its counterpart (util.share_lists)
       info[i].x = info[rep[i]].x
-      for si, s in ipairs(list) do
+      local cost = info[rep[i]].cost
+      for si = 1, #list do
         local x = info[i].x[si]
-        obj[x] = obj[x] + p:cost_op(name, s, hw)
+        obj[x] = obj[x] + cost[si]
       end
     end
     for k, t in ipairs(op.outputs) do producer[t] = {i, k} end
+  end
+  -- a redistribution's time, by the tensor's role, dtype and shape
+  local shape_keys, redist_memo = {}, {}
+  local function redist(t, a, b)
+    local k = shape_keys[t]
+    if not k then
+      local x = p:tensor(t)
+      k = x.role .. " " .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]"
+      shape_keys[t] = k
+    end
+    k = k .. "|" .. a .. "|" .. b
+    local c = redist_memo[k]
+    if c == nil then
+      c = p:cost_redist(t, a, b, hw)
+      redist_memo[k] = c
+    end
+    return c
   end
   -- the x columns of op i grouped by a placement: pick(s) gives it
   local function groups(i, pick)
@@ -103,7 +129,7 @@ return function(p, opts)
         if fresh then zs = {}; edges[key] = zs end
         for _, a in ipairs(forder) do
           for _, b in ipairs(torder) do
-            local c = a ~= b and p:cost_redist(t, a, b, hw) or 0
+            local c = a ~= b and redist(t, a, b) or 0
             local zk = a .. ">" .. b
             if c > 0 and not fresh and zs[zk] then
               obj[zs[zk]] = obj[zs[zk]] + c
@@ -159,6 +185,7 @@ return function(p, opts)
       end
     end
   end
+  progress("solve", 0, 0)
   local r, err = plan.milp{obj = obj, lower = lower, upper = upper,
                           integer = integer, rows = rows, start = start,
                           seconds = tonumber(opts.seconds) or 60}

@@ -183,6 +183,206 @@ function util.layers(p, info, alive_after)
   return segments
 end
 
+-- The repeated layers of a program (AutoParallel's observation: a model
+-- is a few distinct layers repeated), found before any strategy is
+-- listed. Each op's key is its structure (p:op_key: kind, attributes,
+-- operand dtypes, shapes and roles; a pinned op's strategy) and its
+-- wiring (each input as the distance back to its producer, or a leaf).
+-- The layer is the period P of the longest run of ops whose keys repeat P
+-- later (the candidate periods are the distances between equal keys; the
+-- most ops covered by whole copies wins, ties the smaller P); its copies
+-- start where the fewest tensors cross the cut. Ops outside the copies
+-- are units of their own.
+--
+-- Returns the units in program order, each {first, last, sig, canon,
+-- actual, ext}: `sig` the structural signature (two units with one sig
+-- are the same layer: same keys, same wiring in canonical names, the
+-- same tensors outliving it), `canon` the canonical names of the tensors
+-- the unit touches (externals x1, x2... in first-use order, its outputs
+-- o<k>_<j>), `actual` the way back. alive_after(t, i): t is read after
+-- op i (or is an output).
+function util.repeats(p, ops, alive_after)
+  local n = #ops
+  local opv, key, producer = {}, {}, {}
+  local first, last = {}, {}
+  for i, name in ipairs(ops) do
+    local op = p:op(name)
+    opv[i] = op
+    local parts = {p:op_key(name)}
+    if p:pinned(name) then
+      local s = p:strategy(name)
+      parts[#parts + 1] = "pin " .. table.concat(s["in"], ",") .. ">" ..
+                          table.concat(s.out, ",")
+    end
+    for _, t in ipairs(op.inputs) do
+      local pr = producer[t]
+      parts[#parts + 1] = pr and (i - pr[1]) .. "." .. pr[2] or "L"
+      first[t] = first[t] or i
+      last[t] = i
+    end
+    for k, t in ipairs(op.outputs) do
+      producer[t] = {i, k}
+      first[t] = first[t] or i
+    end
+    key[i] = table.concat(parts, " ")
+  end
+
+  -- the candidate periods: the distances between consecutive equal keys,
+  -- the most frequent first
+  local seen, gaps, cand = {}, {}, {}
+  for i = 1, n do
+    local j = seen[key[i]]
+    if j then
+      local g = i - j
+      if not gaps[g] then cand[#cand + 1] = g end
+      gaps[g] = (gaps[g] or 0) + 1
+    end
+    seen[key[i]] = i
+  end
+  table.sort(cand, function(a, b)
+    if gaps[a] ~= gaps[b] then return gaps[a] > gaps[b] end
+    return a < b
+  end)
+  local P, a0, b0, covered = nil, nil, nil, 0
+  for c = 1, math.min(#cand, 8) do
+    local g = cand[c]
+    local i = 1
+    while i + g <= n do
+      if key[i] == key[i + g] then
+        local j = i
+        while j + g <= n and key[j] == key[j + g] do j = j + 1 end
+        -- ops i .. j - 1 + g repeat with period g
+        local len = j - i + g
+        local cov = (len // g) * g
+        if len // g >= 2 and (cov > covered or (cov == covered and g < P)) then
+          P, a0, b0, covered = g, i, j - 1 + g, cov
+        end
+        i = j + 1
+      else
+        i = i + 1
+      end
+    end
+  end
+
+  local units = {}
+  local function single(i) units[#units + 1] = {first = i, last = i} end
+  if not P then
+    for i = 1, n do single(i) end
+  else
+    -- tensors crossing the cut before op c: touched before c, read at or
+    -- after c (or an output)
+    local delta = {}
+    for t, f in pairs(first) do
+      local l = alive_after(t, n) and n + 1 or last[t]
+      if l > f then
+        delta[f + 1] = (delta[f + 1] or 0) + 1
+        delta[l + 1] = (delta[l + 1] or 0) - 1
+      end
+    end
+    local cross, acc = {}, 0
+    for c = 1, n + 1 do
+      acc = acc + (delta[c] or 0)
+      cross[c] = acc
+    end
+    local start, best_copies, best_cross
+    for c = a0, a0 + P - 1 do
+      local copies = (b0 - c + 1) // P
+      if best_copies == nil or copies > best_copies or
+         (copies == best_copies and cross[c] < best_cross) then
+        start, best_copies, best_cross = c, copies, cross[c]
+      end
+    end
+    for i = 1, start - 1 do single(i) end
+    for k = 0, best_copies - 1 do
+      units[#units + 1] = {first = start + k * P, last = start + (k + 1) * P - 1}
+    end
+    for i = start + best_copies * P, n do single(i) end
+  end
+
+  -- a unit's signature and the canonical names of the tensors it touches
+  for _, u in ipairs(units) do
+    local canon, ext, parts, local_out = {}, {}, {}, {}
+    for i = u.first, u.last do
+      for k, t in ipairs(opv[i].outputs) do
+        local_out[t] = "o" .. (i - u.first) .. "_" .. k
+      end
+    end
+    for i = u.first, u.last do
+      local op = opv[i]
+      local sig = {key[i]}
+      for _, t in ipairs(op.inputs) do
+        local c = local_out[t] or canon[t]
+        if not c then
+          ext[#ext + 1] = t
+          c = "x" .. #ext
+        end
+        canon[t] = c
+        sig[#sig + 1] = c .. (alive_after(t, u.last) and "+" or "-")
+      end
+      for _, t in ipairs(op.outputs) do
+        canon[t] = local_out[t]
+        sig[#sig + 1] = canon[t] .. (alive_after(t, u.last) and "+" or "-")
+      end
+      parts[#parts + 1] = table.concat(sig, " ")
+    end
+    u.canon, u.ext = canon, ext
+    u.sig = table.concat(parts, "\n")
+    local actual = {}
+    for t, c in pairs(canon) do actual[c] = t end
+    u.actual = actual
+  end
+  return units, opv
+end
+
+-- The strategy lists and op costs of the exact strategies, shared by
+-- repeated layers: info[i] = {op, list, cost} where an op of a unit that
+-- repeats an earlier one (the same sig) shares that one's list and cost
+-- table (cost[si], filled by the caller), so the strategies of a
+-- repeated op are listed and priced once. A repeated op whose cost under
+-- its first strategy differs from its counterpart's (the cost model keys
+-- on names: calibrations) makes its unit a class of its own. With
+-- `share` false every op lists its own. Sets u.class (the units of one
+-- class are solved once) and u.rep (the class's first unit).
+function util.share_lists(p, ops, units, opv, hw, share)
+  local info, rep_of = {}, {}
+  local function own(i)
+    local name = ops[i]
+    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
+    info[i] = {op = opv[i], list = list, cost = {}}
+  end
+  for ui, u in ipairs(units) do
+    local r = share and rep_of[u.sig]
+    if r then
+      local same = true
+      for i = u.first, u.last do
+        local ri = r.first + (i - u.first)
+        local s = info[ri].list[1]
+        if s then
+          local c = info[ri].cost[1]
+          if c == nil then
+            c = p:cost_op(ops[ri], s, hw)
+            info[ri].cost[1] = c
+          end
+          if p:cost_op(ops[i], s, hw) ~= c then same = false; break end
+        end
+      end
+      if not same then r = nil end
+    end
+    if r then
+      for i = u.first, u.last do
+        local ri = r.first + (i - u.first)
+        info[i] = {op = opv[i], list = info[ri].list, cost = info[ri].cost}
+      end
+      u.class, u.rep = r.class, r
+    else
+      for i = u.first, u.last do own(i) end
+      u.class, u.rep = ui, u
+      if share and not rep_of[u.sig] then rep_of[u.sig] = u end
+    end
+  end
+  return info
+end
+
 -- The expert recipes (megatron, fsdp), found by pattern on the graph.
 -- cfg.batch: the axes that split the batch (dim 0 of every activation;
 -- parameters replicated on them); cfg.tp: the tensor-parallel axis or

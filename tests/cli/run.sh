@@ -861,6 +861,19 @@ lacks "$out" " GB" "cost: no decimal GB"
 expect 0 "search: bytes scaled" search "$ex/mlp-program.yaml" --mesh dp=2,tp=2 -o "$tmp/units.plan.yaml"
 has "$out" "peak memory 3.00 KiB per device" "search: bytes scaled"
 lacks "$out" "0.00 GiB" "search: no 0.00 GiB"
+# progress on stderr, not a terminal: a line per report with
+# PLAN_PROGRESS_SECONDS=0; none with --quiet; stdout the same either way
+layers=$root/tests/lua/data/layers-program.yaml
+export PLAN_PROGRESS_SECONDS=0
+expect 0 "search progress" search "$layers" --mesh dp=2,tp=2 --strategy dp -o "$tmp/prog.plan.yaml"
+has "$err" "plan search: units " "search progress: lines on stderr"
+sed 's/in [0-9.]* s ([0-9]*\/s)//' "$out" >"$tmp/prog.out"
+expect 0 "search --quiet" search "$layers" --mesh dp=2,tp=2 --strategy dp --quiet -o "$tmp/quiet.plan.yaml"
+lacks "$err" "plan search: units " "search --quiet: no progress"
+sed 's/in [0-9.]* s ([0-9]*\/s)//; s/quiet.plan/prog.plan/' "$out" >"$tmp/quiet.out"
+same "$tmp/prog.out" "$tmp/quiet.out" "search --quiet: stdout unchanged"
+same "$tmp/prog.plan.yaml" "$tmp/quiet.plan.yaml" "search --quiet: the same plan"
+unset PLAN_PROGRESS_SECONDS
 expect 0 "show --cost: bytes scaled" show --cost "$mlp"
 has "$out" "peak memory 5.00 KiB per device" "show --cost: bytes scaled"
 expect 0 "cost --format json" cost --format json "$mlp"

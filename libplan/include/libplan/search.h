@@ -68,17 +68,28 @@ typedef struct plan_search_options {
   int mesh_shape;       /* 1: try every factorisation of the mesh's device count
                            over its axis names (sizes 1 allowed), run the
                            strategy on each and keep the least modeled step */
+  /* version 3: */
+  int no_share; /* 1: the exact strategies (dp, ilp) solve and price every
+                   copy of a repeated layer on its own, instead of once per
+                   layer (the same plan for dp, slower; for ilp the copies
+                   no longer share their choices) */
+  /* called as the search goes: `what` names the work ("units", "ops",
+   * "solve"), done of total steps of it so far (total 0: unknown).
+   * From the calling thread, within the call; the library prints
+   * nothing, the caller decides what to show. NULL: none. */
+  void (*progress)(void *ctx, const char *what, int64_t done, int64_t total);
+  void *progress_ctx;
 } plan_search_options;
 
-#define PLAN_SEARCH_OPTIONS_VERSION 2
+#define PLAN_SEARCH_OPTIONS_VERSION 3
 #define PLAN_SEARCH_OPTIONS_INIT                                               \
   {                                                                            \
     PLAN_SEARCH_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0.0, 0, 0, 0,      \
-        NULL, 0                                                                \
+        NULL, 0, 0, NULL, NULL                                                 \
   }
 
-/* Sets *opts to the defaults of `version` (1 or 2: a version-1 struct is
- * filled only as far as version 1 has fields). PLAN_EUSAGE for a NULL
+/* Sets *opts to the defaults of `version` (1 to 3: an older struct is
+ * filled only as far as its version has fields). PLAN_EUSAGE for a NULL
  * opts or a version this library does not know. */
 PLAN_API int plan_search_options_init(plan_search_options *opts,
                                       unsigned int version);

@@ -1,0 +1,478 @@
+/* plan.dp_unit: the inner loop of the dp strategy (lua/strategies/dp.lua),
+ * the DP over one unit's ops from an entry state, on placements as
+ * integer ids (the strategy numbers them). Part of the Lua frontend only.
+ *
+ *   local u = plan.dp_unit{
+ *     nentry = n,                    -- live placements before the unit
+ *     ops = {{cost = {c...},         -- compute seconds of each strategy
+ *             nin = k, nout = m,
+ *             sin = {id...},         -- strategy s's input j: [s*k + j]
+ *             sout = {id...},        -- strategy s's output j: [s*m + j]
+ *             inpos = {p...},        -- input j's index in the live list
+ *                                    -- before the op, 0: not live
+ *             src = {code...}}, ...} -- the live list after the op: code
+ *                                    -- k > 0 the live entry k before,
+ *                                    -- -k output k, -1000 - j input j
+ *   }
+ *   u:run({id...}, limit, redist) --> {{cost, arr = {id...},
+ *                                       choice = {s...}}...}, exact
+ *
+ * redist(op, j, from, to) gives the seconds of bringing op's input j from
+ * placement id `from` to `to` (ids differ); the unit asks each once, over
+ * all its runs. A transition costs the strategy's compute plus its live
+ * inputs' redistributions; two partial plans that reach one live state
+ * keep the cheaper (ties: the earlier); past `limit` states the cheapest
+ * are kept (ties: the earlier made), in that order, and `exact` is
+ * false. The states come back in the order they were made, or by cost
+ * when cut. The unit owns its memory (freed with it), so a callback that
+ * raises leaks nothing. */
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_dp.h"
+
+#define UNIT_MT "libplan.dpunit"
+
+typedef struct dop {
+  int n, nin, nout, nn;
+  double *cost;
+  int *sin, *sout, *inpos, *src;
+} dop;
+
+typedef struct level {
+  int count, nn;
+  double *cost;
+  int *back, *si, *arr;
+  size_t cap; /* entries allocated */
+} level;
+
+typedef struct ranked {
+  double cost;
+  int q;
+} ranked;
+
+typedef struct dunit {
+  int nops, nentry;
+  dop *ops;
+  level *lv; /* nops + 1 */
+  /* the redistribution memo: (op, input, from, to) -> seconds */
+  uint64_t *keys; /* 0: empty */
+  double *vals;
+  size_t cap, used;
+  /* scratch of a step */
+  int *slot;
+  size_t slot_cap;
+  ranked *rank;
+  size_t rank_cap;
+} dunit;
+
+static void unit_free(dunit *u) {
+  if (u->ops)
+    for (int i = 0; i < u->nops; i++) {
+      free(u->ops[i].cost);
+      free(u->ops[i].sin);
+      free(u->ops[i].sout);
+      free(u->ops[i].inpos);
+      free(u->ops[i].src);
+    }
+  if (u->lv)
+    for (int i = 0; i <= u->nops; i++) {
+      free(u->lv[i].cost);
+      free(u->lv[i].back);
+      free(u->lv[i].si);
+      free(u->lv[i].arr);
+    }
+  free(u->ops);
+  free(u->lv);
+  free(u->keys);
+  free(u->vals);
+  free(u->slot);
+  free(u->rank);
+  memset(u, 0, sizeof *u);
+}
+
+static int unit_gc(lua_State *L) {
+  unit_free(luaL_checkudata(L, 1, UNIT_MT));
+  return 0;
+}
+
+static void *xcalloc(lua_State *L, size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p)
+    luaL_error(L, "dp_unit: out of memory");
+  return p;
+}
+
+static int field_table(lua_State *L, int t, const char *name) {
+  if (lua_getfield(L, t, name) != LUA_TTABLE)
+    return luaL_error(L, "dp_unit: field '%s' is not a table", name);
+  return lua_gettop(L);
+}
+
+static int field_int(lua_State *L, int t, const char *name) {
+  lua_getfield(L, t, name);
+  int isnum;
+  lua_Integer v = lua_tointegerx(L, -1, &isnum);
+  lua_pop(L, 1);
+  if (!isnum)
+    return luaL_error(L, "dp_unit: field '%s' is not an integer", name);
+  return (int)v;
+}
+
+/* t[1..n] as integers into a (n entries). */
+static void read_ints(lua_State *L, int t, int *a, int n) {
+  for (int k = 0; k < n; k++) {
+    lua_rawgeti(L, t, k + 1);
+    int isnum;
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum)
+      luaL_error(L, "dp_unit: entry %d is not an integer", k + 1);
+    a[k] = (int)v;
+  }
+}
+
+/* Field `name` of table o, n integers, into *dst (owned by the unit
+ * from the start, so an error reading it leaks nothing). */
+static void field_ints(lua_State *L, int o, const char *name, int **dst,
+                       int n) {
+  int t = field_table(L, o, name);
+  if ((int)lua_rawlen(L, t) < n)
+    luaL_error(L, "dp_unit: field '%s' has %d entries, not %d", name,
+               (int)lua_rawlen(L, t), n);
+  *dst = xcalloc(L, (size_t)n, sizeof **dst);
+  read_ints(L, t, *dst, n);
+  lua_pop(L, 1);
+}
+
+static int l_dp_unit(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  dunit *u = lua_newuserdatauv(L, sizeof *u, 0); /* 2 */
+  memset(u, 0, sizeof *u);
+  luaL_setmetatable(L, UNIT_MT);
+  u->nentry = field_int(L, 1, "nentry");
+  int ot = field_table(L, 1, "ops"); /* 3 */
+  int nops = (int)lua_rawlen(L, ot);
+  if (nops > 65535)
+    return luaL_error(L, "dp_unit: %d ops in one unit", nops);
+  u->ops = xcalloc(L, (size_t)nops, sizeof *u->ops);
+  u->nops = nops;
+  u->lv = xcalloc(L, (size_t)nops + 1, sizeof *u->lv);
+  for (int i = 0; i < nops; i++) {
+    lua_rawgeti(L, ot, i + 1);
+    int o = lua_gettop(L);
+    dop *d = &u->ops[i];
+    d->nin = field_int(L, o, "nin");
+    d->nout = field_int(L, o, "nout");
+    if (d->nin < 0 || d->nin > 255 || d->nout < 0)
+      return luaL_error(L, "dp_unit: op %d has %d inputs", i + 1, d->nin);
+    int t = field_table(L, o, "cost");
+    d->n = (int)lua_rawlen(L, t);
+    d->cost = xcalloc(L, (size_t)d->n, sizeof *d->cost);
+    for (int s = 0; s < d->n; s++) {
+      lua_rawgeti(L, t, s + 1);
+      d->cost[s] = lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    field_ints(L, o, "sin", &d->sin, d->n * d->nin);
+    field_ints(L, o, "sout", &d->sout, d->n * d->nout);
+    field_ints(L, o, "inpos", &d->inpos, d->nin);
+    t = field_table(L, o, "src");
+    d->nn = (int)lua_rawlen(L, t);
+    lua_pop(L, 1);
+    field_ints(L, o, "src", &d->src, d->nn);
+    int before = i ? u->ops[i - 1].nn : u->nentry;
+    for (int j = 0; j < d->nin; j++)
+      if (d->inpos[j] < 0 || d->inpos[j] > before)
+        return luaL_error(L, "dp_unit: op %d input %d: live index %d of %d",
+                          i + 1, j + 1, d->inpos[j], before);
+    for (int m = 0; m < d->nn; m++) {
+      int c = d->src[m];
+      if (c > before || (c <= 0 && c > -1000 && -c > d->nout) ||
+          (c <= -1000 && (-c - 1000 < 1 || -c - 1000 > d->nin)))
+        return luaL_error(L, "dp_unit: op %d: bad live source %d", i + 1, c);
+    }
+    lua_pop(L, 1);
+  }
+  lua_settop(L, 2);
+  return 1;
+}
+
+static uint64_t mix(uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+static void memo_grow(lua_State *L, dunit *u) {
+  size_t cap = u->cap ? u->cap * 2 : 4096;
+  uint64_t *keys = calloc(cap, sizeof *keys);
+  double *vals = calloc(cap, sizeof *vals);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    luaL_error(L, "dp_unit: out of memory");
+  }
+  for (size_t i = 0; i < u->cap; i++) {
+    if (!u->keys[i])
+      continue;
+    size_t h = mix(u->keys[i]) & (cap - 1);
+    while (keys[h])
+      h = (h + 1) & (cap - 1);
+    keys[h] = u->keys[i];
+    vals[h] = u->vals[i];
+  }
+  free(u->keys);
+  free(u->vals);
+  u->keys = keys;
+  u->vals = vals;
+  u->cap = cap;
+}
+
+/* The seconds of op i's input j from `from` to `to`, asked of the
+ * callback at stack index 4 once. */
+static double redist(lua_State *L, dunit *u, int i, int j, int from, int to) {
+  uint64_t key = ((((uint64_t)i << 8) | (uint64_t)j) << 40) |
+                 ((uint64_t)(from & 0xfffff) << 20) | (uint64_t)(to & 0xfffff);
+  key += 1;
+  size_t h = mix(key) & (u->cap - 1);
+  while (u->keys[h]) {
+    if (u->keys[h] == key)
+      return u->vals[h];
+    h = (h + 1) & (u->cap - 1);
+  }
+  lua_pushvalue(L, 4);
+  lua_pushinteger(L, i + 1);
+  lua_pushinteger(L, j + 1);
+  lua_pushinteger(L, from);
+  lua_pushinteger(L, to);
+  lua_call(L, 4, 1);
+  double v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  if (2 * (u->used + 1) > u->cap) {
+    memo_grow(L, u);
+    h = mix(key) & (u->cap - 1);
+    while (u->keys[h])
+      h = (h + 1) & (u->cap - 1);
+  }
+  u->keys[h] = key;
+  u->vals[h] = v;
+  u->used++;
+  return v;
+}
+
+/* Level lv room for cap states of nn entries. */
+static void level_room(lua_State *L, level *lv, size_t cap, int nn) {
+  if (lv->cap >= cap && lv->nn == nn)
+    return;
+  if (lv->cap < cap)
+    lv->cap = cap;
+  free(lv->cost);
+  free(lv->back);
+  free(lv->si);
+  free(lv->arr);
+  lv->cost = malloc(sizeof *lv->cost * lv->cap);
+  lv->back = malloc(sizeof *lv->back * lv->cap);
+  lv->si = malloc(sizeof *lv->si * lv->cap);
+  lv->arr = malloc(sizeof *lv->arr * (lv->cap * (size_t)nn + 1));
+  lv->nn = nn;
+  if (!lv->cost || !lv->back || !lv->si || !lv->arr) {
+    lv->cap = 0;
+    luaL_error(L, "dp_unit: out of memory");
+  }
+}
+
+static int by_cost(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->cost != y->cost)
+    return x->cost < y->cost ? -1 : 1;
+  return x->q < y->q ? -1 : x->q > y->q;
+}
+
+/* One op's step from level pv into *nv (all the states made, not cut). */
+static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv) {
+  const dop *d = &u->ops[i];
+  int nn = d->nn;
+  size_t cap = (size_t)pv->count * (size_t)(d->n > 0 ? d->n : 1);
+  level_room(L, nv, cap, nn);
+  size_t hcap = 16;
+  while (hcap < 2 * cap)
+    hcap *= 2;
+  if (u->slot_cap < hcap) {
+    free(u->slot);
+    u->slot = malloc(sizeof *u->slot * hcap);
+    u->slot_cap = u->slot ? hcap : 0;
+    if (!u->slot)
+      luaL_error(L, "dp_unit: out of memory");
+  }
+  int *slot = u->slot;
+  for (size_t h = 0; h < hcap; h++)
+    slot[h] = -1;
+  int count = 0;
+  for (int st = 0; st < pv->count; st++) {
+    const int *sarr = pv->arr + (size_t)st * (size_t)pv->nn;
+    for (int s = 0; s < d->n; s++) {
+      double c = pv->cost[st] + d->cost[s];
+      const int *sin = d->sin + (size_t)s * (size_t)d->nin;
+      const int *sout = d->sout + (size_t)s * (size_t)d->nout;
+      for (int j = 0; j < d->nin; j++) {
+        int k = d->inpos[j];
+        if (k > 0 && sarr[k - 1] != sin[j])
+          c += redist(L, u, i, j, sarr[k - 1], sin[j]);
+      }
+      int *na = nv->arr + (size_t)count * (size_t)nn;
+      uint64_t hv = 1469598103934665603ULL;
+      for (int m = 0; m < nn; m++) {
+        int code = d->src[m];
+        int v = code > 0       ? sarr[code - 1]
+                : code > -1000 ? sout[-code - 1]
+                               : sin[-code - 1001];
+        na[m] = v;
+        hv = (hv ^ (uint64_t)(uint32_t)v) * 1099511628211ULL;
+      }
+      size_t h = mix(hv) & (hcap - 1);
+      int found = -1;
+      while (slot[h] >= 0) {
+        int q = slot[h];
+        if (!memcmp(nv->arr + (size_t)q * (size_t)nn, na,
+                    sizeof(int) * (size_t)nn)) {
+          found = q;
+          break;
+        }
+        h = (h + 1) & (hcap - 1);
+      }
+      if (found < 0) {
+        slot[h] = count;
+        nv->cost[count] = c;
+        nv->back[count] = st;
+        nv->si[count] = s;
+        count++;
+      } else if (c < nv->cost[found]) {
+        nv->cost[found] = c;
+        nv->back[found] = st;
+        nv->si[found] = s;
+      }
+    }
+  }
+  nv->count = count;
+}
+
+/* Past limit states: the cheapest (ties: the earlier made), in that
+ * order. */
+static void cut(lua_State *L, dunit *u, level *lv, int limit) {
+  int count = lv->count, nn = lv->nn;
+  if (u->rank_cap < (size_t)count) {
+    free(u->rank);
+    u->rank = malloc(sizeof *u->rank * (size_t)count);
+    u->rank_cap = u->rank ? (size_t)count : 0;
+    if (!u->rank)
+      luaL_error(L, "dp_unit: out of memory");
+  }
+  ranked *idx = u->rank;
+  for (int q = 0; q < count; q++)
+    idx[q] = (ranked){lv->cost[q], q};
+  qsort(idx, (size_t)count, sizeof *idx, by_cost);
+  /* in place: the kept states in rank order, through a copy of each */
+  double *cost = malloc(sizeof *cost * (size_t)limit);
+  int *back = malloc(sizeof *back * (size_t)limit);
+  int *si = malloc(sizeof *si * (size_t)limit);
+  int *arr = malloc(sizeof *arr * ((size_t)limit * (size_t)nn + 1));
+  if (!cost || !back || !si || !arr) {
+    free(cost);
+    free(back);
+    free(si);
+    free(arr);
+    luaL_error(L, "dp_unit: out of memory");
+  }
+  for (int r = 0; r < limit; r++) {
+    int q = idx[r].q;
+    cost[r] = lv->cost[q];
+    back[r] = lv->back[q];
+    si[r] = lv->si[q];
+    memcpy(arr + (size_t)r * (size_t)nn, lv->arr + (size_t)q * (size_t)nn,
+           sizeof(int) * (size_t)nn);
+  }
+  memcpy(lv->cost, cost, sizeof *cost * (size_t)limit);
+  memcpy(lv->back, back, sizeof *back * (size_t)limit);
+  memcpy(lv->si, si, sizeof *si * (size_t)limit);
+  memcpy(lv->arr, arr, sizeof *arr * (size_t)limit * (size_t)nn);
+  free(cost);
+  free(back);
+  free(si);
+  free(arr);
+  lv->count = limit;
+}
+
+static int l_unit_run(lua_State *L) {
+  dunit *u = luaL_checkudata(L, 1, UNIT_MT);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  int limit = (int)luaL_checkinteger(L, 3);
+  luaL_checktype(L, 4, LUA_TFUNCTION);
+  lua_settop(L, 4);
+  if (limit < 1)
+    limit = 1;
+  if ((int)lua_rawlen(L, 2) != u->nentry)
+    return luaL_error(L, "dp_unit: an entry of %d placements, not %d",
+                      (int)lua_rawlen(L, 2), u->nentry);
+  if (!u->cap)
+    memo_grow(L, u);
+  level *lv = u->lv;
+  level_room(L, &lv[0], 1, u->nentry);
+  read_ints(L, 2, lv[0].arr, u->nentry);
+  lv[0].count = 1;
+  lv[0].cost[0] = 0;
+  int exact = 1;
+  for (int i = 0; i < u->nops; i++) {
+    step(L, u, i, &lv[i], &lv[i + 1]);
+    if (lv[i + 1].count > limit) {
+      exact = 0;
+      cut(L, u, &lv[i + 1], limit);
+    }
+  }
+  const level *fv = &lv[u->nops];
+  lua_createtable(L, fv->count, 0);
+  for (int r = 0; r < fv->count; r++) {
+    lua_createtable(L, 0, 3);
+    lua_pushnumber(L, fv->cost[r]);
+    lua_setfield(L, -2, "cost");
+    lua_createtable(L, fv->nn, 0);
+    for (int m = 0; m < fv->nn; m++) {
+      lua_pushinteger(L, fv->arr[(size_t)r * (size_t)fv->nn + (size_t)m]);
+      lua_rawseti(L, -2, m + 1);
+    }
+    lua_setfield(L, -2, "arr");
+    lua_createtable(L, u->nops, 0);
+    int q = r;
+    for (int i = u->nops; i > 0; i--) {
+      lua_pushinteger(L, lv[i].si[q] + 1);
+      lua_rawseti(L, -2, i);
+      q = lv[i].back[q];
+    }
+    lua_setfield(L, -2, "choice");
+    lua_rawseti(L, -2, r + 1);
+  }
+  lua_pushboolean(L, exact);
+  return 2;
+}
+
+void plan_dp_register(lua_State *L) {
+  if (luaL_newmetatable(L, UNIT_MT)) {
+    lua_pushcfunction(L, unit_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_unit_run);
+    lua_setfield(L, -2, "run");
+    lua_setfield(L, -2, "__index");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_dp_unit);
+  lua_setfield(L, -2, "dp_unit");
+}
