@@ -104,7 +104,7 @@ MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c)
 MPI_PLUGIN := $(BUILD)/libplan-comm-mpi.so
 
 .PHONY: check-format all help deps deps-python test check-unit check-headers check-symbols check-conformance \
-        check-cli check-dist check-models check-lua check-security check-python check-corpus check-docs check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
+        check-cli check-dist check-models check-lua check-security check-python check-corpus check-docs pictures check-install wheel demo tour bench asan fuzz check-fuzz fmt lint install uninstall clean \
         tests-build
 
 all: $(STATIC) $(CORE_SHARED) $(SHARED) $(BUILD)/libplan.so $(BUILD)/libplan-verify.so \
@@ -339,6 +339,11 @@ check-models: $(TOOL)
 check-docs: $(TOOL) $(LUA_MOD)
 	@sh tests/docs/run.sh $(TOOL)
 	@sh tests/docs/architecture.sh && sh tests/docs/citations.sh
+	@sh tests/docs/pictures.sh $(TOOL)
+
+# the pictures in docs/img, written again (check-docs fails on stale ones)
+pictures: $(TOOL)
+	@sh tests/docs/pictures.sh $(TOOL) --write
 
 check-lua: $(TOOL) $(LUA_MOD)
 	@SAN=$(SAN) sh tests/lua/run.sh $(TOOL) $(LUA_MOD)

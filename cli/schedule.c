@@ -6,11 +6,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "libplan/cost.h"
 #include "libplan/schedule.h"
 #include "util.h"
 
 const char usage_schedule[] =
     "usage: plan schedule [--format text|yaml|json] [--svg FILE]\n"
+    "                     [--time ms|units] [--hardware NAME]\n"
     "                     [--sends buffered|blocking] [--durations K=N,...]\n"
     "                     [--schedule NAME] [--microbatches N] PLAN\n"
     "\n"
@@ -28,6 +30,14 @@ const char usage_schedule[] =
     "                  and each action's start and end)\n"
     "  --svg FILE      write the per-rank timeline as an SVG picture\n"
     "                  (atomically), also after a deadlock\n"
+    "  --time ms       the picture in modeled milliseconds (the default for\n"
+    "                  a training pipeline): each stage's F, B, I, W, its\n"
+    "                  collectives and sends at the cost model's durations,\n"
+    "                  as 'plan cost' prices the step\n"
+    "  --time units    the picture in the simulation's time units (the\n"
+    "                  default with --durations, --schedule, --microbatches,\n"
+    "                  a forward-only pipeline or a deadlock)\n"
+    "  --hardware NAME the profile of --time ms (as 'plan cost')\n"
     "  --sends MODE    buffered (default): a send completes on its own, and a\n"
     "                  note says whether blocking sends would deadlock;\n"
     "                  blocking: a send waits for its receive\n"
@@ -105,8 +115,29 @@ static int write_out(const plan_schedule *s, const char *format,
   return rc;
 }
 
+/* The timeline in modeled milliseconds of plan p; -1 (nothing written)
+ * when p does not train. */
+static int write_ms(const plan_plan *p, const char *hw, const char *name,
+                    const char *path) {
+  plan_cost_model *m = NULL;
+  plan_cost_report *r = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  int rc = EXIT_OK, e = PLAN_OK;
+  if (plan_cost_model_new(&m, p, hw) || plan_cost_plan(&r, m, p) ||
+      (e = plan_cost_timeline_write(&text, &len, r, p, name)))
+    rc = e == PLAN_ENOTFOUND ? -1 : cli_fail_last();
+  else
+    rc = cli_write_output(path, text, len);
+  plan_buffer_free(text);
+  plan_cost_report_free(r);
+  plan_cost_model_free(m);
+  return rc;
+}
+
 int cmd_schedule(int argc, char **argv) {
   const char *file = NULL, *format = "text", *svg = NULL, *kind_name = NULL;
+  const char *time = NULL, *hw = NULL;
   int64_t microbatches = 0;
   plan_schedule_options o = PLAN_SCHEDULE_OPTIONS_INIT;
   o.note_blocking = 1;
@@ -120,6 +151,12 @@ int cmd_schedule(int argc, char **argv) {
         return cli_usage("schedule", "--format takes text, yaml or json");
     } else if (!strcmp(a, "--svg") && has) {
       svg = argv[++i];
+    } else if (!strcmp(a, "--time") && has) {
+      time = argv[++i];
+      if (strcmp(time, "ms") && strcmp(time, "units"))
+        return cli_usage("schedule", "--time takes ms or units");
+    } else if (!strcmp(a, "--hardware") && has) {
+      hw = argv[++i];
     } else if (!strcmp(a, "--sends") && has) {
       const char *m = argv[++i];
       if (!strcmp(m, "blocking"))
@@ -155,6 +192,21 @@ int cmd_schedule(int argc, char **argv) {
   }
   if (!file)
     return cli_usage("schedule", "no plan given");
+  bool changed = kind_name || microbatches || o.duration[0] != 1 ||
+                 o.duration[1] != 2 || o.duration[2] != 1 || o.duration[3] != 1;
+  for (int k = PLAN_ACTION_SEND_F; k < PLAN_ACTION_KIND_COUNT; k++)
+    changed |= o.duration[k] != 0;
+  if (time && !strcmp(time, "ms") && changed)
+    return cli_usage("schedule", "--time ms draws the plan's own schedule "
+                                 "at the cost model's durations: not with "
+                                 "--durations, --schedule or --microbatches");
+  if (hw && (!time || strcmp(time, "ms")) && changed)
+    return cli_usage("schedule", "--hardware goes with --time ms");
+  if (hw) {
+    int hrc = cli_hardware_arg("schedule", "--hardware", hw);
+    if (hrc)
+      return hrc;
+  }
   bool text = !strcmp(format, "text");
   FILE *msg = text ? stdout : stderr;
   plan_plan *p;
@@ -168,18 +220,21 @@ int cmd_schedule(int argc, char **argv) {
     plan_free(p);
     return cli_fail_last();
   }
-  plan_free(p);
+
   if (kind_name || microbatches) {
     int kind = kind_name ? plan_schedule_kind_from_name(kind_name)
                          : plan_schedule_kind_of(s);
     if (kind == PLAN_SCHEDULE_EXPLICIT) {
       plan_schedule_free(s);
+      plan_free(p);
       return cli_usage("schedule",
                        "%s has an explicit grid: --microbatches "
                        "goes with a named schedule (--schedule)",
                        file);
     }
     plan_schedule *g;
+    plan_free(p);
+    p = NULL;
     rc = plan_schedule_generate(
         &g, kind, plan_schedule_ranks(s), plan_schedule_stages(s),
         microbatches ? microbatches : plan_schedule_microbatches(s));
@@ -191,6 +246,7 @@ int cmd_schedule(int argc, char **argv) {
   plan_diags *d;
   if (plan_schedule_simulate(&d, s, &o)) {
     plan_schedule_free(s);
+    plan_free(p);
     return cli_fail_last();
   }
   /* the findings after a text report (its last lines are the verdict),
@@ -206,11 +262,21 @@ int cmd_schedule(int argc, char **argv) {
   plan_schedule_result_get(&res, s);
   if (!rc && svg && !res.simulated && !res.deadlock)
     fprintf(msg, "no timeline: the schedule did not run\n");
+  else if (!rc && svg && res.simulated && p && (!time || !strcmp(time, "ms")))
+    rc = write_ms(p, hw, base_name(file), svg);
   else if (!rc && svg)
+    rc = write_out(s, "svg", base_name(file), svg);
+  if (rc == -1 && time)
+    rc = cli_usage("schedule",
+                   "--time ms: %s does not train (a forward-only "
+                   "pipeline is drawn in units)",
+                   file);
+  else if (rc == -1)
     rc = write_out(s, "svg", base_name(file), svg);
   if (!rc && text && svg && (res.simulated || res.deadlock))
     printf("timeline written to %s\n", svg);
   plan_schedule_free(s);
+  plan_free(p);
   if (rc)
     return rc;
   return errors ? EXIT_NEGATIVE : EXIT_OK;

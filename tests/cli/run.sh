@@ -725,7 +725,7 @@ has "$out" "usage: plan verify" "verify --help"
 
 pp=$ex/pipeline-1f1b.plan.yaml
 pg=$ex/pipeline-grid.plan.yaml
-expect 0 "schedule 1f1b" schedule "$pp" --svg "$tmp/s.svg"
+expect 0 "schedule 1f1b" schedule "$pp" --svg "$tmp/s.svg" --time units
 has "$out" "1f1b, 4 stages on 4 ranks, 8 microbatches" "schedule 1f1b"
 has "$out" "rank 0: 0F0 0SEND_F0 0F1" "schedule 1f1b"
 has "$out" "peak activations per stage: 4 3 2 1" "schedule 1f1b"
@@ -748,6 +748,38 @@ assert len(set(rows)) == len(rows)
 PY
   then ok; else bad "schedule --svg: not well formed or actions missing: $(cat "$tmp/py.txt")"; fi
 fi
+# the default picture is in modeled milliseconds: its axis ends at the step
+# 'plan cost' prices, it draws every F and B of the grid once, and each
+# send has its arrow to the rank it feeds
+expect 0 "schedule --svg in ms" schedule "$pp" --svg "$tmp/ms.svg" --hardware h200-sxm
+has "$tmp/ms.svg" "modeled on h200-sxm" "schedule --svg in ms"
+expect 0 "cost --format json" cost --format json --hardware h200-sxm "$pp"
+cp "$out" "$tmp/c.json"
+if command -v python3 >/dev/null 2>&1; then
+  if python3 - "$tmp/ms.svg" "$tmp/c.json" "$tmp/s.json" >"$tmp/py.txt" 2>&1 <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+cost = json.load(open(sys.argv[2]))
+sched = json.load(open(sys.argv[3]))
+step_ms = cost["time"]["step"] * 1e3
+axis = [e for e in root.iter(ns + "line") if e.get("class") == "axis"][0]
+assert abs(float(axis.get("data-end-ms")) - step_ms) < 1e-6 * step_ms, (axis.get("data-end-ms"), step_ms)
+bars = [e for e in root.iter(ns + "rect") if e.get("class") in ("F", "B", "I", "W")]
+got = sorted("%s%s%s" % (e.get("data-stage"), e.get("class"), e.get("data-microbatch")) for e in bars)
+want = sorted(a for row in sched["grid"] for a in row.split() if "SEND" not in a and "RECV" not in a)
+assert got == want, (len(got), len(want))
+sends = [e for e in root.iter(ns + "rect") if (e.get("class") or "").startswith("send-")]
+arrows = [e for e in root.iter(ns + "line") if e.get("class") == "arrow"]
+nsend = sum(1 for row in sched["grid"] for a in row.split() if "SEND" in a)
+assert len(sends) == len(arrows) == nsend, (len(sends), len(arrows), nsend)
+PY
+  then ok; else bad "schedule --svg in ms: $(cat "$tmp/py.txt")"; fi
+fi
+expect 2 "schedule --time ms with --durations" schedule "$pp" --svg "$tmp/x.svg" --time ms --durations F=2
+absent "$tmp/x.svg" "schedule --time ms with --durations"
+expect 2 "schedule --time s" schedule "$pp" --svg "$tmp/x.svg" --time s
+expect 2 "schedule --hardware unknown" schedule "$pp" --svg "$tmp/x.svg" --hardware abacus
 expect 0 "schedule --format yaml" schedule --format yaml "$pp"
 has "$out" 'schema: "libplan-schedule/1"' "schedule --format yaml"
 has "$out" '  - "0F0 0SEND_F0' "schedule --format yaml"

@@ -257,6 +257,41 @@ typedef struct plan_cost_memory_info {
   double inflight; /* microbatches whose activations are held */
 } plan_cost_memory_info;
 
+/* The time of one pipeline stage for one microbatch, seconds, as the
+ * schedule runs it: its F is forward + forward_comm + send_forward, its B
+ * backward + backward_comm + send_backward (a split backward: W is
+ * weight_grad of the backward part, I the rest). forward_comm and
+ * backward_comm are the redistributions its ops run (the backward's
+ * mirror them); send_forward sends its activations to the next stages,
+ * send_backward its input gradients to the previous ones. grad_sync and
+ * optimizer run once per step, after the schedule. */
+typedef struct plan_cost_stage_info {
+  int stage;
+  int rank; /* its rank on the pipeline axis */
+  double forward, forward_comm, send_forward;
+  double backward, backward_comm, send_backward, weight_grad;
+  double grad_sync, optimizer;
+} plan_cost_stage_info;
+
+/* Stages of a pipelined plan's report (0 without a pipeline); stage i,
+ * PLAN_ENOTFOUND out of range. */
+PLAN_API size_t plan_cost_report_stage_count(const plan_cost_report *r);
+PLAN_API int plan_cost_report_stage(plan_cost_stage_info *out,
+                                    const plan_cost_report *r, size_t i);
+
+/* The training pipeline's timeline in modeled milliseconds as an SVG
+ * picture: per rank a compute lane (F, B, I, W of each stage and
+ * microbatch at the times the cost model's schedule runs them, then the
+ * optimizer), a lane for the collectives each action runs (and the
+ * gradient synchronisation) and a lane of sends, an arrow from each send
+ * to the rank that receives it; the time axis ends at the modeled step.
+ * r is plan_cost_plan's report of p. `name` (may be NULL) heads it.
+ * PLAN_ENOTFOUND when p has no training pipeline; *out is freed with
+ * plan_buffer_free. */
+PLAN_API int plan_cost_timeline_write(char **out, size_t *len,
+                                      const plan_cost_report *r,
+                                      const plan_plan *p, const char *name);
+
 PLAN_API size_t plan_cost_report_op_count(const plan_cost_report *r);
 /* PLAN_ENOTFOUND when i is out of range. */
 PLAN_API int plan_cost_report_op(plan_cost_op_info *out,

@@ -20,6 +20,7 @@
 
 #include "ir/ir.h"
 #include "libplan/cost.h"
+#include "libplan/schedule.h"
 #include "libplan/space.h"
 #include "ir/ops.h"
 #include "lower/redist.h"
@@ -309,6 +310,14 @@ void plan_cost_send_eval(cost_step_eval *out, const plan_cost_model *m,
 int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
                             const plan_plan *p, const double *fwd,
                             const double *bwd, const double *wgt, int nstages);
+/* The training pipeline's action lists run with these durations, each
+ * action's start and end (seconds, per action of sc) in t0 and t1 (NULL:
+ * not kept): what plan_cost_schedule_time computes, action by action.
+ * -1 when they deadlock, else PLAN_OK or PLAN_ENOMEM. */
+int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
+                               const plan_schedule *sc, const double *fwd,
+                               const double *bwd, const double *wgt, double *t0,
+                               double *t1);
 /* The closed forms per named schedule (docs/cost.md, "Pipelines"): what a
  * schedule that cannot be generated is priced with. */
 int plan_cost_schedule_closed_form(double *step, double *bubble,
@@ -348,6 +357,8 @@ struct plan_cost_report {
   int ncolls, cap_colls;
   plan_cost_memory_info *mem;
   int nmem;
+  plan_cost_stage_info *stages; /* pipelines: per stage (arena) */
+  int nstage_rows;
 };
 
 /* Writers (cost_report.c). */

@@ -81,10 +81,12 @@ int plan_cost_schedule_closed_form(double *step, double *bubble,
 }
 
 /* Runs the action lists; -1 when they deadlock (cannot happen for a
- * validated plan), else PLAN_OK or PLAN_ENOMEM. */
-static int run_actions(double *step, double *bubble, double *inflight,
-                       const plan_schedule *sc, const double *fwd,
-                       const double *bwd, const double *wgt) {
+ * validated plan), else PLAN_OK or PLAN_ENOMEM. A send or receive takes
+ * no time: it starts and ends when its rank reaches it. */
+int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
+                               const plan_schedule *sc, const double *fwd,
+                               const double *bwd, const double *wgt, double *t0,
+                               double *t1) {
   int S = sc->nstages, R = sc->nranks;
   int64_t M = sc->nmb, cells = (int64_t)S * M;
   double *end_f = malloc(sizeof(double) * (size_t)cells * 3);
@@ -153,6 +155,10 @@ static int run_actions(double *step, double *bubble, double *inflight,
         if (!ready)
           break;
         double start = fmax(t_free[r], dep);
+        if (t0)
+          t0[sc->off[r] + pos[r]] = start;
+        if (t1)
+          t1[sc->off[r] + pos[r]] = start + dur;
         t_free[r] = start + dur;
         busy[r] += dur;
         if (endp)
@@ -196,7 +202,8 @@ int plan_cost_schedule_time(double *step, double *bubble, double *inflight,
   if (p->training.present) {
     plan_schedule *sc = NULL;
     if (plan_schedule_from_plan(&sc, p) == PLAN_OK && sc->nstages == nstages) {
-      int rc = run_actions(step, bubble, inflight, sc, fwd, bwd, wgt);
+      int rc = plan_cost_schedule_actions(step, bubble, inflight, sc, fwd, bwd,
+                                          wgt, NULL, NULL);
       plan_schedule_free(sc);
       if (rc != -1)
         return rc;

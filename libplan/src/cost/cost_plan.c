@@ -819,6 +819,30 @@ static int totals(ctx *c) {
       if (a->sync + a->opt > tail)
         tail = a->sync + a->opt;
     }
+    r->stages = plan_arena_alloc(&r->arena, sizeof *r->stages * (size_t)c->nst);
+    if (!r->stages) {
+      free(f);
+      return plan_oom();
+    }
+    r->nstage_rows = c->nst;
+    int R = p->pipeline.axis >= 0 && p->pipeline.axis < p->mesh.naxes
+                ? (int)p->mesh.axis_sizes[p->pipeline.axis]
+                : c->nst;
+    for (int s = 0; s < c->nst; s++) {
+      const stage_acc *a = &c->st[s];
+      r->stages[s] = (plan_cost_stage_info){
+          .stage = s,
+          .rank = plan_schedule_kind_stage_rank(p->pipeline.schedule, R, s),
+          .forward = a->fwd,
+          .forward_comm = a->comm_f,
+          .send_forward = a->p2p_f,
+          .backward = a->bwd + a->rec,
+          .backward_comm = a->comm_b,
+          .send_backward = a->p2p_b,
+          .weight_grad = w[s],
+          .grad_sync = a->sync,
+          .optimizer = a->opt};
+    }
     double step, bubble;
     int rc =
         plan_cost_schedule_time(&step, &bubble, inflight, p, f, b, w, c->nst);

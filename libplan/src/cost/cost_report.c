@@ -87,6 +87,18 @@ int plan_cost_report_memory(plan_cost_memory_info *out,
   return PLAN_OK;
 }
 
+size_t plan_cost_report_stage_count(const plan_cost_report *r) {
+  return r ? (size_t)r->nstage_rows : 0;
+}
+
+int plan_cost_report_stage(plan_cost_stage_info *out, const plan_cost_report *r,
+                           size_t i) {
+  if (!out || !r || i >= (size_t)r->nstage_rows)
+    return plan_failf(PLAN_ENOTFOUND, "cost report: no stage %zu", i);
+  *out = r->stages[i];
+  return PLAN_OK;
+}
+
 /* ---- text ---------------------------------------------------------------- */
 
 static char *fmt_time(char *buf, size_t size, double s) {
