@@ -128,6 +128,7 @@ def worker():
                  med["parallelize_module"], ratio,
                  "met" if ratio <= 1.1 else "missed",
                  "equal" if same else "DIFFER"), flush=True)
+    dist.barrier()  # every rank done before any tears its links down
     dist.destroy_process_group()
     return 0 if same else 1
 

@@ -596,6 +596,7 @@ def _apply_worker(rank, world, store_path, plan_text, queue):
         xd = distribute_tensor(x, mesh, [Replicate()] * mesh.ndim)
         y = model(xd).full_tensor()
         assert torch.allclose(y, ref(x), atol=1e-5), "outputs differ"
+        dist.barrier()  # every rank done before any tears its links down
         queue.put((rank, None))
     except Exception as e:  # reported to the parent
         queue.put((rank, repr(e)))

@@ -23,7 +23,8 @@
 #include "libplan/cost.h"
 #include "libplan/libplan.h"
 
-/* ---- reading the picture back --------------------------------------------- */
+/* ---- reading the picture back ---------------------------------------------
+ */
 
 typedef struct bar {
   char cls[16];
@@ -104,7 +105,8 @@ static void near_px(double got, double want, const char *what) {
     fail_msg("%s: %.6f px, want %.6f", what, got, want);
 }
 
-/* ---- tests ---------------------------------------------------------------- */
+/* ---- tests ----------------------------------------------------------------
+ */
 
 typedef struct run {
   plan_plan *p;
@@ -224,8 +226,8 @@ static void check_plan(const char *path, bool split) {
             b[k].start + b[k].ms <= b[i].start + 1e-6))
         fail_msg("rank %d: %s%d,%lld at %.9g+%.9g overlaps %s%d,%lld at "
                  "%.9g+%.9g",
-                 b[i].rank, b[i].cls, b[i].stage, b[i].mb, b[i].start,
-                 b[i].ms, b[k].cls, b[k].stage, b[k].mb, b[k].start, b[k].ms);
+                 b[i].rank, b[i].cls, b[i].stage, b[i].mb, b[i].start, b[i].ms,
+                 b[k].cls, b[k].stage, b[k].mb, b[k].start, b[k].ms);
     }
   free(b);
   close_run(&x);

@@ -77,8 +77,9 @@ static double px(const tl *t, double ms) {
 static void bar(const tl *t, const char *cls, int rank, int lane, double t0,
                 double ms, unsigned rgb, const char *what, int stage,
                 int64_t mb) {
-  double y = rank_y(rank) +
-             (lane == 0 ? 0 : LANE_C + LANE_GAP + (lane - 1) * (LANE_X + LANE_GAP));
+  double y =
+      rank_y(rank) +
+      (lane == 0 ? 0 : LANE_C + LANE_GAP + (lane - 1) * (LANE_X + LANE_GAP));
   int h = lane == 0 ? LANE_C : LANE_X;
   plan_buf_printf(t->b,
                   "<rect class=\"%s\" data-rank=\"%d\" data-stage=\"%d\" "
@@ -177,7 +178,7 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
   *out = NULL;
   if (!r->pipeline || !r->training || r->nstage_rows < 1)
     return plan_failf(PLAN_ENOTFOUND, "the timeline in milliseconds needs a "
-                                   "training pipeline");
+                                      "training pipeline");
   plan_schedule *sc = NULL;
   int rc = plan_schedule_from_plan(&sc, p);
   if (rc)
@@ -187,7 +188,8 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
     return plan_failf(PLAN_EUSAGE, "the report is not of this plan");
   }
   int S = sc->nstages, R = sc->nranks;
-  double *d = malloc(sizeof(double) * ((size_t)S * 3 + (size_t)sc->nacts * 2 + 1));
+  double *d =
+      malloc(sizeof(double) * ((size_t)S * 3 + (size_t)sc->nacts * 2 + 1));
   if (!d) {
     plan_schedule_free(sc);
     return plan_oom();
@@ -314,7 +316,8 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
   }
   legend_item(&b, &x, legend_y, RGB_OPT, "optimizer");
   legend_item(&b, &x, legend_y, RGB_COLL, "collectives (2nd lane)");
-  legend_item(&b, &x, legend_y, RGB_SEND, "sends (3rd lane), arrow to receiver");
+  legend_item(&b, &x, legend_y, RGB_SEND,
+              "sends (3rd lane), arrow to receiver");
   plan_buf_puts(&b, "</svg>\n");
   free(d);
   plan_schedule_free(sc);

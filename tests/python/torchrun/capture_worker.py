@@ -175,6 +175,7 @@ def main():
                 print("%s %s %s" % ("ok" if good else "FAIL", name,
                                     json.dumps(res, sort_keys=True)),
                       flush=True)
+        dist.barrier()  # every rank done before any tears its links down
     finally:
         dist.destroy_process_group()
     sys.exit(1 if failed else 0)

@@ -162,6 +162,7 @@ def main():
             say(rank, "%s %s/%s caught=%s %s" % (
                 "ok" if caught else "FAIL", name, variant, caught,
                 json.dumps(r, sort_keys=True)))
+        dist.barrier()  # every rank done before any tears its links down
     finally:
         dist.destroy_process_group()
     sys.exit(1 if failed else 0)
