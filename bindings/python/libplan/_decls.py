@@ -137,7 +137,10 @@ class SearchOptions(ctypes.Structure):
                 ("self_contained", c_int),
                 # version 2 (the binding asks for version 1: unread)
                 ("placement", c_int), ("topology", c_char_p),
-                ("mesh_shape", c_int)]
+                ("mesh_shape", c_int),
+                # version 3 (unread too): no_share, progress and its ctx
+                ("no_share", c_int), ("progress", c_void_p),
+                ("progress_ctx", c_void_p)]
 
 
 class SearchInfo(ctypes.Structure):
