@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "cli.h"
+#include "util.h"
 #include "libplan/cost.h"
 
 const char usage_show[] =
-    "usage: plan show [--cost] [--hardware NAME] FILE\n"
+    "usage: plan show [--cost] [--hardware NAME] [--svg OUT --tensor NAME] "
+    "FILE\n"
     "\n"
     "Prints the program and mesh at a glance, then one row per tensor that\n"
     "the plan stores (inputs, params, consts: shape, dtype, placement) and "
@@ -21,7 +23,28 @@ const char usage_show[] =
     "                   lowering inserts, and the step (docs/cost.md)\n"
     "  --hardware NAME  the profile to price on (implies --cost; default the\n"
     "                   plan's own hardware, else h100)\n"
-    "Exit: 0 printed, 2 unreadable input (or a plan the cost model refuses).\n";
+    "  --svg OUT        instead, write a picture of how the plan lays out one\n"
+    "                   tensor over the mesh (which rank holds which block;\n"
+    "                   replicas share a colour, partial values hatched)\n"
+    "  --tensor NAME    the tensor --svg draws (an input, param, activation\n"
+    "                   or output)\n"
+    "Exit: 0 printed, 2 unreadable input (or a plan the cost model refuses,\n"
+    "or a tensor the plan does not have).\n";
+
+/* `plan show --svg OUT --tensor NAME`: the sharding picture, written
+ * atomically. */
+static int write_sharding(const plan_plan *p, const char *tensor,
+                          const char *out) {
+  if (!plan_has_mesh(p))
+    return cli_usage("show", "--svg needs a plan with a mesh");
+  char *text;
+  size_t len;
+  if (plan_sharding_svg(&text, &len, p, tensor))
+    return cli_fail_last();
+  int rc = cli_write_output(out, text, len);
+  plan_buffer_free(text);
+  return rc;
+}
 
 static void shape_of(const plan_program *prog, int t, char *buf, size_t sz) {
   int64_t dims[16];
@@ -70,9 +93,17 @@ static void print_seconds(double s) {
 }
 
 int cmd_show(int argc, char **argv) {
-  const char *file = NULL, *hardware = NULL;
+  const char *file = NULL, *hardware = NULL, *svg = NULL, *tensor = NULL;
   bool cost = false;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--svg") && i + 1 < argc) {
+      svg = argv[++i];
+      continue;
+    }
+    if (!strcmp(argv[i], "--tensor") && i + 1 < argc) {
+      tensor = argv[++i];
+      continue;
+    }
     if (!strcmp(argv[i], "--cost")) {
       cost = true;
       continue;
@@ -90,9 +121,18 @@ int cmd_show(int argc, char **argv) {
   }
   if (!file)
     return cli_usage("show", "no file given");
+  if (!svg != !tensor)
+    return cli_usage("show", "--svg and --tensor go together");
+  if (svg && cost)
+    return cli_usage("show", "--svg draws a picture; --cost prints a table");
   plan_plan *p;
   if (plan_load(&p, file))
     return cli_fail_last();
+  if (svg) {
+    int rc = write_sharding(p, tensor, svg);
+    plan_free(p);
+    return rc;
+  }
   plan_cost_model *model = NULL;
   plan_cost_report *report = NULL;
   if (cost && (!plan_has_mesh(p) || plan_cost_model_new(&model, p, hardware) ||

@@ -470,6 +470,20 @@ has "$out" "modeled on a100-80gb" "show --hardware"
 expect 2 "show --cost without a mesh" show --cost "$ex/mlp-program.yaml"
 has "$err" "needs a plan with a mesh" "show --cost without a mesh"
 expect 2 "show --hardware unknown" show --hardware tpu9 "$mlp"
+# the sharding picture: which rank holds which block, written atomically
+expect 0 "show --svg" show --svg "$tmp/w1.svg" --tensor w1 "$mlp"
+has "$tmp/w1.svg" 'data-rank="3" data-block="[0:16, 32:64]"' "show --svg: rank 3's block of w1"
+has "$tmp/w1.svg" "w1 [16, 64] f32 placed RS(1) on [dp=2, tp=2]" "show --svg: the title"
+expect 0 "show --svg an output" show --svg "$tmp/y.svg" --tensor y "$mlp"
+has "$tmp/y.svg" "summed over 'tp'" "show --svg: a partial output is hatched"
+expect 2 "show --svg unknown tensor" show --svg "$tmp/none.svg" --tensor W1 "$mlp"
+has "$err" "did you mean 'w1'" "show --svg unknown tensor"
+absent "$tmp/none.svg" "show --svg unknown tensor writes nothing"
+expect 2 "show --svg without --tensor" show --svg "$tmp/none.svg" "$mlp"
+expect 2 "show --svg with --cost" show --cost --svg "$tmp/none.svg" --tensor w1 "$mlp"
+expect 2 "show --svg without a mesh" show --svg "$tmp/none.svg" --tensor x "$ex/mlp-program.yaml"
+has "$err" "needs a plan with a mesh" "show --svg without a mesh"
+absent "$tmp/none.svg" "show --svg on bad input writes nothing"
 
 # ---- diff -----------------------------------------------------------------------
 

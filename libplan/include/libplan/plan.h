@@ -233,6 +233,20 @@ PLAN_API int plan_tensor_placement(char *buf, size_t size, const plan_plan *p,
                                    int tensor);
 PLAN_API int plan_op_placement(char *buf, size_t size, const plan_plan *p,
                                int op, int output, int slot);
+
+/* An SVG picture of how p lays out the tensor named `tensor` over its
+ * mesh: one cell per rank (the mesh's axes 0, 2, ... down, 1, 3, ...
+ * across), each drawing the tensor's outline (two of its dims: the sharded
+ * ones first) with the block that rank holds filled in and written out as
+ * index ranges; ranks holding the same block (replicas) share a colour, and
+ * a partial value is hatched. The placement drawn is how the plan stores
+ * the tensor (an input, param or const) or how its producing op's strategy
+ * gives it (an activation or output). *text (NUL-terminated) is freed with
+ * plan_buffer_free; *len unless NULL. What `plan show --svg` writes.
+ * PLAN_ENOTFOUND: no such tensor; PLAN_EUSAGE: a NULL argument or a plan
+ * without a mesh; PLAN_ELIMIT: a mesh of over 1024 ranks. */
+PLAN_API int plan_sharding_svg(char **text, size_t *len, const plan_plan *p,
+                               const char *tensor);
 /* Pipeline stage of an op; -1 when the plan has no pipeline or the op is in
  * no stage. Number of stages (0 without a pipeline). */
 PLAN_API int plan_op_stage(const plan_plan *p, int op);

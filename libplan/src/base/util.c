@@ -244,6 +244,22 @@ void plan_buf_puts(plan_buf *b, const char *s) {
   plan_buf_append(b, s, strlen(s));
 }
 
+void plan_buf_put_xml(plan_buf *b, const char *s) {
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '&')
+      plan_buf_puts(b, "&amp;");
+    else if (c == '<')
+      plan_buf_puts(b, "&lt;");
+    else if (c == '>')
+      plan_buf_puts(b, "&gt;");
+    else if (c == '"')
+      plan_buf_puts(b, "&quot;");
+    else if (c >= 0x20 || c == '\t')
+      plan_buf_putc(b, (char)c);
+  }
+}
+
 void plan_buf_printf(plan_buf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -107,6 +107,9 @@ static inline void plan_buf_putc(plan_buf *b, char c) {
 }
 void plan_buf_puts(plan_buf *b, const char *s);
 void plan_buf_printf(plan_buf *b, const char *fmt, ...) PLAN_PRINTF(2, 3);
+/* Appends s as XML character data (an SVG picture's text): & < > " escaped,
+ * control characters but tab dropped. NULL appends nothing. */
+void plan_buf_put_xml(plan_buf *b, const char *s);
 /* Returns the contents as a C string ("" when empty, never NULL unless
  * failed). */
 const char *plan_buf_cstr(plan_buf *b);

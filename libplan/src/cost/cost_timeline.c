@@ -32,22 +32,6 @@ static double rank_y(int r) {
   return TOP + (double)r * (LANE_C + 2 * (LANE_X + LANE_GAP) + RANK_GAP);
 }
 
-static void put_escaped(plan_buf *b, const char *s) {
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '&')
-      plan_buf_puts(b, "&amp;");
-    else if (c == '<')
-      plan_buf_puts(b, "&lt;");
-    else if (c == '>')
-      plan_buf_puts(b, "&gt;");
-    else if (c == '"')
-      plan_buf_puts(b, "&quot;");
-    else if (c >= 0x20)
-      plan_buf_putc(b, (char)c);
-  }
-}
-
 /* A tick step of 1, 2 or 5 times a power of ten, at least `min`. */
 static double nice_step(double min) {
   if (!(min > 0))
@@ -240,7 +224,7 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
   plan_buf_puts(&b, "<text x=\"16\" y=\"24\" font-size=\"15\" "
                     "font-weight=\"bold\" fill=\"#222\">");
   if (name && *name) {
-    put_escaped(&b, name);
+    plan_buf_put_xml(&b, name);
     plan_buf_puts(&b, ": ");
   }
   plan_buf_printf(&b,
@@ -250,7 +234,7 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
                   plan_schedule_kind_name(sc->kind), S, S == 1 ? "" : "s", R,
                   R == 1 ? "" : "s", (long long)sc->nmb,
                   sc->nmb == 1 ? "" : "es", end_ms);
-  put_escaped(&b, r->hardware);
+  plan_buf_put_xml(&b, r->hardware);
   plan_buf_printf(&b,
                   "; schedule %.4g ms, bubble %.4g ms, then gradient sync "
                   "and optimizer %.4g ms</text>\n",

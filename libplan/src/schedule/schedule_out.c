@@ -248,22 +248,6 @@ static bool light(unsigned rgb) {
   return 0.299 * r + 0.587 * g + 0.114 * bl > 165.0;
 }
 
-static void put_escaped(plan_buf *b, const char *s) {
-  for (; s && *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '&')
-      plan_buf_puts(b, "&amp;");
-    else if (c == '<')
-      plan_buf_puts(b, "&lt;");
-    else if (c == '>')
-      plan_buf_puts(b, "&gt;");
-    else if (c == '"')
-      plan_buf_puts(b, "&quot;");
-    else if (c >= 0x20 || c == '\t')
-      plan_buf_putc(b, (char)c);
-  }
-}
-
 /* A tick step of 1, 2 or 5 times a power of ten, at least `min` units. */
 static int64_t nice_step(double min) {
   int64_t p = 1;
@@ -299,7 +283,7 @@ static void svg_legend_item(plan_buf *b, double *x, double y, unsigned rgb,
                     "height=\"11\" rx=\"2\" fill=\"#%06x\"/>\n",
                     *x, y, rgb);
   plan_buf_printf(b, "<text x=\"%.1f\" y=\"%.1f\">", *x + 19, y + 10);
-  put_escaped(b, label);
+  plan_buf_put_xml(b, label);
   plan_buf_puts(b, "</text>\n");
   *x += 19 + 7.0 * (double)strlen(label) + 22;
 }
@@ -367,7 +351,7 @@ static void svg_head(plan_buf *b, const plan_schedule *s, const char *name,
   plan_buf_puts(b, "<text x=\"16\" y=\"24\" font-size=\"15\" "
                    "font-weight=\"bold\" fill=\"#222\">");
   if (name && *name) {
-    put_escaped(b, name);
+    plan_buf_put_xml(b, name);
     plan_buf_puts(b, ": ");
   }
   plan_buf_printf(b, "%s, %d stage%s on %d rank%s, %lld microbatch%s",
