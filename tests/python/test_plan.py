@@ -348,6 +348,20 @@ class TestChecks(unittest.TestCase):
                                 for f in d))
 
 
+class TestShardingSvg(unittest.TestCase):
+    def test_picture_is_the_cli_s(self):
+        with tempfile.TemporaryDirectory() as tmp, libplan.load(MLP) as p:
+            svg = p.sharding_svg("w1")
+            self.assertIn('data-rank="3" data-block="[0:16, 32:64]"', svg)
+            out = os.path.join(tmp, "w1.svg")
+            subprocess.run([TOOL, "show", "--svg", out, "--tensor", "w1",
+                            MLP], check=True)
+            self.assertEqual(read(out), svg)
+            with self.assertRaises(libplan.NotFoundError) as cm:
+                p.sharding_svg("W1")
+            self.assertIn("did you mean 'w1'", str(cm.exception))
+
+
 class TestSave(unittest.TestCase):
     def test_save_text_roundtrip(self):
         with tempfile.TemporaryDirectory() as tmp, libplan.load(BLOCK) as p:

@@ -286,6 +286,7 @@ PROTOS = {
     "plan_load_buffer": (c_int, [pp, c_char_p, c_size_t, c_char_p, c_char_p]),
     "plan_free": (None, [vp]),
     "plan_write_buffer": (c_int, [ps, P(c_size_t), vp, P(WriteOptions)]),
+    "plan_sharding_svg": (c_int, [ps, P(c_size_t), vp, c_char_p]),
     "plan_save": (c_int, [vp, c_char_p, P(WriteOptions)]),
     "plan_hash_part": (c_int, [P(Hash), vp, c_int]),
     "plan_canonical": (c_int, [ps, P(c_size_t), vp, c_int]),

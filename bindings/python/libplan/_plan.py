@@ -246,6 +246,13 @@ class Plan(_Handle):
         opts = _decls.WriteOptions(1, 1 if self_contained else 0)
         return _take_out(fn.write_buffer, self._h, ctypes.byref(opts))
 
+    def sharding_svg(self, tensor):
+        """An SVG picture (text) of how the plan lays out `tensor` (its
+        name) over the mesh: a cell per rank with the block it holds
+        (what `plan show --svg` writes). NotFoundError for an unknown
+        tensor; a plan without a mesh, or of over 1024 ranks, is refused."""
+        return _take_out(fn.sharding_svg, self._h, enc(tensor, "tensor name"))
+
     def save(self, path, self_contained=False):
         """Writes the plan to `path` atomically (nothing changes on failure).
         A program given by path is written relative to the new file."""
