@@ -89,16 +89,10 @@ MAY = {
 # The crossings that remain: (folder, header pattern) -> why. Only shrink.
 CROSSINGS = {
     # the verifier runs the lowered program by its internals (what it runs
-    # at each step, the training and pipeline annotations, the buffers it
-    # copies for shape reduction); the public views of lowered.h read a
-    # program, they do not drive a run
+    # at each step, the training and pipeline annotations); the public
+    # views of lowered.h read a program, they do not drive a run
     ("verifier", "libplan/src/lower/lower.h"):
-        "the lowered program it runs and reduces (plan_lowered's internals)",
-    # (the program's tensors and ops it reads through lower.h's IR types
-    # too; the reference run reads them through the public views)
-    ("verifier", "libplan/src/ir/ops.h"):
-        "shape reduction's union-find over the sharding rules' factors "
-        "(reduce_ctx.h: which factors each operand dim carries)",
+        "the lowered program it runs (plan_lowered's internals)",
 }
 
 # Symbol references across layers that remain: (folder, symbol) -> why.

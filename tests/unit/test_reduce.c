@@ -18,7 +18,7 @@
 #include "lower/lower.h"
 #include "ir/placement.h"
 #include "read/plan_read.h"
-#include "reduce.h"
+#include "reduce/reduce.h"
 #include "verify_int.h"
 #include "verify_mutations.h"
 

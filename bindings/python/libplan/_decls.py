@@ -372,6 +372,8 @@ PROTOS = {
     "plan_dtype_name": (c_char_p, [c_int]),
     "plan_op_kind_name": (c_char_p, [c_int]),
     "plan_op_attrs": (P(AttrSpec), [c_int, P(c_int)]),
+    # reduce.h
+    "plan_reduce_shapes": (c_int, [pp, ps, vp]),
 }
 
 # verify.h: only libplan-verify has these (required there); with the core
@@ -387,7 +389,6 @@ VERIFY_PROTOS = {
     "plan_verify_report_runner": (c_char_p, [vp]),
     "plan_verify_report_collectives": (c_int, [vp, c_char_p]),
     "plan_verify_report_write": (c_int, [ps, P(c_size_t), vp, c_char_p]),
-    "plan_reduce_shapes": (c_int, [pp, ps, vp]),
     "plan_verify_estimate": (c_int, [P(c_uint64), vp, vp, P(VerifyOptions)]),
     # the single-device reference run
     "plan_ref_run_new": (c_int, [pp, vp, P(RefOptions)]),

@@ -11,13 +11,15 @@
  * plan runs each pipeline rank's schedule, microbatch by microbatch.
  *
  * This header is the verifier's library, libplan-verify; every other
- * header is the core's, libplan. */
+ * header is the core's, libplan. Shape reduction (reduce.h, included
+ * here) is the core's: it transforms plans, it runs nothing. */
 #ifndef LIBPLAN_VERIFY_H
 #define LIBPLAN_VERIFY_H
 
 #include "common.h"
 #include "lowered.h"
 #include "plan.h"
+#include "reduce.h"
 #include "trace.h"
 
 #ifdef __cplusplus
@@ -155,33 +157,6 @@ PLAN_API const char *plan_verify_report_diagnosis(const plan_verify_report *r);
 PLAN_API int plan_verify_report_collectives(const plan_verify_report *r,
                                             const char *kind);
 
-/* Shape reduction (docs/verify.md, after TrainVerify): a new plan whose
- * program is smaller but keeps the sharding structure of `p`, so a plan of
- * a real model size verifies in seconds. The mesh, placements and strategies
- * are the same; every dim shrinks as far as these rules allow:
- * - dims that the ops tie together (by their factor-based sharding rules)
- *   get one size, and a merged dim is the product of its parts;
- * - a dim sharded evenly over k ranks stays a multiple of k, with
- *   min(n/k, 2) elements per shard; one sharded unevenly over one axis
- *   keeps its torch.chunk pattern (full, partial and empty pieces) with
- *   pieces of at least min(original, 2) elements; any other dim shrinks to
- *   min(n, 2);
- * - split/concat's split dim, a dim sharded unevenly over several axes, a
- *   dim no rule describes, and every dim tied to one of them, keep their
- *   size; integer ranges that index a dim (embedding ids, cross-entropy
- *   labels: [lo, n)) follow it; reshape shapes and split sizes are
- *   rewritten.
- * The result is written and read back, so its shapes are inferred and
- * checked like any loaded plan's. *summary (unless summary is NULL) is a
- * one-line account, newly allocated (free with plan_buffer_free):
- *   "reduced: batch 8->4, hidden 1024->2, ... (512x fewer elements)"
- * Returns PLAN_OK; PLAN_EUNSUPPORTED for pipelines and manual regions;
- * PLAN_EINVALID when the reduced plan does not load or validate while `p`
- * does (a bug of the reduction; the message names the op); PLAN_ENOMEM;
- * PLAN_EUSAGE for NULL arguments. */
-PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
-                                const plan_plan *p);
-
 /* The same for a lowered program as it is (docs/verify.md, "Lowered
  * programs as files"): plan_lower's, or one read with plan_lowered_load
  * (written by `plan lower`, by hand or by another tool, or changed on
@@ -194,17 +169,6 @@ PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
 PLAN_API int plan_verify_lowered(plan_verify_report **out, const plan_plan *p,
                                  plan_lowered *l,
                                  const plan_verify_options *opts);
-
-/* Shape reduction of a lowered program, through its program: its buffers
- * carry only placements, so they take the place of strategies as the
- * constraints (same rules as plan_reduce_shapes); the buffers, steps,
- * layouts and outputs stay as they are. The result is written and read
- * back (plan_lowered_load_buffer checks every step again); free it with
- * plan_lowered_free. *summary as for plan_reduce_shapes (unless summary is
- * NULL). PLAN_EUSAGE for a NULL out or l, PLAN_EUNSUPPORTED for manual
- * regions, PLAN_EINVALID, PLAN_ENOMEM. */
-PLAN_API int plan_reduce_lowered(plan_lowered **out, char **summary,
-                                 const plan_lowered *l);
 
 /* The runner that ran the check ("cpu", "cuda"; borrowed, never NULL). */
 PLAN_API const char *plan_verify_report_runner(const plan_verify_report *r);

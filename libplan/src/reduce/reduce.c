@@ -33,13 +33,13 @@
  * Steps 1 and 2 are in reduce_ties.c, step 3 in reduce_sizes.c, the
  * summary in reduce_summary.c and their context in reduce_ctx.h; step 4
  * and the entries here. */
-#include "reduce.h"
+#include "reduce/reduce.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce_ctx.h"
+#include "reduce/reduce_ctx.h"
 
 /* ---- step 4: rewrite ----------------------------------------------------- */
 

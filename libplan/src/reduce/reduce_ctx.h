@@ -1,9 +1,9 @@
 /* Shape reduction's context, shared by its steps (reduce.c lists them):
  * the union-find over tensor dims and op factors, the atoms every dim
  * breaks into, and the placements' constraints on them. Internal to
- * verifier/. */
-#ifndef LIBPLAN_VERIFIER_REDUCE_CTX_H
-#define LIBPLAN_VERIFIER_REDUCE_CTX_H
+ * libplan/src/reduce/. */
+#ifndef LIBPLAN_REDUCE_REDUCE_CTX_H
+#define LIBPLAN_REDUCE_REDUCE_CTX_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce_ctx.h"
+#include "reduce/reduce_ctx.h"
 
 #define MAX_ATOMS 16 /* parts of one tensor dim */
 #define MAX_DEPTH 8  /* nested expansions */

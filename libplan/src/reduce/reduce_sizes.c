@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce_ctx.h"
+#include "reduce/reduce_ctx.h"
 
 #define SEARCH_SPAN ((int64_t)1 << 20) /* sizes tried per atom */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "reduce_ctx.h"
+#include "reduce/reduce_ctx.h"
 
 #define SUMMARY_ITEMS 10
 
