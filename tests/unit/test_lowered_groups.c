@@ -263,12 +263,71 @@ static void test_bad_groups(void **state) {
   }
 }
 
+/* The step view of the explicit member orders: the first all_gather with
+ * `order: [1, 0]` gives that order and no per-rank rows; the same step
+ * with `groups` of different member orders gives each rank its group's
+ * order (ranks 0 and 1: coordinate order, 2 and 3: swapped); every other
+ * step has none. */
+static int first_all_gather(const plan_lowered *l) {
+  for (int i = 0; i < plan_lowered_step_count(l); i++) {
+    plan_lowered_step_info si;
+    ok(plan_lowered_step(&si, l, i));
+    if (!strcmp(si.kind, "all_gather"))
+      return i;
+  }
+  return -1;
+}
+
+static void test_order_view(void **state) {
+  (void)state;
+  plan_hash h0;
+  char *text = lowered_text(BLOCK, NULL, &h0);
+  char *ord = replace(text, "{collective: all_gather, axis: tp, dim: 1",
+                      "{collective: all_gather, axis: tp, dim: 1, order: "
+                      "[1, 0]",
+                      1);
+  char *grp = replace(text, "{collective: all_gather, axis: tp",
+                      "{collective: all_gather, groups: [[0, 1], [3, 2]]", 1);
+  plan_lowered *l = read_text(ord);
+  int g = first_all_gather(l);
+  assert_true(g >= 0);
+  for (int i = 0; i < plan_lowered_step_count(l); i++) {
+    plan_lowered_order_info oi;
+    ok(plan_lowered_step_order(&oi, l, i));
+    assert_null(oi.rank_order);
+    if (i != g) {
+      assert_null(oi.group_order);
+      continue;
+    }
+    assert_int_equal(oi.length, 2);
+    assert_non_null(oi.group_order);
+    assert_int_equal(oi.group_order[0], 1);
+    assert_int_equal(oi.group_order[1], 0);
+  }
+  plan_lowered_free(l);
+  l = read_text(grp);
+  g = first_all_gather(l);
+  plan_lowered_order_info oi;
+  ok(plan_lowered_step_order(&oi, l, g));
+  assert_int_equal(oi.length, 2);
+  assert_non_null(oi.rank_order);
+  const int64_t want[4][2] = {{0, 1}, {0, 1}, {1, 0}, {1, 0}};
+  for (int r = 0; r < 4; r++)
+    for (int k = 0; k < 2; k++)
+      assert_int_equal(oi.rank_order[r * 2 + k], want[r][k]);
+  plan_lowered_free(l);
+  free(grp);
+  free(ord);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_of_an_axis),
       cmocka_unit_test(test_wrong_member_order),
       cmocka_unit_test(test_orders_of_their_own),
       cmocka_unit_test(test_bad_groups),
+      cmocka_unit_test(test_order_view),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

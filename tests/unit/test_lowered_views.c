@@ -431,11 +431,174 @@ static void test_abi_sizes(void **state) {
   assert_int_equal(plan_abi_sizeof("plan_pos"), sizeof(plan_pos));
 }
 
+/* A training step's section (the loss, each param's gradient output,
+ * master placement and sync) agrees with its outputs; the plan's training
+ * options read as the file writes them, on the plan and on the training
+ * step's plan; a forward program has no training section. */
+static void test_training_views(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_lowered *l = lower_file("examples/mlp-train.plan.yaml", &p);
+  const plan_program *prog = plan_get_program(plan_lowered_plan(l));
+  for (int k = 0; k < 2; k++) {
+    plan_training_info t;
+    assert_int_equal(plan_get_training(&t, k ? plan_lowered_plan(l) : p),
+                     PLAN_OK);
+    assert_int_equal(t.present, 1);
+    assert_int_equal(t.optimizer, PLAN_OPT_SGD);
+    assert_true(t.lr == 0.125);
+    assert_true(t.momentum == 0.5);
+    assert_int_equal(t.steps, 2);
+    assert_true(t.loss_scale == 1);
+    assert_true(t.clip_grad_norm == 0);
+  }
+  plan_lowered_training_info tr;
+  memset(&tr, 0x5a, sizeof tr);
+  assert_int_equal(plan_lowered_training(&tr, l), PLAN_OK);
+  assert_int_equal(tr.loss, plan_program_loss(prog));
+  assert_int_equal(tr.has_grad_map, 1);
+  assert_true(tr.params > 0);
+  int grads = 0;
+  for (int k = 0; k < plan_lowered_output_count(l); k++) {
+    plan_lowered_output_info o;
+    assert_int_equal(plan_lowered_output(&o, l, k), PLAN_OK);
+    grads += o.gradient_of >= 0;
+  }
+  assert_int_equal(grads, tr.params);
+  for (int i = 0; i < tr.params; i++) {
+    plan_lowered_param_info pi;
+    assert_int_equal(plan_lowered_param(&pi, l, i), PLAN_OK);
+    assert_string_equal(plan_program_tensor_role(prog, pi.tensor), "param");
+    assert_int_equal(pi.sync, PLAN_SYNC_ALL_REDUCE);
+    plan_lowered_output_info o;
+    assert_int_equal(plan_lowered_output(&o, l, pi.grad_output), PLAN_OK);
+    assert_int_equal(o.gradient_of, pi.tensor);
+    assert_true(plan_placement_equal(&o.required, &pi.master));
+  }
+  plan_lowered_param_info pi;
+  memset(&pi, 0x5a, sizeof pi);
+  plan_lowered_param_info before = pi;
+  assert_int_equal(plan_lowered_param(&pi, l, tr.params), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_param(&pi, l, -1), PLAN_EUSAGE);
+  assert_memory_equal(&pi, &before, sizeof pi);
+  assert_int_equal(plan_lowered_training(NULL, l), PLAN_EUSAGE);
+  plan_lowered_free(l);
+  plan_free(p);
+
+  l = lower_file("examples/mlp-megatron.plan.yaml", &p);
+  plan_training_info t;
+  assert_int_equal(plan_get_training(&t, p), PLAN_OK);
+  assert_int_equal(t.present, 0);
+  assert_int_equal(plan_get_training(NULL, p), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_training(&tr, l), PLAN_ENOTFOUND);
+  assert_int_equal(plan_lowered_param(&pi, l, 0), PLAN_ENOTFOUND);
+  plan_lowered_regions_info rg;
+  assert_int_equal(plan_lowered_regions(&rg, l), PLAN_OK);
+  assert_int_equal(rg.regions, 0);
+  assert_int_equal(rg.orig_ops, 0);
+  assert_int_equal(rg.orig_tensors, 0);
+  assert_null(rg.reference);
+  plan_lowered_region_info ri;
+  assert_int_equal(plan_lowered_region(&ri, l, 0), PLAN_EUSAGE);
+  /* a lowering has no explicit member orders */
+  for (int i = 0; i < plan_lowered_step_count(l); i++) {
+    plan_lowered_order_info oi;
+    assert_int_equal(plan_lowered_step_order(&oi, l, i), PLAN_OK);
+    assert_null(oi.group_order);
+    assert_null(oi.rank_order);
+    assert_int_equal(oi.length, 0);
+  }
+  plan_lowered_order_info oi;
+  assert_int_equal(plan_lowered_step_order(&oi, l, plan_lowered_step_count(l)),
+                   PLAN_EUSAGE);
+  plan_lowered_free(l);
+  plan_free(p);
+}
+
+/* Shard ratios: the plan's sets, and the block of every buffer on every
+ * rank as plan_lowered_placement_block gives it from the buffer's
+ * placement and the rank's coordinates, which is plan_lowered_buffer_block's
+ * (the pieces follow the weights: uneven). */
+static void test_ratio_blocks(void **state) {
+  (void)state;
+  const char *files[] = {"examples/mlp-ratios.plan.yaml",
+                         "examples/mlp-megatron.plan.yaml"};
+  for (int f = 0; f < 2; f++) {
+    plan_plan *p;
+    plan_lowered *l = lower_file(files[f], &p);
+    const plan_plan *lp = plan_lowered_plan(l);
+    int nsets = plan_mesh_ratio_count(lp);
+    assert_true(f ? nsets == 0 : nsets > 0);
+    for (int k = 0; k < nsets; k++) {
+      plan_mesh_ratio_info ri;
+      assert_int_equal(plan_mesh_ratio(&ri, lp, k), PLAN_OK);
+      assert_true(ri.axis >= 0 && ri.axis < plan_mesh_axis_count(lp));
+      assert_int_equal(ri.n, plan_mesh_axis_size(lp, ri.axis));
+      bool uneven = false;
+      for (int i = 0; i < ri.n; i++) {
+        assert_true(ri.weights[i] > 0);
+        uneven = uneven || ri.weights[i] != ri.weights[0];
+      }
+      assert_true(uneven);
+    }
+    plan_mesh_ratio_info ri;
+    assert_int_equal(plan_mesh_ratio(&ri, lp, nsets), PLAN_EUSAGE);
+    int naxes = plan_mesh_axis_count(lp);
+    int64_t nranks = plan_mesh_device_count(lp), blocks = 0, differ = 0;
+    for (int b = 0; b < plan_lowered_buffer_count(l); b++) {
+      plan_lowered_buffer_info bi;
+      assert_int_equal(plan_lowered_buffer(&bi, l, b), PLAN_OK);
+      int64_t first = -1;
+      for (int64_t r = 0; r < nranks; r++) {
+        int64_t coord[PLAN_MAX_MESH_AXES], x = r;
+        for (int a = naxes - 1; a >= 0; a--) {
+          coord[a] = x % plan_mesh_axis_size(lp, a);
+          x /= plan_mesh_axis_size(lp, a);
+        }
+        int64_t d0[PLAN_MAX_RANK], o0[PLAN_MAX_RANK], d1[PLAN_MAX_RANK],
+            o1[PLAN_MAX_RANK];
+        assert_int_equal(plan_lowered_buffer_block(d0, o0, l, b, r), bi.rank);
+        assert_int_equal(plan_lowered_placement_block(d1, o1, l, &bi.placement,
+                                                      bi.tensor, coord),
+                         bi.rank);
+        int64_t n = 1;
+        for (int d = 0; d < bi.rank; d++) {
+          assert_int_equal(d0[d], d1[d]);
+          assert_int_equal(o0[d], o1[d]);
+          n *= d1[d];
+        }
+        if (first < 0)
+          first = n;
+        differ += n != first;
+        blocks++;
+      }
+    }
+    assert_true(blocks > 0);
+    assert_true(f ? 1 : differ > 0); /* ratios: pieces of unequal sizes */
+    plan_lowered_buffer_info bi;
+    assert_int_equal(plan_lowered_buffer(&bi, l, 0), PLAN_OK);
+    int64_t coord[PLAN_MAX_MESH_AXES] = {0};
+    assert_int_equal(
+        plan_lowered_placement_block(NULL, NULL, l, &bi.placement, -1, coord),
+        PLAN_EUSAGE);
+    assert_int_equal(
+        plan_lowered_placement_block(NULL, NULL, l, NULL, bi.tensor, coord),
+        PLAN_EUSAGE);
+    plan_lowered_free(l);
+    plan_free(p);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_mlp),         cmocka_unit_test(test_training),
-      cmocka_unit_test(test_bad_indexes), cmocka_unit_test(test_op_registry),
-      cmocka_unit_test(test_abi_sizes),   cmocka_unit_test(test_pipeline),
+      cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_training),
+      cmocka_unit_test(test_bad_indexes),
+      cmocka_unit_test(test_op_registry),
+      cmocka_unit_test(test_abi_sizes),
+      cmocka_unit_test(test_pipeline),
+      cmocka_unit_test(test_training_views),
+      cmocka_unit_test(test_ratio_blocks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -299,11 +299,71 @@ static void test_file_errors(void **state) {
   plan_buffer_free(text);
 }
 
+/* The regions view: one region, the plan's program as the reference (its
+ * ops and tensors before the traced ones), the region's traced ops after
+ * them, the ops it replaces among the plan's, its body's hash as the file
+ * form records it; the same read back from the file. */
+static void check_regions_view(const plan_lowered *l, const plan_plan *ref) {
+  plan_lowered_regions_info rg;
+  assert_int_equal(plan_lowered_regions(&rg, l), PLAN_OK);
+  assert_int_equal(rg.regions, 1);
+  assert_non_null(rg.reference);
+  if (ref)
+    assert_ptr_equal(rg.reference, ref);
+  const plan_program *orig = plan_get_program(rg.reference);
+  const plan_program *prog = plan_get_program(plan_lowered_plan(l));
+  assert_int_equal(rg.orig_ops, plan_program_op_count(orig));
+  assert_int_equal(rg.orig_tensors, plan_program_tensor_count(orig));
+  assert_true(plan_program_op_count(prog) > rg.orig_ops);
+  plan_lowered_region_info ri;
+  assert_int_equal(plan_lowered_region(&ri, l, 0), PLAN_OK);
+  assert_string_equal(ri.name, "row-parallel-by-hand");
+  assert_int_equal(ri.op_begin, rg.orig_ops);
+  assert_int_equal(ri.op_end, plan_program_op_count(prog));
+  assert_true(ri.nreplaces > 0);
+  bool fc2 = false;
+  for (int k = 0; k < ri.nreplaces; k++) {
+    assert_true(ri.replaces[k] >= 0 && ri.replaces[k] < rg.orig_ops);
+    fc2 = fc2 || !strcmp(plan_program_op_name(orig, ri.replaces[k]), "mlp.fc2");
+  }
+  assert_true(fc2);
+  assert_true(ri.body_hash.high || ri.body_hash.low);
+  assert_int_equal(plan_lowered_region(&ri, l, 1), PLAN_EUSAGE);
+  assert_int_equal(plan_lowered_regions(NULL, l), PLAN_EUSAGE);
+}
+
+static void test_regions_view(void **state) {
+  (void)state;
+  plan_plan *p = load_manual();
+  how w = {"gelu", true, "tp", true, 0};
+  plan_lowered *l = NULL;
+  assert_int_equal(plan_lower_traced(&l, p, trace_mlp, &w), PLAN_OK);
+  check_regions_view(l, p);
+  char *text = NULL;
+  size_t len;
+  assert_int_equal(plan_lowered_write(&text, &len, l), PLAN_OK);
+  plan_lowered_region_info a;
+  assert_int_equal(plan_lowered_region(&a, l, 0), PLAN_OK);
+  plan_lowered *f = read_lowered(text);
+  check_regions_view(f, NULL);
+  plan_lowered_region_info b;
+  assert_int_equal(plan_lowered_region(&b, f, 0), PLAN_OK);
+  assert_true(plan_hash_equal(a.body_hash, b.body_hash));
+  plan_lowered_free(f);
+  free(text);
+  plan_lowered_free(l);
+  plan_free(p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_traced),    cmocka_unit_test(test_wrong_body),
-      cmocka_unit_test(test_refusals),  cmocka_unit_test(test_builder_errors),
-      cmocka_unit_test(test_file_form), cmocka_unit_test(test_file_errors),
+      cmocka_unit_test(test_traced),
+      cmocka_unit_test(test_wrong_body),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_builder_errors),
+      cmocka_unit_test(test_file_form),
+      cmocka_unit_test(test_file_errors),
+      cmocka_unit_test(test_regions_view),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

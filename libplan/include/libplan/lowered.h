@@ -261,6 +261,106 @@ typedef struct plan_lowered_step_pipe_info {
 PLAN_API int plan_lowered_step_pipe(plan_lowered_step_pipe_info *out,
                                     const plan_lowered *l, int step);
 
+/* A lowered file's explicit member orders of step `step`
+ * (spec/lowered-format.md, "order" and "groups"). Layout (part of the ABI)
+ * as declared; the arrays are borrowed from l. */
+typedef struct plan_lowered_order_info {
+  /* an all_gather's or reduce_scatter's `order`: the coordinate on the
+   * step's axis of the member whose block is at each position of the
+   * concatenation (`length` entries); NULL: coordinate order */
+  const int64_t *group_order;
+  /* `groups` whose member orders differ between groups: row r (of
+   * plan_mesh_device_count rows, `length` entries each) the order of rank
+   * r's group; NULL: group_order for every group */
+  const int64_t *rank_order;
+  int64_t length; /* the step's axis size; 0 when both are NULL */
+} plan_lowered_order_info;
+
+PLAN_API int plan_lowered_step_order(plan_lowered_order_info *out,
+                                     const plan_lowered *l, int step);
+
+/* The block of a tensor under any placement, as plan_lowered_buffer_block
+ * gives a buffer's: program tensor `tensor` of plan_lowered_plan(l) in
+ * placement *pl (over its mesh, normalised: as the views give them) on the
+ * rank at mesh coordinates coord[0..axes). Its extents into dims, its
+ * global offset into offset (either may be NULL). Returns the tensor's
+ * rank, or PLAN_EUSAGE for a NULL l, pl or coord or a tensor out of
+ * range. */
+PLAN_API int plan_lowered_placement_block(int64_t *dims, int64_t *offset,
+                                          const plan_lowered *l,
+                                          const plan_placement *pl, int tensor,
+                                          const int64_t *coord);
+
+/* A lowered training step (a plan with a `training` section): what its
+ * optimizer updates. Layout (part of the ABI) as declared. */
+typedef struct plan_lowered_training_info {
+  int loss;   /* the loss tensor */
+  int params; /* the float params updated (plan_lowered_param) */
+  /* 1: the program is the training program of autodiff, whose backward
+   * pass is seeded by grad/<loss> (plan_program_grad_tensor); 0: a lowered
+   * file's, which states no seed */
+  int has_grad_map;
+} plan_lowered_training_info;
+
+/* PLAN_OK; PLAN_ENOTFOUND when l is not a training step; PLAN_EUSAGE for
+ * a NULL argument (*out unchanged on failure). */
+PLAN_API int plan_lowered_training(plan_lowered_training_info *out,
+                                   const plan_lowered *l);
+
+/* Param i (0 .. params - 1) of a lowered training step. Layout (part of
+ * the ABI) as declared. */
+typedef struct plan_lowered_param_info {
+  int tensor;      /* the param */
+  int grad_output; /* the output slot delivering its synced gradient, in
+                      the master placement (plan_lowered_output) */
+  /* where its update runs and its master copy and optimizer state live:
+   * its storage placement, or its optimizer_state placement
+   * (reduce_scatter: ZeRO / FSDP) */
+  plan_placement master;
+  int sync; /* plan_grad_sync (plan.h) */
+  /* gradient clipping: the mesh axes (bit a for axis a) along which the
+   * ranks' sums of squares of the synced gradient add up (those that
+   * shard it, each replica counted once) */
+  unsigned norm_axes;
+} plan_lowered_param_info;
+
+/* PLAN_OK; PLAN_ENOTFOUND when l is not a training step; PLAN_EUSAGE for
+ * a NULL argument or i out of range. */
+PLAN_API int plan_lowered_param(plan_lowered_param_info *out,
+                                const plan_lowered *l, int i);
+
+/* Manual regions (plan_lower_traced): the program is the plan's with
+ * every region's traced ops (and their tensors) appended; ops from
+ * orig_ops on and tensors from orig_tensors on are the lowered run's
+ * alone, the reference runs each region's own ops instead. Layout (part of
+ * the ABI) as declared. */
+typedef struct plan_lowered_regions_info {
+  int regions;      /* 0 without manual regions */
+  int orig_ops;     /* the reference program's ops; 0 without regions */
+  int orig_tensors; /* its tensors; 0 without regions */
+  /* the plan whose program (without the traced ops) is the reference;
+   * NULL without regions. Borrowed. */
+  const plan_plan *reference;
+} plan_lowered_regions_info;
+
+/* PLAN_OK (regions 0 without manual regions), PLAN_EUSAGE for a NULL
+ * argument. */
+PLAN_API int plan_lowered_regions(plan_lowered_regions_info *out,
+                                  const plan_lowered *l);
+
+/* Manual region k. Layout (part of the ABI) as declared. */
+typedef struct plan_lowered_region_info {
+  const char *name;     /* borrowed */
+  plan_hash body_hash;  /* of the body text its ops were traced from */
+  int op_begin, op_end; /* its traced ops: op_begin .. op_end - 1 */
+  int nreplaces;
+  const int *replaces; /* the program ops it replaces (borrowed) */
+} plan_lowered_region_info;
+
+/* PLAN_OK, PLAN_EUSAGE for a NULL argument or k out of range. */
+PLAN_API int plan_lowered_region(plan_lowered_region_info *out,
+                                 const plan_lowered *l, int k);
+
 #ifdef __cplusplus
 }
 #endif

@@ -222,6 +222,24 @@ PLAN_API int64_t plan_mesh_device(const plan_plan *p, int64_t rank);
 PLAN_API const char *plan_mesh_device_hardware(const plan_plan *p,
                                                int64_t device);
 
+/* Shard ratio sets (format 1.1, spec/plan-format.md): a placement level
+ * whose `ratio` is k > 0 (plan_axis_pl, space.h) cuts its dim into pieces
+ * in the proportions of the plan's set k - 1, one weight per index of the
+ * set's mesh axis. Layout (part of the ABI) as declared; the weights are
+ * borrowed from p. */
+typedef struct plan_mesh_ratio_info {
+  int axis;               /* the mesh axis the set is for */
+  int n;                  /* its weights: the axis size */
+  const int64_t *weights; /* n positive weights */
+} plan_mesh_ratio_info;
+
+/* The number of ratio sets (0 without any, or for a NULL p). */
+PLAN_API int plan_mesh_ratio_count(const plan_plan *p);
+/* Set k (0 .. plan_mesh_ratio_count - 1) into *out: PLAN_OK, or
+ * PLAN_EUSAGE (*out unchanged) for a NULL argument or k out of range. */
+PLAN_API int plan_mesh_ratio(plan_mesh_ratio_info *out, const plan_plan *p,
+                             int k);
+
 /* Placements in canonical compact form ("S(0)R", ...), written into buf
  * (NUL-terminated, truncated to size; 128 bytes always suffice).
  * plan_tensor_placement: how an input, param or const is stored (all R when
@@ -251,6 +269,47 @@ PLAN_API int plan_sharding_svg(char **text, size_t *len, const plan_plan *p,
  * no stage. Number of stages (0 without a pipeline). */
 PLAN_API int plan_op_stage(const plan_plan *p, int op);
 PLAN_API int plan_stage_count(const plan_plan *p);
+
+/* ---- training --------------------------------------------------------------
+ * The `training` section (spec/plan-format.md, "training"): the optimizer
+ * a training step runs and its hyperparameters, the steps a verification
+ * runs and the dtype policy. */
+
+/* The optimizer, numbered in this order (part of the ABI). */
+typedef enum plan_optimizer {
+  PLAN_OPT_NONE, /* gradients only */
+  PLAN_OPT_SGD,  /* SGD with momentum and weight decay */
+  PLAN_OPT_ADAM, /* Adam (AdamW: decoupled weight decay) */
+  PLAN_OPT_COUNT
+} plan_optimizer;
+
+/* A param's gradient sync (training.grad_sync), numbered in this order
+ * (part of the ABI). */
+typedef enum plan_grad_sync {
+  PLAN_SYNC_AUTO, /* all-reduce where the gradient is partial */
+  PLAN_SYNC_ALL_REDUCE,
+  PLAN_SYNC_REDUCE_SCATTER, /* ZeRO / FSDP: sharded gradient and state */
+  PLAN_SYNC_NONE,           /* user asserts no sync is needed */
+  PLAN_SYNC_COUNT
+} plan_grad_sync;
+
+/* A plan's training options. Layout (part of the ABI) as declared. */
+typedef struct plan_training_info {
+  int present;   /* 1: the plan has a `training` section; else 0 and the
+                    rest as a plan without one reads (the defaults) */
+  int optimizer; /* plan_optimizer */
+  double lr, momentum, beta1, beta2, eps, weight_decay;
+  int64_t steps; /* optimizer steps a verification runs (default 1) */
+  /* the dtype policy: a plan_dtype (ops.h), or -1 for the tensor's own */
+  int param_dtype, compute_dtype, grad_dtype, accum_dtype;
+  double clip_grad_norm; /* by global norm; 0: off */
+  double loss_scale;     /* 1: off */
+} plan_training_info;
+
+/* p's training options into *out: PLAN_OK, or PLAN_EUSAGE (*out
+ * unchanged) for a NULL argument. A lowered training step's plan
+ * (plan_lowered_plan) carries the options of the plan lowered. */
+PLAN_API int plan_get_training(plan_training_info *out, const plan_plan *p);
 
 /* ---- provenance ------------------------------------------------------------
  * How the plan was made (spec/plan-format.md, "provenance"): a free

@@ -38,6 +38,8 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_write_options),
     ABI_SIZE(plan_upgrade_info),
     ABI_SIZE(plan_provenance_value),
+    ABI_SIZE(plan_mesh_ratio_info),
+    ABI_SIZE(plan_training_info),
     /* program.h */
     ABI_SIZE(plan_grad_options),
     /* cost.h */
@@ -61,6 +63,12 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_lowered_output_info),
     ABI_SIZE(plan_lowered_pipeline_info),
     ABI_SIZE(plan_lowered_step_pipe_info),
+    ABI_SIZE(plan_lowered_sched_info),
+    ABI_SIZE(plan_lowered_order_info),
+    ABI_SIZE(plan_lowered_training_info),
+    ABI_SIZE(plan_lowered_param_info),
+    ABI_SIZE(plan_lowered_regions_info),
+    ABI_SIZE(plan_lowered_region_info),
     /* space.h */
     ABI_SIZE(plan_axis_pl),
     ABI_SIZE(plan_placement),

@@ -261,20 +261,7 @@ typedef struct plan_strategy {
   const char *pattern; /* the key it came from when a glob, else NULL */
 } plan_strategy;
 
-typedef enum plan_grad_sync {
-  PLAN_SYNC_AUTO, /* all-reduce where the gradient is partial */
-  PLAN_SYNC_ALL_REDUCE,
-  PLAN_SYNC_REDUCE_SCATTER, /* ZeRO / FSDP: sharded gradient and state */
-  PLAN_SYNC_NONE,           /* user asserts no sync is needed */
-  PLAN_SYNC_COUNT
-} plan_grad_sync;
-
-typedef enum plan_optimizer {
-  PLAN_OPT_NONE,
-  PLAN_OPT_SGD,
-  PLAN_OPT_ADAM,
-  PLAN_OPT_COUNT
-} plan_optimizer;
+/* plan_grad_sync and plan_optimizer are public: libplan/plan.h. */
 
 typedef struct plan_param_train {
   plan_grad_sync sync;

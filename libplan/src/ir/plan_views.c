@@ -118,3 +118,47 @@ int plan_overlap_entry(plan_overlap_info *out, const plan_plan *p, int i) {
   out->wait_op = e->wait_op;
   return PLAN_OK;
 }
+
+int plan_mesh_ratio_count(const plan_plan *p) {
+  return p && p->has_mesh ? p->mesh.nratios : 0;
+}
+
+int plan_mesh_ratio(plan_mesh_ratio_info *out, const plan_plan *p, int k) {
+  if (!out || !p)
+    return plan_failf(PLAN_EUSAGE, "plan_mesh_ratio: NULL argument");
+  int n = plan_mesh_ratio_count(p);
+  if (k < 0 || k >= n)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_mesh_ratio: set %d out of range (the plan has %d)",
+                      k, n);
+  const plan_ratios *r = &p->mesh.ratios[k];
+  out->axis = r->axis;
+  out->n = r->n;
+  out->weights = r->w;
+  return PLAN_OK;
+}
+
+int plan_get_training(plan_training_info *out, const plan_plan *p) {
+  if (!out || !p)
+    return plan_failf(PLAN_EUSAGE, "plan_get_training: NULL argument");
+  const plan_training *t = &p->training;
+  plan_training_info o;
+  memset(&o, 0, sizeof o);
+  o.present = t->present;
+  o.optimizer = (int)t->optimizer;
+  o.lr = t->lr;
+  o.momentum = t->momentum;
+  o.beta1 = t->beta1;
+  o.beta2 = t->beta2;
+  o.eps = t->eps;
+  o.weight_decay = t->weight_decay;
+  o.steps = t->steps;
+  o.param_dtype = t->param_dtype;
+  o.compute_dtype = t->compute_dtype;
+  o.grad_dtype = t->grad_dtype;
+  o.accum_dtype = t->accum_dtype;
+  o.clip_grad_norm = t->clip_grad_norm;
+  o.loss_scale = t->loss_scale;
+  *out = o;
+  return PLAN_OK;
+}

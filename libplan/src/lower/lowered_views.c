@@ -267,3 +267,105 @@ int plan_lowered_step_sched(plan_lowered_sched_info *out, const plan_lowered *l,
   out->chunk_at = s->chunk_of ? s->chunk_at : 0;
   return PLAN_OK;
 }
+
+int plan_lowered_step_order(plan_lowered_order_info *out, const plan_lowered *l,
+                            int step) {
+  int rc = check_index(out, l, step, l ? l->nsteps : 0,
+                       "plan_lowered_step_order", "step");
+  if (rc)
+    return rc;
+  const plan_lstep *s = &l->steps[step];
+  out->group_order = s->group_order;
+  out->rank_order = s->rank_order;
+  out->length = 0;
+  if ((s->group_order || s->rank_order) && s->kind == PLAN_LSTEP_REDIST &&
+      s->redist.axis >= 0 && s->redist.axis < l->plan->mesh.naxes)
+    out->length = l->plan->mesh.axis_sizes[s->redist.axis];
+  return PLAN_OK;
+}
+
+int plan_lowered_placement_block(int64_t *dims, int64_t *offset,
+                                 const plan_lowered *l,
+                                 const plan_placement *pl, int tensor,
+                                 const int64_t *coord) {
+  if (!l || !pl || !coord)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_lowered_placement_block: NULL argument");
+  const plan_program *prog = l->plan->program;
+  if (tensor < 0 || tensor >= prog->ntensors)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_lowered_placement_block: tensor %d out of range "
+                      "(the program has %d)",
+                      tensor, prog->ntensors);
+  const plan_mesh *m = &l->plan->mesh;
+  const plan_tensor *t = &prog->tensors[tensor];
+  plan_redist_local_layout_r(pl, t->dims, t->rank, m->axis_sizes, m->ratios,
+                             m->nratios, coord, dims, offset);
+  return t->rank;
+}
+
+int plan_lowered_training(plan_lowered_training_info *out,
+                          const plan_lowered *l) {
+  if (!out || !l)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_training: NULL argument");
+  if (!l->train)
+    return plan_failf(PLAN_ENOTFOUND,
+                      "plan_lowered_training: the program is not a training "
+                      "step");
+  out->loss = l->train->loss;
+  out->params = l->train->nparams;
+  out->has_grad_map = l->train->map != NULL;
+  return PLAN_OK;
+}
+
+int plan_lowered_param(plan_lowered_param_info *out, const plan_lowered *l,
+                       int i) {
+  if (!out || !l)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_param: NULL argument");
+  const plan_ltrain *t = l->train;
+  if (!t)
+    return plan_failf(PLAN_ENOTFOUND,
+                      "plan_lowered_param: the program is not a training "
+                      "step");
+  if (i < 0 || i >= t->nparams)
+    return plan_failf(PLAN_EUSAGE,
+                      "plan_lowered_param: param %d out of range (the step "
+                      "has %d)",
+                      i, t->nparams);
+  plan_lowered_param_info o;
+  memset(&o, 0, sizeof o);
+  o.tensor = t->param[i];
+  o.grad_output = t->grad_out[i];
+  o.master = t->master[i];
+  o.sync = t->sync ? (int)t->sync[i] : PLAN_SYNC_AUTO;
+  o.norm_axes = t->norm_axes ? t->norm_axes[i] : 0;
+  *out = o;
+  return PLAN_OK;
+}
+
+int plan_lowered_regions(plan_lowered_regions_info *out,
+                         const plan_lowered *l) {
+  if (!out || !l)
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_regions: NULL argument");
+  out->regions = l->nregions;
+  out->orig_ops = l->norig_ops;
+  out->orig_tensors = l->norig_tensors;
+  out->reference = l->nregions ? l->ref_plan : NULL;
+  return PLAN_OK;
+}
+
+int plan_lowered_region(plan_lowered_region_info *out, const plan_lowered *l,
+                        int k) {
+  int rc = check_index(out, l, k, l ? l->nregions : 0, "plan_lowered_region",
+                       "region");
+  if (rc)
+    return rc;
+  const plan_lregion *g = &l->regions[k];
+  out->name = g->name;
+  out->body_hash = g->body_hash;
+  out->op_begin = g->op_begin;
+  out->op_end = g->op_end;
+  out->nreplaces = g->nreplaces;
+  out->replaces = g->replaces;
+  return PLAN_OK;
+}
