@@ -16,8 +16,8 @@
  * (the declared one, or a candidate with the same local shapes). */
 static void global_value_as(const vctx *c, int buf, const plan_placement *as,
                             double *out) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   for (int64_t r = c->nranks - 1; r >= 0; r--) { /* rank 0's copy last */
     if (!plan_vx_partial_leader(c, r, pa, np))
@@ -38,7 +38,7 @@ static void global_value(const vctx *c, int buf, double *out) {
 
 /* Whether got equals the reference of tensor t everywhere (within the
  * comparison's tolerance). */
-static bool all_close(const vctx *c, const plan_tensor *t, const double *got,
+static bool all_close(const vctx *c, const vx_tensor *t, const double *got,
                       const double *ref, int64_t n) {
   double rtol = 0, atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
@@ -55,7 +55,7 @@ static bool all_close(const vctx *c, const plan_tensor *t, const double *got,
 static bool same_local_shapes(const vctx *c, int tensor,
                               const plan_placement *a,
                               const plan_placement *b) {
-  const plan_tensor *t = &c->prog->tensors[tensor];
+  const vx_tensor *t = &c->prog->tensors[tensor];
   for (int64_t r = 0; r < c->nranks; r++) {
     block x, y;
     plan_vx_layout(c, a, tensor, r, &x);
@@ -71,8 +71,8 @@ static bool same_local_shapes(const vctx *c, int tensor,
  * other dims, or the nesting of a dim's axes reversed), are the reference.
  * A transpose whose output placement did not move with its dims, say. */
 static bool diagnose_layout(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int64_t n = plan_vx_count_of(t->dims, t->rank);
   int sa[PLAN_MAX_MESH_AXES], ns = 0;
   for (int a = 0; a < c->m->naxes; a++)
@@ -151,7 +151,7 @@ static bool piece_equal(const double *x, int64_t i, const double *y, int64_t j,
  * when the tensor is too large to diagnose or memory is short) and the
  * diagnoses' tolerances. */
 static double *diag_global(const vctx *c, int buf, double *rtol, double *atol) {
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   int64_t n = plan_vx_count_of(t->dims, t->rank);
   *rtol = *atol = 0;
   if (n <= 0 || n > (1 << 22))
@@ -170,8 +170,8 @@ static double *diag_global(const vctx *c, int buf, double *rtol, double *atol) {
  * own (an all-gather in the wrong rank order, shards from the wrong ranks),
  * or two pieces are copies of one reference piece (a duplicated shard). */
 static bool diagnose_pieces(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   double rtol, atol;
   double *got = diag_global(c, buf, &rtol, &atol);
   if (!got)
@@ -232,12 +232,12 @@ static bool diagnose_pieces(vctx *c, int buf) {
 }
 
 /* The op step that wrote buffer `buf`, or NULL (an input or a collective). */
-static const plan_lstep *writer_op(const vctx *c, int buf) {
+static const vx_step *writer_op(const vctx *c, int buf) {
   for (int i = 0; i < c->low->nsteps; i++) {
-    const plan_lstep *s = &c->low->steps[i];
+    const vx_step *s = &c->low->steps[i];
     for (int k = 0; k < s->nout; k++)
       if (s->out[k] == buf)
-        return s->kind == PLAN_LSTEP_OP ? s : NULL;
+        return s->kind == VX_STEP_OP ? s : NULL;
   }
   return NULL;
 }
@@ -246,8 +246,8 @@ static const plan_lstep *writer_op(const vctx *c, int buf) {
  * it, a few steps back) that is sharded unevenly: described into why. */
 static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
                             size_t whysz) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   for (int d = 0; d < t->rank; d++) {
     int axes[PLAN_MAX_MESH_AXES],
         na = plan_placement_dim_axes(&lb->pl, d, axes);
@@ -266,7 +266,7 @@ static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
   if (depth <= 0)
     return false;
   for (int i = 0; i < c->low->nsteps; i++) {
-    const plan_lstep *s = &c->low->steps[i];
+    const vx_step *s = &c->low->steps[i];
     bool writes = false;
     for (int k = 0; k < s->nout; k++)
       writes |= s->out[k] == buf;
@@ -285,8 +285,8 @@ static bool uneven_upstream(const vctx *c, int buf, int depth, char *why,
  * an uneven shard was unpadded wrongly (the pad lands inside the tensor and
  * the rows after it move), or a gather took the wrong offsets. */
 static bool diagnose_slices(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int64_t n = plan_vx_count_of(t->dims, t->rank);
   double rtol, atol;
   double *got = diag_global(c, buf, &rtol, &atol);
@@ -350,14 +350,14 @@ static bool diagnose_slices(vctx *c, int buf) {
  * whose kind passes no P input (gelu(a) + gelu(b) != gelu(a + b)), and one
  * of its inputs is P along some axis. */
 static bool diagnose_partial_input(vctx *c, int buf) {
-  const plan_lstep *s = writer_op(c, buf);
+  const vx_step *s = writer_op(c, buf);
   if (!s)
     return false;
-  const plan_op *op = &c->prog->ops[s->op];
+  const vx_op *op = &c->prog->ops[s->op];
   if (plan_op_kind_linear(op->kind) != 0)
     return false;
   for (int j = 0; j < s->nin; j++) {
-    const plan_lbuf *ib = &c->low->bufs[s->in[j]];
+    const vx_buf *ib = &c->low->bufs[s->in[j]];
     for (int a = 0; a < c->m->naxes; a++)
       if (ib->pl.ax[a].kind == PLAN_PL_P) {
         snprintf(c->diagnosis, sizeof c->diagnosis,
@@ -378,17 +378,17 @@ static bool diagnose_partial_input(vctx *c, int buf) {
  * why, or false. A fused dim split while sharded lands here (the rule
  * makes a split dim need-replication). */
 static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
-  const plan_lstep *s = writer_op(c, buf);
+  const vx_step *s = writer_op(c, buf);
   if (!s)
     return false;
-  const plan_op *op = &c->prog->ops[s->op];
+  const vx_op *op = &c->prog->ops[s->op];
   plan_shape in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   plan_placement pin[PLAN_MAX_OPERANDS], pout[PLAN_MAX_OPERANDS];
   for (int j = 0; j < s->nin + s->nout; j++) {
     bool o = j >= s->nin;
     int k = o ? j - s->nin : j;
-    const plan_lbuf *lb = &c->low->bufs[o ? s->out[k] : s->in[k]];
-    const plan_tensor *t = &c->prog->tensors[lb->tensor];
+    const vx_buf *lb = &c->low->bufs[o ? s->out[k] : s->in[k]];
+    const vx_tensor *t = &c->prog->tensors[lb->tensor];
     plan_shape *sh = o ? &out[k] : &in[k];
     sh->rank = t->rank;
     memcpy(sh->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
@@ -414,7 +414,7 @@ static bool rule_violation(const vctx *c, int buf, char *why, size_t whysz) {
 }
 
 /* Whether block b of tensor t equals the reference (within tolerance). */
-static bool block_matches(const vctx *c, const plan_tensor *t, const block *b,
+static bool block_matches(const vctx *c, const vx_tensor *t, const block *b,
                           double rtol, double atol) {
   const double *ref = c->ref[t - c->prog->tensors];
   for (int64_t e = 0; e < b->n; e++) {
@@ -430,8 +430,8 @@ static bool block_matches(const vctx *c, const plan_tensor *t, const block *b,
  * from each other. Names a rank that holds the reference and one that does
  * not, when there are such, and the step's broken rule when there is one. */
 static bool diagnose_drift(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   double rtol = 0, atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype))
     plan_vx_diag_tol(c, t, &rtol, &atol);
@@ -538,8 +538,8 @@ static bool diagnose_ratio(vctx *c, const diff *df, double rtol) {
 }
 
 void plan_vx_diagnose(vctx *c, int buf, const diff *df) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
   c->diagnosis[0] = 0;
   /* how close a sum of partials must come: in float mode the ranks rounded
@@ -610,7 +610,7 @@ void plan_vx_diagnose(vctx *c, int buf, const diff *df) {
     return;
   char why[400];
   if (rule_violation(c, buf, why, sizeof why)) {
-    const plan_op *op = &c->prog->ops[writer_op(c, buf)->op];
+    const vx_op *op = &c->prog->ops[writer_op(c, buf)->op];
     bool fused = op->kind == PLAN_OP_SPLIT || op->kind == PLAN_OP_CONCAT;
     snprintf(c->diagnosis, sizeof c->diagnosis, "%s%s", why,
              fused ? ": the fused dim is sharded, so each rank's block holds "

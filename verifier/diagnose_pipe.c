@@ -1,4 +1,4 @@
-/* Diagnoses of a pipelined program (lower.h, plan_lpipe): the causes that
+/* Diagnoses of a pipelined program (vx_program.h, vx_pipe): the causes that
  * live on the microbatch axis. A microbatch holding another microbatch's
  * values (a send/recv off by one, labels paired with another microbatch's
  * inputs), and a gradient holding one microbatch's contribution where the
@@ -11,7 +11,7 @@
 
 #include "verify_ctx.h"
 
-static void tolerance(const vctx *c, const plan_tensor *t, double *rtol,
+static void tolerance(const vctx *c, const vx_tensor *t, double *rtol,
                       double *atol) {
   *rtol = *atol = 0;
   if (c->o->mode == PLAN_VERIFY_FLOAT && plan_dtype_is_float(t->dtype)) {
@@ -27,8 +27,8 @@ static bool close_to(double got, double want, double rtol, double atol) {
 /* Whether the blocks of microbatch k hold the reference's values of
  * microbatch j (j < 0: zeros). Buffers without partial axes only. */
 static bool holds(const vctx *c, int buf, int64_t k, int64_t j) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   const double *ref = c->ref[lb->tensor];
   int axis = c->mb_axis;
   double rtol, atol;
@@ -56,7 +56,7 @@ static bool holds(const vctx *c, int buf, int64_t k, int64_t j) {
 }
 
 /* The step that writes buf. */
-static const plan_lstep *writer(const vctx *c, int buf, int *index) {
+static const vx_step *writer(const vctx *c, int buf, int *index) {
   for (int i = 0; i < c->low->nsteps; i++)
     for (int k = 0; k < c->low->steps[i].nout; k++)
       if (c->low->steps[i].out[k] == buf) {
@@ -67,9 +67,9 @@ static const plan_lstep *writer(const vctx *c, int buf, int *index) {
 }
 
 static bool displaced_microbatches(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
-  const plan_lpipe *pp = c->low->pipe;
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_pipe *pp = c->low->pipe;
   int64_t m = pp->microbatches;
   if (lb->pl.ax[c->mb_axis].kind != PLAN_PL_S || m < 2 ||
       plan_vx_partial_axes(lb, c->m->naxes, NULL) || !c->ref[lb->tensor])
@@ -107,15 +107,15 @@ static bool displaced_microbatches(vctx *c, int buf) {
     snprintf(whose, sizeof whose, "microbatch %lld's values",
              (long long)first_j);
   int i = -1;
-  const plan_lstep *s = writer(c, buf, &i);
+  const vx_step *s = writer(c, buf, &i);
   const char *hint = "microbatches paired wrongly";
   char extra[160] = "";
-  if (s && s->kind == PLAN_LSTEP_TRANSFER) {
+  if (s && s->kind == VX_STEP_TRANSFER) {
     hint = "a send/recv that pairs a microbatch with another one (off by "
            "one?)";
     snprintf(extra, sizeof extra, " as stage %d received it from stage %d",
              pp->stage[i], pp->from_stage[i]);
-  } else if (s && s->kind == PLAN_LSTEP_INPUT) {
+  } else if (s && s->kind == VX_STEP_INPUT) {
     hint = "the input's microbatches are out of step with the other "
            "inputs' (labels of one microbatch paired with another's "
            "samples)";
@@ -131,23 +131,23 @@ static bool displaced_microbatches(vctx *c, int buf) {
  * contribution: the sum's input at microbatch k, reduced over its other
  * partial axes, equals the buffer. */
 static bool one_contribution(vctx *c, int buf) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int axis = c->mb_axis;
   if (lb->pl.ax[axis].kind != PLAN_PL_R ||
       plan_vx_partial_axes(lb, c->m->naxes, NULL))
     return false;
   int src = -1;
   for (int i = 0; i < c->low->nsteps && src < 0; i++) {
-    const plan_lstep *s = &c->low->steps[i];
-    if (s->kind == PLAN_LSTEP_REDIST && s->redist.axis == axis &&
-        s->redist.kind == PLAN_REDIST_ALL_REDUCE &&
+    const vx_step *s = &c->low->steps[i];
+    if (s->kind == VX_STEP_REDIST && s->redist.axis == axis &&
+        s->redist.kind == VX_REDIST_ALL_REDUCE &&
         c->low->bufs[s->in[0]].tensor == lb->tensor)
       src = s->in[0];
   }
   if (src < 0 || !c->bufs[src][0].data)
     return false;
-  const plan_lbuf *sb = &c->low->bufs[src];
+  const vx_buf *sb = &c->low->bufs[src];
   for (int a = 0; a < c->m->naxes; a++) /* alike blocks: the same shards */
     if ((sb->pl.ax[a].kind == PLAN_PL_S) != (lb->pl.ax[a].kind == PLAN_PL_S) ||
         (sb->pl.ax[a].kind == PLAN_PL_S &&

@@ -130,7 +130,8 @@ static void free_ctx(vctx *c) {
   plan_buf_free(&c->text);
   free(c->recs);
   plan_arena_free(&c->rec_arena);
-  plan_lowered_free(c->low);
+  plan_vx_lowered_free(c->low);
+  plan_lowered_free(c->own);
 }
 
 /* ---- the driver ---------------------------------------------------------- */
@@ -172,15 +173,11 @@ static int init_ctx(vctx *c, const plan_plan *p, plan_lowered *low,
                     plan_verify_step_hook hook, void *user) {
   memset(c, 0, sizeof *c);
   c->dtype = dtype;
-  c->p = low->plan ? low->plan : p; /* a training step: its own plan */
-  c->prog = c->p->program;
-  c->m = &c->p->mesh;
   c->o = opts;
   c->equal = 1;
-  c->low = low;
   c->hook = hook;
   c->hook_user = user;
-  c->mb_axis = low->pipe ? low->pipe->axis : -1;
+  c->mb_axis = -1;
   c->mb_now = -1;
   c->runner = plan_runner_find(opts->runner); /* the reason, when NULL */
   if (!c->runner)
@@ -189,6 +186,16 @@ static int init_ctx(vctx *c, const plan_plan *p, plan_lowered *low,
     return plan_failf(PLAN_EUNSUPPORTED,
                       "runner '%s' has API version %d, not %d", c->runner->name,
                       c->runner->api_version, PLAN_RUNNER_API_VERSION);
+  /* what the run reads of low, copied once through the public views */
+  int rc = plan_vx_lowered_new(&c->low, low);
+  if (rc)
+    return rc;
+  c->own = low;
+  /* a training step runs on its own plan */
+  c->p = c->low->plan ? c->low->plan : p;
+  c->prog = &c->low->program;
+  c->m = &c->low->mesh;
+  c->mb_axis = c->low->pipe ? c->low->pipe->axis : -1;
   return PLAN_OK;
 }
 
@@ -224,23 +231,23 @@ static int setup_ranks(vctx *c, const plan_plan *p) {
 /* Both runs and their comparison, once per training step (once for a
  * forward plan), until a step mismatches; the wall seconds of the
  * reference runs, the lowered runs and the comparisons into secs. */
-/* The happens-before check of the streams (lowered_hb.c): a program that
- * reads a buffer before its wait, or writes one in flight, is NOT EQUAL
- * before it runs (on a device, such a read sees whatever is there). A
+/* The happens-before check of the streams (plan_lowered_check_streams): a
+ * program that reads a buffer before its wait, or writes one in flight, is NOT
+ * EQUAL before it runs (on a device, such a read sees whatever is there). A
  * lowered file is checked as it is read; this catches a program made in
  * memory. */
 static int check_streams(vctx *c, bool *unsafe) {
   char why[900];
   int bad;
-  int rc = plan_lowered_check_streams(c->low, &bad, why, sizeof why);
+  int rc = plan_lowered_check_streams(c->low->pub, &bad, why, sizeof why);
   *unsafe = rc == PLAN_EINVALID;
   if (!*unsafe)
     return rc;
-  const plan_lstep *s = &c->low->steps[bad];
+  const vx_step *s = &c->low->steps[bad];
   int b = s->nin ? s->in[0] : s->out[0];
   c->equal = 0;
   c->first_op =
-      s->kind == PLAN_LSTEP_OP ? c->prog->ops[s->op].name : "the streams";
+      s->kind == VX_STEP_OP ? c->prog->ops[s->op].name : "the streams";
   c->first_tensor = c->prog->tensors[c->low->bufs[b].tensor].name;
   snprintf(c->diagnosis, sizeof c->diagnosis, "unsafe overlap: %s", why);
   plan_buf_printf(&c->text, "NOT EQUAL: the steps are not ordered safely: %s\n",
@@ -256,7 +263,7 @@ static int run_steps(vctx *c, double *secs) {
     return rc;
   rc = plan_vx_setup_grid(c);
   if (!rc && c->low->train) {
-    c->nsteps = c->p->training.steps > 1 ? (int)c->p->training.steps : 1;
+    c->nsteps = c->low->training.steps > 1 ? (int)c->low->training.steps : 1;
     rc = plan_vx_setup_train(c);
   }
   for (c->step = 0; !rc && c->step < c->nsteps; c->step++) {
@@ -298,7 +305,7 @@ static int run_steps(vctx *c, double *secs) {
 /* The report's line on a training step: the optimizer and what was
  * compared. */
 static void describe_training(vctx *c) {
-  const plan_training *o = &c->p->training;
+  const vx_training *o = &c->low->training;
   int nparams = c->low->train->nparams;
   if (o->optimizer == PLAN_OPT_NONE)
     plan_buf_printf(&c->text,
@@ -328,8 +335,8 @@ static void describe_training(vctx *c) {
 /* The report's verdict line (mode, seed, ranks, pipeline, collectives),
  * the divergence and its diagnosis, the runner and the communicator. */
 static void describe_verdict(vctx *c, const plan_plan *p) {
-  const plan_lowered *low = c->low;
-  plan_buf_printf(&c->text, "%s: %s (%s mode, seed %llu, ", p->file,
+  const vx_lowered *low = c->low;
+  plan_buf_printf(&c->text, "%s: %s (%s mode, seed %llu, ", plan_file(p),
                   c->equal ? "EQUAL" : "NOT EQUAL",
                   c->o->mode == PLAN_VERIFY_EXACT ? "exact" : "float",
                   (unsigned long long)c->o->seed);
@@ -348,12 +355,12 @@ static void describe_verdict(vctx *c, const plan_plan *p) {
   else
     plan_buf_printf(&c->text, "%lld ranks; ", (long long)c->nranks);
   bool first = true;
-  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
-    if (low->collectives[k] && k != PLAN_REDIST_SLICE &&
-        k != PLAN_REDIST_RELABEL && k != PLAN_REDIST_ZERO_NON_OWNER) {
+  for (int k = 0; k < VX_REDIST_COUNT; k++)
+    if (low->collectives[k] && k != VX_REDIST_SLICE && k != VX_REDIST_RELABEL &&
+        k != VX_REDIST_ZERO_NON_OWNER) {
       plan_buf_printf(&c->text, "%s%d %s", first ? "" : ", ",
                       low->collectives[k],
-                      plan_redist_kind_name((plan_redist_kind)k));
+                      plan_vx_redist_kind_name((vx_redist_kind)k));
       first = false;
     }
   plan_buf_printf(&c->text, "%s)\n", first ? "no collectives" : "");
@@ -407,7 +414,7 @@ static int make_report(vctx *c, const plan_plan *p, const double *secs,
   c->recs = NULL;
   c->nrecs = 0;
   plan_arena_init(&c->rec_arena);
-  rep->file = dup_or_empty(p->file);
+  rep->file = dup_or_empty(plan_file(p));
   if (c->low->train)
     describe_training(c);
   describe_verdict(c, p);
@@ -439,7 +446,7 @@ static int out_of_memory(const plan_plan *p, uint64_t need) {
   if (need)
     plan_vx_format_bytes(n, sizeof n, need);
   return plan_failf(PLAN_ENOMEM, "out of memory verifying %s%s%s",
-                    p->file ? p->file : "the plan",
+                    plan_file(p) ? plan_file(p) : "the plan",
                     need ? ": needs about " : "", n);
 }
 
@@ -454,7 +461,7 @@ int plan_verify_traced(plan_verify_report **out, const plan_plan *p,
   if (!out)
     return plan_failf(PLAN_EUSAGE, "plan_verify: no place for the report");
   *out = NULL;
-  if (!p || !p->has_mesh)
+  if (!p || !plan_has_mesh(p))
     return plan_failf(PLAN_EUSAGE, "plan_verify: a plan with a mesh is needed");
   plan_lowered *low;
   int rc = plan_lower_traced(&low, p, tracer, user);
@@ -492,7 +499,7 @@ int plan_verify_lowered_hooked(plan_verify_report **out, const plan_plan *p,
   uint64_t need = 0;
   /* the preflight after the ranks' limit: it walks every rank's blocks */
   if ((rc = setup_ranks(&c, p)) ||
-      (rc = plan_vx_preflight(p, low, &full, &need)) ||
+      (rc = plan_vx_preflight(p, c.low, &full, &need)) ||
       (rc = run_steps(&c, secs))) {
     free_ctx(&c);
     return rc == PLAN_ENOMEM ? out_of_memory(p, need) : rc;
@@ -536,8 +543,8 @@ const char *plan_verify_report_diagnosis(const plan_verify_report *r) {
 }
 int plan_verify_report_collectives(const plan_verify_report *r,
                                    const char *kind) {
-  for (int k = 0; k < PLAN_REDIST_COUNT; k++)
-    if (!strcmp(plan_redist_kind_name((plan_redist_kind)k), kind))
+  for (int k = 0; k < VX_REDIST_COUNT; k++)
+    if (!strcmp(plan_vx_redist_kind_name((vx_redist_kind)k), kind))
       return r->collectives[k];
   return 0;
 }

@@ -14,21 +14,21 @@ int64_t plan_vx_count_of(const int64_t *dims, int rank) {
   return n;
 }
 
-int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord) {
+int64_t plan_vx_rank_at(const vx_mesh *m, const int64_t *coord) {
   int64_t r = 0;
   for (int a = 0; a < m->naxes; a++)
     r = r * m->axis_sizes[a] + coord[a];
   return r;
 }
 
-int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np) {
+int64_t plan_vx_group_size(const vx_mesh *m, const int *pa, int np) {
   int64_t n = 1;
   for (int i = 0; i < np; i++)
     n *= m->axis_sizes[pa[i]];
   return n;
 }
 
-int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+int64_t plan_vx_group_member(const vx_mesh *m, const int *pa, int np,
                              const int64_t *coord, int64_t k) {
   int64_t at[PLAN_MAX_MESH_AXES];
   memcpy(at, coord, sizeof at);
@@ -59,15 +59,13 @@ int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
 
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b) {
-  const plan_tensor *t = &c->prog->tensors[tensor];
-  plan_redist_local_layout_r(pl, t->dims, t->rank, c->m->axis_sizes,
-                             c->m->ratios, c->m->nratios, c->coords[r],
-                             b->local, b->offset);
+  const vx_tensor *t = &c->prog->tensors[tensor];
+  plan_vx_block_of(c->low, pl, tensor, c->coords[r], b->local, b->offset);
   b->n = plan_vx_count_of(b->local, t->rank);
 }
 
 /* Global row-major index of local element k of a block. */
-int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
+int64_t plan_vx_global_index(const vx_tensor *t, const block *b, int64_t k) {
   int64_t idx[PLAN_MAX_RANK] = {0}, g = 0;
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = b->local[d] ? k % b->local[d] : 0;
@@ -78,7 +76,7 @@ int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k) {
   return g;
 }
 
-int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g) {
+int64_t plan_vx_local_index(const vx_tensor *t, const block *b, int64_t g) {
   int64_t idx[PLAN_MAX_RANK] = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     idx[d] = g % t->dims[d];
@@ -209,7 +207,7 @@ void plan_vx_give_rank(vctx *c, int b, int64_t r) {
 }
 
 /* The mesh axes along which buffer lb is partial, into pa; their count. */
-int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa) {
+int plan_vx_partial_axes(const vx_buf *lb, int naxes, int *pa) {
   int np = 0;
   for (int a = 0; a < naxes; a++)
     if (lb->pl.ax[a].kind == PLAN_PL_P) {

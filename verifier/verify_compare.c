@@ -119,7 +119,7 @@ static inline void add64(double v, double want, double r64, diff *df) {
 /* The comparison of buffer buf's blocks (those of microbatch mb when mb
  * >= 0), added to *df. */
 static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *into) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
+  const vx_buf *lb = &c->low->bufs[buf];
   /* the sums in a local (registers, not stores through a pointer that
    * might alias the blocks), the arrays read once */
   diff acc = *into, *df = &acc;
@@ -127,7 +127,7 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *into) {
   const double *ref64 = c->ref64 ? c->ref64[lb->tensor] : NULL;
   double rtol, atol, rms = c->rms[lb->tensor];
   plan_vx_default_tol(c, &c->prog->tensors[lb->tensor], &rtol, &atol);
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   bool is_float = plan_dtype_is_float(t->dtype);
   bool exact = c->o->mode == PLAN_VERIFY_EXACT;
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
@@ -185,13 +185,13 @@ static void compare_blocks(const vctx *c, int buf, int64_t mb, diff *into) {
 #define PLAN_VERIFY_EXACT_ROUNDING 0x1p-40
 
 void plan_vx_exact_lost(vctx *c, int buf, const diff *df) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
+  const vx_buf *lb = &c->low->bufs[buf];
   /* the largest value the step that wrote buf read or made */
   int t = lb->tensor, at = t;
   double big = c->refmax[t];
   int step = c->writer ? c->writer[buf] : -1;
-  if (step >= 0 && c->low->steps[step].kind == PLAN_LSTEP_OP) {
-    const plan_op *op = &c->prog->ops[c->low->steps[step].op];
+  if (step >= 0 && c->low->steps[step].kind == VX_STEP_OP) {
+    const vx_op *op = &c->prog->ops[c->low->steps[step].op];
     for (int pass = 0; pass < 2; pass++)
       for (int j = 0; j < (pass ? op->nout : op->nin); j++) {
         int u = pass ? op->out[j] : op->in[j];
@@ -223,8 +223,8 @@ static void accepted(vctx *c, const char *what) {
 
 void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
                            int buf, const diff *df) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[buf];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN];
   plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
   if (c->nrecs == c->cap_recs) {
@@ -325,7 +325,7 @@ void plan_vx_report_tensor(vctx *c, const char *what, const char *opname,
 static int compare_some(vctx *c, int buf, int64_t mb, diff *df) {
   memset(df, 0, sizeof *df);
   compare_blocks(c, buf, mb, df);
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   if (!df->mismatches || c->ref64 || c->o->mode != PLAN_VERIFY_FLOAT ||
       !plan_dtype_is_float(t->dtype) || plan_vx_run_dtype(c, t) == PLAN_F64 ||
       plan_vx_depth_bound(c, t, df))
@@ -418,22 +418,22 @@ static int diff_of(vctx *c, int b, diff **df) {
 /* A pipelined program, in step order: the inputs split into microbatches,
  * each op's results, each transfer's as received, then the outputs. */
 static int compare_pipelined(vctx *c) {
-  const plan_lowered *l = c->low;
-  const plan_lpipe *pp = l->pipe;
+  const vx_lowered *l = c->low;
+  const vx_pipe *pp = l->pipe;
   int rc;
   diff *df;
   for (int i = 0; i < l->nsteps; i++) {
-    const plan_lstep *s = &l->steps[i];
-    if (s->kind == PLAN_LSTEP_INPUT) {
-      const plan_lbuf *b = &l->bufs[s->out[0]];
+    const vx_step *s = &l->steps[i];
+    if (s->kind == VX_STEP_INPUT) {
+      const vx_buf *b = &l->bufs[s->out[0]];
       if (b->pl.ax[pp->axis].kind != PLAN_PL_S)
         continue;
       if ((rc = diff_of(c, s->out[0], &df)))
         return rc;
       plan_vx_report_tensor(c, "input", "split into microbatches", s->out[0],
                             df);
-    } else if (s->kind == PLAN_LSTEP_OP) {
-      const plan_op *op = &c->prog->ops[s->op];
+    } else if (s->kind == VX_STEP_OP) {
+      const vx_op *op = &c->prog->ops[s->op];
       for (int k = 0; k < op->nout; k++) {
         int b = l->produced[op->out[k]];
         if (b != s->out[k])
@@ -442,10 +442,10 @@ static int compare_pipelined(vctx *c) {
           return rc;
         plan_vx_report_tensor(c, "tensor", op->name, b, df);
       }
-    } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+    } else if (s->kind == VX_STEP_TRANSFER) {
       char name[64];
       snprintf(name, sizeof name, "%s from stage %d to stage %d",
-               pp->phase[i] == PLAN_LPHASE_RECV_F ? "send_f" : "send_b",
+               pp->phase[i] == VX_PHASE_RECV_F ? "send_f" : "send_b",
                pp->from_stage[i], pp->stage[i]);
       const char *op = plan_arena_strdup(&c->rec_arena, name);
       if (!op)
@@ -470,9 +470,9 @@ static int compare_pipelined(vctx *c) {
 /* The buffers compared only because a step writes them (a collective's
  * result in no layout), in step order, named by the step. */
 static int compare_written(vctx *c, bool report) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   for (int i = 0; i < l->nsteps; i++) {
-    const plan_lstep *s = &l->steps[i];
+    const vx_step *s = &l->steps[i];
     for (int k = 0; k < s->nout; k++) {
       int b = s->out[k];
       if (!c->extra[b] || c->writer[b] != i)
@@ -484,13 +484,13 @@ static int compare_written(vctx *c, bool report) {
       if (!report)
         continue;
       char name[128];
-      if (s->kind == PLAN_LSTEP_REDIST)
+      if (s->kind == VX_STEP_REDIST)
         snprintf(name, sizeof name, "%s over '%s'",
-                 plan_redist_kind_name(s->redist.kind),
+                 plan_vx_redist_kind_name(s->redist.kind),
                  c->m->axis_names[s->redist.axis]);
       else
         snprintf(name, sizeof name, "%s",
-                 s->kind == PLAN_LSTEP_OP ? c->prog->ops[s->op].name : "input");
+                 s->kind == VX_STEP_OP ? c->prog->ops[s->op].name : "input");
       const char *op = plan_arena_strdup(&c->rec_arena, name);
       if (!op)
         return plan_oom();
@@ -504,7 +504,7 @@ static int compare_written(vctx *c, bool report) {
  * delivered, then every other buffer a step wrote: the first mismatch is
  * the first divergent op. */
 int plan_vx_compare_all(vctx *c, bool report) {
-  const plan_program *prog = c->prog;
+  const vx_program *prog = c->prog;
   int rc;
   diff *df;
   if (c->deadlock)

@@ -34,15 +34,15 @@ static int unsynced_axes(const vctx *c, const plan_placement *got,
  * another order (two devices' pieces swapped), -1 when none. */
 static int swapped_ratio_axis(const vctx *c, const plan_placement *got,
                               const plan_placement *want) {
-  const plan_mesh *m = c->m;
+  const vx_mesh *m = c->m;
   for (int a = 0; a < m->naxes; a++) {
     const plan_axis_pl *g = &got->ax[a], *w = &want->ax[a];
     if (g->kind != PLAN_PL_S || w->kind != PLAN_PL_S || g->dim != w->dim ||
         !g->ratio || !w->ratio || g->ratio == w->ratio ||
         g->ratio > m->nratios || w->ratio > m->nratios)
       continue;
-    const plan_ratios *x = &m->ratios[g->ratio - 1],
-                      *y = &m->ratios[w->ratio - 1];
+    const vx_ratios *x = &m->ratios[g->ratio - 1],
+                    *y = &m->ratios[w->ratio - 1];
     if (x->n != y->n)
       continue;
     int64_t sx = 0, sy = 0;
@@ -71,7 +71,7 @@ static int swapped_ratio_axis(const vctx *c, const plan_placement *got,
 static void diagnose(vctx *c, int k, const plan_placement *got,
                      const plan_placement *want, const char *gs,
                      const char *ws) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   const char *name = c->prog->tensors[c->prog->outputs[k]].name;
   char axes[256];
   int np = unsynced_axes(c, got, want, axes, sizeof axes);
@@ -124,7 +124,7 @@ static plan_placement unit_axes_replicated(const vctx *c,
 }
 
 bool plan_vx_check_delivered(vctx *c, int k) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   const plan_placement *got = &l->bufs[l->delivered[k]].pl;
   plan_placement want;
   if (l->required) {

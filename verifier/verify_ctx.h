@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "lower/lower.h"
 #include "runner.h"
 #include "verify_int.h"
+#include "vx_program.h"
 
 /* ---- blocks -------------------------------------------------------------- */
 
@@ -52,10 +52,11 @@ typedef struct plan_vx_bucket {
 } plan_vx_bucket;
 
 typedef struct vctx {
-  const plan_plan *p;
-  const plan_program *prog;
-  const plan_mesh *m;
-  plan_lowered *low;
+  const plan_plan *p; /* the plan the steps run on (public calls) */
+  const vx_program *prog;
+  const vx_mesh *m;
+  vx_lowered *low;   /* the verifier's copy of `own` */
+  plan_lowered *own; /* the program verified (freed with the context) */
   const plan_verify_options *o;
   plan_verify_step_hook hook; /* a faulty runner's stand-in, or NULL */
   void *hook_user;
@@ -206,12 +207,12 @@ static inline double plan_vx_seconds_now(void) {
 
 int64_t plan_vx_count_of(const int64_t *dims, int rank);
 /* The rank at mesh coordinates (row-major). */
-int64_t plan_vx_rank_at(const plan_mesh *m, const int64_t *coord);
+int64_t plan_vx_rank_at(const vx_mesh *m, const int64_t *coord);
 /* The size of a group along mesh axes pa[0..np), and the rank of its
  * member k (row-major over those axes) in the group through coord: the
  * one walk of a partial group's members. */
-int64_t plan_vx_group_size(const plan_mesh *m, const int *pa, int np);
-int64_t plan_vx_group_member(const plan_mesh *m, const int *pa, int np,
+int64_t plan_vx_group_size(const vx_mesh *m, const int *pa, int np);
+int64_t plan_vx_group_member(const vx_mesh *m, const int *pa, int np,
                              const int64_t *coord, int64_t k);
 /* The blocks of buffer b's partial group led by rank r when every partial
  * axis pa[0..np) sums (P(sum)), at most max, into mem; their count, or 0
@@ -223,12 +224,12 @@ int plan_vx_sum_members(const vctx *c, int b, const int *pa, int np, int64_t r,
 void plan_vx_layout(const vctx *c, const plan_placement *pl, int tensor,
                     int64_t r, block *b);
 /* Global row-major index of local element k of a block. */
-int64_t plan_vx_global_index(const plan_tensor *t, const block *b, int64_t k);
+int64_t plan_vx_global_index(const vx_tensor *t, const block *b, int64_t k);
 /* Local index of global element g in block b, or -1 when b lacks it. */
-int64_t plan_vx_local_index(const plan_tensor *t, const block *b, int64_t g);
+int64_t plan_vx_local_index(const vx_tensor *t, const block *b, int64_t g);
 /* The mesh axes along which buffer lb is partial, into pa (may be NULL);
  * their count. */
-int plan_vx_partial_axes(const plan_lbuf *lb, int naxes, int *pa);
+int plan_vx_partial_axes(const vx_buf *lb, int naxes, int *pa);
 /* A fresh block of b->n zeros (at least one element). */
 int plan_vx_alloc_block(block *b);
 /* A block's memory from the pool when one fits (not zeroed), else fresh. */
@@ -248,32 +249,31 @@ int plan_vx_ensure_buffer(vctx *c, int b, bool zero);
 /* ---- inputs and one op (verify_op.c) ------------------------------------- */
 
 /* The dtype tensor t runs in (--dtype, or its own). */
-plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t);
+plan_dtype plan_vx_run_dtype(const vctx *c, const vx_tensor *t);
 /* Fills rank's block of leaf `tensor` with the verifier's inputs. */
 void plan_vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* One op on blocks through the runner: ins[j] / outs[k] are the blocks of
  * the operands. */
-int plan_vx_run_op(vctx *c, const plan_op *op, block *const *ins,
+int plan_vx_run_op(vctx *c, const vx_op *op, block *const *ins,
                    block *const *outs);
 
 /* ---- collectives (verify_redist.c) --------------------------------------- */
 
 /* The redistribution step s on the ranks that run it. */
-int plan_vx_run_redist(vctx *c, const plan_lstep *s);
+int plan_vx_run_redist(vctx *c, const vx_step *s);
 /* The rank whose block of step s's input gives rank d's element g of the
  * output in a redistribution that copies (not a reduction), and the local
  * index there (*li): the first member of d's group, in coordinate order,
  * whose block holds g (an all_gather with an order reads its block from
  * the member that order names). -1 when no member holds g; -2 when the
  * order's block is too short (uneven pieces). */
-int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+int64_t plan_vx_redist_source(const vctx *c, const vx_step *s, int64_t d,
                               int64_t g, int64_t *li);
 
 /* The member order of rank r's group in step s: the coordinates on the
  * step's axis of the members at each position (a lowered file's `order`,
  * or its `groups`, each group its own); NULL: coordinate order. */
-const int64_t *plan_vx_group_order(const vctx *c, const plan_lstep *s,
-                                   int64_t r);
+const int64_t *plan_vx_group_order(const vctx *c, const vx_step *s, int64_t r);
 
 /* ---- the two runs (verify_run.c) ----------------------------------------- */
 
@@ -297,16 +297,16 @@ int plan_vx_run_reference64(vctx *c);
 int plan_vx_init_tolerances(vctx *c);
 /* Tensor t's comparison tolerances; the diagnoses' (at least the
  * dtype's). */
-void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_default_tol(const vctx *c, const vx_tensor *t, double *rtol,
                          double *atol);
-void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_diag_tol(const vctx *c, const vx_tensor *t, double *rtol,
                       double *atol);
 /* Whether a float-mode mismatch of tensor t is within the low-precision
  * bound, and within the depth bound (whose epsilon depth_eps is). */
-bool plan_vx_low_precision_bound(const vctx *c, const plan_tensor *t,
+bool plan_vx_low_precision_bound(const vctx *c, const vx_tensor *t,
                                  const diff *df);
-double plan_vx_depth_eps(const vctx *c, const plan_tensor *t);
-bool plan_vx_depth_bound(const vctx *c, const plan_tensor *t, const diff *df);
+double plan_vx_depth_eps(const vctx *c, const vx_tensor *t);
+bool plan_vx_depth_bound(const vctx *c, const vx_tensor *t, const diff *df);
 
 /* ---- comparing (verify_compare.c) ---------------------------------------- */
 
@@ -366,9 +366,9 @@ void plan_vx_dist_close(vctx *c);
 /* The collectives of step s for this process's rank, through the
  * communicator: an all-reduce along the step's axis (k members), a
  * reduce-scatter, a redistribution that copies. */
-int plan_vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k);
-int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k);
-int plan_vx_dist_redist(vctx *c, const plan_lstep *s);
+int plan_vx_dist_all_reduce(vctx *c, const vx_step *s, int64_t k);
+int plan_vx_dist_reduce_scatter(vctx *c, const vx_step *s, int64_t k);
+int plan_vx_dist_redist(vctx *c, const vx_step *s);
 /* Before comparing partial buffer buf: its group's blocks brought to the
  * group's leader (where compare_blocks reduces them); after: let go. */
 int plan_vx_dist_gather_partial(vctx *c, int buf);
@@ -386,7 +386,7 @@ int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
 bool plan_vx_dist_all(vctx *c, bool ok);
 /* Every rank's block of buffer b, this process's from blocks[me], into
  * global by global index (ranks last to first, as in one process). */
-int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+int plan_vx_dist_gather_global(vctx *c, const vx_tensor *t, int b,
                                double *const *blocks, double *global);
 
 /* ---- each step on its own (verify_local.c) ------------------------------- */
@@ -407,7 +407,7 @@ bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df);
  * end-to-end comparison left equal. */
 void plan_vx_local_verdict(vctx *c);
 /* verify_tol.c: the reduction length op adds (0 when none). */
-double plan_vx_op_reduction_length(const plan_program *prog, const plan_op *op);
+double plan_vx_op_reduction_length(const vx_program *prog, const vx_op *op);
 
 /* ---- pipelines, diagnoses, training -------------------------------------- */
 
@@ -416,7 +416,7 @@ double plan_vx_op_reduction_length(const plan_program *prog, const plan_op *op);
  * c->mb_now. A deadlock at run time is a verdict: c->equal = 0, the
  * diagnosis names the ranks and the actions they wait at. */
 int plan_vx_run_pipeline(vctx *c);
-int plan_vx_run_transfer(vctx *c, const plan_lstep *s);
+int plan_vx_run_transfer(vctx *c, const vx_step *s);
 
 /* diagnose.c: the usual causes of buffer buf's divergence (docs/verify.md),
  * into c->diagnosis. */
@@ -432,12 +432,11 @@ int plan_vx_optimizer_step(vctx *c);
 
 /* ---- memory (verify_mem.c) ----------------------------------------------- */
 
-/* The peak bytes verifying l would allocate (p: its plan). */
-int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
-                     uint64_t *bytes);
+/* The peak bytes verifying l would allocate. */
+int plan_vx_estimate(const vx_lowered *l, bool float_mode, uint64_t *bytes);
 /* Before running: PLAN_EUNSUPPORTED with the figures when the estimate,
  * into *need (0 when not made), is over the limit or what is available. */
-int plan_vx_preflight(const plan_plan *p, const plan_lowered *l,
+int plan_vx_preflight(const plan_plan *p, const vx_lowered *v,
                       const plan_verify_options *o, uint64_t *need);
 /* "61 GB", "40 MB": decimal units, as the messages give sizes. */
 void plan_vx_format_bytes(char *out, size_t cap, uint64_t b);

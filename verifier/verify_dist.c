@@ -55,7 +55,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 static void fill_key(const vctx *c, const plan_plan *p, dist_key *k) {
   memset(k, 0, sizeof *k);
   plan_hash_part(&k->plan, p, PLAN_PART_PLAN); /* zeros without one */
-  plan_lowered_hash(&k->lowered, c->low);      /* zeros where it fails */
+  plan_lowered_hash(&k->lowered, c->low->pub); /* zeros where it fails */
   const plan_verify_options *o = c->o;
   k->seed = o->seed;
   k->rtol = o->rtol;
@@ -228,7 +228,7 @@ void plan_vx_dist_close(vctx *c) {
   c->comm = NULL;
 }
 
-int plan_vx_dist_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
+int plan_vx_dist_all_reduce(vctx *c, const vx_step *s, int64_t k) {
   const block *sb = &c->bufs[s->in[0]][c->me];
   block *d = &c->bufs[s->out[0]][c->me];
   if (sb->n != d->n) /* every member's: the layouts are the same */
@@ -249,9 +249,9 @@ static double identity(int reduce) {
                                   : 0.0;
 }
 
-int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
-  const plan_redist_step *st = &s->redist;
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+int plan_vx_dist_reduce_scatter(vctx *c, const vx_step *s, int64_t k) {
+  const vx_redist_step *st = &s->redist;
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis, members[PLAN_COMM_MAX_WORLD];
   group_of(c, c->me, a, members);
@@ -298,9 +298,9 @@ int plan_vx_dist_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k) {
 
 /* The values member d reads from this rank in step s, in d's element
  * order, into out (room for d's block); their count. */
-static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
+static int64_t pack_for(const vctx *c, const vx_step *s, int64_t d,
                         double *out) {
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *b = &c->bufs[s->out[0]][d], *mine = &c->bufs[s->in[0]][c->me];
   int64_t n = 0;
   for (int64_t e = 0; e < b->n; e++) {
@@ -316,8 +316,8 @@ static int64_t pack_for(const vctx *c, const plan_lstep *s, int64_t d,
  * rank, or the value itself when it is this rank's own), then the
  * exchange: every member gets the values it reads from this rank, and the
  * values read from each member land where they belong, in order. */
-int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+int plan_vx_dist_redist(vctx *c, const vx_step *s) {
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *mine = &c->bufs[s->in[0]][c->me];
   block *d = &c->bufs[s->out[0]][c->me];
   int k = (int)c->m->axis_sizes[s->redist.axis];
@@ -339,7 +339,7 @@ int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
     else if (q < 0)
       rc = plan_failf(PLAN_EINVALID,
                       "%s of '%s': no rank of the group holds an element",
-                      plan_redist_kind_name(s->redist.kind), t->name);
+                      plan_vx_redist_kind_name(s->redist.kind), t->name);
     else if (q == c->me)
       d->data[e] = mine->data[li];
     else
@@ -372,7 +372,7 @@ int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
   char err[ERRSZ] = "";
   if (!rc && (rc = c->comm->ops->exchange(c->comm, sends, ns, recvs, nr, err,
                                           sizeof err)))
-    rc = comm_fail(rc, plan_redist_kind_name(s->redist.kind), err);
+    rc = comm_fail(rc, plan_vx_redist_kind_name(s->redist.kind), err);
   int64_t next[PLAN_COMM_MAX_WORLD] = {0};
   for (int64_t e = 0; e < d->n && !rc; e++) /* in order, message by message */
     for (int i = 0; i < nr && from[e] != c->me; i++)
@@ -390,7 +390,7 @@ int plan_vx_dist_redist(vctx *c, const plan_lstep *s) {
 
 /* The members of buf's partial group led by this rank's group leader. */
 static int partial_group(const vctx *c, int buf, int *members) {
-  const plan_lbuf *lb = &c->low->bufs[buf];
+  const vx_buf *lb = &c->low->bufs[buf];
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   if (!np)
     return 0;
@@ -481,7 +481,7 @@ int plan_vx_dist_merge_one(vctx *c, diff *df) {
 /* Every process's blocks of buffer b (n doubles each at rank r, from
  * blocks[r] for this process's rank) into global, by global index: the
  * param gathered from the master blocks. */
-int plan_vx_dist_gather_global(vctx *c, const plan_tensor *t, int b,
+int plan_vx_dist_gather_global(vctx *c, const vx_tensor *t, int b,
                                double *const *blocks, double *global) {
   int world = c->comm->world, me = c->comm->rank, n = 0;
   plan_comm_msg *msg = calloc((size_t)world * 2, sizeof *msg);

@@ -6,7 +6,7 @@
 #define LIBPLAN_VERIFY_INT_H
 
 #include "libplan/verify.h"
-#include "lower/lower.h"
+#include "vx_program.h"
 
 /* One compared tensor. */
 typedef struct plan_vrecord {
@@ -23,7 +23,7 @@ struct plan_verify_report {
   int equal;
   char *text;
   char *first_op, *first_tensor, *diagnosis;
-  int collectives[PLAN_REDIST_COUNT];
+  int collectives[VX_REDIST_COUNT];
   /* for the machine-readable reports (report.c) */
   char *file;
   int mode;

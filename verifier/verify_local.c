@@ -55,21 +55,21 @@ static void local_failure(vctx *c, int step, const char *op,
   if (step >= c->local_fail)
     return;
   c->local_fail = step;
-  c->local_is_op = c->low->steps[step].kind == PLAN_LSTEP_OP;
+  c->local_is_op = c->low->steps[step].kind == VX_STEP_OP;
   c->local_op = op;
   c->local_tensor = tensor;
 }
 
 /* A step's name in a report: its op's, or "all_gather over 'tp'" (kept in
  * the records' arena). */
-static const char *step_name(vctx *c, const plan_lstep *s) {
-  if (s->kind == PLAN_LSTEP_OP)
+static const char *step_name(vctx *c, const vx_step *s) {
+  if (s->kind == VX_STEP_OP)
     return c->prog->ops[s->op].name;
-  if (s->kind != PLAN_LSTEP_REDIST)
-    return s->kind == PLAN_LSTEP_TRANSFER ? "send/recv" : "input";
+  if (s->kind != VX_STEP_REDIST)
+    return s->kind == VX_STEP_TRANSFER ? "send/recv" : "input";
   char name[128];
   snprintf(name, sizeof name, "%s over '%s'",
-           plan_redist_kind_name(s->redist.kind),
+           plan_vx_redist_kind_name(s->redist.kind),
            c->m->axis_names[s->redist.axis]);
   const char *nm = plan_arena_strdup(&c->rec_arena, name);
   return nm ? nm : "a collective";
@@ -79,7 +79,7 @@ static const char *step_name(vctx *c, const plan_lstep *s) {
 
 /* The rank that rank r's block of buffer b is a replica of: r with
  * coordinate 0 on every R axis but a pipeline's microbatch axis. */
-static int64_t replica_leader(const vctx *c, const plan_lbuf *lb, int64_t r) {
+static int64_t replica_leader(const vctx *c, const vx_buf *lb, int64_t r) {
   int64_t coord[PLAN_MAX_MESH_AXES];
   memcpy(coord, c->coords[r], sizeof coord);
   for (int a = 0; a < c->m->naxes; a++)
@@ -89,12 +89,12 @@ static int64_t replica_leader(const vctx *c, const plan_lbuf *lb, int64_t r) {
 }
 
 int plan_vx_check_replicas(vctx *c, int i) {
-  const plan_lstep *s = &c->low->steps[i];
+  const vx_step *s = &c->low->steps[i];
   if (c->comm) /* one rank per process: no replica here to compare */
     return PLAN_OK;
   for (int k = 0; k < s->nout; k++) {
     int b = s->out[k];
-    const plan_lbuf *lb = &c->low->bufs[b];
+    const vx_buf *lb = &c->low->bufs[b];
     if (c->writer[b] > i) /* a chunked collective: slices still to come */
       continue;
     for (int64_t r = 0; r < c->nranks; r++) {
@@ -109,7 +109,7 @@ int plan_vx_check_replicas(vctx *c, int i) {
         e++;
       if (e == x->n)
         continue;
-      const plan_tensor *t = &c->prog->tensors[lb->tensor];
+      const vx_tensor *t = &c->prog->tensors[lb->tensor];
       char pl[PLAN_PLACEMENT_STRLEN];
       plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
       int64_t g = plan_vx_global_index(t, x, e);
@@ -173,8 +173,8 @@ static bool in_mb(const vctx *c, int64_t r, int64_t mb) {
  * cover. false when that slice is not one box (the microbatch axis nested
  * inside another on the same dim): not checked. */
 static bool mb_region(const vctx *c, int b, int64_t mb, block *reg) {
-  const plan_lbuf *lb = &c->low->bufs[b];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[b];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   memset(reg, 0, sizeof *reg);
   memcpy(reg->local, t->dims, sizeof(int64_t) * (size_t)t->rank);
   reg->n = plan_vx_count_of(t->dims, t->rank);
@@ -231,8 +231,8 @@ static int64_t region_index(int rank, const block *reg, const block *x,
  * is partial there: the sum over microbatches comes after). */
 static void reassemble(const vctx *c, int b, int64_t mb, const block *reg,
                        double *out, double *mag) {
-  const plan_lbuf *lb = &c->low->bufs[b];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[b];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int pa[PLAN_MAX_MESH_AXES], np = plan_vx_partial_axes(lb, c->m->naxes, pa);
   if (mb >= 0) { /* the microbatch's own part along the microbatch axis */
     int w = 0;
@@ -354,8 +354,8 @@ static void compare_local(const double *got, const double *want,
 static void report_local(vctx *c, int step, int64_t mb, const char *what,
                          const char *op, bool is_op, int b, const local_cmp *lc,
                          const local_bound *lb_, double k) {
-  const plan_lbuf *lb = &c->low->bufs[b];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[b];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   char pl[PLAN_PLACEMENT_STRLEN], line[768];
   const char *q = is_op ? "op '" : "";
   plan_placement_format_in(pl, sizeof pl, c->p, &lb->pl);
@@ -428,7 +428,7 @@ static void give(vctx *c, const block *reg, double *data) {
  * the output dtype's unit roundoff, u_acc: the kernel's accumulator's, f32
  * below f64). An elementwise op on whole blocks must match bit for bit but
  * for that last term. */
-static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
+static local_bound op_bound(const vctx *c, const vx_tensor *t, double k,
                             bool split, bool partial_in, int64_t parts) {
   plan_dtype d = plan_vx_run_dtype(c, t);
   double u = unit_of(d), ua = d == PLAN_F64 ? 0x1p-53 : 0x1p-24;
@@ -455,7 +455,7 @@ static local_bound op_bound(const vctx *c, const plan_tensor *t, double k,
 /* Whether op's result is a sum of terms each the product of one element
  * of each input (a matmul, a reduction's sum, an embedding's gradient):
  * then the kernel on the inputs' magnitudes gives the terms'. */
-static bool sums_terms(const plan_op *op) {
+static bool sums_terms(const vx_op *op) {
   return op->kind == PLAN_OP_MATMUL || op->kind == PLAN_OP_LINEAR ||
          op->kind == PLAN_OP_REDUCE_SUM || op->kind == PLAN_OP_REDUCE_MEAN ||
          op->kind == PLAN_OP_EMBEDDING_GRAD;
@@ -465,7 +465,7 @@ static bool sums_terms(const plan_op *op) {
  * same kernel on the inputs' absolute values, into terms (room for region
  * out's elements). The bound of a sum that cancels (a gradient near zero
  * from terms far larger) follows from them. */
-static int sum_terms(vctx *c, const plan_op *op, block *const *pin,
+static int sum_terms(vctx *c, const vx_op *op, block *const *pin,
                      const block *out, double *terms) {
   block ab[PLAN_MAX_OPERANDS], *pab[PLAN_MAX_OPERANDS], to = *out;
   int rc = PLAN_OK, j = 0;
@@ -496,8 +496,8 @@ static int sum_terms(vctx *c, const plan_op *op, block *const *pin,
  * to cancellation in f32), its
  * results against the reassembled outputs, within op_bound. */
 static int check_op(vctx *c, int i, int64_t mb, const char *what) {
-  const plan_lstep *s = &c->low->steps[i];
-  const plan_op *op = &c->prog->ops[s->op];
+  const vx_step *s = &c->low->steps[i];
+  const vx_op *op = &c->prog->ops[s->op];
   bool all_whole = true;
   for (int j = 0; j < s->nin + s->nout; j++)
     all_whole &= whole(c, j < s->nin ? s->in[j] : s->out[j - s->nin], mb);
@@ -539,7 +539,7 @@ static int check_op(vctx *c, int i, int64_t mb, const char *what) {
     partial_in |=
         plan_vx_partial_axes(&c->low->bufs[s->in[j]], c->m->naxes, NULL) > 0;
   for (int k = 0; k < s->nout && !rc; k++) {
-    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    const vx_tensor *t = &c->prog->tensors[op->out[k]];
     int pa[PLAN_MAX_MESH_AXES];
     int np = plan_vx_partial_axes(&c->low->bufs[s->out[k]], c->m->naxes, pa);
     int64_t parts = 1;
@@ -581,12 +581,11 @@ static int check_op(vctx *c, int i, int64_t mb, const char *what) {
  * of doubles. A pipeline's transfer (a send/recv: a copy of one
  * microbatch's blocks) too. */
 static int check_redist(vctx *c, int i, int64_t mb, const char *what) {
-  const plan_lstep *s = &c->low->steps[i];
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const vx_step *s = &c->low->steps[i];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block rin, rout;
   /* over the microbatch axis, or slices that differ: not one microbatch's */
-  if ((mb >= 0 && s->kind == PLAN_LSTEP_REDIST &&
-       s->redist.axis == c->mb_axis) ||
+  if ((mb >= 0 && s->kind == VX_STEP_REDIST && s->redist.axis == c->mb_axis) ||
       !mb_region(c, s->in[0], mb, &rin) ||
       !mb_region(c, s->out[0], mb, &rout) || rin.n != rout.n ||
       memcmp(rin.offset, rout.offset, sizeof rin.offset))
@@ -600,8 +599,8 @@ static int check_redist(vctx *c, int i, int64_t mb, const char *what) {
     reassemble(c, s->in[0], mb, &rin, want, mag);
     reassemble(c, s->out[0], mb, &rout, got, NULL);
     /* a reduction sums k doubles, in another order than reassemble */
-    plan_redist_kind kd = s->redist.kind;
-    double k = kd == PLAN_REDIST_ALL_REDUCE || kd == PLAN_REDIST_REDUCE_SCATTER
+    vx_redist_kind kd = s->redist.kind;
+    double k = kd == VX_REDIST_ALL_REDUCE || kd == VX_REDIST_REDUCE_SCATTER
                    ? (double)c->m->axis_sizes[s->redist.axis]
                    : 1;
     local_bound b = {PLAN_VERIFY_LOCAL_FACTOR * 0x1p-53 * k,
@@ -637,8 +636,8 @@ static bool traced(const vctx *c, int b) {
 /* Whether step s is one collective that moves one tensor to another
  * placement (what check_redist checks); not one chunk of a chunked one,
  * whose result is whole only with its last slice. */
-static bool same_tensor_redist(const vctx *c, const plan_lstep *s) {
-  return s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+static bool same_tensor_redist(const vctx *c, const vx_step *s) {
+  return s->kind == VX_STEP_REDIST && s->nin == 1 && s->nout == 1 &&
          !s->chunk_of &&
          c->low->bufs[s->in[0]].tensor == c->low->bufs[s->out[0]].tensor;
 }
@@ -648,12 +647,12 @@ static bool same_tensor_redist(const vctx *c, const plan_lstep *s) {
  * layout of it can be told from another by those values (a softmax that
  * exact mode's integer inputs saturate to one-hot has a backward of
  * zeros). -1 when none. */
-static int constant_output(const vctx *c, const plan_lstep *s) {
+static int constant_output(const vctx *c, const vx_step *s) {
   for (int k = 0; k < s->nout; k++) {
-    const plan_lbuf *lb = &c->low->bufs[s->out[k]];
+    const vx_buf *lb = &c->low->bufs[s->out[k]];
     if (traced(c, s->out[k])) /* check_traced */
       continue;
-    const plan_tensor *t = &c->prog->tensors[lb->tensor];
+    const vx_tensor *t = &c->prog->tensors[lb->tensor];
     const double *ref = c->ref ? c->ref[lb->tensor] : NULL;
     bool sharded = false;
     for (int a = 0; a < c->m->naxes; a++)
@@ -676,8 +675,8 @@ static int constant_output(const vctx *c, const plan_lstep *s) {
  * rank, zeros on the others (their sum), along another reduction's on
  * every rank. */
 static void fresh_block(const vctx *c, int b, int64_t r, block *x) {
-  const plan_lbuf *lb = &c->low->bufs[b];
-  const plan_tensor *t = &c->prog->tensors[lb->tensor];
+  const vx_buf *lb = &c->low->bufs[b];
+  const vx_tensor *t = &c->prog->tensors[lb->tensor];
   int sa[PLAN_MAX_MESH_AXES], ns = 0;
   for (int a = 0; a < c->m->naxes; a++)
     if (lb->pl.ax[a].kind == PLAN_PL_P && lb->pl.ax[a].reduce == PLAN_RED_SUM)
@@ -704,13 +703,13 @@ static void fresh_block(const vctx *c, int b, int64_t r, block *x) {
  * of the microbatch mb it has just run for (the rest, mb < 0, once). Not
  * when distributed (no rank's blocks here but its own). */
 static int check_fresh(vctx *c, int i, int64_t mb) {
-  const plan_lstep *s = &c->low->steps[i];
-  const plan_lpipe *pp = c->low->pipe;
+  const vx_step *s = &c->low->steps[i];
+  const vx_pipe *pp = c->low->pipe;
   bool redist = same_tensor_redist(c, s);
-  bool whole = !pp || pp->phase[i] == PLAN_LPHASE_PRE ||
-               pp->phase[i] == PLAN_LPHASE_POST;
+  bool whole =
+      !pp || pp->phase[i] == VX_PHASE_PRE || pp->phase[i] == VX_PHASE_POST;
   if (c->o->mode != PLAN_VERIFY_EXACT || c->comm ||
-      (s->kind != PLAN_LSTEP_OP && !redist) || whole != (mb < 0))
+      (s->kind != VX_STEP_OP && !redist) || whole != (mb < 0))
     return PLAN_OK;
   int k0 = constant_output(c, s);
   if (k0 < 0)
@@ -720,7 +719,7 @@ static int check_fresh(vctx *c, int i, int64_t mb) {
                                    *fresh[PLAN_MAX_OPERANDS * 2] = {0};
   for (int j = 0; j < n && !rc; j++) {
     int b = j < s->nin ? s->in[j] : s->out[j - s->nin];
-    const plan_tensor *t = &c->prog->tensors[c->low->bufs[b].tensor];
+    const vx_tensor *t = &c->prog->tensors[c->low->bufs[b].tensor];
     bool dup = false; /* an operand read twice: drawn once */
     for (int q = 0; q < j; q++)
       dup |= b == (q < s->nin ? s->in[q] : s->out[q - s->nin]);
@@ -777,13 +776,13 @@ static int check_fresh(vctx *c, int i, int64_t mb) {
  * inputs, as float mode checks every step: a traced buffer declared in a
  * placement its step does not make is seen there. */
 static int check_traced(vctx *c, int i, int64_t mb) {
-  const plan_lstep *s = &c->low->steps[i];
+  const vx_step *s = &c->low->steps[i];
   bool any = false;
   for (int k = 0; k < s->nout; k++)
     any |= traced(c, s->out[k]);
   if (!any || c->comm)
     return PLAN_OK;
-  if (s->kind == PLAN_LSTEP_OP)
+  if (s->kind == VX_STEP_OP)
     return check_op(c, i, mb, "the distributed run's own inputs");
   if (same_tensor_redist(c, s))
     return check_redist(c, i, mb, "the distributed run's own input");
@@ -797,18 +796,18 @@ int plan_vx_check_local(vctx *c, int i, int64_t mb) {
   }
   /* a pipelined step of the schedule is checked microbatch by microbatch,
    * as it runs (mb >= 0); before and after the schedule, once (mb < 0) */
-  const plan_lpipe *pp = c->low->pipe;
-  if (pp && mb < 0 && pp->phase[i] != PLAN_LPHASE_PRE &&
-      pp->phase[i] != PLAN_LPHASE_POST)
+  const vx_pipe *pp = c->low->pipe;
+  if (pp && mb < 0 && pp->phase[i] != VX_PHASE_PRE &&
+      pp->phase[i] != VX_PHASE_POST)
     return PLAN_OK;
-  const plan_lstep *s = &c->low->steps[i];
-  if (s->kind == PLAN_LSTEP_OP)
+  const vx_step *s = &c->low->steps[i];
+  if (s->kind == VX_STEP_OP)
     return check_op(c, i, mb, "the distributed run's own inputs");
-  if (s->kind == PLAN_LSTEP_REDIST && s->nin == 1 && s->nout == 1 &&
+  if (s->kind == VX_STEP_REDIST && s->nin == 1 && s->nout == 1 &&
       !s->chunk_of) /* a chunk's result is whole with its last slice */
     return check_redist(c, i, mb, "the distributed run's own input");
   /* a receive holds what its stage's sender computed for the microbatch */
-  if (s->kind == PLAN_LSTEP_TRANSFER && mb >= 0)
+  if (s->kind == VX_STEP_TRANSFER && mb >= 0)
     return check_redist(c, i, mb, "what the sending stage computed");
   return PLAN_OK; /* an input: the verifier's own values; a send/recv */
 }
@@ -817,11 +816,11 @@ bool plan_vx_local_accepts(const vctx *c, int buf, const diff *df) {
   if (!c->local_on || df->bad_nonfinite || c->writer[buf] < 0 ||
       c->writer[buf] >= c->local_fail)
     return false;
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[buf].tensor];
   if (!plan_dtype_is_float(t->dtype))
     return false;
   plan_dtype d = plan_vx_run_dtype(c, t);
-  int cd = c->policy ? c->p->training.compute_dtype : -1;
+  int cd = c->policy ? c->low->training.compute_dtype : -1;
   return d == PLAN_BF16 || d == PLAN_F16 || cd == PLAN_BF16 || cd == PLAN_F16;
 }
 

@@ -24,10 +24,10 @@
 #include "verify_ctx.h"
 
 /* Sum over the ranks of the elements of their blocks of `tensor`. */
-static double rank_elems(const plan_plan *p, const plan_placement *pl,
+static double rank_elems(const vx_lowered *l, const plan_placement *pl,
                          int tensor) {
-  const plan_mesh *m = &p->mesh;
-  const plan_tensor *t = &p->program->tensors[tensor];
+  const vx_mesh *m = &l->mesh;
+  const vx_tensor *t = &l->program.tensors[tensor];
   int64_t coord[PLAN_MAX_MESH_AXES] = {0}, local[PLAN_MAX_RANK],
           offset[PLAN_MAX_RANK];
   double n = 0;
@@ -37,23 +37,22 @@ static double rank_elems(const plan_plan *p, const plan_placement *pl,
       coord[a] = x % m->axis_sizes[a];
       x /= m->axis_sizes[a];
     }
-    plan_redist_local_layout_r(pl, t->dims, t->rank, m->axis_sizes, m->ratios,
-                               m->nratios, coord, local, offset);
+    plan_vx_block_of(l, pl, tensor, coord, local, offset);
     n += (double)plan_vx_count_of(local, t->rank);
   }
   return n;
 }
 
-static double whole_elems(const plan_plan *p, int tensor) {
-  const plan_tensor *t = &p->program->tensors[tensor];
+static double whole_elems(const vx_lowered *l, int tensor) {
+  const vx_tensor *t = &l->program.tensors[tensor];
   return (double)plan_vx_count_of(t->dims, t->rank);
 }
 
 /* The lowered run's peak of live blocks, in elements: a buffer from the
  * step that first names it to its last reader (kept to the end when
  * `keep` or keep_all says so, or in a pipeline). */
-static int lowered_peak(const plan_plan *p, const plan_lowered *l,
-                        const bool *keep, bool keep_all, double *peak) {
+static int lowered_peak(const vx_lowered *l, const bool *keep, bool keep_all,
+                        double *peak) {
   size_t nb = (size_t)l->nbufs + 1;
   int *last = malloc(nb * sizeof *last);
   double *size = malloc(nb * sizeof *size);
@@ -66,7 +65,7 @@ static int lowered_peak(const plan_plan *p, const plan_lowered *l,
   }
   for (int b = 0; b < l->nbufs; b++) {
     last[b] = keep_all || keep[b] || l->pipe ? l->nsteps : -1;
-    size[b] = rank_elems(p, &l->bufs[b].pl, l->bufs[b].tensor);
+    size[b] = rank_elems(l, &l->bufs[b].pl, l->bufs[b].tensor);
   }
   for (int i = 0; i < l->nsteps; i++)
     for (int j = 0; j < l->steps[i].nin; j++)
@@ -74,7 +73,7 @@ static int lowered_peak(const plan_plan *p, const plan_lowered *l,
         last[l->steps[i].in[j]] = i;
   double now = 0, top = 0;
   for (int i = 0; i < l->nsteps; i++) {
-    const plan_lstep *s = &l->steps[i];
+    const vx_step *s = &l->steps[i];
     for (int pass = 0; pass < 2; pass++)
       for (int k = 0; k < (pass ? s->nout : s->nin); k++) {
         int b = pass ? s->out[k] : s->in[k];
@@ -102,30 +101,30 @@ static int lowered_peak(const plan_plan *p, const plan_lowered *l,
 
 /* Training state, in elements: per param the master copy and two moments
  * on every rank and whole; every leaf on every rank and whole. */
-static double training_elems(const plan_plan *p, const plan_lowered *l) {
-  const plan_ltrain *tr = l->train;
+static double training_elems(const vx_lowered *l) {
+  const vx_train *tr = l->train;
   double n = 0;
   for (int i = 0; i < tr->nparams; i++)
-    n += 3 * rank_elems(p, &tr->master[i], tr->param[i]) +
-         3 * whole_elems(p, tr->param[i]);
-  for (int t = 0; t < p->program->ntensors; t++)
-    if (p->program->tensors[t].producer < 0 && l->produced[t] >= 0)
-      n += whole_elems(p, t) + rank_elems(p, &l->bufs[l->produced[t]].pl, t);
+    n += 3 * rank_elems(l, &tr->master[i], tr->param[i]) +
+         3 * whole_elems(l, tr->param[i]);
+  for (int t = 0; t < l->program.ntensors; t++)
+    if (l->program.tensors[t].producer < 0 && l->produced[t] >= 0)
+      n += whole_elems(l, t) + rank_elems(l, &l->bufs[l->produced[t]].pl, t);
   return n;
 }
 
 /* The kernels' scratch (verify_op.c): one slot per operand position,
  * each grown to the largest whole operand in that position (up to twice
  * that, as it grows by doubling). */
-static double scratch_elems(const plan_plan *p) {
+static double scratch_elems(const vx_lowered *l) {
   double top[2 * PLAN_MAX_OPERANDS] = {0}, n = 0;
-  for (int i = 0; i < p->program->nops; i++) {
-    const plan_op *op = &p->program->ops[i];
+  for (int i = 0; i < l->program.nops; i++) {
+    const vx_op *op = &l->program.ops[i];
     for (int j = 0; j < 2 * PLAN_MAX_OPERANDS; j++) {
       int k = j < PLAN_MAX_OPERANDS ? j : j - PLAN_MAX_OPERANDS;
       if (k >= (j < PLAN_MAX_OPERANDS ? op->nin : op->nout))
         continue;
-      double e = whole_elems(p, j < PLAN_MAX_OPERANDS ? op->in[k] : op->out[k]);
+      double e = whole_elems(l, j < PLAN_MAX_OPERANDS ? op->in[k] : op->out[k]);
       top[j] = e > top[j] ? e : top[j];
     }
   }
@@ -134,9 +133,7 @@ static double scratch_elems(const plan_plan *p) {
   return n;
 }
 
-int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
-                     uint64_t *bytes) {
-  const plan_plan *q = l->plan ? l->plan : p; /* a training step's own */
+int plan_vx_estimate(const vx_lowered *l, bool float_mode, uint64_t *bytes) {
   bool *keep = calloc((size_t)l->nbufs + 1, sizeof *keep);
   if (!keep)
     return plan_oom();
@@ -149,21 +146,32 @@ int plan_vx_estimate(const plan_plan *p, const plan_lowered *l, bool float_mode,
   double peak = 0;
   /* float mode: a buffer within tolerance only by the f64 bound counts as
    * mismatched and is kept for the diagnosis; any may be */
-  int rc = lowered_peak(q, l, keep, float_mode, &peak);
+  int rc = lowered_peak(l, keep, float_mode, &peak);
   free(keep);
   if (rc)
     return rc;
   double ref = 0;
-  for (int t = 0; t < q->program->ntensors; t++)
-    ref += whole_elems(q, t);
-  double n = peak + ref * (float_mode ? 2 : 1) + scratch_elems(q);
+  for (int t = 0; t < l->program.ntensors; t++)
+    ref += whole_elems(l, t);
+  double n = peak + ref * (float_mode ? 2 : 1) + scratch_elems(l);
   if (l->train)
-    n += training_elems(q, l);
+    n += training_elems(l);
   /* a quarter more: the block pool's and the allocator's slack, the
    * plan's own structures; and the bookkeeping */
   double b = 1.25 * n * (double)sizeof(double) + (4 << 20);
   *bytes = b >= 1.8e19 ? UINT64_MAX : (uint64_t)b;
   return PLAN_OK;
+}
+
+/* plan_vx_estimate of a lowered program, through a copy made for it. */
+static int estimate_of(const plan_lowered *l, bool float_mode,
+                       uint64_t *bytes) {
+  vx_lowered *v;
+  int rc = plan_vx_lowered_new(&v, l);
+  if (!rc)
+    rc = plan_vx_estimate(v, float_mode, bytes);
+  plan_vx_lowered_free(v);
+  return rc;
 }
 
 /* ---- the memory available ------------------------------------------------ */
@@ -256,12 +264,12 @@ int plan_verify_estimate(uint64_t *bytes, const plan_plan *p,
   *bytes = 0;
   bool fl = opts && opts->mode == PLAN_VERIFY_FLOAT;
   if (l)
-    return plan_vx_estimate(p ? p : plan_lowered_plan(l), l, fl, bytes);
+    return estimate_of(l, fl, bytes);
   plan_lowered *own;
   int rc = plan_lower(&own, p);
   if (rc)
     return rc;
-  rc = plan_vx_estimate(p, own, fl, bytes);
+  rc = estimate_of(own, fl, bytes);
   plan_lowered_free(own);
   return rc;
 }
@@ -280,7 +288,7 @@ static int reduced_estimate(const plan_plan *p, const plan_lowered *l, bool fl,
       return rc;
     rc = plan_lower(&rl, rp);
     if (!rc) {
-      rc = plan_vx_estimate(rp, rl, fl, b);
+      rc = estimate_of(rl, fl, b);
       plan_lowered_free(rl);
     }
     plan_free(rp);
@@ -288,7 +296,7 @@ static int reduced_estimate(const plan_plan *p, const plan_lowered *l, bool fl,
   }
   if (rc)
     return rc;
-  rc = plan_vx_estimate(plan_lowered_plan(rl), rl, fl, b);
+  rc = estimate_of(rl, fl, b);
   plan_lowered_free(rl);
   return rc;
 }
@@ -305,13 +313,13 @@ static void reduced_hint(const plan_plan *p, const plan_lowered *l, bool fl,
   }
 }
 
-int plan_vx_preflight(const plan_plan *p, const plan_lowered *l,
+int plan_vx_preflight(const plan_plan *p, const vx_lowered *v,
                       const plan_verify_options *o, uint64_t *need) {
   *need = 0;
   if (o->world || o->memory_limit == UINT64_MAX)
     return PLAN_OK; /* each process runs its own share: not modelled */
   bool fl = o->mode == PLAN_VERIFY_FLOAT;
-  int rc = plan_vx_estimate(p, l, fl, need);
+  int rc = plan_vx_estimate(v, fl, need);
   if (rc)
     return rc;
   uint64_t have = o->memory_limit;
@@ -326,8 +334,8 @@ int plan_vx_preflight(const plan_plan *p, const plan_lowered *l,
   char n[32], h[32], hint[128];
   plan_vx_format_bytes(n, sizeof n, *need);
   plan_vx_format_bytes(h, sizeof h, have);
-  reduced_hint(p, l, fl, hint, sizeof hint);
+  reduced_hint(p, v->pub, fl, hint, sizeof hint);
   return plan_failf(PLAN_EUNSUPPORTED,
                     "verifying %s needs about %s, %s available (%s)%s",
-                    p->file ? p->file : "the plan", n, h, what, hint);
+                    plan_file(p) ? plan_file(p) : "the plan", n, h, what, hint);
 }

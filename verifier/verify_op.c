@@ -12,7 +12,7 @@
 #include "verify_ctx.h"
 
 /* The dtype tensor t runs in: its own, or the run's --dtype for floats. */
-plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t) {
+plan_dtype plan_vx_run_dtype(const vctx *c, const vx_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return t->dtype;
   if (c->dtype >= 0)
@@ -23,7 +23,7 @@ plan_dtype plan_vx_run_dtype(const vctx *c, const plan_tensor *t) {
 }
 
 void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
-  const plan_tensor *t = &c->prog->tensors[tensor];
+  const vx_tensor *t = &c->prog->tensors[tensor];
   bool exact = c->o->mode == PLAN_VERIFY_EXACT;
   plan_input_spec spec = {exact ? PLAN_INPUT_EXACT : PLAN_INPUT_FLOAT, 0, 0};
   if (!plan_dtype_is_float(t->dtype)) {
@@ -34,7 +34,7 @@ void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
   }
   uint64_t key = plan_input_tensor_key(t->name);
   plan_program_tensor_info ti;
-  plan_program_tensor(&ti, c->prog, tensor);
+  plan_program_tensor(&ti, c->prog->pub, tensor);
   for (int64_t k = 0; k < b->n; k++) {
     int64_t g = plan_vx_global_index(t, b, k);
     if (t->role == PLAN_ROLE_CONST && t->recipe != PLAN_RECIPE_NONE)
@@ -52,7 +52,7 @@ void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
 
 /* ---- running ops --------------------------------------------------------- */
 
-static plan_dtype kernel_dtype(const vctx *c, const plan_tensor *t) {
+static plan_dtype kernel_dtype(const vctx *c, const vx_tensor *t) {
   if (!plan_dtype_is_float(t->dtype))
     return PLAN_I64;
   return c->o->mode == PLAN_VERIFY_EXACT || c->force64
@@ -114,7 +114,7 @@ static void from_kernel(plan_dtype kd, const void *src, double *dst,
   }
 }
 
-static void set_view(plan_view *v, const plan_tensor *t, plan_dtype kd,
+static void set_view(plan_view *v, const vx_tensor *t, plan_dtype kd,
                      const block *b) {
   memset(v, 0, sizeof *v);
   v->dtype = kd;
@@ -141,16 +141,16 @@ static int runner_failure(int st, const plan_runner_vtable *runner) {
 /* One op on blocks: ins[j] / outs[k] are the blocks of the operands. An
  * output in f64 is written in place (the kernel writes every element); an
  * input in f64 is read in place, unless the op also writes that block. */
-int plan_vx_run_op(vctx *c, const plan_op *op, block *const *ins,
+int plan_vx_run_op(vctx *c, const vx_op *op, block *const *ins,
                    block *const *outs) {
   plan_view vin[PLAN_MAX_OPERANDS], vout[PLAN_MAX_OPERANDS];
   int rc = PLAN_OK;
   char err[256] = "";
   /* a dtype policy: float inputs are read in the output's dtype */
-  const plan_tensor *o0 = op->nout ? &c->prog->tensors[op->out[0]] : NULL;
+  const vx_tensor *o0 = op->nout ? &c->prog->tensors[op->out[0]] : NULL;
   bool autocast = c->policy && o0 && plan_dtype_is_float(o0->dtype);
   for (int j = 0; j < op->nin && !rc; j++) {
-    const plan_tensor *t = &c->prog->tensors[op->in[j]];
+    const vx_tensor *t = &c->prog->tensors[op->in[j]];
     plan_dtype kd = autocast && plan_dtype_is_float(t->dtype)
                         ? kernel_dtype(c, o0)
                         : kernel_dtype(c, t);
@@ -159,7 +159,7 @@ int plan_vx_run_op(vctx *c, const plan_op *op, block *const *ins,
       rc = plan_oom();
   }
   for (int k = 0; k < op->nout && !rc; k++) {
-    const plan_tensor *t = &c->prog->tensors[op->out[k]];
+    const vx_tensor *t = &c->prog->tensors[op->out[k]];
     plan_dtype kd = kernel_dtype(c, t);
     set_view(&vout[k], t, kd, outs[k]);
     size_t n = (size_t)(outs[k]->n > 0 ? outs[k]->n : 1);

@@ -1,4 +1,4 @@
-/* Running a pipelined program (lower.h, plan_lpipe): every pipeline rank
+/* Running a pipelined program (vx_program.h, vx_pipe): every pipeline rank
  * runs its schedule's actions in order, in one deterministic event loop.
  *
  * A rank runs its next action once what it needs has happened at run
@@ -25,7 +25,7 @@ enum { PH_F, PH_I, PH_W, PH_RF, PH_RB, PH_N };
 
 typedef struct prun {
   vctx *c;
-  const plan_lpipe *pp;
+  const vx_pipe *pp;
   int S, R;
   int64_t M;
   /* [stage * M + microbatch]: what has happened */
@@ -47,22 +47,22 @@ typedef struct prun {
 
 static int phase_of(int ph) {
   switch (ph) {
-  case PLAN_LPHASE_F:
+  case VX_PHASE_F:
     return PH_F;
-  case PLAN_LPHASE_I:
+  case VX_PHASE_I:
     return PH_I;
-  case PLAN_LPHASE_W:
+  case VX_PHASE_W:
     return PH_W;
-  case PLAN_LPHASE_RECV_F:
+  case VX_PHASE_RECV_F:
     return PH_RF;
-  case PLAN_LPHASE_RECV_B:
+  case VX_PHASE_RECV_B:
     return PH_RB;
   }
   return -1;
 }
 
-int plan_vx_run_transfer(vctx *c, const plan_lstep *s) {
-  const plan_lpipe *pp = c->low->pipe;
+int plan_vx_run_transfer(vctx *c, const vx_step *s) {
+  const vx_pipe *pp = c->low->pipe;
   int64_t m = pp->microbatches;
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
@@ -90,8 +90,8 @@ int plan_vx_run_transfer(vctx *c, const plan_lstep *s) {
 
 /* An INPUT step with mb_shift: microbatch k's blocks hold microbatch
  * k + shift's data (the blocks of a split leaf are alike in size). */
-static int shift_input(vctx *c, const plan_lstep *s) {
-  const plan_lpipe *pp = c->low->pipe;
+static int shift_input(vctx *c, const vx_step *s) {
+  const vx_pipe *pp = c->low->pipe;
   int64_t m = pp->microbatches;
   block *b = c->bufs[s->out[0]];
   double **data = malloc(sizeof(double *) * (size_t)c->nranks);
@@ -119,7 +119,7 @@ static int shift_input(vctx *c, const plan_lstep *s) {
  * no step will read again go back to the pool: the run's memory stays near
  * the unpipelined run's. The inputs of the steps after the schedule stay
  * (the diagnoses of the sum over microbatches read them). */
-static bool first_read(const plan_lstep *s, int j) {
+static bool first_read(const vx_step *s, int j) {
   for (int q = 0; q < j; q++)
     if (s->in[q] == s->in[j])
       return false;
@@ -133,7 +133,7 @@ static void release_if_done(prun *x, int b, int64_t k) {
 
 static int ran(prun *x, int i, int64_t k) {
   vctx *c = x->c;
-  const plan_lstep *s = &c->low->steps[i];
+  const vx_step *s = &c->low->steps[i];
   int ph = x->pp->phase[i], rc;
   /* its own check, on this microbatch's blocks while they are held */
   if (k >= 0) {
@@ -159,10 +159,10 @@ static int ran(prun *x, int i, int64_t k) {
     x->mb_readers[(size_t)b * (size_t)x->M + (size_t)k]--;
     release_if_done(x, b, k);
   }
-  bool whole = ph == PLAN_LPHASE_PRE || ph == PLAN_LPHASE_POST;
+  bool whole = ph == VX_PHASE_PRE || ph == VX_PHASE_POST;
   if (++x->runs[i] < (whole ? 1 : x->M))
     return PLAN_OK;
-  for (int j = 0; j < s->nin && ph != PLAN_LPHASE_POST; j++)
+  for (int j = 0; j < s->nin && ph != VX_PHASE_POST; j++)
     if (first_read(s, j)) /* a buffer read twice by one step counts once */
       c->readers_left[s->in[j]]--;
   return plan_vx_after_step(c, i);
@@ -361,7 +361,7 @@ static int run_schedule(prun *x) {
 }
 
 int plan_vx_run_pipeline(vctx *c) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   prun x;
   memset(&x, 0, sizeof x);
   x.c = c;
@@ -425,9 +425,9 @@ int plan_vx_run_pipeline(vctx *c) {
   /* ... and what the steps after the schedule make R along mb: the sums
    * over microbatches and what follows them, computed once (mb_owned) */
   for (int i = 0; i < l->nsteps; i++) {
-    const plan_lstep *st = &l->steps[i];
-    bool pre = st->kind == PLAN_LSTEP_INPUT && !st->mb_shift;
-    bool post = x.pp->phase[i] == PLAN_LPHASE_POST;
+    const vx_step *st = &l->steps[i];
+    bool pre = st->kind == VX_STEP_INPUT && !st->mb_shift;
+    bool post = x.pp->phase[i] == VX_PHASE_POST;
     for (int o = 0; (pre || post) && o < st->nout; o++)
       if (l->bufs[st->out[o]].pl.ax[x.pp->axis].kind == PLAN_PL_R)
         c->shared[st->out[o]] = true;
@@ -445,9 +445,9 @@ int plan_vx_run_pipeline(vctx *c) {
     int ph = x.pp->phase[i];
     for (int o = 0; o < l->steps[i].nout; o++) {
       int b = l->steps[i].out[o];
-      const plan_lbuf *lb = &l->bufs[b];
-      x.per_mb[b] = c->needs_cmp[b] && ph != PLAN_LPHASE_PRE &&
-                    ph != PLAN_LPHASE_POST &&
+      const vx_buf *lb = &l->bufs[b];
+      x.per_mb[b] = c->needs_cmp[b] && ph != VX_PHASE_PRE &&
+                    ph != VX_PHASE_POST &&
                     lb->pl.ax[x.pp->axis].kind == PLAN_PL_S &&
                     !plan_vx_partial_axes(lb, c->m->naxes, NULL) &&
                     !(c->keep_buf && c->keep_buf[b]);
@@ -462,14 +462,14 @@ int plan_vx_run_pipeline(vctx *c) {
       /* a step after the schedule reads every microbatch, and keeps them */
       for (int64_t k = 0; x.per_mb[b] && k < x.M; k++)
         x.mb_readers[(size_t)b * (size_t)x.M + (size_t)k] +=
-            x.pp->phase[i] == PLAN_LPHASE_POST ? 1 << 20 : 1;
+            x.pp->phase[i] == VX_PHASE_POST ? 1 << 20 : 1;
     }
   int rc = PLAN_OK;
   /* before the schedule: the leaves, on every rank */
   for (int i = 0; i < l->nsteps && !rc; i++)
-    if (x.pp->phase[i] == PLAN_LPHASE_PRE) {
+    if (x.pp->phase[i] == VX_PHASE_PRE) {
       rc = plan_vx_exec_step(c, i);
-      if (!rc && l->steps[i].kind == PLAN_LSTEP_INPUT && l->steps[i].mb_shift)
+      if (!rc && l->steps[i].kind == VX_STEP_INPUT && l->steps[i].mb_shift)
         rc = shift_input(c, &l->steps[i]);
       if (!rc)
         rc = ran(&x, i, -1);
@@ -477,7 +477,7 @@ int plan_vx_run_pipeline(vctx *c) {
   if (!rc)
     rc = run_schedule(&x);
   for (int i = 0; i < l->nsteps && !rc && !c->deadlock; i++) {
-    if (x.pp->phase[i] != PLAN_LPHASE_POST)
+    if (x.pp->phase[i] != VX_PHASE_POST)
       continue;
     /* a result shared along mb: computed on microbatch 0's ranks */
     bool once = true;

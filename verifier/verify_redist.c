@@ -12,9 +12,8 @@
  * group's first member: member 0's block is copied into r's result block,
  * which then takes the reduction; the runner reduces in member order, so
  * the bits are those of the host loop below. */
-static int runner_all_reduce(vctx *c, const plan_lstep *s, int64_t k,
-                             int64_t r) {
-  const plan_redist_step *st = &s->redist;
+static int runner_all_reduce(vctx *c, const vx_step *s, int64_t k, int64_t r) {
+  const vx_redist_step *st = &s->redist;
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   block *d = &dst[r];
   int64_t coord[PLAN_MAX_MESH_AXES];
@@ -46,8 +45,8 @@ static int runner_all_reduce(vctx *c, const plan_lstep *s, int64_t k,
 /* An all-reduce turns P into R along one axis: the group's blocks and the
  * result have one layout, so element e of every member reduces into
  * element e, in coordinate order (bit-for-bit as the general path). */
-static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
-  const plan_redist_step *st = &s->redist;
+static int run_all_reduce(vctx *c, const vx_step *s, int64_t k) {
+  const vx_redist_step *st = &s->redist;
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis;
   if (c->comm)
@@ -95,8 +94,7 @@ static int run_all_reduce(vctx *c, const plan_lstep *s, int64_t k) {
   return PLAN_OK;
 }
 
-const int64_t *plan_vx_group_order(const vctx *c, const plan_lstep *s,
-                                   int64_t r) {
+const int64_t *plan_vx_group_order(const vctx *c, const vx_step *s, int64_t r) {
   if (s->rank_order)
     return s->rank_order + r * c->m->axis_sizes[s->redist.axis];
   return s->group_order;
@@ -105,8 +103,7 @@ const int64_t *plan_vx_group_order(const vctx *c, const plan_lstep *s,
 /* The block whose layout rank r's new block of a reduce_scatter follows:
  * with an order, member order[i] keeps piece i, the piece member i keeps
  * without one (spec/lowered-format.md); else r's own. */
-static const block *scatter_layout(const vctx *c, const plan_lstep *s,
-                                   int64_t r) {
+static const block *scatter_layout(const vctx *c, const vx_step *s, int64_t r) {
   const block *dst = c->bufs[s->out[0]];
   const int64_t *ord = plan_vx_group_order(c, s, r);
   if (!ord)
@@ -126,10 +123,10 @@ static const block *scatter_layout(const vctx *c, const plan_lstep *s,
  * in member order, into r's block. *done is false when some member lacks
  * an element: the host loop then writes the whole block itself (or
  * reports the gap). */
-static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
+static int runner_reduce_scatter(vctx *c, const vx_step *s, int64_t k,
                                  int64_t r, bool *done) {
-  const plan_redist_step *st = &s->redist;
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const vx_redist_step *st = &s->redist;
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   block *src = c->bufs[s->in[0]], *d = &c->bufs[s->out[0]][r];
   const block *lay = scatter_layout(c, s, r);
   int a = st->axis;
@@ -173,10 +170,10 @@ static int runner_reduce_scatter(vctx *c, const plan_lstep *s, int64_t k,
   return rc;
 }
 
-int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
+int64_t plan_vx_redist_source(const vctx *c, const vx_step *s, int64_t d,
                               int64_t g, int64_t *li) {
-  const plan_redist_step *st = &s->redist;
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
+  const vx_redist_step *st = &s->redist;
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[s->out[0]].tensor];
   const block *src = c->bufs[s->in[0]];
   int a = st->axis;
   const int64_t *ord = plan_vx_group_order(c, s, d);
@@ -195,25 +192,25 @@ int64_t plan_vx_redist_source(const vctx *c, const plan_lstep *s, int64_t d,
   return -1;
 }
 
-static int run_redist_whole(vctx *c, const plan_lstep *s) {
-  const plan_redist_step *st = &s->redist;
-  const plan_lbuf *ob = &c->low->bufs[s->out[0]];
-  const plan_tensor *t = &c->prog->tensors[ob->tensor];
+static int run_redist_whole(vctx *c, const vx_step *s) {
+  const vx_redist_step *st = &s->redist;
+  const vx_buf *ob = &c->low->bufs[s->out[0]];
+  const vx_tensor *t = &c->prog->tensors[ob->tensor];
   block *src = c->bufs[s->in[0]], *dst = c->bufs[s->out[0]];
   int a = st->axis;
   int64_t k = c->m->axis_sizes[a];
-  if (st->kind == PLAN_REDIST_ALL_REDUCE)
+  if (st->kind == VX_REDIST_ALL_REDUCE)
     return run_all_reduce(c, s, k);
   bool local =
-      st->kind == PLAN_REDIST_ZERO_NON_OWNER || st->kind == PLAN_REDIST_RELABEL;
-  if (c->comm && st->kind == PLAN_REDIST_REDUCE_SCATTER)
+      st->kind == VX_REDIST_ZERO_NON_OWNER || st->kind == VX_REDIST_RELABEL;
+  if (c->comm && st->kind == VX_REDIST_REDUCE_SCATTER)
     return plan_vx_dist_reduce_scatter(c, s, k);
   if (c->comm && !local)
     return plan_vx_dist_redist(c, s);
   for (int64_t r = 0; r < c->nranks; r++) {
     if (!plan_vx_runs(c, r))
       continue;
-    if (st->kind == PLAN_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
+    if (st->kind == VX_REDIST_REDUCE_SCATTER && c->runner->all_reduce) {
       bool done;
       int rc = runner_reduce_scatter(c, s, k, r, &done);
       if (rc)
@@ -224,8 +221,8 @@ static int run_redist_whole(vctx *c, const plan_lstep *s) {
     block *d = &dst[r];
     int64_t coord[PLAN_MAX_MESH_AXES];
     memcpy(coord, c->coords[r], sizeof coord);
-    bool reduce = st->kind == PLAN_REDIST_ALL_REDUCE ||
-                  st->kind == PLAN_REDIST_REDUCE_SCATTER;
+    bool reduce = st->kind == VX_REDIST_ALL_REDUCE ||
+                  st->kind == VX_REDIST_REDUCE_SCATTER;
     /* a reduce_scatter's piece: the one its order gives r */
     const block *lay = reduce ? scatter_layout(c, s, r) : d;
     if (lay->n != d->n)
@@ -234,7 +231,7 @@ static int run_redist_whole(vctx *c, const plan_lstep *s) {
                         t->name);
     for (int64_t e = 0; e < d->n; e++) {
       int64_t g = plan_vx_global_index(t, lay, e);
-      if (st->kind == PLAN_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
+      if (st->kind == VX_REDIST_ZERO_NON_OWNER && c->coords[r][a] != 0) {
         d->data[e] = 0;
         continue;
       }
@@ -248,12 +245,12 @@ static int run_redist_whole(vctx *c, const plan_lstep *s) {
         if (q == -2)
           return plan_failf(PLAN_EINVALID,
                             "%s of '%s': its order needs even pieces",
-                            plan_redist_kind_name(st->kind), t->name);
+                            plan_vx_redist_kind_name(st->kind), t->name);
         if (q < 0)
           return plan_failf(PLAN_EINVALID,
                             "%s of '%s': no rank of the group holds an "
                             "element",
-                            plan_redist_kind_name(st->kind), t->name);
+                            plan_vx_redist_kind_name(st->kind), t->name);
         d->data[e] = src[q].data[li];
         continue;
       }
@@ -273,7 +270,7 @@ static int run_redist_whole(vctx *c, const plan_lstep *s) {
       if (!have)
         return plan_failf(PLAN_EINVALID,
                           "%s of '%s': no rank of the group holds an element",
-                          plan_redist_kind_name(st->kind), t->name);
+                          plan_vx_redist_kind_name(st->kind), t->name);
       d->data[e] = acc;
     }
   }
@@ -284,10 +281,10 @@ static int run_redist_whole(vctx *c, const plan_lstep *s) {
  * into scratch blocks laid out as out's, then slice chunk_index along
  * chunk_dim of each rank's scratch block into slice chunk_at of its
  * block (the reader checked that chunk_of divides every block). */
-static int run_chunked(vctx *c, const plan_lstep *s) {
+static int run_chunked(vctx *c, const vx_step *s) {
   int ob = s->out[0];
   block *dst = c->bufs[ob];
-  const plan_tensor *t = &c->prog->tensors[c->low->bufs[ob].tensor];
+  const vx_tensor *t = &c->prog->tensors[c->low->bufs[ob].tensor];
   block *tmp = calloc((size_t)c->nranks + 1, sizeof(block));
   if (!tmp)
     return plan_oom();
@@ -330,6 +327,6 @@ static int run_chunked(vctx *c, const plan_lstep *s) {
   return rc;
 }
 
-int plan_vx_run_redist(vctx *c, const plan_lstep *s) {
+int plan_vx_run_redist(vctx *c, const vx_step *s) {
   return s->chunk_of > 0 ? run_chunked(c, s) : run_redist_whole(c, s);
 }

@@ -12,8 +12,7 @@
  * split a reduced dim wants each rank's local MEAN (legal when the split is
  * even): local sum / (global count / those axes' sizes), i.e. the kernel's
  * result times the product of those sizes. */
-static double mean_avg_scale(const vctx *c, const plan_lstep *s,
-                             const plan_op *op) {
+static double mean_avg_scale(const vctx *c, const vx_step *s, const vx_op *op) {
   if (op->kind != PLAN_OP_REDUCE_MEAN || !op->attrs)
     return 1;
   const plan_placement *in = &c->low->bufs[s->in[0]].pl;
@@ -34,7 +33,7 @@ static double mean_avg_scale(const vctx *c, const plan_lstep *s,
 /* After step i: compare what it wrote, and hand back the buffers no later
  * step reads (kept when they mismatched: the diagnosis reads them). */
 int plan_vx_after_step(vctx *c, int i) {
-  const plan_lstep *s = &c->low->steps[i];
+  const vx_step *s = &c->low->steps[i];
   double tl = plan_vx_seconds_now(); /* a check: the comparison's time */
   int rc = plan_vx_check_local(c, i, -1);
   c->cmp_seconds += plan_vx_seconds_now() - tl;
@@ -73,7 +72,7 @@ int plan_vx_after_step(vctx *c, int i) {
 
 /* The blocks, comparisons and bookkeeping of one lowered run. */
 static int setup_run(vctx *c) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   size_t nb = (size_t)l->nbufs + 1;
   c->bufs = calloc(nb, sizeof(block *));
   c->diffs = calloc(nb, sizeof *c->diffs);
@@ -108,7 +107,7 @@ static int setup_run(vctx *c) {
   for (int k = 0; k < c->prog->noutputs; k++)
     c->needs_cmp[l->delivered[k]] = true;
   for (int i = 0; i < l->nsteps; i++)
-    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER) /* as received */
+    if (l->steps[i].kind == VX_STEP_TRANSFER) /* as received */
       c->needs_cmp[l->steps[i].out[0]] = true;
   for (int i = 0; i < l->nsteps; i++)
     for (int k = 0; k < l->steps[i].nout; k++) {
@@ -128,9 +127,9 @@ static int setup_run(vctx *c) {
   return PLAN_OK;
 }
 
-static int run_input(vctx *c, const plan_lstep *s) {
-  const plan_lowered *l = c->low;
-  const plan_lbuf *b = &l->bufs[s->out[0]];
+static int run_input(vctx *c, const vx_step *s) {
+  const vx_lowered *l = c->low;
+  const vx_buf *b = &l->bufs[s->out[0]];
   for (int64_t r = 0; r < c->nranks; r++) {
     block *blk = &c->bufs[s->out[0]][r];
     if (plan_vx_shared_copy(c, s->out[0], r) || !plan_vx_owned(c, r))
@@ -162,8 +161,8 @@ static int run_input(vctx *c, const plan_lstep *s) {
 /* Step i on every rank, or (pipelines, c->mb_now >= 0) on the ranks of
  * microbatch c->mb_now; then the hook. */
 int plan_vx_exec_step(vctx *c, int i) {
-  const plan_lowered *l = c->low;
-  const plan_lstep *s = &l->steps[i];
+  const vx_lowered *l = c->low;
+  const vx_step *s = &l->steps[i];
   int rc = PLAN_OK;
   for (int j = 0; j < s->nin && !rc; j++)
     rc = plan_vx_ensure_buffer(c, s->in[j], true);
@@ -171,16 +170,16 @@ int plan_vx_exec_step(vctx *c, int i) {
     rc = plan_vx_ensure_buffer(c, s->out[k], false);
   if (rc)
     return rc;
-  if (s->kind == PLAN_LSTEP_WAIT) {
+  if (s->kind == VX_STEP_WAIT) {
     /* a start ran as its collective: a wait changes nothing */
-  } else if (s->kind == PLAN_LSTEP_INPUT) {
+  } else if (s->kind == VX_STEP_INPUT) {
     rc = run_input(c, s);
-  } else if (s->kind == PLAN_LSTEP_REDIST) {
+  } else if (s->kind == VX_STEP_REDIST) {
     rc = plan_vx_run_redist(c, s);
-  } else if (s->kind == PLAN_LSTEP_TRANSFER) {
+  } else if (s->kind == VX_STEP_TRANSFER) {
     rc = plan_vx_run_transfer(c, s);
   } else {
-    const plan_op *op = &c->prog->ops[s->op];
+    const vx_op *op = &c->prog->ops[s->op];
     double scale = mean_avg_scale(c, s, op);
     for (int64_t r = 0; r < c->nranks && !rc; r++) {
       if (!plan_vx_runs(c, r))
@@ -204,7 +203,7 @@ int plan_vx_exec_step(vctx *c, int i) {
       memset(w, 1, (size_t)l->pipe->microbatches);
   }
   if (!rc && c->hook)
-    rc = c->hook(c->hook_user, l, i, c->mb_now, c->bufs);
+    rc = c->hook(c->hook_user, l->pub, i, c->mb_now, c->bufs);
   if (!rc)
     rc = plan_vx_check_replicas(c, i);
   return rc;
@@ -224,7 +223,7 @@ int plan_vx_run_lowered(vctx *c) {
 
 /* The program on one device, every tensor whole, into *dst[tensor]. */
 int plan_vx_run_reference(vctx *c, double ***dst) {
-  const plan_program *prog = c->prog;
+  const vx_program *prog = c->prog;
   double **ref = *dst = calloc((size_t)prog->ntensors + 1, sizeof(double *));
   if (!ref)
     return plan_oom();
@@ -233,7 +232,7 @@ int plan_vx_run_reference(vctx *c, double ***dst) {
     return plan_oom();
   int rc = PLAN_OK;
   for (int t = 0; t < prog->ntensors && !rc; t++) {
-    const plan_tensor *x = &prog->tensors[t];
+    const vx_tensor *x = &prog->tensors[t];
     memcpy(whole[t].local, x->dims, sizeof(int64_t) * (size_t)x->rank);
     whole[t].n = plan_vx_count_of(x->dims, x->rank);
     if ((rc = plan_vx_alloc_block(&whole[t])))
@@ -248,7 +247,7 @@ int plan_vx_run_reference(vctx *c, double ***dst) {
    * runs the region's own ops */
   int nops = c->low->norig_ops > 0 ? c->low->norig_ops : prog->nops;
   for (int i = 0; i < nops && !rc; i++) {
-    const plan_op *op = &prog->ops[i];
+    const vx_op *op = &prog->ops[i];
     block *ins[PLAN_MAX_OPERANDS], *outs[PLAN_MAX_OPERANDS];
     for (int j = 0; j < op->nin; j++)
       ins[j] = &whole[op->in[j]];

@@ -30,7 +30,7 @@ static void dtype_tol(plan_dtype d, double *rtol, double *atol) {
 
 /* The tolerances of tensor t: the dtype's (torch.testing.assert_close
  * defaults), else the run's, else the first per-tensor entry matching it. */
-static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
+static void tolerance_of(const vctx *c, const vx_tensor *t, double *rtol,
                          double *atol) {
   for (int i = 0; i < c->o->ntolerances; i++) {
     const plan_verify_tolerance *e = &c->o->tolerances[i];
@@ -48,7 +48,7 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   /* a dtype policy: every tensor of the step is computed from values in
    * the compute dtype, and holds no more of their precision (an f32
    * gradient of bf16 activations, the loss of bf16 logits) */
-  int cd = c->policy ? c->p->training.compute_dtype : -1;
+  int cd = c->policy ? c->low->training.compute_dtype : -1;
   if (cd >= 0 && plan_dtype_is_float(t->dtype)) {
     double cr, ca;
     dtype_tol((plan_dtype)cd, &cr, &ca);
@@ -57,7 +57,7 @@ static void tolerance_of(const vctx *c, const plan_tensor *t, double *rtol,
   }
 }
 
-void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_default_tol(const vctx *c, const vx_tensor *t, double *rtol,
                          double *atol) {
   int i = (int)(t - c->prog->tensors);
   *rtol = c->rtol[i];
@@ -67,7 +67,7 @@ void plan_vx_default_tol(const vctx *c, const plan_tensor *t, double *rtol,
 /* The diagnoses' test of "equal up to float noise": the tensor's tolerance,
  * at least the dtype's (a tolerance tightened for the comparison must not
  * make a sum of partials look unlike the reference). */
-void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
+void plan_vx_diag_tol(const vctx *c, const vx_tensor *t, double *rtol,
                       double *atol) {
   double r, a;
   plan_vx_default_tol(c, t, rtol, atol);
@@ -79,11 +79,10 @@ void plan_vx_diag_tol(const vctx *c, const plan_tensor *t, double *rtol,
 /* The reduction length an op adds: the product of the sizes of the
  * factors it sums over (matmul's k, a norm's or softmax's dim, a reduced
  * dim), from its sharding rule. */
-double plan_vx_op_reduction_length(const plan_program *prog,
-                                   const plan_op *op) {
+double plan_vx_op_reduction_length(const vx_program *prog, const vx_op *op) {
   plan_shape in[PLAN_MAX_OPERANDS], out[PLAN_MAX_OPERANDS];
   for (int j = 0; j < op->nin + op->nout; j++) {
-    const plan_tensor *t =
+    const vx_tensor *t =
         &prog->tensors[j < op->nin ? op->in[j] : op->out[j - op->nin]];
     plan_shape *sh = j < op->nin ? &in[j] : &out[j - op->nin];
     sh->rank = t->rank;
@@ -111,7 +110,7 @@ double plan_vx_op_reduction_length(const plan_program *prog,
 /* Per-tensor tolerances, reduction depths and reference RMS (after the
  * reference run). */
 int plan_vx_init_tolerances(vctx *c) {
-  const plan_program *prog = c->prog;
+  const vx_program *prog = c->prog;
   size_t n = (size_t)prog->ntensors + 1;
   if (!(c->rtol = calloc(n, sizeof(double))) ||
       !(c->atol = calloc(n, sizeof(double))) ||
@@ -121,7 +120,7 @@ int plan_vx_init_tolerances(vctx *c) {
     return plan_oom();
   for (int t = 0; t < prog->ntensors; t++) {
     tolerance_of(c, &prog->tensors[t], &c->rtol[t], &c->atol[t]);
-    const plan_tensor *x = &prog->tensors[t];
+    const vx_tensor *x = &prog->tensors[t];
     int64_t cnt = plan_vx_count_of(x->dims, x->rank);
     double s = 0, mx = 0;
     for (int64_t i = 0; c->ref[t] && i < cnt; i++)
@@ -134,7 +133,7 @@ int plan_vx_init_tolerances(vctx *c) {
     c->rms[t] = cnt > 0 ? sqrt(s / (double)cnt) : 0;
   }
   for (int i = 0; i < prog->nops; i++) { /* ops are in topological order */
-    const plan_op *op = &prog->ops[i];
+    const vx_op *op = &prog->ops[i];
     double d = 0;
     for (int j = 0; j < op->nin; j++)
       d = fmax(d, c->depth[op->in[j]]);
@@ -160,7 +159,7 @@ static double depth_unit(plan_dtype d) {
  * from the reference element by element, yet are no less accurate. A real
  * bug (a missing reduction, a wrong shard) is far outside this bound
  * (PLAN_VERIFY_LOWP_FACTOR, verify_ctx.h). */
-bool plan_vx_low_precision_bound(const vctx *c, const plan_tensor *t,
+bool plan_vx_low_precision_bound(const vctx *c, const vx_tensor *t,
                                  const diff *df) {
   if (df->nonfinite || !c->ref64 || !c->ref64[t - c->prog->tensors] ||
       !plan_dtype_is_float(t->dtype) || plan_vx_run_dtype(c, t) == PLAN_F64)
@@ -179,13 +178,13 @@ bool plan_vx_low_precision_bound(const vctx *c, const plan_tensor *t,
  * |ref| + RMS(ref) (so one wrong element in a big tensor is not averaged
  * away). bf16 and f16 are left to the low-precision bound: their u makes
  * such a bound too loose to catch a dropped reduction. */
-double plan_vx_depth_eps(const vctx *c, const plan_tensor *t) {
+double plan_vx_depth_eps(const vctx *c, const vx_tensor *t) {
   double u = depth_unit(plan_vx_run_dtype(c, t));
   return PLAN_VERIFY_DEPTH_FACTOR * u *
          sqrt(fmax(c->depth[t - c->prog->tensors], 1));
 }
 
-bool plan_vx_depth_bound(const vctx *c, const plan_tensor *t, const diff *df) {
+bool plan_vx_depth_bound(const vctx *c, const vx_tensor *t, const diff *df) {
   if (!plan_dtype_is_float(t->dtype)) /* integers compare exactly */
     return false;
   double eps = plan_vx_depth_eps(c, t);

@@ -26,7 +26,7 @@
 
 /* A value in the param's precision: exact mode's dyadic grid, float mode's
  * dtype. */
-static double param_round(const vctx *c, const plan_tensor *t, double v) {
+static double param_round(const vctx *c, const vx_tensor *t, double v) {
   if (c->o->mode == PLAN_VERIFY_EXACT)
     return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
   switch (plan_vx_run_dtype(c, t)) {
@@ -48,13 +48,13 @@ static double param_round(const vctx *c, const plan_tensor *t, double v) {
  * rounded to its precision; the state to the param's dtype in float mode,
  * and not at all in exact mode (both runs compute it alike from equal
  * gradients, and the grid would flush a small second moment to 0). */
-static double state_round(const vctx *c, const plan_tensor *t, double v) {
+static double state_round(const vctx *c, const vx_tensor *t, double v) {
   return c->o->mode == PLAN_VERIFY_EXACT ? v : param_round(c, t, v);
 }
 
-static double opt_update(const vctx *c, const plan_tensor *t, double w,
-                         double g, double *m, double *v) {
-  const plan_training *o = &c->p->training;
+static double opt_update(const vctx *c, const vx_tensor *t, double w, double g,
+                         double *m, double *v) {
+  const vx_training *o = &c->low->training;
   g += o->weight_decay * w;
   if (o->optimizer == PLAN_OPT_ADAM) {
     double k = (double)(c->step + 1);
@@ -75,7 +75,7 @@ static double ***new_blocks(int n) {
 }
 
 int plan_vx_setup_grid(vctx *c) {
-  const plan_lowered *l = c->low;
+  const vx_lowered *l = c->low;
   /* Exact mode keeps sums exact in any order while values stay short
    * dyadics. A backward pass multiplies activations by activations
    * (softmax's backward, attention's dq and dk, weight gradients), so each
@@ -92,8 +92,8 @@ int plan_vx_setup_grid(vctx *c) {
     for (int i = 0; i < c->prog->nops; i++)
       c->grid_op[i] = true;
     for (int i = 0; i < l->nsteps; i++) {
-      const plan_lstep *st = &l->steps[i];
-      if (st->kind != PLAN_LSTEP_OP)
+      const vx_step *st = &l->steps[i];
+      if (st->kind != VX_STEP_OP)
         continue;
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < (pass ? st->nout : st->nin); j++)
@@ -118,19 +118,19 @@ int plan_vx_setup_grid(vctx *c) {
  * accumulate in f32 or wider. Unset entries keep each tensor's own dtype;
  * --dtype overrides the policy. */
 static int setup_policy(vctx *c) {
-  const plan_training *o = &c->p->training;
-  const plan_ltrain *tr = c->low->train;
+  const vx_training *o = &c->low->training;
+  const vx_train *tr = c->low->train;
   if (c->dtype >= 0 || (o->param_dtype < 0 && o->compute_dtype < 0 &&
                         o->grad_dtype < 0 && o->accum_dtype < 0))
     return PLAN_OK;
-  const plan_program *prog = c->prog;
+  const vx_program *prog = c->prog;
   /* the seed grad/<loss> (a training step lowered from a plan) */
-  int seed = tr->map ? plan_program_grad_tensor(prog, tr->loss) : -1;
+  int seed = tr->map ? plan_program_grad_tensor(prog->pub, tr->loss) : -1;
   c->policy = malloc((size_t)prog->ntensors + 1);
   if (!c->policy)
     return plan_oom();
   for (int t = 0; t < prog->ntensors; t++) {
-    const plan_tensor *x = &prog->tensors[t];
+    const vx_tensor *x = &prog->tensors[t];
     int d = o->compute_dtype;
     if (x->role == PLAN_ROLE_PARAM)
       d = o->param_dtype;
@@ -144,15 +144,14 @@ static int setup_policy(vctx *c) {
 }
 
 int plan_vx_setup_train(vctx *c) {
-  plan_lowered *l = c->low;
-  const plan_ltrain *tr = l->train;
+  vx_lowered *l = c->low;
+  const vx_train *tr = l->train;
   int np = tr->nparams;
   size_t nt = (size_t)c->prog->ntensors + 1;
   int rc0 = setup_policy(c);
   if (rc0)
     return rc0;
-  plan_lbuf *nb =
-      realloc(l->bufs, sizeof(plan_lbuf) * (size_t)(l->nbufs + np + 1));
+  vx_buf *nb = realloc(l->bufs, sizeof(vx_buf) * (size_t)(l->nbufs + np + 1));
   if (!nb)
     return plan_oom();
   l->bufs = nb;
@@ -172,8 +171,8 @@ int plan_vx_setup_train(vctx *c) {
     return plan_oom();
   /* loss scaling: the backward pass starts from loss_scale, not 1 (the
    * seed grad/<loss>, replicated: one element on every rank) */
-  double ls = c->p->training.loss_scale;
-  int sd = tr->map ? plan_program_grad_tensor(c->prog, tr->loss) : -1;
+  double ls = c->low->training.loss_scale;
+  int sd = tr->map ? plan_program_grad_tensor(c->prog->pub, tr->loss) : -1;
   if (ls != 1 && sd >= 0) {
     if (!(c->leaf_ref[sd] = malloc(sizeof(double))) ||
         !(c->leaf_blk[sd] = calloc((size_t)c->nranks, sizeof(double *))))
@@ -240,7 +239,7 @@ static double clipped(const vctx *c, double g, double coef) {
 /* The unit roundoff of the param's dtype in this run (the state rounds
  * to it too): what one rounding of an updated value may move it by,
  * relative to the rounded value. */
-static double param_unit(const vctx *c, const plan_tensor *t) {
+static double param_unit(const vctx *c, const vx_tensor *t) {
   switch (plan_vx_run_dtype(c, t)) {
   case PLAN_F32:
     return 0x1p-24;
@@ -261,10 +260,10 @@ static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
                            double coef_ref, double coef, int what,
                            const double *got, const double *want, double k,
                            double rtol, double atol) {
-  const plan_ltrain *tr = c->low->train;
-  const plan_training *o = &c->p->training;
+  const vx_train *tr = c->low->train;
+  const vx_training *o = &c->low->training;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
-  const plan_tensor *x = &c->prog->tensors[t];
+  const vx_tensor *x = &c->prog->tensors[t];
   const block *g = &c->bufs[gb][r], *m = &c->bufs[mb][r];
   if (g->n != m->n)
     return false;
@@ -301,10 +300,10 @@ static bool rank_explained(const vctx *c, int i, int gb, int mb, int64_t r,
 static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
                                   const double *coef, bool coef_ok, int what,
                                   double *const *got, const double *want) {
-  const plan_ltrain *tr = c->low->train;
-  const plan_training *o = &c->p->training;
+  const vx_train *tr = c->low->train;
+  const vx_training *o = &c->low->training;
   int t = tr->param[i], gt = c->prog->outputs[tr->grad_out[i]];
-  const plan_tensor *x = &c->prog->tensors[t];
+  const vx_tensor *x = &c->prog->tensors[t];
   /* a rank's block of a partial gradient is its part, not the value the
    * comparison accepted (the parts' sum): the update read something else */
   if (c->o->mode != PLAN_VERIFY_FLOAT || !c->ref[gt] ||
@@ -325,7 +324,7 @@ static bool explained_by_gradient(vctx *c, int i, int gb, double coef_ref,
 /* One param's update (update_param): what its steps share. */
 typedef struct pupdate {
   int i, t, gt; /* the param's index, its tensor, its gradient's */
-  const plan_tensor *x;
+  const vx_tensor *x;
   int64_t n;        /* the param's elements */
   int mb, gb, sb;   /* its buffers: master, synced gradient, storage */
   bool same;        /* master and storage placements agree */
@@ -438,7 +437,7 @@ static int compare_param(vctx *c, const pupdate *u) {
    * lr either way (docs/verify.md). The params are then accepted within 2
    * lr, the moments (which keep the gradient's scale) carry the check, and
    * the next step starts every rank from the reference's params. */
-  bool adam_float = c->p->training.optimizer == PLAN_OPT_ADAM &&
+  bool adam_float = c->low->training.optimizer == PLAN_OPT_ADAM &&
                     c->o->mode == PLAN_VERIFY_FLOAT;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
   if (float_mode && !adam_float && df.mismatches &&
@@ -456,7 +455,7 @@ static int compare_param(vctx *c, const pupdate *u) {
   if (c->dist_rc) /* the processes could not agree: no more collectives */
     return c->dist_rc;
   if (adam_float && df.mismatches &&
-      df.max_abs <= 2 * c->p->training.lr * (1 + 1e-6)) {
+      df.max_abs <= 2 * c->low->training.lr * (1 + 1e-6)) {
     plan_buf_printf(&c->text,
                     "within bound param '%s' (%s): %lld of %lld elements "
                     "are outside the tolerance, by at most %g, within 2 lr "
@@ -475,7 +474,8 @@ static int compare_param(vctx *c, const pupdate *u) {
 static int compare_state(vctx *c, const pupdate *u) {
   int i = u->i, t = u->t, mb = u->mb;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
-  for (int st = 0; c->p->training.optimizer == PLAN_OPT_ADAM && st < 2; st++) {
+  for (int st = 0; c->low->training.optimizer == PLAN_OPT_ADAM && st < 2;
+       st++) {
     double *want = st ? c->ref_vel[i] : c->ref_mom[i], *keep = c->ref[t];
     for (int64_t r = 0; r < c->nranks; r++)
       if (plan_vx_mb_first(c, r) == r && plan_vx_owned(c, r))
@@ -519,7 +519,7 @@ static int compare_state(vctx *c, const pupdate *u) {
  * reference's params. */
 static int next_storage(vctx *c, const pupdate *u) {
   int i = u->i, t = u->t, mb = u->mb;
-  const plan_tensor *x = u->x;
+  const vx_tensor *x = u->x;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
   int rc;
   for (int64_t r = 0; r < c->nranks; r++)
@@ -569,7 +569,7 @@ static int next_storage(vctx *c, const pupdate *u) {
  * coef_ref and coef[rank]: clipping's coefficients. */
 static int update_param(vctx *c, int i, const char *label, double coef_ref,
                         const double *coef, bool coef_ok) {
-  const plan_ltrain *tr = c->low->train;
+  const vx_train *tr = c->low->train;
   pupdate u;
   memset(&u, 0, sizeof u);
   u.i = i;
@@ -581,8 +581,8 @@ static int update_param(vctx *c, int i, const char *label, double coef_ref,
   u.gb = c->low->delivered[tr->grad_out[i]];
   u.sb = c->low->produced[u.t];
   u.same = plan_placement_equal(&tr->master[i], &c->low->bufs[u.sb].pl);
-  u.adam = c->p->training.optimizer == PLAN_OPT_ADAM;
-  u.has_m = u.adam || c->p->training.momentum != 0;
+  u.adam = c->low->training.optimizer == PLAN_OPT_ADAM;
+  u.has_m = u.adam || c->low->training.momentum != 0;
   u.label = label;
   u.coef_ref = coef_ref;
   u.coef = coef;
@@ -605,7 +605,7 @@ static double sum_squares(const block *g) {
 /* Distributed: every rank's sums of squares of its synced gradients,
  * [rank * nparams + param], gathered from every process. */
 static int gathered_squares(vctx *c, double **sq) {
-  const plan_ltrain *tr = c->low->train;
+  const vx_train *tr = c->low->train;
   size_t np = (size_t)tr->nparams;
   double *mine = calloc(np + 1, sizeof *mine);
   *sq = calloc(np * (size_t)c->nranks + 1, sizeof **sq);
@@ -629,13 +629,13 @@ static int gathered_squares(vctx *c, double **sq) {
  * chose the axes right. norm[rank] and coef[rank]. */
 static double clip_norms(vctx *c, double *norm, double *coef,
                          const double *sq) {
-  const plan_ltrain *tr = c->low->train;
-  double max = c->p->training.clip_grad_norm, ref2 = 0;
+  const vx_train *tr = c->low->train;
+  double max = c->low->training.clip_grad_norm, ref2 = 0;
   for (int64_t r = 0; r < c->nranks; r++)
     norm[r] = 0;
   for (int i = 0; i < tr->nparams; i++) {
     int gt = c->prog->outputs[tr->grad_out[i]];
-    const plan_tensor *x = &c->prog->tensors[gt];
+    const vx_tensor *x = &c->prog->tensors[gt];
     int64_t n = plan_vx_count_of(x->dims, x->rank);
     for (int64_t e = 0; e < n; e++)
       ref2 += c->ref[gt][e] * c->ref[gt][e];
@@ -653,7 +653,7 @@ static double clip_norms(vctx *c, double *norm, double *coef,
       }
     }
   }
-  double u = 1 / c->p->training.loss_scale; /* norms of unscaled grads */
+  double u = 1 / c->low->training.loss_scale; /* norms of unscaled grads */
   for (int64_t r = 0; r < c->nranks; r++) {
     norm[r] = sqrt(norm[r]) * u;
     coef[r] = fmin(1, max / (norm[r] + 1e-6));
@@ -671,14 +671,14 @@ static double clip_norms(vctx *c, double *norm, double *coef,
  * these. A replica counted twice or a shard left out moves them by its
  * share of the squares. */
 static int clip_coef_ok(vctx *c, const double *coef, bool *ok) {
-  const plan_ltrain *tr = c->low->train;
+  const vx_train *tr = c->low->train;
   double s2 = 0, n_all = 0;
   double **ptrs = calloc((size_t)c->nranks + 1, sizeof *ptrs);
   int rc = ptrs ? PLAN_OK : plan_oom();
   for (int i = 0; i < tr->nparams && !rc; i++) {
     int gt = c->prog->outputs[tr->grad_out[i]];
     int gb = c->low->delivered[tr->grad_out[i]];
-    const plan_tensor *x = &c->prog->tensors[gt];
+    const vx_tensor *x = &c->prog->tensors[gt];
     int64_t n = plan_vx_count_of(x->dims, x->rank);
     double *glob = plan_vx_take_array(c, n, true);
     if (!glob) {
@@ -701,9 +701,9 @@ static int clip_coef_ok(vctx *c, const double *coef, bool *ok) {
   free(ptrs);
   if (rc)
     return rc;
-  double norm = sqrt(s2) / c->p->training.loss_scale;
-  double own = fmin(1, c->p->training.clip_grad_norm / (norm + 1e-6)) /
-               c->p->training.loss_scale;
+  double norm = sqrt(s2) / c->low->training.loss_scale;
+  double own = fmin(1, c->low->training.clip_grad_norm / (norm + 1e-6)) /
+               c->low->training.loss_scale;
   double tol = (n_all + 1) * 0x1p-53 * own;
   *ok = true;
   for (int64_t r = 0; r < c->nranks && *ok; r++)
@@ -712,10 +712,10 @@ static int clip_coef_ok(vctx *c, const double *coef, bool *ok) {
 }
 
 int plan_vx_optimizer_step(vctx *c) {
-  const plan_ltrain *tr = c->low->train;
-  if (c->p->training.optimizer == PLAN_OPT_NONE)
+  const vx_train *tr = c->low->train;
+  if (c->low->training.optimizer == PLAN_OPT_NONE)
     return PLAN_OK;
-  bool adam = c->p->training.optimizer == PLAN_OPT_ADAM;
+  bool adam = c->low->training.optimizer == PLAN_OPT_ADAM;
   const char *label = plan_arena_printf(&c->rec_arena, "%s step %d",
                                         adam ? "adam" : "sgd", c->step + 1);
   c->label_m = plan_arena_printf(&c->rec_arena, "adam step %d: first moment",
@@ -734,27 +734,27 @@ int plan_vx_optimizer_step(vctx *c) {
     coef[r] = 1;
   double *squares = NULL; /* distributed: every rank's sums of squares */
   int rc = PLAN_OK;
-  if (c->p->training.clip_grad_norm > 0 && c->comm)
+  if (c->low->training.clip_grad_norm > 0 && c->comm)
     rc = gathered_squares(c, &squares);
-  if (c->p->training.clip_grad_norm > 0 && !rc) {
+  if (c->low->training.clip_grad_norm > 0 && !rc) {
     ref_norm = clip_norms(c, norm, coef, squares);
-    coef_ref = fmin(1, c->p->training.clip_grad_norm / (ref_norm + 1e-6));
+    coef_ref = fmin(1, c->low->training.clip_grad_norm / (ref_norm + 1e-6));
   }
   /* loss scaling: the gradients are unscaled before clipping's factor */
-  double u = 1 / c->p->training.loss_scale;
+  double u = 1 / c->low->training.loss_scale;
   coef_ref *= u;
   for (int64_t r = 0; r < c->nranks; r++)
     coef[r] *= u;
   free(squares);
   bool was_equal = c->equal, coef_ok = true;
-  if (!rc && c->p->training.clip_grad_norm > 0 &&
+  if (!rc && c->low->training.clip_grad_norm > 0 &&
       c->o->mode == PLAN_VERIFY_FLOAT)
     rc = clip_coef_ok(c, coef, &coef_ok);
   for (int i = 0; i < tr->nparams && !rc; i++)
     rc = update_param(c, i, label, coef_ref, coef, coef_ok);
   /* a wrong update after right gradients: a wrong norm says why */
   for (int64_t r = 0; !rc && was_equal && !c->equal &&
-                      c->p->training.clip_grad_norm > 0 && r < c->nranks;
+                      c->low->training.clip_grad_norm > 0 && r < c->nranks;
        r++) {
     double rt = c->o->mode == PLAN_VERIFY_EXACT ? 0 : 1e-5;
     if (fabs(norm[r] - ref_norm) <= rt * ref_norm)

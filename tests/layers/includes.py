@@ -87,13 +87,7 @@ MAY = {
 }
 
 # The crossings that remain: (folder, header pattern) -> why. Only shrink.
-CROSSINGS = {
-    # the verifier runs the lowered program by its internals (what it runs
-    # at each step, the training and pipeline annotations); the public
-    # views of lowered.h read a program, they do not drive a run
-    ("verifier", "libplan/src/lower/lower.h"):
-        "the lowered program it runs (plan_lowered's internals)",
-}
+CROSSINGS = {}
 
 # Symbol references across layers that remain: (folder, symbol) -> why.
 SYMBOL_CROSSINGS = {}
