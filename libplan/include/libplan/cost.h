@@ -337,7 +337,10 @@ typedef struct plan_cost_sim_step_info {
   int stream;             /* 0 the compute stream */
   int64_t chunk_index, chunk_of; /* chunk_of 0: not chunked */
   double seconds; /* alone: an op's time, a collective's on a free link */
-  double start, end; /* simulated; a wait: when the compute passes it */
+  double start, end; /* simulated; a wait: when the compute reaches it and
+                        when it passes it */
+  double issued;     /* a collective: when the compute stream reached its
+                        start point (its start: when it could run) */
   /* what made a collective (what an `overlap:` entry selects it by):
    * the op and operand whose input it redistributes (origin_op, "" none),
    * the param it moves (param, "" none: the input is no param), the param

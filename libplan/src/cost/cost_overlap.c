@@ -271,6 +271,7 @@ static bool compute(sim *c, int *pc, double now, double *cfree,
       int q = c->task_of[*pc];
       task *t = &c->tk[q];
       t->issued = true;
+      o->issued = now;
       t->prev = chan_last[t->channel];
       chan_last[t->channel] = q;
       c->pending[st->out[0]]++;
