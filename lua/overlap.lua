@@ -141,7 +141,7 @@ end
 -- Builds and solves the scheduling problem of the chains cs of one copy;
 -- returns per chain {k, a, w} (a: op step the start precedes; w: op step
 -- the wait precedes, or nil: the first reader) and the model's exposure.
-local function solve(cs, steps, opsteps, oppos, keyof, window, seconds)
+local function solve(cs, steps, opsteps, keyof, window, seconds)
   local obj, lower, upper, integer, rows = {}, {}, {}, {}, {}
   local function col(c, lo, hi, int)
     obj[#obj + 1] = c
@@ -352,7 +352,7 @@ function M.search(p, opts)
   else -- no repeated layer: every chain is its own problem's
     cs = all
   end
-  local answers, exposed = solve(cs, steps, opsteps, oppos, keyof, window,
+  local answers, exposed = solve(cs, steps, opsteps, keyof, window,
                                  opts.seconds)
   if not answers then return nil, "overlap: " .. tostring(exposed) end
 
@@ -416,11 +416,13 @@ function M.search(p, opts)
   local text = with_overlap(p, entries)
   local q, perr = plan.parse(text, opts.name or "overlap-search")
   if not q then return nil, "overlap: " .. perr end
-  local ok, findings = q:validate()
+  local ok = q:validate()
   if not ok then
+    q:close()
     -- chunks the lowering refuses: the entries again without them
     for i, e in ipairs(entries) do entries[i] = e:gsub(", chunks: %d+", "") end
     q = assert(plan.parse(with_overlap(p, entries), opts.name or "overlap-search"))
+    local findings
     ok, findings = q:validate()
     if not ok then
       local msg = {}

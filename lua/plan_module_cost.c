@@ -144,7 +144,9 @@ static void set_int(lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-static void free_sim(void *s) { plan_cost_sim_free(s); }
+static void free_sim(void *s) {
+  plan_cost_sim_free(s);
+}
 
 /* p:simulate([{plain = bool, serial = bool, hardware = NAME}]): the plan's
  * lowered program run on its streams (plan_cost_simulate; plain: without

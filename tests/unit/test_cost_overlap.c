@@ -121,8 +121,8 @@ static void test_hidden_costs_max(void **state) {
                                 "  - {param: w1, start: ready, stream: 1}\n"));
   plan_cost_model *m = model(p);
   plan_cost_sim *s = simulate(m, p, 0);
-  plan_cost_sim *serial = simulate(m, p, PLAN_COST_SIM_PLAIN |
-                                             PLAN_COST_SIM_SERIAL);
+  plan_cost_sim *serial =
+      simulate(m, p, PLAN_COST_SIM_PLAIN | PLAN_COST_SIM_SERIAL);
   double ta = op_seconds(s, "a"), tb = op_seconds(s, "b"),
          tc = op_seconds(s, "c");
   plan_cost_sim_step_info g = step(s, PLAN_COST_SIM_COLLECTIVE, "w1", 0);
@@ -159,11 +159,10 @@ static void test_no_overlap_unchanged(void **state) {
   (void)state;
   char buf[4096], buf2[4096];
   plan_plan *p = load(three_ops(buf, sizeof buf, "S(0)R", "RS(0)", ""));
-  plan_plan *q = load(
-      three_ops(buf2, sizeof buf2, "S(0)R", "RS(0)",
-                "overlap:\n"
-                "  - {param: w1, start: ready, stream: 1}\n"
-                "  - {param: w2, start: ready, stream: 2}\n"));
+  plan_plan *q = load(three_ops(buf2, sizeof buf2, "S(0)R", "RS(0)",
+                                "overlap:\n"
+                                "  - {param: w1, start: ready, stream: 1}\n"
+                                "  - {param: w2, start: ready, stream: 2}\n"));
   plan_cost_model *m = model(p);
   plan_cost_report *r = NULL, *rq = NULL;
   assert_int_equal(plan_cost_plan(&r, m, p), PLAN_OK);
@@ -214,10 +213,9 @@ static void test_no_overlap_unchanged(void **state) {
 static void test_link_sharing(void **state) {
   (void)state;
   char buf[4096];
-  const char *two =
-      "overlap:\n"
-      "  - {param: w1, start: ready, stream: 1}\n"
-      "  - {param: w2, start: ready, stream: %d}\n";
+  const char *two = "overlap:\n"
+                    "  - {param: w1, start: ready, stream: 1}\n"
+                    "  - {param: w2, start: ready, stream: %d}\n";
   char ov[256];
   /* one link, two streams */
   snprintf(ov, sizeof ov, two, 2);

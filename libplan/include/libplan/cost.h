@@ -219,7 +219,8 @@ PLAN_API const char *plan_cost_report_reason(const plan_cost_report *r);
 PLAN_API int plan_cost_report_overlapped(const plan_cost_report *r);
 PLAN_API double
 plan_cost_report_step_no_overlap_seconds(const plan_cost_report *r);
-PLAN_API double plan_cost_report_exposed_comm_seconds(const plan_cost_report *r);
+PLAN_API double
+plan_cost_report_exposed_comm_seconds(const plan_cost_report *r);
 
 /* One row per op, in topological order. Strings are borrowed from the
  * report. */
@@ -323,7 +324,7 @@ enum {
 };
 
 /* Flags of plan_cost_simulate. */
-#define PLAN_COST_SIM_PLAIN 1u /* lower without the overlap entries */
+#define PLAN_COST_SIM_PLAIN 1u  /* lower without the overlap entries */
 #define PLAN_COST_SIM_SERIAL 2u /* every collective on the compute stream */
 
 /* One step. Strings are borrowed from the simulation. */
@@ -336,7 +337,7 @@ typedef struct plan_cost_sim_step_info {
                              a topology level, "axis:NAME"), "local", "" */
   int stream;             /* 0 the compute stream */
   int64_t chunk_index, chunk_of; /* chunk_of 0: not chunked */
-  double seconds; /* alone: an op's time, a collective's on a free link */
+  double seconds;    /* alone: an op's time, a collective's on a free link */
   double start, end; /* simulated; a wait: when the compute reaches it and
                         when it passes it */
   double issued;     /* a collective: when the compute stream reached its

@@ -30,11 +30,11 @@ struct plan_cost_sim {
 
 typedef struct task {
   int step;
-  int link;     /* link id: tasks on one link share it */
-  int channel;  /* (stream, link) id */
-  int dep;      /* the task whose chunk it reads, -1; or -2: every writer */
-  int prev;     /* the task issued before it on its channel, -1 */
-  double rem;   /* seconds of work left at full speed */
+  int link;    /* link id: tasks on one link share it */
+  int channel; /* (stream, link) id */
+  int dep;     /* the task whose chunk it reads, -1; or -2: every writer */
+  int prev;    /* the task issued before it on its channel, -1 */
+  double rem;  /* seconds of work left at full speed */
   bool issued, active, done;
 } task;
 
@@ -199,8 +199,8 @@ static int describe_steps(plan_cost_sim *s, const plan_cost_model *m,
         const plan_lstep *rs = &l->steps[q];
         bool reads = false;
         for (int k = 0; k < rs->nin && !reads; k++)
-          reads = rs->kind != PLAN_LSTEP_WAIT &&
-                  rs->in[k] == l->steps[j].out[0];
+          reads =
+              rs->kind != PLAN_LSTEP_WAIT && rs->in[k] == l->steps[j].out[0];
         if (reads) {
           s->steps[j].reader = q;
           break;
@@ -226,8 +226,8 @@ typedef struct sim {
   const plan_lowered *l;
   task *tk;
   int nt;
-  int *task_of; /* [step]: its task, -1 */
-  int *pending; /* [buffer]: collectives issued that write it, not done */
+  int *task_of;  /* [step]: its task, -1 */
+  int *pending;  /* [buffer]: collectives issued that write it, not done */
   int *inflight; /* [link]: collectives running on it */
   int *act, nact;
   int block;      /* what the compute waits for: a task, -(buffer + 2), -1 */
@@ -243,8 +243,8 @@ static bool waiting(const sim *c) {
 }
 
 /* Runs the compute stream as far as it goes at `now`; whether it moved. */
-static bool compute(sim *c, int *pc, double now, double *cfree,
-                    double *busy, int *chan_last) {
+static bool compute(sim *c, int *pc, double now, double *cfree, double *busy,
+                    int *chan_last) {
   plan_cost_sim *s = c->s;
   const plan_lowered *l = c->l;
   bool moved = false;
@@ -470,8 +470,8 @@ int plan_cost_simulate(plan_cost_sim **out, const plan_cost_model *m,
   /* names are the lowered plan's: copied, the simulation outlives it */
   for (int i = 0; i < s->n && !rc; i++) {
     plan_cost_sim_step_info *o = &s->steps[i];
-    const char **f[] = {&o->name, &o->collective, &o->axis, &o->origin_op,
-                        &o->param, &o->grad_of};
+    const char **f[] = {&o->name,      &o->collective, &o->axis,
+                        &o->origin_op, &o->param,      &o->grad_of};
     for (size_t k = 0; k < sizeof f / sizeof f[0] && !rc; k++)
       if (!(*f[k] = dupe(s, *f[k])))
         rc = plan_oom();
@@ -515,7 +515,8 @@ int plan_cost_sim_step(plan_cost_sim_step_info *out, const plan_cost_sim *s,
   if (!out || !s)
     return plan_failf(PLAN_EUSAGE, "plan_cost_sim_step_info: NULL argument");
   if (i >= (size_t)s->n)
-    return plan_failf(PLAN_ENOTFOUND, "plan_cost_sim_step_info: no step %zu", i);
+    return plan_failf(PLAN_ENOTFOUND, "plan_cost_sim_step_info: no step %zu",
+                      i);
   *out = s->steps[i];
   return PLAN_OK;
 }
@@ -533,8 +534,8 @@ int plan_cost_overlap_price(plan_cost_report *r, const plan_cost_model *m,
     if (p->regions[i].kind == PLAN_REGION_MANUAL)
       return PLAN_OK;
   plan_cost_sim *plain = NULL, *ovl = NULL;
-  int rc = plan_cost_simulate(&plain, m, p, PLAN_COST_SIM_PLAIN |
-                                                PLAN_COST_SIM_SERIAL);
+  int rc = plan_cost_simulate(&plain, m, p,
+                              PLAN_COST_SIM_PLAIN | PLAN_COST_SIM_SERIAL);
   if (!rc)
     rc = plan_cost_simulate(&ovl, m, p, 0);
   if (rc == PLAN_ENOMEM) {

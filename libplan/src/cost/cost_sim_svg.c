@@ -89,11 +89,12 @@ int plan_cost_sim_svg(char **out, size_t *len, const plan_cost_sim *s,
   int width = LEFT + PLOT_W + 40;
   plan_buf b;
   plan_buf_init(&b);
-  plan_buf_printf(&b,
-                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
-                  "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
-                  "font-size=\"12\">\n",
-                  width, height, width, height);
+  plan_buf_printf(
+      &b,
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+      "height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n",
+      width, height, width, height);
   plan_buf_puts(&b, "<title>");
   plan_buf_put_xml(&b, name ? name : "plan");
   plan_buf_puts(&b, ": streams in modeled ms</title>\n");
@@ -103,7 +104,8 @@ int plan_cost_sim_svg(char **out, size_t *len, const plan_cost_sim *s,
                     "height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" "
                     "x2=\"0\" y2=\"6\" stroke=\"#e15759\" stroke-width=\"3\"/>"
                     "</pattern></defs>\n");
-  plan_buf_puts(&b, "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
+  plan_buf_puts(&b,
+                "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n");
   plan_buf_printf(&b, "<text x=\"%d\" y=\"22\" font-size=\"15\">", 10);
   plan_buf_put_xml(&b, name ? name : "plan");
   plan_buf_printf(
@@ -216,8 +218,8 @@ int plan_cost_sim_svg(char **out, size_t *len, const plan_cost_sim *s,
       if (o->chunk_of > 0)
         plan_buf_printf(&b, ", chunk %lld of %lld", (long long)o->chunk_index,
                         (long long)o->chunk_of);
-      plan_buf_printf(&b, ": %.4g-%.4g ms (%.4g ms alone)</title></rect>\n",
-                      t0, t1, o->seconds * 1e3);
+      plan_buf_printf(&b, ": %.4g-%.4g ms (%.4g ms alone)</title></rect>\n", t0,
+                      t1, o->seconds * 1e3);
     }
   }
   plan_buf_puts(&b, "</svg>\n");
