@@ -17,7 +17,8 @@
 -- (every copy of the layer runs the same schedule, so a collective of
 -- layer i started under layer i - 1's op competes with layer i - 1's own
 -- collectives there), y <= the op's time. Minimise the sum of e(c), then
--- (a little) chunks, early starts and early waits.
+-- (a little) chunks, early starts and early waits. Solved for a few
+-- windows; each answer priced by the stream simulation, the least kept.
 local plan = require "plan"
 local util = ...
 
@@ -304,10 +305,11 @@ local function with_overlap(p, entries)
 end
 
 -- search(p, opts): {hardware, seconds (CBC's limit), window (ops a
--- collective may start ahead of its reader; default two layers), note}
+-- collective may start ahead of its reader; default: 8, 16, 32 and one
+-- layer's, at most 48, each solved and priced, the least step kept), name}
 -- -> the plan with the overlap found (a new plan; p unchanged), and
--- {entries, step, step_no_overlap, exposed, chains, layers, seconds} |
--- nil, message
+-- {entries, step, step_no_overlap, exposed, chains, layers, window,
+-- seconds} | nil, message
 function M.search(p, opts)
   opts = opts or {}
   local t0 = os.clock()
@@ -343,7 +345,6 @@ function M.search(p, opts)
   local rep = copies >= 2 and copies // 2 + 1 or nil
   local period = 0
   for _ in pairs(names[rep or 1] or {}) do period = period + 1 end
-  local window = tonumber(opts.window) or math.max(8, 2 * (period > 0 and period or #opsteps))
   local cs = {}
   if rep and by[rep] then
     for _, c in ipairs(all) do
@@ -352,12 +353,8 @@ function M.search(p, opts)
   else -- no repeated layer: every chain is its own problem's
     cs = all
   end
-  local answers, exposed = solve(cs, steps, opsteps, keyof, window,
-                                 opts.seconds)
-  if not answers then return nil, "overlap: " .. tostring(exposed) end
-
   -- the answer of the layer, in every copy (or of each chain alone)
-  local entries = {}
+  local entries
   local function entry(c, ans, shift)
     local k = 1
     for _, ok in ipairs(c.chunkable) do
@@ -401,45 +398,99 @@ function M.search(p, opts)
     end
     entries[#entries + 1] = "{" .. table.concat(parts, ", ") .. "}"
   end
-  if rep and by[rep] then
-    for ci, c in ipairs(cs) do
-      for q = 1, copies do
-        local cq = by[q] and by[q][c.id]
-        if cq then entry(cq, answers[ci], q - rep) end
+  local function entries_of(answers)
+    entries = {}
+    if rep and by[rep] then
+      for ci, c in ipairs(cs) do
+        for q = 1, copies do
+          local cq = by[q] and by[q][c.id]
+          if cq then entry(cq, answers[ci], q - rep) end
+        end
       end
+    else
+      for ci, c in ipairs(cs) do entry(c, answers[ci], nil) end
     end
-  else
-    for ci, c in ipairs(cs) do entry(c, answers[ci], nil) end
+    return entries
   end
 
-  -- the plan with them: checked, priced; kept only when it gains
-  local text = with_overlap(p, entries)
-  local q, perr = plan.parse(text, opts.name or "overlap-search")
-  if not q then return nil, "overlap: " .. perr end
-  local ok = q:validate()
-  if not ok then
-    q:close()
-    -- chunks the lowering refuses: the entries again without them
-    for i, e in ipairs(entries) do entries[i] = e:gsub(", chunks: %d+", "") end
-    q = assert(plan.parse(with_overlap(p, entries), opts.name or "overlap-search"))
-    local findings
-    ok, findings = q:validate()
-    if not ok then
-      local msg = {}
-      for _, f in ipairs(findings or {}) do msg[#msg + 1] = tostring(f.message or f) end
-      return nil, "overlap: the plan found is invalid: " .. table.concat(msg, "; ")
+  -- a plan with the entries es: checked (chunks the lowering refuses
+  -- dropped) and priced
+  local name = opts.name or "overlap-search"
+  local function plan_of(es)
+    local q, perr = plan.parse(with_overlap(p, es), name)
+    if not q then return nil, "overlap: " .. perr end
+    if not q:validate() then
+      q:close()
+      for i, e in ipairs(es) do es[i] = e:gsub(", chunks: %d+", "") end
+      q = assert(plan.parse(with_overlap(p, es), name))
+      local ok, findings = q:validate()
+      if not ok then
+        local msg = {}
+        for _, f in ipairs(findings or {}) do
+          msg[#msg + 1] = tostring(f.message or f)
+        end
+        q:close()
+        return nil, "overlap: the plan found is invalid: " ..
+                    table.concat(msg, "; ")
+      end
+    end
+    local c, cerr = q:cost(opts.hardware)
+    if not c then
+      q:close()
+      return nil, "overlap: " .. tostring(cerr)
+    end
+    return q, c
+  end
+
+  local c0, e0 = p:cost(opts.hardware)
+  if not c0 then return nil, "overlap: " .. tostring(e0) end
+  -- the problem solved for a few windows (the model and the streams do
+  -- not agree on everything): the plan whose simulated step is least
+  local windows = {}
+  if tonumber(opts.window) then
+    windows[1] = tonumber(opts.window)
+  else
+    local per = period > 0 and period or #opsteps
+    local seen = {}
+    for _, w in ipairs({8, 16, 32, per}) do
+      w = math.min(w, math.max(8, per), 48)
+      if not seen[w] then windows[#windows + 1] = w; seen[w] = true end
+    end
+    table.sort(windows)
+  end
+  local best, best_c, best_n, best_w, exposed_model
+  local solve_seconds = 0
+  for _, w in ipairs(windows) do
+    local t1 = os.clock()
+    local answers, exposed = solve(cs, steps, opsteps, keyof, w, opts.seconds)
+    solve_seconds = solve_seconds + os.clock() - t1
+    if not answers then
+      if best then best:close() end
+      return nil, "overlap: " .. tostring(exposed)
+    end
+    local es = entries_of(answers)
+    local q, c = plan_of(es)
+    if not q then
+      if best then best:close() end
+      return nil, c
+    end
+    if not best or c.step < best_c.step then
+      if best then best:close() end
+      best, best_c, best_n, best_w, exposed_model = q, c, #es, w, exposed
+    else
+      q:close()
     end
   end
-  local c0 = p:cost(opts.hardware)
-  local c1 = q:cost(opts.hardware)
-  local res = {entries = #entries, chains = #cs, layers = rep and copies or 0,
-               step_no_overlap = c0 and c0.step, step = c1 and c1.step,
-               exposed = c1 and c1.exposed, model_exposed = exposed,
-               seconds = os.clock() - t0}
-  if not (c0 and c1) or c1.step >= c0.step then
+  local res = {entries = best_n, chains = #cs, layers = rep and copies or 0,
+               step_no_overlap = c0.step, step = best_c.step,
+               exposed = best_c.exposed, model_exposed = exposed_model,
+               window = best_w, windows = #windows,
+               solve_seconds = solve_seconds, seconds = os.clock() - t0}
+  local q = best
+  if best_c.step >= c0.step then -- no gain: no overlap
     q:close()
-    q = assert(plan.parse(with_overlap(p, {}), opts.name or "overlap-search"))
-    res.entries, res.step = 0, c0 and c0.step
+    q = assert(plan.parse(with_overlap(p, {}), name))
+    res.entries, res.step, res.exposed = 0, c0.step, c0.exposed
   end
   return q, res
 end
