@@ -366,16 +366,19 @@ local function search(req)
     local q, res = overlap.search(p, {hardware = opts.hardware,
                                       seconds = opts.seconds,
                                       name = req.path or req.name})
-    if not q then error("search: " .. res, 0) end
-    opts.note(("overlap: %d entries for %d collectives of one layer%s: " ..
-               "modeled step %.4g ms, without overlap %.4g ms (%.2fx); " ..
-               "%.3g s"):format(res.entries, res.chains,
-               res.layers > 0 and (" (applied to its %d copies)"):format(res.layers) or "",
-               res.step * 1e3, res.step_no_overlap * 1e3,
-               res.step_no_overlap / res.step, res.seconds))
-    p:close()
-    p = q
-    prov.search.overlap = true
+    if q then
+      opts.note(("overlap: %d entries for %d collectives of one layer%s: " ..
+                 "modeled step %.4g ms, without overlap %.4g ms (%.2fx); " ..
+                 "%.3g s"):format(res.entries, res.chains,
+                 res.layers > 0 and (" (applied to its %d copies)"):format(res.layers) or "",
+                 res.step * 1e3, res.step_no_overlap * 1e3,
+                 res.step_no_overlap / res.step, res.seconds))
+      p:close()
+      p = q
+      prov.search.overlap = true
+    else -- a pipeline, manual regions: the plan as the strategy made it
+      opts.note("overlap: not searched: " .. tostring(res))
+    end
   end
   local ok, findings = p:validate()
   if not ok then
