@@ -1133,6 +1133,18 @@ has "$out" "replayed" "replay the overlap search"
 expect 0 "search fsdp+overlap" search --program-root "$root" "$mlp4" --mesh dp=2,tp=2 \
   --strategy fsdp+overlap -o "$tmp/ovl2.plan.yaml"
 same "$tmp/ovl.plan.yaml" "$tmp/ovl2.plan.yaml" "fsdp+overlap is --overlap"
+# a training step: the gradients' syncs overlapped too, verified EQUAL
+expect 0 "search --overlap of a training step" search "$ex/fsdp-tp-overlap.plan.yaml" \
+  --strategy fsdp --overlap -o "$tmp/ovlt.plan.yaml"
+has "$tmp/ovlt.plan.yaml" "{grad_sync: " "search --overlap: a gradient's sync"
+expect 0 "verify --reduce the training overlap" verify --reduce "$tmp/ovlt.plan.yaml"
+has "$out" "EQUAL" "verify --reduce the training overlap"
+lacks "$out" "NOT EQUAL" "verify --reduce the training overlap"
+# a pipeline is not searched: noted, the strategy's plan written
+expect 0 "search --overlap of a pipeline" search "$ex/pipeline-1f1b.plan.yaml" \
+  --strategy greedy --overlap -o "$tmp/ovlp.plan.yaml"
+has "$err" "overlap: not searched" "search --overlap of a pipeline"
+lacks "$tmp/ovlp.plan.yaml" "overlap:" "search --overlap of a pipeline"
 # cost: with and without overlap, and the exposed communication
 expect 0 "cost of the overlap found" cost "$tmp/ovl.plan.yaml"
 has "$out" "overlap       step without overlap" "cost: the step without overlap"
