@@ -417,6 +417,13 @@ bench-placement: $(BUILD)/bench/bench_placement
 bench-search-layers: $(BUILD)/plan
 	@sh bench/bench_search_layers.sh $(BUILD)
 
+# The overlap search's modeled step-time gain over no overlap, in the same
+# run: the 32-layer Llama on a 3- and a 4-axis mesh (bench/bench_overlap.sh;
+# a minute on 2 cores, not in `make bench` or `make test`).
+.PHONY: bench-overlap
+bench-overlap: $(BUILD)/plan
+	@sh bench/bench_overlap.sh $(BUILD)
+
 # The mesh shape search's time against one recipe run in the same run
 # (bench/bench_shapes.lua).
 .PHONY: bench-shapes

@@ -25,6 +25,10 @@ const char usage_schedule[] =
     "live activations per stage (microbatches whose F ran and whose B or I\n"
     "has not). A deadlock is reported with the cycle of ranks that wait on\n"
     "each other, each at the action it waits at and for.\n"
+    "A plan without a pipeline is drawn (--svg, in modeled milliseconds) as\n"
+    "its streams: the compute stream's ops and one lane per communication\n"
+    "stream and link, each collective from its start to its end, so the\n"
+    "communication overlap is visible (docs/training-and-pipelines.md).\n"
     "  --format F      text (default), yaml or json (schema\n"
     "                  libplan-schedule/1: rows as a grid for a plan, stats,\n"
     "                  and each action's start and end)\n"
@@ -112,6 +116,25 @@ static int write_out(const plan_schedule *s, const char *format,
   else if (fwrite(text, 1, len, stdout) != len)
     rc = EXIT_BAD_INPUT;
   plan_buffer_free(text);
+  return rc;
+}
+
+/* The streams of plan p (no pipeline) in modeled milliseconds. */
+static int write_streams(const plan_plan *p, const char *hw, const char *name,
+                         const char *path) {
+  plan_cost_model *m = NULL;
+  plan_cost_sim *s = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  int rc = EXIT_OK;
+  if (plan_cost_model_new(&m, p, hw) || plan_cost_simulate(&s, m, p, 0) ||
+      plan_cost_sim_svg(&text, &len, s, name))
+    rc = cli_fail_last();
+  else
+    rc = cli_write_output(path, text, len);
+  plan_buffer_free(text);
+  plan_cost_sim_free(s);
+  plan_cost_model_free(m);
   return rc;
 }
 
@@ -215,6 +238,15 @@ int cmd_schedule(int argc, char **argv) {
   int rc = cli_load_valid_except(file, msg, "scheduled", "schedule.", &p);
   if (rc)
     return rc;
+  if (plan_stage_count(p) == 0 && svg && !changed &&
+      (!time || !strcmp(time, "ms"))) {
+    /* no pipeline: the streams */
+    rc = write_streams(p, hw, base_name(file), svg);
+    if (!rc && text)
+      printf("streams of %s written to %s\n", file, svg);
+    plan_free(p);
+    return rc;
+  }
   plan_schedule *s;
   if (plan_schedule_from_plan(&s, p)) {
     plan_free(p);

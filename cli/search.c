@@ -18,7 +18,8 @@ const char usage_search[] =
     "usage: plan search PROGRAM --mesh dp=2,tp=4 [--strategy NAME|FILE.lua]\n"
     "                   [--hardware NAME] [--seed N] [--width N] [--limit N] "
     "[--seconds N]\n"
-    "                   [--self-contained] [--no-share] [--quiet] -o PLAN\n"
+    "                   [--self-contained] [--no-share] [--quiet] [--overlap]\n"
+    "                   -o PLAN\n"
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "                   [--placement search] [--topology SPEC]\n"
     "                   [--mesh-shape search]\n"
@@ -50,6 +51,11 @@ const char usage_search[] =
     "  --topology SPEC  what-if topology for the placement and shape\n"
     "               searches, links from the hardware: torus:4x4,\n"
     "               torus:4x2:nowrap, levels:nvlink=4,ib\n"
+    "  --overlap    then choose the plan's communication overlap: per\n"
+    "               collective of one repeated layer its chunks (1, 2, 4)\n"
+    "               and its start and wait points (a scheduling problem\n"
+    "               solved by CBC), applied to every copy of the layer;\n"
+    "               notes the modeled gain (STRATEGY+overlap does the same)\n"
     "  --mesh-shape search  try every factorisation of the device count\n"
     "               over the mesh's axis names (sizes 1 allowed; a program\n"
     "               or a plan without pinned regions) and keep the least\n"
@@ -264,7 +270,7 @@ int cmd_search(int argc, char **argv) {
       "--topology", "--mesh-shape", NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
-  bool quiet = false;
+  bool quiet = false, overlap = false;
   for (int i = 1; i < argc; i++) {
     int k = 0;
     while (valued[k] && strcmp(argv[i], valued[k]))
@@ -284,6 +290,8 @@ int cmd_search(int argc, char **argv) {
       o.no_share = 1;
     } else if (!strcmp(argv[i], "--quiet")) {
       quiet = true;
+    } else if (!strcmp(argv[i], "--overlap")) {
+      overlap = true;
     } else if (argv[i][0] == '-' && argv[i][1]) {
       return cli_unknown_option("search", argv[i]);
     } else if (input) {
@@ -320,7 +328,16 @@ int cmd_search(int argc, char **argv) {
     o.progress = show_progress;
     o.progress_ctx = &ps;
   }
+  /* --overlap: the strategy, then the overlap search (STRATEGY+overlap) */
+  const char *strategy = o.strategy;
+  char with_overlap[1100];
+  if (overlap) {
+    snprintf(with_overlap, sizeof with_overlap, "%s+overlap",
+             strategy ? strategy : "greedy");
+    o.strategy = with_overlap;
+  }
   int rc = plan_search(&p, &info, input, &o);
+  o.strategy = strategy;
   if (ps.shown && ps.tty)
     fputs("\r\033[K", stderr);
   if (info.notes)

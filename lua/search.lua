@@ -18,6 +18,8 @@ local util_src = assert(plan.source("strategies/util"))
 local util = assert(load(util_src, "=strategies/util.lua", "t"))()
 local placement = assert(load(assert(plan.source("placement")),
                               "=placement.lua", "t"))(util)
+local overlap = assert(load(assert(plan.source("overlap")),
+                            "=overlap.lua", "t"))(util)
 
 -- The plan methods a sandboxed strategy may call: everything a strategy
 -- needs to read, decide and price; nothing that writes a file, lowers or
@@ -314,7 +316,12 @@ end
 local function search(req)
   local p, err = start_plan(req)
   if not p then return {error = err, code = "load"} end
-  local opts = {strategy = req.strategy or "greedy", mesh = req.mesh or mesh_text(p),
+  -- STRATEGY+overlap: the strategy, then the overlap search
+  local strategy, with_overlap = req.strategy or "greedy", req.overlap
+  if strategy:match("%+overlap$") then
+    strategy, with_overlap = strategy:sub(1, -9), true
+  end
+  local opts = {strategy = strategy, mesh = req.mesh or mesh_text(p),
                 hardware = req.hardware, seed = req.seed, width = req.width,
                 limit = req.limit, seconds = req.seconds,
                 devices = req.devices and "search" or nil,
@@ -354,6 +361,24 @@ local function search(req)
     p, prov, seconds = search_shapes(req, p, opts, fn, src)
   else
     prov, seconds = run_search(p, opts, fn, src)
+  end
+  if with_overlap then
+    local q, res = overlap.search(p, {hardware = opts.hardware,
+                                      seconds = opts.seconds,
+                                      name = req.path or req.name})
+    if q then
+      opts.note(("overlap: %d entries for %d collectives of one layer%s: " ..
+                 "modeled step %.4g ms, without overlap %.4g ms (%.2fx); " ..
+                 "%.3g s"):format(res.entries, res.chains,
+                 res.layers > 0 and (" (applied to its %d copies)"):format(res.layers) or "",
+                 res.step * 1e3, res.step_no_overlap * 1e3,
+                 res.step_no_overlap / res.step, res.seconds))
+      p:close()
+      p = q
+      prov.search.overlap = true
+    else -- a pipeline, manual regions: the plan as the strategy made it
+      opts.note("overlap: not searched: " .. tostring(res))
+    end
   end
   local ok, findings = p:validate()
   if not ok then
@@ -463,6 +488,12 @@ local function replay(req)
             code = "notfound"}
   end
   local q = assert(load_plan(req))
+  local with_overlap = rec.search and rec.search.overlap == true
+  if with_overlap then -- searched again, from the plan without it
+    local bare = overlap.without(q)
+    q:close()
+    q = bare
+  end
   local opts = {strategy = rec.strategy, seed = rec.seed,
                 hardware = rec.search and rec.search.hardware ~= "default" and
                            rec.search.hardware or nil,
@@ -487,6 +518,14 @@ local function replay(req)
   if not fn then return {error = src, code = code, at = at} end
   req.ran = true
   local prov, seconds = run_search(q, opts, fn, src)
+  if with_overlap then
+    local r, res = overlap.search(q, {hardware = opts.hardware,
+                                      seconds = opts.seconds,
+                                      name = req.path or req.name})
+    if not r then error("replay: " .. res, 0) end
+    q:close()
+    q = r
+  end
   local got = q:hash()
   local note
   if rec.script and prov.script ~= rec.script then

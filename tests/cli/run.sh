@@ -1111,4 +1111,70 @@ sed 's/^  x: S(0|3:1)R$/  x: S(0|1:3)R/' "$rat" >"$tmp/rat-flip.yaml"
 expect 1 "diff: 3:1 against 1:3" diff "$rat" "$tmp/rat-flip.yaml"
 has "$out" "placement of 'x': S(0|3:1)R -> S(0|1:3)R; shard ratios of the placement over 'dp': 3:1 -> 1:3" "diff: 3:1 against 1:3"
 
+
+# the overlap search (plan search --overlap): a four-layer FSDP stack, its
+# layer's schedule in every copy, a modeled gain noted, a valid plan that
+# verifies EQUAL and replays to the same hash; STRATEGY+overlap is the same
+mlp4=$root/tests/lua/data/mlp4-program.yaml
+expect 0 "search --overlap" search --program-root "$root" "$mlp4" --mesh dp=2,tp=2 \
+  --strategy fsdp --overlap -o "$tmp/ovl.plan.yaml"
+has "$err" "overlap: " "search --overlap notes the overlap"
+has "$err" "applied to its 3 copies" "search --overlap: the layer's copies"
+has "$tmp/ovl.plan.yaml" "overlap:" "search --overlap writes the section"
+has "$tmp/ovl.plan.yaml" 'start: "after layers.1.fc2"' "search --overlap: a prefetch"
+has "$tmp/ovl.plan.yaml" "overlap: true" "search --overlap: in the provenance"
+g=$(sed -n 's/^overlap: .*(\([0-9.]*\)x).*/\1/p' "$err")
+check "the overlap's gain ($g) > 1" gt1 "$g"
+expect 0 "validate the overlap found" validate "$tmp/ovl.plan.yaml"
+expect 0 "verify --reduce the overlap found" verify --reduce "$tmp/ovl.plan.yaml"
+has "$out" "EQUAL" "verify --reduce the overlap found"
+expect 0 "replay the overlap search" replay --program-root "$root" "$tmp/ovl.plan.yaml"
+has "$out" "replayed" "replay the overlap search"
+expect 0 "search fsdp+overlap" search --program-root "$root" "$mlp4" --mesh dp=2,tp=2 \
+  --strategy fsdp+overlap -o "$tmp/ovl2.plan.yaml"
+same "$tmp/ovl.plan.yaml" "$tmp/ovl2.plan.yaml" "fsdp+overlap is --overlap"
+# a training step: the gradients' syncs overlapped too, verified EQUAL
+expect 0 "search --overlap of a training step" search "$ex/fsdp-tp-overlap.plan.yaml" \
+  --strategy fsdp --overlap -o "$tmp/ovlt.plan.yaml"
+has "$tmp/ovlt.plan.yaml" "{grad_sync: " "search --overlap: a gradient's sync"
+expect 0 "verify --reduce the training overlap" verify --reduce "$tmp/ovlt.plan.yaml"
+has "$out" "EQUAL" "verify --reduce the training overlap"
+lacks "$out" "NOT EQUAL" "verify --reduce the training overlap"
+# a pipeline is not searched: noted, the strategy's plan written
+expect 0 "search --overlap of a pipeline" search "$ex/pipeline-1f1b.plan.yaml" \
+  --strategy greedy --overlap -o "$tmp/ovlp.plan.yaml"
+has "$err" "overlap: not searched" "search --overlap of a pipeline"
+lacks "$tmp/ovlp.plan.yaml" "overlap:" "search --overlap of a pipeline"
+# cost: with and without overlap, and the exposed communication
+expect 0 "cost of the overlap found" cost "$tmp/ovl.plan.yaml"
+has "$out" "overlap       step without overlap" "cost: the step without overlap"
+has "$out" "exposed communication" "cost: the exposed communication"
+expect 0 "cost of a plan without overlap" cost "$ex/mlp-megatron.plan.yaml"
+lacks "$out" "without overlap" "cost: no overlap line without overlap"
+expect 0 "cost --format json of the overlap found" cost --format json "$tmp/ovl.plan.yaml"
+has "$out" '"step_no_overlap"' "cost json: step_no_overlap"
+has "$out" '"exposed_collectives"' "cost json: exposed_collectives"
+# the streams' picture: a lane per stream and link, well formed
+expect 0 "schedule --svg of streams" schedule "$ex/fsdp-tp-overlap.plan.yaml" --svg "$tmp/streams.svg"
+has "$out" "streams of" "schedule --svg of streams"
+if command -v python3 >/dev/null 2>&1; then
+  if python3 - "$tmp/streams.svg" >"$tmp/py.txt" 2>&1 <<'PY'
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+labels = [e.text for e in root.iter(ns + "text") if e.get("class") == "lane-label"]
+assert labels[0] == "compute (stream 0)", labels
+assert "stream 1: intra_host" in labels and "stream 2: intra_host" in labels, labels
+colls = [e for e in root.iter(ns + "rect") if e.get("class") == "collective"]
+streams = {e.get("data-stream") for e in colls}
+assert {"0", "1", "2"} <= streams, streams
+assert any("chunk 1 of 2" in e.find(ns + "title").text for e in colls)
+ops = [e for e in root.iter(ns + "rect") if e.get("class") == "op"]
+assert len(ops) >= 8, len(ops)
+windows = [e for e in root.iter(ns + "rect") if e.get("class") == "window"]
+assert windows, "the bands from start to wait"
+PY
+  then ok; else bad "schedule --svg of streams: $(cat "$tmp/py.txt")"; fi
+fi
+
 lib_report

@@ -43,6 +43,8 @@ pic zbv.svg schedule --schedule zbv --microbatches 8 --svg "$tmp/zbv.svg" \
 pic grid.svg schedule --time units --svg "$tmp/grid.svg" $ex/pipeline-grid.plan.yaml
 pic 1f1b-ms.svg schedule --hardware h100-sxm --svg "$tmp/1f1b-ms.svg" \
   $ex/transformer4-1f1b.plan.yaml
+pic overlap-timeline.svg schedule --svg "$tmp/overlap-timeline.svg" \
+  $ex/fsdp-tp-overlap.plan.yaml
 pic sharding-x.svg show --svg "$tmp/sharding-x.svg" --tensor x $ex/mlp-ratios.plan.yaml
 pic sharding-y.svg show --svg "$tmp/sharding-y.svg" --tensor y $ex/mlp-ratios.plan.yaml
 

@@ -209,6 +209,19 @@ PLAN_API double plan_cost_report_memory_capacity(const plan_cost_report *r);
 PLAN_API int plan_cost_report_fits(const plan_cost_report *r);
 PLAN_API const char *plan_cost_report_reason(const plan_cost_report *r);
 
+/* Communication overlap (a plan with an `overlap:` section, docs/cost.md,
+ * "Overlap"): 1 when the step was priced with its streams simulated, else
+ * 0 (no overlap section, or a pipeline). The step without the overlap
+ * (every collective on the compute stream: what plan_cost_report_step_seconds
+ * gives for the same plan without its `overlap:`), and the communication the
+ * compute stream still waits for. Without overlap both equal the plain
+ * figures (the step, the communication). */
+PLAN_API int plan_cost_report_overlapped(const plan_cost_report *r);
+PLAN_API double
+plan_cost_report_step_no_overlap_seconds(const plan_cost_report *r);
+PLAN_API double
+plan_cost_report_exposed_comm_seconds(const plan_cost_report *r);
+
 /* One row per op, in topological order. Strings are borrowed from the
  * report. */
 typedef struct plan_cost_op_info {
@@ -291,6 +304,85 @@ PLAN_API int plan_cost_report_stage(plan_cost_stage_info *out,
 PLAN_API int plan_cost_timeline_write(char **out, size_t *len,
                                       const plan_cost_report *r,
                                       const plan_plan *p, const char *name);
+
+/* ---- the stream simulation ----------------------------------------------- */
+
+/* A plan's lowered program run on its streams with the model's prices
+ * (docs/cost.md, "Overlap"): the compute stream runs the ops in order; a
+ * collective started on stream s > 0 runs beside it from its start until
+ * its wait; collectives on one stream run in order per link (so the chunks
+ * of a chain over two axes pipeline); concurrent collectives on one link
+ * (the physical level they cross: intra_host, inter_host, a topology
+ * level, or an axis's own `links`) share its bandwidth. */
+typedef struct plan_cost_sim plan_cost_sim;
+
+enum {
+  PLAN_COST_SIM_INPUT, /* a leaf materialised: takes no time */
+  PLAN_COST_SIM_OP,
+  PLAN_COST_SIM_COLLECTIVE,
+  PLAN_COST_SIM_WAIT
+};
+
+/* Flags of plan_cost_simulate. */
+#define PLAN_COST_SIM_PLAIN 1u  /* lower without the overlap entries */
+#define PLAN_COST_SIM_SERIAL 2u /* every collective on the compute stream */
+
+/* One step. Strings are borrowed from the simulation. */
+typedef struct plan_cost_sim_step_info {
+  int kind;               /* PLAN_COST_SIM_* */
+  const char *name;       /* an op's name; a collective's or wait's tensor */
+  const char *collective; /* "all_gather"... for a collective, else "" */
+  const char *axis;       /* a collective's mesh axis, else "" */
+  const char *link;       /* the link it shares ("intra_host", "inter_host",
+                             a topology level, "axis:NAME"), "local", "" */
+  int stream;             /* 0 the compute stream */
+  int64_t chunk_index, chunk_of; /* chunk_of 0: not chunked */
+  double seconds;    /* alone: an op's time, a collective's on a free link */
+  double start, end; /* simulated; a wait: when the compute reaches it and
+                        when it passes it */
+  double issued;     /* a collective: when the compute stream reached its
+                        start point (its start: when it could run) */
+  /* what made a collective (what an `overlap:` entry selects it by):
+   * the op and operand whose input it redistributes (origin_op, "" none),
+   * the param it moves (param, "" none: the input is no param), the param
+   * whose gradient it syncs (grad_of, "" none) */
+  const char *origin_op;
+  int origin_operand;
+  const char *param;
+  const char *grad_of;
+  /* a collective: the step that writes its input (-1: none) and the first
+   * step after it that reads what it writes (the step count: none) */
+  int ready, reader;
+  /* a collective: bit k set when 2^k chunks divide a dim of every block it
+   * reads and writes that it does not act on (bit 0 always) */
+  unsigned chunkable;
+  /* a collective alone on its link in 1, 2 and 4 chunks (every chunk pays
+   * its latency terms; the bytes are the same) */
+  double chunk_seconds[3];
+} plan_cost_sim_step_info;
+
+/* Lowers p (plan_lower; with PLAN_COST_SIM_PLAIN without its overlap) and
+ * runs it with m's prices. p as for plan_cost_plan; PLAN_EUNSUPPORTED for
+ * a pipeline or manual regions. *out is freed with plan_cost_sim_free. */
+PLAN_API int plan_cost_simulate(plan_cost_sim **out, const plan_cost_model *m,
+                                const plan_plan *p, unsigned flags);
+PLAN_API void plan_cost_sim_free(plan_cost_sim *s);
+/* The makespan (the last step's end), the compute stream's busy time, and
+ * the time it waits for communication (makespan - busy). */
+PLAN_API double plan_cost_sim_makespan(const plan_cost_sim *s);
+PLAN_API double plan_cost_sim_compute_seconds(const plan_cost_sim *s);
+PLAN_API double plan_cost_sim_exposed_seconds(const plan_cost_sim *s);
+PLAN_API size_t plan_cost_sim_step_count(const plan_cost_sim *s);
+/* Step i; PLAN_ENOTFOUND out of range. */
+PLAN_API int plan_cost_sim_step(plan_cost_sim_step_info *out,
+                                const plan_cost_sim *s, size_t i);
+/* The simulation as an SVG timeline in modeled milliseconds: the compute
+ * stream's lane (ops), one lane per communication stream and link (each
+ * collective a bar from its start to its end, and a line from its start
+ * point to its wait), so what overlaps is visible. `name` (may be NULL)
+ * heads it; *out is freed with plan_buffer_free. */
+PLAN_API int plan_cost_sim_svg(char **out, size_t *len, const plan_cost_sim *s,
+                               const char *name);
 
 PLAN_API size_t plan_cost_report_op_count(const plan_cost_report *r);
 /* PLAN_ENOTFOUND when i is out of range. */

@@ -46,6 +46,7 @@ static const abi_size abi_sizes[] = {
     ABI_SIZE(plan_cost_op_info),
     ABI_SIZE(plan_cost_collective_info),
     ABI_SIZE(plan_cost_memory_info),
+    ABI_SIZE(plan_cost_sim_step_info),
     /* schedule.h */
     ABI_SIZE(plan_schedule_options),
     ABI_SIZE(plan_schedule_action),

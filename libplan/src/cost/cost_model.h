@@ -345,6 +345,10 @@ struct plan_cost_report {
   /* time per step */
   double step, compute_fwd, compute_bwd, recompute, comm_fwd, comm_bwd,
       grad_sync, optimizer_s, p2p, bubble;
+  /* communication overlap (cost_overlap.c): the step without it, the
+   * communication the compute still waits for, whether it was priced */
+  double step_plain, exposed;
+  bool overlapped;
   /* memory */
   double capacity, peak;
   int peak_row;
@@ -360,6 +364,12 @@ struct plan_cost_report {
   plan_cost_stage_info *stages; /* pipelines: per stage (arena) */
   int nstage_rows;
 };
+
+/* The step of a plan with an `overlap:` section, its streams simulated
+ * (cost_overlap.c): sets step_plain and exposed, and, with overlap, the
+ * step less what the streams hide. */
+int plan_cost_overlap_price(plan_cost_report *r, const plan_cost_model *m,
+                            const plan_plan *p);
 
 /* Writers (cost_report.c). */
 int plan_cost_report_text(plan_buf *b, const plan_cost_report *r);

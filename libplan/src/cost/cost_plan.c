@@ -941,6 +941,8 @@ int plan_cost_plan(plan_cost_report **out, const plan_cost_model *m,
   }
   if (!rc)
     rc = totals(&c);
+  if (!rc)
+    rc = plan_cost_overlap_price(r, m, p);
 done:
   free(c.st);
   free(c.h.first);

@@ -31,6 +31,18 @@ double plan_cost_report_comm_seconds(const plan_cost_report *r) {
   return r ? r->comm_fwd + r->comm_bwd + r->grad_sync + r->p2p : 0;
 }
 
+int plan_cost_report_overlapped(const plan_cost_report *r) {
+  return r && r->overlapped;
+}
+
+double plan_cost_report_step_no_overlap_seconds(const plan_cost_report *r) {
+  return r ? r->step_plain : 0;
+}
+
+double plan_cost_report_exposed_comm_seconds(const plan_cost_report *r) {
+  return r ? r->exposed : 0;
+}
+
 double plan_cost_report_bubble_seconds(const plan_cost_report *r) {
   return r ? r->bubble : 0;
 }
@@ -236,6 +248,12 @@ static void text_totals(plan_buf *b, const plan_cost_report *r) {
                     r->nstages, (long long)r->microbatches, r->schedule,
                     fmt_time(a, sizeof a, r->p2p),
                     fmt_time(c, sizeof c, r->bubble));
+  if (r->overlapped)
+    plan_buf_printf(b,
+                    "  overlap       step without overlap %s, exposed "
+                    "communication %s\n",
+                    fmt_time(a, sizeof a, r->step_plain),
+                    fmt_time(c, sizeof c, r->exposed));
   plan_buf_printf(b, "  step          %s%s\n", fmt_time(a, sizeof a, r->step),
                   r->pipeline ? " (stages overlap: the parts above are summed "
                                 "over stages)"
@@ -397,6 +415,10 @@ int plan_cost_report_json(plan_buf *b, const plan_cost_report *r, bool yaml) {
   kv_num(b, yaml, false, "grad_sync", r->grad_sync, in);
   kv_num(b, yaml, false, "pipeline_transfers", r->p2p, in);
   kv_num(b, yaml, false, "bubble", r->bubble, in);
+  if (r->overlapped) { /* only a plan with overlap: the rest stays as it was */
+    kv_num(b, yaml, false, "step_no_overlap", r->step_plain, in);
+    kv_num(b, yaml, false, "exposed_collectives", r->exposed, in);
+  }
   if (!yaml)
     plan_buf_putc(b, '}');
   key(b, yaml, false, "memory", "");
