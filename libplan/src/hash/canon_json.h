@@ -141,6 +141,49 @@ typedef struct cj_order {
   named *ops, *tens;
 } cj_order;
 
+/* Lines the encoders read a few ops ahead along the name order (see
+ * PLAN_PREFETCH): each op's struct and name, then its operand arrays, then
+ * their tensors, then those tensors' names, each stage using what an
+ * earlier one brought in. `k` is the op being encoded now. */
+#define CJ_AHEAD 16
+static inline void cj_prefetch_ops(const plan_program *p, const named *ops,
+                                   int k) {
+  int n = p->nops;
+  if (k + CJ_AHEAD < n) {
+    PLAN_PREFETCH(&p->ops[ops[k + CJ_AHEAD].idx]);
+    PLAN_PREFETCH(ops[k + CJ_AHEAD].name);
+  }
+  if (k + CJ_AHEAD / 2 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 2].idx];
+    PLAN_PREFETCH(o->in);
+    PLAN_PREFETCH(o->out);
+  }
+  if (k + CJ_AHEAD / 4 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 4].idx];
+    for (int j = 0; j < o->nin; j++)
+      PLAN_PREFETCH(&p->tensors[o->in[j]]);
+    for (int j = 0; j < o->nout; j++)
+      PLAN_PREFETCH(&p->tensors[o->out[j]]);
+  }
+  if (k + CJ_AHEAD / 8 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 8].idx];
+    for (int j = 0; j < o->nin; j++)
+      PLAN_PREFETCH(p->tensors[o->in[j]].name);
+    for (int j = 0; j < o->nout; j++)
+      PLAN_PREFETCH(p->tensors[o->out[j]].name);
+  }
+}
+
+/* The same for a walk over the tensors in name order: the whole struct. */
+static inline void cj_prefetch_tensors(const plan_program *p, const named *tens,
+                                       int k) {
+  if (k + CJ_AHEAD < p->ntensors) {
+    const char *t = (const char *)&p->tensors[tens[k + CJ_AHEAD].idx];
+    PLAN_PREFETCH(t);
+    PLAN_PREFETCH(t + sizeof(plan_tensor) - 1);
+  }
+}
+
 /* The sorted order; with `prepared`, from the program's prepared
  * permutation when it has one. Returns PLAN_OK or the OOM status. */
 int plan_cj_order_make(cj_order *o, const plan_program *p, bool prepared);

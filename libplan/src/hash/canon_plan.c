@@ -355,6 +355,8 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
     cj_key(c, &first, "placements");
     plan_buf_putc(c->b, '{');
     for (int k = 0; k < prog->ntensors; k++) {
+      if (k + CJ_AHEAD < prog->ntensors)
+        PLAN_PREFETCH(&p->placements[tens[k + CJ_AHEAD].idx]);
       const plan_tensor_pl *tp = &p->placements[tens[k].idx];
       if (tp->set && !plan_placement_is_replicated(&tp->pl)) {
         cj_key(c, &f, tens[k].name);
@@ -375,11 +377,16 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   plan_buf_putc(c->b, '{');
   bool f = true;
   for (int k = 0; k < prog->nops; k++) {
+    if (k + CJ_AHEAD < prog->nops) {
+      PLAN_PREFETCH(&p->strategies[ops[k + CJ_AHEAD].idx]);
+      PLAN_PREFETCH(&prog->ops[ops[k + CJ_AHEAD].idx]);
+      PLAN_PREFETCH(ops[k + CJ_AHEAD].name);
+    }
     const plan_strategy *s = &p->strategies[ops[k].idx];
     const plan_op *op = &prog->ops[ops[k].idx];
     if (!s->set)
       continue;
-    cj_key(c, &f, op->name);
+    cj_key(c, &f, ops[k].name);
     plan_buf_puts(c->b, "{\"in\":[");
     for (int j = 0; j < op->nin; j++) {
       if (j)

@@ -178,6 +178,7 @@ int plan_cj_program(cj *c, const plan_program *p, const cj_order *ord) {
   cj_key(c, &first, "ops");
   plan_buf_putc(c->b, '{');
   for (int k = 0; k < p->nops; k++) {
+    cj_prefetch_ops(p, ops, k);
     const plan_op *op = &p->ops[ops[k].idx];
     if (k)
       plan_buf_putc(c->b, ',');
@@ -213,6 +214,7 @@ int plan_cj_program(cj *c, const plan_program *p, const cj_order *ord) {
   plan_buf_putc(c->b, '{');
   bool f3 = true;
   for (int k = 0; k < p->ntensors; k++) {
+    cj_prefetch_tensors(p, tens, k);
     const plan_tensor *t = &p->tensors[tens[k].idx];
     if (t->producer >= 0 && !has_dim_names(t))
       continue; /* fully inferred */

@@ -47,6 +47,7 @@ typedef struct load_ctx {
   plan_reader rd;
   const char *base_dir;
   const char *program_root; /* NULL: the default (plan_read_program_ref) */
+  size_t len;               /* the document's size, for the reserve */
   bool have_version, program_done, mesh_done;
   /* Pipelined loads cannot leave an item in the tree for later: items that
    * must wait are copied here instead and read at the same point. */
@@ -117,9 +118,21 @@ static int read_deferred(load_ctx *c, const char *path) {
 static const char *const load_streams[] = {"program/tensors", "program/ops",
                                            "strategies", "placements", NULL};
 
+/* Items a large document may hold, judged by its size: a flow-style op or
+ * tensor line of a generated plan takes 100 to 200 bytes. Only a first
+ * reserve (the arrays still grow past it). */
+#define LOAD_BYTES_PER_ITEM 128
+
 static int ensure_program(load_ctx *c) {
-  if (!c->p->program && !(c->p->program = plan_program_new(c->p->file)))
+  if (c->p->program)
+    return PLAN_OK;
+  if (!(c->p->program = plan_program_new(c->p->file)))
     return plan_oom();
+  if (c->len >= PLAN_PIPE_MIN_BYTES) {
+    size_t items = c->len / LOAD_BYTES_PER_ITEM;
+    int n = items < (size_t)INT32_MAX / 8 ? (int)items : INT32_MAX / 8;
+    return plan_program_reserve(c->p->program, n, n);
+  }
   return PLAN_OK;
 }
 
@@ -382,6 +395,7 @@ int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
   c.program_root = program_root;
+  c.len = len;
   plan_arena_init(&c.defer_arena);
   plan_ydoc doc;
   int rc;
