@@ -348,6 +348,9 @@ static int strmap_grow(plan_strmap *m) {
     return plan_oom();
   for (size_t i = 0; i < m->cap; i++) {
     const plan_strmap_slot *s = &m->slots[i];
+    /* the new slots are written in no order: asked for a few ahead */
+    if (i + 8 < m->cap && m->slots[i + 8].hash)
+      PLAN_PREFETCH(&ns[(size_t)(m->slots[i + 8].hash >> 1) & (ncap - 1)]);
     if (!s->hash)
       continue;
     /* the stored hash places the key: no rehash, no key reads */

@@ -62,6 +62,7 @@ typedef struct load_ctx {
   plan_arena defer_arena;
   deferred_item *deferred;
   int ndeferred, cap_deferred;
+  struct plan_pl_cache pl_cache; /* p->pl_cache while loading */
 } load_ctx;
 
 /* An item read later: kept in the tree, or copied aside when pipelined.
@@ -352,6 +353,7 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
   load_ctx c;
   memset(&c, 0, sizeof c);
   c.p = p;
+  p->pl_cache = &c.pl_cache;
   c.rd.file = p->file;
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
@@ -365,6 +367,7 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
     rc = prc;
   free(c.deferred);
   plan_arena_free(&c.defer_arena);
+  p->pl_cache = NULL;
   if (rc) {
     plan_free(p);
     return rc;
@@ -391,6 +394,7 @@ int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
   load_ctx c;
   memset(&c, 0, sizeof c);
   c.p = p;
+  p->pl_cache = &c.pl_cache;
   c.rd.file = p->file;
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
@@ -425,6 +429,7 @@ int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
   plan_ydoc_free(&doc);
   free(c.deferred);
   plan_arena_free(&c.defer_arena);
+  p->pl_cache = NULL;
   if (rc) {
     plan_free(p);
     return rc;

@@ -194,7 +194,7 @@ int plan_program_reserve(plan_program *p, int ops, int tensors) {
 }
 
 /* A new tensor at the end of the array, zeroed. */
-static int new_tensor(plan_program *p, int *out) {
+static int new_tensor(plan_program *p, int *out, uint64_t name_hash) {
   int rc = plan_grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
                      sizeof(plan_tensor));
   if (rc)
@@ -202,6 +202,7 @@ static int new_tensor(plan_program *p, int *out) {
   *out = p->ntensors++;
   memset(&p->tensors[*out], 0, sizeof(plan_tensor));
   p->recent[*out % 8] = *out;
+  p->recent_hash[*out % 8] = name_hash;
   return PLAN_OK;
 }
 
@@ -211,7 +212,7 @@ static int new_tensor(plan_program *p, int *out) {
 static int find_tensor(const plan_program *p, const plan_ynode *n, uint64_t h) {
   for (int k = 0; k < 8 && k < p->ntensors; k++) {
     int t = p->recent[k];
-    if (!strcmp(p->tensors[t].name, n->u.scalar.text))
+    if (p->recent_hash[k] == h && !strcmp(p->tensors[t].name, n->u.scalar.text))
       return t;
   }
   return plan_strmap_getn_h(&p->tensor_by_name, n->u.scalar.text,
@@ -278,7 +279,7 @@ static int bind_output(const plan_reader *rd, plan_program *p,
                                  p->ntensors, &ti)))
     return rc;
   if (ti < 0) {
-    if ((rc = new_tensor(p, &ti)))
+    if ((rc = new_tensor(p, &ti, h)))
       return rc;
     plan_tensor *t = &p->tensors[ti];
     t->name = name;
@@ -521,7 +522,9 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
   int rc = read_tensor(rd, key, value, &tmp);
   if (rc)
     return rc;
-  int ti = plan_strmap_get(&p->tensor_by_name, tmp.name);
+  size_t len = strlen(tmp.name);
+  uint64_t h = plan_strmap_hash(tmp.name, len);
+  int ti = plan_strmap_getn_h(&p->tensor_by_name, tmp.name, len, h);
   if (ti >= 0) {
     plan_tensor *t = &p->tensors[ti];
     if (t->declared)
@@ -533,11 +536,11 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
     *t = tmp;
     return PLAN_OK;
   }
-  if ((rc = new_tensor(p, &ti)))
+  if ((rc = new_tensor(p, &ti, h)))
     return rc;
   p->tensors[ti] = tmp;
-  return plan_strmap_put(&p->tensor_by_name, tmp.name, ti) ? plan_oom()
-                                                           : PLAN_OK;
+  int old; /* absent, as just found */
+  return plan_strmap_insert_h(&p->tensor_by_name, tmp.name, len, h, ti, &old);
 }
 
 int plan_program_read(const plan_reader *rd, const plan_ynode *n,
