@@ -365,6 +365,15 @@ static int strmap_grow(plan_strmap *m) {
   return PLAN_OK;
 }
 
+int plan_strmap_reserve(plan_strmap *m, size_t n) {
+  while (n * 3 > m->cap * 2) {
+    int rc = strmap_grow(m);
+    if (rc != PLAN_OK)
+      return rc;
+  }
+  return PLAN_OK;
+}
+
 int plan_strmap_put(plan_strmap *m, const char *key, int val) {
   size_t len = strlen(key);
   size_t h = strmap_hash(key, len);

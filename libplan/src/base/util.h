@@ -146,6 +146,9 @@ typedef struct plan_strmap {
 } plan_strmap;
 
 void plan_strmap_init(plan_strmap *m);
+/* Room for n keys without growing (growing rehashes every key into a new
+ * table, a cache miss each on a large map). PLAN_OK or PLAN_ENOMEM. */
+int plan_strmap_reserve(plan_strmap *m, size_t n);
 void plan_strmap_free(plan_strmap *m);
 /* Inserts or replaces. Returns PLAN_OK or PLAN_ENOMEM. */
 int plan_strmap_put(plan_strmap *m, const char *key, int val);

@@ -27,6 +27,12 @@ typedef struct cj {
   char ftext[4][40];
   int fnext, fcount;
   const plan_mesh *mesh; /* whose shard ratio sets placements name */
+  /* placements formatted lately, by address: a plan's strategies share
+   * interned placement arrays, so one address comes back for many ops */
+  struct {
+    const plan_placement *pl;
+    char text[PLAN_PLACEMENT_STRLEN];
+  } pl_seen[16];
 } cj;
 
 static inline void cj_flush(cj *c) {
@@ -120,7 +126,13 @@ static inline void cj_pl(cj *c, const plan_placement *p) {
     plan_buf_putc(c->b, '"');
     return;
   }
-  cj_str(c, plan_placement_format(p, buf));
+  size_t slot = ((uintptr_t)p / sizeof *p) % 16;
+  if (c->pl_seen[slot].pl != p) {
+    plan_placement_format(p, buf);
+    memcpy(c->pl_seen[slot].text, buf, sizeof buf);
+    c->pl_seen[slot].pl = p;
+  }
+  cj_str(c, c->pl_seen[slot].text);
 }
 
 /* ---- sorting names (canon_json.c) ---------------------------------------- */

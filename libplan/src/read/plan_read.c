@@ -120,9 +120,11 @@ static const char *const load_streams[] = {"program/tensors", "program/ops",
                                            "strategies", "placements", NULL};
 
 /* Items a large document may hold, judged by its size: a flow-style op or
- * tensor line of a generated plan takes 100 to 200 bytes. Only a first
- * reserve (the arrays still grow past it). */
+ * tensor line of a generated plan takes 100 to 250 bytes. Only a first
+ * reserve (the arrays and maps still grow past it); the arrays' generous
+ * one costs address space only, the maps' (memory) is nearer the mean. */
 #define LOAD_BYTES_PER_ITEM 128
+#define LOAD_BYTES_PER_NAME 192
 
 static int ensure_program(load_ctx *c) {
   if (c->p->program)
@@ -132,7 +134,8 @@ static int ensure_program(load_ctx *c) {
   if (c->len >= PLAN_PIPE_MIN_BYTES) {
     size_t items = c->len / LOAD_BYTES_PER_ITEM;
     int n = items < (size_t)INT32_MAX / 8 ? (int)items : INT32_MAX / 8;
-    return plan_program_reserve(c->p->program, n, n);
+    return plan_program_reserve(c->p->program, n, n,
+                                c->len / LOAD_BYTES_PER_NAME);
   }
   return PLAN_OK;
 }

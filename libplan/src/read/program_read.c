@@ -185,11 +185,15 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
   return PLAN_OK;
 }
 
-int plan_program_reserve(plan_program *p, int ops, int tensors) {
+int plan_program_reserve(plan_program *p, int ops, int tensors, size_t keys) {
   int rc = plan_grow((void **)&p->ops, &p->cap_ops, ops, sizeof(plan_op));
   if (!rc)
     rc = plan_grow((void **)&p->tensors, &p->cap_tensors, tensors,
                    sizeof(plan_tensor));
+  if (!rc)
+    rc = plan_strmap_reserve(&p->op_by_name, keys);
+  if (!rc)
+    rc = plan_strmap_reserve(&p->tensor_by_name, keys);
   return rc;
 }
 
