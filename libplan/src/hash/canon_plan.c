@@ -346,25 +346,32 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
     if ((rc = cj_pipeline(c, p, ops)))
       goto done;
   }
+  /* the placements written, decided in memory order: the walk by name
+   * then reads only those */
+  char *written = malloc((size_t)prog->ntensors + 1);
+  if (!written)
+    return plan_oom();
   bool anypl = false;
-  for (int t = 0; t < prog->ntensors; t++)
-    anypl |= p->placements[t].set &&
-             !plan_placement_is_replicated(&p->placements[t].pl);
+  for (int t = 0; t < prog->ntensors; t++) {
+    written[t] = p->placements[t].set &&
+                 !plan_placement_is_replicated(&p->placements[t].pl);
+    anypl |= written[t];
+  }
   if (anypl) {
     bool f = true;
     cj_key(c, &first, "placements");
     plan_buf_putc(c->b, '{');
     for (int k = 0; k < prog->ntensors; k++) {
-      if (k + CJ_AHEAD < prog->ntensors)
+      if (!written[tens[k].idx])
+        continue;
+      if (k + CJ_AHEAD < prog->ntensors && written[tens[k + CJ_AHEAD].idx])
         PLAN_PREFETCH(&p->placements[tens[k + CJ_AHEAD].idx]);
-      const plan_tensor_pl *tp = &p->placements[tens[k].idx];
-      if (tp->set && !plan_placement_is_replicated(&tp->pl)) {
-        cj_key(c, &f, tens[k].name);
-        cj_pl(c, &tp->pl);
-      }
+      cj_key(c, &f, tens[k].name);
+      cj_pl(c, &p->placements[tens[k].idx].pl);
     }
     plan_buf_putc(c->b, '}');
   }
+  free(written);
   char hbuf[PLAN_HASH_STRLEN];
   cj_key(c, &first, "program");
   cj_str(c, plan_hash_format(ph, hbuf));
