@@ -1365,6 +1365,27 @@ static void test_program_errors(void **state) {
   expect_fail(HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
                   "  ops: [{name: \"\", op: relu, in: x, out: y}]\n",
               PLAN_ESCHEMA, 5, 16, "must not be empty");
+  /* a control character anywhere in a name, whichever 8-byte step of the
+   * check it falls in; bytes of UTF-8 (0x80 and up) are no control */
+  static const char *const bad[] = {
+      "\\tabcdefghijklmnop",    "abcdefg\\t",
+      "abcdefgh\\x7f",          "abcdefghijklmno\\x1f",
+      "layers.12.attn.q.\\x01", "a\\x7f",
+      "abc\\x7fdefghij"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+                 "  ops: [{name: \"%s\", op: relu, in: x, out: y}]\n",
+             bad[i]);
+    expect_fail(text, PLAN_ESCHEMA, 5, 16, "contains a control character");
+  }
+  plan_plan *u = load_ok(
+      HDR "program:\n  tensors:\n    x: {shape: [8]}\n"
+          "  ops: [{name: \"couche.\\u00e9t\\u00e9.\\u00ff~ \", op: relu, "
+          "in: x, out: y}]\n");
+  assert_true(op(u, "couche.\xc3\xa9t\xc3\xa9.\xc3\xbf~ ") == 0);
+  plan_free(u);
   /* shape and dtype inference failures are at the op */
   expect_fail(
       HDR

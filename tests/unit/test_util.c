@@ -314,6 +314,50 @@ static void test_strmap_basic(void **state) {
   plan_strmap_free(&m);
 }
 
+/* Reserved room, and the calls that take the caller's hash, agree with
+ * the plain ones. */
+static void test_strmap_reserve_hashed(void **state) {
+  (void)state;
+  enum { N = 5000 };
+  static char keys[N][16];
+  plan_strmap m;
+  plan_strmap_init(&m);
+  assert_int_equal(plan_strmap_reserve(&m, N), PLAN_OK);
+  size_t cap = m.cap;
+  assert_true(cap * 2 >= (size_t)N * 3);
+  plan_strmap_prefetch(&m, 12345); /* a hint only, on any hash */
+  for (int i = 0; i < N; i++) {
+    snprintf(keys[i], sizeof keys[i], "layers.%d.w", i);
+    size_t len = strlen(keys[i]);
+    uint64_t h = plan_strmap_hash(keys[i], len);
+    int old = 7;
+    assert_int_equal(plan_strmap_insert_h(&m, keys[i], len, h, i, &old),
+                     PLAN_OK);
+    assert_int_equal(old, -1);
+  }
+  assert_int_equal(m.cap, cap); /* no growth past the reserve */
+  for (int i = 0; i < N; i++) {
+    size_t len = strlen(keys[i]);
+    uint64_t h = plan_strmap_hash(keys[i], len);
+    assert_int_equal(plan_strmap_getn_h(&m, keys[i], len, h), i);
+    assert_int_equal(plan_strmap_get(&m, keys[i]), i);
+    int old;
+    assert_int_equal(plan_strmap_insert_h(&m, keys[i], len, h, -5, &old),
+                     PLAN_OK);
+    assert_int_equal(old, i); /* there already: unchanged */
+  }
+  assert_int_equal(
+      plan_strmap_getn_h(&m, "layers.1.", 9, plan_strmap_hash("layers.1.", 9)),
+      -1);
+  /* more keys than reserved: the map grows as before */
+  assert_int_equal(plan_strmap_put(&m, "extra", N), PLAN_OK);
+  assert_int_equal(plan_strmap_reserve(&m, 2 * N), PLAN_OK);
+  assert_true(m.cap > cap);
+  assert_int_equal(plan_strmap_get(&m, "extra"), N);
+  assert_int_equal(plan_strmap_get(&m, keys[N - 1]), N - 1);
+  plan_strmap_free(&m);
+}
+
 static void test_strmap_growth(void **state) {
   (void)state;
   enum { N = 100000 };
@@ -673,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_arena),
       cmocka_unit_test(test_buf),
       cmocka_unit_test(test_strmap_basic),
+      cmocka_unit_test(test_strmap_reserve_hashed),
       cmocka_unit_test(test_strmap_growth),
       cmocka_unit_test(test_format_double),
       cmocka_unit_test(test_parse_double),

@@ -348,6 +348,9 @@ static int strmap_grow(plan_strmap *m) {
     return plan_oom();
   for (size_t i = 0; i < m->cap; i++) {
     const plan_strmap_slot *s = &m->slots[i];
+    /* the new slots are written in no order: asked for a few ahead */
+    if (i + 8 < m->cap && m->slots[i + 8].hash)
+      PLAN_PREFETCH(&ns[(size_t)(m->slots[i + 8].hash >> 1) & (ncap - 1)]);
     if (!s->hash)
       continue;
     /* the stored hash places the key: no rehash, no key reads */
@@ -359,6 +362,15 @@ static int strmap_grow(plan_strmap *m) {
   free(m->slots);
   m->slots = ns;
   m->cap = ncap;
+  return PLAN_OK;
+}
+
+int plan_strmap_reserve(plan_strmap *m, size_t n) {
+  while (n * 3 > m->cap * 2) {
+    int rc = strmap_grow(m);
+    if (rc != PLAN_OK)
+      return rc;
+  }
   return PLAN_OK;
 }
 
@@ -376,9 +388,24 @@ int plan_strmap_put(plan_strmap *m, const char *key, int val) {
   return plan_strmap_insert(m, key, val, &old);
 }
 
+uint64_t plan_strmap_hash(const char *key, size_t len) {
+  return strmap_hash(key, len);
+}
+
+void plan_strmap_prefetch(const plan_strmap *m, uint64_t h) {
+  if (m->cap)
+    PLAN_PREFETCH(
+        &m->slots[(size_t)(slot_hash((size_t)h) >> 1) & (m->cap - 1)]);
+}
+
 int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old) {
   size_t len = strlen(key);
-  size_t h = strmap_hash(key, len);
+  return plan_strmap_insert_h(m, key, len, strmap_hash(key, len), val, old);
+}
+
+int plan_strmap_insert_h(plan_strmap *m, const char *key, size_t len,
+                         uint64_t hash, int val, int *old) {
+  size_t h = (size_t)hash;
   if ((m->count + 1) * 3 > m->cap * 2) {
     int rc = strmap_grow(m);
     if (rc != PLAN_OK)
@@ -399,9 +426,14 @@ int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old) {
 }
 
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len) {
+  return plan_strmap_getn_h(m, key, len, strmap_hash(key, len));
+}
+
+int plan_strmap_getn_h(const plan_strmap *m, const char *key, size_t len,
+                       uint64_t h) {
   if (!m->cap)
     return -1;
-  size_t i = strmap_slot(m, key, len, strmap_hash(key, len));
+  size_t i = strmap_slot(m, key, len, (size_t)h);
   return m->slots[i].hash ? m->slots[i].val : -1;
 }
 

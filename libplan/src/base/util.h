@@ -23,6 +23,17 @@ extern "C" {
 #define PLAN_PRINTF(a, b)
 #endif
 
+/* A hint to bring the cache line at p in for reading soon. Walks over a
+ * large program in an order other than memory order (ops by name, tensors
+ * by a name's hash) miss the cache at nearly every step; asking for the
+ * lines a few steps ahead lets those misses overlap. Never faults, even on
+ * a bad address; nothing where the compiler has no such hint. */
+#if defined(__GNUC__)
+#define PLAN_PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define PLAN_PREFETCH(p) ((void)(p))
+#endif
+
 /* ---- last error ---------------------------------------------------------- */
 
 /* Sets the calling thread's last error and returns `code`, so callers can
@@ -135,6 +146,9 @@ typedef struct plan_strmap {
 } plan_strmap;
 
 void plan_strmap_init(plan_strmap *m);
+/* Room for n keys without growing (growing rehashes every key into a new
+ * table, a cache miss each on a large map). PLAN_OK or PLAN_ENOMEM. */
+int plan_strmap_reserve(plan_strmap *m, size_t n);
 void plan_strmap_free(plan_strmap *m);
 /* Inserts or replaces. Returns PLAN_OK or PLAN_ENOMEM. */
 int plan_strmap_put(plan_strmap *m, const char *key, int val);
@@ -144,6 +158,17 @@ int plan_strmap_insert(plan_strmap *m, const char *key, int val, int *old);
 /* Returns the value, or -1 when absent. */
 int plan_strmap_get(const plan_strmap *m, const char *key);
 int plan_strmap_getn(const plan_strmap *m, const char *key, size_t len);
+/* The same with the key's hash computed once by the caller
+ * (plan_strmap_hash of the same len bytes): a reader hashes a name as soon
+ * as it sees it, asks for its slot's cache line (plan_strmap_prefetch) and
+ * inserts or looks it up after the rest of the item is read, so that the
+ * slot's miss overlaps that work. */
+uint64_t plan_strmap_hash(const char *key, size_t len);
+void plan_strmap_prefetch(const plan_strmap *m, uint64_t h);
+int plan_strmap_insert_h(plan_strmap *m, const char *key, size_t len,
+                         uint64_t h, int val, int *old);
+int plan_strmap_getn_h(const plan_strmap *m, const char *key, size_t len,
+                       uint64_t h);
 
 /* ---- short messages ---------------------------------------------------------
  */

@@ -25,17 +25,28 @@ static void swap_named(named *a, named *b) {
   *b = t;
 }
 
+/* Bytes d..d+7 of s, zero past its end. The entries of a part share their
+ * first d bytes, none of them NUL, so only bytes from d on are read. */
 static uint64_t chunk_at(const char *s, size_t d) {
   uint64_t k = 0;
-  size_t n = strnlen(s, d + 8);
-  for (size_t i = 0; i < 8; i++)
-    k = k << 8 | (d + i < n ? (unsigned char)s[d + i] : 0);
+  size_t i = 0;
+  for (s += d; i < 8 && s[i]; i++)
+    k = k << 8 | (unsigned char)s[i];
+  for (; i < 8; i++)
+    k <<= 8;
   return k;
 }
 
+/* The names of a deeper part lie anywhere in memory: they are asked for a
+ * few entries ahead (PLAN_PREFETCH). */
+#define CHUNK_AHEAD 8
+
 static void load_chunks(named *v, size_t n, size_t d) {
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
+    if (i + CHUNK_AHEAD < n)
+      PLAN_PREFETCH(v[i + CHUNK_AHEAD].name + d);
     v[i].key = chunk_at(v[i].name, d);
+  }
 }
 
 /* Entries that share their first d bytes, by the rest. */

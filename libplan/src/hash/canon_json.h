@@ -27,6 +27,12 @@ typedef struct cj {
   char ftext[4][40];
   int fnext, fcount;
   const plan_mesh *mesh; /* whose shard ratio sets placements name */
+  /* placements formatted lately, by address: a plan's strategies share
+   * interned placement arrays, so one address comes back for many ops */
+  struct {
+    const plan_placement *pl;
+    char text[PLAN_PLACEMENT_STRLEN];
+  } pl_seen[16];
 } cj;
 
 static inline void cj_flush(cj *c) {
@@ -120,7 +126,13 @@ static inline void cj_pl(cj *c, const plan_placement *p) {
     plan_buf_putc(c->b, '"');
     return;
   }
-  cj_str(c, plan_placement_format(p, buf));
+  size_t slot = ((uintptr_t)p / sizeof *p) % 16;
+  if (c->pl_seen[slot].pl != p) {
+    plan_placement_format(p, buf);
+    memcpy(c->pl_seen[slot].text, buf, sizeof buf);
+    c->pl_seen[slot].pl = p;
+  }
+  cj_str(c, c->pl_seen[slot].text);
 }
 
 /* ---- sorting names (canon_json.c) ---------------------------------------- */
@@ -140,6 +152,49 @@ static inline int named_cmp(const void *a, const void *b) {
 typedef struct cj_order {
   named *ops, *tens;
 } cj_order;
+
+/* Lines the encoders read a few ops ahead along the name order (see
+ * PLAN_PREFETCH): each op's struct and name, then its operand arrays, then
+ * their tensors, then those tensors' names, each stage using what an
+ * earlier one brought in. `k` is the op being encoded now. */
+#define CJ_AHEAD 16
+static inline void cj_prefetch_ops(const plan_program *p, const named *ops,
+                                   int k) {
+  int n = p->nops;
+  if (k + CJ_AHEAD < n) {
+    PLAN_PREFETCH(&p->ops[ops[k + CJ_AHEAD].idx]);
+    PLAN_PREFETCH(ops[k + CJ_AHEAD].name);
+  }
+  if (k + CJ_AHEAD / 2 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 2].idx];
+    PLAN_PREFETCH(o->in);
+    PLAN_PREFETCH(o->out);
+  }
+  if (k + CJ_AHEAD / 4 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 4].idx];
+    for (int j = 0; j < o->nin; j++)
+      PLAN_PREFETCH(&p->tensors[o->in[j]]);
+    for (int j = 0; j < o->nout; j++)
+      PLAN_PREFETCH(&p->tensors[o->out[j]]);
+  }
+  if (k + CJ_AHEAD / 8 < n) {
+    const plan_op *o = &p->ops[ops[k + CJ_AHEAD / 8].idx];
+    for (int j = 0; j < o->nin; j++)
+      PLAN_PREFETCH(p->tensors[o->in[j]].name);
+    for (int j = 0; j < o->nout; j++)
+      PLAN_PREFETCH(p->tensors[o->out[j]].name);
+  }
+}
+
+/* The same for a walk over the tensors in name order: the whole struct. */
+static inline void cj_prefetch_tensors(const plan_program *p, const named *tens,
+                                       int k) {
+  if (k + CJ_AHEAD < p->ntensors) {
+    const char *t = (const char *)&p->tensors[tens[k + CJ_AHEAD].idx];
+    PLAN_PREFETCH(t);
+    PLAN_PREFETCH(t + sizeof(plan_tensor) - 1);
+  }
+}
 
 /* The sorted order; with `prepared`, from the program's prepared
  * permutation when it has one. Returns PLAN_OK or the OOM status. */

@@ -346,23 +346,32 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
     if ((rc = cj_pipeline(c, p, ops)))
       goto done;
   }
+  /* the placements written, decided in memory order: the walk by name
+   * then reads only those */
+  char *written = malloc((size_t)prog->ntensors + 1);
+  if (!written)
+    return plan_oom();
   bool anypl = false;
-  for (int t = 0; t < prog->ntensors; t++)
-    anypl |= p->placements[t].set &&
-             !plan_placement_is_replicated(&p->placements[t].pl);
+  for (int t = 0; t < prog->ntensors; t++) {
+    written[t] = p->placements[t].set &&
+                 !plan_placement_is_replicated(&p->placements[t].pl);
+    anypl |= written[t];
+  }
   if (anypl) {
     bool f = true;
     cj_key(c, &first, "placements");
     plan_buf_putc(c->b, '{');
     for (int k = 0; k < prog->ntensors; k++) {
-      const plan_tensor_pl *tp = &p->placements[tens[k].idx];
-      if (tp->set && !plan_placement_is_replicated(&tp->pl)) {
-        cj_key(c, &f, tens[k].name);
-        cj_pl(c, &tp->pl);
-      }
+      if (!written[tens[k].idx])
+        continue;
+      if (k + CJ_AHEAD < prog->ntensors && written[tens[k + CJ_AHEAD].idx])
+        PLAN_PREFETCH(&p->placements[tens[k + CJ_AHEAD].idx]);
+      cj_key(c, &f, tens[k].name);
+      cj_pl(c, &p->placements[tens[k].idx].pl);
     }
     plan_buf_putc(c->b, '}');
   }
+  free(written);
   char hbuf[PLAN_HASH_STRLEN];
   cj_key(c, &first, "program");
   cj_str(c, plan_hash_format(ph, hbuf));
@@ -375,11 +384,16 @@ int plan_cj_plan(cj *c, const plan_plan *p, const cj_order *ord, plan_hash ph) {
   plan_buf_putc(c->b, '{');
   bool f = true;
   for (int k = 0; k < prog->nops; k++) {
+    if (k + CJ_AHEAD < prog->nops) {
+      PLAN_PREFETCH(&p->strategies[ops[k + CJ_AHEAD].idx]);
+      PLAN_PREFETCH(&prog->ops[ops[k + CJ_AHEAD].idx]);
+      PLAN_PREFETCH(ops[k + CJ_AHEAD].name);
+    }
     const plan_strategy *s = &p->strategies[ops[k].idx];
     const plan_op *op = &prog->ops[ops[k].idx];
     if (!s->set)
       continue;
-    cj_key(c, &f, op->name);
+    cj_key(c, &f, ops[k].name);
     plan_buf_puts(c->b, "{\"in\":[");
     for (int j = 0; j < op->nin; j++) {
       if (j)

@@ -178,6 +178,7 @@ int plan_cj_program(cj *c, const plan_program *p, const cj_order *ord) {
   cj_key(c, &first, "ops");
   plan_buf_putc(c->b, '{');
   for (int k = 0; k < p->nops; k++) {
+    cj_prefetch_ops(p, ops, k);
     const plan_op *op = &p->ops[ops[k].idx];
     if (k)
       plan_buf_putc(c->b, ',');
@@ -212,10 +213,18 @@ int plan_cj_program(cj *c, const plan_program *p, const cj_order *ord) {
   cj_key(c, &first, "tensors");
   plan_buf_putc(c->b, '{');
   bool f3 = true;
+  /* which tensors are written, decided in memory order: the walk by name
+   * below then touches only those (most are produced and fully inferred) */
+  char *written = consumed; /* free again */
+  for (int t = 0; t < p->ntensors; t++)
+    written[t] =
+        p->tensors[t].producer < 0 || has_dim_names(&p->tensors[t]) ? 1 : 0;
   for (int k = 0; k < p->ntensors; k++) {
-    const plan_tensor *t = &p->tensors[tens[k].idx];
-    if (t->producer >= 0 && !has_dim_names(t))
+    if (!written[tens[k].idx])
       continue; /* fully inferred */
+    if (k + CJ_AHEAD < p->ntensors && written[tens[k + CJ_AHEAD].idx])
+      cj_prefetch_tensors(p, tens, k);
+    const plan_tensor *t = &p->tensors[tens[k].idx];
     cj_key(c, &f3, t->name);
     plan_cj_tensor(c, t, false);
     cj_flush(c);

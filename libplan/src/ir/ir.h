@@ -104,6 +104,7 @@ struct plan_program {
   plan_hash hash;
   int *ops_by_name, *tensors_by_name; /* malloc'd; NULL when not prepared */
   int recent[8]; /* the last tensors created: most inputs are among them */
+  uint64_t recent_hash[8]; /* their names' plan_strmap_hash */
   /* Shared attribute arrays of ops that write no attrs, per op kind. */
   plan_attr_val *default_attrs[48];
   int *outputs;
@@ -477,6 +478,9 @@ struct plan_plan {
   uint64_t glob_work;   /* ops x pattern bytes the glob patterns scanned */
   struct plan_op_name *glob_index; /* ops by name, for glob prefixes;
                                       malloc'd on first use */
+  /* Placements already parsed, while the document loads (the loader owns
+   * it; NULL otherwise). */
+  struct plan_pl_cache *pl_cache;
 };
 
 /* An overlap point as the file writes it ("ready", "after OP", "before

@@ -235,8 +235,10 @@ const plan_op_info *plan_op_info_get(int kind) {
 int plan_op_kind_from_name(const char *name) {
   if (!name)
     return -1;
+  /* the first byte rules out most kinds without a call */
   for (int k = 0; k < PLAN_OP_COUNT; k++)
-    if (op_table[k].name && !strcmp(op_table[k].name, name))
+    if (op_table[k].name && op_table[k].name[0] == name[0] &&
+        !strcmp(op_table[k].name, name))
       return k;
   return -1;
 }

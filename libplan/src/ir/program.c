@@ -137,7 +137,20 @@ static int heap_pop(heap *h) {
   return top;
 }
 
+/* True when every op comes after the producers of its inputs, the order
+ * programs are written and generated in. The smallest-index-first order
+ * topo_sort computes is then the order the ops already have. */
+static bool in_topo_order(const plan_program *p) {
+  for (int i = 0; i < p->nops; i++)
+    for (int j = 0; j < p->ops[i].nin; j++)
+      if (p->tensors[p->ops[i].in[j]].producer >= i)
+        return false;
+  return true;
+}
+
 static int topo_sort(const plan_reader *rd, plan_program *p) {
+  if (in_topo_order(p))
+    return PLAN_OK;
   int n = p->nops, rc = PLAN_OK;
   int *indeg = calloc((size_t)n + 1, sizeof(int));
   int *cstart = calloc((size_t)p->ntensors + 2, sizeof(int));
@@ -471,6 +484,13 @@ int plan_program_finish(const plan_reader *rd, plan_program *p) {
     if (t) {
       p->tensors = t;
       p->cap_tensors = p->ntensors + 1;
+    }
+  }
+  if (p->nops < p->cap_ops) {
+    plan_op *o = realloc(p->ops, sizeof(plan_op) * (size_t)(p->nops + 1));
+    if (o) {
+      p->ops = o;
+      p->cap_ops = p->nops + 1;
     }
   }
   if ((rc = topo_sort(rd, p)))

@@ -204,6 +204,33 @@ static int read_placement(const plan_reader *rd, const plan_ynode *n,
   return PLAN_OK;
 }
 
+/* plan_read_placement_in through the load's cache (p->pl_cache). */
+static int read_placement_cached(const plan_reader *rd, plan_plan *p,
+                                 const plan_ynode *n, int rank,
+                                 plan_placement *out) {
+  struct plan_pl_cache *c = p->pl_cache;
+  if (!c || n->kind != PLAN_Y_SCALAR || n->u.scalar.len == 0 ||
+      n->u.scalar.len > PLAN_PL_CACHE_TEXT)
+    return read_placement(rd, n, &p->mesh, &p->mesh, rank, out);
+  const char *t = n->u.scalar.text;
+  size_t len = n->u.scalar.len;
+  uint64_t h =
+      XXH3_64bits(t, len) ^ ((uint64_t)(unsigned)rank * 0x9E3779B97F4A7C15u);
+  plan_pl_cache_slot *s = &c->slots[(h ^ (h >> 32)) % PLAN_PL_CACHE_SLOTS];
+  if (s->len == len && s->rank == rank && !memcmp(s->text, t, len)) {
+    *out = s->pl;
+    return PLAN_OK;
+  }
+  int rc = read_placement(rd, n, &p->mesh, &p->mesh, rank, out);
+  if (!rc && !plan_placement_has_ratios(out)) {
+    memcpy(s->text, t, len);
+    s->len = (uint8_t)len;
+    s->rank = rank;
+    s->pl = *out;
+  }
+  return rc;
+}
+
 int plan_read_placement(const plan_reader *rd, const plan_ynode *n,
                         const plan_mesh *m, int rank, plan_placement *out) {
   return read_placement(rd, n, m, NULL, rank, out);
@@ -384,8 +411,7 @@ int plan_read_placement_entry(const plan_reader *rd, plan_plan *p,
     return plan_rd_fail(rd, k, PLAN_ESCHEMA,
                         "duplicate key '%s' (first at line %d)", name,
                         tp->pos.line);
-  if ((rc = plan_read_placement_in(rd, v, &p->mesh, prog->tensors[t].rank,
-                                   &tp->pl)))
+  if ((rc = read_placement_cached(rd, p, v, prog->tensors[t].rank, &tp->pl)))
     return rc;
   tp->set = true;
   tp->pos = plan_rd_pos(k);
@@ -419,8 +445,8 @@ static int read_placement_list(const plan_reader *rd, const plan_ynode *n,
                         have == 1 ? "" : "s", count);
   for (int i = 0; i < count; i++) {
     const plan_ynode *e = n->kind == PLAN_Y_SEQ ? n->u.seq.items[i] : n;
-    int rc = plan_read_placement_in(rd, e, &p->mesh,
-                                    prog->tensors[tensors[i]].rank, &out[i]);
+    int rc = read_placement_cached(rd, p, e, prog->tensors[tensors[i]].rank,
+                                   &out[i]);
     if (rc)
       return rc;
   }

@@ -11,6 +11,23 @@
 
 /* ---- decisions (plan_decisions.c) ---------------------------------------- */
 
+/* The placements a load has parsed from text, by their text and the rank
+ * of the operand they place: a 100k-op plan spells a few dozen placements
+ * hundreds of thousands of times in its strategies and placements. The
+ * slots hold short texts only; placements with shard ratios (which intern
+ * into the mesh) are never kept. Zeroed: empty. */
+#define PLAN_PL_CACHE_SLOTS 64
+#define PLAN_PL_CACHE_TEXT 23
+typedef struct plan_pl_cache_slot {
+  char text[PLAN_PL_CACHE_TEXT];
+  uint8_t len; /* 0: empty */
+  int rank;
+  plan_placement pl;
+} plan_pl_cache_slot;
+struct plan_pl_cache {
+  plan_pl_cache_slot slots[PLAN_PL_CACHE_SLOTS];
+};
+
 /* One entry of `placements` (a tensor name: a placement). */
 int plan_read_placement_entry(const plan_reader *rd, plan_plan *p,
                               const plan_ynode *k, const plan_ynode *v);

@@ -47,6 +47,7 @@ typedef struct load_ctx {
   plan_reader rd;
   const char *base_dir;
   const char *program_root; /* NULL: the default (plan_read_program_ref) */
+  size_t len;               /* the document's size, for the reserve */
   bool have_version, program_done, mesh_done;
   /* Pipelined loads cannot leave an item in the tree for later: items that
    * must wait are copied here instead and read at the same point. */
@@ -61,6 +62,7 @@ typedef struct load_ctx {
   plan_arena defer_arena;
   deferred_item *deferred;
   int ndeferred, cap_deferred;
+  struct plan_pl_cache pl_cache; /* p->pl_cache while loading */
 } load_ctx;
 
 /* An item read later: kept in the tree, or copied aside when pipelined.
@@ -117,9 +119,24 @@ static int read_deferred(load_ctx *c, const char *path) {
 static const char *const load_streams[] = {"program/tensors", "program/ops",
                                            "strategies", "placements", NULL};
 
+/* Items a large document may hold, judged by its size: a flow-style op or
+ * tensor line of a generated plan takes 100 to 250 bytes. Only a first
+ * reserve (the arrays and maps still grow past it); the arrays' generous
+ * one costs address space only, the maps' (memory) is nearer the mean. */
+#define LOAD_BYTES_PER_ITEM 128
+#define LOAD_BYTES_PER_NAME 192
+
 static int ensure_program(load_ctx *c) {
-  if (!c->p->program && !(c->p->program = plan_program_new(c->p->file)))
+  if (c->p->program)
+    return PLAN_OK;
+  if (!(c->p->program = plan_program_new(c->p->file)))
     return plan_oom();
+  if (c->len >= PLAN_PIPE_MIN_BYTES) {
+    size_t items = c->len / LOAD_BYTES_PER_ITEM;
+    int n = items < (size_t)INT32_MAX / 8 ? (int)items : INT32_MAX / 8;
+    return plan_program_reserve(c->p->program, n, n,
+                                c->len / LOAD_BYTES_PER_NAME);
+  }
   return PLAN_OK;
 }
 
@@ -339,6 +356,7 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
   load_ctx c;
   memset(&c, 0, sizeof c);
   c.p = p;
+  p->pl_cache = &c.pl_cache;
   c.rd.file = p->file;
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
@@ -352,6 +370,7 @@ int plan_from_root(plan_plan **out, const plan_ynode *root, const char *file,
     rc = prc;
   free(c.deferred);
   plan_arena_free(&c.defer_arena);
+  p->pl_cache = NULL;
   if (rc) {
     plan_free(p);
     return rc;
@@ -378,10 +397,12 @@ int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
   load_ctx c;
   memset(&c, 0, sizeof c);
   c.p = p;
+  p->pl_cache = &c.pl_cache;
   c.rd.file = p->file;
   c.rd.arena = &p->arena;
   c.base_dir = base_dir;
   c.program_root = program_root;
+  c.len = len;
   plan_arena_init(&c.defer_arena);
   plan_ydoc doc;
   int rc;
@@ -411,6 +432,7 @@ int plan_load_buffer_in(plan_plan **out, const char *data, size_t len,
   plan_ydoc_free(&doc);
   free(c.deferred);
   plan_arena_free(&c.defer_arena);
+  p->pl_cache = NULL;
   if (rc) {
     plan_free(p);
     return rc;

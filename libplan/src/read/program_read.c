@@ -185,8 +185,20 @@ static int read_tensor(const plan_reader *rd, const plan_ynode *key,
   return PLAN_OK;
 }
 
-/* Grows a malloc'd array to hold `need` elements, zeroing the new part. */
-static int new_tensor(plan_program *p, int *out) {
+int plan_program_reserve(plan_program *p, int ops, int tensors, size_t keys) {
+  int rc = plan_grow((void **)&p->ops, &p->cap_ops, ops, sizeof(plan_op));
+  if (!rc)
+    rc = plan_grow((void **)&p->tensors, &p->cap_tensors, tensors,
+                   sizeof(plan_tensor));
+  if (!rc)
+    rc = plan_strmap_reserve(&p->op_by_name, keys);
+  if (!rc)
+    rc = plan_strmap_reserve(&p->tensor_by_name, keys);
+  return rc;
+}
+
+/* A new tensor at the end of the array, zeroed. */
+static int new_tensor(plan_program *p, int *out, uint64_t name_hash) {
   int rc = plan_grow((void **)&p->tensors, &p->cap_tensors, p->ntensors + 1,
                      sizeof(plan_tensor));
   if (rc)
@@ -194,36 +206,84 @@ static int new_tensor(plan_program *p, int *out) {
   *out = p->ntensors++;
   memset(&p->tensors[*out], 0, sizeof(plan_tensor));
   p->recent[*out % 8] = *out;
+  p->recent_hash[*out % 8] = name_hash;
   return PLAN_OK;
 }
 
 /* A tensor by name: the recently created ones first (an op usually reads
  * what the ops just before it made; on a 100k-op program the map probe is a
  * cache miss), then the map. */
-static int find_tensor(const plan_program *p, const plan_ynode *n) {
+static int find_tensor(const plan_program *p, const plan_ynode *n, uint64_t h) {
   for (int k = 0; k < 8 && k < p->ntensors; k++) {
     int t = p->recent[k];
-    if (!strcmp(p->tensors[t].name, n->u.scalar.text))
+    if (p->recent_hash[k] == h && !strcmp(p->tensors[t].name, n->u.scalar.text))
       return t;
   }
-  return plan_strmap_getn(&p->tensor_by_name, n->u.scalar.text,
-                          n->u.scalar.len);
+  return plan_strmap_getn_h(&p->tensor_by_name, n->u.scalar.text,
+                            n->u.scalar.len, h);
 }
 
-/* Creates the tensor named by `at` for an op output (or finds its
+/* An op's names, hashed as soon as the op is seen, with their map slots
+ * asked for (plan_strmap_prefetch): on a large program each slot is a cache
+ * miss, and it now arrives while the op is checked and read. The inserts
+ * and lookups reuse the hashes. */
+typedef struct op_names {
+  uint64_t name, out[PLAN_MAX_OPERANDS], in[PLAN_MAX_OPERANDS];
+  bool have_name, have_out, have_in; /* false: read as before, unhashed */
+} op_names;
+
+/* Hashes the names of a name or list of names (what plan_rd_name_nodes
+ * accepts), prefetching their slots in m. False for anything else, or a
+ * list longer than an op may have: those are refused where they are read. */
+static bool hash_names(const plan_ynode *v, const plan_strmap *m, uint64_t *h) {
+  if (!v)
+    return false;
+  const plan_ynode *const *items = (const plan_ynode *const *)&v;
+  size_t n = 1;
+  if (v->kind == PLAN_Y_SEQ) {
+    items = (const plan_ynode *const *)v->u.seq.items;
+    n = v->u.seq.count;
+  }
+  if (n > PLAN_MAX_OPERANDS)
+    return false;
+  for (size_t i = 0; i < n; i++) {
+    if (items[i]->kind != PLAN_Y_SCALAR)
+      return false;
+    h[i] = plan_strmap_hash(items[i]->u.scalar.text, items[i]->u.scalar.len);
+    plan_strmap_prefetch(m, h[i]);
+  }
+  return true;
+}
+
+static void op_names_hash(op_names *nh, const plan_program *p,
+                          const plan_ynode *n) {
+  const plan_ynode *v = plan_ymap_get(n, "name");
+  nh->have_name = v && v->kind == PLAN_Y_SCALAR;
+  if (nh->have_name) {
+    nh->name = plan_strmap_hash(v->u.scalar.text, v->u.scalar.len);
+    plan_strmap_prefetch(&p->op_by_name, nh->name);
+  }
+  nh->have_out =
+      hash_names(plan_ymap_get(n, "out"), &p->tensor_by_name, nh->out);
+  nh->have_in = hash_names(plan_ymap_get(n, "in"), &p->tensor_by_name, nh->in);
+}
+
+/* Creates the tensor named by `at` (hash h) for an op output (or finds its
  * declaration). */
 static int bind_output(const plan_reader *rd, plan_program *p,
-                       const plan_ynode *at, int op, int slot, int *out) {
+                       const plan_ynode *at, uint64_t h, int op, int slot,
+                       int *out) {
   int ti, rc;
   const char *name =
       plan_arena_strndup(rd->arena, at->u.scalar.text, at->u.scalar.len);
   if (!name)
     return plan_oom();
   /* one probe: insert, or find the declaration */
-  if ((rc = plan_strmap_insert(&p->tensor_by_name, name, p->ntensors, &ti)))
+  if ((rc = plan_strmap_insert_h(&p->tensor_by_name, name, at->u.scalar.len, h,
+                                 p->ntensors, &ti)))
     return rc;
   if (ti < 0) {
-    if ((rc = new_tensor(p, &ti)))
+    if ((rc = new_tensor(p, &ti, h)))
       return rc;
     plan_tensor *t = &p->tensors[ti];
     t->name = name;
@@ -356,6 +416,8 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
     return rc;
   if ((rc = plan_rd_check_keys(rd, n, op_keys, "an op", &op->ext)))
     return rc;
+  op_names nh;
+  op_names_hash(&nh, p, n);
   op->pos = plan_rd_pos(n);
   const plan_ynode *v = plan_ymap_get(n, "name");
   if (!v)
@@ -363,7 +425,8 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   if ((rc = plan_rd_name(rd, v, "an op name", &op->name)))
     return rc;
   int prev;
-  if ((rc = plan_strmap_insert(&p->op_by_name, op->name, idx, &prev)))
+  if ((rc = plan_strmap_insert_h(&p->op_by_name, op->name, v->u.scalar.len,
+                                 nh.name, idx, &prev)))
     return rc;
   if (prev >= 0)
     return plan_rd_fail(rd, v, PLAN_EINVALID,
@@ -398,9 +461,14 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
   op->out = plan_arena_alloc_align(rd->arena, sizeof(int) * (size_t)cnt, 4);
   if (!op->out)
     return plan_oom();
-  for (int i = 0; i < cnt; i++)
-    if ((rc = bind_output(rd, p, items ? items[i] : v, idx, i, &op->out[i])))
+  for (int i = 0; i < cnt; i++) {
+    const plan_ynode *at = items ? items[i] : v;
+    uint64_t h = nh.have_out
+                     ? nh.out[i]
+                     : plan_strmap_hash(at->u.scalar.text, at->u.scalar.len);
+    if ((rc = bind_output(rd, p, at, h, idx, i, &op->out[i])))
       return rc;
+  }
   if ((info->min_out >= 0 && cnt < info->min_out) ||
       (info->max_out >= 0 && cnt > info->max_out))
     return plan_rd_fail(rd, v, PLAN_EINVALID, "%s takes %d output%s, not %d",
@@ -429,7 +497,10 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
     return plan_oom();
   for (int i = 0; i < cnt; i++) {
     const plan_ynode *e = items ? items[i] : v;
-    op->in[i] = find_tensor(p, e);
+    op->in[i] = find_tensor(
+        p, e,
+        nh.have_in ? nh.in[i]
+                   : plan_strmap_hash(e->u.scalar.text, e->u.scalar.len));
     if (op->in[i] >= 0)
       continue;
     if ((rc = plan_grow((void **)&p->pending, &p->cap_pending, p->npending + 1,
@@ -455,7 +526,9 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
   int rc = read_tensor(rd, key, value, &tmp);
   if (rc)
     return rc;
-  int ti = plan_strmap_get(&p->tensor_by_name, tmp.name);
+  size_t len = strlen(tmp.name);
+  uint64_t h = plan_strmap_hash(tmp.name, len);
+  int ti = plan_strmap_getn_h(&p->tensor_by_name, tmp.name, len, h);
   if (ti >= 0) {
     plan_tensor *t = &p->tensors[ti];
     if (t->declared)
@@ -467,11 +540,11 @@ int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
     *t = tmp;
     return PLAN_OK;
   }
-  if ((rc = new_tensor(p, &ti)))
+  if ((rc = new_tensor(p, &ti, h)))
     return rc;
   p->tensors[ti] = tmp;
-  return plan_strmap_put(&p->tensor_by_name, tmp.name, ti) ? plan_oom()
-                                                           : PLAN_OK;
+  int old; /* absent, as just found */
+  return plan_strmap_insert_h(&p->tensor_by_name, tmp.name, len, h, ti, &old);
 }
 
 int plan_program_read(const plan_reader *rd, const plan_ynode *n,

@@ -18,6 +18,14 @@ int plan_program_add_op(const plan_reader *rd, plan_program *p,
                         const plan_ynode *n);
 int plan_program_add_tensor(const plan_reader *rd, plan_program *p,
                             const plan_ynode *key, const plan_ynode *value);
+/* Room for `ops` ops and `tensors` tensors before a large program is read,
+ * so the arrays are not copied again and again as they grow (once the
+ * allocator has freed big blocks it keeps them on its heap, where realloc
+ * moves them rather than remapping them). Reserved room that stays unused is
+ * never touched: it costs address space, not memory. The name maps get room
+ * for `keys` names each (they are touched all over, so this is memory: a
+ * smaller estimate). PLAN_OK or the OOM status. */
+int plan_program_reserve(plan_program *p, int ops, int tensors, size_t keys);
 /* Orders ops topologically, checks roles, infers shapes and dtypes, decides
  * outputs and computes signatures. Errors carry positions. */
 int plan_program_finish(const plan_reader *rd, plan_program *p);
