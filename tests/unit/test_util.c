@@ -319,7 +319,7 @@ static void test_strmap_basic(void **state) {
 static void test_strmap_reserve_hashed(void **state) {
   (void)state;
   enum { N = 5000 };
-  static char keys[N][16];
+  static char keys[N][24];
   plan_strmap m;
   plan_strmap_init(&m);
   assert_int_equal(plan_strmap_reserve(&m, N), PLAN_OK);

@@ -227,12 +227,6 @@ def _check_plan(plan):
                          % type(plan).__name__)
     if not plan.has_mesh:
         raise UsageError("the plan has no mesh")
-    if plan.stage_count > 0:
-        raise UnsupportedError(
-            "the plan is pipelined (%d stages): parallelize does not run "
-            "pipeline plans yet (torch.distributed.pipelining with the "
-            "plan's action order is not built); run its stages by hand or "
-            "use a plan without a pipeline" % plan.stage_count)
     for name, nest in plan.placements.items():
         levels = [p.level for p in _pl.parse(nest)
                   if isinstance(p, _pl.Shard) and p.level is not None]
@@ -496,8 +490,9 @@ def parallelize(module, plan, mesh=None):
     strategy, takes full inputs (the same on every rank) or DTensors and
     returns DTensors in the plan's output placements, and each gradient is
     synchronised as the plan's training section says. Returns the module.
-    Pipelined plans raise UnsupportedError. Needs torch and an initialised
-    process group."""
+    A pipelined plan runs with torch.distributed.pipelining in the plan's
+    action order (torch_pipeline.py): the module then has step(*inputs).
+    Needs torch and an initialised process group."""
     from . import torch as lt
     dt = lt._require()
     import torch.fx
@@ -506,6 +501,9 @@ def parallelize(module, plan, mesh=None):
     if tuple(mesh.shape) != tuple(plan.mesh.sizes):
         raise UsageError("the mesh %s is not the plan's %r"
                          % (tuple(mesh.shape), plan.mesh))
+    if plan.stage_count > 0:
+        from .torch_pipeline import parallelize_pipeline
+        return parallelize_pipeline(module, plan, mesh)
     info = _Info(plan, dt)
     try:
         gm = torch.fx.symbolic_trace(module)
