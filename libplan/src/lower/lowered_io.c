@@ -924,211 +924,218 @@ static int chunk_write(lreader *r, const plan_ynode *n, const plan_lstep *s,
   return PLAN_OK;
 }
 
-static int read_step(lreader *r, const plan_ynode *n, int idx) {
+/* {input: B}: a leaf's blocks made in its storage placement. */
+static int read_input_step(lreader *r, const plan_ynode *n, const plan_ynode *v,
+                           plan_lstep *s, int *ins, int *outs) {
   plan_lowered *l = r->l;
-  const plan_plan *p = l->plan;
-  const plan_program *prog = p->program;
+  const plan_program *prog = l->plan->program;
   plan_reader *rd = &r->rd;
-  int rc = plan_rd_expect_map(rd, n, "a step");
-  if (rc)
+  int rc;
+  (void)ins; /* an input step reads nothing */
+  static const char *const k[] = {"input", NULL};
+  if ((rc = plan_rd_check_keys(rd, n, k, "an input step", NULL)) ||
+      (rc = buf_ref(r, v, &outs[0])))
     return rc;
-  const plan_ynode *v;
-  plan_lstep *s = &l->steps[idx];
-  memset(s, 0, sizeof *s);
-  s->op = -1;
-  int ins[PLAN_MAX_OPERANDS], outs[PLAN_MAX_OPERANDS];
-  if ((v = plan_ymap_get(n, "input"))) {
-    static const char *const k[] = {"input", NULL};
-    if ((rc = plan_rd_check_keys(rd, n, k, "an input step", NULL)) ||
-        (rc = buf_ref(r, v, &outs[0])))
-      return rc;
-    if (prog->tensors[l->bufs[outs[0]].tensor].producer >= 0)
-      return plan_rd_fail(rd, v, PLAN_EINVALID,
-                          "input step for '%s', which an op produces",
-                          prog->tensors[l->bufs[outs[0]].tensor].name);
-    s->kind = PLAN_LSTEP_INPUT;
-    s->nout = 1;
-  } else if ((v = plan_ymap_get(n, "op"))) {
-    static const char *const k[] = {"op", "in", "out", NULL};
-    if ((rc = plan_rd_check_keys(rd, n, k, "an op step", NULL)) ||
-        (rc = plan_rd_expect_scalar(rd, v, "op")))
-      return rc;
-    s->op = plan_strmap_get(&prog->op_by_name, v->u.scalar.text);
-    if (s->op < 0)
-      return plan_rd_fail(rd, v, PLAN_EINVALID, "the program has no op '%.60s'",
-                          v->u.scalar.text);
-    const plan_op *op = &prog->ops[s->op];
-    s->kind = PLAN_LSTEP_OP;
-    s->nin = op->nin;
-    s->nout = op->nout;
-    for (int side = 0; side < 2; side++) {
-      const plan_ynode *lst = plan_ymap_get(n, side ? "out" : "in");
-      int want = side ? op->nout : op->nin;
-      if (!lst || lst->kind != PLAN_Y_SEQ || (int)lst->u.seq.count != want)
-        return plan_rd_fail(rd, lst ? lst : n, PLAN_EINVALID,
-                            "op step '%s' needs %s: a list of %d buffer%s",
-                            op->name, side ? "out" : "in", want,
-                            want == 1 ? "" : "s");
-      for (int j = 0; j < want; j++) {
-        int *dst = side ? &outs[j] : &ins[j];
-        if ((rc = buf_ref(r, lst->u.seq.items[j], dst)))
-          return rc;
-        int t = side ? op->out[j] : op->in[j];
-        if (l->bufs[*dst].tensor != t)
-          return plan_rd_fail(rd, lst->u.seq.items[j], PLAN_EINVALID,
-                              "buffer '%s' holds '%s', but %s %d of op '%s' is "
-                              "'%s'",
-                              lst->u.seq.items[j]->u.scalar.text,
-                              prog->tensors[l->bufs[*dst].tensor].name,
-                              side ? "output" : "input", j, op->name,
-                              prog->tensors[t].name);
-      }
-    }
-  } else if ((v = plan_ymap_get(n, "collective"))) {
-    static const char *const k[] = {"collective", "axis",   "groups", "reduce",
-                                    "dim",        "to_dim", "order",  "in",
-                                    "out",        "stream", "chunk",  NULL};
-    if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
-      return rc;
-    int kind, red = PLAN_RED_SUM;
-    if ((rc = enum_of(rd, v, "collective", coll_names, PLAN_REDIST_COUNT,
-                      &kind)))
-      return rc;
-    plan_redist_step *st = &s->redist;
-    st->kind = (plan_redist_kind)kind;
-    st->dim = st->to_dim = -1;
-    const plan_ynode *an = plan_ymap_get(n, "axis"),
-                     *gn = plan_ymap_get(n, "groups");
-    int64_t *rows = NULL;
-    if (an && gn)
-      return plan_rd_fail(rd, gn, PLAN_ESCHEMA,
-                          "a collective names its groups by 'axis' or by "
-                          "'groups', not both");
-    if (gn) {
-      if ((rc = read_groups(r, gn, s, &rows)))
+  if (prog->tensors[l->bufs[outs[0]].tensor].producer >= 0)
+    return plan_rd_fail(rd, v, PLAN_EINVALID,
+                        "input step for '%s', which an op produces",
+                        prog->tensors[l->bufs[outs[0]].tensor].name);
+  s->kind = PLAN_LSTEP_INPUT;
+  s->nout = 1;
+  return PLAN_OK;
+}
+
+/* {op: NAME, in: [..], out: [..]}: each buffer holds the op's operand. */
+static int read_op_step(lreader *r, const plan_ynode *n, const plan_ynode *v,
+                        plan_lstep *s, int *ins, int *outs) {
+  plan_lowered *l = r->l;
+  const plan_program *prog = l->plan->program;
+  plan_reader *rd = &r->rd;
+  int rc;
+  static const char *const k[] = {"op", "in", "out", NULL};
+  if ((rc = plan_rd_check_keys(rd, n, k, "an op step", NULL)) ||
+      (rc = plan_rd_expect_scalar(rd, v, "op")))
+    return rc;
+  s->op = plan_strmap_get(&prog->op_by_name, v->u.scalar.text);
+  if (s->op < 0)
+    return plan_rd_fail(rd, v, PLAN_EINVALID, "the program has no op '%.60s'",
+                        v->u.scalar.text);
+  const plan_op *op = &prog->ops[s->op];
+  s->kind = PLAN_LSTEP_OP;
+  s->nin = op->nin;
+  s->nout = op->nout;
+  for (int side = 0; side < 2; side++) {
+    const plan_ynode *lst = plan_ymap_get(n, side ? "out" : "in");
+    int want = side ? op->nout : op->nin;
+    if (!lst || lst->kind != PLAN_Y_SEQ || (int)lst->u.seq.count != want)
+      return plan_rd_fail(rd, lst ? lst : n, PLAN_EINVALID,
+                          "op step '%s' needs %s: a list of %d buffer%s",
+                          op->name, side ? "out" : "in", want,
+                          want == 1 ? "" : "s");
+    for (int j = 0; j < want; j++) {
+      int *dst = side ? &outs[j] : &ins[j];
+      if ((rc = buf_ref(r, lst->u.seq.items[j], dst)))
         return rc;
-    } else if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis"))) {
-      return an ? rc
-                : plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                               "a collective needs an 'axis' or 'groups'");
-    } else if ((st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text)) <
-               0) {
-      return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
-                          an->u.scalar.text);
+      int t = side ? op->out[j] : op->in[j];
+      if (l->bufs[*dst].tensor != t)
+        return plan_rd_fail(rd, lst->u.seq.items[j], PLAN_EINVALID,
+                            "buffer '%s' holds '%s', but %s %d of op '%s' is "
+                            "'%s'",
+                            lst->u.seq.items[j]->u.scalar.text,
+                            prog->tensors[l->bufs[*dst].tensor].name,
+                            side ? "output" : "input", j, op->name,
+                            prog->tensors[t].name);
     }
-    const plan_ynode *x;
-    if ((x = plan_ymap_get(n, "reduce")) &&
-        (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
-      return rc;
-    st->reduce = (plan_reduce)red;
-    int64_t d;
-    if ((x = plan_ymap_get(n, "dim"))) {
-      if ((rc = plan_rd_int(rd, x, "dim", &d)))
-        return rc;
-      st->dim = (int)d;
-    }
-    if ((x = plan_ymap_get(n, "to_dim"))) {
-      if ((rc = plan_rd_int(rd, x, "to_dim", &d)))
-        return rc;
-      st->to_dim = (int)d;
-    }
-    const plan_ynode *in = plan_ymap_get(n, "in"),
-                     *out = plan_ymap_get(n, "out");
-    if (!in || !out)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                          "a collective needs 'in' and 'out'");
-    if ((rc = buf_ref(r, in, &ins[0])) || (rc = buf_ref(r, out, &outs[0])))
-      return rc;
-    if (l->bufs[ins[0]].tensor != l->bufs[outs[0]].tensor)
-      return plan_rd_fail(rd, out, PLAN_EINVALID,
-                          "a collective's in and out buffers hold one tensor");
-    /* the step must turn in's placement into out's */
-    plan_placement after = l->bufs[ins[0]].pl;
-    char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
-    st->before = after;
-    /* a level the step adds has the pieces out's placement states */
-    st->ratio = l->bufs[outs[0]].pl.ax[st->axis].ratio;
-    if (!plan_redist_apply(&after, st) ||
-        !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
-      return plan_rd_fail(rd, n, PLAN_EINVALID,
-                          "%s over '%s' does not turn %s into %s",
-                          coll_names[kind], p->mesh.axis_names[st->axis],
-                          fmt_pl(l, &l->bufs[ins[0]].pl, a),
-                          fmt_pl(l, &l->bufs[outs[0]].pl, b));
-    st->after = l->bufs[outs[0]].pl;
-    if ((x = plan_ymap_get(n, "order")) && gn)
-      return plan_rd_fail(rd, x, PLAN_ESCHEMA,
-                          "'order' goes with 'axis': with 'groups', each "
-                          "group's member order is its order");
-    if (x && (rc = read_group_order(r, x, s, ins[0], outs[0])))
-      return rc;
-    if (gn && (rc = apply_groups(r, gn, s, rows, ins[0], outs[0])))
-      return rc;
-    if ((rc = read_stream(r, n, s)) ||
-        (rc = read_chunk(r, n, s, ins[0], outs[0])))
-      return rc;
-    s->kind = PLAN_LSTEP_REDIST;
-    s->nin = s->nout = 1;
-    l->collectives[kind]++;
-  } else if ((v = plan_ymap_get(n, "transfer")) && l->pipe) {
-    /* a buffer another stage wrote, received (lowered_io_pipe.c) */
-    if ((rc = read_from_step(r, n, v, "transfer", &ins[0], &outs[0])))
-      return rc;
-    s->kind = PLAN_LSTEP_TRANSFER;
-    s->nin = s->nout = 1;
-  } else if ((v = plan_ymap_get(n, "wait"))) {
-    static const char *const k[] = {"wait", "stream", NULL};
-    if ((rc = need_1_1(r, v, "a wait step")) ||
-        (rc = plan_rd_check_keys(rd, n, k, "a wait step", NULL)) ||
-        (rc = buf_ref(r, v, &ins[0])) || (rc = read_stream(r, n, s)))
-      return rc;
-    if (!s->stream)
-      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                          "a wait step names the stream it waits on "
-                          "('stream: 1' or more)");
-    s->kind = PLAN_LSTEP_WAIT;
-    s->nin = 1;
-  } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
-    /* a manual region's output takes a traced tensor's value */
-    if ((rc = read_from_step(r, n, v, "bind", &ins[0], &outs[0])))
-      return rc;
-    const plan_lbuf *bi = &l->bufs[ins[0]], *bo = &l->bufs[outs[0]];
-    const plan_tensor *ti = &prog->tensors[bi->tensor],
-                      *to = &prog->tensors[bo->tensor];
-    bool replaced = false;
-    for (int g = 0; g < l->nregions && !replaced; g++)
-      for (int j = 0; j < l->regions[g].nreplaces && !replaced; j++) {
-        const plan_op *op = &prog->ops[l->regions[g].replaces[j]];
-        for (int q = 0; q < op->nout; q++)
-          replaced = replaced || op->out[q] == bo->tensor;
-      }
-    if (!replaced || bi->tensor < l->norig_tensors)
-      return plan_rd_fail(rd, n, PLAN_EINVALID,
-                          "a bind step gives a tensor an op of a region "
-                          "replaces ('%s' is not one) a traced tensor's value "
-                          "('%s' is not one)",
-                          to->name, ti->name);
-    if (ti->rank != to->rank ||
-        memcmp(ti->dims, to->dims, sizeof(int64_t) * (size_t)ti->rank) ||
-        ti->dtype != to->dtype || !plan_placement_equal(&bi->pl, &bo->pl))
-      return plan_rd_fail(rd, n, PLAN_EINVALID,
-                          "a bind step's buffers must have one shape, dtype "
-                          "and placement ('%s' and '%s' differ)",
-                          ti->name, to->name);
-    s->kind = PLAN_LSTEP_REDIST;
-    s->nin = s->nout = 1;
-    memset(&s->redist, 0, sizeof s->redist);
-    s->redist.kind = PLAN_REDIST_RELABEL;
-    s->redist.dim = s->redist.to_dim = -1;
-    s->redist.before = s->redist.after = bi->pl;
-    l->collectives[PLAN_REDIST_RELABEL]++;
-  } else {
-    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
-                        "a step is {input: ..}, {op: .., in: .., out: ..}, "
-                        "{collective: .., axis: .., in: .., out: ..}, with "
-                        "regions {bind: .., from: ..}, in a pipeline "
-                        "{transfer: .., from: ..}");
   }
+  return PLAN_OK;
+}
+
+/* {collective: KIND, axis | groups, in, out, ...}: the step must turn in's
+ * placement into out's. */
+static int read_collective_step(lreader *r, const plan_ynode *n,
+                                const plan_ynode *v, plan_lstep *s, int *ins,
+                                int *outs) {
+  plan_lowered *l = r->l;
+  plan_reader *rd = &r->rd;
+  int rc;
+  const plan_plan *p = l->plan;
+  static const char *const k[] = {"collective", "axis",   "groups", "reduce",
+                                  "dim",        "to_dim", "order",  "in",
+                                  "out",        "stream", "chunk",  NULL};
+  if ((rc = plan_rd_check_keys(rd, n, k, "a collective step", NULL)))
+    return rc;
+  int kind, red = PLAN_RED_SUM;
+  if ((rc = enum_of(rd, v, "collective", coll_names, PLAN_REDIST_COUNT, &kind)))
+    return rc;
+  plan_redist_step *st = &s->redist;
+  st->kind = (plan_redist_kind)kind;
+  st->dim = st->to_dim = -1;
+  const plan_ynode *an = plan_ymap_get(n, "axis"),
+                   *gn = plan_ymap_get(n, "groups");
+  int64_t *rows = NULL;
+  if (an && gn)
+    return plan_rd_fail(rd, gn, PLAN_ESCHEMA,
+                        "a collective names its groups by 'axis' or by "
+                        "'groups', not both");
+  if (gn) {
+    if ((rc = read_groups(r, gn, s, &rows)))
+      return rc;
+  } else if (!an || (rc = plan_rd_expect_scalar(rd, an, "axis"))) {
+    return an ? rc
+              : plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                             "a collective needs an 'axis' or 'groups'");
+  } else if ((st->axis = plan_mesh_axis_find(&p->mesh, an->u.scalar.text)) <
+             0) {
+    return plan_rd_fail(rd, an, PLAN_EINVALID, "no mesh axis '%.40s'",
+                        an->u.scalar.text);
+  }
+  const plan_ynode *x;
+  if ((x = plan_ymap_get(n, "reduce")) &&
+      (rc = enum_of(rd, x, "reduce", reduce_names, PLAN_RED_COUNT, &red)))
+    return rc;
+  st->reduce = (plan_reduce)red;
+  int64_t d;
+  if ((x = plan_ymap_get(n, "dim"))) {
+    if ((rc = plan_rd_int(rd, x, "dim", &d)))
+      return rc;
+    st->dim = (int)d;
+  }
+  if ((x = plan_ymap_get(n, "to_dim"))) {
+    if ((rc = plan_rd_int(rd, x, "to_dim", &d)))
+      return rc;
+    st->to_dim = (int)d;
+  }
+  const plan_ynode *in = plan_ymap_get(n, "in"), *out = plan_ymap_get(n, "out");
+  if (!in || !out)
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "a collective needs 'in' and 'out'");
+  if ((rc = buf_ref(r, in, &ins[0])) || (rc = buf_ref(r, out, &outs[0])))
+    return rc;
+  if (l->bufs[ins[0]].tensor != l->bufs[outs[0]].tensor)
+    return plan_rd_fail(rd, out, PLAN_EINVALID,
+                        "a collective's in and out buffers hold one tensor");
+  /* the step must turn in's placement into out's */
+  plan_placement after = l->bufs[ins[0]].pl;
+  char a[PLAN_PLACEMENT_STRLEN], b[PLAN_PLACEMENT_STRLEN];
+  st->before = after;
+  /* a level the step adds has the pieces out's placement states */
+  st->ratio = l->bufs[outs[0]].pl.ax[st->axis].ratio;
+  if (!plan_redist_apply(&after, st) ||
+      !plan_placement_equal(&after, &l->bufs[outs[0]].pl))
+    return plan_rd_fail(
+        rd, n, PLAN_EINVALID, "%s over '%s' does not turn %s into %s",
+        coll_names[kind], p->mesh.axis_names[st->axis],
+        fmt_pl(l, &l->bufs[ins[0]].pl, a), fmt_pl(l, &l->bufs[outs[0]].pl, b));
+  st->after = l->bufs[outs[0]].pl;
+  if ((x = plan_ymap_get(n, "order")) && gn)
+    return plan_rd_fail(rd, x, PLAN_ESCHEMA,
+                        "'order' goes with 'axis': with 'groups', each "
+                        "group's member order is its order");
+  if (x && (rc = read_group_order(r, x, s, ins[0], outs[0])))
+    return rc;
+  if (gn && (rc = apply_groups(r, gn, s, rows, ins[0], outs[0])))
+    return rc;
+  if ((rc = read_stream(r, n, s)) ||
+      (rc = read_chunk(r, n, s, ins[0], outs[0])))
+    return rc;
+  s->kind = PLAN_LSTEP_REDIST;
+  s->nin = s->nout = 1;
+  l->collectives[kind]++;
+  return PLAN_OK;
+}
+
+/* {bind: B, from: T}: a manual region's output takes a traced tensor's value.
+ */
+static int read_bind_step(lreader *r, const plan_ynode *n, const plan_ynode *v,
+                          plan_lstep *s, int *ins, int *outs) {
+  plan_lowered *l = r->l;
+  const plan_program *prog = l->plan->program;
+  plan_reader *rd = &r->rd;
+  int rc;
+  /* a manual region's output takes a traced tensor's value */
+  if ((rc = read_from_step(r, n, v, "bind", &ins[0], &outs[0])))
+    return rc;
+  const plan_lbuf *bi = &l->bufs[ins[0]], *bo = &l->bufs[outs[0]];
+  const plan_tensor *ti = &prog->tensors[bi->tensor],
+                    *to = &prog->tensors[bo->tensor];
+  bool replaced = false;
+  for (int g = 0; g < l->nregions && !replaced; g++)
+    for (int j = 0; j < l->regions[g].nreplaces && !replaced; j++) {
+      const plan_op *op = &prog->ops[l->regions[g].replaces[j]];
+      for (int q = 0; q < op->nout; q++)
+        replaced = replaced || op->out[q] == bo->tensor;
+    }
+  if (!replaced || bi->tensor < l->norig_tensors)
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "a bind step gives a tensor an op of a region "
+                        "replaces ('%s' is not one) a traced tensor's value "
+                        "('%s' is not one)",
+                        to->name, ti->name);
+  if (ti->rank != to->rank ||
+      memcmp(ti->dims, to->dims, sizeof(int64_t) * (size_t)ti->rank) ||
+      ti->dtype != to->dtype || !plan_placement_equal(&bi->pl, &bo->pl))
+    return plan_rd_fail(rd, n, PLAN_EINVALID,
+                        "a bind step's buffers must have one shape, dtype "
+                        "and placement ('%s' and '%s' differ)",
+                        ti->name, to->name);
+  s->kind = PLAN_LSTEP_REDIST;
+  s->nin = s->nout = 1;
+  memset(&s->redist, 0, sizeof s->redist);
+  s->redist.kind = PLAN_REDIST_RELABEL;
+  s->redist.dim = s->redist.to_dim = -1;
+  s->redist.before = s->redist.after = bi->pl;
+  l->collectives[PLAN_REDIST_RELABEL]++;
+  return PLAN_OK;
+}
+
+/* What every step does with its buffers once its kind is read: each read
+ * written before (and whole, but for a wait), each written once and not
+ * while in flight; an op step's blocks fit the op. */
+static int commit_step_buffers(lreader *r, const plan_ynode *n, plan_lstep *s,
+                               const int *ins, const int *outs, int idx) {
+  plan_lowered *l = r->l;
+  plan_reader *rd = &r->rd;
+  int rc;
   s->in = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nin + 1));
   s->out = plan_arena_alloc(&l->arena, sizeof(int) * (size_t)(s->nout + 1));
   if (!s->in || !s->out)
@@ -1174,6 +1181,53 @@ static int read_step(lreader *r, const plan_ynode *n, int idx) {
       plan_lowered_check_op_step(l, s, why, sizeof why))
     return plan_rd_fail(rd, n, PLAN_EINVALID, "%s", why);
   return PLAN_OK;
+}
+
+static int read_step(lreader *r, const plan_ynode *n, int idx) {
+  plan_lowered *l = r->l;
+  plan_reader *rd = &r->rd;
+  int rc = plan_rd_expect_map(rd, n, "a step");
+  if (rc)
+    return rc;
+  const plan_ynode *v;
+  plan_lstep *s = &l->steps[idx];
+  memset(s, 0, sizeof *s);
+  s->op = -1;
+  int ins[PLAN_MAX_OPERANDS], outs[PLAN_MAX_OPERANDS];
+  if ((v = plan_ymap_get(n, "input"))) {
+    rc = read_input_step(r, n, v, s, ins, outs);
+  } else if ((v = plan_ymap_get(n, "op"))) {
+    rc = read_op_step(r, n, v, s, ins, outs);
+  } else if ((v = plan_ymap_get(n, "collective"))) {
+    rc = read_collective_step(r, n, v, s, ins, outs);
+  } else if ((v = plan_ymap_get(n, "transfer")) && l->pipe) {
+    /* a buffer another stage wrote, received (lowered_io_pipe.c) */
+    if (!(rc = read_from_step(r, n, v, "transfer", &ins[0], &outs[0]))) {
+      s->kind = PLAN_LSTEP_TRANSFER;
+      s->nin = s->nout = 1;
+    }
+  } else if ((v = plan_ymap_get(n, "wait"))) {
+    static const char *const k[] = {"wait", "stream", NULL};
+    if ((rc = need_1_1(r, v, "a wait step")) ||
+        (rc = plan_rd_check_keys(rd, n, k, "a wait step", NULL)) ||
+        (rc = buf_ref(r, v, &ins[0])) || (rc = read_stream(r, n, s)))
+      return rc;
+    if (!s->stream)
+      return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                          "a wait step names the stream it waits on "
+                          "('stream: 1' or more)");
+    s->kind = PLAN_LSTEP_WAIT;
+    s->nin = 1;
+  } else if ((v = plan_ymap_get(n, "bind")) && l->nregions) {
+    rc = read_bind_step(r, n, v, s, ins, outs);
+  } else {
+    return plan_rd_fail(rd, n, PLAN_ESCHEMA,
+                        "a step is {input: ..}, {op: .., in: .., out: ..}, "
+                        "{collective: .., axis: .., in: .., out: ..}, with "
+                        "regions {bind: .., from: ..}, in a pipeline "
+                        "{transfer: .., from: ..}");
+  }
+  return rc ? rc : commit_step_buffers(r, n, s, ins, outs, idx);
 }
 
 static int read_map_of_buffers(lreader *r, const plan_ynode *n,
