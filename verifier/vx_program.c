@@ -43,7 +43,10 @@ static int program_of(vx_lowered *v) {
     vx_tensor *x = &g->tensors[t];
     x->name = i.name;
     x->rank = i.rank;
-    x->dims = i.dims;
+    /* a scalar's view has no dims array; the verifier copies rank entries
+     * from it (none), which needs a pointer all the same */
+    static const int64_t no_dims[1] = {0};
+    x->dims = i.dims ? i.dims : no_dims;
     x->dtype = (plan_dtype)i.dtype;
     x->role = (plan_role)i.role;
     x->producer = i.producer;

@@ -517,6 +517,47 @@ expect 0 "verify exact" verify "$mlp"
 has "$out" "EQUAL (exact mode" "verify exact"
 has "$out" "1 all_reduce" "verify exact"
 expect 0 "verify float" verify --mode float --seed 7 "$mlp"
+# a pipelined training step whose loss is a mean of squares: the seed's
+# gradient, R over the microbatches, is sliced per microbatch inside the
+# last stage (not after the schedule), and the step verifies
+cat >"$tmp/pipe-mean.yaml" <<'PLAN'
+libplan: "1.0"
+program:
+  name: mean-loss
+  tensors:
+    x: {shape: [16, 8]}
+    y: {shape: [16, 4]}
+    w0: {shape: [8, 8], role: param}
+    w1: {shape: [8, 4], role: param}
+  ops:
+    - {name: fc0, op: matmul, in: [x, w0], out: h}
+    - {name: act, op: relu, in: [h], out: a}
+    - {name: fc1, op: matmul, in: [a, w1], out: o}
+    - {name: sub, op: sub, in: [o, y], out: d}
+    - {name: sq, op: mul, in: [d, d], out: s}
+    - {name: mean, op: reduce_mean, in: [s], out: loss, attrs: {dims: [0, 1]}}
+  outputs: [loss]
+  loss: loss
+mesh:
+  axes: [pp=2]
+strategies:
+  "*": {in: [R, R], out: R}
+  act: {in: [R], out: R}
+  mean: {in: [R], out: R}
+pipeline:
+  axis: pp
+  microbatches: 4
+  schedule: 1f1b
+  stages:
+    - {ops: [fc0, act]}
+    - {ops: [fc1, sub, sq, mean]}
+training:
+  optimizer: {kind: sgd, lr: 0.1}
+PLAN
+expect 0 "verify a pipelined mean-of-squares loss" verify "$tmp/pipe-mean.yaml"
+has "$out" "EQUAL (exact mode, seed 0, 2 ranks, 2 stages, 4 microbatches, 1f1b" "verify a pipelined mean-of-squares loss"
+expect 0 "verify a pipelined mean-of-squares loss, float" verify --mode float "$tmp/pipe-mean.yaml"
+has "$out" "EQUAL (float mode" "verify a pipelined mean-of-squares loss, float"
 has "$out" "EQUAL (float mode, seed 7" "verify float"
 expect 2 "verify --mode bogus" verify --mode bogus "$mlp"
 expect 0 "verify --dtype bf16" verify --dtype bf16 "$mlp"

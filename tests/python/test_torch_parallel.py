@@ -216,7 +216,8 @@ class TestPipelineUnderTorchrun(unittest.TestCase):
     runs one training step under gpipe, 1f1b and zb-h1 (input and weight
     gradients apart). Each rank ran exactly its plan's compute actions in
     the plan's order, its stage's gradients and the loss equal the
-    single-device module's, and the schedules' orders differ (so the order
+    single-device module's, libplan's verify of the plan says EQUAL, and
+    the schedules' orders differ (so the order
     check tells them apart)."""
 
     def test_pipeline_2_processes(self):
@@ -237,6 +238,8 @@ class TestPipelineUnderTorchrun(unittest.TestCase):
             self.assertEqual(len(res["held"]), 4, res)
             if res["rank"] == 1:  # the last stage's rank has the loss
                 self.assertLessEqual(res["loss_diff"], 1e-6, res)
+            else:  # rank 0 verified the same plan with libplan
+                self.assertIs(res["verify_equal"], True, res)
         self.assertNotEqual(got[("gpipe", 0)]["executed"],
                             got[("1f1b", 0)]["executed"])
         self.assertEqual(got[("zb-h1", 0)]["actions"], 12)  # F, I, W x 4

@@ -261,7 +261,13 @@ static int place_step(sctx *c, int i) {
   }
   if (s->kind == PLAN_LSTEP_REDIST) {
     int w = c->writer[s->in[0]];
-    if (s->redist.axis == pp->axis || post) {
+    /* a slice along the microbatch axis keeps, on each microbatch, its
+     * piece of what that microbatch holds (a loss seed's gradient, made R
+     * and needed split as the microbatches split the batch): it runs
+     * where its input is made; any other step along that axis sums or
+     * gathers over microbatches, after the schedule */
+    bool mb_slice = s->redist.kind == PLAN_REDIST_SLICE;
+    if ((s->redist.axis == pp->axis && !mb_slice) || post) {
       pp->phase[i] = PLAN_LPHASE_POST;
     } else if (all_pre) {
       pp->phase[i] = PLAN_LPHASE_PRE;
