@@ -517,6 +517,7 @@ expect 0 "verify exact" verify "$mlp"
 has "$out" "EQUAL (exact mode" "verify exact"
 has "$out" "1 all_reduce" "verify exact"
 expect 0 "verify float" verify --mode float --seed 7 "$mlp"
+has "$out" "EQUAL (float mode, seed 7" "verify float"
 # a pipelined training step whose loss is a mean of squares: the seed's
 # gradient, R over the microbatches, is sliced per microbatch inside the
 # last stage (not after the schedule), and the step verifies
@@ -558,7 +559,6 @@ expect 0 "verify a pipelined mean-of-squares loss" verify "$tmp/pipe-mean.yaml"
 has "$out" "EQUAL (exact mode, seed 0, 2 ranks, 2 stages, 4 microbatches, 1f1b" "verify a pipelined mean-of-squares loss"
 expect 0 "verify a pipelined mean-of-squares loss, float" verify --mode float "$tmp/pipe-mean.yaml"
 has "$out" "EQUAL (float mode" "verify a pipelined mean-of-squares loss, float"
-has "$out" "EQUAL (float mode, seed 7" "verify float"
 expect 2 "verify --mode bogus" verify --mode bogus "$mlp"
 expect 0 "verify --dtype bf16" verify --dtype bf16 "$mlp"
 has "$out" "EQUAL (float mode" "verify --dtype implies float mode"

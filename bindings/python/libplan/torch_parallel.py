@@ -221,6 +221,19 @@ def _redistribute(v, mesh, spec, dt):
                                  shape=v.shape, stride=v.stride())
 
 
+def fx_trace(module):
+    """torch.fx's graph of `module`; UnsupportedError naming the module
+    and fx's reason when it cannot trace it."""
+    import torch.fx
+    try:
+        return torch.fx.symbolic_trace(module)
+    except Exception as e:
+        raise UnsupportedError("torch.fx cannot trace %s: %s"
+                               % (type(module).__name__,
+                                  str(e).splitlines()[0] if str(e) else
+                                  type(e).__name__)) from e
+
+
 def _check_plan(plan):
     if not isinstance(plan, Plan):
         raise UsageError("parallelize needs a libplan Plan, not %s"
@@ -505,13 +518,7 @@ def parallelize(module, plan, mesh=None):
         from .torch_pipeline import parallelize_pipeline
         return parallelize_pipeline(module, plan, mesh)
     info = _Info(plan, dt)
-    try:
-        gm = torch.fx.symbolic_trace(module)
-    except Exception as e:
-        raise UnsupportedError("torch.fx cannot trace %s: %s"
-                               % (type(module).__name__,
-                                  str(e).splitlines()[0] if str(e) else
-                                  type(e).__name__)) from e
+    gm = fx_trace(module)
     params = _place_state(module, plan, mesh, info)
     module._libplan_sync = _install_sync(params, plan, mesh, info)
     runner = _make_interpreter(gm, module, plan, mesh, info)

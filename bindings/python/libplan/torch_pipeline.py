@@ -192,8 +192,8 @@ def parallelize_pipeline(module, plan, mesh):
     stage, None elsewhere. module.executed lists the compute actions this
     rank ran, (stage, kind, microbatch), in order."""
     import torch
-    import torch.fx
     from torch.fx.passes.split_module import split_module
+    from .torch_parallel import fx_trace
     from torch.distributed.pipelining import PipelineStage
     import torch.distributed.pipelining.schedules as ps
 
@@ -206,13 +206,7 @@ def parallelize_pipeline(module, plan, mesh):
         actions = _compute_actions(schedule)
     finally:
         schedule.close()
-    try:
-        gm = torch.fx.symbolic_trace(module)
-    except Exception as e:
-        raise UnsupportedError("torch.fx cannot trace %s: %s"
-                               % (type(module).__name__,
-                                  str(e).splitlines()[0] if str(e) else
-                                  type(e).__name__)) from e
+    gm = fx_trace(module)
     stage_of = _stage_of_nodes(gm, plan, nstages)
     parts = split_module(gm, module, lambda n: stage_of[n.name],
                          keep_original_order=True)

@@ -375,4 +375,8 @@ int plan_cost_overlap_price(plan_cost_report *r, const plan_cost_model *m,
 int plan_cost_report_text(plan_buf *b, const plan_cost_report *r);
 int plan_cost_report_json(plan_buf *b, const plan_cost_report *r, bool yaml);
 
+/* A tick step of 1, 2 or 5 times a power of ten, at least `min`: the
+ * time axis of the SVG timelines (cost_timeline.c). */
+double plan_cost_tick_step(double min);
+
 #endif

@@ -22,22 +22,6 @@ enum { LEFT = 150, TOP = 70, LANE_H = 26, LANE_GAP = 10, PLOT_W = 1100 };
 #define RGB_BAND 0xfbe3cc
 #define RGB_WAIT 0x555555
 
-/* A tick step of 1, 2 or 5 times a power of ten, at least `min`. */
-static double nice_step(double min) {
-  if (!(min > 0))
-    return 1;
-  double p = pow(10, floor(log10(min)));
-  for (int i = 0; i < 4; i++, p *= 10) {
-    if (p >= min)
-      return p;
-    if (2 * p >= min)
-      return 2 * p;
-    if (5 * p >= min)
-      return 5 * p;
-  }
-  return p;
-}
-
 typedef struct lane {
   int stream;
   const char *link;
@@ -139,7 +123,7 @@ int plan_cost_sim_svg(char **out, size_t *len, const plan_cost_sim *s,
     plan_buf_puts(&b, "</text>\n");
   }
   /* the axis */
-  double step_ms = nice_step(span / 10);
+  double step_ms = plan_cost_tick_step(span / 10);
   double ya = TOP + (nl + 1) * (LANE_H + LANE_GAP) + 4;
   for (int k = 0; k * step_ms <= span * (1 + 1e-9) && k < 1000; k++) {
     double x = LEFT + u * k * step_ms;

@@ -32,8 +32,9 @@ static double rank_y(int r) {
   return TOP + (double)r * (LANE_C + 2 * (LANE_X + LANE_GAP) + RANK_GAP);
 }
 
-/* A tick step of 1, 2 or 5 times a power of ten, at least `min`. */
-static double nice_step(double min) {
+/* A tick step of 1, 2 or 5 times a power of ten, at least `min` (the
+ * time axis of both SVG timelines, cost_sim_svg.c too). */
+double plan_cost_tick_step(double min) {
   if (!(min > 0))
     return 1;
   double p = pow(10, floor(log10(min)));
@@ -274,7 +275,7 @@ int plan_cost_timeline_write(char **out, size_t *len, const plan_cost_report *r,
                   "<line class=\"axis\" data-end-ms=\"%.9g\" x1=\"%d\" "
                   "y1=\"%.1f\" x2=\"%.4f\" y2=\"%.1f\" stroke=\"#888\"/>\n",
                   end_ms, LEFT, axis_y, px(&t, end_ms), axis_y);
-  double step = nice_step(60.0 / t.u);
+  double step = plan_cost_tick_step(60.0 / t.u);
   for (int k = 0; (double)k * step <= end_ms * (1 + 1e-12); k++) {
     double ms = (double)k * step, x = px(&t, ms);
     plan_buf_printf(&b,
