@@ -508,7 +508,6 @@ def parallelize(module, plan, mesh=None):
     Needs torch and an initialised process group."""
     from . import torch as lt
     dt = lt._require()
-    import torch.fx
     _check_plan(plan)
     mesh = mesh if mesh is not None else lt.device_mesh(plan)
     if tuple(mesh.shape) != tuple(plan.mesh.sizes):

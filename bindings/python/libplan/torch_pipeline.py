@@ -60,7 +60,6 @@ def _stage_of_nodes(gm, plan, nstages):
     takes the op's stage; another one its first input's (a view, a tuple
     element); a node without inputs (a constant's get_attr) its first
     user's."""
-    ops = {o.name: o for o in plan.ops}
     producer = {}
     for o in plan.ops:
         for t in o.outputs:
@@ -71,7 +70,7 @@ def _stage_of_nodes(gm, plan, nstages):
     for n in nodes:
         op = producer.get(n.name) or producer.get(n.name + ".0") or \
             producer.get(n.name + ".values")
-        if op is not None and op in ops:
+        if op is not None:
             stage[n.name] = plan.stage(op)
             continue
         srcs = [a for a in n.all_input_nodes if a.name in stage]
@@ -166,7 +165,7 @@ def _stage_module(torch, parts, cut, k, inputs_of):
     return Stage()
 
 
-def _check(plan, mesh, axis):
+def _check(plan, axis):
     if axis is None:
         raise UsageError("the plan has no pipeline axis")
     others = [a for a in plan.mesh.axes if a != axis]
@@ -198,7 +197,7 @@ def parallelize_pipeline(module, plan, mesh):
     import torch.distributed.pipelining.schedules as ps
 
     axis = pipeline_axis_of(plan)
-    _check(plan, mesh, axis)
+    _check(plan, axis)
     schedule = plan.schedule()
     try:
         nstages, nranks, m = (schedule.stages, schedule.ranks,
@@ -211,9 +210,8 @@ def parallelize_pipeline(module, plan, mesh):
     parts = split_module(gm, module, lambda n: stage_of[n.name],
                          keep_original_order=True)
     cut = _Cut(parts, nstages)
-    pp_rank = mesh.get_local_rank(axis) if mesh.ndim > 1 else \
-        mesh.get_local_rank()
-    group = mesh.get_group(axis) if mesh.ndim > 1 else mesh.get_group()
+    # the mesh is the pipeline axis alone (_check)
+    pp_rank, group = mesh.get_local_rank(), mesh.get_group()
     held = sorted({s for s, _, _ in actions[pp_rank]})
     chunks = {}
     executed = []
@@ -253,7 +251,7 @@ def parallelize_pipeline(module, plan, mesh):
              for r, acts in actions.items()}
     state = {"runtime": None}
 
-    def build(example):
+    def build():
         """The stages and the runtime, once the first step's inputs give
         the shapes: every stage's example inputs and outputs, from a run
         of microbatch 0 through all of them (the same on every rank)."""
@@ -293,7 +291,7 @@ def parallelize_pipeline(module, plan, mesh):
             chunks[k] = {name: s[k] for name, s in zip(cut.placeholders,
                                                        split)}
         if state["runtime"] is None:
-            build(inputs)
+            build()
         del executed[:]
         losses = []
         last = nstages - 1 in held
