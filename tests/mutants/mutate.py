@@ -9,7 +9,8 @@ a table by class and mode and exits 1 on any miss, false alarm or error.
 usage: mutate.py [--plan build/plan] [--examples GLOB,...] [--classes C,...]
                  [--per-class N] [--sample-seed S] [--seeds 0,1]
                  [--modes exact,float] [--unit-axis EXAMPLE:AXIS ...]
-                 [--reduce auto|always] [--timeout S] [--jobs N] [-v]
+                 [--reduce auto|always] [--cap EXAMPLE:N ...] [--timeout S]
+                 [--jobs N] [-v]
 """
 
 import argparse
@@ -70,6 +71,9 @@ def programs(args, tmp):
         if big:
             print("%s: %d declared elements, over %d: verified with --reduce" % (
                 name, runner.declared_elements(text), args.full_bound))
+        cap = cap_of(args, name)
+        if cap and cap != args.per_class:
+            print("%s: at most %d mutants per class (--cap), seeded %d" % (name, cap, args.sample_seed))
         out.append((name, text, red))
         for ax in unit.get(name, []):
             lw = Lowered(text)
@@ -78,13 +82,24 @@ def programs(args, tmp):
     return out
 
 
+def cap_of(args, name):
+    """The most mutants per class for this example: its --cap, else
+    --per-class (0: all)."""
+    for c in args.cap:
+        ex, _, n = c.rpartition(":")
+        if ex == name:
+            return int(n)
+    return args.per_class
+
+
 def mutants(args, name, text):
     lw = Lowered(text)
+    cap = cap_of(args, name)
     for cls in args.classes:
         made = list(CLASSES[cls](lw))
-        if args.per_class and len(made) > args.per_class:
+        if cap and len(made) > cap:
             rnd = random.Random("%s/%s/%d" % (name, cls, args.sample_seed))
-            made = rnd.sample(made, args.per_class)
+            made = rnd.sample(made, cap)
         for tag, mtext, expect, reason in made:
             yield cls, "%s/%s/%s" % (name, cls, tag), mtext, expect, reason
 
@@ -106,6 +121,8 @@ def main():
     ap.add_argument("--seeds", default="0", help="verify seeds, comma separated")
     ap.add_argument("--modes", default="exact,float")
     ap.add_argument("--unit-axis", action="append", default=[], help="EXAMPLE:AXIS: also the example with AXIS of size 1")
+    ap.add_argument("--cap", action="append", default=[],
+                    help="EXAMPLE:N: at most N mutants per class for this example (seeded), said in the output")
     ap.add_argument("--reduce", choices=["auto", "always"], default="auto")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=1)
