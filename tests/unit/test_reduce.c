@@ -306,13 +306,21 @@ static void test_examples(void **state) {
   }
   /* the transformer block: batch 4 over dp = 2 already has 2 per shard;
    * seq 8 over tp = 2 keeps 2 per shard; hidden (never sharded) goes to
-   * 2; the per-head dim is split's split dim and stays */
+   * 2; the fused q|k|v dim is split's split dim, three equal parts of 8:
+   * each part goes to 2 and the split's sizes follow */
   plan_plan *p = load("examples/transformer-block.plan.yaml");
   plan_plan *r = reduce(p, NULL);
   assert_int_equal(dim(r, "x", 0), 4);
   assert_int_equal(dim(r, "x", 1), 4);
   assert_int_equal(dim(r, "x", 2), 2);
-  assert_int_equal(dim(r, "q", 3), 8);
+  assert_int_equal(dim(r, "q", 3), 2);
+  assert_int_equal(dim(r, "qkvh", 3), 6);
+  const plan_op *split =
+      &r->program
+           ->ops[plan_strmap_get(&r->program->op_by_name, "block.attn.split")];
+  assert_int_equal(split->attrs[1].nints, 3);
+  for (int j = 0; j < 3; j++)
+    assert_int_equal(split->attrs[1].ints[j], 2);
   assert_int_equal(dim(r, "w_fc1", 0), 4);
   /* the reshape's shape follows */
   const plan_op *heads =
@@ -583,6 +591,67 @@ static void test_expand_repeat(void **state) {
   plan_free(p);
 }
 
+/* split's and concat's fused dim is a sum of parts: reduced part by part
+ * (each part a count of the parts' gcd, the gcd reduced), so rope-style
+ * halves and unequal parts with a common size keep their proportions and
+ * the program verifies equal; parts with no common size keep theirs. */
+static const char split_parts_text[] =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  name: parts\n"
+    "  tensors:\n"
+    "    x: {shape: [8, 64], dtype: f32, role: input}\n"
+    "    u: {shape: [8, 40], dtype: f32, role: input}\n"
+    "  ops:\n"
+    "    - {name: halves, op: split, in: [x], out: [x1, x2], attrs: {dim: 1, "
+    "sizes: [32, 32]}}\n"
+    "    - {name: neg, op: scale, in: [x2], out: nx2, attrs: {factor: -1.0}}\n"
+    "    - {name: rot, op: concat, in: [nx2, x1], out: r, attrs: {dim: 1}}\n"
+    "    - {name: odd, op: split, in: [u], out: [u1, u2], attrs: {dim: 1, "
+    "sizes: [%d, %d]}}\n"
+    "    - {name: back, op: concat, in: [u2, u1], out: w, attrs: {dim: 1}}\n"
+    "  outputs: [r, w]\n"
+    "mesh:\n"
+    "  axes: [dp=2]\n"
+    "placements:\n"
+    "  x: S(0)\n"
+    "  u: S(0)\n"
+    "strategies:\n"
+    "  halves: {in: [S(0)], out: [S(0), S(0)]}\n"
+    "  neg: {in: [S(0)], out: S(0)}\n"
+    "  rot: {in: [S(0), S(0)], out: S(0)}\n"
+    "  odd: {in: [S(0)], out: [S(0), S(0)]}\n"
+    "  back: {in: [S(0), S(0)], out: S(0)}\n";
+
+static void test_split_parts(void **state) {
+  (void)state;
+  char text[sizeof split_parts_text + 16];
+  snprintf(text, sizeof text, split_parts_text, 24, 16); /* gcd 8 */
+  plan_plan *p = load_text(text, "parts.yaml");
+  plan_plan *r = reduce_checked(p, true);
+  /* 64 = 2 parts of 32, 32 -> 2: 4, and the rotation's concat follows */
+  assert_int_equal(dim(r, "x", 1), 4);
+  assert_int_equal(dim(r, "x1", 1), 2);
+  assert_int_equal(dim(r, "r", 1), 4);
+  /* 40 = 24 + 16: parts [3, 2] of 8, 8 -> 2 */
+  assert_int_equal(dim(r, "u", 1), 10);
+  assert_int_equal(dim(r, "u1", 1), 6);
+  assert_int_equal(dim(r, "w", 1), 10);
+  plan_free(r);
+  plan_free(p);
+  snprintf(text, sizeof text, split_parts_text, 23, 17); /* gcd 1 */
+  p = load_text(text, "parts.yaml");
+  char *sum = NULL;
+  r = reduce(p, &sum);
+  assert_int_equal(dim(r, "u", 1), 40);
+  assert_int_equal(dim(r, "u1", 1), 23);
+  assert_non_null(strstr(sum, "split/concat dim"));
+  free(sum);
+  check_equal(r);
+  plan_free(r);
+  plan_free(p);
+}
+
 /* What cannot be reduced says so; NULL arguments are usage errors. */
 static void test_refused(void **state) {
   (void)state;
@@ -612,6 +681,7 @@ int main(void) {
       cmocka_unit_test(test_bug_gather_left_out),
       cmocka_unit_test(test_lowered),
       cmocka_unit_test(test_expand_repeat),
+      cmocka_unit_test(test_split_parts),
       cmocka_unit_test(test_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 typedef enum keep_why {
   KEEP_NO = 0,
   KEEP_FUSED,
+  KEEP_PARTS,
   KEEP_RULE,
   KEEP_UNUSED,
   KEEP_NESTED,

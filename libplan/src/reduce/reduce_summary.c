@@ -10,7 +10,8 @@
 
 static const char *const keep_text[KEEP_COUNT] = {
     "",
-    "split/concat dim",
+    "split/concat dim, parts with no common size",
+    "the number of split/concat parts",
     "no sharding rule describes it",
     "no op uses it",
     "uneven over several axes",

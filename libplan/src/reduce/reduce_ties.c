@@ -117,6 +117,65 @@ static bool indexed_dim(const plan_op *op, int o, int d, int rank) {
 
 /* ---- step 1: ties -------------------------------------------------------- */
 
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* A node of size m * g that is the expansion [m, g] (m kept: a count of
+ * pieces), or g itself when m is 1; -1 when out of memory. */
+static int pieces_node(rctx *c, int64_t m, int g) {
+  if (m == 1)
+    return g;
+  int whole = add_node(c, m * c->n[g].size), count = add_node(c, m);
+  if (whole < 0 || count < 0 ||
+      plan_grow((void **)&c->exps, &c->capexps, c->nexps + 2, sizeof(int)))
+    return -1;
+  c->n[count].keep = KEEP_PARTS;
+  c->n[whole].exp = c->nexps;
+  c->n[whole].nexp = 2;
+  c->exps[c->nexps++] = count;
+  c->exps[c->nexps++] = g;
+  return whole;
+}
+
+/* split's and concat's fused dim: the whole is a sum of parts, so it can be
+ * reduced only part by part. With g the gcd of the parts, every part is
+ * [m_i, g] and the whole [sum m_i, g] (pieces major, as the parts are laid
+ * out one after another); the counts keep their size and g is reduced like
+ * any atom, so the parts stay in proportion (rope's halves, equal chunks).
+ * fused_node[o] gets the node of operand o's fused dim; false when the
+ * parts have no common size worth reducing (the dim keeps its size). */
+static int fused_nodes(rctx *c, const plan_op *op, int fused, int *fused_node,
+                       bool *ok) {
+  const plan_program *prog = c->prog;
+  bool split = op->kind == PLAN_OP_SPLIT;
+  int nparts = split ? op->nout : op->nin;
+  int64_t g = 0, total = 0;
+  for (int j = 0; j < nparts; j++) {
+    int64_t p = prog->tensors[split ? op->out[j] : op->in[j]].dims[fused];
+    g = gcd64(p, g);
+    total += p;
+  }
+  *ok = g > 1;
+  if (!*ok)
+    return PLAN_OK;
+  int gn = add_node(c, g);
+  if (gn < 0)
+    return PLAN_ENOMEM;
+  for (int o = 0; o < op->nin + op->nout; o++) {
+    int64_t n = prog->tensors[op_tensor(op, o)].dims[fused];
+    bool whole = split ? o < op->nin : o >= op->nin;
+    if ((fused_node[o] = pieces_node(c, (whole ? total : n) / g, gn)) < 0)
+      return PLAN_ENOMEM;
+  }
+  return PLAN_OK;
+}
+
 static int tie_op(rctx *c, int i) {
   const plan_program *prog = c->prog;
   const plan_op *op = &prog->ops[i];
@@ -133,10 +192,14 @@ static int tie_op(rctx *c, int i) {
   for (int f = 0; ok && f < r->nfactors; f++)
     if (add_node(c, r->factors[f].size) < 0)
       return PLAN_ENOMEM;
-  int fused = -1;
-  if (op->kind == PLAN_OP_SPLIT || op->kind == PLAN_OP_CONCAT)
+  int fused = -1, fused_node[PLAN_MAX_OPERANDS];
+  bool parts = false;
+  if (ok && (op->kind == PLAN_OP_SPLIT || op->kind == PLAN_OP_CONCAT)) {
     fused = op->attrs ? (int)op->attrs[0].i /* normalised to >= 0 */
                       : prog->tensors[op->out[0]].rank - 1;
+    if (fused_nodes(c, op, fused, fused_node, &parts))
+      return PLAN_ENOMEM;
+  }
   for (int o = 0; o < op->nin + op->nout; o++) {
     const plan_tensor *t = &prog->tensors[op_tensor(op, o)];
     int tix = op_tensor(op, o);
@@ -155,6 +218,11 @@ static int tie_op(rctx *c, int i) {
         continue;
       }
       int target;
+      if (d == fused && parts) {
+        if (join(c, D, fused_node[o]))
+          return PLAN_ENOMEM;
+        continue;
+      }
       if (nf == 1) {
         target = base + ro->f[d][0];
       } else {
