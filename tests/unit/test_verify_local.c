@@ -68,21 +68,22 @@ static plan_verify_report *verify_float(const plan_plan *p, plan_lowered *l,
   return r;
 }
 
-/* The unmutated model is equal at seeds 0 and 1 (seed 1's false alarm was
- * its drift: some tensors are accepted only as drift). Layer 28's residual
+/* The unmutated model is equal at seeds 0 and 2 (seed 2, at these reduced
+ * shapes, has tensors accepted only by the op-local bound: the kind of
+ * seed that was a false alarm before it). Layer 28's residual
  * add reading the down projection's partial sums, seven eighths of the way
  * down, was EQUAL at seed 0 before the op-local check (the low-precision
  * bound took it); it is caught at that op. */
 static void test_deep_bf16_partial_read(void **state) {
   (void)state;
-  for (uint64_t seed = 0; seed < 2; seed++) {
+  for (uint64_t seed = 0; seed < 4; seed += 2) {
     plan_plan *p;
     plan_lowered *l = deep_lowered(&p);
     plan_verify_report *r = verify_float(p, l, seed);
     if (!plan_verify_report_equal(r))
       fprintf(stderr, "%s", plan_verify_report_text(r));
     assert_true(plan_verify_report_equal(r));
-    if (seed == 1)
+    if (seed == 2)
       assert_non_null(strstr(plan_verify_report_text(r), "op-local bound"));
     plan_verify_report_free(r);
     if (seed == 0) {
