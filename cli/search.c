@@ -123,11 +123,16 @@ static int search_option(plan_search_options *o, const char *name,
 }
 
 /* A failed search or replay: the whole story on stderr; exit 1 when the
- * strategy failed, 2 when the input or the strategy could not be used. */
+ * strategy failed, 3 when it refused work past its limits (cannot run
+ * here), 2 when the input or the strategy could not be used. */
 static int report_failure(const char *verb, const plan_search_info *info) {
   char buf[1400];
   const char *text =
       info->details ? info->details : plan_error_format(buf, sizeof buf);
+  if (plan_error_last()->code == PLAN_EUNSUPPORTED) {
+    fprintf(stderr, "plan %s: %s\n", verb, text);
+    return EXIT_CANNOT_RUN;
+  }
   if (info->strategy_ran) {
     fprintf(stderr, "plan: %s\n", text);
     return EXIT_NEGATIVE;

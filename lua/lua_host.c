@@ -31,7 +31,24 @@ void plan_lua_host_open(lua_State *L, bool with_debug) {
   lua_pop(L, 1);
 }
 
+/* The message of a refusal, an error object {unsupported = "why"} (a
+ * strategy's "cannot run here", util.refuse), or NULL. */
+static const char *refusal(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE)
+    return NULL;
+  lua_getfield(L, idx, "unsupported");
+  const char *why = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  lua_pop(L, 1); /* the table keeps the string */
+  return why;
+}
+
+bool plan_lua_host_refused(lua_State *L) {
+  return refusal(L, -1) != NULL;
+}
+
 int plan_lua_host_traceback(lua_State *L) {
+  if (refusal(L, 1))
+    return 1; /* as it is: a refusal, not a bug, has no traceback */
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
@@ -53,6 +70,9 @@ int plan_lua_host_pcall(lua_State *L, int nargs, int nresults) {
 }
 
 const char *plan_lua_host_message(lua_State *L) {
+  const char *why = refusal(L, -1);
+  if (why)
+    return why;
   const char *msg = lua_tostring(L, -1);
   return msg ? msg : "(an error object that is not a string)";
 }

@@ -14,7 +14,9 @@
  * error: call it in protected mode (plan_lua_host_run's body). */
 void plan_lua_host_open(lua_State *L, bool with_debug);
 
-/* The message handler: the error object as text, with a traceback. */
+/* The message handler: the error object as text, with a traceback; a
+ * refusal ({unsupported = "why"}, raised by util.refuse: the work cannot
+ * be done here, as a size limit says) is passed on as it is. */
 int plan_lua_host_traceback(lua_State *L);
 
 /* lua_pcall of the function below its nargs arguments, under the
@@ -23,8 +25,11 @@ int plan_lua_host_traceback(lua_State *L);
 int plan_lua_host_pcall(lua_State *L, int nargs, int nresults);
 
 /* The error object on the top as text (never NULL: an object that is not
- * a string is named as such). */
+ * a string is named as such; a refusal's reason). */
 const char *plan_lua_host_message(lua_State *L);
+
+/* Whether the error object on the top is a refusal. */
+bool plan_lua_host_refused(lua_State *L);
 
 #define PLAN_LUA_HOST_NOSTATE (-1)
 

@@ -28,6 +28,8 @@
  * raises leaks nothing. */
 #include <lauxlib.h>
 #include <lua.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,10 @@ typedef struct dop {
   int n, nin, nout, nn;
   double *cost;
   int *sin, *sout, *inpos, *src;
+  /* the distinct placements the strategies ask of each input: input j's
+   * are uid[uoff[j] .. uoff[j + 1]); strategy s's input j is
+   * uid[uoff[j] + sinu[s * nin + j]] */
+  int *uid, *uoff, *sinu;
 } dop;
 
 typedef struct level {
@@ -58,10 +64,16 @@ typedef struct dunit {
   int nops, nentry;
   dop *ops;
   level *lv; /* nops + 1 */
-  /* the redistribution memo: (op, input, from, to) -> seconds */
+  /* The redistribution memo, a row per (op, input, from): the seconds
+   * of bringing that input from `from` to each of the placements its
+   * strategies ask (dop.uid), -1 until asked. A state finds its rows once
+   * per input and then reads them in place, where a lookup per strategy
+   * and input was most of a large search's time (cache misses). */
   uint64_t *keys; /* 0: empty */
-  double *vals;
+  size_t *rows;   /* the row's offset in pool */
   size_t cap, used;
+  double *pool;
+  size_t pool_len, pool_cap;
   /* scratch of a step */
   int *slot;
   size_t slot_cap;
@@ -77,6 +89,9 @@ static void unit_free(dunit *u) {
       free(u->ops[i].sout);
       free(u->ops[i].inpos);
       free(u->ops[i].src);
+      free(u->ops[i].uid);
+      free(u->ops[i].uoff);
+      free(u->ops[i].sinu);
     }
   if (u->lv)
     for (int i = 0; i <= u->nops; i++) {
@@ -88,7 +103,8 @@ static void unit_free(dunit *u) {
   free(u->ops);
   free(u->lv);
   free(u->keys);
-  free(u->vals);
+  free(u->rows);
+  free(u->pool);
   free(u->slot);
   free(u->rank);
   memset(u, 0, sizeof *u);
@@ -148,6 +164,28 @@ static void field_ints(lua_State *L, int o, const char *name, int **dst,
   lua_pop(L, 1);
 }
 
+/* d's distinct input placements (dop.uid): a linear search over each
+ * input's list, which the strategies of one op keep short. */
+static void distinct_inputs(lua_State *L, dop *d) {
+  size_t nall = (size_t)d->n * (size_t)d->nin;
+  d->uid = xcalloc(L, nall, sizeof *d->uid);
+  d->uoff = xcalloc(L, (size_t)d->nin + 1, sizeof *d->uoff);
+  d->sinu = xcalloc(L, nall, sizeof *d->sinu);
+  int used = 0;
+  for (int j = 0; j < d->nin; j++) {
+    d->uoff[j] = used;
+    for (int s = 0; s < d->n; s++) {
+      int id = d->sin[(size_t)s * (size_t)d->nin + (size_t)j], x = d->uoff[j];
+      while (x < used && d->uid[x] != id)
+        x++;
+      if (x == used)
+        d->uid[used++] = id;
+      d->sinu[(size_t)s * (size_t)d->nin + (size_t)j] = x - d->uoff[j];
+    }
+  }
+  d->uoff[d->nin] = used;
+}
+
 static int l_dp_unit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -182,6 +220,7 @@ static int l_dp_unit(lua_State *L) {
     field_ints(L, o, "sin", &d->sin, d->n * d->nin);
     field_ints(L, o, "sout", &d->sout, d->n * d->nout);
     field_ints(L, o, "inpos", &d->inpos, d->nin);
+    distinct_inputs(L, d);
     t = field_table(L, o, "src");
     d->nn = (int)lua_rawlen(L, t);
     lua_pop(L, 1);
@@ -215,10 +254,10 @@ static uint64_t mix(uint64_t h) {
 static void memo_grow(lua_State *L, dunit *u) {
   size_t cap = u->cap ? u->cap * 2 : 4096;
   uint64_t *keys = calloc(cap, sizeof *keys);
-  double *vals = calloc(cap, sizeof *vals);
-  if (!keys || !vals) {
+  size_t *rows = calloc(cap, sizeof *rows);
+  if (!keys || !rows) {
     free(keys);
-    free(vals);
+    free(rows);
     luaL_error(L, "dp_unit: out of memory");
   }
   for (size_t i = 0; i < u->cap; i++) {
@@ -228,27 +267,57 @@ static void memo_grow(lua_State *L, dunit *u) {
     while (keys[h])
       h = (h + 1) & (cap - 1);
     keys[h] = u->keys[i];
-    vals[h] = u->vals[i];
+    rows[h] = u->rows[i];
   }
   free(u->keys);
-  free(u->vals);
+  free(u->rows);
   u->keys = keys;
-  u->vals = vals;
+  u->rows = rows;
   u->cap = cap;
 }
 
-/* The seconds of op i's input j from `from` to `to`, asked of the
- * callback at stack index 4 once. */
-static double redist(lua_State *L, dunit *u, int i, int j, int from, int to) {
-  uint64_t key = ((((uint64_t)i << 8) | (uint64_t)j) << 40) |
-                 ((uint64_t)(from & 0xfffff) << 20) | (uint64_t)(to & 0xfffff);
-  key += 1;
+/* The offset in u->pool of the row of op i's input j from `from` (a new
+ * row of -1 the first time). */
+static size_t row_of(lua_State *L, dunit *u, int i, int j, int from) {
+  uint64_t key =
+      ((((uint64_t)i << 8) | (uint64_t)j) << 32 | (uint64_t)(uint32_t)from) + 1;
   size_t h = mix(key) & (u->cap - 1);
   while (u->keys[h]) {
     if (u->keys[h] == key)
-      return u->vals[h];
+      return u->rows[h];
     h = (h + 1) & (u->cap - 1);
   }
+  const dop *d = &u->ops[i];
+  size_t width = (size_t)(d->uoff[j + 1] - d->uoff[j]);
+  if (u->pool_len + width > u->pool_cap) {
+    size_t cap = u->pool_cap ? u->pool_cap : 4096;
+    while (cap < u->pool_len + width)
+      cap *= 2;
+    double *pool = realloc(u->pool, sizeof *pool * cap);
+    if (!pool)
+      luaL_error(L, "dp_unit: out of memory");
+    u->pool = pool;
+    u->pool_cap = cap;
+  }
+  size_t off = u->pool_len;
+  for (size_t x = 0; x < width; x++)
+    u->pool[off + x] = -1;
+  u->pool_len += width;
+  if (2 * (u->used + 1) > u->cap) {
+    memo_grow(L, u);
+    h = mix(key) & (u->cap - 1);
+    while (u->keys[h])
+      h = (h + 1) & (u->cap - 1);
+  }
+  u->keys[h] = key;
+  u->rows[h] = off;
+  u->used++;
+  return off;
+}
+
+/* The seconds of op i's input j from `from` to `to`, of the callback at
+ * stack index 4 (once: the row keeps it). */
+static double ask(lua_State *L, int i, int j, int from, int to) {
   lua_pushvalue(L, 4);
   lua_pushinteger(L, i + 1);
   lua_pushinteger(L, j + 1);
@@ -257,15 +326,6 @@ static double redist(lua_State *L, dunit *u, int i, int j, int from, int to) {
   lua_call(L, 4, 1);
   double v = lua_tonumber(L, -1);
   lua_pop(L, 1);
-  if (2 * (u->used + 1) > u->cap) {
-    memo_grow(L, u);
-    h = mix(key) & (u->cap - 1);
-    while (u->keys[h])
-      h = (h + 1) & (u->cap - 1);
-  }
-  u->keys[h] = key;
-  u->vals[h] = v;
-  u->used++;
   return v;
 }
 
@@ -297,8 +357,39 @@ static int by_cost(const void *a, const void *b) {
   return x->q < y->q ? -1 : x->q > y->q;
 }
 
-/* One op's step from level pv into *nv (all the states made, not cut). */
-static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv) {
+static void rank_room(lua_State *L, dunit *u, size_t n) {
+  if (u->rank_cap >= n)
+    return;
+  free(u->rank);
+  u->rank = malloc(sizeof *u->rank * n);
+  u->rank_cap = u->rank ? n : 0;
+  if (!u->rank)
+    luaL_error(L, "dp_unit: out of memory");
+}
+
+static void select_first(ranked *a, size_t n, size_t k);
+
+/* The limit-th smallest of the count costs made so far (count > limit). */
+static double kth_cost(lua_State *L, dunit *u, const double *cost, int count,
+                       int limit) {
+  rank_room(L, u, (size_t)count);
+  for (int q = 0; q < count; q++)
+    u->rank[q] = (ranked){cost[q], q};
+  select_first(u->rank, (size_t)count, (size_t)limit);
+  double t = u->rank[0].cost;
+  for (int r = 1; r < limit; r++)
+    if (u->rank[r].cost > t)
+      t = u->rank[r].cost;
+  return t;
+}
+
+/* One op's step from level pv into *nv. Once more than `limit` states are
+ * made, a transition dearer than the limit-th cheapest so far is not made:
+ * costs only fall and states are only added, so it could never be among
+ * the `limit` kept (the bound is refreshed as the states double). *pruned
+ * says whether any was left out (the level is then cut, as when over). */
+static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
+                 int limit, bool *pruned) {
   const dop *d = &u->ops[i];
   int nn = d->nn;
   size_t cap = (size_t)pv->count * (size_t)(d->n > 0 ? d->n : 1);
@@ -316,17 +407,32 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv) {
   int *slot = u->slot;
   for (size_t h = 0; h < hcap; h++)
     slot[h] = -1;
-  int count = 0;
+  int count = 0, next_check = 4 * limit;
+  double bound = HUGE_VAL;
+  *pruned = false;
+  size_t row[256]; /* nin <= 255 */
   for (int st = 0; st < pv->count; st++) {
     const int *sarr = pv->arr + (size_t)st * (size_t)pv->nn;
+    for (int j = 0; j < d->nin; j++)
+      if (d->inpos[j] > 0)
+        row[j] = row_of(L, u, i, j, sarr[d->inpos[j] - 1]);
     for (int s = 0; s < d->n; s++) {
       double c = pv->cost[st] + d->cost[s];
       const int *sin = d->sin + (size_t)s * (size_t)d->nin;
+      const int *sinu = d->sinu + (size_t)s * (size_t)d->nin;
       const int *sout = d->sout + (size_t)s * (size_t)d->nout;
-      for (int j = 0; j < d->nin; j++) {
+      for (int j = 0; j < d->nin && c <= bound; j++) {
         int k = d->inpos[j];
-        if (k > 0 && sarr[k - 1] != sin[j])
-          c += redist(L, u, i, j, sarr[k - 1], sin[j]);
+        if (k <= 0 || sarr[k - 1] == sin[j])
+          continue;
+        double *r = &u->pool[row[j] + (size_t)sinu[j]];
+        if (*r < 0)
+          *r = ask(L, i, j, sarr[k - 1], sin[j]);
+        c += *r;
+      }
+      if (c > bound) { /* seconds are never negative: no cheaper later */
+        *pruned = true;
+        continue;
       }
       int *na = nv->arr + (size_t)count * (size_t)nn;
       uint64_t hv = 1469598103934665603ULL;
@@ -354,7 +460,10 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv) {
         nv->cost[count] = c;
         nv->back[count] = st;
         nv->si[count] = s;
-        count++;
+        if (++count >= next_check) {
+          bound = kth_cost(L, u, nv->cost, count, limit);
+          next_check *= 2;
+        }
       } else if (c < nv->cost[found]) {
         nv->cost[found] = c;
         nv->back[found] = st;
@@ -365,21 +474,59 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv) {
   nv->count = count;
 }
 
+static bool before(const ranked *x, const ranked *y) {
+  return x->cost != y->cost ? x->cost < y->cost : x->q < y->q;
+}
+
+/* Moves the k first of a[0..n) in by_cost's order into a[0..k), in any
+ * order (quickselect: linear on average, where sorting all n states of a
+ * step was most of a large search's time). The order is total (q is
+ * unique), so the k chosen are the same as a full sort's. */
+static void select_first(ranked *a, size_t n, size_t k) {
+  size_t lo = 0, hi = n; /* the k-th lies in [lo, hi) */
+  while (hi - lo > 16) {
+    size_t mid = lo + (hi - lo) / 2;
+    /* median of three as the pivot, moved to hi - 1 */
+    ranked *x = &a[lo], *y = &a[mid], *z = &a[hi - 1], *m;
+    if (before(x, y))
+      m = before(y, z) ? y : (before(x, z) ? z : x);
+    else
+      m = before(x, z) ? x : (before(y, z) ? z : y);
+    ranked t = *m;
+    *m = a[hi - 1];
+    a[hi - 1] = t;
+    size_t store = lo;
+    for (size_t i = lo; i + 1 < hi; i++)
+      if (before(&a[i], &t)) {
+        ranked u = a[i];
+        a[i] = a[store];
+        a[store++] = u;
+      }
+    a[hi - 1] = a[store];
+    a[store] = t;
+    if (store == k || store + 1 == k)
+      return; /* a[0..store] are the store + 1 first */
+    if (store > k)
+      hi = store;
+    else
+      lo = store + 1;
+  }
+  /* a short range: sorted, which places its first ones */
+  qsort(a + lo, hi - lo, sizeof *a, by_cost);
+}
+
 /* Past limit states: the cheapest (ties: the earlier made), in that
  * order. */
 static void cut(lua_State *L, dunit *u, level *lv, int limit) {
   int count = lv->count, nn = lv->nn;
-  if (u->rank_cap < (size_t)count) {
-    free(u->rank);
-    u->rank = malloc(sizeof *u->rank * (size_t)count);
-    u->rank_cap = u->rank ? (size_t)count : 0;
-    if (!u->rank)
-      luaL_error(L, "dp_unit: out of memory");
-  }
+  if (limit > count)
+    limit = count;
+  rank_room(L, u, (size_t)count);
   ranked *idx = u->rank;
   for (int q = 0; q < count; q++)
     idx[q] = (ranked){lv->cost[q], q};
-  qsort(idx, (size_t)count, sizeof *idx, by_cost);
+  select_first(idx, (size_t)count, (size_t)limit);
+  qsort(idx, (size_t)limit, sizeof *idx, by_cost);
   /* in place: the kept states in rank order, through a copy of each */
   double *cost = malloc(sizeof *cost * (size_t)limit);
   int *back = malloc(sizeof *back * (size_t)limit);
@@ -431,8 +578,9 @@ static int l_unit_run(lua_State *L) {
   lv[0].cost[0] = 0;
   int exact = 1;
   for (int i = 0; i < u->nops; i++) {
-    step(L, u, i, &lv[i], &lv[i + 1]);
-    if (lv[i + 1].count > limit) {
+    bool pruned;
+    step(L, u, i, &lv[i], &lv[i + 1], limit, &pruned);
+    if (lv[i + 1].count > limit || pruned) {
       exact = 0;
       cut(L, u, &lv[i + 1], limit);
     }

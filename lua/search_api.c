@@ -264,6 +264,10 @@ static void raised(lua_State *L, job *j, int rc) {
     set_failure(j, PLAN_ENOMEM, NULL, 0, 0, "out of memory");
     return;
   }
+  if (plan_lua_host_refused(L)) { /* cannot run here: no bug, no trace */
+    set_failure(j, PLAN_EUNSUPPORTED, NULL, 0, 0, msg);
+    return;
+  }
   j->details = copy_text(j, msg);
   /* the last error: the message without its traceback */
   const char *tb = strstr(msg, "\nstack traceback:\n");

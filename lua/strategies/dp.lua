@@ -63,6 +63,19 @@ return function(p, opts)
     end
     return c
   end
+  -- the same memo on placement ids (the units' callback): a table per
+  -- shape, keyed by from * 2^20 + to, no strings made
+  local id_memo_by_shape, id_memo_by_tensor = {}, {}
+  local function id_memo_of(t)
+    local m = id_memo_by_tensor[t]
+    if not m then
+      local k = shape_key(t)
+      m = id_memo_by_shape[k]
+      if not m then m = {}; id_memo_by_shape[k] = m end
+      id_memo_by_tensor[t] = m
+    end
+    return m
+  end
   local function op_cost(i, si)
     local c = info[i].cost[si]
     if c == nil then
@@ -206,7 +219,14 @@ return function(p, opts)
     local first = cu.first
     local finals, ok = cu.unit:run(arr, max_states, function(k, j, from, to)
       local t = info[first + k - 1].op.inputs[j]
-      return redist(t, pl_of[from], pl_of[to], shape_key(t))
+      local m = id_memo_of(t)
+      local key = from * 1048576 + to
+      local c = m[key]
+      if c == nil then
+        c = p:cost_redist(t, pl_of[from], pl_of[to], hw)
+        m[key] = c
+      end
+      return c
     end)
     if not ok then exact = false end
     return finals, live
@@ -232,11 +252,15 @@ return function(p, opts)
     return results
   end
 
-  -- the chain over the cuts
+  -- the chain over the cuts. After a segment every state places the same
+  -- tensors (liveness depends on the position alone), so their sorted
+  -- names are found once per segment and a state's key is its placements
+  -- in that order.
   local states = {{cost = 0, placed = {}}}
   for u, seg in ipairs(segments) do
     progress("units", u - 1, #segments)
     local by_key, order = {}, {}
+    local names
     for _, st in ipairs(states) do
       local entry, pass = {}, {}
       for t, pl in pairs(st.placed) do
@@ -250,7 +274,10 @@ return function(p, opts)
         end
         for c, pl in pairs(r.exit) do placed[seg.actual[c]] = pl end
         local c = st.cost + r.cost
-        local key = state_key(placed)
+        if not names then _, names = state_key(placed) end
+        local parts = {}
+        for k, t in ipairs(names) do parts[k] = placed[t] end
+        local key = table.concat(parts, ";")
         local old = by_key[key]
         if old == nil or c < old.cost then
           if old == nil then order[#order + 1] = key end

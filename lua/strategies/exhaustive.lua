@@ -12,8 +12,8 @@ return function(p, opts)
     lists[i] = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
     total = total * #lists[i]
     if total > limit then
-      error(("exhaustive: more than %d combinations (op '%s'); use another " ..
-             "strategy"):format(limit, name), 0)
+      util.refuse(("exhaustive: more than %d combinations (op '%s'); use " ..
+                   "another strategy"):format(limit, name))
     end
   end
   local idx, best, best_cost, choice = {}, nil, nil, {}

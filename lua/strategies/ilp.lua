@@ -12,7 +12,9 @@
 -- leaf's first read costs nothing (it is stored where wanted). Minimised:
 -- the ops' compute, each z times the time of its redistribution, and the
 -- delivery of the outputs. `seconds` bounds the solver (default 60); a
--- note says when the optimum was not proven.
+-- note says when the optimum was not proven. A program past the solver's
+-- 10,000,000 columns is refused before anything is priced (util.refuse:
+-- cannot run here), with the count.
 --
 -- Per distinct layer (AutoParallel's clustering of repeated subgraphs):
 -- the layers are cut as for dp (util.layers), and the ops of a layer that
@@ -24,6 +26,8 @@
 -- that condition, says what it would cost to drop it.
 local plan = require "plan"
 local util = ...
+
+local MAX_COLUMNS = 10000000 -- plan.milp's
 
 return function(p, opts)
   local hw = opts.hardware
@@ -105,7 +109,9 @@ return function(p, opts)
   end
   -- an edge repeated by a repeated layer (the same columns on both ends)
   -- adds its cost to the first one's z columns
-  local edges = {}
+  -- The edges first, to size the program before pricing anything: past
+  -- plan.milp's columns the search is refused at once (cannot run here).
+  local edge_list, fresh_keys, columns = {}, {}, #obj
   for i = 1, #ops do
     local op = info[i].op
     for j, t in ipairs(op.inputs) do
@@ -123,25 +129,42 @@ return function(p, opts)
       end
       if from then
         key = key .. ">" .. rep[i] .. ":" .. j
-        local zs = edges[key]
         local to, torder = groups(i, function(s) return s["in"][j] end)
-        local fresh = zs == nil
-        if fresh then zs = {}; edges[key] = zs end
-        for _, a in ipairs(forder) do
-          for _, b in ipairs(torder) do
-            local c = a ~= b and redist(t, a, b) or 0
-            local zk = a .. ">" .. b
-            if c > 0 and not fresh and zs[zk] then
-              obj[zs[zk]] = obj[zs[zk]] + c
-            elseif c > 0 then
-              local z = col(c)
-              zs[zk] = z
-              local cols, coefs = {z}, {1}
-              for _, x in ipairs(from[a]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
-              for _, x in ipairs(to[b]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
-              rows[#rows + 1] = {cols = cols, coefs = coefs, sense = ">=", rhs = -1}
-            end
-          end
+        edge_list[#edge_list + 1] = {t = t, key = key, from = from, forder = forder,
+                                     to = to, torder = torder}
+        if not fresh_keys[key] then
+          fresh_keys[key] = true
+          columns = columns + #forder * #torder
+        end
+      end
+    end
+  end
+  if columns > MAX_COLUMNS then
+    util.refuse(("ilp: the program would have up to %d columns, more than " ..
+                 "the %d the solver takes (%d ops; a column per strategy " ..
+                 "and per pair of placements of each edge); use dp or beam, " ..
+                 "or a mesh with fewer axes"):format(columns, MAX_COLUMNS, #ops))
+  end
+  local edges = {}
+  for _, e in ipairs(edge_list) do
+    local t, key, from, forder, to, torder =
+      e.t, e.key, e.from, e.forder, e.to, e.torder
+    local zs = edges[key]
+    local fresh = zs == nil
+    if fresh then zs = {}; edges[key] = zs end
+    for _, a in ipairs(forder) do
+      for _, b in ipairs(torder) do
+        local c = a ~= b and redist(t, a, b) or 0
+        local zk = a .. ">" .. b
+        if c > 0 and not fresh and zs[zk] then
+          obj[zs[zk]] = obj[zs[zk]] + c
+        elseif c > 0 then
+          local z = col(c)
+          zs[zk] = z
+          local cols, coefs = {z}, {1}
+          for _, x in ipairs(from[a]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
+          for _, x in ipairs(to[b]) do cols[#cols + 1] = x; coefs[#coefs + 1] = -1 end
+          rows[#rows + 1] = {cols = cols, coefs = coefs, sense = ">=", rhs = -1}
         end
       end
     end

@@ -20,6 +20,16 @@ end
 -- A note for the user, its pieces joined: through opts.note, which the
 -- search driver gives (plan search prints the notes on stderr), or on
 -- stderr when the strategy runs without one.
+-- Refuses the search: it cannot be done here (a size past a strategy's
+-- limit), which is not a failure of the strategy: the caller gets
+-- PLAN_EUNSUPPORTED ("cannot run here", exit 3) and the message, without
+-- a traceback.
+function util.refuse(...)
+  local why = table.concat({...})
+  error(setmetatable({unsupported = why},
+                     {__tostring = function(e) return e.unsupported end}))
+end
+
 function util.note(opts, ...)
   local msg = table.concat({...})
   if opts.note then opts.note(msg) else io.stderr:write(msg, "\n") end

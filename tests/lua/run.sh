@@ -128,8 +128,12 @@ check "search: a strategy that raises" 1 "$PLAN" search examples/mlp-program.yam
 has "search: a strategy that raises" "gave up"
 check "search: no mesh" 2 "$PLAN" search examples/mlp-program.yaml -o "$tmp/x.yaml"
 check "search: no output" 2 "$PLAN" search examples/mlp-program.yaml --mesh dp=2
-check "search: exhaustive over its limit" 1 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy exhaustive --limit 10 -o "$tmp/x.yaml"
+# past a strategy's limits: cannot run here (exit 3), said without a trace
+check "search: exhaustive over its limit" 3 "$PLAN" search examples/mlp-program.yaml --mesh dp=2,tp=2 --strategy exhaustive --limit 10 -o "$tmp/x.yaml"
 has "search: exhaustive over its limit" "more than 10 combinations"
+if printf '%s' "$out" | grep -q "stack traceback"; then
+  failed=$((failed+1)); echo "FAIL: a refused search printed a traceback"; echo "$out"
+else passed=$((passed+1)); fi
 [ -e "$tmp/x.yaml" ] && { failed=$((failed+1)); echo "FAIL: a failed search wrote its output"; }
 # the hand-written Megatron example is what the megatron strategy makes
 check "replay the Megatron example" 0 "$PLAN" replay examples/mlp-megatron.plan.yaml
