@@ -428,6 +428,13 @@ bench-search-layers: $(BUILD)/plan
 bench-overlap: $(BUILD)/plan
 	@sh bench/bench_overlap.sh $(BUILD)
 
+# The cost model's step against published training throughput: Llama 3 8B
+# (TorchTitan, FSDP 8) and Mixtral 8x7B (Megatron-Core, EP8 PP4)
+# (bench/bench_published.sh; under a second, not in `make bench`).
+.PHONY: bench-published
+bench-published: $(BUILD)/plan
+	@sh bench/bench_published.sh $(BUILD)
+
 # The mesh shape search's time against one recipe run in the same run
 # (bench/bench_shapes.lua).
 .PHONY: bench-shapes
