@@ -92,7 +92,7 @@ int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
   double *end_f = malloc(sizeof(double) * (size_t)cells * 3);
   double *t_free = calloc((size_t)R * 2, sizeof(double));
   int64_t *pos = calloc((size_t)R, sizeof(int64_t));
-  double *live = calloc((size_t)S * 2, sizeof(double));
+  double *live = calloc((size_t)S * 3, sizeof(double));
   if (!end_f || !t_free || !pos || !live) {
     free(end_f);
     free(t_free);
@@ -101,7 +101,10 @@ int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
     return plan_oom();
   }
   double *end_b = end_f + cells, *end_w = end_b + cells; /* B or I; W */
-  double *busy = t_free + R, *peak = live + S;
+  /* at_peak[s]: stage s's activations held when its rank holds the most
+   * (several stages share a rank under interleaved and V schedules: the
+   * device holds their sum at one moment, not each stage's own peak) */
+  double *busy = t_free + R, *peak = live + S, *at_peak = peak + S;
   for (int64_t i = 0; i < cells * 3; i++)
     end_f[i] = -1;
   /* activations held: from the order of each rank's actions */
@@ -109,14 +112,26 @@ int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
     bool split = false;
     for (int64_t i = sc->off[r]; i < sc->off[r + 1]; i++)
       split |= sc->acts[i].kind == PLAN_ACT_I;
+    double held = 0, most = 0;
     for (int64_t i = sc->off[r]; i < sc->off[r + 1]; i++) {
       const plan_action *a = &sc->acts[i];
       if (a->stage < 0 || a->stage >= S)
         continue;
-      if (a->kind == PLAN_ACT_F && ++live[a->stage] > peak[a->stage])
-        peak[a->stage] = live[a->stage];
-      else if (a->kind == (split ? PLAN_ACT_W : PLAN_ACT_B))
+      if (a->kind == PLAN_ACT_F) {
+        if (++live[a->stage] > peak[a->stage])
+          peak[a->stage] = live[a->stage];
+        if (++held > most) { /* this rank's stages: only they are live */
+          most = held;
+          for (int64_t k = sc->off[r]; k < sc->off[r + 1]; k++) {
+            int st = sc->acts[k].stage;
+            if (st >= 0 && st < S)
+              at_peak[st] = live[st];
+          }
+        }
+      } else if (a->kind == (split ? PLAN_ACT_W : PLAN_ACT_B)) {
         live[a->stage]--;
+        held--;
+      }
     }
   }
   int64_t left = 0;
@@ -182,7 +197,7 @@ int plan_cost_schedule_actions(double *step, double *bubble, double *inflight,
     *step = makespan;
     *bubble = makespan - most;
     for (int s = 0; inflight && s < S; s++)
-      inflight[s] = peak[s] > 0 ? peak[s] : 1;
+      inflight[s] = peak[s] > 0 ? at_peak[s] : 1;
   }
   free(end_f);
   free(t_free);

@@ -706,6 +706,36 @@ static int rank_memory(ctx *c, int64_t rk, plan_cost_memory_info *out) {
   return rc;
 }
 
+/* What the devices at `rank` along the pipeline axis hold (R ranks, nst
+ * stage rows): with one stage, its row; with several (interleaved, V
+ * schedules) every stage's parameters, gradients, optimizer state and
+ * saved activations, and the largest working set among them (one op runs
+ * at a time). *top gets the stage of the largest row, -1 when none is
+ * there; the sum's stage is that one. */
+static void rank_held(const plan_plan *p, int R,
+                      const plan_cost_memory_info *rows, int nst, int rank,
+                      plan_cost_memory_info *sum, int *top) {
+  memset(sum, 0, sizeof *sum);
+  *top = -1;
+  for (int s = 0; s < nst; s++) {
+    if (plan_schedule_kind_stage_rank(p->pipeline.schedule, R, s) != rank)
+      continue;
+    const plan_cost_memory_info *mi = &rows[s];
+    if (*top < 0 || mi->total > rows[*top].total)
+      *top = s;
+    sum->parameters += mi->parameters;
+    sum->gradients += mi->gradients;
+    sum->optimizer += mi->optimizer;
+    sum->activations += mi->activations;
+    sum->inflight += mi->inflight;
+    if (mi->workspace > sum->workspace)
+      sum->workspace = mi->workspace;
+  }
+  sum->stage = *top;
+  sum->total = sum->parameters + sum->gradients + sum->optimizer +
+               sum->activations + sum->workspace;
+}
+
 /* Per-device hardware or shard ratios: each device's stage total against
  * its own memory (the stages of a rank: those the schedule's placement puts
  * at its index along the pipeline axis, s mod R, or a V for zbv and
@@ -741,24 +771,35 @@ static int device_memory(ctx *c) {
     plan_cost_rank_coord(m, rk, coord);
     int64_t d = plan_cost_rank_device(m, rk);
     double cap = plan_cost_device_memory(m, d);
+    bool piped = pa >= 0 && pa < m->naxes;
     for (int s = 0; s < c->nst; s++) {
-      if (pa >= 0 && pa < m->naxes &&
+      if (piped &&
           plan_schedule_kind_stage_rank(p->pipeline.schedule,
                                         (int)m->axis_sizes[pa], s) != coord[pa])
         continue;
-      double total = row ? row[s].total : r->mem[s].total;
-      if (row && (!seen[s] || total > r->mem[s].total)) {
+      if (row && (!seen[s] || row[s].total > r->mem[s].total)) {
         r->mem[s] = row[s];
         seen[s] = true;
       }
-      /* no figure: every device fits, the largest total reported */
-      double left = cap > 0 ? cap - total : 1e300 - total;
-      if (worst < 0 || left < worst_left) {
-        worst = d;
-        worst_left = left;
-        worst_row = s;
-        worst_total = total;
-      }
+    }
+    /* what this device holds: its stages together */
+    plan_cost_memory_info held;
+    int top = 0;
+    if (piped)
+      rank_held(p, (int)m->axis_sizes[pa], row ? row : r->mem, c->nst,
+                (int)coord[pa], &held, &top);
+    else
+      held = row ? row[0] : r->mem[0];
+    if (top < 0)
+      continue;
+    double total = held.total;
+    /* no figure: every device fits, the largest total reported */
+    double left = cap > 0 ? cap - total : 1e300 - total;
+    if (worst < 0 || left < worst_left) {
+      worst = d;
+      worst_left = left;
+      worst_row = top;
+      worst_total = total;
     }
   }
   free(seen);
@@ -858,14 +899,26 @@ static int totals(ctx *c) {
   if (!r->mem)
     return plan_oom();
   r->capacity = c->m->hw.memory;
-  for (int s = 0; s < c->nst; s++) {
-    plan_cost_memory_info *mi = &r->mem[s];
-    stage_row(c, &c->st[s], s, inflight[s], mi);
-    if (s == 0 || mi->total > r->peak) {
-      r->peak = mi->total;
-      r->peak_row = s;
+  for (int s = 0; s < c->nst; s++)
+    stage_row(c, &c->st[s], s, inflight[s], &r->mem[s]);
+  /* the peak: the devices holding the most, a pipeline rank's stages
+   * together (several under an interleaved or V schedule) */
+  int R = p->pipeline.present && p->pipeline.axis >= 0 &&
+                  p->pipeline.axis < p->mesh.naxes
+              ? (int)p->mesh.axis_sizes[p->pipeline.axis]
+              : 0;
+  plan_cost_memory_info worst = r->mem[0];
+  r->peak_row = 0;
+  for (int k = 0; k < R; k++) {
+    plan_cost_memory_info held;
+    int top;
+    rank_held(p, R, r->mem, c->nst, k, &held, &top);
+    if (top >= 0 && (k == 0 || held.total > worst.total)) {
+      worst = held;
+      r->peak_row = top;
     }
   }
+  r->peak = worst.total;
   r->fits = r->capacity <= 0 || r->peak <= r->capacity;
   c->inflight = inflight;
   if (c->m->nprof > 0 || c->p->mesh.nratios > 0)
@@ -874,7 +927,7 @@ static int totals(ctx *c) {
     r->reason = "";
     return PLAN_OK;
   }
-  const plan_cost_memory_info *mi = &r->mem[r->peak_row];
+  const plan_cost_memory_info *mi = &worst;
   char need[32], cap[32], pa[32], gr[32], op[32], ac[32], wk[32];
   human_bytes(need, sizeof need, mi->total);
   human_bytes(cap, sizeof cap, r->capacity);
@@ -883,8 +936,18 @@ static int totals(ctx *c) {
   human_bytes(op, sizeof op, mi->optimizer);
   human_bytes(ac, sizeof ac, mi->activations);
   human_bytes(wk, sizeof wk, mi->workspace);
-  char where[32] = "each device";
-  if (r->pipeline)
+  char where[64] = "each device";
+  int held_stages = 0;
+  for (int s = 0; r->pipeline && R > 0 && s < c->nst; s++)
+    held_stages +=
+        plan_schedule_kind_stage_rank(p->pipeline.schedule, R, s) ==
+        plan_schedule_kind_stage_rank(p->pipeline.schedule, R, r->peak_row);
+  if (r->pipeline && held_stages > 1)
+    snprintf(
+        where, sizeof where, "pipeline rank %d (%d stages)",
+        plan_schedule_kind_stage_rank(p->pipeline.schedule, R, r->peak_row),
+        held_stages);
+  else if (r->pipeline)
     snprintf(where, sizeof where, "stage %d", mi->stage);
   r->reason = plan_arena_printf(
       &r->arena,
