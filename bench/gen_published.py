@@ -173,6 +173,16 @@ LLAMA_RECOMPUTE = ["layers.*.attn_norm", "layers.*.mlp_norm",
                    "layers.*.attn.k", "layers.*.attn.o", "layers.*.mlp.up"]
 
 
+def embedding(p, B, S, V, H, X, R, dt):
+    """The tokens, rope tables and the embedding: its output's name."""
+    tokens(p, B, S, V, X)
+    rope_consts(p, S, dt)
+    p.param("embed.weight", [V, H], dt, R)
+    p.op("embed", "embedding", ["embed.weight", "tokens"], "embed.out",
+         [R, X], X)
+    return "embed.out"
+
+
 def llama3_8b(path, n, local_batch, S, layers, recompute):
     c = gm.LLAMA
     V, H = c["V"], c["H"]
@@ -181,12 +191,7 @@ def llama3_8b(path, n, local_batch, S, layers, recompute):
     p = gm.Plan("llama3-8b", [("fsdp", n)])
     X = p.pl(fsdp="S(0)")
     R = p.pl()
-    tokens(p, B, S, V, X)
-    rope_consts(p, S, dt)
-    p.param("embed.weight", [V, H], dt, R)
-    p.op("embed", "embedding", ["embed.weight", "tokens"], "embed.out",
-         [R, X], X)
-    x = "embed.out"
+    x = embedding(p, B, S, V, H, X, R, dt)
     for i in range(layers):
         pre = "layers.%d." % i
         x = attn_block(p, pre, x, B, S, X, R, X, X, dt)
@@ -222,12 +227,7 @@ def mixtral(path, dp, ep, local_batch, S, layers, cap, pp=1, vstages=1,
     SLOT_E = p.pl(dp="S(1)", ep="S(0)")     # by expert on ep, group on dp
     EXP_W = p.pl(ep="S(0)")
     R = p.pl()
-    tokens(p, B, S, V, X)
-    rope_consts(p, S, dt)
-    p.param("embed.weight", [V, H], dt, R)
-    p.op("embed", "embedding", ["embed.weight", "tokens"], "embed.out",
-         [R, X], X)
-    x = "embed.out"
+    x = embedding(p, B, S, V, H, X, R, dt)
     for i in range(layers):
         pre = "layers.%d." % i
         x = attn_block(p, pre, x, B, S, X, R, X, X, dt)

@@ -987,8 +987,8 @@ static void test_pipeline_plan(void **state) {
 static void test_interleaved_memory(void **state) {
   (void)state;
   plan_plan *p = NULL;
-  assert_int_equal(
-      plan_load(&p, "examples/transformer4-interleaved.plan.yaml"), PLAN_OK);
+  assert_int_equal(plan_load(&p, "examples/transformer4-interleaved.plan.yaml"),
+                   PLAN_OK);
   plan_cost_model *m = model(p, "h100");
   plan_cost_report *r;
   assert_int_equal(plan_cost_plan(&r, m, p), PLAN_OK);
@@ -999,9 +999,8 @@ static void test_interleaved_memory(void **state) {
   double worst = 0;
   for (int k = 0; k < 2; k++) {
     const plan_cost_memory_info *a = &mi[k], *b = &mi[k + 2];
-    double held = a->parameters + a->gradients + a->optimizer +
-                  a->activations + b->parameters + b->gradients +
-                  b->optimizer + b->activations +
+    double held = a->parameters + a->gradients + a->optimizer + a->activations +
+                  b->parameters + b->gradients + b->optimizer + b->activations +
                   (a->workspace > b->workspace ? a->workspace : b->workspace);
     assert_true(held > a->total && held > b->total);
     if (held > worst)

@@ -613,6 +613,15 @@ bool plan_parse_double(const char *s, size_t len, double *out) {
   return true;
 }
 
+int64_t plan_gcd_i64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
 bool plan_mul_i64(int64_t a, int64_t b, int64_t *out) {
 #if defined(__GNUC__)
   return !__builtin_mul_overflow(a, b, out);

@@ -209,6 +209,8 @@ bool plan_parse_double(const char *s, size_t len, double *out);
 /* Overflow-checked arithmetic. Return false on overflow. */
 bool plan_mul_i64(int64_t a, int64_t b, int64_t *out);
 bool plan_add_i64(int64_t a, int64_t b, int64_t *out);
+/* The greatest common divisor of a and b (>= 0; gcd(0, b) = b). */
+int64_t plan_gcd_i64(int64_t a, int64_t b);
 
 /* Glob match over names: '*' matches any run of characters (dots included,
  * so "layers.0.*" matches every op under layers.0), '?' one character,

@@ -7,19 +7,10 @@
 
 #include "ir/placement.h"
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 static int64_t weights_gcd(const int64_t *w, int n) {
   int64_t g = 0;
   for (int i = 0; i < n; i++)
-    g = gcd64(g, w[i]);
+    g = plan_gcd_i64(g, w[i]);
   return g > 0 ? g : 1;
 }
 

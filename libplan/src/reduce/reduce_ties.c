@@ -117,15 +117,6 @@ static bool indexed_dim(const plan_op *op, int o, int d, int rank) {
 
 /* ---- step 1: ties -------------------------------------------------------- */
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 /* A node of size m * g that is the expansion [m, g] (m kept: a count of
  * pieces), or g itself when m is 1; -1 when out of memory. */
 static int pieces_node(rctx *c, int64_t m, int g) {
@@ -158,7 +149,7 @@ static int fused_nodes(rctx *c, const plan_op *op, int fused, int *fused_node,
   int64_t g = 0, total = 0;
   for (int j = 0; j < nparts; j++) {
     int64_t p = prog->tensors[split ? op->out[j] : op->in[j]].dims[fused];
-    g = gcd64(p, g);
+    g = plan_gcd_i64(p, g);
     total += p;
   }
   *ok = g > 1;
