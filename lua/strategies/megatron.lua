@@ -15,6 +15,8 @@
 --     and residual adds split the sequence over that axis, gathered before
 --     a column-parallel projection, reduce-scattered after a row-parallel
 --     one;
+--   * vocab parallel embedding: the table's rows (the vocabulary) split
+--     over tp, its output a masked partial sum reduced where it is read;
 --   * expert parallel on an axis named ep: the ops that read expert
 --     weights ([experts, in, out]) split the experts over it, every other
 --     op the batch; the tokens move by all-to-all between the two.

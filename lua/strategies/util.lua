@@ -428,6 +428,11 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
     -- dispatched tokens that meet them
     return "S(0)"
   end
+  if a == cfg.tp and kind.vocab and j == 1 then
+    -- vocab parallel (Megatron): the table's rows split, each rank looks
+    -- up the ids it owns, the masked partial sums reduced where read
+    return "S(0)"
+  end
   if cur[j] then
     e = util.entries(cur[j])[a]
     if e:sub(1, 1) == "P" then e = "R" end
@@ -502,6 +507,7 @@ function util.recipe(p, cfg)
         local t = op.inputs[j]
         if is_param(p, t) then
           if j >= 2 and projections[op.kind] then kind.proj = true end
+          if j == 1 and op.kind == "embedding" then kind.vocab = true end
           if cfg.ep and #p:tensor(t).shape >= 3 then kind.expert = true end
         end
       end

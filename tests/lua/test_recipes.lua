@@ -1,6 +1,8 @@
 -- The expert recipes found by pattern on the graph: megatron on the
 -- Llama-3-8B layer places every projection weight as the hand-written
--- Megatron recipe does, is modeled within a few percent of it and
+-- Megatron recipe does (and the whole 32-layer model, vocab-parallel
+-- embedding included, every op as its recipe), is modeled within a few
+-- percent of it and
 -- verifies EQUAL on the reduced program; its sequence-parallel form makes
 -- the hand-written transformer block; on the Mixtral layer (ep) it makes
 -- the expert-parallel recipe, and the DiT block on dp x sp verifies; on
@@ -82,6 +84,27 @@ check(math.abs(mc - rc) <= 0.03 * rc,
       string.format("megatron %.4g s, the recipe %.4g s", mc, rc))
 local ok, out = verify_reduced(m)
 check(ok and out:find("EQUAL", 1, true), "megatron llama: " .. out)
+
+-- the whole 32-layer model (dp=2 x tp=8): every op and parameter as the
+-- hand-written recipe, the vocab-parallel embedding included (its table's
+-- rows split over tp, the lookup a masked partial sum)
+local l32_file = "examples/models/llama-32l.recipe.plan.yaml"
+local l32_recipe = assert(plan.load(l32_file))
+local l32 = search(l32_file, nil, "megatron")
+for t, pl in pairs(param_placements(l32_recipe)) do
+  check(param_placements(l32)[t] == pl, "megatron llama-32l: " .. t .. " is " ..
+        tostring(param_placements(l32)[t]) .. ", the recipe has " .. pl)
+end
+check(param_placements(l32)["embed.weight"] == "RS(0)",
+      "megatron: the embedding is not vocab parallel")
+for _, op in ipairs(l32_recipe:ops()) do
+  local a, b = l32_recipe:strategy(op), l32:strategy(op)
+  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
+        table.concat(a.out, ",") == table.concat(b.out, ","),
+        "megatron llama-32l: " .. op .. " differs from the recipe")
+end
+ok, out = verify_reduced(l32)
+check(ok and out:find("EQUAL", 1, true), "megatron llama-32l: " .. out)
 
 -- expert parallel on the Mixtral layer (ep=8): the experts split where
 -- they meet their weights, the tokens elsewhere, as the recipe has it
