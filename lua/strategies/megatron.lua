@@ -15,8 +15,10 @@
 --     and residual adds split the sequence over that axis, gathered before
 --     a column-parallel projection, reduce-scattered after a row-parallel
 --     one;
---   * vocab parallel embedding: the table's rows (the vocabulary) split
---     over tp, its output a masked partial sum reduced where it is read;
+--   * vocab parallel embedding with opts.vocab_parallel: the table's rows
+--     (the vocabulary) split over tp, its output a masked partial sum
+--     reduced where it is read (off by default: the PyTorch bridge does
+--     not yet run DTensor's masked partial through a plan);
 --   * expert parallel on an axis named ep: the ops that read expert
 --     weights ([experts, in, out]) split the experts over it, every other
 --     op the batch; the tokens move by all-to-all between the two.
@@ -26,6 +28,7 @@ return function(p, opts)
   local mesh = p:mesh()
   local tp = util.axis(p, "tp")
   local seq = opts and opts.sequence_parallel and true or false
+  local vocab = opts and opts.vocab_parallel and true or false
   if not tp and util.axis(p, "sp") then tp, seq = util.axis(p, "sp"), true end
   local ep = util.axis(p, "ep")
   local dp = util.axis(p, "dp")
@@ -35,5 +38,5 @@ return function(p, opts)
   if dp then batch[#batch + 1] = dp end
   if ep then batch[#batch + 1] = ep end
   return util.recipe(p, {batch = batch, tp = tp, ep = ep,
-                         seq = seq and tp ~= nil})
+                         seq = seq and tp ~= nil, vocab = vocab})
 end

@@ -428,7 +428,7 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
     -- dispatched tokens that meet them
     return "S(0)"
   end
-  if a == cfg.tp and kind.vocab and j == 1 then
+  if a == cfg.tp and cfg.vocab and kind.vocab and j == 1 then
     -- vocab parallel (Megatron): the table's rows split, each rank looks
     -- up the ids it owns, the masked partial sums reduced where read
     return "S(0)"
