@@ -61,6 +61,16 @@ local function param_placements(p)
   return out
 end
 
+-- Every op of `ref` takes the same strategy in `got`.
+local function same_strategies(ref, got, what, name)
+  for _, op in ipairs(ref:ops()) do
+    local a, b = ref:strategy(op), got:strategy(op)
+    check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
+          table.concat(a.out, ",") == table.concat(b.out, ","),
+          what .. ": " .. op .. " differs from " .. name)
+  end
+end
+
 -- megatron on the Llama-3-8B layer (dp=2 x tp=8) is the Megatron recipe
 local recipe_file = "examples/models/llama3-8b-layer.recipe.plan.yaml"
 local recipe = assert(plan.load(recipe_file))
@@ -73,12 +83,7 @@ for t, pl in pairs(want) do
   if pl ~= "RR" then projections = projections + 1 end
 end
 check(projections == 7, "the recipe splits 7 projection weights, not " .. projections)
-for _, op in ipairs(recipe:ops()) do
-  local a, b = recipe:strategy(op), m:strategy(op)
-  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
-        table.concat(a.out, ",") == table.concat(b.out, ","),
-        "megatron: " .. op .. " differs from the recipe")
-end
+same_strategies(recipe, m, "megatron", "the recipe")
 local rc, mc = recipe:cost("h100").step, m:cost("h100").step
 check(math.abs(mc - rc) <= 0.03 * rc,
       string.format("megatron %.4g s, the recipe %.4g s", mc, rc))
@@ -98,12 +103,7 @@ for t, pl in pairs(param_placements(l32_recipe)) do
 end
 check(param_placements(l32)["embed.weight"] == "RS(0)",
       "megatron: the embedding is not vocab parallel")
-for _, op in ipairs(l32_recipe:ops()) do
-  local a, b = l32_recipe:strategy(op), l32:strategy(op)
-  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
-        table.concat(a.out, ",") == table.concat(b.out, ","),
-        "megatron llama-32l: " .. op .. " differs from the recipe")
-end
+same_strategies(l32_recipe, l32, "megatron llama-32l", "the recipe")
 ok, out = verify_reduced(l32)
 check(ok and out:find("EQUAL", 1, true), "megatron llama-32l: " .. out)
 check(param_placements(search(l32_file, nil, "megatron"))["embed.weight"] == "RR",
@@ -118,12 +118,7 @@ for t, pl in pairs(param_placements(moe_recipe)) do
   check(param_placements(moe)[t] == pl, "megatron ep: " .. t .. " is " ..
         tostring(param_placements(moe)[t]) .. ", the recipe has " .. pl)
 end
-for _, op in ipairs(moe_recipe:ops()) do
-  local a, b = moe_recipe:strategy(op), moe:strategy(op)
-  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
-        table.concat(a.out, ",") == table.concat(b.out, ","),
-        "megatron ep: " .. op .. " differs from the recipe")
-end
+same_strategies(moe_recipe, moe, "megatron ep", "the recipe")
 ok, out = verify_reduced(moe)
 check(ok and out:find("EQUAL", 1, true), "megatron mixtral: " .. out)
 
@@ -146,12 +141,7 @@ check(s2["in"][1] == "S(0)S(1)" and s2["in"][2] == "RS(0)" and s2.out[1] == "S(0
 local block = "examples/transformer-block.plan.yaml"
 local hand = assert(plan.load(block))
 local sp = search(block, nil, "megatron", {sequence_parallel = true})
-for _, op in ipairs(hand:ops()) do
-  local a, b = hand:strategy(op), sp:strategy(op)
-  check(table.concat(a["in"], ",") == table.concat(b["in"], ",") and
-        table.concat(a.out, ",") == table.concat(b.out, ","),
-        "megatron sequence parallel: " .. op .. " differs from " .. block)
-end
+same_strategies(hand, sp, "megatron sequence parallel", block)
 check(sp:strategy("block.ln1")["in"][1] == "S(0)S(1)", "ln1 is not sequence parallel")
 local eq0, text0 = sp:verify{mode = "exact"}
 check(eq0, "megatron sequence parallel: " .. text0)
