@@ -205,6 +205,14 @@ void plan_ltrain_free(plan_ltrain *t);
  * (lowered_io.c). */
 plan_hash plan_lowered_body_hash(const char *body);
 
+/* Renumbers l's buffers in the order its steps first write them (a
+ * chunked collective's slices share a buffer, its copies their in and out
+ * arrays, renumbered once): bufs, every step's in and out, produced and
+ * delivered, so a program and its file form number, write and hash alike.
+ * A buffer no step writes goes last; *unwritten (NULL: not asked) gets the
+ * first such buffer's old index, -1 when none (lowered_api.c). */
+int plan_lowered_renumber(plan_lowered *l, int *unwritten);
+
 /* Communication overlap (lower_overlap.c): applies p's `overlap` entries
  * to l (lowered from p): the collectives they select are started on their
  * streams where the entries say, waited where they say, decomposed into

@@ -372,59 +372,6 @@ static int reorder(octx *c) {
   return PLAN_OK;
 }
 
-/* Buffers renumbered in the order the steps now write them, as a
- * lowered file read back numbers them (lowered_io.c), so the program and
- * its file form write, and hash, the same. */
-static int renumber(plan_lowered *l) {
-  int *newi = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
-  plan_lbuf *nb = malloc(sizeof(plan_lbuf) * ((size_t)l->nbufs + 1));
-  if (!newi || !nb) {
-    free(newi);
-    free(nb);
-    return plan_oom();
-  }
-  int next = 0;
-  for (int b = 0; b < l->nbufs; b++)
-    newi[b] = -1;
-  for (int i = 0; i < l->nsteps; i++)
-    for (int k = 0; k < l->steps[i].nout; k++) {
-      int b = l->steps[i].out[k];
-      if (newi[b] < 0) {
-        newi[b] = next;
-        nb[next++] = l->bufs[b];
-      }
-    }
-  for (int b = 0; b < l->nbufs; b++) /* none in a lowering; kept last */
-    if (newi[b] < 0) {
-      newi[b] = next;
-      nb[next++] = l->bufs[b];
-    }
-  /* in and out arrays are the steps' own, but a chunk's copies (which
-   * emit_group makes one after the other) share them: each array is
-   * renumbered once */
-  for (int i = 0; i < l->nsteps; i++) {
-    plan_lstep *s = &l->steps[i];
-    if (i > 0 && l->steps[i - 1].in == s->in)
-      continue;
-    for (int k = 0; k < s->nin; k++)
-      s->in[k] = newi[s->in[k]];
-    for (int k = 0; k < s->nout; k++)
-      s->out[k] = newi[s->out[k]];
-  }
-  const plan_program *prog = l->plan->program;
-  for (int t = 0; t < prog->ntensors; t++)
-    if (l->produced[t] >= 0)
-      l->produced[t] = newi[l->produced[t]];
-  for (int k = 0; k < prog->noutputs; k++)
-    if (l->delivered[k] >= 0)
-      l->delivered[k] = newi[l->delivered[k]];
-  free(l->bufs);
-  l->bufs = nb;
-  l->cap_bufs = l->nbufs;
-  free(newi);
-  return PLAN_OK;
-}
-
 int plan_lower_overlap(plan_lowered *l, const plan_plan *p, plan_diags *d) {
   if (!p->noverlap)
     return PLAN_OK;
@@ -475,7 +422,7 @@ int plan_lower_overlap(plan_lowered *l, const plan_plan *p, plan_diags *d) {
   if (!rc)
     rc = reorder(&c);
   if (!rc)
-    rc = renumber(l);
+    rc = plan_lowered_renumber(l, NULL);
   if (!rc) { /* what lowering made must pass the check files get */
     char why[1024];
     int bad;

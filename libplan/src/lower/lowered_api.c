@@ -37,3 +37,55 @@ int plan_lowered_load(plan_lowered **out, const char *path) {
   free(data);
   return rc;
 }
+
+int plan_lowered_renumber(plan_lowered *l, int *unwritten) {
+  if (unwritten)
+    *unwritten = -1;
+  int *newi = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
+  plan_lbuf *nb = calloc((size_t)l->nbufs + 1, sizeof(plan_lbuf));
+  if (!newi || !nb) {
+    free(newi);
+    free(nb);
+    return plan_oom();
+  }
+  int next = 0;
+  for (int b = 0; b < l->nbufs; b++)
+    newi[b] = -1;
+  for (int i = 0; i < l->nsteps; i++)
+    for (int k = 0; k < l->steps[i].nout; k++) {
+      int b = l->steps[i].out[k];
+      if (newi[b] < 0) {
+        newi[b] = next;
+        nb[next++] = l->bufs[b];
+      }
+    }
+  for (int b = 0; b < l->nbufs; b++)
+    if (newi[b] < 0) {
+      if (unwritten && *unwritten < 0)
+        *unwritten = b;
+      newi[b] = next;
+      nb[next++] = l->bufs[b];
+    }
+  for (int i = 0; i < l->nsteps; i++) {
+    plan_lstep *s = &l->steps[i];
+    const plan_lstep *prev = i > 0 ? &l->steps[i - 1] : NULL;
+    if (!(prev && s->in && prev->in == s->in))
+      for (int k = 0; k < s->nin; k++)
+        s->in[k] = newi[s->in[k]];
+    if (!(prev && s->out && prev->out == s->out))
+      for (int k = 0; k < s->nout; k++)
+        s->out[k] = newi[s->out[k]];
+  }
+  const plan_program *prog = l->plan->program;
+  for (int t = 0; t < prog->ntensors; t++)
+    if (l->produced[t] >= 0)
+      l->produced[t] = newi[l->produced[t]];
+  for (int k = 0; k < prog->noutputs; k++)
+    if (l->delivered[k] >= 0)
+      l->delivered[k] = newi[l->delivered[k]];
+  free(l->bufs);
+  l->bufs = nb;
+  l->cap_bufs = l->nbufs;
+  free(newi);
+  return PLAN_OK;
+}

@@ -1343,52 +1343,16 @@ static int read_required(lreader *r, const plan_ynode *n) {
 }
 
 /* Buffers renumbered in the order steps write them, so names and the order
- * of the buffers mapping do not change the program (nor its hash). */
+ * of the buffers mapping do not change the program (nor its hash); every
+ * buffer must be written. */
 static int renumber(lreader *r) {
-  plan_lowered *l = r->l;
-  int *newi = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
-  plan_lbuf *nb = calloc((size_t)l->nbufs + 1, sizeof(plan_lbuf));
-  if (!newi || !nb) {
-    free(newi);
-    free(nb);
-    return plan_oom();
-  }
-  int next = 0;
-  for (int b = 0; b < l->nbufs; b++)
-    newi[b] = -1;
-  for (int s = 0; s < l->nsteps; s++)
-    for (int j = 0; j < l->steps[s].nout; j++) {
-      int b = l->steps[s].out[j];
-      if (newi[b] >= 0) /* a chunked collective's later slices */
-        continue;
-      newi[b] = next;
-      nb[next++] = l->bufs[b];
-    }
-  for (int b = 0; b < l->nbufs; b++)
-    if (newi[b] < 0) {
-      int rc = plan_rd_fail(&r->rd, r->bnodes[b], PLAN_EINVALID,
-                            "no step writes buffer '%s'",
-                            r->bnodes[b]->u.scalar.text);
-      free(newi);
-      free(nb);
-      return rc;
-    }
-  for (int s = 0; s < l->nsteps; s++) {
-    for (int j = 0; j < l->steps[s].nin; j++)
-      l->steps[s].in[j] = newi[l->steps[s].in[j]];
-    for (int j = 0; j < l->steps[s].nout; j++)
-      l->steps[s].out[j] = newi[l->steps[s].out[j]];
-  }
-  const plan_program *prog = l->plan->program;
-  for (int t = 0; t < prog->ntensors; t++)
-    if (l->produced[t] >= 0)
-      l->produced[t] = newi[l->produced[t]];
-  for (int k = 0; k < prog->noutputs; k++)
-    l->delivered[k] = newi[l->delivered[k]];
-  free(l->bufs);
-  l->bufs = nb;
-  free(newi);
-  return PLAN_OK;
+  int unwritten;
+  int rc = plan_lowered_renumber(r->l, &unwritten);
+  if (!rc && unwritten >= 0)
+    rc = plan_rd_fail(&r->rd, r->bnodes[unwritten], PLAN_EINVALID,
+                      "no step writes buffer '%s'",
+                      r->bnodes[unwritten]->u.scalar.text);
+  return rc;
 }
 
 /* The program the file's steps run: the reference program with every
