@@ -404,51 +404,6 @@ static int insert_transfers(sctx *c) {
   return PLAN_OK;
 }
 
-/* Buffers renumbered in the order the steps write them, as a lowered
- * file's reader numbers them (a transfer's buffer was made last): the
- * program written and read back is the same, with the same hash. */
-static int renumber_buffers(plan_lowered *l) {
-  int *newi = malloc(sizeof(int) * ((size_t)l->nbufs + 1));
-  plan_lbuf *nb = calloc((size_t)l->cap_bufs + 1, sizeof *nb);
-  if (!newi || !nb) {
-    free(newi);
-    free(nb);
-    return plan_oom();
-  }
-  for (int b = 0; b < l->nbufs; b++)
-    newi[b] = -1;
-  int next = 0;
-  for (int i = 0; i < l->nsteps; i++)
-    for (int k = 0; k < l->steps[i].nout; k++) {
-      int b = l->steps[i].out[k];
-      if (newi[b] < 0) {
-        newi[b] = next;
-        nb[next++] = l->bufs[b];
-      }
-    }
-  for (int b = 0; b < l->nbufs; b++)
-    if (newi[b] < 0) { /* written by no step: kept, after the others */
-      newi[b] = next;
-      nb[next++] = l->bufs[b];
-    }
-  for (int i = 0; i < l->nsteps; i++) {
-    for (int j = 0; j < l->steps[i].nin; j++)
-      l->steps[i].in[j] = newi[l->steps[i].in[j]];
-    for (int k = 0; k < l->steps[i].nout; k++)
-      l->steps[i].out[k] = newi[l->steps[i].out[k]];
-  }
-  for (int t = 0; t < l->plan->program->ntensors; t++)
-    if (l->produced[t] >= 0)
-      l->produced[t] = newi[l->produced[t]];
-  for (int k = 0; k < l->plan->program->noutputs; k++)
-    if (l->delivered[k] >= 0)
-      l->delivered[k] = newi[l->delivered[k]];
-  free(l->bufs);
-  l->bufs = nb;
-  free(newi);
-  return PLAN_OK;
-}
-
 static int place_steps(const plan_plan *p, plan_lowered *l) {
   plan_lpipe *pp = l->pipe;
   sctx c = {p, l, pp, NULL};
@@ -472,7 +427,7 @@ static int place_steps(const plan_plan *p, plan_lowered *l) {
   if (!rc)
     rc = insert_transfers(&c);
   if (!rc)
-    rc = renumber_buffers(l);
+    rc = plan_lowered_renumber(l, NULL); /* a transfer's buffer was made last */
   free(c.writer);
   return rc;
 }
