@@ -15,10 +15,9 @@
 --     and residual adds split the sequence over that axis, gathered before
 --     a column-parallel projection, reduce-scattered after a row-parallel
 --     one;
---   * vocab parallel embedding with opts.vocab_parallel: the table's rows
---     (the vocabulary) split over tp, its output a masked partial sum
---     reduced where it is read (off by default: the PyTorch bridge does
---     not yet run DTensor's masked partial through a plan);
+--   * vocab parallel embedding: the table's rows (the vocabulary) split
+--     over tp, its output a masked partial sum reduced where it is read
+--     (opts.vocab_parallel = false keeps the table replicated);
 --   * expert parallel on an axis named ep: the ops that read expert
 --     weights ([experts, in, out]) split the experts over it, every other
 --     op the batch; the tokens move by all-to-all between the two.
@@ -28,7 +27,7 @@ return function(p, opts)
   local mesh = p:mesh()
   local tp = util.axis(p, "tp")
   local seq = opts and opts.sequence_parallel and true or false
-  local vocab = opts and opts.vocab_parallel and true or false
+  local vocab = not (opts and opts.vocab_parallel == false)
   if not tp and util.axis(p, "sp") then tp, seq = util.axis(p, "sp"), true end
   local ep = util.axis(p, "ep")
   local dp = util.axis(p, "dp")

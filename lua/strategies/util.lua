@@ -415,6 +415,26 @@ local function is_param(p, t)
 end
 util.is_param = is_param
 
+-- Whether tensor t is a const or computed from consts alone (a rotary
+-- table cut from a const): a table, never an activation. Memoized in
+-- cfg.from_consts.
+local function from_consts(p, t, cfg)
+  local memo = cfg.from_consts
+  if memo[t] ~= nil then return memo[t] end
+  local x = p:tensor(t)
+  local yes
+  if not x.producer then
+    yes = x.role == "const"
+  else
+    yes = true
+    for _, u in ipairs(p:op(x.producer).inputs) do
+      if not from_consts(p, u, cfg) then yes = false; break end
+    end
+  end
+  memo[t] = yes
+  return yes
+end
+
 -- What op's input j should be on axis a. With cfg.seq (sequence
 -- parallelism on tp), an activation of rank 3 or more that would be
 -- replicated on tp outside a projection is split on its sequence (dim 1)
@@ -437,7 +457,8 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
     e = util.entries(cur[j])[a]
     if e:sub(1, 1) == "P" then e = "R" end
   elseif cfg.batch_set[a] then
-    return is_param(p, t) and "R" or "S(0)"
+    -- parameters and tables have no batch dim
+    return (is_param(p, t) or from_consts(p, t, cfg)) and "R" or "S(0)"
   else
     e = "R"
   end
@@ -446,7 +467,8 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
     local rank = #x.shape
     if kind.proj and j == 1 then
       if e ~= "S(" .. (rank - 1) .. ")" then e = "R" end
-    elseif e == "R" and rank >= 3 and x.role ~= "param" and x.role ~= "const" then
+    elseif e == "R" and rank >= 3 and x.role ~= "param" and
+           not from_consts(p, t, cfg) then
       e = "S(1)"
     end
   end
@@ -493,6 +515,7 @@ end
 -- tensor ends up.
 function util.recipe(p, cfg)
   cfg.mesh = p:mesh()
+  cfg.from_consts = {}
   cfg.batch_set = {}
   for _, a in ipairs(cfg.batch or {}) do cfg.batch_set[a] = true end
   local placed = {}

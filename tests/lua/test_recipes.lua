@@ -90,13 +90,13 @@ check(math.abs(mc - rc) <= 0.03 * rc,
 local ok, out = verify_reduced(m)
 check(ok and out:find("EQUAL", 1, true), "megatron llama: " .. out)
 
--- the whole 32-layer model (dp=2 x tp=8) with vocab_parallel: every op
--- and parameter as the hand-written recipe, the vocab-parallel embedding
--- included (its table's rows split over tp, the lookup a masked partial
--- sum); without it the table stays replicated
+-- the whole 32-layer model (dp=2 x tp=8): every op and parameter as the
+-- hand-written recipe, the vocab-parallel embedding included (its table's
+-- rows split over tp, the lookup a masked partial sum); with
+-- vocab_parallel = false the table stays replicated
 local l32_file = "examples/models/llama-32l.recipe.plan.yaml"
 local l32_recipe = assert(plan.load(l32_file))
-local l32 = search(l32_file, nil, "megatron", {vocab_parallel = true})
+local l32 = search(l32_file, nil, "megatron")
 for t, pl in pairs(param_placements(l32_recipe)) do
   check(param_placements(l32)[t] == pl, "megatron llama-32l: " .. t .. " is " ..
         tostring(param_placements(l32)[t]) .. ", the recipe has " .. pl)
@@ -106,8 +106,9 @@ check(param_placements(l32)["embed.weight"] == "RS(0)",
 same_strategies(l32_recipe, l32, "megatron llama-32l", "the recipe")
 ok, out = verify_reduced(l32)
 check(ok and out:find("EQUAL", 1, true), "megatron llama-32l: " .. out)
-check(param_placements(search(l32_file, nil, "megatron"))["embed.weight"] == "RR",
-      "megatron: vocab parallel without opts.vocab_parallel")
+check(param_placements(search(l32_file, nil, "megatron",
+                             {vocab_parallel = false}))["embed.weight"] == "RR",
+      "megatron: vocab parallel with opts.vocab_parallel = false")
 
 -- expert parallel on the Mixtral layer (ep=8): the experts split where
 -- they meet their weights, the tokens elsewhere, as the recipe has it

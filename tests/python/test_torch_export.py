@@ -52,8 +52,8 @@ def _check_against_module(case, m, ids, logits):
     prog = lt.program_from_export(m, (ids,), {"use_cache": False} if
                                   hasattr(m, "config") else None)
     with prog:
-        leaves = {"ids" if "ids" in [t.name for t in prog.tensors]
-                  else "input_ids": ids}
+        leaves = {[t.name for t in prog.tensors if t.role == "input"][0]:
+                  ids}
         names = {t.name for t in prog.tensors}
         for n, p in m.state_dict().items():
             if n in names:
@@ -103,6 +103,40 @@ class TestProgramFromExport(unittest.TestCase):
                 ids = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
                 logits = m(ids, use_cache=False).logits.detach()
                 _check_against_module(self, m, ids, logits)
+
+
+    def test_torchtitan_llama3(self):
+        """torchtitan's Llama 3: its rotary embedding in complex numbers
+        (view_as_complex, a complex product with freqs_cis,
+        view_as_real) traced as real ops, the output as torchtitan's."""
+        import titan_models as tm
+        why = tm.available()
+        if why is not None:
+            self.skipTest(why)
+        import torch
+        torch.manual_seed(0)
+        m = tm.build()
+        ids = torch.randint(0, tm.VOCAB, (tm.BATCH, tm.SEQ))
+        text = _check_against_module(self, m, ids, m(ids).detach())
+        self.assertIn("recipe: rope_cos", text)
+        self.assertNotIn("dtype: c", text)  # no complex tensor
+
+    def test_complex_product_with_a_table_no_recipe_gives(self):
+        import torch
+
+        class Rot(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("f", torch.polar(
+                    torch.ones(4, 2), torch.rand(4, 2) * 3))
+
+            def forward(self, x):
+                z = torch.view_as_complex(x.reshape(2, 4, 2, 2))
+                return torch.view_as_real(z * self.f).flatten(2)
+
+        with self.assertRaises(libplan.UnsupportedError) as cm:
+            lt.program_from_export(Rot(), (torch.randn(2, 4, 4),))
+        self.assertIn("no rotary recipe gives", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -141,6 +141,8 @@ class TestPlanFromModuleUnderTorchrun(unittest.TestCase):
             self.assertEqual(res["run"][k], res["plan"][k], k)
         # a megatron plan splits the model over tp: it communicates
         self.assertGreater(sum(res["plan"].values()), 0)
+        # the vocab-parallel embedding: the table's rows split over tp
+        self.assertEqual(res["table"][1], "RS(0)", res["table"])
         return res
 
     def test_transformers_gpt2(self):
@@ -174,6 +176,51 @@ class TestPlanFromModuleUnderTorchrun(unittest.TestCase):
         costs = res["modeled_step_s"]
         self.assertEqual(set(costs), {"imported", "megatron_search",
                                       "greedy_search"})
+        self.assertTrue(all(c > 0 for c in costs.values()), costs)
+
+    def titan(self, name):
+        skip = [ln for ln in self.proc.stdout.splitlines()
+                if ln.startswith("skip titan:")]
+        if name not in self.results and skip:
+            self.skipTest(skip[0].split(" ", 2)[2])
+        return self.case(name)
+
+    def test_torchtitan_llama3(self):
+        res = self.titan("titan:llama3")
+        self.assertIs(res["verify_equal"], True)
+        self.assertLessEqual(res["loss_diff"], TOL)
+        self.assertLessEqual(res["grad_diff"], TOL)
+        for k in tp.COLLECTIVES:
+            self.assertEqual(res["run"][k], res["plan"][k], k)
+        self.assertGreater(sum(res["plan"].values()), 0)
+        self.assertEqual(res["table"][1], "RS(0)", res["table"])
+
+    def test_torchtitan_tp_plan_import(self):
+        """torchtitan's own apply_tp on its Llama 3: imported, run, and
+        equal to megatron's recipe with sequence parallelism, every
+        placement and strategy."""
+        res = self.titan("titan:llama3_tp_import")
+        self.assertLessEqual(res["hand_max_diff"], TOL)
+        self.assertLessEqual(res["roundtrip_max_diff"], TOL)
+        self.assertIs(res["verify_equal"], True)
+        p = res["placements"]
+        self.assertEqual(p["tok_embeddings.weight"], "RS(0)")  # vocab rows
+        for w in ("wq", "wk", "wv"):
+            self.assertEqual(p["layers.0.attention.%s.weight" % w], "RS(0)")
+        self.assertEqual(p["layers.0.attention.wo.weight"], "RS(1)")
+        self.assertEqual(p["layers.0.feed_forward.w2.weight"], "RS(1)")
+        want = {k: n for k, n in res["plan"].items() if n}
+        # sequence parallel: per layer two all-gathers before the column
+        # projections and two reduce-scatters after the row ones, one
+        # reduce-scatter of the embedding's partial sum, one all-gather
+        # before the output layer
+        self.assertEqual(want, {"all_gather": 5, "reduce_scatter": 5})
+        self.assertEqual(_torch_kinds(res["hand_run"]), want)
+        for k in tp.COLLECTIVES:
+            self.assertEqual(res["roundtrip_run"][k], res["plan"][k], k)
+        self.assertEqual(res["unlike_megatron"], [])
+        costs = res["modeled_step_s"]
+        self.assertEqual(costs["imported"], costs["megatron_search"])
         self.assertTrue(all(c > 0 for c in costs.values()), costs)
 
     def test_misread_activation_refused(self):

@@ -164,7 +164,8 @@ def _result(line):
 
 @unittest.skipUnless(lt.available(), NEED_TORCH)
 class TestParallelizeUnderTorchrun(unittest.TestCase):
-    """Each launch runs the MLP and the transformer block; the driver
+    """Each launch runs the MLP, the transformer block and the
+    vocab-parallel embedding; the driver
     checks the worker's figures again, so a worker that printed ok without
     them fails here too."""
 
@@ -173,7 +174,7 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
                            cases=cases)
         detail = "\n".join(lines) + "\n" + r.detail()
         self.assertEqual(r.returncode, 0, detail)
-        want = (len(cases.split()) if cases else 3) + (4 if negative else 0)
+        want = (len(cases.split()) if cases else 4) + (4 if negative else 0)
         self.assertEqual(len(lines), want, detail)
         for line in lines:
             self.assertTrue(line.startswith("ok "), line)
@@ -193,7 +194,7 @@ class TestParallelizeUnderTorchrun(unittest.TestCase):
                 self.assertFalse(res["counts_equal"], line)
         ran = {(_result(ln)["case"], _result(ln)["variant"])
                for ln in lines}
-        for name in (cases or "mlp mlp_train block").split():
+        for name in (cases or "mlp mlp_train block embed").split():
             self.assertIn((name, None), ran)
 
     def test_4_processes(self):

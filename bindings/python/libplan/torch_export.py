@@ -61,6 +61,17 @@ class _Folded:
         self.value, self.node = value, node
 
 
+class _Complex:
+    """A complex value as two real tensors of its shape, its real and
+    imaginary parts (libplan has no complex dtype): what view_as_complex
+    makes of pairs in the last dim, as rotary embeddings written with
+    complex numbers (torchtitan's Llama 3) do."""
+    __slots__ = ("re", "im", "shape")
+
+    def __init__(self, re, im, shape):
+        self.re, self.im, self.shape = re, im, list(shape)
+
+
 class _Converter:
     def __init__(self, ep, module, builder):
         import torch
@@ -141,7 +152,7 @@ class _Converter:
             return True
         if isinstance(v, (list, tuple)):
             return all(self.is_folded(x) for x in v)
-        return not isinstance(v, str)
+        return not isinstance(v, (str, _Complex))
 
     def tensor(self, a, what="input"):
         v = self.value(a)
@@ -300,6 +311,9 @@ class _Converter:
         self.vals[node.name] = self.tensor(src)
 
     a__to_copy = a_to
+
+    def a_type_as(self, node):
+        self.a_to(node)
 
     def a_dropout(self, node):
         p = self.concrete(self.arg(node, 1, "p", 0.5))
@@ -476,6 +490,8 @@ class _Converter:
         self._binary(node, "sub")
 
     def a_mul(self, node):
+        if any(isinstance(self.value(a), _Complex) for a in node.args[:2]):
+            return self._complex_mul(node)
         self._binary(node, "mul")
 
     def a_div(self, node):
@@ -531,6 +547,98 @@ class _Converter:
             self.vals[node.name] = self.tensor(node.args[0])
             return
         self.emit("expand", [self.tensor(node.args[0])], {"shape": shape})
+
+    # -- complex numbers (a rotary embedding's rotation) --
+    def a_view_as_complex(self, node):
+        """x of shape [..., n, 2] as the complex [..., n]: its pairs split
+        into real and imaginary parts."""
+        shape = self.meta(node.args[0])[0]
+        if shape[-1] != 2:
+            self.fail("view_as_complex of a last dim of %d" % shape[-1])
+        re, im = self._split(node, [1, 1], len(shape) - 1)
+        parts = []
+        for part, t in (("re", re), ("im", im)):
+            out = "%s.%s" % (node.name, part)
+            self.b.op("reshape", [t], out, name=self.opname(node, "." + part),
+                      shape=shape[:-1])
+            self.produced[out] = None
+            parts.append(out)
+        self.vals[node.name] = _Complex(parts[0], parts[1], shape[:-1])
+
+    def a_view_as_real(self, node):
+        """The complex [..., n] as [..., n, 2]: its parts interleaved."""
+        z = self.value(node.args[0])
+        if not isinstance(z, _Complex):
+            self.fail("view_as_real of a value that is not a complex one "
+                      "libplan computes")
+        parts = []
+        for part, t in (("re", z.re), ("im", z.im)):
+            out = "%s.%s" % (node.name, part)
+            self.b.op("reshape", [t], out, name=self.opname(node, "." + part),
+                      shape=z.shape + [1])
+            self.produced[out] = None
+            parts.append(out)
+        self.emit("concat", parts, {"dim": len(z.shape)})
+
+    def _complex_parts(self, a, what):
+        """(real, imaginary) tensor names of a complex operand: a value
+        view_as_complex made, or a folded complex table (a rotary one,
+        freqs_cis), made consts."""
+        v = self.value(a)
+        if isinstance(v, _Complex):
+            return v.re, v.im
+        if isinstance(v, _Folded) and isinstance(v.value, self.torch.Tensor) \
+                and v.value.is_complex():
+            return (self._half_rope_const(v.value.real, a, what + "re"),
+                    self._half_rope_const(v.value.imag, a, what + "im"))
+        self.fail("a complex product with %r, neither a complex value nor "
+                  "a complex table" % (v,))
+
+    def _half_rope_const(self, t, node, part):
+        """A folded [.., s, .., n] table (dims of 1 around) that is cos or
+        sin of position x theta^(-2i/2n): the first half of a rope_cos /
+        rope_sin table [s, 2n], declared as that const and split."""
+        from .torch import _const_init, _dtype
+        name = "const.%s.%s" % (node.name, part)
+        if name in self.produced:
+            return name
+        t = t.detach()
+        core = t.reshape([n for n in t.shape if n != 1]) if t.dim() else t
+        init = _const_init(self.torch.cat([core, core], -1)) \
+            if core.dim() == 2 else None
+        if init is None or isinstance(init, str) and \
+                not init.startswith("rope_"):
+            self.fail("it multiplies by %s, a complex table whose parts no "
+                      "rotary recipe gives (cos / sin of position x "
+                      "theta^(-2i/d))" % node.name)
+        s, n = core.shape
+        dt = _dtype(t.dtype, name)
+        self.b.const(name + ".table", [s, 2 * n], dt, init=init)
+        halves = [name + ".half", name + ".rest"]
+        self.b.op("split", [name + ".table"], halves,
+                  name=self.opname(node, "." + part + ".half"), dim=1,
+                  sizes=[n, n])
+        self.b.op("reshape", [halves[0]], name,
+                  name=self.opname(node, "." + part), shape=list(t.shape))
+        for o in halves + [name]:
+            self.produced[o] = None
+        return name
+
+    def _complex_mul(self, node):
+        """(a + ib)(c + id) = (ac - bd) + i(ad + bc), on the parts."""
+        a, b = self._complex_parts(node.args[0], "x")
+        c, d = self._complex_parts(node.args[1], "y")
+        n = node.name
+        terms = {}
+        for key, x, y in (("ac", a, c), ("bd", b, d), ("ad", a, d),
+                          ("bc", b, c)):
+            terms[key] = self.emit("mul", [x, y], out="%s.%s" % (n, key))
+        re = self.emit("sub", [terms["ac"], terms["bd"]], out=n + ".re")
+        im = self.emit("add", [terms["ad"], terms["bc"]], out=n + ".im")
+        z = self.value(node.args[0])
+        shape = z.shape if isinstance(z, _Complex) else \
+            self.value(node.args[1]).shape
+        self.vals[n] = _Complex(re, im, shape)
 
     def _split(self, node, sizes, dim):
         src = node.args[0]
@@ -765,6 +873,7 @@ def _local_attention(F, dt, mesh, attrs, xs, out_spec, name):
     # from this rank's key/value block
     import torch
     from . import placements as _pl
+    from . import torch_parallel as tp
     from .torch import from_dtensor_placements
     coords = tuple(mesh.get_coordinate())
 
@@ -789,15 +898,7 @@ def _local_attention(F, dt, mesh, attrs, xs, out_spec, name):
     shape = list(ref.shape[:3]) + [xs[2].shape[-1]]
     return dt.DTensor.from_local(y, mesh, out_spec, run_check=False,
                                  shape=tuple(shape),
-                                 stride=_contiguous_strides(shape))
-
-
-def _contiguous_strides(shape):
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
+                                 stride=tp.contiguous_strides(shape))
 
 
 def parallelize_program(module, plan, mesh=None):
@@ -871,6 +972,11 @@ def parallelize_program(module, plan, mesh=None):
             if kind == "attention" and isinstance(xs[0], dt.DTensor):
                 y = _local_attention(F, dt, mesh, attrs.get(name, {}), xs,
                                      info.spec(st.outputs[0], 4), name)
+            elif kind == "embedding" and isinstance(xs[0], dt.DTensor) \
+                    and tp.rows_split(xs[0]):
+                y = tp.row_split_embedding(
+                    xs[0], xs[1], mesh,
+                    info.spec(st.outputs[0], xs[1].dim() + 1), dt)
             else:
                 y = _run_op(F, torch, kind, attrs.get(name, {}), xs)
             ys = list(y) if isinstance(y, (tuple, list)) else [y]

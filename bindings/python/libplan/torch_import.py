@@ -445,6 +445,11 @@ def _axis_rule(kind, attrs, ins, shapes, outs):
         if isinstance(w, _pl.Shard) and w.dim == 1 and \
                 isinstance(ids, _pl.Replicate):
             return ins, [_pl.Shard(ro - 1, w.level)]
+        if isinstance(w, _pl.Shard) and w.dim == 0 and \
+                isinstance(ids, _pl.Replicate):
+            # a vocab-parallel table (RowwiseParallel on nn.Embedding):
+            # each rank looks up the rows it holds, a partial sum
+            return ins, [_pl.Partial("sum")]
         if isinstance(w, _pl.Replicate):
             return ins, [ids]
         raise _Refuse("an embedding table split on dim %d" % w.dim)
@@ -612,14 +617,20 @@ def _build(prog, module, axes, sizes, devices, params, buffers, fsdp,
                                         prod.name.startswith(pre)):
                     seen.append(t)
         sty = st["style"]
-        if len(seen) != len(sty.input_layouts):
+        pairs = list(zip(sty.input_layouts, sty.desired_input_layouts))
+        if len(seen) != len(pairs):
+            # an input both of whose layouts are None is left as it is
+            # (torchtitan's freqs_cis, masks, positions): a buffer the
+            # trace folds or a value that is no tensor
+            pairs = [(a, b) for a, b in pairs
+                     if a is not None or b is not None]
+        if len(seen) != len(pairs):
             raise UnsupportedError(
-                "%s: PrepareModuleInput names %d inputs, the trace reads %d "
-                "values from outside the module" % (path or "<root>",
-                                                    len(sty.input_layouts),
-                                                    len(seen)))
-        inside[path] = list(zip(seen, sty.input_layouts,
-                                sty.desired_input_layouts))
+                "%s: PrepareModuleInput names %d inputs (%d with a layout), "
+                "the trace reads %d values from outside the module"
+                % (path or "<root>", len(sty.input_layouts), len(pairs),
+                   len(seen)))
+        inside[path] = [(t, a, b) for t, (a, b) in zip(seen, pairs)]
 
     # an input given no placement arrives as the style that reads it first
     # says it is (SequenceParallel: split on the sequence)
@@ -656,8 +667,9 @@ def _build(prog, module, axes, sizes, devices, params, buffers, fsdp,
             ins.append(list(e))
         st = _style_for(o, styles)
         if st is not None and st["kind"] != "PrepareModuleInput":
-            ins[0] = _style_input(o, st, ins[0], local.get(o.inputs[0], True),
-                                  len(shapes[o.inputs[0]]))
+            x = 1 if o.kind == "embedding" else 0  # the activation: ids
+            ins[x] = _style_input(o, st, ins[x], local.get(o.inputs[x], True),
+                                  len(shapes[o.inputs[x]]))
         # a parameter FSDP gathers is read replicated on FSDP's axes
         for i, t in enumerate(o.inputs):
             if roles.get(t) == "param" and t in fsdp:

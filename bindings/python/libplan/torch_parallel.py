@@ -136,6 +136,7 @@ class _Info:
         self.shapes = {t.name: tuple(t.shape) for t in prog.tensors}
         self.producer = {}   # tensor -> (op name, output slot)
         self.ops = {}        # op name -> (inputs, Strategy)
+        self.kinds = {}      # op name -> kind
         for o in plan.ops:
             if o.strategy is None:
                 raise UnsupportedError(
@@ -143,6 +144,7 @@ class _Info:
                     "the strategies the plan gives (search or write one)"
                     % o.name)
             self.ops[o.name] = (tuple(o.inputs), o.strategy)
+            self.kinds[o.name] = o.kind
             for slot, t in enumerate(o.outputs):
                 self.producer[t] = (o.name, slot)
         self.leaves = {t: plan.placement(t) for t, r in self.roles.items()
@@ -219,6 +221,59 @@ def _redistribute(v, mesh, spec, dt):
         local = local * 0
     return dt.DTensor.from_local(local, mesh, spec, run_check=False,
                                  shape=v.shape, stride=v.stride())
+
+
+def rows_split(table):
+    """True when a DTensor embedding table has its rows (the vocabulary)
+    split over some mesh axis: a vocab-parallel embedding."""
+    return any(p.is_shard() and p.dim == 0 for p in table.placements)
+
+
+def row_split_embedding(table, ids, mesh, out_spec, dt):
+    """The lookup of a vocab-parallel embedding as libplan lowers it: each
+    rank looks up the ids its rows hold (the others give zero rows), so
+    the lookup is the sum over the axes that split the rows, and the
+    result is placed `out_spec` (the plan's output placement of the op,
+    partial on those axes). DTensor's own answer is a masked partial,
+    which cannot be redistributed to a plan's P(sum); this one can, and
+    its gradient reaches the table's rows this rank holds."""
+    from .torch import from_dtensor_placements
+    torch = _torch()
+    coords = tuple(mesh.get_coordinate())
+    _, off = _pl.local_shape_and_offset(
+        tuple(table.shape), from_dtensor_placements(table.placements),
+        list(mesh.shape), coords)
+    shape = list(ids.shape) + [table.shape[1]]
+    grad = list(table.placements)
+    if isinstance(ids, dt.DTensor):
+        if any(p.is_partial() for p in ids.placements):
+            raise UnsupportedError("an embedding's ids placed %s (partial): "
+                                   "ids are looked up whole"
+                                   % from_dtensor_placements(ids.placements))
+        # where the ids are split (a batch over dp) and the table is not,
+        # each rank's gradient of the table is a partial sum
+        for a, p in enumerate(ids.placements):
+            if p.is_shard() and grad[a].is_replicate():
+                grad[a] = dt.Partial()
+        ids = ids.to_local()
+    local = table.to_local(grad_placements=tuple(grad))
+    first, count = off[0], local.shape[0]
+    mine = (ids >= first) & (ids < first + count)
+    rows = torch.where(mine, ids - first, torch.zeros_like(ids))
+    y = torch.nn.functional.embedding(rows, local) * \
+        mine.unsqueeze(-1).to(local.dtype)
+    return dt.DTensor.from_local(y, mesh, tuple(out_spec), run_check=False,
+                                 shape=tuple(shape),
+                                 stride=contiguous_strides(shape))
+
+
+def contiguous_strides(shape):
+    """The strides of a contiguous tensor of `shape`."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
 
 
 def fx_trace(module):
@@ -411,7 +466,11 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 n.args, lambda a: self.placed_arg(a, want))
             kwargs = torch.fx.node.map_arg(
                 n.kwargs, lambda a: self.placed_arg(a, want))
-            if n.op == "call_module":
+            out = self.embedding_split(n, args, want) if \
+                info.kinds[opname] == "embedding" else None
+            if out is not None:
+                pass
+            elif n.op == "call_module":
                 sub = self.fetch_attr(n.target)
                 local = {}
                 for t, p in want.items():
@@ -438,6 +497,24 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 placed.append(self.to(o, st.outputs[info.producer[name][1]])
                               if name else o)
             return type(out)(placed) if isinstance(out, tuple) else placed
+
+        def embedding_split(self, n, args, want):
+            """A vocab-parallel embedding's lookup (the table's rows split:
+            row_split_embedding), or None for any other embedding."""
+            if n.op == "call_module":
+                table = self.fetch_attr(n.target).weight
+                p = want.get(n.target + ".weight")
+                table = self.to(table, p) if p else table
+                ids = args[0]
+            else:
+                ids, table = args[0], args[1]
+            if not isinstance(table, dt.DTensor) or not rows_split(table):
+                return None
+            opname = nodes[n.name][0]
+            st = info.ops[opname][1]
+            return row_split_embedding(
+                table, ids, mesh, info.spec(st.outputs[0], ids.dim() + 1),
+                dt)
 
         def passthrough(self, n):
             """A node without a plan op: a view or alias of a plan tensor,

@@ -2,9 +2,9 @@
 MLP (examples/mlp-megatron.plan.yaml's placements on a traced nn.Linear
 MLP), the same MLP with its loss in the module and a `training` section
 (so the lowered plan is the training step: forward, backward, gradient
-sync), and a pre-norm transformer block with Megatron + sequence
-parallelism (tests/python/test_torch.py's plan), on dp=2 x
-tp=world/2."""
+sync), a pre-norm transformer block with Megatron + sequence
+parallelism (tests/python/test_torch.py's plan), and a vocab-parallel
+embedding before a column-parallel head, on dp=2 x tp=world/2."""
 
 import os
 import sys
@@ -56,6 +56,31 @@ TRAINING = 'training:\n  optimizer: {kind: sgd, lr: %g}\n' \
            '  grad_sync: {"*": %s}\n'
 
 
+def embed_module(vocab=32, d=16):
+    """A token table and a projection back to the vocabulary: the two ends
+    of a language model."""
+    import torch
+
+    class Embed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, d)
+            self.fc = torch.nn.Linear(d, vocab, bias=False)
+
+        def forward(self, x):
+            return self.fc(self.emb(x))
+
+    return Embed()
+
+
+# A vocab-parallel table (its rows over tp: each rank looks up the ids it
+# holds, a partial sum all-reduced before the column-parallel head).
+EMBED_PLACEMENTS = {"x": "S(0)R", "emb.weight": "RS(0)", "fc.weight": "RS(0)"}
+EMBED_STRATEGIES = {"emb": (["RS(0)", "S(0)R"], "S(0)P(sum)"),
+                    "fc": (["S(0)R", "RS(0)"], "S(0)S(2)")}
+EMBED_OUTPUTS = {"fc": "S(0)S(2)"}
+
+
 def block_module(tp):
     return tt._block(d=16, heads=max(2, tp), seq=8)
 
@@ -69,6 +94,9 @@ def case(name, tp):
     if name == "mlp_train":
         return (train_module, torch.randn(8, 16), TRAIN_PLACEMENTS,
                 TRAIN_STRATEGIES, TRAIN_OUTPUTS)
+    if name == "embed":
+        return (embed_module, torch.randint(0, 32, (8, 4)), EMBED_PLACEMENTS,
+                EMBED_STRATEGIES, EMBED_OUTPUTS)
     return (lambda: block_module(tp), torch.randn(4, 8, 16),
             tt._BLOCK_PLACEMENTS, tt._BLOCK_STRATEGIES,
             {"add_2": tt._SP})

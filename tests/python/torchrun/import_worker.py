@@ -239,22 +239,37 @@ def _torch_kinds(counts):
 
 
 def hf_one(name, rank):
-    """A transformers model (tests/python/torchrun/hf_models.py) exported
-    and traced, a `megatron` search's plan on dp=2 x tp=2 (rank 0's,
-    broadcast), verify, then two SGD steps of the model run by
-    parallelize_program against the single-device model: the loss and
-    every gradient, and the forward's collectives against the lowered
-    plan's."""
-    import copy
+    """A transformers model (tests/python/torchrun/hf_models.py): see
+    trained."""
     import hf_models as hf
+    torch.manual_seed(0)
+    return trained("hf:" + name, hf.build(name), hf.VOCAB, hf.SEQ,
+                   hf.BATCH, {"use_cache": False},
+                   lambda m, ids: m(ids, use_cache=False).logits, rank)
+
+
+def titan_one(rank):
+    """torchtitan's Llama 3 (tests/python/torchrun/titan_models.py): see
+    trained."""
+    import titan_models as tm
+    torch.manual_seed(0)
+    return trained("titan:llama3", tm.build(), tm.VOCAB, tm.SEQ, tm.BATCH,
+                   None, lambda m, ids: m(ids), rank)
+
+
+def trained(case, base, vocab, seq, batch, kwargs, logits_of, rank):
+    """A model no one here wrote, exported and traced, a `megatron`
+    search's plan on dp=2 x tp=2 (rank 0's, broadcast), verify, then two
+    SGD steps of the model run by parallelize_program against the
+    single-device model: the loss and every gradient, and the forward's
+    collectives against the lowered plan's."""
+    import copy
     from libplan.torch_export import parallelize_program, \
         program_from_export
-    torch.manual_seed(0)
-    base = hf.build(name)
-    ids = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
-    labels = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
+    ids = torch.randint(0, vocab, (batch, seq))
+    labels = torch.randint(0, vocab, (batch, seq))
     t0 = time.perf_counter()
-    prog = program_from_export(base, (ids,), {"use_cache": False})
+    prog = program_from_export(base, (ids,), kwargs)
     trace_s = time.perf_counter() - t0
     box = [None]
     if rank == 0:
@@ -272,13 +287,13 @@ def hf_one(name, rank):
     loss_diff = grad_diff = 0.0
     counts = None
     for _ in range(2):
-        want_loss = ce(ref(ids, use_cache=False).logits.reshape(
-            -1, hf.VOCAB), labels.reshape(-1))
+        want_loss = ce(logits_of(ref, ids).reshape(-1, vocab),
+                       labels.reshape(-1))
         mode = comm_debug_mode()
         with mode:
             y = par(ids)
         counts = counts or comm_counts(mode)
-        loss = ce(y.full_tensor().reshape(-1, hf.VOCAB), labels.reshape(-1))
+        loss = ce(y.full_tensor().reshape(-1, vocab), labels.reshape(-1))
         want_loss.backward()
         loss.backward()
         loss_diff = max(loss_diff, float((want_loss - loss).abs()))
@@ -290,8 +305,12 @@ def hf_one(name, rank):
         for o in opts:
             o.step()
             o.zero_grad()
-    res = {"case": "hf:" + name, "trace_s": round(trace_s, 2),
+    # the token table's placement (megatron splits its rows over tp: a
+    # vocab-parallel embedding, its lookup a partial sum)
+    table = [o.inputs[0] for o in plan.ops if o.kind == "embedding"][0]
+    res = {"case": case, "trace_s": round(trace_s, 2),
            "ops": len(prog), "verify_equal": verdict,
+           "table": [table, plan.placement(table)],
            "plan": {k: want[k] for k in COLLECTIVES}, "run": counts,
            "loss_diff": loss_diff, "grad_diff": grad_diff}
     prog.close()
@@ -378,6 +397,89 @@ def hf_import(rank):
     return res, ok
 
 
+def titan_import(rank):
+    """torchtitan's Llama 3 parallelized by torchtitan's own tensor-
+    parallel plan (its apply_tp: a vocab-parallel embedding, sequence-
+    parallel norms, column-parallel q/k/v and w1/w3, row-parallel wo and
+    w2, the output layer column-parallel) on the tp axis of dp=2 x tp=2,
+    imported through the export tracer: the hand run's output and
+    collectives against the imported plan's, verify, the plan run by
+    parallelize_program on a fresh copy, and the imported plan against a
+    `megatron` search's with sequence parallelism (placements and modeled
+    step) and a `greedy` one's (modeled step)."""
+    import copy
+    import titan_models as tm
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+    from libplan.torch_export import parallelize_program
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    base = tm.build()
+    ids = torch.randint(0, tm.VOCAB, (tm.BATCH, tm.SEQ))
+    ref = base(ids).detach()
+    m = tm.apply_torchtitan_tp(copy.deepcopy(base), mesh["tp"])
+    t0 = time.perf_counter()
+    plan = lt.plan_from_module(m, mesh, (ids,), tracer="export")
+    import_s = time.perf_counter() - t0
+    coords = tuple(mesh.get_coordinate())
+    mode = comm_debug_mode()
+    with mode:
+        y = m(local_input(ids, mesh, plan.placement("tokens")))
+    y = y.to_local() if isinstance(y, DTensor) else y
+    out = plan.ops[-1].outputs[0]
+    hand_diff = float((y.detach() - block_of(ref, plan, out,
+                                             coords)).abs().max())
+    hand = {str(k).split(".")[-1]: n
+            for k, n in mode.get_comm_counts().items() if n}
+    want = lowered_collectives(plan)
+    verdict = plan.verify().equal if rank == 0 else None
+    fresh = copy.deepcopy(base)
+    parallelize_program(fresh, plan)
+    mode = comm_debug_mode()
+    with mode:
+        z = fresh(ids)
+    rt = comm_counts(mode)
+    rt_diff = float((z.full_tensor().detach() - ref).abs().max())
+    costs = {"imported": plan.cost().step_seconds}
+    differ = None
+    if rank == 0:
+        # megatron's recipe with sequence parallelism (the tp axis named
+        # sp): every placement and every op's strategy as torchtitan's
+        with libplan.search(plan.program, {"dp": 2, "sp": 2},
+                            strategy="megatron") as p2:
+            costs["megatron_search"] = p2.cost().step_seconds
+            differ = sorted(
+                [k for k, v in plan.placements.items()
+                 if p2.placement(k) != v] +
+                [o.name for o, o2 in zip(plan.ops, p2.ops)
+                 if (tuple(o.strategy.inputs), tuple(o.strategy.outputs)) !=
+                 (tuple(o2.strategy.inputs), tuple(o2.strategy.outputs))] +
+                [o for o in _outputs_of(plan) if p2.placement(o) !=
+                 plan.placement(o)])
+        with libplan.search(plan.program, {"dp": 2, "tp": 2}) as p3:
+            costs["greedy_search"] = p3.cost().step_seconds
+    res = {"case": "titan:llama3_tp_import", "import_s": round(import_s, 2),
+           "placements": {k: v for k, v in plan.placements.items()
+                          if k in ("tok_embeddings.weight", "norm.weight",
+                                   "output.weight") or "layers.0." in k},
+           "plan": {k: want[k] for k in COLLECTIVES}, "hand_run": hand,
+           "hand_max_diff": hand_diff, "roundtrip_run": rt,
+           "roundtrip_max_diff": rt_diff, "verify_equal": verdict,
+           "modeled_step_s": costs, "unlike_megatron": differ}
+    plan.close()
+    ok = hand_diff <= TOL and rt_diff <= TOL and \
+        (rank != 0 or verdict is True) and \
+        all(rt[k] == want[k] for k in COLLECTIVES) and \
+        {k: n for k, n in want.items() if n and k in COLLECTIVES} == \
+        _torch_kinds(hand) and (rank != 0 or differ == [])
+    return res, ok
+
+
+def _outputs_of(plan):
+    from libplan.torch_export import _outputs_of as outs
+    return outs(plan.program)
+
+
 def main():
     rank = int(os.environ["RANK"])
     dist.init_process_group("gloo")
@@ -423,6 +525,25 @@ def main():
                 print("%s hf:llama_tp_import %s" % (
                     "ok" if good else "FAIL",
                     json.dumps(res, sort_keys=True)), flush=True)
+        import titan_models as tm
+        for name, fn in (("titan:llama3", titan_one),
+                         ("titan:llama3_tp_import", titan_import)):
+            if name.split(":")[1] not in os.environ.get(
+                    "TITAN_CASES", "llama3 llama3_tp_import").split():
+                continue
+            if tm.available() is not None:
+                if rank == 0:
+                    print("skip %s %s" % (name, tm.available()), flush=True)
+                continue
+            try:
+                res, good = fn(rank)
+            except Exception as e:
+                res, good = {"case": name, "error": repr(e)}, False
+            failed += not good
+            if rank == 0:
+                print("%s %s %s" % ("ok" if good else "FAIL", name,
+                                    json.dumps(res, sort_keys=True)),
+                      flush=True)
         # negative: the import refuses a misread activation
         torch.manual_seed(0)
         from torch.distributed.device_mesh import init_device_mesh

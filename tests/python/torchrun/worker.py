@@ -142,7 +142,7 @@ def main():
     shape = {"dp": 2, "tp": tp}
     failed = 0
     try:
-        for name in os.environ.get("CASES", "mlp mlp_train block").split():
+        for name in os.environ.get("CASES", "mlp mlp_train block embed").split():
             r = one(name, tp, world, rank, shape)
             good = r["counts_equal"] and r["values_equal"] and \
                 (rank != 0 or r["verify_equal"])
