@@ -37,7 +37,18 @@ def build(name):
                           pad_token_id=None, tie_word_embeddings=False,
                           attn_implementation="sdpa")
         return LlamaForCausalLM(cfg).eval()
+    if name == "mixtral":
+        from transformers import MixtralConfig, MixtralForCausalLM
+        cfg = MixtralConfig(num_hidden_layers=2, hidden_size=16,
+                            intermediate_size=32, num_attention_heads=4,
+                            num_key_value_heads=2, num_local_experts=4,
+                            num_experts_per_tok=2,
+                            max_position_embeddings=SEQ, vocab_size=VOCAB,
+                            bos_token_id=0, eos_token_id=0,
+                            pad_token_id=None, tie_word_embeddings=False,
+                            attn_implementation="sdpa")
+        return MixtralForCausalLM(cfg).eval()
     raise KeyError(name)
 
 
-MODELS = ("gpt2", "llama")
+MODELS = ("gpt2", "llama", "mixtral")
