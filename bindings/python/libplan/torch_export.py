@@ -670,21 +670,22 @@ class _Converter:
     def _experts_groups(self):
         """{stack key: group} for every call of an experts-like module in
         the graph; self.moe_of maps each of its nodes to the key."""
-        import torch.fx
-        self.moe_of, groups, members = {}, {}, {}
+        self.moe_of, groups, members, seen = {}, {}, {}, {}
         for node in self.gm.graph.nodes:
             stack = node.meta.get("nn_module_stack") or {}
             for key, v in stack.items():
-                p = self._norm_path(v[0] if isinstance(v, tuple) else str(v))
-                if key not in groups:
+                if key not in seen:
+                    p = self._norm_path(v[0] if isinstance(v, tuple)
+                                        else str(v))
                     mod = self._module_at(p)
-                    if mod is None or not _experts_like(mod):
-                        continue
-                    groups[key] = {"path": p, "mod": mod}
-                    members[key] = []
-                self.moe_of[node.name] = key
-                members[key].append(node)
-                break
+                    seen[key] = mod is not None and _experts_like(mod)
+                    if seen[key]:
+                        groups[key] = {"path": p, "mod": mod}
+                        members[key] = []
+                if seen[key]:
+                    self.moe_of[node.name] = key
+                    members[key].append(node)
+                    break
         for key, g in groups.items():
             inside = set(n.name for n in members[key])
             ins, outs = [], []

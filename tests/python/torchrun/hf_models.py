@@ -1,10 +1,11 @@
 """Hugging Face transformers models built from small configs with random
-weights (nothing downloaded), for the export tracer's tests: GPT-2 and
-Llama (grouped-query attention, rotary embeddings, RMSNorm, SiLU MLP).
+weights (nothing downloaded), for the export tracer's tests: GPT-2,
+Llama (grouped-query attention, rotary embeddings, RMSNorm, SiLU MLP) and
+Mixtral (Llama's attention, a top-2 router over 4 SiLU experts).
 Word embeddings are untied (a tied table is one parameter under two
-names, which a plan would place twice) and Llama has no padding index
-(its embedding row gets no gradient, which libplan's embedding has no
-attribute for)."""
+names, which a plan would place twice) and Llama and Mixtral have no
+padding index (its embedding row gets no gradient, which libplan's
+embedding has no attribute for)."""
 
 VOCAB, SEQ, BATCH = 32, 8, 4
 
