@@ -20,6 +20,11 @@ the module (non-strict) and maps that ATen graph to libplan's ops:
   unsqueeze, transpose / permute, expand, split / slice (one dim), cat;
   dropout (p=0 or eval), clone, contiguous, alias, a cast to the same
   dtype and export's metadata asserts pass the value through.
+- topk, sum, in-place add_ / sub_ / mul_ / div_ (not of a view); an
+  experts module (transformers' form: gate_up_proj [e, 2i, h] and
+  down_proj [e, h, i] called on tokens, top-k ids and weights) becomes
+  the dense form, every expert on every token, once its own forward is
+  checked equal to it (docs/python.md).
 
 Names: an op by its module path and node name ("transformer.h.0.attn.
 linear"), params by their qualified names, inputs by the argument names.
