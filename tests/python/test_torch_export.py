@@ -160,6 +160,26 @@ class TestProgramFromExport(unittest.TestCase):
         # the check draws from a generator of its own
         self.assertTrue(torch.equal(state, torch.random.get_rng_state()))
 
+    def test_eager_experts_named(self):
+        """transformers' eager experts loop does not export (it iterates
+        over the experts the routing hit): the refusal says which module
+        and which implementations export."""
+        import hf_models as hf
+        if not hf.available():
+            self.skipTest("transformers is not installed")
+        import torch
+        torch.manual_seed(0)
+        m = hf.build("mixtral")
+        m.model.layers[0].mlp.experts.config._experts_implementation = \
+            "eager"
+        ids = torch.randint(0, hf.VOCAB, (hf.BATCH, hf.SEQ))
+        with self.assertRaises(libplan.UnsupportedError) as cm:
+            lt.program_from_export(m, (ids,), {"use_cache": False})
+        msg = str(cm.exception)
+        self.assertIn("torch.export cannot export", msg)
+        self.assertIn("model.layers.0.mlp.experts", msg)
+        self.assertIn("grouped_mm", msg)
+
     def test_in_place_on_a_view_refused(self):
         import torch
 

@@ -893,6 +893,21 @@ def _experts_spec(conv, g, out):
             "down": names["%s.down_proj" % path]}
 
 
+def _eager_experts_hint(module):
+    """Why an export that failed may have: an experts module run by
+    transformers' eager loop (over the experts the routing hit, which
+    depends on its values), as a clause for the message ("" if none)."""
+    for name, mod in module.named_modules():
+        cfg = getattr(mod, "config", None)
+        if _experts_like(mod) and \
+                getattr(cfg, "_experts_implementation", None) == "eager":
+            return ("; experts module %s runs transformers' eager experts "
+                    "loop, whose iterations depend on the routing's values: "
+                    "set its config's _experts_implementation to "
+                    "\"grouped_mm\" or \"batched_mm\", which export"
+                    % (name or "<root>"))
+    return ""
+
 def _dense_experts(torch, x, idx, w, gu, dn, e, i, transposed, act):
     """The dense form in torch (what the emitted ops compute)."""
     import torch.nn.functional as F
@@ -954,7 +969,8 @@ def program_from_export(module, example_inputs, kwargs=None, name=None):
     except Exception as e:
         raise UnsupportedError("torch.export cannot export %s: %s"
                                % (what, str(e).splitlines()[0] if str(e)
-                                  else type(e).__name__)) from e
+                                  else type(e).__name__) +
+                               _eager_experts_hint(module)) from e
     b = ProgramBuilder(what)
     conv = _Converter(ep, module, b)
     outputs = conv.run()
