@@ -7,7 +7,8 @@ arange into an embedding), and transformers' GPT-2, Llama and Mixtral
 (small configs, random weights; skipped, saying so, without transformers;
 Mixtral's experts in their dense form). A padding index, an experts
 module whose forward is not the dense form and an in-place op on a view
-are refused, naming the node or module."""
+are refused, naming the node or module; an experts module of that form
+written here (transposed weights, a loop of its own) traces densely too."""
 
 import os
 import sys
@@ -132,6 +133,59 @@ class TestProgramFromExport(unittest.TestCase):
             self.assertEqual(kinds.count("matmul"), 4)
             shape = prog.tensor(ops[pre + "gate_up"].outputs[0]).shape
             self.assertEqual(list(shape), [4, hf.BATCH * hf.SEQ, 64])
+
+    def test_own_transposed_experts(self):
+        """An experts module of the same form written here (weights
+        stored transposed, is_transposed; a loop over the experts with
+        the routing as masks inside, not transformers' dispatch) behind a
+        router: the dense form, within TOL of the module's output."""
+        import torch
+        from torch import nn
+        e, h, i, k = 3, 8, 6, 2
+
+        class Experts(nn.Module):
+            is_transposed = True
+
+            def __init__(self):
+                super().__init__()
+                self.gate_up_proj = nn.Parameter(torch.randn(e, h, 2 * i))
+                self.down_proj = nn.Parameter(torch.randn(e, i, h))
+                self.act_fn = nn.GELU()
+
+            def forward(self, x, ids, weights):
+                out = torch.zeros_like(x)
+                for j in range(e):
+                    wj = (weights * (ids == j)).sum(-1, keepdim=True)
+                    gate, up = (x @ self.gate_up_proj[j]).chunk(2, dim=-1)
+                    out = out + wj * ((self.act_fn(gate) * up) @
+                                      self.down_proj[j])
+                return out
+
+        class Moe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.router = nn.Linear(h, e, bias=False)
+                self.experts = Experts()
+
+            def forward(self, x):
+                p = torch.softmax(self.router(x), dim=-1)
+                w, ids = torch.topk(p, k, dim=-1)
+                return self.experts(x, ids, w / w.sum(-1, keepdim=True))
+
+        torch.manual_seed(3)
+        m = Moe().eval()
+        x = torch.randn(10, h)
+        import test_torch as tt
+        with lt.program_from_export(m, (x,)) as prog:
+            kinds = {o.name: o.kind for o in prog.ops}
+            self.assertEqual(kinds["experts.act"], "gelu")
+            self.assertEqual(kinds["experts.dense"], "scatter_add")
+            leaves = dict(m.named_parameters())
+            leaves["x"] = x
+            got = tt._reference_run(prog, leaves, prog.ops[-1].outputs[0])
+            want = m(x).detach().double()
+            self.assertLessEqual(float((got - want).abs().max()),
+                                 1e-4 * float(want.abs().max()))
 
     def test_experts_of_another_form_refused(self):
         """An experts module whose gate is not act(gate) * up (its
