@@ -726,9 +726,10 @@ class _Converter:
         path = g["path"]
 
         def op(kind, ins, outs, what, **attrs):
-            name, j = "%s.%s" % (path, what), 1
+            pre = path + "." if path else ""
+            name, j = pre + what, 1
             while name in self.opnames:
-                name = "%s.%s_%d" % (path, what, j)
+                name = "%s%s_%d" % (pre, what, j)
                 j += 1
             self.opnames.add(name)
             self.b.op(kind, ins, outs, name=name, **attrs)
@@ -911,7 +912,8 @@ def _eager_experts_hint(module):
 def _dense_experts(torch, x, idx, w, gu, dn, e, i, transposed, act):
     """The dense form in torch (what the emitted ops compute)."""
     import torch.nn.functional as F
-    dense = torch.zeros(x.shape[0], e, dtype=x.dtype).scatter_add(-1, idx, w)
+    dense = torch.zeros(x.shape[0], e, dtype=x.dtype,
+                        device=x.device).scatter_add(-1, idx, w)
     gu = gu if not transposed else gu.transpose(-2, -1)
     dn = dn if not transposed else dn.transpose(-2, -1)
     gate, up = torch.matmul(x, gu.transpose(-2, -1)).split(i, -1)
