@@ -20,6 +20,11 @@ the module (non-strict) and maps that ATen graph to libplan's ops:
   unsqueeze, transpose / permute, expand, split / slice (one dim), cat;
   dropout (p=0 or eval), clone, contiguous, alias, a cast to the same
   dtype and export's metadata asserts pass the value through.
+- topk, sum, in-place add_ / sub_ / mul_ / div_ (not of a view); an
+  experts module (transformers' form: gate_up_proj [e, 2i, h] and
+  down_proj [e, h, i] called on tokens, top-k ids and weights) becomes
+  the dense form, every expert on every token, once its own forward is
+  checked equal to it (docs/python.md).
 
 Names: an op by its module path and node name ("transformer.h.0.attn.
 linear"), params by their qualified names, inputs by the argument names.
@@ -89,6 +94,7 @@ class _Converter:
         self.opnames = set()
         self.node = None
         self.path_cache = {}
+        self.module = module
 
     # -- names and errors --
     def path(self, node):
@@ -260,6 +266,8 @@ class _Converter:
             self.fail("an input of kind %s has no libplan form" % kind)
 
     def call(self, node):
+        if self.in_experts(node):
+            return
         op = _opname(node.target)
         if op in _SKIP:
             self.vals[node.name] = _Folded(None, node)
@@ -687,6 +695,373 @@ class _Converter:
         self.emit("concat", [self.tensor(a) for a in node.args[0]] if
                   isinstance(ts, (list, tuple)) else [], {"dim": dim})
 
+    # -- routing: topk, sum, in-place arithmetic --
+    def a_topk(self, node):
+        shape = self.meta(node.args[0])[0]
+        k = int(self.concrete(self.arg(node, 1, "k")))
+        dim = int(self.concrete(self.arg(node, 2, "dim", -1)))
+        if dim % len(shape) != len(shape) - 1:
+            self.fail("topk along a dim other than the last has no libplan "
+                      "op")
+        if not self.concrete(self.arg(node, 3, "largest", True)) or \
+                not self.concrete(self.arg(node, 4, "sorted", True)):
+            self.fail("topk with largest=False or sorted=False has no "
+                      "libplan op")
+        outs = [node.name + ".values", node.name + ".indices"]
+        self.b.op("topk", [self.tensor(node.args[0])], outs,
+                  name=self.opname(node), k=k)
+        for o in outs:
+            self.produced[o] = None
+        self.vals[node.name] = tuple(outs)
+
+    def a_sum(self, node):
+        if node.kwargs.get("dtype") is not None:
+            self.fail("a sum with a dtype has no libplan op")
+        dims = self.concrete(self.arg(node, 1, "dim"))
+        rank = len(self.meta(node.args[0])[0])
+        if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+            dims = list(range(rank))
+        dims = [int(d) % rank for d in (dims if isinstance(dims, (list,
+                                                                  tuple))
+                                        else [dims])]
+        keep = bool(self.concrete(self.arg(node, 2, "keepdim", False)))
+        self.emit("reduce_sum", [self.tensor(node.args[0])],
+                  {"dims": dims, "keepdim": keep})
+
+    def _in_place(self, node, kind):
+        """x.add_(y) (sub_, mul_, div_; the router's renormalisation): the
+        op, and later readers of x read its result. Refused on a view (its
+        base would change too) or a leaf."""
+        import torch.fx
+        x = node.args[0]
+        if not isinstance(x, torch.fx.Node) or x.op != "call_function":
+            self.fail("an in-place %s of a leaf has no libplan op" % kind)
+        src = x
+        if _opname(x.target) == "getitem":
+            src = x.args[0]
+        if _opname(src.target) in _VIEWS:
+            self.fail("an in-place %s of a view (of %s) has no libplan op"
+                      % (kind, src.name))
+        if kind == "div" and node.kwargs.get("rounding_mode"):
+            self.fail("rounding_mode has no libplan op")
+        self._binary(node, kind)
+        self.vals[x.name] = self.vals[node.name]
+
+    def a_add_(self, node):
+        self._in_place(node, "add")
+
+    def a_sub_(self, node):
+        self._in_place(node, "sub")
+
+    def a_mul_(self, node):
+        self._in_place(node, "mul")
+
+    def a_div_(self, node):
+        self._in_place(node, "div")
+
+    # -- mixture-of-experts layers --
+    def in_experts(self, node):
+        """True for a node inside a call of an experts module (see
+        _experts_spec), whose nodes are replaced by the dense computation,
+        emitted at the call's output node."""
+        if getattr(self, "moe_groups", None) is None:
+            self.moe_groups = self._experts_groups()
+        key = self.moe_of.get(node.name)
+        if key is None:
+            return False
+        g = self.moe_groups[key]
+        if node.name == g["out"].name:
+            self._emit_experts(g)
+        return True
+
+    def _module_at(self, path):
+        try:
+            return self.module.get_submodule(path) if path else self.module
+        except (AttributeError, TypeError):
+            return None
+
+    def _experts_groups(self):
+        """{stack key: group} for every call of an experts-like module in
+        the graph; self.moe_of maps each of its nodes to the key."""
+        self.moe_of, groups, members, seen = {}, {}, {}, {}
+        for node in self.gm.graph.nodes:
+            stack = node.meta.get("nn_module_stack") or {}
+            for key, v in stack.items():
+                if key not in seen:
+                    p = self._norm_path(v[0] if isinstance(v, tuple)
+                                        else str(v))
+                    mod = self._module_at(p)
+                    seen[key] = mod is not None and _experts_like(mod)
+                    if seen[key]:
+                        groups[key] = {"path": p, "mod": mod}
+                        members[key] = []
+                if seen[key]:
+                    self.moe_of[node.name] = key
+                    members[key].append(node)
+                    break
+        for key, g in groups.items():
+            inside = set(n.name for n in members[key])
+            ins, outs = [], []
+            for n in members[key]:
+                for a in n.all_input_nodes:
+                    if a.name not in inside and a not in ins:
+                        ins.append(a)
+                if any(u.name not in inside for u in n.users) and \
+                        n not in outs:
+                    outs.append(n)
+            if len(outs) != 1:
+                self.fail("the experts module's call has %d outputs read "
+                          "outside it, not 1" % len(outs), members[key][0])
+            g["ins"], g["out"] = ins, outs[0]
+            g["first"] = members[key][0]
+        return groups
+
+    def _norm_path(self, p):
+        for a, b in (("L['self'].", ""), ("L['self']", ""), ("[", "."),
+                     ("]", "")):
+            p = p.replace(a, b)
+        return p.strip(".")
+
+    def _emit_experts(self, g):
+        """The dense form of an experts call (docs/python.md): every expert
+        on every token, the outputs weighed by the top-k weights scattered
+        into a dense [tokens, experts] table and summed over the experts."""
+        out = g["out"]
+        spec = _experts_spec(self, g, out)
+        x, idx, w = spec["x"], spec["idx"], spec["w"]
+        e, i = spec["experts"], spec["inter"]
+        t, h = self.meta(x)[0]
+        path = g["path"]
+
+        def op(kind, ins, outs, what, **attrs):
+            pre = path + "." if path else ""
+            name, j = pre + what, 1
+            while name in self.opnames:
+                name = "%s%s_%d" % (pre, what, j)
+                j += 1
+            self.opnames.add(name)
+            self.b.op(kind, ins, outs, name=name, **attrs)
+            for o in (outs if isinstance(outs, list) else [outs]):
+                if o != out.name:
+                    self.produced[o] = None
+            return outs
+        base = out.name + "."
+        dense = op("scatter_add", [self.tensor(w), self.tensor(idx)],
+                   base + "dense", "dense", size=e)
+        dense = op("permute", [dense], base + "dense_t", "dense_t",
+                   perm=[1, 0])
+        dense = op("reshape", [dense], base + "weights", "weights",
+                   shape=[e, t, 1])
+        xe = op("expand", [self.tensor(x)], base + "tokens", "tokens",
+                shape=[e, t, h])
+        tb = not spec["transposed"]
+        gu = op("matmul", [xe, self.tensor(spec["gate_up"])],
+                base + "gate_up", "gate_up", transpose_b=tb)
+        gate, up = op("split", [gu], [base + "gate", base + "up"], "split",
+                      dim=2, sizes=[i, i])
+        act = op(spec["act"][0], [gate], base + "act", "act",
+                 **spec["act"][1])
+        hid = op("mul", [act, up], base + "hidden", "hidden")
+        y = op("matmul", [hid, self.tensor(spec["down"])], base + "down",
+               "down", transpose_b=tb)
+        y = op("mul", [y, dense], base + "weighed", "weighed")
+        op("reduce_sum", [y], out.name, "combine", dims=[0], keepdim=False)
+        self.produced[out.name] = out
+        self.vals[out.name] = out.name
+
+
+# ---- mixture-of-experts layers ---------------------------------------------
+
+# ops whose result may share storage with their input: an in-place op on
+# one would change the base too
+_VIEWS = _RESHAPE + ("alias", "detach", "contiguous", "to", "transpose", "t",
+                     "permute", "expand", "slice", "select", "narrow",
+                     "split", "split_with_sizes", "chunk", "unbind",
+                     "as_strided", "diagonal", "unfold", "view_as_complex",
+                     "view_as_real", "view_as_real_copy")
+
+_ACTS = (("silu", {}), ("gelu", {}), ("gelu", {"approximate": "tanh"}),
+         ("relu", {}), ("tanh", {}), ("sigmoid", {}))
+
+
+def _experts_like(mod):
+    """A module holding banks of expert weights: a parameter of its own
+    of rank 3 named *_proj ([experts, out, in] as transformers' experts
+    modules store them)."""
+    return any(n.endswith("_proj") and p.dim() == 3
+               for n, p in mod.named_parameters(recurse=False))
+
+
+def _act_of(torch, fn):
+    """The libplan activation (kind, attrs) fn computes, or None."""
+    import torch.nn.functional as F
+    z = torch.linspace(-4.0, 4.0, 81, dtype=torch.float64)
+    try:
+        with torch.no_grad():
+            got = fn(z)
+    except Exception:
+        return None
+    for kind, attrs in _ACTS:
+        if kind == "gelu":
+            want = F.gelu(z, approximate=attrs.get("approximate", "none"))
+        elif kind == "silu":
+            want = F.silu(z)
+        else:
+            want = getattr(torch, kind)(z)
+        if got.shape == want.shape and \
+                bool(((got - want).abs() <= 1e-9).all()):
+            return kind, attrs
+    return None
+
+
+def _experts_spec(conv, g, out):
+    """What the dense form of experts call g needs: the tokens x [t, h],
+    the top-k expert ids idx [t, k] and weights w [t, k] (the call's
+    inputs), the gate_up_proj and down_proj params, their layout, the
+    intermediate size and the activation; UnsupportedError for an experts
+    module of another form, and unless the module's own forward, run on
+    random tokens and routing, equals the dense form."""
+    torch = conv.torch
+    mod, first, path = g["mod"], g["first"], g["path"]
+
+    def fail(why):
+        conv.fail("experts module %s (%s): %s" % (path, type(mod).__name__,
+                                                  why), first)
+    params = dict(mod.named_parameters(recurse=False))
+    if set(params) != {"gate_up_proj", "down_proj"}:
+        fail("its parameters are %s; libplan's dense experts are a fused "
+             "gate_up_proj and a down_proj, without biases"
+             % sorted(params))
+    for attr, want in (("has_bias", False), ("has_gate", True),
+                       ("is_concatenated", True),
+                       ("has_post_expert_norm", False)):
+        if bool(getattr(mod, attr, want)) != want:
+            fail("%s is %s; the dense form has %s = %s"
+                 % (attr, not want, attr, want))
+    transposed = bool(getattr(mod, "is_transposed", False))
+    gu, dn = params["gate_up_proj"], params["down_proj"]
+    e = int(gu.shape[0])
+    if transposed:
+        h, i2 = int(gu.shape[1]), int(gu.shape[2])
+    else:
+        i2, h = int(gu.shape[1]), int(gu.shape[2])
+    i = i2 // 2
+    want_dn = (e, i, h) if transposed else (e, h, i)
+    if i2 % 2 or tuple(int(d) for d in dn.shape) != want_dn:
+        fail("gate_up_proj %s and down_proj %s are not the shapes of one "
+             "layout ([e, 2i, h] and [e, h, i], or transposed)"
+             % (list(gu.shape), list(dn.shape)))
+    act = _act_of(torch, getattr(mod, "act_fn", None) or (lambda z: None))
+    if act is None:
+        fail("its act_fn is none of silu, gelu, gelu tanh, relu, tanh, "
+             "sigmoid")
+    x = idx = w = None
+    names = {}
+    for a in g["ins"]:
+        kind, target = conv.kind.get(a.name, (None, None))
+        if a.op == "placeholder" and kind == "PARAMETER":
+            names[target] = a
+            continue
+        v = conv.vals.get(a.name)
+        if not isinstance(v, str):
+            if v is None:
+                fail("its input %s is not computed before its output"
+                     % a.name)
+            continue  # folded (shapes only): not an input of the form
+        shape, dt = conv.meta(a)
+        if dt.startswith("i") or dt.startswith("u"):
+            if idx is not None:
+                fail("it reads two integer tensors")
+            idx = a
+        elif len(shape) == 2 and shape[1] == h and x is None and \
+                (w is None or shape != conv.meta(w)[0]):
+            x = a
+        elif w is None:
+            w = a
+        else:
+            fail("it reads more tensors than the tokens, the expert ids and "
+                 "the weights")
+    for pname in ("gate_up_proj", "down_proj"):
+        if "%s.%s" % (path, pname) not in names:
+            fail("its %s is not read as the parameter %s.%s"
+                 % (pname, path, pname))
+    if x is None or idx is None or w is None:
+        fail("its inputs are not the tokens [t, h], the expert ids [t, k] "
+             "and the weights [t, k]")
+    t = conv.meta(x)[0][0]
+    k = conv.meta(idx)[0]
+    if len(k) != 2 or k[0] != t or conv.meta(w)[0] != k or \
+            conv.meta(out)[0] != [t, h] or k[1] == h:
+        fail("its inputs %s, %s, %s and output %s are not the tokens [t, h], "
+             "the expert ids and the weights [t, k] (k != h) and [t, h]"
+             % (conv.meta(x)[0], k, conv.meta(w)[0], conv.meta(out)[0]))
+    _check_dense(torch, mod, fail, e, h, i, k[1], transposed, act)
+    return {"x": x, "idx": idx, "w": w, "experts": e, "inter": i,
+            "transposed": transposed, "act": act,
+            "gate_up": names["%s.gate_up_proj" % path],
+            "down": names["%s.down_proj" % path]}
+
+
+def _eager_experts_hint(module):
+    """Why an export that failed may have: an experts module run by
+    transformers' eager loop (over the experts the routing hit, which
+    depends on its values), as a clause for the message ("" if none)."""
+    for name, mod in module.named_modules():
+        cfg = getattr(mod, "config", None)
+        if _experts_like(mod) and \
+                getattr(cfg, "_experts_implementation", None) == "eager":
+            return ("; experts module %s runs transformers' eager experts "
+                    "loop, whose iterations depend on the routing's values: "
+                    "set its config's _experts_implementation to "
+                    "\"grouped_mm\" or \"batched_mm\", which export"
+                    % (name or "<root>"))
+    return ""
+
+def _dense_experts(torch, x, idx, w, gu, dn, e, i, transposed, act):
+    """The dense form in torch (what the emitted ops compute)."""
+    import torch.nn.functional as F
+    dense = torch.zeros(x.shape[0], e, dtype=x.dtype,
+                        device=x.device).scatter_add(-1, idx, w)
+    gu = gu if not transposed else gu.transpose(-2, -1)
+    dn = dn if not transposed else dn.transpose(-2, -1)
+    gate, up = torch.matmul(x, gu.transpose(-2, -1)).split(i, -1)
+    kind, attrs = act
+    a = F.gelu(gate, approximate=attrs.get("approximate", "none")) if \
+        kind == "gelu" else (F.silu(gate) if kind == "silu" else
+                             getattr(torch, kind)(gate))
+    y = torch.matmul(a * up, dn.transpose(-2, -1))
+    return (y * dense.t()[:, :, None]).sum(0)
+
+
+def _check_dense(torch, mod, fail, e, h, i, k, transposed, act):
+    """The module's forward on random tokens and routing (a generator of
+    its own: the global one is left as it was) against the dense form."""
+    p = mod.gate_up_proj
+    gen = torch.Generator().manual_seed(0)
+    t = 7
+    x = torch.randn(t, h, generator=gen).to(p.dtype)
+    logits = torch.randn(t, e, generator=gen)
+    w, idx = torch.topk(torch.softmax(logits, -1), k, dim=-1)
+    w = (w / w.sum(-1, keepdim=True)).to(p.dtype)
+    x, idx, w = x.to(p.device), idx.to(p.device), w.to(p.device)
+    try:
+        with torch.no_grad():
+            got = mod(x, idx, w)
+            want = _dense_experts(torch, x, idx, w, p.detach(),
+                                  mod.down_proj.detach(), e, i, transposed,
+                                  act)
+    except Exception as ex:
+        fail("running it on random routing failed: %s"
+             % (str(ex).splitlines()[0] if str(ex) else type(ex).__name__))
+    if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        fail("its forward(tokens, ids, weights) does not return [t, h]")
+    err = float((got.double() - want.double()).abs().max())
+    tol = 1e-4 * (1.0 + float(want.double().abs().max()))
+    if not err <= tol:
+        fail("its forward differs from the dense form (every expert on "
+             "every token: act(x gate^T) * (x up^T), then down^T, weighed by "
+             "the top-k weights) by %.3g on random routing" % err)
+
 
 def program_from_export(module, example_inputs, kwargs=None, name=None):
     """Exports `module` with torch.export (non-strict) on `example_inputs`
@@ -704,7 +1079,8 @@ def program_from_export(module, example_inputs, kwargs=None, name=None):
     except Exception as e:
         raise UnsupportedError("torch.export cannot export %s: %s"
                                % (what, str(e).splitlines()[0] if str(e)
-                                  else type(e).__name__)) from e
+                                  else type(e).__name__) +
+                               _eager_experts_hint(module)) from e
     b = ProgramBuilder(what)
     conv = _Converter(ep, module, b)
     outputs = conv.run()
@@ -847,8 +1223,66 @@ def _run_op(F, torch, kind, attrs, xs):
     if kind in ("reduce_mean", "reduce_sum"):
         f = torch.mean if kind == "reduce_mean" else torch.sum
         return f(xs[0], attrs["dims"], keepdim=attrs.get("keepdim", False))
+    if kind in ("topk", "scatter_add"):
+        return _run_routing(torch, kind, attrs, xs)
     raise UnsupportedError("op kind %s is not run by parallelize_program"
                            % kind)
+
+
+def _run_routing(torch, kind, attrs, xs):
+    """topk and scatter_add along the last dim, on tensors or on each
+    rank's block of DTensors (DTensor's own rules may place them otherwise
+    than the plan, or not at all): every placement a legal strategy gives
+    them (spec/sharding-rules.md) computes locally what the whole op
+    computes there."""
+    from .torch import _require
+    from .torch_parallel import contiguous_strides
+    dt = _require()
+    if not isinstance(xs[0], dt.DTensor):
+        if kind == "topk":
+            return tuple(torch.topk(xs[0], int(attrs["k"]), dim=-1))
+        src, idx = xs
+        return torch.zeros(tuple(src.shape[:-1]) + (int(attrs["size"]),),
+                           dtype=src.dtype, device=src.device).scatter_add(
+                               -1, idx.long(), src)
+    last = xs[0].dim() - 1
+    if kind == "topk":
+        x = xs[0]
+        for p in x.placements:
+            if p.is_partial() or (p.is_shard() and p.dim % x.dim() == last):
+                raise UnsupportedError(
+                    "topk with its input placed %s: the last dim split or a "
+                    "partial sum is no legal strategy" % (x.placements,))
+        v, i = torch.topk(x.to_local(grad_placements=x.placements),
+                          int(attrs["k"]), dim=-1)
+        shape = tuple(x.shape[:-1]) + (int(attrs["k"]),)
+        return tuple(dt.DTensor.from_local(
+            y, x.device_mesh, x.placements, run_check=False, shape=shape,
+            stride=contiguous_strides(shape)) for y in (v, i))
+    src, idx = xs
+    if not isinstance(idx, dt.DTensor):
+        raise UnsupportedError("scatter_add of a DTensor by plain indices")
+    out = []
+    for ps, pi in zip(src.placements, idx.placements):
+        if ps.is_partial() and pi.is_replicate():
+            out.append(ps)
+        elif ps != pi or ps.is_partial():
+            raise UnsupportedError(
+                "scatter_add with src placed %s and indices %s: no legal "
+                "strategy" % (src.placements, idx.placements))
+        elif ps.is_shard() and ps.dim % src.dim() == last:
+            out.append(dt.Partial("sum"))  # each rank adds its choices
+        else:
+            out.append(ps)
+    ls = src.to_local(grad_placements=src.placements)
+    li = idx.to_local()
+    size = int(attrs["size"])
+    y = torch.zeros(tuple(ls.shape[:-1]) + (size,), dtype=ls.dtype,
+                    device=ls.device).scatter_add(-1, li.long(), ls)
+    shape = tuple(src.shape[:-1]) + (size,)
+    return dt.DTensor.from_local(y, src.device_mesh, tuple(out),
+                                 run_check=False, shape=shape,
+                                 stride=contiguous_strides(shape))
 
 
 def _local_attention(F, dt, mesh, attrs, xs, out_spec, name):

@@ -10,11 +10,13 @@ all-gathers are reported); and the plan run by libplan.torch.parallelize
 on a fresh copy of the model counts the lowered plan's collectives and
 gives the single-device output (TOL). Negative: a hand plan that reads a
 column-split activation as replicated is refused, naming the module.
-Then transformers' GPT-2 and Llama (small configs, random weights; skipped,
-saying so, without transformers): traced with program_from_export,
-searched, verified, run by parallelize_program for two SGD steps with
-the loss and every gradient equal to the single-device model's and the
-forward's collectives the lowered plan's.
+Then transformers' GPT-2, Llama and Mixtral (small configs, random
+weights; skipped, saying so, without transformers): traced with
+program_from_export, searched (dp=2 x tp=2; Mixtral also dp=2 x ep=2),
+verified, run by parallelize_program for two SGD steps with the loss and
+every gradient equal to the single-device model's and the forward's
+collectives the lowered plan's (an all-to-all counted as the all-gather
+DTensor runs for it on gloo).
 Rank 0 prints one line per case ("ok CASE {json}" / "FAIL CASE ...");
 the exit status is 1 when any check failed."""
 
@@ -238,28 +240,39 @@ def _torch_kinds(counts):
     return out
 
 
-def hf_one(name, rank):
-    """A transformers model (tests/python/torchrun/hf_models.py): see
-    trained."""
+# more meshes a model's plan is searched on (beside dp=2 x tp=2), as
+# case name -> mesh: Mixtral's experts split over an ep axis (megatron's
+# expert parallelism)
+HF_MESHES = {"mixtral": [("mixtral_ep", {"dp": 2, "ep": 2})]}
+
+
+def hf_one(name, rank, mesh=None, case=None):
+    """A transformers model (tests/python/torchrun/hf_models.py), on
+    dp=2 x tp=2 or `mesh`: see trained."""
     import hf_models as hf
+    start = time.perf_counter()
     torch.manual_seed(0)
-    return trained("hf:" + name, hf.build(name), hf.VOCAB, hf.SEQ,
-                   hf.BATCH, {"use_cache": False},
-                   lambda m, ids: m(ids, use_cache=False).logits, rank)
+    return trained("hf:" + (case or name), hf.build(name), hf.VOCAB,
+                   hf.SEQ, hf.BATCH, {"use_cache": False},
+                   lambda m, ids: m(ids, use_cache=False).logits, rank,
+                   mesh, start)
 
 
 def titan_one(rank):
     """torchtitan's Llama 3 (tests/python/torchrun/titan_models.py): see
     trained."""
     import titan_models as tm
+    start = time.perf_counter()
     torch.manual_seed(0)
     return trained("titan:llama3", tm.build(), tm.VOCAB, tm.SEQ, tm.BATCH,
-                   None, lambda m, ids: m(ids), rank)
+                   None, lambda m, ids: m(ids), rank, None, start)
 
 
-def trained(case, base, vocab, seq, batch, kwargs, logits_of, rank):
+def trained(case, base, vocab, seq, batch, kwargs, logits_of, rank, mesh,
+            start):
     """A model no one here wrote, exported and traced, a `megatron`
-    search's plan on dp=2 x tp=2 (rank 0's, broadcast), verify, then two
+    search's plan on dp=2 x tp=2 or `mesh` (rank 0's, broadcast), verify,
+    then two
     SGD steps of the model run by parallelize_program against the
     single-device model: the loss and every gradient, and the forward's
     collectives against the lowered plan's."""
@@ -273,7 +286,7 @@ def trained(case, base, vocab, seq, batch, kwargs, logits_of, rank):
     trace_s = time.perf_counter() - t0
     box = [None]
     if rank == 0:
-        with libplan.search(prog, {"dp": 2, "tp": 2},
+        with libplan.search(prog, mesh or {"dp": 2, "tp": 2},
                             strategy="megatron") as found:
             box[0] = found.text(self_contained=True)
     dist.broadcast_object_list(box, src=0)
@@ -308,16 +321,32 @@ def trained(case, base, vocab, seq, batch, kwargs, logits_of, rank):
     # the token table's placement (megatron splits its rows over tp: a
     # vocab-parallel embedding, its lookup a partial sum)
     table = [o.inputs[0] for o in plan.ops if o.kind == "embedding"][0]
+    expect = gloo_counts({k: want[k] for k in COLLECTIVES})
     res = {"case": case, "trace_s": round(trace_s, 2),
            "ops": len(prog), "verify_equal": verdict,
            "table": [table, plan.placement(table)],
            "plan": {k: want[k] for k in COLLECTIVES}, "run": counts,
-           "loss_diff": loss_diff, "grad_diff": grad_diff}
+           "expect_run": expect, "loss_diff": loss_diff,
+           "grad_diff": grad_diff,
+           "case_s": round(time.perf_counter() - start, 2),
+           "experts": {k: v for k, v in plan.placements.items()
+                       if "layers.0.mlp.experts." in k}}
     prog.close()
     plan.close()
     ok = (rank != 0 or verdict is True) and loss_diff <= TOL and \
-        grad_diff <= TOL and all(counts[k] == want[k] for k in COLLECTIVES)
+        grad_diff <= TOL and all(counts[k] == expect[k] for k in COLLECTIVES)
     return res, ok
+
+
+def gloo_counts(lowered):
+    """The collectives DTensor runs for the lowered ones on gloo (CPU): an
+    all-to-all (a split moved from one dim to another) is an all-gather
+    and a chunk there (torch's shard_dim_alltoall: gloo has no
+    all-to-all), the others as they are."""
+    out = dict(lowered)
+    out["all_gather"] += out["all_to_all"]
+    out["all_to_all"] = 0
+    return out
 
 
 def hf_import(rank):
@@ -504,15 +533,17 @@ def main():
                     print("skip hf:%s transformers is not installed" % name,
                           flush=True)
                 continue
-            try:
-                res, good = hf_one(name, rank)
-            except Exception as e:
-                res, good = {"case": "hf:" + name, "error": repr(e)}, False
-            failed += not good
-            if rank == 0:
-                print("%s hf:%s %s" % ("ok" if good else "FAIL", name,
-                                       json.dumps(res, sort_keys=True)),
-                      flush=True)
+            for case, mesh in [(name, None)] + HF_MESHES.get(name, []):
+                try:
+                    res, good = hf_one(name, rank, mesh, case)
+                except Exception as e:
+                    res, good = {"case": "hf:" + case, "error": repr(e)}, \
+                        False
+                failed += not good
+                if rank == 0:
+                    print("%s hf:%s %s" % ("ok" if good else "FAIL", case,
+                                           json.dumps(res, sort_keys=True)),
+                          flush=True)
         if hf.available() and "import" in os.environ.get(
                 "HF_CASES", "import"):
             try:
