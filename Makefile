@@ -441,6 +441,13 @@ bench-published: $(BUILD)/plan
 bench-shapes: $(BUILD)/plan
 	@PLAN_PROGRAM_ROOT=$(CURDIR) $(BUILD)/plan run bench/bench_shapes.lua
 
+# The joint search (mesh, pipeline, recipe) on the 32-layer Llama against
+# the hand-written pipelined recipe and one recipe run, in the same run
+# (bench/bench_joint.lua).
+.PHONY: bench-joint
+bench-joint: $(BUILD)/plan
+	@PLAN_PROGRAM_ROOT=$(CURDIR) $(BUILD)/plan run bench/bench_joint.lua
+
 # A parallelize'd MLP's step time against a hand-written parallelize_module
 # of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).
 .PHONY: bench-torch

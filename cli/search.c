@@ -23,6 +23,7 @@ const char usage_search[] =
     "       plan search PLAN [options] -o PLAN   (--devices search)\n"
     "                   [--placement search] [--topology SPEC]\n"
     "                   [--mesh-shape search]\n"
+    "       plan search PLAN --devices N [--hosts H] [options] -o PLAN\n"
     "\n"
     "Searches a plan for PROGRAM on a mesh (or makes again every decision of\n"
     "PLAN but its pinned regions), with a built-in strategy (megatron,\n"
@@ -56,6 +57,13 @@ const char usage_search[] =
     "               and its start and wait points (a scheduling problem\n"
     "               solved by CBC), applied to every copy of the layer;\n"
     "               notes the modeled gain (STRATEGY+overlap does the same)\n"
+    "  --devices N [--hosts H]  the joint search: the mesh over dp, fsdp,\n"
+    "               tp and pp for N devices on H hosts (tp within a host),\n"
+    "               the pipeline's stages (balanced by the cost model),\n"
+    "               microbatches and recomputation, and the recipe (megatron,\n"
+    "               fsdp, and --strategy when given) chosen together by the\n"
+    "               modeled step among the plans that fit in memory; PLAN has\n"
+    "               a training section; notes each recipe's best\n"
     "  --mesh-shape search  try every factorisation of the device count\n"
     "               over the mesh's axis names (sizes 1 allowed; a program\n"
     "               or a plan without pinned regions) and keep the least\n"
@@ -95,10 +103,18 @@ static int search_option(plan_search_options *o, const char *name,
     o->hardware = v;
   else if (!strcmp(name, "-o"))
     *out = v;
-  else if (!strcmp(name, "--devices") && strcmp(v, "search"))
-    return cli_usage("search", "--devices takes 'search', not '%s'", v);
-  else if (!strcmp(name, "--devices"))
+  else if (!strcmp(name, "--devices") && !strcmp(v, "search"))
     o->devices = 1;
+  else if (!strcmp(name, "--devices") && (v[0] < '0' || v[0] > '9'))
+    return cli_usage("search",
+                     "--devices takes 'search' or a device count, not '%s'",
+                     v);
+  else if (!strcmp(name, "--devices") &&
+           !(rc = cli_int_arg("search", name, v, 1, 1 << 22, &i)))
+    o->joint_devices = (int)i;
+  else if (!strcmp(name, "--hosts") &&
+           !(rc = cli_int_arg("search", name, v, 1, 1 << 22, &i)))
+    o->joint_hosts = (int)i;
   else if ((!strcmp(name, "--placement") || !strcmp(name, "--mesh-shape")) &&
            strcmp(v, "search"))
     return cli_usage("search", "%s takes 'search', not '%s'", name, v);
@@ -220,8 +236,12 @@ static int search_write(plan_plan *p, const plan_search_info *info,
           "%s: strategy %s on %s: modeled step %.3f ms, peak memory %s "
           "per device%s; %lld cost evaluations in %.3f s (%.0f/s); plan %s\n",
           to_stdout ? "(standard output)" : out,
-          o->strategy ? o->strategy : "greedy",
-          o->mesh && !o->mesh_shape ? o->mesh : mesh_text(p, mesh, sizeof mesh),
+          o->joint_devices ? "joint search"
+          : o->strategy    ? o->strategy
+                           : "greedy",
+          o->mesh && !o->mesh_shape && !o->joint_devices
+              ? o->mesh
+              : mesh_text(p, mesh, sizeof mesh),
           info->step_seconds * 1e3,
           plan_format_bytes(mem, sizeof mem, info->memory_bytes),
           info->fits ? "" : " (does not fit)",
@@ -272,7 +292,7 @@ int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
       "--mesh",     "--strategy",   "--hardware", "--seed",    "--width",
       "--limit",    "-o",           "--seconds",  "--devices", "--placement",
-      "--topology", "--mesh-shape", NULL};
+      "--topology", "--mesh-shape", "--hosts",   NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
   bool quiet = false, overlap = false;
@@ -319,6 +339,13 @@ int cmd_search(int argc, char **argv) {
     return cli_fail_last();
   bool is_plan = strstr(text, "\nmesh:") || !strncmp(text, "mesh:", 5);
   free(text);
+  char joint_mesh[32];
+  if (o.joint_hosts && !o.joint_devices)
+    return cli_usage("search", "--hosts goes with --devices N");
+  if (o.joint_devices) { /* the joint search chooses the mesh */
+    snprintf(joint_mesh, sizeof joint_mesh, "dp=%d", o.joint_devices);
+    o.mesh = is_plan ? NULL : joint_mesh;
+  }
   if (!is_plan && !o.mesh)
     return cli_usage("search", "a program needs --mesh (e.g. dp=2,tp=4)");
   plan_search_info info = PLAN_SEARCH_INFO_INIT;

@@ -20,6 +20,8 @@ local placement = assert(load(assert(plan.source("placement")),
                               "=placement.lua", "t"))(util)
 local overlap = assert(load(assert(plan.source("overlap")),
                             "=overlap.lua", "t"))(util)
+local joint = assert(load(assert(plan.source("joint")), "=joint.lua",
+                          "t"))(util)
 
 -- The plan methods a sandboxed strategy may call: everything a strategy
 -- needs to read, decide and price; nothing that writes a file, lowers or
@@ -309,11 +311,75 @@ local function search_shapes(req, p, opts, fn, src)
   return res.plan, provs[res.plan], seconds
 end
 
+-- A byte count in binary units scaled to it ("19.03 GiB").
+local function bytes_text(n)
+  local units, i = {"B", "KiB", "MiB", "GiB", "TiB"}, 1
+  while n >= 1024 and i < #units do n, i = n / 1024, i + 1 end
+  return i == 1 and ("%d B"):format(n) or ("%.2f %s"):format(n, units[i])
+end
+
+-- The joint search (joint.lua) for req.joint_devices on req.joint_hosts:
+-- every candidate priced, then the winner's recipe run again on its plan
+-- as a search of that plan would run it (so `plan replay` makes it
+-- again); notes each recipe's best. Returns the plan, its provenance and
+-- the seconds, or nil and a result with the error.
+local function search_joint(req, p, opts)
+  local given = req.strategy and req.strategy ~= "greedy" and req.strategy
+  local gfn, gsrc
+  if given then
+    gfn, gsrc = strategy_fn(given)
+    if not gfn then return nil, {error = gsrc, code = "usage"} end
+  end
+  local given_cost = req.is_plan and p:cost(opts.hardware) or nil
+  local res, err = joint.search(p, {devices = req.joint_devices,
+                                    hosts = req.joint_hosts,
+                                    hardware = opts.hardware,
+                                    strategy = given, strategy_fn = gfn,
+                                    progress = req.progress})
+  if not res and err:find("fits", 1, true) then
+    util.refuse("search: ", err) -- nothing fits: cannot run here
+  elseif not res then
+    return nil, {error = err, code = "usage"}
+  end
+  local function line(what, r)
+    return ("%s %s%s: modeled step %.4g ms, %s per device"):format(
+      what, r.mesh, r.microbatches and (" (%d microbatches, %s%s)"):format(
+        r.microbatches, r.schedule, r.recompute and ", recompute" or "") or "",
+      r.step * 1e3, bytes_text(r.memory))
+  end
+  if req.is_plan and given_cost and given_cost.step then
+    opts.note(("joint: the plan as given, %s: modeled step %.4g ms, %s " ..
+               "per device"):format(mesh_text(p), given_cost.step * 1e3,
+               bytes_text(given_cost.memory)))
+  end
+  local names = {}
+  for name in pairs(res.recipes) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    opts.note(line("joint: " .. name .. "'s best", res.recipes[name]))
+  end
+  opts.note(("joint: %d candidates of %d devices on %d hosts in %.3g s; " ..
+             "chosen %s"):format(#res.rows, req.joint_devices,
+             req.joint_hosts or 1, res.seconds, res.row.strategy))
+  local q = res.plan
+  opts.strategy = res.row.strategy
+  local fn, src = strategy_fn(res.row.strategy == given and given or
+                              res.row.strategy)
+  local prov, seconds = run_search(q, opts, fn, src)
+  prov.search.mesh = nil
+  prov.search.joint = {devices = req.joint_devices,
+                       hosts = req.joint_hosts or 1}
+  return q, prov, seconds + res.seconds
+end
+
 -- search: {path | text, name, base_dir, is_plan, mesh, strategy, hardware,
 -- seed, width, limit, seconds, devices, self_contained, placement,
 -- topology, mesh_shape, no_share, progress = fn(what, done, total)} ->
 -- {plan, step, memory, fits, evaluations, seconds}
 local function search(req)
+  if req.joint_devices and not req.is_plan then
+    req.mesh = "dp=" .. req.joint_devices -- the joint search chooses it
+  end
   local p, err = start_plan(req)
   if not p then return {error = err, code = "load"} end
   -- STRATEGY+overlap: the strategy, then the overlap search
@@ -355,9 +421,16 @@ local function search(req)
       return {error = "search: " .. herr, code = "usage"}
     end
   end
+  if req.joint_devices then
+    local bad = joint.check(p, req.joint_devices, req.joint_hosts)
+    if bad then return {error = bad, code = "usage"} end
+  end
   req.ran = true
   local prov, seconds
-  if opts.mesh_shape then
+  if req.joint_devices then
+    p, prov, seconds = search_joint(req, p, opts)
+    if not p then return prov end
+  elseif opts.mesh_shape then
     p, prov, seconds = search_shapes(req, p, opts, fn, src)
   else
     prov, seconds = run_search(p, opts, fn, src)

@@ -209,6 +209,10 @@ static void push_request(lua_State *L, const job *j) {
     lua_pushcclosure(L, progress_fn, 1);
     lua_setfield(L, -2, "progress");
   }
+  if (o->version < 4)
+    return;
+  set_number(L, "joint_devices", o->joint_devices);
+  set_number(L, "joint_hosts", o->joint_hosts);
 }
 
 /* ---- the outcome --------------------------------------------------------- */
@@ -449,10 +453,11 @@ int plan_search_options_init(plan_search_options *opts, unsigned int version) {
   plan_search_options d = PLAN_SEARCH_OPTIONS_INIT;
   d.version = version;
   /* a version-1 struct ends at self_contained, a version-2 one at
-   * mesh_shape */
+   * mesh_shape, a version-3 one at progress_ctx */
   memcpy(opts, &d,
          version == 1   ? offsetof(plan_search_options, placement)
          : version == 2 ? offsetof(plan_search_options, no_share)
+         : version == 3 ? offsetof(plan_search_options, joint_devices)
                         : sizeof d);
   return PLAN_OK;
 }

@@ -1079,6 +1079,30 @@ expect 2 "--mesh-shape with a pinned region" search --program-root "$root" "$roo
   --mesh-shape search -o "$tmp/none.plan.yaml"
 has "$err" "pinned region" "--mesh-shape with a pinned region"
 
+# the joint search: mesh, pipeline and recipe chosen for a device count
+t4=$ex/transformer4-1f1b.plan.yaml
+expect 0 "search --devices 8 --hosts 2" search "$t4" --devices 8 --hosts 2 \
+  --quiet -o "$tmp/joint.plan.yaml"
+has "$out" "strategy joint search on" "the joint search's summary"
+has "$err" "joint: megatron's best" "each recipe's best is noted"
+has "$err" "joint: fsdp's best" "each recipe's best is noted"
+has "$err" "joint: the plan as given, dp=2,tp=2,pp=2" "the given plan is noted"
+has "$err" "candidates of 8 devices on 2 hosts" "the joint search's count"
+expect 0 "replay a joint search" replay "$tmp/joint.plan.yaml"
+expect 0 "the joint search's plan verifies" verify --reduce "$tmp/joint.plan.yaml"
+has "$out" ": EQUAL" "the joint search's plan verifies"
+expect 2 "--devices 8 on 3 hosts" search "$t4" --devices 8 --hosts 3 \
+  -o "$tmp/none.plan.yaml"
+has "$err" "8 devices do not split over 3 hosts" "--devices 8 on 3 hosts"
+expect 2 "--devices eight" search "$t4" --devices eight -o "$tmp/none.plan.yaml"
+expect 2 "--devices 0" search "$t4" --devices 0 -o "$tmp/none.plan.yaml"
+expect 2 "--hosts alone" search "$t4" --hosts 2 -o "$tmp/none.plan.yaml"
+has "$err" "--hosts goes with --devices N" "--hosts alone"
+expect 2 "a joint search without training" search "$progfile" --devices 4 \
+  -o "$tmp/none.plan.yaml"
+has "$err" "no training section" "a joint search without training"
+absent "$tmp/none.plan.yaml" "bad joint search options"
+
 # search -o -: the plan on standard output (no file named '-'), the
 # summary on standard error
 (cd "$tmp" && "$plan" search --mesh dp=2,tp=2 --self-contained -o - "$progfile" \

@@ -189,6 +189,21 @@ class TestInProcess(unittest.TestCase):
         self.assertIsInstance(cm.exception, libplan.UsageError)
         self.assertIn("no search", str(cm.exception))
 
+    def test_joint_search_same_as_the_tool(self):
+        """search(devices=, hosts=): the joint search, in-process and
+        through the tool alike."""
+        t4 = os.path.join(ROOT, "examples", "transformer4-1f1b.plan.yaml")
+        with libplan.search(t4, devices=8, hosts=2) as p, \
+                libplan.search(t4, devices=8, hosts=2, tool=TOOL) as q:
+            self.assertEqual(p.hash(), q.hash())
+            self.assertEqual(len(p.mesh.devices), 8)
+            self.assertTrue(p.validate().ok)
+        with self.assertRaises(libplan.UsageError) as cm:
+            libplan.search(t4, devices=8, hosts=3)
+        self.assertIn("do not split over 3 hosts", str(cm.exception))
+        with self.assertRaises(libplan.UsageError):
+            libplan.search(t4, hosts=2)
+
     def test_strategy_file_that_raises(self):
         with tempfile.TemporaryDirectory() as tmp:
             lua = os.path.join(tmp, "fails.lua")

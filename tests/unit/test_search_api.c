@@ -151,6 +151,47 @@ static void test_options_init(void **state) {
   assert_int_equal(plan_search(NULL, NULL, PROGRAM, NULL), PLAN_EUSAGE);
 }
 
+/* Version 4's joint search: a version-3 struct is filled only as far as
+ * its fields go; on 8 devices in 2 hosts the 4-layer transformer gets a
+ * mesh of 8 devices that fits, its provenance records the joint search,
+ * and 8 devices on 3 hosts are the caller's mistake. */
+static void test_joint(void **state) {
+  (void)state;
+  plan_search_options o;
+  memset(&o, 0x5a, sizeof o);
+  assert_int_equal(plan_search_options_init(&o, 3), PLAN_OK);
+  assert_int_equal(o.joint_devices, 0x5a5a5a5a); /* past a version-3 struct */
+  assert_int_equal(plan_search_options_init(&o, 4), PLAN_OK);
+  assert_int_equal(o.joint_devices, 0);
+  assert_int_equal(o.joint_hosts, 0);
+  o.joint_devices = 8;
+  o.joint_hosts = 2;
+  plan_search_info info = PLAN_SEARCH_INFO_INIT;
+  plan_plan *p = NULL;
+  int rc = plan_search(&p, &info, "examples/transformer4-1f1b.plan.yaml", &o);
+  if (rc)
+    fail_msg("joint search: %s", plan_error_last()->message);
+  assert_int_equal(plan_mesh_device_count(p), 8);
+  assert_true(info.fits);
+  assert_non_null(info.notes);
+  assert_non_null(strstr(info.notes, "joint: megatron's best"));
+  char *text = NULL;
+  size_t len = 0;
+  assert_int_equal(plan_write_buffer(&text, &len, p, NULL), PLAN_OK);
+  assert_non_null(strstr(text, "    joint:\n      devices: 8\n      hosts: 2\n"));
+  plan_buffer_free(text);
+  plan_free(p);
+  plan_search_info_clear(&info);
+  o.joint_hosts = 3;
+  p = NULL;
+  assert_int_equal(plan_search(&p, &info, "examples/transformer4-1f1b.plan.yaml",
+                               &o),
+                   PLAN_EUSAGE);
+  assert_null(p);
+  assert_non_null(strstr(plan_error_last()->message, "3 hosts"));
+  plan_search_info_clear(&info);
+}
+
 /* plan_search makes what `plan search -o` writes: the same plan and
  * provenance hashes. */
 static void test_same_as_tool(void **state) {
@@ -440,6 +481,7 @@ int main(int argc, char **argv) {
   setenv("PLAN_PROGRAM_ROOT", "/", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options_init),
+      cmocka_unit_test(test_joint),
       cmocka_unit_test(test_same_as_tool),
       cmocka_unit_test(test_replay),
       cmocka_unit_test(test_bad_strategy),

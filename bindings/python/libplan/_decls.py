@@ -140,7 +140,9 @@ class SearchOptions(ctypes.Structure):
                 ("mesh_shape", c_int),
                 # version 3 (unread too): no_share, progress and its ctx
                 ("no_share", c_int), ("progress", c_void_p),
-                ("progress_ctx", c_void_p)]
+                ("progress_ctx", c_void_p),
+                # version 4 (asked for with devices=): the joint search
+                ("joint_devices", c_int), ("joint_hosts", c_int)]
 
 
 class SearchInfo(ctypes.Structure):

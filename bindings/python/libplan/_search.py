@@ -81,7 +81,8 @@ def _mesh_arg(mesh):
 
 
 def search(program, mesh=None, strategy="greedy", hardware=None, seed=None,
-           width=None, limit=None, self_contained=None, tool=None):
+           width=None, limit=None, self_contained=None, tool=None,
+           devices=None, hosts=None):
     """Searches a plan for `program` (a path, Program or ProgramBuilder) on
     `mesh` ({"dp": 2, "tp": 4} or "dp=2,tp=4") with a built-in strategy
     ("megatron", "greedy", "beam", "dp", "exhaustive") or a Lua file, priced
@@ -93,16 +94,23 @@ def search(program, mesh=None, strategy="greedy", hardware=None, seed=None,
     whole story in `details`); UsageError for bad arguments or input, also
     of the status's own class (NotFoundError for an unknown strategy,
     ParseError for a strategy file that does not compile, ...). Runs
-    in-process over libplan-search unless `tool` names a plan tool to run."""
+    in-process over libplan-search unless `tool` names a plan tool to run.
+    With `devices` (and `hosts`, default 1), the joint search: the mesh
+    over dp, fsdp, tp and pp, the pipeline and the recipe chosen together
+    for that many devices (`plan search --devices N --hosts H`; the plan
+    needs a training section; `mesh` is ignored)."""
+    joint = (_opt_int(devices, "devices", 1), _opt_int(hosts, "hosts", 1))
+    if hosts is not None and devices is None:
+        raise UsageError("plan search: hosts goes with devices")
     if tool is None and _lib.searches:
         return _search_here(program, mesh, strategy, hardware, seed, width,
-                            limit, self_contained)
+                            limit, self_contained, joint)
     return _tool_search(program, mesh, strategy, hardware, seed, width,
-                        limit, self_contained, tool)
+                        limit, self_contained, tool, joint)
 
 
 def _tool_search(program, mesh, strategy, hardware, seed, width, limit,
-                 self_contained, tool):
+                 self_contained, tool, joint=(None, None)):
     exe = find_tool(tool)
     with tempfile.TemporaryDirectory(prefix="libplan-search-") as tmp:
         if isinstance(program, (Program, ProgramBuilder, Plan)):
@@ -124,7 +132,9 @@ def _tool_search(program, mesh, strategy, hardware, seed, width, limit,
         if strategy:
             args += ["--strategy", os.fspath(strategy)]
         for flag, v in (("--hardware", hardware), ("--seed", seed),
-                        ("--width", width), ("--limit", limit)):
+                        ("--width", width), ("--limit", limit),
+                        ("--devices", joint[0] or None),
+                        ("--hosts", joint[1] or None)):
             if v is not None:
                 args += [flag, str(v)]
         if self_contained:
@@ -278,12 +288,16 @@ def _opt_int(v, what, low):
 
 
 def _search_here(program, mesh, strategy, hardware, seed, width, limit,
-                 self_contained):
+                 self_contained, joint=(None, None)):
     text, path = _source(program)
     if self_contained is None:
         self_contained = text is not None
     opts = _decls.SearchOptions()
-    fn.search_options_init(ctypes.byref(opts), 1)
+    fn.search_options_init(ctypes.byref(opts), 4 if joint[0] else 1)
+    if joint[0]:
+        opts.joint_devices = _ranged(joint[0], "plan search: devices")
+        opts.joint_hosts = _ranged(joint[1] or 0, "plan search: hosts")
+        mesh = None
     keep = [enc(os.fspath(strategy)) if strategy else None,
             enc(_mesh_arg(mesh)) if mesh is not None else None,
             enc(hardware) if hardware is not None else None]

@@ -79,16 +79,24 @@ typedef struct plan_search_options {
    * nothing, the caller decides what to show. NULL: none. */
   void (*progress)(void *ctx, const char *what, int64_t done, int64_t total);
   void *progress_ctx;
+  /* version 4: */
+  int joint_devices; /* > 0: the joint search (docs/lua.md): the mesh
+                        over dp, fsdp, tp and pp for this many devices, the
+                        pipeline's stages, microbatches and recomputation,
+                        and the recipe, chosen together by the modeled
+                        step; `mesh` is then ignored */
+  int joint_hosts;   /* the hosts the devices are on (0: 1); tp stays
+                        within a host */
 } plan_search_options;
 
-#define PLAN_SEARCH_OPTIONS_VERSION 3
+#define PLAN_SEARCH_OPTIONS_VERSION 4
 #define PLAN_SEARCH_OPTIONS_INIT                                               \
   {                                                                            \
     PLAN_SEARCH_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0.0, 0, 0, 0,      \
-        NULL, 0, 0, NULL, NULL                                                 \
+        NULL, 0, 0, NULL, NULL, 0, 0                                           \
   }
 
-/* Sets *opts to the defaults of `version` (1 to 3: an older struct is
+/* Sets *opts to the defaults of `version` (1 to 4: an older struct is
  * filled only as far as its version has fields). PLAN_EUSAGE for a NULL
  * opts or a version this library does not know. */
 PLAN_API int plan_search_options_init(plan_search_options *opts,
