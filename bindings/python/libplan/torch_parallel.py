@@ -170,9 +170,19 @@ class _Info:
             return placement
         got = self._local.get(placement)
         if got is None:
-            pl = _pl.parse(placement)
-            got = self._local[placement] = _pl.format(
-                pl[:self.drop] + pl[self.drop + 1:])
+            pl = list(_pl.parse(placement))
+            del pl[self.drop]
+            # the nesting levels of a dim's shards, renumbered without
+            # the dropped axis's (none left for a dim split once)
+            for d in {p.dim for p in pl if isinstance(p, _pl.Shard)}:
+                at = [a for a, p in enumerate(pl)
+                      if isinstance(p, _pl.Shard) and p.dim == d]
+                order = sorted(at, key=lambda a: (pl[a].level is None,
+                                                  pl[a].level, a))
+                for level, a in enumerate(order):
+                    pl[a] = _pl.Shard(d, level if len(at) > 1 else None,
+                                      pl[a].ratios)
+            got = self._local[placement] = _pl.format(pl)
         return got
 
     def spec(self, placement, ndim):

@@ -4,10 +4,10 @@ the plan's own action order.
 
 The graph is traced with torch.fx and each node is given the stage of the
 plan op it runs (a node without an op of its own, a view or an element of
-a tuple, takes its input's stage); torch.fx's split_module makes one
-submodule per stage. Each pipeline rank builds a PipelineStage for every
-stage the plan's schedule puts on it. Stage k's inputs are the
-activations made by earlier stages that k or a later stage reads, its
+a tuple, takes its input's stage). Each pipeline rank builds a
+PipelineStage for every stage the plan's schedule puts on it; a stage's
+module runs that stage's nodes of the traced graph. Stage k's inputs are
+the activations made by earlier stages that k or a later stage reads, its
 outputs those that a later stage reads (a skip connection is passed on
 through the stages between); the module's own inputs are the same on
 every rank, so each stage reads its own microbatch of them instead of
@@ -16,9 +16,20 @@ microbatch) are loaded into torch's runtime schedule
 (_PipelineScheduleRuntime, compute-only: torch places the sends and
 receives), so the order each rank runs is the plan's.
 
-Limits (refused with UnsupportedError): a mesh with axes besides the
-pipeline axis (DTensor placements inside a stage are not combined with the
-pipeline yet), a module whose output is not its loss.
+On a mesh with other axes besides the pipeline axis (dp x pp, tp x pp,
+...) each stage's nodes run in torch_parallel's interpreter on the
+sub-mesh of those axes: parameters placed as the plan stores them, every
+op's inputs and outputs redistributed to its strategy's placements (the
+pipeline axis's entry, R, dropped). An activation crosses a stage
+boundary as the local block of the DTensor the plan makes there, and the
+receiving stage makes the same DTensor of it. Each microbatch's gradient
+of a parameter is synchronised over those axes, as training.grad_sync
+says, when it is computed (before it is accumulated), where the lowered
+plan puts the sync: inside the stage, once per microbatch.
+
+Limits: a module whose output is not its loss (UnsupportedError), a
+value that is not a tensor crossing a stage boundary (UnsupportedError),
+a gradient reduce-scattered (as parallelize).
 """
 
 import re
@@ -227,6 +238,15 @@ class _Boundary:
 
     def __init__(self, dt, mesh):
         self.dt, self.mesh, self.specs = dt, mesh, {}
+        self.local_shapes = {}
+
+    def placed(self):
+        """{fx node name: (placement on the stages' mesh, local shape)} of
+        the DTensors handed on (known once prepared)."""
+        from . import torch as lt
+        return {n.name: (lt.from_dtensor_placements(spec[0]),
+                         self.local_shapes[n.name])
+                for n, spec in self.specs.items()}
 
     def send(self, node, v):
         import torch
@@ -235,7 +255,9 @@ class _Boundary:
             self.specs[node] = (tuple(v.placements), v.shape, v.stride())
             # a copy, not to_local's view: torch's input-only backward
             # detaches the stage's outputs in place
-            return v.to_local().clone(memory_format=torch.contiguous_format)
+            local = v.to_local().clone(memory_format=torch.contiguous_format)
+            self.local_shapes[node.name] = tuple(local.shape)
+            return local
         if not isinstance(v, torch.Tensor):
             raise UnsupportedError(
                 "fx node %s crosses a stage boundary and is not a tensor "
@@ -307,7 +329,9 @@ def parallelize_pipeline(module, plan, mesh):
     first inputs (step does it the first time): it runs every stage's
     forward of microbatch 0 once, with the collectives of those forwards.
     module.executed lists the compute actions this rank ran, (stage,
-    kind, microbatch), in order."""
+    kind, microbatch), in order; module.boundaries() the DTensors the
+    stages hand on as local tensors (the last stage's loss too), {fx
+    node: (placement on the stages' mesh, local shape)}, once prepared."""
     import torch
     from . import torch_parallel as tp
     from torch.distributed.pipelining import PipelineStage
@@ -467,6 +491,7 @@ def parallelize_pipeline(module, plan, mesh):
     module.prepare = prepare
     module.forward = forward
     module.executed = executed
+    module.boundaries = boundary.placed
     module.stages_held = tuple(held)
     module.pipeline_rank = pp_rank
     return module

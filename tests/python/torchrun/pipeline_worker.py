@@ -199,6 +199,12 @@ def run(name, world_mesh):
                 verdict = False
         if "/" not in name:
             planned, unstaged = planned_counts(plan, module, mesh_shape)
+        # each activation's placement where it is made (its op's strategy
+        # output), the loss's as delivered
+        placements_of = {t: st.outputs[k] for st, o in
+                         ((plan.strategy(o.name), o) for o in plan.ops)
+                         for k, t in enumerate(o.outputs)}
+        placements_of["mean"] = plan.placement("mean")
     if "/" in name:  # a negative case: counted against the correct plan
         base = CASES[name.split("/")[0]]
         with pipeline_plan(mlp(), x, y, schedule, mesh_shape, *base[2](),
@@ -211,6 +217,11 @@ def run(name, world_mesh):
     with mode:
         loss = module.step(x, y)
     counted = comm_counts(mode)
+    # what crossed the stage boundary: a DTensor's local block, placed as
+    # the plan places that tensor (its pp entry, R, dropped)
+    crossed = module.boundaries()
+    boundary_ok = all(p + "R" == placements_of[n] for n, (p, _) in
+                      crossed.items())
     params = [(n, p) for n, p in module.named_parameters()
               if n.split(".")[0] in held_mods]
     gdiff = max(float((full(p.grad) - ref_grads[n]).abs().max())
@@ -228,6 +239,7 @@ def run(name, world_mesh):
            "verify_equal": verdict,
            "loss_diff": None if loss is None else
            abs(float(loss) - float(loss_ref.detach())),
+           "boundary": crossed, "boundary_placed": boundary_ok,
            "plan": planned, "run": counted, "unstaged": unstaged,
            "counts_equal": planned is not None and
            all(counted.get(k, 0) == planned[k] for k in COLLECTIVES)}
@@ -243,7 +255,8 @@ def run(name, world_mesh):
             res["counts_equal"] is not res["bug_held"]
     else:
         ok = res["order_equal"] and values_ok and verdict is not False and \
-            (planned is None or res["counts_equal"]) and not unstaged
+            (planned is None or res["counts_equal"]) and not unstaged and \
+            boundary_ok and bool(crossed) is bool(mesh_shape)
     # one write(2) per line: the ranks share the launcher's stdout, and
     # print() may write the text and its newline apart
     os.write(1, ("%s %s %s\n" % ("ok" if ok else "FAIL", name,
