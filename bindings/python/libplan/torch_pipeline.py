@@ -263,7 +263,7 @@ class _Boundary:
                 "fx node %s crosses a stage boundary and is not a tensor "
                 "(%s): stages pass tensors only" % (node.name,
                                                    type(v).__name__))
-        return v
+        return v.clone() if v._is_view() else v
 
     def receive(self, node, v):
         got = self.specs.get(node)
