@@ -254,8 +254,9 @@ class TestPipelineUnderTorchrun(unittest.TestCase):
     """One launch (4 processes, gloo) of a 4-layer MLP cut into two
     stages, one training step and one SGD step each case. On pp=2 alone
     (ranks 0 and 1) under gpipe, 1f1b and zb-h1 (input and weight
-    gradients apart); on dp=2 x pp=2 (zb-h1) and tp=2 x pp=2 (Megatron,
-    1f1b), each stage running the plan's placements on the other axis.
+    gradients apart); on dp=2 x pp=2 (zb-h1, the plan searched by greedy)
+    and tp=2 x pp=2 (1f1b, searched by megatron), each stage running the
+    plan's placements on the other axis.
     Each rank ran exactly its plan's compute actions in the plan's order;
     its stage's gradients and updated parameters and the loss equal the
     single-device module's; libplan's verify of the plan says EQUAL; the
@@ -296,6 +297,9 @@ class TestPipelineUnderTorchrun(unittest.TestCase):
             if case in PIPELINE_AXIS_ONLY:
                 self.assertEqual(len(res["held"]), 4, res)
                 continue
+            # greedy and megatron made the hand-written plans that the
+            # negative cases change
+            self.assertIs(res["searched_as_hand"], True, res)
             # stage 0 is l0 alone
             self.assertEqual(len(res["held"]), 6 if last else 2, res)
             for k in tp.COLLECTIVES:

@@ -230,28 +230,50 @@ def _distribute(full, placement, mesh, plan, info, what):
                                  shape=full.shape, stride=full.stride())
 
 
+def _avg_to_sum(c, t):
+    return c.is_partial() and t.is_partial() and \
+        getattr(c, "reduce_op", "sum") == "avg" and \
+        getattr(t, "reduce_op", "sum") == "sum"
+
+
 def _redistribute(v, mesh, spec, dt):
     """v redistributed to `spec` (v itself when it is placed so). DTensor
     does not turn a replicated axis into a partial one; libplan's
     zero_non_owner does (coordinate 0 keeps
     the value, the others zeros; a max, min or avg keeps it everywhere):
     that local step is done here, differentiably (the gradient comes back
-    partial on that axis, as the value was)."""
+    partial on that axis, as the value was). Nor does DTensor turn a
+    partial average into a partial sum (a mean over a split batch, which
+    DTensor makes P(avg) and a plan may say P(sum)): each rank's value
+    divided by the axis's size is, locally too (the same global value:
+    its gradient passes unchanged, replicated on that axis)."""
     cur, spec = tuple(v.placements), tuple(spec)
     if cur == spec:
         return v
-    step = tuple(dt.Replicate() if t.is_partial() and not c.is_partial()
+    step = tuple(c if _avg_to_sum(c, t) else
+                 dt.Replicate() if t.is_partial() and not c.is_partial()
                  else t for c, t in zip(cur, spec))
     if step != cur:
         v = v.redistribute(mesh, step)
     if step == spec:
         return v
     coords = mesh.get_coordinate()
-    owner = all(coords[a] == 0 for a, (s, t) in enumerate(zip(step, spec))
-                if s != t and getattr(t, "reduce_op", "sum") == "sum")
-    local = v.to_local(grad_placements=spec)
+    owner, scale = True, 1
+    grad = list(spec)
+    for a, (s, t) in enumerate(zip(step, spec)):
+        if s == t:
+            continue
+        if s.is_partial():  # an average made a sum
+            scale *= mesh.size(a)
+            grad[a] = dt.Replicate()
+        elif getattr(t, "reduce_op", "sum") == "sum" and coords[a] != 0:
+            owner = False
+    local = v.to_local(grad_placements=tuple(grad))
     if not owner:
         local = local * 0
+    elif scale != 1:  # the value divided, the gradient as it is
+        fixed = local.detach()
+        local = local + (fixed / scale - fixed)
     return dt.DTensor.from_local(local, mesh, spec, run_check=False,
                                  shape=v.shape, stride=v.stride())
 

@@ -7,10 +7,12 @@ action order) and run for one training step, then one SGD step.
   3 wait), under gpipe, 1f1b and zb-h1.
 - With another mesh axis inside the stages: dp=2 x pp=2 (the batch split
   over dp, the weights replicated, their gradients all-reduced over dp;
-  zb-h1, so the all-reduces run in the weight-gradient actions) and
-  tp=2 x pp=2 (Megatron: l0 and l2 column-parallel, l1 and l3
-  row-parallel; 1f1b), stage 0 holding l0 alone, so the activation
-  crossing the boundary is split (dp: its rows, tp: its columns).
+  zb-h1, so the all-reduces run in the weight-gradient actions; the
+  plan searched by greedy) and tp=2 x pp=2 (Megatron: l0 and l2
+  column-parallel, l1 and l3 row-parallel; 1f1b; searched by megatron),
+  stage 0 holding l0 alone, so the activation crossing the boundary is
+  split (dp: its rows, tp: its columns). Each searched plan is checked
+  equal to the hand-written one the negative cases change.
 - Negative cases: the dp plan with grad_sync none (each replica keeps its
   own gradients) and the tp plan with l2's weight placed on its input dim
   (and l2 said to take it so).
@@ -68,11 +70,12 @@ def mlp():
 
 
 def _dp_strategies():
-    """Every op on the batch split over dp; the loss a partial mean."""
+    """Every op on the batch split over dp; the loss a partial sum (each
+    rank's rows' sum over the global count, as greedy makes it)."""
     b = "S(0)R"
     st = {o: ([b, "RR", "RR"], b) for o in ("l0", "l1", "l2", "l3")}
     st.update({o: ([b], b) for o in ("relu", "relu_1", "relu_2")})
-    st.update(sub=([b, b], b), mul=([b, b], b), mean=([b], "P(avg)R"))
+    st.update(sub=([b, b], b), mul=([b, b], b), mean=([b], "P(sum)R"))
     return {"x": b, "y": b}, st
 
 
@@ -126,21 +129,43 @@ def pipeline_plan(module, x, y, schedule, mesh=None, placements=None,
     return libplan.parse(text)
 
 
-# name: (schedule, mesh, (placements, strategies) or None, stages, sync)
+# name: (schedule, mesh, hand-written (placements, strategies) or None,
+#        the search strategy that makes the plan or None, stages, sync)
 CASES = {
-    "gpipe": ("gpipe", None, None, STAGE_OPS, None),
-    "1f1b": ("1f1b", None, None, STAGE_OPS, None),
-    "zb-h1": ("zb-h1", None, None, STAGE_OPS, None),
-    "dp_pp": ("zb-h1", {"dp": 2, "pp": 2}, _dp_strategies,
+    "gpipe": ("gpipe", None, None, None, STAGE_OPS, None),
+    "1f1b": ("1f1b", None, None, None, STAGE_OPS, None),
+    "zb-h1": ("zb-h1", None, None, None, STAGE_OPS, None),
+    # searched from the all-R plan: greedy and megatron make the
+    # hand-written plans above (checked)
+    "dp_pp": ("zb-h1", {"dp": 2, "pp": 2}, _dp_strategies, "greedy",
               SHORT_STAGE_OPS, None),
-    "tp_pp": ("1f1b", {"tp": 2, "pp": 2}, _tp_strategies, SHORT_STAGE_OPS,
-              None),
-    "dp_pp/no_sync": ("1f1b", {"dp": 2, "pp": 2}, _dp_strategies,
+    "tp_pp": ("1f1b", {"tp": 2, "pp": 2}, _tp_strategies, "megatron",
+              SHORT_STAGE_OPS, None),
+    "dp_pp/no_sync": ("1f1b", {"dp": 2, "pp": 2}, _dp_strategies, None,
                       SHORT_STAGE_OPS, "none"),
     "tp_pp/wrong_dim": ("1f1b", {"tp": 2, "pp": 2},
-                        lambda: _tp_strategies(wrong=True),
+                        lambda: _tp_strategies(wrong=True), None,
                         SHORT_STAGE_OPS, None),
 }
+
+
+def case_plan(name, module, x, y):
+    """The case's plan, and whether a searched plan's strategies and
+    placements are the hand-written ones (None when not searched)."""
+    schedule, mesh, how, search, stages, sync = CASES[name]
+    placements, strategies = how() if how and not search else (None, None)
+    plan = pipeline_plan(module, x, y, schedule, mesh, placements,
+                         strategies, stages, sync)
+    if not search:
+        return plan, None
+    with plan:
+        found = libplan.search(plan, strategy=search)
+    with pipeline_plan(module, x, y, schedule, mesh, *how(),
+                       stages=stages, sync=sync) as hand:
+        same = found.placements == hand.placements and \
+            all(str(found.strategy(o.name)) == str(hand.strategy(o.name))
+                for o in hand.ops)
+    return found, same
 
 
 def planned_counts(plan, module, mesh_shape):
@@ -166,7 +191,7 @@ def run(name, world_mesh):
     import libplan.torch as lt
     from libplan.torch_parallel import (COLLECTIVES, comm_counts,
                                         comm_debug_mode)
-    schedule, mesh_shape, how, stages, sync = CASES[name]
+    schedule, mesh_shape, _, _, stages, _ = CASES[name]
     torch.manual_seed(0)
     x, y = torch.randn(16, 8), torch.randn(16, 4)
     ref = mlp()
@@ -177,9 +202,7 @@ def run(name, world_mesh):
     ref_grads = {n: p.grad.detach().clone()
                  for n, p in ref.named_parameters()}
     torch.optim.SGD(ref.parameters(), lr=LR).step()
-    placements, strategies = how() if how else (None, None)
-    plan = pipeline_plan(module, x, y, schedule, mesh_shape, placements,
-                         strategies, stages, sync)
+    plan, searched_as_hand = case_plan(name, module, x, y)
     with plan:
         sched = plan.schedule()
         try:
@@ -208,7 +231,7 @@ def run(name, world_mesh):
     if "/" in name:  # a negative case: counted against the correct plan
         base = CASES[name.split("/")[0]]
         with pipeline_plan(mlp(), x, y, schedule, mesh_shape, *base[2](),
-                           stages=base[3], sync=base[4]) as good:
+                           stages=base[4], sync=base[5]) as good:
             planned, unstaged = planned_counts(good, module, mesh_shape)
     held_mods = {layer for k, ops in enumerate(stages) for layer in ops
                  if k in module.stages_held}
@@ -239,6 +262,7 @@ def run(name, world_mesh):
            "verify_equal": verdict,
            "loss_diff": None if loss is None else
            abs(float(loss) - float(loss_ref.detach())),
+           "searched_as_hand": searched_as_hand,
            "boundary": crossed, "boundary_placed": boundary_ok,
            "plan": planned, "run": counted, "unstaged": unstaged,
            "counts_equal": planned is not None and
@@ -256,7 +280,8 @@ def run(name, world_mesh):
     else:
         ok = res["order_equal"] and values_ok and verdict is not False and \
             (planned is None or res["counts_equal"]) and not unstaged and \
-            boundary_ok and bool(crossed) is bool(mesh_shape)
+            boundary_ok and bool(crossed) is bool(mesh_shape) and \
+            searched_as_hand is not False
     # one write(2) per line: the ranks share the launcher's stdout, and
     # print() may write the text and its newline apart
     os.write(1, ("%s %s %s\n" % ("ok" if ok else "FAIL", name,
