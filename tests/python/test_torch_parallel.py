@@ -2,15 +2,17 @@
 
 Without torch: a produced tensor's and an output's placement, the repr of
 a parsed strategy, negative dims of nested placements, empty blocks'
-offsets, the lowered plan's collectives, grad_sync parsing. With torch:
-a pipeline on more than its own axis refused, then torchrun launches (gloo, CPU, 4 and 8
-processes, tests/python/torchrun/worker.py) whose every check must pass:
+offsets, the lowered plan's collectives, grad_sync parsing, a pipelined
+plan's placements on its stages' mesh and collectives per stage. With
+torch: a pipeline with other axes on a mesh without axis names refused,
+then torchrun launches (gloo, CPU, 4 and 8 processes, tests/python/torchrun/worker.py) whose every check must pass:
 the collectives per kind equal the lowered plan's (the forward's; for a
 training plan the whole step's: forward, backward, gradient sync), the
 loss, gradients and updated parameters equal the single-device module's,
 verify says EQUAL, and (4 processes) the unsynchronised and wrong-dim
-plans are caught; a pipelined plan (2 processes,
-tests/python/torchrun/pipeline_worker.py) runs in its own action order."""
+plans are caught; pipelined plans (4 processes,
+tests/python/torchrun/pipeline_worker.py) run in their own action order,
+on the pipeline axis alone and with dp or tp inside the stages."""
 
 import json
 import os
@@ -110,17 +112,48 @@ class TestPlanPlacements(unittest.TestCase):
             self.assertEqual(tp.grad_sync_of(p), {})
 
 
+class TestPipelineWithoutTorch(unittest.TestCase):
+    def test_placements_without_the_pipeline_axis(self):
+        # examples/pipeline-1f1b.plan.yaml: dp=2 x pp=4; a stage runs on
+        # the dp sub-mesh, every placement without its pp entry
+        with libplan.load(PIPELINE) as p:
+            info = tp._Info(p, None, drop=1)
+            self.assertEqual(info.sizes, (2,))
+            self.assertEqual(info.local("S(0)R"), "S(0)")
+            # the microbatch mesh's nesting: pp's level dropped, dp's
+            # shard alone on its dim
+            self.assertEqual(info.local("S(0:1)S(0:0)"), "S(0)")
+            self.assertEqual(info.local("P(sum)R"), "P(sum)")
+            self.assertEqual(tp._Info(p, None).local("S(0)R"), "S(0)R")
+
+    def test_pipeline_collectives(self):
+        # each dp all-reduce of a weight gradient runs in its stage, once
+        # per microbatch (8); the accumulation over the microbatches and
+        # the loss's sum are not counted
+        from libplan.torch_pipeline import (pipeline_collectives,
+                                            unstaged_collectives)
+        with libplan.load(PIPELINE) as p:
+            first = pipeline_collectives(p, [0])
+            last = pipeline_collectives(p, [3])
+            self.assertEqual(unstaged_collectives(p), [])
+        self.assertEqual(first, {"all_reduce": 16, "all_gather": 0,
+                                 "reduce_scatter": 0, "all_to_all": 0})
+        # layers 6 and 7, the head, and the loss's all-reduce over dp
+        self.assertEqual(last["all_reduce"], 4 * 8)
+
+
 @unittest.skipUnless(lt.available(), NEED_TORCH)
 class TestParallelizeRefuses(unittest.TestCase):
-    def test_pipeline_with_other_axes_refused(self):
-        # examples/pipeline-1f1b.plan.yaml: dp=2 x pp=4; a pipeline inside
-        # DTensor placements is not run yet (a one-axis mesh is, below)
+    def test_pipeline_on_an_unnamed_mesh_refused(self):
+        # examples/pipeline-1f1b.plan.yaml: dp=2 x pp=4; its stages run
+        # on the dp sub-mesh, found by the axes' names
         import torch
         with libplan.load(PIPELINE) as p:
-            with self.assertRaises(libplan.UnsupportedError) as cm:
+            with self.assertRaises(libplan.UsageError) as cm:
                 from libplan.torch_pipeline import parallelize_pipeline
                 parallelize_pipeline(torch.nn.Linear(2, 2), p, None)
-        self.assertIn("besides the pipeline axis pp (dp)", str(cm.exception))
+        self.assertIn("on the axes dp, pp runs on a mesh whose axes are "
+                      "named so", str(cm.exception))
 
     def test_pipeline_axis_of(self):
         from libplan.torch_pipeline import pipeline_axis_of
@@ -211,40 +244,93 @@ PIPELINE_WORKER = os.path.join(ROOT, "tests", "python", "torchrun",
                                "pipeline_worker.py")
 
 
+PIPELINE_AXIS_ONLY = ("gpipe", "1f1b", "zb-h1")
+PIPELINE_WITH_AXES = ("dp_pp", "tp_pp")
+PIPELINE_NEGATIVE = ("dp_pp/no_sync", "tp_pp/wrong_dim")
+
+
 @unittest.skipUnless(lt.available(), NEED_TORCH)
 class TestPipelineUnderTorchrun(unittest.TestCase):
-    """One launch (2 processes, gloo): a 4-layer MLP cut into two stages
-    runs one training step under gpipe, 1f1b and zb-h1 (input and weight
-    gradients apart). Each rank ran exactly its plan's compute actions in
-    the plan's order, its stage's gradients and the loss equal the
-    single-device module's, libplan's verify of the plan says EQUAL, and
-    the schedules' orders differ (so the order
-    check tells them apart)."""
+    """One launch (4 processes, gloo) of a 4-layer MLP cut into two
+    stages, one training step and one SGD step each case. On pp=2 alone
+    (ranks 0 and 1) under gpipe, 1f1b and zb-h1 (input and weight
+    gradients apart); on dp=2 x pp=2 (zb-h1, the plan searched by greedy)
+    and tp=2 x pp=2 (1f1b, searched by megatron), each stage running the
+    plan's placements on the other axis.
+    Each rank ran exactly its plan's compute actions in the plan's order;
+    its stage's gradients and updated parameters and the loss equal the
+    single-device module's; libplan's verify of the plan says EQUAL; the
+    schedules' orders differ (so the order check tells them apart). With
+    the other axis: the activation crosses the stage boundary as the
+    local block of the plan's placement, and the collectives CommDebugMode
+    counted in the step equal the lowered plan's on the rank's stages.
+    The same dp plan with its gradients unsynchronised gives other
+    gradients and verify NOT EQUAL; the tp plan with l2's weight on its
+    input dim is NOT EQUAL and runs other collectives on l2's stage."""
 
-    def test_pipeline_2_processes(self):
-        r, lines = _launch(2, worker=PIPELINE_WORKER)
+    def test_pipeline_4_processes(self):
+        r, lines = _launch(4, worker=PIPELINE_WORKER)
         detail = "\n".join(lines) + "\n" + r.detail()
         self.assertEqual(r.returncode, 0, detail)
         got = {}
         for line in lines:
             self.assertTrue(line.startswith("ok "), line)
             res = _result(line)
-            got[(res["schedule"], res["rank"])] = res
-        self.assertEqual(set(got), {(s, r) for s in ("gpipe", "1f1b",
-                                                     "zb-h1")
-                                    for r in (0, 1)}, detail)
-        for res in got.values():
+            got[(res["case"], res["rank"])] = res
+        want = {(c, k) for c in PIPELINE_AXIS_ONLY for k in (0, 1)} | \
+            {(c, k) for c in PIPELINE_WITH_AXES + PIPELINE_NEGATIVE
+             for k in range(4)}
+        self.assertEqual(set(got), want, detail)
+        for (case, rank), res in got.items():
             self.assertIs(res["order_equal"], True, res)
+            self.assertEqual(res["verify_equal"],
+                             None if rank else "/" not in case, res)
+            if "/" in case:
+                continue
             self.assertLessEqual(res["max_grad_diff"], 1e-6, res)
-            self.assertEqual(len(res["held"]), 4, res)
-            if res["rank"] == 1:  # the last stage's rank has the loss
+            self.assertLessEqual(res["max_param_diff"], 1e-6, res)
+            last = res["pipeline_rank"] == 1
+            if last:  # the last stage's ranks have the loss
                 self.assertLessEqual(res["loss_diff"], 1e-6, res)
-            else:  # rank 0 verified the same plan with libplan
-                self.assertIs(res["verify_equal"], True, res)
+            else:
+                self.assertIsNone(res["loss_diff"], res)
+            if case in PIPELINE_AXIS_ONLY:
+                self.assertEqual(len(res["held"]), 4, res)
+                continue
+            # greedy and megatron made the hand-written plans that the
+            # negative cases change
+            self.assertIs(res["searched_as_hand"], True, res)
+            # stage 0 is l0 alone
+            self.assertEqual(len(res["held"]), 6 if last else 2, res)
+            for k in tp.COLLECTIVES:
+                self.assertEqual(res["run"][k], res["plan"][k], res)
+            self.assertEqual(res["unstaged"], [], res)
+            # a microbatch of 4 rows: dp keeps 2 of them, tp 4 of the 8
+            # columns
+            self.assertEqual(res["boundary"]["relu"],
+                             ["S(0)", [2, 8]] if case == "dp_pp" else
+                             ["S(1)", [4, 4]], res)
+            self.assertIs(res["boundary_placed"], True, res)
+        # the counts compared are not all zero: dp all-reduces every
+        # gradient of each microbatch (2 on stage 0, 6 and the loss's on
+        # stage 1); tp's row-parallel partial sums and the gradient of
+        # relu_1 (the input of the column-parallel l2) are all-reduced
+        self.assertEqual(got[("dp_pp", 0)]["plan"]["all_reduce"], 2 * 4)
+        self.assertEqual(got[("dp_pp", 1)]["plan"]["all_reduce"], 7 * 4)
+        self.assertEqual(got[("tp_pp", 0)]["plan"]["all_reduce"], 0)
+        self.assertEqual(got[("tp_pp", 1)]["plan"]["all_reduce"], 3 * 4)
+        for rank in range(4):
+            res = got[("dp_pp/no_sync", rank)]
+            self.assertGreater(res["max_grad_diff"], 1e-3, res)
+            self.assertGreater(res["max_param_diff"], 1e-4, res)
+            res = got[("tp_pp/wrong_dim", rank)]
+            self.assertIs(res["bug_held"], rank % 2 == 1, res)
+            self.assertIs(res["counts_equal"], not res["bug_held"], res)
         self.assertNotEqual(got[("gpipe", 0)]["executed"],
                             got[("1f1b", 0)]["executed"])
         self.assertEqual(got[("zb-h1", 0)]["actions"], 12)  # F, I, W x 4
         self.assertIn("0W0", got[("zb-h1", 0)]["executed"])
+        self.assertEqual(got[("dp_pp", 0)]["actions"], 12)
 
 
 # capture_worker.py's cases: (verdict, where a bug sits, collectives)

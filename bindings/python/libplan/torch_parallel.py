@@ -129,8 +129,15 @@ class _Info:
     tensor's op and slot, each op's strategy and inputs, the leaves'
     placements."""
 
-    def __init__(self, plan, dt):
+    def __init__(self, plan, dt, drop=None):
         self.dt = dt
+        # `drop`: the index of a mesh axis the run's mesh leaves out (a
+        # pipeline's axis, R in every placement: each stage runs on the
+        # sub-mesh of the other axes); every placement loses that entry
+        self.drop = drop
+        self.sizes = tuple(n for a, n in enumerate(plan.mesh.sizes)
+                           if a != drop)
+        self._local = {}
         prog = plan.program
         self.roles = {t.name: t.role for t in prog.tensors}
         self.shapes = {t.name: tuple(t.shape) for t in prog.tensors}
@@ -149,31 +156,57 @@ class _Info:
                 self.producer[t] = (o.name, slot)
         self.leaves = {t: plan.placement(t) for t, r in self.roles.items()
                        if r in ("input", "param", "const")}
+        # every tensor's placement as the plan delivers it: a module runs
+        # after its plan is closed
+        self.placements = {t: plan.placement(t) for t in self.roles}
         self.plan = plan
 
         self._specs = {}
 
+    def local(self, placement):
+        """A plan placement on the run's mesh: without the dropped axis's
+        entry (the placement itself when no axis is dropped)."""
+        if self.drop is None:
+            return placement
+        got = self._local.get(placement)
+        if got is None:
+            pl = list(_pl.parse(placement))
+            del pl[self.drop]
+            # the nesting levels of a dim's shards, renumbered without
+            # the dropped axis's (none left for a dim split once)
+            for d in {p.dim for p in pl if isinstance(p, _pl.Shard)}:
+                at = [a for a, p in enumerate(pl)
+                      if isinstance(p, _pl.Shard) and p.dim == d]
+                order = sorted(at, key=lambda a: (pl[a].level is None,
+                                                  pl[a].level, a))
+                for level, a in enumerate(order):
+                    pl[a] = _pl.Shard(d, level if len(at) > 1 else None,
+                                      pl[a].ratios)
+            got = self._local[placement] = _pl.format(pl)
+        return got
+
     def spec(self, placement, ndim):
-        """DTensor placements of a compact placement (cached: every op
-        boundary asks)."""
+        """DTensor placements of a compact placement on the run's mesh
+        (cached: every op boundary asks)."""
         key = (placement, ndim)
         got = self._specs.get(key)
         if got is None:
             from . import torch as lt
             got = self._specs[key] = tuple(lt.to_dtensor_placements(
-                placement, ndim, as_tuples=False))
+                self.local(placement), ndim, as_tuples=False))
         return got
 
 
-def _local_block(full, placement, mesh, plan_mesh):
+def _local_block(full, placement, mesh, sizes):
     """The block of a full tensor (the same on every rank) that this rank
-    holds under `placement`, as libplan lays it out; a P(sum) entry keeps
-    the value on coordinate 0 of its axis and zeros elsewhere (other
-    reductions keep it everywhere)."""
+    holds under `placement` (one entry per axis of `mesh`, whose sizes
+    are `sizes`), as libplan lays it out; a P(sum) entry keeps the value
+    on coordinate 0 of its axis and zeros elsewhere (other reductions
+    keep it everywhere)."""
     coords = tuple(mesh.get_coordinate())
     pl = _pl.parse(placement)
     shape, offset = _pl.local_shape_and_offset(tuple(full.shape), pl,
-                                               plan_mesh.sizes, coords)
+                                               sizes, coords)
     block = full[tuple(slice(o, o + n) for o, n in zip(offset, shape))]
     block = block.contiguous()
     for axis, p in enumerate(pl):
@@ -192,9 +225,15 @@ def _distribute(full, placement, mesh, plan, info, what):
                              dt)
     spec = info.spec(placement, full.dim())
     block = _local_block(full.detach() if full.requires_grad else full,
-                         placement, mesh, plan.mesh)
+                         info.local(placement), mesh, info.sizes)
     return dt.DTensor.from_local(block, mesh, spec, run_check=False,
                                  shape=full.shape, stride=full.stride())
+
+
+def _avg_to_sum(c, t):
+    return c.is_partial() and t.is_partial() and \
+        getattr(c, "reduce_op", "sum") == "avg" and \
+        getattr(t, "reduce_op", "sum") == "sum"
 
 
 def _redistribute(v, mesh, spec, dt):
@@ -203,22 +242,38 @@ def _redistribute(v, mesh, spec, dt):
     zero_non_owner does (coordinate 0 keeps
     the value, the others zeros; a max, min or avg keeps it everywhere):
     that local step is done here, differentiably (the gradient comes back
-    partial on that axis, as the value was)."""
+    partial on that axis, as the value was). Nor does DTensor turn a
+    partial average into a partial sum (a mean over a split batch, which
+    DTensor makes P(avg) and a plan may say P(sum)): each rank's value
+    divided by the axis's size is, locally too (the same global value:
+    its gradient passes unchanged, replicated on that axis)."""
     cur, spec = tuple(v.placements), tuple(spec)
     if cur == spec:
         return v
-    step = tuple(dt.Replicate() if t.is_partial() and not c.is_partial()
+    step = tuple(c if _avg_to_sum(c, t) else
+                 dt.Replicate() if t.is_partial() and not c.is_partial()
                  else t for c, t in zip(cur, spec))
     if step != cur:
         v = v.redistribute(mesh, step)
     if step == spec:
         return v
     coords = mesh.get_coordinate()
-    owner = all(coords[a] == 0 for a, (s, t) in enumerate(zip(step, spec))
-                if s != t and getattr(t, "reduce_op", "sum") == "sum")
-    local = v.to_local(grad_placements=spec)
+    owner, scale = True, 1
+    grad = list(spec)
+    for a, (s, t) in enumerate(zip(step, spec)):
+        if s == t:
+            continue
+        if s.is_partial():  # an average made a sum
+            scale *= mesh.size(a)
+            grad[a] = dt.Replicate()
+        elif getattr(t, "reduce_op", "sum") == "sum" and coords[a] != 0:
+            owner = False
+    local = v.to_local(grad_placements=tuple(grad))
     if not owner:
         local = local * 0
+    elif scale != 1:  # the value divided, the gradient as it is
+        fixed = local.detach()
+        local = local + (fixed / scale - fixed)
     return dt.DTensor.from_local(local, mesh, spec, run_check=False,
                                  shape=v.shape, stride=v.stride())
 
@@ -331,15 +386,16 @@ def _place_state(module, plan, mesh, info):
     return placed
 
 
-def _install_sync(params, plan, mesh, info):
-    """Synchronises each gradient after it is accumulated, as the plan's
-    training.grad_sync says (no training section: auto): auto and
+def _grad_syncs(params, plan, mesh, info):
+    """{qualified name: (parameter, sync)} for every parameter that takes
+    a gradient: sync(grad) is the gradient synchronised as the plan's
+    training.grad_sync says (no training section: auto). auto and
     all_reduce redistribute it to its parameter's placement (the
     all-reduce of a partial sum); none keeps each rank's local gradient,
     relabelled as the parameter's placement, unsynchronised."""
     sync = grad_sync_of(plan)
     dt = info.dt
-    handles = []
+    out = {}
     for qname, p in params.items():
         how = sync.get(qname, "auto")
         if how == "reduce_scatter":
@@ -350,17 +406,29 @@ def _install_sync(params, plan, mesh, info):
             continue
         spec = tuple(info.spec(info.leaves[qname], p.dim()))
 
-        def hook(param, spec=spec, how=how):
-            g = param.grad
+        def synced(g, spec=spec, how=how):
             if g is None or not isinstance(g, dt.DTensor):
-                return
+                return g
             if how == "none":
-                param.grad = dt.DTensor.from_local(
+                return dt.DTensor.from_local(
                     g.to_local(), mesh, spec, run_check=False,
                     shape=g.shape, stride=g.stride())
-            elif tuple(g.placements) != spec:
+            if tuple(g.placements) != spec:
                 with _torch().no_grad():
-                    param.grad = _redistribute(g, mesh, spec, dt)
+                    return _redistribute(g, mesh, spec, dt)
+            return g
+        out[qname] = (p, synced)
+    return out
+
+
+def _install_sync(params, plan, mesh, info):
+    """Synchronises each gradient after it is accumulated (_grad_syncs);
+    returns the hooks' handles."""
+    handles = []
+    for p, synced in _grad_syncs(params, plan, mesh, info).values():
+        def hook(param, synced=synced):
+            if param.grad is not None:
+                param.grad = synced(param.grad)
         handles.append(p.register_post_accumulate_grad_hook(hook))
     return handles
 
@@ -375,9 +443,12 @@ def _make_interpreter(gm, module, plan, mesh, info):
         """Runs the traced graph on DTensors with the plan's placements at
         every op boundary."""
 
-        def __init__(self):
+        def __init__(self, alias=None):
             super().__init__(gm)
-            self.alias = {}   # fx node -> (plan tensor, swapped dims)
+            # fx node -> (plan tensor, swapped dims); `alias`: a map
+            # shared by runners of parts of the graph (a pipeline's
+            # stages), each reading what earlier parts found
+            self.alias = {} if alias is None else alias
             # (fx node, placement) -> the value redistributed there: made
             # once and reused by every op that reads it so, as lowering
             # reuses a buffer
@@ -435,12 +506,7 @@ def _make_interpreter(gm, module, plan, mesh, info):
 
         def run_node(self, n):
             if n.op == "placeholder":
-                v = super().run_node(n)
-                if n.name in info.leaves and isinstance(v, torch.Tensor):
-                    v = _distribute(v, info.leaves[n.name], mesh, plan,
-                                    info, n.name)
-                    self.alias[n.name] = (n.name, None)
-                return v
+                return self.place_input(n, super().run_node(n))
             if n.op == "get_attr":
                 obj = module
                 for part in n.target.split("."):
@@ -516,6 +582,24 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 table, ids, mesh, info.spec(st.outputs[0], ids.dim() + 1),
                 dt)
 
+        def place_input(self, n, v):
+            """The module's input v of placeholder n, placed as the plan
+            places that input."""
+            if n.name in info.leaves and isinstance(v, torch.Tensor):
+                v = _distribute(v, info.leaves[n.name], mesh, plan, info,
+                                n.name)
+                self.alias[n.name] = (n.name, None)
+            return v
+
+        def run_part(self, env, part):
+            """Runs the nodes `part` (in the graph's order) from `env`
+            ({fx node: value}, what they read of other nodes); returns
+            env with their values added."""
+            self.env = env
+            for n in part:
+                self.env[n] = self.run_node(n)
+            return self.env
+
         def passthrough(self, n):
             """A node without a plan op: a view or alias of a plan tensor,
             an element of a multi-output op, or shape arithmetic."""
@@ -560,15 +644,17 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 self.alias[n.name] = (base, dims)
             return out
 
+        def delivered(self, a):
+            """The value of node a as the program's output: in the plan's
+            output placement when a is a program tensor."""
+            v = self.env[a]
+            t = self.tensor_of(a)
+            if t is not None and t[1] is None and t[0] in info.roles:
+                return self.to(v, info.placements[t[0]])
+            return v
+
         def deliver(self, n):
-            def place(a):
-                v = self.env[a]
-                t = self.tensor_of(a)
-                if t is not None and t[1] is None and t[0] in info.roles:
-                    # a program output: as the plan delivers it
-                    return self.to(v, info.plan.placement(t[0]))
-                return v
-            return torch.fx.node.map_arg(n.args[0], place)
+            return torch.fx.node.map_arg(n.args[0], self.delivered)
 
     return Runner
 

@@ -4,10 +4,10 @@ the plan's own action order.
 
 The graph is traced with torch.fx and each node is given the stage of the
 plan op it runs (a node without an op of its own, a view or an element of
-a tuple, takes its input's stage); torch.fx's split_module makes one
-submodule per stage. Each pipeline rank builds a PipelineStage for every
-stage the plan's schedule puts on it. Stage k's inputs are the
-activations made by earlier stages that k or a later stage reads, its
+a tuple, takes its input's stage). Each pipeline rank builds a
+PipelineStage for every stage the plan's schedule puts on it; a stage's
+module runs that stage's nodes of the traced graph. Stage k's inputs are
+the activations made by earlier stages that k or a later stage reads, its
 outputs those that a later stage reads (a skip connection is passed on
 through the stages between); the module's own inputs are the same on
 every rank, so each stage reads its own microbatch of them instead of
@@ -16,16 +16,28 @@ microbatch) are loaded into torch's runtime schedule
 (_PipelineScheduleRuntime, compute-only: torch places the sends and
 receives), so the order each rank runs is the plan's.
 
-Limits (refused with UnsupportedError): a mesh with axes besides the
-pipeline axis (DTensor placements inside a stage are not combined with the
-pipeline yet), a module whose output is not its loss.
+On a mesh with other axes besides the pipeline axis (dp x pp, tp x pp,
+...) each stage's nodes run in torch_parallel's interpreter on the
+sub-mesh of those axes: parameters placed as the plan stores them, every
+op's inputs and outputs redistributed to its strategy's placements (the
+pipeline axis's entry, R, dropped). An activation crosses a stage
+boundary as the local block of the DTensor the plan makes there, and the
+receiving stage makes the same DTensor of it. Each microbatch's gradient
+of a parameter is synchronised over those axes, as training.grad_sync
+says, when it is computed (before it is accumulated), where the lowered
+plan puts the sync: inside the stage, once per microbatch.
+
+Limits: a module whose output is not its loss (UnsupportedError), a
+value that is not a tensor crossing a stage boundary (UnsupportedError),
+a gradient reduce-scattered (as parallelize).
 """
 
 import re
 
 from .errors import UnsupportedError, UsageError
 
-__all__ = ["parallelize_pipeline", "pipeline_axis_of"]
+__all__ = ["parallelize_pipeline", "pipeline_axis_of",
+           "pipeline_collectives", "unstaged_collectives"]
 
 _AXIS_LINE = re.compile(r"^  axis: (\S+)\s*$")
 
@@ -95,90 +107,215 @@ def _stage_of_nodes(gm, plan, nstages):
 
 
 class _Cut:
-    """What each stage reads and hands on, from split_module's top graph:
-    inputs[k] and outputs[k] name top-level values (the module's inputs,
-    submod_j results and their elements); steps[k] computes stage k's
-    values from them."""
+    """Which fx nodes each stage runs and which values cross each stage
+    boundary, from the traced graph and each node's stage: steps[k] are
+    stage k's nodes in the graph's order, reads[k] the module's inputs
+    (placeholders) they read, inputs[k] the values stage k receives (made
+    by earlier stages, read by k or a later stage: a skip connection is
+    handed on through the stages between), outputs[k] those it hands on
+    (for the last stage, the loss)."""
 
-    def __init__(self, parts, nstages):
-        nodes = list(parts.graph.nodes)
-        self.placeholders = [n.name for n in nodes if n.op == "placeholder"]
+    def __init__(self, gm, stage_of, nstages):
+        nodes = list(gm.graph.nodes)
+        self.placeholders = [n for n in nodes if n.op == "placeholder"]
         out = next(n for n in nodes if n.op == "output")
-        if not hasattr(out.args[0], "name"):
+        loss = out.args[0]
+        if not hasattr(loss, "name") or loss.op == "placeholder":
             raise UnsupportedError(
                 "a pipelined module must return its loss alone")
-        self.steps = {k: [] for k in range(nstages)}
-        for n in nodes:
-            if n.op == "call_module":
-                k = int(n.target.rsplit("_", 1)[1])
-                self.steps[k].append((n.name, n.target,
-                                      [a.name for a in n.args]))
-            elif n.op == "call_function":  # operator.getitem of a submod
-                src = n.args[0]
-                k = int(src.target.rsplit("_", 1)[1])
-                self.steps[k].append((n.name, None, (src.name, n.args[1])))
+        self.loss = loss
+        self.steps = {k: [n for n in nodes if n.name in stage_of and
+                          stage_of[n.name] == k] for k in range(nstages)}
+        self.reads = {k: [p for p in self.placeholders
+                          if any(stage_of.get(u.name) == k for u in p.users)]
+                      for k in range(nstages)}
         self.inputs, self.outputs = {}, {}
         live = []
         for k in range(nstages):
-            reads = self._reads_from(k, nstages)
-            self.inputs[k] = [v for v in live if v in reads]
-            made = [s[0] for s in self.steps[k]]
+            need = self._needs(k, nstages)
+            self.inputs[k] = [v for v in live if v in need]
             if k == nstages - 1:
-                self.outputs[k] = [out.args[0].name]
+                self.outputs[k] = [loss]
             else:
-                later = self._reads_from(k + 1, nstages)
-                self.outputs[k] = [v for v in self.inputs[k] + made
+                later = self._needs(k + 1, nstages)
+                self.outputs[k] = [v for v in self.inputs[k] + self.steps[k]
                                    if v in later]
             live = self.outputs[k]
 
-    def _reads_from(self, k, nstages):
-        need = set()
+    def _needs(self, k, nstages):
+        """The nodes of any stage that stages k.. read, and the loss."""
+        need = {self.loss}
         for j in range(k, nstages):
-            for _, target, args in self.steps[j]:
-                need |= set(args) if target is not None else {args[0]}
+            for n in self.steps[j]:
+                need |= set(n.all_input_nodes)
         return need - set(self.placeholders)
 
 
-def _stage_module(torch, parts, cut, k, inputs_of):
+def _check(plan, axis, mesh):
+    if axis is None:
+        raise UsageError("the plan has no pipeline axis")
+    if "training:" not in plan.text():
+        raise UnsupportedError("a pipelined plan without a training "
+                               "section: parallelize runs training steps")
+    axes = tuple(plan.mesh.axes)
+    if len(axes) > 1 and tuple(getattr(mesh, "mesh_dim_names", None) or
+                               ()) != axes:
+        raise UsageError(
+            "a pipelined plan on the axes %s runs on a mesh whose axes are "
+            "named so (device_mesh(plan)), not %s"
+            % (", ".join(axes), getattr(mesh, "mesh_dim_names", None)))
+
+
+def pipeline_collectives(plan, stages):
+    """{kind: count} of the four collectives (torch_parallel.COLLECTIVES)
+    that a rank holding `stages` runs in one training step of the
+    pipelined plan: each lowered step of those stages along a device
+    axis, once per microbatch. The steps along the microbatch axis (the
+    gradient accumulation, the loss's sum over microbatches: autograd's
+    accumulation in the run) are not counted, nor the unstaged ones after
+    them (unstaged_collectives lists those)."""
+    from .torch_parallel import COLLECTIVES
+    stages = set(stages)
+    counts = {k: 0 for k in COLLECTIVES}
+    sched = plan.schedule()
+    try:
+        per = sched.microbatches
+    finally:
+        sched.close()
+    low = plan.lowered()
+    try:
+        for st in low.steps:
+            if st.kind in counts and st.axis != "mb" and \
+                    st.stage in stages:
+                counts[st.kind] += per
+    finally:
+        low.close()
+    return counts
+
+
+def unstaged_collectives(plan):
+    """The lowered collectives of a pipelined plan that run after the
+    schedule along a device axis: [(kind, axis, tensor read)]; the run
+    makes them per microbatch inside its stage, and
+    pipeline_collectives does not count them."""
+    from .torch_parallel import COLLECTIVES
+    low = plan.lowered()
+    try:
+        return [(st.kind, st.axis, low.buffers[st.inputs[0]].tensor)
+                for st in low.steps
+                if st.stage is None and st.kind in COLLECTIVES and
+                st.axis != "mb"]
+    finally:
+        low.close()
+
+
+def _plain(torch, gm):
+    """Interpreters of parts of the graph without placements (a mesh of
+    the pipeline axis alone): the module's own values."""
+
+    class Plain(torch.fx.Interpreter):
+        def place_input(self, n, v):
+            return v
+
+        def run_part(self, env, part):
+            self.env = env
+            for n in part:
+                self.env[n] = self.run_node(n)
+            return self.env
+
+        def delivered(self, a):
+            return self.env[a]
+
+    return lambda: Plain(gm)
+
+
+class _Boundary:
+    """Activations cross a stage boundary as plain tensors: a DTensor is
+    sent as its local block (in the placement the plan gives it there)
+    and made a DTensor again by the receiving stage with that placement,
+    global shape and stride (recorded when the sender made it from
+    microbatch 0; every microbatch has the same shapes)."""
+
+    def __init__(self, dt, mesh):
+        self.dt, self.mesh, self.specs = dt, mesh, {}
+        self.local_shapes = {}
+
+    def placed(self):
+        """{fx node name: (placement on the stages' mesh, local shape)} of
+        the DTensors handed on (known once prepared)."""
+        from . import torch as lt
+        return {n.name: (lt.from_dtensor_placements(spec[0]),
+                         self.local_shapes[n.name])
+                for n, spec in self.specs.items()}
+
+    def send(self, node, v):
+        import torch
+        dt = self.dt
+        if dt is not None and isinstance(v, dt.DTensor):
+            self.specs[node] = (tuple(v.placements), v.shape, v.stride())
+            # a copy, not to_local's view: torch's input-only backward
+            # detaches the stage's outputs in place
+            local = v.to_local().clone(memory_format=torch.contiguous_format)
+            self.local_shapes[node.name] = tuple(local.shape)
+            return local
+        if not isinstance(v, torch.Tensor):
+            raise UnsupportedError(
+                "fx node %s crosses a stage boundary and is not a tensor "
+                "(%s): stages pass tensors only" % (node.name,
+                                                   type(v).__name__))
+        return v.clone() if v._is_view() else v
+
+    def receive(self, node, v):
+        got = self.specs.get(node)
+        if got is None:
+            # not the received leaf itself (a module's forward hook may
+            # hook its gradient: see forward_maybe_with_nosync)
+            return v.view_as(v) if v.requires_grad else v
+        placements, shape, stride = got
+        return self.dt.DTensor.from_local(v, self.mesh, placements,
+                                          run_check=False, shape=shape,
+                                          stride=stride)
+
+
+def _stage_module(torch, gm, module, cut, k, interp, boundary, inputs_of):
     """Stage k as a module: its received activations in, those later
-    stages read out; the module's own inputs from inputs_of(microbatch)."""
+    stages read out (local tensors); the module's own inputs from
+    inputs_of(microbatch). Its nodes run in an interpreter of the traced
+    graph (interp(): torch_parallel's, with the plan's placements at
+    every op, or a plain one). It holds the parameters its nodes use, so
+    that torch's stage scales, and splits the backward of, those."""
 
     class Stage(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            for _, target, _ in cut.steps[k]:
-                if target is not None:
-                    self.add_module(target, getattr(parts, target))
+            for n in cut.steps[k]:
+                name = str(n.target).replace(".", "_")
+                if n.op == "call_module" and name not in self._modules:
+                    self.add_module(name, gm.get_submodule(n.target))
+                elif n.op == "get_attr":
+                    obj = module
+                    for part in n.target.split("."):
+                        obj = getattr(obj, part)
+                    if isinstance(obj, torch.nn.Parameter) and \
+                            name not in self._parameters:
+                        self.register_parameter(name, obj)
             self.microbatch = 0
 
         def forward(self, *received):
-            env = dict(zip(cut.inputs[k], received))
-            env.update(inputs_of(self.microbatch))
-            for name, target, args in cut.steps[k]:
-                if target is not None:
-                    env[name] = getattr(self, target)(*[env[a] for a in args])
-                else:
-                    env[name] = env[args[0]][args[1]]
-            outs = tuple(env[v] for v in cut.outputs[k])
+            run = interp()
+            given = inputs_of(self.microbatch)
+            env = {p: run.place_input(p, given[p.name])
+                   for p in cut.reads[k]}
+            for node, v in zip(cut.inputs[k], received):
+                env[node] = boundary.receive(node, v)
+            run.run_part(env, cut.steps[k])
+            last = k == len(cut.steps) - 1
+            outs = tuple(boundary.send(v, run.delivered(v) if last
+                                       else env[v])
+                         for v in cut.outputs[k])
             return outs if len(outs) > 1 else outs[0]
 
     return Stage()
-
-
-def _check(plan, axis):
-    if axis is None:
-        raise UsageError("the plan has no pipeline axis")
-    others = [a for a in plan.mesh.axes if a != axis]
-    if others:
-        raise UnsupportedError(
-            "the plan's mesh has axes besides the pipeline axis %s (%s): "
-            "parallelize runs a pipeline on a mesh of the pipeline axis "
-            "alone; DTensor placements inside a stage are not combined "
-            "with torch.distributed.pipelining yet" % (axis,
-                                                      ", ".join(others)))
-    if "training:" not in plan.text():
-        raise UnsupportedError("a pipelined plan without a training "
-                               "section: parallelize runs training steps")
 
 
 def parallelize_pipeline(module, plan, mesh):
@@ -187,17 +324,21 @@ def parallelize_pipeline(module, plan, mesh):
     and backward of every microbatch in the plan's order, gradients
     accumulated (and divided by the microbatch count, as the loss is a
     mean) on the parameters of the stages this rank holds. It returns the
-    loss (the mean over microbatches) on the rank that holds the last
-    stage, None elsewhere. module.executed lists the compute actions this
-    rank ran, (stage, kind, microbatch), in order."""
+    loss (the mean over microbatches) on the ranks that hold the last
+    stage, None elsewhere. prepare(*inputs) builds the stages from the
+    first inputs (step does it the first time): it runs every stage's
+    forward of microbatch 0 once, with the collectives of those forwards.
+    module.executed lists the compute actions this rank ran, (stage,
+    kind, microbatch), in order; module.boundaries() the DTensors the
+    stages hand on as local tensors (the last stage's loss too), {fx
+    node: (placement on the stages' mesh, local shape)}, once prepared."""
     import torch
-    from torch.fx.passes.split_module import split_module
-    from .torch_parallel import fx_trace
+    from . import torch_parallel as tp
     from torch.distributed.pipelining import PipelineStage
     import torch.distributed.pipelining.schedules as ps
 
     axis = pipeline_axis_of(plan)
-    _check(plan, axis)
+    _check(plan, axis, mesh)
     schedule = plan.schedule()
     try:
         nstages, nranks, m = (schedule.stages, schedule.ranks,
@@ -205,13 +346,35 @@ def parallelize_pipeline(module, plan, mesh):
         actions = _compute_actions(schedule)
     finally:
         schedule.close()
-    gm = fx_trace(module)
+    gm = tp.fx_trace(module)
     stage_of = _stage_of_nodes(gm, plan, nstages)
-    parts = split_module(gm, module, lambda n: stage_of[n.name],
-                         keep_original_order=True)
-    cut = _Cut(parts, nstages)
-    # the mesh is the pipeline axis alone (_check)
-    pp_rank, group = mesh.get_local_rank(), mesh.get_group()
+    cut = _Cut(gm, stage_of, nstages)
+    names = list(plan.mesh.axes)
+    at = names.index(axis)
+    others = tuple(a for a in names if a != axis)
+    pp_rank, group = mesh.get_local_rank(at), mesh.get_group(at)
+    if others:
+        # every stage runs the plan's placements on the sub-mesh of the
+        # other axes; each microbatch's gradient is synchronised there
+        # before it is accumulated, as the lowered plan does
+        from . import torch as lt
+        dt = lt._require()
+        sub = mesh[others if len(others) > 1 else others[0]]
+        info = tp._Info(plan, dt, drop=at)
+        params = tp._place_state(module, plan, sub, info)
+        runner = tp._make_interpreter(gm, module, plan, sub, info)
+        alias = {}
+
+        def interp():
+            return runner(alias)
+        module._libplan_sync = [
+            p.register_hook(synced)
+            for p, synced in tp._grad_syncs(params, plan, sub,
+                                            info).values()]
+        boundary = _Boundary(dt, sub)
+    else:
+        interp = _plain(torch, gm)
+        boundary = _Boundary(None, None)
     held = sorted({s for s, _, _ in actions[pp_rank]})
     chunks = {}
     executed = []
@@ -219,12 +382,19 @@ def parallelize_pipeline(module, plan, mesh):
     def inputs_of(k):
         return chunks[k]
 
-    mods = [_stage_module(torch, parts, cut, k, inputs_of)
-            for k in range(nstages)]
+    mods = [_stage_module(torch, gm, module, cut, k, interp, boundary,
+                          inputs_of) for k in range(nstages)]
 
     class Stage(PipelineStage):
         """Sets the microbatch its module reads its inputs for, and records
         the compute actions run."""
+
+        def forward_maybe_with_nosync(self, *args, **kwargs):
+            # the stage's forward without module hooks: a global forward
+            # hook (CommDebugMode's module tracker) hooks the gradients of
+            # the received activations, leaves, which the input-only
+            # backward (an I action, autograd.grad) does not allow
+            return self.submod.forward(*args, **kwargs)
 
         def forward_one_chunk(self, fwd_chunk_id, *args, **kwargs):
             self.submod.microbatch = fwd_chunk_id
@@ -276,7 +446,7 @@ def parallelize_pipeline(module, plan, mesh):
         rt._prepare_schedule_with_comms(order, format="compute_only")
         state["runtime"] = rt
 
-    def step(*inputs):
+    def split(inputs):
         if len(inputs) != len(cut.placeholders):
             raise UsageError("step takes the module's %d inputs, not %d"
                              % (len(cut.placeholders), len(inputs)))
@@ -286,10 +456,18 @@ def parallelize_pipeline(module, plan, mesh):
                 raise UsageError(
                     "every input is split into %d microbatches along dim "
                     "0: a tensor whose dim 0 %d divides" % (m, m))
-        split = [torch.tensor_split(x, m, dim=0) for x in inputs]
+        parts = [torch.tensor_split(x, m, dim=0) for x in inputs]
         for k in range(m):
-            chunks[k] = {name: s[k] for name, s in zip(cut.placeholders,
-                                                       split)}
+            chunks[k] = {p.name: s[k] for p, s in zip(cut.placeholders,
+                                                      parts)}
+
+    def prepare(*inputs):
+        if state["runtime"] is None:
+            split(inputs)
+            build()
+
+    def step(*inputs):
+        split(inputs)
         if state["runtime"] is None:
             build()
         del executed[:]
@@ -310,8 +488,10 @@ def parallelize_pipeline(module, plan, mesh):
             "module.step(*inputs)")
 
     module.step = step
+    module.prepare = prepare
     module.forward = forward
     module.executed = executed
+    module.boundaries = boundary.placed
     module.stages_held = tuple(held)
     module.pipeline_rank = pp_rank
     return module
