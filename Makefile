@@ -448,6 +448,12 @@ bench-shapes: $(BUILD)/plan
 bench-joint: $(BUILD)/plan
 	@PLAN_PROGRAM_ROOT=$(CURDIR) $(BUILD)/plan run bench/bench_joint.lua
 
+# The joint search against TorchTitan's published recipes on Llama 3 8B,
+# 70B and 405B shapes, every found plan verified (bench/bench_quality.sh).
+.PHONY: bench-quality
+bench-quality: $(BUILD)/plan
+	@sh bench/bench_quality.sh $(BUILD)
+
 # A parallelize'd MLP's step time against a hand-written parallelize_module
 # of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).
 .PHONY: bench-torch

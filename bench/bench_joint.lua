@@ -27,9 +27,13 @@ local one = os.clock() - t0
 q:close()
 
 local function row_text(r)
-  return ("%s%s: %.1f ms, %.2f GiB"):format(r.mesh, r.microbatches and
-    (" (%d microbatches, %s%s)"):format(r.microbatches, r.schedule,
-    r.recompute and ", recompute" or "") or "", r.step * 1e3, r.memory / 2^30)
+  local how = {}
+  if r.microbatches then
+    how[#how + 1] = ("%d microbatches, %s"):format(r.microbatches, r.schedule)
+  end
+  if r.recompute then how[#how + 1] = r.recompute .. " recompute" end
+  return ("%s%s: %.1f ms, %.2f GiB"):format(r.mesh, #how > 0 and
+    " (" .. table.concat(how, ", ") .. ")" or "", r.step * 1e3, r.memory / 2^30)
 end
 
 print(("hand-written recipe dp=2,tp=4,pp=4 (8 microbatches, 1f1b): %.1f ms, " ..

@@ -183,7 +183,15 @@ def embedding(p, B, S, V, H, X, R, dt):
     return "embed.out"
 
 
-def llama3_8b(path, n, local_batch, S, layers, recompute):
+# The Llama 3 sizes (Meta's model cards): hidden, query heads, key/value
+# heads, SwiGLU width; every size has heads of 128 and the 128256 vocabulary
+LLAMA_SIZES = {"8b": dict(H=4096, NH=32, KV=8, F=14336),
+               "70b": dict(H=8192, NH=64, KV=8, F=28672),
+               "405b": dict(H=16384, NH=128, KV=8, F=53248)}
+
+
+def llama3_8b(path, n, local_batch, S, layers, recompute, size="8b"):
+    gm.LLAMA.update(LLAMA_SIZES[size])
     c = gm.LLAMA
     V, H = c["V"], c["H"]
     B = local_batch * n
@@ -204,8 +212,8 @@ def llama3_8b(path, n, local_batch, S, layers, recompute):
         training.append("  recompute: [%s]" % ", ".join(
             '"%s"' % g for g in LLAMA_RECOMPUTE))
     gm.write(path, p, [
-        "Llama 3 8B (%d layers), TorchTitan's recipe: local batch %d x %d ranks,"
-        % (layers, local_batch, n),
+        "Llama 3 %s (%d layers), TorchTitan's recipe: local batch %d x %d "
+        "ranks," % (size.upper(), layers, local_batch, n),
         "seq %d, bf16, AdamW; selective (op) activation checkpointing %s." % (
             S, "as recompute globs" if recompute else "off"),
         "Written by: python3 %s." % TOOL,
@@ -289,10 +297,12 @@ def main(argv=None):
     ap.add_argument("--microbatches", type=int, default=1,
                     help="mixtral: with --pp")
     ap.add_argument("--no-recompute", action="store_true")
+    ap.add_argument("--size", choices=sorted(LLAMA_SIZES), default="8b",
+                    help="llama3-8b: the Llama 3 size (hidden, heads, MLP)")
     a = ap.parse_args(argv)
     if a.model == "llama3-8b":
         llama3_8b(a.output, a.ranks, a.local_batch, a.seq, a.layers,
-                  not a.no_recompute)
+                  not a.no_recompute, a.size)
     else:
         mixtral(a.output, a.dp, a.ep, a.local_batch, a.seq, a.layers,
                 a.capacity, a.pp, a.vstages, a.microbatches)

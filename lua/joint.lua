@@ -11,7 +11,8 @@
 -- fsdp where it is more, and opts.strategy when given), and for pp > 1
 -- the stages cut by the cost model (each stage's layers balanced, within
 -- memory: ratios.stage_cut), a microbatch count, a schedule and
--- recomputation on or off. Every candidate is priced by the cost model
+-- recomputation (none, the plan's own, every op). Every candidate is
+-- priced by the cost model
 -- (not run); the least modeled step among those that fit in memory wins.
 local plan = require "plan"
 local util = ...
@@ -50,16 +51,24 @@ end
 
 -- The top-level sections of a plan's text, {name = text}, and their order.
 local function sections(text)
-  local out, order, cur = {}, {}, nil
-  for line in (text .. "\n"):gmatch("(.-)\n") do
-    local key = line:match("^([%w_%-]+):")
+  local out, order, at = {}, {}, {}
+  -- each section starts at a line that starts with its key
+  local pos = 1
+  while pos <= #text do
+    local key = text:match("^([%w_%-]+):", pos)
     if key then
-      cur = key
       order[#order + 1] = key
-      out[key] = line .. "\n"
-    elseif cur then
-      out[cur] = out[cur] .. line .. "\n"
+      at[#at + 1] = pos
     end
+    local nl = text:find("\n", pos, true)
+    if not nl then break end
+    pos = nl + 1
+  end
+  for i, key in ipairs(order) do
+    local last = (at[i + 1] or #text + 1) - 1
+    local body = text:sub(at[i], last)
+    if body:sub(-1) ~= "\n" then body = body .. "\n" end
+    out[key] = body
   end
   return out, order
 end
@@ -256,37 +265,47 @@ end
 -- recomputation added to its text. Calls add(row, text) for each.
 local function candidates(q, m, opts, add)
   local text = q:text(true)
+  local s, order = sections(text)
+  -- q's text with training.recompute `rec` (a YAML list) and the
+  -- pipeline section `pipe` (or none)
+  local function variant(rec, pipe)
+    if not rec and not pipe then return nil end -- q itself
+    local parts = {}
+    for _, key in ipairs(order) do
+      if key == "training" and rec then
+        parts[#parts + 1] = s.training:gsub("\n$", "\n  recompute: " .. rec ..
+                                            "\n", 1)
+      elseif key ~= "provenance" then
+        parts[#parts + 1] = s[key]
+      end
+    end
+    parts[#parts + 1] = pipe
+    return table.concat(parts)
+  end
+  -- recomputation only trades time for memory: each level (none, the
+  -- plan's own selective one, every op) tried only when the one before
+  -- does not fit
+  local function each_level(row0, pipe)
+    for _, level in ipairs(opts.recompute) do
+      local row = {}
+      for k, v in pairs(row0) do row[k] = v end
+      row.recompute = level.name
+      add(row, variant(level.list, pipe))
+      if row.fits or row.error then break end
+    end
+  end
   if m.pp == 1 then
-    add({}, text)
+    each_level({}, nil)
     return
   end
   local cut, cerr = M.stage_cut(q, m.pp, opts.hardware)
   if not cut then return cerr end
-  local s, order = sections(text)
-  local training = s.training
-  local batch = opts.batch
   for _, micro in ipairs(opts.microbatches) do
     local n = micro * m.pp
-    if batch and batch % (n * m.dp * m.fsdp) == 0 then
+    if opts.batch and opts.batch % (n * m.dp * m.fsdp) == 0 then
       for _, schedule in ipairs(opts.schedules) do
-        -- recomputation only trades time for memory: tried only when the
-        -- plan without it does not fit
-        for _, rec in ipairs({false, true}) do
-          local parts = {}
-          for _, key in ipairs(order) do
-            if key == "training" then
-              parts[#parts + 1] = rec and
-                training:gsub("\n$", "\n  recompute: [\"*\"]\n", 1) or training
-            elseif key ~= "provenance" then
-              parts[#parts + 1] = s[key]
-            end
-          end
-          parts[#parts + 1] = pipeline_text(cut.stages, n, schedule)
-          local row = {microbatches = n, schedule = schedule,
-                       recompute = rec, stages = cut.counts}
-          add(row, table.concat(parts))
-          if row.fits or row.error then break end
-        end
+        each_level({microbatches = n, schedule = schedule, stages = cut.counts},
+                   pipeline_text(cut.stages, n, schedule))
       end
     end
   end
@@ -322,6 +341,7 @@ function M.search(p, opts)
   local per_host = n // (tonumber(opts.hosts) or 1)
   local s = sections(p:text(true))
   local base = s.libplan .. s.program
+  local own = s.training:match("\n  recompute: (%[[^\n]*%])")
   local training = s.training:gsub("\n  recompute:[^\n]*", "")
   local layers = #M.layers(p)
   local fns = {megatron = "megatron", fsdp = "fsdp"}
@@ -329,7 +349,11 @@ function M.search(p, opts)
   opts = {hardware = opts.hardware, strategy = opts.strategy,
           microbatches = opts.microbatches or {1, 2, 4},
           schedules = opts.schedules or {"1f1b"}, progress = opts.progress,
-          batch = batch_of(p)}
+          batch = batch_of(p), recompute = {{name = false}}}
+  if own then
+    opts.recompute[#opts.recompute + 1] = {name = "selective", list = own}
+  end
+  opts.recompute[#opts.recompute + 1] = {name = "full", list = '["*"]'}
   local rows, best, recipes = {}, nil, {}
   local memo = {}
   local meshes = M.meshes(n, per_host, layers)
@@ -359,7 +383,7 @@ function M.search(p, opts)
       local function add(row, ctext)
         row.mesh, row.strategy = label(m), name
         local c, r, cerr = nil, nil, nil
-        if ctext == text or m.pp == 1 then
+        if ctext == nil then
           r = q
         else
           r, cerr = plan.parse(ctext, "<" .. label(m) .. ">")

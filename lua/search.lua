@@ -342,9 +342,13 @@ local function search_joint(req, p, opts)
     return nil, {error = err, code = "usage"}
   end
   local function line(what, r)
+    local how = {}
+    if r.microbatches then
+      how[#how + 1] = ("%d microbatches, %s"):format(r.microbatches, r.schedule)
+    end
+    if r.recompute then how[#how + 1] = r.recompute .. " recompute" end
     return ("%s %s%s: modeled step %.4g ms, %s per device"):format(
-      what, r.mesh, r.microbatches and (" (%d microbatches, %s%s)"):format(
-        r.microbatches, r.schedule, r.recompute and ", recompute" or "") or "",
+      what, r.mesh, #how > 0 and " (" .. table.concat(how, ", ") .. ")" or "",
       r.step * 1e3, bytes_text(r.memory))
   end
   if req.is_plan and given_cost and given_cost.step then
