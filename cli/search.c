@@ -58,7 +58,8 @@ const char usage_search[] =
     "               solved by CBC), applied to every copy of the layer;\n"
     "               notes the modeled gain (STRATEGY+overlap does the same)\n"
     "  --devices N [--hosts H]  the joint search: the mesh over dp, fsdp,\n"
-    "               tp and pp for N devices on H hosts (tp within a host),\n"
+    "               cp, tp and pp for N devices on H hosts (tp within a\n"
+    "               host),\n"
     "               the pipeline's stages (balanced by the cost model),\n"
     "               microbatches and recomputation, and the recipe (megatron,\n"
     "               fsdp, and --strategy when given) chosen together by the\n"
@@ -107,8 +108,7 @@ static int search_option(plan_search_options *o, const char *name,
     o->devices = 1;
   else if (!strcmp(name, "--devices") && (v[0] < '0' || v[0] > '9'))
     return cli_usage("search",
-                     "--devices takes 'search' or a device count, not '%s'",
-                     v);
+                     "--devices takes 'search' or a device count, not '%s'", v);
   else if (!strcmp(name, "--devices") &&
            !(rc = cli_int_arg("search", name, v, 1, 1 << 22, &i)))
     o->joint_devices = (int)i;
@@ -292,7 +292,7 @@ int cmd_search(int argc, char **argv) {
   static const char *const valued[] = {
       "--mesh",     "--strategy",   "--hardware", "--seed",    "--width",
       "--limit",    "-o",           "--seconds",  "--devices", "--placement",
-      "--topology", "--mesh-shape", "--hosts",   NULL};
+      "--topology", "--mesh-shape", "--hosts",    NULL};
   plan_search_options o = PLAN_SEARCH_OPTIONS_INIT;
   const char *input = NULL, *out = NULL;
   bool quiet = false, overlap = false;

@@ -5,8 +5,9 @@
 --   joint.meshes(n, per_host, layers)  the candidate meshes
 --   joint.search(p, opts)              the best plan and the cost table
 --
--- A candidate is a mesh over dp, fsdp, tp and pp (sizes multiplying to
--- the device count, tp within a host, pp at most the layer count), each
+-- A candidate is a mesh over dp, fsdp, cp, tp and pp (sizes multiplying
+-- to the device count, tp within a host, pp at most the layer count, cp
+-- at most 8), each
 -- recipe's strategy on its non-pipeline axes (megatron where fsdp is 1,
 -- fsdp where it is more, and opts.strategy when given), and for pp > 1
 -- the stages cut by the cost model (each stage's layers balanced, within
@@ -29,18 +30,29 @@ local function divisors(n)
   return out
 end
 
--- Every {dp, fsdp, tp, pp} with dp * fsdp * tp * pp = n, tp dividing the
--- devices of a host (tensor parallelism stays on a host's links), pp at
--- most `layers`; in order of pp, then tp, then fsdp.
-function M.meshes(n, per_host, layers)
+-- Every {dp, fsdp, cp, tp, pp} with dp * fsdp * cp * tp * pp = n, tp
+-- dividing the devices of a host (tensor parallelism stays on a host's
+-- links), pp at most `layers`, cp at most `max_cp` (default 8; 1: no
+-- context parallelism) and only where fsdp is 1; in order of pp, then tp,
+-- then cp, then fsdp.
+function M.meshes(n, per_host, layers, max_cp)
   local out = {}
   for _, pp in ipairs(divisors(n)) do
     if pp <= layers then
       for _, tp in ipairs(divisors(n // pp)) do
         if per_host % tp == 0 then
-          for _, fsdp in ipairs(divisors(n // pp // tp)) do
-            out[#out + 1] = {dp = n // pp // tp // fsdp, fsdp = fsdp,
-                             tp = tp, pp = pp}
+          for _, cp in ipairs(divisors(n // pp // tp)) do
+            if cp <= (max_cp or 8) then
+              local rest = n // pp // tp // cp
+              for _, fsdp in ipairs(divisors(rest)) do
+                -- cp with fsdp left out: its recipe's probe, on four axes,
+                -- costs ten times the others'
+                if cp == 1 or fsdp == 1 then
+                  out[#out + 1] = {dp = rest // fsdp, fsdp = fsdp, cp = cp,
+                                   tp = tp, pp = pp}
+                end
+              end
+            end
           end
         end
       end
@@ -80,13 +92,15 @@ local function mesh_text(m, per_host)
   if m.pp > 1 then axes[#axes + 1] = "pp=" .. m.pp end
   axes[#axes + 1] = "dp=" .. m.dp
   if m.fsdp > 1 then axes[#axes + 1] = "fsdp=" .. m.fsdp end
+  if (m.cp or 1) > 1 then axes[#axes + 1] = "cp=" .. m.cp end
   axes[#axes + 1] = "tp=" .. m.tp
   return "mesh:\n  axes: [" .. table.concat(axes, ", ") .. "]\n" ..
          "  devices_per_host: " .. per_host .. "\n"
 end
 
 local function label(m)
-  return ("dp=%d,fsdp=%d,tp=%d,pp=%d"):format(m.dp, m.fsdp, m.tp, m.pp)
+  return ("dp=%d,fsdp=%d,%stp=%d,pp=%d"):format(m.dp, m.fsdp,
+    (m.cp or 1) > 1 and "cp=" .. m.cp .. "," or "", m.tp, m.pp)
 end
 
 -- The batch the microbatches split: dim 0 of the first input an op reads.
@@ -349,6 +363,7 @@ function M.search(p, opts)
   opts = {hardware = opts.hardware, strategy = opts.strategy,
           microbatches = opts.microbatches or {1, 2, 4},
           schedules = opts.schedules or {"1f1b"}, progress = opts.progress,
+          max_cp = opts.max_cp,
           batch = batch_of(p), recompute = {{name = false}}}
   if own then
     opts.recompute[#opts.recompute + 1] = {name = "selective", list = own}
@@ -356,7 +371,7 @@ function M.search(p, opts)
   opts.recompute[#opts.recompute + 1] = {name = "full", list = '["*"]'}
   local rows, best, recipes = {}, nil, {}
   local memo = {}
-  local meshes = M.meshes(n, per_host, layers)
+  local meshes = M.meshes(n, per_host, layers, opts.max_cp)
   for mi, m in ipairs(meshes) do
     if opts.progress then opts.progress("meshes", mi - 1, #meshes) end
     local names = {m.fsdp > 1 and "fsdp" or "megatron"}
@@ -365,14 +380,16 @@ function M.search(p, opts)
     end
     for _, name in ipairs(names) do
       local text = base .. mesh_text(m, per_host) .. training
-      local key = name .. (m.fsdp > 1 and ":fsdp" or "")
+      local key = name .. (m.fsdp > 1 and ":fsdp" or "") ..
+                  (m.cp > 1 and ":cp" or "")
       if not memo[key] then
         -- the recipe decides once per list of axis names, on a probe mesh
         -- where each axis has size 2 (on an axis of size 1 a choice is
         -- arbitrary, and would not carry over) and without the pipeline
         -- axis (where everything is replicated); a mesh whose sizes make
         -- a decision illegal runs it again
-        local probe = {dp = 2, tp = 2, fsdp = m.fsdp > 1 and 2 or 1, pp = 1}
+        local probe = {dp = 2, tp = 2, fsdp = m.fsdp > 1 and 2 or 1,
+                       cp = m.cp > 1 and 2 or 1, pp = 1}
         local pq = run_strategy(base .. mesh_text(probe, per_host) ..
                                 training, "<probe>", fns[name],
                                 opts.hardware, memo, key)

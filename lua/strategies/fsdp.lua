@@ -25,7 +25,8 @@ return function(p, _opts)
   end
   local batch = {shard}
   if dp and dp ~= shard then batch[2] = dp end
-  local placed = util.recipe(p, {batch = batch, tp = tp})
+  local placed = util.recipe(p, {batch = batch, tp = tp,
+                                 cp = util.axis(p, "cp")})
   if not shard then return placed end
   local done = {}
   for _, name in ipairs(p:ops()) do

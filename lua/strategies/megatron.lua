@@ -18,6 +18,9 @@
 --   * vocab parallel embedding: the table's rows (the vocabulary) split
 --     over tp, its output a masked partial sum reduced where it is read
 --     (opts.vocab_parallel = false keeps the table replicated);
+--   * context parallel on an axis named cp: every input's sequence (dim
+--     1) split over it, which the ops keep; attention's queries stay
+--     split and its keys and values are gathered;
 --   * expert parallel on an axis named ep: the ops that read expert
 --     weights ([experts, in, out]) split the experts over it, every other
 --     op the batch; the tokens move by all-to-all between the two.
@@ -32,10 +35,13 @@ return function(p, opts)
   local ep = util.axis(p, "ep")
   local dp = util.axis(p, "dp")
   if not dp and tp ~= 1 and ep ~= 1 then dp = 1 end
-  if not tp and #mesh >= 2 and dp == 1 and ep ~= 2 then tp = 2 end
+  if not tp and #mesh >= 2 and dp == 1 and ep ~= 2 and util.axis(p, "cp") ~= 2 then
+    tp = 2
+  end
   local batch = {}
   if dp then batch[#batch + 1] = dp end
   if ep then batch[#batch + 1] = ep end
   return util.recipe(p, {batch = batch, tp = tp, ep = ep,
+                         cp = util.axis(p, "cp"),
                          seq = seq and tp ~= nil, vocab = vocab})
 end

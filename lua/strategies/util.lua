@@ -396,7 +396,8 @@ end
 -- The expert recipes (megatron, fsdp), found by pattern on the graph.
 -- cfg.batch: the axes that split the batch (dim 0 of every activation;
 -- parameters replicated on them); cfg.tp: the tensor-parallel axis or
--- nil; cfg.seq: sequence parallelism on tp (want_entry); cfg.ep: the
+-- nil; cfg.seq: sequence parallelism on tp (want_entry); cfg.cp: the
+-- context-parallel axis (every input's sequence, dim 1, split); cfg.ep: the
 -- expert-parallel axis (also in cfg.batch), splitting the experts of the
 -- ops that read [experts, ...] weights, the rest batch-split. On tp, a
 -- projection (a matmul or linear reading a parameter) whose activation
@@ -459,6 +460,12 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
   elseif cfg.batch_set[a] then
     -- parameters and tables have no batch dim
     return (is_param(p, t) or from_consts(p, t, cfg)) and "R" or "S(0)"
+  elseif a == cfg.cp then
+    -- context parallel: an input's sequence (dim 1) split, which every op
+    -- then keeps (attention's queries split, its keys and values gathered)
+    local x = p:tensor(t)
+    if from_consts(p, t, cfg) then return nil end -- a table: cut as its reader is
+    return (is_param(p, t) or #x.shape < 2) and "R" or "S(1)"
   else
     e = "R"
   end

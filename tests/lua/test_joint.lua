@@ -1,6 +1,7 @@
 -- The joint search (lua/joint.lua): the candidate meshes are exactly the
--- factorisations over dp, fsdp, tp and pp with tp within a host and pp at
--- most the layers (counted here by brute force); the layers a pipeline
+-- factorisations over dp, fsdp, cp, tp and pp with tp within a host, pp at
+-- most the layers and cp at most 8, without fsdp (counted here by brute
+-- force); the layers a pipeline
 -- cuts between keep one activation live, and the stage cut of the 4-layer
 -- transformer into two stages is the hand-written one (embed and layers 0
 -- and 1, then layers 2 and 3 with the head and the loss); the search on
@@ -21,20 +22,24 @@ local tool = assert(os.getenv("PLAN_TOOL"), "PLAN_TOOL names the plan tool")
 for _, case in ipairs({{64, 8, 32}, {8, 4, 4}, {12, 6, 2}, {1, 1, 1}}) do
   local n, per_host, layers = case[1], case[2], case[3]
   local want = 0
-  for dp = 1, n do for fsdp = 1, n do for tp = 1, n do for pp = 1, n do
-    if dp * fsdp * tp * pp == n and per_host % tp == 0 and pp <= layers then
-      want = want + 1
+  for dp = 1, n do for fsdp = 1, n do for cp = 1, 8 do for tp = 1, n do
+    for pp = 1, n do
+      if dp * fsdp * cp * tp * pp == n and per_host % tp == 0 and
+         pp <= layers and (cp == 1 or fsdp == 1) then
+        want = want + 1
+      end
     end
   end end end end
   local got, seen = joint.meshes(n, per_host, layers), {}
   check(#got == want, ("%d devices: %d meshes, by hand %d"):format(n, #got, want))
   for _, m in ipairs(got) do
-    local key = ("%d,%d,%d,%d"):format(m.dp, m.fsdp, m.tp, m.pp)
+    local key = ("%d,%d,%d,%d,%d"):format(m.dp, m.fsdp, m.cp, m.tp, m.pp)
     check(not seen[key], "mesh listed twice: " .. key)
     seen[key] = true
-    check(m.dp * m.fsdp * m.tp * m.pp == n and per_host % m.tp == 0 and
-          m.pp <= layers, "not a candidate: " .. key)
+    check(m.dp * m.fsdp * m.cp * m.tp * m.pp == n and per_host % m.tp == 0 and
+          m.pp <= layers and m.cp <= 8, "not a candidate: " .. key)
   end
+  check(#joint.meshes(n, per_host, layers, 1) <= #got, "max_cp 1: no cp")
 end
 
 -- ---- layers and the stage cut ------------------------------------------

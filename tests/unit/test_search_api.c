@@ -178,15 +178,16 @@ static void test_joint(void **state) {
   char *text = NULL;
   size_t len = 0;
   assert_int_equal(plan_write_buffer(&text, &len, p, NULL), PLAN_OK);
-  assert_non_null(strstr(text, "    joint:\n      devices: 8\n      hosts: 2\n"));
+  assert_non_null(
+      strstr(text, "    joint:\n      devices: 8\n      hosts: 2\n"));
   plan_buffer_free(text);
   plan_free(p);
   plan_search_info_clear(&info);
   o.joint_hosts = 3;
   p = NULL;
-  assert_int_equal(plan_search(&p, &info, "examples/transformer4-1f1b.plan.yaml",
-                               &o),
-                   PLAN_EUSAGE);
+  assert_int_equal(
+      plan_search(&p, &info, "examples/transformer4-1f1b.plan.yaml", &o),
+      PLAN_EUSAGE);
   assert_null(p);
   assert_non_null(strstr(plan_error_last()->message, "3 hosts"));
   plan_search_info_clear(&info);

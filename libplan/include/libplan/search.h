@@ -81,7 +81,7 @@ typedef struct plan_search_options {
   void *progress_ctx;
   /* version 4: */
   int joint_devices; /* > 0: the joint search (docs/lua.md): the mesh
-                        over dp, fsdp, tp and pp for this many devices, the
+                        over dp, fsdp, cp, tp and pp for this many devices, the
                         pipeline's stages, microbatches and recomputation,
                         and the recipe, chosen together by the modeled
                         step; `mesh` is then ignored */
