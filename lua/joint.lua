@@ -198,8 +198,7 @@ local function run_strategy(text, what, name, hw, memo, key, pp)
   return q
 end
 
-local dtype_bytes = {f64 = 8, f32 = 4, bf16 = 2, f16 = 2, i64 = 8, i32 = 4,
-                     i8 = 1, u8 = 1, bool = 1}
+local dtype_bytes = ratios.dtype_bytes
 
 -- The layers of q a pipeline can cut between: after op i when at most one
 -- activation (a produced tensor) is live, the residual stream; leaves
@@ -261,16 +260,8 @@ function M.stage_cut(q, pp, hw)
   end
   local counts, worst = ratios.cut(times, bytes, caps)
   if not counts then return nil, worst end
-  local out, l = {counts = counts, seconds = worst, stages = {}}, 1
-  for s = 1, pp do
-    local list = {}
-    for k = l, l + counts[s] - 1 do
-      for i = segs[k].first, segs[k].last do list[#list + 1] = ops[i] end
-    end
-    out.stages[s] = list
-    l = l + counts[s]
-  end
-  return out
+  return {counts = counts, seconds = worst,
+          stages = ratios.stage_ops(counts, segs, ops)}
 end
 
 -- The candidates of one mesh and strategy: without a pipeline the plan
@@ -399,7 +390,7 @@ function M.search(p, opts)
                                   opts.hardware, memo, key, m.pp > 1)
       local function add(row, ctext)
         row.mesh, row.strategy = label(m), name
-        local c, r, cerr = nil, nil, nil
+        local c, r, cerr
         if ctext == nil then
           r = q
         else

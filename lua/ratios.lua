@@ -403,6 +403,22 @@ end
 
 local dtype_bytes = {f64 = 8, f32 = 4, bf16 = 2, f16 = 2, i64 = 8, i32 = 4,
                      i8 = 1, u8 = 1, bool = 1}
+M.dtype_bytes = dtype_bytes
+
+-- The op names of each stage of a cut: counts[s] layers for stage s, the
+-- layers segs ({first, last} into ops) in order.
+function M.stage_ops(counts, segs, ops)
+  local stages, l = {}, 1
+  for s = 1, #counts do
+    local list = {}
+    for k = l, l + counts[s] - 1 do
+      for i = segs[k].first, segs[k].last do list[#list + 1] = ops[i] end
+    end
+    stages[s] = list
+    l = l + counts[s]
+  end
+  return stages
+end
 
 -- The stages of p's layers on the pipeline axis (opts.axis, default
 -- "pp"), each stage on the devices of its index there: {counts = layers
@@ -483,16 +499,8 @@ function M.stage_cut(p, opts)
   end
   local counts, worst = M.cut(times, bytes, cap)
   if not counts then error("ratios: " .. worst, 0) end
-  local out = {counts = counts, seconds = worst, stages = {}}
-  local l = 1
-  for s = 1, S do
-    local list = {}
-    for k = l, l + counts[s] - 1 do
-      for i = segs[k].first, segs[k].last do list[#list + 1] = ops[i] end
-    end
-    out.stages[s] = list
-    l = l + counts[s]
-  end
+  local out = {counts = counts, seconds = worst,
+               stages = M.stage_ops(counts, segs, ops)}
   if #segs % S == 0 then
     local per, ev = #segs // S, 0
     for s = 1, S do

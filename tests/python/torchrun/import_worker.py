@@ -349,6 +349,38 @@ def gloo_counts(lowered):
     return out
 
 
+def imported_runs(m, base, plan, mesh, ids, ref, input_name, logits_of,
+                  rank):
+    """The hand-parallelized model m and the imported plan run by
+    parallelize_program on a fresh copy of base: (the hand run's largest
+    difference from its block of ref, the collectives it ran, the lowered
+    plan's, verify's verdict on rank 0, the plan run's collectives, its
+    largest difference from ref)."""
+    import copy
+    from torch.distributed.tensor import DTensor
+    from libplan.torch_export import parallelize_program
+    coords = tuple(mesh.get_coordinate())
+    mode = comm_debug_mode()
+    with mode:
+        y = logits_of(m, local_input(ids, mesh, plan.placement(input_name)))
+    y = y.to_local() if isinstance(y, DTensor) else y
+    out = plan.ops[-1].outputs[0]
+    hand_diff = float((y.detach() - block_of(ref, plan, out,
+                                             coords)).abs().max())
+    hand = {str(k).split(".")[-1]: n
+            for k, n in mode.get_comm_counts().items() if n}
+    want = lowered_collectives(plan)
+    verdict = plan.verify().equal if rank == 0 else None
+    fresh = copy.deepcopy(base)
+    parallelize_program(fresh, plan)
+    mode = comm_debug_mode()
+    with mode:
+        z = fresh(ids)
+    rt = comm_counts(mode)
+    rt_diff = float((z.full_tensor().detach() - ref).abs().max())
+    return hand_diff, hand, want, verdict, rt, rt_diff
+
+
 def hf_import(rank):
     """transformers' Llama parallelized by hand with the tensor-parallel
     recipe torchtitan applies to its Llama 3 (column-parallel q/k/v and
@@ -360,10 +392,8 @@ def hf_import(rank):
     import copy
     import hf_models as hf
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
     from torch.distributed.tensor.parallel import (
         ColwiseParallel, RowwiseParallel, parallelize_module)
-    from libplan.torch_export import parallelize_program
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     base = hf.build("llama")
@@ -383,26 +413,9 @@ def hf_import(rank):
     plan = lt.plan_from_module(m, mesh, (ids,), tracer="export",
                                kwargs={"use_cache": False})
     import_s = time.perf_counter() - t0
-    coords = tuple(mesh.get_coordinate())
-    mode = comm_debug_mode()
-    with mode:
-        y = m(local_input(ids, mesh, plan.placement("input_ids")),
-              use_cache=False).logits
-    y = y.to_local() if isinstance(y, DTensor) else y
-    out = plan.ops[-1].outputs[0]
-    hand_diff = float((y.detach() - block_of(ref, plan, out,
-                                             coords)).abs().max())
-    hand = {str(k).split(".")[-1]: n
-            for k, n in mode.get_comm_counts().items() if n}
-    want = lowered_collectives(plan)
-    verdict = plan.verify().equal if rank == 0 else None
-    fresh = copy.deepcopy(base)
-    parallelize_program(fresh, plan)
-    mode = comm_debug_mode()
-    with mode:
-        z = fresh(ids)
-    rt = comm_counts(mode)
-    rt_diff = float((z.full_tensor().detach() - ref).abs().max())
+    hand_diff, hand, want, verdict, rt, rt_diff = imported_runs(
+        m, base, plan, mesh, ids, ref, "input_ids",
+        lambda mod, x: mod(x, use_cache=False).logits, rank)
     costs = {"imported": plan.cost().step_seconds}
     if rank == 0:
         with libplan.search(plan.program, {"dp": 2, "tp": 2},
@@ -439,8 +452,6 @@ def titan_import(rank):
     import copy
     import titan_models as tm
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import DTensor
-    from libplan.torch_export import parallelize_program
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
     torch.manual_seed(0)
     base = tm.build()
@@ -450,25 +461,8 @@ def titan_import(rank):
     t0 = time.perf_counter()
     plan = lt.plan_from_module(m, mesh, (ids,), tracer="export")
     import_s = time.perf_counter() - t0
-    coords = tuple(mesh.get_coordinate())
-    mode = comm_debug_mode()
-    with mode:
-        y = m(local_input(ids, mesh, plan.placement("tokens")))
-    y = y.to_local() if isinstance(y, DTensor) else y
-    out = plan.ops[-1].outputs[0]
-    hand_diff = float((y.detach() - block_of(ref, plan, out,
-                                             coords)).abs().max())
-    hand = {str(k).split(".")[-1]: n
-            for k, n in mode.get_comm_counts().items() if n}
-    want = lowered_collectives(plan)
-    verdict = plan.verify().equal if rank == 0 else None
-    fresh = copy.deepcopy(base)
-    parallelize_program(fresh, plan)
-    mode = comm_debug_mode()
-    with mode:
-        z = fresh(ids)
-    rt = comm_counts(mode)
-    rt_diff = float((z.full_tensor().detach() - ref).abs().max())
+    hand_diff, hand, want, verdict, rt, rt_diff = imported_runs(
+        m, base, plan, mesh, ids, ref, "tokens", lambda mod, x: mod(x), rank)
     costs = {"imported": plan.cost().step_seconds}
     differ = None
     if rank == 0:
