@@ -68,6 +68,7 @@ enum {
 /* An open collection. */
 typedef struct yd_frame {
   plan_ynode *node;
+  plan_ynode_kind kind; /* node->kind, without following the pointer */
   size_t base; /* index in the child stack of its first child */
   yd_keytab keys;
   int role;       /* YD_* */
