@@ -161,8 +161,7 @@ void plan_yd_frame_role(yd_state *st, yd_frame *nf, plan_ynode_kind kind) {
     return;
   }
   const yd_frame *f = &st->frames[st->depth - 1];
-  if ((f->role != YD_ROOT && f->role != YD_PREFIX) ||
-      f->kind != PLAN_Y_MAP)
+  if ((f->role != YD_ROOT && f->role != YD_PREFIX) || f->kind != PLAN_Y_MAP)
     return;
   const plan_ynode *key = st->stack[st->top - 2];
   size_t fl = strlen(f->path), kl = key->u.scalar.len;
