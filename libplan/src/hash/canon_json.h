@@ -18,6 +18,9 @@
 
 /* The JSON writer: text goes to b; with hs set, b is emptied into the hash
  * every 64 KiB (cj_flush, called between ops and tensors). */
+/* Placements remembered by the writer: a layer's ops use a few dozen. */
+#define CJ_PL_SEEN 64
+
 typedef struct cj {
   plan_buf *b;
   XXH3_state_t *hs; /* when set, the buffer is flushed into it */
@@ -31,8 +34,9 @@ typedef struct cj {
    * interned placement arrays, so one address comes back for many ops */
   struct {
     const plan_placement *pl;
+    size_t len;
     char text[PLAN_PLACEMENT_STRLEN];
-  } pl_seen[16];
+  } pl_seen[CJ_PL_SEEN];
 } cj;
 
 static inline void cj_flush(cj *c) {
@@ -42,8 +46,42 @@ static inline void cj_flush(cj *c) {
   }
 }
 
+/* Whether any of the 8 bytes of w is below 0x20, a '"' or a '\\' (the
+ * bytes a JSON string escapes), by the carry-free test for a zero byte. */
+static inline bool cj_word_special(uint64_t w) {
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+  uint64_t ctl = (w & ~highs) + (ones * (0x80 - 0x20)); /* high bit: >= 0x20 */
+  ctl = ~(ctl | w) & highs; /* set where the byte is below 0x20 */
+  uint64_t zq = (((q & ~highs) + ~highs) | q) & highs;
+  uint64_t zb = (((bs & ~highs) + ~highs) | bs) & highs;
+  return ctl || (zq & zb) != highs;
+}
+
 static inline void cj_str(cj *c, const char *s) {
   plan_buf *b = c->b;
+  /* Names and keys rarely need an escape: check 8 bytes at a time and
+   * copy the whole string at once when none does. */
+  size_t len = strlen(s), i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    if (cj_word_special(w))
+      break;
+  }
+  if (i + 8 > len) {
+    for (; i < len; i++) {
+      unsigned char ch = (unsigned char)s[i];
+      if (ch < 0x20 || ch == '"' || ch == '\\')
+        break;
+    }
+    if (i == len) {
+      plan_buf_putc(b, '"');
+      plan_buf_append(b, s, len);
+      plan_buf_putc(b, '"');
+      return;
+    }
+  }
   plan_buf_putc(b, '"');
   const char *run = s;
   for (;; s++) {
@@ -126,13 +164,17 @@ static inline void cj_pl(cj *c, const plan_placement *p) {
     plan_buf_putc(c->b, '"');
     return;
   }
-  size_t slot = ((uintptr_t)p / sizeof *p) % 16;
+  size_t slot = ((uintptr_t)p / sizeof *p) % CJ_PL_SEEN;
   if (c->pl_seen[slot].pl != p) {
     plan_placement_format(p, buf);
     memcpy(c->pl_seen[slot].text, buf, sizeof buf);
+    c->pl_seen[slot].len = strlen(buf);
     c->pl_seen[slot].pl = p;
   }
-  cj_str(c, c->pl_seen[slot].text);
+  /* the placement text ("S(0)R", "P(sum)") needs no escapes */
+  plan_buf_putc(c->b, '"');
+  plan_buf_append(c->b, c->pl_seen[slot].text, c->pl_seen[slot].len);
+  plan_buf_putc(c->b, '"');
 }
 
 /* ---- sorting names (canon_json.c) ---------------------------------------- */

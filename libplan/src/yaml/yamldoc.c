@@ -140,19 +140,6 @@ void plan_ydoc_free(plan_ydoc *doc) {
   plan_arena_init(&doc->arena);
 }
 
-const plan_ynode *plan_ymap_get(const plan_ynode *map, const char *key) {
-  size_t klen;
-  if (!map || !key || map->kind != PLAN_Y_MAP)
-    return NULL;
-  klen = strlen(key);
-  for (size_t i = 0; i < map->u.map.count; i++) {
-    const plan_ynode *k = map->u.map.pairs[i].key;
-    if (k->u.scalar.len == klen && memcmp(k->u.scalar.text, key, klen) == 0)
-      return map->u.map.pairs[i].value;
-  }
-  return NULL;
-}
-
 bool plan_yscalar_is(const plan_ynode *n, const char *text) {
   size_t len;
   if (!n || !text || n->kind != PLAN_Y_SCALAR)

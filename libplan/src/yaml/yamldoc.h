@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/util.h"
 
@@ -126,8 +127,21 @@ int plan_ydoc_parse_limited(plan_ydoc *doc, const char *data, size_t len,
  * load benchmark. Returns PLAN_OK or PLAN_ESYNTAX/PLAN_EIO. */
 int plan_ydoc_scan_events(const char *path, size_t *nevents);
 
-/* Lookup helpers for readers. */
-const plan_ynode *plan_ymap_get(const plan_ynode *map, const char *key);
+/* Lookup helpers for readers. plan_ymap_get is inline: readers call it
+ * with a literal key several times per op of a large plan, and inlined the
+ * key's length and comparison are constants. */
+static inline const plan_ynode *plan_ymap_get(const plan_ynode *map,
+                                              const char *key) {
+  if (!map || !key || map->kind != PLAN_Y_MAP)
+    return NULL;
+  size_t klen = strlen(key);
+  for (size_t i = 0; i < map->u.map.count; i++) {
+    const plan_ynode *k = map->u.map.pairs[i].key;
+    if (k->u.scalar.len == klen && memcmp(k->u.scalar.text, key, klen) == 0)
+      return map->u.map.pairs[i].value;
+  }
+  return NULL;
+}
 bool plan_yscalar_is(const plan_ynode *n, const char *text);
 /* A plain scalar that YAML's core schema reads as null: "", "~", "null",
  * "Null", "NULL". */

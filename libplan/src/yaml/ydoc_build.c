@@ -76,8 +76,9 @@ static void msg_text(char *out, size_t outsz, const char *s, size_t len) {
 
 /* ---- tree building ----------------------------------------------------- */
 
-plan_ynode *plan_yd_new_node(yd_state *st, plan_ynode_kind kind,
-                             yaml_mark_t m) {
+/* The builder's own calls are inlined: they run once per event. */
+static inline plan_ynode *new_node(yd_state *st, plan_ynode_kind kind,
+                                   yaml_mark_t m) {
   plan_ynode *n;
   yd_cursor *c = st->cur;
   if (!c->slab_left) {
@@ -96,8 +97,13 @@ plan_ynode *plan_yd_new_node(yd_state *st, plan_ynode_kind kind,
   return n;
 }
 
+plan_ynode *plan_yd_new_node(yd_state *st, plan_ynode_kind kind,
+                             yaml_mark_t m) {
+  return new_node(st, kind, m);
+}
+
 /* Copies scalar text into the arena, NUL-terminated. */
-char *plan_yd_copy_text(yd_state *st, const char *s, size_t len) {
+static inline char *copy_text(yd_state *st, const char *s, size_t len) {
   size_t need = len + 1;
   char *p;
   yd_cursor *c = st->cur;
@@ -121,7 +127,11 @@ char *plan_yd_copy_text(yd_state *st, const char *s, size_t len) {
   return p;
 }
 
-static int push(yd_state *st, plan_ynode *n) {
+char *plan_yd_copy_text(yd_state *st, const char *s, size_t len) {
+  return copy_text(st, s, len);
+}
+
+static inline int push(yd_state *st, plan_ynode *n) {
   if (st->top == st->cap) {
     size_t ncap = st->cap * 2;
     plan_ynode **ns = realloc(st->stack, ncap * sizeof *ns);
@@ -224,14 +234,14 @@ static int check_key(yd_state *st, yd_frame *f, const plan_ynode *k) {
 
 /* Adds node n (whose event started at m) to the innermost open collection,
  * or makes it the root. */
-static int attach(yd_state *st, plan_ynode *n, yaml_mark_t m) {
+static inline int attach(yd_state *st, plan_ynode *n, yaml_mark_t m) {
   yd_frame *f;
   if (st->depth == 0) {
     st->doc->root = n;
     return PLAN_OK;
   }
   f = &st->frames[st->depth - 1];
-  if (f->node->kind == PLAN_Y_MAP && (st->top - f->base) % 2 == 0) {
+  if (f->kind == PLAN_Y_MAP && (st->top - f->base) % 2 == 0) {
     int rc;
     if (n->kind != PLAN_Y_SCALAR)
       return fail_at(st, PLAN_ESCHEMA, m, "mapping keys must be scalars");
@@ -244,6 +254,14 @@ static int attach(yd_state *st, plan_ynode *n, yaml_mark_t m) {
 }
 
 /* ---- events -------------------------------------------------------------- */
+
+/* A node has just completed: inside a stream item's own collections there
+ * is nothing to hand over yet, which is most nodes of a streamed file. */
+static inline int item_end(yd_state *st) {
+  if (st->item_depth && st->item_depth != st->depth)
+    return PLAN_OK;
+  return plan_yd_item_end(st);
+}
 
 /* Validates an explicit tag for a node of the given kind. Only the core
  * schema tags are accepted; *short_tag is set to the scalar's tag name. */
@@ -282,7 +300,7 @@ static int check_tag(const yd_state *st, const yaml_char_t *tag,
 
 /* Counts nodes held in memory: a consumed stream item gives its nodes back,
  * so the limit bounds memory, not the length of a streamed file. */
-static int count_node(yd_state *st, yaml_mark_t m) {
+static inline int count_node(yd_state *st, yaml_mark_t m) {
   if (st->nodes >= st->max_nodes)
     return fail_at(st, PLAN_ELIMIT, m, "more than %zu nodes in the document",
                    st->max_nodes);
@@ -303,23 +321,27 @@ static int on_scalar(yd_state *st, const yaml_event_t *ev) {
 
   if (ev->data.scalar.anchor)
     return fail_at(st, PLAN_ESCHEMA, m, "anchors and aliases are not allowed");
-  if ((rc = check_tag(st, ev->data.scalar.tag, PLAN_Y_SCALAR, m, &tag)))
+  tag = NULL;
+  if (ev->data.scalar.tag &&
+      (rc = check_tag(st, ev->data.scalar.tag, PLAN_Y_SCALAR, m, &tag)))
     return rc;
   if (len > PLAN_YAML_MAX_SCALAR)
     return fail_at(st, PLAN_ELIMIT, m,
                    "scalar of %zu bytes is longer than the limit of %u bytes",
                    len, (unsigned)PLAN_YAML_MAX_SCALAR);
   /* A raw NUL is refused by libyaml's reader; this catches the escapes
-   * "\0", "\x00" and "\u0000" of double-quoted scalars, which would
-   * silently cut the C string. */
-  if (len && memchr(value, 0, len))
+   * "\0", "\x00" and "\u0000" of double-quoted scalars (the only style
+   * with escapes), which would silently cut the C string. */
+  if (ev->data.scalar.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE && len &&
+      memchr(value, 0, len))
     return fail_at(st, PLAN_ESYNTAX, m, "scalar contains a NUL character");
   if ((rc = count_node(st, m)))
     return rc;
-  plan_yd_item_begin(st);
-  if (!(n = plan_yd_new_node(st, PLAN_Y_SCALAR, m)))
+  if (!st->item_depth)
+    plan_yd_item_begin(st);
+  if (!(n = new_node(st, PLAN_Y_SCALAR, m)))
     return plan_oom();
-  if (!(n->u.scalar.text = plan_yd_copy_text(st, value, len)))
+  if (!(n->u.scalar.text = copy_text(st, value, len)))
     return plan_oom();
   n->u.scalar.len = len;
   n->u.scalar.tag = tag;
@@ -338,7 +360,7 @@ static int on_scalar(yd_state *st, const yaml_event_t *ev) {
   }
   if ((rc = attach(st, n, m)))
     return rc;
-  return plan_yd_item_end(st);
+  return item_end(st);
 }
 
 static int on_start(yd_state *st, const yaml_event_t *ev,
@@ -356,15 +378,16 @@ static int on_start(yd_state *st, const yaml_event_t *ev,
 
   if (anchor)
     return fail_at(st, PLAN_ESCHEMA, m, "anchors and aliases are not allowed");
-  if ((rc = check_tag(st, tag, kind, m, &unused)))
+  if (tag && (rc = check_tag(st, tag, kind, m, &unused)))
     return rc;
   if (st->depth >= PLAN_YAML_MAX_DEPTH)
     return fail_at(st, PLAN_ELIMIT, m, "nesting deeper than %d levels",
                    PLAN_YAML_MAX_DEPTH);
   if ((rc = count_node(st, m)))
     return rc;
-  plan_yd_item_begin(st);
-  if (!(n = plan_yd_new_node(st, kind, m)))
+  if (!st->item_depth)
+    plan_yd_item_begin(st);
+  if (!(n = new_node(st, kind, m)))
     return plan_oom();
   if ((rc = attach(st, n, m)))
     return rc;
@@ -372,6 +395,7 @@ static int on_start(yd_state *st, const yaml_event_t *ev,
   plan_yd_frame_role(st, f, kind);
   st->depth++;
   f->node = n;
+  f->kind = kind;
   f->base = st->top;
   f->keys.slots = NULL;
   f->keys.mask = 0;
@@ -418,7 +442,7 @@ static int on_end(yd_state *st) {
   f->keys.slots = NULL;
   st->top = f->base;
   st->depth--;
-  return plan_yd_item_end(st);
+  return item_end(st);
 }
 
 static int on_event(yd_state *st, const yaml_event_t *ev, bool *done) {

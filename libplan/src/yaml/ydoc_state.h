@@ -68,7 +68,8 @@ enum {
 /* An open collection. */
 typedef struct yd_frame {
   plan_ynode *node;
-  size_t base; /* index in the child stack of its first child */
+  plan_ynode_kind kind; /* node->kind, without following the pointer */
+  size_t base;          /* index in the child stack of its first child */
   yd_keytab keys;
   int role;       /* YD_* */
   char path[128]; /* "program/ops": keys from the root, for streams */

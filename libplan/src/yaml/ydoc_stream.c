@@ -16,7 +16,7 @@ void plan_yd_item_begin(yd_state *st) {
   yd_frame *f = &st->frames[st->depth - 1];
   if (f->role != YD_STREAM)
     return;
-  if (f->node->kind == PLAN_Y_MAP && (st->top - f->base) % 2 != 0)
+  if (f->kind == PLAN_Y_MAP && (st->top - f->base) % 2 != 0)
     return; /* a value: the item began with its key */
   st->cur = &st->scratch;
   st->item_depth = st->depth;
@@ -118,7 +118,7 @@ int plan_yd_item_end(yd_state *st) {
   if (st->depth == 0 || (!st->fn && !st->pipe))
     return PLAN_OK;
   yd_frame *f = &st->frames[st->depth - 1];
-  bool is_map = f->node->kind == PLAN_Y_MAP;
+  bool is_map = f->kind == PLAN_Y_MAP;
   size_t n = st->top - f->base;
   if (is_map && n % 2 != 0)
     return PLAN_OK; /* only a key so far */
@@ -161,8 +161,7 @@ void plan_yd_frame_role(yd_state *st, yd_frame *nf, plan_ynode_kind kind) {
     return;
   }
   const yd_frame *f = &st->frames[st->depth - 1];
-  if ((f->role != YD_ROOT && f->role != YD_PREFIX) ||
-      f->node->kind != PLAN_Y_MAP)
+  if ((f->role != YD_ROOT && f->role != YD_PREFIX) || f->kind != PLAN_Y_MAP)
     return;
   const plan_ynode *key = st->stack[st->top - 2];
   size_t fl = strlen(f->path), kl = key->u.scalar.len;
