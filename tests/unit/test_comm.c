@@ -12,6 +12,7 @@
  * exit status; the parent asserts mpirun's. (A killed rank: check-dist.) */
 #define _DEFAULT_SOURCE /* realpath */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
@@ -311,14 +312,42 @@ static int world_one(void) {
 /* mpirun -np N on this binary; its exit status. The ranks' leaks are not
  * checked under the sanitizers: Open MPI's finalize unloads its
  * components, whose allocations then show as unnamed leaks. */
+/* Runs this program on n ranks under mpirun; its exit status. What the
+ * launcher and the ranks print goes to a file, shown when the run fails.
+ * A launch that fails before any rank reported (no "rank " line: the
+ * launcher itself, e.g. its shared-memory setup on a loaded machine) is
+ * tried once more, saying so; a rank's own failure is never retried. */
 static int mpirun_self(int n) {
-  char cmd[8400];
+  char out[64], cmd[8600];
+  snprintf(out, sizeof out, "/tmp/test_comm.%d.out", (int)getpid());
   snprintf(cmd, sizeof cmd,
            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
            "LSAN_OPTIONS=detect_leaks=0 timeout 60 mpirun --oversubscribe "
-           "--mca btl self,vader -quiet -np %d '%s'",
-           n, self_path);
-  return system(cmd);
+           "--mca btl self,vader -np %d '%s' >%s 2>&1",
+           n, self_path, out);
+  int rc = 0;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    rc = system(cmd);
+    if (rc == 0)
+      break;
+    char line[512];
+    bool ranks_failed = false;
+    FILE *f = fopen(out, "r");
+    fprintf(stderr, "mpirun -np %d exited with status %d; its output:\n", n,
+            rc);
+    while (f && fgets(line, sizeof line, f)) {
+      fputs(line, stderr);
+      ranks_failed = ranks_failed || !strncmp(line, "rank ", 5);
+    }
+    if (f)
+      fclose(f);
+    if (ranks_failed)
+      break;
+    if (attempt == 0)
+      fprintf(stderr, "no rank reported a failure: launching again\n");
+  }
+  remove(out);
+  return rc;
 }
 
 static void test_world_one(void **state) {
