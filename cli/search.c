@@ -339,14 +339,9 @@ int cmd_search(int argc, char **argv) {
     return cli_fail_last();
   bool is_plan = strstr(text, "\nmesh:") || !strncmp(text, "mesh:", 5);
   free(text);
-  char joint_mesh[32];
   if (o.joint_hosts && !o.joint_devices)
     return cli_usage("search", "--hosts goes with --devices N");
-  if (o.joint_devices) { /* the joint search chooses the mesh */
-    snprintf(joint_mesh, sizeof joint_mesh, "dp=%d", o.joint_devices);
-    o.mesh = is_plan ? NULL : joint_mesh;
-  }
-  if (!is_plan && !o.mesh)
+  if (!is_plan && !o.mesh && !o.joint_devices) /* the joint search's own */
     return cli_usage("search", "a program needs --mesh (e.g. dp=2,tp=4)");
   plan_search_info info = PLAN_SEARCH_INFO_INIT;
   plan_plan *p;

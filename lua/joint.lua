@@ -92,7 +92,7 @@ local function mesh_text(m, per_host)
   if m.pp > 1 then axes[#axes + 1] = "pp=" .. m.pp end
   axes[#axes + 1] = "dp=" .. m.dp
   if m.fsdp > 1 then axes[#axes + 1] = "fsdp=" .. m.fsdp end
-  if (m.cp or 1) > 1 then axes[#axes + 1] = "cp=" .. m.cp end
+  if m.cp > 1 then axes[#axes + 1] = "cp=" .. m.cp end
   axes[#axes + 1] = "tp=" .. m.tp
   return "mesh:\n  axes: [" .. table.concat(axes, ", ") .. "]\n" ..
          "  devices_per_host: " .. per_host .. "\n"
@@ -100,7 +100,7 @@ end
 
 local function label(m)
   return ("dp=%d,fsdp=%d,%stp=%d,pp=%d"):format(m.dp, m.fsdp,
-    (m.cp or 1) > 1 and "cp=" .. m.cp .. "," or "", m.tp, m.pp)
+    m.cp > 1 and "cp=" .. m.cp .. "," or "", m.tp, m.pp)
 end
 
 -- The batch the microbatches split: dim 0 of the first input an op reads.
@@ -325,13 +325,13 @@ end
 -- error}, recipes = {name = its best row}, seconds}, or nil and a message.
 -- nil when a joint search of p on `devices` on `hosts` can run, else why
 -- not (the caller's input).
-function M.check(p, devices, hosts)
+function M.check(p, devices, hosts, s)
   local n, h = tonumber(devices), tonumber(hosts) or 1
   if not n or n < 1 or h < 1 or n % h ~= 0 then
     return "joint search: " .. tostring(devices) ..
            " devices do not split over " .. h .. " hosts"
   end
-  if not sections(p:text(true)).training then
+  if not (s or sections(p:text(true))).training then
     return "joint search: the plan has no training section (the search " ..
            "prices a training step: add one, e.g. training: {optimizer: " ..
            "{kind: adam}}, to a program with a loss)"
@@ -340,11 +340,11 @@ end
 
 function M.search(p, opts)
   local t0 = os.clock()
-  local bad = M.check(p, opts.devices, opts.hosts)
+  local s = sections(p:text(true))
+  local bad = M.check(p, opts.devices, opts.hosts, s)
   if bad then return nil, bad end
   local n = tonumber(opts.devices)
   local per_host = n // (tonumber(opts.hosts) or 1)
-  local s = sections(p:text(true))
   local base = s.libplan .. s.program
   local own = s.training:match("\n  recompute: (%[[^\n]*%])")
   local training = s.training:gsub("\n  recompute:[^\n]*", "")
@@ -433,5 +433,4 @@ function M.search(p, opts)
           seconds = os.clock() - t0}
 end
 
-M.sections = sections
 return M

@@ -367,8 +367,7 @@ local function search_joint(req, p, opts)
              req.joint_hosts or 1, res.seconds, res.row.strategy))
   local q = res.plan
   opts.strategy = res.row.strategy
-  local fn, src = strategy_fn(res.row.strategy == given and given or
-                              res.row.strategy)
+  local fn, src = strategy_fn(res.row.strategy)
   local prov, seconds = run_search(q, opts, fn, src)
   prov.search.mesh = nil
   prov.search.joint = {devices = req.joint_devices,

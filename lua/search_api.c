@@ -577,7 +577,9 @@ static int embed(plan_plan **p) {
 }
 
 static int search_job(plan_plan **out, plan_search_info *info, job *j) {
-  if (!j->is_plan && !(j->opts && j->opts->mesh))
+  /* the joint search chooses a program's mesh itself (lua/search.lua) */
+  bool joint = j->opts && j->opts->version >= 4 && j->opts->joint_devices > 0;
+  if (!j->is_plan && !(j->opts && j->opts->mesh) && !joint)
     return plan_error_set(PLAN_EUSAGE, NULL, 0, 0,
                           "a program needs a mesh (e.g. dp=2,tp=4) to search");
   int rc = run(j);
