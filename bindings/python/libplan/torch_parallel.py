@@ -532,7 +532,7 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 n.args, lambda a: self.placed_arg(a, want))
             kwargs = torch.fx.node.map_arg(
                 n.kwargs, lambda a: self.placed_arg(a, want))
-            out = self.embedding_split(n, args, want) if \
+            out = self.embedding_split(n, args, want, st) if \
                 info.kinds[opname] == "embedding" else None
             if out is not None:
                 pass
@@ -564,7 +564,7 @@ def _make_interpreter(gm, module, plan, mesh, info):
                               if name else o)
             return type(out)(placed) if isinstance(out, tuple) else placed
 
-        def embedding_split(self, n, args, want):
+        def embedding_split(self, n, args, want, st):
             """A vocab-parallel embedding's lookup (the table's rows split:
             row_split_embedding), or None for any other embedding."""
             if n.op == "call_module":
@@ -576,8 +576,6 @@ def _make_interpreter(gm, module, plan, mesh, info):
                 ids, table = args[0], args[1]
             if not isinstance(table, dt.DTensor) or not rows_split(table):
                 return None
-            opname = nodes[n.name][0]
-            st = info.ops[opname][1]
             return row_split_embedding(
                 table, ids, mesh, info.spec(st.outputs[0], ids.dim() + 1),
                 dt)
