@@ -275,6 +275,9 @@ check-corpus: $(TOOL)
 # (tests/mutants): a seeded sample here, everything in `make mutants`.
 MUTANT_SEEDS ?= 0
 MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train,mlp-overlap,fsdp-tp-overlap
+# examples with axes above 2: every mutant verified with the mesh reduced
+# and kept, the same verdict wanted (mesh reduction finds what it hides)
+MUTANT_MESH_SAMPLE := gpt2-small-block.recipe,llama3-8b-layer.recipe,dit-block.recipe,dit-torus,mixtral-moe-layer.recipe,hetero-llama
 # pipelined examples, mutated in their lowered files (pipeline classes too)
 MUTANT_PIPE_SAMPLE := pipeline-grid,pipeline-1f1b
 .PHONY: check-mutants mutants false-alarms
@@ -283,6 +286,7 @@ check-mutants: $(TOOL)
 	  --classes dropped,duplicated,other-axis,sum-to-max,gather-order,shard-dim,partial-read,wrong-operand,grad-sync,weight-swap,mb-pairing,wrong-stage,early-backward,dropped-accumulation,wait-late,reuse-in-flight,chunk-order \
 	  --per-class 3 --unit-axis mlp-megatron:tp --unit-axis mlp-train:dp
 	@python3 tests/mutants/false_alarms.py --plan $(TOOL) --examples $(MUTANT_SAMPLE),$(MUTANT_PIPE_SAMPLE) --seeds 0-2
+	@python3 tests/mutants/mutate.py --plan $(TOOL) --examples $(MUTANT_MESH_SAMPLE) --reduce mesh --per-class 3 --jobs 2
 
 # llama-32l.pp has 2,963 mutants at 3.5 s a verification (6 h for both
 # modes on 2 cores); its 32 identical layers are sampled at 40 per class.
@@ -453,6 +457,12 @@ bench-joint: $(BUILD)/plan
 .PHONY: bench-quality
 bench-quality: $(BUILD)/plan
 	@sh bench/bench_quality.sh $(BUILD)
+
+# The 405B moonshot (bench/bench_moonshot.sh): a Llama-3-405B-scale step on
+# 16,384 ranks generated, searched, validated, hashed and verified reduced.
+.PHONY: bench-moonshot
+bench-moonshot: $(BUILD)/plan
+	@sh bench/bench_moonshot.sh $(BUILD)
 
 # A parallelize'd MLP's step time against a hand-written parallelize_module
 # of the same plan (bench/bench_torch_parallel.py; torch, 4 gloo processes).

@@ -9,7 +9,9 @@
 #   8B   FSDP over every device (TorchTitan's llama3_8b on 64 H100s);
 #   70B  FSDP x TP 8 (TorchTitan's llama3_70b: tp 8, the rest FSDP);
 #   405B FSDP x TP 8 x PP (Llama 3's 405B recipe: tp 8, pp 16; here pp 8
-#        on 512 devices, interleaving left out).
+#        on 512 devices, interleaving left out), and Llama 3's own run
+#        on 16,384 devices: TP 8 x PP 16 x DP 128 (here FSDP 128), a
+#        global batch of 2048 sequences, 16 microbatches.
 # Prints per case the recipe's modeled step and memory, the found plan's,
 # their ratio, the search time, and `plan verify --reduce` of the found
 # plan (EQUAL expected).
@@ -31,9 +33,10 @@ mem_of() { # FILE: the summary's peak memory, and whether it fits
 printf '%-6s %-7s %-20s %-40s %-18s %-22s %-6s %-8s %s\n' model devices \
   recipe "recipe step, memory" found "found step, memory" ratio search verify
 for case in "8b 32 64 1 1 fsdp=64" "8b 32 512 1 1 fsdp=512" \
-            "70b 80 256 2 8 fsdp=32,tp=8" "405b 126 512 2 8 pp=8,fsdp=8,tp=8"; do
+            "70b 80 256 2 8 fsdp=32,tp=8" "405b 126 512 2 8 pp=8,fsdp=8,tp=8" \
+            "405b 126 16384 1 8 pp=16,fsdp=128,tp=8 16"; do
   set -- $case
-  size=$1 layers=$2 n=$3 lb=$4 tp=$5 mesh=$6
+  size=$1 layers=$2 n=$3 lb=$4 tp=$5 mesh=$6 mb=${7:-}
   prog=$tmp/llama3-$size-$n.plan.yaml
   python3 "$root/bench/gen_published.py" llama3-8b --size "$size" \
     --layers "$layers" --seq 8192 --local-batch "$lb" --ranks $((n / tp)) \
@@ -41,41 +44,8 @@ for case in "8b 32 64 1 1 fsdp=64" "8b 32 512 1 1 fsdp=512" \
   # the recipe: its strategy on its mesh (a pipeline cut as evenly as the
   # layers go, 1F1B, 2 microbatches a stage)
   recipe=$tmp/recipe-$size-$n.plan.yaml
-  python3 - "$prog" "$mesh" "$layers" "$tmp/recipe-in.yaml" <<'PY' || exit 1
-import re, sys
-src, mesh, layers, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-axes = dict(kv.split("=") for kv in mesh.split(","))
-# the program and its training kept; the mesh is the recipe's, every
-# decision left to its strategy
-keep, sections, cur = [], {}, None
-for line in open(src).read().splitlines(True):
-    m = re.match(r"^([\w-]+):", line)
-    if m:
-        cur = m.group(1)
-        sections[cur] = []
-    if cur:
-        sections[cur].append(line)
-text = "".join(sections["libplan"] + sections["program"])
-text += "mesh:\n  axes: [%s]\n  devices_per_host: 8\n" % ", ".join(
-    "%s=%s" % kv for kv in axes.items())
-text += "".join(sections["training"])
-if "pp" in axes:
-    pp = int(axes["pp"])
-    lines = ["pipeline:", "  axis: pp", "  stages:"]
-    first = 0
-    for s in range(pp):  # the layers as even as they go, the rest first
-        n = layers // pp + (1 if s < layers % pp else 0)
-        ops = ['"layers.%d.*"' % l for l in range(first, first + n)]
-        first += n
-        if s == 0:
-            ops.insert(0, "embed")
-        if s == pp - 1:
-            ops += ["final_norm", "lm_head", "loss"]
-        lines.append("    - {ops: [%s]}" % ", ".join(ops))
-    lines += ["  microbatches: %d" % (2 * pp), "  schedule: 1f1b"]
-    text += "\n".join(lines) + "\n"
-open(out, "w").write(text)
-PY
+  python3 "$root/bench/recipe_input.py" "$prog" "$mesh" "$layers" \
+    "$tmp/recipe-in.yaml" $mb || exit 1
   "$plan" search "$tmp/recipe-in.yaml" --strategy fsdp --hardware h100 \
     --quiet -o "$recipe" >"$tmp/recipe.out" 2>"$tmp/recipe.err" || {
     echo "llama3-$size on $n: the recipe's search failed"; cat "$tmp/recipe.err"; exit 1; }

@@ -15,7 +15,7 @@ const char usage_verify[] =
     "usage: plan verify [--mode exact|float] [--dtype T] [--seed N] [--runner "
     "R]\n"
     "                   [--rtol X --atol Y] [--tol TENSOR=RTOL,ATOL]... "
-    "[--reduce[=auto]]\n"
+    "[--reduce[=auto|shapes]]\n"
     "                   [--memory-limit SIZE]\n"
     "                   [--report text|yaml|json|junit [--out FILE]]\n"
     "                   [--distributed[=DIR] [--timeout S] [--comm mpi|nccl]]\n"
@@ -45,9 +45,14 @@ const char usage_verify[] =
     "structure:\n"
     "                every sharded dim keeps its divisibility or its uneven\n"
     "                shard pattern (at least 2 per shard where it had them),\n"
-    "                every other dim shrinks to 2; prints what was reduced\n"
-    "                (a lowered program: its program, steps unchanged)\n"
+    "                every other dim shrinks to 2, and each mesh axis to its\n"
+    "                smallest divisor (2 for even sizes) unless its ranks are\n"
+    "                named one by one (the pipeline's); prints what was\n"
+    "                reduced (a lowered program: its program, steps "
+    "unchanged)\n"
     "  --reduce auto reduce only when the full run does not fit in memory\n"
+    "  --reduce shapes  reduce the shapes, keep the mesh (what a distributed\n"
+    "                run, one process per rank, always does)\n"
     "  --memory-limit SIZE  the memory the run may use (bytes, or with K, M,\n"
     "                G, T and B or iB: 512MB, 2GiB; default: what is free\n"
     "                here, cgroup and MemAvailable); a run estimated over it\n"
@@ -207,7 +212,7 @@ static bool parse_size(const char *s, uint64_t *out) {
 typedef struct verify_args {
   const char *file, *format, *outfile;
   plan_verify_options o;
-  bool mode_given, tol_given, reduce, reduce_auto, distributed;
+  bool mode_given, tol_given, reduce, reduce_auto, reduce_shapes, distributed;
   plan_verify_tolerance tols[CLI_MAX_TOLS];
   char tol_names[CLI_MAX_TOLS][256];
   int ntols;
@@ -282,6 +287,11 @@ static int parse_option(verify_args *v, int argc, char **argv, int *i) {
     ++*i;
   } else if (!strcmp(a, "--reduce=auto")) {
     v->reduce_auto = true;
+  } else if ((!strcmp(a, "--reduce") && has &&
+              !strcmp(argv[*i + 1], "shapes")) ||
+             !strcmp(a, "--reduce=shapes")) {
+    v->reduce = v->reduce_shapes = true;
+    *i += a[8] != '=';
   } else if (!strcmp(a, "--reduce")) {
     v->reduce = true;
   } else if (!strcmp(a, "--memory-limit") && has) {
@@ -407,25 +417,128 @@ static bool too_big(const verify_args *v, const plan_plan *p,
   return need > have;
 }
 
+/* What --reduce reduces: the mesh too, unless told not to or each rank is
+ * a process of its own. */
+static unsigned reduce_what(const verify_args *v) {
+  return v->reduce_shapes || v->distributed ? 0 : PLAN_REDUCE_MESH;
+}
+
+/* A reduced program holds few elements a rank. Exact mode draws them from
+ * 7 values and rounds what it computes to a grid: a misplaced block can
+ * match its place by chance (a norm over 2 elements gives only +-1), and a
+ * deep network's gradients can round to zero alike in every microbatch.
+ * Float mode's random inputs miss what exactness shows: a partial
+ * gradient left unreduced where the width-2 layers leave the true one
+ * near zero. So a reduced run that is EQUAL runs once more in the other
+ * mode, same seed (not a distributed one: its processes are the mesh's).
+ * How many runs. */
+static int reduced_runs(const verify_args *v, bool reduced) {
+  return reduced && !v->distributed ? 2 : 1;
+}
+
+/* The reduction's summary, saying which runs the verification makes. */
+static void show_reduction(const verify_args *v, const char *sum,
+                           const char *shown) {
+  if (!shown)
+    return;
+  size_t n = strlen(sum) + 80;
+  char *line = reduced_runs(v, true) > 1 ? malloc(n) : NULL;
+  if (line) {
+    snprintf(line, n, "%s; %s mode, then %s mode", sum,
+             v->o.mode == PLAN_VERIFY_EXACT ? "exact" : "float",
+             v->o.mode == PLAN_VERIFY_EXACT ? "float" : "exact");
+    print_reduction(line, v->format, v->outfile);
+    free(line);
+    return;
+  }
+  print_reduction(sum, v->format, v->outfile);
+}
+
+/* Runs `run` as reduced_runs says (the second run in the other mode); *r:
+ * the first NOT EQUAL report, else the first. */
+typedef int (*verify_run_fn)(plan_verify_report **r, const void *what,
+                             const plan_verify_options *o);
+
+static int run_seeds(plan_verify_report **r, const verify_args *v, bool reduced,
+                     verify_run_fn run, const void *what) {
+  plan_verify_options o = v->o;
+  int rc = run(r, what, &o);
+  if (rc || reduced_runs(v, reduced) < 2 || !plan_verify_report_equal(*r))
+    return rc;
+  plan_verify_report *other = NULL;
+  if (o.mode == PLAN_VERIFY_EXACT) {
+    o.mode = PLAN_VERIFY_FLOAT;
+  } else { /* exact mode has no dtype or tolerances */
+    o.mode = PLAN_VERIFY_EXACT;
+    o.dtype = NULL;
+    o.rtol = o.atol = 0;
+    o.tolerances = NULL;
+    o.ntolerances = 0;
+  }
+  /* the other run that cannot be made here (exact mode past the doubles'
+   * exact range), or that agrees: the first run's report */
+  if (run(&other, what, &o) || plan_verify_report_equal(other)) {
+    plan_verify_report_free(other);
+    return PLAN_OK;
+  }
+  plan_verify_report_free(*r);
+  *r = other;
+  return PLAN_OK;
+}
+
+/* A lowered program to run once per run: plan_verify_lowered takes the
+ * program it runs, so each run reads its own copy from the text. */
+typedef struct lowered_runs {
+  plan_lowered *l; /* the first run's */
+  char *text;      /* NULL for one run */
+  size_t len;
+  const char *name;
+} lowered_runs;
+
+static int run_lowered(plan_verify_report **r, const void *what,
+                       const plan_verify_options *o) {
+  lowered_runs *lr = (lowered_runs *)what;
+  plan_lowered *l = lr->l;
+  lr->l = NULL;
+  if (!l && plan_lowered_load_buffer(&l, lr->text, lr->len, lr->name, NULL))
+    return plan_error_last()->code;
+  return plan_verify_lowered(r, plan_lowered_plan(l), l, o);
+}
+
+static int run_plan(plan_verify_report **r, const void *what,
+                    const plan_verify_options *o) {
+  return plan_verify_traced(r, what, o, plan_lua_trace_region, NULL);
+}
+
 /* A lowered program runs as written (reduced first with --reduce); takes
  * l. `shown` is the file the report names, NULL on a distributed run's
  * other ranks. */
 static int verify_lowered(const verify_args *v, plan_lowered *l,
                           const char *shown) {
+  bool reduced = false;
   if (v->reduce || (v->reduce_auto && too_big(v, NULL, l))) {
     plan_lowered *rl;
     char *sum;
-    int rrc = plan_reduce_lowered(&rl, &sum, l);
+    int rrc = plan_lowered_reduce(&rl, &sum, l, reduce_what(v));
     plan_lowered_free(l);
     if (rrc)
       return cli_fail_in(v->file);
-    if (shown)
-      print_reduction(sum, v->format, v->outfile);
+    show_reduction(v, sum, shown);
     plan_buffer_free(sum);
     l = rl;
+    reduced = true;
+  }
+  lowered_runs lr = {l, NULL, 0, v->file};
+  if (reduced_runs(v, reduced) > 1 &&
+      plan_lowered_write(&lr.text, &lr.len, l)) {
+    plan_lowered_free(l);
+    return cli_fail_in(v->file);
   }
   plan_verify_report *r;
-  if (plan_verify_lowered(&r, plan_lowered_plan(l), l, &v->o))
+  int rc = run_seeds(&r, v, reduced, run_lowered, &lr);
+  plan_lowered_free(lr.l); /* not run when the first run failed to start */
+  plan_buffer_free(lr.text);
+  if (rc)
     return verify_fail(v->file);
   return cli_emit_report(r, shown, v->format, v->outfile);
 }
@@ -437,21 +550,22 @@ static int verify_plan(const verify_args *v, const char *shown) {
   int vrc = cli_load_valid(v->file, stdout, "verified", &p);
   if (vrc)
     return vrc;
+  bool reduced = false;
   if (v->reduce || (v->reduce_auto && too_big(v, p, NULL))) {
     plan_plan *rp;
     char *sum;
-    if (plan_reduce_shapes(&rp, &sum, p)) {
+    if (plan_reduce_plan(&rp, &sum, p, reduce_what(v))) {
       plan_free(p);
       return cli_fail_in(v->file); /* 3 for pipelines, else 2 */
     }
     plan_free(p);
     p = rp;
-    if (shown)
-      print_reduction(sum, v->format, v->outfile);
+    show_reduction(v, sum, shown);
     plan_buffer_free(sum);
+    reduced = true;
   }
   plan_verify_report *r;
-  int rc = plan_verify_traced(&r, p, &v->o, plan_lua_trace_region, NULL);
+  int rc = run_seeds(&r, v, reduced, run_plan, p);
   if (rc) {
     plan_free(p);
     return verify_fail(v->file); /* 3 for what cannot run here, else 2 */

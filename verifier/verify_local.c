@@ -298,7 +298,9 @@ typedef struct local_cmp {
  * (mag_i: the magnitudes a partial result's reduction adds, else 0;
  * terms_i: the sum of the magnitudes of the terms a matmul or a
  * reduction adds, when terms is not NULL), and the whole by norm |want| + term
- * |terms| (Frobenius). */
+ * |terms| + rel |mag| (Frobenius: each part of a partial result rounds on
+ * its own, so where the parts cancel their roundings are not small against
+ * |want|). */
 typedef struct local_bound {
   double rel, acc, norm, term;
   const double *terms;
@@ -320,6 +322,10 @@ static void compare_local(const double *got, const double *want,
   for (int64_t g = 0; b->terms && g < count; g++)
     if (isfinite(b->terms[g]))
       t2 += b->terms[g] * b->terms[g];
+  double m2 = 0; /* a partial result's parts each round: rel |parts| */
+  for (int64_t g = 0; mag && g < count; g++)
+    if (isfinite(mag[g]))
+      m2 += mag[g] * mag[g];
   for (int64_t g = 0; g < count; g++) {
     double x = got[g], y = want[g];
     if (x == y || (isnan(x) && isnan(y)))
@@ -345,9 +351,9 @@ static void compare_local(const double *got, const double *want,
   }
   lc->ref2 = s;
   if (is_float && !lc->bad &&
-      (lc->nonfinite || sqrt(lc->err2) > b->norm * sqrt(s) +
-                                             b->term * sqrt(t2) +
-                                             b->floor * sqrt((double)count)))
+      (lc->nonfinite ||
+       sqrt(lc->err2) > b->norm * sqrt(s) + b->term * sqrt(t2) +
+                            b->rel * sqrt(m2) + b->floor * sqrt((double)count)))
     lc->bad = -1; /* the norm clause */
 }
 

@@ -275,16 +275,16 @@ int plan_verify_estimate(uint64_t *bytes, const plan_plan *p,
 }
 
 /* The estimate of the --reduce'd run: a lowered file's program reduced
- * as it is, a plan's shapes reduced and lowered again. */
+ * as it is, a plan's shapes and mesh reduced and lowered again. */
 static int reduced_estimate(const plan_plan *p, const plan_lowered *l, bool fl,
                             uint64_t *b) {
   plan_lowered *rl;
   int rc;
   if (p == plan_lowered_plan(l)) { /* a lowered file */
-    rc = plan_reduce_lowered(&rl, NULL, l);
+    rc = plan_lowered_reduce(&rl, NULL, l, PLAN_REDUCE_MESH);
   } else {
     plan_plan *rp;
-    if ((rc = plan_reduce_shapes(&rp, NULL, p)))
+    if ((rc = plan_reduce_plan(&rp, NULL, p, PLAN_REDUCE_MESH)))
       return rc;
     rc = plan_lower(&rl, rp);
     if (!rc) {

@@ -102,22 +102,28 @@ program:
     x: {shape: [8], dtype: f32, role: input}
   ops:
     - {name: act, op: relu, in: [x], out: y}
-  outputs: [y]
+    - {name: act2, op: relu, in: [y], out: z}
+  outputs: [z]
 mesh:
   axes: [dp=4194304]
 placements:
   x: R
 strategies:
   act: {in: [R], out: R}
+  act2: {in: [R], out: R}
 EOF
 expect_in 0 "validate a 4M-rank mesh" 10 validate "$tmp/wide.yaml"
-for mode in "" "--reduce"; do
+for mode in "" "--reduce shapes"; do
   expect_in 3 "verify $mode on a 4M-rank mesh is refused" 10 verify $mode "$tmp/wide.yaml"
-  has "$err" "verifying would simulate 4194304 ranks x 2 buffers" "verify $mode on a 4M-rank mesh"
-  has "$err" "more than the 4194304 rank blocks" "verify $mode on a 4M-rank mesh"
+  has "$err" "verifying would simulate 4194304 ranks x 3 buffers" "verify $mode on a 4M-rank mesh"
+  has "$err" "more than the 8388608 rank blocks" "verify $mode on a 4M-rank mesh"
 done
+# --reduce shrinks the mesh too: the 4M ranks verify through 2
+expect_in 0 "verify --reduce on a 4M-rank mesh" 10 verify --reduce "$tmp/wide.yaml"
+has "$out" "mesh: dp 4194304->2 (4194304->2 ranks)" "verify --reduce on a 4M-rank mesh"
+has "$out" "EQUAL (exact mode" "verify --reduce on a 4M-rank mesh"
 # the same program on 8 ranks, each holding one element, still verifies
-sed 's/dp=4194304/dp=8/; s/x: R/x: S(0)/; s/{in: \[R\], out: R}/{in: [S(0)], out: S(0)}/' \
+sed 's/dp=4194304/dp=8/; s/x: R/x: S(0)/; s/{in: \[R\], out: R}/{in: [S(0)], out: S(0)}/g' \
   "$tmp/wide.yaml" >"$tmp/eight.yaml"
 expect_in 0 "verify the same relu on 8 ranks" 10 verify "$tmp/eight.yaml"
 has "$out" "EQUAL" "verify the same relu on 8 ranks"

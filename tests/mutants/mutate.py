@@ -9,7 +9,7 @@ a table by class and mode and exits 1 on any miss, false alarm or error.
 usage: mutate.py [--plan build/plan] [--examples GLOB,...] [--classes C,...]
                  [--per-class N] [--sample-seed S] [--seeds 0,1]
                  [--modes exact,float] [--unit-axis EXAMPLE:AXIS ...]
-                 [--reduce auto|always] [--cap EXAMPLE:N ...] [--timeout S]
+                 [--reduce auto|always|mesh] [--cap EXAMPLE:N ...] [--timeout S]
                  [--jobs N] [-v]
 """
 
@@ -67,7 +67,7 @@ def programs(args, tmp):
             shutil.copy(src, tmp)
             text = text.replace(ref.group(0), ref.group(0).replace(ref.group(1), os.path.basename(src)), 1)
         big = runner.declared_elements(text) > args.full_bound
-        red = args.reduce == "always" or big
+        red = args.reduce in ("always", "mesh") or big
         if big:
             print("%s: %d declared elements, over %d: verified with --reduce" % (
                 name, runner.declared_elements(text), args.full_bound))
@@ -104,6 +104,19 @@ def mutants(args, name, text):
             yield cls, "%s/%s/%s" % (name, cls, tag), mtext, expect, reason
 
 
+def verify_mutant(args, path, mode, seed, red):
+    """(outcome, what verify said) of one mutant; with --reduce mesh, an
+    outcome "mesh-differs" (an error) when the reduced mesh's verdict is
+    not the kept mesh's."""
+    got, said = runner.verify(args.plan, path, mode, seed, red, args.timeout)
+    if args.reduce != "mesh":
+        return got, said
+    kept, ksaid = runner.verify(args.plan, path, mode, seed, "shapes", args.timeout)
+    if kept != got:
+        return "mesh-differs", "mesh reduced: %s %s; mesh kept: %s %s" % (got, said, kept, ksaid)
+    return got, said
+
+
 def write(tmp, n, text):
     p = os.path.join(tmp, "m%05d.yaml" % n)
     with open(p, "w") as f:
@@ -123,7 +136,7 @@ def main():
     ap.add_argument("--unit-axis", action="append", default=[], help="EXAMPLE:AXIS: also the example with AXIS of size 1")
     ap.add_argument("--cap", action="append", default=[],
                     help="EXAMPLE:N: at most N mutants per class for this example (seeded), said in the output")
-    ap.add_argument("--reduce", choices=["auto", "always"], default="auto")
+    ap.add_argument("--reduce", choices=["auto", "always", "mesh"], default="auto")
     ap.add_argument("--timeout", type=int, default=60)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--full-bound", type=int, default=runner.FULL_BOUND,
@@ -155,7 +168,7 @@ def main():
                     for cls, mname, mtext, expect, reason in mutants(args, name, text):
                         p = write(tmp, n, mtext)
                         n += 1
-                        fut = pool.submit(runner.verify, args.plan, p, mode, seed, red, args.timeout)
+                        fut = pool.submit(verify_mutant, args, p, mode, seed, red)
                         jobs.append((cls, mname, mode, seed, expect, reason, fut))
             for cls, mname, mode, seed, expect, reason, fut in jobs:
                 got, said = fut.result()

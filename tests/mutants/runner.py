@@ -51,8 +51,10 @@ def lower(plan, path, out):
 def verify(plan, path, mode, seed, reduce, timeout):
     """Runs plan verify: (outcome, first line of what it said), outcome one
     of equal, not-equal, refused (exit 2), unsupported (exit 3), timeout,
-    crash."""
-    cmd = [plan, "verify", "--mode", mode, "--seed", str(seed)] + (["--reduce"] if reduce else []) + [path]
+    crash. reduce: False (full size), True (--reduce: shapes and mesh) or
+    "shapes" (--reduce shapes: the mesh kept)."""
+    how = {False: [], True: ["--reduce"], "shapes": ["--reduce", "shapes"]}[reduce]
+    cmd = [plan, "verify", "--mode", mode, "--seed", str(seed)] + how + [path]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:

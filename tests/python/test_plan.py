@@ -297,6 +297,19 @@ class TestChecks(unittest.TestCase):
                 self.assertIn("reduced", summary)
                 self.assertTrue(small.verify().equal)
 
+    def test_reduce_mesh(self):
+        big = os.path.join(os.path.dirname(MLP), "dit-torus.plan.yaml")
+        with libplan.load(big) as p:
+            small, summary = p.reduce_shapes(mesh=True)
+            with small:
+                self.assertIn("mesh: dp 4->2, sp 4->2 (16->4 ranks)", summary)
+                self.assertEqual(small.mesh.sizes, (2, 2))
+                self.assertTrue(small.verify().equal)
+            kept, summary = p.reduce_shapes()
+            with kept:
+                self.assertNotIn("mesh:", summary)
+                self.assertEqual(kept.mesh.sizes, (4, 4))
+
     def test_cost(self):
         with libplan.load(MLP) as p:
             c = p.cost("h100")

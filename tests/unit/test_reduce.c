@@ -43,6 +43,14 @@ static plan_plan *reduce(const plan_plan *p, char **sum) {
   return r;
 }
 
+static plan_plan *reduce_mesh(const plan_plan *p, char **sum) {
+  plan_plan *r = NULL;
+  if (plan_reduce_plan(&r, sum, p, PLAN_REDUCE_MESH))
+    show_error();
+  assert_non_null(r);
+  return r;
+}
+
 static const plan_tensor *tensor(const plan_plan *p, const char *name) {
   int t = plan_strmap_get(&p->program->tensor_by_name, name);
   assert_true(t >= 0);
@@ -75,7 +83,8 @@ static int64_t min2(int64_t n) {
 /* One placement of tensor `name`, sharding dims over the mesh: in the
  * reduced plan every sharded dim keeps its divisibility (with min(n/k, 2)
  * per shard), or its torch.chunk pattern over one axis (the same full,
- * partial and empty pieces), or its size. */
+ * partial and empty pieces; on a reduced axis, the same kinds of piece),
+ * or its size. k ranks in o, k2 in r (fewer where the mesh shrank). */
 static void check_pl(const plan_plan *o, const plan_plan *r, const char *name,
                      const plan_placement *pl, int *checked) {
   const plan_tensor *to = tensor(o, name), *tr = tensor(r, name);
@@ -85,37 +94,56 @@ static void check_pl(const plan_plan *o, const plan_plan *r, const char *name,
     int na = plan_placement_dim_axes(pl, d, axes);
     if (!na)
       continue;
-    int64_t k = 1;
-    for (int a = 0; a < na; a++)
+    int64_t k = 1, k2 = 1;
+    for (int a = 0; a < na; a++) {
       k *= o->mesh.axis_sizes[axes[a]];
+      k2 *= r->mesh.axis_sizes[axes[a]];
+    }
+    assert_int_equal(k % k2, 0);
     int64_t n0 = to->dims[d], n1 = tr->dims[d];
     (*checked)++;
     if (n0 % k == 0) {
-      assert_int_equal(n1 % k, 0);
-      assert_true(n1 / k >= min2(n0 / k));
+      assert_int_equal(n1 % k2, 0);
+      assert_true(n1 / k2 >= min2(n0 / k));
       continue;
     }
     if (na > 1) {
       assert_int_equal(n1, n0);
+      assert_int_equal(k2, k);
       continue;
     }
-    int64_t c0 = (n0 + k - 1) / k, c1 = (n1 + k - 1) / k;
-    assert_int_equal(n0 / c0, n1 / c1);           /* full pieces */
+    int64_t c0 = (n0 + k - 1) / k, c1 = (n1 + k2 - 1) / k2;
+    if (k2 == k)
+      assert_int_equal(n0 / c0, n1 / c1);         /* full pieces */
     assert_int_equal(n0 % c0 != 0, n1 % c1 != 0); /* a partial one */
     assert_true(c1 >= min2(c0));
     if (n0 % c0)
       assert_true(n1 % c1 >= min2(n0 % c0));
-    /* every rank's piece, from the layout code: empty where it was */
+    /* every rank's piece, from the layout code: the kinds of piece it had
+     * (on the same ranks: empty where it was) */
+    bool had[3] = {false, false, false}, has[3] = {false, false, false};
     for (int64_t i = 0; i < k; i++) {
-      int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off0, len0, off1, len1;
+      int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off, len;
       coord[axes[0]] = i;
-      plan_placement_dim_range(pl, d, n0, o->mesh.axis_sizes, coord, &off0,
-                               &len0);
-      plan_placement_dim_range(pl, d, n1, r->mesh.axis_sizes, coord, &off1,
-                               &len1);
-      assert_int_equal(len0 == 0, len1 == 0);
-      assert_int_equal(len0 == c0, len1 == c1);
+      plan_placement_dim_range(pl, d, n0, o->mesh.axis_sizes, coord, &off,
+                               &len);
+      had[len == 0 ? 0 : len == c0 ? 1 : 2] = true;
+      if (k2 == k) {
+        int64_t off1, len1;
+        plan_placement_dim_range(pl, d, n1, r->mesh.axis_sizes, coord, &off1,
+                                 &len1);
+        assert_int_equal(len == 0, len1 == 0);
+        assert_int_equal(len == c0, len1 == c1);
+      }
     }
+    for (int64_t i = 0; i < k2; i++) {
+      int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off, len;
+      coord[axes[0]] = i;
+      plan_placement_dim_range(pl, d, n1, r->mesh.axis_sizes, coord, &off,
+                               &len);
+      has[len == 0 ? 0 : len == c1 ? 1 : 2] = true;
+    }
+    assert_memory_equal(had, has, sizeof had);
   }
 }
 
@@ -166,10 +194,12 @@ static void check_equal(const plan_plan *p) {
   }
 }
 
-/* Reduces p, checks everything a reduction promises, returns it. */
-static plan_plan *reduce_checked(const plan_plan *p, bool smaller) {
+/* Reduces p (the mesh too with `mesh`), checks everything a reduction
+ * promises, returns it. */
+static plan_plan *reduce_checked_as(const plan_plan *p, bool smaller,
+                                    bool mesh) {
   char *sum = NULL;
-  plan_plan *r = reduce(p, &sum);
+  plan_plan *r = mesh ? reduce_mesh(p, &sum) : reduce(p, &sum);
   assert_non_null(sum);
   assert_non_null(strstr(sum, "reduced: "));
   if (smaller) {
@@ -190,6 +220,10 @@ static plan_plan *reduce_checked(const plan_plan *p, bool smaller) {
   plan_free(again);
   check_equal(r);
   return r;
+}
+
+static plan_plan *reduce_checked(const plan_plan *p, bool smaller) {
+  return reduce_checked_as(p, smaller, false);
 }
 
 /* ---- plans --------------------------------------------------------------- */
@@ -485,6 +519,26 @@ static void bug_both_sizes(const plan_plan *p, mutation m, const char *op,
   plan_free(r);
 }
 
+/* The bug run at full size and on the reduced mesh and shapes: found at
+ * the same op with the same diagnosis. */
+static void bug_on_reduced_mesh(const plan_plan *p, mutation m,
+                                const char *word) {
+  char *sum;
+  plan_plan *r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "; mesh: "));
+  free(sum);
+  assert_true(r->mesh.ndevices < p->mesh.ndevices);
+  for (int mode = 0; mode < 2; mode++) {
+    plan_verify_mode vm = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
+    plan_verify_report *full = run_mutated(p, m, vm);
+    plan_verify_report *red = run_mutated(r, m, vm);
+    same_finding(full, red, NULL, word);
+    plan_verify_report_free(full);
+    plan_verify_report_free(red);
+  }
+  plan_free(r);
+}
+
 static void test_bug_dropped_all_reduce(void **state) {
   (void)state;
   plan_plan *p = load("examples/mlp-megatron.plan.yaml");
@@ -506,6 +560,148 @@ static void test_bug_gather_left_out(void **state) {
   (void)state;
   plan_plan *p = load("examples/transformer-block.plan.yaml");
   bug_both_sizes(p, skip_gather, "block.attn.qkv", NULL);
+  plan_free(p);
+}
+
+/* ---- mesh reduction ------------------------------------------------------
+ */
+
+static char *substitute(const char *text, const char *from, const char *to) {
+  char *s = malloc(strlen(text) + 1);
+  assert_non_null(s);
+  strcpy(s, text);
+  s = replace(s, from, to);
+  assert_non_null(s);
+  return s;
+}
+
+/* A sequence-parallel MLP on dp = 4 x tp = 4, small enough to run at full
+ * size: the sequence all-gathered before the column-parallel matmul and
+ * reduce-scattered after the row-parallel one. */
+static const char megatron_sp[] =
+    "libplan: \"0.1\"\n"
+    "program:\n"
+    "  name: mlp-sp\n"
+    "  tensors:\n"
+    "    x: {shape: [batch=8, seq=16, hidden=32], role: input}\n"
+    "    w1: {shape: [32, 64], role: param}\n"
+    "    w2: {shape: [64, 32], role: param}\n"
+    "  ops:\n"
+    "    - {name: fc1, op: matmul, in: [x, w1], out: h}\n"
+    "    - {name: act, op: gelu, in: [h], out: a}\n"
+    "    - {name: fc2, op: matmul, in: [a, w2], out: y}\n"
+    "  outputs: [y]\n"
+    "mesh: {axes: [dp=4, tp=4]}\n"
+    "placements: {x: S(0)S(1), w1: RS(1), w2: RS(0)}\n"
+    "strategies:\n"
+    "  fc1: {in: [S(0)R, RS(1)], out: S(0)S(2)}\n"
+    "  act: {in: [S(0)S(2)], out: S(0)S(2)}\n"
+    "  fc2: {in: [S(0)S(2), RS(0)], out: S(0)P(sum)}\n"
+    "outputs: {y: S(0)S(1)}\n";
+
+/* Every axis shrinks to its smallest divisor, the dims follow the reduced
+ * rank counts, and the plan verifies equal. */
+static void test_mesh_even(void **state) {
+  (void)state;
+  plan_plan *p = load_text(megatron_real, "mlp-real.plan.yaml");
+  char *sum;
+  plan_plan *r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "; mesh: tp 4->2 (8->4 ranks)"));
+  free(sum);
+  assert_int_equal(r->mesh.axis_sizes[0], 2);
+  assert_int_equal(r->mesh.axis_sizes[1], 2);
+  assert_int_equal(dim(r, "w1", 1), 4); /* 2 per shard on 2 ranks */
+  assert_int_equal(dim(r, "x", 0), 4);
+  plan_free(r);
+  r = reduce_checked_as(p, true, true);
+  assert_true(check_structure(p, r) >= 8);
+  plan_free(r);
+  plan_free(p);
+  /* a large mesh: 16 x 8 ranks verify through 2 x 2 */
+  char *big = substitute(megatron_real, "dp=2, tp=4", "dp=16, tp=8");
+  big = replace(big, "batch=8", "batch=64");
+  assert_non_null(big);
+  p = load_text(big, "mlp-big.plan.yaml");
+  r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "; mesh: dp 16->2, tp 8->2 (128->4 ranks)"));
+  free(sum);
+  assert_int_equal(dim(r, "x", 0), 4);
+  assert_int_equal(dim(r, "w1", 1), 4);
+  plan_free(r);
+  r = reduce_checked_as(p, true, true);
+  check_structure(p, r);
+  plan_free(r);
+  plan_free(p);
+  free(big);
+}
+
+/* An uneven dim keeps its kinds of piece on the reduced axis; one whose
+ * pattern needs every rank (full, partial and empty pieces on 4) keeps
+ * the axis; an axis of prime size has nothing to shrink to. */
+static void test_mesh_uneven(void **state) {
+  (void)state;
+  plan_plan *p = load_text(vocab_uneven, "lm.plan.yaml");
+  char *sum;
+  plan_plan *r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "; mesh: tp 8->2 (16->4 ranks)"));
+  free(sum);
+  /* 50257 over 8: full pieces and a partial one; over 2: 3 + 2 */
+  assert_int_equal(dim(r, "emb", 0), 5);
+  assert_int_equal(tensor(r, "ids")->range_hi, 5);
+  plan_free(r);
+  r = reduce_checked_as(p, true, true);
+  plan_free(r);
+  plan_free(p);
+
+  p = load_text(uneven_small, "uneven.plan.yaml");
+  r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "mesh kept: tp 4 (an uneven shard's pattern)"));
+  assert_null(strstr(sum, "; mesh: "));
+  free(sum);
+  assert_int_equal(r->mesh.axis_sizes[1], 4);
+  plan_free(r);
+  plan_free(p);
+
+  char *prime = substitute(megatron_real, "dp=2, tp=4", "dp=2, tp=7");
+  prime = replace(prime, "ffn=4096", "ffn=4102");
+  prime = replace(prime, "ffn=4096", "ffn=4102");
+  assert_non_null(prime);
+  p = load_text(prime, "mlp-prime.plan.yaml");
+  r = reduce_mesh(p, &sum);
+  assert_non_null(
+      strstr(sum, "mesh kept: tp 7 (no divisor between 1 and its size)"));
+  free(sum);
+  plan_free(r);
+  plan_free(p);
+  free(prime);
+}
+
+/* A pipeline's axis keeps its stages; the other axes shrink. */
+static void test_mesh_pipeline(void **state) {
+  (void)state;
+  plan_plan *p = load("examples/models/llama-32l.pp.plan.yaml");
+  char *sum;
+  plan_plan *r = reduce_mesh(p, &sum);
+  assert_non_null(strstr(sum, "; mesh: tp 4->2 (32->16 ranks)"));
+  assert_non_null(strstr(sum, "mesh kept: pp 4 (the pipeline's stages)"));
+  free(sum);
+  plan_verify_report *rep;
+  assert_int_equal(plan_verify(&rep, r, NULL), PLAN_OK);
+  assert_true(plan_verify_report_equal(rep));
+  plan_verify_report_free(rep);
+  plan_free(r);
+  plan_free(p);
+}
+
+/* Bugs found at full size are found on the reduced mesh alike. */
+static void test_mesh_bugs(void **state) {
+  (void)state;
+  plan_plan *p = load_text(megatron_mid, "mlp-mid.plan.yaml");
+  bug_on_reduced_mesh(p, drop_all_reduce, "partial sums");
+  plan_free(p);
+  p = load_text(megatron_sp, "mlp-sp.plan.yaml");
+  bug_on_reduced_mesh(p, wrong_axis, NULL);
+  bug_on_reduced_mesh(p, skip_gather, NULL);
   plan_free(p);
 }
 
@@ -680,6 +876,10 @@ int main(void) {
       cmocka_unit_test(test_bug_wrong_axis),
       cmocka_unit_test(test_bug_gather_left_out),
       cmocka_unit_test(test_lowered),
+      cmocka_unit_test(test_mesh_even),
+      cmocka_unit_test(test_mesh_uneven),
+      cmocka_unit_test(test_mesh_pipeline),
+      cmocka_unit_test(test_mesh_bugs),
       cmocka_unit_test(test_expand_repeat),
       cmocka_unit_test(test_split_parts),
       cmocka_unit_test(test_refused),

@@ -376,6 +376,7 @@ PROTOS = {
     "plan_op_attrs": (P(AttrSpec), [c_int, P(c_int)]),
     # reduce.h
     "plan_reduce_shapes": (c_int, [pp, ps, vp]),
+    "plan_reduce_plan": (c_int, [pp, ps, vp, c_uint]),
 }
 
 # verify.h: only libplan-verify has these (required there); with the core

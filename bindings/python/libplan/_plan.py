@@ -524,9 +524,11 @@ class Plan(_Handle):
         here with UnsupportedError."""
         return _verify.estimate(self, mode)
 
-    def reduce_shapes(self):
-        """A smaller plan with the same sharding structure, and a summary."""
-        return _verify.reduce_shapes(self)
+    def reduce_shapes(self, mesh=False):
+        """A smaller plan with the same sharding structure, and a summary;
+        mesh=True shrinks every mesh axis too, as `plan verify --reduce`
+        does (docs/verify.md, Mesh reduction)."""
+        return _verify.reduce_shapes(self, mesh)
 
     def cost(self, hardware=None, parameters=None, calibration=None):
         """Prices the plan's step on a hardware model (a built-in profile

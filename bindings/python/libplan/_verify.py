@@ -175,9 +175,14 @@ def estimate(plan, mode):
     return out.value
 
 
-def reduce_shapes(plan):
-    """Plan.reduce_shapes: (the smaller plan, the one-line summary)."""
+REDUCE_MESH = 1  # PLAN_REDUCE_MESH
+
+
+def reduce_shapes(plan, mesh=False):
+    """Plan.reduce_shapes: (the smaller plan, the one-line summary); with
+    mesh, every mesh axis shrinks too (plan_reduce_plan)."""
     out = ctypes.c_void_p()
     summ = ctypes.c_void_p()
-    check(fn.reduce_shapes(ctypes.byref(out), ctypes.byref(summ), plan._h))
+    check(fn.reduce_plan(ctypes.byref(out), ctypes.byref(summ), plan._h,
+                         REDUCE_MESH if mesh else 0))
     return type(plan)(out.value), _lib.take_string(summ.value)

@@ -34,12 +34,29 @@ extern "C" {
  * checked like any loaded plan's. *summary (unless summary is NULL) is a
  * one-line account, newly allocated (free with plan_buffer_free):
  *   "reduced: batch 8->4, hidden 1024->2, ... (512x fewer elements)"
- * Returns PLAN_OK; PLAN_EUNSUPPORTED for pipelines and manual regions;
+ * Returns PLAN_OK; PLAN_EUNSUPPORTED for manual regions;
  * PLAN_EINVALID when the reduced plan does not load or validate while `p`
  * does (a bug of the reduction; the message names the op); PLAN_ENOMEM;
  * PLAN_EUSAGE for NULL arguments. */
 PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
                                 const plan_plan *p);
+
+/* Mesh reduction, with the shapes' (docs/verify.md, "Mesh reduction"):
+ * plan_reduce_plan: with PLAN_REDUCE_MESH in `what`, every mesh axis of size k
+ * also shrinks to its smallest divisor d > 1, since the ranks along an axis run
+ * one program on their own data and d of them show what k do. An axis keeps its
+ * size where its ranks are named one by one (the pipeline axis, an axis with a
+ * ratio set, one a submesh fixes, in a lowered program the axes of a step that
+ * lists its ranks) or where some dim it splits cannot keep its pattern over d
+ * ranks: evenly split dims stay multiples of the reduced rank count with
+ * min(n/k, 2) per shard, unevenly split ones keep the kinds of piece they had
+ * (full, partial, empty). The device list, per-device hardware and topology are
+ * left out of the reduced plan. The summary says what the mesh became ("; mesh:
+ * dp 8->2, tp 4->2 (32->4 ranks)") and which axes kept their size and why. what
+ * = 0 is plan_reduce_shapes / plan_reduce_lowered. */
+#define PLAN_REDUCE_MESH 1u
+PLAN_API int plan_reduce_plan(plan_plan **out, char **summary,
+                              const plan_plan *p, unsigned what);
 
 /* Shape reduction of a lowered program, through its program: its buffers
  * carry only placements, so they take the place of strategies as the
@@ -51,6 +68,10 @@ PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
  * regions, PLAN_EINVALID, PLAN_ENOMEM. */
 PLAN_API int plan_reduce_lowered(plan_lowered **out, char **summary,
                                  const plan_lowered *l);
+/* The same with `what` as for plan_reduce_plan (PLAN_REDUCE_MESH: the mesh
+ * too; the steps keep their axes). */
+PLAN_API int plan_lowered_reduce(plan_lowered **out, char **summary,
+                                 const plan_lowered *l, unsigned what);
 
 #ifdef __cplusplus
 }

@@ -236,14 +236,12 @@ static int chunk_constraints(rctx *c, const plan_plan *copy,
         continue;
       int axes[PLAN_MAX_MESH_AXES];
       int na = plan_placement_dim_axes(&b->pl, s->chunk_dim, axes);
-      int64_t k = s->chunk_of;
+      unsigned m = 0;
       for (int a = 0; a < na; a++)
-        if (!plan_mul_i64(k, l->plan->mesh.axis_sizes[axes[a]], &k))
-          k = INT64_MAX;
-      if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1,
-                    sizeof *c->cons))
-        return plan_oom();
-      c->cons[c->ncons++] = (rcons){t, s->chunk_dim, k, true, true};
+        m |= 1u << axes[a];
+      int rc = plan_rd_add_cons(c, t, s->chunk_dim, s->chunk_of, m, true, true);
+      if (rc)
+        return rc;
     }
   }
   return PLAN_OK;
@@ -251,11 +249,13 @@ static int chunk_constraints(rctx *c, const plan_plan *copy,
 
 static int reduce_copy(plan_plan **out, char **sum, plan_plan *copy,
                        const plan_lbuf *bufs, int nbufs,
-                       const plan_program *bprog, const plan_lowered *chunked) {
+                       const plan_program *bprog, const plan_lowered *chunked,
+                       bool mesh) {
   rctx c;
   memset(&c, 0, sizeof c);
   c.p = copy;
   c.prog = copy->program;
+  plan_rd_mesh_init(&c, mesh, chunked);
   int rc = plan_rd_build(&c);
   if (!rc)
     rc = plan_rd_constraints(&c);
@@ -272,6 +272,8 @@ static int reduce_copy(plan_plan **out, char **sum, plan_plan *copy,
     rc = plan_rd_summary(&c, sum);
   if (!rc)
     rc = apply(&c);
+  if (!rc)
+    plan_rd_mesh_apply(&c);
   ctx_free(&c);
   if (rc)
     return rc;
@@ -297,8 +299,13 @@ static int reduce_copy(plan_plan **out, char **sum, plan_plan *copy,
 
 int plan_reduce_shapes(plan_plan **out, char **summary_out,
                        const plan_plan *p) {
+  return plan_reduce_plan(out, summary_out, p, 0);
+}
+
+int plan_reduce_plan(plan_plan **out, char **summary_out, const plan_plan *p,
+                     unsigned what) {
   if (!out || !p)
-    return plan_failf(PLAN_EUSAGE, "plan_reduce_shapes: NULL argument");
+    return plan_failf(PLAN_EUSAGE, "plan_reduce_plan: NULL argument");
   *out = NULL;
   if (summary_out)
     *summary_out = NULL;
@@ -314,7 +321,8 @@ int plan_reduce_shapes(plan_plan **out, char **summary_out,
   plan_lowered *lw = NULL;
   if (p->noverlap && p->has_mesh && plan_lower(&lw, p))
     lw = NULL;
-  rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, NULL, 0, NULL, lw);
+  rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, NULL, 0, NULL, lw,
+                   (what & PLAN_REDUCE_MESH) != 0);
   plan_lowered_free(lw);
   plan_free(copy);
   if (!rc && p->has_mesh && (rc = broken_by_reduction(p, red)))
@@ -331,8 +339,13 @@ int plan_reduce_shapes(plan_plan **out, char **summary_out,
 
 int plan_reduce_lowered(plan_lowered **out, char **summary_out,
                         const plan_lowered *l) {
+  return plan_lowered_reduce(out, summary_out, l, 0);
+}
+
+int plan_lowered_reduce(plan_lowered **out, char **summary_out,
+                        const plan_lowered *l, unsigned what) {
   if (!out || !l || !l->plan)
-    return plan_failf(PLAN_EUSAGE, "plan_reduce_lowered: NULL argument");
+    return plan_failf(PLAN_EUSAGE, "plan_lowered_reduce: NULL argument");
   *out = NULL;
   if (summary_out)
     *summary_out = NULL;
@@ -351,7 +364,7 @@ int plan_reduce_lowered(plan_lowered **out, char **summary_out,
   copy->mesh.nratios = p->mesh.nratios;
   char *sum = NULL;
   rc = reduce_copy(&red, summary_out ? &sum : NULL, copy, l->bufs, l->nbufs,
-                   oprog, l);
+                   oprog, l, (what & PLAN_REDUCE_MESH) != 0);
   plan_free(copy);
   if (rc) {
     free(sum);

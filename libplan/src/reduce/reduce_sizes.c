@@ -9,24 +9,47 @@
 
 /* ---- step 3: constraints and sizes --------------------------------------- */
 
+int plan_rd_add_cons(rctx *c, int t, int d, int64_t mult, unsigned axes,
+                     bool nested, bool divisor) {
+  const int64_t *ms = c->p->mesh.axis_sizes;
+  int64_t k = mult;
+  for (int a = 0; a < c->p->mesh.naxes; a++)
+    if ((axes >> a & 1u) && !plan_mul_i64(k, ms[a] > 0 ? ms[a] : 1, &k))
+      k = INT64_MAX;
+  if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
+    return PLAN_ENOMEM;
+  c->cons[c->ncons++] = (rcons){t, d, k, mult, axes, nested, divisor};
+  return PLAN_OK;
+}
+
+int64_t plan_rd_cons_k2(const rctx *c, const rcons *q) {
+  int64_t k = q->mult;
+  for (int a = 0; a < c->p->mesh.naxes; a++)
+    if ((q->axes >> a & 1u) && !plan_mul_i64(k, c->nk[a], &k))
+      return INT64_MAX;
+  return k;
+}
+
+/* The axes of dim d of placement pl, as a mask; *n their count. */
+static unsigned dim_axes(const plan_placement *pl, int d, int *n) {
+  int axes[PLAN_MAX_MESH_AXES];
+  *n = plan_placement_dim_axes(pl, d, axes);
+  unsigned m = 0;
+  for (int a = 0; a < *n; a++)
+    m |= 1u << axes[a];
+  return m;
+}
+
 int plan_rd_add_pl(rctx *c, int t, const plan_placement *pl) {
   if (t < 0 || !pl)
     return PLAN_OK;
   const plan_tensor *x = &c->prog->tensors[t];
-  const int64_t *ms = c->p->mesh.axis_sizes;
   for (int d = 0; d < x->rank; d++) {
-    int axes[PLAN_MAX_MESH_AXES];
-    int na = plan_placement_dim_axes(pl, d, axes);
-    if (!na)
-      continue;
-    int64_t k = 1;
-    for (int a = 0; a < na; a++)
-      if (!plan_mul_i64(k, ms[axes[a]] > 0 ? ms[axes[a]] : 1, &k))
-        k = INT64_MAX;
-    if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1,
-                  sizeof *c->cons))
-      return PLAN_ENOMEM;
-    c->cons[c->ncons++] = (rcons){t, d, k, na > 1, false};
+    int na;
+    unsigned m = dim_axes(pl, d, &na);
+    int rc = na ? plan_rd_add_cons(c, t, d, 1, m, na > 1, false) : PLAN_OK;
+    if (rc)
+      return rc;
   }
   return PLAN_OK;
 }
@@ -40,15 +63,11 @@ int plan_rd_constraints(rctx *c) {
     const plan_tensor *x = &prog->tensors[t];
     if ((x->recipe == PLAN_RECIPE_ROPE_COS ||
          x->recipe == PLAN_RECIPE_ROPE_SIN) &&
-        x->rank == 2) {
-      if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1,
-                    sizeof *c->cons))
-        return PLAN_ENOMEM;
-      c->cons[c->ncons++] = (rcons){t, 1, 2, false, true};
-    }
+        x->rank == 2)
+      rc = plan_rd_add_cons(c, t, 1, 2, 0, false, true);
   }
-  if (!p->has_mesh)
-    return PLAN_OK;
+  if (!p->has_mesh || rc)
+    return rc;
   for (int t = 0; t < prog->ntensors && !rc; t++)
     if (p->placements && p->placements[t].set)
       rc = plan_rd_add_pl(c, t, &p->placements[t].pl);
@@ -77,18 +96,11 @@ int plan_rd_constraints(rctx *c) {
     int d = x->producer < 0 ? plan_program_tensor_batch_dim(prog, t) : -1;
     if (d < 0)
       continue;
-    int64_t k = m;
-    int na = 0, axes[PLAN_MAX_MESH_AXES];
-    if (p->placements && p->placements[t].set) {
-      na = plan_placement_dim_axes(&p->placements[t].pl, d, axes);
-      for (int a = 0; a < na; a++)
-        if (!plan_mul_i64(k, p->mesh.axis_sizes[axes[a]], &k))
-          k = INT64_MAX;
-    }
-    if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1,
-                  sizeof *c->cons))
-      return PLAN_ENOMEM;
-    c->cons[c->ncons++] = (rcons){t, d, k, na > 0, false};
+    int na = 0;
+    unsigned axes = 0;
+    if (p->placements && p->placements[t].set)
+      axes = dim_axes(&p->placements[t].pl, d, &na);
+    rc = plan_rd_add_cons(c, t, d, m, axes, na > 0, false);
   }
   return rc;
 }
@@ -114,13 +126,18 @@ static int64_t min2(int64_t n) {
   return n < 2 ? n : 2;
 }
 
-/* Whether size v keeps constraint a (over original size a->n). */
+/* Whether size v over a->k2 ranks keeps constraint a (original size a->n
+ * over a->k ranks). On the same ranks an uneven dim keeps its pieces'
+ * counts; on fewer (a reduced mesh), the kinds of piece it has: full,
+ * partial, empty. */
 static bool fits(const acons *a, int64_t v) {
   if (a->even)
-    return v % a->k == 0 && (a->divisor || v / a->k >= min2(a->n / a->k));
-  chunking o = chunk_of(a->n, a->k), w = chunk_of(v, a->k);
-  return w.full == o.full && (w.part > 0) == (o.part > 0) &&
-         w.empty == o.empty && w.chunk >= min2(o.chunk) &&
+    return v % a->k2 == 0 && (a->divisor || v / a->k2 >= min2(a->n / a->k));
+  chunking o = chunk_of(a->n, a->k), w = chunk_of(v, a->k2);
+  bool same = a->k2 == a->k ? w.full == o.full && w.empty == o.empty
+                            : (w.full > 0) == (o.full > 0) &&
+                                  (w.empty > 0) == (o.empty > 0);
+  return same && (w.part > 0) == (o.part > 0) && w.chunk >= min2(o.chunk) &&
          w.part >= min2(o.part);
 }
 
@@ -130,6 +147,8 @@ static int cmp_acons(const void *x, const void *y) {
     return a->atom < b->atom ? -1 : 1;
   if (a->k != b->k)
     return a->k < b->k ? -1 : 1;
+  if (a->k2 != b->k2)
+    return a->k2 < b->k2 ? -1 : 1;
   if (a->n != b->n)
     return a->n < b->n ? -1 : 1;
   if (a->even != b->even)
@@ -166,7 +185,8 @@ static int bind(rctx *c) {
     int64_t n0 = c->prog->tensors[q->tensor].dims[q->dim];
     bool even = q->k > 0 && n0 % q->k == 0;
     int a1 = c->atoms[c->atomoff[D]];
-    acons ac = {a1, q->k, c->n[a1].size, even, q->divisor};
+    acons ac = {a1,   q->k,      plan_rd_cons_k2(c, q), c->n[a1].size,
+                even, q->divisor};
     if (!even && q->nested) {
       keep_dim(c, q->tensor, q->dim, KEEP_NESTED);
       continue;
@@ -228,18 +248,23 @@ static bool recheck(rctx *c) {
     const rcons *q = &c->cons[i];
     int64_t n0 = c->prog->tensors[q->tensor].dims[q->dim];
     int64_t nd = plan_rd_new_dim(c, q->tensor, q->dim);
-    if (nd == n0)
+    int64_t k2 = plan_rd_cons_k2(c, q);
+    if (nd == n0 && k2 == q->k)
       continue;
     bool ok;
     if (n0 % q->k == 0)
-      ok = nd % q->k == 0 && (q->divisor || nd / q->k >= min2(n0 / q->k));
+      ok = nd % k2 == 0 && (q->divisor || nd / k2 >= min2(n0 / q->k));
     else if (q->nested)
       ok = false;
     else {
-      acons a = {0, q->k, n0, false, false};
+      acons a = {0, q->k, k2, n0, false, false};
       ok = fits(&a, nd);
     }
-    if (!ok)
+    /* on fewer ranks: the axes take their sizes back (a kept size may not
+     * keep the pattern there); else the dim keeps its size */
+    if (!ok && k2 != q->k)
+      changed |= plan_rd_mesh_keep(c, q->axes);
+    else if (!ok)
       changed |= keep_dim(c, q->tensor, q->dim, KEEP_NOFIT);
   }
   /* integer ranges that index a dim: embedding ids, cross-entropy labels */

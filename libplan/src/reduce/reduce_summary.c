@@ -200,6 +200,7 @@ int plan_rd_summary(rctx *c, char **out) {
   } else if (more[1]) {
     plan_buf_printf(&b, " and %d more", more[1]);
   }
+  plan_rd_mesh_summary(c, &b);
   free(g);
   plan_arena_free(&a);
   free(lb);
