@@ -435,8 +435,9 @@ static int compare_param(vctx *c, const pupdate *u) {
   /* Float mode, Adam: each element's step is normalised by its own second
    * moment, so rounding noise in a gradient near zero can move it by up to
    * lr either way (docs/verify.md). The params are then accepted within 2
-   * lr, the moments (which keep the gradient's scale) carry the check, and
-   * the next step starts every rank from the reference's params. */
+   * lr and their rounding, the moments (which keep the gradient's scale) carry
+   * the check, and the next step starts every rank from the reference's params.
+   */
   bool adam_float = c->low->training.optimizer == PLAN_OPT_ADAM &&
                     c->o->mode == PLAN_VERIFY_FLOAT;
   bool float_mode = c->o->mode == PLAN_VERIFY_FLOAT;
@@ -454,8 +455,14 @@ static int compare_param(vctx *c, const pupdate *u) {
   }
   if (c->dist_rc) /* the processes could not agree: no more collectives */
     return c->dist_rc;
+  /* (and the param's own rounding to its dtype, of a value up to the
+   * largest the reference holds plus that step) */
+  double big = 0, lr = c->low->training.lr;
+  for (int64_t q = 0; adam_float && df.mismatches && q < u->n; q++)
+    big = fmax(big, fabs(c->ref[u->t][q]));
   if (adam_float && df.mismatches &&
-      df.max_abs <= 2 * c->low->training.lr * (1 + 1e-6)) {
+      df.max_abs <=
+          2 * lr * (1 + 1e-6) + param_unit(c, u->x) * (big + 2 * lr)) {
     plan_buf_printf(&c->text,
                     "within bound param '%s' (%s): %lld of %lld elements "
                     "are outside the tolerance, by at most %g, within 2 lr "

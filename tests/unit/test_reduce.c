@@ -525,9 +525,10 @@ static void bug_on_reduced_mesh(const plan_plan *p, mutation m,
                                 const char *word) {
   char *sum;
   plan_plan *r = reduce_mesh(p, &sum);
-  assert_non_null(strstr(sum, "; mesh: "));
+  assert_true(strstr(sum, "; mesh: ") || strstr(sum, "; microbatches "));
   free(sum);
-  assert_true(r->mesh.ndevices < p->mesh.ndevices);
+  assert_true(r->mesh.ndevices < p->mesh.ndevices ||
+              r->pipeline.microbatches < p->pipeline.microbatches);
   for (int mode = 0; mode < 2; mode++) {
     plan_verify_mode vm = mode ? PLAN_VERIFY_FLOAT : PLAN_VERIFY_EXACT;
     plan_verify_report *full = run_mutated(p, m, vm);
@@ -676,14 +677,39 @@ static void test_mesh_uneven(void **state) {
   free(prime);
 }
 
-/* A pipeline's axis keeps its stages; the other axes shrink. */
+/* Bug: a transfer pairs a microbatch with the next one. */
+static void pair_next_microbatch(plan_lowered *l) {
+  for (int i = 0; i < l->nsteps; i++)
+    if (l->steps[i].kind == PLAN_LSTEP_TRANSFER) {
+      l->steps[i].mb_shift = 1;
+      return;
+    }
+  fail_msg("no transfer step");
+}
+
+/* Bug: the last all-reduce (a gradient's sync) dropped. */
+static void drop_last_all_reduce(plan_lowered *l) {
+  for (int i = l->nsteps - 1; i >= 0; i--)
+    if (l->steps[i].kind == PLAN_LSTEP_REDIST &&
+        l->steps[i].redist.kind == PLAN_REDIST_ALL_REDUCE) {
+      l->steps[i].redist.kind = PLAN_REDIST_RELABEL;
+      return;
+    }
+  fail_msg("no all-reduce");
+}
+
+/* A pipeline's axis keeps its stages; the other axes shrink, and the
+ * microbatches to the fewest that keep every phase of the schedule (1F1B
+ * on 4 stages: 4). */
 static void test_mesh_pipeline(void **state) {
   (void)state;
   plan_plan *p = load("examples/models/llama-32l.pp.plan.yaml");
   char *sum;
   plan_plan *r = reduce_mesh(p, &sum);
   assert_non_null(strstr(sum, "; mesh: tp 4->2 (32->16 ranks)"));
+  assert_non_null(strstr(sum, "; microbatches 8->4"));
   assert_non_null(strstr(sum, "mesh kept: pp 4 (the pipeline's stages)"));
+  assert_int_equal(r->pipeline.microbatches, 4);
   free(sum);
   plan_verify_report *rep;
   assert_int_equal(plan_verify(&rep, r, NULL), PLAN_OK);
@@ -696,6 +722,12 @@ static void test_mesh_pipeline(void **state) {
 /* Bugs found at full size are found on the reduced mesh alike. */
 static void test_mesh_bugs(void **state) {
   (void)state;
+  /* fewer microbatches: a transfer off by one microbatch, a dropped
+   * gradient all-reduce */
+  plan_plan *pipe = load("examples/transformer4-1f1b.plan.yaml");
+  bug_on_reduced_mesh(pipe, pair_next_microbatch, NULL);
+  bug_on_reduced_mesh(pipe, drop_last_all_reduce, NULL);
+  plan_free(pipe);
   plan_plan *p = load_text(megatron_mid, "mlp-mid.plan.yaml");
   bug_on_reduced_mesh(p, drop_all_reduce, "partial sums");
   plan_free(p);

@@ -50,10 +50,13 @@ PLAN_API int plan_reduce_shapes(plan_plan **out, char **summary,
  * lists its ranks) or where some dim it splits cannot keep its pattern over d
  * ranks: evenly split dims stay multiples of the reduced rank count with
  * min(n/k, 2) per shard, unevenly split ones keep the kinds of piece they had
- * (full, partial, empty). The device list, per-device hardware and topology are
- * left out of the reduced plan. The summary says what the mesh became ("; mesh:
- * dp 8->2, tp 4->2 (32->4 ranks)") and which axes kept their size and why. what
- * = 0 is plan_reduce_shapes / plan_reduce_lowered. */
+ * (full, partial, empty). A pipeline's microbatches shrink to the smallest
+ * divisor of their count that keeps every phase of its schedule (at least
+ * the pipeline ranks for GPipe and 1F1B, twice them for the others; an
+ * explicit grid keeps its count). The device list, per-device hardware and
+ * topology are left out of the reduced plan. The summary says what the mesh
+ * became ("; mesh: dp 8->2, tp 4->2 (32->4 ranks)") and which axes kept their
+ * size and why. what = 0 is plan_reduce_shapes / plan_reduce_lowered. */
 #define PLAN_REDUCE_MESH 1u
 PLAN_API int plan_reduce_plan(plan_plan **out, char **summary,
                               const plan_plan *p, unsigned what);

@@ -62,6 +62,7 @@ typedef struct rcons {
   int64_t k, mult;
   unsigned axes;
   bool nested, divisor;
+  bool mb; /* mult is the pipeline's microbatch count (which may shrink) */
 } rcons;
 
 /* The same, on the atom it constrains (n: the atom's original size; k2:
@@ -98,6 +99,7 @@ typedef struct rctx {
   /* mesh reduction: every axis's new size (its own where it is kept) */
   int64_t nk[PLAN_MAX_MESH_AXES];
   uint8_t axis_keep[PLAN_MAX_MESH_AXES]; /* axis_why */
+  int64_t nmb; /* the pipeline's new microbatch count (its own if kept) */
 } rctx;
 
 /* ---- steps 1 and 2 (reduce_ties.c) --------------------------------------- */
@@ -127,8 +129,9 @@ int64_t plan_rd_cons_k2(const rctx *c, const rcons *q);
  * axis keeps its size. `l`: the lowered program being reduced, or NULL. */
 void plan_rd_mesh_init(rctx *c, bool mesh, const plan_lowered *l);
 /* Gives the axes in mask `axes` back their sizes (a shard's pattern needs
- * them); true when one was reduced. */
-bool plan_rd_mesh_keep(rctx *c, unsigned axes);
+ * them), and with `mb` the microbatches their count; true when one was
+ * reduced. */
+bool plan_rd_mesh_keep(rctx *c, unsigned axes, bool mb);
 /* Whether some axis shrinks. */
 bool plan_rd_mesh_reduced(const rctx *c);
 /* The copy's mesh over the new sizes (after the summary is made). */

@@ -30,6 +30,28 @@ static void keep_axis(rctx *c, int a, axis_why why) {
   }
 }
 
+/* A pipeline's microbatches shrink like an axis, to the smallest divisor
+ * of their count that keeps every phase of its schedule: at least the
+ * pipeline ranks (1F1B's warm-up, steady state and cool-down, GPipe's
+ * fill), twice them for the schedules with two chunks a rank or
+ * zero-bubble splits; an explicit grid (its actions name microbatches)
+ * and a lowered program (its microbatch axis) keep theirs. */
+static int64_t fewest_microbatches(const plan_plan *p) {
+  const plan_pipeline *pp = &p->pipeline;
+  int64_t m = pp->microbatches;
+  if (pp->schedule == PLAN_SCHED_EXPLICIT || pp->axis < 0 || m <= 2)
+    return m;
+  int64_t ranks = p->mesh.axis_sizes[pp->axis];
+  int64_t need =
+      pp->schedule == PLAN_SCHED_GPIPE || pp->schedule == PLAN_SCHED_1F1B
+          ? ranks
+          : 2 * ranks;
+  for (int64_t d = need < 2 ? 2 : need; d < m; d++)
+    if (m % d == 0)
+      return d;
+  return m;
+}
+
 void plan_rd_mesh_init(rctx *c, bool mesh, const plan_lowered *l) {
   const plan_plan *p = c->p;
   const plan_mesh *m = &p->mesh;
@@ -37,8 +59,11 @@ void plan_rd_mesh_init(rctx *c, bool mesh, const plan_lowered *l) {
     c->nk[a] = a < m->naxes ? m->axis_sizes[a] : 1;
     c->axis_keep[a] = AXIS_NOT_ASKED;
   }
+  c->nmb = p->pipeline.present ? p->pipeline.microbatches : 1;
   if (!mesh || !p->has_mesh)
     return;
+  if (p->pipeline.present && !l)
+    c->nmb = fewest_microbatches(p);
   for (int a = 0; a < m->naxes; a++) {
     int64_t d = smallest_divisor(m->axis_sizes[a]);
     c->nk[a] = d;
@@ -67,8 +92,12 @@ void plan_rd_mesh_init(rctx *c, bool mesh, const plan_lowered *l) {
   }
 }
 
-bool plan_rd_mesh_keep(rctx *c, unsigned axes) {
+bool plan_rd_mesh_keep(rctx *c, unsigned axes, bool mb) {
   bool changed = false;
+  if (mb && c->p->pipeline.present && c->nmb != c->p->pipeline.microbatches) {
+    c->nmb = c->p->pipeline.microbatches;
+    changed = true;
+  }
   for (int a = 0; a < c->p->mesh.naxes; a++)
     if ((axes >> a & 1u) && c->nk[a] != c->p->mesh.axis_sizes[a]) {
       keep_axis(c, a, AXIS_PATTERN);
@@ -78,6 +107,8 @@ bool plan_rd_mesh_keep(rctx *c, unsigned axes) {
 }
 
 bool plan_rd_mesh_reduced(const rctx *c) {
+  if (c->p->pipeline.present && c->nmb != c->p->pipeline.microbatches)
+    return true;
   for (int a = 0; a < c->p->mesh.naxes; a++)
     if (c->nk[a] != c->p->mesh.axis_sizes[a])
       return true;
@@ -92,6 +123,8 @@ void plan_rd_mesh_apply(rctx *c) {
   plan_mesh *m = &c->p->mesh;
   if (!plan_rd_mesh_reduced(c))
     return;
+  if (c->p->pipeline.present)
+    c->p->pipeline.microbatches = c->nmb;
   int64_t n = 1;
   for (int a = 0; a < m->naxes; a++) {
     m->axis_sizes[a] = c->nk[a];
@@ -135,6 +168,10 @@ void plan_rd_mesh_summary(const rctx *c, plan_buf *b) {
   if (shown)
     plan_buf_printf(b, " (%lld->%lld ranks)", (long long)before,
                     (long long)after);
+  const plan_pipeline *pp = &c->p->pipeline;
+  if (pp->present && c->nmb != pp->microbatches)
+    plan_buf_printf(b, "; microbatches %lld->%lld", (long long)pp->microbatches,
+                    (long long)c->nmb);
   shown = 0;
   for (int a = 0; a < m->naxes; a++)
     if (c->nk[a] == m->axis_sizes[a] && m->axis_sizes[a] > 2)

@@ -18,12 +18,12 @@ int plan_rd_add_cons(rctx *c, int t, int d, int64_t mult, unsigned axes,
       k = INT64_MAX;
   if (plan_grow((void **)&c->cons, &c->capcons, c->ncons + 1, sizeof *c->cons))
     return PLAN_ENOMEM;
-  c->cons[c->ncons++] = (rcons){t, d, k, mult, axes, nested, divisor};
+  c->cons[c->ncons++] = (rcons){t, d, k, mult, axes, nested, divisor, false};
   return PLAN_OK;
 }
 
 int64_t plan_rd_cons_k2(const rctx *c, const rcons *q) {
-  int64_t k = q->mult;
+  int64_t k = q->mb ? c->nmb : q->mult;
   for (int a = 0; a < c->p->mesh.naxes; a++)
     if ((q->axes >> a & 1u) && !plan_mul_i64(k, c->nk[a], &k))
       return INT64_MAX;
@@ -101,6 +101,8 @@ int plan_rd_constraints(rctx *c) {
     if (p->placements && p->placements[t].set)
       axes = dim_axes(&p->placements[t].pl, d, &na);
     rc = plan_rd_add_cons(c, t, d, m, axes, na > 0, false);
+    if (!rc)
+      c->cons[c->ncons - 1].mb = true;
   }
   return rc;
 }
@@ -263,7 +265,7 @@ static bool recheck(rctx *c) {
     /* on fewer ranks: the axes take their sizes back (a kept size may not
      * keep the pattern there); else the dim keeps its size */
     if (!ok && k2 != q->k)
-      changed |= plan_rd_mesh_keep(c, q->axes);
+      changed |= plan_rd_mesh_keep(c, q->axes, q->mb);
     else if (!ok)
       changed |= keep_dim(c, q->tensor, q->dim, KEEP_NOFIT);
   }
