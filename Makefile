@@ -458,6 +458,11 @@ bench-joint: $(BUILD)/plan
 bench-quality: $(BUILD)/plan
 	@sh bench/bench_quality.sh $(BUILD)
 
+# Verify time against the rank count at full size (bench/bench_verify_ranks.sh).
+.PHONY: bench-verify-ranks
+bench-verify-ranks: $(BUILD)/plan
+	@sh bench/bench_verify_ranks.sh $(BUILD)
+
 # The 405B moonshot (bench/bench_moonshot.sh): a Llama-3-405B-scale step on
 # 16,384 ranks generated, searched, validated, hashed and verified reduced.
 .PHONY: bench-moonshot

@@ -103,7 +103,9 @@ program:
   ops:
     - {name: act, op: relu, in: [x], out: y}
     - {name: act2, op: relu, in: [y], out: z}
-  outputs: [z]
+    - {name: act3, op: relu, in: [z], out: z3}
+    - {name: act4, op: relu, in: [z3], out: z4}
+  outputs: [z4]
 mesh:
   axes: [dp=4194304]
 placements:
@@ -111,12 +113,14 @@ placements:
 strategies:
   act: {in: [R], out: R}
   act2: {in: [R], out: R}
+  act3: {in: [R], out: R}
+  act4: {in: [R], out: R}
 EOF
 expect_in 0 "validate a 4M-rank mesh" 10 validate "$tmp/wide.yaml"
 for mode in "" "--reduce shapes"; do
   expect_in 3 "verify $mode on a 4M-rank mesh is refused" 10 verify $mode "$tmp/wide.yaml"
-  has "$err" "verifying would simulate 4194304 ranks x 3 buffers" "verify $mode on a 4M-rank mesh"
-  has "$err" "more than the 8388608 rank blocks" "verify $mode on a 4M-rank mesh"
+  has "$err" "verifying would simulate 4194304 ranks x 5 buffers" "verify $mode on a 4M-rank mesh"
+  has "$err" "more than the 16777216 rank blocks" "verify $mode on a 4M-rank mesh"
 done
 # --reduce shrinks the mesh too: the 4M ranks verify through 2
 expect_in 0 "verify --reduce on a 4M-rank mesh" 10 verify --reduce "$tmp/wide.yaml"
