@@ -9,8 +9,13 @@ embedding on the first stage, the final norm, head and loss on the last),
 usage: recipe_input.py PROGRAM MESH LAYERS OUT [MICROBATCHES]
   MESH: "pp=8,fsdp=8,tp=8" (mesh order as written)
 """
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "scripts"))
+import gen_models as gm  # noqa: E402
 
 
 def main():
@@ -32,19 +37,7 @@ def main():
     if "pp" in sizes:
         pp = int(sizes["pp"])
         mb = int(sys.argv[5]) if len(sys.argv) > 5 else 2 * pp
-        lines = ["pipeline:", "  axis: pp", "  stages:"]
-        first = 0
-        for s in range(pp):
-            n = layers // pp + (1 if s < layers % pp else 0)
-            ops = ['"layers.%d.*"' % k for k in range(first, first + n)]
-            first += n
-            if s == 0:
-                ops.insert(0, "embed")
-            if s == pp - 1:
-                ops += ["final_norm", "lm_head", "loss"]
-            lines.append("    - {ops: [%s]}" % ", ".join(ops))
-        lines += ["  microbatches: %d" % mb, "  schedule: 1f1b"]
-        text += "\n".join(lines) + "\n"
+        text += "\n".join(gm.pipeline_lines(layers, pp, mb)) + "\n"
     with open(out, "w") as f:
         f.write(text)
 

@@ -407,6 +407,24 @@ def llama3_8b_layer(outdir):
         provenance="strategy: megatron, tool: %s, seed: 0" % TOOL)
 
 
+
+def pipeline_lines(layers, stages, microbatches):
+    """A Llama program's pipeline section (its lines): the layers cut as
+    evenly as they go over the stages (the rest first), the embedding on
+    the first stage, the final norm, head and loss on the last, 1F1B."""
+    lines = ["pipeline:", "  axis: pp", "  stages:"]
+    first = 0
+    for st in range(stages):
+        n = layers // stages + (1 if st < layers % stages else 0)
+        globs = ['"layers.%d.*"' % k for k in range(first, first + n)]
+        first += n
+        if st == 0:
+            globs.insert(0, "embed")
+        if st == stages - 1:
+            globs += ["final_norm", "lm_head", "loss"]
+        lines.append("    - {ops: [%s]}" % ", ".join(globs))
+    return lines + ["  microbatches: %d" % microbatches, "  schedule: 1f1b"]
+
 def llama_32l(outdir, name, axes, pp=None, layers=32, B=16, S=2048,
               microbatches=8):
     dt = "bf16"
@@ -449,15 +467,7 @@ def llama_32l(outdir, name, axes, pp=None, layers=32, B=16, S=2048,
     if pp:
         nst = dict(axes)["pp"]
         per = layers // nst
-        pipeline = ["pipeline:", "  axis: pp", "  stages:"]
-        for st in range(nst):
-            globs = ['"layers.%d.*"' % l for l in range(st * per, (st + 1) * per)]
-            if st == 0:
-                globs.insert(0, "embed")
-            if st == nst - 1:
-                globs += ["final_norm", "lm_head", "loss"]
-            pipeline.append("    - {ops: [%s]}" % ", ".join(globs))
-        pipeline += ["  microbatches: %d" % microbatches, "  schedule: 1f1b"]
+        pipeline = pipeline_lines(layers, nst, microbatches)
         training = ["training:", "  optimizer: {kind: sgd, lr: 0.01}",
                     '  grad_sync: {"*": all_reduce}']
         header += [
