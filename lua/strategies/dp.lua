@@ -42,17 +42,6 @@ return function(p, opts)
 
   -- costs, each computed once
   local redist_memo = {}
-  -- a redistribution's time depends on the tensor's shape, dtype and role
-  local shape_keys = {}
-  local function shape_key(t)
-    local k = shape_keys[t]
-    if not k then
-      local x = p:tensor(t)
-      k = x.role .. " " .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]"
-      shape_keys[t] = k
-    end
-    return k
-  end
   local function redist(t, from, to, name)
     if from == to then return 0 end
     local k = (name or t) .. "|" .. from .. "|" .. to
@@ -62,19 +51,6 @@ return function(p, opts)
       redist_memo[k] = c
     end
     return c
-  end
-  -- the same memo on placement ids (the units' callback): a table per
-  -- shape, keyed by from * 2^20 + to, no strings made
-  local id_memo_by_shape, id_memo_by_tensor = {}, {}
-  local function id_memo_of(t)
-    local m = id_memo_by_tensor[t]
-    if not m then
-      local k = shape_key(t)
-      m = id_memo_by_shape[k]
-      if not m then m = {}; id_memo_by_shape[k] = m end
-      id_memo_by_tensor[t] = m
-    end
-    return m
   end
   local function op_cost(i, si)
     local c = info[i].cost[si]
@@ -117,6 +93,16 @@ return function(p, opts)
 
   -- placements as the integer ids of plan.dp_run
   local id_of, pl_of = {}, {}
+  -- the units' redistributions, priced in C on these ids: memoized by
+  -- the tensor's role, dtype and shape (all a redistribution's time
+  -- depends on), each placement parsed once
+  local pricer = p:redist_pricer(pl_of, hw)
+  local class_of = {}
+  local function class(t)
+    local c = class_of[t]
+    if not c then c = pricer:class(t); class_of[t] = c end
+    return c
+  end
   local function id(pl)
     local v = id_of[pl]
     if not v then
@@ -204,30 +190,23 @@ return function(p, opts)
             nlive[#nlive + 1] = t; src[#nlive] = -1000 - j; seen[t] = true
           end
         end
-        local inpos = {}
-        for j, t in ipairs(op.inputs) do inpos[j] = pos[t] or 0 end
+        local inpos, cls = {}, {}
+        for j, t in ipairs(op.inputs) do
+          inpos[j] = pos[t] or 0
+          cls[j] = class(t)
+        end
         local a = arrays(i)
         steps[#steps + 1] = {cost = a.cost, sin = a.sin, sout = a.sout,
-                             nin = a.nin, nout = a.nout, inpos = inpos, src = src}
+                             nin = a.nin, nout = a.nout, inpos = inpos, src = src,
+                             cls = cls}
         live = nlive
       end
       cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}, first = seg.first}
       units[ukey] = cu
     end
     -- the unit was compiled on the first segment of its class: its op k
-    -- is that segment's, whose tensors have this one's shapes
-    local first = cu.first
-    local finals, ok = cu.unit:run(arr, max_states, function(k, j, from, to)
-      local t = info[first + k - 1].op.inputs[j]
-      local m = id_memo_of(t)
-      local key = from * 1048576 + to
-      local c = m[key]
-      if c == nil then
-        c = p:cost_redist(t, pl_of[from], pl_of[to], hw)
-        m[key] = c
-      end
-      return c
-    end)
+    -- is that segment's, whose tensors have this one's shapes (classes)
+    local finals, ok = cu.unit:run(arr, max_states, pricer)
     if not ok then exact = false end
     return finals, live
   end
