@@ -89,6 +89,7 @@ typedef struct dunit {
   size_t slot_cap;
   int *cand; /* a state's strategies within the bound */
   size_t cand_cap;
+  uint64_t *bits; /* cand_cap bits */
   ranked *rank;
   size_t rank_cap;
 } dunit;
@@ -123,6 +124,7 @@ static void unit_free(dunit *u) {
   free(u->spool);
   free(u->slot);
   free(u->cand);
+  free(u->bits);
   free(u->rank);
   memset(u, 0, sizeof *u);
 }
@@ -519,6 +521,23 @@ static void sort_ranked(ranked *a, size_t n) {
   }
 }
 
+/* Moves the entries of a[0..n) whose cost is within t to its front;
+ * returns how many. */
+static size_t within_first(ranked *a, size_t n, double t) {
+  size_t k = 0;
+  for (size_t x = 0; x < n; x++)
+    if (a[x].cost <= t) {
+      ranked v = a[x];
+      a[x] = a[k];
+      a[k++] = v;
+    }
+  return k;
+}
+
+/* A row's lists after a head: the first list's length, the sorted parts'
+ * lengths of each, and the t they were made for (a double). */
+#define ROW_HEAD (3 + (int)(sizeof(double) / sizeof(int)))
+
 /* The strategies of op i for the states whose input j0 stands at `from`
  * (the row at off), as two lists by a lower bound of a transition's cost
  * past the state's own: first those whose redistribution from `from` is
@@ -526,8 +545,10 @@ static void sort_ranked(ranked *a, size_t n) {
  * compute alone (a redistribution is never negative), ties by number.
  * Made once per row, by the first state that has a bound, t its room
  * under the bound: the placements a strategy within t wants are priced
- * first, as that state's loop would price them. Returns the lists after
- * their first's length. */
+ * first, as that state's loop would price them, and only the part of
+ * each list within t is sorted (a later state's room is mostly less),
+ * the rest kept after it unsorted. Returns the row's head (ROW_HEAD),
+ * then the lists. */
 static const int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
                              size_t off, int from, double t) {
   const dop *d = &u->ops[i];
@@ -556,11 +577,14 @@ static const int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
       a[s] = (ranked){d->cost[s], s};
     }
   }
-  sort_ranked(a, known);
-  sort_ranked(a + known, n - known);
-  if (u->spool_len + n + 1 > u->spool_cap) {
+  /* each list's part within t sorted, the rest after it as it lies */
+  size_t ks = within_first(a, known, t),
+         us = within_first(a + known, n - known, t);
+  sort_ranked(a, ks);
+  sort_ranked(a + known, us);
+  if (u->spool_len + n + ROW_HEAD > u->spool_cap) {
     size_t cap = u->spool_cap ? u->spool_cap : 4096;
-    while (cap < u->spool_len + n + 1)
+    while (cap < u->spool_len + n + ROW_HEAD)
       cap *= 2;
     int *sp = realloc(u->spool, sizeof *sp * cap);
     if (!sp)
@@ -570,48 +594,39 @@ static const int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
   }
   size_t at = u->spool_len;
   u->spool[at] = (int)known;
+  u->spool[at + 1] = (int)ks;
+  u->spool[at + 2] = (int)us;
+  memcpy(u->spool + at + 3, &t, sizeof t);
   for (size_t x = 0; x < n; x++)
-    u->spool[at + 1 + x] = a[x].q;
-  u->spool_len += n + 1;
+    u->spool[at + ROW_HEAD + x] = a[x].q;
+  u->spool_len += n + ROW_HEAD;
   u->pool[off - 1] = (double)(at + 1);
   return u->spool + at;
 }
 
-/* Sorts a[0..n) ascending (insertion for a few, else quicksort). */
-static void sort_ints(int *a, size_t n) {
-  while (n > 16) {
-    int p = a[(n - 1) / 2]; /* the lower middle: both parts non-empty */
-    size_t lo = 0, hi = n - 1;
-    for (;;) {
-      while (a[lo] < p)
-        lo++;
-      while (a[hi] > p)
-        hi--;
-      if (lo >= hi)
-        break;
-      int v = a[lo];
-      a[lo++] = a[hi];
-      a[hi--] = v;
+/* Sorts the distinct numbers a[0..k), each below n, ascending: by
+ * insertion for a few, else through a bit per number. */
+static void in_order(dunit *u, int *a, int k, int n) {
+  if (k <= 24) {
+    for (int i = 1; i < k; i++) {
+      int v = a[i], j = i;
+      while (j > 0 && a[j - 1] > v) {
+        a[j] = a[j - 1];
+        j--;
+      }
+      a[j] = v;
     }
-    /* a[0..hi] <= p <= a[hi+1..n): the shorter by recursion */
-    if (hi + 1 < n - hi - 1) {
-      sort_ints(a, hi + 1);
-      a += hi + 1;
-      n -= hi + 1;
-    } else {
-      sort_ints(a + hi + 1, n - hi - 1);
-      n = hi + 1;
-    }
+    return;
   }
-  for (size_t i = 1; i < n; i++) {
-    int v = a[i];
-    size_t j = i;
-    while (j > 0 && a[j - 1] > v) {
-      a[j] = a[j - 1];
-      j--;
-    }
-    a[j] = v;
-  }
+  uint64_t *bits = u->bits;
+  size_t words = (size_t)n / 64 + 1;
+  memset(bits, 0, sizeof *bits * words);
+  for (int i = 0; i < k; i++)
+    bits[a[i] / 64] |= (uint64_t)1 << (a[i] % 64);
+  int m = 0;
+  for (size_t w = 0; w < words; w++)
+    for (uint64_t b = bits[w]; b; b &= b - 1)
+      a[m++] = (int)(w * 64) + __builtin_ctzll(b);
 }
 
 /* One op's step from level pv into *nv. Once more than `limit` states are
@@ -636,9 +651,11 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
   slots_room(L, u, hcap, nv, 0);
   if (u->cand_cap < (size_t)d->n) {
     free(u->cand);
+    free(u->bits);
     u->cand = malloc(sizeof *u->cand * (size_t)(d->n > 0 ? d->n : 1));
-    u->cand_cap = u->cand ? (size_t)d->n : 0;
-    if (!u->cand)
+    u->bits = malloc(sizeof *u->bits * ((size_t)d->n / 64 + 1));
+    u->cand_cap = u->cand && u->bits ? (size_t)d->n : 0;
+    if (!u->cand || !u->bits)
       luaL_error(L, "dp_unit: out of memory");
   }
   int count = 0, next_check = 4 * limit;
@@ -663,18 +680,25 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
       if (d->j0 >= 0) {
         int from = sarr[d->inpos[d->j0] - 1];
         const double *r0 = u->pool + row[d->j0];
-        const int *lists = row_sorted(L, u, pr, i, row[d->j0], from, t);
-        int known = lists[0];
-        const int *a = lists + 1;
-        for (int x = 0; x < known; x++) {
+        const int *head = row_sorted(L, u, pr, i, row[d->j0], from, t);
+        int known = head[0], ks = head[1], us = head[2];
+        double made;
+        memcpy(&made, head + 3, sizeof made);
+        const int *a = head + ROW_HEAD;
+        bool rest = t > made; /* past the sorted parts: look at the rest */
+        for (int x = 0; x < (rest ? known : ks); x++) {
           int s = a[x];
           size_t k = (size_t)s * (size_t)d->nin + (size_t)d->j0;
-          if (d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]) > t)
-            break;
-          c[within++] = s;
+          if (d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]) <= t)
+            c[within++] = s;
+          else if (x < ks)
+            x = ks - 1; /* the sorted part ends here */
         }
-        for (int x = known; x < d->n && d->cost[a[x]] <= t; x++)
-          c[within++] = a[x];
+        for (int x = known; x < (rest ? d->n : known + us); x++)
+          if (d->cost[a[x]] <= t)
+            c[within++] = a[x];
+          else if (x < known + us)
+            x = known + us - 1;
       } else {
         while (within < d->n && d->cost[d->order[within]] <= t) {
           c[within] = d->order[within];
@@ -686,7 +710,7 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
         if (within == 0)
           continue;
         if (4 * within <= d->n) { /* few: those alone, in their order */
-          sort_ints(c, (size_t)within);
+          in_order(u, c, within, d->n);
           cand = c;
         }
       }

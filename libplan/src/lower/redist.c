@@ -412,20 +412,61 @@ static void push(plan_redist_plan *out, plan_redist_kind kind, int axis,
   s->ratio = ratio;
 }
 
+/* The axes sharding each dim of a placement, major to minor
+ * (plan_placement_dim_axes of every dim, found once). */
+typedef struct dim_lists {
+  int n[PLAN_MAX_RANK];
+  int axes[PLAN_MAX_RANK][PLAN_MAX_MESH_AXES];
+} dim_lists;
+
+static void dim_lists_of(dim_lists *l, const plan_placement *p, int rank) {
+  for (int d = 0; d < rank; d++)
+    l->n[d] = plan_placement_dim_axes(p, d, l->axes[d]);
+}
+
+/* is_prefix on the lists of cur (c) and dst (t). */
+static bool is_prefix_l(const plan_placement *cur, const dim_lists *c,
+                        const plan_placement *dst, const dim_lists *t, int d) {
+  int nc = c->n[d];
+  if (nc > t->n[d])
+    return false;
+  for (int i = 0; i < nc; i++)
+    if (c->axes[d][i] != t->axes[d][i] ||
+        cur->ax[c->axes[d][i]].ratio != dst->ax[t->axes[d][i]].ratio)
+      return false;
+  return true;
+}
+
+/* can_add on the lists. */
+static bool can_add_l(const plan_placement *cur, const dim_lists *c,
+                      const plan_placement *dst, const dim_lists *t, int a,
+                      int rank) {
+  if (dst->ax[a].kind != PLAN_PL_S)
+    return false;
+  int d = dst->ax[a].dim;
+  if (d < 0 || d >= rank) /* past the lists: as can_add finds it */
+    return can_add(cur, dst, a);
+  return is_prefix_l(cur, c, dst, t, d) && c->n[d] == dst->ax[a].level;
+}
+
 /* The sharding steps: adds whenever ready (they shrink the data), else one
  * removal from the minor end of a dim whose list is not a target prefix,
  * preferring an all-to-all straight into the target dim. Ends with cur's
  * shardings equal to dst's. Each axis is removed at most once and added at
- * most once. */
+ * most once. The dims' lists of dst are found once, cur's once per pass
+ * (cur changes only at a pass's end). */
 static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
                            const plan_placement *dst, int rank) {
   int naxes = cur->naxes;
+  dim_lists t, c;
+  dim_lists_of(&t, dst, rank);
   /* Each pass adds or removes a sharding; the bound only guards the array
    * against a planner bug (the replay then reports it). */
   while (out->nsteps < 2 * PLAN_MAX_MESH_AXES) {
     int a, d;
+    dim_lists_of(&c, cur, rank);
     for (a = 0; a < naxes; a++)
-      if (cur->ax[a].kind != PLAN_PL_S && can_add(cur, dst, a))
+      if (cur->ax[a].kind != PLAN_PL_S && can_add_l(cur, &c, dst, &t, a, rank))
         break;
     if (a < naxes) {
       const plan_axis_pl *e = &cur->ax[a];
@@ -440,13 +481,12 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
     }
     int gather_dim = -1, gather_axis = -1, move_axis = -1, move_dim = -1;
     for (d = 0; d < rank && move_axis < 0; d++) {
-      int axes[PLAN_MAX_MESH_AXES];
-      if (is_prefix(cur, dst, d, NULL))
+      if (is_prefix_l(cur, &c, dst, &t, d))
         continue;
-      int m = plan_placement_dim_axes(cur, d, axes);
-      int last = axes[m - 1];
+      int m = c.n[d];
+      int last = c.axes[d][m - 1];
       if (dst->ax[last].kind == PLAN_PL_S && dst->ax[last].dim != d &&
-          can_add(cur, dst, last)) {
+          can_add_l(cur, &c, dst, &t, last, rank)) {
         move_axis = last;
         move_dim = d;
       } else if (gather_dim < 0) {
