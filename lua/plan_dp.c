@@ -10,16 +10,21 @@
  *             sout = {id...},        -- strategy s's output j: [s*m + j]
  *             inpos = {p...},        -- input j's index in the live list
  *                                    -- before the op, 0: not live
- *             src = {code...}}, ...} -- the live list after the op: code
+ *             src = {code...},       -- the live list after the op: code
  *                                    -- k > 0 the live entry k before,
  *                                    -- -k output k, -1000 - j input j
+ *             cls = {c...}}, ...}    -- input j's class in the pricer
+ *                                    -- (pr:class; needed with a pricer)
  *   }
  *   u:run({id...}, limit, redist) --> {{cost, arr = {id...},
  *                                       choice = {s...}}...}, exact
  *
- * redist(op, j, from, to) gives the seconds of bringing op's input j from
- * placement id `from` to `to` (ids differ); the unit asks each once, over
- * all its runs. A transition costs the strategy's compute plus its live
+ * redist is a pricer (p:redist_pricer, plan_pricer.h: asked for class
+ * cls[j]) or a function: redist(op, j, from, to) gives the seconds of
+ * bringing op's input j from placement id `from` to `to` (ids differ);
+ * the unit asks each once, over all its runs, and may ask pairs no
+ * transition needs (a row's lists price what the first state with a
+ * bound may want). A transition costs the strategy's compute plus its live
  * inputs' redistributions; two partial plans that reach one live state
  * keep the cheaper (ties: the earlier); past `limit` states the cheapest
  * are kept (ties: the earlier made), in that order, and `exact` is

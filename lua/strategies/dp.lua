@@ -211,60 +211,75 @@ return function(p, opts)
     return finals, live
   end
 
-  -- the segment's DP from one entry state, in canonical names, memoized
+  -- the segment's DP from one entry state, in canonical names, memoized;
+  -- each result's key is its exit placements in the order of their
+  -- canonical names (the same names for every result of a class)
   local memo = {}
   local function solve(seg, entry)
-    local placed = {}
-    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
     local ekey = state_key(entry)
     local m = memo[seg.class]
     if not m then m = {}; memo[seg.class] = m end
     if m[ekey] then return m[ekey] end
+    local placed = {}
+    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
     local finals, live = run(seg, seg.canon, placed)
     local results = {}
+    local enames
     for r, st in ipairs(finals) do
       local exit = {}
       for k, t in ipairs(live) do exit[seg.canon[t]] = pl_of[st.arr[k]] end
-      results[r] = {cost = st.cost, exit = exit, choice = st.choice}
+      if not enames then enames = select(2, state_key(exit)) end
+      local parts = {}
+      for k, c in ipairs(enames) do parts[k] = exit[c] end
+      results[r] = {cost = st.cost, exit = exit, choice = st.choice,
+                    key = table.concat(parts, ";")}
     end
     m[ekey] = results
     return results
   end
 
   -- the chain over the cuts. After a segment every state places the same
-  -- tensors (liveness depends on the position alone), so their sorted
-  -- names are found once per segment and a state's key is its placements
-  -- in that order.
+  -- tensors (liveness depends on the position alone): those the segment
+  -- does not touch, passed on from the state before, and the segment's
+  -- exit. A state's key is the passed placements in the order of their
+  -- names, then its exit's key; where each tensor stands is made only
+  -- for the states kept.
   local states = {{cost = 0, placed = {}}}
   for u, seg in ipairs(segments) do
     progress("units", u - 1, #segments)
     local by_key, order = {}, {}
-    local names
     for _, st in ipairs(states) do
-      local entry, pass = {}, {}
+      local entry, pass, pnames = {}, {}, {}
       for t, pl in pairs(st.placed) do
         local c = seg.canon[t]
-        if c then entry[c] = pl else pass[t] = pl end
-      end
-      for _, r in ipairs(solve(seg, entry)) do
-        local placed = {}
-        for t, pl in pairs(pass) do
-          if alive_after(t, seg.last) then placed[t] = pl end
+        if c then
+          entry[c] = pl
+        elseif alive_after(t, seg.last) then
+          pass[t] = pl; pnames[#pnames + 1] = t
         end
-        for c, pl in pairs(r.exit) do placed[seg.actual[c]] = pl end
+      end
+      table.sort(pnames) -- never pairs order
+      local parts = {}
+      for k, t in ipairs(pnames) do parts[k] = pass[t] end
+      local pkey = table.concat(parts, ";") .. "|"
+      for _, r in ipairs(solve(seg, entry)) do
         local c = st.cost + r.cost
-        if not names then _, names = state_key(placed) end
-        local parts = {}
-        for k, t in ipairs(names) do parts[k] = placed[t] end
-        local key = table.concat(parts, ";")
+        local key = pkey .. r.key
         local old = by_key[key]
         if old == nil or c < old.cost then
           if old == nil then order[#order + 1] = key end
-          by_key[key] = {cost = c, placed = placed, back = st, seg = seg, choice = r.choice}
+          by_key[key] = {cost = c, pass = pass, exit = r.exit, back = st,
+                         seg = seg, choice = r.choice}
         end
       end
     end
     states = kept(by_key, order)
+    for _, st in ipairs(states) do
+      local placed = {}
+      for t, pl in pairs(st.pass) do placed[t] = pl end
+      for c, pl in pairs(st.exit) do placed[seg.actual[c]] = pl end
+      st.placed, st.pass, st.exit = placed, nil, nil
+    end
   end
   progress("units", #segments, #segments)
 
