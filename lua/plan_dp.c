@@ -651,7 +651,7 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
   size_t cap = (size_t)pv->count * (size_t)(d->n > 0 ? d->n : 1);
   level_room(L, nv, cap, nn);
   size_t hcap = 64;
-  while (hcap < 2 * cap && hcap < 8192)
+  while (hcap < 2 * cap && hcap < 1024)
     hcap *= 2;
   slots_room(L, u, hcap, nv, 0);
   if (u->cand_cap < (size_t)d->n) {
@@ -714,7 +714,7 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
         *pruned = true; /* the others pass the bound in any order */
         if (within == 0)
           continue;
-        if (4 * within <= d->n) { /* few: those alone, in their order */
+        { /* those alone, in their own order */
           in_order(u, c, within, d->n);
           cand = c;
         }

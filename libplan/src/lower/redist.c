@@ -141,11 +141,13 @@ static bool next_coord(int64_t *coord, const int *axes, int n,
 static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
                        const lay *L) {
   int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off, len, best = 0;
-  int axes[PLAN_MAX_MESH_AXES];
-  int n = plan_placement_dim_axes(p, d, axes);
+  int axes[PLAN_MAX_MESH_AXES], n = 0;
   bool ratios = false;
-  for (int t = 0; t < n; t++)
-    ratios = ratios || p->ax[axes[t]].ratio;
+  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+    ratios = ratios || (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d &&
+                        p->ax[a].ratio);
+  if (ratios) /* the axes' coordinates are walked only then */
+    n = plan_placement_dim_axes(p, d, axes);
   do {
     plan_placement_dim_range_r(p, d, shape[d], L->mesh, coord, L->sets,
                                L->nsets, &off, &len);
