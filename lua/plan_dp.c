@@ -554,8 +554,8 @@ static size_t within_first(ranked *a, size_t n, double t) {
  * each list within t is sorted (a later state's room is mostly less),
  * the rest kept after it unsorted. Returns the row's head (ROW_HEAD),
  * then the lists. */
-static const int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
-                             size_t off, int from, double t) {
+static int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
+                       size_t off, int from, double t) {
   const dop *d = &u->ops[i];
   size_t have = (size_t)u->pool[off - 1];
   if (have)
@@ -607,6 +607,34 @@ static const int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
   u->spool_len += n + ROW_HEAD;
   u->pool[off - 1] = (double)(at + 1);
   return u->spool + at;
+}
+
+/* Grows the sorted parts of a row's lists (row_sorted) to room t, past
+ * the room they were made for: the entries of each list's rest within t
+ * are sorted onto the end of its sorted part, which stays sorted (they
+ * all exceed the old room, which every entry before them is within). */
+static void extend_row(lua_State *L, dunit *u, const dop *d, const double *r0,
+                       int from, int *head, double t) {
+  int known = head[0], *a = head + ROW_HEAD;
+  rank_room(L, u, (size_t)d->n);
+  for (int list = 0; list < 2; list++) {
+    int lo = list ? known : 0, hi = list ? d->n : known;
+    int *sorted = &head[1 + list];
+    int m = 0;
+    for (int x = lo + *sorted; x < hi; x++) {
+      int s = a[x];
+      size_t k = (size_t)s * (size_t)d->nin + (size_t)d->j0;
+      double lb = list ? d->cost[s]
+                       : d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]);
+      u->rank[m++] = (ranked){lb, s};
+    }
+    size_t in = within_first(u->rank, (size_t)m, t);
+    sort_ranked(u->rank, in);
+    for (size_t x = 0; x < (size_t)m; x++)
+      a[lo + *sorted + (int)x] = u->rank[x].q;
+    *sorted += (int)in;
+  }
+  memcpy(head + 3, &t, sizeof t);
 }
 
 /* Sorts the distinct numbers a[0..k), each below n, ascending: by
@@ -685,25 +713,22 @@ static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
       if (d->j0 >= 0) {
         int from = sarr[d->inpos[d->j0] - 1];
         const double *r0 = u->pool + row[d->j0];
-        const int *head = row_sorted(L, u, pr, i, row[d->j0], from, t);
-        int known = head[0], ks = head[1], us = head[2];
+        int *head = row_sorted(L, u, pr, i, row[d->j0], from, t);
         double made;
         memcpy(&made, head + 3, sizeof made);
+        if (t > made) /* more room than the sorted parts were made for */
+          extend_row(L, u, d, r0, from, head, t);
+        int known = head[0], ks = head[1], us = head[2];
         const int *a = head + ROW_HEAD;
-        bool rest = t > made; /* past the sorted parts: look at the rest */
-        for (int x = 0; x < (rest ? known : ks); x++) {
+        for (int x = 0; x < ks; x++) {
           int s = a[x];
           size_t k = (size_t)s * (size_t)d->nin + (size_t)d->j0;
-          if (d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]) <= t)
-            c[within++] = s;
-          else if (x < ks)
-            x = ks - 1; /* the sorted part ends here */
+          if (d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]) > t)
+            break;
+          c[within++] = s;
         }
-        for (int x = known; x < (rest ? d->n : known + us); x++)
-          if (d->cost[a[x]] <= t)
-            c[within++] = a[x];
-          else if (x < known + us)
-            x = known + us - 1;
+        for (int x = known; x < known + us && d->cost[a[x]] <= t; x++)
+          c[within++] = a[x];
       } else {
         while (within < d->n && d->cost[d->order[within]] <= t) {
           c[within] = d->order[within];

@@ -422,8 +422,26 @@ typedef struct dim_lists {
 } dim_lists;
 
 static void dim_lists_of(dim_lists *l, const plan_placement *p, int rank) {
+  /* plan_placement_dim_axes of each dim, in one walk of the axes: by
+   * level, ties in mesh order, an axis without a level after the axes
+   * before it on its dim */
+  int lv[PLAN_MAX_RANK][PLAN_MAX_MESH_AXES];
   for (int d = 0; d < rank; d++)
-    l->n[d] = plan_placement_dim_axes(p, d, l->axes[d]);
+    l->n[d] = 0;
+  int naxes = p->naxes > PLAN_MAX_MESH_AXES ? PLAN_MAX_MESH_AXES : p->naxes;
+  for (int a = 0; a < naxes; a++) {
+    int d = p->ax[a].dim;
+    if (p->ax[a].kind != PLAN_PL_S || d < 0 || d >= rank)
+      continue;
+    int k = p->ax[a].level >= 0 ? p->ax[a].level : l->n[d], j = l->n[d]++;
+    while (j > 0 && lv[d][j - 1] > k) {
+      l->axes[d][j] = l->axes[d][j - 1];
+      lv[d][j] = lv[d][j - 1];
+      j--;
+    }
+    l->axes[d][j] = a;
+    lv[d][j] = k;
+  }
 }
 
 /* is_prefix on the lists of cur (c) and dst (t). */
