@@ -74,12 +74,8 @@ return function(p, opts)
 
   -- The states made by a step, in the order they were first made; past
   -- max_states, only the cheapest (ties: the earlier).
-  local function kept(by_key, order)
-    local states = {}
-    for r, key in ipairs(order) do
-      states[r] = by_key[key]
-      states[r].rank = r
-    end
+  local function kept(states)
+    for r, st in ipairs(states) do st.rank = r end
     if #states > max_states then
       table.sort(states, function(x, y)
         if x.cost ~= y.cost then return x.cost < y.cost end
@@ -247,7 +243,9 @@ return function(p, opts)
   local states = {{cost = 0, placed = {}}}
   for u, seg in ipairs(segments) do
     progress("units", u - 1, #segments)
-    local by_key, order = {}, {}
+    -- the states made, by passed key then exit key (no string made per
+    -- pair), and in the order they were first made
+    local by_key, made = {}, {}
     for _, st in ipairs(states) do
       local entry, pass, pnames = {}, {}, {}
       for t, pl in pairs(st.placed) do
@@ -261,19 +259,24 @@ return function(p, opts)
       table.sort(pnames) -- never pairs order
       local parts = {}
       for k, t in ipairs(pnames) do parts[k] = pass[t] end
-      local pkey = table.concat(parts, ";") .. "|"
+      local pkey = table.concat(parts, ";")
+      local row = by_key[pkey]
+      if not row then row = {}; by_key[pkey] = row end
       for _, r in ipairs(solve(seg, entry)) do
         local c = st.cost + r.cost
-        local key = pkey .. r.key
-        local old = by_key[key]
-        if old == nil or c < old.cost then
-          if old == nil then order[#order + 1] = key end
-          by_key[key] = {cost = c, pass = pass, exit = r.exit, back = st,
-                         seg = seg, choice = r.choice}
+        local old = row[r.key]
+        if old == nil then
+          old = {cost = c, pass = pass, exit = r.exit, back = st, seg = seg,
+                 choice = r.choice}
+          row[r.key] = old
+          made[#made + 1] = old
+        elseif c < old.cost then
+          old.cost, old.pass, old.exit, old.back, old.choice =
+            c, pass, r.exit, st, r.choice
         end
       end
     end
-    states = kept(by_key, order)
+    states = kept(made)
     for _, st in ipairs(states) do
       local placed = {}
       for t, pl in pairs(st.pass) do placed[t] = pl end
