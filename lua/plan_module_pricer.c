@@ -75,7 +75,7 @@ static void oom(lua_State *L) {
 
 /* p:redist_pricer(placements [, hardware]) */
 static int m_redist_pricer(lua_State *L) {
-  lplan *lp = plan_lua_live(L);
+  plan_lua_live(L); /* raises when the plan is closed */
   luaL_checktype(L, 2, LUA_TTABLE);
   const char *hw = luaL_optstring(L, 3, NULL);
   plan_lua_pricer *pr = lua_newuserdatauv(L, sizeof *pr, 3);
@@ -89,7 +89,6 @@ static int m_redist_pricer(lua_State *L) {
   lua_setiuservalue(L, -2, 2);
   lua_newtable(L);
   lua_setiuservalue(L, -2, 3);
-  (void)lp;
   return 1;
 }
 
@@ -156,8 +155,8 @@ static int m_class(lua_State *L) {
 }
 
 /* Placement `id` parsed for class c (once). */
-static const plan_placement *placement(lua_State *L, plan_lua_pricer *pr,
-                                       int self, lplan *lp, pclass *c, int id) {
+static const plan_placement *placement(lua_State *L, int self, lplan *lp,
+                                       pclass *c, int id) {
   if (id > c->cap) {
     int cap = c->cap ? c->cap : 64;
     while (cap < id)
@@ -182,7 +181,6 @@ static const plan_placement *placement(lua_State *L, plan_lua_pricer *pr,
     lua_pop(L, 2);
     c->parsed[id - 1] = 1;
   }
-  (void)pr;
   return &c->pl[id - 1];
 }
 
@@ -245,8 +243,8 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
   if (!lp || !lp->p)
     luaL_error(L, "redist_pricer: the plan is closed");
   pclass *c = &pr->cls[cls - 1];
-  const plan_placement *a = placement(L, pr, self, lp, c, from);
-  const plan_placement *b = placement(L, pr, self, lp, c, to);
+  const plan_placement *a = placement(L, self, lp, c, from);
+  const plan_placement *b = placement(L, self, lp, c, to);
   const plan_cost_model *m = plan_lua_cost_model(L, lp, pr->profile);
   double s = 0;
   lp->n_cost_redist++;

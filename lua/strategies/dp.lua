@@ -197,7 +197,7 @@ return function(p, opts)
                              cls = cls}
         live = nlive
       end
-      cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}, first = seg.first}
+      cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}}
       units[ukey] = cu
     end
     -- the unit was compiled on the first segment of its class: its op k
