@@ -146,8 +146,20 @@ static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
   for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
     ratios = ratios || (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d &&
                         p->ax[a].ratio);
-  if (ratios) /* the axes' coordinates are walked only then */
-    n = plan_placement_dim_axes(p, d, axes);
+  if (!ratios) {
+    /* torch.chunk's first piece at every level, the largest: nested
+     * ceilings, ceil(ceil(n / a) / b) = ceil(n / (a b)), so the axes'
+     * order does not matter (plan_placement_dim_range_r at coordinate 0,
+     * without its walk) */
+    int64_t l = shape[d] > 0 ? shape[d] : 0;
+    for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+      if (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d) {
+        int64_t k = L->mesh[a] > 0 ? L->mesh[a] : 1;
+        l = l / k + (l % k != 0);
+      }
+    return l;
+  }
+  n = plan_placement_dim_axes(p, d, axes); /* the coordinates walked */
   do {
     plan_placement_dim_range_r(p, d, shape[d], L->mesh, coord, L->sets,
                                L->nsets, &off, &len);
@@ -310,8 +322,9 @@ static void set_r(plan_axis_pl *e) {
 /* Makes axis a shard dim d as its new minor-most level, in pieces of ratio
  * set `ratio` (0: torch.chunk). */
 static void add_minor(plan_placement *p, int a, int d, int ratio) {
-  int axes[PLAN_MAX_MESH_AXES];
-  int m = plan_placement_dim_axes(p, d, axes);
+  int m = 0; /* the axes sharding d now: plan_placement_dim_axes's count */
+  for (int b = 0; b < p->naxes && b < PLAN_MAX_MESH_AXES; b++)
+    m += p->ax[b].kind == PLAN_PL_S && p->ax[b].dim == d;
   p->ax[a].kind = PLAN_PL_S;
   p->ax[a].reduce = PLAN_RED_SUM;
   p->ax[a].dim = (int8_t)d;
