@@ -191,6 +191,10 @@ static int l_milp(lua_State *L) {
   if (!(b->m = Cbc_newModel()))
     return luaL_error(L, "milp: out of memory");
   Cbc_setLogLevel(b->m, 0);
+  /* without CBC's preprocessing: stopped by the time limit just after
+   * it, CBC 2.10 crashes mapping the solution back (a 4-layer Llama on
+   * dp=2,tp=4,cp=2 with --seconds 10) */
+  Cbc_setParameter(b->m, "preprocess", "off");
   Cbc_loadProblem(b->m, (int)n, (int)nr, cstart, crow, cval, clo, chi, cobj,
                   rlo, rhi);
   for (lua_Integer j = 0; j < n; j++)
