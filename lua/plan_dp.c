@@ -10,16 +10,21 @@
  *             sout = {id...},        -- strategy s's output j: [s*m + j]
  *             inpos = {p...},        -- input j's index in the live list
  *                                    -- before the op, 0: not live
- *             src = {code...}}, ...} -- the live list after the op: code
+ *             src = {code...},       -- the live list after the op: code
  *                                    -- k > 0 the live entry k before,
  *                                    -- -k output k, -1000 - j input j
+ *             cls = {c...}}, ...}    -- input j's class in the pricer
+ *                                    -- (pr:class; needed with a pricer)
  *   }
  *   u:run({id...}, limit, redist) --> {{cost, arr = {id...},
  *                                       choice = {s...}}...}, exact
  *
- * redist(op, j, from, to) gives the seconds of bringing op's input j from
- * placement id `from` to `to` (ids differ); the unit asks each once, over
- * all its runs. A transition costs the strategy's compute plus its live
+ * redist is a pricer (p:redist_pricer, plan_pricer.h: asked for class
+ * cls[j]) or a function: redist(op, j, from, to) gives the seconds of
+ * bringing op's input j from placement id `from` to `to` (ids differ);
+ * the unit asks each once, over all its runs, and may ask pairs no
+ * transition needs (a row's lists price what the first state with a
+ * bound may want). A transition costs the strategy's compute plus its live
  * inputs' redistributions; two partial plans that reach one live state
  * keep the cheaper (ties: the earlier); past `limit` states the cheapest
  * are kept (ties: the earlier made), in that order, and `exact` is
@@ -35,6 +40,7 @@
 #include <string.h>
 
 #include "plan_dp.h"
+#include "plan_pricer.h"
 
 #define UNIT_MT "libplan.dpunit"
 
@@ -42,6 +48,11 @@ typedef struct dop {
   int n, nin, nout, nn;
   double *cost;
   int *sin, *sout, *inpos, *src;
+  int *cls;     /* input j's class in the pricer (NULL: none given) */
+  int j0;       /* the first input live before the op, -1: none */
+  int *order;   /* the strategies by cost (ties: by number) */
+  double *umin; /* the least compute of a strategy wanting input j0's
+                   distinct placement x (dop.uid) */
   /* the distinct placements the strategies ask of each input: input j's
    * are uid[uoff[j] .. uoff[j + 1]); strategy s's input j is
    * uid[uoff[j] + sinu[s * nin + j]] */
@@ -72,11 +83,18 @@ typedef struct dunit {
   uint64_t *keys; /* 0: empty */
   size_t *rows;   /* the row's offset in pool */
   size_t cap, used;
-  double *pool;
+  double *pool; /* each row after a header: its sorted list's offset in
+                   spool plus one (0: none yet), an integer */
   size_t pool_len, pool_cap;
+  /* A row's strategies by their lower bound from it (row_sorted) */
+  int *spool;
+  size_t spool_len, spool_cap;
   /* scratch of a step */
   int *slot;
   size_t slot_cap;
+  int *cand; /* a state's strategies within the bound */
+  size_t cand_cap;
+  uint64_t *bits; /* cand_cap bits */
   ranked *rank;
   size_t rank_cap;
 } dunit;
@@ -92,6 +110,9 @@ static void unit_free(dunit *u) {
       free(u->ops[i].uid);
       free(u->ops[i].uoff);
       free(u->ops[i].sinu);
+      free(u->ops[i].cls);
+      free(u->ops[i].order);
+      free(u->ops[i].umin);
     }
   if (u->lv)
     for (int i = 0; i <= u->nops; i++) {
@@ -105,7 +126,10 @@ static void unit_free(dunit *u) {
   free(u->keys);
   free(u->rows);
   free(u->pool);
+  free(u->spool);
   free(u->slot);
+  free(u->cand);
+  free(u->bits);
   free(u->rank);
   memset(u, 0, sizeof *u);
 }
@@ -186,6 +210,20 @@ static void distinct_inputs(lua_State *L, dop *d) {
   d->uoff[d->nin] = used;
 }
 
+/* The strategies of d by cost, ties by number (insertion into place: an
+ * op's list is short and this runs once per unit). */
+static void cost_order(lua_State *L, dop *d) {
+  d->order = xcalloc(L, (size_t)d->n, sizeof *d->order);
+  for (int s = 0; s < d->n; s++) {
+    int j = s;
+    while (j > 0 && d->cost[d->order[j - 1]] > d->cost[s]) {
+      d->order[j] = d->order[j - 1];
+      j--;
+    }
+    d->order[j] = s;
+  }
+}
+
 static int l_dp_unit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_settop(L, 1);
@@ -220,7 +258,28 @@ static int l_dp_unit(lua_State *L) {
     field_ints(L, o, "sin", &d->sin, d->n * d->nin);
     field_ints(L, o, "sout", &d->sout, d->n * d->nout);
     field_ints(L, o, "inpos", &d->inpos, d->nin);
+    lua_getfield(L, o, "cls");
+    bool has_cls = !lua_isnil(L, -1);
+    lua_pop(L, 1);
+    if (has_cls)
+      field_ints(L, o, "cls", &d->cls, d->nin);
     distinct_inputs(L, d);
+    cost_order(L, d);
+    d->j0 = -1;
+    for (int j = 0; j < d->nin && d->j0 < 0; j++)
+      if (d->inpos[j] > 0)
+        d->j0 = j;
+    if (d->j0 >= 0) {
+      int j = d->j0, nu = d->uoff[j + 1] - d->uoff[j];
+      d->umin = xcalloc(L, (size_t)nu, sizeof *d->umin);
+      for (int x = 0; x < nu; x++)
+        d->umin[x] = HUGE_VAL;
+      for (int s = 0; s < d->n; s++) {
+        double *m = &d->umin[d->sinu[(size_t)s * (size_t)d->nin + (size_t)j]];
+        if (d->cost[s] < *m)
+          *m = d->cost[s];
+      }
+    }
     t = field_table(L, o, "src");
     d->nn = (int)lua_rawlen(L, t);
     lua_pop(L, 1);
@@ -288,7 +347,7 @@ static size_t row_of(lua_State *L, dunit *u, int i, int j, int from) {
     h = (h + 1) & (u->cap - 1);
   }
   const dop *d = &u->ops[i];
-  size_t width = (size_t)(d->uoff[j + 1] - d->uoff[j]);
+  size_t width = (size_t)(d->uoff[j + 1] - d->uoff[j]) + 1;
   if (u->pool_len + width > u->pool_cap) {
     size_t cap = u->pool_cap ? u->pool_cap : 4096;
     while (cap < u->pool_len + width)
@@ -299,8 +358,9 @@ static size_t row_of(lua_State *L, dunit *u, int i, int j, int from) {
     u->pool = pool;
     u->pool_cap = cap;
   }
-  size_t off = u->pool_len;
-  for (size_t x = 0; x < width; x++)
+  size_t off = u->pool_len + 1;
+  u->pool[off - 1] = 0;
+  for (size_t x = 0; x + 1 < width; x++)
     u->pool[off + x] = -1;
   u->pool_len += width;
   if (2 * (u->used + 1) > u->cap) {
@@ -315,9 +375,16 @@ static size_t row_of(lua_State *L, dunit *u, int i, int j, int from) {
   return off;
 }
 
-/* The seconds of op i's input j from `from` to `to`, of the callback at
- * stack index 4 (once: the row keeps it). */
-static double ask(lua_State *L, int i, int j, int from, int to) {
+/* The seconds of op i's input j from `from` to `to`, of the pricer or
+ * the callback at stack index 4 (once: the row keeps it). */
+static double ask(lua_State *L, dunit *u, plan_lua_pricer *pr, int i, int j,
+                  int from, int to) {
+  if (pr) {
+    const dop *d = &u->ops[i];
+    if (!d->cls)
+      luaL_error(L, "dp_unit: op %d has no 'cls' for the pricer", i + 1);
+    return plan_lua_pricer_price(L, pr, 4, d->cls[j], from, to);
+  }
   lua_pushvalue(L, 4);
   lua_pushinteger(L, i + 1);
   lua_pushinteger(L, j + 1);
@@ -383,20 +450,19 @@ static double kth_cost(lua_State *L, dunit *u, const double *cost, int count,
   return t;
 }
 
-/* One op's step from level pv into *nv. Once more than `limit` states are
- * made, a transition dearer than the limit-th cheapest so far is not made:
- * costs only fall and states are only added, so it could never be among
- * the `limit` kept (the bound is refreshed as the states double). *pruned
- * says whether any was left out (the level is then cut, as when over). */
-static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
-                 int limit, bool *pruned) {
-  const dop *d = &u->ops[i];
-  int nn = d->nn;
-  size_t cap = (size_t)pv->count * (size_t)(d->n > 0 ? d->n : 1);
-  level_room(L, nv, cap, nn);
-  size_t hcap = 16;
-  while (hcap < 2 * cap)
-    hcap *= 2;
+static uint64_t state_hash(const int *a, int nn) {
+  uint64_t hv = 1469598103934665603ULL;
+  for (int m = 0; m < nn; m++)
+    hv = (hv ^ (uint64_t)(uint32_t)a[m]) * 1099511628211ULL;
+  return mix(hv);
+}
+
+/* The step's table of the states made, grown as they are: a slot holds a
+ * state's number or -1. Sized by the states made, not by every
+ * transition a step could make (clearing that was a large part of a
+ * step). */
+static void slots_room(lua_State *L, dunit *u, size_t hcap, const level *nv,
+                       int count) {
   if (u->slot_cap < hcap) {
     free(u->slot);
     u->slot = malloc(sizeof *u->slot * hcap);
@@ -404,20 +470,285 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
     if (!u->slot)
       luaL_error(L, "dp_unit: out of memory");
   }
-  int *slot = u->slot;
   for (size_t h = 0; h < hcap; h++)
-    slot[h] = -1;
+    u->slot[h] = -1;
+  for (int q = 0; q < count; q++) {
+    size_t h =
+        state_hash(nv->arr + (size_t)q * (size_t)nv->nn, nv->nn) & (hcap - 1);
+    while (u->slot[h] >= 0)
+      h = (h + 1) & (hcap - 1);
+    u->slot[h] = q;
+  }
+}
+
+/* Sorts a[0..n) by before() (an in-place quicksort, median of three,
+ * short ranges by insertion): the order is total, so any sort gives the
+ * same result. */
+static bool before(const ranked *x, const ranked *y);
+static void sort_ranked(ranked *a, size_t n) {
+  while (n > 16) {
+    size_t mid = n / 2;
+    ranked *x = &a[0], *y = &a[mid], *z = &a[n - 1], *m;
+    if (before(x, y))
+      m = before(y, z) ? y : (before(x, z) ? z : x);
+    else
+      m = before(x, z) ? x : (before(y, z) ? z : y);
+    ranked t = *m;
+    *m = a[n - 1];
+    a[n - 1] = t;
+    size_t store = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+      if (before(&a[i], &t)) {
+        ranked v = a[i];
+        a[i] = a[store];
+        a[store++] = v;
+      }
+    a[n - 1] = a[store];
+    a[store] = t;
+    /* the shorter side by recursion, the longer by the loop */
+    if (store < n - store - 1) {
+      sort_ranked(a, store);
+      a += store + 1;
+      n -= store + 1;
+    } else {
+      sort_ranked(a + store + 1, n - store - 1);
+      n = store;
+    }
+  }
+  for (size_t i = 1; i < n; i++) {
+    ranked v = a[i];
+    size_t j = i;
+    while (j > 0 && before(&v, &a[j - 1])) {
+      a[j] = a[j - 1];
+      j--;
+    }
+    a[j] = v;
+  }
+}
+
+/* Moves the entries of a[0..n) whose cost is within t to its front;
+ * returns how many. */
+static size_t within_first(ranked *a, size_t n, double t) {
+  size_t k = 0;
+  for (size_t x = 0; x < n; x++)
+    if (a[x].cost <= t) {
+      ranked v = a[x];
+      a[x] = a[k];
+      a[k++] = v;
+    }
+  return k;
+}
+
+/* A row's lists after a head: the first list's length, the sorted parts'
+ * lengths of each, and the t they were made for (a double). */
+#define ROW_HEAD (3 + (int)(sizeof(double) / sizeof(int)))
+
+/* The strategies of op i for the states whose input j0 stands at `from`
+ * (the row at off), as two lists by a lower bound of a transition's cost
+ * past the state's own: first those whose redistribution from `from` is
+ * known, by compute plus that redistribution, then the others, by
+ * compute alone (a redistribution is never negative), ties by number.
+ * Made once per row, by the first state that has a bound, t its room
+ * under the bound: the placements a strategy within t wants are priced
+ * first, as that state's loop would price them, and only the part of
+ * each list within t is sorted (a later state's room is mostly less),
+ * the rest kept after it unsorted. Returns the row's head (ROW_HEAD),
+ * then the lists. */
+static int *row_sorted(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
+                       size_t off, int from, double t) {
+  const dop *d = &u->ops[i];
+  size_t have = (size_t)u->pool[off - 1];
+  if (have)
+    return u->spool + (have - 1);
+  int j = d->j0, nu = d->uoff[j + 1] - d->uoff[j];
+  double *row = u->pool + off;
+  for (int x = 0; x < nu; x++) {
+    int to = d->uid[d->uoff[j] + x];
+    if (row[x] < 0 && to != from && d->umin[x] <= t)
+      row[x] = ask(L, u, pr, i, j, from, to);
+  }
+  size_t n = (size_t)d->n, known = 0;
+  rank_room(L, u, n);
+  ranked *a = u->rank;
+  for (int s = 0; s < d->n; s++) { /* the known first, in place */
+    size_t k = (size_t)s * (size_t)d->nin + (size_t)j;
+    bool same = d->sin[k] == from;
+    double r = same ? 0 : row[d->sinu[k]];
+    if (same || r >= 0) {
+      if ((size_t)s != known)
+        a[s] = a[known];
+      a[known++] = (ranked){d->cost[s] + r, s};
+    } else {
+      a[s] = (ranked){d->cost[s], s};
+    }
+  }
+  /* each list's part within t sorted, the rest after it as it lies */
+  size_t ks = within_first(a, known, t),
+         us = within_first(a + known, n - known, t);
+  sort_ranked(a, ks);
+  sort_ranked(a + known, us);
+  if (u->spool_len + n + ROW_HEAD > u->spool_cap) {
+    size_t cap = u->spool_cap ? u->spool_cap : 4096;
+    while (cap < u->spool_len + n + ROW_HEAD)
+      cap *= 2;
+    int *sp = realloc(u->spool, sizeof *sp * cap);
+    if (!sp)
+      luaL_error(L, "dp_unit: out of memory");
+    u->spool = sp;
+    u->spool_cap = cap;
+  }
+  size_t at = u->spool_len;
+  u->spool[at] = (int)known;
+  u->spool[at + 1] = (int)ks;
+  u->spool[at + 2] = (int)us;
+  memcpy(u->spool + at + 3, &t, sizeof t);
+  for (size_t x = 0; x < n; x++)
+    u->spool[at + ROW_HEAD + x] = a[x].q;
+  u->spool_len += n + ROW_HEAD;
+  u->pool[off - 1] = (double)(at + 1);
+  return u->spool + at;
+}
+
+/* Grows the sorted parts of a row's lists (row_sorted) to room t, past
+ * the room they were made for: the entries of each list's rest within t
+ * are sorted onto the end of its sorted part, which stays sorted (they
+ * all exceed the old room, which every entry before them is within). */
+static void extend_row(lua_State *L, dunit *u, const dop *d, const double *r0,
+                       int from, int *head, double t) {
+  int known = head[0], *a = head + ROW_HEAD;
+  rank_room(L, u, (size_t)d->n);
+  for (int list = 0; list < 2; list++) {
+    int lo = list ? known : 0, hi = list ? d->n : known;
+    int *sorted = &head[1 + list];
+    int m = 0;
+    for (int x = lo + *sorted; x < hi; x++) {
+      int s = a[x];
+      size_t k = (size_t)s * (size_t)d->nin + (size_t)d->j0;
+      double lb = list ? d->cost[s]
+                       : d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]);
+      u->rank[m++] = (ranked){lb, s};
+    }
+    size_t in = within_first(u->rank, (size_t)m, t);
+    sort_ranked(u->rank, in);
+    for (size_t x = 0; x < (size_t)m; x++)
+      a[lo + *sorted + (int)x] = u->rank[x].q;
+    *sorted += (int)in;
+  }
+  memcpy(head + 3, &t, sizeof t);
+}
+
+/* Sorts the distinct numbers a[0..k), each below n, ascending: by
+ * insertion for a few, else through a bit per number. */
+static void in_order(dunit *u, int *a, int k, int n) {
+  if (k <= 24) {
+    for (int i = 1; i < k; i++) {
+      int v = a[i], j = i;
+      while (j > 0 && a[j - 1] > v) {
+        a[j] = a[j - 1];
+        j--;
+      }
+      a[j] = v;
+    }
+    return;
+  }
+  uint64_t *bits = u->bits;
+  size_t words = (size_t)n / 64 + 1;
+  memset(bits, 0, sizeof *bits * words);
+  for (int i = 0; i < k; i++)
+    bits[a[i] / 64] |= (uint64_t)1 << (a[i] % 64);
+  int m = 0;
+  for (size_t w = 0; w < words; w++)
+    for (uint64_t b = bits[w]; b; b &= b - 1)
+      a[m++] = (int)(w * 64) + __builtin_ctzll(b);
+}
+
+/* One op's step from level pv into *nv. Once more than `limit` states are
+ * made, a transition dearer than the limit-th cheapest so far is not made:
+ * costs only fall and states are only added, so it could never be among
+ * the `limit` kept (the bound is refreshed as the states double). *pruned
+ * says whether any was left out (the level is then cut, as when over).
+ * A state's strategies whose compute alone passes the bound are skipped
+ * without being looked at (d->order: by cost, so they are a suffix of it,
+ * found by bisection with the sum the loop would form); the others are
+ * taken in their own order, so the states, their order and the bound's
+ * refreshes are those of the plain loop over every strategy. */
+static void step(lua_State *L, dunit *u, plan_lua_pricer *pr, int i,
+                 const level *pv, level *nv, int limit, bool *pruned) {
+  const dop *d = &u->ops[i];
+  int nn = d->nn;
+  size_t cap = (size_t)pv->count * (size_t)(d->n > 0 ? d->n : 1);
+  level_room(L, nv, cap, nn);
+  size_t hcap = 64;
+  while (hcap < 2 * cap && hcap < 1024)
+    hcap *= 2;
+  slots_room(L, u, hcap, nv, 0);
+  if (u->cand_cap < (size_t)d->n) {
+    free(u->cand);
+    free(u->bits);
+    u->cand = malloc(sizeof *u->cand * (size_t)(d->n > 0 ? d->n : 1));
+    u->bits = malloc(sizeof *u->bits * ((size_t)d->n / 64 + 1));
+    u->cand_cap = u->cand && u->bits ? (size_t)d->n : 0;
+    if (!u->cand || !u->bits)
+      luaL_error(L, "dp_unit: out of memory");
+  }
   int count = 0, next_check = 4 * limit;
   double bound = HUGE_VAL;
   *pruned = false;
   size_t row[256]; /* nin <= 255 */
   for (int st = 0; st < pv->count; st++) {
     const int *sarr = pv->arr + (size_t)st * (size_t)pv->nn;
+    double base = pv->cost[st];
     for (int j = 0; j < d->nin; j++)
       if (d->inpos[j] > 0)
         row[j] = row_of(L, u, i, j, sarr[d->inpos[j] - 1]);
-    for (int s = 0; s < d->n; s++) {
-      double c = pv->cost[st] + d->cost[s];
+    /* the strategies that can be within the bound (with a margin over
+     * the rounding of the loop's own sum, which then decides): prefixes
+     * of lists by lower bounds of their cost */
+    int within = d->n;
+    const int *cand = NULL;
+    if (bound < HUGE_VAL) {
+      double t = bound - base + 1e-9 * bound;
+      int *c = u->cand;
+      within = 0;
+      if (d->j0 >= 0) {
+        int from = sarr[d->inpos[d->j0] - 1];
+        const double *r0 = u->pool + row[d->j0];
+        int *head = row_sorted(L, u, pr, i, row[d->j0], from, t);
+        double made;
+        memcpy(&made, head + 3, sizeof made);
+        if (t > made) /* more room than the sorted parts were made for */
+          extend_row(L, u, d, r0, from, head, t);
+        int known = head[0], ks = head[1], us = head[2];
+        const int *a = head + ROW_HEAD;
+        for (int x = 0; x < ks; x++) {
+          int s = a[x];
+          size_t k = (size_t)s * (size_t)d->nin + (size_t)d->j0;
+          if (d->cost[s] + (d->sin[k] == from ? 0 : r0[d->sinu[k]]) > t)
+            break;
+          c[within++] = s;
+        }
+        for (int x = known; x < known + us && d->cost[a[x]] <= t; x++)
+          c[within++] = a[x];
+      } else {
+        while (within < d->n && d->cost[d->order[within]] <= t) {
+          c[within] = d->order[within];
+          within++;
+        }
+      }
+      if (within < d->n) {
+        *pruned = true; /* the others pass the bound in any order */
+        if (within == 0)
+          continue;
+        { /* those alone, in their own order */
+          in_order(u, c, within, d->n);
+          cand = c;
+        }
+      }
+    }
+    int span = cand ? within : d->n;
+    for (int x = 0; x < span; x++) {
+      int s = cand ? cand[x] : x;
+      double c = base + d->cost[s];
       const int *sin = d->sin + (size_t)s * (size_t)d->nin;
       const int *sinu = d->sinu + (size_t)s * (size_t)d->nin;
       const int *sout = d->sout + (size_t)s * (size_t)d->nout;
@@ -427,7 +758,7 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
           continue;
         double *r = &u->pool[row[j] + (size_t)sinu[j]];
         if (*r < 0)
-          *r = ask(L, i, j, sarr[k - 1], sin[j]);
+          *r = ask(L, u, pr, i, j, sarr[k - 1], sin[j]);
         c += *r;
       }
       if (c > bound) { /* seconds are never negative: no cheaper later */
@@ -435,19 +766,16 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
         continue;
       }
       int *na = nv->arr + (size_t)count * (size_t)nn;
-      uint64_t hv = 1469598103934665603ULL;
       for (int m = 0; m < nn; m++) {
         int code = d->src[m];
-        int v = code > 0       ? sarr[code - 1]
+        na[m] = code > 0       ? sarr[code - 1]
                 : code > -1000 ? sout[-code - 1]
                                : sin[-code - 1001];
-        na[m] = v;
-        hv = (hv ^ (uint64_t)(uint32_t)v) * 1099511628211ULL;
       }
-      size_t h = mix(hv) & (hcap - 1);
+      size_t h = state_hash(na, nn) & (hcap - 1);
       int found = -1;
-      while (slot[h] >= 0) {
-        int q = slot[h];
+      while (u->slot[h] >= 0) {
+        int q = u->slot[h];
         if (!memcmp(nv->arr + (size_t)q * (size_t)nn, na,
                     sizeof(int) * (size_t)nn)) {
           found = q;
@@ -456,13 +784,17 @@ static void step(lua_State *L, dunit *u, int i, const level *pv, level *nv,
         h = (h + 1) & (hcap - 1);
       }
       if (found < 0) {
-        slot[h] = count;
+        u->slot[h] = count;
         nv->cost[count] = c;
         nv->back[count] = st;
         nv->si[count] = s;
         if (++count >= next_check) {
           bound = kth_cost(L, u, nv->cost, count, limit);
           next_check *= 2;
+        }
+        if (2 * (size_t)count > hcap) {
+          hcap *= 2;
+          slots_room(L, u, hcap, nv, count);
         }
       } else if (c < nv->cost[found]) {
         nv->cost[found] = c;
@@ -562,7 +894,9 @@ static int l_unit_run(lua_State *L) {
   dunit *u = luaL_checkudata(L, 1, UNIT_MT);
   luaL_checktype(L, 2, LUA_TTABLE);
   int limit = (int)luaL_checkinteger(L, 3);
-  luaL_checktype(L, 4, LUA_TFUNCTION);
+  plan_lua_pricer *pr = plan_lua_topricer(L, 4);
+  if (!pr)
+    luaL_checktype(L, 4, LUA_TFUNCTION);
   lua_settop(L, 4);
   if (limit < 1)
     limit = 1;
@@ -579,7 +913,7 @@ static int l_unit_run(lua_State *L) {
   int exact = 1;
   for (int i = 0; i < u->nops; i++) {
     bool pruned;
-    step(L, u, i, &lv[i], &lv[i + 1], limit, &pruned);
+    step(L, u, pr, i, &lv[i], &lv[i + 1], limit, &pruned);
     if (lv[i + 1].count > limit || pruned) {
       exact = 0;
       cut(L, u, &lv[i + 1], limit);

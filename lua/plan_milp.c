@@ -19,7 +19,9 @@
  * The model lives in a box with __gc, so an error raised while the tables
  * are read frees it; scratch arrays are Lua userdata. */
 #include <Cbc_C_Interface.h>
+#include <float.h>
 #include <lauxlib.h>
+#include <limits.h>
 #include <lua.h>
 #include <math.h>
 #include <string.h>
@@ -40,6 +42,13 @@ static int box_gc(lua_State *L) {
   return 0;
 }
 
+/* n entries of size bytes in a userdata left on the stack (zeroed). */
+static void *scratch(lua_State *L, size_t n, size_t size) {
+  void *p = lua_newuserdatauv(L, n * size + 1, 0);
+  memset(p, 0, n * size + 1);
+  return p;
+}
+
 /* t[i] as a number, or dflt when t is not a table or t[i] is nil. */
 static double field_num(lua_State *L, int t, int i, double dflt) {
   if (lua_type(L, t) != LUA_TTABLE)
@@ -52,6 +61,7 @@ static double field_num(lua_State *L, int t, int i, double dflt) {
 
 static int l_milp(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checkstack(L, 40, "milp"); /* the scratch arrays and a row's fields */
   if (lua_getfield(L, 1, "obj") != LUA_TTABLE)
     return luaL_error(L, "milp: 'obj' must be a list of numbers");
   int obj = lua_gettop(L);
@@ -65,12 +75,14 @@ static int l_milp(lua_State *L) {
   lua_getfield(L, 1, "integer");
   int integ = lua_gettop(L);
 
-  cbc_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-  b->m = NULL;
-  luaL_setmetatable(L, MODEL_MT);
-  if (!(b->m = Cbc_newModel()))
-    return luaL_error(L, "milp: out of memory");
-  Cbc_setLogLevel(b->m, 0);
+  /* The columns' and rows' figures in scratch userdata (freed by the
+   * collector if an error is raised), then the whole matrix loaded at
+   * once, by columns: adding rows one by one made CBC grow its matrix
+   * again for each, most of a large program's time. */
+  double *cobj = scratch(L, (size_t)n, sizeof(double));
+  double *clo = scratch(L, (size_t)n, sizeof(double));
+  double *chi = scratch(L, (size_t)n, sizeof(double));
+  char *cint = scratch(L, (size_t)n, 1);
   for (lua_Integer j = 1; j <= n; j++) {
     double c = field_num(L, obj, (int)j, 0);
     double l = field_num(L, lo, (int)j, 0), u = field_num(L, hi, (int)j, 1);
@@ -82,48 +94,112 @@ static int l_milp(lua_State *L) {
     }
     if (!isfinite(c) || !(l <= u))
       return luaL_error(L, "milp: column %d: bad objective or bounds", (int)j);
-    Cbc_addCol(b->m, "", l, u, c, (char)is_int, 0, NULL, NULL);
+    cobj[j - 1] = c;
+    clo[j - 1] = l;
+    chi[j - 1] = u;
+    cint[j - 1] = (char)is_int;
   }
+  lua_Integer nr = 0;
+  size_t nz_all = 0;
+  int rows = 0;
   if (lua_getfield(L, 1, "rows") == LUA_TTABLE) {
-    int rows = lua_gettop(L);
-    lua_Integer nr = luaL_len(L, rows);
-    for (lua_Integer r = 1; r <= nr; r++) {
+    rows = lua_gettop(L);
+    nr = luaL_len(L, rows);
+    if (nr > INT_MAX - 1)
+      return luaL_error(L, "milp: %d rows", (int)nr);
+    for (lua_Integer r = 1; r <= nr; r++) { /* the nonzeros, to size */
       lua_rawgeti(L, rows, (int)r);
-      int row = lua_gettop(L);
-      luaL_checktype(L, row, LUA_TTABLE);
-      lua_getfield(L, row, "cols");
-      lua_getfield(L, row, "coefs");
-      int cols = row + 1, coefs = row + 2;
-      luaL_checktype(L, cols, LUA_TTABLE);
-      luaL_checktype(L, coefs, LUA_TTABLE);
-      lua_Integer nz = luaL_len(L, cols);
-      if (luaL_len(L, coefs) != nz)
-        return luaL_error(L, "milp: row %d: cols and coefs differ in length",
-                          (int)r);
-      int *idx = lua_newuserdatauv(L, sizeof(int) * (size_t)(nz + 1), 0);
-      double *val = lua_newuserdatauv(L, sizeof(double) * (size_t)(nz + 1), 0);
-      for (lua_Integer k = 1; k <= nz; k++) {
-        double j = field_num(L, cols, (int)k, 0); /* truncated, as C does */
-        if (!(j >= 1 && j < (double)n + 1))
-          return luaL_error(L, "milp: row %d: no column %d", (int)r,
-                            j > -1e9 && j < 1e9 ? (int)j : 0);
-        idx[k - 1] = (int)j - 1;
-        val[k - 1] = field_num(L, coefs, (int)k, 0);
-      }
-      lua_getfield(L, row, "sense");
-      const char *sense = luaL_optstring(L, -1, "=");
-      char s = !strcmp(sense, "<=")   ? 'L'
-               : !strcmp(sense, ">=") ? 'G'
-               : !strcmp(sense, "=")  ? 'E'
-                                      : 0;
-      if (!s)
-        return luaL_error(L, "milp: row %d: sense '%s'", (int)r, sense);
-      lua_getfield(L, row, "rhs");
-      double rhs = luaL_optnumber(L, -1, 0);
-      Cbc_addRow(b->m, "", (int)nz, idx, val, s, rhs);
-      lua_settop(L, rows);
+      luaL_checktype(L, -1, LUA_TTABLE);
+      lua_getfield(L, -1, "cols");
+      luaL_checktype(L, -1, LUA_TTABLE);
+      nz_all += (size_t)luaL_len(L, -1);
+      lua_pop(L, 2);
     }
   }
+  if (nz_all > (size_t)INT_MAX - 1)
+    return luaL_error(L, "milp: %d million nonzeros", (int)(nz_all / 1000000));
+  /* the rows as read: row r's entries at rstart[r] .. rstart[r + 1] */
+  int *rstart = scratch(L, (size_t)nr + 1, sizeof(int));
+  int *rcol = scratch(L, nz_all, sizeof(int));
+  double *rval = scratch(L, nz_all, sizeof(double));
+  double *rlo = scratch(L, (size_t)nr, sizeof(double));
+  double *rhi = scratch(L, (size_t)nr, sizeof(double));
+  int *count = scratch(L, (size_t)n + 1, sizeof(int));
+  size_t at = 0;
+  for (lua_Integer r = 1; r <= nr; r++) {
+    int top = lua_gettop(L);
+    lua_rawgeti(L, rows, (int)r);
+    int row = lua_gettop(L);
+    lua_getfield(L, row, "cols");
+    lua_getfield(L, row, "coefs");
+    int cols = row + 1, coefs = row + 2;
+    luaL_checktype(L, cols, LUA_TTABLE);
+    luaL_checktype(L, coefs, LUA_TTABLE);
+    lua_Integer nz = luaL_len(L, cols);
+    if (luaL_len(L, coefs) != nz)
+      return luaL_error(L, "milp: row %d: cols and coefs differ in length",
+                        (int)r);
+    if (at + (size_t)nz > nz_all)
+      return luaL_error(L, "milp: row %d changed while read", (int)r);
+    rstart[r - 1] = (int)at;
+    for (lua_Integer k = 1; k <= nz; k++) {
+      double j = field_num(L, cols, (int)k, 0); /* truncated, as C does */
+      if (!(j >= 1 && j < (double)n + 1))
+        return luaL_error(L, "milp: row %d: no column %d", (int)r,
+                          j > -1e9 && j < 1e9 ? (int)j : 0);
+      rcol[at] = (int)j - 1;
+      rval[at++] = field_num(L, coefs, (int)k, 0);
+      count[(int)j - 1]++;
+    }
+    lua_getfield(L, row, "sense");
+    const char *sense = luaL_optstring(L, -1, "=");
+    lua_getfield(L, row, "rhs");
+    double rhs = luaL_optnumber(L, -1, 0);
+    if (!strcmp(sense, "<=")) {
+      rlo[r - 1] = -DBL_MAX;
+      rhi[r - 1] = rhs;
+    } else if (!strcmp(sense, ">=")) {
+      rlo[r - 1] = rhs;
+      rhi[r - 1] = DBL_MAX;
+    } else if (!strcmp(sense, "=")) {
+      rlo[r - 1] = rhi[r - 1] = rhs;
+    } else {
+      return luaL_error(L, "milp: row %d: sense '%s'", (int)r, sense);
+    }
+    lua_settop(L, top);
+  }
+  rstart[nr] = (int)at;
+  /* by columns, each column's rows in row order */
+  int *cstart = scratch(L, (size_t)n + 1, sizeof(int));
+  int *crow = scratch(L, at, sizeof(int));
+  double *cval = scratch(L, at, sizeof(double));
+  cstart[0] = 0;
+  for (lua_Integer j = 0; j < n; j++) {
+    cstart[j + 1] = cstart[j] + count[j];
+    count[j] = cstart[j];
+  }
+  for (lua_Integer r = 0; r < nr; r++)
+    for (int e = rstart[r]; e < rstart[r + 1]; e++) {
+      int k = count[rcol[e]]++;
+      crow[k] = (int)r;
+      cval[k] = rval[e];
+    }
+
+  cbc_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->m = NULL;
+  luaL_setmetatable(L, MODEL_MT);
+  if (!(b->m = Cbc_newModel()))
+    return luaL_error(L, "milp: out of memory");
+  Cbc_setLogLevel(b->m, 0);
+  /* without CBC's preprocessing: stopped by the time limit just after
+   * it, CBC 2.10 crashes mapping the solution back (a 4-layer Llama on
+   * dp=2,tp=4,cp=2 with --seconds 10) */
+  Cbc_setParameter(b->m, "preprocess", "off");
+  Cbc_loadProblem(b->m, (int)n, (int)nr, cstart, crow, cval, clo, chi, cobj,
+                  rlo, rhi);
+  for (lua_Integer j = 0; j < n; j++)
+    if (cint[j])
+      Cbc_setInteger(b->m, (int)j);
   lua_getfield(L, 1, "seconds");
   if (!lua_isnil(L, -1))
     Cbc_setMaximumSeconds(b->m, luaL_checknumber(L, -1));

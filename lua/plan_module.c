@@ -19,6 +19,7 @@
 #include "plan_milp.h"
 #include "plan_module.h"
 #include "plan_module_internal.h"
+#include "plan_pricer.h"
 
 static int l_load(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
@@ -192,7 +193,7 @@ static void createmeta(lua_State *L) {
       plan_lua_plan_methods,       plan_lua_space_methods,
       plan_lua_cost_methods,       plan_lua_verify_methods,
       plan_lua_provenance_methods, plan_lua_region_methods,
-      plan_lua_hetero_methods};
+      plan_lua_hetero_methods,     plan_lua_pricer_methods};
   plan_lua_box_register(L);
   luaL_newmetatable(L, PLAN_MT);
   luaL_setfuncs(L, plan_lua_plan_meta, 0);
@@ -210,5 +211,6 @@ int luaopen_plan(lua_State *L) {
   lua_setfield(L, -2, "version");
   plan_milp_register(L);
   plan_dp_register(L);
+  plan_lua_pricer_register(L);
   return 1;
 }

@@ -29,6 +29,11 @@ static const plan_cost_model *cost_model(lua_State *L, lplan *lp,
   return lp->cost;
 }
 
+const plan_cost_model *plan_lua_cost_model(lua_State *L, lplan *lp,
+                                           const char *profile) {
+  return cost_model(L, lp, profile);
+}
+
 /* p:cost_op(op, strategy [, hardware]): seconds of the op's local compute
  * under the strategy (the slowest rank). */
 static int m_cost_op(lua_State *L) {

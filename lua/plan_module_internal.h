@@ -104,6 +104,12 @@ void plan_lua_check_strategy(lua_State *L, plan_plan *p, int op, int arg,
 void plan_lua_push_operands(lua_State *L, const plan_program *prog, int op,
                             int output);
 
+/* The cost model of lp's mesh for hardware `profile` (NULL: the plan's
+ * own), made on first use and kept in lp; NULL with the thread's error
+ * set when it cannot be made. */
+const plan_cost_model *plan_lua_cost_model(lua_State *L, lplan *lp,
+                                           const char *profile);
+
 /* ---- the methods, by file ------------------------------------------------ */
 
 extern const luaL_Reg plan_lua_plan_meta[];          /* plan_module_plan.c */
@@ -114,5 +120,6 @@ extern const luaL_Reg plan_lua_verify_methods[];     /* plan_module_verify.c */
 extern const luaL_Reg plan_lua_provenance_methods[]; /* .._provenance.c */
 extern const luaL_Reg plan_lua_region_methods[];     /* plan_module_region.c */
 extern const luaL_Reg plan_lua_hetero_methods[];     /* plan_module_hetero.c */
+extern const luaL_Reg plan_lua_pricer_methods[];     /* plan_module_pricer.c */
 
 #endif

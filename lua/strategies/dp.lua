@@ -42,17 +42,6 @@ return function(p, opts)
 
   -- costs, each computed once
   local redist_memo = {}
-  -- a redistribution's time depends on the tensor's shape, dtype and role
-  local shape_keys = {}
-  local function shape_key(t)
-    local k = shape_keys[t]
-    if not k then
-      local x = p:tensor(t)
-      k = x.role .. " " .. x.dtype .. "[" .. table.concat(x.shape, ",") .. "]"
-      shape_keys[t] = k
-    end
-    return k
-  end
   local function redist(t, from, to, name)
     if from == to then return 0 end
     local k = (name or t) .. "|" .. from .. "|" .. to
@@ -62,19 +51,6 @@ return function(p, opts)
       redist_memo[k] = c
     end
     return c
-  end
-  -- the same memo on placement ids (the units' callback): a table per
-  -- shape, keyed by from * 2^20 + to, no strings made
-  local id_memo_by_shape, id_memo_by_tensor = {}, {}
-  local function id_memo_of(t)
-    local m = id_memo_by_tensor[t]
-    if not m then
-      local k = shape_key(t)
-      m = id_memo_by_shape[k]
-      if not m then m = {}; id_memo_by_shape[k] = m end
-      id_memo_by_tensor[t] = m
-    end
-    return m
   end
   local function op_cost(i, si)
     local c = info[i].cost[si]
@@ -98,12 +74,8 @@ return function(p, opts)
 
   -- The states made by a step, in the order they were first made; past
   -- max_states, only the cheapest (ties: the earlier).
-  local function kept(by_key, order)
-    local states = {}
-    for r, key in ipairs(order) do
-      states[r] = by_key[key]
-      states[r].rank = r
-    end
+  local function kept(states)
+    for r, st in ipairs(states) do st.rank = r end
     if #states > max_states then
       table.sort(states, function(x, y)
         if x.cost ~= y.cost then return x.cost < y.cost end
@@ -117,6 +89,16 @@ return function(p, opts)
 
   -- placements as the integer ids of plan.dp_run
   local id_of, pl_of = {}, {}
+  -- the units' redistributions, priced in C on these ids: memoized by
+  -- the tensor's role, dtype and shape (all a redistribution's time
+  -- depends on), each placement parsed once
+  local pricer = p:redist_pricer(pl_of, hw)
+  local class_of = {}
+  local function class(t)
+    local c = class_of[t]
+    if not c then c = pricer:class(t); class_of[t] = c end
+    return c
+  end
   local function id(pl)
     local v = id_of[pl]
     if not v then
@@ -204,88 +186,103 @@ return function(p, opts)
             nlive[#nlive + 1] = t; src[#nlive] = -1000 - j; seen[t] = true
           end
         end
-        local inpos = {}
-        for j, t in ipairs(op.inputs) do inpos[j] = pos[t] or 0 end
+        local inpos, cls = {}, {}
+        for j, t in ipairs(op.inputs) do
+          inpos[j] = pos[t] or 0
+          cls[j] = class(t)
+        end
         local a = arrays(i)
         steps[#steps + 1] = {cost = a.cost, sin = a.sin, sout = a.sout,
-                             nin = a.nin, nout = a.nout, inpos = inpos, src = src}
+                             nin = a.nin, nout = a.nout, inpos = inpos, src = src,
+                             cls = cls}
         live = nlive
       end
-      cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}, first = seg.first}
+      cu = {unit = plan.dp_unit{nentry = #arr, ops = steps}}
       units[ukey] = cu
     end
     -- the unit was compiled on the first segment of its class: its op k
-    -- is that segment's, whose tensors have this one's shapes
-    local first = cu.first
-    local finals, ok = cu.unit:run(arr, max_states, function(k, j, from, to)
-      local t = info[first + k - 1].op.inputs[j]
-      local m = id_memo_of(t)
-      local key = from * 1048576 + to
-      local c = m[key]
-      if c == nil then
-        c = p:cost_redist(t, pl_of[from], pl_of[to], hw)
-        m[key] = c
-      end
-      return c
-    end)
+    -- is that segment's, whose tensors have this one's shapes (classes)
+    local finals, ok = cu.unit:run(arr, max_states, pricer)
     if not ok then exact = false end
     return finals, live
   end
 
-  -- the segment's DP from one entry state, in canonical names, memoized
+  -- the segment's DP from one entry state, in canonical names, memoized;
+  -- each result's key is its exit placements in the order of their
+  -- canonical names (the same names for every result of a class)
   local memo = {}
   local function solve(seg, entry)
-    local placed = {}
-    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
     local ekey = state_key(entry)
     local m = memo[seg.class]
     if not m then m = {}; memo[seg.class] = m end
     if m[ekey] then return m[ekey] end
+    local placed = {}
+    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
     local finals, live = run(seg, seg.canon, placed)
     local results = {}
+    local enames
     for r, st in ipairs(finals) do
       local exit = {}
       for k, t in ipairs(live) do exit[seg.canon[t]] = pl_of[st.arr[k]] end
-      results[r] = {cost = st.cost, exit = exit, choice = st.choice}
+      if not enames then enames = select(2, state_key(exit)) end
+      local parts = {}
+      for k, c in ipairs(enames) do parts[k] = exit[c] end
+      results[r] = {cost = st.cost, exit = exit, choice = st.choice,
+                    key = table.concat(parts, ";")}
     end
     m[ekey] = results
     return results
   end
 
   -- the chain over the cuts. After a segment every state places the same
-  -- tensors (liveness depends on the position alone), so their sorted
-  -- names are found once per segment and a state's key is its placements
-  -- in that order.
+  -- tensors (liveness depends on the position alone): those the segment
+  -- does not touch, passed on from the state before, and the segment's
+  -- exit. A state's key is the passed placements in the order of their
+  -- names, then its exit's key; where each tensor stands is made only
+  -- for the states kept.
   local states = {{cost = 0, placed = {}}}
   for u, seg in ipairs(segments) do
     progress("units", u - 1, #segments)
-    local by_key, order = {}, {}
-    local names
+    -- the states made, by passed key then exit key (no string made per
+    -- pair), and in the order they were first made
+    local by_key, made = {}, {}
     for _, st in ipairs(states) do
-      local entry, pass = {}, {}
+      local entry, pass, pnames = {}, {}, {}
       for t, pl in pairs(st.placed) do
         local c = seg.canon[t]
-        if c then entry[c] = pl else pass[t] = pl end
-      end
-      for _, r in ipairs(solve(seg, entry)) do
-        local placed = {}
-        for t, pl in pairs(pass) do
-          if alive_after(t, seg.last) then placed[t] = pl end
+        if c then
+          entry[c] = pl
+        elseif alive_after(t, seg.last) then
+          pass[t] = pl; pnames[#pnames + 1] = t
         end
-        for c, pl in pairs(r.exit) do placed[seg.actual[c]] = pl end
+      end
+      table.sort(pnames) -- never pairs order
+      local parts = {}
+      for k, t in ipairs(pnames) do parts[k] = pass[t] end
+      local pkey = table.concat(parts, ";")
+      local row = by_key[pkey]
+      if not row then row = {}; by_key[pkey] = row end
+      for _, r in ipairs(solve(seg, entry)) do
         local c = st.cost + r.cost
-        if not names then _, names = state_key(placed) end
-        local parts = {}
-        for k, t in ipairs(names) do parts[k] = placed[t] end
-        local key = table.concat(parts, ";")
-        local old = by_key[key]
-        if old == nil or c < old.cost then
-          if old == nil then order[#order + 1] = key end
-          by_key[key] = {cost = c, placed = placed, back = st, seg = seg, choice = r.choice}
+        local old = row[r.key]
+        if old == nil then
+          old = {cost = c, pass = pass, exit = r.exit, back = st, seg = seg,
+                 choice = r.choice}
+          row[r.key] = old
+          made[#made + 1] = old
+        elseif c < old.cost then
+          old.cost, old.pass, old.exit, old.back, old.choice =
+            c, pass, r.exit, st, r.choice
         end
       end
     end
-    states = kept(by_key, order)
+    states = kept(made)
+    for _, st in ipairs(states) do
+      local placed = {}
+      for t, pl in pairs(st.pass) do placed[t] = pl end
+      for c, pl in pairs(st.exit) do placed[seg.actual[c]] = pl end
+      st.placed, st.pass, st.exit = placed, nil, nil
+    end
   end
   progress("units", #segments, #segments)
 

@@ -177,6 +177,47 @@ check(r.optimal and r.objective == 5 and r.x[3] == 1, "milp")
 local inf, infm = plan.milp{obj = {1}, rows = {{cols = {1}, coefs = {1}, sense = ">=", rhs = 2}}}
 check(inf == nil and infm:find("infeasible"), "milp infeasible")
 raises(function() plan.milp{obj = {1}, rows = {{cols = {2}, coefs = {1}}}} end, "no column 2")
+-- random small 0/1 programs, every sense and columns in many rows (the
+-- matrix is loaded at once, by columns): CBC's optimum equals the best of
+-- all 2^n assignments
+do
+  local seed = 99
+  local function rnd(k) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % k + 1 end
+  for _ = 1, 25 do
+    local n, obj, rows = rnd(5) + 3, {}, {}
+    for j = 1, n do obj[j] = rnd(21) - 11 end
+    for _ = 1, rnd(6) do
+      local cols, coefs = {}, {}
+      for j = 1, n do
+        if rnd(2) == 1 then cols[#cols + 1] = j; coefs[#coefs + 1] = rnd(7) - 4 end
+      end
+      local sense = ({"<=", ">=", "="})[rnd(3)]
+      rows[#rows + 1] = {cols = cols, coefs = coefs, sense = sense, rhs = rnd(5) - 3}
+    end
+    local best
+    for bits = 0, (1 << n) - 1 do
+      local fits = true
+      for _, row in ipairs(rows) do
+        local v = 0
+        for k, j in ipairs(row.cols) do v = v + row.coefs[k] * ((bits >> (j - 1)) & 1) end
+        if (row.sense == "<=" and v > row.rhs) or (row.sense == ">=" and v < row.rhs) or
+           (row.sense == "=" and v ~= row.rhs) then fits = false; break end
+      end
+      if fits then
+        local c = 0
+        for j = 1, n do c = c + obj[j] * ((bits >> (j - 1)) & 1) end
+        if best == nil or c < best then best = c end
+      end
+    end
+    local got, why = plan.milp{obj = obj, rows = rows}
+    if best == nil then
+      check(got == nil and why:find("infeasible"), "an infeasible program solved")
+    else
+      check(got and got.optimal and math.abs(got.objective - best) < 1e-9,
+            ("milp %s, enumeration %s"):format(got and got.objective or why, best))
+    end
+  end
+end
 -- the device order
 local d = assert(plan.load("examples/mlp-megatron.plan.yaml"))
 local devs = d:devices()

@@ -442,8 +442,10 @@ int plan_placement_dim_axes(const plan_placement *p, int dim,
   for (int a = 0; a < naxes; a++) {
     if (p->ax[a].kind != PLAN_PL_S || p->ax[a].dim != dim)
       continue;
-    /* Insertion by level, ties in mesh order. */
-    int k = effective_level(p, a), j = n++;
+    /* Insertion by level, ties in mesh order. An axis without a level
+     * has effective_level's: the axes before it sharding this dim, which
+     * are the n listed so far (this runs millions of times a search). */
+    int k = p->ax[a].level >= 0 ? p->ax[a].level : n, j = n++;
     while (j > 0 && lv[j - 1] > k) {
       axes[j] = axes[j - 1];
       lv[j] = lv[j - 1];

@@ -141,11 +141,25 @@ static bool next_coord(int64_t *coord, const int *axes, int n,
 static int64_t max_len(const plan_placement *p, int d, const int64_t *shape,
                        const lay *L) {
   int64_t coord[PLAN_MAX_MESH_AXES] = {0}, off, len, best = 0;
-  int axes[PLAN_MAX_MESH_AXES];
-  int n = plan_placement_dim_axes(p, d, axes);
+  int axes[PLAN_MAX_MESH_AXES], n = 0;
   bool ratios = false;
-  for (int t = 0; t < n; t++)
-    ratios = ratios || p->ax[axes[t]].ratio;
+  for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+    ratios = ratios || (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d &&
+                        p->ax[a].ratio);
+  if (!ratios) {
+    /* torch.chunk's first piece at every level, the largest: nested
+     * ceilings, ceil(ceil(n / a) / b) = ceil(n / (a b)), so the axes'
+     * order does not matter (plan_placement_dim_range_r at coordinate 0,
+     * without its walk) */
+    int64_t l = shape[d] > 0 ? shape[d] : 0;
+    for (int a = 0; a < p->naxes && a < PLAN_MAX_MESH_AXES; a++)
+      if (p->ax[a].kind == PLAN_PL_S && p->ax[a].dim == d) {
+        int64_t k = L->mesh[a] > 0 ? L->mesh[a] : 1;
+        l = l / k + (l % k != 0);
+      }
+    return l;
+  }
+  n = plan_placement_dim_axes(p, d, axes); /* the coordinates walked */
   do {
     plan_placement_dim_range_r(p, d, shape[d], L->mesh, coord, L->sets,
                                L->nsets, &off, &len);
@@ -308,8 +322,9 @@ static void set_r(plan_axis_pl *e) {
 /* Makes axis a shard dim d as its new minor-most level, in pieces of ratio
  * set `ratio` (0: torch.chunk). */
 static void add_minor(plan_placement *p, int a, int d, int ratio) {
-  int axes[PLAN_MAX_MESH_AXES];
-  int m = plan_placement_dim_axes(p, d, axes);
+  int m = 0; /* the axes sharding d now: plan_placement_dim_axes's count */
+  for (int b = 0; b < p->naxes && b < PLAN_MAX_MESH_AXES; b++)
+    m += p->ax[b].kind == PLAN_PL_S && p->ax[b].dim == d;
   p->ax[a].kind = PLAN_PL_S;
   p->ax[a].reduce = PLAN_RED_SUM;
   p->ax[a].dim = (int8_t)d;
@@ -412,20 +427,79 @@ static void push(plan_redist_plan *out, plan_redist_kind kind, int axis,
   s->ratio = ratio;
 }
 
+/* The axes sharding each dim of a placement, major to minor
+ * (plan_placement_dim_axes of every dim, found once). */
+typedef struct dim_lists {
+  int n[PLAN_MAX_RANK];
+  int axes[PLAN_MAX_RANK][PLAN_MAX_MESH_AXES];
+} dim_lists;
+
+static void dim_lists_of(dim_lists *l, const plan_placement *p, int rank) {
+  /* plan_placement_dim_axes of each dim, in one walk of the axes: by
+   * level, ties in mesh order, an axis without a level after the axes
+   * before it on its dim */
+  int lv[PLAN_MAX_RANK][PLAN_MAX_MESH_AXES];
+  for (int d = 0; d < rank; d++)
+    l->n[d] = 0;
+  int naxes = p->naxes > PLAN_MAX_MESH_AXES ? PLAN_MAX_MESH_AXES : p->naxes;
+  for (int a = 0; a < naxes; a++) {
+    int d = p->ax[a].dim;
+    if (p->ax[a].kind != PLAN_PL_S || d < 0 || d >= rank)
+      continue;
+    int k = p->ax[a].level >= 0 ? p->ax[a].level : l->n[d], j = l->n[d]++;
+    while (j > 0 && lv[d][j - 1] > k) {
+      l->axes[d][j] = l->axes[d][j - 1];
+      lv[d][j] = lv[d][j - 1];
+      j--;
+    }
+    l->axes[d][j] = a;
+    lv[d][j] = k;
+  }
+}
+
+/* is_prefix on the lists of cur (c) and dst (t). */
+static bool is_prefix_l(const plan_placement *cur, const dim_lists *c,
+                        const plan_placement *dst, const dim_lists *t, int d) {
+  int nc = c->n[d];
+  if (nc > t->n[d])
+    return false;
+  for (int i = 0; i < nc; i++)
+    if (c->axes[d][i] != t->axes[d][i] ||
+        cur->ax[c->axes[d][i]].ratio != dst->ax[t->axes[d][i]].ratio)
+      return false;
+  return true;
+}
+
+/* can_add on the lists. */
+static bool can_add_l(const plan_placement *cur, const dim_lists *c,
+                      const plan_placement *dst, const dim_lists *t, int a,
+                      int rank) {
+  if (dst->ax[a].kind != PLAN_PL_S)
+    return false;
+  int d = dst->ax[a].dim;
+  if (d < 0 || d >= rank) /* past the lists: as can_add finds it */
+    return can_add(cur, dst, a);
+  return is_prefix_l(cur, c, dst, t, d) && c->n[d] == dst->ax[a].level;
+}
+
 /* The sharding steps: adds whenever ready (they shrink the data), else one
  * removal from the minor end of a dim whose list is not a target prefix,
  * preferring an all-to-all straight into the target dim. Ends with cur's
  * shardings equal to dst's. Each axis is removed at most once and added at
- * most once. */
+ * most once. The dims' lists of dst are found once, cur's once per pass
+ * (cur changes only at a pass's end). */
 static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
                            const plan_placement *dst, int rank) {
   int naxes = cur->naxes;
+  dim_lists t, c;
+  dim_lists_of(&t, dst, rank);
   /* Each pass adds or removes a sharding; the bound only guards the array
    * against a planner bug (the replay then reports it). */
   while (out->nsteps < 2 * PLAN_MAX_MESH_AXES) {
     int a, d;
+    dim_lists_of(&c, cur, rank);
     for (a = 0; a < naxes; a++)
-      if (cur->ax[a].kind != PLAN_PL_S && can_add(cur, dst, a))
+      if (cur->ax[a].kind != PLAN_PL_S && can_add_l(cur, &c, dst, &t, a, rank))
         break;
     if (a < naxes) {
       const plan_axis_pl *e = &cur->ax[a];
@@ -440,13 +514,12 @@ static void plan_shardings(plan_redist_plan *out, plan_placement *cur,
     }
     int gather_dim = -1, gather_axis = -1, move_axis = -1, move_dim = -1;
     for (d = 0; d < rank && move_axis < 0; d++) {
-      int axes[PLAN_MAX_MESH_AXES];
-      if (is_prefix(cur, dst, d, NULL))
+      if (is_prefix_l(cur, &c, dst, &t, d))
         continue;
-      int m = plan_placement_dim_axes(cur, d, axes);
-      int last = axes[m - 1];
+      int m = c.n[d];
+      int last = c.axes[d][m - 1];
       if (dst->ax[last].kind == PLAN_PL_S && dst->ax[last].dim != d &&
-          can_add(cur, dst, last)) {
+          can_add_l(cur, &c, dst, &t, last, rank)) {
         move_axis = last;
         move_dim = d;
       } else if (gather_dim < 0) {
