@@ -243,8 +243,10 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
   if (!lp || !lp->p)
     luaL_error(L, "redist_pricer: the plan is closed");
   pclass *c = &pr->cls[cls - 1];
-  const plan_placement *a = placement(L, self, lp, c, from);
+  /* parse both first: parsing `to` may grow c->pl and move `from` */
+  placement(L, self, lp, c, from);
   const plan_placement *b = placement(L, self, lp, c, to);
+  const plan_placement *a = placement(L, self, lp, c, from);
   const plan_cost_model *m = plan_lua_cost_model(L, lp, pr->profile);
   double s = 0;
   lp->n_cost_redist++;
