@@ -166,8 +166,10 @@ static const plan_placement *placement(lua_State *L, int self, lplan *lp,
       oom(L);
     c->pl = pl;
     uint8_t *parsed = realloc(c->parsed, (size_t)cap);
-    if (!parsed)
+    if (!parsed) {
       oom(L);
+      return NULL; /* not reached: oom raises a Lua error */
+    }
     memset(parsed + c->cap, 0, (size_t)(cap - c->cap));
     c->parsed = parsed;
     c->cap = cap;
