@@ -274,7 +274,7 @@ check-corpus: $(TOOL)
 # Mutation testing of the verifier and the false-alarm sweep
 # (tests/mutants): a seeded sample here, everything in `make mutants`.
 MUTANT_SEEDS ?= 0
-MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train,mlp-overlap,fsdp-tp-overlap
+MUTANT_SAMPLE := mlp-megatron,mlp-train,transformer-block,transformer-train,moe-experts,mlp-ratios,mlp-ratios-train,mlp-overlap,fsdp-tp-overlap,lm-vocab-parallel
 # examples with axes above 2: every mutant verified with the mesh reduced
 # and kept, the same verdict wanted (mesh reduction finds what it hides)
 MUTANT_MESH_SAMPLE := gpt2-small-block.recipe,llama3-8b-layer.recipe,dit-block.recipe,dit-torus,mixtral-moe-layer.recipe,hetero-llama

@@ -24,7 +24,10 @@
  *    zero row (the masked partial);
  *  - cross_entropy: sum over the local batch elements of
  *    (logsumexp(logits) - logits[label]) divided by the GLOBAL batch count
- *    (the product of in[1].global_dims); the classes are whole on the rank;
+ *    (the product of in[1].global_dims); the classes are whole on the rank
+ *    (a step whose logits split the classes, the vocab-parallel loss, never
+ *    reaches a runner: the verifier combines the ranks' maxima, sums of
+ *    exponentials and label logits itself, verifier/verify_vocab.c);
  *  - expand: the local block of the input broadcast to the output's local
  *    dims (the attribute names the global shape, like reshape);
  *  - relu_grad, gelu_grad, silu_grad, layernorm_grad, rmsnorm_grad: the
@@ -34,7 +37,8 @@
  *    local dy row is added to the row its id names when the block holds
  *    it, so the ranks' blocks of a sample-sharded dy are partial sums;
  *  - cross_entropy_grad: dy (softmax - onehot) over the local rows, divided
- *    by the GLOBAL batch count (the product of in[2].global_dims);
+ *    by the GLOBAL batch count (the product of in[2].global_dims); the
+ *    classes whole, as for cross_entropy;
  *  - where: the plain op on the local blocks (broadcast together); the
  *    condition may have any dtype, nonzero selecting input 1;
  *  - repeat_interleave: the plain op on the local block (its attribute

@@ -451,10 +451,11 @@ def llama_32l(outdir, name, axes, pp=None, layers=32, B=16, S=2048,
     p.param("lm_head.weight", [H, V], dt, p.pl(tp="S(1)"))
     p.op("lm_head", "matmul", ["final_norm.out", "lm_head.weight"], "logits",
          [X, p.pl(tp="S(1)")], p.pl(dp="S(0)", tp="S(2)"))
-    # cross_entropy needs the vocab whole: the logits are gathered over tp;
-    # the per-sample losses are a partial sum over dp.
+    # the vocab-parallel loss: the logits stay split over tp (the op
+    # all-reduces each token's max, sum of exps and label logit there, so
+    # the loss is whole on tp); the per-sample losses a partial sum over dp.
     p.op("loss", "cross_entropy", ["logits", "labels"], "loss.out",
-         [X, p.pl(dp="S(0)")], p.pl(dp="P(sum)"))
+         [p.pl(dp="S(0)", tp="S(2)"), p.pl(dp="S(0)")], p.pl(dp="P(sum)"))
     shape = ", ".join("%s=%d" % a for a in axes)
     header = [
         "A %d-layer Llama-3-8B-style decoder: vocab-parallel embedding (128256)," % layers,

@@ -363,6 +363,12 @@ static void describe_verdict(vctx *c, const plan_plan *p) {
                       plan_vx_redist_kind_name((vx_redist_kind)k));
       first = false;
     }
+  int inside = plan_lowered_collective_count(c->own, "op_all_reduce");
+  if (inside > 0) {
+    plan_buf_printf(&c->text, "%s%d all_reduce inside the vocab-parallel loss",
+                    first ? "" : ", ", inside);
+    first = false;
+  }
   plan_buf_printf(&c->text, "%s)\n", first ? "no collectives" : "");
   if (c->deadlock) {
     plan_buf_printf(&c->text, "the schedule did not finish\n");

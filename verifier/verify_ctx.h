@@ -252,12 +252,26 @@ int plan_vx_ensure_buffer(vctx *c, int b, bool zero);
 
 /* The dtype tensor t runs in (--dtype, or its own). */
 plan_dtype plan_vx_run_dtype(const vctx *c, const vx_tensor *t);
+/* v as a value of t's run dtype holds it (f32, bf16, f16 rounded; f64 and
+ * integers as they are). */
+double plan_vx_round_run_dtype(const vctx *c, const vx_tensor *t, double v);
 /* Fills rank's block of leaf `tensor` with the verifier's inputs. */
 void plan_vx_fill_leaf(const vctx *c, int tensor, block *b);
 /* One op on blocks through the runner: ins[j] / outs[k] are the blocks of
  * the operands. */
 int plan_vx_run_op(vctx *c, const vx_op *op, block *const *ins,
                    block *const *outs);
+
+/* ---- the vocab-parallel loss (verify_vocab.c) -----------------------------
+ */
+
+/* The mesh axes along which step s's logits are split on the class dim
+ * (a cross_entropy or cross_entropy_grad step) into pa; their count, 0
+ * for any other step. */
+int plan_vx_class_axes(const vctx *c, const vx_step *s, int *pa);
+/* Such a step on the ranks that run it: the max and sum all-reduces of
+ * the distributed softmax along axes pa[0..np). */
+int plan_vx_run_class_split(vctx *c, const vx_step *s, const int *pa, int np);
 
 /* ---- collectives (verify_redist.c) --------------------------------------- */
 
@@ -369,6 +383,10 @@ void plan_vx_dist_close(vctx *c);
  * communicator: an all-reduce along the step's axis (k members), a
  * reduce-scatter, a redistribution that copies. */
 int plan_vx_dist_all_reduce(vctx *c, const vx_step *s, int64_t k);
+/* n values of buf all-reduced over the k global ranks members[] (this one
+ * among them); `what` names the step in a failure. */
+int plan_vx_dist_reduce(vctx *c, const int *members, int k, double *buf,
+                        int64_t n, int reduce, const char *what);
 int plan_vx_dist_reduce_scatter(vctx *c, const vx_step *s, int64_t k);
 int plan_vx_dist_redist(vctx *c, const vx_step *s);
 /* Before comparing partial buffer buf: its group's blocks brought to the

@@ -91,6 +91,11 @@ static int all_reduce(vctx *c, const int *members, int k, double *buf,
   return rc ? comm_fail(rc, what, err) : PLAN_OK;
 }
 
+int plan_vx_dist_reduce(vctx *c, const int *members, int k, double *buf,
+                        int64_t n, int reduce, const char *what) {
+  return all_reduce(c, members, k, buf, n, reduce, what);
+}
+
 int plan_vx_dist_all_gather(vctx *c, const void *mine, size_t bytes, void *all,
                             const char *what) {
   int world = c->comm->world, me = c->comm->rank, n = 0;

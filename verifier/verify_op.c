@@ -22,6 +22,19 @@ plan_dtype plan_vx_run_dtype(const vctx *c, const vx_tensor *t) {
   return t->dtype;
 }
 
+double plan_vx_round_run_dtype(const vctx *c, const vx_tensor *t, double v) {
+  switch (plan_vx_run_dtype(c, t)) {
+  case PLAN_F32:
+    return (double)(float)v;
+  case PLAN_BF16:
+    return plan_round_bf16((float)v);
+  case PLAN_F16:
+    return plan_round_f16((float)v);
+  default:
+    return v;
+  }
+}
+
 void plan_vx_fill_leaf(const vctx *c, int tensor, block *b) {
   const vx_tensor *t = &c->prog->tensors[tensor];
   bool exact = c->o->mode == PLAN_VERIFY_EXACT;

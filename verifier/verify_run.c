@@ -163,7 +163,7 @@ static int run_input(vctx *c, const vx_step *s) {
 int plan_vx_exec_step(vctx *c, int i) {
   const vx_lowered *l = c->low;
   const vx_step *s = &l->steps[i];
-  int rc = PLAN_OK;
+  int rc = PLAN_OK, pa[PLAN_MAX_MESH_AXES], np;
   for (int j = 0; j < s->nin && !rc; j++)
     rc = plan_vx_ensure_buffer(c, s->in[j], true);
   for (int k = 0; k < s->nout && !rc; k++)
@@ -178,6 +178,8 @@ int plan_vx_exec_step(vctx *c, int i) {
     rc = plan_vx_run_redist(c, s);
   } else if (s->kind == VX_STEP_TRANSFER) {
     rc = plan_vx_run_transfer(c, s);
+  } else if ((np = plan_vx_class_axes(c, s, pa)) > 0) {
+    rc = plan_vx_run_class_split(c, s, pa, np);
   } else {
     const vx_op *op = &c->prog->ops[s->op];
     double scale = mean_avg_scale(c, s, op);

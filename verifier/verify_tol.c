@@ -98,11 +98,14 @@ double plan_vx_op_reduction_length(const vx_program *prog, const vx_op *op) {
   /* need-replication factors are sums only in the normalising ops (split,
    * concat and reshape move data) */
   bool norm = op->kind == PLAN_OP_SOFTMAX || op->kind == PLAN_OP_LAYERNORM ||
-              op->kind == PLAN_OP_RMSNORM || op->kind == PLAN_OP_CROSS_ENTROPY;
+              op->kind == PLAN_OP_RMSNORM ||
+              op->kind == PLAN_OP_CROSS_ENTROPY ||
+              op->kind == PLAN_OP_CROSS_ENTROPY_GRAD;
   double n = 1;
   for (int f = 0; f < nf; f++)
     if (fs[f].kind == PLAN_FACTOR_REDUCTION ||
-        (norm && fs[f].kind == PLAN_FACTOR_NEED_REPLICATION))
+        (norm && (fs[f].kind == PLAN_FACTOR_NEED_REPLICATION ||
+                  fs[f].kind == PLAN_FACTOR_COLLECTIVE)))
       n *= (double)fs[f].size;
   return n > 1 ? n : 0;
 }

@@ -29,16 +29,7 @@
 static double param_round(const vctx *c, const vx_tensor *t, double v) {
   if (c->o->mode == PLAN_VERIFY_EXACT)
     return plan_dyadic_round(v, PLAN_KERNEL_DYADIC_BITS);
-  switch (plan_vx_run_dtype(c, t)) {
-  case PLAN_F32:
-    return (double)(float)v;
-  case PLAN_BF16:
-    return plan_round_bf16((float)v);
-  case PLAN_F16:
-    return plan_round_f16((float)v);
-  default:
-    return v;
-  }
+  return plan_vx_round_run_dtype(c, t, v);
 }
 
 /* One optimizer update of w by gradient g, as torch's: SGD (g += wd w;

@@ -17,7 +17,10 @@
 --     one;
 --   * vocab parallel embedding: the table's rows (the vocabulary) split
 --     over tp, its output a masked partial sum reduced where it is read
---     (opts.vocab_parallel = false keeps the table replicated);
+--     (opts.vocab_parallel = false keeps the table replicated); the
+--     head is column parallel and the loss reads its logits split over
+--     the vocabulary as they come (the vocab-parallel cross-entropy: the
+--     op all-reduces each token's max, sum of exps and label logit);
 --   * context parallel on an axis named cp: every input's sequence (dim
 --     1) split over it, which the ops keep; attention's queries stay
 --     split and its keys and values are gathered;

@@ -14,23 +14,9 @@ static inline R F(grid)(R x, int bits) {
   return bits >= 0 ? (R)plan_dyadic_round((double)x, bits) : x;
 }
 
-/* Exact mode: x rounded to a multiple of q = odd 2^-(bits + e), odd the
- * odd part of count and 2^e >= odd, so q <= 2^-bits: any sum of such
- * values divided by count is exact (a mean over a subset, a rank's share,
- * sums to the mean of the whole). count a power of two: the grid. */
+/* Exact mode: x on the grid of a mean over count (plan_grid_div). */
 static inline R F(grid_div)(R x, int bits, int64_t count) {
-  if (bits < 0 || count <= 0)
-    return x;
-  int64_t odd = count;
-  while (!(odd & 1))
-    odd >>= 1;
-  int e = 0;
-  while (e < 40 && ((int64_t)1 << e) < odd)
-    e++;
-  if (odd == 1 || ((int64_t)1 << e) < odd || bits + e > 60)
-    return F(grid)(x, bits);
-  double k = plan_dyadic_round((double)x / (double)odd, bits + e);
-  return (R)(k * (double)odd);
+  return (R)plan_grid_div((double)x, bits, count);
 }
 
 /* a / b; in exact mode rounded to the grid only when the quotient is inexact

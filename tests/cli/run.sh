@@ -518,6 +518,20 @@ has "$out" "EQUAL (exact mode" "verify exact"
 has "$out" "1 all_reduce" "verify exact"
 expect 0 "verify float" verify --mode float --seed 7 "$mlp"
 has "$out" "EQUAL (float mode, seed 7" "verify float"
+# the vocab-parallel loss: the logits split over the classes into the loss
+# and its gradient, their all-reduces counted in the verdict; reduced too
+vp=$ex/lm-vocab-parallel.plan.yaml
+expect 0 "verify vocab-parallel" verify "$vp"
+has "$out" "EQUAL (exact mode, seed 0, 4 ranks; 9 all_reduce, 5 all_reduce inside the vocab-parallel loss)" "verify vocab-parallel"
+expect 0 "verify vocab-parallel float" verify --mode float --seed 3 "$vp"
+has "$out" "5 all_reduce inside the vocab-parallel loss" "verify vocab-parallel float"
+expect 0 "verify vocab-parallel --reduce" verify --reduce "$vp"
+has "$out" "EQUAL (" "verify vocab-parallel --reduce"
+# the loss is whole along the class axis: a strategy that says P(sum)
+# there breaks the rule, named at its line
+sed 's/loss:    {in: \[S(0)S(2), S(0)R\], out: P(sum)R}/loss:    {in: [S(0)S(2), S(0)R], out: P(sum)P(sum)}/' "$vp" >"$tmp/vp-bad.yaml"
+expect 1 "vocab-parallel loss partial over the classes" validate "$tmp/vp-bad.yaml"
+has "$out" "vp-bad.yaml:54:3: error: strategy of op 'loss' (cross_entropy) breaks its sharding rule: cross_entropy: output 0 should be P(sum)R" "vocab-parallel loss partial over the classes: its line"
 # a pipelined training step whose loss is a mean of squares: the seed's
 # gradient, R over the microbatches, is sliced per microbatch inside the
 # last stage (not after the schedule), and the step verifies

@@ -126,7 +126,7 @@ agree "transformer-block, bf16" --dtype bf16 "$ex/transformer-block.plan.yaml"
 # training steps: the loss, every gradient, the optimizer's update over
 # the plan's steps (sharded masters gathered from the other processes,
 # clipping's norms summed over them)
-for f in mlp-train transformer-train transformer-train-nosp moe-train mlp-ratios-train; do
+for f in mlp-train transformer-train transformer-train-nosp moe-train mlp-ratios-train lm-vocab-parallel; do
   agree "$f, exact" "$ex/$f.plan.yaml"
   agree "$f, float" --mode float "$ex/$f.plan.yaml"
 done

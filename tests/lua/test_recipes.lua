@@ -103,6 +103,11 @@ for t, pl in pairs(param_placements(l32_recipe)) do
 end
 check(param_placements(l32)["embed.weight"] == "RS(0)",
       "megatron: the embedding is not vocab parallel")
+-- the vocab-parallel loss: the head's logits read split over tp as they
+-- come, no gather before the loss
+check(table.concat(l32:strategy("loss")["in"], ",") == "S(0)S(2),S(0)R",
+      "megatron: the loss is not vocab parallel: " ..
+      table.concat(l32:strategy("loss")["in"], ","))
 same_strategies(l32_recipe, l32, "megatron llama-32l", "the recipe")
 ok, out = verify_reduced(l32)
 check(ok and out:find("EQUAL", 1, true), "megatron llama-32l: " .. out)

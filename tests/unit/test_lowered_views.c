@@ -589,9 +589,45 @@ static void test_ratio_blocks(void **state) {
   }
 }
 
+/* The vocab-parallel loss (examples/lm-vocab-parallel.plan.yaml, classes
+ * split over tp=2): no lowered step gathers the logits; the loss's three
+ * all-reduces and its gradient's two are the op steps' own, counted as
+ * "op_all_reduce"; the mlp-megatron forward has none. */
+static void test_vocab_parallel_counts(void **state) {
+  (void)state;
+  plan_plan *p;
+  plan_lowered *l = lower_file("examples/lm-vocab-parallel.plan.yaml", &p);
+  check_steps(l);
+  assert_int_equal(plan_lowered_collective_count(l, "op_all_reduce"), 3 + 2);
+  assert_int_equal(plan_lowered_collective_count(l, "all_gather"), 0);
+  plan_lowered_free(l);
+  plan_free(p);
+  l = lower_file("examples/mlp-megatron.plan.yaml", &p);
+  assert_int_equal(plan_lowered_collective_count(l, "op_all_reduce"), 0);
+  plan_lowered_free(l);
+  plan_free(p);
+  /* the factor kind: cross_entropy's classes, [8, 32] logits */
+  plan_shape in[2] = {{.rank = 2, .dims = {8, 32}, .dtype = PLAN_F32},
+                      {.rank = 1, .dims = {8}, .dtype = PLAN_I64}};
+  plan_shape out[1] = {{.rank = 0, .dtype = PLAN_F32}};
+  plan_op_factor f[PLAN_MAX_FACTORS];
+  int n = plan_op_factors(f, PLAN_MAX_FACTORS, PLAN_OP_CROSS_ENTROPY, NULL, in,
+                          2, out, 1, NULL, 0);
+  assert_true(n > 0);
+  int collective = 0;
+  for (int i = 0; i < n; i++)
+    if (f[i].kind == PLAN_FACTOR_COLLECTIVE) {
+      collective++;
+      assert_int_equal(f[i].size, 32);
+      assert_int_equal(f[i].reduce, -1);
+    }
+  assert_int_equal(collective, 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_vocab_parallel_counts),
       cmocka_unit_test(test_training),
       cmocka_unit_test(test_bad_indexes),
       cmocka_unit_test(test_op_registry),

@@ -618,9 +618,10 @@ static void test_cross_entropy(void **state) {
   expect_illegal(&c, IN("S(0)R", "RR"),
                  "cross_entropy: input 0 shards dim 0 (factor b0) along dp "
                  "but input 1 does not");
-  expect_illegal(&c, IN("RS(2)", "RR"),
-                 "cross_entropy: dim 2 of input 0 must be replicated "
-                 "(sharded along tp)");
+  /* Vocab-parallel: the classes split, the op all-reduces inside, every
+   * rank holds the whole loss. */
+  expect_out(&c, IN("RS(2)", "RR"), "RR");
+  expect_out(&c, IN("S(0)S(2)", "S(0)R"), "P(sum)R");
   expect_illegal(&c, IN("P(sum)R", "RR"), "cross_entropy is not linear");
 }
 
@@ -804,7 +805,9 @@ static void test_grad_op_rules(void **state) {
   /* a partial dy beside sharded rows would mix the two on one rank */
   expect_illegal(&c, IN("P(sum)R", "S(0)R", "S(0)R"),
                  "either sharded or partial");
-  expect_illegal(&c, IN("RR", "RS(1)", "RR"), "must be replicated");
+  /* vocab-parallel: dx keeps the logits' class split */
+  expect_out(&c, IN("RR", "RS(1)", "RR"), "RS(1)");
+  expect_out(&c, IN("RR", "S(0)S(1)", "S(0)R"), "S(0)S(1)");
 }
 
 /* ---- routing and mixture of experts -------------------------------------- */

@@ -93,8 +93,10 @@ PLAN_API const plan_plan *plan_lowered_plan(const plan_lowered *l);
 /* The number of steps; -1 for a NULL l. */
 PLAN_API int plan_lowered_step_count(const plan_lowered *l);
 /* The number of steps of one collective kind ("all_gather", "all_reduce",
- * "reduce_scatter", "all_to_all", "slice", "zero_non_owner", "relabel");
- * -1 for an unknown kind or a NULL argument. */
+ * "reduce_scatter", "all_to_all", "slice", "zero_non_owner", "relabel"),
+ * or "op_all_reduce": the all-reduces op steps run inside themselves (a
+ * class-split cross_entropy's three and its gradient's two per axis that
+ * splits the classes); -1 for an unknown kind or a NULL argument. */
 PLAN_API int plan_lowered_collective_count(const plan_lowered *l,
                                            const char *kind);
 

@@ -223,7 +223,11 @@ typedef enum plan_factor_kind {
   PLAN_FACTOR_FREE,
   PLAN_FACTOR_REDUCTION,        /* summed over: sharding it gives P results */
   PLAN_FACTOR_NEED_REPLICATION, /* must be R on every operand */
-  PLAN_FACTOR_MASKED            /* embedding's vocabulary: P(sum) result */
+  PLAN_FACTOR_MASKED,           /* embedding's vocabulary: P(sum) result */
+  /* split with the op's own all-reduces inside it, along the axes that
+   * split it (cross_entropy's classes: the vocab-parallel loss): the
+   * outputs that carry it are split, the others whole (R) */
+  PLAN_FACTOR_COLLECTIVE
 } plan_factor_kind;
 
 /* The most factors a rule has. */

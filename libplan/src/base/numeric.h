@@ -6,6 +6,7 @@
 #ifndef LIBPLAN_BASE_NUMERIC_H
 #define LIBPLAN_BASE_NUMERIC_H
 
+#include <math.h>
 #include <stdint.h>
 
 /* C linkage: the CUDA runner's sources (C++) include this header. */
@@ -45,6 +46,33 @@ static inline double plan_dyadic_round(double x, int bits) {
   double y = x * up.d;
   double r = y >= 0 ? (y + big) - big : -((-y + big) - big);
   return r * down.d;
+}
+
+/* Exact mode (bits >= 0; else x as it is): x rounded to a multiple of q =
+ * 2^-(bits + e) times count's odd part, 2^e >= that part, so q <= 2^-bits:
+ * any sum of such values divided by count is exact, a subset's share
+ * included. A power-of-two count: the grid. */
+static inline double plan_grid_div(double x, int bits, int64_t count) {
+  if (bits < 0 || count <= 0)
+    return x;
+  int64_t odd = count;
+  while (!(odd & 1))
+    odd >>= 1;
+  int e = 0;
+  while (e < 40 && ((int64_t)1 << e) < odd)
+    e++;
+  if (odd == 1 || ((int64_t)1 << e) < odd || bits + e > 60)
+    return plan_dyadic_round(x, bits);
+  return plan_dyadic_round(x / (double)odd, bits + e) * (double)odd;
+}
+
+/* a / b; in exact mode (bits >= 0) rounded to the grid only when the
+ * quotient is inexact (the residual a - q b, exact through fma, is not 0). */
+static inline double plan_grid_quot(double a, double b, int bits) {
+  double q = a / b;
+  if (bits >= 0 && fma(q, b, -a) != 0)
+    q = plan_dyadic_round(q, bits);
+  return q;
 }
 
 #ifdef __cplusplus

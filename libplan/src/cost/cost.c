@@ -485,6 +485,34 @@ double plan_cost_cal_time(const cost_cal *c, double size, double base_floor) {
   return y[c->n - 1] * size / x[c->n - 1];
 }
 
+/* The vocab-parallel loss's all-reduces inside op o (logits split on the
+ * class dim): per axis that splits them, PLAN_OP_CLASS_ALL_REDUCES ring
+ * all-reduces of one f32 value a local sample. */
+static double class_all_reduces(const plan_cost_model *m, const plan_plan *p,
+                                const plan_op *o, const plan_placement *in,
+                                double split, const cost_at *at) {
+  int li = plan_op_logits_input(o->kind), pa[PLAN_MAX_MESH_AXES];
+  if (li < 0)
+    return 0;
+  const plan_tensor *ts = p->program->tensors;
+  int np = plan_op_class_axes(o->kind, ts[o->in[li]].rank, &in[li],
+                              p->mesh.naxes, pa);
+  double rows =
+      np ? at_numel(&ts[o->in[li + 1]], &in[li + 1], p->mesh.axis_sizes, at) /
+               split
+         : 0;
+  double s = 0;
+  for (int i = 0; i < np; i++) {
+    double k = (double)p->mesh.axis_sizes[pa[i]];
+    const cost_link *l = &m->link[pa[i]];
+    double inv = l->bandwidth > 0 ? 1 / l->bandwidth : 0;
+    if (k > 1)
+      s += PLAN_OP_CLASS_ALL_REDUCES(o->kind) *
+           (2 * (k - 1) * l->latency + 2 * (k - 1) / k * 4 * rows * inv);
+  }
+  return s;
+}
+
 int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
                             const plan_plan *p, int op,
                             const plan_placement *in,
@@ -572,6 +600,7 @@ int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
   flops /= split;
   out->flops = flops;
   out->bytes = bytes;
+  double inside = class_all_reduces(m, p, o, in, split, at);
   const int *op_cal = at && at->op_cal ? at->op_cal : m->op_cal;
   double mem_bw = at && at->peak_matmul ? at->mem_bw : m->mem_bw;
   int ci = op < m->nops ? op_cal[op] : -1;
@@ -585,6 +614,7 @@ int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
                      m->kernel_floor;
     else
       out->seconds = plan_cost_cal_time(c, flops > 0 ? flops : bytes, 0);
+    out->seconds += inside;
     return PLAN_OK;
   }
   plan_dtype dt = o->nout > 0 ? plan_cost_tensor_dtype(p, o->out[0]) : PLAN_F32;
@@ -598,7 +628,7 @@ int plan_cost_op_eval_where(cost_op_eval *out, const plan_cost_model *m,
   out->bound = m->kernel_floor > t ? COST_BOUND_FLOOR
                : tc >= tm          ? COST_BOUND_COMPUTE
                                    : COST_BOUND_MEMORY;
-  out->seconds = t + m->kernel_floor;
+  out->seconds = t + m->kernel_floor + inside;
   return PLAN_OK;
 }
 

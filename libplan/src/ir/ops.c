@@ -277,3 +277,20 @@ const char *plan_op_kind_name(int kind) {
     return "unknown";
   return op_table[kind].name;
 }
+
+int plan_op_logits_input(int kind) {
+  return kind == PLAN_OP_CROSS_ENTROPY        ? 0
+         : kind == PLAN_OP_CROSS_ENTROPY_GRAD ? 1
+                                              : -1;
+}
+
+int plan_op_class_axes(int kind, int rank, const plan_placement *pl, int naxes,
+                       int *pa) {
+  if (plan_op_logits_input(kind) < 0 || !pl)
+    return 0;
+  int np = 0;
+  for (int a = 0; a < naxes && a < pl->naxes; a++)
+    if (pl->ax[a].kind == PLAN_PL_S && pl->ax[a].dim == rank - 1)
+      pa[np++] = a;
+  return np;
+}

@@ -75,6 +75,22 @@ typedef struct plan_op_info {
 
 /* The registry row of a kind; NULL when out of range. */
 const plan_op_info *plan_op_info_get(int kind);
+
+/* The vocab-parallel loss: the mesh axes along which op kind `kind`'s
+ * logits (input `plan_op_logits_input`, of rank `rank`, in placement pl)
+ * are split on the class dim into pa (naxes entries suffice); their count,
+ * 0 for an op without logits. Such an op runs all-reduces inside it along
+ * each of those axes: PLAN_OP_CLASS_ALL_REDUCES of them. */
+int plan_op_logits_input(int kind);
+int plan_op_class_axes(int kind, int rank, const plan_placement *pl, int naxes,
+                       int *pa);
+/* The all-reduces a class-split op runs along each axis that splits the
+ * classes: the max, the sum of exponentials and (forward) the label's
+ * logit. */
+#define PLAN_OP_CLASS_ALL_REDUCES(kind)                                        \
+  ((kind) == PLAN_OP_CROSS_ENTROPY        ? 3                                  \
+   : (kind) == PLAN_OP_CROSS_ENTROPY_GRAD ? 2                                  \
+                                          : 0)
 /* Kind from name ("matmul"), -1 when unknown. */
 int plan_op_kind_from_name(const char *name);
 const char *plan_op_kind_name(int kind);

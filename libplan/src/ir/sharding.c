@@ -209,7 +209,9 @@ static int shard_axis(judge *j, int a, int first_s) {
     int cd;
     bool major;
     bool has = find_factor(r, r->nin + o, F, &cd, &major);
-    if (pf->kind != PLAN_FACTOR_FREE) {
+    if (pf->kind == PLAN_FACTOR_COLLECTIVE && !has)
+      continue; /* the op's own all-reduces leave it whole (R) here */
+    if (pf->kind != PLAN_FACTOR_FREE && pf->kind != PLAN_FACTOR_COLLECTIVE) {
       /* Sharding a reduced factor leaves each rank a partial result. */
       e->kind = PLAN_PL_P;
       e->reduce = pf->reduce;

@@ -298,7 +298,10 @@ static int rule_cross_entropy(plan_rule *r, const plan_shape *in) {
     carry(r, 0, d, b);
     carry(r, 1, d, b);
   }
-  int c = factor(r, in[0].dims[rl - 1], PLAN_FACTOR_NEED_REPLICATION, "c", -1);
+  /* The classes may be split (the vocab-parallel loss): the op then
+   * all-reduces each sample's max, sum of exponentials and label logit
+   * along the axes that split them, and the loss is whole there. */
+  int c = factor(r, in[0].dims[rl - 1], PLAN_FACTOR_COLLECTIVE, "c", -1);
   carry(r, 0, rl - 1, c);
   return PLAN_OK;
 }
@@ -465,7 +468,7 @@ static int rule_embedding_grad(plan_rule *r, const plan_shape *in,
 
 /* cross_entropy_grad: dy [] x logits [b.., c] x labels [b..] -> [b.., c]:
  * each sample's row on its own (b free, the divisor is the global count),
- * the classes whole (c need-replication); the scalar dy carries nothing. */
+ * the classes collective; the scalar dy carries nothing. */
 static int rule_cross_entropy_grad(plan_rule *r, const plan_shape *in) {
   int rl = in[1].rank;
   for (int d = 0; d < rl - 1; d++) {
@@ -474,7 +477,9 @@ static int rule_cross_entropy_grad(plan_rule *r, const plan_shape *in) {
     carry(r, 2, d, b);
     carry(r, OUT(r, 0), d, b);
   }
-  int c = factor(r, in[1].dims[rl - 1], PLAN_FACTOR_NEED_REPLICATION, "c", -1);
+  /* split classes: each sample's max and sum of exponentials all-reduced
+   * along the axes that split them; the gradient split as the logits */
+  int c = factor(r, in[1].dims[rl - 1], PLAN_FACTOR_COLLECTIVE, "c", -1);
   carry(r, 1, rl - 1, c);
   carry(r, OUT(r, 0), rl - 1, c);
   return PLAN_OK;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "ir/ops.h"
 #include "lower/lower.h"
 #include "lower/lowered_io_pipe.h"
 #include "lower/redist.h"
@@ -17,9 +18,30 @@ int plan_lowered_step_count(const plan_lowered *l) {
   return l ? l->nsteps : -1;
 }
 
+/* The all-reduces inside op steps: the vocab-parallel loss's, per axis
+ * that splits a cross_entropy's or its gradient's classes. */
+static int op_all_reduces(const plan_lowered *l) {
+  const plan_program *prog = l->plan->program;
+  int n = 0, pa[PLAN_MAX_MESH_AXES];
+  for (int i = 0; i < l->nsteps; i++) {
+    const plan_lstep *s = &l->steps[i];
+    if (s->kind != PLAN_LSTEP_OP)
+      continue;
+    const plan_op *o = &prog->ops[s->op];
+    int li = plan_op_logits_input(o->kind);
+    if (li >= 0)
+      n += PLAN_OP_CLASS_ALL_REDUCES(o->kind) *
+           plan_op_class_axes(o->kind, prog->tensors[o->in[li]].rank,
+                              &l->bufs[s->in[li]].pl, l->plan->mesh.naxes, pa);
+  }
+  return n;
+}
+
 int plan_lowered_collective_count(const plan_lowered *l, const char *kind) {
   if (!l || !kind)
     return -1;
+  if (!strcmp(kind, "op_all_reduce"))
+    return op_all_reduces(l);
   for (int k = 0; k < PLAN_REDIST_COUNT; k++)
     if (!strcmp(kind, plan_redist_kind_name((plan_redist_kind)k)))
       return l->collectives[k];
