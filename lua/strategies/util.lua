@@ -482,40 +482,97 @@ local function want_entry(p, op, j, a, cur, cfg, kind)
   return e
 end
 
--- The score of strategy s for op under cfg (higher is better).
-local function recipe_score(p, op, s, cur, cfg, kind)
+-- The per-axis entries of placement text pl, parsed once per text (memo
+-- a table owned by the caller; the lists are shared: read only).
+local function entries_of(memo, pl)
+  local e = memo[pl]
+  if not e then
+    e = util.entries(pl)
+    memo[pl] = e
+  end
+  return e
+end
+
+-- The best strategy of op under cfg: the first with the highest score.
+-- What an input should be on an axis (want_entry) does not depend on the
+-- strategy, so it is asked once per input and axis, not once per
+-- strategy (an op has hundreds of strategies on a 4-axis mesh).
+local function recipe_best(p, op, strategies, cur, cfg, kind)
   local proj = kind.proj
-  local score, naxes = 0, #cfg.mesh
-  for j = 1, #s["in"] do
-    local e = util.entries(s["in"][j])
+  local naxes, tp, batch_set = #cfg.mesh, cfg.tp, cfg.batch_set
+  local memo = cfg.entries_memo
+  local nin = #op.inputs
+  local want, skip = {}, {}
+  for j = 1, nin do
+    -- a projection's parameters on tp follow from its output's layout
+    skip[j] = proj and tp and is_param(p, op.inputs[j])
+    local w = {}
     for a = 1, naxes do
-      -- a projection's parameters on tp follow from its output's layout
-      if not (proj and a == cfg.tp and is_param(p, op.inputs[j])) then
-        local w = want_entry(p, op, j, a, cur, cfg, kind)
-        if w == nil or e[a] == w then
-          score = score + (cfg.batch_set[a] and 100 or 10)
+      if not (skip[j] and a == tp) then
+        local e = want_entry(p, op, j, a, cur, cfg, kind)
+        w[a] = e == nil and true or e -- true: any entry will do
+      end
+    end
+    want[j] = w
+  end
+  local col_act, row_act, col_out
+  if proj and tp then
+    local act = want_entry(p, op, 1, tp, cur, cfg, kind)
+    local rank_in = #p:tensor(op.inputs[1]).shape
+    local rank_out = #p:tensor(op.outputs[1]).shape
+    col_act = act == "R"
+    col_out = "S(" .. (rank_out - 1) .. ")"
+    row_act = act == "S(" .. (rank_in - 1) .. ")"
+  end
+  local best, best_score
+  for _, s in ipairs(strategies) do
+    local score = 0
+    local sin = s["in"]
+    for j = 1, #sin do
+      local e, w = entries_of(memo, sin[j]), want[j] or {}
+      for a = 1, naxes do
+        local x = w[a]
+        if x == true or (x ~= nil and e[a] == x) then
+          score = score + (batch_set[a] and 100 or 10)
         end
       end
     end
-  end
-  local out = util.entries(s.out[1])
-  if proj and cfg.tp then
-    local act = want_entry(p, op, 1, cfg.tp, cur, cfg, kind)
-    local rank_in = #p:tensor(op.inputs[1]).shape
-    local rank_out = #p:tensor(op.outputs[1]).shape
-    if act == "R" and out[cfg.tp] == "S(" .. (rank_out - 1) .. ")" then
-      score = score + 30 -- column parallel
-    elseif act == "S(" .. (rank_in - 1) .. ")" and out[cfg.tp] == "P(sum)" then
-      score = score + 30 -- row parallel
+    local out = entries_of(memo, s.out[1])
+    if proj and tp then
+      if col_act and out[tp] == col_out then
+        score = score + 30 -- column parallel
+      elseif row_act and out[tp] == "P(sum)" then
+        score = score + 30 -- row parallel
+      end
+    end
+    for a = 1, naxes do
+      -- a partial sum leaves only a row-parallel projection
+      local x = out[a]
+      if x and x:sub(1, 1) == "P" and not (proj and a == tp) then
+        score = score - 5
+      end
+    end
+    if best_score == nil or score > best_score then
+      best, best_score = s, score
     end
   end
-  for a = 1, naxes do
-    -- a partial sum leaves only a row-parallel projection
-    if out[a] and out[a]:sub(1, 1) == "P" and not (proj and a == cfg.tp) then
-      score = score - 5
-    end
+  return best
+end
+
+-- What decides an op's recipe strategy beyond the op's own structure
+-- (p:op_key: kind, attributes, operands' dtypes, shapes and roles, which
+-- fix its strategies and their order): where its inputs stand, and which
+-- are parameters or tables from consts. Ops of repeated layers share it,
+-- so the choice is made once.
+local function recipe_key(p, name, op, cur, cfg, kind)
+  local parts = {p:op_key(name), kind.proj and "p" or "-",
+                 kind.vocab and "v" or "-", kind.expert and "e" or "-"}
+  for j, t in ipairs(op.inputs) do
+    parts[#parts + 1] = (cur[j] or "?") ..
+                        (is_param(p, t) and "+p" or "") ..
+                        (from_consts(p, t, cfg) and "+c" or "")
   end
-  return score
+  return table.concat(parts, "|")
 end
 
 -- Applies the recipe of cfg to every op p leaves free; returns where each
@@ -524,8 +581,10 @@ function util.recipe(p, cfg)
   cfg.mesh = p:mesh()
   cfg.from_consts = {}
   cfg.batch_set = {}
+  cfg.entries_memo = {}
   for _, a in ipairs(cfg.batch or {}) do cfg.batch_set[a] = true end
-  local placed = {}
+  local placed, chosen = {}, {} -- chosen: the strategy by recipe_key
+
   for _, name in ipairs(p:ops()) do
     local op = p:op(name)
     if not p:pinned(name) then
@@ -541,12 +600,11 @@ function util.recipe(p, cfg)
           if cfg.ep and #p:tensor(t).shape >= 3 then kind.expert = true end
         end
       end
-      local best, best_score
-      for _, s in ipairs(p:strategies(name)) do
-        local score = recipe_score(p, op, s, cur, cfg, kind)
-        if best_score == nil or score > best_score then
-          best, best_score = s, score
-        end
+      local key = recipe_key(p, name, op, cur, cfg, kind)
+      local best = chosen[key]
+      if not best then
+        best = recipe_best(p, op, p:strategies(name), cur, cfg, kind)
+        chosen[key] = best
       end
       p:apply(name, best)
     end
