@@ -77,6 +77,17 @@ function util.step_cost(p, op, s, placed, hw)
   return c
 end
 
+-- What fixes a cost-driven choice for op (named name): its structure
+-- (p:op_key: kind, attributes, operands' dtypes, shapes and roles, so its
+-- strategies, their order and, but for calibrations keyed on names, their
+-- costs) and where each input stands before it (placed[t], "?" for a leaf
+-- not placed yet). Ops of repeated layers share it.
+function util.choice_key(p, name, op, placed)
+  local parts = {p:op_key(name)}
+  for j, t in ipairs(op.inputs) do parts[j + 1] = placed[t] or "?" end
+  return table.concat(parts, "\n")
+end
+
 -- The time of delivering the program outputs: partial values reduced.
 function util.delivery(pl)
   local e = util.entries(pl)
@@ -572,7 +583,7 @@ local function recipe_key(p, name, op, cur, cfg, kind)
                         (is_param(p, t) and "+p" or "") ..
                         (from_consts(p, t, cfg) and "+c" or "")
   end
-  return table.concat(parts, "|")
+  return table.concat(parts, "\n")
 end
 
 -- Applies the recipe of cfg to every op p leaves free; returns where each

@@ -1,12 +1,15 @@
--- The recipes choose once per kind of op: util.recipe scores an op's
+-- The recipes and greedy choose once per kind of op. util.recipe scores an op's
 -- strategies only the first time it meets its key (the op's structure,
 -- where its inputs stand, which are parameters or tables from consts) and
 -- applies that choice to every op of a repeated layer. Checked against a
 -- reference that scores every strategy of every op as the recipe's rule
 -- says (the first of the highest score), on programs with repeated layers
 -- and on the examples' plans, over meshes with tp, sp, cp, ep and fsdp
--- axes: the same strategy for every op. And the sharing is real: on 8
--- layers the recipe asks p:strategies no more often than on 2.
+-- axes: the same strategy for every op. greedy takes a repeated op's
+-- choice (util.choice_key) and makes the plan it makes with opts.share =
+-- false, pricing every op, on the same programs and meshes. And the
+-- sharing is real: on 8 layers both ask p:strategies no more often than
+-- on 2.
 local plan = require "plan"
 
 local function check(cond, what) if not cond then error(what, 2) end end
@@ -150,7 +153,7 @@ local function same(p, chose, what)
     check(a and b, what .. ": op " .. name .. " has no strategy")
     local ta = table.concat(a["in"], ",") .. ">" .. table.concat(a.out, ",")
     local tb = table.concat(b["in"], ",") .. ">" .. table.concat(b.out, ",")
-    check(ta == tb, ("%s: op %s: the shared recipe chose %s, every strategy scored %s")
+    check(ta == tb, ("%s: op %s: the shared choice is %s, every op on its own %s")
                     :format(what, name, ta, tb))
   end
 end
@@ -191,8 +194,53 @@ for _, path in ipairs{"examples/moe-experts.plan.yaml", "examples/dit-torus.plan
   cases = cases + 1
 end
 
+-- greedy with its sharing against greedy pricing every op
+local greedy = strategy("greedy")
+local gcases = 0
+for _, prog in ipairs(programs) do
+  for _, mesh in ipairs(meshes) do
+    for _, hw in ipairs{"h100", "a100"} do
+      local p = assert(plan.new{program = prog, mesh = mesh})
+      local q = assert(plan.new{program = prog, mesh = mesh})
+      greedy(p, {outputs = p:outputs(), hardware = hw})
+      greedy(q, {outputs = q:outputs(), hardware = hw, share = false})
+      local chose = {}
+      for _, name in ipairs(q:ops()) do chose[name] = q:strategy(name) end
+      same(p, chose, "greedy: " .. prog .. " on " .. mesh .. ", " .. hw)
+      p:close(); q:close()
+      gcases = gcases + 1
+    end
+  end
+end
+
+-- Ops alike whose inputs stand apart: layer 0's first norm pinned to
+-- each of its strategies in turn, so that layer 0's ops meet inputs
+-- placed otherwise than layer 1's, which are the same ops
+local pinned = 0
+do
+  local prog = programs[1]
+  local p0 = assert(plan.new{program = prog, mesh = "dp=2,tp=4"})
+  local list = p0:strategies("layers.0.ln1")
+  p0:close()
+  for k = 1, #list, math.max(1, #list // 6) do
+    local p = assert(plan.new{program = prog, mesh = "dp=2,tp=4"})
+    local q = assert(plan.new{program = prog, mesh = "dp=2,tp=4"})
+    for _, x in ipairs{p, q} do
+      x:pin{ops = {"layers.0.ln1"}, strategies = {["layers.0.ln1"] = list[k]}}
+    end
+    greedy(p, {outputs = p:outputs(), hardware = "h100"})
+    greedy(q, {outputs = q:outputs(), hardware = "h100", share = false})
+    local chose = {}
+    for _, name in ipairs(q:ops()) do chose[name] = q:strategy(name) end
+    same(p, chose, "greedy, layers.0.ln1 pinned to its strategy " .. k)
+    p:close(); q:close()
+    pinned = pinned + 1
+  end
+end
+gcases = gcases + pinned
+
 -- The sharing: p:strategies asked as often on 8 layers as on 2.
-local function strategies_asked(prog)
+local function strategies_asked(prog, name, share)
   local p = assert(plan.new{program = prog, mesh = "dp=2,fsdp=2,tp=4,cp=2"})
   local asked = 0
   local proxy = setmetatable({}, {__index = function(_, k)
@@ -201,17 +249,26 @@ local function strategies_asked(prog)
       return p[k](p, ...)
     end
   end})
-  strategy("megatron")(proxy, {outputs = p:outputs(), hardware = "h100"})
+  strategy(name)(proxy, {outputs = p:outputs(), hardware = "h100", share = share})
   local nops = #p:ops()
   p:close()
   return asked, nops
 end
-local a2, n2 = strategies_asked(gen_layers(2))
-local a8, n8 = strategies_asked(gen_layers(8))
-check(n8 > 3 * n2, "8 layers have more ops than 2")
-check(a8 == a2, ("p:strategies asked %d times on 8 layers, %d on 2"):format(a8, a2))
-check(a2 < n2, ("p:strategies asked %d times for %d ops"):format(a2, n2))
+local l2, l8 = gen_layers(2), gen_layers(8)
+local counts = {}
+for _, name in ipairs{"megatron", "greedy"} do
+  local a2, n2 = strategies_asked(l2, name)
+  local a8, n8 = strategies_asked(l8, name)
+  check(n8 > 3 * n2, "8 layers have more ops than 2")
+  check(a8 == a2, ("%s: p:strategies asked %d times on 8 layers, %d on 2")
+                  :format(name, a8, a2))
+  check(a2 < n2, ("%s: p:strategies asked %d times for %d ops"):format(name, a2, n2))
+  counts[#counts + 1] = ("%s %d on 2 layers (%d ops), %d on 8 (%d ops)")
+                        :format(name, a2, n2, a8, n8)
+end
+local u8, n8 = strategies_asked(l8, "greedy", false)
+check(u8 == n8, ("greedy without sharing asked %d times for %d ops"):format(u8, n8))
 os.remove(tmp); os.remove(tmp .. 2); os.remove(tmp .. 3); os.remove(tmp .. 8)
-print(("recipe sharing: %d cases the same as every strategy scored; "
-       .. "p:strategies %d times on 2 layers (%d ops), %d on 8 (%d ops)")
-      :format(cases, a2, n2, a8, n8))
+print(("choice sharing: recipe %d cases the same as every strategy scored, "
+       .. "greedy %d the same as every op priced; p:strategies: %s")
+      :format(cases, gcases, table.concat(counts, "; ")))
