@@ -239,6 +239,70 @@ do
 end
 gcases = gcases + pinned
 
+-- beam against a reference beam: every strategy of every op priced for
+-- every partial plan, all the extensions sorted and the first kept
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+local function beam_reference(p, width)
+  local beams = {{cost = 0, placed = {}, choice = {}}}
+  for _, name in ipairs(p:ops()) do
+    local op = p:op(name)
+    local list = p:pinned(name) and {p:strategy(name)} or p:strategies(name)
+    local nb = {}
+    for bi, b in ipairs(beams) do
+      for si, s in ipairs(list) do
+        nb[#nb + 1] = {cost = b.cost + util.step_cost(p, op, s, b.placed, "h100"),
+                       parent = b, s = s, key = bi * 100000 + si}
+      end
+    end
+    table.sort(nb, function(x, y)
+      if x.cost ~= y.cost then return x.cost < y.cost end
+      return x.key < y.key
+    end)
+    beams = {}
+    for i = 1, math.min(width, #nb) do
+      local placed = copy(nb[i].parent.placed)
+      for j, t in ipairs(op.inputs) do
+        if placed[t] == nil then placed[t] = nb[i].s["in"][j] end
+      end
+      for k, t in ipairs(op.outputs) do placed[t] = nb[i].s.out[k] end
+      local choice = copy(nb[i].parent.choice)
+      choice[name] = nb[i].s
+      beams[i] = {cost = nb[i].cost, placed = placed, choice = choice}
+    end
+  end
+  return beams[1].choice
+end
+local beam = strategy("beam")
+local bcases = 0
+local beam_cases = {{1, "dp=2,tp=4", {1, 3, 8}}, {1, "dp=2,fsdp=2,tp=4,cp=2", {3}},
+                    {2, "dp=2,sp=4", {1, 8}}, {3, "dp=2,tp=4", {2, 8}},
+                    {4, "dp=4,ep=2", {3}}}
+for _, bc in ipairs(beam_cases) do
+  local prog, mesh = programs[bc[1]], bc[2]
+  do
+    for _, width in ipairs(bc[3]) do
+      local want
+      for _, sh in ipairs{true, false} do
+        local p = assert(plan.new{program = prog, mesh = mesh})
+        if not want then
+          local q = assert(plan.new{program = prog, mesh = mesh})
+          want = beam_reference(q, width)
+          q:close()
+        end
+        beam(p, {outputs = p:outputs(), hardware = "h100", width = width, share = sh})
+        same(p, want, ("beam (width %d, share %s): %s on %s")
+                      :format(width, sh, prog, mesh))
+        p:close()
+        bcases = bcases + 1
+      end
+    end
+  end
+end
+
 -- The sharing: p:strategies asked as often on 8 layers as on 2.
 local function strategies_asked(prog, name, share)
   local p = assert(plan.new{program = prog, mesh = "dp=2,fsdp=2,tp=4,cp=2"})
@@ -256,7 +320,7 @@ local function strategies_asked(prog, name, share)
 end
 local l2, l8 = gen_layers(2), gen_layers(8)
 local counts = {}
-for _, name in ipairs{"megatron", "greedy"} do
+for _, name in ipairs{"megatron", "greedy", "beam"} do
   local a2, n2 = strategies_asked(l2, name)
   local a8, n8 = strategies_asked(l8, name)
   check(n8 > 3 * n2, "8 layers have more ops than 2")
@@ -270,5 +334,6 @@ local u8, n8 = strategies_asked(l8, "greedy", false)
 check(u8 == n8, ("greedy without sharing asked %d times for %d ops"):format(u8, n8))
 os.remove(tmp); os.remove(tmp .. 2); os.remove(tmp .. 3); os.remove(tmp .. 8)
 print(("choice sharing: recipe %d cases the same as every strategy scored, "
-       .. "greedy %d the same as every op priced; p:strategies: %s")
-      :format(cases, gcases, table.concat(counts, "; ")))
+       .. "greedy %d the same as every op priced, beam %d the same as the "
+       .. "reference beam; p:strategies: %s")
+      :format(cases, gcases, bcases, table.concat(counts, "; ")))
