@@ -285,16 +285,16 @@ for _, bc in ipairs(beam_cases) do
   local prog, mesh = programs[bc[1]], bc[2]
   do
     for _, width in ipairs(bc[3]) do
-      local want
+      local expect
       for _, sh in ipairs{true, false} do
         local p = assert(plan.new{program = prog, mesh = mesh})
-        if not want then
+        if not expect then
           local q = assert(plan.new{program = prog, mesh = mesh})
-          want = beam_reference(q, width)
+          expect = beam_reference(q, width)
           q:close()
         end
         beam(p, {outputs = p:outputs(), hardware = "h100", width = width, share = sh})
-        same(p, want, ("beam (width %d, share %s): %s on %s")
+        same(p, expect, ("beam (width %d, share %s): %s on %s")
                       :format(width, sh, prog, mesh))
         p:close()
         bcases = bcases + 1
