@@ -72,7 +72,8 @@ typedef struct plan_search_options {
   int no_share; /* 1: the exact strategies (dp, ilp) solve and price every
                    copy of a repeated layer on its own, instead of once per
                    layer (the same plan for dp, slower; for ilp the copies
-                   no longer share their choices) */
+                   no longer share their choices), and greedy and beam
+                   price every op (the same plans, slower) */
   /* called as the search goes: `what` names the work ("units", "ops",
    * "solve"), done of total steps of it so far (total 0: unknown).
    * From the calling thread, within the call; the library prints
