@@ -16,7 +16,11 @@
 -- every exit state, is solved once per (layer, entry state) and reused
 -- for every copy of the layer, whose strategies are listed and priced
 -- once (util.share_lists); the units are then chained by a DP over the
--- states between them. Both levels are exact, so the result is the
+-- states between them. A layer is cut further where a tensor passes
+-- untouched over 8 ops or more (util.split_units: the residual stream of
+-- a pre-norm block, read by the norm and again by the residual add), so
+-- the attention between is solved once per placement of what it reads,
+-- whatever the residual's placement, which the chain carries past it. Both levels are exact, so the result is the
 -- optimum of the whole objective, the same plan as without the sharing
 -- (opts.share == false: every unit solved and priced on its own).
 --
@@ -36,7 +40,8 @@ return function(p, opts)
   end
   for _, t in ipairs(opts.outputs) do outputs[t] = true end
   local function alive_after(t, i) return (last[t] or 0) > i or outputs[t] end
-  local segments, opv = util.repeats(p, ops, alive_after)
+  local layers, opv, key = util.repeats(p, ops, alive_after)
+  local segments = util.split_units(layers, opv, key, alive_after, 8)
   local info = util.share_lists(p, ops, segments, opv, hw, opts.share ~= false)
   local progress = opts.progress or function() end
 
@@ -74,14 +79,35 @@ return function(p, opts)
 
   -- The states made by a step, in the order they were first made; past
   -- max_states, only the cheapest (ties: the earlier).
+  local function by_rank(x, y)
+    if x.cost ~= y.cost then return x.cost < y.cost end
+    return x.rank < y.rank
+  end
+  -- the k-th smallest cost of the states made
+  local function kth_cost(made, k)
+    local costs = {}
+    for q, st in ipairs(made) do costs[q] = st.cost end
+    table.sort(costs)
+    return costs[k]
+  end
   local function kept(states)
     for r, st in ipairs(states) do st.rank = r end
     if #states > max_states then
-      table.sort(states, function(x, y)
-        if x.cost ~= y.cost then return x.cost < y.cost end
-        return x.rank < y.rank
-      end)
-      for r = #states, max_states + 1, -1 do states[r] = nil end
+      -- those below the max_states-th cost, then the earliest made at it
+      local t = kth_cost(states, max_states)
+      local room = max_states
+      for _, st in ipairs(states) do
+        if st.cost < t then room = room - 1 end
+      end
+      local keep = {}
+      for _, st in ipairs(states) do
+        if st.cost < t or (st.cost == t and room > 0) then
+          if st.cost == t then room = room - 1 end
+          keep[#keep + 1] = st
+        end
+      end
+      table.sort(keep, by_rank)
+      states = keep
       exact = false
     end
     return states
@@ -211,13 +237,12 @@ return function(p, opts)
   -- each result's key is its exit placements in the order of their
   -- canonical names (the same names for every result of a class)
   local memo = {}
-  local function solve(seg, entry)
-    local ekey = state_key(entry)
+  local function solve(seg, ekey, ents, from)
     local m = memo[seg.class]
     if not m then m = {}; memo[seg.class] = m end
     if m[ekey] then return m[ekey] end
     local placed = {}
-    for c, pl in pairs(entry) do placed[seg.actual[c]] = pl end
+    for _, t in ipairs(ents) do placed[t] = from[t] end
     local finals, live = run(seg, seg.canon, placed)
     local results = {}
     local enames
@@ -230,6 +255,15 @@ return function(p, opts)
       results[r] = {cost = st.cost, exit = exit, choice = st.choice,
                     key = table.concat(parts, ";")}
     end
+    -- the results by cost (ties: by number), for the chain's bound
+    local order = {}
+    for r = 1, #results do order[r] = r end
+    table.sort(order, function(x, y)
+      local a, b = results[x].cost, results[y].cost
+      if a ~= b then return a < b end
+      return x < y
+    end)
+    results.order = order
     m[ekey] = results
     return results
   end
@@ -239,49 +273,83 @@ return function(p, opts)
   -- does not touch, passed on from the state before, and the segment's
   -- exit. A state's key is the passed placements in the order of their
   -- names, then its exit's key; where each tensor stands is made only
-  -- for the states kept.
+  -- for the states kept. Once more than max_states states are made, a
+  -- pair dearer than the max_states-th cheapest so far is not looked at
+  -- (as in plan.dp_run: costs only fall and states are only added, so it
+  -- could never be kept; the bound is refreshed as the states double).
   local states = {{cost = 0, placed = {}}}
   for u, seg in ipairs(segments) do
     progress("units", u - 1, #segments)
+    -- every state places the same tensors here: those the segment reads
+    -- (its entry, in the order of their canonical names) and those it
+    -- passes on, in the order of their names
+    local ents, pnames, ehead = {}, {}, {}
+    for t in pairs(states[1].placed) do
+      if seg.canon[t] then
+        ents[#ents + 1] = t
+      elseif alive_after(t, seg.last) then
+        pnames[#pnames + 1] = t
+      end
+    end
+    table.sort(ents, function(x, y) return seg.canon[x] < seg.canon[y] end)
+    table.sort(pnames) -- never pairs order
+    for k, t in ipairs(ents) do ehead[k] = seg.canon[t] .. "=" end
     -- the states made, by passed key then exit key (no string made per
     -- pair), and in the order they were first made
     local by_key, made = {}, {}
+    local bound, next_check = math.huge, 4 * max_states
+    local parts, within = {}, {}
     for _, st in ipairs(states) do
-      local entry, pass, pnames = {}, {}, {}
-      for t, pl in pairs(st.placed) do
-        local c = seg.canon[t]
-        if c then
-          entry[c] = pl
-        elseif alive_after(t, seg.last) then
-          pass[t] = pl; pnames[#pnames + 1] = t
-        end
+      local placed = st.placed
+      for k, t in ipairs(ents) do parts[k] = ehead[k] .. placed[t] end
+      for k = #ents + 1, #parts do parts[k] = nil end
+      local results = solve(seg, table.concat(parts, ";"), ents, placed)
+      -- the results within the bound as the state begins, taken in their
+      -- own order (so the states are made as by the loop over all)
+      local base, order, n = st.cost, results.order, 0
+      while n < #order and base + results[order[n + 1]].cost <= bound do
+        n = n + 1
+        within[n] = order[n]
       end
-      table.sort(pnames) -- never pairs order
-      local parts = {}
-      for k, t in ipairs(pnames) do parts[k] = pass[t] end
-      local pkey = table.concat(parts, ";")
-      local row = by_key[pkey]
-      if not row then row = {}; by_key[pkey] = row end
-      for _, r in ipairs(solve(seg, entry)) do
-        local c = st.cost + r.cost
-        local old = row[r.key]
-        if old == nil then
-          old = {cost = c, pass = pass, exit = r.exit, back = st, seg = seg,
-                 choice = r.choice}
-          row[r.key] = old
-          made[#made + 1] = old
-        elseif c < old.cost then
-          old.cost, old.pass, old.exit, old.back, old.choice =
-            c, pass, r.exit, st, r.choice
+      if n > 0 then
+        for k = #within, n + 1, -1 do within[k] = nil end
+        if n == #order then
+          for k = 1, n do within[k] = k end
+        elseif n > 1 then
+          table.sort(within)
+        end
+        for k, t in ipairs(pnames) do parts[k] = placed[t] end
+        for k = #pnames + 1, #parts do parts[k] = nil end
+        local pkey = table.concat(parts, ";")
+        local row = by_key[pkey]
+        if not row then row = {}; by_key[pkey] = row end
+        for k = 1, n do
+          local r = results[within[k]]
+          local c = base + r.cost
+          if c <= bound then
+            local old = row[r.key]
+            if old == nil then
+              old = {cost = c, exit = r.exit, back = st, seg = seg,
+                     choice = r.choice}
+              row[r.key] = old
+              made[#made + 1] = old
+              if #made >= next_check then
+                bound = kth_cost(made, max_states)
+                next_check = 2 * next_check
+              end
+            elseif c < old.cost then
+              old.cost, old.exit, old.back, old.choice = c, r.exit, st, r.choice
+            end
+          end
         end
       end
     end
     states = kept(made)
     for _, st in ipairs(states) do
-      local placed = {}
-      for t, pl in pairs(st.pass) do placed[t] = pl end
+      local placed, from = {}, st.back.placed
+      for _, t in ipairs(pnames) do placed[t] = from[t] end
       for c, pl in pairs(st.exit) do placed[seg.actual[c]] = pl end
-      st.placed, st.pass, st.exit = placed, nil, nil
+      st.placed, st.exit = placed, nil
     end
   end
   progress("units", #segments, #segments)

@@ -204,6 +204,42 @@ function util.layers(p, info, alive_after)
   return segments
 end
 
+-- Each unit's signature and the canonical names of the tensors it touches
+-- (util.repeats documents the fields); key[i]: op i's structural key.
+local function describe(units, opv, key, alive_after)
+  for _, u in ipairs(units) do
+    local canon, ext, parts, local_out = {}, {}, {}, {}
+    for i = u.first, u.last do
+      for k, t in ipairs(opv[i].outputs) do
+        local_out[t] = "o" .. (i - u.first) .. "_" .. k
+      end
+    end
+    for i = u.first, u.last do
+      local op = opv[i]
+      local sig = {key[i]}
+      for _, t in ipairs(op.inputs) do
+        local c = local_out[t] or canon[t]
+        if not c then
+          ext[#ext + 1] = t
+          c = "x" .. #ext
+        end
+        canon[t] = c
+        sig[#sig + 1] = c .. (alive_after(t, u.last) and "+" or "-")
+      end
+      for _, t in ipairs(op.outputs) do
+        canon[t] = local_out[t]
+        sig[#sig + 1] = canon[t] .. (alive_after(t, u.last) and "+" or "-")
+      end
+      parts[#parts + 1] = table.concat(sig, " ")
+    end
+    u.canon, u.ext = canon, ext
+    u.sig = table.concat(parts, "\n")
+    local actual = {}
+    for t, c in pairs(canon) do actual[c] = t end
+    u.actual = actual
+  end
+end
+
 -- The repeated layers of a program (AutoParallel's observation: a model
 -- is a few distinct layers repeated), found before any strategy is
 -- listed. Each op's key is its structure (p:op_key: kind, attributes,
@@ -320,39 +356,66 @@ function util.repeats(p, ops, alive_after)
     for i = start + best_copies * P, n do single(i) end
   end
 
-  -- a unit's signature and the canonical names of the tensors it touches
-  for _, u in ipairs(units) do
-    local canon, ext, parts, local_out = {}, {}, {}, {}
-    for i = u.first, u.last do
-      for k, t in ipairs(opv[i].outputs) do
-        local_out[t] = "o" .. (i - u.first) .. "_" .. k
-      end
-    end
-    for i = u.first, u.last do
-      local op = opv[i]
-      local sig = {key[i]}
-      for _, t in ipairs(op.inputs) do
-        local c = local_out[t] or canon[t]
-        if not c then
-          ext[#ext + 1] = t
-          c = "x" .. #ext
-        end
-        canon[t] = c
-        sig[#sig + 1] = c .. (alive_after(t, u.last) and "+" or "-")
-      end
-      for _, t in ipairs(op.outputs) do
-        canon[t] = local_out[t]
-        sig[#sig + 1] = canon[t] .. (alive_after(t, u.last) and "+" or "-")
-      end
-      parts[#parts + 1] = table.concat(sig, " ")
-    end
-    u.canon, u.ext = canon, ext
-    u.sig = table.concat(parts, "\n")
-    local actual = {}
-    for t, c in pairs(canon) do actual[c] = t end
-    u.actual = actual
+  describe(units, opv, key, alive_after)
+  return units, opv, key
+end
+
+-- The units cut where a tensor passes untouched (the residual stream of a
+-- pre-norm layer, read by the norm and again by the residual add): a
+-- unit is cut after an op that touches a tensor and before the next op
+-- that reads it, when `gap` or more ops lie between the two. A piece's
+-- solve then depends only on the tensors it touches, so the pieces
+-- between are solved once for every placement of the passed tensor (a
+-- unit's solves are per entry state). Returns the pieces, described as
+-- util.repeats describes its units; key is util.repeats' third result.
+function util.split_units(units, opv, key, alive_after, gap)
+  -- live[i]: the tensors live after op i (touched by then, read later)
+  local n, first, delta, live = #opv, {}, {}, {}
+  for i = 1, n do
+    for _, t in ipairs(opv[i].inputs) do first[t] = first[t] or i end
+    for _, t in ipairs(opv[i].outputs) do first[t] = first[t] or i end
   end
-  return units, opv
+  local lastread = {}
+  for i = 1, n do
+    for _, t in ipairs(opv[i].inputs) do lastread[t] = i end
+  end
+  for t, f in pairs(first) do
+    local l = alive_after(t, n) and n + 1 or (lastread[t] or f)
+    if l > f then
+      delta[f] = (delta[f] or 0) + 1
+      delta[l] = (delta[l] or 0) - 1
+    end
+  end
+  local acc = 0
+  for i = 0, n do
+    acc = acc + (delta[i] or 0)
+    live[i] = acc
+  end
+  local out = {}
+  for _, u in ipairs(units) do
+    local touched, cut = {}, {}
+    local narrow = math.max(live[u.first - 1], live[u.last]) + 1
+    for i = u.first, u.last do
+      for _, t in ipairs(opv[i].inputs) do
+        local a = touched[t]
+        if a and i - a - 1 >= gap then
+          if live[a] <= narrow then cut[a] = true end
+          if live[i - 1] <= narrow then cut[i - 1] = true end
+        end
+        touched[t] = i
+      end
+      for _, t in ipairs(opv[i].outputs) do touched[t] = i end
+    end
+    local start = u.first
+    for i = u.first, u.last do
+      if cut[i] or i == u.last then
+        out[#out + 1] = {first = start, last = i}
+        start = i + 1
+      end
+    end
+  end
+  describe(out, opv, key, alive_after)
+  return out
 end
 
 -- The strategy lists and op costs of the exact strategies, shared by

@@ -36,18 +36,22 @@ local function objective(p)
   return util.objective(p, p:ops(), choice, p:outputs(), "h100")
 end
 
--- the layers: three copies of one period, found before any strategy
-do
-  local p = assert(plan.new{program = PROGRAM, mesh = "dp=2,tp=2"})
-  local ops = p:ops()
+-- the liveness the strategies use: t is read after op i, or an output
+local function liveness(p, ops)
   local last, outputs = {}, {}
   for i, name in ipairs(ops) do
     for _, t in ipairs(p:op(name).inputs) do last[t] = i end
   end
   for _, t in ipairs(p:outputs()) do outputs[t] = true end
-  local units = util.repeats(p, ops, function(t, i)
-    return (last[t] or 0) > i or outputs[t]
-  end)
+  return function(t, i) return (last[t] or 0) > i or outputs[t] end
+end
+
+-- the layers: three copies of one period, found before any strategy
+do
+  local p = assert(plan.new{program = PROGRAM, mesh = "dp=2,tp=2"})
+  local ops = p:ops()
+  local alive = liveness(p, ops)
+  local units = util.repeats(p, ops, alive)
   local big, period = 0, nil
   for _, u in ipairs(units) do
     if u.last > u.first then
@@ -62,9 +66,55 @@ do
   check(big == 3, "found " .. big .. " copies of a layer, not 3")
   check(units[2].sig == units[3].sig, "the first two copies differ")
   local info = util.share_lists(p, ops, units, select(2, util.repeats(p, ops,
-    function(t, i) return (last[t] or 0) > i or outputs[t] end)), "h100", true)
+    alive)), "h100", true)
   check(info[units[2].first].list == info[units[3].first].list,
         "the copies' strategy lists are not shared")
+end
+
+-- the pieces dp solves: every op once, in order; each layer cut alike,
+-- with the residual stream passed over its attention (a piece that reads
+-- neither the layer's input nor writes the residual add)
+do
+  local p = assert(plan.new{program = PROGRAM, mesh = "dp=2,tp=2"})
+  local ops = p:ops()
+  local alive = liveness(p, ops)
+  local layers, opv, key = util.repeats(p, ops, alive)
+  local pieces = util.split_units(layers, opv, key, alive, 8)
+  local nextop = 1
+  for _, u in ipairs(pieces) do
+    check(u.first == nextop and u.last >= u.first, "pieces out of order at " .. nextop)
+    nextop = u.last + 1
+  end
+  check(nextop == #ops + 1, "the pieces miss ops")
+  check(#pieces > #layers, "no layer was cut")
+  local index = {}
+  for i, name in ipairs(ops) do index[name] = i end
+  local by_layer = {}
+  for _, u in ipairs(pieces) do
+    local k = ops[u.first]:match("^layers%.(%d+)%.")
+    if k then
+      by_layer[k] = by_layer[k] or {}
+      local rel = u.first - index[("layers.%s.ln1"):format(k)]
+      table.insert(by_layer[k], rel .. ":" .. (u.last - u.first + 1))
+    end
+  end
+  check(table.concat(by_layer["1"], " ") == table.concat(by_layer["2"], " "),
+        "layers 1 and 2 cut differently")
+  local sigs = {}
+  for _, u in ipairs(pieces) do sigs[u.sig] = (sigs[u.sig] or 0) + 1 end
+  local attn
+  for _, u in ipairs(pieces) do
+    if ops[u.first] == "layers.1.attn.q" then attn = u end
+  end
+  check(attn and attn.last - attn.first >= 8, "no attention piece in layer 1")
+  check(sigs[attn.sig] >= 2, "the attention pieces are not alike")
+  for t in pairs(attn.canon) do
+    check(t ~= "layers.0.mlp.res.out" and t ~= "layers.1.attn.res.out",
+          "the attention piece touches the residual stream (" .. t .. ")")
+  end
+  -- a gap longer than the program cuts nothing
+  local whole = util.split_units(layers, opv, key, alive, #ops)
+  check(#whole == #layers, "a piece without a long gap")
 end
 
 for _, mesh in ipairs{"dp=2,tp=2", "tp=4"} do
