@@ -5,7 +5,10 @@
  * before; the pricer answers from a memo keyed by (class, from, to), a
  * class being the tensors of one role, dtype and shape (a redistribution's
  * time depends on nothing else of the tensor), and parses each placement
- * once per class. A miss is priced as p:cost_redist prices it (and
+ * once per class. The memo is a dense row of prices per (class, from),
+ * indexed by `to` (a unit asks a row's prices one after another: they
+ * lie together), with a hash for ids numbered after a row was made and
+ * for everything past 64 MiB of rows. A miss is priced as p:cost_redist prices it (and
  * counted in p:stats() the same way); a pair the planner cannot change is
  * priced 0, as the search's callback did.
  *
@@ -38,6 +41,18 @@ typedef struct pclass {
   uint8_t *parsed;
 } pclass;
 
+/* A dense row of the memo: the prices from one placement of a class to
+ * the ids 1..width, -1 until priced. A unit asks a row's prices one
+ * after another, so they lie together; ids past the width (numbered
+ * after the row was made) go to the hash memo. */
+typedef struct prow {
+  double *v;
+  int width;
+} prow;
+
+/* at most this many dense entries in all (64 MiB); past it, the hash */
+#define PRICER_DENSE_MAX ((size_t)8 << 20)
+
 struct plan_lua_pricer {
   char *profile; /* NULL: the plan's own hardware */
   pclass *cls;
@@ -45,6 +60,12 @@ struct plan_lua_pricer {
   uint64_t *keys; /* 0: empty */
   double *vals;
   size_t cap, used;
+  /* the dense rows, found by (class, from) */
+  uint64_t *rkeys; /* 0: empty */
+  int *ridx;       /* the row's index in rows */
+  size_t rcap, rused;
+  prow *rows;
+  size_t nrows, caprows, dense, dense_used;
   lua_Integer priced;
 };
 
@@ -56,6 +77,11 @@ static void pricer_free(plan_lua_pricer *pr) {
   free(pr->cls);
   free(pr->keys);
   free(pr->vals);
+  for (size_t r = 0; r < pr->nrows; r++)
+    free(pr->rows[r].v);
+  free(pr->rows);
+  free(pr->rkeys);
+  free(pr->ridx);
   free(pr->profile);
   memset(pr, 0, sizeof *pr);
 }
@@ -220,6 +246,90 @@ static void memo_grow(lua_State *L, plan_lua_pricer *pr) {
   pr->cap = cap;
 }
 
+static void rows_grow(lua_State *L, plan_lua_pricer *pr) {
+  size_t cap = pr->rcap ? pr->rcap * 2 : 1024;
+  uint64_t *keys = calloc(cap, sizeof *keys);
+  int *idx = malloc(cap * sizeof *idx);
+  if (!keys || !idx) {
+    free(keys);
+    free(idx);
+    oom(L);
+  }
+  for (size_t i = 0; i < pr->rcap; i++) {
+    if (!pr->rkeys[i])
+      continue;
+    size_t h = mix(pr->rkeys[i]) & (cap - 1);
+    while (keys[h])
+      h = (h + 1) & (cap - 1);
+    keys[h] = pr->rkeys[i];
+    idx[h] = pr->ridx[i];
+  }
+  free(pr->rkeys);
+  free(pr->ridx);
+  pr->rkeys = keys;
+  pr->ridx = idx;
+  pr->rcap = cap;
+}
+
+/* The dense row of (cls, from), made the first time as wide as the ids
+ * numbered so far; NULL past the memory bound. */
+static prow *dense_row(lua_State *L, plan_lua_pricer *pr, int self, int cls,
+                       int from) {
+  uint64_t key = ((uint64_t)cls << 24 | (uint64_t)from) + 1;
+  if (!pr->rcap)
+    rows_grow(L, pr);
+  size_t h = mix(key) & (pr->rcap - 1);
+  while (pr->rkeys[h]) {
+    if (pr->rkeys[h] == key)
+      return &pr->rows[pr->ridx[h]];
+    h = (h + 1) & (pr->rcap - 1);
+  }
+  if (pr->dense >= PRICER_DENSE_MAX)
+    return NULL; /* full: the hash memo from here on */
+  lua_getiuservalue(L, self, 2);
+  size_t ids = lua_rawlen(L, -1);
+  lua_pop(L, 1);
+  size_t width = (ids + 63) / 64 * 64;
+  if (width > PRICER_MAX_ID)
+    width = PRICER_MAX_ID;
+  if (pr->dense + width > PRICER_DENSE_MAX) {
+    pr->dense = PRICER_DENSE_MAX;
+    return NULL;
+  }
+  if (pr->nrows == pr->caprows) {
+    size_t cap = pr->caprows ? 2 * pr->caprows : 256;
+    prow *rows = realloc(pr->rows, sizeof *rows * cap);
+    if (!rows)
+      oom(L);
+    pr->rows = rows;
+    pr->caprows = cap;
+  }
+  double *v = malloc(sizeof *v * (width ? width : 1));
+  if (!v)
+    oom(L);
+  for (size_t x = 0; x < width; x++)
+    v[x] = -1;
+  /* kept before the keys grow, so an error there leaks nothing */
+  size_t r = pr->nrows++;
+  pr->rows[r] = (prow){v, (int)width};
+  pr->dense += width;
+  if (2 * (pr->rused + 1) > pr->rcap) {
+    rows_grow(L, pr);
+    h = mix(key) & (pr->rcap - 1);
+    while (pr->rkeys[h])
+      h = (h + 1) & (pr->rcap - 1);
+  }
+  pr->rkeys[h] = key;
+  pr->ridx[h] = (int)r;
+  pr->rused++;
+  return &pr->rows[r];
+}
+
+/* The seconds of bringing a tensor of class c from `from` to `to`, priced
+ * now (the memo missed). */
+static double price_now(lua_State *L, plan_lua_pricer *pr, int self, int cls,
+                        int from, int to);
+
 double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
                              int cls, int from, int to) {
   if (from == to)
@@ -229,6 +339,15 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
   if (from < 1 || to < 1 || from > PRICER_MAX_ID || to > PRICER_MAX_ID)
     luaL_error(L, "redist_pricer: placement id %d out of range",
                from < 1 || from > PRICER_MAX_ID ? from : to);
+  prow *row = dense_row(L, pr, self, cls, from);
+  if (row && to <= row->width) {
+    double *v = &row->v[to - 1];
+    if (*v < 0) {
+      *v = price_now(L, pr, self, cls, from, to); /* makes no row */
+      pr->dense_used++;
+    }
+    return *v;
+  }
   uint64_t key =
       (((uint64_t)cls << 48) | ((uint64_t)from << 24) | (uint64_t)to);
   if (!pr->cap)
@@ -239,6 +358,21 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
       return pr->vals[h];
     h = (h + 1) & (pr->cap - 1);
   }
+  double s = price_now(L, pr, self, cls, from, to);
+  if (2 * (pr->used + 1) > pr->cap) {
+    memo_grow(L, pr);
+    h = mix(key) & (pr->cap - 1);
+    while (pr->keys[h])
+      h = (h + 1) & (pr->cap - 1);
+  }
+  pr->keys[h] = key;
+  pr->vals[h] = s;
+  pr->used++;
+  return s;
+}
+
+static double price_now(lua_State *L, plan_lua_pricer *pr, int self, int cls,
+                        int from, int to) {
   lua_getiuservalue(L, self, 1);
   lplan *lp = plan_lua_toplan(L, -1);
   lua_pop(L, 1);
@@ -257,15 +391,6 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
    * search's callback priced p:cost_redist's nil */
   if (!m || plan_cost_redist_seconds(&s, m, lp->p, c->tensor, a, b))
     s = 0;
-  if (2 * (pr->used + 1) > pr->cap) {
-    memo_grow(L, pr);
-    h = mix(key) & (pr->cap - 1);
-    while (pr->keys[h])
-      h = (h + 1) & (pr->cap - 1);
-  }
-  pr->keys[h] = key;
-  pr->vals[h] = s;
-  pr->used++;
   return s;
 }
 
@@ -285,7 +410,7 @@ static int m_stats(lua_State *L) {
   lua_setfield(L, -2, "classes");
   lua_pushinteger(L, pr->priced);
   lua_setfield(L, -2, "priced");
-  lua_pushinteger(L, (lua_Integer)pr->used);
+  lua_pushinteger(L, (lua_Integer)(pr->used + pr->dense_used));
   lua_setfield(L, -2, "memo");
   return 1;
 }
