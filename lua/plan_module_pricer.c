@@ -8,9 +8,9 @@
  * once per class. The memo is a dense row of prices per (class, from),
  * indexed by `to` (a unit asks a row's prices one after another: they
  * lie together), with a hash for ids numbered after a row was made and
- * for everything past 64 MiB of rows. A miss is priced as p:cost_redist prices it (and
- * counted in p:stats() the same way); a pair the planner cannot change is
- * priced 0, as the search's callback did.
+ * for everything past 64 MiB of rows. A miss is priced as p:cost_redist prices
+ * it (and counted in p:stats() the same way); a pair the planner cannot change
+ * is priced 0, as the search's callback did.
  *
  *   local pr = p:redist_pricer(pl_of, "h100")
  *   local c = pr:class("layers.0.ln1.out")   -- an integer, 1-based
