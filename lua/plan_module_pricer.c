@@ -221,54 +221,45 @@ static uint64_t mix(uint64_t h) {
   return h;
 }
 
-static void memo_grow(lua_State *L, plan_lua_pricer *pr) {
-  size_t cap = pr->cap ? pr->cap * 2 : 1 << 14;
-  uint64_t *keys = calloc(cap, sizeof *keys);
-  double *vals = malloc(cap * sizeof *vals);
-  if (!keys || !vals) {
-    free(keys);
-    free(vals);
+/* Doubles an open-addressing table of keys (0: empty) and values of
+ * `size` bytes each (first: its capacity when empty), moving every entry. */
+static void table_grow(lua_State *L, uint64_t **keys, void **vals, size_t size,
+                       size_t *cap, size_t first) {
+  size_t ncap = *cap ? *cap * 2 : first;
+  uint64_t *nk = calloc(ncap, sizeof *nk);
+  char *nv = malloc(ncap * size);
+  if (!nk || !nv) {
+    free(nk);
+    free(nv);
     oom(L);
   }
-  for (size_t i = 0; i < pr->cap; i++) {
-    if (!pr->keys[i])
+  const char *ov = *vals;
+  for (size_t i = 0; i < *cap; i++) {
+    if (!(*keys)[i])
       continue;
-    size_t h = mix(pr->keys[i]) & (cap - 1);
-    while (keys[h])
-      h = (h + 1) & (cap - 1);
-    keys[h] = pr->keys[i];
-    vals[h] = pr->vals[i];
+    size_t h = mix((*keys)[i]) & (ncap - 1);
+    while (nk[h])
+      h = (h + 1) & (ncap - 1);
+    nk[h] = (*keys)[i];
+    memcpy(nv + h * size, ov + i * size, size);
   }
-  free(pr->keys);
-  free(pr->vals);
-  pr->keys = keys;
+  free(*keys);
+  free(*vals);
+  *keys = nk;
+  *vals = nv;
+  *cap = ncap;
+}
+
+static void memo_grow(lua_State *L, plan_lua_pricer *pr) {
+  void *vals = pr->vals;
+  table_grow(L, &pr->keys, &vals, sizeof *pr->vals, &pr->cap, 1 << 14);
   pr->vals = vals;
-  pr->cap = cap;
 }
 
 static void rows_grow(lua_State *L, plan_lua_pricer *pr) {
-  size_t cap = pr->rcap ? pr->rcap * 2 : 1024;
-  uint64_t *keys = calloc(cap, sizeof *keys);
-  int *idx = malloc(cap * sizeof *idx);
-  if (!keys || !idx) {
-    free(keys);
-    free(idx);
-    oom(L);
-  }
-  for (size_t i = 0; i < pr->rcap; i++) {
-    if (!pr->rkeys[i])
-      continue;
-    size_t h = mix(pr->rkeys[i]) & (cap - 1);
-    while (keys[h])
-      h = (h + 1) & (cap - 1);
-    keys[h] = pr->rkeys[i];
-    idx[h] = pr->ridx[i];
-  }
-  free(pr->rkeys);
-  free(pr->ridx);
-  pr->rkeys = keys;
+  void *idx = pr->ridx;
+  table_grow(L, &pr->rkeys, &idx, sizeof *pr->ridx, &pr->rcap, 1024);
   pr->ridx = idx;
-  pr->rcap = cap;
 }
 
 /* The dense row of (cls, from), made the first time as wide as the ids
