@@ -92,6 +92,15 @@ static int chunk_coords(int64_t L, int64_t k, int64_t *rs, int n) {
  * LEN_SET_CAP the set is cut (the costs then become a lower bound). */
 static int piece_lengths(int64_t size, const int *axes, int depth,
                          const int64_t *mesh, int64_t out[LEN_SET_CAP]) {
+  /* the levels' product divides the size: every level is even, one
+   * length (what the walk below finds, without it) */
+  int64_t prod = 1;
+  for (int l = 0; l < depth && prod > 0; l++)
+    prod = mesh[axes[l]] > 0 ? sat_mul(prod, mesh[axes[l]]) : 0;
+  if (prod > 0 && prod < INT64_MAX && size >= 0 && size % prod == 0) {
+    out[0] = size / prod;
+    return 1;
+  }
   int n = 1;
   out[0] = size;
   for (int l = 0; l < depth; l++) {
@@ -259,7 +268,9 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
        * they split the current piece. */
       int n = piece_lengths(shape[s->dim], axes, gather ? m - 1 : m, mesh, ls);
       for (int i = 0; i < n; i++) {
-        int nr = chunk_coords(ls[i], k, rs, 0);
+        /* k even chunks: every coordinate's are alike */
+        int nr = k > 0 && ls[i] % k == 0 ? (rs[0] = 0, 1)
+                                         : chunk_coords(ls[i], k, rs, 0);
         for (int j = 0; j < nr; j++) {
           int64_t own = chunk_len(ls[i], k, rs[j]);
           int64_t mine = sat_mul(own, k - 1), rest = ls[i] - own;
@@ -280,8 +291,14 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
       for (int a = 0; a < ni; a++)
         for (int b = 0; b < nj; b++) {
           int64_t I = ls[a], J = ls2[b];
-          int nr = chunk_coords(I, k, rs, 0);
-          nr = chunk_coords(J, k, rs, nr);
+          int nr;
+          if (k > 0 && I % k == 0 && J % k == 0) { /* even: all alike */
+            rs[0] = 0;
+            nr = 1;
+          } else {
+            nr = chunk_coords(I, k, rs, 0);
+            nr = chunk_coords(J, k, rs, nr);
+          }
           for (int j = 0; j < nr; j++) {
             int64_t ir = chunk_len(I, k, rs[j]), jr = chunk_len(J, k, rs[j]);
             send = max64(send, sat_mul(ir, J - jr));
