@@ -268,9 +268,10 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
        * they split the current piece. */
       int n = piece_lengths(shape[s->dim], axes, gather ? m - 1 : m, mesh, ls);
       for (int i = 0; i < n; i++) {
-        /* k even chunks: every coordinate's are alike */
-        int nr = k > 0 && ls[i] % k == 0 ? (rs[0] = 0, 1)
-                                         : chunk_coords(ls[i], k, rs, 0);
+        /* k even chunks (k >= 1, checked on entry): every coordinate's
+         * are alike */
+        int nr =
+            ls[i] % k == 0 ? (rs[0] = 0, 1) : chunk_coords(ls[i], k, rs, 0);
         for (int j = 0; j < nr; j++) {
           int64_t own = chunk_len(ls[i], k, rs[j]);
           int64_t mine = sat_mul(own, k - 1), rest = ls[i] - own;
@@ -292,7 +293,7 @@ static void step_cost(plan_redist_step *s, const int64_t *shape, int rank,
         for (int b = 0; b < nj; b++) {
           int64_t I = ls[a], J = ls2[b];
           int nr;
-          if (k > 0 && I % k == 0 && J % k == 0) { /* even: all alike */
+          if (I % k == 0 && J % k == 0) { /* even: all alike */
             rs[0] = 0;
             nr = 1;
           } else {
