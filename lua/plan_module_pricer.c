@@ -250,15 +250,36 @@ static void table_grow(lua_State *L, uint64_t **keys, void **vals, size_t size,
   *cap = ncap;
 }
 
+/* The slot for a new key whose probe ended at h, the table grown first
+ * when it would be over half full (the probe then made again); the key
+ * is set and counted, the caller sets the value. */
+static size_t table_insert(lua_State *L, uint64_t **keys, void **vals,
+                           size_t size, size_t *cap, size_t *used, size_t first,
+                           uint64_t key, size_t h) {
+  if (2 * (*used + 1) > *cap) {
+    table_grow(L, keys, vals, size, cap, first);
+    h = mix(key) & (*cap - 1);
+    while ((*keys)[h])
+      h = (h + 1) & (*cap - 1);
+  }
+  (*keys)[h] = key;
+  (*used)++;
+  return h;
+}
+
+/* the tables' first capacities */
+#define MEMO_FIRST ((size_t)1 << 14)
+#define ROWS_FIRST ((size_t)1024)
+
 static void memo_grow(lua_State *L, plan_lua_pricer *pr) {
   void *vals = pr->vals;
-  table_grow(L, &pr->keys, &vals, sizeof *pr->vals, &pr->cap, 1 << 14);
+  table_grow(L, &pr->keys, &vals, sizeof *pr->vals, &pr->cap, MEMO_FIRST);
   pr->vals = vals;
 }
 
 static void rows_grow(lua_State *L, plan_lua_pricer *pr) {
   void *idx = pr->ridx;
-  table_grow(L, &pr->rkeys, &idx, sizeof *pr->ridx, &pr->rcap, 1024);
+  table_grow(L, &pr->rkeys, &idx, sizeof *pr->ridx, &pr->rcap, ROWS_FIRST);
   pr->ridx = idx;
 }
 
@@ -304,15 +325,11 @@ static prow *dense_row(lua_State *L, plan_lua_pricer *pr, int self, int cls,
   size_t r = pr->nrows++;
   pr->rows[r] = (prow){v, (int)width};
   pr->dense += width;
-  if (2 * (pr->rused + 1) > pr->rcap) {
-    rows_grow(L, pr);
-    h = mix(key) & (pr->rcap - 1);
-    while (pr->rkeys[h])
-      h = (h + 1) & (pr->rcap - 1);
-  }
-  pr->rkeys[h] = key;
+  void *idx = pr->ridx;
+  h = table_insert(L, &pr->rkeys, &idx, sizeof *pr->ridx, &pr->rcap, &pr->rused,
+                   ROWS_FIRST, key, h);
+  pr->ridx = idx;
   pr->ridx[h] = (int)r;
-  pr->rused++;
   return &pr->rows[r];
 }
 
@@ -350,15 +367,11 @@ double plan_lua_pricer_price(lua_State *L, plan_lua_pricer *pr, int self,
     h = (h + 1) & (pr->cap - 1);
   }
   double s = price_now(L, pr, self, cls, from, to);
-  if (2 * (pr->used + 1) > pr->cap) {
-    memo_grow(L, pr);
-    h = mix(key) & (pr->cap - 1);
-    while (pr->keys[h])
-      h = (h + 1) & (pr->cap - 1);
-  }
-  pr->keys[h] = key;
+  void *vals = pr->vals;
+  h = table_insert(L, &pr->keys, &vals, sizeof *pr->vals, &pr->cap, &pr->used,
+                   MEMO_FIRST, key, h);
+  pr->vals = vals;
   pr->vals[h] = s;
-  pr->used++;
   return s;
 }
 

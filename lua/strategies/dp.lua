@@ -20,7 +20,8 @@
 -- untouched over 8 ops or more (util.split_units: the residual stream of
 -- a pre-norm block, read by the norm and again by the residual add), so
 -- the attention between is solved once per placement of what it reads,
--- whatever the residual's placement, which the chain carries past it. Both levels are exact, so the result is the
+-- whatever the residual's placement, which the chain carries past it.
+-- Both levels are exact, so the result is the
 -- optimum of the whole objective, the same plan as without the sharing
 -- (opts.share == false: every unit solved and priced on its own).
 --
@@ -298,12 +299,12 @@ return function(p, opts)
     -- pair), and in the order they were first made
     local by_key, made = {}, {}
     local bound, next_check = math.huge, 4 * max_states
-    local parts, within = {}, {}
+    -- the keys' parts: as many as ents and pnames for every state
+    local eparts, pparts, within = {}, {}, {}
     for _, st in ipairs(states) do
       local placed = st.placed
-      for k, t in ipairs(ents) do parts[k] = ehead[k] .. placed[t] end
-      for k = #ents + 1, #parts do parts[k] = nil end
-      local results = solve(seg, table.concat(parts, ";"), ents, placed)
+      for k, t in ipairs(ents) do eparts[k] = ehead[k] .. placed[t] end
+      local results = solve(seg, table.concat(eparts, ";"), ents, placed)
       -- the results within the bound as the state begins, taken in their
       -- own order (so the states are made as by the loop over all)
       local base, order, n = st.cost, results.order, 0
@@ -318,9 +319,8 @@ return function(p, opts)
         elseif n > 1 then
           table.sort(within)
         end
-        for k, t in ipairs(pnames) do parts[k] = placed[t] end
-        for k = #pnames + 1, #parts do parts[k] = nil end
-        local pkey = table.concat(parts, ";")
+        for k, t in ipairs(pnames) do pparts[k] = placed[t] end
+        local pkey = table.concat(pparts, ";")
         local row = by_key[pkey]
         if not row then row = {}; by_key[pkey] = row end
         for k = 1, n do

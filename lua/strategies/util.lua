@@ -240,6 +240,32 @@ local function describe(units, opv, key, alive_after)
   end
 end
 
+-- cross[c]: the tensors crossing the cut before op c (c = 1 .. n + 1):
+-- touched before op c and read at or after it, or an output.
+local function crossings(opv, alive_after)
+  local n, first, last, delta = #opv, {}, {}, {}
+  for i = 1, n do
+    for _, t in ipairs(opv[i].inputs) do
+      first[t] = first[t] or i
+      last[t] = i
+    end
+    for _, t in ipairs(opv[i].outputs) do first[t] = first[t] or i end
+  end
+  for t, f in pairs(first) do
+    local l = alive_after(t, n) and n + 1 or (last[t] or f)
+    if l > f then
+      delta[f + 1] = (delta[f + 1] or 0) + 1
+      delta[l + 1] = (delta[l + 1] or 0) - 1
+    end
+  end
+  local cross, acc = {}, 0
+  for c = 1, n + 1 do
+    acc = acc + (delta[c] or 0)
+    cross[c] = acc
+  end
+  return cross
+end
+
 -- The repeated layers of a program (AutoParallel's observation: a model
 -- is a few distinct layers repeated), found before any strategy is
 -- listed. Each op's key is its structure (p:op_key: kind, attributes,
@@ -261,7 +287,6 @@ end
 function util.repeats(p, ops, alive_after)
   local n = #ops
   local opv, key, producer = {}, {}, {}
-  local first, last = {}, {}
   for i, name in ipairs(ops) do
     local op = p:op(name)
     opv[i] = op
@@ -274,13 +299,8 @@ function util.repeats(p, ops, alive_after)
     for _, t in ipairs(op.inputs) do
       local pr = producer[t]
       parts[#parts + 1] = pr and (i - pr[1]) .. "." .. pr[2] or "L"
-      first[t] = first[t] or i
-      last[t] = i
     end
-    for k, t in ipairs(op.outputs) do
-      producer[t] = {i, k}
-      first[t] = first[t] or i
-    end
+    for k, t in ipairs(op.outputs) do producer[t] = {i, k} end
     key[i] = table.concat(parts, " ")
   end
 
@@ -326,21 +346,7 @@ function util.repeats(p, ops, alive_after)
   if not P then
     for i = 1, n do single(i) end
   else
-    -- tensors crossing the cut before op c: touched before c, read at or
-    -- after c (or an output)
-    local delta = {}
-    for t, f in pairs(first) do
-      local l = alive_after(t, n) and n + 1 or last[t]
-      if l > f then
-        delta[f + 1] = (delta[f + 1] or 0) + 1
-        delta[l + 1] = (delta[l + 1] or 0) - 1
-      end
-    end
-    local cross, acc = {}, 0
-    for c = 1, n + 1 do
-      acc = acc + (delta[c] or 0)
-      cross[c] = acc
-    end
+    local cross = crossings(opv, alive_after)
     local start, best_copies, best_cross
     for c = a0, a0 + P - 1 do
       local copies = (b0 - c + 1) // P
@@ -369,38 +375,18 @@ end
 -- unit's solves are per entry state). Returns the pieces, described as
 -- util.repeats describes its units; key is util.repeats' third result.
 function util.split_units(units, opv, key, alive_after, gap)
-  -- live[i]: the tensors live after op i (touched by then, read later)
-  local n, first, delta, live = #opv, {}, {}, {}
-  for i = 1, n do
-    for _, t in ipairs(opv[i].inputs) do first[t] = first[t] or i end
-    for _, t in ipairs(opv[i].outputs) do first[t] = first[t] or i end
-  end
-  local lastread = {}
-  for i = 1, n do
-    for _, t in ipairs(opv[i].inputs) do lastread[t] = i end
-  end
-  for t, f in pairs(first) do
-    local l = alive_after(t, n) and n + 1 or (lastread[t] or f)
-    if l > f then
-      delta[f] = (delta[f] or 0) + 1
-      delta[l] = (delta[l] or 0) - 1
-    end
-  end
-  local acc = 0
-  for i = 0, n do
-    acc = acc + (delta[i] or 0)
-    live[i] = acc
-  end
+  -- live after op i: cross[i + 1]
+  local cross = crossings(opv, alive_after)
   local out = {}
   for _, u in ipairs(units) do
     local touched, cut = {}, {}
-    local narrow = math.max(live[u.first - 1], live[u.last]) + 1
+    local narrow = math.max(cross[u.first], cross[u.last + 1]) + 1
     for i = u.first, u.last do
       for _, t in ipairs(opv[i].inputs) do
         local a = touched[t]
         if a and i - a - 1 >= gap then
-          if live[a] <= narrow then cut[a] = true end
-          if live[i - 1] <= narrow then cut[i - 1] = true end
+          if cross[a + 1] <= narrow then cut[a] = true end
+          if cross[i] <= narrow then cut[i - 1] = true end
         end
         touched[t] = i
       end
